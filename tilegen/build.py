@@ -1,0 +1,108 @@
+"""Building: find specs, compile each, and write ``<out>/<kernel>.py`` atomically.
+
+A build never leaves a partial module: each file is written to a temporary file in the
+output folder and renamed over the old one. Unchanged modules are not rewritten (same bytes,
+same mtime). Specs that fail keep their previous module untouched; the others still build.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tilegen.compiler import GeneratedModule, compile_spec
+from tilegen.errors import SpecError
+
+
+@dataclass(frozen=True)
+class SpecFile:
+    """A spec on disk: its real ``path`` and the ``display`` path used in errors and headers.
+
+    ``display`` is relative to the folder the user named (``specs/copy.tile``), so builds
+    are the same bytes on every machine.
+    """
+
+    path: Path
+    display: str
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What happened to one spec: its module path and status, or the error that stopped it."""
+
+    spec: SpecFile
+    module: Path | None
+    status: str  # "written" | "unchanged" | "stale" | "current" | "error"
+    error: SpecError | None = None
+
+
+def find_specs(paths: list[Path]) -> list[SpecFile]:
+    """Expand files and folders into ``.tile`` specs, sorted, each with its display path.
+
+    A folder contributes every ``*.tile`` below it, shown as ``<folder name>/<relative path>``;
+    a file is shown as ``<parent folder name>/<file name>``. Raises FileNotFoundError for a
+    path that does not exist.
+    """
+    found: list[SpecFile] = []
+    for path in paths:
+        if path.is_dir():
+            root = path.resolve()
+            for spec in sorted(root.rglob("*.tile")):
+                found.append(SpecFile(spec, f"{root.name}/{spec.relative_to(root).as_posix()}"))
+        elif path.is_file():
+            real = path.resolve()
+            found.append(SpecFile(real, f"{real.parent.name}/{real.name}"))
+        else:
+            raise FileNotFoundError(f"no such spec file or folder: {path}")
+    return found
+
+
+def compile_file(spec: SpecFile) -> GeneratedModule:
+    """Compile one spec file. Raises SpecError (with ``file:line:col``) for an invalid spec."""
+    return compile_spec(spec.path.read_text(encoding="utf-8"), spec.display)
+
+
+def write_atomic(path: Path, text: str) -> bool:
+    """Write ``text`` to ``path`` via a temporary file and rename; False if already equal."""
+    data = text.encode("utf-8")
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return True
+
+
+def build(paths: list[Path], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
+    """Compile every spec under ``paths`` into ``out_dir/<kernel>.py``.
+
+    With ``check_only`` nothing is written; each module is reported ``current`` or ``stale``.
+    Every spec is attempted; failures are returned with status ``error`` and leave the
+    existing module as it was.
+    """
+    results = []
+    for spec in find_specs(paths):
+        try:
+            generated = compile_file(spec)
+        except SpecError as err:
+            results.append(BuildResult(spec, None, "error", err))
+            continue
+        module = out_dir / f"{generated.kernel}.py"
+        text = generated.source
+        if check_only:
+            current = module.is_file() and module.read_text(encoding="utf-8") == text
+            results.append(BuildResult(spec, module, "current" if current else "stale"))
+        else:
+            written = write_atomic(module, text)
+            results.append(BuildResult(spec, module, "written" if written else "unchanged"))
+    return results

@@ -1,0 +1,205 @@
+"""The ``tilegen`` command line (Typer): build, check, show, run and demo.
+
+Spec errors print ``file:line:col: error: message`` with the line and a caret, exit 1, and
+never a Python traceback; a failed spec leaves its generated module as it was.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tilegen import __version__
+from tilegen.build import build as build_specs
+from tilegen.build import compile_file, find_specs
+from tilegen.check import check as check_spec
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+
+app = typer.Typer(
+    help="Compile declarative .tile kernel specs to Triton.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(message: str) -> None:
+    err.print(message, markup=False)
+    raise typer.Exit(1)
+
+
+def _specs(paths: list[Path]):
+    try:
+        return find_specs(paths)
+    except FileNotFoundError as error:
+        _fail(f"error: {error}")
+
+
+def _parse_sizes(values: list[str]) -> dict[str, int]:
+    sizes = {}
+    for value in values:
+        name, sep, number = value.partition("=")
+        if not sep or not number.strip().isdigit():
+            _fail(f"error: --size expects NAME=VALUE with a non-negative integer, got {value!r}")
+        sizes[name.strip()] = int(number)
+    return sizes
+
+
+@app.command()
+def build(
+    paths: Annotated[list[Path], typer.Argument(help="Spec files or folders of specs.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")] = Path("generated"),
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if any module is stale.")] = False,
+) -> None:
+    """Compile specs into OUTPUT/<kernel>.py (atomically; unchanged files are not rewritten)."""
+    specs = _specs(paths)
+    if not specs:
+        _fail(f"error: no .tile specs found in {', '.join(map(str, paths))}")
+    results = build_specs(paths, output, check_only=check)
+    failed = False
+    for result in results:
+        if result.error is not None:
+            err.print(result.error.render(), markup=False)
+            failed = True
+        elif result.status == "stale":
+            err.print(f"stale: {result.module} does not match {result.spec.display}", markup=False)
+            failed = True
+        else:
+            out.print(f"{result.status:>9}  {result.module}  ({result.spec.display})", markup=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def check(paths: Annotated[list[Path], typer.Argument(help="Spec files or folders of specs.")]) -> None:
+    """Parse and validate specs; print every error, write nothing."""
+    failed = False
+    for spec in _specs(paths):
+        try:
+            check_spec(parse(spec.path.read_text(encoding="utf-8"), spec.display))
+            out.print(f"ok  {spec.display}", markup=False)
+        except SpecError as error:
+            err.print(error.render(), markup=False)
+            failed = True
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def show(path: Annotated[Path, typer.Argument(help="One spec file.")]) -> None:
+    """Print the module a spec generates."""
+    (spec,) = _specs([path])[:1] or _fail(f"error: no spec at {path}")
+    try:
+        sys.stdout.write(compile_file(spec).source)
+    except SpecError as error:
+        _fail(error.render())
+
+
+def _results_table(results) -> Table:
+    table = Table(title="tilegen kernels vs reference")
+    for column in ("kernel", "shape", "device", "max error", "pass"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.kernel, r.shape, r.device, f"{r.max_error:.3g}", "PASS" if r.passed else "FAIL")
+    return table
+
+
+def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], base: int, device: str, image, out_dir):
+    from tilegen import runner
+
+    spec = check_spec(parse(spec_file.path.read_text(encoding="utf-8"), spec_file.display))
+    module_path = module_dir / f"{spec.name.id}.py"
+    module = runner.load_module(module_path)
+    return runner.run_module(
+        module, spec, runner.default_sizes(spec, base, sizes), device, image=image, out_dir=out_dir
+    )
+
+
+@app.command()
+def run(
+    path: Annotated[Path, typer.Argument(help="One spec file.")],
+    size: Annotated[Optional[list[str]], typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
+    image: Annotated[Optional[Path], typer.Option(help="An RGB image for a u8[3, H, W] input.")] = None,
+) -> None:
+    """Run a spec's kernel on random inputs (or an image) and compare it with its reference.
+
+    Uses the GPU when there is one, else the Triton interpreter on the CPU.
+    """
+    from tilegen import runner
+
+    device = runner.select_device()
+    sizes = _parse_sizes(size or [])
+    specs = _specs([path])
+    try:
+        generated = compile_file(specs[0])
+    except SpecError as error:
+        _fail(error.render())
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
+        try:
+            result = _run_spec(specs[0], Path(tmp), sizes, 64, device, image, None)
+        except (KeyError, ValueError, TypeError) as error:
+            _fail(f"error: {error}")
+    out.print(_results_table([result]))
+    if result.note:
+        out.print(result.note, markup=False)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(
+    specs_dir: Annotated[Path, typer.Argument(help="Folder of specs.")] = Path("specs"),
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where modules are generated.")] = Path("generated"),
+    image: Annotated[Optional[Path], typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")] = None,
+    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the sample photo and its grey PNG go.")] = Path("demo_out"),
+    size: Annotated[Optional[int], typer.Option(help="Extent of every size symbol (default 257 on the CPU, 2048 on a GPU).")] = None,
+) -> None:
+    """The main job: build every spec, run every kernel against its reference, print a table.
+
+    Image kernels run on a real photograph and write its grey PNG next to it.
+    """
+    from tilegen import runner
+
+    device = runner.select_device()
+    base = size or (2048 if device == "cuda" else 257)
+    results = build_specs([specs_dir], output)
+    errors = [r for r in results if r.error is not None]
+    for result in errors:
+        err.print(result.error.render(), markup=False)
+    photo = image or runner.sample_photo()
+    rows = []
+    for result in results:
+        if result.error is not None:
+            continue
+        out.print(f"running {result.spec.display} on {device} ...", markup=False)
+        rows.append(_run_spec(result.spec, output, {}, base, device, photo, None if image else out_dir))
+    out.print(_results_table(rows))
+    for row in rows:
+        if row.note:
+            out.print(row.note, markup=False)
+    if errors or not all(r.passed for r in rows):
+        raise typer.Exit(1)
+
+
+@app.callback(invoke_without_command=True)
+def main(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """tilegen: declarative tile specs -> readable Triton kernels, launchers and references."""
+    if version:
+        out.print(f"tilegen {__version__}")
+        raise typer.Exit(0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,296 @@
+"""Front end: ``.tile`` text -> :class:`tilegen.model.Spec`.
+
+The grammar is ``grammars/tile.lark`` (LALR, positions kept, built once). A
+:class:`lark.Transformer` turns every rule into a frozen model dataclass carrying its span, so
+no Lark tree leaves this module. Syntax errors become :class:`~tilegen.errors.SpecError` with
+the expected tokens named in words (``a name``, ``end of line``), not Lark terminal names.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.indenter import DedentError, Indenter
+
+from tilegen import model as m
+from tilegen.errors import Diagnostic, SpecError
+from tilegen.resources import data_path
+
+
+class TileIndenter(Indenter):
+    """Turns leading whitespace after newlines into ``_INDENT``/``_DEDENT`` tokens."""
+
+    NL_type = "_NL"
+    OPEN_PAREN_types = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    INDENT_type = "_INDENT"
+    DEDENT_type = "_DEDENT"
+    tab_len = 8
+
+
+@functools.lru_cache(maxsize=1)
+def get_parser() -> Lark:
+    """The LALR parser for ``grammars/tile.lark``, built once per process."""
+    return Lark(
+        data_path("grammars", "tile.lark").read_text(encoding="utf-8"),
+        parser="lalr",
+        postlex=TileIndenter(),
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+def _span(meta_or_token) -> m.Span:
+    return m.Span(
+        meta_or_token.line,
+        meta_or_token.column,
+        meta_or_token.end_line,
+        meta_or_token.end_column,
+    )
+
+
+def _name(token: Token) -> m.Name:
+    return m.Name(str(token), _span(token))
+
+
+def _number(token: Token) -> m.Number:
+    return m.Number(str(token), _span(token))
+
+
+
+@v_args(meta=True)
+class ToModel(Transformer):
+    """One method per grammar rule; each returns a model node (or a tuple of them)."""
+
+    def __init__(self, path: str, source: str):
+        super().__init__()
+        self.path = path
+        self.source = source
+
+    # declarations --------------------------------------------------------------
+    def tensor_decl(self, meta, items):
+        role, name, dtype, *dims = items
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta))
+
+    def role(self, meta, items):
+        return str(items[0])
+
+    def dim_name(self, meta, items):
+        return _name(items[0])
+
+    def dim_size(self, meta, items):
+        return _number(items[0])
+
+    def param(self, meta, items):
+        return m.Param(_name(items[0]), _number(items[1]), _span(meta))
+
+    def block_decl(self, meta, items):
+        return ("params", tuple(items))
+
+    def axis(self, meta, items):
+        name, dim, block, *opt = items
+        return m.Axis(_name(name), _name(dim), _name(block), not opt, _span(meta))
+
+    def grid_decl(self, meta, items):
+        return ("grid", tuple(items), _span(meta))
+
+    def group_size(self, meta, items):
+        return _number(items[0])
+
+    def group_param(self, meta, items):
+        return items[0]
+
+    def swizzle_decl(self, meta, items):
+        first, second, group, *aliases = items
+        alias = (_name(aliases[0]), _name(aliases[1])) if aliases else None
+        return m.Swizzle((_name(first), _name(second)), group, alias, _span(meta))
+
+    # statements ----------------------------------------------------------------
+    def declare(self, meta, items):
+        name, dtype, *axes, init = items
+        return m.Declare(_name(name), _name(dtype), tuple(_name(a) for a in axes), init, _span(meta))
+
+    def assign(self, meta, items):
+        return m.Assign(_name(items[0]), items[1], _span(meta))
+
+    def accumulate(self, meta, items):
+        return m.Accumulate(_name(items[0]), items[1], _span(meta))
+
+    def store(self, meta, items):
+        name, *index, value = items
+        return m.Store(_name(name), tuple(index), value, _span(meta))
+
+    def loop(self, meta, items):
+        axis, *body = items
+        return m.Loop(axis, tuple(body), _span(meta))
+
+    def index_axis(self, meta, items):
+        return _name(items[0])
+
+    def index_const(self, meta, items):
+        return _number(items[0])
+
+    # expressions ---------------------------------------------------------------
+    def number(self, meta, items):
+        return _number(items[0])
+
+    def ref(self, meta, items):
+        return m.Ref(_name(items[0]), _span(meta))
+
+    def load(self, meta, items):
+        name, *index = items
+        return m.Load(_name(name), tuple(index), _span(meta))
+
+    def binop(self, meta, items):
+        left, op, right = items
+        return m.BinOp(str(op), left, right, _span(meta))
+
+    def neg(self, meta, items):
+        return m.Neg(items[0], _span(meta))
+
+    def kwarg(self, meta, items):
+        key, value = items
+        value = _number(value) if value.type == "NUMBER" else _name(value)
+        return ("kwarg", _name(key), value)
+
+    def call(self, meta, items):
+        args = tuple(i for i in items[1:] if not (isinstance(i, tuple) and i[0] == "kwarg"))
+        kwargs = tuple((i[1], i[2]) for i in items[1:] if isinstance(i, tuple) and i[0] == "kwarg")
+        return m.Call(_name(items[0]), args, kwargs, _span(meta))
+
+    # the kernel ----------------------------------------------------------------
+    def kernel(self, meta, items):
+        name, *body = items
+        tensors, params, stmts = [], [], []
+        grid: tuple[m.Axis, ...] = ()
+        swizzle = None
+        for item in body:
+            if isinstance(item, m.Tensor):
+                tensors.append(item)
+            elif isinstance(item, m.Swizzle):
+                swizzle = item
+                if isinstance(item.group, m.Param):
+                    params.append(item.group)
+            elif isinstance(item, tuple) and item[0] == "params":
+                params.extend(item[1])
+            elif isinstance(item, tuple) and item[0] == "grid":
+                grid = grid + item[1]
+            else:
+                stmts.append(item)
+        return m.Spec(
+            _name(name),
+            tuple(tensors),
+            tuple(params),
+            grid,
+            swizzle,
+            tuple(stmts),
+            self.path,
+            self.source,
+        )
+
+    def start(self, meta, items):
+        return items[-1]
+
+
+#: How terminals are named in syntax errors (those not listed are shown as their literal).
+_TERMINAL_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "_NL": "end of line",
+    "_INDENT": "an indented block",
+    "_DEDENT": "end of the indented block",
+    "$END": "end of file",
+    "ADD_OP": "'+' or '-'",
+    "MUL_OP": "'*' or '/'",
+    "UNMASKED": "'unmasked'",
+}
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _TERMINAL_WORDS:
+        return _TERMINAL_WORDS[terminal]
+    try:
+        pattern = get_parser().get_terminal(terminal).pattern
+    except KeyError:
+        return terminal.lower()
+    return f"'{pattern.value}'"
+
+
+def _expected(names) -> str:
+    words = sorted({_describe(n) for n in names})
+    if not words:
+        return ""
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _found(token: Token) -> str:
+    if token.type == "$END":
+        return "end of file"
+    if token.type == "_NL":
+        return "end of line"
+    if token.type in ("_INDENT", "_DEDENT"):
+        return "a change of indentation"
+    return f"'{token}'"
+
+
+def _syntax_diagnostic(err: UnexpectedInput) -> Diagnostic:
+    line = max(getattr(err, "line", 1) or 1, 1)
+    column = max(getattr(err, "column", 1) or 1, 1)
+    if isinstance(err, UnexpectedCharacters):
+        message = f"unexpected character {err.char!r}"
+        if err.allowed:
+            message += f"; expected {_expected(err.allowed)}"
+    elif isinstance(err, UnexpectedToken):
+        token = err.token
+        if token.type == "_NL" and "\n" in str(token):
+            # Point at the end of the line, not at the next line's indentation.
+            line, column = token.line, token.column
+        message = f"unexpected {_found(token)}; expected {_expected(err.accepts or err.expected)}"
+    elif isinstance(err, UnexpectedEOF):
+        message = f"unexpected end of file; expected {_expected(err.expected)}"
+    else:  # pragma: no cover - lark has no other UnexpectedInput kinds today
+        message = str(err).splitlines()[0]
+    return Diagnostic(message, m.Span(line, column, line, column + 1))
+
+
+def parse(source: str, path: str = "<spec>") -> m.Spec:
+    """Parse one ``.tile`` text into a :class:`~tilegen.model.Spec`.
+
+    ``path`` is only used in error messages and the generated header. Raises
+    :class:`~tilegen.errors.SpecError` (with ``file:line:col``) on a syntax error; semantic
+    problems are left to :mod:`tilegen.check`.
+    """
+    text = source if source.endswith("\n") else source + "\n"
+    try:
+        tree = get_parser().parse(text)
+    except UnexpectedInput as err:
+        raise SpecError([_syntax_diagnostic(err)], path, source) from None
+    except DedentError as err:
+        line = _dedent_line(text)
+        span = m.Span(line, 1, line, 2)
+        raise SpecError(
+            [Diagnostic(f"indentation does not match any outer block ({err})", span)], path, source
+        ) from None
+    return ToModel(path, source).transform(tree)
+
+
+def _dedent_line(text: str) -> int:
+    """The first line whose indentation matches no enclosing level (for DedentError)."""
+    levels = [0]
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.lstrip(" \t")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line.expandtabs(TileIndenter.tab_len)) - len(stripped.expandtabs(TileIndenter.tab_len))
+        if indent > levels[-1]:
+            levels.append(indent)
+            continue
+        while indent < levels[-1]:
+            levels.pop()
+        if indent != levels[-1]:
+            return number
+    return 1

@@ -1,0 +1,210 @@
+"""Running generated kernels: random (or image) inputs, launch, compare with ``reference``.
+
+Used by ``tilegen run`` and ``tilegen demo``. The GPU is used when torch sees one; otherwise
+Triton's CPU interpreter (``TRITON_INTERPRET=1``), which must be chosen before triton is
+imported, so this module imports triton only through the generated modules it loads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from tilegen import model as m
+
+#: (atol, rtol) for comparing a kernel's output with its reference, by output dtype. Integer
+#: outputs computed through float math may differ by one where the GPU fuses multiply-adds.
+TOLERANCES = {
+    "f16": (1e-2, 1e-2),
+    "bf16": (5e-2, 2e-2),
+    "f32": (1e-4, 1e-4),
+    "f64": (1e-10, 1e-10),
+}
+INTEGER_TOLERANCE = (1.0, 0.0)
+
+
+def select_device() -> str:
+    """``"cuda"`` when a GPU is visible, else ``"cpu"`` with the Triton interpreter switched on.
+
+    Must run before anything imports triton (the interpreter is chosen at import time).
+    """
+    import torch
+
+    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        return "cuda"
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        raise RuntimeError("triton was imported before the interpreter could be selected")
+    os.environ["TRITON_INTERPRET"] = "1"
+    return "cpu"
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a generated module from ``path`` under a private name (Triton needs the file)."""
+    name = f"tilegen_generated_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def is_image_spec(spec: m.Spec) -> bool:
+    """True for a spec whose one input is a ``u8[3, H, W]`` image (grayscale-like)."""
+    if len(spec.inputs) != 1:
+        return False
+    tensor = spec.inputs[0]
+    first = tensor.dims[0]
+    return tensor.dtype.id == "u8" and len(tensor.dims) == 3 and isinstance(first, m.Number) and first.text == "3"
+
+
+def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 0) -> dict:
+    """One random tensor per input of ``spec``, shaped by ``sizes`` (symbol -> extent).
+
+    Floats are standard normal, ``u8`` uniform in [0, 256), other integers in [-100, 100).
+    Raises KeyError naming a size symbol missing from ``sizes``.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    inputs = {}
+    for tensor in spec.inputs:
+        shape = []
+        for dim in tensor.dims:
+            if isinstance(dim, m.Number):
+                shape.append(int(dim.text))
+            elif dim.id in sizes:
+                shape.append(sizes[dim.id])
+            else:
+                raise KeyError(f"no size given for '{dim.id}' (use --size {dim.id}=VALUE)")
+        dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
+        if tensor.dtype.id in m.FLOAT_DTYPES:
+            value = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+        elif tensor.dtype.id == "u8":
+            value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
+        else:
+            value = torch.randint(-100, 100, shape, generator=generator, dtype=dtype)
+        inputs[tensor.name.id] = value.to(device)
+    return inputs
+
+
+def load_image(path: Path, device: str):
+    """Read an RGB image as a contiguous ``uint8 [3, H, W]`` tensor (Pillow decodes it)."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    with Image.open(path) as image:
+        array = np.asarray(image.convert("RGB"))
+    return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous().to(device)
+
+
+def save_grey(tensor, path: Path) -> None:
+    """Write a ``uint8 [H, W]`` tensor as a greyscale PNG."""
+    from PIL import Image
+
+    Image.fromarray(tensor.cpu().numpy(), mode="L").save(path)
+
+
+def sample_photo() -> Path:
+    """A real photograph shipped with matplotlib (Grace Hopper, 512x600 JPEG)."""
+    import matplotlib
+
+    return Path(matplotlib.get_data_path()) / "sample_data" / "grace_hopper.jpg"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One kernel run: what ran, on which device, and how far it was from ``reference``."""
+
+    kernel: str
+    shape: str
+    device: str
+    max_error: float
+    passed: bool
+    note: str = ""
+
+
+def compare(outputs, expected, spec: m.Spec) -> tuple[float, bool]:
+    """Max absolute error over all outputs and whether each is within its dtype's tolerance."""
+    import torch
+
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    worst, passed = 0.0, True
+    for tensor, out, ref in zip(spec.outputs, outputs, expected):
+        if out.shape != ref.shape or out.dtype != ref.dtype:
+            return float("inf"), False
+        if out.numel() == 0:
+            continue
+        diff = (out.double() - ref.double()).abs()
+        worst = max(worst, diff.max().item())
+        atol, rtol = TOLERANCES.get(tensor.dtype.id, INTEGER_TOLERANCE)
+        passed &= bool(torch.allclose(out.double(), ref.double(), atol=atol, rtol=rtol))
+    return worst, passed
+
+
+def run_module(
+    module: ModuleType,
+    spec: m.Spec,
+    sizes: dict[str, int],
+    device: str,
+    image: Path | None = None,
+    out_dir: Path | None = None,
+) -> RunResult:
+    """Launch ``module``'s kernel on random inputs (or ``image``) and compare with its reference.
+
+    For an image spec the grey result is written as ``<stem>_grey.png`` next to the image
+    (copied into ``out_dir`` first when given). Raises KeyError for a missing size.
+    """
+    launcher = getattr(module, spec.name.id)
+    note = ""
+    if image is not None and is_image_spec(spec):
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            copy = out_dir / image.name
+            if copy.resolve() != image.resolve():
+                shutil.copyfile(image, copy)
+            image = copy
+        inputs = {spec.inputs[0].name.id: load_image(image, device)}
+    else:
+        inputs = random_inputs(spec, sizes, device)
+    outputs = launcher(*inputs.values())
+    expected = module.reference(*inputs.values())
+    if image is not None and is_image_spec(spec):
+        grey = image.with_name(f"{image.stem}_grey.png")
+        save_grey(outputs, grey)
+        note = f"wrote {grey}"
+    max_error, passed = compare(outputs, expected, spec)
+    shape = ", ".join("x".join(str(s) for s in t.shape) for t in inputs.values())
+    return RunResult(spec.name.id, shape, device, max_error, passed, note)
+
+
+def default_sizes(spec: m.Spec, base: int, given: dict[str, int] | None = None) -> dict[str, int]:
+    """A size for every symbol of ``spec``: ``given`` where stated, else ``base``, rounded up to
+    a multiple of the default block of any unmasked axis over it (so the launcher accepts it)."""
+    given = dict(given or {})
+    blocks = {p.name.id: int(p.default.text) for p in spec.params}
+    multiple: dict[str, int] = {}
+    axes = list(spec.grid)
+    stack = list(spec.body)
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, m.Loop):
+            axes.append(stmt.axis)
+            stack.extend(stmt.body)
+    for axis in axes:
+        if not axis.masked:
+            step = blocks.get(axis.block.id, 1)
+            multiple[axis.dim.id] = max(multiple.get(axis.dim.id, 1), step)
+    sizes = {}
+    for tensor in spec.tensors:
+        for dim in tensor.dims:
+            if isinstance(dim, m.Name) and dim.id not in sizes:
+                step = multiple.get(dim.id, 1)
+                sizes[dim.id] = given.get(dim.id, -(-base // step) * step)
+    return sizes

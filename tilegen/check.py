@@ -98,7 +98,10 @@ class Checker:
     # declarations ----------------------------------------------------------------
     def check_declarations(self) -> dict[str, m.Axis]:
         spec = self.spec
-        self.define(spec.name, "kernel")
+        # The kernel name lives at module level (``<name>``, ``<name>_kernel``), apart from the
+        # kernel's own names, so it only has to avoid reserved and private names.
+        if spec.name.id in RESERVED or spec.name.id.startswith("_"):
+            self.errors.error(f"kernel name '{spec.name.id}' is reserved; choose another name", spec.name.span)
         for tensor in spec.tensors:
             self.define(tensor.name, "tensor")
             self.check_dtype(tensor.dtype)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -113,22 +113,23 @@ def _results_table(results) -> Table:
     return table
 
 
-def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], base: int, device: str, image, out_dir):
+def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir):
     from tilegen import runner
 
     spec = check_spec(parse(spec_file.path.read_text(encoding="utf-8"), spec_file.display))
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)
     return runner.run_module(
-        module, spec, runner.default_sizes(spec, base, sizes), device, image=image, out_dir=out_dir
+        module, spec, runner.default_sizes(spec, programs, sizes), device, image=image, out_dir=out_dir
     )
 
 
 @app.command()
 def run(
     path: Annotated[Path, typer.Argument(help="One spec file.")],
-    size: Annotated[Optional[list[str]], typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
-    image: Annotated[Optional[Path], typer.Option(help="An RGB image for a u8[3, H, W] input.")] = None,
+    size: Annotated[list[str] | None, typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
+    image: Annotated[Path | None, typer.Option(help="An RGB image for a u8[3, H, W] input.")] = None,
+    programs: Annotated[int, typer.Option(help="Default sizes: this many tiles (plus a tail) per size symbol.")] = 4,
 ) -> None:
     """Run a spec's kernel on random inputs (or an image) and compare it with its reference.
 
@@ -146,7 +147,7 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
         try:
-            result = _run_spec(specs[0], Path(tmp), sizes, 64, device, image, None)
+            result = _run_spec(specs[0], Path(tmp), sizes, programs, device, image, None)
         except (KeyError, ValueError, TypeError) as error:
             _fail(f"error: {error}")
     out.print(_results_table([result]))
@@ -160,9 +161,9 @@ def run(
 def demo(
     specs_dir: Annotated[Path, typer.Argument(help="Folder of specs.")] = Path("specs"),
     output: Annotated[Path, typer.Option("-o", "--output", help="Where modules are generated.")] = Path("generated"),
-    image: Annotated[Optional[Path], typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")] = None,
+    image: Annotated[Path | None, typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")] = None,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the sample photo and its grey PNG go.")] = Path("demo_out"),
-    size: Annotated[Optional[int], typer.Option(help="Extent of every size symbol (default 257 on the CPU, 2048 on a GPU).")] = None,
+    programs: Annotated[int | None, typer.Option(help="Tiles (plus a tail) per size symbol; default 5 on the CPU, 40 on a GPU.")] = None,
 ) -> None:
     """The main job: build every spec, run every kernel against its reference, print a table.
 
@@ -171,7 +172,7 @@ def demo(
     from tilegen import runner
 
     device = runner.select_device()
-    base = size or (2048 if device == "cuda" else 257)
+    programs = programs or (40 if device == "cuda" else 5)
     results = build_specs([specs_dir], output)
     errors = [r for r in results if r.error is not None]
     for result in errors:
@@ -182,7 +183,7 @@ def demo(
         if result.error is not None:
             continue
         out.print(f"running {result.spec.display} on {device} ...", markup=False)
-        rows.append(_run_spec(result.spec, output, {}, base, device, photo, None if image else out_dir))
+        rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
     out.print(_results_table(rows))
     for row in rows:
         if row.note:

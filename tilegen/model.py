@@ -74,7 +74,7 @@ class Tensor:
     role: str  # "in" | "out"
     name: Name
     dtype: Name
-    dims: tuple[Union[Name, Number], ...]
+    dims: tuple[Name | Number, ...]
     span: Span
 
 
@@ -113,7 +113,7 @@ class Swizzle:
     """
 
     axes: tuple[Name, Name]
-    group: Union[Number, Param]
+    group: Number | Param
     aliases: tuple[Name, Name] | None
     span: Span
 
@@ -134,7 +134,7 @@ class Load:
     """``x[0, h, w]``: a tile of tensor ``tensor``; each index is an axis name or an integer."""
 
     tensor: Name
-    index: tuple[Union[Name, Number], ...]
+    index: tuple[Name | Number, ...]
     span: Span
 
 
@@ -143,8 +143,8 @@ class BinOp:
     """``left op right`` with ``op`` one of ``+ - * /``."""
 
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
     span: Span
 
 
@@ -152,7 +152,7 @@ class BinOp:
 class Neg:
     """``-operand``."""
 
-    operand: "Expr"
+    operand: Expr
     span: Span
 
 
@@ -161,8 +161,8 @@ class Call:
     """``func(args..., key=value)``, e.g. ``dot(a[m, k], b[k, n], precision=ieee)``."""
 
     func: Name
-    args: tuple["Expr", ...]
-    kwargs: tuple[tuple[Name, Union[Name, Number]], ...]
+    args: tuple[Expr, ...]
+    kwargs: tuple[tuple[Name, Name | Number], ...]
     span: Span
 
 
@@ -205,7 +205,7 @@ class Store:
     """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype)."""
 
     tensor: Name
-    index: tuple[Union[Name, Number], ...]
+    index: tuple[Name | Number, ...]
     value: Expr
     span: Span
 
@@ -215,7 +215,7 @@ class Loop:
     """``for k over K by BK [unmasked]`` with an indented body: a loop over tiles of ``K``."""
 
     axis: Axis
-    body: tuple["Stmt", ...]
+    body: tuple[Stmt, ...]
     span: Span
 
 

@@ -184,12 +184,12 @@ def run_module(
     return RunResult(spec.name.id, shape, device, max_error, passed, note)
 
 
-def default_sizes(spec: m.Spec, base: int, given: dict[str, int] | None = None) -> dict[str, int]:
-    """A size for every symbol of ``spec``: ``given`` where stated, else ``base``, rounded up to
-    a multiple of the default block of any unmasked axis over it (so the launcher accepts it)."""
+def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
+    """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
+    the largest default block over it, plus a partial tile when every axis over it is masked
+    (so tails are exercised and unmasked launchers accept the size)."""
     given = dict(given or {})
     blocks = {p.name.id: int(p.default.text) for p in spec.params}
-    multiple: dict[str, int] = {}
     axes = list(spec.grid)
     stack = list(spec.body)
     while stack:
@@ -197,14 +197,13 @@ def default_sizes(spec: m.Spec, base: int, given: dict[str, int] | None = None) 
         if isinstance(stmt, m.Loop):
             axes.append(stmt.axis)
             stack.extend(stmt.body)
-    for axis in axes:
-        if not axis.masked:
-            step = blocks.get(axis.block.id, 1)
-            multiple[axis.dim.id] = max(multiple.get(axis.dim.id, 1), step)
     sizes = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:
-            if isinstance(dim, m.Name) and dim.id not in sizes:
-                step = multiple.get(dim.id, 1)
-                sizes[dim.id] = given.get(dim.id, -(-base // step) * step)
+            if not isinstance(dim, m.Name) or dim.id in sizes:
+                continue
+            over = [a for a in axes if a.dim.id == dim.id]
+            step = max((blocks.get(a.block.id, 1) for a in over), default=16)
+            tail = step // 2 + 1 if all(a.masked for a in over) else 0
+            sizes[dim.id] = given.get(dim.id, step * programs + tail)
     return sizes

@@ -107,7 +107,7 @@ def save_grey(tensor, path: Path) -> None:
     """Write a ``uint8 [H, W]`` tensor as a greyscale PNG."""
     from PIL import Image
 
-    Image.fromarray(tensor.cpu().numpy(), mode="L").save(path)
+    Image.fromarray(tensor.cpu().numpy()).save(path)  # uint8 [H, W] -> mode "L"
 
 
 def sample_photo() -> Path:

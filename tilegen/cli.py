@@ -97,7 +97,10 @@ def check(paths: Annotated[list[Path], typer.Argument(help="Spec files or folder
 @app.command()
 def show(path: Annotated[Path, typer.Argument(help="One spec file.")]) -> None:
     """Print the module a spec generates."""
-    (spec,) = _specs([path])[:1] or _fail(f"error: no spec at {path}")
+    specs = _specs([path])
+    if len(specs) != 1:
+        _fail(f"error: show takes one spec file; {path} holds {len(specs)}")
+    spec = specs[0]
     try:
         sys.stdout.write(compile_file(spec).source)
     except SpecError as error:

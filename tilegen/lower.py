@@ -161,6 +161,17 @@ def broadcast(var: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
 _PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
 
 
+def binop_text(expr: m.BinOp, left: str, right: str) -> str:
+    """``left op right`` with parentheses only where precedence needs them (the same text
+    for Triton and torch, so both evaluate in the spec's order)."""
+    prec = _PRECEDENCE[expr.op]
+    if isinstance(expr.left, m.BinOp) and _PRECEDENCE[expr.left.op] < prec:
+        left = f"({left})"
+    if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
+        right = f"({right})"
+    return f"{left} {expr.op} {right}"
+
+
 @dataclass
 class _AxisInfo:
     """What the kernel calls an axis: its offsets, mask (or None), bound and block."""
@@ -318,13 +329,7 @@ class _Lowering:
             return f"-{inner}"
         if isinstance(expr, m.BinOp):
             left = self.expr(expr.left, context, ops, other)
-            right = self.expr(expr.right, context, ops, other)
-            prec = _PRECEDENCE[expr.op]
-            if isinstance(expr.left, m.BinOp) and _PRECEDENCE[expr.left.op] < prec:
-                left = f"({left})"
-            if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
-                right = f"({right})"
-            return f"{left} {expr.op} {right}"
+            return binop_text(expr, left, self.expr(expr.right, context, ops, other))
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
 
     def dot_loop(self, loop: m.Loop) -> list[Op]:
@@ -502,7 +507,7 @@ def _launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
                     f"f\"{name}: {tensor.name.id} dimension {position} ({dim.id}) must be > {const}, got {{{dim.id}}}\"",
                 )
             )
-    for axis in _all_axes(spec):
+    for axis in spec.axes():
         if not axis.masked:
             shape_checks.append(
                 (
@@ -522,7 +527,7 @@ def _launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     call_args.append(tuple(f"{p.name.id}={p.name.id}" for p in spec.params))
     returns = ", ".join(t.name.id for t in spec.outputs)
     block_names = tuple(
-        dict.fromkeys(a.block.id for a in _all_axes(spec))
+        dict.fromkeys(a.block.id for a in spec.axes())
     )
     doc = _launcher_doc(spec)
     return LauncherPlan(
@@ -559,19 +564,6 @@ def _launcher_doc(spec: m.Spec) -> str:
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
     return "\n".join(lines)
-
-
-def _all_axes(spec: m.Spec) -> list[m.Axis]:
-    axes = list(spec.grid)
-
-    def walk(body):
-        for stmt in body:
-            if isinstance(stmt, m.Loop):
-                axes.append(stmt.axis)
-                walk(stmt.body)
-
-    walk(spec.body)
-    return axes
 
 
 def _constant_indices(spec: m.Spec):
@@ -650,14 +642,7 @@ def _reference(spec: m.Spec, launcher: LauncherPlan) -> ReferencePlan:
             inner = rexpr(expr.operand, context)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
-            left = rexpr(expr.left, context)
-            right = rexpr(expr.right, context)
-            prec = _PRECEDENCE[expr.op]
-            if isinstance(expr.left, m.BinOp) and _PRECEDENCE[expr.left.op] < prec:
-                left = f"({left})"
-            if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
-                right = f"({right})"
-            return f"{left} {expr.op} {right}"
+            return binop_text(expr, rexpr(expr.left, context), rexpr(expr.right, context))
         if isinstance(expr, m.Call):  # dot: a full matmul in the accumulator's dtype
             a, b = (torch_load(arg, tuple(i.id for i in arg.index if isinstance(i, m.Name))) for arg in expr.args)
             dtype = acc_dtype or "torch.float32"
@@ -735,7 +720,7 @@ def _mentions(lines: list[str], name: str) -> bool:
 
 
 def _axis_dim(spec: m.Spec, axis_name: str) -> str:
-    for axis in _all_axes(spec):
+    for axis in spec.axes():
         if axis.name.id == axis_name:
             return axis.dim.id
     raise KeyError(axis_name)  # pragma: no cover - the checker guarantees it

@@ -249,6 +249,19 @@ class Spec:
         """Tensors with role ``out``, in declaration order (what the launcher returns)."""
         return tuple(t for t in self.tensors if t.role == "out")
 
+    def axes(self) -> tuple[Axis, ...]:
+        """Every axis: the grid's, then each loop's in body order (nested loops included)."""
+        found = list(self.grid)
+
+        def walk(body) -> None:
+            for stmt in body:
+                if isinstance(stmt, Loop):
+                    found.append(stmt.axis)
+                    walk(stmt.body)
+
+        walk(self.body)
+        return tuple(found)
+
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
         return next((t for t in self.tensors if t.name.id == name), None)

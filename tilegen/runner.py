@@ -190,13 +190,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     (so tails are exercised and unmasked launchers accept the size)."""
     given = dict(given or {})
     blocks = {p.name.id: int(p.default.text) for p in spec.params}
-    axes = list(spec.grid)
-    stack = list(spec.body)
-    while stack:
-        stmt = stack.pop()
-        if isinstance(stmt, m.Loop):
-            axes.append(stmt.axis)
-            stack.extend(stmt.body)
+    axes = spec.axes()
     sizes = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:

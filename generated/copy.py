@@ -71,9 +71,9 @@ def copy_kernel(
 def copy(x, *, BS=1024):
     """Run the kernel of specs/copy.tile and return its output.
 
-    Inputs: x: f32[N] (any strides).
+    Inputs: x: f32[N] (tensors may have any strides).
     Returns: z: f32[N] (new, contiguous).
-    Keyword overrides: BS=1024.
+    Keyword arguments: BS=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     _check_input("copy", "x", x, torch.float32, 1)

@@ -96,9 +96,9 @@ def matmul_grouped_kernel(
 def matmul_grouped(a, b, *, BM=64, BN=64, BK=64, GROUP_SIZE=8):
     """Run the kernel of specs/matmul_grouped.tile and return its output.
 
-    Inputs: a: f16[M, K]; b: f16[K, N] (any strides).
+    Inputs: a: f16[M, K]; b: f16[K, N] (tensors may have any strides).
     Returns: c: f16[M, N] (new, contiguous).
-    Keyword overrides: BM=64, BN=64, BK=64, GROUP_SIZE=8.
+    Keyword arguments: BM=64, BN=64, BK=64, GROUP_SIZE=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     _check_input("matmul_grouped", "a", a, torch.float16, 2)

@@ -93,9 +93,9 @@ def matmul_naive_kernel(
 def matmul_naive(a, b, *, BM=64, BN=64, BK=64):
     """Run the kernel of specs/matmul_naive.tile and return its output.
 
-    Inputs: a: f16[M, K]; b: f16[K, N] (any strides).
+    Inputs: a: f16[M, K]; b: f16[K, N] (tensors may have any strides).
     Returns: c: f16[M, N] (new, contiguous).
-    Keyword overrides: BM=64, BN=64, BK=64.
+    Keyword arguments: BM=64, BN=64, BK=64.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     _check_input("matmul_naive", "a", a, torch.float16, 2)

@@ -78,9 +78,9 @@ def rgb2grey_kernel(
 def rgb2grey(x, *, BH=32, BW=32):
     """Run the kernel of specs/grayscale.tile and return its output.
 
-    Inputs: x: u8[3, H, W] (any strides).
+    Inputs: x: u8[3, H, W] (tensors may have any strides).
     Returns: y: u8[H, W] (new, contiguous).
-    Keyword overrides: BH=32, BW=32.
+    Keyword arguments: BH=32, BW=32.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     _check_input("rgb2grey", "x", x, torch.uint8, 3)

@@ -85,9 +85,9 @@ def swizzle_kernel(
 def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
     """Run the kernel of specs/swizzle.tile and return its output.
 
-    Inputs: x: i64[M, N] (any strides).
+    Inputs: x: i64[M, N] (tensors may have any strides).
     Returns: z: i64[M, N] (new, contiguous).
-    Keyword overrides: BM=1, BN=1, GROUP_SIZE=3.
+    Keyword arguments: BM=1, BN=1, GROUP_SIZE=3.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     _check_input("swizzle", "x", x, torch.int64, 2)

@@ -15,16 +15,47 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.errors import Collector
 
-#: Names a spec may not use: they are Python keywords or names the generated module defines.
+@dataclass(frozen=True)
+class Signature:
+    """How a spec function is called: positional argument counts and keyword arguments."""
+
+    min_args: int
+    max_args: int
+    kwargs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> allowed values
+
+
+#: Functions an expression may call. ``dot`` is the accumulate-dot of a loop; the rest are
+#: elementwise activations (``leaky_relu(x, 0.1)``: the slope, 0.01 by default;
+#: ``gelu(x, approximate=tanh)``: the tanh form, erf by default, as in torch).
+FUNCTIONS: dict[str, Signature] = {
+    "dot": Signature(2, 2, {"precision": m.PRECISIONS}),
+    "relu": Signature(1, 1),
+    "leaky_relu": Signature(1, 2),
+    "gelu": Signature(1, 1, {"approximate": ("none", "tanh")}),
+    "sigmoid": Signature(1, 1),
+    "silu": Signature(1, 1),
+}
+
+#: Options a ``choose`` line may offer: the one-argument activations, and ``none``.
+CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
+
+#: Words of the language itself; a spec cannot use them as names.
+KEYWORDS = frozenset(
+    {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat"}
+    | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access"}
+)
+
+#: Names a spec may not use: Python and language keywords, and names the generated module
+#: defines at module level (imports, helpers, functions) or uses as launch options.
 RESERVED = frozenset(
     set(keyword.kwlist)
     | set(keyword.softkwlist)
-    | {"tl", "triton", "torch", "os", "grid", "reference", "kernel", "meta", "math", "self"}
+    | KEYWORDS
+    | set(FUNCTIONS)
+    | set(m.LAUNCH_OPTIONS)
+    | {"tl", "triton", "torch", "os", "grid", "reference", "kernel", "meta", "math", "self", "none"}
     | {"True", "False", "None", "range", "min", "max", "abs", "len", "int", "float", "print"}
 )
-
-#: Functions an expression may call, with their number of positional arguments.
-FUNCTIONS = {"dot": 2}
 
 #: Triton's ``tl.dot`` needs every tile dimension to be at least this large.
 MIN_DOT_TILE = 16
@@ -61,7 +92,7 @@ class Checker:
     def define(self, name: m.Name, what: str) -> None:
         """Record a new name; report reserved, dunder and duplicate names."""
         ident = name.id
-        if ident in RESERVED or ident.startswith("__"):
+        if ident in RESERVED or ident.startswith("__") or ident.startswith("apply_"):
             self.errors.error(f"{what} name '{ident}' is reserved; choose another name", name.span)
         elif ident in self.names:
             first = self.names[ident]
@@ -76,6 +107,14 @@ class Checker:
             known = ", ".join(m.DTYPES)
             self.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
 
+    def param_values(self, name: str) -> list[m.Number]:
+        """Every value parameter ``name`` can take: its default and each config's setting."""
+        param = self.params.get(name)
+        values = [param.default] if param is not None and param.default is not None else []
+        if self.spec.tune is not None:
+            values += [v for c in self.spec.tune.configs if (v := c.get(name)) is not None]
+        return [v for v in values if v.is_int]
+
     def check_axis_decl(self, axis: m.Axis, what: str) -> None:
         self.define(axis.name, what)
         if axis.dim.id not in self.dims:
@@ -83,28 +122,42 @@ class Checker:
                 f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
                 axis.dim.span,
             )
+        if what == "loop axis" and axis.block is None:
+            self.errors.error(
+                f"a loop axis needs a block: 'for {axis.name.id} over {axis.dim.id} by B'", axis.span
+            )
+            return
+        if axis.block is None:
+            return
+        if axis.bounds == "wrapped" and what == "loop axis":
+            self.errors.error("only grid axes can be 'wrapped'; a loop's tail is masked", axis.span)
         param = self.params.get(axis.block.id)
         if param is None:
             self.errors.error(
                 f"unknown block size '{axis.block.id}'; declare it with 'block {axis.block.id} = ...'",
                 axis.block.span,
             )
-        elif not is_power_of_two(int(param.default.text)):
-            self.errors.error(
-                f"block size '{param.name.id}' = {param.default.text} is not a power of two",
-                param.default.span,
-            )
+            return
+        for value in self.param_values(param.name.id):
+            if not is_power_of_two(int(value.text)):
+                self.errors.error(
+                    f"block size '{param.name.id}' = {value.text} is not a power of two", value.span
+                )
 
     # declarations ----------------------------------------------------------------
     def check_declarations(self) -> dict[str, m.Axis]:
         spec = self.spec
         # The kernel name lives at module level (``<name>``, ``<name>_kernel``), apart from the
         # kernel's own names, so it only has to avoid reserved and private names.
-        if spec.name.id in RESERVED or spec.name.id.startswith("_"):
+        if spec.name.id in RESERVED - KEYWORDS or spec.name.id.startswith(("_", "apply_")):
             self.errors.error(f"kernel name '{spec.name.id}' is reserved; choose another name", spec.name.span)
         for tensor in spec.tensors:
             self.define(tensor.name, "tensor")
             self.check_dtype(tensor.dtype)
+            if tensor.is_scalar and tensor.role == "out":
+                self.errors.error(
+                    f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
+                )
             for dim in tensor.dims:
                 if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
                     self.errors.error("a literal dimension must be a positive integer", dim.span)
@@ -113,7 +166,14 @@ class Checker:
             self.define(m.Name(dim, span), "dimension")
         for param in spec.params:
             self.define(param.name, "parameter")
-            if not param.default.is_int or int(param.default.text) < 1:
+            if param.default is None:
+                if spec.tune is None:
+                    self.errors.error(
+                        f"'{param.name.id}' needs a value: 'block {param.name.id} = 64' (only tuned specs "
+                        "may leave block sizes to their configs)",
+                        param.name.span,
+                    )
+            elif not param.default.is_int or int(param.default.text) < 1:
                 self.errors.error(
                     f"'{param.name.id}' must be a positive integer, not {param.default.text}",
                     param.default.span,
@@ -121,19 +181,86 @@ class Checker:
         if not spec.outputs:
             self.errors.error("the kernel has no 'out' tensor", spec.name.span)
         axes: dict[str, m.Axis] = {}
-        if not spec.grid:
-            self.errors.error("the kernel has no 'grid' line", spec.name.span)
         if len(spec.grid) > 3:
             self.errors.error(
                 f"a grid has at most 3 axes (Triton's program_id 0..2), not {len(spec.grid)}",
                 spec.grid[3].span,
+            )
+        if spec.flat and (len(spec.grid) != 2 or any(a.block is None for a in spec.grid)):
+            self.errors.error(
+                "a flat grid flattens two tiled axes: 'grid flat m over M by BM, n over N by BN'",
+                spec.grid[0].span,
             )
         for axis in spec.grid:
             self.check_axis_decl(axis, "grid axis")
             axes[axis.name.id] = axis
         if spec.swizzle is not None:
             self.check_swizzle(spec.swizzle, axes)
+        if spec.tune is not None:
+            self.check_tune(spec.tune)
+        for choice in spec.choices:
+            self.check_choice(choice)
+        if spec.access is not None:
+            if spec.access.id not in m.ACCESS_STYLES:
+                self.errors.error(
+                    f"unknown access style '{spec.access.id}'; expected one of {', '.join(m.ACCESS_STYLES)}",
+                    spec.access.span,
+                )
+            elif spec.access.id == "block_ptr":
+                for axis in spec.grid:
+                    if axis.bounds == "wrapped":
+                        self.errors.error(
+                            "block pointers cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
+                            axis.span,
+                        )
         return axes
+
+    def check_tune(self, tune: m.Tune) -> None:
+        sizes = {d.id for t in self.spec.tensors for d in t.dims if isinstance(d, m.Name)}
+        for key in tune.key:
+            if key.id not in sizes:
+                self.errors.error(
+                    f"autotune key '{key.id}' is not a size; use dimensions such as {', '.join(sorted(sizes))}",
+                    key.span,
+                )
+        defaults = [c for c in tune.configs if c.default]
+        for extra in defaults[1:]:
+            self.errors.error("only one config can be the default", extra.span)
+        for config in tune.configs:
+            seen: set[str] = set()
+            for setting in config.settings:
+                name = setting.name.id
+                if name in seen:
+                    self.errors.error(f"'{name}' is set twice in this config", setting.name.span)
+                seen.add(name)
+                if name not in self.params and name not in m.LAUNCH_OPTIONS:
+                    self.errors.error(
+                        f"config sets '{name}', which is not a block parameter or one of "
+                        f"{', '.join(m.LAUNCH_OPTIONS)}",
+                        setting.name.span,
+                    )
+                value = setting.default
+                if not value.is_int or int(value.text) < 1:
+                    self.errors.error(f"'{name}' must be a positive integer, not {value.text}", value.span)
+                elif name == "num_warps" and not is_power_of_two(int(value.text)):
+                    self.errors.error(f"num_warps = {value.text} is not a power of two", value.span)
+            for param in self.spec.params:
+                if param.default is None and param.name.id not in seen:
+                    self.errors.error(
+                        f"this config leaves '{param.name.id}' unset, and it has no default", config.span
+                    )
+
+    def check_choice(self, choice: m.Choice) -> None:
+        self.define(choice.name, "choice")
+        seen: set[str] = set()
+        for option in choice.options:
+            if option.id not in CHOICE_OPTIONS:
+                self.errors.error(
+                    f"'{option.id}' cannot be chosen; options are {', '.join(CHOICE_OPTIONS)}", option.span
+                )
+            elif option.id in seen:
+                self.errors.error(f"option '{option.id}' is listed twice", option.span)
+            seen.add(option.id)
 
     def check_swizzle(self, swizzle: m.Swizzle, axes: dict[str, m.Axis]) -> None:
         grid_names = tuple(a.name.id for a in self.spec.grid)
@@ -150,6 +277,13 @@ class Checker:
             not swizzle.group.is_int or int(swizzle.group.text) < 1
         ):
             self.errors.error("the swizzle group must be a positive integer", swizzle.group.span)
+        if isinstance(swizzle.group, m.Name) and swizzle.group.id not in self.params:
+            self.errors.error(
+                f"unknown parameter '{swizzle.group.id}'; declare it or write 'group {swizzle.group.id} = 8'",
+                swizzle.group.span,
+            )
+        if self.spec.flat and swizzle.aliases:
+            self.errors.error("'as' aliases need a 2D grid, not a flat one", swizzle.aliases[0].span)
         if swizzle.aliases:
             for alias, axis in zip(swizzle.aliases, swizzle.axes):
                 self.define(alias, "swizzled axis")
@@ -168,6 +302,9 @@ class Checker:
             self.errors.error(f"input tensor '{tensor.name.id}' is written; only 'out' tensors can be stored to", tensor_name.span)
         if not writing and tensor.role == "out":
             self.errors.error(f"output tensor '{tensor.name.id}' is read; only 'in' tensors can be loaded", tensor_name.span)
+        if tensor.is_scalar:
+            self.errors.error(f"'{tensor.name.id}' is a scalar; use it without an index", tensor_name.span)
+            return ()
         if len(index) != len(tensor.dims):
             self.errors.error(
                 f"tensor '{tensor.name.id}' has rank {len(tensor.dims)} but is indexed with {len(index)} "
@@ -200,7 +337,8 @@ class Checker:
                 )
             if item.id in result:
                 self.errors.error(f"axis '{item.id}' indexes '{tensor.name.id}' twice", item.span)
-            result.append(item.id)
+            if not axis.is_index:  # an index axis is a scalar offset, not a tile dimension
+                result.append(item.id)
         return tuple(result)
 
     def expr_axes(self, expr: m.Expr, scope: Scope) -> tuple[str, ...]:
@@ -210,7 +348,10 @@ class Checker:
         if isinstance(expr, m.Ref):
             if expr.name.id in scope.locals:
                 return scope.locals[expr.name.id]
-            if self.spec.tensor(expr.name.id) is not None:
+            tensor = self.spec.tensor(expr.name.id)
+            if tensor is not None and tensor.is_scalar:
+                return ()
+            if tensor is not None:
                 self.errors.error(
                     f"tensor '{expr.name.id}' must be indexed, e.g. '{expr.name.id}[...]'", expr.span
                 )
@@ -231,29 +372,39 @@ class Checker:
 
     def call_axes(self, call: m.Call, scope: Scope) -> tuple[str, ...]:
         name = call.func.id
-        if name not in FUNCTIONS:
-            self.errors.error(
-                f"unknown function '{name}'; known: {', '.join(sorted(FUNCTIONS))}", call.func.span
-            )
+        choice = next((c for c in self.spec.choices if c.name.id == name), None)
+        signature = Signature(1, 1) if choice is not None else FUNCTIONS.get(name)
+        if signature is None:
+            known = sorted(FUNCTIONS) + [c.name.id for c in self.spec.choices]
+            self.errors.error(f"unknown function '{name}'; known: {', '.join(known)}", call.func.span)
             return ()
         operands = [self.expr_axes(arg, scope) for arg in call.args]
-        if len(call.args) != FUNCTIONS[name]:
-            self.errors.error(
-                f"'{name}' takes {FUNCTIONS[name]} arguments, not {len(call.args)}", call.span
+        count = len(call.args)
+        if not signature.min_args <= count <= signature.max_args:
+            wanted = (
+                str(signature.min_args)
+                if signature.min_args == signature.max_args
+                else f"{signature.min_args} or {signature.max_args}"
             )
+            self.errors.error(f"'{name}' takes {wanted} arguments, not {count}", call.span)
             return ()
-        return self.dot_axes(call, operands, scope)
-
-    def dot_axes(self, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
         for key, value in call.kwargs:
-            if key.id != "precision":
-                self.errors.error(f"unknown argument '{key.id}' to 'dot'; expected 'precision'", key.span)
-            elif (value.id if isinstance(value, m.Name) else value.text) not in m.PRECISIONS:
-                text = value.id if isinstance(value, m.Name) else value.text
+            text = value.id if isinstance(value, m.Name) else value.text
+            if key.id not in signature.kwargs:
+                expected = ", ".join(f"'{k}'" for k in signature.kwargs) or "none"
+                self.errors.error(f"unknown argument '{key.id}' to '{name}'; expected {expected}", key.span)
+            elif text not in signature.kwargs[key.id]:
                 self.errors.error(
-                    f"unknown precision '{text}'; expected one of {', '.join(m.PRECISIONS)}",
+                    f"unknown {key.id} '{text}'; expected one of {', '.join(signature.kwargs[key.id])}",
                     value.span,
                 )
+        if name == "dot":
+            return self.dot_axes(call, operands, scope)
+        if name == "leaky_relu" and count == 2 and not isinstance(call.args[1], m.Number):
+            self.errors.error("the slope of 'leaky_relu' must be a number, e.g. leaky_relu(x, 0.1)", call.args[1].span)
+        return operands[0]
+
+    def dot_axes(self, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
         for arg in call.args:
             if not isinstance(arg, m.Load):
                 self.errors.error("'dot' operands must be tensor tiles such as 'a[m, k]'", arg.span)
@@ -274,13 +425,18 @@ class Checker:
             )
             return ()
         for arg in call.args:
-            for position, index in enumerate(arg.index):
-                block = self.params.get(scope.axes[index.id].block.id) if isinstance(index, m.Name) and index.id in scope.axes else None
-                if block is not None and int(block.default.text) < MIN_DOT_TILE:
-                    self.errors.error(
-                        f"'dot' tiles need every block size >= {MIN_DOT_TILE}; '{block.name.id}' = {block.default.text}",
-                        index.span,
-                    )
+            for index in arg.index:
+                axis = scope.axes.get(index.id) if isinstance(index, m.Name) else None
+                if axis is None or axis.is_index:
+                    continue
+                for value in self.param_values(axis.block.id) if axis.block is not None else ():
+                    if int(value.text) < MIN_DOT_TILE:
+                        self.errors.error(
+                            f"'dot' tiles need every block size >= {MIN_DOT_TILE}; "
+                            f"'{axis.block.id}' = {value.text}",
+                            index.span,
+                        )
+                        break
         return (a[0], b[1])
 
     # statements ------------------------------------------------------------------
@@ -291,6 +447,10 @@ class Checker:
                 for axis in stmt.axes:
                     if axis.id not in scope.axes:
                         self.errors.error(f"unknown axis '{axis.id}'", axis.span)
+                    elif scope.axes[axis.id].is_index:
+                        self.errors.error(
+                            f"'{axis.id}' is an index axis (no block), not a tile dimension", axis.span
+                        )
                 if not isinstance(stmt.init, m.Number):
                     self.errors.error("a tile is initialised with a constant, e.g. '= 0'", stmt.init.span)
                 self.define(stmt.name, "variable")
@@ -326,6 +486,14 @@ class Checker:
                     )
             elif isinstance(stmt, m.Loop):
                 self.check_axis_decl(stmt.axis, "loop axis")
+                if any(_has_dot(s) for s in stmt.body):
+                    for inner_stmt in stmt.body:
+                        if not (isinstance(inner_stmt, m.Accumulate) and _is_dot(inner_stmt.value)):
+                            self.errors.error(
+                                "a loop with 'dot' holds only 'acc += dot(...)' lines; "
+                                "move other statements out of it",
+                                inner_stmt.span,
+                            )
                 inner = Scope(
                     {**scope.axes, stmt.axis.name.id: stmt.axis},
                     dict(scope.locals),
@@ -342,6 +510,25 @@ class Checker:
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)
+
+
+def _is_dot(expr: m.Expr) -> bool:
+    return isinstance(expr, m.Call) and expr.func.id == "dot"
+
+
+def _has_dot(stmt: m.Stmt) -> bool:
+    """True when a statement (not a nested loop) calls ``dot`` anywhere in its value."""
+
+    def visit(expr) -> bool:
+        if isinstance(expr, m.Call):
+            return expr.func.id == "dot" or any(visit(a) for a in expr.args)
+        if isinstance(expr, m.BinOp):
+            return visit(expr.left) or visit(expr.right)
+        if isinstance(expr, m.Neg):
+            return visit(expr.operand)
+        return False
+
+    return isinstance(stmt, (m.Assign, m.Accumulate, m.Store)) and visit(stmt.value)
 
 
 def check(spec: m.Spec) -> m.Spec:

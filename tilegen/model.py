@@ -28,6 +28,12 @@ FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 #: ``dot(..., precision=...)`` values, as Triton's ``input_precision`` spells them.
 PRECISIONS = ("ieee", "tf32", "tf32x3")
 
+#: Memory-access styles (``access ...``): pointer tiles, or ``tl.make_block_ptr``/``tl.advance``.
+ACCESS_STYLES = ("pointers", "block_ptr")
+
+#: ``config`` settings that are launch options rather than block parameters.
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+
 
 @dataclass(frozen=True)
 class Span:
@@ -77,45 +83,125 @@ class Tensor:
     dims: tuple[Name | Number, ...]
     span: Span
 
+    @property
+    def is_scalar(self) -> bool:
+        """True for ``in alpha: f32`` (no shape): a number passed by value, not a tensor."""
+        return not self.dims
+
 
 @dataclass(frozen=True)
 class Param:
-    """``BM = 64``: a compile-time parameter (block size or group size) and its default."""
+    """``BM = 64``: a compile-time parameter (block size or group size) and its default.
+
+    ``default`` is None for ``block BM`` in a tuned spec, where every config sets it.
+    """
 
     name: Name
-    default: Number
+    default: Number | None
     span: Span
 
 
 @dataclass(frozen=True)
 class Axis:
-    """``m over M by BM [unmasked]``: tiles of dimension ``dim`` in steps of block ``block``.
+    """``m over M by BM [unmasked | wrapped]``, ``i over N whole`` or ``b over B``.
 
     Used for grid axes (one program per tile) and loop axes (one iteration per tile).
-    ``masked`` is False when the spec says ``unmasked``: no bounds mask is generated and the
-    launcher requires the extent to be a multiple of the block.
+    ``bounds`` says how tiles that pass the end of ``dim`` are handled:
+
+    * ``"masked"`` (default): loads and stores are masked;
+    * ``"unmasked"``: no mask; the launcher requires ``dim`` to be a multiple of ``block``;
+    * ``"wrapped"``: loads wrap around with ``% dim`` (the Intel guide's matmul), stores are
+      masked;
+    * ``"whole"``: no ``block``: one tile covers the whole extent, which is passed as a
+      ``tl.constexpr`` and must be a power of two (one program, the Intel guide's add_kernel);
+    * ``"index"``: no ``block``: one program per index, a scalar offset (a batch axis).
     """
 
     name: Name
     dim: Name
-    block: Name
-    masked: bool
+    block: Name | None
+    bounds: str
     span: Span
+
+    @property
+    def masked(self) -> bool:
+        """True when tiles of this axis carry a bounds mask (masked and wrapped axes)."""
+        return self.bounds in ("masked", "wrapped")
+
+    @property
+    def is_index(self) -> bool:
+        """True for ``b over B`` (no block): a scalar index, not a tile."""
+        return self.bounds == "index"
+
+    @property
+    def tile(self) -> str:
+        """The tile extent as the kernel names it: the block, or the dimension for ``whole``."""
+        if self.bounds == "whole":
+            return self.dim.id
+        return self.block.id if self.block is not None else "1"
 
 
 @dataclass(frozen=True)
 class Swizzle:
     """``swizzle m, n group G [as sm, sn]``: grouped program ordering on a 2D grid.
 
-    ``group`` is a literal (:class:`Number`) or an overridable :class:`Param`. Without ``as``
+    ``group`` is a literal (:class:`Number`), a new overridable :class:`Param` (``group G = 8``)
+    or the :class:`Name` of a declared one (``group G``, e.g. a tuned parameter). Without ``as``
     the axes ``m, n`` themselves are remapped; with it the remapped tiles get the new names
     ``aliases`` and ``m, n`` keep the program's own position (the lecture's swizzle demo).
     """
 
     axes: tuple[Name, Name]
-    group: Number | Param
+    group: Number | Param | Name
     aliases: tuple[Name, Name] | None
     span: Span
+
+    @property
+    def group_text(self) -> str:
+        """The group size as the kernel writes it: a literal or a parameter name."""
+        if isinstance(self.group, Number):
+            return self.group.text
+        return self.group.name.id if isinstance(self.group, Param) else self.group.id
+
+
+@dataclass(frozen=True)
+class Config:
+    """``[default] config BM = 128, BN = 64, num_warps = 4``: one autotune configuration."""
+
+    settings: tuple[Param, ...]
+    default: bool
+    span: Span
+
+    def get(self, name: str) -> Number | None:
+        """The value this config gives ``name``, or None."""
+        return next((p.default for p in self.settings if p.name.id == name), None)
+
+
+@dataclass(frozen=True)
+class Tune:
+    """``tune key M, N, K`` with its configs: ``@triton.autotune(configs=..., key=...)``."""
+
+    key: tuple[Name, ...]
+    configs: tuple[Config, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Choice:
+    """``choose activation from none, leaky_relu``: a function chosen at launch.
+
+    The launcher takes ``activation="leaky_relu"``; the kernel gets it as the constexpr
+    ``ACTIVATION`` (Triton tutorial 03). ``none`` is the identity.
+    """
+
+    name: Name
+    options: tuple[Name, ...]
+    span: Span
+
+    @property
+    def constexpr(self) -> str:
+        """The kernel's constexpr parameter name (``ACTIVATION``)."""
+        return self.name.id.upper()
 
 
 # ------------------------------------------------------------------------- expressions
@@ -238,11 +324,39 @@ class Spec:
     body: tuple[Stmt, ...]
     path: str
     source: str
+    flat: bool = False
+    tune: Tune | None = None
+    choices: tuple[Choice, ...] = ()
+    access: Name | None = None
+
+    @property
+    def access_style(self) -> str:
+        """``"pointers"`` (default) or ``"block_ptr"``."""
+        return self.access.id if self.access is not None else "pointers"
+
+    @property
+    def tuned_params(self) -> tuple[str, ...]:
+        """Parameters set by the tune configs (not launcher keywords), in declaration order."""
+        if self.tune is None:
+            return ()
+        named = {p.name.id for c in self.tune.configs for p in c.settings}
+        return tuple(p.name.id for p in self.params if p.name.id in named)
+
+    def default_config(self) -> Config | None:
+        """The config the interpreter runs: the one marked ``default``, else the first."""
+        if self.tune is None:
+            return None
+        return next((c for c in self.tune.configs if c.default), self.tune.configs[0])
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:
         """Tensors with role ``in``, in declaration order (the launcher's arguments)."""
         return tuple(t for t in self.tensors if t.role == "in")
+
+    @property
+    def arrays(self) -> tuple[Tensor, ...]:
+        """Tensors with a shape (scalars excluded): the kernel's pointer arguments."""
+        return tuple(t for t in self.tensors if not t.is_scalar)
 
     @property
     def outputs(self) -> tuple[Tensor, ...]:

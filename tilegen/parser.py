@@ -86,21 +86,54 @@ class ToModel(Transformer):
     def param(self, meta, items):
         return m.Param(_name(items[0]), _number(items[1]), _span(meta))
 
+    def block_param(self, meta, items):
+        default = _number(items[1]) if len(items) > 1 else None
+        return m.Param(_name(items[0]), default, _span(meta))
+
     def block_decl(self, meta, items):
         return ("params", tuple(items))
 
+    def bounds(self, meta, items):
+        return str(items[0])
+
     def axis(self, meta, items):
-        name, dim, block, *opt = items
-        return m.Axis(_name(name), _name(dim), _name(block), not opt, _span(meta))
+        names = [i for i in items if isinstance(i, Token)]
+        bounds = next((i for i in items if isinstance(i, str) and not isinstance(i, Token)), None)
+        name, dim, *block = names
+        if bounds is None:
+            bounds = "masked" if block else "index"
+        return m.Axis(_name(name), _name(dim), _name(block[0]) if block else None, bounds, _span(meta))
 
     def grid_decl(self, meta, items):
-        return ("grid", tuple(items), _span(meta))
+        flat = bool(items) and isinstance(items[0], Token) and items[0].type == "FLAT"
+        axes = tuple(i for i in items if isinstance(i, m.Axis))
+        return ("grid", axes, flat)
+
+    def config(self, meta, items):
+        default = bool(items) and isinstance(items[0], Token) and items[0].type == "DEFAULT"
+        settings = tuple(i for i in items if isinstance(i, m.Param))
+        return m.Config(settings, default, _span(meta))
+
+    def tune_decl(self, meta, items):
+        key = tuple(_name(i) for i in items if isinstance(i, Token))
+        configs = tuple(i for i in items if isinstance(i, m.Config))
+        return m.Tune(key, configs, _span(meta))
+
+    def choose_decl(self, meta, items):
+        name, *options = items
+        return m.Choice(_name(name), tuple(_name(o) for o in options), _span(meta))
+
+    def access_decl(self, meta, items):
+        return ("access", _name(items[0]))
 
     def group_size(self, meta, items):
         return _number(items[0])
 
     def group_param(self, meta, items):
         return items[0]
+
+    def group_ref(self, meta, items):
+        return _name(items[0])
 
     def swizzle_decl(self, meta, items):
         first, second, group, *aliases = items
@@ -163,9 +196,10 @@ class ToModel(Transformer):
     # the kernel ----------------------------------------------------------------
     def kernel(self, meta, items):
         name, *body = items
-        tensors, params, stmts = [], [], []
+        tensors, params, stmts, choices = [], [], [], []
         grid: tuple[m.Axis, ...] = ()
-        swizzle = None
+        swizzle = tune = access = None
+        flat = False
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -173,10 +207,17 @@ class ToModel(Transformer):
                 swizzle = item
                 if isinstance(item.group, m.Param):
                     params.append(item.group)
+            elif isinstance(item, m.Tune):
+                tune = item
+            elif isinstance(item, m.Choice):
+                choices.append(item)
             elif isinstance(item, tuple) and item[0] == "params":
                 params.extend(item[1])
             elif isinstance(item, tuple) and item[0] == "grid":
                 grid = grid + item[1]
+                flat = flat or item[2]
+            elif isinstance(item, tuple) and item[0] == "access":
+                access = item[1]
             else:
                 stmts.append(item)
         return m.Spec(
@@ -188,6 +229,10 @@ class ToModel(Transformer):
             tuple(stmts),
             self.path,
             self.source,
+            flat=flat,
+            tune=tune,
+            choices=tuple(choices),
+            access=access,
         )
 
     def start(self, meta, items):
@@ -204,7 +249,8 @@ _TERMINAL_WORDS = {
     "$END": "end of file",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*' or '/'",
-    "UNMASKED": "'unmasked'",
+    "FLAT": "'flat'",
+    "DEFAULT": "'default'",
 }
 
 

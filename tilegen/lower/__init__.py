@@ -1,0 +1,49 @@
+"""Lowering: a checked :class:`~tilegen.model.Spec` -> a :class:`ModulePlan` of plain strings.
+
+Lowering decides every name, offset, mask, pointer expression and launcher check; the Jinja
+templates only place what it computed. One module per part of the generated file:
+
+* :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops, plus its
+  autotune configs and activation helpers;
+* :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
+* :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;
+* :mod:`tilegen.lower.plan`: the dataclasses they return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from tilegen import __version__
+from tilegen import model as m
+from tilegen.lower.kernel import lower_kernel, printable
+from tilegen.lower.launcher import lower_launcher
+from tilegen.lower.plan import ModulePlan
+from tilegen.lower.reference import lower_reference
+
+__all__ = ["ModulePlan", "lower", "spec_hash"]
+
+
+def spec_hash(source: str) -> str:
+    """First 16 hex digits of the SHA-256 of the spec text (identifies the spec in headers)."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+def lower(spec: m.Spec) -> ModulePlan:
+    """Turn a checked spec into the :class:`ModulePlan` the templates render.
+
+    The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate.
+    """
+    kernel = lower_kernel(spec)
+    launcher = lower_launcher(spec, kernel)
+    reference = lower_reference(spec, launcher)
+    return ModulePlan(
+        kernel_name=spec.name.id,
+        spec_path=spec.path,
+        spec_hash=spec_hash(spec.source),
+        version=__version__,
+        spec_text=tuple(printable(line, strip=False) for line in spec.source.splitlines()),
+        kernel=kernel,
+        launcher=launcher,
+        reference=reference,
+    )

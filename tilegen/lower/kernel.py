@@ -1,0 +1,604 @@
+"""Kernel lowering: a checked spec -> the ``@triton.jit`` function as a :class:`KernelPlan`.
+
+Every name, offset, mask and pointer expression is decided here. Generated names follow the
+seeds (``pid_m``, ``offs_m``, ``mask_m``, ``a_ptrs``, ``acc``, the tutorial's
+``num_pid_in_group``/``group_id``/``first_pid_m``); each one is checked against the spec's own
+names so nothing a user writes can be shadowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilegen import model as m
+from tilegen.lower.plan import ChoicePlan, Comment, ForLoop, KernelParam, KernelPlan, Line, Op, TunePlan
+
+#: Activation helpers, in the order the module defines them, with the spec call each serves.
+HELPERS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "sigmoid", "silu")
+
+#: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
+LEAKY_RELU_SLOPE = "0.01"
+
+_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+
+
+def binop_text(expr: m.BinOp, left: str, right: str) -> str:
+    """``left op right`` with parentheses only where precedence needs them (the same text
+    for Triton and torch, so both evaluate in the spec's order)."""
+    prec = _PRECEDENCE[expr.op]
+    if isinstance(expr.left, m.BinOp) and _PRECEDENCE[expr.left.op] < prec:
+        left = f"({left})"
+    if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
+        right = f"({right})"
+    return f"{left} {expr.op} {right}"
+
+
+def printable(text: str, strip: bool = True) -> str:
+    """Text safe inside a one-line ``#`` comment: no control or line-separator characters."""
+    text = "".join(c if c.isprintable() else "?" for c in text.expandtabs(4)).rstrip()
+    return text.strip() if strip else text
+
+
+def tuple_text(items) -> str:
+    """A Python tuple literal: ``(a, b)``, ``(a,)``."""
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def broadcast(var: str, axis: str, context: tuple[str, ...]) -> str:
+    """Index ``var`` (1-D over ``axis``) so it broadcasts in a tile over ``context``.
+
+    ``broadcast("offs_m", "m", ("m", "n"))`` is ``offs_m[:, None]``.
+    """
+    if len(context) <= 1:
+        return var
+    return var + "[" + ", ".join(":" if a == axis else "None" for a in context) + "]"
+
+
+def broadcast_tile(var: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
+    """Index a tile over ``axes`` (a subsequence of ``context``) so it broadcasts over ``context``."""
+    if axes == context or not axes:
+        return var
+    return var + "[" + ", ".join(":" if a in axes else "None" for a in context) + "]"
+
+
+def size_symbols(spec: m.Spec) -> tuple[str, ...]:
+    """Symbolic dimensions in order of first appearance."""
+    seen: list[str] = []
+    for tensor in spec.tensors:
+        for dim in tensor.dims:
+            if isinstance(dim, m.Name) and dim.id not in seen:
+                seen.append(dim.id)
+    return tuple(seen)
+
+
+def whole_dims(spec: m.Spec) -> tuple[str, ...]:
+    """Dimensions tiled whole (``i over N whole``): passed as ``tl.constexpr``."""
+    return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
+
+
+def dim_label(tensor: m.Tensor, position: int) -> str:
+    """``m`` for dimension ``M`` when it is unique in the tensor, else the position."""
+    dim = tensor.dims[position]
+    names = [d.id for d in tensor.dims if isinstance(d, m.Name)]
+    if isinstance(dim, m.Name) and names.count(dim.id) == 1:
+        return dim.id.lower()
+    return str(position)
+
+
+def stride_name(tensor: m.Tensor, position: int) -> str:
+    """The kernel's stride argument for one dimension (``stride_a_m``)."""
+    return f"stride_{tensor.name.id}_{dim_label(tensor, position)}"
+
+
+def config_text(spec: m.Spec, config: m.Config) -> str:
+    """``triton.Config({...}, num_warps=4, num_stages=3)`` for one config; tuned parameters a
+    config leaves out take their default, so every config sets every tuned parameter."""
+    meta = []
+    for name in spec.tuned_params:
+        value = config.get(name) or next(p.default for p in spec.params if p.name.id == name)
+        meta.append(f'"{name}": {value.text}')
+    options = [f"{o}={v.text}" for o in m.LAUNCH_OPTIONS if (v := config.get(o)) is not None]
+    return ", ".join(["triton.Config({" + ", ".join(meta) + "}", *options]) + ")"
+
+
+@dataclass
+class AxisInfo:
+    """What the kernel calls one axis.
+
+    ``offs``/``mask`` serve stores (and loads of plain axes); ``load_offs``/``load_mask``
+    serve loads (they differ for wrapped axes). ``start`` is the tile's first index (block
+    pointer offsets); ``scalar`` marks an index axis, whose ``offs`` is one program id.
+    """
+
+    offs: str
+    mask: str | None
+    dim: str
+    tile: str
+    start: str
+    load_offs: str = ""
+    load_mask: str | None = None
+    scalar: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.load_offs:
+            self.load_offs = self.offs
+            self.load_mask = self.mask
+
+
+@dataclass
+class KernelLowering:
+    """Builds the :class:`KernelPlan` of one checked spec (use :func:`lower_kernel`)."""
+
+    spec: m.Spec
+    taken: set[str] = field(default_factory=set)
+    axes: dict[str, AxisInfo] = field(default_factory=dict)
+    locals: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    dtypes: dict[str, str | None] = field(default_factory=dict)  # local -> spec dtype if known
+    masks: dict[str, str] = field(default_factory=dict)  # combined mask expression -> variable
+    canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
+    helpers: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        spec = self.spec
+        # Tensor names stay free: the kernel calls their pointers ``<name>_ptr`` and the first
+        # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
+        self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
+        self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
+        self.taken |= set(size_symbols(spec)) | set(HELPERS)
+        for choice in spec.choices:
+            self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
+
+    # names -----------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        """A generated name starting with ``base`` that clashes with nothing else."""
+        name, n = base, 1
+        while name in self.taken:
+            name = f"{base}_{n}"
+            n += 1
+        self.taken.add(name)
+        return name
+
+    def comment(self, span: m.Span) -> Comment:
+        line = self.spec.source.splitlines()[span.line - 1]
+        return Comment(f"{self.spec.path}:{span.line}: {printable(line)}")
+
+    def dtype_of(self, expr: m.Expr) -> str | None:
+        """The spec dtype of ``expr`` when it is certain (a load, a typed local), else None."""
+        if isinstance(expr, m.Load):
+            return self.spec.tensor(expr.tensor.id).dtype.id
+        if isinstance(expr, m.Ref):
+            tensor = self.spec.tensor(expr.name.id)
+            return tensor.dtype.id if tensor is not None else self.dtypes.get(expr.name.id)
+        if isinstance(expr, m.Call) and expr.func.id in ("relu", "leaky_relu"):
+            return self.dtype_of(expr.args[0])
+        if isinstance(expr, m.Call) and expr.func.id in ("gelu", "sigmoid", "silu"):
+            return "f32"
+        return None
+
+    def tile_axes(self, index) -> tuple[str, ...]:
+        """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
+        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.axes[i.id].scalar)
+
+    def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
+        """The tile axes ``expr`` spans, in first-appearance order."""
+        if isinstance(expr, m.Load):
+            return self.tile_axes(expr.index)
+        if isinstance(expr, m.Ref):
+            return self.locals.get(expr.name.id, ())
+        if isinstance(expr, m.Neg):
+            return self.expr_axes(expr.operand)
+        if isinstance(expr, m.BinOp):
+            left = self.expr_axes(expr.left)
+            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
+        if isinstance(expr, m.Call):
+            if expr.func.id == "dot":
+                a, b = (self.expr_axes(arg) for arg in expr.args)
+                return (a[0], b[1])
+            return self.expr_axes(expr.args[0])
+        return ()
+
+    # signature -------------------------------------------------------------------
+    def kernel_params(self) -> tuple[tuple[KernelParam, ...], ...]:
+        spec = self.spec
+        whole = whole_dims(spec)
+        pointers = tuple(KernelParam(f"{t.name.id}_ptr") for t in spec.arrays)
+        sizes = tuple(KernelParam(d) for d in size_symbols(spec) if d not in whole)
+        scalars = tuple(KernelParam(t.name.id) for t in spec.inputs if t.is_scalar)
+        strides = tuple(
+            tuple(KernelParam(stride_name(t, i)) for i in range(len(t.dims))) for t in spec.arrays
+        )
+        consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
+        consts += tuple(KernelParam(d, True) for d in whole)
+        consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
+        groups = (pointers, sizes, scalars, *strides, consts)
+        for group in groups:
+            self.taken |= {p.name for p in group}
+        return tuple(g for g in groups if g)
+
+    # grid ------------------------------------------------------------------------
+    def grid_ops(self) -> list[Op]:
+        """Program ids -> tile offsets and masks for every grid axis (after any swizzle)."""
+        spec = self.spec
+        if not spec.grid:
+            return []
+        ops: list[Op] = [self.comment(spec.grid[0].span)]
+        pids: dict[str, str] = {}
+        if spec.flat:
+            ops += self.flat_pids(pids)
+        else:
+            for number, axis in enumerate(spec.grid):
+                if axis.bounds != "whole":  # one program covers the whole extent: no program id
+                    pids[axis.name.id] = self.fresh(f"pid_{axis.name.id}")
+                    ops.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
+            ops += self.swizzle2d(pids)
+        grid_axes = {a.name.id: a for a in spec.grid}
+        names = list(pids) + [a.name.id for a in spec.grid if a.name.id not in pids]
+        for name in names:
+            axis = grid_axes[self.canonical.get(name, name)]
+            if axis.is_index:
+                self.axes[name] = AxisInfo(pids[name], None, axis.dim.id, "1", pids[name], scalar=True)
+                continue
+            offs = self.fresh(f"offs_{name}")
+            if axis.bounds == "whole":
+                ops.append(Line(f"{offs} = tl.arange(0, {axis.dim.id})"))
+                self.axes[name] = AxisInfo(offs, None, axis.dim.id, axis.dim.id, "0")
+                continue
+            start = f"{pids[name]} * {axis.block.id}"
+            ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))
+            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
+            if axis.masked:
+                info.mask = info.load_mask = self.fresh(f"mask_{name}")
+                ops.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
+            if axis.bounds == "wrapped":  # loads wrap around (% dim); stores stay masked
+                info.load_offs = self.fresh(f"offs_{name}_wrapped")
+                info.load_mask = None
+                ops.append(Line(f"{info.load_offs} = {offs} % {axis.dim.id}"))
+            self.axes[name] = info
+        return ops
+
+    def flat_pids(self, pids: dict[str, str]) -> list[Op]:
+        """One 1D launch over all tiles: row-major, or grouped by GROUP_SIZE_M (tutorial 03)."""
+        spec = self.spec
+        first, second = spec.grid
+        a, b = first.name.id, second.name.id
+        pid = self.fresh("pid")
+        num_a, num_b = self.fresh(f"num_pid_{a}"), self.fresh(f"num_pid_{b}")
+        ops: list[Op] = [
+            Line(f"{pid} = tl.program_id(0)"),
+            Line(f"{num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
+            Line(f"{num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
+        ]
+        pids[a], pids[b] = self.fresh(f"pid_{a}"), self.fresh(f"pid_{b}")
+        if spec.swizzle is None:
+            ops.append(Line(f"{pids[a]} = {pid} // {num_b}"))
+            ops.append(Line(f"{pids[b]} = {pid} % {num_b}"))
+            return ops
+        group = spec.swizzle.group_text
+        in_group, group_id = self.fresh("num_pid_in_group"), self.fresh("group_id")
+        first_pid, size = self.fresh(f"first_pid_{a}"), self.fresh(f"group_size_{a}")
+        ops += [
+            self.comment(spec.swizzle.span),
+            Line(f"{in_group} = {group} * {num_b}"),
+            Line(f"{group_id} = {pid} // {in_group}"),
+            Line(f"{first_pid} = {group_id} * {group}"),
+            Line(f"{size} = min({num_a} - {first_pid}, {group})"),
+            Line(f"{pids[a]} = {first_pid} + (({pid} % {in_group}) % {size})"),
+            Line(f"{pids[b]} = ({pid} % {in_group}) // {size}"),
+        ]
+        return ops
+
+    def swizzle2d(self, pids: dict[str, str]) -> list[Op]:
+        """``tl.swizzle2d`` on a 2D grid; with ``as`` the remapped ids get the alias names."""
+        swizzle = self.spec.swizzle
+        if swizzle is None:
+            return []
+        first, second = (a.id for a in swizzle.axes)
+        targets = (first, second)
+        if swizzle.aliases:
+            targets = tuple(a.id for a in swizzle.aliases)
+            for alias, axis in zip(targets, (first, second)):
+                self.canonical[alias] = axis
+                pids[alias] = self.fresh(f"pid_{alias}")
+        return [
+            self.comment(swizzle.span),
+            Line(
+                f"{pids[targets[0]]}, {pids[targets[1]]} = tl.swizzle2d("
+                f"{pids[first]}, {pids[second]}, tl.num_programs(0), tl.num_programs(1), {swizzle.group_text})"
+            ),
+        ]
+
+    # memory access ---------------------------------------------------------------
+    def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
+        """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
+        sequence, or a dict position -> item)."""
+        terms = []
+        items = index.items() if isinstance(index, dict) else enumerate(index)
+        for position, item in items:
+            stride = stride_name(tensor, position)
+            if isinstance(item, m.Number):
+                if item.text != "0":
+                    terms.append(f"{item.text} * {stride}")
+            elif self.axes[item.id].scalar:
+                terms.append(f"{self.axes[item.id].offs} * {stride}")
+        return terms
+
+    def pointer_expr(self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool) -> tuple[str, str | None]:
+        """Pointer and mask expressions of ``tensor[index]`` as a tile over ``context``.
+
+        With ``ops`` given, a mask combined from several axes is emitted there once (as
+        ``mask_hw``) and reused by every later access over the same axes.
+        """
+        tensor = self.spec.tensor(access.tensor.id)
+        label = "".join(context)
+        context = tuple(self.canonical.get(a, a) for a in context)  # an alias takes its axis's place
+        terms, masks = [], []
+        for position, item in enumerate(access.index):
+            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+                terms += self.scalar_terms(tensor, {position: item})
+                continue
+            info = self.axes[item.id]
+            slot = self.canonical.get(item.id, item.id)
+            offs, mask = (info.load_offs, info.load_mask) if load else (info.offs, info.mask)
+            terms.append(f"{broadcast(offs, slot, context)} * {stride_name(tensor, position)}")
+            if mask is not None:
+                masks.append(broadcast(mask, slot, context))
+        ptr = f"{tensor.name.id}_ptr + " + " + ".join(terms) if terms else f"{tensor.name.id}_ptr"
+        mask = " & ".join(masks) if masks else None
+        if ops is not None and len(masks) > 1:
+            if mask not in self.masks:
+                self.masks[mask] = self.fresh("mask_" + label)
+                ops.append(Line(f"{self.masks[mask]} = {mask}"))
+            mask = self.masks[mask]
+        return ptr, mask
+
+    def block_ptr(self, access, ops: list[Op]) -> tuple[str, str]:
+        """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis
+        positions move the base pointer. Returns the variable and its ``boundary_check`` text."""
+        tensor = self.spec.tensor(access.tensor.id)
+        base_terms = self.scalar_terms(tensor, access.index)
+        base = " + ".join([f"{tensor.name.id}_ptr", *base_terms])
+        shape, strides, offsets, blocks, checked = [], [], [], [], []
+        for position, item in enumerate(access.index):
+            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+                continue
+            info = self.axes[item.id]
+            dim = tensor.dims[position]
+            if info.mask is not None:
+                checked.append(str(len(shape)))
+            shape.append(dim.text if isinstance(dim, m.Number) else dim.id)
+            strides.append(stride_name(tensor, position))
+            offsets.append(info.start)
+            blocks.append(info.tile)
+        var = self.fresh(f"{tensor.name.id}_block_ptr")
+        order = tuple_text(str(i) for i in reversed(range(len(shape))))
+        ops.append(
+            Line(
+                f"{var} = tl.make_block_ptr({base}, shape={tuple_text(shape)}, strides={tuple_text(strides)}, "
+                f"offsets={tuple_text(offsets)}, block_shape={tuple_text(blocks)}, order={order})"
+            )
+        )
+        return var, tuple_text(checked) if checked else ""
+
+    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
+        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``."""
+        consts = [i.text for i in expr.index if isinstance(i, m.Number)]
+        var = self.fresh("_".join([expr.tensor.id, *consts]))
+        axes = self.tile_axes(expr.index)
+        if self.spec.access_style == "block_ptr" and axes:
+            ptr, checked = self.block_ptr(expr, ops)
+            args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
+            ops.append(Line(f"{var} = tl.load({args})"))
+            canonical = tuple(self.canonical.get(a, a) for a in context)
+            own = tuple(self.canonical.get(a, a) for a in axes)
+            ordered = tuple(a for a in canonical if a in own)
+            if ordered != own:
+                ops.append(Line(f"{var} = tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})"))
+            return broadcast_tile(var, ordered, canonical)
+        ptr, mask = self.pointer_expr(expr, context, ops, load=True)
+        ops.append(Line(f"{var} = tl.load({ptr}, mask={mask})" if mask else f"{var} = tl.load({ptr})"))
+        return var
+
+    # expressions -----------------------------------------------------------------
+    def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
+        name = call.func.id
+        arg = self.expr(call.args[0], context, ops)
+        choice = next((c for c in self.spec.choices if c.name.id == name), None)
+        if choice is not None:
+            for option in choice.options:
+                if option.id != "none":
+                    self.helpers.add(option.id)
+            return f"apply_{name}({arg}, {choice.constexpr})"
+        kwargs = {k.id: (v.id if isinstance(v, m.Name) else v.text) for k, v in call.kwargs}
+        if name == "leaky_relu":
+            self.helpers.add(name)
+            slope = call.args[1].text if len(call.args) > 1 else LEAKY_RELU_SLOPE
+            return f"leaky_relu({arg}, {slope})"
+        if name == "gelu" and kwargs.get("approximate") == "tanh":
+            name = "gelu_tanh"
+        self.helpers.add(name)
+        return f"{name}({arg})"
+
+    def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
+        """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
+        if isinstance(expr, m.Number):
+            return expr.text
+        if isinstance(expr, m.Ref):
+            if expr.name.id not in self.locals:  # a scalar input
+                return expr.name.id
+            return broadcast_tile(expr.name.id, self.locals[expr.name.id], context)
+        if isinstance(expr, m.Load):
+            return self.load(expr, context, ops)
+        if isinstance(expr, m.Neg):
+            inner = self.expr(expr.operand, context, ops)
+            return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
+        if isinstance(expr, m.BinOp):
+            left = self.expr(expr.left, context, ops)
+            return binop_text(expr, left, self.expr(expr.right, context, ops))
+        if isinstance(expr, m.Call):
+            return self.call(expr, context, ops)
+        raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
+
+    # loops -----------------------------------------------------------------------
+    def dot_loop(self, loop: m.Loop) -> list[Op]:
+        """``acc += dot(a[m, k], b[k, n])`` over tiles of k: pointers (or block pointers) made
+        once before the loop and advanced each step; a masked loop masks the K tail."""
+        axis = loop.axis
+        k = axis.name.id
+        ops: list[Op] = [self.comment(loop.span)]
+        block_ptrs = self.spec.access_style == "block_ptr"
+        step = self.fresh(k)
+        offs = mask_k = None
+        if not block_ptrs:
+            offs = self.fresh(f"offs_{k}")
+            ops.append(Line(f"{offs} = tl.arange(0, {axis.block.id})"))
+            mask_k = self.fresh(f"mask_{k}") if axis.masked else None
+        self.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, "0")
+        if block_ptrs and axis.masked:
+            self.axes[k].mask = "checked"  # any value: block pointers check the K tail bounds
+        advances: list[str] = []
+        body: list[Op] = []
+        if mask_k:
+            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {axis.block.id}"))
+        for stmt in loop.body:  # the checker allows only ``acc += dot(x[.., k], y[k, ..])`` here
+            body.append(self.comment(stmt.span))
+            call = stmt.value
+            tiles = []
+            for operand in call.args:
+                tensor = self.spec.tensor(operand.tensor.id)
+                tile = self.fresh(tensor.name.id)
+                position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
+                if block_ptrs:
+                    var, checked = self.block_ptr(operand, ops)
+                    args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
+                    body.append(Line(f"{tile} = tl.load({args})"))
+                    moves = ["0"] * len(self.tile_axes(operand.index))
+                    moves[self.tile_axes(operand.index).index(k)] = axis.block.id
+                    advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
+                else:
+                    context = self.tile_axes(operand.index)
+                    ptr, mask = self.pointer_expr(operand, context, None, load=True)
+                    var = self.fresh(f"{tensor.name.id}_ptrs")
+                    ops.append(Line(f"{var} = {ptr}"))
+                    load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
+                    body.append(Line(load))
+                    advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
+                tiles.append(tile)
+            precision = dict((key.id, value) for key, value in call.kwargs).get("precision")
+            extra = f', input_precision="{precision.id}"' if precision is not None else ""
+            body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
+        body += [Line(a) for a in advances]
+        ops.append(ForLoop(step, f"tl.cdiv({axis.dim.id}, {axis.block.id})", tuple(body)))
+        return ops
+
+    def tile_loop(self, loop: m.Loop) -> list[Op]:
+        """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
+        each step makes its own offsets and mask and runs the body on that tile."""
+        axis = loop.axis
+        k = axis.name.id
+        step = self.fresh(k)
+        offs = self.fresh(f"offs_{k}")
+        start = f"{step} * {axis.block.id}"
+        body: list[Op] = [Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})")]
+        info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
+        if axis.masked:
+            info.mask = info.load_mask = self.fresh(f"mask_{k}")
+            body.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
+        self.axes[k] = info
+        outer_masks = dict(self.masks)  # masks made inside the loop do not outlive it
+        for stmt in loop.body:
+            if not isinstance(stmt, m.Loop):
+                body.append(self.comment(stmt.span))
+            body.extend(self.statement(stmt))
+        self.masks = outer_masks
+        return [self.comment(loop.span), ForLoop(step, f"tl.cdiv({axis.dim.id}, {axis.block.id})", tuple(body))]
+
+    # statements ------------------------------------------------------------------
+    def statement(self, stmt: m.Stmt) -> list[Op]:
+        ops: list[Op] = []
+        if isinstance(stmt, m.Declare):
+            axes = tuple(a.id for a in stmt.axes)
+            shape = tuple_text(self.axes[a].tile for a in axes)
+            dtype = m.DTYPES[stmt.dtype.id][0]
+            value = stmt.init.text
+            if float(value) == 0:
+                ops.append(Line(f"{stmt.name.id} = tl.zeros({shape}, dtype={dtype})"))
+            else:
+                ops.append(Line(f"{stmt.name.id} = tl.full({shape}, {value}, dtype={dtype})"))
+            self.locals[stmt.name.id] = axes
+            self.dtypes[stmt.name.id] = stmt.dtype.id
+            self.taken.add(stmt.name.id)
+        elif isinstance(stmt, (m.Assign, m.Accumulate)):
+            context = self.locals.get(stmt.name.id) or self.expr_axes(stmt.value)
+            value = self.expr(stmt.value, context, ops)
+            operator = "+=" if isinstance(stmt, m.Accumulate) else "="
+            ops.append(Line(f"{stmt.name.id} {operator} {value}"))
+            self.locals.setdefault(stmt.name.id, context)
+            self.dtypes.setdefault(stmt.name.id, self.dtype_of(stmt.value))
+            self.taken.add(stmt.name.id)
+        elif isinstance(stmt, m.Store):
+            ops.extend(self.store(stmt))
+        elif isinstance(stmt, m.Loop):
+            is_dot = any(isinstance(s, m.Accumulate) and isinstance(s.value, m.Call) and s.value.func.id == "dot" for s in stmt.body)
+            ops.extend(self.dot_loop(stmt) if is_dot else self.tile_loop(stmt))
+        return ops
+
+    def store(self, stmt: m.Store) -> list[Op]:
+        ops: list[Op] = []
+        tensor = self.spec.tensor(stmt.tensor.id)
+        context = self.tile_axes(stmt.index)
+        value = self.expr(stmt.value, context, ops)
+        if self.dtype_of(stmt.value) != tensor.dtype.id:
+            if isinstance(stmt.value, (m.BinOp, m.Neg)):
+                value = f"({value})"
+            value = f"{value}.to({m.DTYPES[tensor.dtype.id][0]})"
+        if self.spec.access_style == "block_ptr" and context:
+            ptr, checked = self.block_ptr(stmt, ops)
+            extra = f", boundary_check={checked}" if checked else ""
+            ops.append(Line(f"tl.store({ptr}, {value}{extra})"))
+            return ops
+        ptr, mask = self.pointer_expr(stmt, context, ops, load=False)
+        if len(context) > 1:
+            ptrs = self.fresh(f"{tensor.name.id}_ptrs")
+            ops.append(Line(f"{ptrs} = {ptr}"))
+            ptr = ptrs
+        ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
+        return ops
+
+    # the kernel ------------------------------------------------------------------
+    def tune(self) -> TunePlan | None:
+        spec = self.spec
+        if spec.tune is None:
+            return None
+        configs = tuple(config_text(spec, c) for c in spec.tune.configs)
+        default = spec.tune.configs.index(spec.default_config())
+        return TunePlan(configs, tuple(k.id for k in spec.tune.key), default)
+
+    def choices(self) -> tuple[ChoicePlan, ...]:
+        plans = []
+        for choice in self.spec.choices:
+            branches = []
+            for option in choice.options:
+                if option.id == "none":
+                    continue
+                call = f"leaky_relu(x, {LEAKY_RELU_SLOPE})" if option.id == "leaky_relu" else f"{option.id}(x)"
+                branches.append((option.id, call))
+            plans.append(ChoicePlan(f"apply_{choice.name.id}", choice.constexpr, tuple(branches)))
+        return tuple(plans)
+
+    def kernel(self) -> KernelPlan:
+        params = self.kernel_params()
+        body: list[Op] = self.grid_ops()
+        for stmt in self.spec.body:
+            if not isinstance(stmt, m.Loop):
+                body.append(self.comment(stmt.span))
+            body.extend(self.statement(stmt))
+        name = f"{self.spec.name.id}_kernel"
+        doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
+        helpers = tuple(h for h in HELPERS if h in self.helpers)
+        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices())
+
+
+def lower_kernel(spec: m.Spec) -> KernelPlan:
+    """The ``@triton.jit`` kernel of a checked spec."""
+    return KernelLowering(spec).kernel()

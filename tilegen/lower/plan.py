@@ -1,0 +1,148 @@
+"""The lowering's output: plain dataclasses of already-formatted strings.
+
+A :class:`ModulePlan` holds everything ``templates/module.py.j2`` places; templates make no
+decisions of their own. The kernel body is a list of ops, each naming the template macro
+that renders it (``macro``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Union
+
+
+@dataclass(frozen=True)
+class Comment:
+    """``# spec line N: <text>``: names the spec line the next ops come from."""
+
+    text: str
+    macro: ClassVar[str] = "comment"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One statement of generated code, already formatted."""
+
+    code: str
+    macro: ClassVar[str] = "line"
+
+
+@dataclass(frozen=True)
+class ForLoop:
+    """``for <var> in range(0, <stop>):`` with a body of ops."""
+
+    var: str
+    stop: str
+    body: tuple
+    macro: ClassVar[str] = "for_loop"
+
+
+Op = Union[Comment, Line, ForLoop]
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One kernel argument: its name and whether it is a ``tl.constexpr``."""
+
+    name: str
+    constexpr: bool = False
+
+    @property
+    def text(self) -> str:
+        """The parameter as written in the signature (``BM: tl.constexpr``)."""
+        return f"{self.name}: tl.constexpr" if self.constexpr else self.name
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """``@triton.autotune``: one ``triton.Config(...)`` text per config, the key, the default."""
+
+    configs: tuple[str, ...]
+    key: tuple[str, ...]
+    default: int  # index of the config the interpreter runs
+
+
+@dataclass(frozen=True)
+class ChoicePlan:
+    """The ``@triton.jit`` helper behind ``choose``: ``apply_activation(x, ACTIVATION)``.
+
+    ``branches`` pairs each option with the expression it computes from ``x``
+    (``none`` has no branch: it returns ``x`` unchanged).
+    """
+
+    function: str
+    constexpr: str
+    branches: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
+
+    name: str
+    param_groups: tuple[tuple[KernelParam, ...], ...]
+    body: tuple[Op, ...]
+    docstring: str
+    tune: TunePlan | None
+    helpers: tuple[str, ...]  # activation helpers used, rendered by templates/helpers.py.j2
+    choices: tuple[ChoicePlan, ...]
+
+
+@dataclass(frozen=True)
+class TensorCheck:
+    """Launcher check of one input: name, torch dtype, rank (None for a scalar), spec dtype."""
+
+    name: str
+    torch_dtype: str
+    rank: int | None
+    dtype: str
+
+
+@dataclass(frozen=True)
+class LauncherPlan:
+    """The host launcher: every line it runs, in order, precomputed."""
+
+    name: str
+    kernel: str
+    inputs: tuple[str, ...]
+    arrays: tuple[str, ...]  # inputs with a shape (device checks)
+    keywords: tuple[tuple[str, str], ...]  # (keyword argument, default as Python text)
+    block_names: tuple[str, ...]  # block sizes checked to be powers of two
+    tensor_checks: tuple[TensorCheck, ...]
+    choice_checks: tuple[tuple[str, str], ...]  # (keyword, tuple of its options as text)
+    sizes: tuple[tuple[str, str], ...]  # (size symbol, expression binding it)
+    shape_checks: tuple[tuple[str, str], ...]  # (condition that is an error, message)
+    outputs: tuple[tuple[str, str, str], ...]  # (name, shape expression, torch dtype)
+    grid: str
+    call_args: tuple[tuple[str, ...], ...]  # one line of the launch call each
+    tuned: bool
+    default_config: int
+    returns: str
+    docstring: str
+
+
+@dataclass(frozen=True)
+class ReferencePlan:
+    """``reference(*inputs)``: size bindings and whole-tensor torch statements."""
+
+    inputs: tuple[str, ...]
+    keywords: tuple[tuple[str, str], ...]
+    sizes: tuple[tuple[str, str], ...]
+    lines: tuple[str, ...]
+    returns: str
+    uses_swizzle: bool
+    uses_choice: bool
+
+
+@dataclass(frozen=True)
+class ModulePlan:
+    """Everything ``templates/module.py.j2`` needs to write ``generated/<kernel>.py``."""
+
+    kernel_name: str
+    spec_path: str
+    spec_hash: str
+    version: str
+    spec_text: tuple[str, ...]
+    kernel: KernelPlan
+    launcher: LauncherPlan
+    reference: ReferencePlan

@@ -1,0 +1,222 @@
+"""Reference lowering: a checked spec -> ``reference(*inputs)`` as whole-tensor torch code.
+
+The reference evaluates the spec on whole tensors, with no tiles, masks or program order:
+each axis is a full dimension, a ``dot`` loop is one ``torch.matmul`` in the accumulator's
+dtype (batched over index axes), activations are torch's own functions. It is the oracle any
+spec, a user's too, is checked against.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tilegen import model as m
+from tilegen.lower.kernel import LEAKY_RELU_SLOPE, binop_text, tuple_text
+from tilegen.lower.plan import LauncherPlan, ReferencePlan
+
+#: torch expression of each activation of ``x`` (``{x}``), matching templates/helpers.py.j2:
+#: relu and leaky_relu keep the dtype; the others compute in float32 as the kernel does.
+TORCH_ACTIVATIONS = {
+    "relu": "torch.relu({x})",
+    "leaky_relu": "torch.nn.functional.leaky_relu({x}, {slope})",
+    "gelu": "torch.nn.functional.gelu({x}.float())",
+    "gelu_tanh": 'torch.nn.functional.gelu({x}.float(), approximate="tanh")',
+    "sigmoid": "torch.sigmoid({x}.float())",
+    "silu": "torch.nn.functional.silu({x}.float())",
+}
+
+
+class ReferenceLowering:
+    """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`)."""
+
+    def __init__(self, spec: m.Spec, launcher: LauncherPlan):
+        self.spec = spec
+        self.launcher = launcher
+        self.aliases: dict[str, str] = {}
+        if spec.swizzle is not None and spec.swizzle.aliases:
+            self.aliases = {a.id: s.id for a, s in zip(spec.swizzle.aliases, spec.swizzle.axes)}
+        self.batch = tuple(a.name.id for a in spec.grid if a.is_index)
+        self.locals: dict[str, tuple[str, ...]] = {}
+        self.dtypes: dict[str, str] = {}
+        self.lines: list[str] = []
+        self.device = next(t.name.id for t in spec.inputs if not t.is_scalar) + ".device"
+
+    def dim_of(self, axis_name: str) -> str:
+        for axis in self.spec.axes():
+            if axis.name.id == axis_name:
+                return axis.dim.id
+        raise KeyError(axis_name)  # pragma: no cover - the checker guarantees it
+
+    def load_axes(self, load) -> tuple[str, ...]:
+        return tuple(self.aliases.get(i.id, i.id) for i in load.index if isinstance(i, m.Name))
+
+    @staticmethod
+    def align(text: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
+        """Permute a tensor over ``axes`` into ``context`` order and add broadcast dims."""
+        ordered = tuple(a for a in context if a in axes)
+        if ordered != axes:
+            text = f"{text}.permute({', '.join(str(axes.index(a)) for a in ordered)})"
+        if ordered != context and ordered:
+            text += "[" + ", ".join(":" if a in axes else "None" for a in context) + "]"
+        return text
+
+    def load(self, load: m.Load, context: tuple[str, ...]) -> str:
+        index = [i.text if isinstance(i, m.Number) else ":" for i in load.index]
+        text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
+        return self.align(text, self.load_axes(load), context)
+
+    def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
+        """Axes of ``expr`` as a whole tensor (index axes included)."""
+        if isinstance(expr, m.Load):
+            return self.load_axes(expr)
+        if isinstance(expr, m.Ref):
+            return self.locals.get(expr.name.id, ())
+        if isinstance(expr, m.Neg):
+            return self.expr_axes(expr.operand)
+        if isinstance(expr, m.BinOp):
+            left = self.expr_axes(expr.left)
+            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
+        if isinstance(expr, m.Call):
+            if expr.func.id == "dot":
+                a, b = (self.expr_axes(arg) for arg in expr.args)
+                batch = tuple(x for x in self.batch if x in a or x in b)
+                return batch + (a[-2], b[-1])
+            return self.expr_axes(expr.args[0])
+        return ()
+
+    def dot(self, call: m.Call, acc_dtype: str | None) -> str:
+        """``torch.matmul`` of the two operands in the accumulator's dtype, batched over the
+        index axes either operand has (the other one broadcasts)."""
+        a, b = call.args
+        a_axes, b_axes = self.load_axes(a), self.load_axes(b)
+        texts = []
+        for operand, axes in ((a, a_axes), (b, b_axes)):
+            tile = tuple(x for x in axes if x not in self.batch)
+            batch = tuple(x for x in self.batch if x in axes)
+            texts.append(self.load(operand, batch + tile))
+        dtype = acc_dtype or "torch.float32"
+        return f"torch.matmul({texts[0]}.to({dtype}), {texts[1]}.to({dtype}))"
+
+    def call(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:
+        name = call.func.id
+        if name == "dot":
+            return self.dot(call, acc_dtype)
+        x = self.expr(call.args[0], context)
+        if any(c.name.id == name for c in self.spec.choices):
+            return f"_torch_activation({x}, {name})"
+        kwargs = {k.id: (v.id if isinstance(v, m.Name) else v.text) for k, v in call.kwargs}
+        if name == "gelu" and kwargs.get("approximate") == "tanh":
+            name = "gelu_tanh"
+        slope = call.args[1].text if len(call.args) > 1 else LEAKY_RELU_SLOPE
+        return TORCH_ACTIVATIONS[name].format(x=x, slope=slope)
+
+    def expr(self, expr: m.Expr, context: tuple[str, ...], acc_dtype: str | None = None) -> str:
+        if isinstance(expr, m.Number):
+            return expr.text
+        if isinstance(expr, m.Ref):
+            if expr.name.id not in self.locals:  # a scalar input
+                return expr.name.id
+            return self.align(expr.name.id, self.locals[expr.name.id], context)
+        if isinstance(expr, m.Load):
+            return self.load(expr, context)
+        if isinstance(expr, m.Neg):
+            inner = self.expr(expr.operand, context)
+            return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
+        if isinstance(expr, m.BinOp):
+            return binop_text(expr, self.expr(expr.left, context), self.expr(expr.right, context))
+        if isinstance(expr, m.Call):
+            return self.call(expr, context, acc_dtype)
+        raise AssertionError(expr)  # pragma: no cover
+
+    def declare(self, stmt: m.Declare) -> None:
+        # In the kernel a tile lives in one program; over whole tensors it spans every
+        # index axis (batch) of the grid too.
+        axes = self.batch + tuple(a.id for a in stmt.axes)
+        shape = tuple_text(self.dim_of(a) for a in axes)
+        dtype = m.DTYPES[stmt.dtype.id][1]
+        if float(stmt.init.text) == 0:
+            self.lines.append(f"{stmt.name.id} = torch.zeros({shape}, dtype={dtype}, device={self.device})")
+        else:
+            self.lines.append(
+                f"{stmt.name.id} = torch.full({shape}, {stmt.init.text}, dtype={dtype}, device={self.device})"
+            )
+        self.locals[stmt.name.id] = axes
+        self.dtypes[stmt.name.id] = dtype
+
+    def store(self, stmt: m.Store) -> None:
+        spec = self.spec
+        tensor = spec.tensor(stmt.tensor.id)
+        dtype = m.DTYPES[tensor.dtype.id][1]
+        index_axes = tuple(i.id for i in stmt.index if isinstance(i, m.Name))
+        if any(a in self.aliases for a in index_axes):
+            self.swizzled_store(stmt, tensor, dtype, index_axes)
+            return
+        value = self.expr(stmt.value, index_axes)
+        target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
+        if isinstance(stmt.value, m.Number) or (
+            isinstance(stmt.value, m.Ref) and stmt.value.name.id not in self.locals
+        ):
+            value = f"torch.tensor({value})"
+        elif isinstance(stmt.value, (m.BinOp, m.Neg)):
+            value = f"({value})"
+        self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
+
+    def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes) -> None:
+        """A store through ``as`` aliases: scatter each element to where its tile is sent."""
+        spec = self.spec
+        context = tuple(self.aliases.get(a, a) for a in index_axes)
+        value = self.expr(stmt.value, context)
+        if isinstance(stmt.value, (m.BinOp, m.Neg)):
+            value = f"({value})"
+        self.lines.append(f"{stmt.tensor.id}_value = {value}.to({dtype})")
+        m_ax, n_ax = spec.grid[0], spec.grid[1]
+        self.lines.append(
+            f"rows, cols = _swizzled_positions({m_ax.dim.id}, {n_ax.dim.id}, {m_ax.block.id}, "
+            f"{n_ax.block.id}, {spec.swizzle.group_text}, {stmt.tensor.id}_value.device)"
+        )
+        self.lines.append(f"keep = (rows < {m_ax.dim.id}) & (cols < {n_ax.dim.id})")
+        self.lines.append(f"{stmt.tensor.id}[rows[keep], cols[keep]] = {stmt.tensor.id}_value[keep]")
+
+    def walk(self, body) -> None:
+        for stmt in body:
+            if isinstance(stmt, m.Declare):
+                self.declare(stmt)
+            elif isinstance(stmt, m.Assign):
+                axes = self.expr_axes(stmt.value)
+                self.lines.append(f"{stmt.name.id} = {self.expr(stmt.value, axes)}")
+                self.locals[stmt.name.id] = axes
+            elif isinstance(stmt, m.Accumulate):
+                context = self.locals[stmt.name.id]
+                value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
+                self.lines.append(f"{stmt.name.id} += {value}")
+            elif isinstance(stmt, m.Loop):
+                self.walk(stmt.body)
+            elif isinstance(stmt, m.Store):
+                self.store(stmt)
+
+    def plan(self) -> ReferencePlan:
+        spec = self.spec
+        for name, shape_text, dtype in self.launcher.outputs:
+            self.lines.append(f"{name} = torch.empty({shape_text}, dtype={dtype}, device={self.device})")
+        self.walk(spec.body)
+        keywords = tuple((p.name.id, p.default.text) for p in spec.params) if self.aliases else ()
+        keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+        return ReferencePlan(
+            inputs=self.launcher.inputs,
+            keywords=keywords,
+            sizes=tuple((k, v) for k, v in self.launcher.sizes if _mentions(self.lines, k)),
+            lines=tuple(self.lines),
+            returns=self.launcher.returns,
+            uses_swizzle=bool(self.aliases),
+            uses_choice=bool(spec.choices),
+        )
+
+
+def _mentions(lines: list[str], name: str) -> bool:
+    """True when ``name`` appears as a whole word in any of ``lines``."""
+    return any(re.search(rf"\b{re.escape(name)}\b", line) for line in lines)
+
+
+def lower_reference(spec: m.Spec, launcher: LauncherPlan) -> ReferencePlan:
+    """``reference(*inputs)`` of a checked spec (same inputs and outputs as its launcher)."""
+    return ReferenceLowering(spec, launcher).plan()

@@ -28,8 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True, highlight=False)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(message: str) -> None:

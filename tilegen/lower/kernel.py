@@ -11,10 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilegen import model as m
-from tilegen.lower.plan import ChoicePlan, Comment, ForLoop, KernelParam, KernelPlan, Line, Op, TunePlan
+from tilegen.lower.plan import ChoicePlan, Comment, ForLoop, IfBlock, KernelParam, KernelPlan, Line, Op, TunePlan
 
 #: Activation helpers, in the order the module defines them, with the spec call each serves.
 HELPERS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "sigmoid", "silu")
+
+#: Module constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies the
+#: raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
+#: there bf16 operands are upcast to f32 first (exact: bf16 products fit in f32). On the GPU
+#: the branch is a false constexpr and compiles away.
+BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
 
 #: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
 LEAKY_RELU_SLOPE = "0.01"
@@ -138,6 +144,7 @@ class KernelLowering:
     masks: dict[str, str] = field(default_factory=dict)  # combined mask expression -> variable
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)
+    bf16_dot: bool = False
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -174,6 +181,18 @@ class KernelLowering:
             return self.dtype_of(expr.args[0])
         if isinstance(expr, m.Call) and expr.func.id in ("gelu", "sigmoid", "silu"):
             return "f32"
+        if isinstance(expr, m.Neg):
+            return self.dtype_of(expr.operand)
+        if isinstance(expr, m.BinOp):
+            # Only the cases Triton's promotion makes obvious: equal float dtypes, or a float
+            # tile with a number (a Python scalar does not promote a tile's dtype).
+            left, right = self.dtype_of(expr.left), self.dtype_of(expr.right)
+            if isinstance(expr.left, m.Number):
+                left = right
+            if isinstance(expr.right, m.Number):
+                right = left
+            if left == right and left in m.FLOAT_DTYPES:
+                return left
         return None
 
     def tile_axes(self, index) -> tuple[str, ...]:
@@ -239,12 +258,18 @@ class KernelLowering:
             if axis.is_index:
                 self.axes[name] = AxisInfo(pids[name], None, axis.dim.id, "1", pids[name], scalar=True)
                 continue
+            whole = axis.bounds == "whole"
+            start = "0" if whole else f"{pids[name]} * {axis.block.id}"
+            if self.spec.access_style == "block_ptr":
+                # Block pointers take the tile start and check bounds themselves.
+                mask = "checked" if axis.masked else None
+                self.axes[name] = AxisInfo("", mask, axis.dim.id, axis.tile, start)
+                continue
             offs = self.fresh(f"offs_{name}")
-            if axis.bounds == "whole":
+            if whole:
                 ops.append(Line(f"{offs} = tl.arange(0, {axis.dim.id})"))
                 self.axes[name] = AxisInfo(offs, None, axis.dim.id, axis.dim.id, "0")
                 continue
-            start = f"{pids[name]} * {axis.block.id}"
             ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))
             info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
             if axis.masked:
@@ -455,7 +480,7 @@ class KernelLowering:
             mask_k = self.fresh(f"mask_{k}") if axis.masked else None
         self.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, "0")
         if block_ptrs and axis.masked:
-            self.axes[k].mask = "checked"  # any value: block pointers check the K tail bounds
+            self.axes[k].mask = "checked"  # a block pointer checks the bounds of a masked axis
         advances: list[str] = []
         body: list[Op] = []
         if mask_k:
@@ -484,6 +509,10 @@ class KernelLowering:
                     body.append(Line(load))
                     advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
                 tiles.append(tile)
+            if any(self.spec.tensor(o.tensor.id).dtype.id == "bf16" for o in call.args):
+                self.bf16_dot = True
+                upcasts = tuple(Line(f"{t} = {t}.to(tl.float32)") for t in tiles)
+                body.append(IfBlock(f"{BF16_DOT_FLAG}:  # Triton's interpreter cannot tl.dot bf16", upcasts))
             precision = dict((key.id, value) for key, value in call.kwargs).get("precision")
             extra = f', input_precision="{precision.id}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
@@ -596,7 +625,7 @@ class KernelLowering:
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
         helpers = tuple(h for h in HELPERS if h in self.helpers)
-        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices())
+        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot)
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

@@ -37,7 +37,16 @@ class ForLoop:
     macro: ClassVar[str] = "for_loop"
 
 
-Op = Union[Comment, Line, ForLoop]
+@dataclass(frozen=True)
+class IfBlock:
+    """``if <condition>:`` with a body of ops (a constexpr condition: compiled away on the GPU)."""
+
+    condition: str
+    body: tuple
+    macro: ClassVar[str] = "if_block"
+
+
+Op = Union[Comment, Line, ForLoop, IfBlock]
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class KernelPlan:
     tune: TunePlan | None
     helpers: tuple[str, ...]  # activation helpers used, rendered by templates/helpers.py.j2
     choices: tuple[ChoicePlan, ...]
+    bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
 
 
 @dataclass(frozen=True)

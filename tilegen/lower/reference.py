@@ -102,6 +102,8 @@ class ReferenceLowering:
         if name == "dot":
             return self.dot(call, acc_dtype)
         x = self.expr(call.args[0], context)
+        if isinstance(call.args[0], (m.BinOp, m.Neg)):
+            x = f"({x})"
         if any(c.name.id == name for c in self.spec.choices):
             return f"_torch_activation({x}, {name})"
         kwargs = {k.id: (v.id if isinstance(v, m.Name) else v.text) for k, v in call.kwargs}

@@ -64,14 +64,15 @@ _INTERPRETER_NOTICE = set()
 
 def _interpreter_config(launcher, index):
     """The tune config the interpreter runs (it cannot time configs); says so once."""
+    config = _CONFIGS[index]
     if launcher not in _INTERPRETER_NOTICE:
         _INTERPRETER_NOTICE.add(launcher)
         warnings.warn(
             f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
-            f"of {len(_CONFIGS)}: {_CONFIGS[index]}",
+            f"of {len(_CONFIGS)}: {config.kwargs}",
             stacklevel=3,
         )
-    return _CONFIGS[index].kwargs
+    return config.kwargs
 
 
 _CONFIGS = [

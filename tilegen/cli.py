@@ -112,7 +112,8 @@ def _results_table(results) -> Table:
     for column in ("kernel", "shape", "device", "max error", "pass"):
         table.add_column(column)
     for r in results:
-        table.add_row(r.kernel, r.shape, r.device, f"{r.max_error:.3g}", "PASS" if r.passed else "FAIL")
+        status = "SKIP" if r.skipped else "PASS" if r.passed else "FAIL"
+        table.add_row(r.kernel, r.shape, r.device, "-" if r.skipped else f"{r.max_error:.3g}", status)
     return table
 
 

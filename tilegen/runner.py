@@ -7,6 +7,7 @@ imported, so this module imports triton only through the generated modules it lo
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -73,6 +74,9 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     generator = torch.Generator().manual_seed(seed)
     inputs = {}
     for tensor in spec.inputs:
+        if tensor.is_scalar:  # a number passed by value
+            inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
+            continue
         shape = []
         for dim in tensor.dims:
             if isinstance(dim, m.Number):
@@ -127,6 +131,7 @@ class RunResult:
     max_error: float
     passed: bool
     note: str = ""
+    skipped: bool = False
 
 
 def compare(outputs, expected, spec: m.Spec) -> tuple[float, bool]:
@@ -162,6 +167,9 @@ def run_module(
     (copied into ``out_dir`` first when given). Raises KeyError for a missing size.
     """
     launcher = getattr(module, spec.name.id)
+    reason = unsupported_reason(spec)
+    if reason is not None:
+        return RunResult(spec.name.id, "-", device, float("nan"), True, f"{spec.name.id} skipped: {reason}", True)
     note = ""
     if image is not None and is_image_spec(spec):
         if out_dir is not None:
@@ -180,16 +188,26 @@ def run_module(
         save_grey(outputs, grey)
         note = f"wrote {grey}"
     max_error, passed = compare(outputs, expected, spec)
-    shape = ", ".join("x".join(str(s) for s in t.shape) for t in inputs.values())
+    shape = ", ".join("x".join(str(s) for s in t.shape) for t in inputs.values() if hasattr(t, "shape"))
     return RunResult(spec.name.id, shape, device, max_error, passed, note)
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
-    the largest default block over it, plus a partial tile when every axis over it is masked
-    (so tails are exercised and unmasked launchers accept the size)."""
+    the largest block over it (defaults, or any tune config's value), plus a partial tile when
+    every axis over it is masked (so tails are exercised and unmasked launchers accept the
+    size). A ``whole`` extent is a power of two; an index (batch) extent is 3."""
     given = dict(given or {})
-    blocks = {p.name.id: int(p.default.text) for p in spec.params}
+    blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
+    largest = dict(blocks)  # unmasked axes must divide by every config's block
+    if spec.tune is not None:
+        default = spec.default_config()
+        for config in spec.tune.configs:
+            for setting in config.settings:
+                value = int(setting.default.text)
+                largest[setting.name.id] = max(largest.get(setting.name.id, 1), value)
+                if config is default:
+                    blocks[setting.name.id] = value
     axes = spec.axes()
     sizes = {}
     for tensor in spec.tensors:
@@ -197,7 +215,62 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
             if not isinstance(dim, m.Name) or dim.id in sizes:
                 continue
             over = [a for a in axes if a.dim.id == dim.id]
-            step = max((blocks.get(a.block.id, 1) for a in over), default=16)
+            if any(a.bounds == "whole" for a in over):
+                sizes[dim.id] = given.get(dim.id, 1 << max(programs, 1).bit_length() + 7)
+                continue
+            if over and all(a.is_index for a in over):
+                sizes[dim.id] = given.get(dim.id, 3)
+                continue
+            step = max(
+                ((largest if a.bounds == "unmasked" else blocks).get(a.block.id, 1) for a in over if a.block is not None),
+                default=16,
+            )
             tail = step // 2 + 1 if all(a.masked for a in over) else 0
             sizes[dim.id] = given.get(dim.id, step * programs + tail)
     return sizes
+
+
+@functools.lru_cache(maxsize=1)
+def block_pointers_supported() -> bool:
+    """Whether this Triton still has ``tl.make_block_ptr`` (newer releases removed block
+    pointers in favour of tensor descriptors). Probed by running a one-element kernel, on the
+    GPU or in the interpreter, whichever :func:`select_device` chose."""
+    import tempfile
+    import textwrap
+
+    import torch
+
+    source = textwrap.dedent(
+        """
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def probe(x_ptr):
+            ptr = tl.make_block_ptr(x_ptr, shape=(1,), strides=(1,), offsets=(0,), block_shape=(1,), order=(0,))
+            tl.store(ptr, tl.load(ptr) + 1)
+        """
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "block_ptr_probe.py"
+        path.write_text(source, encoding="utf-8")
+        module = load_module(path)
+        device = "cuda" if os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+        x = torch.zeros(1, device=device)
+        try:
+            module.probe[(1,)](x)
+        except Exception as error:  # noqa: BLE001 - Triton raises several kinds here
+            if "removed" in str(error) or "make_block_ptr" in str(error):
+                return False
+            raise
+        return x.item() == 1
+
+
+def unsupported_reason(spec: m.Spec) -> str | None:
+    """Why this Triton cannot run ``spec`` at all (None when it can)."""
+    if spec.access_style == "block_ptr" and not block_pointers_supported():
+        import triton
+
+        return f"Triton {triton.__version__} has no block pointers (tl.make_block_ptr was removed)"
+    return None

@@ -129,8 +129,10 @@ def add_single(x: torch.Tensor, y: torch.Tensor):
 
     ``x`` and ``y``: contiguous 1D float32 tensors of the same length ``n``,
     where ``n`` must be a power of two (it is the ``tl.arange`` length, a
-    ``tl.constexpr``; otherwise compiling the kernel fails with a Triton
-    compilation error). Returns a new tensor like ``x``.
+    ``tl.constexpr``); otherwise Triton rejects the kernel ("arange's range
+    must be a power of 2": ``triton.runtime.errors.InterpreterError`` under
+    ``TRITON_INTERPRET=1``, a ``CompilationError`` when compiled). Returns a
+    new tensor like ``x``.
     """
     # We need to preallocate the output.
     output = torch.empty_like(x)

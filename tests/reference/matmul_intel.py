@@ -53,6 +53,15 @@ Deviations and why:
   no block sizes (it would need an autotuner); ``matmul_block_ptr`` passes
   ``block_m``, ``block_n``, ``block_k`` and ``group_m`` (defaults 64, 64, 32,
   8) as BLOCK_SIZE_M/N/K and GROUP_SIZE_M.
+
+Caveat: Triton 3.9 (the version this project pins) has removed block
+pointers: ``tl.make_block_ptr`` and ``tl.advance`` raise
+``NotImplementedError("Block pointers have been removed in favor of the
+tensor descriptor API")``, in the interpreter and when compiling. The
+block-pointer ``matmul_kernel`` is written as the seed has it and was checked
+under Triton 3.4's interpreter; under 3.9 ``matmul_block_ptr`` raises
+``triton.runtime.errors.InterpreterError`` (``TRITON_INTERPRET=1``) or a
+compilation error. ``matmul_kernel_dummy`` is unaffected.
 """
 
 import torch
@@ -242,7 +251,9 @@ def matmul_block_ptr(a, b, block_m=64, block_n=64, block_k=32, group_m=8):
     the grid is 1D with ``cdiv(M, block_m) * cdiv(N, block_n)`` programs.
 
     Raises ``AssertionError`` if ``a.shape[1] != b.shape[0]`` or if
-    ``K % block_k != 0`` (K is not boundary-checked).
+    ``K % block_k != 0`` (K is not boundary-checked). On Triton >= 3.9, which
+    has removed block pointers, every launch fails (``InterpreterError`` under
+    ``TRITON_INTERPRET=1``); see the module docstring.
     """
     # checks constraints
     assert a.shape[1] == b.shape[0], "incompatible dimensions"

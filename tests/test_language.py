@@ -1,0 +1,120 @@
+"""The issue-3 constructs: each new check has its own failing spec and message."""
+
+import pytest
+
+from tilegen.check import check
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+
+TUNED = """\
+kernel k
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  in  alpha: f32
+  out c: f16[M, N]
+  block BM, BN, BK = 32, G = 8
+  grid flat m over M by BM, n over N by BN
+  swizzle m, n group G
+  tune key M, N, K
+    config BM = 64, BN = 64, num_warps = 4, num_stages = 3
+    default config BM = 32, BN = 32, num_warps = 2
+  choose act from none, relu, gelu
+  acc: f32[m, n] = 0
+  for k over K by BK
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = act(alpha * acc)
+"""
+
+ADD = """\
+kernel add
+  in  x: f32[N]
+  in  y: f32[N]
+  out z: f32[N]
+  block BS = 64
+  grid  i over N by BS
+  z[i] = x[i] + y[i]
+"""
+
+
+def test_tuned_spec_parses_into_configs_key_and_choice():
+    spec = check(parse(TUNED, "k.tile"))
+    assert spec.flat and spec.tuned_params == ("BM", "BN")
+    assert [k.id for k in spec.tune.key] == ["M", "N", "K"]
+    assert spec.default_config() is spec.tune.configs[1]
+    assert spec.choices[0].constexpr == "ACT" and [o.id for o in spec.choices[0].options] == ["none", "relu", "gelu"]
+    assert spec.tensor("alpha").is_scalar
+
+
+def errors(text):
+    with pytest.raises(SpecError) as info:
+        check(parse(text, "bad.tile"))
+    return info.value.render()
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("tune key M, N, K", "tune key M, N, BM", "autotune key 'BM' is not a size"),
+        ("default config BM = 32, BN = 32,", "default config BM = 32,", "this config leaves 'BN' unset, and it has no default"),
+        ("num_warps = 4,", "num_warps = 3,", "num_warps = 3 is not a power of two"),
+        ("config BM = 64,", "config BQ = 64,", "config sets 'BQ', which is not a block parameter"),
+        ("config BM = 64,", "default config BM = 48,", "only one config can be the default"),
+        ("config BM = 64,", "config BM = 48,", "block size 'BM' = 48 is not a power of two"),
+        ("config BM = 64,", "config BM = 8,", "'dot' tiles need every block size >= 16; 'BM' = 8"),
+        ("config BM = 64, BN = 64,", "config BM = 64, BM = 32, BN = 64,", "'BM' is set twice in this config"),
+        ("none, relu, gelu", "none, relu, tanh", "'tanh' cannot be chosen"),
+        ("none, relu, gelu", "none, relu, relu", "option 'relu' is listed twice"),
+        ("act(alpha * acc)", "act(alpha * acc, 2)", "'act' takes 1 arguments, not 2"),
+        ("act(alpha * acc)", "alpha[m, n]", "'alpha' is a scalar; use it without an index"),
+        ("in  alpha: f32", "out alpha: f32", "output 'alpha' needs a shape"),
+        ("grid flat m over M by BM, n over N by BN", "grid flat m over M by BM", "a flat grid flattens two tiled axes"),
+        ("for k over K by BK", "for k over K", "a loop axis needs a block"),
+        ("for k over K by BK", "for k over K by BK wrapped", "only grid axes can be 'wrapped'"),
+        ("swizzle m, n group G", "swizzle m, n group H", "unknown parameter 'H'"),
+        ("acc: f32[m, n] = 0", "relu: f32[m, n] = 0", "variable name 'relu' is reserved"),
+    ],
+)
+def test_tuned_spec_errors(old, new, message):
+    assert old in TUNED
+    assert message in errors(TUNED.replace(old, new))
+
+
+def test_block_without_default_needs_tune():
+    assert "'BS' needs a value: 'block BS = 64'" in errors(ADD.replace("BS = 64", "BS"))
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("z[i] = x[i] + y[i]", "z[i] = leaky_relu(x[i], y[i])", "the slope of 'leaky_relu' must be a number"),
+        ("z[i] = x[i] + y[i]", "z[i] = gelu(x[i], approximate=erf)", "unknown approximate 'erf'"),
+        ("z[i] = x[i] + y[i]", "z[i] = relu(x[i], slope=2)", "unknown argument 'slope' to 'relu'"),
+        ("grid  i over N by BS", "grid  i over N by BS\n  access tma", "unknown access style 'tma'"),
+        ("grid  i over N by BS", "grid  i over N by BS wrapped\n  access block_ptr", "block pointers cannot wrap"),
+        ("grid  i over N by BS", "grid  j over N, i over N by BS", ""),
+    ],
+)
+def test_elementwise_and_access_errors(old, new, message):
+    assert old in ADD
+    text = ADD.replace(old, new)
+    if message:
+        assert message in errors(text)
+    else:
+        check(parse(text, "ok.tile"))  # an index axis beside a tile axis is valid
+
+
+def test_dot_loop_holds_only_accumulate_dot_lines():
+    text = TUNED.replace("    acc += dot(a[m, k], b[k, n])\n", "    acc += dot(a[m, k], b[k, n])\n    acc += 1\n")
+    assert "a loop with 'dot' holds only 'acc += dot(...)' lines" in errors(text)
+
+
+def test_index_axis_is_not_a_tile_dimension():
+    text = TUNED.replace("grid flat m over M by BM, n over N by BN", "grid  m over M by BM, n over N by BN, q over K")
+    text = text.replace("acc: f32[m, n] = 0", "acc: f32[m, q] = 0")
+    assert "'q' is an index axis (no block), not a tile dimension" in errors(text)
+
+
+def test_language_words_are_keywords_for_the_parser():
+    # 'tune' starts a tune block, so it cannot name a variable; the error is a syntax error.
+    text = ADD.replace("z[i] = x[i] + y[i]", "tune = x[i]\n  z[i] = tune")
+    assert "bad.tile:7:8: error: unexpected '='; expected 'key'" in errors(text)

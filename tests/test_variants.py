@@ -1,0 +1,276 @@
+"""Issue-3 variants against their hand-written seed kernels (bit-exact, same config) and torch.
+
+Runs in Triton's interpreter, where an autotuned launcher runs its spec's default config; the
+hand-written kernel is launched with that same config. Shapes are odd, prime, 1 and non-square,
+with K below the block where the spec masks K.
+"""
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import ROOT
+from tests.reference import add as ref_add
+from tests.reference import matmul as ref_matmul
+from tests.reference import matmul_intel as ref_intel
+from tests.reference import matmul_tutorial as ref_tutorial
+from tilegen.compiler import compile_spec
+from tilegen.parser import parse
+from tilegen.runner import load_module, unsupported_reason
+
+
+def _rand(*shape, dtype=torch.float16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _close(out, ref, atol, rtol):
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    torch.testing.assert_close(out.double(), ref.double(), atol=atol, rtol=rtol)
+
+
+def _default_index(module):
+    """Index of the config a generated launcher runs in the interpreter (its spec's default)."""
+    text = (ROOT / "specs" / f"{module.__name__.removeprefix('tilegen_generated_')}.tile").read_text()
+    spec = parse(text, "x.tile")
+    return spec.tune.configs.index(spec.default_config())
+
+
+# ------------------------------------------------------------------------------- vector add
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 4099])
+def test_add_and_add_loop_match_seeds(generated, n):
+    x, y = _rand(n, dtype=torch.float32, seed=n), _rand(n, dtype=torch.float32, seed=n + 1)
+    z = generated("add").add(x, y, BLOCK_SIZE=256)
+    assert torch.equal(z, ref_add.add(x, y, block_size=256))
+    assert torch.equal(z, x + y)
+    z = generated("add_loop").add_loop(x, y, BLOCK_SIZE=256)
+    assert torch.equal(z, ref_add.add_fine_grained(x, y, block_size=256))
+    assert torch.equal(z, generated("add_loop").reference(x, y))
+
+
+@pytest.mark.parametrize("n", [1, 16, 1024])
+def test_add_single_is_one_program_over_the_whole_vector(generated, n):
+    x, y = _rand(n, dtype=torch.float32, seed=n), _rand(n, dtype=torch.float32, seed=n + 1)
+    z = generated("add_single").add_single(x, y)
+    assert torch.equal(z, ref_add.add_single(x, y))
+    assert torch.equal(z, x + y)
+
+
+def test_add_single_refuses_a_length_that_is_not_a_power_of_two(generated):
+    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be a power of two <= 1048576, got 1000"):
+        generated("add_single").add_single(torch.zeros(1000), torch.zeros(1000))
+
+
+def test_add_strided_views(generated):
+    base = _rand(3000, dtype=torch.float32)
+    x, y = base[::3], base[1::3]
+    assert torch.equal(generated("add").add(x, y, BLOCK_SIZE=64), x + y)
+    assert torch.equal(generated("add_loop").add_loop(x, y, BLOCK_SIZE=64), x + y)
+
+
+# ------------------------------------------------------------------------------- tutorial 03
+
+
+TUTORIAL_SHAPES = [(1, 32, 1), (37, 64, 41), (53, 96, 29), (64, 32, 128)]
+
+
+@pytest.mark.parametrize("activation", ["none", "leaky_relu"])
+@pytest.mark.parametrize("m,k,n", TUTORIAL_SHAPES)
+def test_tutorial_matches_seed_reference_and_torch(generated, m, k, n, activation):
+    mod = generated("matmul_tutorial")
+    a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = mod.matmul_tutorial(a, b, activation=activation)
+    config = dict(mod._CONFIGS[_default_index(mod)].kwargs)
+    assert torch.equal(c, ref_tutorial.matmul(a, b, activation=activation, config=config))
+    _close(c, mod.reference(a, b, activation=activation), 1e-2, 1e-2)
+    expected = a.float() @ b.float()
+    if activation == "leaky_relu":
+        expected = F.leaky_relu(expected, 0.01)
+    _close(c, expected.half(), 1e-2, 1e-2)
+
+
+def test_tutorial_transposed_operands_are_views_not_copies(generated):
+    mod = generated("matmul_tutorial")
+    at, bt = _rand(64, 37, seed=1), _rand(29, 64, seed=2)
+    a, b = at.t(), bt.t()
+    assert not a.is_contiguous() and not b.is_contiguous()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = mod.matmul_tutorial(a, b)
+    config = dict(mod._CONFIGS[_default_index(mod)].kwargs)
+    assert torch.equal(c, ref_tutorial.matmul(a.contiguous(), b.contiguous(), config=config))
+
+
+def test_tutorial_refuses_unknown_activation_and_unmasked_k(generated):
+    mod = generated("matmul_tutorial")
+    with pytest.raises(ValueError, match="activation must be one of none, leaky_relu, got 'gelu'"):
+        mod.matmul_tutorial(_rand(4, 32), _rand(32, 4), activation="gelu")
+    with pytest.raises(ValueError, match=r"K = 33 must be a multiple of BLOCK_SIZE_K = 32 \(the largest"):
+        mod.matmul_tutorial(_rand(4, 33), _rand(33, 4))
+
+
+def test_interpreter_says_once_which_config_it_runs(tmp_path):
+    text = (ROOT / "specs" / "matmul_tutorial.tile").read_text()
+    path = tmp_path / "matmul_tutorial.py"
+    path.write_text(compile_spec(text, "specs/matmul_tutorial.tile").source)
+    mod = load_module(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            mod.matmul_tutorial(_rand(8, 32), _rand(32, 8))
+    notices = [w for w in caught if "cannot time autotune configs" in str(w.message)]
+    assert len(notices) == 1
+    assert "running config 9 of 10" in str(notices[0].message)
+    assert notices[0].filename == __file__  # reported at the caller's line
+
+
+# ------------------------------------------------------------------------------- lecture 14 autotuned
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 64, 1), (37, 64, 41), (61, 128, 17)])
+def test_grouped_autotuned_matches_seed(generated, m, k, n):
+    mod = generated("matmul_grouped_autotuned")
+    a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = mod.matmul_grouped_autotuned(a, b)
+    cfg = mod._CONFIGS[_default_index(mod)].kwargs
+    seed_config = {"bm": cfg["BM"], "bn": cfg["BN"], "bk": cfg["BK"], "group_sz": cfg["GROUP_SIZE"]}
+    assert torch.equal(c, ref_matmul.grouped_autotuned_matmul(a, b, config=seed_config))
+    _close(c, mod.reference(a, b), 1e-2, 1e-2)
+
+
+def test_tuned_unmasked_k_must_divide_by_every_config(generated):
+    # BK is 64 in one config and 32 in the rest: K = 96 fits the default but not all configs.
+    with pytest.raises(ValueError, match="K = 96 must be a multiple of BK = 64"):
+        generated("matmul_grouped_autotuned").matmul_grouped_autotuned(_rand(4, 96), _rand(96, 4))
+
+
+# ------------------------------------------------------------------------------- Intel guide
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 7, 41), (53, 29, 31), (64, 97, 64), (3, 64, 130)])
+def test_kmasked_matches_seed_with_wrapped_offsets_and_k_tail(generated, m, k, n):
+    mod = generated("matmul_kmasked")
+    a, b = _rand(m, k, seed=m + k), _rand(k, n, seed=n)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = mod.matmul_kmasked(a, b)
+    config = dict(mod._CONFIGS[_default_index(mod)].kwargs)
+    assert torch.equal(c, ref_intel.matmul_dummy(a, b, config=config))
+    _close(c, (a.float() @ b.float()).half(), 1e-2, 1e-2)
+
+
+def test_kmasked_source_wraps_loads_and_masks_stores():
+    text = (ROOT / "generated" / "matmul_kmasked.py").read_text()
+    assert "offs_m_wrapped = offs_m % M" in text
+    assert "a_ptrs = a_ptr + offs_m_wrapped[:, None] * stride_a_m" in text
+    assert "mask_k = offs_k < K - k * BLOCK_SIZE_K" in text
+    assert "tl.store(c_ptrs, accumulator.to(tl.float16), mask=mask_mn)" in text
+
+
+block_ptr_reason = unsupported_reason(parse((ROOT / "specs" / "matmul_block_ptr.tile").read_text(), "x.tile"))
+
+
+@pytest.mark.skipif(block_ptr_reason is not None, reason=str(block_ptr_reason))
+@pytest.mark.parametrize("m,k,n", [(1, 32, 1), (37, 64, 41), (64, 96, 128)])
+def test_block_ptr_matches_seed(generated, m, k, n):
+    a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
+    c = generated("matmul_block_ptr").matmul_block_ptr(a, b)
+    assert torch.equal(c, ref_intel.matmul_block_ptr(a, b))
+    _close(c, a.float() @ b.float(), 1e-4, 1e-4)
+
+
+def test_block_ptr_source_uses_make_block_ptr_and_advance():
+    text = (ROOT / "generated" / "matmul_block_ptr.py").read_text()
+    assert "a_block_ptr = tl.make_block_ptr(a_ptr, shape=(M, K)" in text
+    assert "a_block_ptr = tl.advance(a_block_ptr, (0, BLOCK_SIZE_K))" in text
+    assert "b_block_ptr = tl.advance(b_block_ptr, (BLOCK_SIZE_K, 0))" in text
+    assert "tl.store(c_block_ptr, accumulator, boundary_check=(0, 1))" in text
+    assert "tl.program_id(1)" not in text  # a 1D grid
+
+
+# ------------------------------------------------------------------------------- beyond the seeds
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 7, 41), (53, 67, 29)])
+def test_bf16_epilogue_matches_torch(generated, m, k, n):
+    mod = generated("matmul_epilogue")
+    a, b = _rand(m, k, dtype=torch.bfloat16, seed=m), _rand(k, n, dtype=torch.bfloat16, seed=n)
+    bias, residual = _rand(n, dtype=torch.float32, seed=3), _rand(m, n, dtype=torch.bfloat16, seed=4)
+    c = mod.matmul_epilogue(a, b, bias, residual, 0.5)
+    expected = F.gelu(0.5 * (a.float() @ b.float()) + bias, approximate="tanh") + residual.float()
+    _close(c, expected.bfloat16(), 5e-2, 2e-2)
+    _close(c, mod.reference(a, b, bias, residual, 0.5), 5e-2, 2e-2)
+
+
+def test_scalar_input_must_be_a_number(generated):
+    mod = generated("matmul_epilogue")
+    args = (_rand(4, 4, dtype=torch.bfloat16),) * 2 + (torch.zeros(4), _rand(4, 4, dtype=torch.bfloat16))
+    with pytest.raises(TypeError, match="alpha must be a Python float, got Tensor"):
+        mod.matmul_epilogue(*args, torch.tensor(0.5))
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 7, 41), (97, 61, 53), (512, 512, 512)])
+def test_f32_ieee_matches_torch_to_1e4_relative(generated, m, k, n):
+    a, b = _rand(m, k, dtype=torch.float32, seed=m), _rand(k, n, dtype=torch.float32, seed=n)
+    c = generated("matmul_f32").matmul_f32(a, b)
+    expected = a @ b
+    scale = expected.abs().max().item()
+    torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4 * scale)
+    assert ((c - expected).norm() / expected.norm()).item() < 1e-4
+
+
+@pytest.mark.parametrize("batch,m,k,n", [(1, 1, 1, 1), (3, 37, 7, 41), (2, 64, 40, 17)])
+def test_batched_matmul_over_a_third_grid_axis(generated, batch, m, k, n):
+    mod = generated("matmul_batched")
+    a = _rand(batch, m, k, seed=m)
+    bt = _rand(batch, n, k, seed=n)
+    b = bt.transpose(1, 2)  # a strided view: [B, K, N] with K the fastest dimension
+    c = mod.matmul_batched(a, b)
+    _close(c, torch.bmm(a.float(), b.float()).half(), 1e-2, 1e-2)
+    assert torch.equal(c, mod.reference(a, b))
+
+
+@pytest.fixture(scope="module")
+def activations(tmp_path_factory):
+    spec = ROOT / "tests" / "specs" / "activations.tile"
+    path = tmp_path_factory.mktemp("gen") / "activations.py"
+    path.write_text(compile_spec(spec.read_text(), "tests/specs/activations.tile").source)
+    return load_module(path)
+
+
+TORCH_ACTIVATIONS = {
+    "none": lambda x: x,
+    "relu": torch.relu,
+    "leaky_relu": lambda x: F.leaky_relu(x, 0.01),
+    "gelu": F.gelu,
+    "sigmoid": torch.sigmoid,
+    "silu": F.silu,
+}
+
+
+@pytest.mark.parametrize("act", list(TORCH_ACTIVATIONS))
+def test_activations_match_torch(activations, act):
+    x = _rand(300, dtype=torch.float32, seed=7) * 4
+    outs = activations.activations(x, 2.5, act=act)
+    expected = (
+        torch.relu(x),
+        F.leaky_relu(x, 0.2),
+        F.gelu(x),
+        F.gelu(x, approximate="tanh"),
+        torch.sigmoid(x),
+        F.silu(x),
+        TORCH_ACTIVATIONS[act](x),
+        (-x * 2.5 + 1).half(),
+    )
+    for out, want in zip(outs, expected):
+        _close(out, want, 1e-5, 1e-5)
+    for out, want in zip(outs, activations.reference(x, 2.5, act=act)):
+        _close(out, want, 1e-5, 1e-5)

@@ -149,3 +149,12 @@ def test_wheel_ships_grammar_and_templates_and_builds_from_elsewhere(tmp_path):
     )
     for module in GENERATED.glob("*.py"):
         assert (tmp_path / "x" / module.name).read_bytes() == module.read_bytes()
+
+
+def test_language_reference_listing_matches_generated_module():
+    doc = (ROOT / "docs" / "language.md").read_text()
+    listing = doc.split("<!-- generated: matmul_tutorial -->\n```python\n")[1].split("\n```\n<!-- end generated -->")[0]
+    module = (ROOT / "generated" / "matmul_tutorial.py").read_text()
+    assert listing in module and listing.startswith("_CONFIGS = [") and "def matmul_tutorial_kernel(" in listing
+    spec = (ROOT / "specs" / "matmul_tutorial.tile").read_text().rstrip("\n")
+    assert f"```\n{spec}\n```" in doc

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.errors import Collector
 
+
 @dataclass(frozen=True)
 class Signature:
     """How a spec function is called: positional argument counts and keyword arguments."""
@@ -92,7 +93,7 @@ class Checker:
     def define(self, name: m.Name, what: str) -> None:
         """Record a new name; report reserved, dunder and duplicate names."""
         ident = name.id
-        if ident in RESERVED or ident.startswith("__") or ident.startswith("apply_"):
+        if ident in RESERVED or ident.startswith(("__", "apply_")):
             self.errors.error(f"{what} name '{ident}' is reserved; choose another name", name.span)
         elif ident in self.names:
             first = self.names[ident]

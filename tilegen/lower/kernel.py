@@ -512,8 +512,8 @@ class KernelLowering:
             if any(self.spec.tensor(o.tensor.id).dtype.id == "bf16" for o in call.args):
                 self.bf16_dot = True
                 upcasts = tuple(Line(f"{t} = {t}.to(tl.float32)") for t in tiles)
-                body.append(IfBlock(f"{BF16_DOT_FLAG}:  # Triton's interpreter cannot tl.dot bf16", upcasts))
-            precision = dict((key.id, value) for key, value in call.kwargs).get("precision")
+                body.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", upcasts))
+            precision = {key.id: value for key, value in call.kwargs}.get("precision")
             extra = f', input_precision="{precision.id}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
         body += [Line(a) for a in advances]

@@ -39,9 +39,11 @@ class ForLoop:
 
 @dataclass(frozen=True)
 class IfBlock:
-    """``if <condition>:`` with a body of ops (a constexpr condition: compiled away on the GPU)."""
+    """``if <condition>:  # <why>`` with a body of ops (a constexpr condition: compiled away
+    on the GPU when false)."""
 
     condition: str
+    why: str
     body: tuple
     macro: ClassVar[str] = "if_block"
 

@@ -45,6 +45,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -58,11 +68,13 @@ def add_kernel(
     stride_x_n,
     stride_y_n,
     stride_z_n,
-    BLOCK_SIZE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/add.tile; launch it through add()."""
     # specs/add.tile:7: grid  i over N by BLOCK_SIZE
     pid_i = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_i = pid_i.to(tl.int64)
     offs_i = pid_i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask_i = offs_i < N
     # specs/add.tile:8: z[i] = x[i] + y[i]
@@ -96,7 +108,7 @@ def add(x, y, *, BLOCK_SIZE=1024):
         x.stride(0),
         y.stride(0),
         z.stride(0),
-        BLOCK_SIZE=BLOCK_SIZE,
+        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=_needs_int64(x, y, z),
     )
     return z
 

@@ -46,6 +46,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -59,12 +69,14 @@ def add_loop_kernel(
     stride_x_n,
     stride_y_n,
     stride_z_n,
-    BLOCK_SIZE: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/add_loop.tile; launch it through add_loop()."""
     # specs/add_loop.tile:8: for i over N by BLOCK_SIZE
     for i in range(0, tl.cdiv(N, BLOCK_SIZE)):
         offs_i = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_i = offs_i.to(tl.int64)
         mask_i = offs_i < N
         # specs/add_loop.tile:9: z[i] = x[i] + y[i]
         x = tl.load(x_ptr + offs_i * stride_x_n, mask=mask_i)
@@ -97,7 +109,7 @@ def add_loop(x, y, *, BLOCK_SIZE=1024):
         x.stride(0),
         y.stride(0),
         z.stride(0),
-        BLOCK_SIZE=BLOCK_SIZE,
+        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=_needs_int64(x, y, z),
     )
     return z
 

@@ -44,6 +44,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -56,11 +66,13 @@ def copy_kernel(
     N,
     stride_x_n,
     stride_z_n,
-    BS: tl.constexpr,
+    BS: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/copy.tile; launch it through copy()."""
     # specs/copy.tile:6: grid  i over N by BS
     pid_i = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_i = pid_i.to(tl.int64)
     offs_i = pid_i * BS + tl.arange(0, BS)
     mask_i = offs_i < N
     # specs/copy.tile:7: z[i] = x[i]
@@ -89,7 +101,7 @@ def copy(x, *, BS=1024):
         N,
         x.stride(0),
         z.stride(0),
-        BS=BS,
+        BS=BS, INT64_OFFSETS=_needs_int64(x, z),
     )
     return z
 

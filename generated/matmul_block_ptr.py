@@ -51,6 +51,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -64,7 +74,7 @@ def matmul_block_ptr_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_block_ptr.tile; launch it through matmul_block_ptr()."""
     # specs/matmul_block_ptr.tile:8: grid flat m over M by BLOCK_SIZE_M, n over N by BLOCK_SIZE_N
@@ -78,6 +88,9 @@ def matmul_block_ptr_kernel(
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
     # specs/matmul_block_ptr.tile:11: accumulator: f32[m, n] = 0
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     # specs/matmul_block_ptr.tile:12: for k over K by BLOCK_SIZE_K unmasked
@@ -126,7 +139,7 @@ def matmul_block_ptr(a, b, *, BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32,
         a.stride(0), a.stride(1),
         b.stride(0), b.stride(1),
         c.stride(0), c.stride(1),
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M,
+        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=_needs_int64(a, b, c),
     )
     return c
 

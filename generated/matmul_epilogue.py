@@ -64,6 +64,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -88,7 +98,7 @@ def matmul_epilogue_kernel(
     stride_bias_n,
     stride_residual_m, stride_residual_n,
     stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_epilogue.tile; launch it through matmul_epilogue()."""
     # specs/matmul_epilogue.tile:11: grid flat m over M by BM, n over N by BN
@@ -102,6 +112,9 @@ def matmul_epilogue_kernel(
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BM + tl.arange(0, BM)
     mask_m = offs_m < M
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -172,7 +185,7 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         bias.stride(0),
         residual.stride(0), residual.stride(1),
         c.stride(0), c.stride(1),
-        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M,
+        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=_needs_int64(a, b, bias, residual, c),
     )
     return c
 

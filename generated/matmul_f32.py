@@ -48,6 +48,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -61,12 +71,15 @@ def matmul_f32_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_f32.tile; launch it through matmul_f32()."""
     # specs/matmul_f32.tile:7: grid  m over M by BM, n over N by BN
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BM + tl.arange(0, BM)
     mask_m = offs_m < M
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -120,7 +133,7 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
         a.stride(0), a.stride(1),
         b.stride(0), b.stride(1),
         c.stride(0), c.stride(1),
-        BM=BM, BN=BN, BK=BK,
+        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=_needs_int64(a, b, c),
     )
     return c
 

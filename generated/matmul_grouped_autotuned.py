@@ -60,6 +60,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 _INTERPRETER_NOTICE = set()
 
 
@@ -96,7 +106,7 @@ def matmul_grouped_autotuned_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_grouped_autotuned.tile; launch it through matmul_grouped_autotuned()."""
     # specs/matmul_grouped_autotuned.tile:8: grid  m over M by BM, n over N by BN
@@ -104,6 +114,9 @@ def matmul_grouped_autotuned_kernel(
     pid_n = tl.program_id(1)
     # specs/matmul_grouped_autotuned.tile:9: swizzle m, n group GROUP_SIZE
     pid_m, pid_n = tl.swizzle2d(pid_m, pid_n, tl.num_programs(0), tl.num_programs(1), GROUP_SIZE)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BM + tl.arange(0, BM)
     mask_m = offs_m < M
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -158,6 +171,7 @@ def matmul_grouped_autotuned(a, b):
         a.stride(0), a.stride(1),
         b.stride(0), b.stride(1),
         c.stride(0), c.stride(1),
+        INT64_OFFSETS=_needs_int64(a, b, c),
         **config,
     )
     return c

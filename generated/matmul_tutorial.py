@@ -64,6 +64,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_choice(launcher, name, value, options):
     """Raise ValueError unless ``value`` is one of ``options``."""
     if value not in options:
@@ -121,7 +131,7 @@ def matmul_tutorial_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, ACTIVATION: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, ACTIVATION: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_tutorial.tile; launch it through matmul_tutorial()."""
     # specs/matmul_tutorial.tile:9: grid flat m over M by BLOCK_SIZE_M, n over N by BLOCK_SIZE_N
@@ -135,6 +145,9 @@ def matmul_tutorial_kernel(
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
     mask_m = offs_m < M
     offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
@@ -191,7 +204,7 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
         a.stride(0), a.stride(1),
         b.stride(0), b.stride(1),
         c.stride(0), c.stride(1),
-        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation,
+        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=_needs_int64(a, b, c),
         **config,
     )
     return c

@@ -44,6 +44,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -56,12 +66,16 @@ def rgb2grey_kernel(
     H, W,
     stride_x_0, stride_x_h, stride_x_w,
     stride_y_h, stride_y_w,
-    BH: tl.constexpr, BW: tl.constexpr,
+    BH: tl.constexpr, BW: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/grayscale.tile; launch it through rgb2grey()."""
     # specs/grayscale.tile:6: grid  h over H by BH, w over W by BW
     pid_h = tl.program_id(0)
     pid_w = tl.program_id(1)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_h = pid_h.to(tl.int64)
+        pid_w = pid_w.to(tl.int64)
+        stride_x_0 = tl.cast(stride_x_0, tl.int64)
     offs_h = pid_h * BH + tl.arange(0, BH)
     mask_h = offs_h < H
     offs_w = pid_w * BW + tl.arange(0, BW)
@@ -100,7 +114,7 @@ def rgb2grey(x, *, BH=32, BW=32):
         H, W,
         x.stride(0), x.stride(1), x.stride(2),
         y.stride(0), y.stride(1),
-        BH=BH, BW=BW,
+        BH=BH, BW=BW, INT64_OFFSETS=_needs_int64(x, y),
     )
     return y
 

@@ -46,6 +46,16 @@ def _check_device(launcher, **tensors):
     return device
 
 
+def _needs_int64(*tensors):
+    """True when an element of some tensor lies 2**31 or more elements past its first one, so
+    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
+    return any(
+        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
+        for t in tensors
+        if t.numel()
+    )
+
+
 def _check_block(launcher, name, value):
     """Raise ValueError unless block size ``name`` is a positive power of two."""
     if not isinstance(value, int) or value < 1 or value & (value - 1):
@@ -58,7 +68,7 @@ def swizzle_kernel(
     M, N,
     stride_x_m, stride_x_n,
     stride_z_m, stride_z_n,
-    BM: tl.constexpr, BN: tl.constexpr, GROUP_SIZE: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, GROUP_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/swizzle.tile; launch it through swizzle()."""
     # specs/swizzle.tile:7: grid  m over M by BM, n over N by BN
@@ -66,6 +76,11 @@ def swizzle_kernel(
     pid_n = tl.program_id(1)
     # specs/swizzle.tile:8: swizzle m, n group GROUP_SIZE = 3 as sm, sn
     pid_sm, pid_sn = tl.swizzle2d(pid_m, pid_n, tl.num_programs(0), tl.num_programs(1), GROUP_SIZE)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
+        pid_sm = pid_sm.to(tl.int64)
+        pid_sn = pid_sn.to(tl.int64)
     offs_m = pid_m * BM + tl.arange(0, BM)
     mask_m = offs_m < M
     offs_n = pid_n * BN + tl.arange(0, BN)
@@ -105,7 +120,7 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
         M, N,
         x.stride(0), x.stride(1),
         z.stride(0), z.stride(1),
-        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE,
+        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=_needs_int64(x, z),
     )
     return z
 

@@ -118,3 +118,32 @@ def test_language_words_are_keywords_for_the_parser():
     # 'tune' starts a tune block, so it cannot name a variable; the error is a syntax error.
     text = ADD.replace("z[i] = x[i] + y[i]", "tune = x[i]\n  z[i] = tune")
     assert "bad.tile:7:8: error: unexpected '='; expected 'key'" in errors(text)
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("in  b: f16[K, N]", "in  b: bf16[K, N]", "'dot' operands must have one dtype; 'a' is f16, 'b' is bf16"),
+        ("in  a: f16[M, K]\n  in  b: f16[K, N]", "in  a: u8[M, K]\n  in  b: u8[K, N]", "'dot' does not take u8 tiles ('a')"),
+        ("acc: f32[m, n] = 0", "acc: i32[m, n] = 0", "'acc' is i32, but 'dot' of f16 tiles accumulates in f32 or f16"),
+    ],
+)
+def test_dtype_the_operation_does_not_support(old, new, message):
+    assert old in TUNED
+    assert message in errors(TUNED.replace(old, new))
+
+
+@pytest.mark.parametrize("name", ["_x", "_check_input", "device", "launch", "apply_x", "warnings"])
+def test_names_kept_for_generated_code_are_refused(name):
+    text = ADD.replace("z[i] = x[i] + y[i]", f"{name} = x[i]\n  z[i] = {name} + y[i]")
+    assert f"variable name '{name}' is reserved" in errors(text)
+
+
+def test_spec_names_that_look_generated_are_kept_and_generated_ones_renamed():
+    from tilegen.compiler import compile_spec
+
+    text = ADD.replace("z[i] = x[i] + y[i]", "offs_i = x[i] + y[i]\n  mask_i = offs_i * 2\n  z[i] = mask_i")
+    source = compile_spec(text, "k.tile").source
+    assert "offs_i_1 = pid_i * BS + tl.arange(0, BS)" in source
+    assert "mask_i_1 = offs_i_1 < N" in source
+    assert "offs_i = x + y" in source and "tl.store(z_ptr + offs_i_1 * stride_z_n, mask_i, mask=mask_i_1)" in source

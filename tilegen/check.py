@@ -54,9 +54,13 @@ RESERVED = frozenset(
     | KEYWORDS
     | set(FUNCTIONS)
     | set(m.LAUNCH_OPTIONS)
-    | {"tl", "triton", "torch", "os", "grid", "reference", "kernel", "meta", "math", "self", "none"}
+    | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
+    | {"device", "launch"}  # launcher locals
     | {"True", "False", "None", "range", "min", "max", "abs", "len", "int", "float", "print"}
 )
+
+#: Operand dtypes ``tl.dot`` takes, and the accumulator dtypes each may add into.
+DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",)}
 
 #: Triton's ``tl.dot`` needs every tile dimension to be at least this large.
 MIN_DOT_TILE = 16
@@ -75,6 +79,7 @@ class Scope:
     locals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> axes
     declared: set[str] = field(default_factory=set)  # names made with ``name: dtype[...]``
     loop_axes: tuple[str, ...] = ()
+    dtypes: dict[str, str] = field(default_factory=dict)  # declared name -> its dtype
 
 
 class Checker:
@@ -93,8 +98,9 @@ class Checker:
     def define(self, name: m.Name, what: str) -> None:
         """Record a new name; report reserved, dunder and duplicate names."""
         ident = name.id
-        if ident in RESERVED or ident.startswith(("__", "apply_")):
-            self.errors.error(f"{what} name '{ident}' is reserved; choose another name", name.span)
+        if ident in RESERVED or ident.startswith(("_", "apply_")):
+            why = " (names starting with '_' or 'apply_' are kept for generated code)" if ident not in RESERVED else ""
+            self.errors.error(f"{what} name '{ident}' is reserved{why}; choose another name", name.span)
         elif ident in self.names:
             first = self.names[ident]
             self.errors.error(
@@ -410,6 +416,22 @@ class Checker:
             if not isinstance(arg, m.Load):
                 self.errors.error("'dot' operands must be tensor tiles such as 'a[m, k]'", arg.span)
                 return ()
+        dtypes = [self.spec.tensor(arg.tensor.id) for arg in call.args]
+        if all(t is not None for t in dtypes):
+            first, second = (t.dtype.id for t in dtypes)
+            for tensor, dtype in zip(dtypes, (first, second)):
+                if dtype not in DOT_ACCUMULATORS and dtype in m.DTYPES:
+                    self.errors.error(
+                        f"'dot' does not take {dtype} tiles ('{tensor.name.id}'); "
+                        f"operands are one of {', '.join(DOT_ACCUMULATORS)}",
+                        call.span,
+                    )
+            if first != second and first in DOT_ACCUMULATORS and second in DOT_ACCUMULATORS:
+                self.errors.error(
+                    f"'dot' operands must have one dtype; '{dtypes[0].name.id}' is {first}, "
+                    f"'{dtypes[1].name.id}' is {second}",
+                    call.span,
+                )
         (a, b) = operands
         if len(a) != 2 or len(b) != 2:
             if a and b:
@@ -457,6 +479,7 @@ class Checker:
                 self.define(stmt.name, "variable")
                 scope.locals[stmt.name.id] = tuple(a.id for a in stmt.axes)
                 scope.declared.add(stmt.name.id)
+                scope.dtypes[stmt.name.id] = stmt.dtype.id
             elif isinstance(stmt, m.Assign):
                 axes = self.expr_axes(stmt.value, scope)
                 if stmt.name.id not in scope.locals:
@@ -474,6 +497,16 @@ class Checker:
                         f"'{stmt.name.id}' spans {list(scope.locals[stmt.name.id])} but the value spans {list(axes)}",
                         stmt.value.span,
                     )
+                elif _is_dot(stmt.value) and all(isinstance(a, m.Load) for a in stmt.value.args):
+                    operand = self.spec.tensor(stmt.value.args[0].tensor.id)
+                    allowed = DOT_ACCUMULATORS.get(operand.dtype.id, ()) if operand is not None else ()
+                    acc = scope.dtypes.get(stmt.name.id)
+                    if allowed and acc not in allowed:
+                        self.errors.error(
+                            f"'{stmt.name.id}' is {acc}, but 'dot' of {operand.dtype.id} tiles accumulates in "
+                            f"{' or '.join(allowed)}",
+                            stmt.name.span,
+                        )
             elif isinstance(stmt, m.Store):
                 self.written.add(stmt.tensor.id)
                 target = self.index_axes(stmt.tensor, stmt.index, scope, writing=True)
@@ -500,6 +533,7 @@ class Checker:
                     dict(scope.locals),
                     set(scope.declared),
                     scope.loop_axes + (stmt.axis.name.id,),
+                    dict(scope.dtypes),
                 )
                 self.check_body(stmt.body, inner)
                 # Tile variables updated in the loop stay visible after it.

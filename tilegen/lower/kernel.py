@@ -22,6 +22,9 @@ HELPERS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "sigmoid", "silu")
 #: the branch is a false constexpr and compiles away.
 BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
 
+#: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
+INT64_FLAG = "INT64_OFFSETS"
+
 #: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
 LEAKY_RELU_SLOPE = "0.01"
 
@@ -81,6 +84,35 @@ def size_symbols(spec: m.Spec) -> tuple[str, ...]:
 def whole_dims(spec: m.Spec) -> tuple[str, ...]:
     """Dimensions tiled whole (``i over N whole``): passed as ``tl.constexpr``."""
     return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
+
+
+def _statements(body):
+    """Every statement of ``body``, nested loop bodies included."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, m.Loop):
+            yield from _statements(stmt.body)
+
+
+def _accesses(stmt):
+    """The loads and the store of one statement (not inside nested loops)."""
+
+    def visit(expr):
+        if isinstance(expr, m.Load):
+            yield expr
+        elif isinstance(expr, m.BinOp):
+            yield from visit(expr.left)
+            yield from visit(expr.right)
+        elif isinstance(expr, m.Neg):
+            yield from visit(expr.operand)
+        elif isinstance(expr, m.Call):
+            for arg in expr.args:
+                yield from visit(arg)
+
+    if isinstance(stmt, m.Store):
+        yield stmt
+    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+        yield from visit(stmt.value)
 
 
 def dim_label(tensor: m.Tensor, position: int) -> str:
@@ -145,6 +177,7 @@ class KernelLowering:
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)
     bf16_dot: bool = False
+    int64: bool = False  # the kernel takes INT64_OFFSETS
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -152,9 +185,11 @@ class KernelLowering:
         # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
-        self.taken |= set(size_symbols(spec)) | set(HELPERS)
+        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG}
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
+        # The spec's own tile variables keep their names; generated ones go around them.
+        self.taken |= {s.name.id for s in _statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
 
     # names -----------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -251,6 +286,7 @@ class KernelLowering:
                     pids[axis.name.id] = self.fresh(f"pid_{axis.name.id}")
                     ops.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
             ops += self.swizzle2d(pids)
+        ops += self.int64_casts(list(dict.fromkeys(pids.values())), self.constant_strides())
         grid_axes = {a.name.id: a for a in spec.grid}
         names = list(pids) + [a.name.id for a in spec.grid if a.name.id not in pids]
         for name in names:
@@ -281,6 +317,29 @@ class KernelLowering:
                 ops.append(Line(f"{info.load_offs} = {offs} % {axis.dim.id}"))
             self.axes[name] = info
         return ops
+
+    def int64_casts(self, names: list[str], strides: list[str] = ()) -> list[Op]:
+        """``if INT64_OFFSETS:`` recast tensors ``names`` and scalar arguments ``strides`` to
+        int64 (``tl.cast`` also takes a stride Triton specialised to the constant 1). The
+        launcher sets the constexpr when some tensor spans 2**31 elements or more, where int32
+        offsets would wrap around."""
+        if not names and not strides:
+            return []
+        self.int64 = True
+        casts = tuple(Line(f"{n} = {n}.to(tl.int64)") for n in names)
+        casts += tuple(Line(f"{n} = tl.cast({n}, tl.int64)") for n in strides)
+        return [IfBlock(INT64_FLAG, "a tensor spans 2**31 elements or more: 64-bit offsets", casts)]
+
+    def constant_strides(self) -> list[str]:
+        """Strides multiplied by a constant index (``2 * stride_x_0``): int32 products too."""
+        found = []
+        for stmt in _statements(self.spec.body):
+            for access in _accesses(stmt):
+                tensor = self.spec.tensor(access.tensor.id)
+                for position, item in enumerate(access.index):
+                    if isinstance(item, m.Number) and item.text != "0":
+                        found.append(stride_name(tensor, position))
+        return list(dict.fromkeys(found))
 
     def flat_pids(self, pids: dict[str, str]) -> list[Op]:
         """One 1D launch over all tiles: row-major, or grouped by GROUP_SIZE_M (tutorial 03)."""
@@ -529,6 +588,7 @@ class KernelLowering:
         offs = self.fresh(f"offs_{k}")
         start = f"{step} * {axis.block.id}"
         body: list[Op] = [Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})")]
+        body += self.int64_casts([offs])
         info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
         if axis.masked:
             info.mask = info.load_mask = self.fresh(f"mask_{k}")
@@ -625,7 +685,13 @@ class KernelLowering:
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
         helpers = tuple(h for h in HELPERS if h in self.helpers)
-        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot)
+        if self.int64:  # the flag goes last, after the spec's own constexprs
+            flag = KernelParam(INT64_FLAG, True)
+            if params and params[-1][0].constexpr:
+                params = (*params[:-1], (*params[-1], flag))
+            else:
+                params = (*params, (flag,))
+        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64)
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

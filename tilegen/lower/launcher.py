@@ -200,10 +200,15 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         tuple(t.name.id for t in spec.inputs if t.is_scalar),
     ]
     call_args += [tuple(f"{t.name.id}.stride({i})" for i in range(len(t.dims))) for t in spec.arrays]
+    int64 = ()
+    if kernel.int64:
+        tensors = ", ".join(t.name.id for t in spec.arrays)
+        int64 = (f"INT64_OFFSETS=_needs_int64({tensors})",)
     call_args.append(
         tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
         + tuple(f"{d}={d}" for d in whole)
         + tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
+        + int64
     )
     block_names = tuple(
         dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned)

@@ -98,6 +98,7 @@ class KernelPlan:
     helpers: tuple[str, ...]  # activation helpers used, rendered by templates/helpers.py.j2
     choices: tuple[ChoicePlan, ...]
     bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
+    int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,103 @@
+"""Launchers refuse bad tensors with messages naming the spec's tensor and dimension, return
+empty outputs without launching, and switch to 64-bit offsets for tensors of 2**31+ elements."""
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+
+
+def test_wrong_dtype_names_the_tensor(generated):
+    with pytest.raises(TypeError, match="matmul_naive: b must have dtype torch.float16, got torch.float32"):
+        generated("matmul_naive").matmul_naive(torch.zeros(16, 16, dtype=torch.float16), torch.zeros(16, 16))
+
+
+def test_wrong_rank_names_the_tensor(generated):
+    with pytest.raises(ValueError, match=r"rgb2grey: x must have rank 3, got shape \(4, 4\)"):
+        generated("rgb2grey").rgb2grey(torch.zeros(4, 4, dtype=torch.uint8))
+
+
+def test_non_tensor_names_the_argument(generated):
+    with pytest.raises(TypeError, match="copy: x must be a torch.Tensor, got list"):
+        generated("copy").copy([1.0, 2.0])
+
+
+def test_inconsistent_dimension_names_both_tensors(generated):
+    a, b = torch.zeros(16, 32, dtype=torch.float16), torch.zeros(48, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"b dimension 0 \(K\) is 48, but a dimension 1 gives K = 32"):
+        generated("matmul_naive").matmul_naive(a, b, BM=16, BN=16, BK=16)
+
+
+def test_literal_dimension_is_checked(generated):
+    with pytest.raises(ValueError, match="rgb2grey: x dimension 0 must be 3, got 4"):
+        generated("rgb2grey").rgb2grey(torch.zeros(4, 5, 5, dtype=torch.uint8))
+
+
+def test_unmasked_axis_refuses_a_non_multiple(generated):
+    a, b = torch.zeros(16, 40, dtype=torch.float16), torch.zeros(40, 16, dtype=torch.float16)
+    with pytest.raises(ValueError, match="'k over K by BK' is unmasked, so K = 40 must be a multiple of BK = 16"):
+        generated("matmul_naive").matmul_naive(a, b, BM=16, BN=16, BK=16)
+
+
+def test_block_override_must_be_a_power_of_two(generated):
+    with pytest.raises(ValueError, match="copy: block size BS must be a power of two, got 48"):
+        generated("copy").copy(torch.zeros(8), BS=48)
+
+
+def test_mismatched_devices_are_refused(generated):
+    meta = torch.zeros(8, device="meta")
+    with pytest.raises(ValueError, match="add: inputs must be on one device, got x on cpu, y on meta"):
+        generated("add").add(torch.zeros(8), meta)
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("copy", (torch.zeros(0),)),
+        ("add", (torch.zeros(0), torch.zeros(0))),
+        ("rgb2grey", (torch.zeros(3, 0, 5, dtype=torch.uint8),)),
+        ("matmul_tutorial", (torch.zeros(0, 32, dtype=torch.float16), torch.zeros(32, 8, dtype=torch.float16))),
+        ("matmul_batched", (torch.zeros(0, 4, 4, dtype=torch.float16), torch.zeros(0, 4, 4, dtype=torch.float16))),
+    ],
+)
+def test_empty_outputs_return_without_launching(generated, monkeypatch, name, args):
+    module = generated(name)
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            raise AssertionError("launched an empty kernel")
+
+        fn = property(lambda self: self)
+
+    monkeypatch.setattr(module, f"{name}_kernel", NoLaunch())
+    out = getattr(module, name)(*args)
+    assert out.numel() == 0 and out.shape == getattr(module, "reference")(*args).shape
+
+
+def _huge_storage(dtype):
+    """2**31 + 64 elements of virtual memory; only the pages a test touches become resident."""
+    return torch.empty(2**31 + 64, dtype=dtype)
+
+
+@pytest.mark.skipif(not (ROOT / "generated" / "rgb2grey.py").exists(), reason="no module")
+def test_offsets_past_2_31_use_int64(generated):
+    """A channel stride of 2**30 puts channel 2 at element 2**31: int32 offsets would wrap."""
+    module = generated("rgb2grey")
+    storage = _huge_storage(torch.uint8)
+    x = storage.as_strided((3, 5, 7), (2**30, 7, 1))
+    g = torch.Generator().manual_seed(0)
+    x.copy_(torch.randint(0, 256, (3, 5, 7), generator=g, dtype=torch.uint8))
+    y = torch.empty(5, 7, dtype=torch.uint8)
+    assert module._needs_int64(x, y)
+    assert torch.equal(module.rgb2grey(x, BH=4, BW=4), module.reference(x))
+
+
+def test_tile_loop_offsets_past_2_31_use_int64(generated):
+    storage = _huge_storage(torch.float32)
+    x = storage.as_strided((3,), (2**30,))
+    y = storage[1:].as_strided((3,), (2**30,))
+    x.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    y.copy_(torch.tensor([10.0, 20.0, 30.0]))
+    expected = torch.tensor([11.0, 22.0, 33.0])
+    assert torch.equal(generated("add_loop").add_loop(x, y, BLOCK_SIZE=2), expected)
+    assert torch.equal(generated("add").add(x, y, BLOCK_SIZE=2), expected)

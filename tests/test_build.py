@@ -158,3 +158,23 @@ def test_language_reference_listing_matches_generated_module():
     assert listing in module and listing.startswith("_CONFIGS = [") and "def matmul_tutorial_kernel(" in listing
     spec = (ROOT / "specs" / "matmul_tutorial.tile").read_text().rstrip("\n")
     assert f"```\n{spec}\n```" in doc
+
+
+def test_build_interrupted_before_the_rename_leaves_the_old_module_and_no_temp_file(tmp_path, monkeypatch):
+    """A build killed between writing the temp file and renaming it: the old module stays whole."""
+    import tilegen.build as build_module
+
+    out = tmp_path / "gen"
+    build([SPECS / "copy.tile"], out)
+    old = (out / "copy.py").read_text()
+    spec = tmp_path / "copy.tile"
+    spec.write_text((SPECS / "copy.tile").read_text().replace("BS = 1024", "BS = 512"))
+
+    def killed(src, dst):
+        raise KeyboardInterrupt  # what Ctrl-C (or a SIGINT) raises mid-build
+
+    monkeypatch.setattr(build_module.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build([spec], out)
+    assert (out / "copy.py").read_text() == old
+    assert sorted(p.name for p in out.iterdir()) == ["copy.py"]

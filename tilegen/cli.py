@@ -196,6 +196,101 @@ def demo(
         raise typer.Exit(1)
 
 
+def _load_callable(target: str):
+    """``package.module:function`` -> the function (for ``--handwritten``)."""
+    import importlib
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--handwritten takes MODULE:FUNCTION, got {target!r}")
+    sys.path.insert(0, str(Path.cwd()))
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@app.command()
+def bench(
+    path: Annotated[Path, typer.Argument(help="One spec file.")],
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option("--sizes", help="NAME[=NAME...]=VALUES: a,b,c or start:stop:step (names joined by = share values)."),
+    ] = None,
+    baseline: Annotated[str, typer.Option(help="torch, reference (the --handwritten kernel) or both.")] = "torch",
+    handwritten: Annotated[str | None, typer.Option(help="MODULE:FUNCTION of a hand-written kernel taking the same inputs.")] = None,
+    csv_path: Annotated[Path | None, typer.Option("--csv", help="Write the results as CSV.")] = None,
+    plot_path: Annotated[Path | None, typer.Option("--plot", help="Write a plot (PNG) of rate against the first size.")] = None,
+) -> None:
+    """Time a spec's generated kernel against torch (cuBLAS for matmuls) and/or a hand-written
+    kernel over a sweep of sizes; print ms, TFLOP/s or GB/s and ratios. Needs a CUDA GPU."""
+    from rich.progress import Progress
+
+    from tilegen import bench as bench_mod
+    from tilegen import runner
+
+    if baseline not in ("torch", "reference", "both"):
+        _fail(f"error: --baseline is torch, reference or both, not {baseline!r}")
+    if baseline != "torch" and handwritten is None:
+        _fail("error: --baseline reference needs --handwritten MODULE:FUNCTION")
+    try:
+        bench_mod.require_gpu()
+        points = bench_mod.parse_sweep(sweep or [])
+    except (bench_mod.NoGPUError, ValueError) as error:
+        _fail(f"error: {error}")
+    specs = _specs([path])
+    try:
+        generated = compile_file(specs[0])
+    except SpecError as error:
+        _fail(error.render())
+    spec = check_spec(parse(specs[0].path.read_text(encoding="utf-8"), specs[0].display))
+    with tempfile.TemporaryDirectory() as tmp:
+        module_path = Path(tmp) / f"{generated.kernel}.py"
+        module_path.write_text(generated.source, encoding="utf-8")
+        module = runner.load_module(module_path)
+        if not points:
+            points = [runner.default_sizes(spec, 64)]
+        providers = {}
+        if baseline in ("torch", "both"):
+            name, fn = bench_mod.torch_baseline(spec, module)
+            providers[name] = fn
+        if baseline in ("reference", "both"):
+            try:
+                providers["hand-written"] = _load_callable(handwritten)
+            except (ImportError, AttributeError, ValueError) as error:
+                _fail(f"error: cannot load --handwritten {handwritten}: {error}")
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task(f"bench {spec.name.id}", total=len(points))
+
+            def advance(sizes):
+                progress.update(task, advance=1, description=f"bench {spec.name.id} {sizes}")
+
+            result = bench_mod.run_sweep(spec, module, points, providers, progress=advance)
+    out.print(_bench_table(result))
+    if csv_path is not None:
+        bench_mod.write_csv(result, csv_path, bench_mod.environment())
+        out.print(f"wrote {csv_path}", markup=False)
+    if plot_path is not None:
+        bench_mod.plot([result], plot_path, next(iter(points[0])), f"{spec.name.id} ({bench_mod.environment()['device']})")
+        out.print(f"wrote {plot_path}", markup=False)
+
+
+def _bench_table(sweep) -> Table:
+    table = Table(title=f"{sweep.kernel}: ms and {sweep.unit} (median of do_bench)")
+    table.add_column("sizes")
+    for provider in sweep.providers:
+        table.add_column(f"{provider} ms", justify="right")
+        table.add_column(f"{provider} {sweep.unit}", justify="right")
+    for provider in sweep.providers[1:]:
+        table.add_column(f"tilegen / {provider}", justify="right")
+    for point in sweep.points:
+        row = [" ".join(f"{k}={v}" for k, v in point.sizes.items())]
+        for provider in sweep.providers:
+            t = point.timing(provider)
+            row += [f"{t.ms:.4f}", f"{point.rate(t):.1f}"]
+        ours = point.timing("tilegen").ms
+        row += [f"{point.timing(p).ms / ours:.3f}x" for p in sweep.providers[1:]]
+        table.add_row(*row)
+    return table
+
+
 @app.callback(invoke_without_command=True)
 def main(
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,

@@ -1,0 +1,267 @@
+"""Benchmarks: time a generated kernel against torch and a hand-written kernel over a sweep.
+
+Used by ``tilegen bench`` and the studies in ``benchmarks/``. Follows the seeds'
+``triton.testing.perf_report`` benchmarks (lecture 14, Triton tutorial 03): every provider is
+timed with ``triton.testing.do_bench`` (median and 20/80% quantiles, in ms) in the same
+process, and results are reported as ms, TFLOP/s (specs with ``dot``) or GB/s (bytes read plus
+written), and the ratio to each baseline. Needs a CUDA GPU: interpreter timings say nothing
+about kernel speed.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from tilegen import model as m
+
+#: Quantiles asked of ``do_bench``: the median and the 20% / 80% points.
+QUANTILES = (0.5, 0.2, 0.8)
+
+
+class NoGPUError(RuntimeError):
+    """Raised when benchmarking is asked for on a machine without a CUDA GPU."""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One provider at one point of a sweep: median and 20/80% quantile times in ms."""
+
+    provider: str
+    ms: float
+    ms_low: float
+    ms_high: float
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a sweep: the sizes, the work it does, and every provider's timing."""
+
+    sizes: dict[str, int]
+    flops: int  # 2 * M * N * K (times the batch) for dot specs, else 0
+    bytes: int  # bytes of every input and output tensor
+    timings: tuple[Timing, ...]
+
+    def timing(self, provider: str) -> Timing | None:
+        return next((t for t in self.timings if t.provider == provider), None)
+
+    def rate(self, timing: Timing) -> float:
+        """TFLOP/s for dot specs, GB/s otherwise, at the median time."""
+        seconds = timing.ms * 1e-3
+        return self.flops / seconds * 1e-12 if self.flops else self.bytes / seconds * 1e-9
+
+
+@dataclass
+class Sweep:
+    """A spec's benchmark: its points, in order, and the unit of :meth:`Point.rate`."""
+
+    kernel: str
+    unit: str
+    providers: list[str] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
+
+
+def environment() -> dict[str, str]:
+    """Device, torch and Triton versions, for CSV headers and plot titles."""
+    import torch
+    import triton
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return {"device": device, "torch": torch.__version__, "triton": triton.__version__}
+
+
+def require_gpu() -> None:
+    """Raise :class:`NoGPUError` unless torch sees a CUDA GPU and the interpreter is off."""
+    import os
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
+        raise NoGPUError(
+            "tilegen bench needs a CUDA GPU (none is visible, or TRITON_INTERPRET=1 is set): "
+            "Triton's CPU interpreter runs kernels but its timings say nothing about GPU speed"
+        )
+
+
+def dot_loop(spec: m.Spec) -> m.Loop | None:
+    """The spec's ``for`` loop holding ``dot``, if any."""
+    for stmt in spec.body:
+        if isinstance(stmt, m.Loop) and any(
+            isinstance(s, m.Accumulate) and isinstance(s.value, m.Call) and s.value.func.id == "dot"
+            for s in stmt.body
+        ):
+            return stmt
+    return None
+
+
+def flop_count(spec: m.Spec, sizes: dict[str, int]) -> int:
+    """2 * M * N * K for each ``acc += dot(a[m, k], b[k, n])`` (times every index-axis extent,
+    e.g. the batch); 0 for specs without ``dot``."""
+    loop = dot_loop(spec)
+    if loop is None:
+        return 0
+    dims = {a.name.id: a.dim.id for a in spec.axes()}
+    total = 0
+    for stmt in loop.body:
+        a, b = stmt.value.args
+        names = [i.id for i in a.index if isinstance(i, m.Name)] + [i.id for i in b.index if isinstance(i, m.Name)]
+        extents = {dims[n] for n in names}
+        total += 2 * math.prod(sizes[d] for d in extents)
+    return total
+
+
+def is_plain_matmul(spec: m.Spec) -> bool:
+    """True for ``acc = 0; for k: acc += dot(a[.., k], b[k, ..]); c[..] = acc``: torch's own
+    ``torch.matmul`` (cuBLAS) is then the fair baseline, not the fp32 reference."""
+    body = spec.body
+    return (
+        len(body) == 3
+        and isinstance(body[0], m.Declare)
+        and dot_loop(spec) is body[1]
+        and len(body[1].body) == 1
+        and isinstance(body[2], m.Store)
+        and isinstance(body[2].value, m.Ref)
+        and len(spec.inputs) == 2
+    )
+
+
+def torch_baseline(spec: m.Spec, module: ModuleType) -> tuple[str, Callable]:
+    """(name, callable) of the torch provider: ``torch.matmul`` for plain matmuls, else the
+    module's own ``reference`` (whole-tensor torch)."""
+    if is_plain_matmul(spec):
+        import torch
+
+        return "torch.matmul", lambda *inputs, **_: torch.matmul(*inputs)
+    return "torch", module.reference
+
+
+def time_call(fn: Callable[[], object], warmup: int = 25, rep: int = 100) -> tuple[float, float, float]:
+    """(median, 20%, 80%) milliseconds of ``fn()`` by ``triton.testing.do_bench``."""
+    import triton
+
+    ms, low, high = triton.testing.do_bench(fn, warmup=warmup, rep=rep, quantiles=list(QUANTILES))
+    return ms, low, high
+
+
+def run_sweep(
+    spec: m.Spec,
+    module: ModuleType,
+    points: Iterable[dict[str, int]],
+    providers: dict[str, Callable] | None = None,
+    make_inputs: Callable[[dict[str, int]], dict] | None = None,
+    progress: Callable[[dict[str, int]], None] | None = None,
+) -> Sweep:
+    """Time ``module``'s launcher (provider ``"tilegen"``) and ``providers`` at each point.
+
+    ``providers`` maps a name to a callable taking the launcher's inputs (default: the torch
+    baseline). ``make_inputs(sizes)`` builds the inputs (default: random ones on the GPU).
+    Raises :class:`NoGPUError` without a GPU.
+    """
+    require_gpu()
+    from tilegen.runner import random_inputs
+
+    launcher = getattr(module, spec.name.id)
+    if providers is None:
+        name, fn = torch_baseline(spec, module)
+        providers = {name: fn}
+    sweep = Sweep(spec.name.id, "TFLOP/s" if dot_loop(spec) else "GB/s", ["tilegen", *providers])
+    for sizes in points:
+        if progress is not None:
+            progress(sizes)
+        inputs = make_inputs(sizes) if make_inputs else random_inputs(spec, sizes, "cuda")
+        args = list(inputs.values())
+        outputs = launcher(*args)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        tensors = [a for a in args if hasattr(a, "numel")] + list(outputs)
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        timings = [Timing("tilegen", *time_call(lambda: launcher(*args)))]
+        for provider, fn in providers.items():
+            timings.append(Timing(provider, *time_call(lambda fn=fn: fn(*args))))
+        sweep.points.append(Point(dict(sizes), flop_count(spec, sizes), nbytes, tuple(timings)))
+    return sweep
+
+
+def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> None:
+    """One row per point: sizes, then ms / 20% / 80% / rate per provider, then ratios of
+    tilegen's rate to each baseline. ``meta`` (device, versions) goes in ``#`` comment lines."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size_names = list(sweep.points[0].sizes) if sweep.points else []
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        for key, value in (meta or {}).items():
+            handle.write(f"# {key}: {value}\n")
+        writer = csv.writer(handle)
+        header = list(size_names)
+        for provider in sweep.providers:
+            header += [f"{provider} ms", f"{provider} ms 20%", f"{provider} ms 80%", f"{provider} {sweep.unit}"]
+        header += [f"tilegen / {p}" for p in sweep.providers[1:]]
+        writer.writerow(header)
+        for point in sweep.points:
+            row = [point.sizes[n] for n in size_names]
+            for provider in sweep.providers:
+                t = point.timing(provider)
+                row += [f"{t.ms:.5f}", f"{t.ms_low:.5f}", f"{t.ms_high:.5f}", f"{point.rate(t):.2f}"]
+            ours = point.timing("tilegen").ms
+            row += [f"{point.timing(p).ms / ours:.3f}" for p in sweep.providers[1:]]
+            writer.writerow(row)
+
+
+def plot(sweeps: list[Sweep], path: Path, x: str, title: str) -> None:
+    """A line per provider (per sweep) of rate against size ``x``, as perf_report draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 5))
+    for sweep in sweeps:
+        for provider in sweep.providers:
+            label = provider if len(sweeps) == 1 else f"{sweep.kernel}: {provider}"
+            xs = [p.sizes[x] for p in sweep.points]
+            ys = [p.rate(p.timing(provider)) for p in sweep.points]
+            axes.plot(xs, ys, marker="o", markersize=3, label=label)
+    axes.set_xlabel(x)
+    axes.set_ylabel(sweeps[0].unit)
+    axes.set_title(title)
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def parse_sweep(texts: list[str]) -> list[dict[str, int]]:
+    """``["M=N=K=128:512:128", "B=4"]`` -> one dict per point. Names joined by ``=`` share the
+    value; values are ``a,b,c`` or an inclusive range ``start:stop:step``. Several swept
+    options vary together (zip); single values hold for every point. Raises ValueError."""
+    columns: list[tuple[list[str], list[int]]] = []
+    for text in texts:
+        *names, values = text.split("=")
+        if not names or not all(n.isidentifier() for n in names):
+            raise ValueError(f"bad sweep {text!r}: expected NAME[=NAME...]=VALUES, e.g. M=N=K=256,512")
+        try:
+            if ":" in values:
+                start, stop, step = (int(v) for v in values.split(":"))
+                numbers = list(range(start, stop + 1, step))
+            else:
+                numbers = [int(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"bad sweep values {values!r}: integers a,b,c or start:stop:step") from None
+        if not numbers:
+            raise ValueError(f"sweep {text!r} has no values")
+        columns.append((names, numbers))
+    length = max((len(v) for _, v in columns), default=0)
+    for names, numbers in columns:
+        if len(numbers) not in (1, length):
+            raise ValueError(f"sweep of {'='.join(names)} has {len(numbers)} values; others have {length}")
+    points = []
+    for i in range(length):
+        point = {}
+        for names, numbers in columns:
+            for name in names:
+                point[name] = numbers[i if len(numbers) > 1 else 0]
+        points.append(point)
+    return points

@@ -154,8 +154,9 @@ def run_sweep(
     providers: dict[str, Callable] | None = None,
     make_inputs: Callable[[dict[str, int]], dict] | None = None,
     progress: Callable[[dict[str, int]], None] | None = None,
+    label: str = "tilegen",
 ) -> Sweep:
-    """Time ``module``'s launcher (provider ``"tilegen"``) and ``providers`` at each point.
+    """Time ``module``'s launcher (provider ``label``) and ``providers`` at each point.
 
     ``providers`` maps a name to a callable taking the launcher's inputs (default: the torch
     baseline). ``make_inputs(sizes)`` builds the inputs (default: random ones on the GPU).
@@ -168,7 +169,7 @@ def run_sweep(
     if providers is None:
         name, fn = torch_baseline(spec, module)
         providers = {name: fn}
-    sweep = Sweep(spec.name.id, "TFLOP/s" if dot_loop(spec) else "GB/s", ["tilegen", *providers])
+    sweep = Sweep(spec.name.id, "TFLOP/s" if dot_loop(spec) else "GB/s", [label, *providers])
     for sizes in points:
         if progress is not None:
             progress(sizes)
@@ -178,7 +179,7 @@ def run_sweep(
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         tensors = [a for a in args if hasattr(a, "numel")] + list(outputs)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        timings = [Timing("tilegen", *time_call(lambda: launcher(*args)))]
+        timings = [Timing(label, *time_call(lambda: launcher(*args)))]
         for provider, fn in providers.items():
             timings.append(Timing(provider, *time_call(lambda fn=fn: fn(*args))))
         sweep.points.append(Point(dict(sizes), flop_count(spec, sizes), nbytes, tuple(timings)))
@@ -186,8 +187,8 @@ def run_sweep(
 
 
 def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> None:
-    """One row per point: sizes, then ms / 20% / 80% / rate per provider, then ratios of
-    tilegen's rate to each baseline. ``meta`` (device, versions) goes in ``#`` comment lines."""
+    """One row per point: sizes, then ms / 20% / 80% / rate per provider, then the first
+    provider's speed relative to each other one (their ms over its ms). ``meta`` (device, versions) goes in ``#`` comment lines."""
     path.parent.mkdir(parents=True, exist_ok=True)
     size_names = list(sweep.points[0].sizes) if sweep.points else []
     with path.open("w", newline="", encoding="utf-8") as handle:
@@ -197,14 +198,14 @@ def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> N
         header = list(size_names)
         for provider in sweep.providers:
             header += [f"{provider} ms", f"{provider} ms 20%", f"{provider} ms 80%", f"{provider} {sweep.unit}"]
-        header += [f"tilegen / {p}" for p in sweep.providers[1:]]
+        header += [f"{sweep.providers[0]} / {p}" for p in sweep.providers[1:]]
         writer.writerow(header)
         for point in sweep.points:
             row = [point.sizes[n] for n in size_names]
             for provider in sweep.providers:
                 t = point.timing(provider)
                 row += [f"{t.ms:.5f}", f"{t.ms_low:.5f}", f"{t.ms_high:.5f}", f"{point.rate(t):.2f}"]
-            ours = point.timing("tilegen").ms
+            ours = point.timings[0].ms
             row += [f"{point.timing(p).ms / ours:.3f}" for p in sweep.providers[1:]]
             writer.writerow(row)
 

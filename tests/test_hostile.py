@@ -1,0 +1,427 @@
+"""Hostile specs: names that try to clash with Python or with the generated module, and
+comments that try to break out of the generated header's ``#`` lines.
+
+A name that would shadow or break generated code must be refused as reserved; comment text,
+whatever it holds, must stay inside comment lines and leave the module's code unchanged.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import keyword
+import re
+import tokenize
+
+import pytest
+import torch
+
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.runner import load_module
+
+PATH = "hostile.tile"
+
+# --------------------------------------------------------------------------- names
+
+#: A spec with every kind of name, each a placeholder: kernel, tensors, scalar, dimension,
+#: block, grid axis, swizzle group and alias, choice, declared tile, loop axis, local.
+FULL = """\
+kernel {kernel}
+  in  {tin}: f16[{dim}, K]
+  in  b: f16[K, N]
+  in  {scalar}: f32
+  out {tout}: f16[{dim}, N]
+  block {block} = 16, BN = 16, BK = 16
+  grid  {gaxis} over {dim} by {block}, n over N by BN
+  swizzle {gaxis}, n group {group} = 4 as {alias}, sn
+  choose {choice} from none, relu
+  {decl}: f32[{gaxis}, n] = 0
+  for {laxis} over K by BK
+    {decl} += dot({tin}[{gaxis}, {laxis}], b[{laxis}, n])
+  {tout}[{alias}, sn] = {choice}({scalar} * {decl})
+"""
+DEFAULTS = dict(
+    kernel="k", tin="a", scalar="alpha", tout="c", dim="M", block="BM", gaxis="m", group="G",
+    alias="sm", choice="act", decl="acc", laxis="kk",
+)
+POSITIONS = list(DEFAULTS)
+
+
+def full_spec(**names) -> str:
+    return FULL.format(**{**DEFAULTS, **names})
+
+
+#: Words of the .tile language: the lexer reads them as keywords, never as names.
+LANGUAGE_WORDS = {
+    "kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat",
+    "swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access",
+}
+
+PYTHON_KEYWORDS = sorted(set(keyword.kwlist) - LANGUAGE_WORDS)
+SOFT_KEYWORDS = sorted(keyword.softkwlist)
+DUNDERS = ["__import__", "__builtins__", "__name__", "__file__", "__class__"]
+PRIVATE = ["_check_input", "_check_device", "_INTERPRET", "_CONFIGS", "_x", "_"]
+GENERATED = ["tl", "triton", "torch", "os", "warnings", "grid", "reference", "device", "launch",
+             "relu", "gelu", "sigmoid", "silu", "leaky_relu", "dot", "apply_x", "apply_act", "meta"]
+#: The generated kernel function of the default kernel name ``k``.
+OWN_KERNEL = "k_kernel"
+
+#: (name, position) pairs the checker does not refuse yet: each is a strict xfail below.
+NOT_RESERVED_YET = {
+    (OWN_KERNEL, position): "a name equal to '<kernel>_kernel' is not reserved: in the launcher "
+    "it shadows the module's kernel function (a tensor named k_kernel in kernel k makes "
+    "k(...) fail with \"'Tensor' object is not callable\")"
+    for position in POSITIONS
+    if position != "kernel"
+}
+
+
+def _reserved_cases():
+    cases = []
+    for group, names in [
+        ("keyword", PYTHON_KEYWORDS),
+        ("soft", SOFT_KEYWORDS),
+        ("dunder", DUNDERS),
+        ("private", PRIVATE),
+        ("generated", GENERATED),
+        ("own-kernel", [OWN_KERNEL]),
+    ]:
+        for name in names:
+            for position in POSITIONS:
+                if position == "kernel" and name == OWN_KERNEL:
+                    continue  # kernel k_kernel defines k_kernel and k_kernel_kernel: no clash
+                marks = ()
+                if (name, position) in NOT_RESERVED_YET:
+                    marks = pytest.mark.xfail(strict=True, reason=NOT_RESERVED_YET[(name, position)])
+                cases.append(pytest.param(name, position, id=f"{group}-{name}-{position}", marks=marks))
+    return cases
+
+
+def test_full_spec_builds_with_default_names():
+    module = compile_spec(full_spec(), PATH)
+    compile(module.source, "gen.py", "exec")
+
+
+@pytest.mark.parametrize("name,position", _reserved_cases())
+def test_reserved_name_is_refused(name, position):
+    with pytest.raises(SpecError) as info:
+        compile_spec(full_spec(**{position: name}), PATH)
+    messages = [d.message for d in info.value.diagnostics]
+    assert any(f"'{name}' is reserved" in message for message in messages), messages
+    assert info.value.render().startswith(f"{PATH}:")
+
+
+@pytest.mark.parametrize("name", ["in", "for", "as", "from", "kernel", "grid", "block", "config"])
+def test_language_word_as_name_is_a_syntax_error(name):
+    with pytest.raises(SpecError) as info:
+        compile_spec(full_spec(tin=name), PATH)
+    assert info.value.render().startswith(f"{PATH}:2:")
+
+
+#: A 1D spec whose input name is a placeholder; gelu(tanh) pulls in a module-level helper.
+ONE_D = """\
+kernel {kernel}
+  in  {x}: f32[N]
+  out z: f32[N]
+  block BS = 16
+  grid  i over N by BS
+  z[i] = gelu({x}[i], approximate=tanh) + 1
+"""
+
+
+@pytest.mark.parametrize(
+    "kernel,x",
+    [
+        ("k", "k"),  # the kernel's name as a tensor name: the launcher's argument shadows it
+        ("x", "x"),
+        ("k", "x_ptr"), ("k", "stride_x_n"), ("k", "pid_i"), ("k", "offs_i"), ("k", "mask_i"),
+        ("k", "z_ptr"), ("k", "N_ptr"), ("k", "stride_z_n"), ("k", "gelu_tanh"), ("k", "cdiv"),
+        ("k", "type"), ("k", "copy"), ("k", "tanh"), ("k", "z_value"), ("k", "rows"),
+        ("k", "kernel_"), ("k", "K_kernel"),
+    ],
+)
+def test_names_near_generated_ones_build_and_match_reference(tmp_path, kernel, x):
+    module = compile_spec(ONE_D.format(kernel=kernel, x=x), PATH)
+    path = tmp_path / f"{module.kernel}_{x}.py"
+    path.write_text(module.source, encoding="utf-8")
+    loaded = load_module(path)
+    data = torch.linspace(-3, 3, 37)
+    torch.testing.assert_close(getattr(loaded, kernel)(data), loaded.reference(data), atol=1e-5, rtol=1e-5)
+
+
+def test_duplicate_tensor_names_are_refused():
+    text = """\
+kernel k
+  in  x: f32[N]
+  in  x: f32[N]
+  out z: f32[N]
+  block BS = 16
+  grid  i over N by BS
+  z[i] = x[i]
+"""
+    with pytest.raises(SpecError) as info:
+        compile_spec(text, PATH)
+    assert "duplicate name 'x'" in info.value.render()
+    assert info.value.diagnostics[0].span.line == 3
+
+
+def test_output_named_like_input_is_refused():
+    text = """\
+kernel k
+  in  x: f32[N]
+  out x: f32[N]
+  block BS = 16
+  grid  i over N by BS
+  x[i] = x[i]
+"""
+    with pytest.raises(SpecError) as info:
+        compile_spec(text, PATH)
+    assert "duplicate name 'x'" in info.value.render()
+
+
+def test_names_longer_than_200_characters_build(tmp_path):
+    kernel = "k" + "e" * 240
+    x = "x" * 230
+    dim = "N" * 210
+    block = "B" * 205
+    axis = "i" * 220
+    text = f"""\
+kernel {kernel}
+  in  {x}: f32[{dim}]
+  out z: f32[{dim}]
+  block {block} = 16
+  grid  {axis} over {dim} by {block}
+  z[{axis}] = {x}[{axis}] * 2
+"""
+    module = compile_spec(text, PATH)
+    assert module.kernel == kernel
+    ast.parse(module.source)
+    path = tmp_path / "long.py"
+    path.write_text(module.source, encoding="utf-8")
+    loaded = load_module(path)
+    data = torch.arange(40, dtype=torch.float32)
+    torch.testing.assert_close(getattr(loaded, kernel)(data), data * 2)
+
+
+# --------------------------------------------------------------------------- comments
+
+BASE = """\
+kernel k
+  in  x: f32[N]
+  out z: f32[N]
+  block BS = 16
+  grid  i over N by BS
+  z[i] = x[i]
+"""
+MARK = "PWNED"
+
+TRICKS = {
+    "triple-double": '"""',
+    "triple-single": "'''",
+    "backslash-eol": "\\",
+    "cr": "\r",
+    "crlf-in-text": "\r\x0b",
+    "form-feed": "\x0c",
+    "vertical-tab": "\x0b",
+    "line-separator": "\u2028",
+    "paragraph-separator": "\u2029",
+    "next-line": "\u0085",
+    "nul": "\x00",
+    "escape": "\x1b[2J",
+    "bom": "\ufeff",
+    "system": 'import os; os.system("echo pwned")',
+    "system-after-quote": '"""; import os; os.system("echo pwned"); """',
+    "newline-escape": "\\n import os",
+    "jinja": "{{ plan }}{% raw %}{#",
+    "fstring": "{__import__('os').system('echo pwned')}",
+    "tab": "\t",
+}
+
+
+def _placements(trick: str) -> dict[str, str]:
+    payload = f"{MARK}{trick}{MARK}"
+    lines = BASE.splitlines(keepends=True)
+    return {
+        "first-line": f"# {payload}\n" + BASE,
+        "between-lines": "".join(lines[:3]) + f"# {payload}\n" + "".join(lines[3:]),
+        "indented": "".join(lines[:5]) + f"  # {payload}\n" + "".join(lines[5:]),
+        "trailing": BASE.replace("z[i] = x[i]\n", f"z[i] = x[i]  # {payload}\n"),
+        "last-line-no-newline": BASE + f"# {payload}",
+    }
+
+
+def _comment_cases():
+    cases = []
+    for trick_name, trick in TRICKS.items():
+        for place in _placements(trick):
+            cases.append(pytest.param(trick, place, id=f"{trick_name}-{place}"))
+    return cases
+
+
+#: Names the generated modules call; a comment must not add any.
+SUSPICIOUS_CALLS = {"system", "popen", "exec", "eval", "compile", "__import__", "open", "getattr", "spawn"}
+ALLOWED_IMPORTS = {"os", "torch", "triton", "triton.language", "warnings", "math"}
+
+
+def _called_names(tree: ast.AST) -> list[str]:
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            names.append(func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "?"))
+    return names
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+    return found
+
+
+def _assert_marker_only_in_comments(source: str) -> None:
+    tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    in_comments = sum(t.string.count(MARK) for t in tokens if t.type == tokenize.COMMENT)
+    elsewhere = [t for t in tokens if t.type != tokenize.COMMENT and MARK in t.string]
+    assert not elsewhere, elsewhere
+    assert in_comments == source.count(MARK)
+    for line in source.splitlines():
+        if MARK in line:
+            assert line.lstrip().startswith("#"), line
+
+
+BASELINE = compile_spec(BASE, PATH).source
+
+
+@pytest.mark.parametrize("trick,place", _comment_cases())
+def test_comment_text_stays_in_comments(trick, place):
+    text = _placements(trick)[place]
+    module = compile_spec(text, PATH)
+    source = module.source
+    tree = ast.parse(source)
+    compile(source, "gen.py", "exec")
+    compile(source.encode("utf-8"), "gen.py", "exec")
+    # The comment changes comments only: the code is the baseline's, node for node.
+    assert ast.dump(tree) == ast.dump(ast.parse(BASELINE))
+    assert not SUSPICIOUS_CALLS & set(_called_names(tree))
+    assert _imports(tree) <= ALLOWED_IMPORTS
+    _assert_marker_only_in_comments(source)
+    # The spec text is kept in the header (made printable), so the marker is there.
+    assert MARK in source
+
+
+def test_coding_cookie_in_spec_does_not_reach_the_module_header():
+    text = "# -*- coding: latin-1 -*-\n# vim: set fileencoding=latin-1 :\n# caf\u00e9 \u540d\n" + BASE
+    source = compile_spec(text, PATH).source
+    cookie = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+    assert not any(cookie.match(line) for line in source.splitlines()[:2])
+    # Compiled as the bytes of the written file: still the baseline code.
+    assert ast.dump(ast.parse(source.encode("utf-8"))) == ast.dump(ast.parse(BASELINE))
+
+
+def test_hostile_module_imports_without_side_effects(tmp_path, capfd):
+    text = "\n".join(
+        f"# {MARK}{trick}{MARK}" for trick in TRICKS.values()
+    ) + "\n" + BASE.replace("z[i] = x[i]\n", 'z[i] = x[i]  # """; import os; os.system("echo pwned")\n')
+    module = compile_spec(text, PATH)
+    path = tmp_path / "k.py"
+    path.write_text(module.source, encoding="utf-8")
+    loaded = load_module(path)
+    data = torch.arange(20, dtype=torch.float32)
+    assert torch.equal(loaded.k(data), data)
+    assert "pwned" not in capfd.readouterr().out
+
+
+# Lark counts lines by "\n" only; str.splitlines() also splits at \r, \v, \f, \x1c-\x1e,
+# \x85, \u2028 and \u2029. The kernel's "# path:line: text" comments and the error report's
+# quoted line take the text by splitlines(), so such a character in a comment shifts them.
+LINE_BREAKERS = {"cr": "\r", "form-feed": "\x0c", "vertical-tab": "\x0b", "line-separator": "\u2028",
+                 "next-line": "\u0085", "file-separator": "\x1c"}
+SHIFT_BUG = (
+    "tilegen takes spec lines with str.splitlines(), which also splits at \\r, \\f, \\v, \\x1c, "
+    "\\x85, \\u2028, \\u2029, while Lark numbers lines by \\n only: a comment holding one shifts "
+    "every later '# spec:line: text' comment (and the error report's quoted line) by one line"
+)
+
+
+def _lines_by_newline(text: str) -> list[str]:
+    return text.split("\n")
+
+
+@pytest.mark.parametrize(
+    "breaker", [pytest.param(v, id=k, marks=pytest.mark.xfail(strict=True, reason=SHIFT_BUG)) for k, v in LINE_BREAKERS.items()]
+    + [pytest.param("\t", id="tab-control")],
+)
+def test_kernel_comments_quote_the_line_they_name(breaker):
+    from tilegen.lower.kernel import printable
+
+    text = f"# a{breaker}b\n" + BASE
+    source = compile_spec(text, PATH).source
+    spec_lines = _lines_by_newline(text)
+    quoted = re.findall(rf"# {re.escape(PATH)}:(\d+): (.*)", source)
+    assert quoted
+    for number, line in quoted:
+        assert line == printable(spec_lines[int(number) - 1]), (number, line)
+
+
+@pytest.mark.parametrize(
+    "breaker", [pytest.param(v, id=k, marks=pytest.mark.xfail(strict=True, reason=SHIFT_BUG)) for k, v in LINE_BREAKERS.items()]
+    + [pytest.param("\t", id="tab-control")],
+)
+def test_error_report_quotes_the_line_it_names(breaker):
+    text = f"# a{breaker}b\n" + BASE.replace("z[i] = x[i]", "z[i] = q[i]")
+    with pytest.raises(SpecError) as info:
+        compile_spec(text, PATH)
+    head, quoted, caret = info.value.render().splitlines()[:3]
+    assert head.startswith(f"{PATH}:7:")
+    assert quoted.strip() == "z[i] = q[i]"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a lone surrogate in a comment raises UnicodeEncodeError (spec_hash encodes the text "
+    "as UTF-8) instead of a SpecError; reachable with text read with errors='surrogateescape'",
+)
+def test_lone_surrogate_in_comment_is_a_spec_error_or_builds():
+    text = "# \ud800\n" + BASE
+    try:
+        module = compile_spec(text, PATH)
+    except SpecError as err:
+        assert err.render().startswith(f"{PATH}:")
+        return
+    ast.parse(module.source)
+
+
+# --------------------------------------------------------------------------- display paths
+
+PATH_BUG = (
+    "the display path is pasted unescaped into the header comment and docstrings: a spec file "
+    "whose name holds '\"\"\"' or a newline gives a module that does not compile, or runs code "
+    "(a file named 'x\\nimport os; os.system(\"echo pwned\") #.tile')"
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param("specs/plain.tile", id="plain"),
+        pytest.param("specs/back\\slash.tile", id="backslash"),
+        pytest.param("specs/{braces}.tile", id="braces"),
+        pytest.param('specs/x""".tile', id="triple-quote", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
+        pytest.param('specs/x\nimport os; os.system("echo pwned") #.tile', id="newline-injection",
+                     marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
+        pytest.param("specs/x\r.tile", id="cr", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
+    ],
+)
+def test_hostile_display_path_stays_in_comments_and_strings(path):
+    source = compile_spec(BASE, path).source
+    tree = ast.parse(source)
+    plain = ast.parse(compile_spec(BASE, "specs/plain.tile").source)
+    assert [type(node).__name__ for node in tree.body] == [type(node).__name__ for node in plain.body]
+    assert not SUSPICIOUS_CALLS & set(_called_names(tree))
+    assert _imports(tree) <= ALLOWED_IMPORTS
+    assert len(source.splitlines()) == len(BASELINE.splitlines())

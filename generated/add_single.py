@@ -20,29 +20,22 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
 @triton.jit
@@ -69,23 +62,26 @@ def add_single(x, y):
     Returns: z: f32[N] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("add_single", "x", x, torch.float32, 1)
-    _check_input("add_single", "y", y, torch.float32, 1)
-    device = _check_device("add_single", x=x, y=y)
-    N = x.shape[0]
-    if y.shape[0] != N:
-        raise ValueError(f"add_single: y dimension 0 (N) is {y.shape[0]}, but x dimension 0 gives N = {N}")
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _bad_input("add_single", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _bad_input("add_single", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (device.type == "cpu" and not _INTERPRET):
+        _bad_device("add_single", x=x, y=y)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     if N & (N - 1) or N > 1048576:
         raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be a power of two <= 1048576, got {N}")
     z = torch.empty((N,), device=device, dtype=torch.float32)
-    if z.numel() == 0:
+    if z.numel() == 0:  # nothing to compute: no launch
         return z
     grid = (1,)
     add_single_kernel[grid](
         x, y, z,
-        x.stride(0),
-        y.stride(0),
-        z.stride(0),
+        *x.stride(), *y.stride(), *z.stride(),
         N=N,
     )
     return z

@@ -19,45 +19,27 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
-def _needs_int64(*tensors):
-    """True when an element of some tensor lies 2**31 or more elements past its first one, so
-    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
-    return any(
-        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
-        for t in tensors
-        if t.numel()
-    )
-
-
-def _check_block(launcher, name, value):
-    """Raise ValueError unless block size ``name`` is a positive power of two."""
-    if not isinstance(value, int) or value < 1 or value & (value - 1):
-        raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
 @triton.jit
@@ -88,20 +70,25 @@ def copy(x, *, BS=1024):
     Keyword arguments: BS=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("copy", "x", x, torch.float32, 1)
-    device = _check_device("copy", x=x)
-    _check_block("copy", "BS", BS)
-    N = x.shape[0]
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _bad_input("copy", "x", x, torch.float32, 1)
+    device = x.device
+    if (device.type == "cpu" and not _INTERPRET):
+        _bad_device("copy", x=x)
+    if type(BS) is not int or BS < 1 or BS & (BS - 1):
+        _bad_block("copy", "BS", BS)
+    N, = x.shape
     z = torch.empty((N,), device=device, dtype=torch.float32)
-    if z.numel() == 0:
+    if z.numel() == 0:  # nothing to compute: no launch
         return z
+    _x_strides = x.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
     grid = (triton.cdiv(N, BS),)
     copy_kernel[grid](
         x, z,
         N,
-        x.stride(0),
-        z.stride(0),
-        BS=BS, INT64_OFFSETS=_needs_int64(x, z),
+        *_x_strides, *z.stride(),
+        BS=BS, INT64_OFFSETS=int64,
     )
     return z
 

@@ -23,45 +23,27 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
-def _needs_int64(*tensors):
-    """True when an element of some tensor lies 2**31 or more elements past its first one, so
-    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
-    return any(
-        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
-        for t in tensors
-        if t.numel()
-    )
-
-
-def _check_block(launcher, name, value):
-    """Raise ValueError unless block size ``name`` is a positive power of two."""
-    if not isinstance(value, int) or value < 1 or value & (value - 1):
-        raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
 @triton.jit
@@ -112,28 +94,35 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
     Keyword arguments: BM=32, BN=32, BK=32.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("matmul_f32", "a", a, torch.float32, 2)
-    _check_input("matmul_f32", "b", b, torch.float32, 2)
-    device = _check_device("matmul_f32", a=a, b=b)
-    _check_block("matmul_f32", "BM", BM)
-    _check_block("matmul_f32", "BN", BN)
-    _check_block("matmul_f32", "BK", BK)
-    M = a.shape[0]
-    K = a.shape[1]
-    N = b.shape[1]
-    if b.shape[0] != K:
-        raise ValueError(f"matmul_f32: b dimension 0 (K) is {b.shape[0]}, but a dimension 1 gives K = {K}")
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
+        _bad_input("matmul_f32", "a", a, torch.float32, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
+        _bad_input("matmul_f32", "b", b, torch.float32, 2)
+    device = a.device
+    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+        _bad_device("matmul_f32", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("matmul_f32", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("matmul_f32", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _bad_block("matmul_f32", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_f32: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty((M, N), device=device, dtype=torch.float32)
-    if c.numel() == 0:
+    if c.numel() == 0:  # nothing to compute: no launch
         return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
     matmul_f32_kernel[grid](
         a, b, c,
         M, K, N,
-        a.stride(0), a.stride(1),
-        b.stride(0), b.stride(1),
-        c.stride(0), c.stride(1),
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=_needs_int64(a, b, c),
+        *_a_strides, *_b_strides, *c.stride(),
+        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
     )
     return c
 

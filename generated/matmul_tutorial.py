@@ -39,48 +39,26 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
-
-
-def _needs_int64(*tensors):
-    """True when an element of some tensor lies 2**31 or more elements past its first one, so
-    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
-    return any(
-        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
-        for t in tensors
-        if t.numel()
-    )
-
-
-def _check_choice(launcher, name, value, options):
-    """Raise ValueError unless ``value`` is one of ``options``."""
-    if value not in options:
-        raise ValueError(f"{launcher}: {name} must be one of {', '.join(options)}, got {value!r}")
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
 _INTERPRETER_NOTICE = set()
+_TUNED = {}  # autotune key -> the config the autotuner chose (launched directly afterwards)
 
 
 def _interpreter_config(launcher, index):
@@ -180,31 +158,45 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K; the Triton interpreter runs config 9.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("matmul_tutorial", "a", a, torch.float16, 2)
-    _check_input("matmul_tutorial", "b", b, torch.float16, 2)
-    device = _check_device("matmul_tutorial", a=a, b=b)
-    _check_choice("matmul_tutorial", "activation", activation, ("none", "leaky_relu"))
-    M = a.shape[0]
-    K = a.shape[1]
-    N = b.shape[1]
-    if b.shape[0] != K:
-        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {b.shape[0]}, but a dimension 1 gives K = {K}")
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _bad_input("matmul_tutorial", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _bad_input("matmul_tutorial", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+        _bad_device("matmul_tutorial", a=a, b=b)
+    if activation not in ("none", "leaky_relu"):
+        raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % 32:
         raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:
+    if c.numel() == 0:  # nothing to compute: no launch
         return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
-    launch, config = matmul_tutorial_kernel[grid], {}
-    if _INTERPRET:
-        launch, config = matmul_tutorial_kernel.fn[grid], _interpreter_config("matmul_tutorial", 9)
-    launch(
+    config = _TUNED.get((M, N, K))
+    if config is None and _INTERPRET:
+        config = _interpreter_config("matmul_tutorial", 9)
+    if config is None:  # first call with these sizes: tune (or read Triton's cache), remember the choice
+        matmul_tutorial_kernel[grid](
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, *c.stride(),
+            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
+        )
+        _TUNED[(M, N, K)] = matmul_tutorial_kernel.best_config.all_kwargs()
+        return c
+    matmul_tutorial_kernel.fn[grid](
         a, b, c,
         M, K, N,
-        a.stride(0), a.stride(1),
-        b.stride(0), b.stride(1),
-        c.stride(0), c.stride(1),
-        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=_needs_int64(a, b, c),
+        *_a_strides, *_b_strides, *c.stride(),
+        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
         **config,
     )
     return c

@@ -19,45 +19,27 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
-def _needs_int64(*tensors):
-    """True when an element of some tensor lies 2**31 or more elements past its first one, so
-    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
-    return any(
-        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
-        for t in tensors
-        if t.numel()
-    )
-
-
-def _check_block(launcher, name, value):
-    """Raise ValueError unless block size ``name`` is a positive power of two."""
-    if not isinstance(value, int) or value < 1 or value & (value - 1):
-        raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
 @triton.jit
@@ -97,24 +79,29 @@ def rgb2grey(x, *, BH=32, BW=32):
     Keyword arguments: BH=32, BW=32.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("rgb2grey", "x", x, torch.uint8, 3)
-    device = _check_device("rgb2grey", x=x)
-    _check_block("rgb2grey", "BH", BH)
-    _check_block("rgb2grey", "BW", BW)
-    H = x.shape[1]
-    W = x.shape[2]
-    if x.shape[0] != 3:
-        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {x.shape[0]}")
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
+        _bad_input("rgb2grey", "x", x, torch.uint8, 3)
+    device = x.device
+    if (device.type == "cpu" and not _INTERPRET):
+        _bad_device("rgb2grey", x=x)
+    if type(BH) is not int or BH < 1 or BH & (BH - 1):
+        _bad_block("rgb2grey", "BH", BH)
+    if type(BW) is not int or BW < 1 or BW & (BW - 1):
+        _bad_block("rgb2grey", "BW", BW)
+    _x0, H, W = x.shape
+    if _x0 != 3:
+        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
     y = torch.empty((H, W), device=device, dtype=torch.uint8)
-    if y.numel() == 0:
+    if y.numel() == 0:  # nothing to compute: no launch
         return y
+    _x_strides = x.stride()
+    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
     grid = (triton.cdiv(H, BH), triton.cdiv(W, BW))
     rgb2grey_kernel[grid](
         x, y,
         H, W,
-        x.stride(0), x.stride(1), x.stride(2),
-        y.stride(0), y.stride(1),
-        BH=BH, BW=BW, INT64_OFFSETS=_needs_int64(x, y),
+        *_x_strides, *y.stride(),
+        BH=BH, BW=BW, INT64_OFFSETS=int64,
     )
     return y
 

@@ -21,45 +21,27 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def _check_input(launcher, name, tensor, dtype, rank):
-    """Raise TypeError/ValueError naming ``name`` unless it is a ``dtype`` tensor of ``rank``."""
+def _bad_input(launcher, name, tensor, dtype, rank):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype != dtype:
         raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    if tensor.dim() != rank:
-        raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def _check_device(launcher, **tensors):
-    """Return the one device all ``tensors`` are on; raise ValueError if they differ or if a
-    CPU tensor is given while Triton is not running in interpreter mode."""
+def _bad_device(launcher, **tensors):
+    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
     if len(devices) != 1:
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    device = devices.pop()
-    if device.type == "cpu" and not _INTERPRET:
-        raise ValueError(
-            f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1"
-        )
-    return device
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
-def _needs_int64(*tensors):
-    """True when an element of some tensor lies 2**31 or more elements past its first one, so
-    int32 offsets (pid * BLOCK, offs * stride) would wrap around: the kernel then uses int64."""
-    return any(
-        sum((size - 1) * abs(stride) for size, stride in zip(t.shape, t.stride())) >= 2**31
-        for t in tensors
-        if t.numel()
-    )
-
-
-def _check_block(launcher, name, value):
-    """Raise ValueError unless block size ``name`` is a positive power of two."""
-    if not isinstance(value, int) or value < 1 or value & (value - 1):
-        raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
 @triton.jit
@@ -105,22 +87,27 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
     Keyword arguments: BM=1, BN=1, GROUP_SIZE=3.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    _check_input("swizzle", "x", x, torch.int64, 2)
-    device = _check_device("swizzle", x=x)
-    _check_block("swizzle", "BM", BM)
-    _check_block("swizzle", "BN", BN)
-    M = x.shape[0]
-    N = x.shape[1]
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
+        _bad_input("swizzle", "x", x, torch.int64, 2)
+    device = x.device
+    if (device.type == "cpu" and not _INTERPRET):
+        _bad_device("swizzle", x=x)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("swizzle", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("swizzle", "BN", BN)
+    M, N = x.shape
     z = torch.empty((M, N), device=device, dtype=torch.int64)
-    if z.numel() == 0:
+    if z.numel() == 0:  # nothing to compute: no launch
         return z
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
     swizzle_kernel[grid](
         x, z,
         M, N,
-        x.stride(0), x.stride(1),
-        z.stride(0), z.stride(1),
-        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=_needs_int64(x, z),
+        *_x_strides, *z.stride(),
+        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
     )
     return z
 

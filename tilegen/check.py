@@ -55,7 +55,7 @@ RESERVED = frozenset(
     | set(FUNCTIONS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
-    | {"device", "launch"}  # launcher locals
+    | {"device", "launch", "int64"}  # launcher locals
     | {"True", "False", "None", "range", "min", "max", "abs", "len", "int", "float", "print"}
 )
 

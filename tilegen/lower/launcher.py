@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.lower.kernel import size_symbols, tuple_text, whole_dims
-from tilegen.lower.plan import KernelPlan, LauncherPlan, TensorCheck
+from tilegen.lower.plan import IfBlock, KernelPlan, LauncherPlan, Line, Op
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -54,26 +54,38 @@ def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
 
 
 def _bind_sizes(spec: m.Spec, name: str):
-    """Size bindings from the first input that has each symbol, and checks for the rest."""
-    sizes: list[tuple[str, str]] = []
+    """Unpack every input's shape once (``M, K = a.shape``; dims bound earlier, or literal,
+    go to ``_b0``-style temporaries that are then checked).
+
+    Returns (unpack lines, checks, reference bindings, where each symbol is bound).
+    """
+    lines: list[str] = []
     checks: list[tuple[str, str]] = []
+    sizes: list[tuple[str, str]] = []
     bound: dict[str, str] = {}
-    for tensor in spec.inputs:
+    for tensor in spec.arrays:
+        if tensor.role != "in":
+            continue
+        targets = []
         for position, dim in enumerate(tensor.dims):
-            shape = f"{tensor.name.id}.shape[{position}]"
             where = f"{name}: {tensor.name.id} dimension {position}"
+            if isinstance(dim, m.Name) and dim.id not in bound:
+                targets.append(dim.id)
+                sizes.append((dim.id, f"{tensor.name.id}.shape[{position}]"))
+                bound[dim.id] = f"{tensor.name.id} dimension {position}"
+                continue
+            temp = f"_{tensor.name.id}{position}"
+            targets.append(temp)
             if isinstance(dim, m.Number):
-                checks.append((f"{shape} != {dim.text}", f"f\"{where} must be {dim.text}, got {{{shape}}}\""))
-            elif dim.id in bound:
+                checks.append((f"{temp} != {dim.text}", f"f\"{where} must be {dim.text}, got {{{temp}}}\""))
+            else:
                 checks.append(
                     (
-                        f"{shape} != {dim.id}",
-                        f"f\"{where} ({dim.id}) is {{{shape}}}, but {bound[dim.id]} gives {dim.id} = {{{dim.id}}}\"",
+                        f"{temp} != {dim.id}",
+                        f"f\"{where} ({dim.id}) is {{{temp}}}, but {bound[dim.id]} gives {dim.id} = {{{dim.id}}}\"",
                     )
                 )
-            else:
-                sizes.append((dim.id, shape))
-                bound[dim.id] = f"{tensor.name.id} dimension {position}"
+        lines.append(f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {tensor.name.id}.shape")
     # Constant indices into symbolic dimensions need that dimension to be large enough.
     for tensor, position, const in constant_indices(spec):
         dim = tensor.dims[position]
@@ -84,7 +96,7 @@ def _bind_sizes(spec: m.Spec, name: str):
                     f"f\"{name}: {tensor.name.id} dimension {position} ({dim.id}) must be > {const}, got {{{dim.id}}}\"",
                 )
             )
-    return sizes, checks, bound
+    return lines, checks, sizes, bound
 
 
 def _largest(spec: m.Spec, param: str) -> str | None:
@@ -177,61 +189,152 @@ def _docstring(spec: m.Spec) -> str:
     return "\n".join(lines)
 
 
+def _int64_condition(spec: m.Spec) -> str:
+    """True when some tensor spans 2**31 elements or more (then offsets need 64 bits): inputs
+    by their shapes and strides, outputs (new and contiguous) by their element count."""
+    terms = []
+    for tensor in spec.arrays:
+        dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+        if tensor.role == "out":
+            terms.append(f"{' * '.join(dims)} > 2**31")
+        else:
+            strides = f"_{tensor.name.id}_strides"
+            span = " + ".join(f"({d} - 1) * abs({strides}[{i}])" for i, d in enumerate(dims))
+            terms.append(f"{span} >= 2**31")
+    return " or ".join(terms)
+
+
 def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
-    """The host launcher of a checked spec whose kernel is ``kernel``."""
+    """The host launcher of a checked spec whose kernel is ``kernel``.
+
+    Every check is an inline condition on the fast path; only a failing check calls a helper
+    (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
+    the autotuner picked for each key and then launches the compiled kernel directly.
+    """
     name = spec.name.id
-    checks = tuple(
-        TensorCheck(t.name.id, m.DTYPES[t.dtype.id][1], None if t.is_scalar else len(t.dims), t.dtype.id)
-        for t in spec.inputs
+    tuned = set(spec.tuned_params)
+    arrays_in = [t for t in spec.inputs if not t.is_scalar]
+    body: list[Op] = []
+    for t in spec.inputs:
+        dtype = m.DTYPES[t.dtype.id][1]
+        if t.is_scalar:
+            kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
+            body.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
+            continue
+        x, rank = t.name.id, len(t.dims)
+        body.append(
+            IfBlock(
+                f"not isinstance({x}, torch.Tensor) or {x}.dtype != {dtype} or {x}.dim() != {rank}",
+                "",
+                (Line(f'_bad_input("{name}", "{x}", {x}, {dtype}, {rank})'),),
+            )
+        )
+    first = arrays_in[0].name.id
+    body.append(Line(f"device = {first}.device"))
+    others = [f"{t.name.id}.device != device" for t in arrays_in[1:]]
+    tensors = ", ".join(f"{t.name.id}={t.name.id}" for t in arrays_in)
+    body.append(
+        IfBlock(
+            " or ".join([*others, '(device.type == "cpu" and not _INTERPRET)']),
+            "",
+            (Line(f'_bad_device("{name}", {tensors})'),),
+        )
     )
-    sizes, shape_checks, bound = _bind_sizes(spec, name)
-    shape_checks += _axis_checks(spec, name, bound)
+    for block in dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned):
+        body.append(
+            IfBlock(
+                f"type({block}) is not int or {block} < 1 or {block} & ({block} - 1)",
+                "",
+                (Line(f'_bad_block("{name}", "{block}", {block})'),),
+            )
+        )
+    for choice in spec.choices:
+        options = tuple_text(f'"{o.id}"' for o in choice.options)
+        message = f"f\"{name}: {choice.name.id} must be one of {', '.join(o.id for o in choice.options)}, got {{{choice.name.id}!r}}\""
+        body.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
+    unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
+    body += [Line(line) for line in unpack]
+    for condition, message in shape_checks + _axis_checks(spec, name, bound):
+        body.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
     for tensor in spec.outputs:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         outputs.append((tensor.name.id, tuple_text(dims), m.DTYPES[tensor.dtype.id][1]))
-    tuned = set(spec.tuned_params)
-    keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
-    keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+        body.append(Line(f"{tensor.name.id} = torch.empty({tuple_text(dims)}, device=device, dtype={m.DTYPES[tensor.dtype.id][1]})"))
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    empty = " or ".join(f"{t.name.id}.numel() == 0" for t in spec.outputs)
+    body.append(IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),)))
     whole = whole_dims(spec)
-    call_args = [
+    args = [
         tuple(t.name.id for t in spec.arrays),
         tuple(d for d in size_symbols(spec) if d not in whole),
         tuple(t.name.id for t in spec.inputs if t.is_scalar),
     ]
-    call_args += [tuple(f"{t.name.id}.stride({i})" for i in range(len(t.dims))) for t in spec.arrays]
-    int64 = ()
     if kernel.int64:
-        tensors = ", ".join(t.name.id for t in spec.arrays)
-        int64 = (f"INT64_OFFSETS=_needs_int64({tensors})",)
-    call_args.append(
-        tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
-        + tuple(f"{d}={d}" for d in whole)
-        + tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
-        + int64
-    )
-    block_names = tuple(
-        dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned)
-    )
-    choice_checks = tuple(
-        (c.name.id, tuple_text(f'"{o.id}"' for o in c.options)) for c in spec.choices
-    )
+        for t in spec.arrays:
+            if t.role == "in":
+                body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
+        args.append(tuple(f"*_{t.name.id}_strides" if t.role == "in" else f"*{t.name.id}.stride()" for t in spec.arrays))
+    else:
+        args.append(tuple(f"*{t.name.id}.stride()" for t in spec.arrays))
+    meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
+    meta += tuple(f"{d}={d}" for d in whole)
+    meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
+    if kernel.int64:
+        body.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
+        meta += ("INT64_OFFSETS=int64",)
+    body.append(Line(f"grid = {_grid(spec)}"))
+    call = tuple(group for group in (*args, meta) if group)
+    body += _launch(spec, kernel, name, call)
+    keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
+    keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
     return LauncherPlan(
         name=name,
-        kernel=kernel.name,
         inputs=tuple(t.name.id for t in spec.inputs),
-        arrays=tuple(t.name.id for t in spec.inputs if not t.is_scalar),
         keywords=keywords,
-        block_names=block_names,
-        tensor_checks=checks,
-        choice_checks=choice_checks,
         sizes=tuple(sizes),
-        shape_checks=tuple(shape_checks),
         outputs=tuple(outputs),
-        grid=_grid(spec),
-        call_args=tuple(group for group in call_args if group),
+        body=tuple(body),
         tuned=spec.tune is not None,
-        default_config=kernel.tune.default if kernel.tune is not None else 0,
-        returns=", ".join(t.name.id for t in spec.outputs),
+        scalars=any(t.is_scalar for t in spec.inputs),
+        blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
+        returns=returns,
         docstring=_docstring(spec),
     )
+
+
+def _call(function: str, groups, extra: str = "") -> str:
+    """A launch call, one argument group per line."""
+    lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
+    if extra:
+        lines.append(f"    {extra},")
+    return "\n".join(lines + [")"])
+
+
+def _launch(spec: m.Spec, kernel: KernelPlan, name: str, call) -> list[Op]:
+    """The launch: plain; or, for a tuned kernel, the autotuner on the first call per key and
+    the compiled kernel with the remembered config after that (the interpreter's default
+    config when under TRITON_INTERPRET=1)."""
+    if spec.tune is None:
+        return [Line(_call(f"{kernel.name}[grid]", call)), Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
+    key = tuple_text(k.id for k in spec.tune.key)
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    return [
+        Line(f"config = _TUNED.get({key})"),
+        IfBlock(
+            "config is None and _INTERPRET",
+            "",
+            (Line(f'config = _interpreter_config("{name}", {kernel.tune.default})'),),
+        ),
+        IfBlock(
+            "config is None",
+            "first call with these sizes: tune (or read Triton's cache), remember the choice",
+            (
+                Line(_call(f"{kernel.name}[grid]", call)),
+                Line(f"_TUNED[{key}] = {kernel.name}.best_config.all_kwargs()"),
+                Line(f"return {returns}"),
+            ),
+        ),
+        Line(_call(f"{kernel.name}.fn[grid]", call, "**config")),
+        Line(f"return {returns}"),
+    ]

@@ -102,34 +102,18 @@ class KernelPlan:
 
 
 @dataclass(frozen=True)
-class TensorCheck:
-    """Launcher check of one input: name, torch dtype, rank (None for a scalar), spec dtype."""
-
-    name: str
-    torch_dtype: str
-    rank: int | None
-    dtype: str
-
-
-@dataclass(frozen=True)
 class LauncherPlan:
-    """The host launcher: every line it runs, in order, precomputed."""
+    """The host launcher: signature, docstring and body ops (the same op kinds as the kernel)."""
 
     name: str
-    kernel: str
     inputs: tuple[str, ...]
-    arrays: tuple[str, ...]  # inputs with a shape (device checks)
     keywords: tuple[tuple[str, str], ...]  # (keyword argument, default as Python text)
-    block_names: tuple[str, ...]  # block sizes checked to be powers of two
-    tensor_checks: tuple[TensorCheck, ...]
-    choice_checks: tuple[tuple[str, str], ...]  # (keyword, tuple of its options as text)
-    sizes: tuple[tuple[str, str], ...]  # (size symbol, expression binding it)
-    shape_checks: tuple[tuple[str, str], ...]  # (condition that is an error, message)
+    sizes: tuple[tuple[str, str], ...]  # (size symbol, expression binding it), for the reference
     outputs: tuple[tuple[str, str, str], ...]  # (name, shape expression, torch dtype)
-    grid: str
-    call_args: tuple[tuple[str, ...], ...]  # one line of the launch call each
+    body: tuple[Op, ...]
     tuned: bool
-    default_config: int
+    scalars: bool  # some input is a scalar (the module needs _check_scalar)
+    blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str
     docstring: str
 

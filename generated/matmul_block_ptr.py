@@ -63,8 +63,8 @@ def matmul_block_ptr_kernel(
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    # specs/matmul_block_ptr.tile:9: swizzle m, n group GROUP_SIZE_M
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    # specs/matmul_block_ptr.tile:9: swizzle m, n group GROUP_SIZE_M
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)

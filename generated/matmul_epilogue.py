@@ -87,8 +87,8 @@ def matmul_epilogue_kernel(
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
-    # specs/matmul_epilogue.tile:12: swizzle m, n group GROUP_SIZE_M
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    # specs/matmul_epilogue.tile:12: swizzle m, n group GROUP_SIZE_M
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)

@@ -82,7 +82,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"])
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"], cache_results=True)
 @triton.jit
 def matmul_grouped_autotuned_kernel(
     a_ptr, b_ptr, c_ptr,

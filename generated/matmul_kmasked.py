@@ -80,7 +80,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"])
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"], cache_results=True)
 @triton.jit
 def matmul_kmasked_kernel(
     a_ptr, b_ptr, c_ptr,

@@ -101,7 +101,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"])
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"], cache_results=True)
 @triton.jit
 def matmul_tutorial_kernel(
     a_ptr, b_ptr, c_ptr,
@@ -116,8 +116,8 @@ def matmul_tutorial_kernel(
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    # specs/matmul_tutorial.tile:10: swizzle m, n group GROUP_SIZE_M
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    # specs/matmul_tutorial.tile:10: swizzle m, n group GROUP_SIZE_M
     group_id = pid // num_pid_in_group
     first_pid_m = group_id * GROUP_SIZE_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)

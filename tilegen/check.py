@@ -42,7 +42,7 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 
 #: Words of the language itself; a spec cannot use them as names.
 KEYWORDS = frozenset(
-    {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat"}
+    {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}
     | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access"}
 )
 
@@ -55,7 +55,7 @@ RESERVED = frozenset(
     | set(FUNCTIONS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
-    | {"device", "launch", "int64"}  # launcher locals
+    | {"device", "launch", "int64", "config", "NUM_SMS"}  # launcher locals, kernel constexprs
     | {"True", "False", "None", "range", "min", "max", "abs", "len", "int", "float", "print"}
 )
 
@@ -194,8 +194,9 @@ class Checker:
                 spec.grid[3].span,
             )
         if spec.flat and (len(spec.grid) != 2 or any(a.block is None for a in spec.grid)):
+            kind = "persistent" if spec.persistent else "flat"
             self.errors.error(
-                "a flat grid flattens two tiled axes: 'grid flat m over M by BM, n over N by BN'",
+                f"a {kind} grid flattens two tiled axes: 'grid {kind} m over M by BM, n over N by BN'",
                 spec.grid[0].span,
             )
         for axis in spec.grid:
@@ -213,11 +214,17 @@ class Checker:
                     f"unknown access style '{spec.access.id}'; expected one of {', '.join(m.ACCESS_STYLES)}",
                     spec.access.span,
                 )
-            elif spec.access.id == "block_ptr":
+            elif spec.access.id in ("block_ptr", "descriptor"):
+                what = "block pointers" if spec.access.id == "block_ptr" else "tensor descriptors"
                 for axis in spec.grid:
                     if axis.bounds == "wrapped":
                         self.errors.error(
-                            "block pointers cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
+                            f"{what} cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
+                            axis.span,
+                        )
+                    if axis.is_index and spec.access.id == "descriptor":
+                        self.errors.error(
+                            "tensor descriptors take tiles of tile axes only; an index axis needs 'access pointers'",
                             axis.span,
                         )
         return axes
@@ -322,6 +329,11 @@ class Checker:
         result = []
         for position, (item, dim) in enumerate(zip(index, tensor.dims)):
             if isinstance(item, m.Number):
+                if self.spec.access_style == "descriptor":
+                    self.errors.error(
+                        "tensor descriptors take tiles of tile axes only; a constant index needs 'access pointers'",
+                        item.span,
+                    )
                 if not item.is_int:
                     self.errors.error("a constant index must be an integer", item.span)
                 elif isinstance(dim, m.Number) and int(item.text) >= int(dim.text):

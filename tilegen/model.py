@@ -25,11 +25,15 @@ DTYPES: dict[str, tuple[str, str]] = {
 
 FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 
+#: Bytes per element of each dtype.
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1}
+
 #: ``dot(..., precision=...)`` values, as Triton's ``input_precision`` spells them.
 PRECISIONS = ("ieee", "tf32", "tf32x3")
 
-#: Memory-access styles (``access ...``): pointer tiles, or ``tl.make_block_ptr``/``tl.advance``.
-ACCESS_STYLES = ("pointers", "block_ptr")
+#: Memory-access styles (``access ...``): pointer tiles, ``tl.make_block_ptr``/``tl.advance``,
+#: or tensor descriptors (``tl.make_tensor_descriptor``: TMA on Hopper).
+ACCESS_STYLES = ("pointers", "block_ptr", "descriptor")
 
 #: ``config`` settings that are launch options rather than block parameters.
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
@@ -325,6 +329,7 @@ class Spec:
     path: str
     source: str
     flat: bool = False
+    persistent: bool = False  # one program per SM looping over the (flat) tiles; implies flat
     tune: Tune | None = None
     choices: tuple[Choice, ...] = ()
     access: Name | None = None

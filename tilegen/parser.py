@@ -105,9 +105,9 @@ class ToModel(Transformer):
         return m.Axis(_name(name), _name(dim), _name(block[0]) if block else None, bounds, _span(meta))
 
     def grid_decl(self, meta, items):
-        flat = bool(items) and isinstance(items[0], Token) and items[0].type == "FLAT"
+        kind = items[0].type if items and isinstance(items[0], Token) else None
         axes = tuple(i for i in items if isinstance(i, m.Axis))
-        return ("grid", axes, flat)
+        return ("grid", axes, kind in ("FLAT", "PERSISTENT"), kind == "PERSISTENT")
 
     def config(self, meta, items):
         default = bool(items) and isinstance(items[0], Token) and items[0].type == "DEFAULT"
@@ -199,7 +199,7 @@ class ToModel(Transformer):
         tensors, params, stmts, choices = [], [], [], []
         grid: tuple[m.Axis, ...] = ()
         swizzle = tune = access = None
-        flat = False
+        flat = persistent = False
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -216,6 +216,7 @@ class ToModel(Transformer):
             elif isinstance(item, tuple) and item[0] == "grid":
                 grid = grid + item[1]
                 flat = flat or item[2]
+                persistent = persistent or item[3]
             elif isinstance(item, tuple) and item[0] == "access":
                 access = item[1]
             else:
@@ -230,6 +231,7 @@ class ToModel(Transformer):
             self.path,
             self.source,
             flat=flat,
+            persistent=persistent,
             tune=tune,
             choices=tuple(choices),
             access=access,
@@ -250,6 +252,7 @@ _TERMINAL_WORDS = {
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*' or '/'",
     "FLAT": "'flat'",
+    "PERSISTENT": "'persistent'",
     "DEFAULT": "'default'",
 }
 

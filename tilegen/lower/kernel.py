@@ -178,6 +178,8 @@ class KernelLowering:
     helpers: set[str] = field(default_factory=set)
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
+    prologue: list = field(default_factory=list)  # ops made once per program (descriptors)
+    descriptors: dict = field(default_factory=dict)  # (tensor, block shape) -> descriptor variable
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -185,7 +187,7 @@ class KernelLowering:
         # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
-        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG}
+        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS"}
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
@@ -265,27 +267,35 @@ class KernelLowering:
         consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
         consts += tuple(KernelParam(d, True) for d in whole)
         consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
+        if spec.persistent:
+            consts += (KernelParam("NUM_SMS", True),)
         groups = (pointers, sizes, scalars, *strides, consts)
         for group in groups:
             self.taken |= {p.name for p in group}
         return tuple(g for g in groups if g)
 
     # grid ------------------------------------------------------------------------
-    def grid_ops(self) -> list[Op]:
-        """Program ids -> tile offsets and masks for every grid axis (after any swizzle)."""
+    def grid_ops(self) -> tuple[list[Op], list[Op]]:
+        """Program ids -> tile offsets and masks for every grid axis (after any swizzle).
+
+        Returns (setup, per-tile) ops: the same program's setup runs once; a persistent
+        program runs the per-tile part (and the body) once per tile it takes.
+        """
         spec = self.spec
         if not spec.grid:
-            return []
-        ops: list[Op] = [self.comment(spec.grid[0].span)]
+            return [], []
+        setup: list[Op] = [self.comment(spec.grid[0].span)]
+        ops: list[Op] = []
         pids: dict[str, str] = {}
         if spec.flat:
+            setup += self.flat_setup()
             ops += self.flat_pids(pids)
         else:
             for number, axis in enumerate(spec.grid):
                 if axis.bounds != "whole":  # one program covers the whole extent: no program id
                     pids[axis.name.id] = self.fresh(f"pid_{axis.name.id}")
-                    ops.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
-            ops += self.swizzle2d(pids)
+                    setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
+            setup += self.swizzle2d(pids)
         ops += self.int64_casts(list(dict.fromkeys(pids.values())), self.constant_strides())
         grid_axes = {a.name.id: a for a in spec.grid}
         names = list(pids) + [a.name.id for a in spec.grid if a.name.id not in pids]
@@ -296,8 +306,8 @@ class KernelLowering:
                 continue
             whole = axis.bounds == "whole"
             start = "0" if whole else f"{pids[name]} * {axis.block.id}"
-            if self.spec.access_style == "block_ptr":
-                # Block pointers take the tile start and check bounds themselves.
+            if self.spec.access_style in ("block_ptr", "descriptor"):
+                # Block pointers and descriptors take the tile start and check bounds themselves.
                 mask = "checked" if axis.masked else None
                 self.axes[name] = AxisInfo("", mask, axis.dim.id, axis.tile, start)
                 continue
@@ -316,15 +326,17 @@ class KernelLowering:
                 info.load_mask = None
                 ops.append(Line(f"{info.load_offs} = {offs} % {axis.dim.id}"))
             self.axes[name] = info
-        return ops
+        if not spec.persistent:
+            return setup + ops, []
+        return setup, ops
 
     def int64_casts(self, names: list[str], strides: list[str] = ()) -> list[Op]:
         """``if INT64_OFFSETS:`` recast tensors ``names`` and scalar arguments ``strides`` to
         int64 (``tl.cast`` also takes a stride Triton specialised to the constant 1). The
         launcher sets the constexpr when some tensor spans 2**31 elements or more, where int32
         offsets would wrap around."""
-        if not names and not strides:
-            return []
+        if (not names and not strides) or self.spec.access_style == "descriptor":
+            return []  # descriptors address with 64 bits themselves (TMA); coordinates fit int32
         self.int64 = True
         casts = tuple(Line(f"{n} = {n}.to(tl.int64)") for n in names)
         casts += tuple(Line(f"{n} = tl.cast({n}, tl.int64)") for n in strides)
@@ -341,36 +353,49 @@ class KernelLowering:
                         found.append(stride_name(tensor, position))
         return list(dict.fromkeys(found))
 
-    def flat_pids(self, pids: dict[str, str]) -> list[Op]:
-        """One 1D launch over all tiles: row-major, or grouped by GROUP_SIZE_M (tutorial 03)."""
+    def flat_setup(self) -> list[Op]:
+        """The program-invariant part of a flat grid: tile counts (and, persistent, the
+        program's first tile)."""
         spec = self.spec
         first, second = spec.grid
         a, b = first.name.id, second.name.id
-        pid = self.fresh("pid")
-        num_a, num_b = self.fresh(f"num_pid_{a}"), self.fresh(f"num_pid_{b}")
+        self.pid = self.fresh("start_pid" if spec.persistent else "pid")
+        self.num_a, self.num_b = self.fresh(f"num_pid_{a}"), self.fresh(f"num_pid_{b}")
         ops: list[Op] = [
-            Line(f"{pid} = tl.program_id(0)"),
-            Line(f"{num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
-            Line(f"{num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
+            Line(f"{self.pid} = tl.program_id(0)"),
+            Line(f"{self.num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
+            Line(f"{self.num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
         ]
+        if spec.persistent:
+            self.num_tiles = self.fresh("num_tiles")
+            ops.append(Line(f"{self.num_tiles} = {self.num_a} * {self.num_b}"))
+        if spec.swizzle is not None:
+            self.in_group = self.fresh("num_pid_in_group")
+            ops.append(Line(f"{self.in_group} = {spec.swizzle.group_text} * {self.num_b}"))
+        return ops
+
+    def flat_pids(self, pids: dict[str, str]) -> list[Op]:
+        """Tile ids of a flat grid: row-major, or grouped by GROUP_SIZE_M (tutorial 03). A
+        persistent program maps each ``tile_id`` it loops over; others their program id."""
+        spec = self.spec
+        first, second = spec.grid
+        a, b = first.name.id, second.name.id
+        pid = self.fresh("tile_id") if spec.persistent else self.pid
+        self.tile_id = pid
         pids[a], pids[b] = self.fresh(f"pid_{a}"), self.fresh(f"pid_{b}")
         if spec.swizzle is None:
-            ops.append(Line(f"{pids[a]} = {pid} // {num_b}"))
-            ops.append(Line(f"{pids[b]} = {pid} % {num_b}"))
-            return ops
+            return [Line(f"{pids[a]} = {pid} // {self.num_b}"), Line(f"{pids[b]} = {pid} % {self.num_b}")]
         group = spec.swizzle.group_text
-        in_group, group_id = self.fresh("num_pid_in_group"), self.fresh("group_id")
+        in_group, group_id = self.in_group, self.fresh("group_id")
         first_pid, size = self.fresh(f"first_pid_{a}"), self.fresh(f"group_size_{a}")
-        ops += [
+        return [
             self.comment(spec.swizzle.span),
-            Line(f"{in_group} = {group} * {num_b}"),
             Line(f"{group_id} = {pid} // {in_group}"),
             Line(f"{first_pid} = {group_id} * {group}"),
-            Line(f"{size} = min({num_a} - {first_pid}, {group})"),
+            Line(f"{size} = min({self.num_a} - {first_pid}, {group})"),
             Line(f"{pids[a]} = {first_pid} + (({pid} % {in_group}) % {size})"),
             Line(f"{pids[b]} = ({pid} % {in_group}) // {size}"),
         ]
-        return ops
 
     def swizzle2d(self, pids: dict[str, str]) -> list[Op]:
         """``tl.swizzle2d`` on a 2D grid; with ``as`` the remapped ids get the alias names."""
@@ -464,15 +489,39 @@ class KernelLowering:
         )
         return var, tuple_text(checked) if checked else ""
 
+    def descriptor(self, access) -> tuple[str, str]:
+        """The ``tl.make_tensor_descriptor`` of ``tensor`` for tiles of ``access``'s axes, made
+        once per program (in the prologue), and the offsets of this access's tile."""
+        tensor = self.spec.tensor(access.tensor.id)
+        axes = [self.axes[i.id] for i in access.index]
+        key = (tensor.name.id, tuple(a.tile for a in axes))
+        if key not in self.descriptors:
+            var = self.fresh(f"{tensor.name.id}_desc")
+            shape = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+            strides = [stride_name(tensor, i) for i in range(len(tensor.dims))]
+            blocks = [a.tile for a in axes]
+            self.prologue.append(
+                Line(
+                    f"{var} = tl.make_tensor_descriptor({tensor.name.id}_ptr, shape=[{', '.join(shape)}], "
+                    f"strides=[{', '.join(strides)}], block_shape=[{', '.join(blocks)}])"
+                )
+            )
+            self.descriptors[key] = var
+        return self.descriptors[key], "[" + ", ".join(a.start for a in axes) + "]"
+
     def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``."""
         consts = [i.text for i in expr.index if isinstance(i, m.Number)]
         var = self.fresh("_".join([expr.tensor.id, *consts]))
         axes = self.tile_axes(expr.index)
-        if self.spec.access_style == "block_ptr" and axes:
-            ptr, checked = self.block_ptr(expr, ops)
-            args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
-            ops.append(Line(f"{var} = tl.load({args})"))
+        if self.spec.access_style in ("block_ptr", "descriptor") and axes:
+            if self.spec.access_style == "descriptor":
+                desc, offsets = self.descriptor(expr)
+                ops.append(Line(f"{var} = {desc}.load({offsets})"))
+            else:
+                ptr, checked = self.block_ptr(expr, ops)
+                args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
+                ops.append(Line(f"{var} = tl.load({args})"))
             canonical = tuple(self.canonical.get(a, a) for a in context)
             own = tuple(self.canonical.get(a, a) for a in axes)
             ordered = tuple(a for a in canonical if a in own)
@@ -531,13 +580,15 @@ class KernelLowering:
         k = axis.name.id
         ops: list[Op] = [self.comment(loop.span)]
         block_ptrs = self.spec.access_style == "block_ptr"
+        descriptors = self.spec.access_style == "descriptor"
         step = self.fresh(k)
         offs = mask_k = None
-        if not block_ptrs:
+        if not block_ptrs and not descriptors:
             offs = self.fresh(f"offs_{k}")
             ops.append(Line(f"{offs} = tl.arange(0, {axis.block.id})"))
             mask_k = self.fresh(f"mask_{k}") if axis.masked else None
-        self.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, "0")
+        start = f"{step} * {axis.block.id}" if descriptors else "0"
+        self.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, start)
         if block_ptrs and axis.masked:
             self.axes[k].mask = "checked"  # a block pointer checks the bounds of a masked axis
         advances: list[str] = []
@@ -552,7 +603,10 @@ class KernelLowering:
                 tensor = self.spec.tensor(operand.tensor.id)
                 tile = self.fresh(tensor.name.id)
                 position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
-                if block_ptrs:
+                if descriptors:  # bounds are checked by the descriptor (TMA): no masks
+                    desc, offsets = self.descriptor(operand)
+                    body.append(Line(f"{tile} = {desc}.load({offsets})"))
+                elif block_ptrs:
                     var, checked = self.block_ptr(operand, ops)
                     args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
                     body.append(Line(f"{tile} = tl.load({args})"))
@@ -576,7 +630,7 @@ class KernelLowering:
             extra = f', input_precision="{precision.id}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
         body += [Line(a) for a in advances]
-        ops.append(ForLoop(step, f"tl.cdiv({axis.dim.id}, {axis.block.id})", tuple(body)))
+        ops.append(ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body)))
         return ops
 
     def tile_loop(self, loop: m.Loop) -> list[Op]:
@@ -600,7 +654,7 @@ class KernelLowering:
                 body.append(self.comment(stmt.span))
             body.extend(self.statement(stmt))
         self.masks = outer_masks
-        return [self.comment(loop.span), ForLoop(step, f"tl.cdiv({axis.dim.id}, {axis.block.id})", tuple(body))]
+        return [self.comment(loop.span), ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body))]
 
     # statements ------------------------------------------------------------------
     def statement(self, stmt: m.Stmt) -> list[Op]:
@@ -641,6 +695,10 @@ class KernelLowering:
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
             value = f"{value}.to({m.DTYPES[tensor.dtype.id][0]})"
+        if self.spec.access_style == "descriptor" and context:
+            desc, offsets = self.descriptor(stmt)
+            ops.append(Line(f"{desc}.store({offsets}, {value})"))
+            return ops
         if self.spec.access_style == "block_ptr" and context:
             ptr, checked = self.block_ptr(stmt, ops)
             extra = f", boundary_check={checked}" if checked else ""
@@ -677,11 +735,17 @@ class KernelLowering:
 
     def kernel(self) -> KernelPlan:
         params = self.kernel_params()
-        body: list[Op] = self.grid_ops()
+        setup, tile = self.grid_ops()
         for stmt in self.spec.body:
             if not isinstance(stmt, m.Loop):
-                body.append(self.comment(stmt.span))
-            body.extend(self.statement(stmt))
+                tile.append(self.comment(stmt.span))
+            tile.extend(self.statement(stmt))
+        body = setup + self.prologue
+        if self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
+            loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"
+            body.append(ForLoop(self.tile_id, loop, tuple(tile)))
+        else:
+            body += tile
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
         helpers = tuple(h for h in HELPERS if h in self.helpers)

@@ -150,7 +150,8 @@ def _grid(spec: m.Spec) -> str:
 
     if spec.flat:
         a, b = spec.grid
-        sizes = [f"triton.cdiv({a.dim.id}, {block(a.block.id)}) * triton.cdiv({b.dim.id}, {block(b.block.id)})"]
+        tiles = f"triton.cdiv({a.dim.id}, {block(a.block.id)}) * triton.cdiv({b.dim.id}, {block(b.block.id)})"
+        sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
     else:
         sizes = []
         for axis in spec.grid:
@@ -173,7 +174,12 @@ def _docstring(spec: m.Spec) -> str:
 
     plural = "s" if len(spec.outputs) > 1 else ""
     lines = [f"Run the kernel of {spec.path} and return its output{plural}.", ""]
-    lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + " (tensors may have any strides).")
+    layout = (
+        "tensors need a unit last stride and 16-byte aligned rows (TMA descriptors)"
+        if spec.access_style == "descriptor"
+        else "tensors may have any strides"
+    )
+    lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
     overrides = [f"{p.name.id}={p.default.text}" for p in spec.params if p.name.id not in spec.tuned_params]
     overrides += [f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices]
@@ -270,19 +276,22 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         tuple(d for d in size_symbols(spec) if d not in whole),
         tuple(t.name.id for t in spec.inputs if t.is_scalar),
     ]
-    if kernel.int64:
-        for t in spec.arrays:
-            if t.role == "in":
-                body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
-        args.append(tuple(f"*_{t.name.id}_strides" if t.role == "in" else f"*{t.name.id}.stride()" for t in spec.arrays))
-    else:
-        args.append(tuple(f"*{t.name.id}.stride()" for t in spec.arrays))
+    descriptors = spec.access_style == "descriptor"
+    bound_strides = [t for t in spec.arrays if descriptors or (kernel.int64 and t.role == "in")]
+    for t in bound_strides:
+        body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
+    args.append(tuple(f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
+    if descriptors:
+        body += _descriptor_checks(spec, name)
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{d}={d}" for d in whole)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
     if kernel.int64:
         body.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)
+    if spec.persistent:
+        body.append(Line("NUM_SMS = _num_sms(device)"))
+        meta += ("NUM_SMS=NUM_SMS",)
     body.append(Line(f"grid = {_grid(spec)}"))
     call = tuple(group for group in (*args, meta) if group)
     body += _launch(spec, kernel, name, call)
@@ -296,11 +305,28 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         outputs=tuple(outputs),
         body=tuple(body),
         tuned=spec.tune is not None,
+        persistent=spec.persistent,
+        descriptors=spec.access_style == "descriptor",
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
         docstring=_docstring(spec),
     )
+
+
+def _descriptor_checks(spec: m.Spec, name: str) -> list[Op]:
+    """Tensor descriptors (TMA) need a unit last stride, 16-byte aligned other strides and a
+    16-byte aligned base; the kernel builds them on the device, in memory Triton asks for."""
+    ops: list[Op] = []
+    for t in spec.arrays:
+        size = m.DTYPE_BYTES[t.dtype.id]
+        strides = f"_{t.name.id}_strides"
+        terms = [f"{strides}[{len(t.dims) - 1}] != 1"]
+        terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
+        terms.append(f"{t.name.id}.data_ptr() % 16")
+        ops.append(IfBlock(" or ".join(terms), "", (Line(f'_bad_layout("{name}", "{t.name.id}", {t.name.id})'),)))
+    ops.append(IfBlock("not _INTERPRET", "", (Line("triton.set_allocator(_descriptor_scratch)"),)))
+    return ops
 
 
 def _call(function: str, groups, extra: str = "") -> str:

@@ -29,10 +29,10 @@ class Line:
 
 @dataclass(frozen=True)
 class ForLoop:
-    """``for <var> in range(0, <stop>):`` with a body of ops."""
+    """``for <var> in <iterable>:`` with a body of ops (``range(0, tl.cdiv(K, BK))``)."""
 
     var: str
-    stop: str
+    iterable: str
     body: tuple
     macro: ClassVar[str] = "for_loop"
 
@@ -112,6 +112,8 @@ class LauncherPlan:
     outputs: tuple[tuple[str, str, str], ...]  # (name, shape expression, torch dtype)
     body: tuple[Op, ...]
     tuned: bool
+    persistent: bool  # the module needs _num_sms
+    descriptors: bool  # the module needs _bad_layout and _descriptor_scratch
     scalars: bool  # some input is a scalar (the module needs _check_scalar)
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str

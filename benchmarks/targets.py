@@ -1,0 +1,230 @@
+"""Issue 5's six performance targets, measured in one process on the GPU.
+
+``python benchmarks/targets.py OUT_DIR`` prints one line per measurement and writes
+``OUT_DIR/targets.csv`` (target, case, value, unit, baseline, ratio) with the device, torch and
+Triton versions in its ``#`` header lines. Every kernel time is the median of
+``triton.testing.do_bench``; baselines are timed in the same run.
+
+1. overhead: each generated seed kernel against its hand-written kernel with the same config
+   (the hand-written time over the generated time, median over a sweep);
+2. matmul: the best matmul specs (``matmul_fast``, ``matmul_fast_bf16``: persistent + TMA,
+   autotuned) and the tutorial spec against cuBLAS at 1024, 2048, 4096, 8192;
+3. launch: microseconds per call in a loop of a 512^3 matmul and a 4 KiB copy, generated
+   launcher against launching the compiled kernel directly (outputs preallocated, arguments
+   precomputed), and a tuned launcher after tuning;
+4. copy: against ``torch.Tensor.copy_`` at 2**24 and 2**28 float32 elements;
+5. grayscale: the spec's default config on a uint8 3 x 8192 x 8192 image (bytes read + written);
+6. tuning: the first call of an autotuned launcher in a fresh process, with an empty Triton
+   cache and again with the cache the first process left (``cache_results=True``).
+"""
+
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.reference import add as ref_add  # noqa: E402
+from tests.reference import copy as ref_copy  # noqa: E402
+from tests.reference import grayscale as ref_grey  # noqa: E402
+from tests.reference import matmul as ref_matmul  # noqa: E402
+from tests.reference import matmul_intel as ref_intel  # noqa: E402
+from tests.reference import matmul_tutorial as ref_tutorial  # noqa: E402
+from tilegen.bench import environment, time_call  # noqa: E402
+from tilegen.runner import load_module  # noqa: E402
+
+gen = {p.stem: load_module(p) for p in (ROOT / "generated").glob("*.py")}
+ROWS: list[tuple] = []
+
+
+def ms(fn) -> float:
+    return time_call(fn)[0]
+
+
+def record(target, case, value, unit, baseline="", ratio=None):
+    ROWS.append((target, case, f"{value:.4g}", unit, baseline, "" if ratio is None else f"{ratio:.3f}"))
+    extra = f" vs {baseline}: {ratio:.3f}x" if ratio is not None else ""
+    print(f"[{target}] {case}: {value:.4g} {unit}{extra}", flush=True)
+
+
+def randn(*shape, dtype=torch.float16):
+    return torch.randn(*shape, device="cuda", dtype=dtype)
+
+
+# ---------------------------------------------------------------------------- 1. no overhead
+def overhead() -> None:
+    cases = []  # (kernel, case, generated fn, hand-written fn)
+    for n in (2**20, 2**24, 2**26):
+        x = randn(n, dtype=torch.float32)
+        cases.append(("copy", f"N={n}", lambda x=x: gen["copy"].copy(x), lambda x=x: ref_copy.copy(x, bs=1024)))
+        y = randn(n, dtype=torch.float32)
+        cases.append(("add", f"N={n}", lambda x=x, y=y: gen["add"].add(x, y), lambda x=x, y=y: ref_add.add(x, y)))
+    for h in (1024, 4096, 8192):
+        img = torch.randint(0, 256, (3, h, h), dtype=torch.uint8, device="cuda")
+        cases.append(("rgb2grey", f"3x{h}x{h}", lambda i=img: gen["rgb2grey"].rgb2grey(i, BH=32, BW=32),
+                      lambda i=img: ref_grey.rgb2grey(i, bs=(32, 32))))
+    for n in (512, 1024, 2048, 4096):
+        a, b = randn(n, n), randn(n, n)
+        cases.append(("matmul_naive", f"{n}^3", lambda a=a, b=b: gen["matmul_naive"].matmul_naive(a, b),
+                      lambda a=a, b=b: ref_matmul.naive_matmul(a, b, bm=64, bn=64, bk=64)))
+        cases.append(("matmul_grouped", f"{n}^3", lambda a=a, b=b: gen["matmul_grouped"].matmul_grouped(a, b),
+                      lambda a=a, b=b: ref_matmul.grouped_matmul(a, b, bm=64, bn=64, bk=64, group_sz=8)))
+        cases.append(("matmul_block_ptr", f"{n}^3", lambda a=a, b=b: gen["matmul_block_ptr"].matmul_block_ptr(a, b),
+                      lambda a=a, b=b: ref_intel.matmul_block_ptr(a, b)))
+        for kernel, hand, names in (
+            ("matmul_tutorial", ref_tutorial.matmul, dict),
+            ("matmul_kmasked", ref_intel.matmul_dummy, dict),
+            ("matmul_grouped_autotuned", ref_matmul.grouped_autotuned_matmul,
+             lambda k: {"bm": k["BM"], "bn": k["BN"], "bk": k["BK"], "group_sz": k["GROUP_SIZE"]}),
+        ):
+            launcher = getattr(gen[kernel], kernel)
+            launcher(a, b)  # tune
+            config = getattr(gen[kernel], f"{kernel}_kernel").best_config
+            # the same config: block sizes, warps and stages (the hand-written launchers splat it)
+            cfg = {**names(config.kwargs), "num_warps": config.num_warps, "num_stages": config.num_stages}
+            cases.append((kernel, f"{n}^3 {config.kwargs}", lambda a=a, b=b, f=launcher: f(a, b),
+                          lambda a=a, b=b, h=hand, c=cfg: h(a, b, config=c)))
+    ratios: dict[str, list[float]] = {}
+    for kernel, case, ours, theirs in cases:
+        ours(), theirs()
+        t_ours, t_theirs = ms(ours), ms(theirs)
+        ratios.setdefault(kernel, []).append(t_theirs / t_ours)
+        record("overhead", f"{kernel} {case}", t_ours * 1e3, "us", "hand-written", t_theirs / t_ours)
+    for kernel, values in ratios.items():
+        record("overhead", f"{kernel} median over sweep", statistics.median(values), "x", "hand-written",
+               statistics.median(values))
+
+
+# ---------------------------------------------------------------------------- 2. matmul vs cuBLAS
+def matmul() -> None:
+    for name, dtype in (("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_tutorial", torch.float16)):
+        launcher = getattr(gen[name], name)
+        for n in (1024, 2048, 4096, 8192):
+            a, b = randn(n, n, dtype=dtype), randn(n, n, dtype=dtype)
+            c = launcher(a, b)
+            err = (c.float() - (a.float() @ b.float())).abs().max().item()
+            t_cublas, t_ours = ms(lambda: torch.matmul(a, b)), ms(lambda: launcher(a, b))
+            tflops = 2 * n**3 / (t_ours * 1e-3) * 1e-12
+            config = getattr(gen[name], f"{name}_kernel").best_config
+            record("matmul", f"{name} {str(dtype)[6:]} {n}^3 (cuBLAS {2 * n**3 / (t_cublas * 1e-3) * 1e-12:.0f} TFLOP/s; "
+                   f"{config.kwargs} w{config.num_warps} s{config.num_stages}; max err {err:.3g})",
+                   tflops, "TFLOP/s", "cuBLAS", t_cublas / t_ours)
+
+
+# ---------------------------------------------------------------------------- 3. launch overhead
+def per_call_us(fn, calls=3000) -> float:
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def launch() -> None:
+    x = randn(1024, dtype=torch.float32)  # 4 KiB
+    z = torch.empty_like(x)
+    copy = gen["copy"]
+    direct = per_call_us(lambda: copy.copy_kernel[(1,)](x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False))
+    ours = per_call_us(lambda: copy.copy(x))
+    alloc = per_call_us(lambda: torch.empty_like(x))
+    record("launch", "copy 4 KiB: direct kernel launch", direct, "us/call")
+    record("launch", "copy 4 KiB: torch.empty alone", alloc, "us/call")
+    record("launch", "copy 4 KiB: generated launcher (checks + allocation + launch)", ours, "us/call", "direct", direct / ours)
+    record("launch", "copy 4 KiB: launcher minus direct launch", ours - direct, "us/call")
+    a, b = randn(512, 512), randn(512, 512)
+    c = torch.empty_like(a)
+    naive = gen["matmul_naive"]
+    direct = per_call_us(lambda: naive.matmul_naive_kernel[(8, 8)](
+        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BM=64, BN=64, BK=64, INT64_OFFSETS=False))
+    ours = per_call_us(lambda: naive.matmul_naive(a, b))
+    record("launch", "matmul 512^3: direct kernel launch", direct, "us/call")
+    record("launch", "matmul 512^3: generated launcher", ours, "us/call", "direct", direct / ours)
+    record("launch", "matmul 512^3: launcher minus direct launch", ours - direct, "us/call")
+    tut = gen["matmul_tutorial"]
+    tut.matmul_tutorial(a, b)  # tune
+    config = tut.matmul_tutorial_kernel.best_config
+    direct = per_call_us(lambda: tut.matmul_tutorial_kernel.fn[(16,)](
+        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False,
+        **config.all_kwargs()))
+    tuned = per_call_us(lambda: tut.matmul_tutorial(a, b))
+    autotuner = per_call_us(lambda: tut.matmul_tutorial_kernel[(16,)](
+        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False))
+    record("launch", "tuned matmul_tutorial 512^3: direct launch of the chosen config", direct, "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", tuned, "us/call", "direct", direct / tuned)
+    record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner.run per call", autotuner, "us/call")
+
+
+# ---------------------------------------------------------------------------- 4. copy, 5. grayscale
+def copy_and_grey() -> None:
+    for n in (2**24, 2**28):
+        x = randn(n, dtype=torch.float32)
+        z = torch.empty_like(x)
+        t_torch, t_ours = ms(lambda: z.copy_(x)), ms(lambda: gen["copy"].copy(x))
+        record("copy", f"N=2**{n.bit_length() - 1} float32", 8 * n / (t_ours * 1e-3) * 1e-12, "TB/s", "torch copy_", t_torch / t_ours)
+    img = torch.randint(0, 256, (3, 8192, 8192), dtype=torch.uint8, device="cuda")
+    grey = gen["rgb2grey"]
+    t = ms(lambda: grey.rgb2grey(img))
+    record("grayscale", "default config, 3x8192x8192 uint8", 4 * 8192 * 8192 / (t * 1e-3) * 1e-12, "TB/s")
+    t_seed = ms(lambda: ref_grey.rgb2grey(img, bs=(32, 32)))
+    record("grayscale", "seed kernel (32x32 tiles)", 4 * 8192 * 8192 / (t_seed * 1e-3) * 1e-12, "TB/s")
+    for bh, bw in [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (8, 256), (4, 512), (16, 128), (2, 1024), (1, 1024), (4, 1024)]:
+        t = ms(lambda: grey.rgb2grey(img, BH=bh, BW=bw))
+        record("grayscale", f"BH={bh} BW={bw}", 4 * 8192 * 8192 / (t * 1e-3) * 1e-12, "TB/s")
+
+
+# ---------------------------------------------------------------------------- 6. tuning cost
+FIRST_CALL = """
+import sys, time, torch
+sys.path.insert(0, {root!r})
+from tilegen.runner import load_module
+mod = load_module(__import__("pathlib").Path({root!r}) / "generated" / "matmul_fast.py")
+a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+torch.cuda.synchronize()
+start = time.perf_counter()
+mod.matmul_fast(a, b)
+torch.cuda.synchronize()
+print(time.perf_counter() - start)
+"""
+
+
+def tuning() -> None:
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "TRITON_CACHE_DIR": cache}
+        script = FIRST_CALL.format(root=str(ROOT))
+        times = []
+        for _ in range(2):
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+            times.append(float(out.stdout.strip().splitlines()[-1]))
+    record("tuning", "matmul_fast 4096^3 first call, empty Triton cache (compile + tune 11 configs)", times[0], "s")
+    record("tuning", "matmul_fast 4096^3 first call, second process (cached)", times[1], "s", "first process", times[0] / times[1])
+
+
+def main(out_dir: Path, parts: list[str]) -> None:
+    steps = {"overhead": overhead, "matmul": matmul, "launch": launch, "copy": copy_and_grey, "tuning": tuning}
+    meta = environment()
+    print(meta, flush=True)
+    for name in parts or list(steps):
+        steps[name]()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with (out_dir / "targets.csv").open("w", newline="", encoding="utf-8") as handle:
+        for key, value in meta.items():
+            handle.write(f"# {key}: {value}\n")
+        writer = csv.writer(handle)
+        writer.writerow(["target", "case", "value", "unit", "baseline", "ratio"])
+        writer.writerows(ROWS)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:])

@@ -79,7 +79,7 @@ def add_loop(x, y, *, BLOCK_SIZE=1024):
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
         _bad_input("add_loop", "y", y, torch.float32, 1)
     device = x.device
-    if y.device != device or (device.type == "cpu" and not _INTERPRET):
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
         _bad_device("add_loop", x=x, y=y)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
@@ -88,7 +88,7 @@ def add_loop(x, y, *, BLOCK_SIZE=1024):
     if _y0 != N:
         raise ValueError(f"add_loop: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     z = torch.empty((N,), device=device, dtype=torch.float32)
-    if z.numel() == 0:  # nothing to compute: no launch
+    if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
     _y_strides = y.stride()
@@ -97,7 +97,7 @@ def add_loop(x, y, *, BLOCK_SIZE=1024):
     add_loop_kernel[grid](
         x, y, z,
         N,
-        *_x_strides, *_y_strides, *z.stride(),
+        *_x_strides, *_y_strides, 1,
         BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
     )
     return z

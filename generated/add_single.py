@@ -67,7 +67,7 @@ def add_single(x, y):
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
         _bad_input("add_single", "y", y, torch.float32, 1)
     device = x.device
-    if y.device != device or (device.type == "cpu" and not _INTERPRET):
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
         _bad_device("add_single", x=x, y=y)
     N, = x.shape
     _y0, = y.shape
@@ -76,12 +76,12 @@ def add_single(x, y):
     if N & (N - 1) or N > 1048576:
         raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be a power of two <= 1048576, got {N}")
     z = torch.empty((N,), device=device, dtype=torch.float32)
-    if z.numel() == 0:  # nothing to compute: no launch
+    if N == 0:  # nothing to compute: no launch
         return z
     grid = (1,)
     add_single_kernel[grid](
         x, y, z,
-        *x.stride(), *y.stride(), *z.stride(),
+        *x.stride(), *y.stride(), 1,
         N=N,
     )
     return z

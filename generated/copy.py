@@ -73,21 +73,21 @@ def copy(x, *, BS=1024):
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
         _bad_input("copy", "x", x, torch.float32, 1)
     device = x.device
-    if (device.type == "cpu" and not _INTERPRET):
+    if (not x.is_cuda and not _INTERPRET):
         _bad_device("copy", x=x)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _bad_block("copy", "BS", BS)
     N, = x.shape
     z = torch.empty((N,), device=device, dtype=torch.float32)
-    if z.numel() == 0:  # nothing to compute: no launch
+    if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(N, BS),)
+    grid = ((N + BS - 1) // BS,)
     copy_kernel[grid](
         x, z,
         N,
-        *_x_strides, *z.stride(),
+        *_x_strides, 1,
         BS=BS, INT64_OFFSETS=int64,
     )
     return z

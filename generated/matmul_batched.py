@@ -102,7 +102,7 @@ def matmul_batched(a, b, *, BM=64, BN=64, BK=32):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
         _bad_input("matmul_batched", "b", b, torch.float16, 3)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_batched", a=a, b=b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_batched", "BM", BM)
@@ -117,16 +117,16 @@ def matmul_batched(a, b, *, BM=64, BN=64, BK=32):
     if _b1 != K:
         raise ValueError(f"matmul_batched: b dimension 1 (K) is {_b1}, but a dimension 2 gives K = {K}")
     c = torch.empty((B, M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    grid = (B, triton.cdiv(M, BM), triton.cdiv(N, BN))
+    grid = (B, (M + BM - 1) // BM, (N + BN - 1) // BN)
     matmul_batched_kernel[grid](
         a, b, c,
         B, M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, M * N, N, 1,
         BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
     )
     return c

@@ -103,7 +103,7 @@ def matmul_block_ptr(a, b, *, BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32,
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_block_ptr", a=a, b=b)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
@@ -118,16 +118,16 @@ def matmul_block_ptr(a, b, *, BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32,
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty((M, N), device=device, dtype=torch.float32)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(M, BLOCK_SIZE_M) * triton.cdiv(N, BLOCK_SIZE_N),)
+    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N),)
     matmul_block_ptr_kernel[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
     )
     return c

@@ -144,7 +144,7 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         _bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
     alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
     device = a.device
-    if b.device != device or bias.device != device or residual.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_epilogue", "BM", BM)
@@ -165,19 +165,19 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
     if _residual1 != N:
         raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
     c = torch.empty((M, N), device=device, dtype=torch.bfloat16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     _bias_strides = bias.stride()
     _residual_strides = residual.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(M, BM) * triton.cdiv(N, BN),)
+    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN),)
     matmul_epilogue_kernel[grid](
         a, b, bias, residual, c,
         M, K, N,
         alpha,
-        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, *c.stride(),
+        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
         BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
     )
     return c

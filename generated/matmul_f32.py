@@ -99,7 +99,7 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
         _bad_input("matmul_f32", "b", b, torch.float32, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_f32", a=a, b=b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_f32", "BM", BM)
@@ -112,16 +112,16 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
     if _b0 != K:
         raise ValueError(f"matmul_f32: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty((M, N), device=device, dtype=torch.float32)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN)
     matmul_f32_kernel[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
     )
     return c

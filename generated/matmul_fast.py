@@ -167,14 +167,14 @@ def matmul_fast(a, b, *, GROUP_SIZE_M=8):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_fast", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_fast", a=a, b=b)
     M, K = a.shape
     _b0, N = b.shape
     if _b0 != K:
         raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
@@ -188,7 +188,7 @@ def matmul_fast(a, b, *, GROUP_SIZE_M=8):
     if not _INTERPRET:
         triton.set_allocator(_descriptor_scratch)
     NUM_SMS = _num_sms(device)
-    grid = lambda meta: (min(NUM_SMS, triton.cdiv(M, meta["BM"]) * triton.cdiv(N, meta["BN"])),)
+    grid = lambda meta: (min(NUM_SMS, ((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"])),)
     config = _TUNED.get((M, N, K))
     if config is None and _INTERPRET:
         config = _interpreter_config("matmul_fast", 10)

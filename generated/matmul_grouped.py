@@ -101,7 +101,7 @@ def matmul_grouped(a, b, *, BM=64, BN=64, BK=64, GROUP_SIZE=8):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_grouped", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_grouped", a=a, b=b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_grouped", "BM", BM)
@@ -116,16 +116,16 @@ def matmul_grouped(a, b, *, BM=64, BN=64, BK=64, GROUP_SIZE=8):
     if K % BK:
         raise ValueError(f"matmul_grouped: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN)
     matmul_grouped_kernel[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
     )
     return c

@@ -137,7 +137,7 @@ def matmul_grouped_autotuned(a, b):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_grouped_autotuned", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_grouped_autotuned", a=a, b=b)
     M, K = a.shape
     _b0, N = b.shape
@@ -146,12 +146,12 @@ def matmul_grouped_autotuned(a, b):
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (triton.cdiv(M, meta["BM"]), triton.cdiv(N, meta["BN"]))
+    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"])
     config = _TUNED.get((M, N, K))
     if config is None and _INTERPRET:
         config = _interpreter_config("matmul_grouped_autotuned", 7)
@@ -159,7 +159,7 @@ def matmul_grouped_autotuned(a, b):
         matmul_grouped_autotuned_kernel[grid](
             a, b, c,
             M, K, N,
-            *_a_strides, *_b_strides, *c.stride(),
+            *_a_strides, *_b_strides, N, 1,
             INT64_OFFSETS=int64,
         )
         _TUNED[(M, N, K)] = matmul_grouped_autotuned_kernel.best_config.all_kwargs()
@@ -167,7 +167,7 @@ def matmul_grouped_autotuned(a, b):
     matmul_grouped_autotuned_kernel.fn[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         INT64_OFFSETS=int64,
         **config,
     )

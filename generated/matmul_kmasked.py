@@ -136,19 +136,19 @@ def matmul_kmasked(a, b):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_kmasked", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_kmasked", a=a, b=b)
     M, K = a.shape
     _b0, N = b.shape
     if _b0 != K:
         raise ValueError(f"matmul_kmasked: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]), triton.cdiv(N, meta["BLOCK_SIZE_N"]))
+    grid = lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"])
     config = _TUNED.get((M, N, K))
     if config is None and _INTERPRET:
         config = _interpreter_config("matmul_kmasked", 6)
@@ -156,7 +156,7 @@ def matmul_kmasked(a, b):
         matmul_kmasked_kernel[grid](
             a, b, c,
             M, K, N,
-            *_a_strides, *_b_strides, *c.stride(),
+            *_a_strides, *_b_strides, N, 1,
             INT64_OFFSETS=int64,
         )
         _TUNED[(M, N, K)] = matmul_kmasked_kernel.best_config.all_kwargs()
@@ -164,7 +164,7 @@ def matmul_kmasked(a, b):
     matmul_kmasked_kernel.fn[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         INT64_OFFSETS=int64,
         **config,
     )

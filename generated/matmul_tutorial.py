@@ -163,7 +163,7 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
         _bad_input("matmul_tutorial", "b", b, torch.float16, 2)
     device = a.device
-    if b.device != device or (device.type == "cpu" and not _INTERPRET):
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_tutorial", a=a, b=b)
     if activation not in ("none", "leaky_relu"):
         raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
@@ -174,12 +174,12 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     if K % 32:
         raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
     c = torch.empty((M, N), device=device, dtype=torch.float16)
-    if c.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+    grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]),)
     config = _TUNED.get((M, N, K))
     if config is None and _INTERPRET:
         config = _interpreter_config("matmul_tutorial", 9)
@@ -187,7 +187,7 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
         matmul_tutorial_kernel[grid](
             a, b, c,
             M, K, N,
-            *_a_strides, *_b_strides, *c.stride(),
+            *_a_strides, *_b_strides, N, 1,
             GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
         )
         _TUNED[(M, N, K)] = matmul_tutorial_kernel.best_config.all_kwargs()
@@ -195,7 +195,7 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     matmul_tutorial_kernel.fn[grid](
         a, b, c,
         M, K, N,
-        *_a_strides, *_b_strides, *c.stride(),
+        *_a_strides, *_b_strides, N, 1,
         GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
         **config,
     )

@@ -83,7 +83,7 @@ def rgb2grey(x, *, BH=2, BW=1024):
     if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
         _bad_input("rgb2grey", "x", x, torch.uint8, 3)
     device = x.device
-    if (device.type == "cpu" and not _INTERPRET):
+    if (not x.is_cuda and not _INTERPRET):
         _bad_device("rgb2grey", x=x)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _bad_block("rgb2grey", "BH", BH)
@@ -93,15 +93,15 @@ def rgb2grey(x, *, BH=2, BW=1024):
     if _x0 != 3:
         raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
     y = torch.empty((H, W), device=device, dtype=torch.uint8)
-    if y.numel() == 0:  # nothing to compute: no launch
+    if H == 0 or W == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()
     int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(H, BH), triton.cdiv(W, BW))
+    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW)
     rgb2grey_kernel[grid](
         x, y,
         H, W,
-        *_x_strides, *y.stride(),
+        *_x_strides, W, 1,
         BH=BH, BW=BW, INT64_OFFSETS=int64,
     )
     return y

@@ -90,7 +90,7 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
     if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
         _bad_input("swizzle", "x", x, torch.int64, 2)
     device = x.device
-    if (device.type == "cpu" and not _INTERPRET):
+    if (not x.is_cuda and not _INTERPRET):
         _bad_device("swizzle", x=x)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("swizzle", "BM", BM)
@@ -98,15 +98,15 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
         _bad_block("swizzle", "BN", BN)
     M, N = x.shape
     z = torch.empty((M, N), device=device, dtype=torch.int64)
-    if z.numel() == 0:  # nothing to compute: no launch
+    if M == 0 or N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN))
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN)
     swizzle_kernel[grid](
         x, z,
         M, N,
-        *_x_strides, *z.stride(),
+        *_x_strides, N, 1,
         BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
     )
     return z

@@ -304,4 +304,4 @@ def test_persistent_source_loops_over_tiles():
     assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):" in text
     assert "a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_a_m, stride_a_k], block_shape=[BM, BK])" in text
     assert "c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.float16))" in text
-    assert "grid = lambda meta: (min(NUM_SMS, triton.cdiv(M, meta[\"BM\"]) * triton.cdiv(N, meta[\"BN\"])),)" in text
+    assert 'grid = lambda meta: (min(NUM_SMS, ((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"])),)' in text

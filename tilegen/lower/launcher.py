@@ -141,6 +141,12 @@ def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[s
     return checks
 
 
+def cdiv(size: str, block: str) -> str:
+    """Ceiling division as plain integer arithmetic: ``triton.cdiv`` is a Triton builtin that
+    costs about 2.5 us per host call, more than the rest of a launcher's checks together."""
+    return f"({size} + {block} - 1) // {block}"
+
+
 def _grid(spec: m.Spec) -> str:
     """The launch grid: a tuple, or ``lambda meta: ...`` when tuned block sizes shape it."""
     tuned = set(spec.tuned_params)
@@ -150,7 +156,7 @@ def _grid(spec: m.Spec) -> str:
 
     if spec.flat:
         a, b = spec.grid
-        tiles = f"triton.cdiv({a.dim.id}, {block(a.block.id)}) * triton.cdiv({b.dim.id}, {block(b.block.id)})"
+        tiles = f"({cdiv(a.dim.id, block(a.block.id))}) * ({cdiv(b.dim.id, block(b.block.id))})"
         sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
     else:
         sizes = []
@@ -160,7 +166,7 @@ def _grid(spec: m.Spec) -> str:
             elif axis.bounds == "whole":
                 sizes.append("1")
             else:
-                sizes.append(f"triton.cdiv({axis.dim.id}, {block(axis.block.id)})")
+                sizes.append(cdiv(axis.dim.id, block(axis.block.id)))
     text = tuple_text(sizes or ["1"])
     return f"lambda meta: {text}" if tuned else text
 
@@ -193,6 +199,12 @@ def _docstring(spec: m.Spec) -> str:
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
     return "\n".join(lines)
+
+
+def _strides(tensor: m.Tensor) -> str:
+    """The strides of a new contiguous output, from its sizes (no ``.stride()`` call)."""
+    dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+    return ", ".join(" * ".join(dims[i + 1:]) or "1" for i in range(len(dims)))
 
 
 def _int64_condition(spec: m.Spec) -> str:
@@ -241,7 +253,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     tensors = ", ".join(f"{t.name.id}={t.name.id}" for t in arrays_in)
     body.append(
         IfBlock(
-            " or ".join([*others, '(device.type == "cpu" and not _INTERPRET)']),
+            " or ".join([*others, f"(not {first}.is_cuda and not _INTERPRET)"]),
             "",
             (Line(f'_bad_device("{name}", {tensors})'),),
         )
@@ -268,7 +280,10 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         outputs.append((tensor.name.id, tuple_text(dims), m.DTYPES[tensor.dtype.id][1]))
         body.append(Line(f"{tensor.name.id} = torch.empty({tuple_text(dims)}, device=device, dtype={m.DTYPES[tensor.dtype.id][1]})"))
     returns = ", ".join(t.name.id for t in spec.outputs)
-    empty = " or ".join(f"{t.name.id}.numel() == 0" for t in spec.outputs)
+    extents = {
+        d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
+    }
+    empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=size_symbols(spec).index)) or "False"
     body.append(IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),)))
     whole = whole_dims(spec)
     args = [
@@ -280,7 +295,8 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     bound_strides = [t for t in spec.arrays if descriptors or (kernel.int64 and t.role == "in")]
     for t in bound_strides:
         body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
-    args.append(tuple(f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
+    args.append(tuple(_strides(t) if t.role == "out" and t not in bound_strides else
+                      f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
     if descriptors:
         body += _descriptor_checks(spec, name)
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)

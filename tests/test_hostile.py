@@ -68,21 +68,12 @@ GENERATED = ["tl", "triton", "torch", "os", "warnings", "grid", "reference", "de
 #: The generated kernel function of the default kernel name ``k``.
 OWN_KERNEL = "k_kernel"
 
-OWN_KERNEL_BUG = (
-    "a name equal to '<kernel>_kernel' is not reserved: in the launcher it shadows the module's "
-    "kernel function (a tensor named k_kernel in kernel k makes k(...) fail with "
-    "\"'Tensor' object is not callable\")"
-)
-KERNEL_WORD_BUG = (
-    "the kernel-name check skips the language's words (RESERVED - KEYWORDS), but the contextual "
-    "lexer accepts them after 'kernel': 'kernel in' / 'for' / 'as' / 'from' generate 'def in(...)' "
-    "(a module that does not compile); 'kernel grid', 'kernel block', ... build, against "
-    "docs/language.md ('not a word of the language')"
-)
+#: Kernel names are module-level (``<name>``, ``<name>_kernel``): a word of the language is a
+#: valid kernel name (``kernel swizzle``) unless it is a Python keyword (``kernel in``).
+KERNEL_NAME_OK = {word for word in LANGUAGE_WORDS if not keyword.iskeyword(word)}
 
-#: (name, position) pairs the checker does not refuse yet: each is a strict xfail below.
-NOT_RESERVED_YET = {(OWN_KERNEL, position): OWN_KERNEL_BUG for position in POSITIONS if position != "kernel"}
-NOT_RESERVED_YET |= {(word, "kernel"): KERNEL_WORD_BUG for word in LANGUAGE_WORDS}
+#: Names shaped like the kernel's own arguments are reserved in every position but the kernel.
+ARGUMENT_SHAPED = ["x_ptr", "z_ptr", "N_ptr", "stride_x_n", "stride_z_n", "a_desc", "_x_strides"]
 
 
 def _reserved_cases():
@@ -94,15 +85,13 @@ def _reserved_cases():
         ("private", PRIVATE),
         ("generated", GENERATED),
         ("own-kernel", [OWN_KERNEL]),
+        ("argument", ARGUMENT_SHAPED),
     ]:
         for name in names:
             for position in POSITIONS:
-                if position == "kernel" and name == OWN_KERNEL:
-                    continue  # kernel k_kernel defines k_kernel and k_kernel_kernel: no clash
-                marks = ()
-                if (name, position) in NOT_RESERVED_YET:
-                    marks = pytest.mark.xfail(strict=True, reason=NOT_RESERVED_YET[(name, position)])
-                cases.append(pytest.param(name, position, id=f"{group}-{name}-{position}", marks=marks))
+                if position == "kernel" and (group in ("own-kernel", "argument") or name in KERNEL_NAME_OK):
+                    continue  # module-level names: kernel x_ptr defines x_ptr and x_ptr_kernel, no clash
+                cases.append(pytest.param(name, position, id=f"{group}-{name}-{position}"))
     return cases
 
 
@@ -125,14 +114,12 @@ def test_reserved_name_is_refused(name, position):
 
 
 def _word_cases():
-    cases = []
-    for word in LANGUAGE_WORDS:
-        for position in POSITIONS:
-            marks = ()
-            if (word, position) in NOT_RESERVED_YET:
-                marks = pytest.mark.xfail(strict=True, reason=NOT_RESERVED_YET[(word, position)])
-            cases.append(pytest.param(word, position, id=f"{word}-{position}", marks=marks))
-    return cases
+    return [
+        pytest.param(word, position, id=f"{word}-{position}")
+        for word in LANGUAGE_WORDS
+        for position in POSITIONS
+        if not (position == "kernel" and word in KERNEL_NAME_OK)
+    ]
 
 
 @pytest.mark.parametrize("word,position", _word_cases())
@@ -141,6 +128,12 @@ def test_language_word_as_name_is_refused(word, position):
     with pytest.raises(SpecError) as info:
         compile_spec(full_spec(**{position: word}), PATH)
     assert info.value.render().startswith(f"{PATH}:")
+
+
+@pytest.mark.parametrize("word", sorted(KERNEL_NAME_OK))
+def test_language_word_is_a_valid_kernel_name(tmp_path, word):
+    module = compile_spec(full_spec(kernel=word), PATH)
+    compile(module.source, "gen.py", "exec")
 
 
 #: A 1D spec whose input name is a placeholder; gelu(tanh) pulls in a module-level helper.
@@ -159,8 +152,8 @@ kernel {kernel}
     [
         ("k", "k"),  # the kernel's name as a tensor name: the launcher's argument shadows it
         ("x", "x"),
-        ("k", "x_ptr"), ("k", "stride_x_n"), ("k", "pid_i"), ("k", "offs_i"), ("k", "mask_i"),
-        ("k", "z_ptr"), ("k", "N_ptr"), ("k", "stride_z_n"), ("k", "gelu_tanh"), ("k", "cdiv"),
+        ("k", "pid_i"), ("k", "offs_i"), ("k", "mask_i"), ("k", "x_pt"), ("k", "strides_x"),
+        ("k", "gelu_tanh"), ("k", "cdiv"),
         ("k", "copy"), ("k", "tanh"), ("k", "z_value"), ("k", "rows"),
         ("k", "kernel_"), ("k", "K_kernel"),
     ],
@@ -202,27 +195,15 @@ def _builtins_used_by_generated_modules() -> list[str]:
     return sorted(used - RESERVED)
 
 
-BUILTIN_SHADOW_BUG = (
-    "launchers use builtins inline ('if type(BS) is not int', 'isinstance(x, torch.Tensor)', "
-    "'raise ValueError(...)') and the checker does not reserve them: a tensor or size named "
-    "'type', 'isinstance' or 'ValueError' shadows the builtin and the launcher fails "
-    "(\"'Tensor' object is not callable\")"
-)
-#: (name, position) that break the launcher today: strict xfails.
-BUILTIN_SHADOWS = {
-    (name, position) for name in ("type", "isinstance", "ValueError") for position in ("tensor", "dim")
-}
+def test_every_builtin_the_generated_modules_use_is_reserved():
+    """Launchers call isinstance, type, abs, min, ValueError, ... inline: a spec name equal to
+    one would shadow it, so the checker reserves every builtin."""
+    assert _builtins_used_by_generated_modules() == []
 
 
 def _builtin_cases():
-    cases = []
-    for name in _builtins_used_by_generated_modules():
-        for position in ("tensor", "dim"):
-            marks = ()
-            if (name, position) in BUILTIN_SHADOWS:
-                marks = pytest.mark.xfail(strict=True, reason=BUILTIN_SHADOW_BUG)
-            cases.append(pytest.param(name, position, id=f"{name}-{position}", marks=marks))
-    return cases
+    return [pytest.param(name, position, id=f"{name}-{position}")
+            for name in ("type", "isinstance", "ValueError", "abs", "min") for position in ("tensor", "dim")]
 
 
 @pytest.mark.parametrize("name,position", _builtin_cases())
@@ -433,23 +414,16 @@ def test_hostile_module_imports_without_side_effects(tmp_path, capfd):
 
 
 # Lark counts lines by "\n" only; str.splitlines() also splits at \r, \v, \f, \x1c-\x1e,
-# \x85, \u2028 and \u2029. The kernel's "# path:line: text" comments and the error report's
-# quoted line take the text by splitlines(), so such a character in a comment shifts them.
+# \x85, \u2028 and \u2029. tilegen takes spec lines the parser's way (model.source_lines), so
+# such a character in a comment does not shift the quoted lines.
 LINE_BREAKERS = {"cr": "\r", "form-feed": "\x0c", "vertical-tab": "\x0b", "line-separator": "\u2028",
                  "next-line": "\u0085", "file-separator": "\x1c"}
-SHIFT_BUG = (
-    "tilegen takes spec lines with str.splitlines(), which also splits at \\r, \\f, \\v, \\x1c, "
-    "\\x85, \\u2028, \\u2029, while Lark numbers lines by \\n only: a comment holding one shifts "
-    "every later '# spec:line: text' comment (and the error report's quoted line) by one line"
-)
-
-
 def _lines_by_newline(text: str) -> list[str]:
     return text.split("\n")
 
 
 @pytest.mark.parametrize(
-    "breaker", [pytest.param(v, id=k, marks=pytest.mark.xfail(strict=True, reason=SHIFT_BUG)) for k, v in LINE_BREAKERS.items()]
+    "breaker", [pytest.param(v, id=k) for k, v in LINE_BREAKERS.items()]
     + [pytest.param("\t", id="tab-control")],
 )
 def test_kernel_comments_quote_the_line_they_name(breaker):
@@ -465,7 +439,7 @@ def test_kernel_comments_quote_the_line_they_name(breaker):
 
 
 @pytest.mark.parametrize(
-    "breaker", [pytest.param(v, id=k, marks=pytest.mark.xfail(strict=True, reason=SHIFT_BUG)) for k, v in LINE_BREAKERS.items()]
+    "breaker", [pytest.param(v, id=k) for k, v in LINE_BREAKERS.items()]
     + [pytest.param("\t", id="tab-control")],
 )
 def test_error_report_quotes_the_line_it_names(breaker):
@@ -477,11 +451,6 @@ def test_error_report_quotes_the_line_it_names(breaker):
     assert quoted.strip() == "z[i] = q[i]"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a lone surrogate in a comment raises UnicodeEncodeError (spec_hash encodes the text "
-    "as UTF-8) instead of a SpecError; reachable with text read with errors='surrogateescape'",
-)
 def test_lone_surrogate_in_comment_is_a_spec_error_or_builds():
     text = "# \ud800\n" + BASE
     try:
@@ -494,25 +463,16 @@ def test_lone_surrogate_in_comment_is_a_spec_error_or_builds():
 
 # --------------------------------------------------------------------------- display paths
 
-PATH_BUG = (
-    "the display path is pasted unescaped into the header comment and docstrings: a spec file "
-    "whose name holds '\"\"\"' or a newline gives a module that does not compile, or runs code "
-    "(a file named 'x\\nimport os; os.system(\"echo pwned\") #.tile'); a backslash makes an "
-    "invalid escape in the docstrings (a warning; '\\N' is a SyntaxError)"
-)
-
-
 @pytest.mark.parametrize(
     "path",
     [
         pytest.param("specs/plain.tile", id="plain"),
-        pytest.param("specs/back\\slash.tile", id="backslash", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
-        pytest.param("specs/\\N.tile", id="backslash-N", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
+        pytest.param("specs/back\\slash.tile", id="backslash"),
+        pytest.param("specs/\\N.tile", id="backslash-N"),
         pytest.param("specs/{braces}.tile", id="braces"),
-        pytest.param('specs/x""".tile', id="triple-quote", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
-        pytest.param('specs/x\nimport os; os.system("echo pwned") #.tile', id="newline-injection",
-                     marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
-        pytest.param("specs/x\r.tile", id="cr", marks=pytest.mark.xfail(strict=True, reason=PATH_BUG)),
+        pytest.param('specs/x""".tile', id="triple-quote"),
+        pytest.param('specs/x\nimport os; os.system("echo pwned") #.tile', id="newline-injection"),
+        pytest.param("specs/x\r.tile", id="cr"),
     ],
 )
 def test_hostile_display_path_stays_in_comments_and_strings(path):

@@ -337,31 +337,14 @@ kernel {name}
   swizzle m, n group 2 as sm, sn
 {body}"""
 
-SWIZZLE_LOCAL_BUG = (
-    "a tile over the grid axes (a local or a declared tile) stored through the swizzle aliases "
-    "is broadcast as t[None, None]: the kernel fails at launch ('Expected pointer argument to "
-    "have shape [1, 1, 4, 4]')"
-)
-SWIZZLE_LOAD_BUG = (
-    "z[sm, sn] = x[sm, sn] (load and store both at the swizzled tile: a copy) runs as a copy "
-    "in the kernel, but reference() moves every element to its swizzled position"
-)
-
-
 @pytest.mark.parametrize(
     "body",
     [
         pytest.param("  z[sm, sn] = x[m, n] * 2\n", id="load-then-store"),
         pytest.param("  z[sm, sn] = relu(x[m, n])\n", id="call"),
         pytest.param("  z[m, n] = x[m, n] + 1\n", id="unswizzled"),
-        pytest.param("  t = x[m, n]\n  z[sm, sn] = t\n", id="local",
-                     marks=pytest.mark.xfail(strict=True, reason=SWIZZLE_LOCAL_BUG)),
-        pytest.param("  acc: f32[m, n] = 1\n  z[sm, sn] = acc + x[m, n]\n", id="declared",
-                     marks=pytest.mark.xfail(strict=True, reason=SWIZZLE_LOCAL_BUG)),
-        pytest.param("  t = x[sm, sn]\n  z[m, n] = t\n", id="local-from-alias",
-                     marks=pytest.mark.xfail(strict=True, reason=SWIZZLE_LOCAL_BUG)),
-        pytest.param("  z[sm, sn] = x[sm, sn]\n", id="alias-to-alias",
-                     marks=pytest.mark.xfail(strict=True, reason=SWIZZLE_LOAD_BUG)),
+        pytest.param("  t = x[m, n]\n  z[sm, sn] = t\n", id="local"),
+        pytest.param("  acc: f32[m, n] = 1\n  z[sm, sn] = acc + x[m, n]\n", id="declared"),
     ],
 )
 def test_swizzle_alias_specs_match_reference(request, body):
@@ -370,12 +353,14 @@ def test_swizzle_alias_specs_match_reference(request, body):
     assert_matches(getattr(module, kernel)(x), module.reference(x))
 
 
-CONSTANT_STORE_BUG = (
-    "a store whose value spans no axis (a constant, or a local holding one) is lowered as "
-    "'<value>.to(dtype)': 'z[i] = 2' gives '2.to(tl.float32)' (a SyntaxError in the module), "
-    "'z[i] = 2.5' / '-2' / 't = 3' fail at launch ('float' object has no attribute 'to'), "
-    "'relu(2)' fails in reference()"
-)
+@pytest.mark.parametrize("body", ["  t = x[sm, sn]\n  z[m, n] = t\n", "  z[sm, sn] = x[sm, sn]\n"])
+def test_loads_through_swizzle_aliases_are_refused(body):
+    from tilegen.errors import SpecError
+
+    with pytest.raises(SpecError, match="swizzled axis 'sm' can only index the tensor a statement stores to"):
+        _build(SWIZZLED.format(name="swz_refused", body=body), "swz")
+
+
 CONSTANT = """\
 kernel {name}
   in  x: f32[N]
@@ -389,21 +374,15 @@ kernel {name}
     "body",
     [
         pytest.param("  z[i] = x[i] * 0 + 2\n", id="via-load"),
-        pytest.param("  z[i] = 2\n", id="int", marks=pytest.mark.xfail(strict=True, reason=CONSTANT_STORE_BUG)),
-        pytest.param("  z[i] = 2.5\n", id="float", marks=pytest.mark.xfail(strict=True, reason=CONSTANT_STORE_BUG)),
-        pytest.param("  z[i] = -2\n", id="negative", marks=pytest.mark.xfail(strict=True, reason=CONSTANT_STORE_BUG)),
-        pytest.param("  t = 3\n  z[i] = t\n", id="local", marks=pytest.mark.xfail(strict=True, reason=CONSTANT_STORE_BUG)),
-        pytest.param("  z[i] = relu(2)\n", id="call", marks=pytest.mark.xfail(strict=True, reason=CONSTANT_STORE_BUG)),
+        pytest.param("  z[i] = 2\n", id="int"),
+        pytest.param("  z[i] = 2.5\n", id="float"),
+        pytest.param("  z[i] = -2\n", id="negative"),
+        pytest.param("  t = 3\n  z[i] = t\n", id="local"),
+        pytest.param("  z[i] = relu(2)\n", id="call"),
     ],
 )
 def test_constant_stores_build_a_module_that_matches_reference(request, body):
-    # Refusing such a spec with a SpecError would also be fine; crashing is not.
-    from tilegen.errors import SpecError
-
-    try:
-        module, kernel = _build(CONSTANT.format(name=f"const_{request.node.callspec.id.replace('-', '_')}", body=body), "const")
-    except SpecError:
-        return
+    module, kernel = _build(CONSTANT.format(name=f"const_{request.node.callspec.id.replace('-', '_')}", body=body), "const")
     x = torch.randn(20)
     out = getattr(module, kernel)(x)
     assert_matches(out, module.reference(x))

@@ -9,6 +9,7 @@ inputs are not.
 
 from __future__ import annotations
 
+import builtins
 import keyword
 from dataclasses import dataclass, field
 
@@ -55,9 +56,13 @@ RESERVED = frozenset(
     | set(FUNCTIONS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
-    | {"device", "launch", "int64", "config", "NUM_SMS"}  # launcher locals, kernel constexprs
-    | {"True", "False", "None", "range", "min", "max", "abs", "len", "int", "float", "print"}
+    | {"device", "launch", "int64", "config", "NUM_SMS", "INT64_OFFSETS"}  # launcher locals, kernel constexprs
+    | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )
+
+#: Name shapes the generated kernel uses for its own arguments (``x_ptr``, ``stride_x_n``).
+GENERATED_PREFIXES = ("_", "apply_", "stride_")
+GENERATED_SUFFIXES = ("_ptr", "_desc", "_strides")
 
 #: Operand dtypes ``tl.dot`` takes, and the accumulator dtypes each may add into.
 DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",)}
@@ -98,8 +103,18 @@ class Checker:
     def define(self, name: m.Name, what: str) -> None:
         """Record a new name; report reserved, dunder and duplicate names."""
         ident = name.id
-        if ident in RESERVED or ident.startswith(("_", "apply_")):
-            why = " (names starting with '_' or 'apply_' are kept for generated code)" if ident not in RESERVED else ""
+        generated = (
+            ident.startswith(GENERATED_PREFIXES)
+            or ident.endswith(GENERATED_SUFFIXES)
+            or ident == f"{self.spec.name.id}_kernel"
+        )
+        if ident in RESERVED or generated:
+            why = (
+                " (names starting with _, apply_ or stride_, ending in _ptr, _desc or _strides, and the "
+                "kernel's own <name>_kernel are kept for generated code)"
+                if generated and ident not in RESERVED
+                else ""
+            )
             self.errors.error(f"{what} name '{ident}' is reserved{why}; choose another name", name.span)
         elif ident in self.names:
             first = self.names[ident]
@@ -156,7 +171,9 @@ class Checker:
         spec = self.spec
         # The kernel name lives at module level (``<name>``, ``<name>_kernel``), apart from the
         # kernel's own names, so it only has to avoid reserved and private names.
-        if spec.name.id in RESERVED - KEYWORDS or spec.name.id.startswith(("_", "apply_")):
+        # A kernel may share a language word's name (kernel swizzle), not a Python keyword's.
+        name = spec.name.id
+        if name in RESERVED - KEYWORDS or keyword.iskeyword(name) or name.startswith(("_", "apply_")):
             self.errors.error(f"kernel name '{spec.name.id}' is reserved; choose another name", spec.name.span)
         for tensor in spec.tensors:
             self.define(tensor.name, "tensor")
@@ -266,6 +283,8 @@ class Checker:
 
     def check_choice(self, choice: m.Choice) -> None:
         self.define(choice.name, "choice")
+        # The kernel's constexpr ACTIVATION for 'choose activation' must not clash either.
+        self.define(m.Name(choice.constexpr, choice.name.span), "choice constexpr")
         seen: set[str] = set()
         for option in choice.options:
             if option.id not in CHOICE_OPTIONS:
@@ -336,7 +355,7 @@ class Checker:
                     )
                 if not item.is_int:
                     self.errors.error("a constant index must be an integer", item.span)
-                elif isinstance(dim, m.Number) and int(item.text) >= int(dim.text):
+                elif isinstance(dim, m.Number) and dim.is_int and int(item.text) >= int(dim.text):
                     self.errors.error(
                         f"index {item.text} is out of range for dimension {position} of "
                         f"'{tensor.name.id}' (size {dim.text})",
@@ -347,6 +366,12 @@ class Checker:
             if axis is None:
                 self.errors.error(f"unknown axis '{item.id}'", item.span)
                 continue
+            if item.id in self.alias_of and not writing:
+                self.errors.error(
+                    f"swizzled axis '{item.id}' can only index the tensor a statement stores to; "
+                    f"load with '{self.alias_of[item.id]}'",
+                    item.span,
+                )
             if not isinstance(dim, m.Name) or dim.id != axis.dim.id:
                 dim_text = dim.id if isinstance(dim, m.Name) else dim.text
                 self.errors.error(

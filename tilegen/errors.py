@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilegen.model import Span
+from tilegen.model import Span, source_lines
 
 #: At most this many diagnostics are reported for one spec; later ones are dropped.
 MAX_DIAGNOSTICS = 20
@@ -29,7 +29,7 @@ class Diagnostic:
         ``source`` is the full spec text the span points into; the caret underlines the span
         on its first line (at least one character).
         """
-        lines = source.splitlines()
+        lines = source_lines(source)
         head = f"{path}:{self.span.line}:{self.span.column}: error: {self.message}"
         if not 1 <= self.span.line <= len(lines):
             return head

@@ -39,6 +39,12 @@ ACCESS_STYLES = ("pointers", "block_ptr", "descriptor")
 LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines of a spec as the parser numbers them: split at ``\\n`` only (``str.splitlines``
+    also splits at ``\\x0c``, ``\\x85``, ``\\u2028``, ..., which would shift line numbers)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 @dataclass(frozen=True)
 class Span:
     """Where a node is in the spec: 1-based line and column of its start and end."""

@@ -56,7 +56,10 @@ def _name(token: Token) -> m.Name:
 
 
 def _number(token: Token) -> m.Number:
-    return m.Number(str(token), _span(token))
+    text = str(token)
+    if text.isdigit():  # Python refuses leading zeros in integer literals (007): write 7
+        text = str(int(text))
+    return m.Number(text, _span(token))
 
 
 
@@ -330,7 +333,7 @@ def parse(source: str, path: str = "<spec>") -> m.Spec:
 def _dedent_line(text: str) -> int:
     """The first line whose indentation matches no enclosing level (for DedentError)."""
     levels = [0]
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(m.source_lines(text), 1):
         stripped = line.lstrip(" \t")
         if not stripped or stripped.startswith("#"):
             continue

@@ -12,6 +12,7 @@ templates only place what it computed. One module per part of the generated file
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 
 from tilegen import __version__
@@ -26,7 +27,13 @@ __all__ = ["ModulePlan", "lower", "spec_hash"]
 
 def spec_hash(source: str) -> str:
     """First 16 hex digits of the SHA-256 of the spec text (identifies the spec in headers)."""
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def safe_path(path: str) -> str:
+    """The display path as it may appear in generated comments and docstrings: printable,
+    with no quotes or backslashes (``?`` instead), so no path can end a comment or a string."""
+    return "".join(c if c.isprintable() and c not in "\\\"'" else "?" for c in path)
 
 
 def lower(spec: m.Spec) -> ModulePlan:
@@ -34,6 +41,7 @@ def lower(spec: m.Spec) -> ModulePlan:
 
     The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate.
     """
+    spec = dataclasses.replace(spec, path=safe_path(spec.path))
     kernel = lower_kernel(spec)
     launcher = lower_launcher(spec, kernel)
     reference = lower_reference(spec, launcher)
@@ -42,7 +50,7 @@ def lower(spec: m.Spec) -> ModulePlan:
         spec_path=spec.path,
         spec_hash=spec_hash(spec.source),
         version=__version__,
-        spec_text=tuple(printable(line, strip=False) for line in spec.source.splitlines()),
+        spec_text=tuple(printable(line, strip=False) for line in m.source_lines(spec.source.rstrip("\n"))),
         kernel=kernel,
         launcher=launcher,
         reference=reference,

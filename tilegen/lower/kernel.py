@@ -204,7 +204,7 @@ class KernelLowering:
         return name
 
     def comment(self, span: m.Span) -> Comment:
-        line = self.spec.source.splitlines()[span.line - 1]
+        line = m.source_lines(self.spec.source)[span.line - 1]
         return Comment(f"{self.spec.path}:{span.line}: {printable(line)}")
 
     def dtype_of(self, expr: m.Expr) -> str | None:
@@ -559,7 +559,8 @@ class KernelLowering:
         if isinstance(expr, m.Ref):
             if expr.name.id not in self.locals:  # a scalar input
                 return expr.name.id
-            return broadcast_tile(expr.name.id, self.locals[expr.name.id], context)
+            canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
+            return broadcast_tile(expr.name.id, self.locals[expr.name.id], canonical)
         if isinstance(expr, m.Load):
             return self.load(expr, context, ops)
         if isinstance(expr, m.Neg):
@@ -691,10 +692,19 @@ class KernelLowering:
         tensor = self.spec.tensor(stmt.tensor.id)
         context = self.tile_axes(stmt.index)
         value = self.expr(stmt.value, context, ops)
-        if self.dtype_of(stmt.value) != tensor.dtype.id:
+        dtype = m.DTYPES[tensor.dtype.id][0]
+        if context and not self.expr_axes(stmt.value):  # a scalar value fills the whole tile
+            shape = tuple_text(self.axes[a].tile for a in context)
+            if isinstance(stmt.value, m.Number):
+                value = f"tl.full({shape}, {value}, dtype={dtype})"
+            else:
+                value = f"tl.zeros({shape}, dtype={dtype}) + {value}"
+                if self.dtype_of(stmt.value) != tensor.dtype.id:
+                    value = f"({value}).to({dtype})"
+        elif self.dtype_of(stmt.value) != tensor.dtype.id:
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
-            value = f"{value}.to({m.DTYPES[tensor.dtype.id][0]})"
+            value = f"{value}.to({dtype})"
         if self.spec.access_style == "descriptor" and context:
             desc, offsets = self.descriptor(stmt)
             ops.append(Line(f"{desc}.store({offsets}, {value})"))

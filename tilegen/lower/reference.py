@@ -102,7 +102,9 @@ class ReferenceLowering:
         if name == "dot":
             return self.dot(call, acc_dtype)
         x = self.expr(call.args[0], context)
-        if isinstance(call.args[0], (m.BinOp, m.Neg)):
+        if not self.expr_axes(call.args[0]):  # a number: torch functions take tensors
+            x = f"torch.as_tensor({x})"
+        elif isinstance(call.args[0], (m.BinOp, m.Neg)):
             x = f"({x})"
         if any(c.name.id == name for c in self.spec.choices):
             return f"_torch_activation({x}, {name})"
@@ -155,10 +157,8 @@ class ReferenceLowering:
             return
         value = self.expr(stmt.value, index_axes)
         target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
-        if isinstance(stmt.value, m.Number) or (
-            isinstance(stmt.value, m.Ref) and stmt.value.name.id not in self.locals
-        ):
-            value = f"torch.tensor({value})"
+        if not self.expr_axes(stmt.value):  # a number (or scalar): fills the whole target
+            value = f"torch.as_tensor({value})"
         elif isinstance(stmt.value, (m.BinOp, m.Neg)):
             value = f"({value})"
         self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")

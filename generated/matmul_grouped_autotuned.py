@@ -25,6 +25,8 @@
 #   c[m, n] = acc
 """matmul_grouped_autotuned: Triton kernel, launcher and torch reference generated from specs/matmul_grouped_autotuned.tile."""
 
+import functools
+import json
 import os
 import warnings
 
@@ -54,7 +56,50 @@ def _bad_device(launcher, **tensors):
 
 
 _INTERPRETER_NOTICE = set()
-_TUNED = {}  # autotune key -> the config the autotuner chose (launched directly afterwards)
+_TUNE_CACHE = os.path.join(
+    os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
+    "matmul_grouped_autotuned-38d50275d2169170.json",
+)
+
+
+def _load_tuned():
+    """Configs tuned by earlier processes: "<device>|<sizes>" -> config keywords (never under
+    the interpreter, which does not tune)."""
+    if _INTERPRET:
+        return {}
+    try:
+        with open(_TUNE_CACHE, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+_TUNED = _load_tuned()
+
+
+@functools.lru_cache(maxsize=None)
+def _device_name(device):
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
+def _tune_key(device, sizes):
+    """The tuning cache key: the device's name and the autotune key's sizes."""
+    return f"{_device_name(device)}|{','.join(map(str, sizes))}"
+
+
+def _remember(key, config):
+    """Keep the autotuner's choice for ``key`` in this process and in the on-disk cache
+    (keyed by the spec's hash through the file name), written atomically."""
+    _TUNED[key] = config.all_kwargs()
+    try:
+        os.makedirs(os.path.dirname(_TUNE_CACHE), exist_ok=True)
+        cached = {**_load_tuned(), key: _TUNED[key]}
+        temporary = f"{_TUNE_CACHE}.{os.getpid()}.tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            json.dump(cached, handle, indent=1, sort_keys=True)
+        os.replace(temporary, _TUNE_CACHE)
+    except OSError:  # a read-only home: tune again next process
+        pass
 
 
 def _interpreter_config(launcher, index):
@@ -82,7 +127,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"], cache_results=True)
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"])
 @triton.jit
 def matmul_grouped_autotuned_kernel(
     a_ptr, b_ptr, c_ptr,
@@ -152,17 +197,18 @@ def matmul_grouped_autotuned(a, b):
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"])
-    config = _TUNED.get((M, N, K))
+    tune_key = _tune_key(device, (M, N, K))
+    config = _TUNED.get(tune_key)
     if config is None and _INTERPRET:
         config = _interpreter_config("matmul_grouped_autotuned", 7)
-    if config is None:  # first call with these sizes: tune (or read Triton's cache), remember the choice
+    if config is None:  # first call with these sizes on this device: tune, and remember the choice on disk
         matmul_grouped_autotuned_kernel[grid](
             a, b, c,
             M, K, N,
             *_a_strides, *_b_strides, N, 1,
             INT64_OFFSETS=int64,
         )
-        _TUNED[(M, N, K)] = matmul_grouped_autotuned_kernel.best_config.all_kwargs()
+        _remember(tune_key, matmul_grouped_autotuned_kernel.best_config)
         return c
     matmul_grouped_autotuned_kernel.fn[grid](
         a, b, c,

@@ -147,3 +147,8 @@ def test_spec_names_that_look_generated_are_kept_and_generated_ones_renamed():
     assert "offs_i_1 = pid_i * BS + tl.arange(0, BS)" in source
     assert "mask_i_1 = offs_i_1 < N" in source
     assert "offs_i = x + y" in source and "tl.store(z_ptr + offs_i_1 * stride_z_n, mask_i, mask=mask_i_1)" in source
+
+
+def test_a_kernel_needs_an_input_tensor():
+    text = ADD.replace("  in  x: f32[N]\n  in  y: f32[N]\n", "  in  s: f32\n").replace("x[i] + y[i]", "s")
+    assert "the kernel has no 'in' tensor with a shape" in errors(text)

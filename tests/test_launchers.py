@@ -100,3 +100,23 @@ def test_tile_loop_offsets_past_2_31_use_int64(generated):
     expected = torch.tensor([11.0, 22.0, 33.0])
     assert torch.equal(generated("add_loop").add_loop(x, y, BLOCK_SIZE=2), expected)
     assert torch.equal(generated("add").add(x, y, BLOCK_SIZE=2), expected)
+
+
+def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp_path, monkeypatch):
+    """What a GPU process does after tuning, with the interpreter switched off for the cache."""
+    import json
+
+    import triton
+
+    module = generated("matmul_fast")
+    monkeypatch.setattr(module, "_INTERPRET", False)
+    monkeypatch.setattr(module, "_TUNE_CACHE", str(tmp_path / "tilegen" / "matmul_fast-0123.json"))
+    monkeypatch.setattr(module, "_TUNED", {})
+    key = module._tune_key(torch.device("cpu"), (64, 32, 16))
+    assert key == "cpu|64,32,16"
+    module._remember(key, triton.Config({"BM": 64, "BN": 64, "BK": 32}, num_warps=4, num_stages=3))
+    on_disk = json.loads((tmp_path / "tilegen" / "matmul_fast-0123.json").read_text())
+    assert on_disk[key]["BM"] == 64 and on_disk[key]["num_warps"] == 4
+    assert module._load_tuned() == on_disk  # what the next process starts from
+    spec_hash = (ROOT / "generated" / "matmul_fast.py").read_text().split("spec sha256 ")[1][:16]
+    assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()

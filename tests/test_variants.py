@@ -279,8 +279,7 @@ def test_activations_match_torch(activations, act):
 @pytest.mark.parametrize("name,dtype", [("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16)])
 @pytest.mark.parametrize("m,k,n", [(1, 8, 8), (37, 40, 48), (100, 24, 72), (97, 136, 64)])
 def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k, n):
-    """Four programs (the interpreter's 'SM count') loop over up to 12 tiles; TMA descriptors
-    bound every tile, so M, N and K tails need no masks."""
+    """TMA descriptors bound every tile, so M, N and K tails need no masks."""
     mod = generated(name)
     a, b = _rand(m, k, dtype=dtype, seed=m), _rand(k, n, dtype=dtype, seed=n)
     with warnings.catch_warnings():
@@ -299,9 +298,32 @@ def test_descriptor_launcher_refuses_what_tma_cannot_address(generated):
         mod.matmul_fast(_rand(16, 16), _rand(16, 12))  # rows of 12 halves: 24 bytes
 
 
-def test_persistent_source_loops_over_tiles():
-    text = (ROOT / "generated" / "matmul_fast.py").read_text()
+@pytest.fixture(scope="module")
+def persistent(tmp_path_factory):
+    spec = ROOT / "tests" / "specs" / "matmul_persistent.tile"
+    path = tmp_path_factory.mktemp("gen") / "matmul_persistent.py"
+    path.write_text(compile_spec(spec.read_text(), "tests/specs/matmul_persistent.tile").source)
+    return load_module(path), path.read_text()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 8, 8), (100, 40, 136), (129, 24, 64)])
+def test_persistent_programs_cover_every_tile(persistent, m, k, n):
+    """Four programs (the interpreter's SM count) loop over up to 25 tiles of 32 x 32."""
+    module, _ = persistent
+    a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
+    _close(module.matmul_persistent(a, b), (a.float() @ b.float()).half(), 1e-2, 1e-2)
+
+
+def test_persistent_source_loops_over_tiles(persistent):
+    _, text = persistent
     assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):" in text
-    assert "a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_a_m, stride_a_k], block_shape=[BM, BK])" in text
+    assert "grid = (min(NUM_SMS, ((M + BM - 1) // BM) * ((N + BN - 1) // BN)),)" in text
+
+
+def test_descriptor_source_loads_through_host_descriptors():
+    text = (ROOT / "generated" / "matmul_fast.py").read_text()
+    assert "def matmul_fast_kernel(\n    a_desc, b_desc, c_desc,\n    M, K, N," in text
+    assert "a = a_desc.load([pid_m * BM, k * BK])" in text
     assert "c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.float16))" in text
-    assert 'grid = lambda meta: (min(NUM_SMS, ((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"])),)' in text
+    assert "a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])" in text
+    assert 'nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]' in text

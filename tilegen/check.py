@@ -56,7 +56,8 @@ RESERVED = frozenset(
     | set(FUNCTIONS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
-    | {"device", "launch", "int64", "config", "NUM_SMS", "INT64_OFFSETS"}  # launcher locals, kernel constexprs
+    | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
+    | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )
 
@@ -204,6 +205,11 @@ class Checker:
                 )
         if not spec.outputs:
             self.errors.error("the kernel has no 'out' tensor", spec.name.span)
+        if not any(not t.is_scalar for t in spec.inputs):
+            self.errors.error(
+                "the kernel has no 'in' tensor with a shape; outputs are made on the inputs' device",
+                spec.name.span,
+            )
         axes: dict[str, m.Axis] = {}
         if len(spec.grid) > 3:
             self.errors.error(

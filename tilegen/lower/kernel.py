@@ -137,6 +137,8 @@ def config_text(spec: m.Spec, config: m.Config) -> str:
         value = config.get(name) or next(p.default for p in spec.params if p.name.id == name)
         meta.append(f'"{name}": {value.text}')
     options = [f"{o}={v.text}" for o in m.LAUNCH_OPTIONS if (v := config.get(o)) is not None]
+    if spec.access_style == "descriptor":  # the descriptors' block shapes follow the config
+        options.append("pre_hook=_descriptor_blocks")
     return ", ".join(["triton.Config({" + ", ".join(meta) + "}", *options]) + ")"
 
 
@@ -178,14 +180,14 @@ class KernelLowering:
     helpers: set[str] = field(default_factory=set)
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
-    prologue: list = field(default_factory=list)  # ops made once per program (descriptors)
-    descriptors: dict = field(default_factory=dict)  # (tensor, block shape) -> descriptor variable
+    descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
 
     def __post_init__(self) -> None:
         spec = self.spec
         # Tensor names stay free: the kernel calls their pointers ``<name>_ptr`` and the first
         # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
+        self.taken |= {f"{t.name.id}_desc" for t in spec.arrays}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
         self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS"}
         for choice in spec.choices:
@@ -258,10 +260,11 @@ class KernelLowering:
     def kernel_params(self) -> tuple[tuple[KernelParam, ...], ...]:
         spec = self.spec
         whole = whole_dims(spec)
-        pointers = tuple(KernelParam(f"{t.name.id}_ptr") for t in spec.arrays)
+        descriptors = spec.access_style == "descriptor"  # shape and strides live in the descriptor
+        pointers = tuple(KernelParam(f"{t.name.id}_desc" if descriptors else f"{t.name.id}_ptr") for t in spec.arrays)
         sizes = tuple(KernelParam(d) for d in size_symbols(spec) if d not in whole)
         scalars = tuple(KernelParam(t.name.id) for t in spec.inputs if t.is_scalar)
-        strides = tuple(
+        strides = () if descriptors else tuple(
             tuple(KernelParam(stride_name(t, i)) for i in range(len(t.dims))) for t in spec.arrays
         )
         consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
@@ -490,24 +493,12 @@ class KernelLowering:
         return var, tuple_text(checked) if checked else ""
 
     def descriptor(self, access) -> tuple[str, str]:
-        """The ``tl.make_tensor_descriptor`` of ``tensor`` for tiles of ``access``'s axes, made
-        once per program (in the prologue), and the offsets of this access's tile."""
+        """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
+        of this access's tile; records the descriptor's block shape for the launcher."""
         tensor = self.spec.tensor(access.tensor.id)
         axes = [self.axes[i.id] for i in access.index]
-        key = (tensor.name.id, tuple(a.tile for a in axes))
-        if key not in self.descriptors:
-            var = self.fresh(f"{tensor.name.id}_desc")
-            shape = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
-            strides = [stride_name(tensor, i) for i in range(len(tensor.dims))]
-            blocks = [a.tile for a in axes]
-            self.prologue.append(
-                Line(
-                    f"{var} = tl.make_tensor_descriptor({tensor.name.id}_ptr, shape=[{', '.join(shape)}], "
-                    f"strides=[{', '.join(strides)}], block_shape=[{', '.join(blocks)}])"
-                )
-            )
-            self.descriptors[key] = var
-        return self.descriptors[key], "[" + ", ".join(a.start for a in axes) + "]"
+        self.descriptor_blocks.setdefault(tensor.name.id, tuple(a.tile for a in axes))
+        return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
 
     def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``."""
@@ -750,7 +741,7 @@ class KernelLowering:
             if not isinstance(stmt, m.Loop):
                 tile.append(self.comment(stmt.span))
             tile.extend(self.statement(stmt))
-        body = setup + self.prologue
+        body = list(setup)
         if self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
             loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"
             body.append(ForLoop(self.tile_id, loop, tuple(tile)))
@@ -765,7 +756,11 @@ class KernelLowering:
                 params = (*params[:-1], (*params[-1], flag))
             else:
                 params = (*params, (flag,))
-        return KernelPlan(name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64)
+        descriptors = tuple((t.name.id, self.descriptor_blocks.get(t.name.id, ())) for t in self.spec.arrays)
+        return KernelPlan(
+            name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64,
+            descriptors if self.spec.access_style == "descriptor" else (),
+        )
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

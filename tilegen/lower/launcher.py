@@ -295,10 +295,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     bound_strides = [t for t in spec.arrays if descriptors or (kernel.int64 and t.role == "in")]
     for t in bound_strides:
         body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
-    args.append(tuple(_strides(t) if t.role == "out" and t not in bound_strides else
-                      f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
-    if descriptors:
+    if descriptors:  # the descriptors carry the pointers, shapes and strides
         body += _descriptor_checks(spec, name)
+        body += _make_descriptors(spec, kernel)
+        args[0] = tuple(f"{t.name.id}_desc" for t in spec.arrays)
+    else:
+        args.append(tuple(_strides(t) if t.role == "out" and t not in bound_strides else
+                          f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{d}={d}" for d in whole)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
@@ -341,7 +344,23 @@ def _descriptor_checks(spec: m.Spec, name: str) -> list[Op]:
         terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
         terms.append(f"{t.name.id}.data_ptr() % 16")
         ops.append(IfBlock(" or ".join(terms), "", (Line(f'_bad_layout("{name}", "{t.name.id}", {t.name.id})'),)))
-    ops.append(IfBlock("not _INTERPRET", "", (Line("triton.set_allocator(_descriptor_scratch)"),)))
+    return ops
+
+
+def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
+    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor; a tuned
+    kernel's block shapes are set from each config by ``_descriptor_blocks``."""
+    ops: list[Op] = []
+    tuned = set(spec.tuned_params)
+    blocks = dict(kernel.descriptors)
+    for t in spec.arrays:
+        dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
+        shape = blocks[t.name.id]
+        block = ["1"] * len(shape) if any(b in tuned for b in shape) else list(shape)
+        ops.append(
+            Line(f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
+                 f"[*_{t.name.id}_strides], [{', '.join(block)}])")
+        )
     return ops
 
 
@@ -361,8 +380,15 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, call) -> list[Op]:
         return [Line(_call(f"{kernel.name}[grid]", call)), Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
     key = tuple_text(k.id for k in spec.tune.key)
     returns = ", ".join(t.name.id for t in spec.outputs)
+    remembered = [Line(_call(f"{kernel.name}.fn[grid]", call, "**config")), Line(f"return {returns}")]
+    if kernel.descriptors:  # the block shapes of the remembered config
+        tuned = set(spec.tuned_params)
+        fixed = dict.fromkeys(b for _, shape in kernel.descriptors for b in shape if b not in tuned)
+        nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
+        remembered.insert(0, Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
     return [
-        Line(f"config = _TUNED.get({key})"),
+        Line(f"tune_key = _tune_key(device, {key})"),
+        Line("config = _TUNED.get(tune_key)"),
         IfBlock(
             "config is None and _INTERPRET",
             "",
@@ -370,13 +396,12 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, call) -> list[Op]:
         ),
         IfBlock(
             "config is None",
-            "first call with these sizes: tune (or read Triton's cache), remember the choice",
+            "first call with these sizes on this device: tune, and remember the choice on disk",
             (
                 Line(_call(f"{kernel.name}[grid]", call)),
-                Line(f"_TUNED[{key}] = {kernel.name}.best_config.all_kwargs()"),
+                Line(f"_remember(tune_key, {kernel.name}.best_config)"),
                 Line(f"return {returns}"),
             ),
         ),
-        Line(_call(f"{kernel.name}.fn[grid]", call, "**config")),
-        Line(f"return {returns}"),
+        *remembered,
     ]

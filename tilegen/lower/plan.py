@@ -99,6 +99,7 @@ class KernelPlan:
     choices: tuple[ChoicePlan, ...]
     bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
     int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
+    descriptors: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (tensor, block shape) of each TMA descriptor
 
 
 @dataclass(frozen=True)

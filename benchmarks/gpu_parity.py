@@ -175,6 +175,16 @@ if "grey_block_ptr" in gen:
         record("grey_block_ptr", f"3x{h}x{w}", torch.equal(y, gen["rgb2grey"].rgb2grey(x)),
                (y.int() - gen["rgb2grey"].reference(x).int()).abs().max().item(), 1)
 
+for name, dtype in (("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_persistent", torch.float16)):
+    if name not in gen:
+        gen[name] = load_module(ROOT / "generated" / f"{name}.py")
+    for (m, k, n) in [(1, 8, 8), (33, 136, 128), (512, 512, 512), (1000, 1024, 776)]:
+        a, b = torch.randn(m, k, device=DEV, dtype=dtype), torch.randn(k, n, device=DEV, dtype=dtype)
+        c = getattr(gen[name], name)(a, b)
+        expected = a.float() @ b.float()
+        close = torch.allclose(c.float(), expected, atol=1e-1 if dtype == torch.bfloat16 else 5e-2, rtol=2e-2)
+        record(name, f"{m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
+
 print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}")
 print(f"{sum(rows)} passed, {len(rows) - sum(rows)} failed")
 sys.exit(0 if all(rows) else 1)

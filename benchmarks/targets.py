@@ -32,6 +32,9 @@ import triton
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+# Tune in this process (an empty tilegen tuning cache), so each launcher's Autotuner has a
+# best_config to replay on the hand-written kernels.
+os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-targets-")
 
 from tests.reference import add as ref_add  # noqa: E402
 from tests.reference import copy as ref_copy  # noqa: E402

@@ -178,3 +178,14 @@ def test_build_interrupted_before_the_rename_leaves_the_old_module_and_no_temp_f
         build([spec], out)
     assert (out / "copy.py").read_text() == old
     assert sorted(p.name for p in out.iterdir()) == ["copy.py"]
+
+
+def test_demo_runs_every_spec_in_the_interpreter(tmp_path):
+    """The README's main job: every spec builds and matches its reference (or is skipped with a
+    reason where this Triton lacks a feature), and the grey photo is written."""
+    result = CliRunner().invoke(
+        app, ["demo", str(SPECS), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "out"), "--programs", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "FAIL" not in result.output
+    assert (tmp_path / "out" / "grace_hopper_grey.png").is_file()

@@ -187,7 +187,13 @@ def demo(
         if result.error is not None:
             continue
         out.print(f"running {result.spec.display} on {device} ...", markup=False)
-        rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
+        try:
+            rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
+        except Exception as error:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
+            from tilegen.runner import RunResult
+
+            kernel = result.spec.path.stem
+            rows.append(RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {type(error).__name__}: {error}"))
     out.print(_results_table(rows))
     for row in rows:
         if row.note:

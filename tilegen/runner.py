@@ -226,6 +226,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 default=16,
             )
             tail = step // 2 + 1 if all(a.masked for a in over) else 0
+            if spec.access_style == "descriptor":  # TMA rows must be 16-byte aligned
+                tail = 16 if step > 16 else 0
             sizes[dim.id] = given.get(dim.id, step * programs + tail)
     return sizes
 

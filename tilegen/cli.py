@@ -280,14 +280,18 @@ def bench(
 
 def _bench_table(sweep) -> Table:
     table = Table(title=f"{sweep.kernel}: ms and {sweep.unit} (median of do_bench)")
-    table.add_column("sizes")
+    table.add_column("sizes", no_wrap=True)
     for provider in sweep.providers:
         table.add_column(f"{provider} ms", justify="right")
         table.add_column(f"{provider} {sweep.unit}", justify="right")
     for provider in sweep.providers[1:]:
         table.add_column(f"tilegen / {provider}", justify="right")
     for point in sweep.points:
-        row = [" ".join(f"{k}={v}" for k, v in point.sizes.items())]
+        values = set(point.sizes.values())
+        if len(values) == 1 and len(point.sizes) > 1:  # M=N=K=1024
+            row = ["=".join(point.sizes) + f"={values.pop()}"]
+        else:
+            row = [",".join(f"{k}={v}" for k, v in point.sizes.items())]
         for provider in sweep.providers:
             t = point.timing(provider)
             row += [f"{t.ms:.4f}", f"{point.rate(t):.1f}"]

@@ -179,9 +179,9 @@ def run_sweep(
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         tensors = [a for a in args if hasattr(a, "numel")] + list(outputs)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        timings = [Timing(label, *time_call(lambda: launcher(*args)))]
+        timings = [Timing(label, *time_call(lambda args=args: launcher(*args)))]
         for provider, fn in providers.items():
-            timings.append(Timing(provider, *time_call(lambda fn=fn: fn(*args))))
+            timings.append(Timing(provider, *time_call(lambda fn=fn, args=args: fn(*args))))
         sweep.points.append(Point(dict(sizes), flop_count(spec, sizes), nbytes, tuple(timings)))
     return sweep
 

@@ -189,3 +189,10 @@ def test_demo_runs_every_spec_in_the_interpreter(tmp_path):
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
     assert (tmp_path / "out" / "grace_hopper_grey.png").is_file()
+
+
+def test_readme_kernel_listing_matches_generated_module():
+    readme = (ROOT / "README.md").read_text()
+    listing = readme.split("```python\n")[1].split("\n```")[0]
+    assert listing.startswith("@triton.jit\ndef matmul_grouped_kernel(")
+    assert listing in (ROOT / "generated" / "matmul_grouped.py").read_text()

@@ -15,7 +15,7 @@ Triton versions in its ``#`` header lines. Every kernel time is the median of
 4. copy: against ``torch.Tensor.copy_`` at 2**24 and 2**28 float32 elements;
 5. grayscale: the spec's default config on a uint8 3 x 8192 x 8192 image (bytes read + written);
 6. tuning: the first call of an autotuned launcher in a fresh process, with an empty Triton
-   cache and again with the cache the first process left (``cache_results=True``).
+   cache and again with the caches the first process left (tilegen's tuning cache, Triton's compile cache).
 """
 
 import csv

@@ -114,7 +114,7 @@ class LauncherPlan:
     body: tuple[Op, ...]
     tuned: bool
     persistent: bool  # the module needs _num_sms
-    descriptors: bool  # the module needs _bad_layout and _descriptor_scratch
+    descriptors: bool  # the module needs _bad_layout (and, tuned, _descriptor_blocks)
     scalars: bool  # some input is a scalar (the module needs _check_scalar)
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str

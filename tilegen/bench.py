@@ -89,13 +89,7 @@ def require_gpu() -> None:
 
 def dot_loop(spec: m.Spec) -> m.Loop | None:
     """The spec's ``for`` loop holding ``dot``, if any."""
-    for stmt in spec.body:
-        if isinstance(stmt, m.Loop) and any(
-            isinstance(s, m.Accumulate) and isinstance(s.value, m.Call) and s.value.func.id == "dot"
-            for s in stmt.body
-        ):
-            return stmt
-    return None
+    return next((s for s in spec.body if m.is_dot_loop(s)), None)
 
 
 def flop_count(spec: m.Spec, sizes: dict[str, int]) -> int:

@@ -540,7 +540,7 @@ class Checker:
                         f"'{stmt.name.id}' spans {list(scope.locals[stmt.name.id])} but the value spans {list(axes)}",
                         stmt.value.span,
                     )
-                elif _is_dot(stmt.value) and all(isinstance(a, m.Load) for a in stmt.value.args):
+                elif m.is_dot(stmt.value) and all(isinstance(a, m.Load) for a in stmt.value.args):
                     operand = self.spec.tensor(stmt.value.args[0].tensor.id)
                     allowed = DOT_ACCUMULATORS.get(operand.dtype.id, ()) if operand is not None else ()
                     acc = scope.dtypes.get(stmt.name.id)
@@ -563,9 +563,11 @@ class Checker:
                     )
             elif isinstance(stmt, m.Loop):
                 self.check_axis_decl(stmt.axis, "loop axis")
-                if any(_has_dot(s) for s in stmt.body):
+                if any(
+                    m.is_dot(e) for s in stmt.body if not isinstance(s, (m.Loop, m.Declare)) for e in m.subexpressions(s.value)
+                ):
                     for inner_stmt in stmt.body:
-                        if not (isinstance(inner_stmt, m.Accumulate) and _is_dot(inner_stmt.value)):
+                        if not (isinstance(inner_stmt, m.Accumulate) and m.is_dot(inner_stmt.value)):
                             self.errors.error(
                                 "a loop with 'dot' holds only 'acc += dot(...)' lines; "
                                 "move other statements out of it",
@@ -588,25 +590,6 @@ class Checker:
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)
-
-
-def _is_dot(expr: m.Expr) -> bool:
-    return isinstance(expr, m.Call) and expr.func.id == "dot"
-
-
-def _has_dot(stmt: m.Stmt) -> bool:
-    """True when a statement (not a nested loop) calls ``dot`` anywhere in its value."""
-
-    def visit(expr) -> bool:
-        if isinstance(expr, m.Call):
-            return expr.func.id == "dot" or any(visit(a) for a in expr.args)
-        if isinstance(expr, m.BinOp):
-            return visit(expr.left) or visit(expr.right)
-        if isinstance(expr, m.Neg):
-            return visit(expr.operand)
-        return False
-
-    return isinstance(stmt, (m.Assign, m.Accumulate, m.Store)) and visit(stmt.value)
 
 
 def check(spec: m.Spec) -> m.Spec:

@@ -376,17 +376,50 @@ class Spec:
 
     def axes(self) -> tuple[Axis, ...]:
         """Every axis: the grid's, then each loop's in body order (nested loops included)."""
-        found = list(self.grid)
-
-        def walk(body) -> None:
-            for stmt in body:
-                if isinstance(stmt, Loop):
-                    found.append(stmt.axis)
-                    walk(stmt.body)
-
-        walk(self.body)
-        return tuple(found)
+        return self.grid + tuple(s.axis for s in statements(self.body) if isinstance(s, Loop))
 
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
         return next((t for t in self.tensors if t.name.id == name), None)
+
+
+# ------------------------------------------------------------------------- walking the tree
+
+
+def statements(body: tuple[Stmt, ...]):
+    """Every statement of ``body`` in order, nested loop bodies included (after their loop)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, Loop):
+            yield from statements(stmt.body)
+
+
+def subexpressions(expr: Expr):
+    """``expr`` and every expression inside it, depth first."""
+    yield expr
+    if isinstance(expr, BinOp):
+        yield from subexpressions(expr.left)
+        yield from subexpressions(expr.right)
+    elif isinstance(expr, Neg):
+        yield from subexpressions(expr.operand)
+    elif isinstance(expr, Call):
+        for arg in expr.args:
+            yield from subexpressions(arg)
+
+
+def accesses(stmt: Stmt):
+    """The store target and the loads of one statement (a loop's body is not included)."""
+    if isinstance(stmt, Store):
+        yield stmt
+    if isinstance(stmt, (Assign, Accumulate, Store)):
+        yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+
+
+def is_dot(expr: Expr) -> bool:
+    """True for a ``dot(...)`` call."""
+    return isinstance(expr, Call) and expr.func.id == "dot"
+
+
+def is_dot_loop(stmt: Stmt) -> bool:
+    """True for a ``for`` loop whose body accumulates a ``dot`` (a reduction loop)."""
+    return isinstance(stmt, Loop) and any(isinstance(s, Accumulate) and is_dot(s.value) for s in stmt.body)

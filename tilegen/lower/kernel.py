@@ -86,35 +86,6 @@ def whole_dims(spec: m.Spec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
 
 
-def _statements(body):
-    """Every statement of ``body``, nested loop bodies included."""
-    for stmt in body:
-        yield stmt
-        if isinstance(stmt, m.Loop):
-            yield from _statements(stmt.body)
-
-
-def _accesses(stmt):
-    """The loads and the store of one statement (not inside nested loops)."""
-
-    def visit(expr):
-        if isinstance(expr, m.Load):
-            yield expr
-        elif isinstance(expr, m.BinOp):
-            yield from visit(expr.left)
-            yield from visit(expr.right)
-        elif isinstance(expr, m.Neg):
-            yield from visit(expr.operand)
-        elif isinstance(expr, m.Call):
-            for arg in expr.args:
-                yield from visit(arg)
-
-    if isinstance(stmt, m.Store):
-        yield stmt
-    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-        yield from visit(stmt.value)
-
-
 def dim_label(tensor: m.Tensor, position: int) -> str:
     """``m`` for dimension ``M`` when it is unique in the tensor, else the position."""
     dim = tensor.dims[position]
@@ -193,7 +164,7 @@ class KernelLowering:
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
-        self.taken |= {s.name.id for s in _statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
+        self.taken |= {s.name.id for s in m.statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
 
     # names -----------------------------------------------------------------------
     def fresh(self, base: str) -> str:
@@ -348,8 +319,8 @@ class KernelLowering:
     def constant_strides(self) -> list[str]:
         """Strides multiplied by a constant index (``2 * stride_x_0``): int32 products too."""
         found = []
-        for stmt in _statements(self.spec.body):
-            for access in _accesses(stmt):
+        for stmt in m.statements(self.spec.body):
+            for access in m.accesses(stmt):
                 tensor = self.spec.tensor(access.tensor.id)
                 for position, item in enumerate(access.index):
                     if isinstance(item, m.Number) and item.text != "0":
@@ -674,8 +645,7 @@ class KernelLowering:
         elif isinstance(stmt, m.Store):
             ops.extend(self.store(stmt))
         elif isinstance(stmt, m.Loop):
-            is_dot = any(isinstance(s, m.Accumulate) and isinstance(s.value, m.Call) and s.value.func.id == "dot" for s in stmt.body)
-            ops.extend(self.dot_loop(stmt) if is_dot else self.tile_loop(stmt))
+            ops.extend(self.dot_loop(stmt) if m.is_dot_loop(stmt) else self.tile_loop(stmt))
         return ops
 
     def store(self, stmt: m.Store) -> list[Op]:

@@ -18,38 +18,13 @@ MAX_TILE = 1 << 20
 def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
     """(tensor, position, largest constant) for every constant index the body uses."""
     found: dict[tuple[str, int], tuple[m.Tensor, int, int]] = {}
-
-    def visit_index(tensor_name: m.Name, index) -> None:
-        tensor = spec.tensor(tensor_name.id)
-        for position, item in enumerate(index):
-            if isinstance(item, m.Number):
-                key = (tensor.name.id, position)
-                largest = max(int(item.text), found.get(key, (None, None, -1))[2])
-                found[key] = (tensor, position, largest)
-
-    def visit(expr) -> None:
-        if isinstance(expr, m.Load):
-            visit_index(expr.tensor, expr.index)
-        elif isinstance(expr, m.BinOp):
-            visit(expr.left)
-            visit(expr.right)
-        elif isinstance(expr, m.Neg):
-            visit(expr.operand)
-        elif isinstance(expr, m.Call):
-            for arg in expr.args:
-                visit(arg)
-
-    def walk(body) -> None:
-        for stmt in body:
-            if isinstance(stmt, m.Loop):
-                walk(stmt.body)
-            elif isinstance(stmt, m.Store):
-                visit_index(stmt.tensor, stmt.index)
-                visit(stmt.value)
-            elif isinstance(stmt, (m.Assign, m.Accumulate)):
-                visit(stmt.value)
-
-    walk(spec.body)
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            tensor = spec.tensor(access.tensor.id)
+            for position, item in enumerate(access.index):
+                if isinstance(item, m.Number):
+                    largest = max(int(item.text), found.get((tensor.name.id, position), (None, None, -1))[2])
+                    found[(tensor.name.id, position)] = (tensor, position, largest)
     return list(found.values())
 
 

@@ -20,6 +20,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -92,12 +101,35 @@ def add(x, y, *, BLOCK_SIZE=1024):
     _x_strides = x.stride()
     _y_strides = y.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE,)
-    add_kernel[grid](
+    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        add_kernel[grid](
+            x, y, z,
+            N,
+            *_x_strides, *_y_strides, 1,
+            BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
+        )
+        return z
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
+        *map(_int_class, (N, *_x_strides, *_y_strides)),
+        BLOCK_SIZE, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = add_kernel.warmup(
+            x, y, z,
+            N,
+            *_x_strides, *_y_strides, 1,
+            BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64, grid=grid,
+        )
+    compiled[grid](
         x, y, z,
         N,
         *_x_strides, *_y_strides, 1,
-        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
+        BLOCK_SIZE, int64,
     )
     return z
 

@@ -20,6 +20,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -78,11 +87,34 @@ def add_single(x, y):
     z = torch.empty((N,), device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
-    grid = (1,)
-    add_single_kernel[grid](
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    grid = (1, 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        add_single_kernel[grid](
+            x, y, z,
+            *_x_strides, *_y_strides, 1,
+            N=N,
+        )
+        return z
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
+        *map(_int_class, (*_x_strides, *_y_strides)),
+        N,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = add_single_kernel.warmup(
+            x, y, z,
+            *_x_strides, *_y_strides, 1,
+            N=N, grid=grid,
+        )
+    compiled[grid](
         x, y, z,
-        *x.stride(), *y.stride(), 1,
-        N=N,
+        *_x_strides, *_y_strides, 1,
+        N,
     )
     return z
 

@@ -31,6 +31,15 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -172,13 +181,38 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
     _bias_strides = bias.stride()
     _residual_strides = residual.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN),)
-    matmul_epilogue_kernel[grid](
+    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        matmul_epilogue_kernel[grid](
+            a, b, bias, residual, c,
+            M, K, N,
+            alpha,
+            *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
+            BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        a.data_ptr() % 16, b.data_ptr() % 16, bias.data_ptr() % 16, residual.data_ptr() % 16, c.data_ptr() % 16,
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides)),
+        BM, BN, BK, GROUP_SIZE_M, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = matmul_epilogue_kernel.warmup(
+            a, b, bias, residual, c,
+            M, K, N,
+            alpha,
+            *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
+            BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
+        )
+    compiled[grid](
         a, b, bias, residual, c,
         M, K, N,
         alpha,
         *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
+        BM, BN, BK, GROUP_SIZE_M, int64,
     )
     return c
 

@@ -23,6 +23,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -117,12 +126,35 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN)
-    matmul_f32_kernel[grid](
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        matmul_f32_kernel[grid](
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, N, 1,
+            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
+        BM, BN, BK, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = matmul_f32_kernel.warmup(
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, N, 1,
+            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+        )
+    compiled[grid](
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
+        BM, BN, BK, int64,
     )
     return c
 

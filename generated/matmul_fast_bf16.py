@@ -47,6 +47,15 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -86,13 +95,11 @@ _TUNE_CACHE = os.path.join(
     os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
     "matmul_fast_bf16-ec4fd6382009cafb.json",
 )
+_TUNED = {}  # (device, *sizes) -> index in _CONFIGS of the config to run, in this process
 
 
 def _load_tuned():
-    """Configs tuned by earlier processes: "<device>|<sizes>" -> config keywords (never under
-    the interpreter, which does not tune)."""
-    if _INTERPRET:
-        return {}
+    """Configs tuned by earlier processes (tilegen's cache on disk): "<device>|<sizes>" -> config keywords."""
     try:
         with open(_TUNE_CACHE, encoding="utf-8") as handle:
             return json.load(handle)
@@ -100,45 +107,55 @@ def _load_tuned():
         return {}
 
 
-_TUNED = _load_tuned()
-
-
 @functools.lru_cache(maxsize=None)
 def _device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
-def _tune_key(device, sizes):
-    """The tuning cache key: the device's name and the autotune key's sizes."""
+def _disk_key(tune_key):
+    """The on-disk cache key of ``tune_key`` = (device, *sizes): the device's name and the sizes."""
+    device, *sizes = tune_key
     return f"{_device_name(device)}|{','.join(map(str, sizes))}"
 
 
-def _remember(key, config):
-    """Keep the autotuner's choice for ``key`` in this process and in the on-disk cache
+def _config_index(kwargs):
+    """The index in _CONFIGS of the config with these keywords (None if no config has them)."""
+    return next((i for i, config in enumerate(_CONFIGS) if config.all_kwargs() == kwargs), None)
+
+
+def _tuned_index(launcher, tune_key):
+    """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
+    interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
+    the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if _INTERPRET:
+        index = 10
+        if launcher not in _INTERPRETER_NOTICE:
+            _INTERPRETER_NOTICE.add(launcher)
+            warnings.warn(
+                f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
+                f"of {len(_CONFIGS)}: {_CONFIGS[index].kwargs}",
+                stacklevel=3,
+            )
+    else:
+        index = _config_index(_load_tuned().get(_disk_key(tune_key)))
+    if index is not None:
+        _TUNED[tune_key] = index
+    return index
+
+
+def _remember(tune_key, config):
+    """Keep the autotuner's choice for ``tune_key`` in this process and in the on-disk cache
     (keyed by the spec's hash through the file name), written atomically."""
-    _TUNED[key] = config.all_kwargs()
+    _TUNED[tune_key] = _config_index(config.all_kwargs())
     try:
         os.makedirs(os.path.dirname(_TUNE_CACHE), exist_ok=True)
-        cached = {**_load_tuned(), key: _TUNED[key]}
+        cached = {**_load_tuned(), _disk_key(tune_key): config.all_kwargs()}
         temporary = f"{_TUNE_CACHE}.{os.getpid()}.tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(cached, handle, indent=1, sort_keys=True)
         os.replace(temporary, _TUNE_CACHE)
     except OSError:  # a read-only home: tune again next process
         pass
-
-
-def _interpreter_config(launcher, index):
-    """The tune config the interpreter runs (it cannot time configs); says so once."""
-    config = _CONFIGS[index]
-    if launcher not in _INTERPRETER_NOTICE:
-        _INTERPRETER_NOTICE.add(launcher)
-        warnings.warn(
-            f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
-            f"of {len(_CONFIGS)}: {config.kwargs}",
-            stacklevel=3,
-        )
-    return config.kwargs
 
 
 _CONFIGS = [
@@ -225,12 +242,12 @@ def matmul_fast_bf16(a, b, *, GROUP_SIZE_M=8):
     a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
     b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
-    grid = lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]),)
-    tune_key = _tune_key(device, (M, N, K))
-    config = _TUNED.get(tune_key)
-    if config is None and _INTERPRET:
-        config = _interpreter_config("matmul_fast_bf16", 10)
-    if config is None:  # first call with these sizes on this device: tune, and remember the choice on disk
+    tune_key = (device, M, N, K)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:
+        config_index = _tuned_index("matmul_fast_bf16", tune_key)
+    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
+        grid = lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1)
         matmul_fast_bf16_kernel[grid](
             a_desc, b_desc, c_desc,
             M, K, N,
@@ -238,12 +255,33 @@ def matmul_fast_bf16(a, b, *, GROUP_SIZE_M=8):
         )
         _remember(tune_key, matmul_fast_bf16_kernel.best_config)
         return c
+    config = _CONFIGS[config_index].kwargs
     _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **config})
-    matmul_fast_bf16_kernel.fn[grid](
+    grid = (((M + config["BM"] - 1) // config["BM"]) * ((N + config["BN"] - 1) // config["BN"]), 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        matmul_fast_bf16_kernel.fn[grid](
+            a_desc, b_desc, c_desc,
+            M, K, N,
+            GROUP_SIZE_M=GROUP_SIZE_M, **config,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(), config_index,
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
+        GROUP_SIZE_M,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = matmul_fast_bf16_kernel.fn.warmup(
+            a_desc, b_desc, c_desc,
+            M, K, N,
+            GROUP_SIZE_M=GROUP_SIZE_M, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+        )
+    compiled[grid](
         a_desc, b_desc, c_desc,
         M, K, N,
-        GROUP_SIZE_M=GROUP_SIZE_M,
-        **config,
+        config["BM"], config["BN"], config["BK"], GROUP_SIZE_M,
     )
     return c
 

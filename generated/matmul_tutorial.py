@@ -41,6 +41,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -64,13 +73,11 @@ _TUNE_CACHE = os.path.join(
     os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
     "matmul_tutorial-bedd96d3022b5beb.json",
 )
+_TUNED = {}  # (device, *sizes) -> index in _CONFIGS of the config to run, in this process
 
 
 def _load_tuned():
-    """Configs tuned by earlier processes: "<device>|<sizes>" -> config keywords (never under
-    the interpreter, which does not tune)."""
-    if _INTERPRET:
-        return {}
+    """Configs tuned by earlier processes (tilegen's cache on disk): "<device>|<sizes>" -> config keywords."""
     try:
         with open(_TUNE_CACHE, encoding="utf-8") as handle:
             return json.load(handle)
@@ -78,45 +85,55 @@ def _load_tuned():
         return {}
 
 
-_TUNED = _load_tuned()
-
-
 @functools.lru_cache(maxsize=None)
 def _device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
-def _tune_key(device, sizes):
-    """The tuning cache key: the device's name and the autotune key's sizes."""
+def _disk_key(tune_key):
+    """The on-disk cache key of ``tune_key`` = (device, *sizes): the device's name and the sizes."""
+    device, *sizes = tune_key
     return f"{_device_name(device)}|{','.join(map(str, sizes))}"
 
 
-def _remember(key, config):
-    """Keep the autotuner's choice for ``key`` in this process and in the on-disk cache
+def _config_index(kwargs):
+    """The index in _CONFIGS of the config with these keywords (None if no config has them)."""
+    return next((i for i, config in enumerate(_CONFIGS) if config.all_kwargs() == kwargs), None)
+
+
+def _tuned_index(launcher, tune_key):
+    """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
+    interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
+    the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if _INTERPRET:
+        index = 9
+        if launcher not in _INTERPRETER_NOTICE:
+            _INTERPRETER_NOTICE.add(launcher)
+            warnings.warn(
+                f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
+                f"of {len(_CONFIGS)}: {_CONFIGS[index].kwargs}",
+                stacklevel=3,
+            )
+    else:
+        index = _config_index(_load_tuned().get(_disk_key(tune_key)))
+    if index is not None:
+        _TUNED[tune_key] = index
+    return index
+
+
+def _remember(tune_key, config):
+    """Keep the autotuner's choice for ``tune_key`` in this process and in the on-disk cache
     (keyed by the spec's hash through the file name), written atomically."""
-    _TUNED[key] = config.all_kwargs()
+    _TUNED[tune_key] = _config_index(config.all_kwargs())
     try:
         os.makedirs(os.path.dirname(_TUNE_CACHE), exist_ok=True)
-        cached = {**_load_tuned(), key: _TUNED[key]}
+        cached = {**_load_tuned(), _disk_key(tune_key): config.all_kwargs()}
         temporary = f"{_TUNE_CACHE}.{os.getpid()}.tmp"
         with open(temporary, "w", encoding="utf-8") as handle:
             json.dump(cached, handle, indent=1, sort_keys=True)
         os.replace(temporary, _TUNE_CACHE)
     except OSError:  # a read-only home: tune again next process
         pass
-
-
-def _interpreter_config(launcher, index):
-    """The tune config the interpreter runs (it cannot time configs); says so once."""
-    config = _CONFIGS[index]
-    if launcher not in _INTERPRETER_NOTICE:
-        _INTERPRETER_NOTICE.add(launcher)
-        warnings.warn(
-            f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
-            f"of {len(_CONFIGS)}: {config.kwargs}",
-            stacklevel=3,
-        )
-    return config.kwargs
 
 
 @triton.jit
@@ -224,12 +241,12 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]),)
-    tune_key = _tune_key(device, (M, N, K))
-    config = _TUNED.get(tune_key)
-    if config is None and _INTERPRET:
-        config = _interpreter_config("matmul_tutorial", 9)
-    if config is None:  # first call with these sizes on this device: tune, and remember the choice on disk
+    tune_key = (device, M, N, K)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:
+        config_index = _tuned_index("matmul_tutorial", tune_key)
+    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
+        grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
         matmul_tutorial_kernel[grid](
             a, b, c,
             M, K, N,
@@ -238,12 +255,36 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
         )
         _remember(tune_key, matmul_tutorial_kernel.best_config)
         return c
-    matmul_tutorial_kernel.fn[grid](
+    config = _CONFIGS[config_index].kwargs
+    grid = (((M + config["BLOCK_SIZE_M"] - 1) // config["BLOCK_SIZE_M"]) * ((N + config["BLOCK_SIZE_N"] - 1) // config["BLOCK_SIZE_N"]), 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        matmul_tutorial_kernel.fn[grid](
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, N, 1,
+            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **config,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(), config_index,
+        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
+        GROUP_SIZE_M, activation, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = matmul_tutorial_kernel.fn.warmup(
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, N, 1,
+            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+        )
+    compiled[grid](
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,
-        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
-        **config,
+        config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], GROUP_SIZE_M, activation, int64,
     )
     return c
 

@@ -20,6 +20,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -97,12 +106,35 @@ def rgb2grey(x, *, BH=2, BW=1024):
         return y
     _x_strides = x.stride()
     int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW)
-    rgb2grey_kernel[grid](
+    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        rgb2grey_kernel[grid](
+            x, y,
+            H, W,
+            *_x_strides, W, 1,
+            BH=BH, BW=BW, INT64_OFFSETS=int64,
+        )
+        return y
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        x.data_ptr() % 16, y.data_ptr() % 16,
+        *map(_int_class, (H, W, *_x_strides)),
+        BH, BW, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = rgb2grey_kernel.warmup(
+            x, y,
+            H, W,
+            *_x_strides, W, 1,
+            BH=BH, BW=BW, INT64_OFFSETS=int64, grid=grid,
+        )
+    compiled[grid](
         x, y,
         H, W,
         *_x_strides, W, 1,
-        BH=BH, BW=BW, INT64_OFFSETS=int64,
+        BH, BW, int64,
     )
     return y
 

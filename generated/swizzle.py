@@ -21,6 +21,15 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+
+
+def _int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
 def _bad_input(launcher, name, tensor, dtype, rank):
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
     if not isinstance(tensor, torch.Tensor):
@@ -102,12 +111,35 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
         return z
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN)
-    swizzle_kernel[grid](
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        swizzle_kernel[grid](
+            x, z,
+            M, N,
+            *_x_strides, N, 1,
+            BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
+        )
+        return z
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    key = (
+        torch.cuda.current_device(),
+        x.data_ptr() % 16, z.data_ptr() % 16,
+        *map(_int_class, (M, N, *_x_strides)),
+        BM, BN, GROUP_SIZE, int64,
+    )
+    compiled = _COMPILED.get(key)
+    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        compiled = _COMPILED[key] = swizzle_kernel.warmup(
+            x, z,
+            M, N,
+            *_x_strides, N, 1,
+            BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, grid=grid,
+        )
+    compiled[grid](
         x, z,
         M, N,
         *_x_strides, N, 1,
-        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
+        BM, BN, GROUP_SIZE, int64,
     )
     return z
 

@@ -2,6 +2,8 @@
 empty outputs without launching, and switch to 64-bit offsets for tensors of 2**31+ elements."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from tests.conftest import ROOT
@@ -106,17 +108,50 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     """What a GPU process does after tuning, with the interpreter switched off for the cache."""
     import json
 
-    import triton
-
     module = generated("matmul_fast")
     monkeypatch.setattr(module, "_INTERPRET", False)
     monkeypatch.setattr(module, "_TUNE_CACHE", str(tmp_path / "tilegen" / "matmul_fast-0123.json"))
     monkeypatch.setattr(module, "_TUNED", {})
-    key = module._tune_key(torch.device("cpu"), (64, 32, 16))
-    assert key == "cpu|64,32,16"
-    module._remember(key, triton.Config({"BM": 64, "BN": 64, "BK": 32}, num_warps=4, num_stages=3))
+    tune_key = (torch.device("cpu"), 64, 32, 16)
+    assert module._tuned_index("matmul_fast", tune_key) is None  # nothing tuned yet: tune now
+    chosen = module._CONFIGS[3]
+    module._remember(tune_key, chosen)
+    assert module._TUNED == {tune_key: 3}
     on_disk = json.loads((tmp_path / "tilegen" / "matmul_fast-0123.json").read_text())
-    assert on_disk[key]["BM"] == 64 and on_disk[key]["num_warps"] == 4
-    assert module._load_tuned() == on_disk  # what the next process starts from
+    assert on_disk == {"cpu|64,32,16": chosen.all_kwargs()}
+    # The next process starts with an empty _TUNED and finds the choice on disk.
+    monkeypatch.setattr(module, "_TUNED", {})
+    assert module._tuned_index("matmul_fast", tune_key) == 3
+    assert module._TUNED == {tune_key: 3}
+    assert module._tuned_index("matmul_fast", (torch.device("cpu"), 64, 32, 32)) is None  # other sizes
+    # A config the spec no longer has (a hand-edited cache) is tuned again, not trusted.
+    (tmp_path / "tilegen" / "matmul_fast-0123.json").write_text(json.dumps({"cpu|8,8,8": {"BM": 7}}))
+    assert module._tuned_index("matmul_fast", (torch.device("cpu"), 8, 8, 8)) is None
     spec_hash = (ROOT / "generated" / "matmul_fast.py").read_text().split("spec sha256 ")[1][:16]
     assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()
+
+
+INT_EDGES = [0, 1, 2, 15, 16, 17, 2**31 - 16, 2**31 - 1, 2**31, 2**32, 2**63 - 16, 2**63, 2**64 - 1, -1, -16, -(2**31), -(2**31) - 16]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(INT_EDGES), st.integers(-(2**63), 2**64 - 1)), min_size=2, max_size=2))
+def test_int_class_refines_tritons_specialization(generated, pair):
+    """Two integers a launcher files under one compiled kernel get the same specialization from
+    Triton's own JIT (``native_specialize_impl``: constexpr 1, divisibility by 16, i32/i64/u64)."""
+    native = pytest.importorskip("triton._C.libtriton").native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    int_class = generated("copy")._int_class
+    u, v = pair
+    if int_class(u) == int_class(v):
+        assert native(BaseBackend, u, False, True, True) == native(BaseBackend, v, False, True, True)
+    assert int_class(u) == int_class(u) and hash(int_class(u)) == hash(int_class(u))
+
+
+def test_int_class_separates_what_triton_separates(generated):
+    """The classes of the edge values: 1, 64-bit and unsigned values are never merged with
+    ordinary 32-bit integers, and True (divisible) is not confused with the value 1."""
+    int_class = generated("copy")._int_class
+    assert int_class(32) == int_class(48) != int_class(33) == int_class(2)
+    assert len({int_class(v) for v in (1, 16, 17, 2**31, 2**31 + 16, 2**63)}) == 6

@@ -7,9 +7,11 @@ and launches. Every error message names the spec's tensor and dimension.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tilegen import model as m
-from tilegen.lower.kernel import size_symbols, tuple_text, whole_dims
-from tilegen.lower.plan import IfBlock, KernelPlan, LauncherPlan, Line, Op
+from tilegen.lower.kernel import INT64_FLAG, size_symbols, tuple_text, whole_dims
+from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -122,12 +124,13 @@ def cdiv(size: str, block: str) -> str:
     return f"({size} + {block} - 1) // {block}"
 
 
-def _grid(spec: m.Spec) -> str:
-    """The launch grid: a tuple, or ``lambda meta: ...`` when tuned block sizes shape it."""
+def _grid(spec: m.Spec, config: str | None = None) -> str:
+    """The launch grid as a 3-tuple (the compiled kernel's runner takes three sizes); tuned block
+    sizes are read from the dict named ``config`` (``meta`` in the autotuner's grid lambda)."""
     tuned = set(spec.tuned_params)
 
     def block(name: str) -> str:
-        return f'meta["{name}"]' if name in tuned else name
+        return f'{config}["{name}"]' if name in tuned else name
 
     if spec.flat:
         a, b = spec.grid
@@ -142,8 +145,8 @@ def _grid(spec: m.Spec) -> str:
                 sizes.append("1")
             else:
                 sizes.append(cdiv(axis.dim.id, block(axis.block.id)))
-    text = tuple_text(sizes or ["1"])
-    return f"lambda meta: {text}" if tuned else text
+    sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
+    return tuple_text(sizes)
 
 
 def _docstring(spec: m.Spec) -> str:
@@ -261,22 +264,27 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=size_symbols(spec).index)) or "False"
     body.append(IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),)))
     whole = whole_dims(spec)
-    args = [
-        tuple(t.name.id for t in spec.arrays),
-        tuple(d for d in size_symbols(spec) if d not in whole),
-        tuple(t.name.id for t in spec.inputs if t.is_scalar),
-    ]
     descriptors = spec.access_style == "descriptor"
-    bound_strides = [t for t in spec.arrays if descriptors or (kernel.int64 and t.role == "in")]
+    # Every input's strides are bound once: the launch passes them and the specialization key reads them.
+    bound_strides = [t for t in spec.arrays if descriptors or t.role == "in"]
     for t in bound_strides:
         body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
+    sizes_passed = tuple(d for d in size_symbols(spec) if d not in whole)
+    scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
+    int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
     if descriptors:  # the descriptors carry the pointers, shapes and strides
         body += _descriptor_checks(spec, name)
         body += _make_descriptors(spec, kernel)
-        args[0] = tuple(f"{t.name.id}_desc" for t in spec.arrays)
+        groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays), sizes_passed, scalars]
+        pointers: tuple[str, ...] = ()
+        ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
-        args.append(tuple(_strides(t) if t.role == "out" and t not in bound_strides else
-                          f"*_{t.name.id}_strides" if t in bound_strides else f"*{t.name.id}.stride()" for t in spec.arrays))
+        strides = tuple(_strides(t) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays)
+        groups = [tuple(t.name.id for t in spec.arrays), sizes_passed, scalars, strides]
+        pointers = tuple(t.name.id for t in spec.arrays)
+        ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in bound_strides)]
+        for t in spec.outputs:  # a new output's strides: products of sizes (literals are constexprs)
+            ints += [s for s in _strides(t).split(", ") if not s.isdigit() and s not in ints]
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{d}={d}" for d in whole)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
@@ -286,9 +294,14 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     if spec.persistent:
         body.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)
-    body.append(Line(f"grid = {_grid(spec)}"))
-    call = tuple(group for group in (*args, meta) if group)
-    body += _launch(spec, kernel, name, call)
+    launch = _LaunchArgs(
+        groups=tuple(g for g in groups if g),
+        meta=meta,
+        constexprs=_constexpr_values(spec, kernel),
+        pointers=pointers,
+        ints=tuple(ints),
+    )
+    body += _launch(spec, kernel, name, launch)
     keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
     keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
     return LauncherPlan(
@@ -339,6 +352,41 @@ def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
     return ops
 
 
+@dataclass(frozen=True)
+class _LaunchArgs:
+    """The kernel's arguments as launcher text.
+
+    ``groups`` and ``meta`` are the JIT call's positional groups and constexpr keywords;
+    ``constexprs`` the constexpr values in signature order (the compiled kernel's runner takes
+    every argument by position); ``pointers`` and ``ints`` what Triton specializes on.
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    meta: tuple[str, ...]
+    constexprs: tuple[str, ...]
+    pointers: tuple[str, ...]
+    ints: tuple[str, ...]
+
+
+def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
+    """The value of every constexpr parameter, in the kernel's signature order: tuned ones from
+    the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``."""
+    tuned = set(spec.tuned_params)
+    choices = {c.constexpr: c.name.id for c in spec.choices}
+    values = []
+    for group in kernel.param_groups:
+        for param in group:
+            if not param.constexpr:
+                continue
+            if param.name in tuned:
+                values.append(f'config["{param.name}"]')
+            elif param.name == INT64_FLAG:
+                values.append("int64")
+            else:
+                values.append(choices.get(param.name, param.name))
+    return tuple(values)
+
+
 def _call(function: str, groups, extra: str = "") -> str:
     """A launch call, one argument group per line."""
     lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
@@ -347,36 +395,79 @@ def _call(function: str, groups, extra: str = "") -> str:
     return "\n".join(lines + [")"])
 
 
-def _launch(spec: m.Spec, kernel: KernelPlan, name: str, call) -> list[Op]:
-    """The launch: plain; or, for a tuned kernel, the autotuner on the first call per key and
-    the compiled kernel with the remembered config after that (the interpreter's default
-    config when under TRITON_INTERPRET=1)."""
-    if spec.tune is None:
-        return [Line(_call(f"{kernel.name}[grid]", call)), Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
-    key = tuple_text(k.id for k in spec.tune.key)
+def _specialization_key(spec: m.Spec, launch: _LaunchArgs) -> str:
+    """The compiled-kernel cache key: what Triton's JIT specializes a kernel on (the current
+    device, the pointers' 16-byte alignment, ``_int_class`` of every integer, the constexpr
+    values), plus the tune config; one group of terms per line."""
+    lines = ["torch.cuda.current_device()" + (", config_index" if spec.tune is not None else "")]
+    if launch.pointers:
+        lines.append(", ".join(f"{p}.data_ptr() % 16" for p in launch.pointers))
+    if launch.ints:
+        lines.append(f"*map(_int_class, {tuple_text(launch.ints)})")
+    constexprs = [c for c in launch.constexprs if not c.startswith("config[")]
+    if constexprs:
+        lines.append(", ".join(constexprs))
+    return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
+
+
+def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) -> list[Op]:
+    """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
+    this specialization, made once by ``warmup`` (Triton's compile and cache) and then launched
+    through its runner (``compiled[grid](*args)``, as Triton's fused-softmax tutorial does), which
+    skips the JIT's per-call binding and cache lookup. A tuned kernel runs the autotuner on the
+    first call per device and sizes (or takes the config from tilegen's cache on disk), and then
+    the remembered config like any other constexpr."""
     returns = ", ".join(t.name.id for t in spec.outputs)
-    remembered = [Line(_call(f"{kernel.name}.fn[grid]", call, "**config")), Line(f"return {returns}")]
-    if kernel.descriptors:  # the block shapes of the remembered config
-        tuned = set(spec.tuned_params)
-        fixed = dict.fromkeys(b for _, shape in kernel.descriptors for b in shape if b not in tuned)
-        nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
-        remembered.insert(0, Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
-    return [
-        Line(f"tune_key = _tune_key(device, {key})"),
-        Line("config = _TUNED.get(tune_key)"),
-        IfBlock(
-            "config is None and _INTERPRET",
-            "",
-            (Line(f'config = _interpreter_config("{name}", {kernel.tune.default})'),),
-        ),
-        IfBlock(
-            "config is None",
-            "first call with these sizes on this device: tune, and remember the choice on disk",
-            (
-                Line(_call(f"{kernel.name}[grid]", call)),
-                Line(f"_remember(tune_key, {kernel.name}.best_config)"),
-                Line(f"return {returns}"),
+    jit = kernel.name
+    ops: list[Op] = []
+    if spec.tune is not None:
+        key = tuple_text(["device", *(k.id for k in spec.tune.key)])
+        ops += [
+            Line(f"tune_key = {key}"),
+            Line("config_index = _TUNED.get(tune_key)"),
+            IfBlock(
+                "config_index is None",
+                "",
+                (Line(f'config_index = _tuned_index("{name}", tune_key)'),),
             ),
+            IfBlock(
+                "config_index is None",
+                "first call with these sizes on this device: tune, and remember the choice on disk",
+                (
+                    Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
+                    Line(_call(f"{jit}[grid]", launch.groups + (launch.meta,))),
+                    Line(f"_remember(tune_key, {jit}.best_config)"),
+                    Line(f"return {returns}"),
+                ),
+            ),
+            Line("config = _CONFIGS[config_index].kwargs"),
+        ]
+        jit = f"{kernel.name}.fn"
+        if kernel.descriptors:  # the block shapes of the remembered config
+            tuned = set(spec.tuned_params)
+            fixed = dict.fromkeys(b for _, shape in kernel.descriptors for b in shape if b not in tuned)
+            nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
+            ops.append(Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
+    ops.append(Line(f"grid = {_grid(spec, 'config')}"))
+    config = (("**config",) if spec.tune is not None else ())
+    ops.append(
+        IfBlock(
+            "_INTERPRET",
+            "Triton's interpreter runs the kernel on the CPU",
+            (Line(_call(f"{jit}[grid]", launch.groups + (launch.meta + config,))), Line(f"return {returns}")),
+        )
+    )
+    options = "**_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else "grid=grid"
+    ops += [
+        Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
+        Line(_specialization_key(spec, launch)),
+        Line("compiled = _COMPILED.get(key)"),
+        IfBlock(
+            "compiled is None",
+            "a new specialization: Triton compiles it (or loads it from its cache)",
+            (Line(_call(f"compiled = _COMPILED[key] = {jit}.warmup", launch.groups + (launch.meta + (options,),))),),
         ),
-        *remembered,
+        Line(_call("compiled[grid]", launch.groups + (launch.constexprs,))),
+        Line(f"return {returns}"),
     ]
+    return ops

@@ -188,6 +188,36 @@ for name, dtype in (("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.b
         close = torch.allclose(c.float(), expected, atol=1e-1 if dtype == torch.bfloat16 else 5e-2, rtol=2e-2)
         record(name, f"{m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
 
+# The launchers' compiled-kernel cache (issue 5's launch path): arguments Triton specializes
+# differently must never share a compiled kernel. Each case first runs the specialization Triton
+# compiles with the most assumptions (16-byte aligned pointers, sizes and strides divisible by 16),
+# then arguments that break one assumption; a shared kernel would read misaligned vectors.
+storage = torch.randn(4096 + 64, device=DEV)
+for label, n, offset in [("aligned", 1024, 0), ("pointer off by 4 bytes", 1024, 1), ("N % 16 != 0", 1023, 0),
+                         ("N == 1", 1, 0), ("N == 17, off by 4 bytes", 17, 3)]:
+    x = storage[offset:offset + n]
+    before = len(gen["copy"]._COMPILED)
+    z = gen["copy"].copy(x)
+    record("copy launch cache", f"{label} (+{len(gen['copy']._COMPILED) - before} kernels)", torch.equal(z, x), 0.0, 0)
+for label, (m, k, n), view in [("contiguous 64^3", (64, 64, 64), False), ("strides 65 (views)", (64, 64, 64), True),
+                               ("M = N = 33", (33, 64, 33), False), ("M = N = 1", (1, 64, 1), False)]:
+    a = torch.randn(m, k + 1 if view else k, device=DEV, dtype=torch.float16)[:, :k]
+    b = torch.randn(k, n + 1 if view else n, device=DEV, dtype=torch.float16)[:, :n]
+    module = gen["matmul_naive"]
+    before = len(module._COMPILED)
+    c = module.matmul_naive(a, b, BM=16, BN=16, BK=16)
+    record("matmul_naive launch cache", f"{label} (+{len(module._COMPILED) - before} kernels)",
+           True, (c.float() - module.reference(a, b).float()).abs().max().item(), 5e-2)
+# A launch hook (what a profiler such as Proton installs) sees the launchers' launches.
+hooked = []
+chain = __import__("triton").knobs.runtime.launch_enter_hook
+chain.add(hooked.append)
+z = gen["copy"].copy(storage[:1024])
+chain.remove(hooked.append)
+gen["copy"].copy(storage[:1024])
+record("copy launch hook", f"called {len(hooked)} time(s) for 1 hooked launch", len(hooked) == 1 and torch.equal(z, storage[:1024]), 0.0, 0)
+torch.cuda.synchronize()
+
 print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}")
 print(f"{sum(rows)} passed, {len(rows) - sum(rows)} failed")
 sys.exit(0 if all(rows) else 1)

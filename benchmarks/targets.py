@@ -6,9 +6,11 @@ Triton versions in its ``#`` header lines. Every kernel time is the median of
 ``triton.testing.do_bench``; baselines are timed in the same run.
 
 1. overhead: each generated seed kernel against its hand-written kernel with the same config
-   (the hand-written time over the generated time, median over a sweep);
-2. matmul: the best matmul specs (``matmul_fast``, ``matmul_fast_bf16``: persistent + TMA,
-   autotuned) and the tutorial spec against cuBLAS at 1024, 2048, 4096, 8192;
+   (the hand-written time over the generated time, median over a sweep); kernel time in CUDA
+   graphs (host launch cost is target 3), medians of 5 interleaved rounds;
+2. matmul: the best matmul specs (``matmul_fast``, ``matmul_fast_bf16``: TMA descriptors,
+   autotuned) and the tutorial spec against cuBLAS at 1024, 2048, 4096, 8192, medians of 5
+   interleaved rounds (L2 flushed between calls), and again in CUDA graphs;
 3. launch: microseconds per call in a loop of a 512^3 matmul and a 4 KiB copy, generated
    launcher against launching the compiled kernel directly (outputs preallocated, arguments
    precomputed), and a tuned launcher after tuning;
@@ -51,6 +53,24 @@ ROWS: list[tuple] = []
 
 def ms(fn) -> float:
     return time_call(fn)[0]
+
+
+def graph_ms(fn) -> float:
+    """Kernel time alone: ``fn`` replayed in a CUDA graph (no host launch cost), median ms."""
+    return triton.testing.do_bench_cudagraph(fn)
+
+
+ROUNDS = 5
+
+
+def interleaved(ours, theirs, timer=ms) -> tuple[float, float]:
+    """Median ms of ``ours`` and ``theirs`` over ROUNDS alternating measurements, so clock and
+    temperature drift during the run reaches both sides alike."""
+    t_ours, t_theirs = [], []
+    for _ in range(ROUNDS):
+        t_ours.append(timer(ours))
+        t_theirs.append(timer(theirs))
+    return statistics.median(t_ours), statistics.median(t_theirs)
 
 
 def record(target, case, value, unit, baseline="", ratio=None):
@@ -99,7 +119,7 @@ def overhead() -> None:
     ratios: dict[str, list[float]] = {}
     for kernel, case, ours, theirs in cases:
         ours(), theirs()
-        t_ours, t_theirs = ms(ours), ms(theirs)
+        t_ours, t_theirs = interleaved(ours, theirs, graph_ms)
         ratios.setdefault(kernel, []).append(t_theirs / t_ours)
         record("overhead", f"{kernel} {case}", t_ours * 1e3, "us", "hand-written", t_theirs / t_ours)
     for kernel, values in ratios.items():
@@ -115,15 +135,14 @@ def matmul() -> None:
             a, b = randn(n, n, dtype=dtype), randn(n, n, dtype=dtype)
             c = launcher(a, b)
             err = (c.float() - (a.float() @ b.float())).abs().max().item()
-            t_cublas, t_ours = ms(lambda: torch.matmul(a, b)), ms(lambda: launcher(a, b))
+            t_ours, t_cublas = interleaved(lambda: launcher(a, b), lambda: torch.matmul(a, b))
             tflops = 2 * n**3 / (t_ours * 1e-3) * 1e-12
             config = getattr(gen[name], f"{name}_kernel").best_config
             record("matmul", f"{name} {str(dtype)[6:]} {n}^3 (cuBLAS {2 * n**3 / (t_cublas * 1e-3) * 1e-12:.0f} TFLOP/s; "
                    f"{config.kwargs} w{config.num_warps} s{config.num_stages}; max err {err:.3g})",
                    tflops, "TFLOP/s", "cuBLAS", t_cublas / t_ours)
             # The same two in CUDA graphs: kernel time alone, without either side's host launch cost.
-            g_cublas = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b))
-            g_ours = triton.testing.do_bench_cudagraph(lambda: launcher(a, b))
+            g_ours, g_cublas = interleaved(lambda: launcher(a, b), lambda: torch.matmul(a, b), graph_ms)
             record("matmul", f"{name} {str(dtype)[6:]} {n}^3 in CUDA graphs (cuBLAS {2 * n**3 / (g_cublas * 1e-3) * 1e-12:.0f} TFLOP/s)",
                    2 * n**3 / (g_ours * 1e-3) * 1e-12, "TFLOP/s", "cuBLAS (graph)", g_cublas / g_ours)
 
@@ -141,37 +160,58 @@ def per_call_us(fn, calls=3000) -> float:
 
 
 def launch() -> None:
+    """Per-call host cost in a loop. "Direct" is the same compiled kernel launched two ways: by
+    Triton's JIT call ``kernel[grid](...)`` (what hand-written Triton code does) and by the
+    compiled kernel's runner ``CompiledKernel[grid](...)`` (tutorial 02's path, what the
+    generated launchers use); both with the output preallocated and the arguments precomputed."""
     x = randn(1024, dtype=torch.float32)  # 4 KiB
     z = torch.empty_like(x)
     copy = gen["copy"]
-    direct = per_call_us(lambda: copy.copy_kernel[(1,)](x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False))
+    compiled = copy.copy_kernel.warmup(x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False, grid=(1,))
+    jit = per_call_us(lambda: copy.copy_kernel[(1, 1, 1)](x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False))
+    runner = per_call_us(lambda: compiled[(1, 1, 1)](x, z, 1024, 1, 1, 1024, False))
     ours = per_call_us(lambda: copy.copy(x))
     alloc = per_call_us(lambda: torch.empty_like(x))
-    record("launch", "copy 4 KiB: direct kernel launch", direct, "us/call")
-    record("launch", "copy 4 KiB: torch.empty alone", alloc, "us/call")
-    record("launch", "copy 4 KiB: generated launcher (checks + allocation + launch)", ours, "us/call", "direct", direct / ours)
-    record("launch", "copy 4 KiB: launcher minus direct launch", ours - direct, "us/call")
+    record("launch", "copy 4 KiB: direct, Triton's JIT call", jit, "us/call")
+    record("launch", "copy 4 KiB: direct, CompiledKernel[grid]", runner, "us/call")
+    record("launch", "copy 4 KiB: torch.empty_like alone", alloc, "us/call")
+    record("launch", "copy 4 KiB: generated launcher (checks + allocation + launch)", ours, "us/call", "JIT call", jit / ours)
+    record("launch", "copy 4 KiB: launcher minus JIT call", ours - jit, "us/call")
+    record("launch", "copy 4 KiB: launcher minus CompiledKernel[grid]", ours - runner, "us/call")
     a, b = randn(512, 512), randn(512, 512)
     c = torch.empty_like(a)
     naive = gen["matmul_naive"]
-    direct = per_call_us(lambda: naive.matmul_naive_kernel[(8, 8)](
-        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BM=64, BN=64, BK=64, INT64_OFFSETS=False))
+    args = (a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1)
+    compiled = naive.matmul_naive_kernel.warmup(*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False, grid=(8, 8))
+    jit = per_call_us(lambda: naive.matmul_naive_kernel[(8, 8, 1)](*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False))
+    runner = per_call_us(lambda: compiled[(8, 8, 1)](*args, 64, 64, 64, False))
     ours = per_call_us(lambda: naive.matmul_naive(a, b))
-    record("launch", "matmul 512^3: direct kernel launch", direct, "us/call")
-    record("launch", "matmul 512^3: generated launcher", ours, "us/call", "direct", direct / ours)
-    record("launch", "matmul 512^3: launcher minus direct launch", ours - direct, "us/call")
+    record("launch", "matmul 512^3: direct, Triton's JIT call", jit, "us/call")
+    record("launch", "matmul 512^3: direct, CompiledKernel[grid]", runner, "us/call")
+    record("launch", "matmul 512^3: generated launcher", ours, "us/call", "JIT call", jit / ours)
+    record("launch", "matmul 512^3: launcher minus JIT call", ours - jit, "us/call")
+    record("launch", "matmul 512^3: launcher minus CompiledKernel[grid]", ours - runner, "us/call")
     tut = gen["matmul_tutorial"]
     tut.matmul_tutorial(a, b)  # tune
     config = tut.matmul_tutorial_kernel.best_config
-    direct = per_call_us(lambda: tut.matmul_tutorial_kernel.fn[(16,)](
-        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False,
-        **config.all_kwargs()))
+    kw = config.kwargs
+    grid = (triton.cdiv(512, kw["BLOCK_SIZE_M"]) * triton.cdiv(512, kw["BLOCK_SIZE_N"]), 1, 1)
+    compiled = tut.matmul_tutorial_kernel.fn.warmup(*args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False,
+                                                     **config.all_kwargs(), grid=grid)
+    jit = per_call_us(lambda: tut.matmul_tutorial_kernel.fn[grid](
+        *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False, **config.all_kwargs()))
+    runner = per_call_us(lambda: compiled[grid](
+        *args, kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"], 8, "none", False))
     tuned = per_call_us(lambda: tut.matmul_tutorial(a, b))
-    autotuner = per_call_us(lambda: tut.matmul_tutorial_kernel[(16,)](
-        a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False))
-    record("launch", "tuned matmul_tutorial 512^3: direct launch of the chosen config", direct, "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", tuned, "us/call", "direct", direct / tuned)
-    record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner.run per call", autotuner, "us/call")
+    autotuner = per_call_us(lambda: tut.matmul_tutorial_kernel[grid](
+        *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False))
+    untuned = per_call_us(lambda: naive.matmul_naive(a, b))
+    record("launch", "tuned matmul_tutorial 512^3: direct, Triton's JIT call of the chosen config", jit, "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: direct, CompiledKernel[grid]", runner, "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", tuned, "us/call", "JIT call", jit / tuned)
+    record("launch", "tuned matmul_tutorial 512^3: launcher minus CompiledKernel[grid]", tuned - runner, "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner call per call", autotuner, "us/call")
+    record("launch", "untuned matmul_naive 512^3 launcher, same loop", untuned, "us/call", "tuned launcher", untuned / tuned)
 
 
 # ---------------------------------------------------------------------------- 4. copy, 5. grayscale

@@ -20,7 +20,28 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -84,7 +105,7 @@ def add_single(x, y):
         raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     if N & (N - 1) or N > 1048576:
         raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be a power of two <= 1048576, got {N}")
-    z = torch.empty((N,), device=device, dtype=torch.float32)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
@@ -98,20 +119,22 @@ def add_single(x, y):
         )
         return z
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(),
+        device_index,
         x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
         *map(_int_class, (*_x_strides, *_y_strides)),
         N,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = add_single_kernel.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(add_single_kernel.warmup(
             x, y, z,
             *_x_strides, *_y_strides, 1,
             N=N, grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         x, y, z,
         *_x_strides, *_y_strides, 1,
         N,

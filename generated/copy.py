@@ -19,7 +19,28 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -87,7 +108,7 @@ def copy(x, *, BS=1024):
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _bad_block("copy", "BS", BS)
     N, = x.shape
-    z = torch.empty((N,), device=device, dtype=torch.float32)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
@@ -102,21 +123,23 @@ def copy(x, *, BS=1024):
         )
         return z
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(),
+        device_index,
         x.data_ptr() % 16, z.data_ptr() % 16,
         *map(_int_class, (N, *_x_strides)),
         BS, int64,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = copy_kernel.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(copy_kernel.warmup(
             x, z,
             N,
             *_x_strides, 1,
             BS=BS, INT64_OFFSETS=int64, grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         x, z,
         N,
         *_x_strides, 1,

@@ -31,7 +31,28 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -173,7 +194,7 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
     if _residual1 != N:
         raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
-    c = torch.empty((M, N), device=device, dtype=torch.bfloat16)
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
@@ -192,22 +213,24 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(),
+        device_index,
         a.data_ptr() % 16, b.data_ptr() % 16, bias.data_ptr() % 16, residual.data_ptr() % 16, c.data_ptr() % 16,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides)),
         BM, BN, BK, GROUP_SIZE_M, int64,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = matmul_epilogue_kernel.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(matmul_epilogue_kernel.warmup(
             a, b, bias, residual, c,
             M, K, N,
             alpha,
             *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
             BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         a, b, bias, residual, c,
         M, K, N,
         alpha,

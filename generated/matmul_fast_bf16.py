@@ -47,7 +47,28 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -227,7 +248,7 @@ def matmul_fast_bf16(a, b, *, GROUP_SIZE_M=8):
     _b0, N = b.shape
     if _b0 != K:
         raise ValueError(f"matmul_fast_bf16: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    c = torch.empty((M, N), device=device, dtype=torch.bfloat16)
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
@@ -266,19 +287,21 @@ def matmul_fast_bf16(a, b, *, GROUP_SIZE_M=8):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(), config_index,
+        device_index, config_index,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
         GROUP_SIZE_M,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = matmul_fast_bf16_kernel.fn.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(matmul_fast_bf16_kernel.fn.warmup(
             a_desc, b_desc, c_desc,
             M, K, N,
             GROUP_SIZE_M=GROUP_SIZE_M, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         a_desc, b_desc, c_desc,
         M, K, N,
         config["BM"], config["BN"], config["BK"], GROUP_SIZE_M,

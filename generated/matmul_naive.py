@@ -23,7 +23,28 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -121,7 +142,7 @@ def matmul_naive(a, b, *, BM=64, BN=64, BK=64):
         raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BK:
         raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
-    c = torch.empty((M, N), device=device, dtype=torch.float16)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()
@@ -137,21 +158,23 @@ def matmul_naive(a, b, *, BM=64, BN=64, BK=64):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(),
+        device_index,
         a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         BM, BN, BK, int64,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = matmul_naive_kernel.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(matmul_naive_kernel.warmup(
             a, b, c,
             M, K, N,
             *_a_strides, *_b_strides, N, 1,
             BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

@@ -20,7 +20,28 @@ import triton.language as tl
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-_COMPILED = {}  # specialization key -> Triton's compiled kernel (CompiledKernel), made once
+_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+
+
+def _launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    current_stream = triton.runtime.driver.active.get_current_stream
+    runtime = triton.knobs.runtime
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
 
 
 def _int_class(value):
@@ -101,7 +122,7 @@ def rgb2grey(x, *, BH=2, BW=1024):
     _x0, H, W = x.shape
     if _x0 != 3:
         raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
-    y = torch.empty((H, W), device=device, dtype=torch.uint8)
+    y = torch.empty(H, W, device=device, dtype=torch.uint8)
     if H == 0 or W == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()
@@ -116,21 +137,23 @@ def rgb2grey(x, *, BH=2, BW=1024):
         )
         return y
     # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = torch.cuda.current_device()
     key = (
-        torch.cuda.current_device(),
+        device_index,
         x.data_ptr() % 16, y.data_ptr() % 16,
         *map(_int_class, (H, W, *_x_strides)),
         BH, BW, int64,
     )
-    compiled = _COMPILED.get(key)
-    if compiled is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        compiled = _COMPILED[key] = rgb2grey_kernel.warmup(
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
+        launch = _COMPILED[key] = _launcher(rgb2grey_kernel.warmup(
             x, y,
             H, W,
             *_x_strides, W, 1,
             BH=BH, BW=BW, INT64_OFFSETS=int64, grid=grid,
-        )
-    compiled[grid](
+        ))
+    launch(
+        grid, device_index,
         x, y,
         H, W,
         *_x_strides, W, 1,

@@ -57,7 +57,7 @@ RESERVED = frozenset(
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
     | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
-    | {"key", "compiled", "config_index"}
+    | {"key", "config_index", "device_index"}
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )

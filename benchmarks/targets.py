@@ -12,8 +12,9 @@ Triton versions in its ``#`` header lines. Every kernel time is the median of
    autotuned) and the tutorial spec against cuBLAS at 1024, 2048, 4096, 8192, medians of 5
    interleaved rounds (L2 flushed between calls), and again in CUDA graphs;
 3. launch: microseconds per call in a loop of a 512^3 matmul and a 4 KiB copy, generated
-   launcher against launching the compiled kernel directly (outputs preallocated, arguments
-   precomputed), and a tuned launcher after tuning;
+   launcher against launching the compiled kernel directly (Triton's JIT call and the
+   CompiledKernel runner; outputs preallocated, arguments precomputed), and a tuned launcher
+   after tuning; the fastest of 5 loops, taken in turns;
 4. copy: against ``torch.Tensor.copy_`` at 2**24 and 2**28 float32 elements;
 5. grayscale: the spec's default config on a uint8 3 x 8192 x 8192 image (bytes read + written);
 6. tuning: the first call of an autotuned launcher in a fresh process, with an empty Triton
@@ -148,7 +149,8 @@ def matmul() -> None:
 
 
 # ---------------------------------------------------------------------------- 3. launch overhead
-def per_call_us(fn, calls=3000) -> float:
+def per_call_us(fn, calls=2000) -> float:
+    """Microseconds per call of ``fn()`` in a loop of ``calls`` (GPU work included, synchronized)."""
     for _ in range(50):
         fn()
     torch.cuda.synchronize()
@@ -159,59 +161,73 @@ def per_call_us(fn, calls=3000) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def per_call_rounds(fns: dict) -> dict:
+    """The fastest of ROUNDS loops of each function, the functions taking turns, so that host
+    clock changes during the run reach all of them alike (the minimum, as ``timeit`` advises)."""
+    best = {name: float("inf") for name in fns}
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            best[name] = min(best[name], per_call_us(fn))
+    return best
+
+
 def launch() -> None:
     """Per-call host cost in a loop. "Direct" is the same compiled kernel launched two ways: by
     Triton's JIT call ``kernel[grid](...)`` (what hand-written Triton code does) and by the
-    compiled kernel's runner ``CompiledKernel[grid](...)`` (tutorial 02's path, what the
-    generated launchers use); both with the output preallocated and the arguments precomputed."""
+    compiled kernel's runner ``CompiledKernel[grid](...)`` (tutorial 02's launch); both with the
+    output preallocated and the arguments precomputed."""
     x = randn(1024, dtype=torch.float32)  # 4 KiB
     z = torch.empty_like(x)
     copy = gen["copy"]
-    compiled = copy.copy_kernel.warmup(x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False, grid=(1,))
-    jit = per_call_us(lambda: copy.copy_kernel[(1, 1, 1)](x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False))
-    runner = per_call_us(lambda: compiled[(1, 1, 1)](x, z, 1024, 1, 1, 1024, False))
-    ours = per_call_us(lambda: copy.copy(x))
-    alloc = per_call_us(lambda: torch.empty_like(x))
-    record("launch", "copy 4 KiB: direct, Triton's JIT call", jit, "us/call")
-    record("launch", "copy 4 KiB: direct, CompiledKernel[grid]", runner, "us/call")
-    record("launch", "copy 4 KiB: torch.empty_like alone", alloc, "us/call")
-    record("launch", "copy 4 KiB: generated launcher (checks + allocation + launch)", ours, "us/call", "JIT call", jit / ours)
-    record("launch", "copy 4 KiB: launcher minus JIT call", ours - jit, "us/call")
-    record("launch", "copy 4 KiB: launcher minus CompiledKernel[grid]", ours - runner, "us/call")
+    compiled_copy = copy.copy_kernel.warmup(x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False, grid=(1,))
     a, b = randn(512, 512), randn(512, 512)
     c = torch.empty_like(a)
     naive = gen["matmul_naive"]
     args = (a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1)
-    compiled = naive.matmul_naive_kernel.warmup(*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False, grid=(8, 8))
-    jit = per_call_us(lambda: naive.matmul_naive_kernel[(8, 8, 1)](*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False))
-    runner = per_call_us(lambda: compiled[(8, 8, 1)](*args, 64, 64, 64, False))
-    ours = per_call_us(lambda: naive.matmul_naive(a, b))
-    record("launch", "matmul 512^3: direct, Triton's JIT call", jit, "us/call")
-    record("launch", "matmul 512^3: direct, CompiledKernel[grid]", runner, "us/call")
-    record("launch", "matmul 512^3: generated launcher", ours, "us/call", "JIT call", jit / ours)
-    record("launch", "matmul 512^3: launcher minus JIT call", ours - jit, "us/call")
-    record("launch", "matmul 512^3: launcher minus CompiledKernel[grid]", ours - runner, "us/call")
+    compiled_naive = naive.matmul_naive_kernel.warmup(*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False, grid=(8, 8))
     tut = gen["matmul_tutorial"]
     tut.matmul_tutorial(a, b)  # tune
     config = tut.matmul_tutorial_kernel.best_config
     kw = config.kwargs
     grid = (triton.cdiv(512, kw["BLOCK_SIZE_M"]) * triton.cdiv(512, kw["BLOCK_SIZE_N"]), 1, 1)
-    compiled = tut.matmul_tutorial_kernel.fn.warmup(*args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False,
-                                                     **config.all_kwargs(), grid=grid)
-    jit = per_call_us(lambda: tut.matmul_tutorial_kernel.fn[grid](
-        *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False, **config.all_kwargs()))
-    runner = per_call_us(lambda: compiled[grid](
-        *args, kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"], 8, "none", False))
-    tuned = per_call_us(lambda: tut.matmul_tutorial(a, b))
-    autotuner = per_call_us(lambda: tut.matmul_tutorial_kernel[grid](
-        *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False))
-    untuned = per_call_us(lambda: naive.matmul_naive(a, b))
-    record("launch", "tuned matmul_tutorial 512^3: direct, Triton's JIT call of the chosen config", jit, "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: direct, CompiledKernel[grid]", runner, "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", tuned, "us/call", "JIT call", jit / tuned)
-    record("launch", "tuned matmul_tutorial 512^3: launcher minus CompiledKernel[grid]", tuned - runner, "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner call per call", autotuner, "us/call")
-    record("launch", "untuned matmul_naive 512^3 launcher, same loop", untuned, "us/call", "tuned launcher", untuned / tuned)
+    compiled_tut = tut.matmul_tutorial_kernel.fn.warmup(*args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False,
+                                                         **config.all_kwargs(), grid=grid)
+    t = per_call_rounds({
+        "copy jit": lambda: copy.copy_kernel[(1, 1, 1)](x, z, 1024, 1, 1, BS=1024, INT64_OFFSETS=False),
+        "copy runner": lambda: compiled_copy[(1, 1, 1)](x, z, 1024, 1, 1, 1024, False),
+        "copy ours": lambda: copy.copy(x),
+        "empty_like": lambda: torch.empty_like(x),
+        "naive jit": lambda: naive.matmul_naive_kernel[(8, 8, 1)](*args, BM=64, BN=64, BK=64, INT64_OFFSETS=False),
+        "naive runner": lambda: compiled_naive[(8, 8, 1)](*args, 64, 64, 64, False),
+        "naive ours": lambda: naive.matmul_naive(a, b),
+        "tuned jit": lambda: tut.matmul_tutorial_kernel.fn[grid](
+            *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False, **config.all_kwargs()),
+        "tuned runner": lambda: compiled_tut[grid](
+            *args, kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"], 8, "none", False),
+        "tuned ours": lambda: tut.matmul_tutorial(a, b),
+        "autotuner": lambda: tut.matmul_tutorial_kernel[grid](*args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False),
+    })
+    record("launch", "copy 4 KiB: direct, Triton's JIT call", t["copy jit"], "us/call")
+    record("launch", "copy 4 KiB: direct, CompiledKernel[grid]", t["copy runner"], "us/call")
+    record("launch", "copy 4 KiB: torch.empty_like alone", t["empty_like"], "us/call")
+    record("launch", "copy 4 KiB: generated launcher (checks + allocation + launch)", t["copy ours"], "us/call",
+           "JIT call", t["copy jit"] / t["copy ours"])
+    record("launch", "copy 4 KiB: launcher minus JIT call", t["copy ours"] - t["copy jit"], "us/call")
+    record("launch", "copy 4 KiB: launcher minus CompiledKernel[grid]", t["copy ours"] - t["copy runner"], "us/call")
+    record("launch", "matmul 512^3: direct, Triton's JIT call", t["naive jit"], "us/call")
+    record("launch", "matmul 512^3: direct, CompiledKernel[grid]", t["naive runner"], "us/call")
+    record("launch", "matmul 512^3: generated launcher", t["naive ours"], "us/call", "JIT call", t["naive jit"] / t["naive ours"])
+    record("launch", "matmul 512^3: launcher minus JIT call", t["naive ours"] - t["naive jit"], "us/call")
+    record("launch", "matmul 512^3: launcher minus CompiledKernel[grid]", t["naive ours"] - t["naive runner"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: direct, Triton's JIT call of the chosen config", t["tuned jit"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: direct, CompiledKernel[grid]", t["tuned runner"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", t["tuned ours"], "us/call",
+           "JIT call", t["tuned jit"] / t["tuned ours"])
+    record("launch", "tuned matmul_tutorial 512^3: launcher minus JIT call", t["tuned ours"] - t["tuned jit"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: launcher minus CompiledKernel[grid]", t["tuned ours"] - t["tuned runner"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner call", t["autotuner"], "us/call")
+    record("launch", "untuned matmul_naive 512^3 launcher vs the tuned launcher", t["naive ours"], "us/call",
+           "tuned launcher", t["naive ours"] / t["tuned ours"])
 
 
 # ---------------------------------------------------------------------------- 4. copy, 5. grayscale
@@ -268,7 +284,8 @@ def main(out_dir: Path, parts: list[str]) -> None:
     for name in parts or list(steps):
         steps[name]()
     out_dir.mkdir(parents=True, exist_ok=True)
-    with (out_dir / "targets.csv").open("w", newline="", encoding="utf-8") as handle:
+    name = "targets.csv" if not parts else f"targets_{'_'.join(parts)}.csv"
+    with (out_dir / name).open("w", newline="", encoding="utf-8") as handle:
         for key, value in meta.items():
             handle.write(f"# {key}: {value}\n")
         writer = csv.writer(handle)

@@ -42,9 +42,13 @@ def _launcher(compiled):
     directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
     Proton), it launches through that runner, which builds the hook's metadata."""
     compiled._init_handles()
-    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-    current_stream = triton.runtime.driver.active.get_current_stream
-    runtime = triton.knobs.runtime
+    try:
+        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+        current_stream = triton.runtime.driver.active.get_current_stream
+        runtime = triton.knobs.runtime
+        runtime.launch_enter_hook.calls
+    except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
+        return lambda grid, device_index, *args: compiled[grid](*args)
 
     def launch(grid, device_index, *args):
         if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now

@@ -155,3 +155,54 @@ def test_int_class_separates_what_triton_separates(generated):
     int_class = generated("copy")._int_class
     assert int_class(32) == int_class(48) != int_class(33) == int_class(2)
     assert len({int_class(v) for v in (1, 16, 17, 2**31, 2**31 + 16, 2**63)}) == 6
+
+
+class _FakeCompiled:
+    """Stands in for Triton's CompiledKernel: records how it was launched."""
+
+    def __init__(self):
+        self.calls = []
+        self.function, self.packed_metadata = "function", "metadata"
+
+    def _init_handles(self):
+        self.calls.append("init")
+
+    def run(self, *args):
+        self.calls.append(("run", args))
+
+    def __getitem__(self, grid):
+        return lambda *args: self.calls.append(("runner", grid, args))
+
+
+class _FakeDriver:
+    """Stands in for the active GPU driver: the current stream of device d is 100 + d."""
+
+    def get_current_stream(self, device):
+        return 100 + device
+
+
+def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooked(generated, monkeypatch):
+    """_launcher: the kernel's own launcher on the device's current stream, every argument by
+    position, no launch metadata; through ``compiled[grid]`` (which calls hooks) while a launch
+    hook is installed; and the runner alone on a Triton without the knobs hook chain."""
+    import triton
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver())
+    module = generated("copy")
+    compiled = _FakeCompiled()
+    launch = module._launcher(compiled)
+    launch((4, 1, 1), 1, "x", "z", 4096, 1024, False)
+    assert compiled.calls == ["init", ("run", (4, 1, 1, 101, "function", "metadata", None, None, None,
+                                               "x", "z", 4096, 1024, False))]
+    hooks = triton.knobs.runtime.launch_enter_hook
+    hook = lambda metadata: None  # noqa: E731
+    hooks.add(hook)
+    try:
+        launch((2, 1, 1), 0, "x", "z", 7)
+    finally:
+        hooks.remove(hook)
+    assert compiled.calls[-1] == ("runner", (2, 1, 1), ("x", "z", 7))
+    old = _FakeCompiled()
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # as Triton 3.2 to 3.4 have it
+    module._launcher(old)((3, 1, 1), 0, "x")
+    assert old.calls == ["init", ("runner", (3, 1, 1), ("x",))]

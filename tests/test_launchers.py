@@ -203,6 +203,6 @@ def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooke
         hooks.remove(hook)
     assert compiled.calls[-1] == ("runner", (2, 1, 1), ("x", "z", 7))
     old = _FakeCompiled()
-    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # as Triton 3.2 to 3.4 have it
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # no hook chain: the runner
     module._launcher(old)((3, 1, 1), 0, "x")
     assert old.calls == ["init", ("runner", (3, 1, 1), ("x",))]

@@ -359,7 +359,7 @@ class _LaunchArgs:
     """The kernel's arguments as launcher text.
 
     ``groups`` and ``meta`` are the JIT call's positional groups and constexpr keywords;
-    ``constexprs`` the constexpr values in signature order (the compiled kernel's runner takes
+    ``constexprs`` the constexpr values in signature order (the compiled kernel's launcher takes
     every argument by position); ``pointers`` and ``ints`` what Triton specializes on.
     """
 
@@ -389,11 +389,9 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _call(function: str, groups, extra: str = "") -> str:
+def _call(function: str, groups) -> str:
     """A launch call, one argument group per line."""
     lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
-    if extra:
-        lines.append(f"    {extra},")
     return "\n".join(lines + [")"])
 
 
@@ -414,11 +412,11 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs) -> str:
 
 def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
-    this specialization, made once by ``warmup`` (Triton's compile and cache) and then launched
-    by ``_launcher`` (the fused-softmax tutorial's ``compiled[grid](*args)`` without its per-call
-    lookups), which skips the JIT's per-call binding and cache lookup. A tuned kernel runs the autotuner on the
-    first call per device and sizes (or takes the config from tilegen's cache on disk), and then
-    the remembered config like any other constexpr."""
+    this specialization, made once by ``warmup`` (Triton's compile and cache) and launched by
+    ``_launcher`` (the fused-softmax tutorial's ``compiled[grid](*args)`` without its per-call
+    lookups), which skips the JIT's per-call binding and cache lookup. A tuned kernel runs the
+    autotuner on the first call per device and sizes (or takes the config from tilegen's cache on
+    disk), and after that its remembered config is one more part of the key."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []

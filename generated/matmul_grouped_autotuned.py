@@ -107,6 +107,13 @@ def _load_tuned():
 
 
 @functools.lru_cache(maxsize=None)
+def _tuned_before():
+    """tilegen's cache on disk as this process first needs it: read once, on the first sizes the
+    process has not tuned (its own choices are in _TUNED)."""
+    return _load_tuned()
+
+
+@functools.lru_cache(maxsize=None)
 def _device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
@@ -136,7 +143,7 @@ def _tuned_index(launcher, tune_key):
                 stacklevel=3,
             )
     else:
-        index = _config_index(_load_tuned().get(_disk_key(tune_key)))
+        index = _config_index(_tuned_before().get(_disk_key(tune_key)))
     if index is not None:
         _TUNED[tune_key] = index
     return index

@@ -112,6 +112,7 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     monkeypatch.setattr(module, "_INTERPRET", False)
     monkeypatch.setattr(module, "_TUNE_CACHE", str(tmp_path / "tilegen" / "matmul_fast-0123.json"))
     monkeypatch.setattr(module, "_TUNED", {})
+    module._tuned_before.cache_clear()  # a new process: nothing read yet
     tune_key = (torch.device("cpu"), 64, 32, 16)
     assert module._tuned_index("matmul_fast", tune_key) is None  # nothing tuned yet: tune now
     chosen = module._CONFIGS[3]
@@ -119,13 +120,15 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     assert module._TUNED == {tune_key: 3}
     on_disk = json.loads((tmp_path / "tilegen" / "matmul_fast-0123.json").read_text())
     assert on_disk == {"cpu|64,32,16": chosen.all_kwargs()}
-    # The next process starts with an empty _TUNED and finds the choice on disk.
+    # The next process starts with an empty _TUNED and reads the disk cache afresh.
     monkeypatch.setattr(module, "_TUNED", {})
+    module._tuned_before.cache_clear()
     assert module._tuned_index("matmul_fast", tune_key) == 3
     assert module._TUNED == {tune_key: 3}
     assert module._tuned_index("matmul_fast", (torch.device("cpu"), 64, 32, 32)) is None  # other sizes
     # A config the spec no longer has (a hand-edited cache) is tuned again, not trusted.
     (tmp_path / "tilegen" / "matmul_fast-0123.json").write_text(json.dumps({"cpu|8,8,8": {"BM": 7}}))
+    module._tuned_before.cache_clear()
     assert module._tuned_index("matmul_fast", (torch.device("cpu"), 8, 8, 8)) is None
     spec_hash = (ROOT / "generated" / "matmul_fast.py").read_text().split("spec sha256 ")[1][:16]
     assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()

@@ -179,10 +179,10 @@ def _docstring(spec: m.Spec) -> str:
     return "\n".join(lines)
 
 
-def _strides(tensor: m.Tensor) -> str:
+def _strides(tensor: m.Tensor) -> list[str]:
     """The strides of a new contiguous output, from its sizes (no ``.stride()`` call)."""
     dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
-    return ", ".join(" * ".join(dims[i + 1:]) or "1" for i in range(len(dims)))
+    return [" * ".join(dims[i + 1:]) or "1" for i in range(len(dims))]
 
 
 def _int64_condition(spec: m.Spec) -> str:
@@ -281,12 +281,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         pointers: tuple[str, ...] = ()
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
-        strides = tuple(_strides(t) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays)
+        strides = tuple(", ".join(_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays)
         groups = [tuple(t.name.id for t in spec.arrays), sizes_passed, scalars, strides]
         pointers = tuple(t.name.id for t in spec.arrays)
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in bound_strides)]
-        for t in spec.outputs:  # a new output's strides: products of sizes (literals are constexprs)
-            ints += [s for s in _strides(t).split(", ") if not s.isdigit() and s not in ints]
+        for t in spec.outputs:  # a new output's strides: products of the later sizes; literal ones never vary
+            ints += [stride for i, stride in enumerate(_strides(t))
+                     if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{d}={d}" for d in whole)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+import triton
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -210,7 +211,7 @@ for label, (m, k, n), view in [("contiguous 64^3", (64, 64, 64), False), ("strid
            True, (c.float() - module.reference(a, b).float()).abs().max().item(), 5e-2)
 # A launch hook (what a profiler such as Proton installs) sees the launchers' launches.
 hooked = []
-chain = __import__("triton").knobs.runtime.launch_enter_hook
+chain = triton.knobs.runtime.launch_enter_hook
 chain.add(hooked.append)
 z = gen["copy"].copy(storage[:1024])
 chain.remove(hooked.append)
@@ -218,6 +219,6 @@ gen["copy"].copy(storage[:1024])
 record("copy launch hook", f"called {len(hooked)} time(s) for 1 hooked launch", len(hooked) == 1 and torch.equal(z, storage[:1024]), 0.0, 0)
 torch.cuda.synchronize()
 
-print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {__import__('triton').__version__}")
+print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
 print(f"{sum(rows)} passed, {len(rows) - sum(rows)} failed")
 sys.exit(0 if all(rows) else 1)

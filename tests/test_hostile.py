@@ -154,7 +154,7 @@ kernel {kernel}
         ("x", "x"),
         ("k", "pid_i"), ("k", "offs_i"), ("k", "mask_i"), ("k", "x_pt"), ("k", "strides_x"),
         ("k", "gelu_tanh"), ("k", "cdiv"),
-        ("k", "copy"), ("k", "tanh"), ("k", "z_value"), ("k", "rows"),
+        ("k", "copy"), ("k", "approximate"), ("k", "z_value"), ("k", "rows"),
         ("k", "kernel_"), ("k", "K_kernel"),
     ],
 )

@@ -64,7 +64,7 @@ def errors(text):
         ("config BM = 64, BN = 64,", "config BM = 64, BM = 32, BN = 64,", "'BM' is set twice in this config"),
         ("none, relu, gelu", "none, relu, tanh", "'tanh' cannot be chosen"),
         ("none, relu, gelu", "none, relu, relu", "option 'relu' is listed twice"),
-        ("act(alpha * acc)", "act(alpha * acc, 2)", "'act' takes 1 arguments, not 2"),
+        ("act(alpha * acc)", "act(alpha * acc, 2)", "'act' (a choice) takes 1 argument, not 2"),
         ("act(alpha * acc)", "alpha[m, n]", "'alpha' is a scalar; use it without an index"),
         ("in  alpha: f32", "out alpha: f32", "output 'alpha' needs a shape"),
         ("grid flat m over M by BM, n over N by BN", "grid flat m over M by BM", "a flat grid flattens two tiled axes"),
@@ -86,7 +86,7 @@ def test_block_without_default_needs_tune():
 @pytest.mark.parametrize(
     "old,new,message",
     [
-        ("z[i] = x[i] + y[i]", "z[i] = leaky_relu(x[i], y[i])", "the slope of 'leaky_relu' must be a number"),
+        ("z[i] = x[i] + y[i]", "z[i] = leaky_relu(x[i], y[i])", "the negative_slope of 'leaky_relu' must be a number"),
         ("z[i] = x[i] + y[i]", "z[i] = gelu(x[i], approximate=erf)", "unknown approximate 'erf'"),
         ("z[i] = x[i] + y[i]", "z[i] = relu(x[i], slope=2)", "unknown argument 'slope' to 'relu'"),
         ("grid  i over N by BS", "grid  i over N by BS\n  access tma", "unknown access style 'tma'"),

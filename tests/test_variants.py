@@ -60,9 +60,17 @@ def test_add_single_is_one_program_over_the_whole_vector(generated, n):
     assert torch.equal(z, x + y)
 
 
-def test_add_single_refuses_a_length_that_is_not_a_power_of_two(generated):
-    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be a power of two <= 1048576, got 1000"):
-        generated("add_single").add_single(torch.zeros(1000), torch.zeros(1000))
+@pytest.mark.parametrize("n", [3, 1000])
+def test_add_single_pads_any_length_to_one_masked_tile(generated, n):
+    """A whole axis is one tile of the next power of two, masked: any length works (the seed's
+    kernel, whose tile is N itself, takes powers of two only)."""
+    x, y = _rand(n, dtype=torch.float32, seed=n), _rand(n, dtype=torch.float32, seed=n + 1)
+    assert torch.equal(generated("add_single").add_single(x, y), x + y)
+
+
+def test_add_single_refuses_a_length_past_the_largest_tile(generated):
+    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile\), got 1048577"):
+        generated("add_single").add_single(torch.zeros(2**20 + 1), torch.zeros(2**20 + 1))
 
 
 def test_add_strided_views(generated):

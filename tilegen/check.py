@@ -14,32 +14,10 @@ import keyword
 from dataclasses import dataclass, field
 
 from tilegen import model as m
+from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
 from tilegen.errors import Collector
+from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
 
-
-@dataclass(frozen=True)
-class Signature:
-    """How a spec function is called: positional argument counts and keyword arguments."""
-
-    min_args: int
-    max_args: int
-    kwargs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> allowed values
-
-
-#: Functions an expression may call. ``dot`` is the accumulate-dot of a loop; the rest are
-#: elementwise activations (``leaky_relu(x, 0.1)``: the slope, 0.01 by default;
-#: ``gelu(x, approximate=tanh)``: the tanh form, erf by default, as in torch).
-FUNCTIONS: dict[str, Signature] = {
-    "dot": Signature(2, 2, {"precision": m.PRECISIONS}),
-    "relu": Signature(1, 1),
-    "leaky_relu": Signature(1, 2),
-    "gelu": Signature(1, 1, {"approximate": ("none", "tanh")}),
-    "sigmoid": Signature(1, 1),
-    "silu": Signature(1, 1),
-}
-
-#: Options a ``choose`` line may offer: the one-argument activations, and ``none``.
-CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 
 #: Words of the language itself; a spec cannot use them as names.
 KEYWORDS = frozenset(
@@ -54,6 +32,7 @@ RESERVED = frozenset(
     | set(keyword.softkwlist)
     | KEYWORDS
     | set(FUNCTIONS)
+    | set(CASTS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
     | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
@@ -354,6 +333,9 @@ class Checker:
             return ()
         result = []
         for position, (item, dim) in enumerate(zip(index, tensor.dims)):
+            if isinstance(item, m.Load):
+                result += [a for a in self.gather_axes(tensor, item, scope, writing) if a not in result]
+                continue
             if isinstance(item, m.Number):
                 if self.spec.access_style == "descriptor":
                     self.errors.error(
@@ -392,68 +374,205 @@ class Checker:
                 result.append(item.id)
         return tuple(result)
 
+    def gather_axes(self, tensor: m.Tensor, index: m.Load, scope: Scope, writing: bool) -> tuple[str, ...]:
+        """Check a gather ``tensor[.., idx[..], ..]`` and return the axes of its index tile."""
+        if writing:
+            self.errors.error("a store cannot scatter through a loaded index; index it with axes", index.span)
+        if self.spec.access_style != "pointers":
+            self.errors.error(
+                f"a gather needs 'access pointers'; {self.spec.access_style} cannot index by a loaded tile",
+                index.span,
+            )
+        axes = self.index_axes(index.tensor, index.index, scope, writing=False)
+        source = self.spec.tensor(index.tensor.id)
+        if source is not None and not source.is_scalar and not is_int(source.dtype.id):
+            self.errors.error(
+                f"a gather index must be an integer tensor; '{source.name.id}' is {source.dtype.id}", index.span
+            )
+        return axes
+
+    def dtype(self, expr: m.Expr, scope: Scope) -> str | None:
+        """The dtype ``expr`` computes to (None for a literal), see :mod:`tilegen.dtypes`."""
+
+        def local(name: str) -> str | None:
+            if name in scope.locals:
+                return scope.dtypes.get(name)
+            tensor = self.spec.tensor(name)
+            if tensor is not None:
+                return tensor.dtype.id
+            return INDEX if name in scope.axes or name in self.dims else None
+
+        return expr_dtype(expr, self.spec, local)
+
     def expr_axes(self, expr: m.Expr, scope: Scope) -> tuple[str, ...]:
         """Check an expression and return the axes of the tile it evaluates to."""
         if isinstance(expr, m.Number):
             return ()
         if isinstance(expr, m.Ref):
-            if expr.name.id in scope.locals:
-                return scope.locals[expr.name.id]
-            tensor = self.spec.tensor(expr.name.id)
+            name = expr.name.id
+            if name in scope.locals:
+                return scope.locals[name]
+            if name in scope.axes:  # an axis's index values
+                return () if scope.axes[name].is_index else (name,)
+            if name in self.dims:  # a size symbol's value
+                return ()
+            tensor = self.spec.tensor(name)
             if tensor is not None and tensor.is_scalar:
                 return ()
             if tensor is not None:
-                self.errors.error(
-                    f"tensor '{expr.name.id}' must be indexed, e.g. '{expr.name.id}[...]'", expr.span
-                )
+                self.errors.error(f"tensor '{name}' must be indexed, e.g. '{name}[...]'", expr.span)
+            elif name in self.params:
+                self.errors.error(f"'{name}' is a block size, which has no value in the body", expr.span)
             else:
-                self.errors.error(f"unknown name '{expr.name.id}'", expr.span)
+                self.errors.error(f"unknown name '{name}'", expr.span)
             return ()
         if isinstance(expr, m.Load):
             return self.index_axes(expr.tensor, expr.index, scope, writing=False)
         if isinstance(expr, m.Neg):
+            if self.dtype(expr.operand, scope) == BOOL:
+                self.errors.error("a comparison is a mask, not a number; negate a number", expr.span)
             return self.expr_axes(expr.operand, scope)
         if isinstance(expr, m.BinOp):
             left = self.expr_axes(expr.left, scope)
             right = self.expr_axes(expr.right, scope)
+            self.check_operands(expr, scope)
             return left + tuple(a for a in right if a not in left)
         if isinstance(expr, m.Call):
             return self.call_axes(expr, scope)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
 
+    def check_operands(self, expr: m.BinOp, scope: Scope) -> None:
+        """Masks (comparisons, ``&``, ``|``) combine with ``&``/``|`` and feed ``where``; numbers
+        do arithmetic and comparisons."""
+        for side in (expr.left, expr.right):
+            is_mask = self.dtype(side, scope) == BOOL
+            if expr.op in LOGIC and not is_mask:
+                self.errors.error(
+                    f"'{expr.op}' combines masks (comparisons such as 'n <= m'), not numbers", side.span
+                )
+            elif expr.op not in LOGIC and is_mask:
+                what = "compared" if expr.op in COMPARISONS else "used as a number"
+                self.errors.error(
+                    f"a comparison is a mask and cannot be {what}; use where(mask, a, b) to pick numbers",
+                    side.span,
+                )
+
     def call_axes(self, call: m.Call, scope: Scope) -> tuple[str, ...]:
         name = call.func.id
         choice = next((c for c in self.spec.choices if c.name.id == name), None)
-        signature = Signature(1, 1) if choice is not None else FUNCTIONS.get(name)
-        if signature is None:
-            known = sorted(FUNCTIONS) + [c.name.id for c in self.spec.choices]
+        function = lookup(name)
+        if choice is None and function is None:
+            known = sorted([*FUNCTIONS, *CASTS, *(c.name.id for c in self.spec.choices)])
             self.errors.error(f"unknown function '{name}'; known: {', '.join(known)}", call.func.span)
             return ()
         operands = [self.expr_axes(arg, scope) for arg in call.args]
+        params = [p for p, _ in function.params] if function is not None else []
+        for key, value in call.kwargs:
+            if key.id in params:  # a number given by keyword; words (dim=c, precision=ieee) are not values
+                operands.append(self.expr_axes(value, scope))
+        if choice is not None:
+            if len(call.args) != 1 or call.kwargs:
+                self.errors.error(f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span)
+            return operands[0] if operands else ()
+        if function.kind == "dot":
+            if len(call.args) != 2:
+                self.errors.error(f"'dot' takes 2 arguments, not {len(call.args)}", call.span)
+                return ()
+            self.check_keywords(call, function, ())
+            return self.dot_axes(call, operands[:2], scope)
+        if function.kind == "reduction":
+            return self.reduction_axes(call, operands, scope)
         count = len(call.args)
-        if not signature.min_args <= count <= signature.max_args:
+        if not function.min_args <= count <= function.max_args:
             wanted = (
-                str(signature.min_args)
-                if signature.min_args == signature.max_args
-                else f"{signature.min_args} or {signature.max_args}"
+                str(function.min_args)
+                if function.min_args == function.max_args
+                else f"{function.min_args} to {function.max_args}"
             )
             self.errors.error(f"'{name}' takes {wanted} arguments, not {count}", call.span)
             return ()
-        for key, value in call.kwargs:
-            text = value.id if isinstance(value, m.Name) else value.text
-            if key.id not in signature.kwargs:
-                expected = ", ".join(f"'{k}'" for k in signature.kwargs) or "none"
-                self.errors.error(f"unknown argument '{key.id}' to '{name}'; expected {expected}", key.span)
-            elif text not in signature.kwargs[key.id]:
+        params = [p for p, _ in function.params]
+        self.check_keywords(call, function, params[: count - 1])
+        given = set(params[: count - 1]) | {k.id for k, _ in call.kwargs}
+        missing = [p for p, default in function.params if default is None and p not in given]
+        if missing:
+            self.errors.error(f"'{name}' needs its argument '{missing[0]}'", call.span)
+        for position, param in enumerate(params, start=1):
+            given = call.args[position] if position < count else call.kwarg(param)
+            if param in function.numbers and given is not None and self.expr_axes(given, scope):
                 self.errors.error(
-                    f"unknown {key.id} '{text}'; expected one of {', '.join(signature.kwargs[key.id])}",
-                    value.span,
+                    f"the {param} of '{name}' must be a number (a constant or a scalar input), e.g. "
+                    f"{name}(x, {dict(function.params)[param]})",
+                    given.span,
                 )
-        if name == "dot":
-            return self.dot_axes(call, operands, scope)
-        if name == "leaky_relu" and count == 2 and not isinstance(call.args[1], m.Number):
-            self.errors.error("the slope of 'leaky_relu' must be a number, e.g. leaky_relu(x, 0.1)", call.args[1].span)
-        return operands[0]
+        if name == "where" and call.args and self.dtype(call.args[0], scope) != BOOL:
+            self.errors.error(
+                "the first argument of 'where' is a mask, e.g. where(n <= m, acc, 0)", call.args[0].span
+            )
+        elif name != "where":
+            for arg in call.args:
+                if self.dtype(arg, scope) == BOOL:
+                    self.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, a, b)", arg.span)
+        result: tuple[str, ...] = ()
+        for axes in operands:
+            result += tuple(a for a in axes if a not in result)
+        return result
+
+    def check_keywords(self, call: m.Call, function, positional: list[str]) -> None:
+        """Keywords name a parameter not given by position, or a choice with a known word."""
+        params = [p for p, _ in function.params]
+        for key, value in call.kwargs:
+            if key.id in function.choices:
+                word = call.word(key.id)
+                if word not in function.choices[key.id]:
+                    self.errors.error(
+                        f"unknown {key.id} '{word or 'value'}'; expected one of {', '.join(function.choices[key.id])}",
+                        value.span,
+                    )
+            elif key.id in params and key.id not in positional:
+                continue
+            else:
+                expected = [*function.choices, *(p for p in params if p not in positional)]
+                if function.kind == "reduction":
+                    expected = ["dim"]
+                why = f"expected {', '.join(repr(k) for k in expected)}" if expected else "it takes none"
+                self.errors.error(f"unknown argument '{key.id}' to '{function.name}'; {why}", key.span)
+
+    def reduction_axes(self, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
+        """``sum(x, dim=c)``: ``c`` is a tile axis of ``x`` that one program covers (a whole
+        axis or the current tile of a loop axis); the result spans ``x``'s other axes."""
+        name = call.func.id
+        if len(call.args) != 1:
+            self.errors.error(f"'{name}' takes 1 argument and dim=, not {len(call.args)} arguments", call.span)
+            return ()
+        if self.dtype(call.args[0], scope) == BOOL:
+            self.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, 1, 0)", call.args[0].span)
+        value, word = call.kwarg("dim"), call.word("dim")
+        for key, _ in call.kwargs:
+            if key.id != "dim":
+                self.errors.error(f"unknown argument '{key.id}' to '{name}'; expected 'dim'", key.span)
+        if value is None:
+            self.errors.error(f"'{name}' needs the axis it reduces: {name}(x, dim=<axis>)", call.span)
+            return operands[0]
+        if word is None or word not in scope.axes or scope.axes[word].is_index:
+            what = f"'{word}' is not a tile axis in scope" if word else "not an expression"
+            self.errors.error(f"dim= names a tile axis of the operand; {what}", value.span)
+            return operands[0]
+        dim = value.name
+        axis = scope.axes[dim.id]
+        if dim.id not in operands[0]:
+            spans = ", ".join(operands[0]) or "no axis"
+            self.errors.error(
+                f"'{name}' reduces over '{dim.id}', but its operand spans {spans}", dim.span
+            )
+            return operands[0]
+        if dim.id not in scope.loop_axes and axis.bounds != "whole":
+            self.errors.error(
+                f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
+                f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis",
+                dim.span,
+            )
+        return tuple(a for a in operands[0] if a != dim.id)
 
     def dot_axes(self, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
         for arg in call.args:
@@ -518,17 +637,28 @@ class Checker:
                         self.errors.error(
                             f"'{axis.id}' is an index axis (no block), not a tile dimension", axis.span
                         )
-                if not isinstance(stmt.init, m.Number):
-                    self.errors.error("a tile is initialised with a constant, e.g. '= 0'", stmt.init.span)
+                init = stmt.init.operand if isinstance(stmt.init, m.Neg) else stmt.init
+                if not isinstance(init, m.Number):
+                    self.errors.error("a tile is initialised with a constant, e.g. '= 0' or '= -inf'", stmt.init.span)
                 self.define(stmt.name, "variable")
                 scope.locals[stmt.name.id] = tuple(a.id for a in stmt.axes)
                 scope.declared.add(stmt.name.id)
                 scope.dtypes[stmt.name.id] = stmt.dtype.id
             elif isinstance(stmt, m.Assign):
                 axes = self.expr_axes(stmt.value, scope)
-                if stmt.name.id not in scope.locals:
+                dtype = self.dtype(stmt.value, scope)
+                name = stmt.name.id
+                if name not in scope.locals:
                     self.define(stmt.name, "variable")
-                scope.locals[stmt.name.id] = axes
+                    scope.locals[name] = axes
+                    scope.dtypes[name] = dtype
+                elif not set(axes) <= set(scope.locals[name]):
+                    # a variable keeps its shape (a loop carries it from step to step)
+                    self.errors.error(
+                        f"'{name}' spans {list(scope.locals[name])}, but the new value spans {list(axes)}; "
+                        "use a new name",
+                        stmt.value.span,
+                    )
             elif isinstance(stmt, m.Accumulate):
                 axes = self.expr_axes(stmt.value, scope)
                 if stmt.name.id not in scope.declared:

@@ -122,8 +122,9 @@ class Axis:
     * ``"unmasked"``: no mask; the launcher requires ``dim`` to be a multiple of ``block``;
     * ``"wrapped"``: loads wrap around with ``% dim`` (the Intel guide's matmul), stores are
       masked;
-    * ``"whole"``: no ``block``: one tile covers the whole extent, which is passed as a
-      ``tl.constexpr`` and must be a power of two (one program, the Intel guide's add_kernel);
+    * ``"whole"``: no ``block``: one tile covers the whole extent (one program along it, the
+      Intel guide's add_kernel, tutorial 02's softmax row); the tile is the extent rounded up to
+      a power of two, masked;
     * ``"index"``: no ``block``: one program per index, a scalar offset (a batch axis).
     """
 
@@ -142,13 +143,6 @@ class Axis:
     def is_index(self) -> bool:
         """True for ``b over B`` (no block): a scalar index, not a tile."""
         return self.bounds == "index"
-
-    @property
-    def tile(self) -> str:
-        """The tile extent as the kernel names it: the block, or the dimension for ``whole``."""
-        if self.bounds == "whole":
-            return self.dim.id
-        return self.block.id if self.block is not None else "1"
 
 
 @dataclass(frozen=True)
@@ -227,16 +221,18 @@ class Ref:
 
 @dataclass(frozen=True)
 class Load:
-    """``x[0, h, w]``: a tile of tensor ``tensor``; each index is an axis name or an integer."""
+    """``x[0, h, w]``: a tile of tensor ``tensor``; each index is an axis name, an integer, or
+    a gather: a :class:`Load` of an integer tensor (``logits[r, target[r]]``)."""
 
     tensor: Name
-    index: tuple[Name | Number, ...]
+    index: tuple[Name | Number | Load, ...]
     span: Span
 
 
 @dataclass(frozen=True)
 class BinOp:
-    """``left op right`` with ``op`` one of ``+ - * /``."""
+    """``left op right``: arithmetic (``+ - * /``), a comparison (``< <= > >= == !=``) or
+    logic on masks (``& |``)."""
 
     op: str
     left: Expr
@@ -254,12 +250,23 @@ class Neg:
 
 @dataclass(frozen=True)
 class Call:
-    """``func(args..., key=value)``, e.g. ``dot(a[m, k], b[k, n], precision=ieee)``."""
+    """``func(args..., key=value)``, e.g. ``dot(a[m, k], b[k, n], precision=ieee)`` or
+    ``sum(x[r, c], dim=c)``. A keyword's value is an expression; a bare word (``ieee``, an
+    axis) is a :class:`Ref`, read with :meth:`word`."""
 
     func: Name
     args: tuple[Expr, ...]
-    kwargs: tuple[tuple[Name, Name | Number], ...]
+    kwargs: tuple[tuple[Name, Expr], ...]
     span: Span
+
+    def kwarg(self, key: str) -> Expr | None:
+        """The value given for keyword ``key``, or None."""
+        return next((value for name, value in self.kwargs if name.id == key), None)
+
+    def word(self, key: str) -> str | None:
+        """The bare word given for keyword ``key`` (``ieee`` in ``precision=ieee``), or None."""
+        value = self.kwarg(key)
+        return value.name.id if isinstance(value, Ref) else None
 
 
 Expr = Union[Number, Ref, Load, BinOp, Neg, Call]
@@ -269,7 +276,8 @@ Expr = Union[Number, Ref, Load, BinOp, Neg, Call]
 
 @dataclass(frozen=True)
 class Declare:
-    """``acc: f32[m, n] = 0``: a tile variable over the given axes, filled with a constant."""
+    """``acc: f32[m, n] = 0``: a tile variable over the given axes, filled with a constant;
+    ``s: f32[] = 0`` (no axes) is one number per program."""
 
     name: Name
     dtype: Name
@@ -397,7 +405,11 @@ def statements(body: tuple[Stmt, ...]):
 def subexpressions(expr: Expr):
     """``expr`` and every expression inside it, depth first."""
     yield expr
-    if isinstance(expr, BinOp):
+    if isinstance(expr, Load):
+        for item in expr.index:
+            if isinstance(item, Load):  # a gather's index tile
+                yield from subexpressions(item)
+    elif isinstance(expr, BinOp):
         yield from subexpressions(expr.left)
         yield from subexpressions(expr.right)
     elif isinstance(expr, Neg):
@@ -405,6 +417,9 @@ def subexpressions(expr: Expr):
     elif isinstance(expr, Call):
         for arg in expr.args:
             yield from subexpressions(arg)
+        for _, value in expr.kwargs:
+            if not isinstance(value, Ref):  # a bare word is a choice or an axis, not a value
+                yield from subexpressions(value)
 
 
 def accesses(stmt: Stmt):

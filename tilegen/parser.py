@@ -168,11 +168,17 @@ class ToModel(Transformer):
     def index_const(self, meta, items):
         return _number(items[0])
 
+    def index_gather(self, meta, items):
+        name, *index = items
+        return m.Load(_name(name), tuple(index), _span(meta))
+
     # expressions ---------------------------------------------------------------
     def number(self, meta, items):
         return _number(items[0])
 
     def ref(self, meta, items):
+        if str(items[0]) == "inf":  # the constant infinity (-inf is its negation)
+            return m.Number("inf", _span(items[0]))
         return m.Ref(_name(items[0]), _span(meta))
 
     def load(self, meta, items):
@@ -188,7 +194,6 @@ class ToModel(Transformer):
 
     def kwarg(self, meta, items):
         key, value = items
-        value = _number(value) if value.type == "NUMBER" else _name(value)
         return ("kwarg", _name(key), value)
 
     def call(self, meta, items):
@@ -254,6 +259,9 @@ _TERMINAL_WORDS = {
     "$END": "end of file",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*' or '/'",
+    "CMP_OP": "a comparison",
+    "AND_OP": "'&'",
+    "OR_OP": "'|'",
     "FLAT": "'flat'",
     "PERSISTENT": "'persistent'",
     "DEFAULT": "'default'",

@@ -11,10 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilegen import model as m
-from tilegen.lower.plan import ChoicePlan, Comment, ForLoop, IfBlock, KernelParam, KernelPlan, Line, Op, TunePlan
-
-#: Activation helpers, in the order the module defines them, with the spec call each serves.
-HELPERS = ("relu", "leaky_relu", "gelu", "gelu_tanh", "sigmoid", "silu")
+from tilegen.dtypes import COMPARISONS, INDEX, computes_in_f32, expr_dtype
+from tilegen.functions import HELPERS, REDUCTIONS as REDUCTION_NAMES, lookup
+from tilegen.lower.plan import (
+    ChoicePlan,
+    Comment,
+    ForLoop,
+    HelperPlan,
+    IfBlock,
+    KernelParam,
+    KernelPlan,
+    Line,
+    Op,
+    TunePlan,
+)
 
 #: Module constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies the
 #: raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
@@ -28,18 +38,30 @@ INT64_FLAG = "INT64_OFFSETS"
 #: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
 LEAKY_RELU_SLOPE = "0.01"
 
-_PRECEDENCE = {"+": 1, "-": 1, "*": 2, "/": 2}
+#: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
+#: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.
+_PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}
 
 
 def binop_text(expr: m.BinOp, left: str, right: str) -> str:
-    """``left op right`` with parentheses only where precedence needs them (the same text
-    for Triton and torch, so both evaluate in the spec's order)."""
+    """``left op right`` with parentheses only where Python's precedence needs them (the same
+    text for Triton and torch, so both evaluate in the spec's order). Comparisons never chain."""
     prec = _PRECEDENCE[expr.op]
-    if isinstance(expr.left, m.BinOp) and _PRECEDENCE[expr.left.op] < prec:
+    if isinstance(expr.left, m.BinOp) and (
+        _PRECEDENCE[expr.left.op] < prec or (prec == 0 and _PRECEDENCE[expr.left.op] == 0)
+    ):
         left = f"({left})"
     if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
         right = f"({right})"
     return f"{left} {expr.op} {right}"
+
+
+def number_text(expr: m.Number | m.Neg) -> str:
+    """A constant as Python writes it: ``inf`` is ``float("inf")``, ``-inf`` ``float("-inf")``."""
+    if isinstance(expr, m.Neg):
+        inner = number_text(expr.operand)
+        return 'float("-inf")' if inner == 'float("inf")' else f"-{inner}"
+    return 'float("inf")' if expr.text == "inf" else expr.text
 
 
 def printable(text: str, strip: bool = True) -> str:
@@ -82,7 +104,7 @@ def size_symbols(spec: m.Spec) -> tuple[str, ...]:
 
 
 def whole_dims(spec: m.Spec) -> tuple[str, ...]:
-    """Dimensions tiled whole (``i over N whole``): passed as ``tl.constexpr``."""
+    """Dimensions tiled whole (``i over N whole``): their tile is the next power of two."""
     return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
 
 
@@ -149,6 +171,8 @@ class KernelLowering:
     masks: dict[str, str] = field(default_factory=dict)  # combined mask expression -> variable
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)
+    whole_blocks: dict[str, str] = field(default_factory=dict)  # 'whole' dimension -> its tile constexpr
+    loads: dict[tuple, str] = field(default_factory=dict)  # (tensor, index, context) -> tile loaded in scope
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
     descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
@@ -161,6 +185,8 @@ class KernelLowering:
         self.taken |= {f"{t.name.id}_desc" for t in spec.arrays}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
         self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS"}
+        for dim in whole_dims(spec):  # the tile of a whole axis: N rounded up to a power of two
+            self.whole_blocks[dim] = self.fresh(f"BLOCK_{dim}")
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
@@ -181,29 +207,15 @@ class KernelLowering:
         return Comment(f"{self.spec.path}:{span.line}: {printable(line)}")
 
     def dtype_of(self, expr: m.Expr) -> str | None:
-        """The spec dtype of ``expr`` when it is certain (a load, a typed local), else None."""
-        if isinstance(expr, m.Load):
-            return self.spec.tensor(expr.tensor.id).dtype.id
-        if isinstance(expr, m.Ref):
-            tensor = self.spec.tensor(expr.name.id)
-            return tensor.dtype.id if tensor is not None else self.dtypes.get(expr.name.id)
-        if isinstance(expr, m.Call) and expr.func.id in ("relu", "leaky_relu"):
-            return self.dtype_of(expr.args[0])
-        if isinstance(expr, m.Call) and expr.func.id in ("gelu", "sigmoid", "silu"):
-            return "f32"
-        if isinstance(expr, m.Neg):
-            return self.dtype_of(expr.operand)
-        if isinstance(expr, m.BinOp):
-            # Only the cases Triton's promotion makes obvious: equal float dtypes, or a float
-            # tile with a number (a Python scalar does not promote a tile's dtype).
-            left, right = self.dtype_of(expr.left), self.dtype_of(expr.right)
-            if isinstance(expr.left, m.Number):
-                left = right
-            if isinstance(expr.right, m.Number):
-                right = left
-            if left == right and left in m.FLOAT_DTYPES:
-                return left
-        return None
+        """The spec dtype ``expr`` computes to (None for a literal), see :mod:`tilegen.dtypes`."""
+
+        def local(name: str) -> str | None:
+            if name in self.locals:
+                return self.dtypes.get(name)
+            tensor = self.spec.tensor(name)
+            return tensor.dtype.id if tensor is not None else INDEX  # an axis or a size
+
+        return expr_dtype(expr, self.spec, local)
 
     def tile_axes(self, index) -> tuple[str, ...]:
         """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
@@ -212,9 +224,18 @@ class KernelLowering:
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """The tile axes ``expr`` spans, in first-appearance order."""
         if isinstance(expr, m.Load):
-            return self.tile_axes(expr.index)
+            axes = self.tile_axes(expr.index)
+            for item in expr.index:
+                if isinstance(item, m.Load):  # a gather spans its index tile's axes
+                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
+            return axes
         if isinstance(expr, m.Ref):
-            return self.locals.get(expr.name.id, ())
+            name = expr.name.id
+            if name in self.locals:
+                return self.locals[name]
+            if name in self.axes and not self.axes[name].scalar:  # an axis's index values
+                return (name,)
+            return ()
         if isinstance(expr, m.Neg):
             return self.expr_axes(expr.operand)
         if isinstance(expr, m.BinOp):
@@ -224,7 +245,12 @@ class KernelLowering:
             if expr.func.id == "dot":
                 a, b = (self.expr_axes(arg) for arg in expr.args)
                 return (a[0], b[1])
-            return self.expr_axes(expr.args[0])
+            axes: tuple[str, ...] = ()
+            for arg in expr.args:
+                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
+            if expr.func.id in REDUCTION_NAMES:
+                return tuple(a for a in axes if a != expr.word("dim"))
+            return axes
         return ()
 
     # signature -------------------------------------------------------------------
@@ -233,13 +259,13 @@ class KernelLowering:
         whole = whole_dims(spec)
         descriptors = spec.access_style == "descriptor"  # shape and strides live in the descriptor
         pointers = tuple(KernelParam(f"{t.name.id}_desc" if descriptors else f"{t.name.id}_ptr") for t in spec.arrays)
-        sizes = tuple(KernelParam(d) for d in size_symbols(spec) if d not in whole)
+        sizes = tuple(KernelParam(d) for d in size_symbols(spec))
         scalars = tuple(KernelParam(t.name.id) for t in spec.inputs if t.is_scalar)
         strides = () if descriptors else tuple(
             tuple(KernelParam(stride_name(t, i)) for i in range(len(t.dims))) for t in spec.arrays
         )
         consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
-        consts += tuple(KernelParam(d, True) for d in whole)
+        consts += tuple(KernelParam(self.whole_blocks[d], True) for d in whole)
         consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
         if spec.persistent:
             consts += (KernelParam("NUM_SMS", True),)
@@ -282,13 +308,16 @@ class KernelLowering:
             start = "0" if whole else f"{pids[name]} * {axis.block.id}"
             if self.spec.access_style in ("block_ptr", "descriptor"):
                 # Block pointers and descriptors take the tile start and check bounds themselves.
-                mask = "checked" if axis.masked else None
-                self.axes[name] = AxisInfo("", mask, axis.dim.id, axis.tile, start)
+                mask = "checked" if axis.masked or whole else None
+                tile = self.whole_blocks[axis.dim.id] if whole else axis.block.id
+                self.axes[name] = AxisInfo("", mask, axis.dim.id, tile, start)
                 continue
             offs = self.fresh(f"offs_{name}")
-            if whole:
-                ops.append(Line(f"{offs} = tl.arange(0, {axis.dim.id})"))
-                self.axes[name] = AxisInfo(offs, None, axis.dim.id, axis.dim.id, "0")
+            if whole:  # one tile of all of the dimension, padded to a power of two and masked
+                block = self.whole_blocks[axis.dim.id]
+                mask = self.fresh(f"mask_{name}")
+                ops += [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")]
+                self.axes[name] = AxisInfo(offs, mask, axis.dim.id, block, "0")
                 continue
             ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))
             info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
@@ -417,6 +446,15 @@ class KernelLowering:
         context = tuple(self.canonical.get(a, a) for a in context)  # an alias takes its axis's place
         terms, masks = [], []
         for position, item in enumerate(access.index):
+            if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
+                index = self.load(item, context, ops)
+                terms.append(f"{index} * {stride_name(tensor, position)}")
+                _, index_mask = self.pointer_expr(item, context, None, load=True)
+                dim = tensor.dims[position]
+                bound = dim.text if isinstance(dim, m.Number) else dim.id
+                # lanes the index tile masks, and indices outside the dimension, read nothing
+                masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
+                continue
             if not isinstance(item, m.Name) or self.axes[item.id].scalar:
                 terms += self.scalar_terms(tensor, {position: item})
                 continue
@@ -427,6 +465,7 @@ class KernelLowering:
             if mask is not None:
                 masks.append(broadcast(mask, slot, context))
         ptr = f"{tensor.name.id}_ptr + " + " + ".join(terms) if terms else f"{tensor.name.id}_ptr"
+        masks = list(dict.fromkeys(masks))
         mask = " & ".join(masks) if masks else None
         if ops is not None and len(masks) > 1:
             if mask not in self.masks:
@@ -472,9 +511,15 @@ class KernelLowering:
         return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
 
     def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
-        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``."""
+        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``. A tile
+        loaded before in this scope (same tensor, index and context) is not loaded again:
+        inputs are read-only, so it still holds the same values."""
+        key = (expr.tensor.id, _index_key(expr.index), context)
+        if key in self.loads:
+            return self.loads[key]
         consts = [i.text for i in expr.index if isinstance(i, m.Number)]
         var = self.fresh("_".join([expr.tensor.id, *consts]))
+        self.loads[key] = var
         axes = self.tile_axes(expr.index)
         if self.spec.access_style in ("block_ptr", "descriptor") and axes:
             if self.spec.access_style == "descriptor":
@@ -494,38 +539,95 @@ class KernelLowering:
         ops.append(Line(f"{var} = tl.load({ptr}, mask={mask})" if mask else f"{var} = tl.load({ptr})"))
         return var
 
+    def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
+        """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
+        integer: math computes in float32, as torch does."""
+        if not computes_in_f32(self.dtype_of(expr)):
+            return text
+        return f"({text}).to(tl.float32)" if compound and isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.to(tl.float32)"
+
     # expressions -----------------------------------------------------------------
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
+        """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
         name = call.func.id
-        arg = self.expr(call.args[0], context, ops)
         choice = next((c for c in self.spec.choices if c.name.id == name), None)
         if choice is not None:
+            arg = self.expr(call.args[0], context, ops)
             for option in choice.options:
                 if option.id != "none":
                     self.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
-        kwargs = {k.id: (v.id if isinstance(v, m.Name) else v.text) for k, v in call.kwargs}
-        if name == "leaky_relu":
+        function = lookup(name)
+        if function.kind == "reduction":
+            return self.reduction(call, function, context, ops)
+        x = self.expr(call.args[0], context, ops)
+        values = {"x": x}
+        for position, (param, default) in enumerate(function.params, start=1):
+            given = call.args[position] if position < len(call.args) else call.kwarg(param)
+            values[param] = self.expr(given, context, ops) if given is not None else default
+        if function.kind == "math":
+            values["x"] = self.upcast(x, call.args[0])
+            if name == "pow":
+                return self.power(call, values)
+        if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
+            values["x"] = f"({x})"
+        if function.kind == "activation" or name in HELPERS:
+            if name == "gelu" and call.word("approximate") == "tanh":
+                name = "gelu_tanh"
             self.helpers.add(name)
-            slope = call.args[1].text if len(call.args) > 1 else LEAKY_RELU_SLOPE
-            return f"leaky_relu({arg}, {slope})"
-        if name == "gelu" and kwargs.get("approximate") == "tanh":
-            name = "gelu_tanh"
-        self.helpers.add(name)
-        return f"{name}({arg})"
+            return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
+        return function.triton.format(**values)
+
+    def power(self, call: m.Call, values: dict[str, str]) -> str:
+        """``pow(x, p)``: a small integer exponent multiplies (any sign of ``x``, as torch);
+        any other exponent is ``exp2(p * log2(x))``, which needs ``x > 0`` (torch gives NaN
+        for a negative base with a fractional exponent too)."""
+        exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
+        x = values["x"]
+        if isinstance(exponent, m.Number) and exponent.is_int and int(exponent.text) <= 4:
+            count = int(exponent.text)
+            return " * ".join([x] * count) if count else "1.0"
+        return f"tl.exp2({values['exponent']} * tl.log2({x}))"
+
+    def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
+        """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,
+        then the rest), lanes past the end of ``c`` replaced by the reduction's identity
+        (0, -inf, inf), reduced over ``c`` into a new variable, broadcast back to ``context``."""
+        dim = call.word("dim")
+        operand = call.args[0]
+        canonical = tuple(self.canonical.get(a, a) for a in context)
+        own = self.expr_axes(operand)
+        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        x = self.expr(operand, inner, ops)
+        if function.name in ("sum", "mean"):
+            x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
+        mask = self.axes[dim].mask
+        if mask is not None and mask != "checked":
+            identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(function.name, "0.0")
+            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
+        result = self.fresh(f"{function.name}_{dim}")
+        text = function.triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+        ops.append(Line(f"{result} = {text}"))
+        return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 
     def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
         if isinstance(expr, m.Number):
-            return expr.text
+            return number_text(expr)
         if isinstance(expr, m.Ref):
-            if expr.name.id not in self.locals:  # a scalar input
-                return expr.name.id
+            name = expr.name.id
             canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
-            return broadcast_tile(expr.name.id, self.locals[expr.name.id], canonical)
+            if name in self.locals:
+                return broadcast_tile(name, self.locals[name], canonical)
+            if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
+                info = self.axes[name]
+                return info.offs if info.scalar else broadcast(info.offs, self.canonical.get(name, name), canonical)
+            return name  # a scalar input or a size symbol
         if isinstance(expr, m.Load):
             return self.load(expr, context, ops)
         if isinstance(expr, m.Neg):
+            if isinstance(expr.operand, m.Number):
+                return number_text(expr)
             inner = self.expr(expr.operand, context, ops)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
@@ -589,8 +691,8 @@ class KernelLowering:
                 self.bf16_dot = True
                 upcasts = tuple(Line(f"{t} = {t}.to(tl.float32)") for t in tiles)
                 body.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", upcasts))
-            precision = {key.id: value for key, value in call.kwargs}.get("precision")
-            extra = f', input_precision="{precision.id}"' if precision is not None else ""
+            precision = call.word("precision")
+            extra = f', input_precision="{precision}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
         body += [Line(a) for a in advances]
         ops.append(ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body)))
@@ -611,12 +713,12 @@ class KernelLowering:
             info.mask = info.load_mask = self.fresh(f"mask_{k}")
             body.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
         self.axes[k] = info
-        outer_masks = dict(self.masks)  # masks made inside the loop do not outlive it
+        outer_masks, outer_loads = dict(self.masks), dict(self.loads)  # neither outlives the loop
         for stmt in loop.body:
             if not isinstance(stmt, m.Loop):
                 body.append(self.comment(stmt.span))
             body.extend(self.statement(stmt))
-        self.masks = outer_masks
+        self.masks, self.loads = outer_masks, outer_loads
         return [self.comment(loop.span), ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body))]
 
     # statements ------------------------------------------------------------------
@@ -626,8 +728,8 @@ class KernelLowering:
             axes = tuple(a.id for a in stmt.axes)
             shape = tuple_text(self.axes[a].tile for a in axes)
             dtype = m.DTYPES[stmt.dtype.id][0]
-            value = stmt.init.text
-            if float(value) == 0:
+            value = number_text(stmt.init)
+            if value in ("0", "0.0"):
                 ops.append(Line(f"{stmt.name.id} = tl.zeros({shape}, dtype={dtype})"))
             else:
                 ops.append(Line(f"{stmt.name.id} = tl.full({shape}, {value}, dtype={dtype})"))
@@ -637,6 +739,10 @@ class KernelLowering:
         elif isinstance(stmt, (m.Assign, m.Accumulate)):
             context = self.locals.get(stmt.name.id) or self.expr_axes(stmt.value)
             value = self.expr(stmt.value, context, ops)
+            if isinstance(stmt, m.Assign) and set(self.expr_axes(stmt.value)) != set(context):
+                # a smaller value broadcast into a variable that keeps its shape (a loop carries it)
+                shape = tuple_text(self.axes[self.canonical.get(a, a)].tile for a in context)
+                value = f"tl.broadcast_to({value}, {shape})"
             operator = "+=" if isinstance(stmt, m.Accumulate) else "="
             ops.append(Line(f"{stmt.name.id} {operator} {value}"))
             self.locals.setdefault(stmt.name.id, context)
@@ -719,7 +825,7 @@ class KernelLowering:
             body += tile
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
-        helpers = tuple(h for h in HELPERS if h in self.helpers)
+        helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in self.helpers)
         if self.int64:  # the flag goes last, after the spec's own constexprs
             flag = KernelParam(INT64_FLAG, True)
             if params and params[-1][0].constexpr:
@@ -730,7 +836,16 @@ class KernelLowering:
         return KernelPlan(
             name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64,
             descriptors if self.spec.access_style == "descriptor" else (),
+            tuple(self.whole_blocks.items()),
         )
+
+
+def _index_key(index) -> tuple:
+    """A hashable form of a load's index (names, numbers and gathers)."""
+    return tuple(
+        ("gather", i.tensor.id, _index_key(i.index)) if isinstance(i, m.Load) else (type(i).__name__, getattr(i, "id", None) or i.text)
+        for i in index
+    )
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.lower.kernel import INT64_FLAG, size_symbols, tuple_text, whole_dims
+from tilegen.lower.kernel import INT64_FLAG, size_symbols, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
@@ -88,7 +88,7 @@ def _largest(spec: m.Spec, param: str) -> str | None:
 
 
 def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[str, str]]:
-    """Unmasked axes need multiples of their block; whole axes a power-of-two extent."""
+    """Unmasked axes need multiples of their block; a whole axis's extent fits one tile."""
     checks = []
     for axis in spec.axes():
         where = f"'{axis.name.id} over {axis.dim.id}"
@@ -110,9 +110,9 @@ def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[s
             origin = f" ({bound[dim]})" if dim in bound else ""
             checks.append(
                 (
-                    f"{dim} & ({dim} - 1) or {dim} > {MAX_TILE}",
+                    f"{dim} > {MAX_TILE}",
                     f"f\"{name}: {where} whole' makes one tile of all of {dim}, so {dim}{origin} must be "
-                    f"a power of two <= {MAX_TILE}, got {{{dim}}}\"",
+                    f"<= {MAX_TILE} (Triton's largest tile), got {{{dim}}}\"",
                 )
             )
     return checks
@@ -265,13 +265,14 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     }
     empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=size_symbols(spec).index)) or "False"
     body.append(IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),)))
-    whole = whole_dims(spec)
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
     bound_strides = [t for t in spec.arrays if descriptors or t.role == "in"]
     for t in bound_strides:
         body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
-    sizes_passed = tuple(d for d in size_symbols(spec) if d not in whole)
+    sizes_passed = size_symbols(spec)
+    for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
+        body.append(Line(f"{block} = 1 << ({dim} - 1).bit_length()"))
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
     if descriptors:  # the descriptors carry the pointers, shapes and strides
@@ -289,7 +290,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
             ints += [stride for i, stride in enumerate(_strides(t))
                      if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
-    meta += tuple(f"{d}={d}" for d in whole)
+    meta += tuple(f"{block}={block}" for _, block in kernel.whole_blocks)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
     if kernel.int64:
         body.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))

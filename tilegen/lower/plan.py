@@ -87,6 +87,16 @@ class ChoicePlan:
 
 
 @dataclass(frozen=True)
+class HelperPlan:
+    """A ``@triton.jit`` helper the kernel calls: ``def <name>(x, <params>):`` and its body."""
+
+    name: str
+    params: tuple[str, ...]
+    body: tuple[str, ...]
+    doc: str
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
 
@@ -95,11 +105,12 @@ class KernelPlan:
     body: tuple[Op, ...]
     docstring: str
     tune: TunePlan | None
-    helpers: tuple[str, ...]  # activation helpers used, rendered by templates/helpers.py.j2
+    helpers: tuple[HelperPlan, ...]  # helpers the kernel calls, rendered by templates/helpers.py.j2
     choices: tuple[ChoicePlan, ...]
     bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
     int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
     descriptors: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (tensor, block shape) of each TMA descriptor
+    whole_blocks: tuple[tuple[str, str], ...] = ()  # (dimension, constexpr) of each 'whole' axis's tile
 
 
 @dataclass(frozen=True)

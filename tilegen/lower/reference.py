@@ -11,19 +11,10 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.lower.kernel import LEAKY_RELU_SLOPE, binop_text, tuple_text
+from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype, is_float
+from tilegen.functions import lookup
+from tilegen.lower.kernel import binop_text, number_text, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
-
-#: torch expression of each activation of ``x`` (``{x}``), matching templates/helpers.py.j2:
-#: relu and leaky_relu keep the dtype; the others compute in float32 as the kernel does.
-TORCH_ACTIVATIONS = {
-    "relu": "torch.relu({x})",
-    "leaky_relu": "torch.nn.functional.leaky_relu({x}, {slope})",
-    "gelu": "torch.nn.functional.gelu({x}.float())",
-    "gelu_tanh": 'torch.nn.functional.gelu({x}.float(), approximate="tanh")',
-    "sigmoid": "torch.sigmoid({x}.float())",
-    "silu": "torch.nn.functional.silu({x}.float())",
-}
 
 
 class ReferenceLowering:
@@ -37,7 +28,8 @@ class ReferenceLowering:
             self.aliases = {a.id: s.id for a, s in zip(spec.swizzle.aliases, spec.swizzle.axes)}
         self.batch = tuple(a.name.id for a in spec.grid if a.is_index)
         self.locals: dict[str, tuple[str, ...]] = {}
-        self.dtypes: dict[str, str] = {}
+        self.dtypes: dict[str, str] = {}  # declared local -> torch dtype (a dot accumulates in it)
+        self.spec_dtypes: dict[str, str | None] = {}  # local -> spec dtype, for tilegen.dtypes
         self.lines: list[str] = []
         self.device = next(t.name.id for t in spec.inputs if not t.is_scalar) + ".device"
 
@@ -60,17 +52,44 @@ class ReferenceLowering:
             text += "[" + ", ".join(":" if a in axes else "None" for a in context) + "]"
         return text
 
+    def arange(self, axis: str, context: tuple[str, ...]) -> str:
+        """An axis's index values over the whole dimension, aligned to ``context``."""
+        return self.align(f"torch.arange({self.dim_of(axis)}, device={self.device})", (axis,), context)
+
     def load(self, load: m.Load, context: tuple[str, ...]) -> str:
+        if any(isinstance(i, m.Load) for i in load.index):
+            return self.gather(load, context)
         index = [i.text if isinstance(i, m.Number) else ":" for i in load.index]
         text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
         return self.align(text, self.load_axes(load), context)
 
+    def gather(self, load: m.Load, context: tuple[str, ...]) -> str:
+        """``x[r, idx[r]]`` as advanced indexing: an index tensor per dimension, each over the
+        load's axes (an axis is its ``arange``, a gather its loaded index tensor)."""
+        own = self.expr_axes(load)
+        index = []
+        for item in load.index:
+            if isinstance(item, m.Number):
+                index.append(item.text)
+            elif isinstance(item, m.Load):
+                index.append(self.load(item, own))
+            else:
+                index.append(self.arange(self.aliases.get(item.id, item.id), own))
+        return self.align(f"{load.tensor.id}[{', '.join(index)}]", own, context)
+
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """Axes of ``expr`` as a whole tensor (index axes included)."""
         if isinstance(expr, m.Load):
-            return self.load_axes(expr)
+            axes = self.load_axes(expr)
+            for item in expr.index:
+                if isinstance(item, m.Load):
+                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
+            return axes
         if isinstance(expr, m.Ref):
-            return self.locals.get(expr.name.id, ())
+            name = expr.name.id
+            if name in self.locals:
+                return self.locals[name]
+            return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()
         if isinstance(expr, m.Neg):
             return self.expr_axes(expr.operand)
         if isinstance(expr, m.BinOp):
@@ -81,8 +100,36 @@ class ReferenceLowering:
                 a, b = (self.expr_axes(arg) for arg in expr.args)
                 batch = tuple(x for x in self.batch if x in a or x in b)
                 return batch + (a[-2], b[-1])
-            return self.expr_axes(expr.args[0])
+            axes: tuple[str, ...] = ()
+            for arg in expr.args:
+                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
+            dim = expr.word("dim")
+            return tuple(a for a in axes if a != dim) if lookup(expr.func.id) and lookup(expr.func.id).kind == "reduction" else axes
         return ()
+
+    def dtype_of(self, expr: m.Expr) -> str | None:
+        """The spec dtype ``expr`` computes to, see :mod:`tilegen.dtypes`."""
+
+        def local(name: str) -> str | None:
+            if name in self.locals:
+                return self.spec_dtypes.get(name)
+            tensor = self.spec.tensor(name)
+            return tensor.dtype.id if tensor is not None else INDEX
+
+        return expr_dtype(expr, self.spec, local)
+
+    def as_float(self, text: str, expr: m.Expr) -> str:
+        """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints)."""
+        if not computes_in_f32(self.dtype_of(expr)):
+            return text
+        return f"({text}).float()" if isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.float()"
+
+    def value(self, expr: m.Expr, context: tuple[str, ...]) -> str:
+        """``expr`` as a tensor argument of a torch function (numbers become tensors)."""
+        text = self.expr(expr, context)
+        if not self.expr_axes(expr):
+            return f"torch.as_tensor({text}, device={self.device})"
+        return f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
 
     def dot(self, call: m.Call, acc_dtype: str | None) -> str:
         """``torch.matmul`` of the two operands in the accumulator's dtype, batched over the
@@ -101,29 +148,54 @@ class ReferenceLowering:
         name = call.func.id
         if name == "dot":
             return self.dot(call, acc_dtype)
-        x = self.expr(call.args[0], context)
-        if not self.expr_axes(call.args[0]):  # a number: torch functions take tensors
-            x = f"torch.as_tensor({x})"
-        elif isinstance(call.args[0], (m.BinOp, m.Neg)):
-            x = f"({x})"
         if any(c.name.id == name for c in self.spec.choices):
-            return f"_torch_activation({x}, {name})"
-        kwargs = {k.id: (v.id if isinstance(v, m.Name) else v.text) for k, v in call.kwargs}
-        if name == "gelu" and kwargs.get("approximate") == "tanh":
-            name = "gelu_tanh"
-        slope = call.args[1].text if len(call.args) > 1 else LEAKY_RELU_SLOPE
-        return TORCH_ACTIVATIONS[name].format(x=x, slope=slope)
+            return f"_torch_activation({self.value(call.args[0], context)}, {name})"
+        function = lookup(name)
+        if function.kind == "reduction":
+            return self.reduction(call, function, context)
+        x = self.value(call.args[0], context)
+        values = {"x": x}
+        for position, (param, default) in enumerate(function.params, start=1):
+            given = call.args[position] if position < len(call.args) else call.kwarg(param)
+            if given is None:
+                values[param] = default
+            elif name in ("maximum", "minimum", "where"):
+                values[param] = self.value(given, context)
+            else:
+                values[param] = self.expr(given, context)
+        if function.kind in ("math", "activation"):
+            values["x"] = self.as_float(x, call.args[0])
+        values["approximate"] = call.word("approximate") or "none"
+        return function.torch.format(**values)
+
+    def reduction(self, call: m.Call, function, context: tuple[str, ...]) -> str:
+        """``torch.sum(x, dim=i)`` over the operand's own axes (``context``'s first), aligned back."""
+        dim = call.word("dim")
+        own = self.expr_axes(call.args[0])
+        inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
+        x = self.value(call.args[0], inner)
+        if function.name in ("sum", "mean") and self.dtype_of(call.args[0]) in ("f16", "bf16"):
+            x = self.as_float(x, call.args[0])
+        elif function.name == "mean" and not is_float(self.dtype_of(call.args[0])):
+            x = f"{x}.float()"
+        text = function.torch.format(x=x, axis=inner.index(dim))
+        return self.align(text, tuple(a for a in inner if a != dim), context)
 
     def expr(self, expr: m.Expr, context: tuple[str, ...], acc_dtype: str | None = None) -> str:
         if isinstance(expr, m.Number):
-            return expr.text
+            return number_text(expr)
         if isinstance(expr, m.Ref):
-            if expr.name.id not in self.locals:  # a scalar input
-                return expr.name.id
-            return self.align(expr.name.id, self.locals[expr.name.id], context)
+            name = expr.name.id
+            if name in self.locals:
+                return self.align(name, self.locals[name], context)
+            if self.expr_axes(expr):  # an axis's index values
+                return self.arange(name, context)
+            return name  # a scalar input or a size symbol
         if isinstance(expr, m.Load):
             return self.load(expr, context)
         if isinstance(expr, m.Neg):
+            if isinstance(expr.operand, m.Number):
+                return number_text(expr)
             inner = self.expr(expr.operand, context)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
@@ -138,14 +210,14 @@ class ReferenceLowering:
         axes = self.batch + tuple(a.id for a in stmt.axes)
         shape = tuple_text(self.dim_of(a) for a in axes)
         dtype = m.DTYPES[stmt.dtype.id][1]
-        if float(stmt.init.text) == 0:
+        init = number_text(stmt.init)
+        if init in ("0", "0.0"):
             self.lines.append(f"{stmt.name.id} = torch.zeros({shape}, dtype={dtype}, device={self.device})")
         else:
-            self.lines.append(
-                f"{stmt.name.id} = torch.full({shape}, {stmt.init.text}, dtype={dtype}, device={self.device})"
-            )
+            self.lines.append(f"{stmt.name.id} = torch.full({shape}, {init}, dtype={dtype}, device={self.device})")
         self.locals[stmt.name.id] = axes
         self.dtypes[stmt.name.id] = dtype
+        self.spec_dtypes[stmt.name.id] = stmt.dtype.id
 
     def store(self, stmt: m.Store) -> None:
         spec = self.spec
@@ -184,9 +256,14 @@ class ReferenceLowering:
             if isinstance(stmt, m.Declare):
                 self.declare(stmt)
             elif isinstance(stmt, m.Assign):
-                axes = self.expr_axes(stmt.value)
-                self.lines.append(f"{stmt.name.id} = {self.expr(stmt.value, axes)}")
-                self.locals[stmt.name.id] = axes
+                name = stmt.name.id
+                axes = self.locals.get(name) or self.expr_axes(stmt.value)
+                value = self.expr(stmt.value, axes)
+                if name in self.locals and set(self.expr_axes(stmt.value)) != set(axes):  # keeps its shape
+                    value = f"({value}).expand({', '.join(self.dim_of(a) for a in axes)})"
+                self.lines.append(f"{name} = {value}")
+                self.spec_dtypes.setdefault(name, self.dtype_of(stmt.value))
+                self.locals[name] = axes
             elif isinstance(stmt, m.Accumulate):
                 context = self.locals[stmt.name.id]
                 value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))

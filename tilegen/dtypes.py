@@ -1,0 +1,127 @@
+"""What dtype an expression computes to: the spec's promotion rules, shared by the checker
+(a comparison is a mask, not a number; a gather index is an integer) and both lowerings
+(where to compute in float32, where a store casts).
+
+The rules follow torch and Triton where they agree: a literal number takes the other
+operand's dtype (``0.5 * x`` stays f16); floats win over integers; the wider float wins and
+f16 with bf16 gives f32; ``/`` of integers is a float division; math and activations compute
+f16/bf16 in float32 and return float32; ``sum``/``mean`` accumulate f16/bf16 in float32;
+comparisons, ``&`` and ``|`` give ``"bool"`` (a mask). ``None`` stands for an integer
+literal and ``"float"`` for a float literal: both take their context's dtype (a float literal
+makes an integer tile float32).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tilegen import model as m
+from tilegen.functions import lookup
+
+#: The dtype of comparisons, ``&`` and ``|``: masks, for ``where`` and other masks.
+BOOL = "bool"
+
+#: The dtype of a float literal (``0.5``): it takes the other operand's float dtype.
+WEAK_FLOAT = "float"
+
+#: The dtype of an axis's index values (``m`` in ``where(n <= m, ...)``) and of a size symbol.
+INDEX = "i32"
+
+COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
+LOGIC = ("&", "|")
+
+_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+
+
+def is_float(dtype: str | None) -> bool:
+    """True for f16, bf16, f32 and f64."""
+    return dtype in _FLOAT_RANK
+
+
+def is_int(dtype: str | None) -> bool:
+    """True for the integer dtypes (i8 ... i64, u8)."""
+    return dtype is not None and dtype in m.DTYPES and not is_float(dtype)
+
+
+def promote(left: str | None, right: str | None, *, divide: bool = False) -> str | None:
+    """The dtype of arithmetic on ``left`` and ``right`` (``None``: an integer literal,
+    ``"float"``: a float literal)."""
+    if WEAK_FLOAT in (left, right):
+        other = right if left == WEAK_FLOAT else left
+        if other is None:
+            return WEAK_FLOAT
+        return other if is_float(other) or other == WEAK_FLOAT else "f32"
+    if left is None or right is None:
+        known = left if right is None else right
+        return "f32" if divide and is_int(known) else known
+    if is_float(left) and is_float(right):
+        if left == right:
+            return left
+        rank = max(_FLOAT_RANK[left], _FLOAT_RANK[right])
+        return "f32" if rank == 1 else {2: "f32", 3: "f64"}[rank]
+    if is_float(left) or is_float(right):
+        return left if is_float(left) else right
+    if divide:
+        return "f32"
+    if left == right:
+        return left
+    return "i64" if "i64" in (left, right) else "i32"
+
+
+def math_dtype(dtype: str | None) -> str:
+    """What math computes in: f64 stays f64, everything else is float32."""
+    return "f64" if dtype == "f64" else "f32"
+
+
+def computes_in_f32(dtype: str | None) -> bool:
+    """True where math on a tile of ``dtype`` first converts it to float32: f16, bf16, integers."""
+    return dtype in ("f16", "bf16") or is_int(dtype)
+
+
+def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -> str | None:
+    """The dtype ``expr`` (of ``spec``'s body) computes to.
+
+    A load has its tensor's dtype; ``local(name)`` gives the dtype of a name that is not a tensor load: a local tile variable,
+    a scalar input, an axis or a size symbol (``INDEX``), or None when unknown. A literal
+    number gives None (it takes its context's dtype).
+    """
+    if isinstance(expr, m.Number):
+        return None if expr.is_int else WEAK_FLOAT
+    if isinstance(expr, m.Ref):
+        return local(expr.name.id)
+    if isinstance(expr, m.Load):
+        tensor = spec.tensor(expr.tensor.id)
+        return tensor.dtype.id if tensor is not None else None
+    if isinstance(expr, m.Neg):
+        return expr_dtype(expr.operand, spec, local)
+    if isinstance(expr, m.BinOp):
+        if expr.op in COMPARISONS or expr.op in LOGIC:
+            return BOOL
+        left, right = expr_dtype(expr.left, spec, local), expr_dtype(expr.right, spec, local)
+        return promote(left, right, divide=expr.op == "/")
+    if isinstance(expr, m.Call):
+        function = lookup(expr.func.id)
+        if function is None:  # a ``choose`` activation: computes in float32
+            return "f32"
+        first = expr_dtype(expr.args[0], spec, local) if expr.args else None
+        if function.kind == "cast":
+            return function.name
+        if function.kind == "dot":
+            return "i32" if first == "i8" else "f32"
+        if function.kind in ("math", "activation"):
+            return math_dtype(first)
+        if function.kind == "reduction":
+            if function.name in ("sum", "mean") and first in ("f16", "bf16"):
+                return "f32"
+            if function.name == "mean" and not is_float(first):
+                return "f32"
+            return first
+        if function.name == "where":
+            values = [expr_dtype(a, spec, local) for a in expr.args[1:3]]
+            return promote(*values) if len(values) == 2 else None
+        result = first
+        for arg in expr.args[1:]:
+            if function.name in ("maximum", "minimum"):
+                result = promote(result, expr_dtype(arg, spec, local))
+        return result
+    raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

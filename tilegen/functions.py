@@ -1,0 +1,187 @@
+"""The functions a spec may call: one table, read by the checker and by both lowerings.
+
+Each :class:`Function` says how it is called (positional and keyword arguments, the checker's
+business), what it computes to (its result's dtype, the lowering's business) and how it is
+written in Triton and in torch. Names and defaults are torch's (``torch.nn.functional`` for
+the activations), so a spec reads like the torch code its author knows; see
+``../shared/design/language-next.md``.
+
+Kinds:
+
+* ``math``: elementwise, computed in float32 for f16/bf16 (and integer) operands, as torch
+  computes them; the result stays float32 (a store casts it to the output's dtype);
+* ``activation``: like ``math``, written as a ``@triton.jit`` helper of the generated module
+  (:data:`HELPERS`) so the kernel reads ``elu(x, 1.0)``;
+* ``elementwise``: computed in the operands' dtype (``maximum``, ``minimum``, ``where``,
+  ``abs``, ``clamp``, ``relu``, ``leaky_relu``, ``hardtanh``);
+* ``reduction``: ``sum``, ``max``, ``min``, ``mean`` over one axis (``dim=``); ``sum`` and
+  ``mean`` accumulate f16/bf16 in float32;
+* ``cast``: a dtype's name converts (``f16(p)``);
+* ``dot``: the accumulate-dot of a ``for`` loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tilegen import model as m
+
+
+@dataclass(frozen=True)
+class Function:
+    """One spec function.
+
+    ``params`` names the arguments after the first, in order, with their defaults as spec
+    number text (``None``: required); each can be given by position or by keyword.
+    ``choices`` are keyword arguments taking a word (``approximate=tanh``). Params in
+    ``numbers`` take a number (a literal or a scalar input), not a tile, as torch's do
+    (``negative_slope``, ``alpha``). ``triton`` and
+    ``torch`` are format strings over ``x`` (the first argument) and the params' names;
+    an empty ``triton`` means a helper of that name (``elu(x, alpha)``).
+    """
+
+    name: str
+    kind: str
+    params: tuple[tuple[str, str | None], ...] = ()
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    numbers: tuple[str, ...] = ()
+    triton: str = ""
+    torch: str = ""
+
+    @property
+    def min_args(self) -> int:
+        """Positional arguments it needs: ``x`` and every param without a default."""
+        return 1 + sum(1 for _, default in self.params if default is None)
+
+    @property
+    def max_args(self) -> int:
+        """Positional arguments it takes at most."""
+        return 1 + len(self.params)
+
+
+def _math(name: str, triton: str, torch: str) -> Function:
+    return Function(name, "math", triton=triton, torch=torch)
+
+
+def _activation(name: str, torch: str, *params: tuple[str, str | None]) -> Function:
+    return Function(name, "activation", params=params, numbers=tuple(p for p, _ in params), torch=torch)
+
+
+#: Every function, by name. The activations' torch forms take ``x`` in float32, as the helpers do.
+FUNCTIONS: dict[str, Function] = {
+    f.name: f
+    for f in (
+        Function("dot", "dot", choices={"precision": m.PRECISIONS}),
+        # reductions over one axis
+        Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})"),
+        Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})"),
+        Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})"),
+        Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})"),
+        # elementwise in the operands' dtype
+        Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
+                 torch="torch.maximum({x}, {other})"),
+        Function("minimum", "elementwise", (("other", None),), triton="tl.minimum({x}, {other})",
+                 torch="torch.minimum({x}, {other})"),
+        Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
+                 torch="torch.where({x}, {input}, {other})"),
+        Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})"),
+        Function("clamp", "elementwise", (("min", None), ("max", None)),
+                 triton="tl.minimum(tl.maximum({x}, {min}), {max})", torch="torch.clamp({x}, {min}, {max})"),
+        Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})"),
+        Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
+                 triton="leaky_relu({x}, {negative_slope})",
+                 torch="torch.nn.functional.leaky_relu({x}, {negative_slope})"),
+        Function("hardtanh", "elementwise", (("min_val", "-1.0"), ("max_val", "1.0")), numbers=("min_val", "max_val"),
+                 triton="tl.minimum(tl.maximum({x}, {min_val}), {max_val})",
+                 torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})"),
+        # math, in float32
+        _math("exp", "tl.exp({x})", "torch.exp({x})"),
+        _math("exp2", "tl.exp2({x})", "torch.exp2({x})"),
+        _math("log", "tl.log({x})", "torch.log({x})"),
+        _math("log2", "tl.log2({x})", "torch.log2({x})"),
+        _math("sqrt", "tl.sqrt_rn({x})", "torch.sqrt({x})"),
+        _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})"),
+        _math("erf", "tl.erf({x})", "torch.erf({x})"),
+        Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})"),
+        # activations (helpers), in float32
+        _activation("tanh", "torch.tanh({x})"),
+        _activation("sigmoid", "torch.sigmoid({x})"),
+        _activation("silu", "torch.nn.functional.silu({x})"),
+        Function("gelu", "activation", choices={"approximate": ("none", "tanh")},
+                 torch='torch.nn.functional.gelu({x}, approximate="{approximate}")'),
+        _activation("elu", "torch.nn.functional.elu({x}, {alpha})", ("alpha", "1.0")),
+        _activation("selu", "torch.nn.functional.selu({x})"),
+        _activation("softplus", "torch.nn.functional.softplus({x}, {beta}, {threshold})",
+                    ("beta", "1.0"), ("threshold", "20.0")),
+        _activation("softsign", "torch.nn.functional.softsign({x})"),
+        _activation("hardsigmoid", "torch.nn.functional.hardsigmoid({x})"),
+        _activation("hardswish", "torch.nn.functional.hardswish({x})"),
+        _activation("mish", "torch.nn.functional.mish({x})"),
+    )
+}
+
+#: Casts: every dtype's name is a function converting to it (``f16(p)``).
+CASTS = tuple(m.DTYPES)
+
+#: Reductions over one axis (``dim=`` names the axis).
+REDUCTIONS = tuple(name for name, f in FUNCTIONS.items() if f.kind == "reduction")
+
+#: Functions a ``choose`` line may offer (besides ``none``): the one-argument activations.
+CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
+
+
+#: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
+#: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
+#: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
+HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
+    "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
+    "gelu": ((), (
+        "x = x.to(tl.float32)",
+        "return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))",
+    ), "GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."),
+    "gelu_tanh": ((), (
+        "x = x.to(tl.float32)",
+        "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)",
+        "return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))",
+    ), "GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."),
+    "tanh": ((), (
+        "x = x.to(tl.float32)",
+        "return 2.0 * tl.sigmoid(2.0 * x) - 1.0",
+    ), "tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."),
+    "sigmoid": ((), ("return tl.sigmoid(x.to(tl.float32))",), ""),
+    "silu": ((), ("x = x.to(tl.float32)", "return x * tl.sigmoid(x)"), ""),
+    "elu": (("alpha",), (
+        "x = x.to(tl.float32)",
+        "return tl.where(x > 0, x, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
+    ), "torch.nn.functional.elu."),
+    "selu": ((), (
+        "x = x.to(tl.float32)",
+        "return 1.0507009873554805 * tl.where(x > 0, x, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
+    ), "torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."),
+    "softplus": (("beta", "threshold"), (
+        "x = x.to(tl.float32)",
+        "return tl.where(x * beta > threshold, x, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta)",
+    ), "torch.nn.functional.softplus: linear above the threshold."),
+    "softsign": ((), ("x = x.to(tl.float32)", "return x / (1.0 + tl.abs(x))"), ""),
+    "hardsigmoid": ((), (
+        "x = x.to(tl.float32)",
+        "return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)",
+    ), ""),
+    "hardswish": ((), (
+        "x = x.to(tl.float32)",
+        "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
+    ), ""),
+    "mish": ((), (
+        "x = x.to(tl.float32)",
+        "sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))",
+        "return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)",
+    ), "x * tanh(softplus(x)) (Misra, 2019)."),
+}
+
+
+def lookup(name: str) -> Function | None:
+    """The function called ``name`` (casts included), or None."""
+    if name in CASTS:
+        return Function(name, "cast", triton=f"{{x}}.to({m.DTYPES[name][0]})", torch=f"{{x}}.to({m.DTYPES[name][1]})")
+    return FUNCTIONS.get(name)

@@ -469,7 +469,7 @@ class KernelLowering:
         mask = " & ".join(masks) if masks else None
         if ops is not None and len(masks) > 1:
             if mask not in self.masks:
-                self.masks[mask] = self.fresh("mask_" + label)
+                self.masks[mask] = self.fresh("mask_" + (label or tensor.name.id))
                 ops.append(Line(f"{self.masks[mask]} = {mask}"))
             mask = self.masks[mask]
         return ptr, mask

@@ -171,7 +171,8 @@ def _docstring(spec: m.Spec) -> str:
         lines.append("Keyword arguments: " + ", ".join(overrides) + ".")
     if spec.tune is not None:
         lines.append(
-            f"Tuned: {', '.join(spec.tuned_params)} come from {len(spec.tune.configs)} autotune configs keyed on "
+            f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
+            "autotune configs keyed on "
             f"{', '.join(k.id for k in spec.tune.key)}; the Triton interpreter runs config "
             f"{spec.tune.configs.index(spec.default_config())}."
         )
@@ -197,7 +198,7 @@ def _int64_condition(spec: m.Spec) -> str:
             strides = f"_{tensor.name.id}_strides"
             span = " + ".join(f"({d} - 1) * abs({strides}[{i}])" for i, d in enumerate(dims))
             terms.append(f"{span} >= 2**31")
-    return " or ".join(terms)
+    return " or ".join(dict.fromkeys(terms))
 
 
 def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:

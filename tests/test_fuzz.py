@@ -40,7 +40,7 @@ SPEC_FILES = sorted((ROOT / "specs").glob("*.tile")) + sorted((ROOT / "tests" / 
 SPECS = [p.read_text(encoding="utf-8") for p in SPEC_FILES]
 
 #: One token of a spec: a name, a number, ``+=`` or one punctuation character.
-TOKEN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|\+=|[^\sA-Za-z0-9_]")
+TOKEN_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|\+=|[<>=!]=|[^\sA-Za-z0-9_]")
 
 #: Words of the language, the functions and options it knows, and its dtypes.
 WORDS = [
@@ -49,7 +49,7 @@ WORDS = [
     "access", "pointers", "block_ptr", "dot", "relu", "leaky_relu", "gelu", "sigmoid", "silu",
     "none", "precision", "ieee", "tf32", "tf32x3", "approximate", "tanh", "num_warps",
     "num_stages", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "activation",
-    "persistent", "descriptor",
+    "persistent", "descriptor", "dim", "sum", "max", "min", "mean", "where", "maximum", "exp", "inf",
 ]
 # ... and whatever the language has grown since (the checker's and the model's own tables).
 WORDS = sorted(set(WORDS) | set(KEYWORDS) | set(FUNCTIONS) | set(CHOICE_OPTIONS) | set(model.DTYPES)
@@ -63,7 +63,8 @@ NAMES = [
 ]
 NUMBERS = ["0", "1", "2", "3", "8", "16", "17", "32", "64", "1024", "0.5", "1.", ".5", "1e3", "2E-2",
            "00", "007", "99999999999999999999", "4294967296", "1" * 400]
-PUNCT = [":", ",", "[", "]", "(", ")", "=", "+=", "+", "-", "*", "/", "#", ".", "%", "@", "\\", '"', "'"]
+PUNCT = [":", ",", "[", "]", "(", ")", "=", "+=", "+", "-", "*", "/", "#", ".", "%", "@", "\\", '"', "'",
+         "<", "<=", ">", ">=", "==", "!=", "&", "|", "inf", "-inf"]
 LAYOUT = ["\n", "\n  ", "\n    ", "\n      ", "\n\t", "\n \t", "\r\n", " ", "  ", "\t", "\x0c"]
 SPECIAL = ['"""', "'''", "\\", "#", "\t", "\r", "\n", "\x00", "\x0c", "\x0b", "\x1b", "\u2028",
            "\u2029", "\u0085", "\ufeff", "\u200b", "é", "名", "\U0001f600", "ſ", "K", "𝐱", "{", "}",

@@ -79,6 +79,7 @@ class Checker:
         self.written: set[str] = set()
         self.names: dict[str, m.Span] = {}
         self.alias_of: dict[str, str] = {}  # swizzled axis name -> the grid axis it remaps
+        self.loop_axes: dict[str, m.Axis] = {}  # loop axis name -> its first loop
 
     # helpers ---------------------------------------------------------------------
     def define(self, name: m.Name, what: str) -> None:
@@ -118,8 +119,20 @@ class Checker:
             values += [v for c in self.spec.tune.configs if (v := c.get(name)) is not None]
         return [v for v in values if v.is_int]
 
-    def check_axis_decl(self, axis: m.Axis, what: str) -> None:
-        self.define(axis.name, what)
+    def check_axis_decl(self, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
+        earlier = self.loop_axes.get(axis.name.id)
+        if what == "loop axis" and earlier is not None and scope is not None and axis.name.id not in scope.axes:
+            # a later loop may take an ended loop's axis name, over the same dimension
+            if earlier.dim.id != axis.dim.id:
+                self.errors.error(
+                    f"loop axis '{axis.name.id}' was over '{earlier.dim.id}' (line {earlier.span.line}); "
+                    f"a later loop may reuse the name only over the same dimension",
+                    axis.dim.span,
+                )
+        else:
+            self.define(axis.name, what)
+        if what == "loop axis":
+            self.loop_axes.setdefault(axis.name.id, axis)
         if axis.dim.id not in self.dims:
             self.errors.error(
                 f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
@@ -693,7 +706,7 @@ class Checker:
                         stmt.value.span,
                     )
             elif isinstance(stmt, m.Loop):
-                self.check_axis_decl(stmt.axis, "loop axis")
+                self.check_axis_decl(stmt.axis, "loop axis", scope)
                 if any(
                     m.is_dot(e) for s in stmt.body if not isinstance(s, (m.Loop, m.Declare)) for e in m.subexpressions(s.value)
                 ):

@@ -66,12 +66,14 @@ def is_image_spec(spec: m.Spec) -> bool:
 def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 0) -> dict:
     """One random tensor per input of ``spec``, shaped by ``sizes`` (symbol -> extent).
 
-    Floats are standard normal, ``u8`` uniform in [0, 256), other integers in [-100, 100).
+    Floats are standard normal, ``u8`` uniform in [0, 256), an integer tensor a gather indexes
+    by uniform in [0, extent of the gathered dimension), other integers in [-100, 100).
     Raises KeyError naming a size symbol missing from ``sizes``.
     """
     import torch
 
     generator = torch.Generator().manual_seed(seed)
+    ranges = gather_ranges(spec)
     inputs = {}
     for tensor in spec.inputs:
         if tensor.is_scalar:  # a number passed by value
@@ -90,10 +92,26 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             value = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
+        elif tensor.name.id in ranges:  # gather indices: valid positions of the gathered dimension
+            dim = ranges[tensor.name.id]
+            extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
+            value = torch.randint(0, max(extent, 1), shape, generator=generator, dtype=dtype)
         else:
             value = torch.randint(-100, 100, shape, generator=generator, dtype=dtype)
         inputs[tensor.name.id] = value.to(device)
     return inputs
+
+
+def gather_ranges(spec: m.Spec) -> dict[str, m.Name | m.Number]:
+    """Index tensor -> the dimension it gathers along (``target`` -> ``V`` for ``logits[r, target[r]]``)."""
+    ranges = {}
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            tensor = spec.tensor(access.tensor.id)
+            for position, item in enumerate(access.index):
+                if isinstance(item, m.Load):
+                    ranges[item.tensor.id] = tensor.dims[position]
+    return ranges
 
 
 def load_image(path: Path, device: str):
@@ -196,7 +214,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
     the largest block over it (defaults, or any tune config's value), plus a partial tile when
     every axis over it is masked (so tails are exercised and unmasked launchers accept the
-    size). A ``whole`` extent is a power of two; an index (batch) extent is 3."""
+    size). A ``whole`` extent is 3 short of a power of two (a masked tail); an index (batch)
+    extent is 3."""
     given = dict(given or {})
     blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
     largest = dict(blocks)  # unmasked axes must divide by every config's block
@@ -216,7 +235,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 continue
             over = [a for a in axes if a.dim.id == dim.id]
             if any(a.bounds == "whole" for a in over):
-                sizes[dim.id] = given.get(dim.id, 1 << max(programs, 1).bit_length() + 7)
+                sizes[dim.id] = given.get(dim.id, (1 << max(programs, 1).bit_length() + 7) - 3)
                 continue
             if over and all(a.is_index for a in over):
                 sizes[dim.id] = given.get(dim.id, 3)

@@ -159,7 +159,7 @@ class ReferenceLowering:
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             if given is None:
                 values[param] = default
-            elif name in ("maximum", "minimum"):
+            elif name in ("maximum", "minimum", "clamp"):  # tensors only
                 values[param] = self.value(given, context)
             else:
                 values[param] = self.expr(given, context)

@@ -219,6 +219,47 @@ gen["copy"].copy(storage[:1024])
 record("copy launch hook", f"called {len(hooked)} time(s) for 1 hooked launch", len(hooked) == 1 and torch.equal(z, storage[:1024]), 0.0, 0)
 torch.cuda.synchronize()
 
+# Reductions, norms and losses (issue 10): against torch, and the tutorial kernels where there are
+# some; rows of odd lengths (masked tails of whole tiles), and cross-entropy rows of many tiles.
+from tests.reference import layer_norm as ref_layer_norm  # noqa: E402
+from tests.reference import softmax as ref_softmax  # noqa: E402
+
+gen.update({name: load_module(ROOT / "generated" / f"{name}.py") for name in
+            ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul_tril"]})
+for m, n in [(1, 1), (5, 7), (37, 781), (64, 3000), (4096, 4096), (33, 32768)]:
+    x = torch.randn(m, n, device=DEV) * 4
+    y = gen["softmax"].softmax(x)
+    err = (y - torch.softmax(x, dim=-1)).abs().max().item()
+    record("softmax", f"{m}x{n} (vs tutorial 02)", torch.allclose(y, ref_softmax.softmax(x), atol=1e-6, rtol=1e-5), err, 1e-6)
+    y = gen["log_softmax"].log_softmax(x)
+    record("log_softmax", f"{m}x{n}", True, (y - torch.log_softmax(x, dim=-1)).abs().max().item(), 1e-4)
+    xh = (torch.randn(m, n, device=DEV) * 3).half()
+    w, b = torch.randn(n, device=DEV).half(), torch.randn(n, device=DEV).half()
+    y, mu, rstd = gen["layer_norm"].layer_norm(xh, w, b, 1e-5)
+    hand = ref_layer_norm.layer_norm(xh, w, b, 1e-5)
+    expected = F.layer_norm(xh.float(), (n,), w.float(), b.float(), 1e-5)
+    close = torch.allclose(y.float(), hand[0].float(), atol=2e-2, rtol=1e-2) and torch.allclose(mu, hand[1], atol=1e-5)
+    record("layer_norm", f"{m}x{n} (vs tutorial 05)", close and torch.allclose(rstd, hand[2], rtol=1e-4, atol=1e-4),
+           (y.float() - expected).abs().max().item(), 5e-2)
+    y = gen["rms_norm"].rms_norm(xh, w, 1e-6)
+    record("rms_norm", f"{m}x{n}", True, (y.float() - F.rms_norm(xh.float(), (n,), w.float(), 1e-6)).abs().max().item(), 5e-2)
+for m, v in [(1, 1), (5, 7), (37, 781), (64, 3000), (256, 32000), (64, 128256), (3, 262144)]:
+    logits = torch.randn(m, v, device=DEV) * 4
+    target = torch.randint(0, v, (m,), device=DEV)
+    loss = gen["cross_entropy"].cross_entropy(logits, target)
+    err = (loss - F.cross_entropy(logits, target, reduction="none")).abs().max().item()
+    record("cross_entropy", f"{m}x{v}", True, err, 1e-4)
+for m, k, n in [(1, 1, 1), (70, 33, 100), (1000, 512, 777)]:
+    a, b = torch.randn(m, k, device=DEV), torch.randn(k, n, device=DEV)
+    c = gen["matmul_tril"].matmul_tril(a, b)
+    record("matmul_tril", f"{m}x{k}x{n}", True, (c - torch.tril(a @ b)).abs().max().item(), 1e-3)
+if "layer_norm_looped" in gen:
+    for m, n in [(3, 1), (5, 100), (7, 5000)]:
+        x, w, b = torch.randn(m, n, device=DEV), torch.randn(n, device=DEV), torch.randn(n, device=DEV)
+        y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
+        record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
+torch.cuda.synchronize()
+
 print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
 print(f"{sum(rows)} passed, {len(rows) - sum(rows)} failed")
 sys.exit(0 if all(rows) else 1)

@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -83,9 +84,13 @@ def main(out: Path) -> None:
             "torch": lambda x=logits, t=target: F.cross_entropy(x, t, reduction="none"),
         }))
     for kernel, dtype, m, n, nbytes, functions in cases:
-        for fn in functions.values():  # compile, tune, and check nothing fails before timing
+        for impl, fn in functions.items():  # compile, tune, and check nothing fails before timing
+            start = time.perf_counter()
             fn()
-        torch.cuda.synchronize()
+            torch.cuda.synchronize()
+            if impl == "tilegen":
+                print(f"{kernel:14s} {dtype} {m}x{n:<7d} first call (compile and tune): "
+                      f"{time.perf_counter() - start:.2f} s", flush=True)
         ms = interleaved(functions)
         for impl, t in ms.items():
             tbps = nbytes / (t * 1e-3) / 1e12

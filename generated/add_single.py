@@ -111,7 +111,7 @@ def add_single(x, y):
     if _y0 != N:
         raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     if N > 1048576:
-        raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be <= 1048576 (Triton's largest tile), got {N}")
+        raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {N}")
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z

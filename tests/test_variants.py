@@ -69,7 +69,7 @@ def test_add_single_pads_any_length_to_one_masked_tile(generated, n):
 
 
 def test_add_single_refuses_a_length_past_the_largest_tile(generated):
-    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile\), got 1048577"):
+    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile holds 1048576 elements\), got 1048577"):
         generated("add_single").add_single(torch.zeros(2**20 + 1), torch.zeros(2**20 + 1))
 
 

@@ -31,15 +31,19 @@ Deviations and why:
   ``NUM_SM``, ``NUM_REGS``, ``SIZE_SMEM`` and ``WARP_SIZE`` keep the
   tutorial's names and dictionary keys.
 - The occupancy is cached: ``kernels`` maps
-  ``(device, BLOCK_SIZE, num_stages, num_warps)`` to ``NUM_SM * occupancy``.
-  The current tutorial declares ``kernels = {}`` but computes the occupancy
-  on every call; an earlier upstream version cached
+  ``(device, BLOCK_SIZE, num_stages, num_warps)`` to the program count
+  ``NUM_SM * occupancy`` (and the stages used). The current tutorial declares
+  ``kernels = {}`` but calls ``warmup`` and computes the occupancy on every
+  call (about 1 ms of host time); an earlier upstream version cached
   ``kernels[BLOCK_SIZE] = (kernel, num_programs)``, compiled kernel included.
-  Here only the program count is cached: the compiled kernel is specialized
-  on its arguments (a value of 1, strides divisible by 16, ...), so one
-  compiled for, say, ``n_rows == 1`` must not run other inputs. The
-  ``warmup`` call still runs on every call, as in the current tutorial, and
-  hits Triton's JIT cache after the first compile of a specialization.
+  Here only the program count is cached and the kernel is launched through
+  the JIT: a compiled kernel is specialized on its arguments (a value of 1,
+  strides divisible by 16, ...), so one compiled for, say, ``n_rows == 1``
+  must not run other inputs.
+- Rows too long for the tutorial's ``num_stages = 4`` buffers in shared
+  memory (32768 float32 columns need 393 KB on an H100, which has 227 KB)
+  fall back to ``num_stages = 1``, where the tutorial would fail with
+  OutOfResources.
 - Under ``TRITON_INTERPRET=1`` (CPU tensors) the interpreter has no device
   properties, and its ``warmup`` compiles nothing (no ``n_regs`` or shared
   memory size), so ``softmax`` launches the kernel directly on a plain grid
@@ -62,6 +66,7 @@ import torch
 import triton
 import triton.language as tl
 from triton.runtime import driver
+from triton.runtime.errors import OutOfResources
 from triton.runtime.interpreter import InterpretedFunction
 
 #: Programs launched under TRITON_INTERPRET=1, where there is no occupancy to compute.
@@ -175,12 +180,18 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     # Number of software pipelining stages.
     num_stages = 4 if SIZE_SMEM > 200000 else 2
 
-    # pre-compile kernel to get register usage and compute thread occupancy.
-    kernel = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
-                                   num_stages=num_stages, num_warps=num_warps, grid=(1, ))
     num_programs = kernels.get((device, BLOCK_SIZE, num_stages, num_warps))
     if num_programs is None:
-        kernel._init_handles()
+        # pre-compile kernel to get register usage and compute thread occupancy.
+        kernel = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                       num_stages=num_stages, num_warps=num_warps, grid=(1, ))
+        try:
+            kernel._init_handles()
+        except OutOfResources:  # deviation: rows too long for num_stages buffers in shared memory
+            num_stages = 1
+            kernel = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                           num_stages=num_stages, num_warps=num_warps, grid=(1, ))
+            kernel._init_handles()
         n_regs = kernel.n_regs
         size_smem = kernel.metadata.shared
         if is_hip():
@@ -205,10 +216,13 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
             occupancy = NUM_REGS // (n_regs * WARP_SIZE * num_warps)
         occupancy = min(occupancy, SIZE_SMEM // size_smem)
         num_programs = NUM_SM * occupancy
-        kernels[(device, BLOCK_SIZE, num_stages, num_warps)] = num_programs
+        kernels[(device, BLOCK_SIZE, 4 if SIZE_SMEM > 200000 else 2, num_warps)] = (num_programs, num_stages)
+    num_programs, num_stages = kernels[(device, BLOCK_SIZE, 4 if SIZE_SMEM > 200000 else 2, num_warps)]
 
     num_programs = min(num_programs, n_rows)
 
-    # Create a number of persistent programs.
-    kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages)
+    # Create a number of persistent programs (through the JIT, which picks the compiled kernel
+    # for these arguments' specialization).
+    softmax_kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages,
+                                         num_stages=num_stages, num_warps=num_warps)
     return y

@@ -108,11 +108,18 @@ def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[s
         elif axis.bounds == "whole":
             dim = axis.dim.id
             origin = f" ({bound[dim]})" if dim in bound else ""
+            # the tile spans the other grid axes' blocks too (the largest any config takes)
+            others = [a.block.id for a in spec.grid if a is not axis and a.block is not None]
+            limit = MAX_TILE
+            for block in others:
+                largest = _largest(spec, block)
+                default = next(p.default for p in spec.params if p.name.id == block)
+                limit //= int(largest or default.text)
             checks.append(
                 (
-                    f"{dim} > {MAX_TILE}",
+                    f"{dim} > {limit}",
                     f"f\"{name}: {where} whole' makes one tile of all of {dim}, so {dim}{origin} must be "
-                    f"<= {MAX_TILE} (Triton's largest tile), got {{{dim}}}\"",
+                    f"<= {limit} (Triton's largest tile holds {MAX_TILE} elements), got {{{dim}}}\"",
                 )
             )
     return checks

@@ -224,5 +224,5 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     # Create a number of persistent programs (through the JIT, which picks the compiled kernel
     # for these arguments' specialization).
     softmax_kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages,
-                                         num_stages=num_stages, num_warps=num_warps)
+                                         num_warps=num_warps)
     return y

@@ -11,7 +11,8 @@ all alike. Bandwidth is bytes read plus bytes written over the time: x read once
 once (the norms also read their weights; layer norm writes each row's mean and 1/std; the
 cross-entropy reads logits and targets and writes one loss per row).
 
-Baselines: ``torch.softmax``, ``F.layer_norm``, ``F.rms_norm``, ``F.cross_entropy``
+Roofs timed beside them: ``copy_`` of x (the same bytes read and written as softmax and the
+norms), and ``x.sum()`` of the logits (a plain read of them). Baselines: ``torch.softmax``, ``F.layer_norm``, ``F.rms_norm``, ``F.cross_entropy``
 (``reduction="none"``); Triton tutorial 02's fused softmax and tutorial 05's layer norm forward,
 hand-written in ``tests/reference/``.
 """
@@ -60,14 +61,18 @@ def main(out: Path) -> None:
     cases = []
     for n in NS:
         x = torch.randn(M, n, device="cuda")
+        y32 = torch.empty_like(x)
         cases.append(("softmax", "f32", M, n, 2 * M * n * 4, {
+            "copy": lambda x=x, y=y32: y.copy_(x),
             "tilegen": lambda x=x: gen["softmax"].softmax(x),
             "torch": lambda x=x: torch.softmax(x, dim=-1),
             "tutorial": lambda x=x: ref_softmax.softmax(x),
         }))
         xh = torch.randn(M, n, device="cuda", dtype=torch.float16)
         w, b = torch.randn(n, device="cuda", dtype=torch.float16), torch.randn(n, device="cuda", dtype=torch.float16)
+        y16 = torch.empty_like(xh)
         cases.append(("layer_norm", "f16", M, n, 2 * M * n * 2 + 2 * n * 2 + 2 * M * 4, {
+            "copy": lambda x=xh, y=y16: y.copy_(x),
             "tilegen": lambda x=xh, w=w, b=b: gen["layer_norm"].layer_norm(x, w, b, 1e-5),
             "torch": lambda x=xh, w=w, b=b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5),
             "tutorial": lambda x=xh, w=w, b=b: ref_layer_norm.layer_norm(x, w, b, 1e-5),
@@ -80,6 +85,7 @@ def main(out: Path) -> None:
         logits = torch.randn(M, v, device="cuda")
         target = torch.randint(0, v, (M,), device="cuda")
         cases.append(("cross_entropy", "f32", M, v, M * v * 4 + M * 8 + M * 4, {
+            "read": lambda x=logits: x.sum(),
             "tilegen": lambda x=logits, t=target: gen["cross_entropy"].cross_entropy(x, t),
             "torch": lambda x=logits, t=target: F.cross_entropy(x, t, reduction="none"),
         }))
@@ -124,7 +130,7 @@ def plot(rows, path: Path) -> None:
     kernels = ["softmax", "layer_norm", "rms_norm", "cross_entropy"]
     fig, axes = plt.subplots(1, len(kernels), figsize=(4 * len(kernels), 3.6))
     for ax, kernel in zip(axes, kernels):
-        for impl in ["tilegen", "torch", "tutorial"]:
+        for impl in ["tilegen", "torch", "tutorial", "copy", "read"]:
             points = [(int(r[3]), float(r[6])) for r in rows if r[0] == kernel and r[4] == impl]
             if points:
                 ax.plot(*zip(*points), marker="o", label=impl)

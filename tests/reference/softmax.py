@@ -27,7 +27,8 @@ Deviations and why:
   (``driver.active.get_current_device()``, the device Triton launches on),
   not at import from ``DEVICE``: the tutorial's module-level
   ``driver.active.utils.get_device_properties(DEVICE.index)`` fails on a
-  machine with no GPU, and this module must import there. ``properties``,
+  machine with no GPU, and this module must import there. They are read
+  once per device (``device_properties``), as the tutorial reads them once. ``properties``,
   ``NUM_SM``, ``NUM_REGS``, ``SIZE_SMEM`` and ``WARP_SIZE`` keep the
   tutorial's names and dictionary keys.
 - The occupancy is cached: ``kernels`` maps
@@ -61,6 +62,8 @@ Inputs are meant to be float32 2D tensors ``[n_rows, n_cols]`` with
 ``n_rows >= 1`` and ``1 <= n_cols`` small enough for one row to fit in a
 block (the tutorial's limitation).
 """
+
+import functools
 
 import torch
 import triton
@@ -139,6 +142,13 @@ _INTERPRET = isinstance(softmax_kernel, InterpretedFunction)
 kernels = {}
 
 
+@functools.lru_cache(maxsize=None)
+def device_properties(device):
+    """``driver.active.utils.get_device_properties(device)``, read once per device (the tutorial
+    reads it once, at import)."""
+    return driver.active.utils.get_device_properties(device)
+
+
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Row-wise softmax of the float32 2D tensor ``x`` (``torch.softmax(x, -1)``) by ``softmax_kernel``.
 
@@ -171,7 +181,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         return y
 
     device = driver.active.get_current_device()
-    properties = driver.active.utils.get_device_properties(device)
+    properties = device_properties(device)
     NUM_SM = properties["multiprocessor_count"]
     NUM_REGS = properties["max_num_regs"]
     SIZE_SMEM = properties["max_shared_mem"]

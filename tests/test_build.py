@@ -151,12 +151,13 @@ def test_wheel_ships_grammar_and_templates_and_builds_from_elsewhere(tmp_path):
         assert (tmp_path / "x" / module.name).read_bytes() == module.read_bytes()
 
 
-def test_language_reference_listing_matches_generated_module():
+@pytest.mark.parametrize("name", ["matmul_tutorial", "softmax", "cross_entropy"])
+def test_language_reference_listing_matches_generated_module(name):
     doc = (ROOT / "docs" / "language.md").read_text()
-    listing = doc.split("<!-- generated: matmul_tutorial -->\n```python\n")[1].split("\n```\n<!-- end generated -->")[0]
-    module = (ROOT / "generated" / "matmul_tutorial.py").read_text()
-    assert listing in module and listing.startswith("_CONFIGS = [") and "def matmul_tutorial_kernel(" in listing
-    spec = (ROOT / "specs" / "matmul_tutorial.tile").read_text().rstrip("\n")
+    listing = doc.split(f"<!-- generated: {name} -->\n```python\n")[1].split("\n```\n<!-- end generated -->")[0]
+    module = (ROOT / "generated" / f"{name}.py").read_text()
+    assert listing in module and listing.startswith("_CONFIGS = [") and f"def {name}_kernel(" in listing
+    spec = (ROOT / "specs" / f"{name}.tile").read_text().rstrip("\n")
     assert f"```\n{spec}\n```" in doc
 
 

@@ -427,7 +427,7 @@ def _lines_by_newline(text: str) -> list[str]:
     + [pytest.param("\t", id="tab-control")],
 )
 def test_kernel_comments_quote_the_line_they_name(breaker):
-    from tilegen.lower.kernel import printable
+    from tilegen.lower.names import printable
 
     text = f"# a{breaker}b\n" + BASE
     source = compile_spec(text, PATH).source

@@ -18,7 +18,6 @@ from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
 from tilegen.errors import Collector
 from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
 
-
 #: Words of the language itself; a spec cannot use them as names.
 KEYWORDS = frozenset(
     {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}

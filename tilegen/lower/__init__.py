@@ -3,8 +3,11 @@
 Lowering decides every name, offset, mask, pointer expression and launcher check; the Jinja
 templates only place what it computed. One module per part of the generated file:
 
-* :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops, plus its
-  autotune configs and activation helpers;
+* :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops (signature, grid
+  mapping, loops, statements), plus its autotune configs and helpers; with
+  :mod:`tilegen.lower.access` (offsets, masks, pointers, gathers, loads) and
+  :mod:`tilegen.lower.expressions` (arithmetic, masks, functions, reductions) as its parts;
+* :mod:`tilegen.lower.names`: the text helpers all three share (names, broadcasts, literals);
 * :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
 * :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;
 * :mod:`tilegen.lower.plan`: the dataclasses they return.
@@ -17,8 +20,9 @@ import hashlib
 
 from tilegen import __version__
 from tilegen import model as m
-from tilegen.lower.kernel import lower_kernel, printable
+from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
+from tilegen.lower.names import printable
 from tilegen.lower.plan import ModulePlan
 from tilegen.lower.reference import lower_reference
 

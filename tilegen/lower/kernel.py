@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tilegen import model as m
-from tilegen.dtypes import COMPARISONS, INDEX, computes_in_f32, expr_dtype
-from tilegen.functions import HELPERS, REDUCTIONS as REDUCTION_NAMES, lookup
+from tilegen.functions import HELPERS
+from tilegen.lower.access import AccessLowering
+from tilegen.lower.expressions import ExpressionLowering
+from tilegen.lower.names import number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
 from tilegen.lower.plan import (
     ChoicePlan,
     Comment,
@@ -37,90 +39,6 @@ INT64_FLAG = "INT64_OFFSETS"
 
 #: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
 LEAKY_RELU_SLOPE = "0.01"
-
-#: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
-#: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.
-_PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}
-
-
-def binop_text(expr: m.BinOp, left: str, right: str) -> str:
-    """``left op right`` with parentheses only where Python's precedence needs them (the same
-    text for Triton and torch, so both evaluate in the spec's order). Comparisons never chain."""
-    prec = _PRECEDENCE[expr.op]
-    if isinstance(expr.left, m.BinOp) and (
-        _PRECEDENCE[expr.left.op] < prec or (prec == 0 and _PRECEDENCE[expr.left.op] == 0)
-    ):
-        left = f"({left})"
-    if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
-        right = f"({right})"
-    return f"{left} {expr.op} {right}"
-
-
-def number_text(expr: m.Number | m.Neg) -> str:
-    """A constant as Python writes it: ``inf`` is ``float("inf")``, ``-inf`` ``float("-inf")``."""
-    if isinstance(expr, m.Neg):
-        inner = number_text(expr.operand)
-        return 'float("-inf")' if inner == 'float("inf")' else f"-{inner}"
-    return 'float("inf")' if expr.text == "inf" else expr.text
-
-
-def printable(text: str, strip: bool = True) -> str:
-    """Text safe inside a one-line ``#`` comment: no control or line-separator characters."""
-    text = "".join(c if c.isprintable() else "?" for c in text.expandtabs(4)).rstrip()
-    return text.strip() if strip else text
-
-
-def tuple_text(items) -> str:
-    """A Python tuple literal: ``(a, b)``, ``(a,)``."""
-    items = list(items)
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
-def broadcast(var: str, axis: str, context: tuple[str, ...]) -> str:
-    """Index ``var`` (1-D over ``axis``) so it broadcasts in a tile over ``context``.
-
-    ``broadcast("offs_m", "m", ("m", "n"))`` is ``offs_m[:, None]``.
-    """
-    if len(context) <= 1:
-        return var
-    return var + "[" + ", ".join(":" if a == axis else "None" for a in context) + "]"
-
-
-def broadcast_tile(var: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
-    """Index a tile over ``axes`` (a subsequence of ``context``) so it broadcasts over ``context``."""
-    if axes == context or not axes:
-        return var
-    return var + "[" + ", ".join(":" if a in axes else "None" for a in context) + "]"
-
-
-def size_symbols(spec: m.Spec) -> tuple[str, ...]:
-    """Symbolic dimensions in order of first appearance."""
-    seen: list[str] = []
-    for tensor in spec.tensors:
-        for dim in tensor.dims:
-            if isinstance(dim, m.Name) and dim.id not in seen:
-                seen.append(dim.id)
-    return tuple(seen)
-
-
-def whole_dims(spec: m.Spec) -> tuple[str, ...]:
-    """Dimensions tiled whole (``i over N whole``): their tile is the next power of two."""
-    return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
-
-
-def dim_label(tensor: m.Tensor, position: int) -> str:
-    """``m`` for dimension ``M`` when it is unique in the tensor, else the position."""
-    dim = tensor.dims[position]
-    names = [d.id for d in tensor.dims if isinstance(d, m.Name)]
-    if isinstance(dim, m.Name) and names.count(dim.id) == 1:
-        return dim.id.lower()
-    return str(position)
-
-
-def stride_name(tensor: m.Tensor, position: int) -> str:
-    """The kernel's stride argument for one dimension (``stride_a_m``)."""
-    return f"stride_{tensor.name.id}_{dim_label(tensor, position)}"
-
 
 def config_text(spec: m.Spec, config: m.Config) -> str:
     """``triton.Config({...}, num_warps=4, num_stages=3)`` for one config; tuned parameters a
@@ -160,7 +78,7 @@ class AxisInfo:
 
 
 @dataclass
-class KernelLowering:
+class KernelLowering(AccessLowering, ExpressionLowering):
     """Builds the :class:`KernelPlan` of one checked spec (use :func:`lower_kernel`)."""
 
     spec: m.Spec
@@ -205,53 +123,6 @@ class KernelLowering:
     def comment(self, span: m.Span) -> Comment:
         line = m.source_lines(self.spec.source)[span.line - 1]
         return Comment(f"{self.spec.path}:{span.line}: {printable(line)}")
-
-    def dtype_of(self, expr: m.Expr) -> str | None:
-        """The spec dtype ``expr`` computes to (None for a literal), see :mod:`tilegen.dtypes`."""
-
-        def local(name: str) -> str | None:
-            if name in self.locals:
-                return self.dtypes.get(name)
-            tensor = self.spec.tensor(name)
-            return tensor.dtype.id if tensor is not None else INDEX  # an axis or a size
-
-        return expr_dtype(expr, self.spec, local)
-
-    def tile_axes(self, index) -> tuple[str, ...]:
-        """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
-        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.axes[i.id].scalar)
-
-    def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
-        """The tile axes ``expr`` spans, in first-appearance order."""
-        if isinstance(expr, m.Load):
-            axes = self.tile_axes(expr.index)
-            for item in expr.index:
-                if isinstance(item, m.Load):  # a gather spans its index tile's axes
-                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
-            return axes
-        if isinstance(expr, m.Ref):
-            name = expr.name.id
-            if name in self.locals:
-                return self.locals[name]
-            if name in self.axes and not self.axes[name].scalar:  # an axis's index values
-                return (name,)
-            return ()
-        if isinstance(expr, m.Neg):
-            return self.expr_axes(expr.operand)
-        if isinstance(expr, m.BinOp):
-            left = self.expr_axes(expr.left)
-            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
-        if isinstance(expr, m.Call):
-            if expr.func.id == "dot":
-                a, b = (self.expr_axes(arg) for arg in expr.args)
-                return (a[0], b[1])
-            axes: tuple[str, ...] = ()
-            for arg in expr.args:
-                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
-            if expr.func.id in REDUCTION_NAMES:
-                return tuple(a for a in axes if a != expr.word("dim"))
-            return axes
-        return ()
 
     # signature -------------------------------------------------------------------
     def kernel_params(self) -> tuple[tuple[KernelParam, ...], ...]:
@@ -419,223 +290,6 @@ class KernelLowering:
                 f"{pids[first]}, {pids[second]}, tl.num_programs(0), tl.num_programs(1), {swizzle.group_text})"
             ),
         ]
-
-    # memory access ---------------------------------------------------------------
-    def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
-        """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
-        sequence, or a dict position -> item)."""
-        terms = []
-        items = index.items() if isinstance(index, dict) else enumerate(index)
-        for position, item in items:
-            stride = stride_name(tensor, position)
-            if isinstance(item, m.Number):
-                if item.text != "0":
-                    terms.append(f"{item.text} * {stride}")
-            elif self.axes[item.id].scalar:
-                terms.append(f"{self.axes[item.id].offs} * {stride}")
-        return terms
-
-    def pointer_expr(self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool) -> tuple[str, str | None]:
-        """Pointer and mask expressions of ``tensor[index]`` as a tile over ``context``.
-
-        With ``ops`` given, a mask combined from several axes is emitted there once (as
-        ``mask_hw``) and reused by every later access over the same axes.
-        """
-        tensor = self.spec.tensor(access.tensor.id)
-        label = "".join(context)
-        context = tuple(self.canonical.get(a, a) for a in context)  # an alias takes its axis's place
-        terms, masks = [], []
-        for position, item in enumerate(access.index):
-            if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
-                index = self.load(item, context, ops)
-                terms.append(f"{index} * {stride_name(tensor, position)}")
-                _, index_mask = self.pointer_expr(item, context, None, load=True)
-                dim = tensor.dims[position]
-                bound = dim.text if isinstance(dim, m.Number) else dim.id
-                # lanes the index tile masks, and indices outside the dimension, read nothing
-                masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
-                continue
-            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
-                terms += self.scalar_terms(tensor, {position: item})
-                continue
-            info = self.axes[item.id]
-            slot = self.canonical.get(item.id, item.id)
-            offs, mask = (info.load_offs, info.load_mask) if load else (info.offs, info.mask)
-            terms.append(f"{broadcast(offs, slot, context)} * {stride_name(tensor, position)}")
-            if mask is not None:
-                masks.append(broadcast(mask, slot, context))
-        ptr = f"{tensor.name.id}_ptr + " + " + ".join(terms) if terms else f"{tensor.name.id}_ptr"
-        masks = list(dict.fromkeys(masks))
-        mask = " & ".join(masks) if masks else None
-        if ops is not None and len(masks) > 1:
-            if mask not in self.masks:
-                self.masks[mask] = self.fresh("mask_" + (label or tensor.name.id))
-                ops.append(Line(f"{self.masks[mask]} = {mask}"))
-            mask = self.masks[mask]
-        return ptr, mask
-
-    def block_ptr(self, access, ops: list[Op]) -> tuple[str, str]:
-        """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis
-        positions move the base pointer. Returns the variable and its ``boundary_check`` text."""
-        tensor = self.spec.tensor(access.tensor.id)
-        base_terms = self.scalar_terms(tensor, access.index)
-        base = " + ".join([f"{tensor.name.id}_ptr", *base_terms])
-        shape, strides, offsets, blocks, checked = [], [], [], [], []
-        for position, item in enumerate(access.index):
-            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
-                continue
-            info = self.axes[item.id]
-            dim = tensor.dims[position]
-            if info.mask is not None:
-                checked.append(str(len(shape)))
-            shape.append(dim.text if isinstance(dim, m.Number) else dim.id)
-            strides.append(stride_name(tensor, position))
-            offsets.append(info.start)
-            blocks.append(info.tile)
-        var = self.fresh(f"{tensor.name.id}_block_ptr")
-        order = tuple_text(str(i) for i in reversed(range(len(shape))))
-        ops.append(
-            Line(
-                f"{var} = tl.make_block_ptr({base}, shape={tuple_text(shape)}, strides={tuple_text(strides)}, "
-                f"offsets={tuple_text(offsets)}, block_shape={tuple_text(blocks)}, order={order})"
-            )
-        )
-        return var, tuple_text(checked) if checked else ""
-
-    def descriptor(self, access) -> tuple[str, str]:
-        """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
-        of this access's tile; records the descriptor's block shape for the launcher."""
-        tensor = self.spec.tensor(access.tensor.id)
-        axes = [self.axes[i.id] for i in access.index]
-        self.descriptor_blocks.setdefault(tensor.name.id, tuple(a.tile for a in axes))
-        return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
-
-    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
-        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``. A tile
-        loaded before in this scope (same tensor, index and context) is not loaded again:
-        inputs are read-only, so it still holds the same values."""
-        key = (expr.tensor.id, _index_key(expr.index), context)
-        if key in self.loads:
-            return self.loads[key]
-        consts = [i.text for i in expr.index if isinstance(i, m.Number)]
-        var = self.fresh("_".join([expr.tensor.id, *consts]))
-        self.loads[key] = var
-        axes = self.tile_axes(expr.index)
-        if self.spec.access_style in ("block_ptr", "descriptor") and axes:
-            if self.spec.access_style == "descriptor":
-                desc, offsets = self.descriptor(expr)
-                ops.append(Line(f"{var} = {desc}.load({offsets})"))
-            else:
-                ptr, checked = self.block_ptr(expr, ops)
-                args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
-                ops.append(Line(f"{var} = tl.load({args})"))
-            canonical = tuple(self.canonical.get(a, a) for a in context)
-            own = tuple(self.canonical.get(a, a) for a in axes)
-            ordered = tuple(a for a in canonical if a in own)
-            if ordered != own:
-                ops.append(Line(f"{var} = tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})"))
-            return broadcast_tile(var, ordered, canonical)
-        ptr, mask = self.pointer_expr(expr, context, ops, load=True)
-        ops.append(Line(f"{var} = tl.load({ptr}, mask={mask})" if mask else f"{var} = tl.load({ptr})"))
-        return var
-
-    def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
-        """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
-        integer: math computes in float32, as torch does."""
-        if not computes_in_f32(self.dtype_of(expr)):
-            return text
-        return f"({text}).to(tl.float32)" if compound and isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.to(tl.float32)"
-
-    # expressions -----------------------------------------------------------------
-    def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
-        """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
-        name = call.func.id
-        choice = next((c for c in self.spec.choices if c.name.id == name), None)
-        if choice is not None:
-            arg = self.expr(call.args[0], context, ops)
-            for option in choice.options:
-                if option.id != "none":
-                    self.helpers.add(option.id)
-            return f"apply_{name}({arg}, {choice.constexpr})"
-        function = lookup(name)
-        if function.kind == "reduction":
-            return self.reduction(call, function, context, ops)
-        x = self.expr(call.args[0], context, ops)
-        values = {"x": x}
-        for position, (param, default) in enumerate(function.params, start=1):
-            given = call.args[position] if position < len(call.args) else call.kwarg(param)
-            values[param] = self.expr(given, context, ops) if given is not None else default
-        if function.kind == "math":
-            values["x"] = self.upcast(x, call.args[0])
-            if name == "pow":
-                return self.power(call, values)
-        if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
-            values["x"] = f"({x})"
-        if function.kind == "activation" or name in HELPERS:
-            if name == "gelu" and call.word("approximate") == "tanh":
-                name = "gelu_tanh"
-            self.helpers.add(name)
-            return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
-        return function.triton.format(**values)
-
-    def power(self, call: m.Call, values: dict[str, str]) -> str:
-        """``pow(x, p)``: a small integer exponent multiplies (any sign of ``x``, as torch);
-        any other exponent is ``exp2(p * log2(x))``, which needs ``x > 0`` (torch gives NaN
-        for a negative base with a fractional exponent too)."""
-        exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
-        x = values["x"]
-        if isinstance(exponent, m.Number) and exponent.is_int and int(exponent.text) <= 4:
-            count = int(exponent.text)
-            return " * ".join([x] * count) if count else "1.0"
-        return f"tl.exp2({values['exponent']} * tl.log2({x}))"
-
-    def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
-        """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,
-        then the rest), lanes past the end of ``c`` replaced by the reduction's identity
-        (0, -inf, inf), reduced over ``c`` into a new variable, broadcast back to ``context``."""
-        dim = call.word("dim")
-        operand = call.args[0]
-        canonical = tuple(self.canonical.get(a, a) for a in context)
-        own = self.expr_axes(operand)
-        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
-        x = self.expr(operand, inner, ops)
-        if function.name in ("sum", "mean"):
-            x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
-        mask = self.axes[dim].mask
-        if mask is not None and mask != "checked":
-            identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(function.name, "0.0")
-            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
-        result = self.fresh(f"{function.name}_{dim}")
-        text = function.triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
-        ops.append(Line(f"{result} = {text}"))
-        return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
-
-    def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
-        """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
-        if isinstance(expr, m.Number):
-            return number_text(expr)
-        if isinstance(expr, m.Ref):
-            name = expr.name.id
-            canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
-            if name in self.locals:
-                return broadcast_tile(name, self.locals[name], canonical)
-            if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
-                info = self.axes[name]
-                return info.offs if info.scalar else broadcast(info.offs, self.canonical.get(name, name), canonical)
-            return name  # a scalar input or a size symbol
-        if isinstance(expr, m.Load):
-            return self.load(expr, context, ops)
-        if isinstance(expr, m.Neg):
-            if isinstance(expr.operand, m.Number):
-                return number_text(expr)
-            inner = self.expr(expr.operand, context, ops)
-            return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
-        if isinstance(expr, m.BinOp):
-            left = self.expr(expr.left, context, ops)
-            return binop_text(expr, left, self.expr(expr.right, context, ops))
-        if isinstance(expr, m.Call):
-            return self.call(expr, context, ops)
-        raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
 
     # loops -----------------------------------------------------------------------
     def dot_loop(self, loop: m.Loop) -> list[Op]:
@@ -838,14 +492,6 @@ class KernelLowering:
             descriptors if self.spec.access_style == "descriptor" else (),
             tuple(self.whole_blocks.items()),
         )
-
-
-def _index_key(index) -> tuple:
-    """A hashable form of a load's index (names, numbers and gathers)."""
-    return tuple(
-        ("gather", i.tensor.id, _index_key(i.index)) if isinstance(i, m.Load) else (type(i).__name__, getattr(i, "id", None) or i.text)
-        for i in index
-    )
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.lower.kernel import INT64_FLAG, size_symbols, tuple_text
+from tilegen.lower.kernel import INT64_FLAG
+from tilegen.lower.names import size_symbols, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.

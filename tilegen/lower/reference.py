@@ -13,7 +13,7 @@ import re
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype, is_float
 from tilegen.functions import lookup
-from tilegen.lower.kernel import binop_text, number_text, tuple_text
+from tilegen.lower.names import binop_text, number_text, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
 

@@ -1,0 +1,146 @@
+"""Memory access in the kernel: tile offsets of a tensor index, masks, pointer tiles, block
+pointers, tensor descriptors, gathers, and loads (reused within a scope).
+
+:class:`AccessLowering` is part of :class:`tilegen.lower.kernel.KernelLowering` (a mixin): it
+reads and extends that lowering's state (``spec``, ``axes``, ``masks``, ``loads``, ``fresh``).
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.lower.names import broadcast, broadcast_tile, stride_name, tuple_text
+from tilegen.lower.plan import Line, Op
+
+
+class AccessLowering:
+    """Loads and the pointer, mask, block-pointer and descriptor expressions of accesses."""
+
+    def tile_axes(self, index) -> tuple[str, ...]:
+        """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
+        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.axes[i.id].scalar)
+
+    def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
+        """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
+        sequence, or a dict position -> item)."""
+        terms = []
+        items = index.items() if isinstance(index, dict) else enumerate(index)
+        for position, item in items:
+            stride = stride_name(tensor, position)
+            if isinstance(item, m.Number):
+                if item.text != "0":
+                    terms.append(f"{item.text} * {stride}")
+            elif self.axes[item.id].scalar:
+                terms.append(f"{self.axes[item.id].offs} * {stride}")
+        return terms
+
+    def pointer_expr(self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool) -> tuple[str, str | None]:
+        """Pointer and mask expressions of ``tensor[index]`` as a tile over ``context``.
+
+        With ``ops`` given, a mask combined from several axes is emitted there once (as
+        ``mask_hw``) and reused by every later access over the same axes.
+        """
+        tensor = self.spec.tensor(access.tensor.id)
+        label = "".join(context)
+        context = tuple(self.canonical.get(a, a) for a in context)  # an alias takes its axis's place
+        terms, masks = [], []
+        for position, item in enumerate(access.index):
+            if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
+                index = self.load(item, context, ops)
+                terms.append(f"{index} * {stride_name(tensor, position)}")
+                _, index_mask = self.pointer_expr(item, context, None, load=True)
+                dim = tensor.dims[position]
+                bound = dim.text if isinstance(dim, m.Number) else dim.id
+                # lanes the index tile masks, and indices outside the dimension, read nothing
+                masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
+                continue
+            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+                terms += self.scalar_terms(tensor, {position: item})
+                continue
+            info = self.axes[item.id]
+            slot = self.canonical.get(item.id, item.id)
+            offs, mask = (info.load_offs, info.load_mask) if load else (info.offs, info.mask)
+            terms.append(f"{broadcast(offs, slot, context)} * {stride_name(tensor, position)}")
+            if mask is not None:
+                masks.append(broadcast(mask, slot, context))
+        ptr = f"{tensor.name.id}_ptr + " + " + ".join(terms) if terms else f"{tensor.name.id}_ptr"
+        masks = list(dict.fromkeys(masks))
+        mask = " & ".join(masks) if masks else None
+        if ops is not None and len(masks) > 1:
+            if mask not in self.masks:
+                self.masks[mask] = self.fresh("mask_" + (label or tensor.name.id))
+                ops.append(Line(f"{self.masks[mask]} = {mask}"))
+            mask = self.masks[mask]
+        return ptr, mask
+
+    def block_ptr(self, access, ops: list[Op]) -> tuple[str, str]:
+        """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis
+        positions move the base pointer. Returns the variable and its ``boundary_check`` text."""
+        tensor = self.spec.tensor(access.tensor.id)
+        base_terms = self.scalar_terms(tensor, access.index)
+        base = " + ".join([f"{tensor.name.id}_ptr", *base_terms])
+        shape, strides, offsets, blocks, checked = [], [], [], [], []
+        for position, item in enumerate(access.index):
+            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+                continue
+            info = self.axes[item.id]
+            dim = tensor.dims[position]
+            if info.mask is not None:
+                checked.append(str(len(shape)))
+            shape.append(dim.text if isinstance(dim, m.Number) else dim.id)
+            strides.append(stride_name(tensor, position))
+            offsets.append(info.start)
+            blocks.append(info.tile)
+        var = self.fresh(f"{tensor.name.id}_block_ptr")
+        order = tuple_text(str(i) for i in reversed(range(len(shape))))
+        ops.append(
+            Line(
+                f"{var} = tl.make_block_ptr({base}, shape={tuple_text(shape)}, strides={tuple_text(strides)}, "
+                f"offsets={tuple_text(offsets)}, block_shape={tuple_text(blocks)}, order={order})"
+            )
+        )
+        return var, tuple_text(checked) if checked else ""
+
+    def descriptor(self, access) -> tuple[str, str]:
+        """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
+        of this access's tile; records the descriptor's block shape for the launcher."""
+        tensor = self.spec.tensor(access.tensor.id)
+        axes = [self.axes[i.id] for i in access.index]
+        self.descriptor_blocks.setdefault(tensor.name.id, tuple(a.tile for a in axes))
+        return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
+
+    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
+        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``. A tile
+        loaded before in this scope (same tensor, index and context) is not loaded again:
+        inputs are read-only, so it still holds the same values."""
+        key = (expr.tensor.id, _index_key(expr.index), context)
+        if key in self.loads:
+            return self.loads[key]
+        consts = [i.text for i in expr.index if isinstance(i, m.Number)]
+        var = self.fresh("_".join([expr.tensor.id, *consts]))
+        self.loads[key] = var
+        axes = self.tile_axes(expr.index)
+        if self.spec.access_style in ("block_ptr", "descriptor") and axes:
+            if self.spec.access_style == "descriptor":
+                desc, offsets = self.descriptor(expr)
+                ops.append(Line(f"{var} = {desc}.load({offsets})"))
+            else:
+                ptr, checked = self.block_ptr(expr, ops)
+                args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
+                ops.append(Line(f"{var} = tl.load({args})"))
+            canonical = tuple(self.canonical.get(a, a) for a in context)
+            own = tuple(self.canonical.get(a, a) for a in axes)
+            ordered = tuple(a for a in canonical if a in own)
+            if ordered != own:
+                ops.append(Line(f"{var} = tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})"))
+            return broadcast_tile(var, ordered, canonical)
+        ptr, mask = self.pointer_expr(expr, context, ops, load=True)
+        ops.append(Line(f"{var} = tl.load({ptr}, mask={mask})" if mask else f"{var} = tl.load({ptr})"))
+        return var
+
+
+def _index_key(index) -> tuple:
+    """A hashable form of a load's index (names, numbers and gathers)."""
+    return tuple(
+        ("gather", i.tensor.id, _index_key(i.index)) if isinstance(i, m.Load) else (type(i).__name__, getattr(i, "id", None) or i.text)
+        for i in index
+    )

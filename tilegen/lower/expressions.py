@@ -1,0 +1,159 @@
+"""Expressions in the kernel: numbers, locals, index values, arithmetic and masks, and the
+calls of :mod:`tilegen.functions` (math in float32, helpers, reductions over one axis).
+
+:class:`ExpressionLowering` is part of :class:`tilegen.lower.kernel.KernelLowering` (a mixin):
+it reads that lowering's state (``spec``, ``axes``, ``locals``, ``dtypes``, ``canonical``) and
+emits the loads an expression needs through its :meth:`load`.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
+from tilegen.functions import HELPERS, REDUCTIONS, lookup
+from tilegen.lower.names import binop_text, broadcast, broadcast_tile, number_text
+from tilegen.lower.plan import Line, Op
+
+
+class ExpressionLowering:
+    """The Triton text of spec expressions, in the shape of a statement's tile (its context)."""
+
+    def dtype_of(self, expr: m.Expr) -> str | None:
+        """The spec dtype ``expr`` computes to (None for a literal), see :mod:`tilegen.dtypes`."""
+
+        def local(name: str) -> str | None:
+            if name in self.locals:
+                return self.dtypes.get(name)
+            tensor = self.spec.tensor(name)
+            return tensor.dtype.id if tensor is not None else INDEX  # an axis or a size
+
+        return expr_dtype(expr, self.spec, local)
+
+    def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
+        """The tile axes ``expr`` spans, in first-appearance order."""
+        if isinstance(expr, m.Load):
+            axes = self.tile_axes(expr.index)
+            for item in expr.index:
+                if isinstance(item, m.Load):  # a gather spans its index tile's axes
+                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
+            return axes
+        if isinstance(expr, m.Ref):
+            name = expr.name.id
+            if name in self.locals:
+                return self.locals[name]
+            if name in self.axes and not self.axes[name].scalar:  # an axis's index values
+                return (name,)
+            return ()
+        if isinstance(expr, m.Neg):
+            return self.expr_axes(expr.operand)
+        if isinstance(expr, m.BinOp):
+            left = self.expr_axes(expr.left)
+            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
+        if isinstance(expr, m.Call):
+            if expr.func.id == "dot":
+                a, b = (self.expr_axes(arg) for arg in expr.args)
+                return (a[0], b[1])
+            axes: tuple[str, ...] = ()
+            for arg in expr.args:
+                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
+            if expr.func.id in REDUCTIONS:
+                return tuple(a for a in axes if a != expr.word("dim"))
+            return axes
+        return ()
+
+    def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
+        """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
+        integer: math computes in float32, as torch does."""
+        if not computes_in_f32(self.dtype_of(expr)):
+            return text
+        return f"({text}).to(tl.float32)" if compound and isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.to(tl.float32)"
+
+    def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
+        """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
+        name = call.func.id
+        choice = next((c for c in self.spec.choices if c.name.id == name), None)
+        if choice is not None:
+            arg = self.expr(call.args[0], context, ops)
+            for option in choice.options:
+                if option.id != "none":
+                    self.helpers.add(option.id)
+            return f"apply_{name}({arg}, {choice.constexpr})"
+        function = lookup(name)
+        if function.kind == "reduction":
+            return self.reduction(call, function, context, ops)
+        x = self.expr(call.args[0], context, ops)
+        values = {"x": x}
+        for position, (param, default) in enumerate(function.params, start=1):
+            given = call.args[position] if position < len(call.args) else call.kwarg(param)
+            values[param] = self.expr(given, context, ops) if given is not None else default
+        if function.kind == "math":
+            values["x"] = self.upcast(x, call.args[0])
+            if name == "pow":
+                return self.power(call, values)
+        if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
+            values["x"] = f"({x})"
+        if function.kind == "activation" or name in HELPERS:
+            if name == "gelu" and call.word("approximate") == "tanh":
+                name = "gelu_tanh"
+            self.helpers.add(name)
+            return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
+        return function.triton.format(**values)
+
+    def power(self, call: m.Call, values: dict[str, str]) -> str:
+        """``pow(x, p)``: a small integer exponent multiplies (any sign of ``x``, as torch);
+        any other exponent is ``exp2(p * log2(x))``, which needs ``x > 0`` (torch gives NaN
+        for a negative base with a fractional exponent too)."""
+        exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
+        x = values["x"]
+        if isinstance(exponent, m.Number) and exponent.is_int and int(exponent.text) <= 4:
+            count = int(exponent.text)
+            return " * ".join([x] * count) if count else "1.0"
+        return f"tl.exp2({values['exponent']} * tl.log2({x}))"
+
+    def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
+        """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,
+        then the rest), lanes past the end of ``c`` replaced by the reduction's identity
+        (0, -inf, inf), reduced over ``c`` into a new variable, broadcast back to ``context``."""
+        dim = call.word("dim")
+        operand = call.args[0]
+        canonical = tuple(self.canonical.get(a, a) for a in context)
+        own = self.expr_axes(operand)
+        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        x = self.expr(operand, inner, ops)
+        if function.name in ("sum", "mean"):
+            x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
+        mask = self.axes[dim].mask
+        if mask is not None and mask != "checked":
+            identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(function.name, "0.0")
+            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
+        result = self.fresh(f"{function.name}_{dim}")
+        text = function.triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+        ops.append(Line(f"{result} = {text}"))
+        return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
+
+    def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
+        """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
+        if isinstance(expr, m.Number):
+            return number_text(expr)
+        if isinstance(expr, m.Ref):
+            name = expr.name.id
+            canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
+            if name in self.locals:
+                return broadcast_tile(name, self.locals[name], canonical)
+            if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
+                info = self.axes[name]
+                return info.offs if info.scalar else broadcast(info.offs, self.canonical.get(name, name), canonical)
+            return name  # a scalar input or a size symbol
+        if isinstance(expr, m.Load):
+            return self.load(expr, context, ops)
+        if isinstance(expr, m.Neg):
+            if isinstance(expr.operand, m.Number):
+                return number_text(expr)
+            inner = self.expr(expr.operand, context, ops)
+            return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
+        if isinstance(expr, m.BinOp):
+            left = self.expr(expr.left, context, ops)
+            return binop_text(expr, left, self.expr(expr.right, context, ops))
+        if isinstance(expr, m.Call):
+            return self.call(expr, context, ops)
+        raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

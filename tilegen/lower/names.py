@@ -1,0 +1,94 @@
+"""Text helpers shared by the lowerings: generated names (``stride_a_m``), broadcasting
+indices (``offs_m[:, None]``), Python literals and operator precedence.
+
+Plain functions of strings and the model; the kernel, launcher and reference lowerings use
+them so that the same spec piece is written the same way in each.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.dtypes import COMPARISONS
+
+#: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
+#: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.
+_PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}
+
+
+def binop_text(expr: m.BinOp, left: str, right: str) -> str:
+    """``left op right`` with parentheses only where Python's precedence needs them (the same
+    text for Triton and torch, so both evaluate in the spec's order). Comparisons never chain."""
+    prec = _PRECEDENCE[expr.op]
+    if isinstance(expr.left, m.BinOp) and (
+        _PRECEDENCE[expr.left.op] < prec or (prec == 0 and _PRECEDENCE[expr.left.op] == 0)
+    ):
+        left = f"({left})"
+    if isinstance(expr.right, m.BinOp) and _PRECEDENCE[expr.right.op] <= prec:
+        right = f"({right})"
+    return f"{left} {expr.op} {right}"
+
+
+def number_text(expr: m.Number | m.Neg) -> str:
+    """A constant as Python writes it: ``inf`` is ``float("inf")``, ``-inf`` ``float("-inf")``."""
+    if isinstance(expr, m.Neg):
+        inner = number_text(expr.operand)
+        return 'float("-inf")' if inner == 'float("inf")' else f"-{inner}"
+    return 'float("inf")' if expr.text == "inf" else expr.text
+
+
+def printable(text: str, strip: bool = True) -> str:
+    """Text safe inside a one-line ``#`` comment: no control or line-separator characters."""
+    text = "".join(c if c.isprintable() else "?" for c in text.expandtabs(4)).rstrip()
+    return text.strip() if strip else text
+
+
+def tuple_text(items) -> str:
+    """A Python tuple literal: ``(a, b)``, ``(a,)``."""
+    items = list(items)
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def broadcast(var: str, axis: str, context: tuple[str, ...]) -> str:
+    """Index ``var`` (1-D over ``axis``) so it broadcasts in a tile over ``context``.
+
+    ``broadcast("offs_m", "m", ("m", "n"))`` is ``offs_m[:, None]``.
+    """
+    if len(context) <= 1:
+        return var
+    return var + "[" + ", ".join(":" if a == axis else "None" for a in context) + "]"
+
+
+def broadcast_tile(var: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
+    """Index a tile over ``axes`` (a subsequence of ``context``) so it broadcasts over ``context``."""
+    if axes == context or not axes:
+        return var
+    return var + "[" + ", ".join(":" if a in axes else "None" for a in context) + "]"
+
+
+def size_symbols(spec: m.Spec) -> tuple[str, ...]:
+    """Symbolic dimensions in order of first appearance."""
+    seen: list[str] = []
+    for tensor in spec.tensors:
+        for dim in tensor.dims:
+            if isinstance(dim, m.Name) and dim.id not in seen:
+                seen.append(dim.id)
+    return tuple(seen)
+
+
+def whole_dims(spec: m.Spec) -> tuple[str, ...]:
+    """Dimensions tiled whole (``i over N whole``): their tile is the next power of two."""
+    return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
+
+
+def dim_label(tensor: m.Tensor, position: int) -> str:
+    """``m`` for dimension ``M`` when it is unique in the tensor, else the position."""
+    dim = tensor.dims[position]
+    names = [d.id for d in tensor.dims if isinstance(d, m.Name)]
+    if isinstance(dim, m.Name) and names.count(dim.id) == 1:
+        return dim.id.lower()
+    return str(position)
+
+
+def stride_name(tensor: m.Tensor, position: int) -> str:
+    """The kernel's stride argument for one dimension (``stride_a_m``)."""
+    return f"stride_{tensor.name.id}_{dim_label(tensor, position)}"

@@ -479,9 +479,11 @@ class Checker:
             return ()
         operands = [self.expr_axes(arg, scope) for arg in call.args]
         params = [p for p, _ in function.params] if function is not None else []
+        given_axes = dict(zip(params, operands[1:]))  # each parameter's value's axes
         for key, value in call.kwargs:
             if key.id in params:  # a number given by keyword; words (dim=c, precision=ieee) are not values
                 operands.append(self.expr_axes(value, scope))
+                given_axes.setdefault(key.id, operands[-1])
         if choice is not None:
             if len(call.args) != 1 or call.kwargs:
                 self.errors.error(f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span)
@@ -511,7 +513,7 @@ class Checker:
             self.errors.error(f"'{name}' needs its argument '{missing[0]}'", call.span)
         for position, param in enumerate(params, start=1):
             given = call.args[position] if position < count else call.kwarg(param)
-            if param in function.numbers and given is not None and self.expr_axes(given, scope):
+            if param in function.numbers and given is not None and given_axes.get(param):
                 self.errors.error(
                     f"the {param} of '{name}' must be a number (a constant or a scalar input), e.g. "
                     f"{name}(x, {dict(function.params)[param]})",

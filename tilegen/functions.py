@@ -185,3 +185,31 @@ def lookup(name: str) -> Function | None:
     if name in CASTS:
         return Function(name, "cast", triton=f"{{x}}.to({m.DTYPES[name][0]})", torch=f"{{x}}.to({m.DTYPES[name][1]})")
     return FUNCTIONS.get(name)
+
+
+def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
+    """The axes a tile expression spans, in order of first appearance.
+
+    ``own(expr)`` gives the axes a load's own index, a name or a ``dot`` spans (each lowering
+    knows its own: the kernel's tile axes, the reference's whole-tensor axes), or None for a
+    composite expression. A gather adds its index tile's axes, arithmetic and calls unite their
+    parts' axes, and a reduction drops the axis it reduces.
+    """
+    axes = own(expr)
+    if axes is not None and not isinstance(expr, m.Load):
+        return axes
+    parts: list[m.Expr] = []
+    if isinstance(expr, m.Load):
+        parts = [item for item in expr.index if isinstance(item, m.Load)]
+    elif isinstance(expr, m.Neg):
+        parts = [expr.operand]
+    elif isinstance(expr, m.BinOp):
+        parts = [expr.left, expr.right]
+    elif isinstance(expr, m.Call):
+        parts = list(expr.args)
+    axes = axes or ()
+    for part in parts:
+        axes += tuple(a for a in spanned_axes(part, own) if a not in axes)
+    if isinstance(expr, m.Call) and expr.func.id in REDUCTIONS:
+        axes = tuple(a for a in axes if a != expr.word("dim"))
+    return axes

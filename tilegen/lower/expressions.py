@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
-from tilegen.functions import HELPERS, REDUCTIONS, lookup
+from tilegen.functions import HELPERS, lookup, spanned_axes
 from tilegen.lower.names import binop_text, broadcast, broadcast_tile, number_text
 from tilegen.lower.plan import Line, Op
 
@@ -30,36 +30,24 @@ class ExpressionLowering:
         return expr_dtype(expr, self.spec, local)
 
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
-        """The tile axes ``expr`` spans, in first-appearance order."""
-        if isinstance(expr, m.Load):
-            axes = self.tile_axes(expr.index)
-            for item in expr.index:
-                if isinstance(item, m.Load):  # a gather spans its index tile's axes
-                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
-            return axes
-        if isinstance(expr, m.Ref):
-            name = expr.name.id
-            if name in self.locals:
-                return self.locals[name]
-            if name in self.axes and not self.axes[name].scalar:  # an axis's index values
-                return (name,)
-            return ()
-        if isinstance(expr, m.Neg):
-            return self.expr_axes(expr.operand)
-        if isinstance(expr, m.BinOp):
-            left = self.expr_axes(expr.left)
-            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
-        if isinstance(expr, m.Call):
-            if expr.func.id == "dot":
-                a, b = (self.expr_axes(arg) for arg in expr.args)
+        """The tile axes ``expr`` spans in the kernel (index axes are scalars, not tile axes)."""
+
+        def own(part: m.Expr) -> tuple[str, ...] | None:
+            if isinstance(part, m.Load):
+                return self.tile_axes(part.index)
+            if isinstance(part, m.Ref):
+                name = part.name.id
+                if name in self.locals:
+                    return self.locals[name]
+                return (name,) if name in self.axes and not self.axes[name].scalar else ()  # index values
+            if isinstance(part, m.Number):
+                return ()
+            if m.is_dot(part):
+                a, b = (self.expr_axes(arg) for arg in part.args)
                 return (a[0], b[1])
-            axes: tuple[str, ...] = ()
-            for arg in expr.args:
-                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
-            if expr.func.id in REDUCTIONS:
-                return tuple(a for a in axes if a != expr.word("dim"))
-            return axes
-        return ()
+            return None
+
+        return spanned_axes(expr, own)
 
     def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
         """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an

@@ -12,7 +12,7 @@ import re
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype, is_float
-from tilegen.functions import lookup
+from tilegen.functions import lookup, spanned_axes
 from tilegen.lower.names import binop_text, number_text, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
@@ -79,33 +79,24 @@ class ReferenceLowering:
 
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """Axes of ``expr`` as a whole tensor (index axes included)."""
-        if isinstance(expr, m.Load):
-            axes = self.load_axes(expr)
-            for item in expr.index:
-                if isinstance(item, m.Load):
-                    axes += tuple(a for a in self.expr_axes(item) if a not in axes)
-            return axes
-        if isinstance(expr, m.Ref):
-            name = expr.name.id
-            if name in self.locals:
-                return self.locals[name]
-            return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()
-        if isinstance(expr, m.Neg):
-            return self.expr_axes(expr.operand)
-        if isinstance(expr, m.BinOp):
-            left = self.expr_axes(expr.left)
-            return left + tuple(a for a in self.expr_axes(expr.right) if a not in left)
-        if isinstance(expr, m.Call):
-            if expr.func.id == "dot":
-                a, b = (self.expr_axes(arg) for arg in expr.args)
+
+        def own(part: m.Expr) -> tuple[str, ...] | None:
+            if isinstance(part, m.Load):
+                return self.load_axes(part)
+            if isinstance(part, m.Ref):
+                name = part.name.id
+                if name in self.locals:
+                    return self.locals[name]
+                return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()  # index values
+            if isinstance(part, m.Number):
+                return ()
+            if m.is_dot(part):
+                a, b = (self.expr_axes(arg) for arg in part.args)
                 batch = tuple(x for x in self.batch if x in a or x in b)
                 return batch + (a[-2], b[-1])
-            axes: tuple[str, ...] = ()
-            for arg in expr.args:
-                axes += tuple(a for a in self.expr_axes(arg) if a not in axes)
-            dim = expr.word("dim")
-            return tuple(a for a in axes if a != dim) if lookup(expr.func.id) and lookup(expr.func.id).kind == "reduction" else axes
-        return ()
+            return None
+
+        return spanned_axes(expr, own)
 
     def dtype_of(self, expr: m.Expr) -> str | None:
         """The spec dtype ``expr`` computes to, see :mod:`tilegen.dtypes`."""

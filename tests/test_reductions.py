@@ -164,3 +164,26 @@ def test_tilegen_run_draws_gather_indices_in_range():
     result = CliRunner().invoke(app, ["run", str(ROOT / "specs" / "cross_entropy.tile"), "--size", "M=3", "--size", "V=1500"])
     assert result.exit_code == 0, result.output
     assert "PASS" in result.output
+
+
+CLASH = """\
+kernel clash
+  in  x: f32[M, N]
+  in  {tensor}: f32[M]
+  out y: f32[M, N]
+  grid  r over M, c over N whole
+  {local} = x[r, c] * 2
+  y[r, c] = {local} - max({local}, dim=c) + {tensor}[r]
+"""
+
+
+@pytest.mark.parametrize("tensor,local", [("BLOCK_N", "t"), ("b", "BLOCK_N")])
+def test_the_whole_tile_constexpr_goes_around_spec_names(tmp_path, tensor, local):
+    """A whole axis's tile size is a kernel constexpr and a launcher local (BLOCK_N): an input
+    or a local of that name keeps it, and the generated name moves aside."""
+    path = tmp_path / "clash.py"
+    path.write_text(compile_spec(CLASH.format(tensor=tensor, local=local), "clash.tile").source)
+    module = load_module(path)
+    x, b = _rand(3, 7, seed=1), _rand(3, seed=2)
+    expected = 2 * x - (2 * x).amax(-1, keepdim=True) + b[:, None]
+    torch.testing.assert_close(module.clash(x, b), expected)

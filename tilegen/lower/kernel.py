@@ -103,18 +103,19 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         self.taken |= {f"{t.name.id}_desc" for t in spec.arrays}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
         self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS"}
-        for dim in whole_dims(spec):  # the tile of a whole axis: N rounded up to a power of two
-            self.whole_blocks[dim] = self.fresh(f"BLOCK_{dim}")
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
         self.taken |= {s.name.id for s in m.statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
+        for dim in whole_dims(spec):  # the tile of a whole axis: N rounded up to a power of two
+            # a launcher local too, so it must not take an input's name either
+            self.whole_blocks[dim] = self.fresh(f"BLOCK_{dim}", avoid={t.name.id for t in spec.tensors})
 
     # names -----------------------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        """A generated name starting with ``base`` that clashes with nothing else."""
+    def fresh(self, base: str, avoid: set[str] = frozenset()) -> str:
+        """A generated name starting with ``base`` that clashes with nothing else (nor ``avoid``)."""
         name, n = base, 1
-        while name in self.taken:
+        while name in self.taken or name in avoid:
             name = f"{base}_{n}"
             n += 1
         self.taken.add(name)

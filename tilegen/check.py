@@ -505,7 +505,6 @@ class Checker:
             )
             self.errors.error(f"'{name}' takes {wanted} arguments, not {count}", call.span)
             return ()
-        params = [p for p, _ in function.params]
         self.check_keywords(call, function, params[: count - 1])
         given = set(params[: count - 1]) | {k.id for k, _ in call.kwargs}
         missing = [p for p, default in function.params if default is None and p not in given]
@@ -547,8 +546,6 @@ class Checker:
                 continue
             else:
                 expected = [*function.choices, *(p for p in params if p not in positional)]
-                if function.kind == "reduction":
-                    expected = ["dim"]
                 why = f"expected {', '.join(repr(k) for k in expected)}" if expected else "it takes none"
                 self.errors.error(f"unknown argument '{key.id}' to '{function.name}'; {why}", key.span)
 

@@ -344,6 +344,6 @@ def reference(a, b, *, activation="none"):
     N = b.shape[1]
     c = torch.empty((M, N), dtype=torch.float16, device=a.device)
     accumulator = torch.zeros((M, N), dtype=torch.float32, device=a.device)
-    accumulator += torch.matmul(a.to(torch.float32), b.to(torch.float32))
+    accumulator += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = _torch_activation(accumulator, activation).to(torch.float16)
     return c

@@ -103,9 +103,11 @@ def test_elementwise_and_access_errors(old, new, message):
         check(parse(text, "ok.tile"))  # an index axis beside a tile axis is valid
 
 
-def test_dot_loop_holds_only_accumulate_dot_lines():
-    text = TUNED.replace("    acc += dot(a[m, k], b[k, n])\n", "    acc += dot(a[m, k], b[k, n])\n    acc += 1\n")
-    assert "a loop with 'dot' holds only 'acc += dot(...)' lines" in errors(text)
+def test_a_dot_must_contract_over_one_shared_axis():
+    text = TUNED.replace("acc += dot(a[m, k], b[k, n])", "acc += dot(a[m, k], a[m, k])")
+    assert "'dot' contracts over the one axis its operands share; they span m, k and m, k" in errors(text)
+    text = TUNED.replace("acc += dot(a[m, k], b[k, n])", "acc += dot(a[m, k], alpha * b[k, n])")
+    assert "'dot' operands must have one dtype; 'a' is f16, the second is f32 (cast one, e.g. f16(...))" in errors(text)
 
 
 def test_index_axis_is_not_a_tile_dimension():

@@ -586,55 +586,52 @@ class Checker:
         return tuple(a for a in operands[0] if a != dim.id)
 
     def dot_axes(self, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
-        for arg in call.args:
-            if not isinstance(arg, m.Load):
-                self.errors.error("'dot' operands must be tensor tiles such as 'a[m, k]'", arg.span)
-                return ()
-        dtypes = [self.spec.tensor(arg.tensor.id) for arg in call.args]
-        if all(t is not None for t in dtypes):
-            first, second = (t.dtype.id for t in dtypes)
-            for tensor, dtype in zip(dtypes, (first, second)):
-                if dtype not in DOT_ACCUMULATORS and dtype in m.DTYPES:
-                    self.errors.error(
-                        f"'dot' does not take {dtype} tiles ('{tensor.name.id}'); "
-                        f"operands are one of {', '.join(DOT_ACCUMULATORS)}",
-                        call.span,
-                    )
-            if first != second and first in DOT_ACCUMULATORS and second in DOT_ACCUMULATORS:
+        """``dot(a, b)``: two 2D tiles sharing exactly one axis, which the product contracts
+        (``dot(q[m, d], k[n, d])`` is over ``d``, the second operand read transposed); the result
+        spans the first operand's other axis, then the second's."""
+        dtypes = [self.dtype(arg, scope) for arg in call.args]
+        names = [
+            f"'{arg.tensor.id}'" if isinstance(arg, m.Load) else f"'{arg.name.id}'" if isinstance(arg, m.Ref) else which
+            for arg, which in zip(call.args, ("the first", "the second"))
+        ]
+        for arg, dtype, name in zip(call.args, dtypes, names):
+            if dtype not in DOT_ACCUMULATORS and dtype in m.DTYPES:
                 self.errors.error(
-                    f"'dot' operands must have one dtype; '{dtypes[0].name.id}' is {first}, "
-                    f"'{dtypes[1].name.id}' is {second}",
-                    call.span,
+                    f"'dot' does not take {dtype} tiles ({name}); operands are one of {', '.join(DOT_ACCUMULATORS)}"
+                    + ("" if isinstance(arg, m.Load) else ": cast it, e.g. f16(p)"),
+                    arg.span,
                 )
+        if dtypes[0] != dtypes[1] and all(d in DOT_ACCUMULATORS for d in dtypes):
+            self.errors.error(
+                f"'dot' operands must have one dtype; {names[0]} is {dtypes[0]}, {names[1]} is {dtypes[1]} "
+                f"(cast one, e.g. {dtypes[0]}(...))",
+                call.span,
+            )
         (a, b) = operands
         if len(a) != 2 or len(b) != 2:
             if a and b:
                 self.errors.error("'dot' operands must be 2D tiles", call.span)
             return ()
-        if not scope.loop_axes:
-            self.errors.error("'dot' must be inside a 'for' loop over the reduced dimension", call.span)
-            return ()
-        reduced = scope.loop_axes[-1]
-        if a[1] != reduced or b[0] != reduced:
+        shared = [x for x in a if x in b]
+        if len(shared) != 1:
             self.errors.error(
-                f"'dot' must contract over the loop axis '{reduced}': write dot(x[i, {reduced}], y[{reduced}, j])",
+                f"'dot' contracts over the one axis its operands share; they span {', '.join(a)} and "
+                f"{', '.join(b)}",
                 call.span,
             )
             return ()
-        for arg in call.args:
-            for index in arg.index:
-                axis = scope.axes.get(index.id) if isinstance(index, m.Name) else None
-                if axis is None or axis.is_index:
-                    continue
-                for value in self.param_values(axis.block.id) if axis.block is not None else ():
-                    if int(value.text) < MIN_DOT_TILE:
-                        self.errors.error(
-                            f"'dot' tiles need every block size >= {MIN_DOT_TILE}; "
-                            f"'{axis.block.id}' = {value.text}",
-                            index.span,
-                        )
-                        break
-        return (a[0], b[1])
+        for name in (*a, *b):
+            axis = scope.axes.get(name)
+            if axis is None or axis.block is None:
+                continue
+            for value in self.param_values(axis.block.id):
+                if int(value.text) < MIN_DOT_TILE:
+                    self.errors.error(
+                        f"'dot' tiles need every block size >= {MIN_DOT_TILE}; '{axis.block.id}' = {value.text}",
+                        call.span,
+                    )
+                    break
+        return (next(x for x in a if x not in shared), next(x for x in b if x not in shared))
 
     # statements ------------------------------------------------------------------
     def check_body(self, body, scope: Scope) -> None:
@@ -682,13 +679,13 @@ class Checker:
                         f"'{stmt.name.id}' spans {list(scope.locals[stmt.name.id])} but the value spans {list(axes)}",
                         stmt.value.span,
                     )
-                elif m.is_dot(stmt.value) and all(isinstance(a, m.Load) for a in stmt.value.args):
-                    operand = self.spec.tensor(stmt.value.args[0].tensor.id)
-                    allowed = DOT_ACCUMULATORS.get(operand.dtype.id, ()) if operand is not None else ()
+                elif m.is_dot(stmt.value) and len(stmt.value.args) == 2:
+                    operand = self.dtype(stmt.value.args[0], scope)
+                    allowed = DOT_ACCUMULATORS.get(operand, ())
                     acc = scope.dtypes.get(stmt.name.id)
                     if allowed and acc not in allowed:
                         self.errors.error(
-                            f"'{stmt.name.id}' is {acc}, but 'dot' of {operand.dtype.id} tiles accumulates in "
+                            f"'{stmt.name.id}' is {acc}, but 'dot' of {operand} tiles accumulates in "
                             f"{' or '.join(allowed)}",
                             stmt.name.span,
                         )
@@ -705,16 +702,6 @@ class Checker:
                     )
             elif isinstance(stmt, m.Loop):
                 self.check_axis_decl(stmt.axis, "loop axis", scope)
-                if any(
-                    m.is_dot(e) for s in stmt.body if not isinstance(s, (m.Loop, m.Declare)) for e in m.subexpressions(s.value)
-                ):
-                    for inner_stmt in stmt.body:
-                        if not (isinstance(inner_stmt, m.Accumulate) and m.is_dot(inner_stmt.value)):
-                            self.errors.error(
-                                "a loop with 'dot' holds only 'acc += dot(...)' lines; "
-                                "move other statements out of it",
-                                inner_stmt.span,
-                            )
                 inner = Scope(
                     {**scope.axes, stmt.axis.name.id: stmt.axis},
                     dict(scope.locals),

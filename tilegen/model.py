@@ -436,5 +436,17 @@ def is_dot(expr: Expr) -> bool:
 
 
 def is_dot_loop(stmt: Stmt) -> bool:
-    """True for a ``for`` loop whose body accumulates a ``dot`` (a reduction loop)."""
-    return isinstance(stmt, Loop) and any(isinstance(s, Accumulate) and is_dot(s.value) for s in stmt.body)
+    """True for a ``for`` loop whose body is only ``acc += dot(x[.., k], y[k, ..])`` lines over
+    tensor tiles that both index the loop's axis ``k``: a matmul's K loop, lowered with pointers
+    made once and advanced each step. Any other loop (``dot`` of computed tiles among other
+    statements, attention's inner loop) is a loop over tiles."""
+    if not isinstance(stmt, Loop) or not stmt.body:
+        return False
+    k = stmt.axis.name.id
+    return all(
+        isinstance(s, Accumulate)
+        and is_dot(s.value)
+        and len(s.value.args) == 2
+        and all(isinstance(a, Load) and any(isinstance(i, Name) and i.id == k for i in a.index) for a in s.value.args)
+        for s in stmt.body
+    )

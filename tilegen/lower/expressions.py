@@ -11,8 +11,8 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
 from tilegen.functions import HELPERS, lookup, spanned_axes
-from tilegen.lower.names import binop_text, broadcast, broadcast_tile, number_text
-from tilegen.lower.plan import Line, Op
+from tilegen.lower.names import BF16_DOT_FLAG, binop_text, broadcast, broadcast_tile, number_text, tuple_text
+from tilegen.lower.plan import IfBlock, Line, Op
 
 
 class ExpressionLowering:
@@ -42,9 +42,9 @@ class ExpressionLowering:
                 return (name,) if name in self.axes and not self.axes[name].scalar else ()  # index values
             if isinstance(part, m.Number):
                 return ()
-            if m.is_dot(part):
+            if m.is_dot(part):  # the first operand's other axis, then the second's
                 a, b = (self.expr_axes(arg) for arg in part.args)
-                return (a[0], b[1])
+                return tuple(x for x in a if x not in b) + tuple(x for x in b if x not in a)
             return None
 
         return spanned_axes(expr, own)
@@ -69,6 +69,8 @@ class ExpressionLowering:
         function = lookup(name)
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
+        if function.kind == "dot":
+            return self.dot(call, context, ops)
         x = self.expr(call.args[0], context, ops)
         values = {"x": x}
         for position, (param, default) in enumerate(function.params, start=1):
@@ -119,6 +121,35 @@ class ExpressionLowering:
         ops.append(Line(f"{result} = {text}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 
+    def dot(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
+        """``dot(a, b)`` of any two 2D tiles sharing one axis ``k``: ``a`` as an ``[i, k]`` tile and
+        ``b`` as a ``[k, j]`` tile (a load builds its pointers in that order, so a transposed
+        operand costs no copy; a local is permuted), lanes past the end of ``k`` zeroed, then
+        ``tl.dot``. The result spans ``(i, j)``, broadcast (or transposed) into ``context``."""
+        a_axes, b_axes = (self.expr_axes(arg) for arg in call.args)
+        k = next(x for x in a_axes if x in b_axes)
+        i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
+        operands = []
+        for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
+            text = self.expr(arg, own, ops)
+            mask = self.axes[k].mask
+            if mask is not None and mask != "checked":  # padding lanes of k must add nothing
+                text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
+            if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
+                name = self.fresh("dot_operand")
+                ops.append(Line(f"{name} = {text}"))
+                ops.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", (Line(f"{name} = {name}.to(tl.float32)"),)))
+                self.bf16_dot, text = True, name
+            operands.append(text)
+        precision = call.word("precision")
+        extra = f', input_precision="{precision}"' if precision is not None else ""
+        text = f"tl.dot({operands[0]}, {operands[1]}{extra})"
+        canonical = tuple(self.canonical.get(a, a) for a in context)
+        ordered = tuple(a for a in canonical if a in (i, j))
+        if ordered == (j, i):
+            text = f"tl.trans({text})"
+        return broadcast_tile(text, ordered, canonical)
+
     def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
         if isinstance(expr, m.Number):
@@ -127,7 +158,11 @@ class ExpressionLowering:
             name = expr.name.id
             canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
             if name in self.locals:
-                return broadcast_tile(name, self.locals[name], canonical)
+                axes = self.locals[name]
+                ordered = tuple(a for a in canonical if a in axes)
+                if ordered != axes:  # a tile over (m, n) used as (n, m)
+                    name = f"tl.permute({name}, {tuple_text(str(axes.index(a)) for a in ordered)})"
+                return broadcast_tile(name, ordered, canonical)
             if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
                 info = self.axes[name]
                 return info.offs if info.scalar else broadcast(info.offs, self.canonical.get(name, name), canonical)

@@ -14,7 +14,7 @@ from tilegen import model as m
 from tilegen.functions import HELPERS
 from tilegen.lower.access import AccessLowering
 from tilegen.lower.expressions import ExpressionLowering
-from tilegen.lower.names import number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
+from tilegen.lower.names import BF16_DOT_FLAG, number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
 from tilegen.lower.plan import (
     ChoicePlan,
     Comment,
@@ -27,12 +27,6 @@ from tilegen.lower.plan import (
     Op,
     TunePlan,
 )
-
-#: Module constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies the
-#: raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
-#: there bf16 operands are upcast to f32 first (exact: bf16 products fit in f32). On the GPU
-#: the branch is a false constexpr and compiles away.
-BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 INT64_FLAG = "INT64_OFFSETS"
@@ -319,10 +313,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             body.append(self.comment(stmt.span))
             call = stmt.value
             tiles = []
-            for operand in call.args:
+            for number, operand in enumerate(call.args):
                 tensor = self.spec.tensor(operand.tensor.id)
                 tile = self.fresh(tensor.name.id)
                 position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
+                own = self.tile_axes(operand.index)
+                other = next(a for a in own if a != k)
+                context = (other, k) if number == 0 else (k, other)  # (M, K) @ (K, N): b read as [k, n]
                 if descriptors:  # bounds are checked by the descriptor (TMA): no masks
                     desc, offsets = self.descriptor(operand)
                     body.append(Line(f"{tile} = {desc}.load({offsets})"))
@@ -334,13 +331,14 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                     moves[self.tile_axes(operand.index).index(k)] = axis.block.id
                     advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
                 else:
-                    context = self.tile_axes(operand.index)
                     ptr, mask = self.pointer_expr(operand, context, None, load=True)
                     var = self.fresh(f"{tensor.name.id}_ptrs")
                     ops.append(Line(f"{var} = {ptr}"))
                     load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
                     body.append(Line(load))
                     advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
+                if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
+                    body.append(Line(f"{tile} = tl.trans({tile})"))
                 tiles.append(tile)
             if any(self.spec.tensor(o.tensor.id).dtype.id == "bf16" for o in call.args):
                 self.bf16_dot = True

@@ -10,6 +10,12 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
 
+#: Module constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies the
+#: raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
+#: there bf16 operands are upcast to f32 first (exact: bf16 products fit in f32). On the GPU
+#: the branch is a false constexpr and compiles away.
+BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
+
 #: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
 #: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.
 _PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}

@@ -90,10 +90,11 @@ class ReferenceLowering:
                 return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()  # index values
             if isinstance(part, m.Number):
                 return ()
-            if m.is_dot(part):
+            if m.is_dot(part):  # batch axes, then the first operand's other axis, then the second's
                 a, b = (self.expr_axes(arg) for arg in part.args)
                 batch = tuple(x for x in self.batch if x in a or x in b)
-                return batch + (a[-2], b[-1])
+                shared = [x for x in a if x in b and x not in self.batch]
+                return batch + tuple(x for x in (*a, *b) if x not in batch and x not in shared)
             return None
 
         return spanned_axes(expr, own)
@@ -122,23 +123,22 @@ class ReferenceLowering:
             return f"torch.as_tensor({text}, device={self.device})"
         return f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
 
-    def dot(self, call: m.Call, acc_dtype: str | None) -> str:
-        """``torch.matmul`` of the two operands in the accumulator's dtype, batched over the
-        index axes either operand has (the other one broadcasts)."""
-        a, b = call.args
-        a_axes, b_axes = self.load_axes(a), self.load_axes(b)
-        texts = []
-        for operand, axes in ((a, a_axes), (b, b_axes)):
-            tile = tuple(x for x in axes if x not in self.batch)
-            batch = tuple(x for x in self.batch if x in axes)
-            texts.append(self.load(operand, batch + tile))
+    def dot(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:
+        """``torch.einsum`` of the two operands over their shared tile axis, in the accumulator's
+        dtype (float32 for a ``dot`` that feeds no accumulator); index (batch) axes either
+        operand has stay in the result (the other operand broadcasts)."""
+        axes = [self.expr_axes(arg) for arg in call.args]
+        out = self.expr_axes(call)  # the shared tile axis is in both operands, not in the result
+        letters = {name: chr(ord("a") + i) for i, name in enumerate(dict.fromkeys((*axes[0], *axes[1])))}
+        equation = ",".join("".join(letters[x] for x in a) for a in axes) + "->" + "".join(letters[x] for x in out)
         dtype = acc_dtype or "torch.float32"
-        return f"torch.matmul({texts[0]}.to({dtype}), {texts[1]}.to({dtype}))"
+        texts = [f"{self.value(arg, own)}.to({dtype})" for arg, own in zip(call.args, axes)]
+        return self.align(f'torch.einsum("{equation}", {texts[0]}, {texts[1]})', out, context)
 
     def call(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:
         name = call.func.id
         if name == "dot":
-            return self.dot(call, acc_dtype)
+            return self.dot(call, context, acc_dtype)
         if any(c.name.id == name for c in self.spec.choices):
             return f"_torch_activation({self.value(call.args[0], context)}, {name})"
         function = lookup(name)

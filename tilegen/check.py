@@ -203,10 +203,11 @@ class Checker:
                 spec.name.span,
             )
         axes: dict[str, m.Axis] = {}
-        if len(spec.grid) > 3:
+        launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
+        if len(launched) > 3:
             self.errors.error(
-                f"a grid has at most 3 axes (Triton's program_id 0..2), not {len(spec.grid)}",
-                spec.grid[3].span,
+                f"a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not {len(launched)}",
+                launched[3].span,
             )
         if spec.flat and (len(spec.grid) != 2 or any(a.block is None for a in spec.grid)):
             kind = "persistent" if spec.persistent else "flat"

@@ -157,10 +157,10 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             setup += self.flat_setup()
             ops += self.flat_pids(pids)
         else:
-            for number, axis in enumerate(spec.grid):
-                if axis.bounds != "whole":  # one program covers the whole extent: no program id
-                    pids[axis.name.id] = self.fresh(f"pid_{axis.name.id}")
-                    setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
+            launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
+            for number, axis in enumerate(launched):
+                pids[axis.name.id] = self.fresh(f"pid_{axis.name.id}")
+                setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
             setup += self.swizzle2d(pids)
         ops += self.int64_casts(list(dict.fromkeys(pids.values())), self.constant_strides())
         grid_axes = {a.name.id: a for a in spec.grid}

@@ -149,8 +149,8 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
         for axis in spec.grid:
             if axis.is_index:
                 sizes.append(axis.dim.id)
-            elif axis.bounds == "whole":
-                sizes.append("1")
+            elif axis.bounds == "whole":  # one program along it: no grid dimension
+                continue
             else:
                 sizes.append(cdiv(axis.dim.id, block(axis.block.id)))
     sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))

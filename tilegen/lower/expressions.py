@@ -112,14 +112,29 @@ class ExpressionLowering:
         x = self.expr(operand, inner, ops)
         if function.name in ("sum", "mean"):
             x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
-        mask = self.axes[dim].mask
-        if mask is not None and mask != "checked":
+        mask = self.lane_mask(dim)
+        if mask is not None:
             identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(function.name, "0.0")
             x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
         result = self.fresh(f"{function.name}_{dim}")
         text = function.triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
         ops.append(Line(f"{result} = {text}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
+
+    def offsets(self, axis: str) -> str:
+        """The index values of ``axis``'s tile: its offsets (made inline where block pointers or
+        descriptors left the axis without them)."""
+        info = self.axes[axis]
+        return info.offs or f"({info.start} + tl.arange(0, {info.tile}))"
+
+    def lane_mask(self, axis: str) -> str | None:
+        """Which lanes of ``axis``'s tile lie inside its dimension (None: all of them). Block
+        pointers pad with zeros, which is not every reduction's identity, so their masked axes
+        get the comparison too."""
+        info = self.axes[axis]
+        if info.mask == "checked":
+            return f"({self.offsets(axis)} < {info.dim})"
+        return info.mask
 
     def dot(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """``dot(a, b)`` of any two 2D tiles sharing one axis ``k``: ``a`` as an ``[i, k]`` tile and
@@ -132,8 +147,8 @@ class ExpressionLowering:
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
             text = self.expr(arg, own, ops)
-            mask = self.axes[k].mask
-            if mask is not None and mask != "checked":  # padding lanes of k must add nothing
+            mask = self.lane_mask(k)
+            if mask is not None:  # padding lanes of k must add nothing
                 text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
             if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")
@@ -165,7 +180,7 @@ class ExpressionLowering:
                 return broadcast_tile(name, ordered, canonical)
             if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
                 info = self.axes[name]
-                return info.offs if info.scalar else broadcast(info.offs, self.canonical.get(name, name), canonical)
+                return info.offs if info.scalar else broadcast(self.offsets(name), self.canonical.get(name, name), canonical)
             return name  # a scalar input or a size symbol
         if isinstance(expr, m.Load):
             return self.load(expr, context, ops)

@@ -258,6 +258,18 @@ if "layer_norm_looped" in gen:
         x, w, b = torch.randn(m, n, device=DEV), torch.randn(n, device=DEV), torch.randn(n, device=DEV)
         y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
         record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
+for name in ["attention", "attention_causal"]:  # issue 11's language groundwork (test specs)
+    if name not in gen:
+        continue
+    for s, t, d in [(1, 1, 16), (40, 100, 32), (100, 40, 64), (1000, 1000, 128), (333, 333, 20)]:
+        if name == "attention_causal" and s != t:
+            continue
+        q = torch.randn(2, 3, s, d, device=DEV, dtype=torch.float16)
+        k, v = (torch.randn(2, 3, t, d, device=DEV, dtype=torch.float16) for _ in range(2))
+        o = getattr(gen[name], name)(q, k, v, d**-0.5)
+        expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=d**-0.5,
+                                                  is_causal=name == "attention_causal")
+        record(name, f"2x3x{s}x{t}x{d}", True, (o.float() - expected).abs().max().item(), 1e-2)
 torch.cuda.synchronize()
 
 print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")

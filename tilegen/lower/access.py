@@ -108,6 +108,20 @@ class AccessLowering:
         self.descriptor_blocks.setdefault(tensor.name.id, tuple(a.tile for a in axes))
         return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
 
+    def hoisted(self, expr: m.Load, ops: list[Op]) -> list[Op]:
+        """Where a load goes: before the outermost enclosing tile loop whose axis (nor any loop
+        inside it) it does not use, as attention loads q once before its loop over keys; else
+        ``ops``, where it is used."""
+        used = set()
+        for part in m.subexpressions(expr):
+            if isinstance(part, m.Load):
+                used |= {i.id for i in part.index if isinstance(i, m.Name)}
+        for axis, preheader in reversed(self.hoists):
+            if axis in used:
+                break
+            ops = preheader
+        return ops
+
     def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``. A tile
         loaded before in this scope (same tensor, index and context) is not loaded again:
@@ -115,6 +129,7 @@ class AccessLowering:
         key = (expr.tensor.id, _index_key(expr.index), context)
         if key in self.loads:
             return self.loads[key]
+        ops = self.hoisted(expr, ops)
         consts = [i.text for i in expr.index if isinstance(i, m.Number)]
         var = self.fresh("_".join([expr.tensor.id, *consts]))
         self.loads[key] = var

@@ -85,6 +85,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     helpers: set[str] = field(default_factory=set)
     whole_blocks: dict[str, str] = field(default_factory=dict)  # 'whole' dimension -> its tile constexpr
     loads: dict[tuple, str] = field(default_factory=dict)  # (tensor, index, context) -> tile loaded in scope
+    hoists: list = field(default_factory=list)  # (axis, ops before its loop) of each enclosing tile loop
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
     descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
@@ -367,12 +368,18 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             body.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
         self.axes[k] = info
         outer_masks, outer_loads = dict(self.masks), dict(self.loads)  # neither outlives the loop
+        preheader: list[Op] = []  # loads that do not change with k go here, before the loop
+        self.hoists.append((k, preheader))
         for stmt in loop.body:
             if not isinstance(stmt, m.Loop):
                 body.append(self.comment(stmt.span))
             body.extend(self.statement(stmt))
+        self.hoists.pop()
         self.masks, self.loads = outer_masks, outer_loads
-        return [self.comment(loop.span), ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body))]
+        if preheader:
+            preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
+        loop_op = ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body))
+        return [self.comment(loop.span), *preheader, loop_op]
 
     # statements ------------------------------------------------------------------
     def statement(self, stmt: m.Stmt) -> list[Op]:

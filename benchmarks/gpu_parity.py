@@ -225,7 +225,8 @@ from tests.reference import layer_norm as ref_layer_norm  # noqa: E402
 from tests.reference import softmax as ref_softmax  # noqa: E402
 
 gen.update({name: load_module(ROOT / "generated" / f"{name}.py") for name in
-            ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul_tril"]})
+            ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul_tril",
+             "attention", "attention_causal"]})
 for m, n in [(1, 1), (5, 7), (37, 781), (64, 3000), (4096, 4096), (33, 32768)]:
     x = torch.randn(m, n, device=DEV) * 4
     y = gen["softmax"].softmax(x)
@@ -258,9 +259,7 @@ if "layer_norm_looped" in gen:
         x, w, b = torch.randn(m, n, device=DEV), torch.randn(n, device=DEV), torch.randn(n, device=DEV)
         y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
         record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
-for name in ["attention", "attention_causal"]:  # issue 11's language groundwork (test specs)
-    if name not in gen:
-        continue
+for name in ["attention", "attention_causal"]:  # issue 11's language groundwork
     for s, t, d in [(1, 1, 16), (40, 100, 32), (100, 40, 64), (1000, 1000, 128), (333, 333, 20)]:
         if name == "attention_causal" and s != t:
             continue

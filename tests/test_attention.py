@@ -12,9 +12,9 @@ from tilegen.runner import load_module
 
 
 def _module(tmp_path_factory, name):
-    spec = ROOT / "tests" / "specs" / f"{name}.tile"
+    spec = ROOT / "specs" / f"{name}.tile"
     path = tmp_path_factory.mktemp(name) / f"{name}.py"
-    path.write_text(compile_spec(spec.read_text(), f"tests/specs/{name}.tile").source)
+    path.write_text(compile_spec(spec.read_text(), f"specs/{name}.tile").source)
     return load_module(path)
 
 
@@ -55,7 +55,7 @@ def test_causal_attention_matches_sdpa(attention_causal, s):
 
 
 def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
-    source = compile_spec((ROOT / "tests" / "specs" / "attention.tile").read_text(), "attention.tile").source
+    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile").source
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
     assert "offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d" in kernel  # a [d, n] tile of k, no copy
     assert "acc = acc * alpha[:, None] + tl.dot(" in kernel

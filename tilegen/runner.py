@@ -214,8 +214,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
     the largest block over it (defaults, or any tune config's value), plus a partial tile when
     every axis over it is masked (so tails are exercised and unmasked launchers accept the
-    size). A ``whole`` extent is 3 short of a power of two (a masked tail); an index (batch)
-    extent is 3."""
+    size). A ``whole`` extent is 3 short of a power of two (a masked tail), 61 where a ``dot``
+    operand spans it (a head dimension); an index (batch) extent is 3."""
     given = dict(given or {})
     blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
     largest = dict(blocks)  # unmasked axes must divide by every config's block
@@ -228,14 +228,23 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 if config is default:
                     blocks[setting.name.id] = value
     axes = spec.axes()
+    by_name = {a.name.id: a for a in axes}
+    dot_dims = {
+        by_name[i.id].dim.id
+        for stmt in m.statements(spec.body) if not isinstance(stmt, (m.Loop, m.Declare))
+        for call in m.subexpressions(stmt.value) if m.is_dot(call)
+        for operand in call.args for load in m.subexpressions(operand) if isinstance(load, m.Load)
+        for i in load.index if isinstance(i, m.Name) and i.id in by_name
+    }
     sizes = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:
             if not isinstance(dim, m.Name) or dim.id in sizes:
                 continue
             over = [a for a in axes if a.dim.id == dim.id]
-            if any(a.bounds == "whole" for a in over):
-                sizes[dim.id] = given.get(dim.id, (1 << max(programs, 1).bit_length() + 7) - 3)
+            if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
+                extent = 61 if dim.id in dot_dims else (1 << max(programs, 1).bit_length() + 7) - 3
+                sizes[dim.id] = given.get(dim.id, extent)
                 continue
             if over and all(a.is_index for a in over):
                 sizes[dim.id] = given.get(dim.id, 3)

@@ -1,0 +1,134 @@
+"""Issue 11's performance table: the attention specs against torch SDPA and Triton tutorial 06.
+
+``python benchmarks/attention.py OUT_DIR`` prints one line per case and writes
+``OUT_DIR/attention.csv`` (S, D, causal, implementation, ms, TFLOP/s, ratios of tilegen to each
+baseline) with the device, torch and Triton versions in its ``#`` header lines, and
+``OUT_DIR/attention.png``.
+
+Shapes as in the FlashAttention papers: B * S = 16384, H * D = 2048, f16. FLOPs are
+4 * B * H * S * S * D (two matmuls), halved for causal attention. Each time is the median of
+3 interleaved rounds of ``triton.testing.do_bench``. Baselines: ``F.scaled_dot_product_attention``
+with the flash and the cuDNN backends, and tutorial 06's forward kernel (``tests/reference/
+attention.py``) where it runs.
+"""
+
+import csv
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-attention-")
+
+from tilegen.runner import load_module  # noqa: E402
+
+try:
+    from tests.reference import attention as ref_attention  # noqa: E402
+except ImportError:  # pragma: no cover - the hand-written kernel is optional here
+    ref_attention = None
+
+ROUNDS = 3
+SEQS = [1024, 2048, 4096, 8192, 16384]
+HEAD_DIMS = [64, 128]
+gen = {n: load_module(ROOT / "generated" / f"{n}.py") for n in ["attention", "attention_causal"]}
+
+
+def sdpa(backend, causal):
+    def run(q, k, v, scale):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+    return run
+
+
+def main(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for causal in (False, True):
+        for d in HEAD_DIMS:
+            for s in SEQS:
+                b, h = 16384 // s, 2048 // d
+                q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for _ in range(3))
+                scale = d**-0.5
+                name = "attention_causal" if causal else "attention"
+                functions = {
+                    "tilegen": lambda q=q, k=k, v=v, name=name: getattr(gen[name], name)(q, k, v, scale),
+                    "sdpa_flash": lambda q=q, k=k, v=v, f=sdpa(SDPBackend.FLASH_ATTENTION, causal): f(q, k, v, scale),
+                    "sdpa_cudnn": lambda q=q, k=k, v=v, f=sdpa(SDPBackend.CUDNN_ATTENTION, causal): f(q, k, v, scale),
+                }
+                if ref_attention is not None:
+                    functions["tutorial"] = lambda q=q, k=k, v=v: ref_attention.attention(q, k, v, causal, scale)
+                expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+                for impl, fn in list(functions.items()):  # compile, tune, and check before timing
+                    try:
+                        result = fn()
+                        result = result[0] if isinstance(result, tuple) else result
+                        error = (result.float() - expected.float()).abs().max().item()
+                    except Exception as exc:  # a baseline this machine cannot run
+                        print(f"{impl}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
+                        del functions[impl]
+                        continue
+                    if error > 2e-2:
+                        print(f"{impl}: max error {error:.3g} against SDPA; left out", flush=True)
+                        del functions[impl]
+                torch.cuda.synchronize()
+                times = {impl: [] for impl in functions}
+                for _ in range(ROUNDS):
+                    for impl, fn in functions.items():
+                        times[impl].append(triton.testing.do_bench(fn, warmup=25, rep=100))
+                flops = 4 * b * h * s * s * d / (2 if causal else 1)
+                ms = {impl: statistics.median(t) for impl, t in times.items()}
+                for impl, t in ms.items():
+                    ratios = {base: (ms[base] / t if impl == "tilegen" and base in ms else None)
+                              for base in ("sdpa_flash", "sdpa_cudnn", "tutorial")}
+                    rows.append((s, d, causal, impl, f"{t:.4f}", f"{flops / t / 1e9:.1f}",
+                                 *("" if r is None else f"{r:.3f}" for r in ratios.values())))
+                    extra = "".join(f"  x{r:.3f} {base}" for base, r in ratios.items() if r is not None)
+                    print(f"S={s:<6d} D={d:<4d} causal={causal!s:5s} {impl:11s} {t:8.3f} ms "
+                          f"{flops / t / 1e9:7.1f} TFLOP/s{extra}", flush=True)
+    header = [f"# device: {torch.cuda.get_device_name()}", f"# torch {torch.__version__}, triton {triton.__version__}",
+              f"# B * S = 16384, H * D = 2048, f16; median of {ROUNDS} interleaved rounds of triton.testing.do_bench"]
+    with open(out / "attention.csv", "w", newline="") as handle:
+        handle.write("\n".join(header) + "\n")
+        writer = csv.writer(handle)
+        writer.writerow(["S", "D", "causal", "impl", "ms", "TFLOP_per_s", "tilegen_over_sdpa_flash",
+                         "tilegen_over_sdpa_cudnn", "tilegen_over_tutorial"])
+        writer.writerows(rows)
+    plot(rows, out / "attention.png")
+
+
+def plot(rows, path: Path) -> None:
+    """TFLOP/s against S, one panel per (D, causal), one line per implementation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(d, c) for c in (False, True) for d in HEAD_DIMS]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
+    for ax, (d, causal) in zip(axes, panels):
+        for impl in ["tilegen", "sdpa_flash", "sdpa_cudnn", "tutorial"]:
+            points = [(r[0], float(r[5])) for r in rows if r[1] == d and r[2] == causal and r[3] == impl]
+            if points:
+                ax.plot(*zip(*points), marker="o", label=impl)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"D = {d}, {'causal' if causal else 'not causal'}")
+        ax.set_xlabel("S")
+        ax.set_ylabel("TFLOP/s")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"tilegen attention (f16) on {torch.cuda.get_device_name()}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results")

@@ -62,3 +62,15 @@ def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
     assert "p.to(tl.float16)" in kernel
     # q does not change with the key tile n: loaded once, before the loop (as tutorial 06 does)
     assert kernel.index("q = tl.load(") < kernel.index("for n in range(") < kernel.index("k = tl.load(")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("n,d", [(16, 16), (48, 32), (64, 16)])
+def test_attention_matches_tutorial_06(attention, attention_causal, n, d, causal):
+    """Against Triton tutorial 06's forward kernel, hand-written (it takes S == T, a multiple of 16)."""
+    from tests.reference import attention as ref_attention
+
+    q, k, v = _qkv(n, n, d, seed=n + d)
+    hand = ref_attention.attention(q, k, v, causal, 0.25)
+    ours = attention_causal.attention_causal(q, k, v, 0.25) if causal else attention.attention(q, k, v, 0.25)
+    torch.testing.assert_close(ours.float(), hand.float(), atol=1e-2, rtol=1e-2)

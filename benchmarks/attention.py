@@ -107,27 +107,15 @@ def main(out: Path) -> None:
 
 def plot(rows, path: Path) -> None:
     """TFLOP/s against S, one panel per (D, causal), one line per implementation."""
-    import matplotlib
+    from benchmarks.plot import plot_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [(d, c) for c in (False, True) for d in HEAD_DIMS]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6))
-    for ax, (d, causal) in zip(axes, panels):
-        for impl in ["tilegen", "sdpa_flash", "sdpa_cudnn", "tutorial"]:
-            points = [(r[0], float(r[5])) for r in rows if r[1] == d and r[2] == causal and r[3] == impl]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=impl)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"D = {d}, {'causal' if causal else 'not causal'}")
-        ax.set_xlabel("S")
-        ax.set_ylabel("TFLOP/s")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"tilegen attention (f16) on {torch.cuda.get_device_name()}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    panels = []
+    for causal in (False, True):
+        for d in HEAD_DIMS:
+            series = {impl: [(r[0], float(r[5])) for r in rows if r[1] == d and r[2] == causal and r[3] == impl]
+                      for impl in ["tilegen", "sdpa_flash", "sdpa_cudnn", "tutorial"]}
+            panels.append((f"D = {d}, {'causal' if causal else 'not causal'}", "S", "TFLOP/s", series))
+    plot_panels(path, f"tilegen attention (f16) on {torch.cuda.get_device_name()}", panels)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,26 @@ def plot(path: Path) -> Path:
     return out
 
 
+def plot_panels(path: Path, title: str, panels: list[tuple[str, str, str, dict]]) -> None:
+    """One figure of side-by-side panels, each ``(title, x label, y label, {series: [(x, y), ...]})``,
+    x on a log2 scale (row lengths, sequence lengths); written to ``path``."""
+    figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
+    for ax, (panel_title, x_label, y_label, series) in zip(axes[0], panels):
+        for name, points in series.items():
+            if points:
+                ax.plot(*zip(*points), marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_title(panel_title)
+        ax.set_xlabel(x_label)
+        ax.set_ylabel(y_label)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(title)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 if __name__ == "__main__":
     for name in sys.argv[1:]:
         print(plot(Path(name)))

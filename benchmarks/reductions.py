@@ -122,27 +122,15 @@ def main(out: Path) -> None:
 
 def plot(rows, path: Path) -> None:
     """Bandwidth against row length, one panel per kernel, one line per implementation."""
-    import matplotlib
+    from benchmarks.plot import plot_panels
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    kernels = ["softmax", "layer_norm", "rms_norm", "cross_entropy"]
-    fig, axes = plt.subplots(1, len(kernels), figsize=(4 * len(kernels), 3.6))
-    for ax, kernel in zip(axes, kernels):
-        for impl in ["tilegen", "torch", "tutorial", "copy", "read"]:
-            points = [(int(r[3]), float(r[6])) for r in rows if r[0] == kernel and r[4] == impl]
-            if points:
-                ax.plot(*zip(*points), marker="o", label=impl)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"{kernel} ({rows[[r[0] for r in rows].index(kernel)][1]}, M = {M})")
-        ax.set_xlabel("N (V for cross_entropy)")
-        ax.set_ylabel("TB/s")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"tilegen reductions on {torch.cuda.get_device_name()}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    panels = []
+    for kernel in ["softmax", "layer_norm", "rms_norm", "cross_entropy"]:
+        dtype = next(r[1] for r in rows if r[0] == kernel)
+        series = {impl: [(int(r[3]), float(r[6])) for r in rows if r[0] == kernel and r[4] == impl]
+                  for impl in ["tilegen", "torch", "tutorial", "copy", "read"]}
+        panels.append((f"{kernel} ({dtype}, M = {M})", "N (V for cross_entropy)", "TB/s", series))
+    plot_panels(path, f"tilegen reductions on {torch.cuda.get_device_name()}", panels)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,17 @@ def add_loop_kernel(
 ):
     """Triton kernel generated from specs/add_loop.tile; launch it through add_loop()."""
     # specs/add_loop.tile:8: for i over N by BLOCK_SIZE
-    for i in range(0, tl.cdiv(N, BLOCK_SIZE)):
+    # tiles of i inside N: no masks
+    for i in range(0, N // BLOCK_SIZE):
+        offs_i = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_i = offs_i.to(tl.int64)
+        # specs/add_loop.tile:9: z[i] = x[i] + y[i]
+        x = tl.load(x_ptr + offs_i * stride_x_n)
+        y = tl.load(y_ptr + offs_i * stride_y_n)
+        tl.store(z_ptr + offs_i * stride_z_n, x + y)
+    # the last tile, if N % BLOCK_SIZE != 0: masked
+    for i in range(N // BLOCK_SIZE, tl.cdiv(N, BLOCK_SIZE)):
         offs_i = i * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_i = offs_i.to(tl.int64)

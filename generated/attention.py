@@ -226,16 +226,40 @@ def attention_kernel(
     # specs/attention.tile:24: for n over T by BN
     # tiles that do not change with n: loaded once, before the loop
     mask_md = mask_m[:, None] & mask_d[None, :]
-    q = tl.load(q_ptr + pid_z * stride_q_b + pid_h * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md)
-    for n in range(0, tl.cdiv(T, BN)):
+    q = tl.load(q_ptr + pid_z * stride_q_b + pid_h * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md, other=0.0)
+    # tiles of n inside T: no masks
+    for n in range(0, T // BN):
+        offs_n = n * BN + tl.arange(0, BN)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_n = offs_n.to(tl.int64)
+        # specs/attention.tile:25: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
+        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d, mask=mask_d[:, None], other=0.0)
+        s = tl.dot(q, k) * scale
+        # specs/attention.tile:26: m_new = maximum(m_i, max(s, dim=n))
+        max_n = tl.max(s, axis=1)
+        m_new = tl.maximum(m_i, max_n)
+        # specs/attention.tile:27: p = exp(s - m_new)
+        p = tl.exp(s - m_new[:, None])
+        # specs/attention.tile:28: alpha = exp(m_i - m_new)
+        alpha = tl.exp(m_i - m_new)
+        # specs/attention.tile:29: l_i = l_i * alpha + sum(p, dim=n)
+        sum_n = tl.sum(p, axis=1)
+        l_i = l_i * alpha + sum_n
+        # specs/attention.tile:30: acc = acc * alpha + dot(f16(p), v[z, h, n, d])
+        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_t + offs_d[None, :] * stride_v_d, mask=mask_d[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        # specs/attention.tile:31: m_i = m_new
+        m_i = m_new
+    # the last tile, if T % BN != 0: masked
+    for n in range(T // BN, tl.cdiv(T, BN)):
         offs_n = n * BN + tl.arange(0, BN)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_n = offs_n.to(tl.int64)
         mask_n = offs_n < T
         # specs/attention.tile:25: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
         mask_dn = mask_n[None, :] & mask_d[:, None]
-        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d, mask=mask_dn)
-        s = tl.dot(tl.where(mask_d[None, :], q, 0.0), tl.where(mask_d[:, None], k, 0.0)) * scale
+        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
+        s = tl.dot(q, k) * scale
         # specs/attention.tile:26: m_new = maximum(m_i, max(s, dim=n))
         max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
         m_new = tl.maximum(m_i, max_n)
@@ -248,8 +272,8 @@ def attention_kernel(
         l_i = l_i * alpha + sum_n
         # specs/attention.tile:30: acc = acc * alpha + dot(f16(p), v[z, h, n, d])
         mask_nd = mask_n[:, None] & mask_d[None, :]
-        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_t + offs_d[None, :] * stride_v_d, mask=mask_nd)
-        acc = acc * alpha[:, None] + tl.dot(tl.where(mask_n[None, :], p.to(tl.float16), 0.0), tl.where(mask_n[:, None], v, 0.0))
+        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_t + offs_d[None, :] * stride_v_d, mask=mask_nd, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(tl.where(mask_n[None, :], p.to(tl.float16), 0.0), v)
         # specs/attention.tile:31: m_i = m_new
         m_i = m_new
     # specs/attention.tile:32: o[z, h, m, d] = acc / l_i

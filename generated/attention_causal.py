@@ -222,30 +222,54 @@ def attention_causal_kernel(
     # specs/attention_causal.tile:20: for n over S by BN
     # tiles that do not change with n: loaded once, before the loop
     mask_md = mask_m[:, None] & mask_d[None, :]
-    q = tl.load(q_ptr + pid_z * stride_q_b + pid_h * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md)
-    for n in range(0, tl.cdiv(S, BN)):
+    q = tl.load(q_ptr + pid_z * stride_q_b + pid_h * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md, other=0.0)
+    # tiles of n inside S where n <= m holds everywhere: no masks
+    for n in range(0, min(S // BN, (pid_m * BM + 1) // BN)):
+        offs_n = n * BN + tl.arange(0, BN)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_n = offs_n.to(tl.int64)
+        # specs/attention_causal.tile:21: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
+        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_d[:, None], other=0.0)
+        s = tl.dot(q, k) * scale
+        # specs/attention_causal.tile:22: m_new = maximum(m_i, max(s, dim=n))
+        max_n = tl.max(s, axis=1)
+        m_new = tl.maximum(m_i, max_n)
+        # specs/attention_causal.tile:23: p = exp(s - m_new)
+        p = tl.exp(s - m_new[:, None])
+        # specs/attention_causal.tile:24: alpha = exp(m_i - m_new)
+        alpha = tl.exp(m_i - m_new)
+        # specs/attention_causal.tile:25: l_i = l_i * alpha + sum(p, dim=n)
+        sum_n = tl.sum(p, axis=1)
+        l_i = l_i * alpha + sum_n
+        # specs/attention_causal.tile:26: acc = acc * alpha + dot(f16(p), v[z, h, n, d])
+        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_d[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        # specs/attention_causal.tile:27: m_i = m_new
+        m_i = m_new
+    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped
+    for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
         offs_n = n * BN + tl.arange(0, BN)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_n = offs_n.to(tl.int64)
         mask_n = offs_n < S
         # specs/attention_causal.tile:21: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
         mask_dn = mask_n[None, :] & mask_d[:, None]
-        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn)
-        s = tl.where(offs_n[:, None] <= offs_m[None, :], tl.trans(tl.dot(tl.where(mask_d[None, :], q, 0.0), tl.where(mask_d[:, None], k, 0.0))) * scale, float("-inf"))
+        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
+        s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(q, k) * scale, float("-inf"))
         # specs/attention_causal.tile:22: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(tl.where(mask_n[None, :], tl.permute(s, (1, 0)), float("-inf")), axis=1)
+        max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
         m_new = tl.maximum(m_i, max_n)
         # specs/attention_causal.tile:23: p = exp(s - m_new)
-        p = tl.exp(s - m_new[None, :])
+        p = tl.exp(s - m_new[:, None])
         # specs/attention_causal.tile:24: alpha = exp(m_i - m_new)
         alpha = tl.exp(m_i - m_new)
         # specs/attention_causal.tile:25: l_i = l_i * alpha + sum(p, dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], tl.permute(p, (1, 0)), 0.0), axis=1)
+        sum_n = tl.sum(tl.where(mask_n[None, :], p, 0.0), axis=1)
         l_i = l_i * alpha + sum_n
         # specs/attention_causal.tile:26: acc = acc * alpha + dot(f16(p), v[z, h, n, d])
         mask_nd = mask_n[:, None] & mask_d[None, :]
-        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_nd)
-        acc = acc * alpha[:, None] + tl.dot(tl.where(mask_n[None, :], tl.permute(p, (1, 0)).to(tl.float16), 0.0), tl.where(mask_n[:, None], v, 0.0))
+        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_nd, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(tl.where(mask_n[None, :], p.to(tl.float16), 0.0), v)
         # specs/attention_causal.tile:27: m_i = m_new
         m_i = m_new
     # specs/attention_causal.tile:28: o[z, h, m, d] = acc / l_i
@@ -365,12 +389,12 @@ def reference(q, k, v, scale):
     m_i = torch.full((B, H, S), float("-inf"), dtype=torch.float32, device=q.device)
     l_i = torch.zeros((B, H, S), dtype=torch.float32, device=q.device)
     acc = torch.zeros((B, H, S, D), dtype=torch.float32, device=q.device)
-    s = torch.where((torch.arange(S, device=q.device)[:, None, None, None] <= torch.arange(S, device=q.device)[None, :, None, None]), torch.einsum("abcd,abed->abce", q.to(torch.float32), k.to(torch.float32)).permute(3, 2, 0, 1) * scale, float("-inf"))
-    m_new = torch.maximum(m_i, torch.amax(s.permute(2, 3, 1, 0), dim=3))
-    p = torch.exp((s - m_new.permute(2, 0, 1)[None, :, :, :]))
+    s = torch.where((torch.arange(S, device=q.device)[None, None, None, :] <= torch.arange(S, device=q.device)[None, None, :, None]), torch.einsum("abcd,abed->abce", q.to(torch.float32), k.to(torch.float32)) * scale, float("-inf"))
+    m_new = torch.maximum(m_i, torch.amax(s, dim=3))
+    p = torch.exp((s - m_new[:, :, :, None]))
     alpha = torch.exp((m_i - m_new))
-    l_i = l_i * alpha + torch.sum(p.permute(2, 3, 1, 0), dim=3)
-    acc = acc * alpha[:, :, :, None] + torch.einsum("abcd,cdae->cdbe", p.to(torch.float16).to(torch.float32), v.to(torch.float32))
+    l_i = l_i * alpha + torch.sum(p, dim=3)
+    acc = acc * alpha[:, :, :, None] + torch.einsum("abcd,abde->abce", p.to(torch.float16).to(torch.float32), v.to(torch.float32))
     m_i = m_new
     o[:, :, :, :] = (acc / l_i[:, :, :, None]).to(torch.float16)
     return o

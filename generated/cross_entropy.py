@@ -195,7 +195,24 @@ def cross_entropy_kernel(
     # specs/cross_entropy.tile:18: l_i: f32[] = 0
     l_i = tl.zeros((), dtype=tl.float32)
     # specs/cross_entropy.tile:19: for c over V by BV
-    for c in range(0, tl.cdiv(V, BV)):
+    # tiles of c inside V: no masks
+    for c in range(0, V // BV):
+        offs_c = c * BV + tl.arange(0, BV)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/cross_entropy.tile:20: z = logits[r, c]
+        logits = tl.load(logits_ptr + pid_r * stride_logits_m + offs_c * stride_logits_v)
+        z = logits
+        # specs/cross_entropy.tile:21: m_new = maximum(m_i, max(z, dim=c))
+        max_c = tl.max(z, axis=0)
+        m_new = tl.maximum(m_i, max_c)
+        # specs/cross_entropy.tile:22: l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
+        sum_c = tl.sum(tl.exp(z - m_new), axis=0)
+        l_i = l_i * tl.exp(m_i - m_new) + sum_c
+        # specs/cross_entropy.tile:23: m_i = m_new
+        m_i = m_new
+    # the last tile, if V % BV != 0: masked
+    for c in range(V // BV, tl.cdiv(V, BV)):
         offs_c = c * BV + tl.arange(0, BV)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_c = offs_c.to(tl.int64)

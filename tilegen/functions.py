@@ -188,7 +188,8 @@ def lookup(name: str) -> Function | None:
 
 
 def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
-    """The axes a tile expression spans, in order of first appearance.
+    """The axes a tile expression spans, in order of first appearance (a ``where``'s values
+    before its condition).
 
     ``own(expr)`` gives the axes a load's own index, a name or a ``dot`` spans (each lowering
     knows its own: the kernel's tile axes, the reference's whole-tensor axes), or None for a
@@ -207,6 +208,8 @@ def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
         parts = [expr.left, expr.right]
     elif isinstance(expr, m.Call):
         parts = list(expr.args)
+        if expr.func.id == "where":  # a where is shaped like its values; its condition comes last
+            parts = parts[1:] + parts[:1]
     axes = axes or ()
     for part in parts:
         axes += tuple(a for a in spanned_axes(part, own) if a not in axes)

@@ -122,14 +122,18 @@ class AccessLowering:
             ops = preheader
         return ops
 
-    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op]) -> str:
-        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``. A tile
-        loaded before in this scope (same tensor, index and context) is not loaded again:
-        inputs are read-only, so it still holds the same values."""
-        key = (expr.tensor.id, _index_key(expr.index), context)
+    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op], fill: str | None = None) -> str:
+        """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``; masked-off
+        lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
+        tile loaded before in this scope (same tensor, index, context and fill) is not loaded
+        again: inputs are read-only, so it still holds the same values."""
+        key = (expr.tensor.id, _index_key(expr.index), context, fill)
         if key in self.loads:
             return self.loads[key]
-        ops = self.hoisted(expr, ops)
+        target = self.hoisted(expr, ops)
+        if target is not ops:  # before a loop: every range of the loop reuses it
+            self.hoisted_loads.add(key)
+        ops = target
         consts = [i.text for i in expr.index if isinstance(i, m.Number)]
         var = self.fresh("_".join([expr.tensor.id, *consts]))
         self.loads[key] = var
@@ -149,7 +153,8 @@ class AccessLowering:
                 ops.append(Line(f"{var} = tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})"))
             return broadcast_tile(var, ordered, canonical)
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
-        ops.append(Line(f"{var} = tl.load({ptr}, mask={mask})" if mask else f"{var} = tl.load({ptr})"))
+        other = f", other={fill}" if fill is not None else ""
+        ops.append(Line(f"{var} = tl.load({ptr}, mask={mask}{other})" if mask else f"{var} = tl.load({ptr})"))
         return var
 
 

@@ -13,6 +13,7 @@ from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
 from tilegen.functions import HELPERS, lookup, spanned_axes
 from tilegen.lower.names import BF16_DOT_FLAG, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.ranges import expr_key
 
 
 class ExpressionLowering:
@@ -67,6 +68,8 @@ class ExpressionLowering:
                     self.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
         function = lookup(name)
+        if name == "where" and (known := self.known_branch(call)) is not None:
+            return self.expr(known, context, ops)
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
         if function.kind == "dot":
@@ -88,6 +91,18 @@ class ExpressionLowering:
             self.helpers.add(name)
             return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
         return function.triton.format(**values)
+
+    def known_branch(self, call: m.Call) -> m.Expr | None:
+        """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
+        everywhere (or nowhere), see :mod:`tilegen.lower.ranges`; None when it is not known, or
+        when the branch alone would have another shape or dtype than the ``where``."""
+        truth = self.known_conditions.get(expr_key(call.args[0]))
+        if truth is None:
+            return None
+        branch = call.args[1] if truth else call.args[2]
+        if set(self.expr_axes(branch)) != set(self.expr_axes(call)) or self.dtype_of(branch) != self.dtype_of(call):
+            return None
+        return branch
 
     def power(self, call: m.Call, values: dict[str, str]) -> str:
         """``pow(x, p)``: a small integer exponent multiplies (any sign of ``x``, as torch);
@@ -146,10 +161,13 @@ class ExpressionLowering:
         i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
-            text = self.expr(arg, own, ops)
             mask = self.lane_mask(k)
-            if mask is not None:  # padding lanes of k must add nothing
-                text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
+            if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
+                text = self.load(arg, own, ops, fill="0.0")
+            else:
+                text = self.expr(arg, own, ops)
+                if mask is not None:  # a computed tile: its padding lanes of k zeroed
+                    text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
             if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")
                 ops.append(Line(f"{name} = {text}"))

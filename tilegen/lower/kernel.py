@@ -15,6 +15,7 @@ from tilegen.functions import HELPERS
 from tilegen.lower.access import AccessLowering
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import BF16_DOT_FLAG, number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
+from tilegen.lower.ranges import Guard, find_guard, guard_steps, skips_when_false
 from tilegen.lower.plan import (
     ChoicePlan,
     Comment,
@@ -84,7 +85,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)
     whole_blocks: dict[str, str] = field(default_factory=dict)  # 'whole' dimension -> its tile constexpr
-    loads: dict[tuple, str] = field(default_factory=dict)  # (tensor, index, context) -> tile loaded in scope
+    loads: dict[tuple, str] = field(default_factory=dict)  # (tensor, index, context, fill) -> tile loaded in scope
+    hoisted_loads: set = field(default_factory=set)  # keys of loads placed before a loop
+    known_conditions: dict = field(default_factory=dict)  # causal guard (expr_key) -> True in this loop range
     hoists: list = field(default_factory=list)  # (axis, ops before its loop) of each enclosing tile loop
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
@@ -354,32 +357,74 @@ class KernelLowering(AccessLowering, ExpressionLowering):
 
     def tile_loop(self, loop: m.Loop) -> list[Op]:
         """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
-        each step makes its own offsets and mask and runs the body on that tile."""
+        each step makes its own offsets and mask and runs the body on that tile.
+
+        The loop runs in up to two ranges (see :mod:`tilegen.lower.ranges`): first the tiles
+        wholly inside the dimension (and, with a causal guard, wholly on its true side), with no
+        masks; then the edge tiles, masked. Tiles where a causal guard holds nowhere are skipped
+        when that provably changes nothing. Loads that do not change with the loop's axis go
+        before the loop, once, for both ranges.
+        """
         axis = loop.axis
         k = axis.name.id
         step = self.fresh(k)
         offs = self.fresh(f"offs_{k}")
-        start = f"{step} * {axis.block.id}"
-        body: list[Op] = [Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})")]
-        body += self.int64_casts([offs])
-        info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
-        if axis.masked:
-            info.mask = info.load_mask = self.fresh(f"mask_{k}")
-            body.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
-        self.axes[k] = info
-        outer_masks, outer_loads = dict(self.masks), dict(self.loads)  # neither outlives the loop
+        mask = self.fresh(f"mask_{k}") if axis.masked else None
+        tile_axes = {a for a, info in self.axes.items() if not info.scalar and a != k}
+        guard = find_guard(loop, tile_axes)
+        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})", f"{axis.dim.id} // {axis.block.id}"
+        if guard is not None:
+            other = self.axes[guard.axis]
+            full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
+            skip = skips_when_false(loop, guard, set(self.locals))
+            ranges = [
+                (f"range(0, min({whole_tiles}, {full}))", True,
+                 f"tiles of {k} inside {axis.dim.id} where {_guard_text(guard, k)} holds everywhere: no masks"),
+                (f"range(min({whole_tiles}, {full}), min({tiles}, {live}))" if skip else f"range(min({whole_tiles}, {full}), {tiles})", False,
+                 f"tiles where {_guard_text(guard, k)} holds for some lanes, or past {axis.dim.id}: masked"
+                 + (f"; later tiles change nothing (where {_guard_text(guard, k)} holds nowhere): skipped" if skip else "")),
+            ]
+        elif axis.masked:
+            ranges = [
+                (f"range(0, {whole_tiles})", True, f"tiles of {k} inside {axis.dim.id}: no masks"),
+                (f"range({whole_tiles}, {tiles})", False, f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"),
+            ]
+        else:
+            ranges = [(f"range(0, {tiles})", True, "")]
+        outer_masks, outer_loads, outer_taken = dict(self.masks), dict(self.loads), set(self.taken)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
-        self.hoists.append((k, preheader))
-        for stmt in loop.body:
-            if not isinstance(stmt, m.Loop):
-                body.append(self.comment(stmt.span))
-            body.extend(self.statement(stmt))
-        self.hoists.pop()
+        loops: list[Op] = []
+        for iterable, inside, why in ranges:
+            body: list[Op] = [Line(f"{offs} = {step} * {axis.block.id} + tl.arange(0, {axis.block.id})")]
+            body += self.int64_casts([offs])
+            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{step} * {axis.block.id}")
+            if mask is not None and not inside:
+                info.mask = info.load_mask = mask
+                body.append(Line(f"{mask} = {offs} < {axis.dim.id}"))
+            self.axes[k] = info
+            if guard is not None:
+                self.known_conditions[guard.key] = True if inside else None
+            # each range sees the masks and loads of the enclosing scope, and the tiles hoisted
+            # before the loop; it names its own tiles as the other range does
+            hoisted = {key: self.loads[key] for key in self.hoisted_loads if key in self.loads}
+            self.masks, self.loads = dict(outer_masks), {**outer_loads, **hoisted}
+            self.taken = outer_taken | _defined(preheader)
+            self.hoists.append((k, preheader))
+            for stmt in loop.body:
+                if not isinstance(stmt, m.Loop):
+                    body.append(self.comment(stmt.span))
+                body.extend(self.statement(stmt))
+            self.hoists.pop()
+            if why:
+                loops.append(Comment(why))
+            loops.append(ForLoop(step, iterable, tuple(body)))
+        if guard is not None:
+            self.known_conditions.pop(guard.key, None)
         self.masks, self.loads = outer_masks, outer_loads
+        self.taken |= _defined(preheader)
         if preheader:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
-        loop_op = ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body))
-        return [self.comment(loop.span), *preheader, loop_op]
+        return [self.comment(loop.span), *preheader, *loops]
 
     # statements ------------------------------------------------------------------
     def statement(self, stmt: m.Stmt) -> list[Op]:
@@ -498,6 +543,15 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             descriptors if self.spec.access_style == "descriptor" else (),
             tuple(self.whole_blocks.items()),
         )
+
+
+def _guard_text(guard: Guard, axis: str) -> str:
+    return f"{axis} {guard.op} {guard.axis}"
+
+
+def _defined(ops: list[Op]) -> set[str]:
+    """The names the lines of ``ops`` assign (``q = tl.load(...)`` defines ``q``)."""
+    return {op.code.split(" = ", 1)[0] for op in ops if isinstance(op, Line) and " = " in op.code}
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

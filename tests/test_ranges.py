@@ -1,0 +1,156 @@
+"""Loop ranges (tilegen/lower/ranges.py): full tiles run unmasked, edge tiles masked, and tiles
+on the false side of a causal guard skipped only when the body provably changes nothing there.
+Interpreter runs at block sizes that put the guard's diagonal in every position in a tile."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+
+from tests.conftest import ROOT
+from tilegen import model as m
+from tilegen.compiler import compile_spec
+from tilegen.lower.ranges import find_guard, skips_when_false
+from tilegen.parser import parse
+from tilegen.runner import load_module
+
+
+def _load(tmp_path, name, source):
+    path = tmp_path / f"{name}.py"
+    path.write_text(compile_spec(source, f"{name}.tile").source)
+    return load_module(path)
+
+
+def _kernel_source(source, name):
+    text = compile_spec(source, f"{name}.tile").source
+    return text[text.index(f"def {name}_kernel"):text.index(f"def {name}(")]
+
+
+def _loop(source):
+    spec = parse(source, "t.tile")
+    return next(s for s in m.statements(spec.body) if isinstance(s, m.Loop))
+
+
+ONLINE_SOFTMAX = """kernel t
+  in  x: f32[M, N]
+  out y: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  m_i: f32[m] = -inf
+  l_i: f32[m] = 0
+  for n over N by BN
+    s = where({cond}, x[m, n], -inf)
+    m_new = maximum(m_i, max(s, dim=n))
+    l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
+    m_i = m_new
+  y[m] = m_i + log(l_i)
+"""
+
+
+@pytest.mark.parametrize("cond,op", [("n <= m", "<="), ("m >= n", "<="), ("n < m", "<"), ("m > n", "<")])
+def test_guard_forms_of_the_lower_triangle(cond, op):
+    guard = find_guard(_loop(ONLINE_SOFTMAX.format(cond=cond)), {"m"})
+    assert guard is not None and guard.op == op and guard.axis == "m"
+    assert skips_when_false(_loop(ONLINE_SOFTMAX.format(cond=cond)), guard, {"m_i", "l_i"})
+
+
+@pytest.mark.parametrize("cond", ["n >= m", "n == m", "m <= n"])
+def test_upper_triangle_and_other_comparisons_are_not_guards(cond):
+    assert find_guard(_loop(ONLINE_SOFTMAX.format(cond=cond)), {"m"}) is None
+
+
+@pytest.mark.parametrize(
+    "update",
+    [
+        "l_i = l_i + sum(where(n <= m, 0.0, 1.0), dim=n)",  # counts the masked lanes: not a no-op
+        "l_i = l_i * 2",  # changes every step
+        "l_i = maximum(l_i, max(where(n <= m, x[m, n], 0.0), dim=n))",  # a 0 fill is not max's identity
+    ],
+)
+def test_bodies_that_change_state_on_masked_tiles_are_not_skipped(update):
+    source = f"""kernel t
+  in  x: f32[M, N]
+  out y: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  l_i: f32[m] = 0
+  for n over N by BN
+    s = where(n <= m, x[m, n], -inf)
+    {update}
+  y[m] = l_i
+"""
+    loop = _loop(source)
+    assert not skips_when_false(loop, find_guard(loop, {"m"}), {"l_i"})
+    kernel = _kernel_source(source, "t")
+    assert "skipped" not in kernel and "range(min(N // BN, (pid_m * BM + 1) // BN), tl.cdiv(N, BN))" in kernel
+
+
+def test_a_store_in_the_loop_is_not_skipped():
+    source = """kernel t
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  for n over N by BN
+    y[m, n] = where(n <= m, x[m, n], 0.0)
+"""
+    loop = _loop(source)
+    assert not skips_when_false(loop, find_guard(loop, {"m"}), set())
+
+
+def test_full_tiles_run_without_masks_and_the_edge_with_them():
+    kernel = _kernel_source((ROOT / "specs" / "attention_causal.tile").read_text(), "attention_causal")
+    full, edge = kernel.split("# tiles where n <= m holds for some lanes")
+    full = full[full.index("for n in range(0, min(S // BN, (pid_m * BM + 1) // BN)):"):]
+    assert "mask_n" not in full and "tl.where" not in full and "offs_m" not in full
+    assert "tl.dot(q, k) * scale" in full and "tl.trans(" not in kernel
+    assert "min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))" in edge  # tiles past the diagonal: skipped
+    assert "offs_n[None, :] <= offs_m[:, None]" in edge and "mask_n = offs_n < S" in edge
+    # q is loaded once for both ranges, with zeros past D for the dot
+    assert kernel.count("q = tl.load(") == 1 and kernel.index("q = tl.load(") < kernel.index("for n in")
+
+
+COUNT = """kernel count_later
+  in  x: f32[M, N]
+  out y: f32[M]
+  out z: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  later: f32[m] = 0
+  top: f32[m] = -inf
+  for n over N by BN
+    later = later + sum(where(n <= m, 0.0, 1.0), dim=n)
+  for n over N by BN
+    top = maximum(top, max(where(n < m, x[m, n], -inf), dim=n))
+  y[m] = later
+  z[m] = top
+"""
+
+
+@pytest.mark.parametrize("bm,bn", [(16, 16), (16, 32), (32, 16), (16, 64)])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (40, 100), (100, 40), (64, 64)])
+def test_guarded_loops_at_every_diagonal_position(tmp_path, bm, bn, rows, cols):
+    """``later`` counts keys past the diagonal (its tiles must run); ``top`` is a running max
+    under ``n < m`` (its tiles past the diagonal are skipped): both against torch."""
+    source = COUNT.replace("BM = 16, BN = 16", f"BM = {bm}, BN = {bn}")
+    kernel = _kernel_source(source, "count_later")
+    assert kernel.count("skipped") == 1  # the loop of top only
+    module = _load(tmp_path, "count_later", source)
+    x = torch.randn(rows, cols)
+    later, top = module.count_later(x)
+    index = torch.arange(rows)[:, None], torch.arange(cols)[None, :]
+    torch.testing.assert_close(later, (index[1] > index[0]).sum(1).float())
+    torch.testing.assert_close(top, x.masked_fill(index[1] >= index[0], float("-inf")).amax(1))
+
+
+@pytest.mark.parametrize("bm,bn", [(16, 32), (32, 16), (64, 16)])
+@pytest.mark.parametrize("s", [1, 17, 40, 100])
+def test_causal_attention_at_other_block_sizes(tmp_path, bm, bn, s):
+    """The diagonal split and the skipped tiles with BM != BN (the interpreter runs config 0)."""
+    module = _load(tmp_path, "attention_causal", (ROOT / "specs" / "attention_causal.tile").read_text())
+    module._CONFIGS[0] = triton.Config({"BM": bm, "BN": bn})  # this test's own copy of the module
+    g = torch.Generator().manual_seed(s)
+    q, k, v = (torch.randn(1, 2, s, 16, generator=g).half() for _ in range(3))
+    out = module.attention_causal(q, k, v, 0.25)
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True, scale=0.25)
+    torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)

@@ -1,0 +1,222 @@
+"""Loop ranges: which tiles of a ``for`` loop over tiles need masks, and which can be skipped.
+
+Hand-written kernels do not mask every tile of a loop: they run the tiles wholly inside the
+dimension without masks and mask only the edge (Triton tutorial 06 splits its key loop into an
+unmasked part and a masked diagonal part, ``STAGE`` 1 and 2; FlashAttention-2, Dao 2023, §3.1.1,
+skips the key blocks above the diagonal). The kernel lowering does the same from the spec:
+
+* a loop ``for n over T by BN`` runs its first ``T // BN`` tiles with no mask on ``n`` and the
+  partial last tile (if any) masked;
+* a **causal guard** in the loop, ``where(n <= m, x, y)`` (or ``n < m``, ``m >= n``, ``m > n``)
+  comparing the loop's axis ``n`` with another tile axis ``m`` of the program, splits it
+  further: tiles where the comparison holds for every lane take ``x`` with no comparison, tiles
+  where it holds for some lanes evaluate it, and tiles where it holds for no lane are skipped
+  when :func:`skips_when_false` proves that the body leaves every variable the loop carries
+  unchanged there.
+
+Plain functions of the model; :meth:`tilegen.lower.kernel.KernelLowering.tile_loop` uses them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tilegen import model as m
+from tilegen.functions import lookup
+
+#: The comparison with the loop axis on the left that each written form means.
+_FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A causal guard of a loop over ``n``: ``n <= m`` or ``n < m`` (``op``) with ``m`` another
+    tile axis (``axis``); ``key`` identifies the comparison as written (see :func:`expr_key`)."""
+
+    key: tuple
+    op: str
+    axis: str
+
+
+def expr_key(expr) -> tuple:
+    """A hashable form of an expression without its source spans: two occurrences of
+    ``n <= m`` in a spec have the same key."""
+    if isinstance(expr, m.Name):
+        return ("name", expr.id)
+    if isinstance(expr, m.Number):
+        return ("number", expr.text)
+    if isinstance(expr, m.Ref):
+        return ("ref", expr.name.id)
+    if isinstance(expr, m.Load):
+        return ("load", expr.tensor.id, tuple(expr_key(i) for i in expr.index))
+    if isinstance(expr, m.BinOp):
+        return ("binop", expr.op, expr_key(expr.left), expr_key(expr.right))
+    if isinstance(expr, m.Neg):
+        return ("neg", expr_key(expr.operand))
+    return (
+        "call",
+        expr.func.id,
+        tuple(expr_key(a) for a in expr.args),
+        tuple((k.id, expr_key(v)) for k, v in expr.kwargs),
+    )
+
+
+def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
+    """The first causal guard among the ``where`` conditions of ``loop``'s own statements
+    (nested loops excluded): a comparison of the loop axis with one of ``tile_axes`` (the
+    program's tile axes in scope) that holds for the lower triangle (keys ``n`` at or before
+    ``m``). None when there is none."""
+    n = loop.axis.name.id
+    for stmt in loop.body:
+        if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+            continue
+        for part in m.subexpressions(stmt.value):
+            if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
+                continue
+            cond = part.args[0]
+            if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
+                continue
+            left, right, op = cond.left.name.id, cond.right.name.id, cond.op
+            if right == n and left != n:
+                left, right, op = right, left, _FLIPPED.get(op, op)
+            if left == n and right in tile_axes and right != n and op in ("<=", "<"):
+                return Guard(expr_key(cond), op, right)
+    return None
+
+
+def guard_steps(guard: Guard, start: str, tile: str, block: str) -> tuple[str, str]:
+    """``(full, live)``: the number of loop tiles (of ``block`` lanes) from the first where the
+    guard holds for every lane of the other axis's tile (``tile`` lanes from ``start``), and the
+    number where it holds for some lane. For ``n <= m`` a key tile ``[n0, n0 + block)`` is wholly
+    inside when ``n0 + block - 1 <= start`` and touched when ``n0 <= start + tile - 1``."""
+    if guard.op == "<=":
+        return f"({start} + 1) // {block}", f"tl.cdiv({start} + {tile}, {block})"
+    return f"{start} // {block}", f"tl.cdiv({start} + {tile} - 1, {block})"
+
+
+# ----------------------------------------------------------------------- the no-op proof
+# Abstract values: ("const", float) a tile of one number; ("same", name) the value the loop
+# variable ``name`` had when the iteration began; ("bool", b) a mask of one truth value; None
+# for anything else.
+
+_FALSE, _TRUE, _ZERO, _ONE = ("bool", False), ("bool", True), ("const", 0.0), ("const", 1.0)
+
+
+def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
+    """True when an iteration of ``loop`` in which ``guard`` is false for every lane leaves
+    every variable in ``carried`` (the locals declared before the loop) unchanged and stores
+    nothing, so that such tiles can be skipped.
+
+    It evaluates the body on abstract values: the guard is false, a ``where`` on it takes its
+    other branch, ``-inf`` propagates through ``max``/``maximum`` and ``exp``, a ``dot`` or a
+    product with a tile of zeros is zero, and ``x - x`` is zero. For FlashAttention's online
+    softmax (``s = where(n <= m, .., -inf)``; ``m_new = maximum(m_i, max(s))``; ``p = exp(s - m_new)``;
+    ``alpha = exp(m_i - m_new)``; ``l_i = l_i * alpha + sum(p)``; ``acc = acc * alpha + dot(p, v)``)
+    every carried variable comes out the same. The proof assumes the carried values and loaded
+    tiles are finite: a row that has seen no unmasked key yet (``m_i`` still ``-inf``) keeps its
+    initial state where the unskipped loop would compute ``exp(-inf + inf)``, NaN.
+    """
+    env: dict[str, tuple | None] = {name: ("same", name) for name in carried}
+    for stmt in loop.body:
+        if isinstance(stmt, (m.Store, m.Loop)):
+            return False
+        if isinstance(stmt, m.Declare):
+            env[stmt.name.id] = _value(stmt.init, env, guard)
+        elif isinstance(stmt, m.Assign):
+            env[stmt.name.id] = _value(stmt.value, env, guard)
+        elif isinstance(stmt, m.Accumulate):
+            if _value(stmt.value, env, guard) != _ZERO:
+                env[stmt.name.id] = None
+    return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
+
+
+def _assigned(loop: m.Loop, name: str) -> bool:
+    return any(isinstance(s, (m.Assign, m.Accumulate)) and s.name.id == name for s in m.statements(loop.body))
+
+
+def _number(text: str) -> float:
+    return math.inf if text == "inf" else float(text)
+
+
+def _value(expr, env: dict, guard: Guard):
+    """The abstract value of ``expr`` in an iteration where ``guard`` is false everywhere."""
+    if isinstance(expr, m.Number):
+        return ("const", _number(expr.text))
+    if isinstance(expr, m.Ref):
+        return env.get(expr.name.id)
+    if isinstance(expr, m.Neg):
+        inner = _value(expr.operand, env, guard)
+        return ("const", -inner[1]) if inner is not None and inner[0] == "const" else None
+    if isinstance(expr, m.BinOp):
+        if expr_key(expr) == guard.key:
+            return _FALSE
+        return _binop(expr.op, _value(expr.left, env, guard), _value(expr.right, env, guard))
+    if isinstance(expr, m.Call):
+        return _call(expr, env, guard)
+    return None  # a load: any values
+
+
+def _binop(op: str, left, right):
+    if op == "&" and _FALSE in (left, right):
+        return _FALSE
+    if op == "|":
+        return right if left == _FALSE else left if right == _FALSE else None
+    if left is None and right is None:
+        return None
+    if left is not None and right is not None and left[0] == right[0] == "const":
+        try:
+            a, b = left[1], right[1]
+            return ("const", {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op])
+        except (KeyError, ZeroDivisionError):
+            return None
+    if op == "+":
+        return left if right == _ZERO else right if left == _ZERO else None
+    if op == "-":
+        if right == _ZERO:
+            return left
+        if left == right and left is not None and left[0] == "same":
+            return _ZERO  # finite values
+        if left is not None and left[0] == "const" and math.isinf(left[1]):
+            return left  # -inf minus a finite value
+        return None
+    if op == "*":
+        if _ZERO in (left, right):
+            return _ZERO  # finite values
+        return left if right == _ONE else right if left == _ONE else None
+    if op == "/":
+        return left if right == _ONE else None
+    return None
+
+
+def _call(call: m.Call, env: dict, guard: Guard):
+    name = call.func.id
+    args = [_value(a, env, guard) for a in call.args]
+    if name == "where":
+        cond, x, y = args[0], args[1], args[2]
+        return x if cond == _TRUE else y if cond == _FALSE else (x if x == y else None)
+    if name == "dot":
+        return _ZERO if _ZERO in args else None
+    if name in ("maximum", "minimum"):
+        identity = ("const", -math.inf if name == "maximum" else math.inf)
+        if args[1] == identity:
+            return args[0]
+        if args[0] == identity:
+            return args[1]
+    if not args or any(a is None or a[0] != "const" for a in args):
+        return None
+    value = args[0][1]
+    if name in ("max", "min", "mean", "maximum", "minimum"):
+        pick = {"maximum": max, "minimum": min}.get(name)
+        return ("const", pick(a[1] for a in args) if pick else value)
+    if name == "sum":
+        return _ZERO if value == 0.0 else None
+    if name in ("exp", "exp2"):
+        try:
+            return ("const", math.exp(value) if name == "exp" else 2.0**value)
+        except OverflowError:
+            return ("const", math.inf)
+    function = lookup(name)
+    if function is not None and function.kind == "cast" and (value in (0.0, 1.0) or math.isinf(value)):
+        return args[0]  # exact in every float dtype
+    return None

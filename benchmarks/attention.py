@@ -1,6 +1,6 @@
 """Issue 11's performance table: the attention specs against torch SDPA and Triton tutorial 06.
 
-``python benchmarks/attention.py OUT_DIR`` prints one line per case and writes
+``python benchmarks/attention.py OUT_DIR [S ...]`` prints one line per case and writes
 ``OUT_DIR/attention.csv`` (S, D, causal, implementation, ms, TFLOP/s, ratios of tilegen to each
 baseline) with the device, torch and Triton versions in its ``#`` header lines, and
 ``OUT_DIR/attention.png``.
@@ -49,12 +49,12 @@ def sdpa(backend, causal):
     return run
 
 
-def main(out: Path) -> None:
+def main(out: Path, seqs=SEQS) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for causal in (False, True):
         for d in HEAD_DIMS:
-            for s in SEQS:
+            for s in seqs:
                 b, h = 16384 // s, 2048 // d
                 q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for _ in range(3))
                 scale = d**-0.5
@@ -119,4 +119,4 @@ def plot(rows, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results", [int(s) for s in sys.argv[2:]] or SEQS)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.functions import HELPERS
 from tilegen.lower.access import AccessLowering
+from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import BF16_DOT_FLAG, number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
 from tilegen.lower.ranges import Guard, find_guard, guard_steps, skips_when_false
@@ -555,5 +556,6 @@ def _defined(ops: list[Op]) -> set[str]:
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:
-    """The ``@triton.jit`` kernel of a checked spec."""
-    return KernelLowering(spec).kernel()
+    """The ``@triton.jit`` kernel of a checked spec (its exponentials of logits in base 2, see
+    :mod:`tilegen.lower.exp2`)."""
+    return KernelLowering(fold_exp2(spec)).kernel()

@@ -1,0 +1,57 @@
+"""Base-2 exponentials (tilegen/lower/exp2.py): ``exp`` of scaled logits becomes ``exp2`` with
+log2(e) folded into the scale, only where every value reaching the exponent can be rescaled."""
+
+import torch
+
+from tests.conftest import ROOT
+from tilegen.compiler import compile_spec
+from tilegen.runner import load_module
+
+
+def _kernel(source, name="t"):
+    text = compile_spec(source, f"{name}.tile").source
+    return text[text.index(f"def {name}_kernel"):text.index(f"def {name}(")]
+
+
+ONLINE = """kernel t
+  in  x: f32[M, N]
+  in  scale: f32
+  out y: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  m_i: f32[m] = -inf
+  l_i: f32[m] = 0
+  for n over N by BN
+    s = x[m, n] * scale
+    m_new = maximum(m_i, max(s, dim=n))
+    l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
+    m_i = m_new
+  y[m] = {output}
+"""
+
+
+def test_attention_keeps_its_logits_in_base_2():
+    for name in ("attention", "attention_causal"):
+        kernel = _kernel((ROOT / "specs" / f"{name}.tile").read_text(), name)
+        assert "tl.dot(q, k) * (scale * 1.4426950408889634)" in kernel
+        assert "tl.exp(" not in kernel and kernel.count("tl.exp2(") == 4  # p and alpha, in both ranges
+
+
+def test_a_logit_used_outside_an_exponent_stays_in_base_e(tmp_path):
+    """The log-sum-exp output reads m_i: it keeps natural units, and so does every exp of it."""
+    lse = _kernel(ONLINE.format(output="m_i + log(l_i)"))
+    assert "tl.exp2" not in lse and "1.4426950408889634" not in lse
+    only_sum = _kernel(ONLINE.format(output="l_i"))
+    assert "x * (scale * 1.4426950408889634)" in only_sum and "tl.exp(" not in only_sum
+    for output, expected in [("m_i + log(l_i)", lambda x: torch.logsumexp(x * 0.3, 1)),
+                             ("l_i", lambda x: torch.exp(x * 0.3 - (x * 0.3).amax(1, keepdim=True)).sum(1))]:
+        path = tmp_path / "t.py"
+        path.write_text(compile_spec(ONLINE.format(output=output), "t.tile").source)
+        x = torch.randn(37, 53)
+        torch.testing.assert_close(load_module(path).t(x, 0.3), expected(x))
+
+
+def test_softmax_and_cross_entropy_keep_exp():
+    """A root that would need its own multiply (x - max(x)) gains nothing: left as written."""
+    for name in ("softmax", "cross_entropy", "log_softmax"):
+        assert "tl.exp2" not in _kernel((ROOT / "specs" / f"{name}.tile").read_text(), name)

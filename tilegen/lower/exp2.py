@@ -1,0 +1,239 @@
+"""Base-2 exponentials: ``exp`` of scaled logits as ``exp2``, the scale folded in (a spec rewrite).
+
+GPUs compute ``exp(x)`` as ``exp2(x * log2(e))``: a multiply on every element before the
+special-function unit. FlashAttention's kernels (Triton tutorial 06: ``qk_scale = sm_scale *
+1.44269504``, ``tl.math.exp2``) keep the logits in base 2 instead, so that the ``log2(e)``
+factor rides on the softmax scale they multiply by anyway. :func:`fold_exp2` finds the local
+variables whose values reach only the exponent of an ``exp`` (through ``max``, ``maximum``,
+``where`` and differences of two of them), multiplies their definitions by ``log2(e)`` (into a
+scalar factor where the definition ends with one, ``dot(..) * scale``) and turns those ``exp``
+into ``exp2``: ``exp(s - m) = exp2(s * log2(e) - m * log2(e))``. A variable used anywhere else
+(stored, or ``m_i + log(l_i)``) keeps its values, and so does every ``exp`` of it.
+
+The rewrite is of the model (plain data, spans kept); the kernel lowering renders the result.
+The torch reference is lowered from the spec as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from tilegen import model as m
+from tilegen.dtypes import INDEX, expr_dtype
+
+#: log2(e): exp(x) = exp2(x * LOG2E).
+LOG2E = "1.4426950408889634"
+
+_EXTREMA = ("max", "min", "maximum", "minimum")
+
+
+def fold_exp2(spec: m.Spec) -> m.Spec:
+    """``spec`` with its exponentials of logits in base 2 (unchanged when there are none)."""
+    domain = _logit_variables(spec)
+    if not domain:
+        return spec
+    return dataclasses.replace(spec, body=tuple(_rewrite_stmt(s, domain, spec) for s in spec.body))
+
+
+def _dtypes(spec: m.Spec) -> dict[str, str | None]:
+    """The dtype of every local the body declares or assigns (its first definition)."""
+    found: dict[str, str | None] = {}
+
+    def local(name: str) -> str | None:
+        if name in found:
+            return found[name]
+        tensor = spec.tensor(name)
+        return tensor.dtype.id if tensor is not None else INDEX
+
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, m.Declare):
+            found.setdefault(stmt.name.id, stmt.dtype.id)
+        elif isinstance(stmt, (m.Assign, m.Accumulate)):
+            found.setdefault(stmt.name.id, expr_dtype(stmt.value, spec, local))
+    return found
+
+
+def _refs(expr) -> set[str]:
+    return {p.name.id for p in m.subexpressions(expr) if isinstance(p, m.Ref)}
+
+
+def _is_domain(expr, domain: set[str]) -> bool:
+    """True when ``expr`` can hold base-2 logits: a constant, a domain variable, an extremum or
+    a ``where`` of such, or a root (an expression that uses no domain variable), which the
+    rewrite multiplies by log2(e)."""
+    if isinstance(expr, (m.Number, m.Neg)) and not _refs(expr):
+        return True
+    if not (_refs(expr) & domain) and not _is_call(expr, *_EXTREMA, "where"):
+        return True  # a root
+    if isinstance(expr, m.Ref):
+        return expr.name.id in domain
+    if _is_call(expr, "max", "min"):
+        return _is_domain(expr.args[0], domain)
+    if _is_call(expr, "maximum", "minimum"):
+        return len(expr.args) == 2 and all(_is_domain(a, domain) for a in expr.args)
+    if _is_call(expr, "where"):
+        return not (_refs(expr.args[0]) & domain) and all(_is_domain(a, domain) for a in expr.args[1:])
+    return False
+
+
+def _is_call(expr, *names: str) -> bool:
+    return isinstance(expr, m.Call) and expr.func.id in names
+
+
+def _exponent_ok(arg, domain: set[str]) -> bool:
+    """``exp(arg)`` can become ``exp2``: ``arg`` is ``a - b`` or ``a`` with ``a``, ``b`` in the domain."""
+    if isinstance(arg, m.BinOp) and arg.op == "-":
+        return _is_domain(arg.left, domain) and _is_domain(arg.right, domain) and bool(_refs(arg) & domain)
+    return isinstance(arg, m.Ref) and arg.name.id in domain
+
+
+def _bad_uses(expr, domain: set[str], ok: bool = False) -> set[str]:
+    """The domain variables ``expr`` uses where base-2 values would change its result: anywhere
+    but the exponent of an ``exp`` or (``ok``) a domain expression assigned to a domain variable."""
+    if isinstance(expr, m.Ref):
+        return set() if ok or expr.name.id not in domain else {expr.name.id}
+    if not (_refs(expr) & domain):
+        return set()
+    if _is_call(expr, "exp") and _exponent_ok(expr.args[0], domain):
+        arg = expr.args[0]
+        parts = [arg.left, arg.right] if isinstance(arg, m.BinOp) else [arg]
+        return set().union(*(_bad_uses(p, domain, ok=True) for p in parts))
+    if ok and _is_domain(expr, domain):
+        args = expr.args[1:] if _is_call(expr, "where") else expr.args
+        return set().union(*(_bad_uses(a, domain, ok=True) for a in args))
+    if isinstance(expr, m.BinOp):
+        return _bad_uses(expr.left, domain) | _bad_uses(expr.right, domain)
+    if isinstance(expr, m.Neg):
+        return _bad_uses(expr.operand, domain)
+    if isinstance(expr, m.Call):
+        return set().union(*(_bad_uses(a, domain) for a in expr.args))
+    return set()
+
+
+def _logit_variables(spec: m.Spec) -> set[str]:
+    """The f32 locals whose every definition is a domain expression and every use an exponent or
+    the definition of another such local (the greatest such set, by elimination)."""
+    dtypes = _dtypes(spec)
+    stmts = list(m.statements(spec.body))
+    domain = {name for name, dtype in dtypes.items() if dtype == "f32"}
+    changed = True
+    while changed and domain:
+        changed = False
+        for stmt in stmts:
+            bad: set[str] = set()
+            if isinstance(stmt, m.Accumulate) and stmt.name.id in domain:
+                bad.add(stmt.name.id)
+            if isinstance(stmt, m.Declare) and stmt.name.id in domain and _refs(stmt.init):
+                bad.add(stmt.name.id)
+            if isinstance(stmt, m.Assign) and stmt.name.id in domain and not _is_domain(stmt.value, domain):
+                bad.add(stmt.name.id)
+            if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+                target = isinstance(stmt, m.Assign) and stmt.name.id in domain and stmt.name.id not in bad
+                bad |= _bad_uses(stmt.value, domain, ok=target)
+            if bad:
+                domain -= bad
+                changed = True
+    # Worth it only when every root folds log2(e) into a scalar factor: a root multiplied
+    # element by element costs what each exp2 saves (softmax's exp(x - max(x)) stays as written).
+    exps = [p for s in stmts if isinstance(s, (m.Assign, m.Accumulate, m.Store))
+            for p in m.subexpressions(s.value) if _is_call(p, "exp") and _exponent_ok(p.args[0], domain)]
+    roots = [r for s in stmts if isinstance(s, (m.Assign, m.Declare)) and s.name.id in domain
+             for r in _roots(s.value if isinstance(s, m.Assign) else s.init, domain)]
+    roots += [r for e in exps if isinstance(e.args[0], m.BinOp) for part in (e.args[0].left, e.args[0].right)
+              for r in _roots(part, domain)]
+    if not exps or not all(_folds(r, spec) for r in roots):
+        return set()
+    return domain
+
+
+def _roots(expr, domain: set[str]):
+    """The roots of a domain expression: the parts the rewrite multiplies by log2(e)."""
+    if isinstance(expr, m.Ref) and expr.name.id in domain:
+        return
+    if _is_call(expr, "where"):
+        for arg in expr.args[1:]:
+            yield from _roots(arg, domain)
+    elif _is_call(expr, *_EXTREMA) and _refs(expr) & domain:
+        for arg in expr.args:
+            yield from _roots(arg, domain)
+    else:
+        yield expr
+
+
+def _folds(root, spec: m.Spec) -> bool:
+    """A root scaled for free: a constant, or ``x * scalar`` (log2(e) joins the scalar)."""
+    if isinstance(root, m.Number) or (isinstance(root, m.Neg) and isinstance(root.operand, m.Number)):
+        return True
+    return isinstance(root, m.BinOp) and root.op == "*" and _is_scalar(root.right, spec)
+
+
+# ----------------------------------------------------------------------------- rewrite
+
+
+def _number(value: str, span: m.Span) -> m.Number:
+    return m.Number(value, span)
+
+
+def _scaled(expr, domain: set[str], spec: m.Spec):
+    """A domain expression in base 2: roots times log2(e) (into a trailing scalar factor when
+    there is one), constants scaled, extrema and wheres rewritten inside."""
+    span = getattr(expr, "span", None)
+    if isinstance(expr, m.Neg) and isinstance(expr.operand, m.Number):
+        return dataclasses.replace(expr, operand=_scaled(expr.operand, domain, spec))
+    if isinstance(expr, m.Number):
+        value = math.inf if expr.text == "inf" else float(expr.text)
+        if value in (0.0, math.inf):
+            return expr
+        return dataclasses.replace(expr, text=repr(value * float(LOG2E)))
+    if isinstance(expr, m.Ref) and expr.name.id in domain:
+        return expr
+    if _is_call(expr, "where"):
+        args = (expr.args[0], *(_scaled(a, domain, spec) for a in expr.args[1:]))
+        return dataclasses.replace(expr, args=args)
+    if _is_call(expr, *_EXTREMA):
+        return dataclasses.replace(expr, args=tuple(_scaled(a, domain, spec) for a in expr.args))
+    log2e = _number(LOG2E, span)
+    if isinstance(expr, m.BinOp) and expr.op == "*" and _is_scalar(expr.right, spec):
+        return dataclasses.replace(expr, right=m.BinOp("*", expr.right, log2e, span))
+    return m.BinOp("*", expr, log2e, span)
+
+
+def _is_scalar(expr, spec: m.Spec) -> bool:
+    """A number, a scalar input or a size symbol: one value per launch."""
+    if isinstance(expr, m.Number):
+        return True
+    if isinstance(expr, m.Ref):
+        tensor = spec.tensor(expr.name.id)
+        return tensor is not None and tensor.is_scalar
+    return False
+
+
+def _rewrite_expr(expr, domain: set[str], spec: m.Spec):
+    """``exp`` of a domain exponent -> ``exp2`` of it in base 2 (domain variables hold base-2
+    values already; a root operand is scaled)."""
+    if isinstance(expr, m.Call):
+        if expr.func.id == "exp" and _exponent_ok(expr.args[0], domain):
+            arg = expr.args[0]
+            if isinstance(arg, m.BinOp):
+                arg = dataclasses.replace(arg, left=_scaled(arg.left, domain, spec), right=_scaled(arg.right, domain, spec))
+            return dataclasses.replace(expr, func=dataclasses.replace(expr.func, id="exp2"), args=(arg,))
+        return dataclasses.replace(expr, args=tuple(_rewrite_expr(a, domain, spec) for a in expr.args))
+    if isinstance(expr, m.BinOp):
+        left, right = _rewrite_expr(expr.left, domain, spec), _rewrite_expr(expr.right, domain, spec)
+        return dataclasses.replace(expr, left=left, right=right)
+    if isinstance(expr, m.Neg):
+        return dataclasses.replace(expr, operand=_rewrite_expr(expr.operand, domain, spec))
+    return expr
+
+
+def _rewrite_stmt(stmt, domain: set[str], spec: m.Spec):
+    if isinstance(stmt, m.Loop):
+        return dataclasses.replace(stmt, body=tuple(_rewrite_stmt(s, domain, spec) for s in stmt.body))
+    if isinstance(stmt, m.Declare) and stmt.name.id in domain:
+        return dataclasses.replace(stmt, init=_scaled(stmt.init, domain, spec))
+    if isinstance(stmt, m.Assign) and stmt.name.id in domain:
+        return dataclasses.replace(stmt, value=_scaled(stmt.value, domain, spec))
+    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+        return dataclasses.replace(stmt, value=_rewrite_expr(stmt.value, domain, spec))
+    return stmt

@@ -75,6 +75,11 @@ class Number:
         """True for literals without a point or exponent (``3``, not ``3.0`` or ``1e3``)."""
         return self.text.isdigit()
 
+    @property
+    def value(self) -> float:
+        """The literal's value (``inf`` is ``math.inf``)."""
+        return float(self.text)  # float() reads "inf" too
+
 
 # ------------------------------------------------------------------------- declarations
 
@@ -428,6 +433,29 @@ def accesses(stmt: Stmt):
         yield stmt
     if isinstance(stmt, (Assign, Accumulate, Store)):
         yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+
+
+def expr_key(expr: Expr | Name) -> tuple:
+    """A hashable form of an expression without its source spans: two occurrences of
+    ``n <= m`` in a spec have the same key."""
+    if isinstance(expr, Name):
+        return ("name", expr.id)
+    if isinstance(expr, Number):
+        return ("number", expr.text)
+    if isinstance(expr, Ref):
+        return ("ref", expr.name.id)
+    if isinstance(expr, Load):
+        return ("load", expr.tensor.id, tuple(expr_key(i) for i in expr.index))
+    if isinstance(expr, BinOp):
+        return ("binop", expr.op, expr_key(expr.left), expr_key(expr.right))
+    if isinstance(expr, Neg):
+        return ("neg", expr_key(expr.operand))
+    return (
+        "call",
+        expr.func.id,
+        tuple(expr_key(a) for a in expr.args),
+        tuple((k.id, expr_key(v)) for k, v in expr.kwargs),
+    )
 
 
 def is_dot(expr: Expr) -> bool:

@@ -127,7 +127,7 @@ class AccessLowering:
         lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
         tile loaded before in this scope (same tensor, index, context and fill) is not loaded
         again: inputs are read-only, so it still holds the same values."""
-        key = (expr.tensor.id, _index_key(expr.index), context, fill)
+        key = (m.expr_key(expr), context, fill)
         if key in self.loads:
             return self.loads[key]
         target = self.hoisted(expr, ops)
@@ -157,10 +157,3 @@ class AccessLowering:
         ops.append(Line(f"{var} = tl.load({ptr}, mask={mask}{other})" if mask else f"{var} = tl.load({ptr})"))
         return var
 
-
-def _index_key(index) -> tuple:
-    """A hashable form of a load's index (names, numbers and gathers)."""
-    return tuple(
-        ("gather", i.tensor.id, _index_key(i.index)) if isinstance(i, m.Load) else (type(i).__name__, getattr(i, "id", None) or i.text)
-        for i in index
-    )

@@ -171,10 +171,6 @@ def _folds(root, spec: m.Spec) -> bool:
 # ----------------------------------------------------------------------------- rewrite
 
 
-def _number(value: str, span: m.Span) -> m.Number:
-    return m.Number(value, span)
-
-
 def _scaled(expr, domain: set[str], spec: m.Spec):
     """A domain expression in base 2: roots times log2(e) (into a trailing scalar factor when
     there is one), constants scaled, extrema and wheres rewritten inside."""
@@ -182,10 +178,9 @@ def _scaled(expr, domain: set[str], spec: m.Spec):
     if isinstance(expr, m.Neg) and isinstance(expr.operand, m.Number):
         return dataclasses.replace(expr, operand=_scaled(expr.operand, domain, spec))
     if isinstance(expr, m.Number):
-        value = math.inf if expr.text == "inf" else float(expr.text)
-        if value in (0.0, math.inf):
+        if expr.value in (0.0, math.inf):
             return expr
-        return dataclasses.replace(expr, text=repr(value * float(LOG2E)))
+        return dataclasses.replace(expr, text=repr(expr.value * float(LOG2E)))
     if isinstance(expr, m.Ref) and expr.name.id in domain:
         return expr
     if _is_call(expr, "where"):
@@ -193,7 +188,7 @@ def _scaled(expr, domain: set[str], spec: m.Spec):
         return dataclasses.replace(expr, args=args)
     if _is_call(expr, *_EXTREMA):
         return dataclasses.replace(expr, args=tuple(_scaled(a, domain, spec) for a in expr.args))
-    log2e = _number(LOG2E, span)
+    log2e = m.Number(LOG2E, span)
     if isinstance(expr, m.BinOp) and expr.op == "*" and _is_scalar(expr.right, spec):
         return dataclasses.replace(expr, right=m.BinOp("*", expr.right, log2e, span))
     return m.BinOp("*", expr, log2e, span)

@@ -13,7 +13,6 @@ from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
 from tilegen.functions import HELPERS, lookup, spanned_axes
 from tilegen.lower.names import BF16_DOT_FLAG, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.plan import IfBlock, Line, Op
-from tilegen.lower.ranges import expr_key
 
 
 class ExpressionLowering:
@@ -96,7 +95,7 @@ class ExpressionLowering:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
         everywhere (or nowhere), see :mod:`tilegen.lower.ranges`; None when it is not known, or
         when the branch alone would have another shape or dtype than the ``where``."""
-        truth = self.known_conditions.get(expr_key(call.args[0]))
+        truth = self.known_conditions.get(m.expr_key(call.args[0]))
         if truth is None:
             return None
         branch = call.args[1] if truth else call.args[2]
@@ -161,12 +160,11 @@ class ExpressionLowering:
         i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
-            mask = self.lane_mask(k)
             if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
                 text = self.load(arg, own, ops, fill="0.0")
             else:
                 text = self.expr(arg, own, ops)
-                if mask is not None:  # a computed tile: its padding lanes of k zeroed
+                if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
                     text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
             if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")

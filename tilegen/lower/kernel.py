@@ -16,7 +16,6 @@ from tilegen.lower.access import AccessLowering
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import BF16_DOT_FLAG, number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
-from tilegen.lower.ranges import Guard, find_guard, guard_steps, skips_when_false
 from tilegen.lower.plan import (
     ChoicePlan,
     Comment,
@@ -29,6 +28,7 @@ from tilegen.lower.plan import (
     Op,
     TunePlan,
 )
+from tilegen.lower.ranges import find_guard, guard_steps, skips_when_false
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 INT64_FLAG = "INT64_OFFSETS"
@@ -86,7 +86,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)
     whole_blocks: dict[str, str] = field(default_factory=dict)  # 'whole' dimension -> its tile constexpr
-    loads: dict[tuple, str] = field(default_factory=dict)  # (tensor, index, context, fill) -> tile loaded in scope
+    loads: dict[tuple, str] = field(default_factory=dict)  # (load key, context, fill) -> tile loaded in scope
     hoisted_loads: set = field(default_factory=set)  # keys of loads placed before a loop
     known_conditions: dict = field(default_factory=dict)  # causal guard (expr_key) -> True in this loop range
     hoists: list = field(default_factory=list)  # (axis, ops before its loop) of each enclosing tile loop
@@ -378,12 +378,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             other = self.axes[guard.axis]
             full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
             skip = skips_when_false(loop, guard, set(self.locals))
+            cond, split = f"{k} {guard.op} {guard.axis}", f"min({whole_tiles}, {full})"
+            end, skipped = (f"min({tiles}, {live})", f"; later tiles change nothing (where {cond} holds nowhere): skipped") if skip else (tiles, "")
             ranges = [
-                (f"range(0, min({whole_tiles}, {full}))", True,
-                 f"tiles of {k} inside {axis.dim.id} where {_guard_text(guard, k)} holds everywhere: no masks"),
-                (f"range(min({whole_tiles}, {full}), min({tiles}, {live}))" if skip else f"range(min({whole_tiles}, {full}), {tiles})", False,
-                 f"tiles where {_guard_text(guard, k)} holds for some lanes, or past {axis.dim.id}: masked"
-                 + (f"; later tiles change nothing (where {_guard_text(guard, k)} holds nowhere): skipped" if skip else "")),
+                (f"range(0, {split})", True, f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks"),
+                (f"range({split}, {end})", False, f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}"),
             ]
         elif axis.masked:
             ranges = [
@@ -544,10 +543,6 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             descriptors if self.spec.access_style == "descriptor" else (),
             tuple(self.whole_blocks.items()),
         )
-
-
-def _guard_text(guard: Guard, axis: str) -> str:
-    return f"{axis} {guard.op} {guard.axis}"
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -32,34 +32,11 @@ _FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
 @dataclass(frozen=True)
 class Guard:
     """A causal guard of a loop over ``n``: ``n <= m`` or ``n < m`` (``op``) with ``m`` another
-    tile axis (``axis``); ``key`` identifies the comparison as written (see :func:`expr_key`)."""
+    tile axis (``axis``); ``key`` identifies the comparison as written (see :func:`tilegen.model.expr_key`)."""
 
     key: tuple
     op: str
     axis: str
-
-
-def expr_key(expr) -> tuple:
-    """A hashable form of an expression without its source spans: two occurrences of
-    ``n <= m`` in a spec have the same key."""
-    if isinstance(expr, m.Name):
-        return ("name", expr.id)
-    if isinstance(expr, m.Number):
-        return ("number", expr.text)
-    if isinstance(expr, m.Ref):
-        return ("ref", expr.name.id)
-    if isinstance(expr, m.Load):
-        return ("load", expr.tensor.id, tuple(expr_key(i) for i in expr.index))
-    if isinstance(expr, m.BinOp):
-        return ("binop", expr.op, expr_key(expr.left), expr_key(expr.right))
-    if isinstance(expr, m.Neg):
-        return ("neg", expr_key(expr.operand))
-    return (
-        "call",
-        expr.func.id,
-        tuple(expr_key(a) for a in expr.args),
-        tuple((k.id, expr_key(v)) for k, v in expr.kwargs),
-    )
 
 
 def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
@@ -81,7 +58,7 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
             if right == n and left != n:
                 left, right, op = right, left, _FLIPPED.get(op, op)
             if left == n and right in tile_axes and right != n and op in ("<=", "<"):
-                return Guard(expr_key(cond), op, right)
+                return Guard(m.expr_key(cond), op, right)
     return None
 
 
@@ -125,9 +102,8 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
             env[stmt.name.id] = _value(stmt.init, env, guard)
         elif isinstance(stmt, m.Assign):
             env[stmt.name.id] = _value(stmt.value, env, guard)
-        elif isinstance(stmt, m.Accumulate):
-            if _value(stmt.value, env, guard) != _ZERO:
-                env[stmt.name.id] = None
+        elif isinstance(stmt, m.Accumulate) and _value(stmt.value, env, guard) != _ZERO:
+            env[stmt.name.id] = None
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
 
 
@@ -135,21 +111,17 @@ def _assigned(loop: m.Loop, name: str) -> bool:
     return any(isinstance(s, (m.Assign, m.Accumulate)) and s.name.id == name for s in m.statements(loop.body))
 
 
-def _number(text: str) -> float:
-    return math.inf if text == "inf" else float(text)
-
-
 def _value(expr, env: dict, guard: Guard):
     """The abstract value of ``expr`` in an iteration where ``guard`` is false everywhere."""
     if isinstance(expr, m.Number):
-        return ("const", _number(expr.text))
+        return ("const", expr.value)
     if isinstance(expr, m.Ref):
         return env.get(expr.name.id)
     if isinstance(expr, m.Neg):
         inner = _value(expr.operand, env, guard)
         return ("const", -inner[1]) if inner is not None and inner[0] == "const" else None
     if isinstance(expr, m.BinOp):
-        if expr_key(expr) == guard.key:
+        if m.expr_key(expr) == guard.key:
             return _FALSE
         return _binop(expr.op, _value(expr.left, env, guard), _value(expr.right, env, guard))
     if isinstance(expr, m.Call):

@@ -13,15 +13,18 @@
 """add_single: Triton kernel, launcher and torch reference generated from specs/add_single.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -92,7 +95,7 @@ def add_single_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
-def add_single(x, y):
+def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/add_single.tile and return its output.
 
     Inputs: x: f32[N]; y: f32[N] (tensors may have any strides).
@@ -106,6 +109,9 @@ def add_single(x, y):
     device = x.device
     if y.device != device or (not x.is_cuda and not _INTERPRET):
         _bad_device("add_single", x=x, y=y)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return add_single(x, y)
     N, = x.shape
     _y0, = y.shape
     if _y0 != N:
@@ -128,7 +134,7 @@ def add_single(x, y):
         )
         return z
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
@@ -136,13 +142,16 @@ def add_single(x, y):
         BLOCK_N,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(add_single_kernel.warmup(
-            x, y, z,
-            N,
-            *_x_strides, *_y_strides, 1,
-            BLOCK_N=BLOCK_N, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(add_single_kernel.warmup(
+                    x, y, z,
+                    N,
+                    *_x_strides, *_y_strides, 1,
+                    BLOCK_N=BLOCK_N, grid=grid,
+                ))
     launch(
         grid, device_index,
         x, y, z,
@@ -159,3 +168,76 @@ def reference(x, y):
     z = torch.empty((N,), dtype=torch.float32, device=x.device)
     z[:] = (x + y).to(torch.float32)
     return z
+
+
+def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The outputs of add_single(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _bad_input("add_single", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _bad_input("add_single", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
+        _bad_device("add_single", x=x, y=y)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    if N > 1048576:
+        raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {N}")
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    return z
+
+
+def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """add_single() as torch.compile traces it on the GPU: the outputs of _add_single_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    z = _add_single_fake(x, y)
+    N, = x.shape
+    _y0, = y.shape
+    if N == 0:  # nothing to compute: no launch
+        return z
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    grid = (1, 1, 1)
+    wrap_triton(add_single_kernel)[grid](
+        x, y, z,
+        N,
+        *_x_strides, *_y_strides, 1,
+        BLOCK_N=BLOCK_N,
+    )
+    return z
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("add_single", "7237f3b31341811e", add_single, _add_single_fake, _add_single_traced)

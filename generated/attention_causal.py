@@ -39,16 +39,19 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -152,6 +155,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 0
         if launcher not in _INTERPRETER_NOTICE:
@@ -288,7 +293,7 @@ def attention_causal_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(tl.float16), mask=mask_md_1)
 
 
-def attention_causal(q, k, v, scale):
+def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """Run the kernel of specs/attention_causal.tile and return its output.
 
     Inputs: q: f16[B, H, S, D]; k: f16[B, H, S, D]; v: f16[B, H, S, D]; scale: f32 (a number) (tensors may have any strides).
@@ -296,6 +301,130 @@ def attention_causal(q, k, v, scale):
     Tuned: BM, BN come from 11 autotune configs keyed on S, D; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if not isinstance(q, torch.Tensor) or q.dtype != torch.float16 or q.dim() != 4:
+        _bad_input("attention_causal", "q", q, torch.float16, 4)
+    if not isinstance(k, torch.Tensor) or k.dtype != torch.float16 or k.dim() != 4:
+        _bad_input("attention_causal", "k", k, torch.float16, 4)
+    if not isinstance(v, torch.Tensor) or v.dtype != torch.float16 or v.dim() != 4:
+        _bad_input("attention_causal", "v", v, torch.float16, 4)
+    scale = _check_scalar("attention_causal", "scale", scale, float)
+    device = q.device
+    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
+        _bad_device("attention_causal", q=q, k=k, v=v)
+    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return attention_causal(q, k, v, scale)
+    B, H, S, D = q.shape
+    _k0, _k1, _k2, _k3 = k.shape
+    _v0, _v1, _v2, _v3 = v.shape
+    if _k0 != B:
+        raise ValueError(f"attention_causal: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
+    if _k1 != H:
+        raise ValueError(f"attention_causal: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
+    if _k2 != S:
+        raise ValueError(f"attention_causal: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
+    if _k3 != D:
+        raise ValueError(f"attention_causal: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
+    if _v0 != B:
+        raise ValueError(f"attention_causal: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
+    if _v1 != H:
+        raise ValueError(f"attention_causal: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
+    if _v2 != S:
+        raise ValueError(f"attention_causal: v dimension 2 (S) is {_v2}, but q dimension 2 gives S = {S}")
+    if _v3 != D:
+        raise ValueError(f"attention_causal: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
+    if D > 8192:
+        raise ValueError(f"attention_causal: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    o = torch.empty(B, H, S, D, device=device, dtype=torch.float16)
+    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
+        return o
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    BLOCK_D = 1 << (D - 1).bit_length()
+    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
+    tune_key = (device, S, D)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("attention_causal", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
+                attention_causal_kernel[grid](
+                    q, k, v, o,
+                    B, H, S, D,
+                    scale,
+                    *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
+                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, attention_causal_kernel.best_config)
+                return o
+    config = _CONFIGS[config_index].kwargs
+    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        attention_causal_kernel.fn[grid](
+            q, k, v, o,
+            B, H, S, D,
+            scale,
+            *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
+            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
+        )
+        return o
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, config_index,
+        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, o.data_ptr() % 16,
+        *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
+        BLOCK_D, int64,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(attention_causal_kernel.fn.warmup(
+                    q, k, v, o,
+                    B, H, S, D,
+                    scale,
+                    *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
+                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        q, k, v, o,
+        B, H, S, D,
+        scale,
+        *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
+        config["BM"], config["BN"], BLOCK_D, int64,
+    )
+    return o
+
+
+def reference(q, k, v, scale):
+    """specs/attention_causal.tile evaluated with plain torch: same inputs and outputs as attention_causal()."""
+    B = q.shape[0]
+    H = q.shape[1]
+    S = q.shape[2]
+    D = q.shape[3]
+    o = torch.empty((B, H, S, D), dtype=torch.float16, device=q.device)
+    m_i = torch.full((B, H, S), float("-inf"), dtype=torch.float32, device=q.device)
+    l_i = torch.zeros((B, H, S), dtype=torch.float32, device=q.device)
+    acc = torch.zeros((B, H, S, D), dtype=torch.float32, device=q.device)
+    s = torch.where((torch.arange(S, device=q.device)[None, None, None, :] <= torch.arange(S, device=q.device)[None, None, :, None]), torch.einsum("abcd,abed->abce", q.to(torch.float32), k.to(torch.float32)) * scale, float("-inf"))
+    m_new = torch.maximum(m_i, torch.amax(s, dim=3))
+    p = torch.exp((s - m_new[:, :, :, None]))
+    alpha = torch.exp((m_i - m_new))
+    l_i = l_i * alpha + torch.sum(p, dim=3)
+    acc = acc * alpha[:, :, :, None] + torch.einsum("abcd,abde->abce", p.to(torch.float16).to(torch.float32), v.to(torch.float32))
+    m_i = m_new
+    o[:, :, :, :] = (acc / l_i[:, :, :, None]).to(torch.float16)
+    return o
+
+
+def _attention_causal_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """The outputs of attention_causal(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     if not isinstance(q, torch.Tensor) or q.dtype != torch.float16 or q.dim() != 4:
         _bad_input("attention_causal", "q", q, torch.float16, 4)
     if not isinstance(k, torch.Tensor) or k.dtype != torch.float16 or k.dim() != 4:
@@ -328,83 +457,61 @@ def attention_causal(q, k, v, scale):
     if D > 8192:
         raise ValueError(f"attention_causal: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     o = torch.empty(B, H, S, D, device=device, dtype=torch.float16)
+    return o
+
+
+def _attention_causal_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """attention_causal() as torch.compile traces it on the GPU: the outputs of _attention_causal_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    o = _attention_causal_fake(q, k, v, scale)
+    B, H, S, D = q.shape
+    _k0, _k1, _k2, _k3 = k.shape
+    _v0, _v1, _v2, _v3 = v.shape
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
         return o
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
-    BLOCK_D = 1 << (D - 1).bit_length()
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    tune_key = (device, S, D)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("attention_causal", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-        attention_causal_kernel[grid](
-            q, k, v, o,
-            B, H, S, D,
-            scale,
-            *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _remember(tune_key, attention_causal_kernel.best_config)
-        return o
-    config = _CONFIGS[config_index].kwargs
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        attention_causal_kernel.fn[grid](
-            q, k, v, o,
-            B, H, S, D,
-            scale,
-            *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
-        )
-        return o
-    # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
-    key = (
-        device_index, config_index,
-        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, o.data_ptr() % 16,
-        *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
-        BLOCK_D, int64,
-    )
-    launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(attention_causal_kernel.fn.warmup(
-            q, k, v, o,
-            B, H, S, D,
-            scale,
-            *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
-    launch(
-        grid, device_index,
+    grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
+    wrap_triton(attention_causal_kernel)[grid](
         q, k, v, o,
         B, H, S, D,
         scale,
         *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-        config["BM"], config["BN"], BLOCK_D, int64,
+        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
     )
     return o
 
 
-def reference(q, k, v, scale):
-    """specs/attention_causal.tile evaluated with plain torch: same inputs and outputs as attention_causal()."""
-    B = q.shape[0]
-    H = q.shape[1]
-    S = q.shape[2]
-    D = q.shape[3]
-    o = torch.empty((B, H, S, D), dtype=torch.float16, device=q.device)
-    m_i = torch.full((B, H, S), float("-inf"), dtype=torch.float32, device=q.device)
-    l_i = torch.zeros((B, H, S), dtype=torch.float32, device=q.device)
-    acc = torch.zeros((B, H, S, D), dtype=torch.float32, device=q.device)
-    s = torch.where((torch.arange(S, device=q.device)[None, None, None, :] <= torch.arange(S, device=q.device)[None, None, :, None]), torch.einsum("abcd,abed->abce", q.to(torch.float32), k.to(torch.float32)) * scale, float("-inf"))
-    m_new = torch.maximum(m_i, torch.amax(s, dim=3))
-    p = torch.exp((s - m_new[:, :, :, None]))
-    alpha = torch.exp((m_i - m_new))
-    l_i = l_i * alpha + torch.sum(p, dim=3)
-    acc = acc * alpha[:, :, :, None] + torch.einsum("abcd,abde->abce", p.to(torch.float16).to(torch.float32), v.to(torch.float32))
-    m_i = m_new
-    o[:, :, :, :] = (acc / l_i[:, :, :, None]).to(torch.float16)
-    return o
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("attention_causal", "b993f79256c6fede", attention_causal, _attention_causal_fake, _attention_causal_traced)

@@ -11,15 +11,18 @@
 """copy: Triton kernel, launcher and torch reference generated from specs/copy.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -96,7 +99,7 @@ def copy_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x, mask=mask_i)
 
 
-def copy(x, *, BS=1024):
+def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/copy.tile and return its output.
 
     Inputs: x: f32[N] (tensors may have any strides).
@@ -109,6 +112,9 @@ def copy(x, *, BS=1024):
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _bad_device("copy", x=x)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return copy(x, BS=BS)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _bad_block("copy", "BS", BS)
     N, = x.shape
@@ -127,7 +133,7 @@ def copy(x, *, BS=1024):
         )
         return z
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         x.data_ptr() % 16, z.data_ptr() % 16,
@@ -135,13 +141,16 @@ def copy(x, *, BS=1024):
         BS, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(copy_kernel.warmup(
-            x, z,
-            N,
-            *_x_strides, 1,
-            BS=BS, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(copy_kernel.warmup(
+                    x, z,
+                    N,
+                    *_x_strides, 1,
+                    BS=BS, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         x, z,
@@ -158,3 +167,69 @@ def reference(x):
     z = torch.empty((N,), dtype=torch.float32, device=x.device)
     z[:] = x.to(torch.float32)
     return z
+
+
+def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
+    """The outputs of copy(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _bad_input("copy", "x", x, torch.float32, 1)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _bad_device("copy", x=x)
+    if type(BS) is not int or BS < 1 or BS & (BS - 1):
+        _bad_block("copy", "BS", BS)
+    N, = x.shape
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    return z
+
+
+def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
+    """copy() as torch.compile traces it on the GPU: the outputs of _copy_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    z = _copy_fake(x, BS=BS)
+    N, = x.shape
+    if N == 0:  # nothing to compute: no launch
+        return z
+    _x_strides = x.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    grid = ((N + BS - 1) // BS, 1, 1)
+    wrap_triton(copy_kernel)[grid](
+        x, z,
+        N,
+        *_x_strides, 1,
+        BS=BS, INT64_OFFSETS=int64,
+    )
+    return z
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("copy", "b81e7d6a6983c652", copy, _copy_fake, _copy_traced)

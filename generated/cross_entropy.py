@@ -30,16 +30,19 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -135,6 +138,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 0
         if launcher not in _INTERPRETER_NOTICE:
@@ -235,7 +240,7 @@ def cross_entropy_kernel(
     tl.store(loss_ptr + pid_r * stride_loss_m, m_i + tl.log(l_i) - logits_1)
 
 
-def cross_entropy(logits, target):
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy.tile and return its output.
 
     Inputs: logits: f32[M, V]; target: i64[M] (tensors may have any strides).
@@ -250,6 +255,9 @@ def cross_entropy(logits, target):
     device = logits.device
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _bad_device("cross_entropy", logits=logits, target=target)
+    if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return cross_entropy(logits, target)
     M, V = logits.shape
     _target0, = target.shape
     if _target0 != M:
@@ -262,18 +270,19 @@ def cross_entropy(logits, target):
     int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
     tune_key = (device, V)
     config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("cross_entropy", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: (M, 1, 1)
-        cross_entropy_kernel[grid](
-            logits, target, loss,
-            M, V,
-            *_logits_strides, *_target_strides, 1,
-            INT64_OFFSETS=int64,
-        )
-        _remember(tune_key, cross_entropy_kernel.best_config)
-        return loss
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("cross_entropy", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: (M, 1, 1)
+                cross_entropy_kernel[grid](
+                    logits, target, loss,
+                    M, V,
+                    *_logits_strides, *_target_strides, 1,
+                    INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, cross_entropy_kernel.best_config)
+                return loss
     config = _CONFIGS[config_index].kwargs
     grid = (M, 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -285,7 +294,7 @@ def cross_entropy(logits, target):
         )
         return loss
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index, config_index,
         logits.data_ptr() % 16, target.data_ptr() % 16, loss.data_ptr() % 16,
@@ -293,13 +302,16 @@ def cross_entropy(logits, target):
         int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(cross_entropy_kernel.fn.warmup(
-            logits, target, loss,
-            M, V,
-            *_logits_strides, *_target_strides, 1,
-            INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(cross_entropy_kernel.fn.warmup(
+                    logits, target, loss,
+                    M, V,
+                    *_logits_strides, *_target_strides, 1,
+                    INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
     launch(
         grid, device_index,
         logits, target, loss,
@@ -322,3 +334,74 @@ def reference(logits, target):
     m_i = m_new
     loss[:] = (m_i + torch.log(l_i) - logits[torch.arange(M, device=logits.device), target]).to(torch.float32)
     return loss
+
+
+def _cross_entropy_fake(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The outputs of cross_entropy(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
+        _bad_input("cross_entropy", "logits", logits, torch.float32, 2)
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
+        _bad_input("cross_entropy", "target", target, torch.int64, 1)
+    device = logits.device
+    if target.device != device or (not logits.is_cuda and not _INTERPRET):
+        _bad_device("cross_entropy", logits=logits, target=target)
+    M, V = logits.shape
+    _target0, = target.shape
+    if _target0 != M:
+        raise ValueError(f"cross_entropy: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    return loss
+
+
+def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """cross_entropy() as torch.compile traces it on the GPU: the outputs of _cross_entropy_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    loss = _cross_entropy_fake(logits, target)
+    M, V = logits.shape
+    _target0, = target.shape
+    if M == 0:  # nothing to compute: no launch
+        return loss
+    _logits_strides = logits.stride()
+    _target_strides = target.stride()
+    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    grid = lambda meta: (M, 1, 1)
+    wrap_triton(cross_entropy_kernel)[grid](
+        logits, target, loss,
+        M, V,
+        *_logits_strides, *_target_strides, 1,
+        INT64_OFFSETS=int64,
+    )
+    return loss
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("cross_entropy", "ceff2ba16e74a57b", cross_entropy, _cross_entropy_fake, _cross_entropy_traced)

@@ -34,16 +34,19 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -147,6 +150,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 0
         if launcher not in _INTERPRETER_NOTICE:
@@ -235,7 +240,7 @@ def layer_norm_kernel(
     tl.store(rstd_ptr + offs_r * stride_rstd_m, inv_std, mask=mask_r)
 
 
-def layer_norm(x, weight, bias, eps):
+def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/layer_norm.tile and return its outputs.
 
     Inputs: x: f16[M, N]; weight: f16[N]; bias: f16[N]; eps: f32 (a number) (tensors may have any strides).
@@ -253,6 +258,9 @@ def layer_norm(x, weight, bias, eps):
     device = x.device
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _bad_device("layer_norm", x=x, weight=weight, bias=bias)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return layer_norm(x, weight, bias, eps)
     M, N = x.shape
     _weight0, = weight.shape
     _bias0, = bias.shape
@@ -274,19 +282,20 @@ def layer_norm(x, weight, bias, eps):
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("layer_norm", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        layer_norm_kernel[grid](
-            x, weight, bias, y, mu, rstd,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _remember(tune_key, layer_norm_kernel.best_config)
-        return y, mu, rstd
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("layer_norm", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                layer_norm_kernel[grid](
+                    x, weight, bias, y, mu, rstd,
+                    M, N,
+                    eps,
+                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, layer_norm_kernel.best_config)
+                return y, mu, rstd
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -299,7 +308,7 @@ def layer_norm(x, weight, bias, eps):
         )
         return y, mu, rstd
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index, config_index,
         x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16, y.data_ptr() % 16, mu.data_ptr() % 16, rstd.data_ptr() % 16,
@@ -307,14 +316,17 @@ def layer_norm(x, weight, bias, eps):
         BLOCK_N, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(layer_norm_kernel.fn.warmup(
-            x, weight, bias, y, mu, rstd,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(layer_norm_kernel.fn.warmup(
+                    x, weight, bias, y, mu, rstd,
+                    M, N,
+                    eps,
+                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
     launch(
         grid, device_index,
         x, weight, bias, y, mu, rstd,
@@ -341,3 +353,88 @@ def reference(x, weight, bias, eps):
     mu[:] = row_mean.to(torch.float32)
     rstd[:] = inv_std.to(torch.float32)
     return y, mu, rstd
+
+
+def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The outputs of layer_norm(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
+        _bad_input("layer_norm", "x", x, torch.float16, 2)
+    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
+        _bad_input("layer_norm", "weight", weight, torch.float16, 1)
+    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float16 or bias.dim() != 1:
+        _bad_input("layer_norm", "bias", bias, torch.float16, 1)
+    eps = _check_scalar("layer_norm", "eps", eps, float)
+    device = x.device
+    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
+        _bad_device("layer_norm", x=x, weight=weight, bias=bias)
+    M, N = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if _weight0 != N:
+        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    if _bias0 != N:
+        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
+    if N > 262144:
+        raise ValueError(f"layer_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    y = torch.empty(M, N, device=device, dtype=torch.float16)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    return y, mu, rstd
+
+
+def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """layer_norm() as torch.compile traces it on the GPU: the outputs of _layer_norm_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    y, mu, rstd = _layer_norm_fake(x, weight, bias, eps)
+    M, N = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y, mu, rstd
+    _x_strides = x.stride()
+    _weight_strides = weight.stride()
+    _bias_strides = bias.stride()
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+    wrap_triton(layer_norm_kernel)[grid](
+        x, weight, bias, y, mu, rstd,
+        M, N,
+        eps,
+        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+    )
+    return y, mu, rstd
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("layer_norm", "b1b18bf774ebf7a7", layer_norm, _layer_norm_fake, _layer_norm_traced)

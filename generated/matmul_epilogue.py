@@ -20,10 +20,12 @@
 """matmul_epilogue: Triton kernel, launcher and torch reference generated from specs/matmul_epilogue.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Triton's interpreter multiplies the raw bits of bf16 tiles in tl.dot (triton-lang/triton#11584):
@@ -32,6 +34,7 @@ _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -160,7 +163,7 @@ def matmul_epilogue_kernel(
     tl.store(c_ptrs, (gelu_tanh(alpha * acc + bias) + residual).to(tl.bfloat16), mask=mask_mn)
 
 
-def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_SIZE_M=8):
+def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_epilogue.tile and return its output.
 
     Inputs: a: bf16[M, K]; b: bf16[K, N]; bias: f32[N]; residual: bf16[M, N]; alpha: f32 (a number) (tensors may have any strides).
@@ -180,6 +183,9 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
     device = a.device
     if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_epilogue(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_epilogue", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
@@ -217,7 +223,7 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         a.data_ptr() % 16, b.data_ptr() % 16, bias.data_ptr() % 16, residual.data_ptr() % 16, c.data_ptr() % 16,
@@ -225,14 +231,17 @@ def matmul_epilogue(a, b, bias, residual, alpha, *, BM=64, BN=64, BK=32, GROUP_S
         BM, BN, BK, GROUP_SIZE_M, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(matmul_epilogue_kernel.warmup(
-            a, b, bias, residual, c,
-            M, K, N,
-            alpha,
-            *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(matmul_epilogue_kernel.warmup(
+                    a, b, bias, residual, c,
+                    M, K, N,
+                    alpha,
+                    *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
+                    BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         a, b, bias, residual, c,
@@ -253,3 +262,98 @@ def reference(a, b, bias, residual, alpha):
     acc += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = (torch.nn.functional.gelu((alpha * acc + bias[None, :]), approximate="tanh") + residual).to(torch.bfloat16)
     return c
+
+
+def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """The outputs of matmul_epilogue(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
+        _bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
+        _bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
+    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
+        _bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
+    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
+        _bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
+    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
+    device = a.device
+    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("matmul_epilogue", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("matmul_epilogue", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _bad_block("matmul_epilogue", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    _bias0, = bias.shape
+    _residual0, _residual1 = residual.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if _bias0 != N:
+        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
+    if _residual0 != M:
+        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
+    if _residual1 != N:
+        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
+    return c
+
+
+def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """matmul_epilogue() as torch.compile traces it on the GPU: the outputs of _matmul_epilogue_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    c = _matmul_epilogue_fake(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
+    M, K = a.shape
+    _b0, N = b.shape
+    _bias0, = bias.shape
+    _residual0, _residual1 = residual.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    _bias_strides = bias.stride()
+    _residual_strides = residual.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1)
+    wrap_triton(matmul_epilogue_kernel)[grid](
+        a, b, bias, residual, c,
+        M, K, N,
+        alpha,
+        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
+        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
+    )
+    return c
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("matmul_epilogue", "10002ac797aeab8d", matmul_epilogue, _matmul_epilogue_fake, _matmul_epilogue_traced)

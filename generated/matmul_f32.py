@@ -15,15 +15,18 @@
 """matmul_f32: Triton kernel, launcher and torch reference generated from specs/matmul_f32.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -120,7 +123,7 @@ def matmul_f32_kernel(
     tl.store(c_ptrs, acc, mask=mask_mn)
 
 
-def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
+def matmul_f32(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_f32.tile and return its output.
 
     Inputs: a: f32[M, K]; b: f32[K, N] (tensors may have any strides).
@@ -135,6 +138,9 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_f32", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_f32(a, b, BM=BM, BN=BN, BK=BK)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_f32", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
@@ -161,7 +167,7 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
@@ -169,13 +175,16 @@ def matmul_f32(a, b, *, BM=32, BN=32, BK=32):
         BM, BN, BK, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(matmul_f32_kernel.warmup(
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(matmul_f32_kernel.warmup(
+                    a, b, c,
+                    M, K, N,
+                    *_a_strides, *_b_strides, N, 1,
+                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         a, b, c,
@@ -195,3 +204,80 @@ def reference(a, b):
     acc += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = acc.to(torch.float32)
     return c
+
+
+def _matmul_f32_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
+    """The outputs of matmul_f32(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
+        _bad_input("matmul_f32", "a", a, torch.float32, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
+        _bad_input("matmul_f32", "b", b, torch.float32, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("matmul_f32", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("matmul_f32", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("matmul_f32", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _bad_block("matmul_f32", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_f32: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    return c
+
+
+def _matmul_f32_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
+    """matmul_f32() as torch.compile traces it on the GPU: the outputs of _matmul_f32_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    c = _matmul_f32_fake(a, b, BM=BM, BN=BN, BK=BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
+    wrap_triton(matmul_f32_kernel)[grid](
+        a, b, c,
+        M, K, N,
+        *_a_strides, *_b_strides, N, 1,
+        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
+    )
+    return c
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("matmul_f32", "ce0f7a4c071264be", matmul_f32, _matmul_f32_fake, _matmul_f32_traced)

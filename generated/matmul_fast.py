@@ -34,6 +34,7 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
@@ -45,6 +46,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -156,6 +158,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 10
         if launcher not in _INTERPRETER_NOTICE:
@@ -233,7 +237,7 @@ def matmul_fast_kernel(
     c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.float16))
 
 
-def matmul_fast(a, b, *, GROUP_SIZE_M=8):
+def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast.tile and return its output.
 
     Inputs: a: f16[M, K]; b: f16[K, N] (tensors need a unit last stride and 16-byte aligned rows (TMA descriptors)).
@@ -249,6 +253,9 @@ def matmul_fast(a, b, *, GROUP_SIZE_M=8):
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_fast", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     M, K = a.shape
     _b0, N = b.shape
     if _b0 != K:
@@ -270,17 +277,18 @@ def matmul_fast(a, b, *, GROUP_SIZE_M=8):
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
     tune_key = (device, M, N, K)
     config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("matmul_fast", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1)
-        matmul_fast_kernel[grid](
-            a_desc, b_desc, c_desc,
-            M, K, N,
-            GROUP_SIZE_M=GROUP_SIZE_M,
-        )
-        _remember(tune_key, matmul_fast_kernel.best_config)
-        return c
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("matmul_fast", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1)
+                matmul_fast_kernel[grid](
+                    a_desc, b_desc, c_desc,
+                    M, K, N,
+                    GROUP_SIZE_M=GROUP_SIZE_M,
+                )
+                _remember(tune_key, matmul_fast_kernel.best_config)
+                return c
     config = _CONFIGS[config_index].kwargs
     _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **config})
     grid = (((M + config["BM"] - 1) // config["BM"]) * ((N + config["BN"] - 1) // config["BN"]), 1, 1)
@@ -292,19 +300,22 @@ def matmul_fast(a, b, *, GROUP_SIZE_M=8):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index, config_index,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
         GROUP_SIZE_M,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(matmul_fast_kernel.fn.warmup(
-            a_desc, b_desc, c_desc,
-            M, K, N,
-            GROUP_SIZE_M=GROUP_SIZE_M, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(matmul_fast_kernel.fn.warmup(
+                    a_desc, b_desc, c_desc,
+                    M, K, N,
+                    GROUP_SIZE_M=GROUP_SIZE_M, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
     launch(
         grid, device_index,
         a_desc, b_desc, c_desc,
@@ -323,3 +334,53 @@ def reference(a, b):
     acc += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = acc.to(torch.float16)
     return c
+
+
+def _matmul_fast_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """The outputs of matmul_fast(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _bad_input("matmul_fast", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _bad_input("matmul_fast", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("matmul_fast", a=a, b=b)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    return c
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("matmul_fast", "34835dd2a763ff3c", matmul_fast, _matmul_fast_fake, None)

@@ -16,15 +16,18 @@
 """matmul_tril: Triton kernel, launcher and torch reference generated from specs/matmul_tril.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -121,7 +124,7 @@ def matmul_tril_kernel(
     tl.store(c_ptrs, tl.where(offs_n[None, :] <= offs_m[:, None], acc, 0), mask=mask_mn)
 
 
-def matmul_tril(a, b, *, BM=64, BN=64, BK=32):
+def matmul_tril(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_tril.tile and return its output.
 
     Inputs: a: f32[M, K]; b: f32[K, N] (tensors may have any strides).
@@ -136,6 +139,9 @@ def matmul_tril(a, b, *, BM=64, BN=64, BK=32):
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_tril", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_tril(a, b, BM=BM, BN=BN, BK=BK)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("matmul_tril", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
@@ -162,7 +168,7 @@ def matmul_tril(a, b, *, BM=64, BN=64, BK=32):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
@@ -170,13 +176,16 @@ def matmul_tril(a, b, *, BM=64, BN=64, BK=32):
         BM, BN, BK, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(matmul_tril_kernel.warmup(
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(matmul_tril_kernel.warmup(
+                    a, b, c,
+                    M, K, N,
+                    *_a_strides, *_b_strides, N, 1,
+                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         a, b, c,
@@ -196,3 +205,80 @@ def reference(a, b):
     acc += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = torch.where((torch.arange(N, device=a.device)[None, :] <= torch.arange(M, device=a.device)[:, None]), acc, 0).to(torch.float32)
     return c
+
+
+def _matmul_tril_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
+    """The outputs of matmul_tril(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
+        _bad_input("matmul_tril", "a", a, torch.float32, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
+        _bad_input("matmul_tril", "b", b, torch.float32, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("matmul_tril", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("matmul_tril", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("matmul_tril", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _bad_block("matmul_tril", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_tril: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    return c
+
+
+def _matmul_tril_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
+    """matmul_tril() as torch.compile traces it on the GPU: the outputs of _matmul_tril_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    c = _matmul_tril_fake(a, b, BM=BM, BN=BN, BK=BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
+    wrap_triton(matmul_tril_kernel)[grid](
+        a, b, c,
+        M, K, N,
+        *_a_strides, *_b_strides, N, 1,
+        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
+    )
+    return c
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("matmul_tril", "f3fe82bb18c70e13", matmul_tril, _matmul_tril_fake, _matmul_tril_traced)

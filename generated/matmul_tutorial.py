@@ -32,16 +32,19 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -137,6 +140,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 9
         if launcher not in _INTERPRETER_NOTICE:
@@ -243,7 +248,7 @@ def matmul_tutorial_kernel(
     tl.store(c_ptrs, apply_activation(accumulator, ACTIVATION).to(tl.float16), mask=mask_mn)
 
 
-def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
+def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
     """Run the kernel of specs/matmul_tutorial.tile and return its output.
 
     Inputs: a: f16[M, K]; b: f16[K, N] (tensors may have any strides).
@@ -259,6 +264,9 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _bad_device("matmul_tutorial", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
     if activation not in ("none", "leaky_relu"):
         raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
     M, K = a.shape
@@ -275,18 +283,19 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     tune_key = (device, M, N, K)
     config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("matmul_tutorial", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
-        matmul_tutorial_kernel[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
-        )
-        _remember(tune_key, matmul_tutorial_kernel.best_config)
-        return c
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("matmul_tutorial", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
+                matmul_tutorial_kernel[grid](
+                    a, b, c,
+                    M, K, N,
+                    *_a_strides, *_b_strides, N, 1,
+                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, matmul_tutorial_kernel.best_config)
+                return c
     config = _CONFIGS[config_index].kwargs
     grid = (((M + config["BLOCK_SIZE_M"] - 1) // config["BLOCK_SIZE_M"]) * ((N + config["BLOCK_SIZE_N"] - 1) // config["BLOCK_SIZE_N"]), 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -298,7 +307,7 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index, config_index,
         a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
@@ -306,13 +315,16 @@ def matmul_tutorial(a, b, *, GROUP_SIZE_M=8, activation="none"):
         GROUP_SIZE_M, activation, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(matmul_tutorial_kernel.fn.warmup(
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(matmul_tutorial_kernel.fn.warmup(
+                    a, b, c,
+                    M, K, N,
+                    *_a_strides, *_b_strides, N, 1,
+                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
     launch(
         grid, device_index,
         a, b, c,
@@ -347,3 +359,78 @@ def reference(a, b, *, activation="none"):
     accumulator += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
     c[:, :] = _torch_activation(accumulator, activation).to(torch.float16)
     return c
+
+
+def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
+    """The outputs of matmul_tutorial(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _bad_input("matmul_tutorial", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _bad_input("matmul_tutorial", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("matmul_tutorial", a=a, b=b)
+    if activation not in ("none", "leaky_relu"):
+        raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % 32:
+        raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    return c
+
+
+def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
+    """matmul_tutorial() as torch.compile traces it on the GPU: the outputs of _matmul_tutorial_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    c = _matmul_tutorial_fake(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
+    M, K = a.shape
+    _b0, N = b.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
+    wrap_triton(matmul_tutorial_kernel)[grid](
+        a, b, c,
+        M, K, N,
+        *_a_strides, *_b_strides, N, 1,
+        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
+    )
+    return c
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("matmul_tutorial", "bedd96d3022b5beb", matmul_tutorial, _matmul_tutorial_fake, _matmul_tutorial_traced)

@@ -12,15 +12,18 @@
 """rgb2grey: Triton kernel, launcher and torch reference generated from specs/grayscale.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -106,7 +109,7 @@ def rgb2grey_kernel(
     tl.store(y_ptrs, (0.2989 * x_0 + 0.5870 * x_1 + 0.1140 * x_2).to(tl.uint8), mask=mask_hw)
 
 
-def rgb2grey(x, *, BH=2, BW=1024):
+def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/grayscale.tile and return its output.
 
     Inputs: x: u8[3, H, W] (tensors may have any strides).
@@ -119,6 +122,9 @@ def rgb2grey(x, *, BH=2, BW=1024):
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _bad_device("rgb2grey", x=x)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return rgb2grey(x, BH=BH, BW=BW)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _bad_block("rgb2grey", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
@@ -141,7 +147,7 @@ def rgb2grey(x, *, BH=2, BW=1024):
         )
         return y
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         x.data_ptr() % 16, y.data_ptr() % 16,
@@ -149,13 +155,16 @@ def rgb2grey(x, *, BH=2, BW=1024):
         BH, BW, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(rgb2grey_kernel.warmup(
-            x, y,
-            H, W,
-            *_x_strides, W, 1,
-            BH=BH, BW=BW, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(rgb2grey_kernel.warmup(
+                    x, y,
+                    H, W,
+                    *_x_strides, W, 1,
+                    BH=BH, BW=BW, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         x, y,
@@ -173,3 +182,73 @@ def reference(x):
     y = torch.empty((H, W), dtype=torch.uint8, device=x.device)
     y[:, :] = (0.2989 * x[0, :, :] + 0.5870 * x[1, :, :] + 0.1140 * x[2, :, :]).to(torch.uint8)
     return y
+
+
+def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
+    """The outputs of rgb2grey(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
+        _bad_input("rgb2grey", "x", x, torch.uint8, 3)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _bad_device("rgb2grey", x=x)
+    if type(BH) is not int or BH < 1 or BH & (BH - 1):
+        _bad_block("rgb2grey", "BH", BH)
+    if type(BW) is not int or BW < 1 or BW & (BW - 1):
+        _bad_block("rgb2grey", "BW", BW)
+    _x0, H, W = x.shape
+    if _x0 != 3:
+        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
+    y = torch.empty(H, W, device=device, dtype=torch.uint8)
+    return y
+
+
+def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
+    """rgb2grey() as torch.compile traces it on the GPU: the outputs of _rgb2grey_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    y = _rgb2grey_fake(x, BH=BH, BW=BW)
+    _x0, H, W = x.shape
+    if H == 0 or W == 0:  # nothing to compute: no launch
+        return y
+    _x_strides = x.stride()
+    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
+    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW, 1)
+    wrap_triton(rgb2grey_kernel)[grid](
+        x, y,
+        H, W,
+        *_x_strides, W, 1,
+        BH=BH, BW=BW, INT64_OFFSETS=int64,
+    )
+    return y
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("rgb2grey", "625ea7dabf580b6b", rgb2grey, _rgb2grey_fake, _rgb2grey_traced)

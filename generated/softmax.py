@@ -26,16 +26,19 @@
 import functools
 import json
 import os
+import threading
 import warnings
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -131,6 +134,8 @@ def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
     the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
+        return _TUNED[tune_key]
     if _INTERPRET:
         index = 0
         if launcher not in _INTERPRETER_NOTICE:
@@ -204,7 +209,7 @@ def softmax_kernel(
     tl.store(y_ptrs, e / sum_c[:, None], mask=mask_rc)
 
 
-def softmax(x):
+def softmax(x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/softmax.tile and return its output.
 
     Inputs: x: f32[M, N] (tensors may have any strides).
@@ -217,6 +222,9 @@ def softmax(x):
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _bad_device("softmax", x=x)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return softmax(x)
     M, N = x.shape
     if N > 262144:
         raise ValueError(f"softmax: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
@@ -228,18 +236,19 @@ def softmax(x):
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)
-    if config_index is None:
-        config_index = _tuned_index("softmax", tune_key)
-    if config_index is None:  # first call with these sizes on this device: tune, and remember the choice on disk
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        softmax_kernel[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _remember(tune_key, softmax_kernel.best_config)
-        return y
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("softmax", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                softmax_kernel[grid](
+                    x, y,
+                    M, N,
+                    *_x_strides, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, softmax_kernel.best_config)
+                return y
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -251,7 +260,7 @@ def softmax(x):
         )
         return y
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index, config_index,
         x.data_ptr() % 16, y.data_ptr() % 16,
@@ -259,13 +268,16 @@ def softmax(x):
         BLOCK_N, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(softmax_kernel.fn.warmup(
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(softmax_kernel.fn.warmup(
+                    x, y,
+                    M, N,
+                    *_x_strides, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
     launch(
         grid, device_index,
         x, y,
@@ -285,3 +297,70 @@ def reference(x):
     e = torch.exp(z)
     y[:, :] = (e / torch.sum(e, dim=1)[:, None]).to(torch.float32)
     return y
+
+
+def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
+    """The outputs of softmax(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _bad_input("softmax", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _bad_device("softmax", x=x)
+    M, N = x.shape
+    if N > 262144:
+        raise ValueError(f"softmax: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    return y
+
+
+def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
+    """softmax() as torch.compile traces it on the GPU: the outputs of _softmax_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    y = _softmax_fake(x)
+    M, N = x.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y
+    _x_strides = x.stride()
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+    wrap_triton(softmax_kernel)[grid](
+        x, y,
+        M, N,
+        *_x_strides, N, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+    )
+    return y
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("softmax", "a4c0a7f934867c10", softmax, _softmax_fake, _softmax_traced)

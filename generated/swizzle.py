@@ -13,15 +13,18 @@
 """swizzle: Triton kernel, launcher and torch reference generated from specs/swizzle.tile."""
 
 import os
+import threading
 
 import torch
 import triton
 import triton.language as tl
+from torch.library import wrap_triton
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
+_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -113,7 +116,7 @@ def swizzle_kernel(
     tl.store(z_ptrs, x, mask=mask_smsn_1)
 
 
-def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
+def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
     """Run the kernel of specs/swizzle.tile and return its output.
 
     Inputs: x: i64[M, N] (tensors may have any strides).
@@ -126,6 +129,9 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _bad_device("swizzle", x=x)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return swizzle(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _bad_block("swizzle", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
@@ -146,7 +152,7 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
         )
         return z
     # the compiled kernel for Triton's specialization of these arguments, launched directly
-    device_index = torch.cuda.current_device()
+    device_index = device.index
     key = (
         device_index,
         x.data_ptr() % 16, z.data_ptr() % 16,
@@ -154,13 +160,16 @@ def swizzle(x, *, BM=1, BN=1, GROUP_SIZE=3):
         BM, BN, GROUP_SIZE, int64,
     )
     launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it (or loads it from its cache)
-        launch = _COMPILED[key] = _launcher(swizzle_kernel.warmup(
-            x, z,
-            M, N,
-            *_x_strides, N, 1,
-            BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, grid=grid,
-        ))
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(swizzle_kernel.warmup(
+                    x, z,
+                    M, N,
+                    *_x_strides, N, 1,
+                    BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, grid=grid,
+                ))
     launch(
         grid, device_index,
         x, z,
@@ -202,3 +211,71 @@ def reference(x, *, BM=1, BN=1, GROUP_SIZE=3):
     keep = (rows < M) & (cols < N)
     z[rows[keep], cols[keep]] = z_value[keep]
     return z
+
+
+def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
+    """The outputs of swizzle(), allocated and not computed, after the same input checks: the
+    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
+        _bad_input("swizzle", "x", x, torch.int64, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _bad_device("swizzle", x=x)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _bad_block("swizzle", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _bad_block("swizzle", "BN", BN)
+    M, N = x.shape
+    z = torch.empty(M, N, device=device, dtype=torch.int64)
+    return z
+
+
+def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
+    """swizzle() as torch.compile traces it on the GPU: the outputs of _swizzle_fake, then the
+    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    z = _swizzle_fake(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
+    M, N = x.shape
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return z
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
+    wrap_triton(swizzle_kernel)[grid](
+        x, z,
+        M, N,
+        *_x_strides, N, 1,
+        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
+    )
+    return z
+
+
+def _register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
+    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
+    same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or _INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)
+
+
+op = _register_op("swizzle", "cf4327e8c18edb3e", swizzle, _swizzle_fake, _swizzle_traced)

@@ -21,6 +21,7 @@ import torch
 from tilegen.check import KEYWORDS
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
+from tilegen.lower import spec_hash
 from tilegen.runner import load_module
 
 PATH = "hostile.tile"
@@ -338,7 +339,7 @@ def _comment_cases():
 
 #: Names the generated modules call; a comment must not add any.
 SUSPICIOUS_CALLS = {"system", "popen", "exec", "eval", "compile", "__import__", "open", "getattr", "spawn"}
-ALLOWED_IMPORTS = {"os", "torch", "triton", "triton.language", "warnings", "math"}
+ALLOWED_IMPORTS = {"os", "threading", "torch", "torch.library", "triton", "triton.language", "warnings", "math"}
 
 
 def _called_names(tree: ast.AST) -> list[str]:
@@ -372,6 +373,14 @@ def _assert_marker_only_in_comments(source: str) -> None:
 
 
 BASELINE = compile_spec(BASE, PATH).source
+# getattr(torch.ops.tilegen, name) in _register_op, and nothing else an input could add
+BASELINE_SUSPICIOUS = SUSPICIOUS_CALLS & set(_called_names(ast.parse(BASELINE)))
+
+
+def _code(source: str, spec_text: str) -> str:
+    """The AST of a generated module with its spec hash (a string literal: the op's identity and
+    the tune cache's name) made neutral: a comment changes the hash, never the code."""
+    return ast.dump(ast.parse(source.replace(spec_hash(spec_text), "0" * 16)))
 
 
 @pytest.mark.parametrize("trick,place", _comment_cases())
@@ -383,8 +392,8 @@ def test_comment_text_stays_in_comments(trick, place):
     compile(source, "gen.py", "exec")
     compile(source.encode("utf-8"), "gen.py", "exec")
     # The comment changes comments only: the code is the baseline's, node for node.
-    assert ast.dump(tree) == ast.dump(ast.parse(BASELINE))
-    assert not SUSPICIOUS_CALLS & set(_called_names(tree))
+    assert _code(source, text) == _code(BASELINE, BASE)
+    assert SUSPICIOUS_CALLS & set(_called_names(tree)) <= BASELINE_SUSPICIOUS
     assert _imports(tree) <= ALLOWED_IMPORTS
     _assert_marker_only_in_comments(source)
     # The spec text is kept in the header (made printable), so the marker is there.
@@ -397,7 +406,7 @@ def test_coding_cookie_in_spec_does_not_reach_the_module_header():
     cookie = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
     assert not any(cookie.match(line) for line in source.splitlines()[:2])
     # Compiled as the bytes of the written file: still the baseline code.
-    assert ast.dump(ast.parse(source.encode("utf-8"))) == ast.dump(ast.parse(BASELINE))
+    assert ast.dump(ast.parse(source.encode("utf-8"))) == ast.dump(ast.parse(BASELINE.replace(spec_hash(BASE), spec_hash(text))))
 
 
 def test_hostile_module_imports_without_side_effects(tmp_path, capfd):
@@ -483,6 +492,6 @@ def test_hostile_display_path_stays_in_comments_and_strings(path):
         compile(source, "gen.py", "exec")
     plain = ast.parse(compile_spec(BASE, "specs/plain.tile").source)
     assert [type(node).__name__ for node in tree.body] == [type(node).__name__ for node in plain.body]
-    assert not SUSPICIOUS_CALLS & set(_called_names(tree))
+    assert SUSPICIOUS_CALLS & set(_called_names(tree)) <= BASELINE_SUSPICIOUS
     assert _imports(tree) <= ALLOWED_IMPORTS
     assert len(source.splitlines()) == len(BASELINE.splitlines())

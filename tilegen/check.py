@@ -35,7 +35,7 @@ RESERVED = frozenset(
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
     | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
-    | {"key", "config_index", "device_index"}
+    | {"key", "config_index", "device_index", "op", "threading", "wrap_triton"}
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import size_symbols, tuple_text
-from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op
+from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -209,25 +209,45 @@ def _int64_condition(spec: m.Spec) -> str:
     return " or ".join(dict.fromkeys(terms))
 
 
+def _annotation(t: m.Tensor) -> str:
+    """The Python type of an input: a tensor, or a Python number for a scalar."""
+    if not t.is_scalar:
+        return "torch.Tensor"
+    return "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
+
+
 def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
-    """The host launcher of a checked spec whose kernel is ``kernel``.
+    """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
+    PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
+    ``torch.compile`` traces).
 
     Every check is an inline condition on the fast path; only a failing check calls a helper
     (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
-    the autotuner picked for each key and then launches the compiled kernel directly.
+    the autotuner picked for each key and then launches the compiled kernel directly. Tensors on
+    a GPU other than the current one run under ``torch.cuda.device`` of theirs; tuning and
+    compiling hold the module's lock, so concurrent first calls tune and compile once.
     """
     name = spec.name.id
     tuned = set(spec.tuned_params)
     arrays_in = [t for t in spec.inputs if not t.is_scalar]
-    body: list[Op] = []
+    keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
+    keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+    inputs = tuple(t.name.id for t in spec.inputs)
+    arguments = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords)])
+    annotated = [f"{t.name.id}: {_annotation(t)}" for t in spec.inputs]
+    kinds = {p.name.id: "int" for p in spec.params} | {c.name.id: "str" for c in spec.choices}
+    if keywords:
+        annotated += ["*", *(f"{k}: {kinds[k]} = {default}" for k, default in keywords)]
+    annotation = "torch.Tensor" if len(spec.outputs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(spec.outputs))}]"
+    head: list[Op] = []  # the inputs' types, dtypes, ranks and device
     for t in spec.inputs:
         dtype = m.DTYPES[t.dtype.id][1]
         if t.is_scalar:
             kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
-            body.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
+            head.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
             continue
         x, rank = t.name.id, len(t.dims)
-        body.append(
+        head.append(
             IfBlock(
                 f"not isinstance({x}, torch.Tensor) or {x}.dtype != {dtype} or {x}.dim() != {rank}",
                 "",
@@ -235,18 +255,24 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
             )
         )
     first = arrays_in[0].name.id
-    body.append(Line(f"device = {first}.device"))
+    head.append(Line(f"device = {first}.device"))
     others = [f"{t.name.id}.device != device" for t in arrays_in[1:]]
     tensors = ", ".join(f"{t.name.id}={t.name.id}" for t in arrays_in)
-    body.append(
+    head.append(
         IfBlock(
             " or ".join([*others, f"(not {first}.is_cuda and not _INTERPRET)"]),
             "",
             (Line(f'_bad_device("{name}", {tensors})'),),
         )
     )
+    device_guard = IfBlock(
+        f"{first}.is_cuda and device.index != torch.cuda.current_device()",
+        "tensors on another GPU: run there, on its current stream",
+        (WithBlock("torch.cuda.device(device)", "", (Line(f"return {name}({arguments})"),)),),
+    )
+    middle: list[Op] = []  # block sizes, choices, shapes, outputs
     for block in dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned):
-        body.append(
+        middle.append(
             IfBlock(
                 f"type({block}) is not int or {block} < 1 or {block} & ({block} - 1)",
                 "",
@@ -256,37 +282,36 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     for choice in spec.choices:
         options = tuple_text(f'"{o.id}"' for o in choice.options)
         message = f"f\"{name}: {choice.name.id} must be one of {', '.join(o.id for o in choice.options)}, got {{{choice.name.id}!r}}\""
-        body.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
+        middle.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
     unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
-    body += [Line(line) for line in unpack]
+    middle += [Line(line) for line in unpack]
     for condition, message in shape_checks + _axis_checks(spec, name, bound):
-        body.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
+        middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
     for tensor in spec.outputs:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         outputs.append((tensor.name.id, tuple_text(dims), m.DTYPES[tensor.dtype.id][1]))
         # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
         shape = ", ".join(dims) if dims else "()"
-        body.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={m.DTYPES[tensor.dtype.id][1]})"))
+        middle.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={m.DTYPES[tensor.dtype.id][1]})"))
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
     }
     empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=size_symbols(spec).index)) or "False"
-    body.append(IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),)))
+    nothing = IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),))
+    setup: list[Op] = []  # what the launch passes: strides, whole-axis tiles, descriptors, flags
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
     bound_strides = [t for t in spec.arrays if descriptors or t.role == "in"]
     for t in bound_strides:
-        body.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
+        setup.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
     sizes_passed = size_symbols(spec)
-    for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
-        body.append(Line(f"{block} = 1 << ({dim} - 1).bit_length()"))
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
     if descriptors:  # the descriptors carry the pointers, shapes and strides
-        body += _descriptor_checks(spec, name)
-        body += _make_descriptors(spec, kernel)
+        setup += _descriptor_checks(spec, name)
+        setup += _make_descriptors(spec, kernel)
         groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays), sizes_passed, scalars]
         pointers: tuple[str, ...] = ()
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
@@ -298,14 +323,17 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         for t in spec.outputs:  # a new output's strides: products of the later sizes; literal ones never vary
             ints += [stride for i, stride in enumerate(_strides(t))
                      if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
+    flags: list[Op] = []  # whole-axis tiles, 64-bit offsets, SM count: the same in the traced body
+    for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
+        flags.append(Line(f"{block} = 1 << ({dim} - 1).bit_length()"))
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{block}={block}" for _, block in kernel.whole_blocks)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
     if kernel.int64:
-        body.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
+        flags.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)
     if spec.persistent:
-        body.append(Line("NUM_SMS = _num_sms(device)"))
+        flags.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)
     launch = _LaunchArgs(
         groups=tuple(g for g in groups if g),
@@ -314,24 +342,53 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         pointers=pointers,
         ints=tuple(ints),
     )
-    body += _launch(spec, kernel, name, launch)
-    keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
-    keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
+    body = [*head, device_guard, *middle, nothing, *setup, *flags, *_launch(spec, kernel, name, launch)]
+    fake = (*head, *middle, Line(f"return {returns}"))
+    traced = None
+    if not descriptors:  # torch traces a pointer kernel's launch; a TMA descriptor's it cannot
+        traced = (
+            Line(f"{returns} = _{name}_fake({arguments})"),
+            *(Line(line) for line in unpack),
+            nothing,
+            *([Line(f"device = {first}.device")] if spec.persistent else []),
+            *setup,
+            # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant
+            *(Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks),
+            *flags[len(kernel.whole_blocks):],
+            *_traced_launch(spec, kernel, launch),
+        )
     return LauncherPlan(
         name=name,
-        inputs=tuple(t.name.id for t in spec.inputs),
+        inputs=inputs,
         keywords=keywords,
+        signature=", ".join(annotated),
+        annotation=annotation,
+        call=f"{name}({arguments})",
         sizes=tuple(sizes),
         outputs=tuple(outputs),
         body=tuple(body),
         tuned=spec.tune is not None,
         persistent=spec.persistent,
-        descriptors=spec.access_style == "descriptor",
+        descriptors=descriptors,
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
         docstring=_docstring(spec),
+        fake=fake,
+        traced=traced,
     )
+
+
+def _traced_launch(spec: m.Spec, kernel: KernelPlan, launch: _LaunchArgs) -> list[Op]:
+    """The launch as ``torch.compile`` traces it: ``wrap_triton(kernel)[grid](...)``, Triton's
+    own call (a tuned kernel through its autotuner, whose configs Inductor then times)."""
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    grid = f"lambda meta: {_grid(spec, 'meta')}" if spec.tune is not None else _grid(spec)
+    return [
+        Line(f"grid = {grid}"),
+        Line(_call(f"wrap_triton({kernel.name})[grid]", launch.groups + (launch.meta,))),
+        Line(f"return {returns}"),
+    ]
 
 
 def _descriptor_checks(spec: m.Spec, name: str) -> list[Op]:
@@ -438,17 +495,25 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
             Line("config_index = _TUNED.get(tune_key)"),
             IfBlock(
                 "config_index is None",
-                "",
-                (Line(f'config_index = _tuned_index("{name}", tune_key)'),),
-            ),
-            IfBlock(
-                "config_index is None",
-                "first call with these sizes on this device: tune, and remember the choice on disk",
+                "first call with these sizes on this device (one thread at a time)",
                 (
-                    Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
-                    Line(_call(f"{jit}[grid]", launch.groups + (launch.meta,))),
-                    Line(f"_remember(tune_key, {jit}.best_config)"),
-                    Line(f"return {returns}"),
+                    WithBlock(
+                        "_LOCK",
+                        "",
+                        (
+                            Line(f'config_index = _tuned_index("{name}", tune_key)'),
+                            IfBlock(
+                                "config_index is None",
+                                "tune, and remember the choice on disk",
+                                (
+                                    Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
+                                    Line(_call(f"{jit}[grid]", launch.groups + (launch.meta,))),
+                                    Line(f"_remember(tune_key, {jit}.best_config)"),
+                                    Line(f"return {returns}"),
+                                ),
+                            ),
+                        ),
+                    ),
                 ),
             ),
             Line("config = _CONFIGS[config_index].kwargs"),
@@ -471,13 +536,27 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
     options = "**_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else "grid=grid"
     ops += [
         Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
-        Line("device_index = torch.cuda.current_device()"),
+        Line("device_index = device.index"),
         Line(_specialization_key(spec, launch)),
         Line("launch = _COMPILED.get(key)"),
         IfBlock(
             "launch is None",
-            "a new specialization: Triton compiles it (or loads it from its cache)",
-            (Line(_call(f"launch = _COMPILED[key] = _launcher({jit}.warmup", launch.groups + (launch.meta + (options,),)) + ")"),),
+            "a new specialization: Triton compiles it once (or loads it from its cache)",
+            (
+                WithBlock(
+                    "_LOCK",
+                    "",
+                    (
+                        Line("launch = _COMPILED.get(key)"),
+                        IfBlock(
+                            "launch is None",
+                            "not compiled by another thread meanwhile",
+                            (Line(_call(f"launch = _COMPILED[key] = _launcher({jit}.warmup",
+                                        launch.groups + (launch.meta + (options,),)) + ")"),),
+                        ),
+                    ),
+                ),
+            ),
         ),
         Line(_call("launch", ((("grid", "device_index"),) + launch.groups + (launch.constexprs,)))),
         Line(f"return {returns}"),

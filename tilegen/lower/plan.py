@@ -48,7 +48,17 @@ class IfBlock:
     macro: ClassVar[str] = "if_block"
 
 
-Op = Union[Comment, Line, ForLoop, IfBlock]
+@dataclass(frozen=True)
+class WithBlock:
+    """``with <context>:  # <why>`` with a body of ops (the launcher's lock and device guard)."""
+
+    context: str
+    why: str
+    body: tuple
+    macro: ClassVar[str] = "with_block"
+
+
+Op = Union[Comment, Line, ForLoop, IfBlock, WithBlock]
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,9 @@ class LauncherPlan:
     name: str
     inputs: tuple[str, ...]
     keywords: tuple[tuple[str, str], ...]  # (keyword argument, default as Python text)
+    signature: str  # the parameters with type annotations (the custom op's schema comes from them)
+    annotation: str  # the return annotation: torch.Tensor, or a tuple of them
+    call: str  # the launcher called with its own arguments (in the device guard; the op's fake calls)
     sizes: tuple[tuple[str, str], ...]  # (size symbol, expression binding it), for the reference
     outputs: tuple[tuple[str, str, str], ...]  # (name, shape expression, torch dtype)
     body: tuple[Op, ...]
@@ -130,6 +143,8 @@ class LauncherPlan:
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str
     docstring: str
+    fake: tuple[Op, ...]  # the op's fake implementation: the checks, then empty outputs
+    traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
 
 
 @dataclass(frozen=True)

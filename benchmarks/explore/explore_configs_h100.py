@@ -2,7 +2,7 @@
 tile configs beyond the spec's 11, timed as ``targets.py`` times it (``triton.testing.do_bench``,
 L2 flushed between calls), each against cuBLAS measured right before it.
 
-``python benchmarks/explore_configs_h100.py``; prints, per size, the spec's tuned choice and the
+``python benchmarks/explore/explore_configs_h100.py``; prints, per size, the spec's tuned choice and the
 five fastest configs of the search with their ratio to cuBLAS.
 """
 
@@ -14,7 +14,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tilegen.runner import load_module  # noqa: E402
 

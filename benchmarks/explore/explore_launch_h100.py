@@ -2,7 +2,7 @@
 dispatch (``kernel[grid](...)``), of a compiled kernel launched through ``CompiledKernel[grid]``
 (the fused-softmax tutorial's path) and through its raw ``run``, of the generated launcher and
 the pieces it adds (allocation, device, specialization key), and of torch's own ``copy_``.
-``python benchmarks/explore_launch_h100.py``. Informs issue 5's 2-microsecond target.
+``python benchmarks/explore/explore_launch_h100.py``. Informs issue 5's 2-microsecond target.
 """
 
 import sys
@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import triton
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tilegen.runner import load_module  # noqa: E402
 

@@ -2,7 +2,7 @@
 generated kernel against hand-written variants with the same tile config.
 
 Variants: host-side TensorDescriptor (persistent and not), device-side descriptors not
-persistent, and the K loop with ``warp_specialize=True``. ``python benchmarks/explore_matmul_h100.py``.
+persistent, and the K loop with ``warp_specialize=True``. ``python benchmarks/explore/explore_matmul_h100.py``.
 """
 
 import sys
@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tilegen.runner import load_module  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Exploration on the H100 before choosing what tilegen generates for speed (issue 5).
 
-``python benchmarks/explore_h100.py`` prints: which Triton features this install has; a
+``python benchmarks/explore/explore_h100.py`` prints: which Triton features this install has; a
 hand-written TMA + persistent matmul (the shape of Triton tutorial 09, tensor descriptors made
 on the host) against cuBLAS over a few configs; the grayscale and copy specs over block shapes
 and warps; the launch overhead of generated launchers against launching the compiled kernel
@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from tilegen.runner import load_module  # noqa: E402
@@ -113,17 +113,17 @@ x = torch.randint(0, 256, (3, 8192, 8192), dtype=torch.uint8, device="cuda")
 moved = 4 * 8192 * 8192
 for bh, bw in [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (1, 1024), (8, 256), (4, 512), (16, 128), (2, 1024), (1, 2048), (4, 1024)]:
     ms = bench(lambda: grey.rgb2grey(x, BH=bh, BW=bw))
-    print(f"rgb2grey 3x8192x8192 BH={bh} BW={bw}: {moved / ms * 1e-9:.0f} GB/s", flush=True)
+    print(f"rgb2grey 3x8192x8192 BH={bh} BW={bw}: {moved / ms * 1e-9:.2f} TB/s", flush=True)
 
 copy = load_module(ROOT / "generated" / "copy.py")
 for n in (2**24, 2**28):
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
     torch_ms = bench(lambda: dst.copy_(src))
-    line = [f"copy N=2**{n.bit_length() - 1}: torch copy_ {8 * n / torch_ms * 1e-9:.0f} GB/s"]
+    line = [f"copy N=2**{n.bit_length() - 1}: torch copy_ {8 * n / torch_ms * 1e-9:.2f} TB/s"]
     for bs in (1024, 2048, 4096, 8192, 16384):
         ms = bench(lambda: copy.copy(src, BS=bs))
-        line.append(f"BS={bs} {8 * n / ms * 1e-9:.0f} ({torch_ms / ms:.3f}x)")
+        line.append(f"BS={bs} {8 * n / ms * 1e-9:.2f} ({torch_ms / ms:.3f}x)")
     print("; ".join(line), flush=True)
 
 # ---------------------------------------------------------------------------- launch overhead

@@ -3,7 +3,7 @@ with ``num_ctas=1`` and ``num_ctas=2`` (a cluster of two programs, which Hopper 
 multicast TMA load), against cuBLAS, as ``targets.py`` times it: medians of 3 rounds taking
 turns, ``do_bench`` with the L2 flushed.
 
-``python benchmarks/explore_ctas_h100.py``.
+``python benchmarks/explore/explore_ctas_h100.py``.
 """
 
 import statistics
@@ -14,7 +14,7 @@ import torch
 import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tilegen.runner import load_module  # noqa: E402
 

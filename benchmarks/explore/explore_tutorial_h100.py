@@ -5,7 +5,7 @@ rewritten as the generated one writes it (``for k in range(0, tl.cdiv(K, BLOCK_S
 instead of ``for k in range(0, K, BLOCK_SIZE_K)``), of the same kernel with only its pointer
 sums written as the generated one writes them, and of the generated kernel.
 
-``python benchmarks/explore_tutorial_h100.py``.
+``python benchmarks/explore/explore_tutorial_h100.py``.
 """
 
 import statistics
@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tests.reference import matmul_tutorial as ref  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402

@@ -10,7 +10,7 @@ Variants (all with host TensorDescriptors and GROUP_SIZE_M = 8 ordering):
 - ``persistent split``: the epilogue stored as two halves of BN/2 columns (tutorial 09's
   EPILOGUE_SUBTILE), which frees shared memory for the pipeline.
 
-``python benchmarks/explore_matmul2_h100.py``; prints one line per (dtype, size, variant).
+``python benchmarks/explore/explore_matmul2_h100.py``; prints one line per (dtype, size, variant).
 """
 
 import statistics

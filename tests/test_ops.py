@@ -1,0 +1,232 @@
+"""Generated kernels as PyTorch custom ops (``torch.ops.tilegen.<kernel>``).
+
+Every spec's module registers its op on import; ``torch.library.opcheck`` passes (schema,
+fake implementation, AOT dispatch with dynamic shapes); the op matches the launcher in eager
+mode and inside ``torch.compile(fullgraph=True)`` (``aot_eager`` in the interpreter, Inductor
+on a GPU). Where there is no GPU the kernels run in Triton's interpreter (tests/conftest.py).
+"""
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from tilegen.check import check
+from tilegen.compiler import compile_spec
+from tilegen.parser import parse
+from tilegen.runner import default_sizes, random_inputs, unsupported_reason
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted(p.stem for p in (ROOT / "specs").glob("*.tile"))
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+DEVICE = "cpu" if INTERPRET else "cuda"
+BACKEND = "aot_eager" if INTERPRET else "inductor"
+
+
+def _spec(name):
+    path = ROOT / "specs" / f"{name}.tile"
+    return check(parse(path.read_text(encoding="utf-8"), f"specs/{name}.tile"))
+
+
+def _inputs(spec):
+    sizes = default_sizes(spec, 1)
+    return list(random_inputs(spec, sizes, DEVICE).values())
+
+
+def _same(got, expected):
+    got = got if isinstance(got, tuple) else (got,)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype and g.device == e.device
+        torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_op_registered_opcheck_and_compile(generated, name):
+    spec = _spec(name)
+    reason = unsupported_reason(spec)
+    if reason:
+        pytest.skip(reason)
+    kernel = spec.name.id
+    module = generated(kernel)
+    op = getattr(torch.ops.tilegen, kernel)
+    assert module.op is op
+    args = _inputs(spec)
+    launcher = getattr(module, kernel)
+    expected = launcher(*args)
+    _same(op(*args), expected)
+    torch.library.opcheck(op.default, args)
+
+    def model(*tensors):
+        return op(*tensors)
+
+    torch._dynamo.reset()  # a fresh cache: every spec compiles this same function
+    compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
+    _same(compiled(*args), expected)
+
+
+def test_schema_follows_the_spec(generated):
+    """Tensors, scalars, block-size keywords and choices become the op's schema."""
+    generated("layer_norm"), generated("matmul_tutorial"), generated("copy")
+    assert str(torch.ops.tilegen.copy.default._schema) == "tilegen::copy(Tensor x, *, SymInt BS=1024) -> Tensor"
+    assert str(torch.ops.tilegen.layer_norm.default._schema) == (
+        "tilegen::layer_norm(Tensor x, Tensor weight, Tensor bias, float eps) -> (Tensor, Tensor, Tensor)"
+    )
+    assert str(torch.ops.tilegen.matmul_tutorial.default._schema) == (
+        'tilegen::matmul_tutorial(Tensor a, Tensor b, *, SymInt GROUP_SIZE_M=8, str activation="none") -> Tensor'
+    )
+
+
+def test_keywords_reach_the_kernel_through_the_op(generated):
+    module = generated("matmul_tutorial")
+    a = torch.randn(40, 64, device=DEVICE).half()
+    b = torch.randn(64, 30, device=DEVICE).half()
+    relu = torch.ops.tilegen.matmul_tutorial(a, b, activation="leaky_relu")
+    _same(relu, module.matmul_tutorial(a, b, activation="leaky_relu"))
+    assert not torch.equal(relu, module.matmul_tutorial(a, b))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        torch.ops.tilegen.matmul_tutorial(a, b, activation="tanh")
+
+
+def test_fake_gives_shapes_and_dtypes_without_running(generated):
+    """Under FakeTensorMode the op allocates its outputs from the spec and launches nothing."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    generated("layer_norm")
+    with FakeTensorMode():
+        x = torch.empty(7, 300, dtype=torch.float16, device=DEVICE)
+        w = torch.empty(300, dtype=torch.float16, device=DEVICE)
+        y, mean, rstd = torch.ops.tilegen.layer_norm(x, w, w, 1e-5)
+    assert (y.shape, y.dtype) == ((7, 300), torch.float16)
+    assert (mean.shape, mean.dtype) == ((7,), torch.float32)
+    assert (rstd.shape, rstd.dtype) == ((7,), torch.float32)
+
+
+def test_fake_checks_inputs_like_the_launcher(generated):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    generated("matmul_naive")
+    with FakeTensorMode(), pytest.raises(ValueError, match="b dimension 0 .K. is 100, but a dimension 1 gives K = 128"):
+        a = torch.empty(64, 128, dtype=torch.float16, device=DEVICE)
+        b = torch.empty(100, 64, dtype=torch.float16, device=DEVICE)
+        torch.ops.tilegen.matmul_naive(a, b)
+
+
+def test_compiled_graph_has_no_break_and_recompiles_for_new_shapes(generated):
+    """Two tilegen ops and torch ops in one compiled graph, run at two shapes."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    generated("softmax"), generated("copy")
+    counter = CompileCounterWithBackend(BACKEND)
+
+    def model(x):
+        return torch.ops.tilegen.softmax(torch.ops.tilegen.copy(x * 2.0).view(x.shape)[None, :].repeat(3, 1) + 1)
+
+    compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=True)
+    for n in (100, 257):
+        x = torch.randn(n, device=DEVICE)
+        torch.testing.assert_close(compiled(x), torch.softmax(x[None, :].repeat(3, 1) * 2 + 1, dim=1))
+    assert counter.frame_count == 1  # one graph, reused for the second shape (dynamic)
+
+
+def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
+    """A second spec with a kernel name already registered becomes <name>_<spec hash>; the same
+    spec imported again returns the op registered first."""
+    from tilegen.runner import load_module
+
+    sources = {
+        "one": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n  z[i] = x[i] + 1\n",
+        "two": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n  z[i] = x[i] * 2\n",
+    }
+    modules = {}
+    for stem, source in sources.items():
+        for copy in ("a", "b"):
+            path = tmp_path / copy / stem / "twin_op.py"
+            path.parent.mkdir(parents=True)
+            path.write_text(compile_spec(source, f"{stem}.tile").source, encoding="utf-8")
+            modules[stem, copy] = load_module(path)
+    x = torch.arange(5.0, device=DEVICE)
+    one, two = modules["one", "a"].op, modules["two", "a"].op
+    assert one is torch.ops.tilegen.twin_op and modules["one", "b"].op is one
+    assert two is not one and modules["two", "b"].op is two and two.__name__.startswith("twin_op_")
+    torch.testing.assert_close(one(x), x + 1)
+    torch.testing.assert_close(two(x), x * 2)
+
+
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
+def test_cuda_graph_capture_through_the_op(generated):
+    generated("copy")
+    x = torch.randn(5000, device="cuda")
+    torch.ops.tilegen.copy(x)  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        z = torch.ops.tilegen.copy(x)
+    x.copy_(torch.randn(5000, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(z, x)
+
+
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
+def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch):
+    """8 threads make the first call of a tuned launcher at once: every result is right and the
+    autotuner runs once (the others wait for the module's lock and take its choice)."""
+    from tilegen.runner import load_module
+
+    monkeypatch.setenv("TILEGEN_CACHE_DIR", str(tmp_path / "cache"))  # no choice on disk yet
+    path = tmp_path / "matmul_grouped_autotuned.py"
+    path.write_text((ROOT / "generated" / "matmul_grouped_autotuned.py").read_text(encoding="utf-8"))
+    module = load_module(path)
+    tunes = []
+    run = module.matmul_grouped_autotuned_kernel.run
+
+    def counting_run(*args, **kwargs):
+        tunes.append(1)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(module.matmul_grouped_autotuned_kernel, "run", counting_run)
+    a = torch.randn(1000, 700, device="cuda").half()
+    b = torch.randn(700, 900, device="cuda").half()
+    expected = (a.float() @ b.float()).half()
+    results, errors = [None] * 8, []
+    barrier = threading.Barrier(8)
+
+    def call(i):
+        try:
+            barrier.wait()
+            results[i] = module.matmul_grouped_autotuned(a, b)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for result in results:
+        torch.testing.assert_close(result, expected, atol=2e-2, rtol=2e-2)
+    assert len(tunes) == 1
+    assert len(module._COMPILED) == 1
+
+
+@pytest.mark.skipif(INTERPRET or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
+def test_tensors_on_the_second_gpu_run_there(generated):
+    module = generated("matmul_grouped_autotuned")
+    a = torch.randn(300, 200, device="cuda:1").half()
+    b = torch.randn(200, 100, device="cuda:1").half()
+    assert torch.cuda.current_device() == 0
+    stream = torch.cuda.Stream(device="cuda:1")
+    with torch.cuda.stream(stream):
+        c = module.matmul_grouped_autotuned(a, b)
+        c2 = torch.ops.tilegen.matmul_grouped_autotuned(a, b)
+    stream.synchronize()
+    assert c.device == torch.device("cuda:1")
+    torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(c2, c)
+    copy = generated("copy")
+    x = torch.randn(10000, device="cuda:1")
+    torch.testing.assert_close(copy.copy(x), x)

@@ -35,13 +35,17 @@ def _inputs(spec):
     return list(random_inputs(spec, sizes, DEVICE).values())
 
 
-def _same(got, expected):
+def _same(got, expected, exact=True):
+    """Outputs equal in shape, dtype and device, and in value: bit for bit when ``exact``; else
+    (Inductor tunes a kernel's configs itself, and another block shape sums in another order)
+    within a few units in the last place of f16."""
     got = got if isinstance(got, tuple) else (got,)
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype and g.device == e.device
-        torch.testing.assert_close(g, e, rtol=0, atol=0, equal_nan=True)
+        tolerance = 0 if exact or not e.is_floating_point() else 4e-3
+        torch.testing.assert_close(g, e, rtol=tolerance, atol=tolerance, equal_nan=True)
 
 
 @pytest.mark.parametrize("name", SPECS)
@@ -65,7 +69,7 @@ def test_op_registered_opcheck_and_compile(generated, name):
 
     torch._dynamo.reset()  # a fresh cache: every spec compiles this same function
     compiled = torch.compile(model, backend=BACKEND, fullgraph=True)
-    _same(compiled(*args), expected)
+    _same(compiled(*args), expected, exact=spec.tune is None or INTERPRET)
 
 
 def test_schema_follows_the_spec(generated):
@@ -115,21 +119,24 @@ def test_fake_checks_inputs_like_the_launcher(generated):
         torch.ops.tilegen.matmul_naive(a, b)
 
 
-def test_compiled_graph_has_no_break_and_recompiles_for_new_shapes(generated):
-    """Two tilegen ops and torch ops in one compiled graph, run at two shapes."""
+def test_compiled_graph_has_no_break_and_serves_new_shapes(generated):
+    """Two tilegen ops and torch ops in one compiled graph (no graph break), run at three
+    numbers of rows with one compile (dynamic shapes). A whole-axis length (softmax's N) is a
+    constexpr tile size, so the graph is specialised on it."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     generated("softmax"), generated("copy")
     counter = CompileCounterWithBackend(BACKEND)
 
     def model(x):
-        return torch.ops.tilegen.softmax(torch.ops.tilegen.copy(x * 2.0).view(x.shape)[None, :].repeat(3, 1) + 1)
+        return torch.ops.tilegen.softmax(torch.ops.tilegen.copy(x.reshape(-1) * 2.0).view(x.shape) + 1)
 
+    torch._dynamo.reset()
     compiled = torch.compile(model, backend=counter, fullgraph=True, dynamic=True)
-    for n in (100, 257):
-        x = torch.randn(n, device=DEVICE)
-        torch.testing.assert_close(compiled(x), torch.softmax(x[None, :].repeat(3, 1) * 2 + 1, dim=1))
-    assert counter.frame_count == 1  # one graph, reused for the second shape (dynamic)
+    for rows in (3, 5, 17):
+        x = torch.randn(rows, 100, device=DEVICE)
+        torch.testing.assert_close(compiled(x), torch.softmax(x * 2 + 1, dim=1))
+    assert counter.frame_count == 1
 
 
 def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
@@ -188,8 +195,8 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
         return run(*args, **kwargs)
 
     monkeypatch.setattr(module.matmul_grouped_autotuned_kernel, "run", counting_run)
-    a = torch.randn(1000, 700, device="cuda").half()
-    b = torch.randn(700, 900, device="cuda").half()
+    a = torch.randn(1000, 704, device="cuda").half()
+    b = torch.randn(704, 900, device="cuda").half()
     expected = (a.float() @ b.float()).half()
     results, errors = [None] * 8, []
     barrier = threading.Barrier(8)
@@ -230,3 +237,22 @@ def test_tensors_on_the_second_gpu_run_there(generated):
     copy = generated("copy")
     x = torch.randn(10000, device="cuda:1")
     torch.testing.assert_close(copy.copy(x), x)
+
+
+@pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
+def test_inductor_sees_the_triton_kernel(generated):
+    """On the GPU a pointer kernel's op is a triton_op: Inductor's output code launches the Triton
+    kernel itself; a TMA-descriptor kernel's op stays an opaque call to the custom op."""
+    from torch._inductor.utils import run_and_get_code
+
+    generated("copy"), generated("matmul_fast")
+    x = torch.randn(3000, device="cuda")
+    torch._dynamo.reset()
+    z, code = run_and_get_code(torch.compile(lambda t: torch.ops.tilegen.copy(t + 1), fullgraph=True), x)
+    torch.testing.assert_close(z, x + 1)
+    assert "copy_kernel" in "\n".join(code)
+    a = torch.randn(256, 256, device="cuda").half()
+    torch._dynamo.reset()
+    c, code = run_and_get_code(torch.compile(lambda t: torch.ops.tilegen.matmul_fast(t, t), fullgraph=True), a)
+    torch.testing.assert_close(c, (a.float() @ a.float()).half(), atol=2e-2, rtol=2e-2)
+    assert "torch.ops.tilegen.matmul_fast" in "\n".join(code)

@@ -71,7 +71,9 @@ def launch_cost() -> list[dict]:
             for _ in range(3):  # warm up (CUDA graphs record on the third call)
                 got = ways[way]()
             got = got.clone() if isinstance(got, torch.Tensor) else got
-            torch.testing.assert_close(got, expected, rtol=0, atol=0)
+            # Inductor tunes a tuned kernel's configs itself: another block shape, another sum order
+            exact = way == "op eager" or not hasattr(module, "_CONFIGS")
+            torch.testing.assert_close(got, expected, rtol=0 if exact else 4e-3, atol=0 if exact else 4e-3)
         row = {"kernel": name}
         for way, fn in ways.items():
             row[f"{way} (us)"] = round(per_call_us(fn), 2)

@@ -220,6 +220,7 @@ def attention_kernel(
     BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention.tile; launch it through attention()."""
+    scale = tl.cast(scale, tl.float32)
     # specs/attention.tile:13: grid  m over S by BM, z over B, h over H, d over D whole
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)

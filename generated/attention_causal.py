@@ -216,6 +216,7 @@ def attention_causal_kernel(
     BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_causal.tile; launch it through attention_causal()."""
+    scale = tl.cast(scale, tl.float32)
     # specs/attention_causal.tile:9: grid  m over S by BM, z over B, h over H, d over D whole
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)

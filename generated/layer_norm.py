@@ -209,6 +209,7 @@ def layer_norm_kernel(
     BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm.tile; launch it through layer_norm()."""
+    eps = tl.cast(eps, tl.float32)
     # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
     pid_r = tl.program_id(0)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets

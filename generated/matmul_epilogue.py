@@ -120,6 +120,7 @@ def matmul_epilogue_kernel(
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_epilogue.tile; launch it through matmul_epilogue()."""
+    alpha = tl.cast(alpha, tl.float32)
     # specs/matmul_epilogue.tile:11: grid flat m over M by BM, n over N by BN
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)

@@ -197,6 +197,7 @@ def rms_norm_kernel(
     BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/rms_norm.tile; launch it through rms_norm()."""
+    eps = tl.cast(eps, tl.float32)
     # specs/rms_norm.tile:9: grid  r over M by BM, c over N whole
     pid_r = tl.program_id(0)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets

@@ -1,5 +1,6 @@
 """Test setup: run every kernel in Triton's CPU interpreter (set before triton is imported)."""
 
+import functools
 import os
 
 os.environ["TRITON_INTERPRET"] = "1"
@@ -24,3 +25,19 @@ def generated():
         return cache[name]
 
     return load
+
+
+
+@functools.cache
+def spec_named(kernel: str):
+    """The checked :class:`tilegen.model.Spec` of the spec in specs/ whose kernel is ``kernel``
+    (``spec_named("rgb2grey")`` is specs/grayscale.tile), for :mod:`tilegen.tolerance`.
+    Raises KeyError for a kernel no spec defines."""
+    from tilegen.check import check
+    from tilegen.parser import parse
+
+    for path in sorted((ROOT / "specs").glob("*.tile")):
+        spec = check(parse(path.read_text(encoding="utf-8"), f"specs/{path.name}"))
+        if spec.name.id == kernel:
+            return spec
+    raise KeyError(f"no spec in specs/ defines kernel {kernel!r}")

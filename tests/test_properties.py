@@ -10,6 +10,7 @@ property has a small, derandomized example budget.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import tempfile
@@ -21,20 +22,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-SETTINGS = dict(deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+from tests.conftest import spec_named
+from tilegen import tolerance
+
+SETTINGS = {"deadline": None, "derandomize": True, "database": None,
+            "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 #: Sizes that stress masks: 1, small primes, and anything up to 70.
 SIZES = st.one_of(st.sampled_from([1, 2, 3, 5, 7, 13, 17, 31, 37]), st.integers(1, 70))
 #: Vector lengths: the same, and some that span several 16- or 64-element blocks.
 LENGTHS = st.one_of(SIZES, st.integers(71, 300), st.sampled_from([1023, 1024, 1025]))
-
-TOLERANCE = {
-    torch.float16: dict(atol=1e-2, rtol=1e-2),
-    torch.bfloat16: dict(atol=5e-2, rtol=2e-2),
-    torch.float32: dict(atol=1e-4, rtol=1e-4),
-}
-
 
 # --------------------------------------------------------------------------- tensors
 
@@ -83,14 +80,11 @@ def view(make, shape, layout) -> torch.Tensor:
     return make(shape)
 
 
-def assert_matches(out: torch.Tensor, ref: torch.Tensor) -> None:
+def assert_matches(out: torch.Tensor, ref: torch.Tensor, spec, args, reference) -> None:
+    """``out`` is within :mod:`tilegen.tolerance`'s bound of ``ref`` (same shape and dtype;
+    float tolerances grow with the spec's sums; integers exact, or 1 apart from float math)."""
     assert out.shape == ref.shape and out.dtype == ref.dtype, (out.shape, out.dtype, ref.shape, ref.dtype)
-    if out.dtype in TOLERANCE:
-        torch.testing.assert_close(out, ref, **TOLERANCE[out.dtype])
-    elif out.dtype == torch.uint8:  # integer outputs of float math: a rounding step apart
-        torch.testing.assert_close(out.to(torch.int16), ref.to(torch.int16), atol=1, rtol=0)
-    else:
-        torch.testing.assert_close(out, ref, atol=0, rtol=0)
+    tolerance.assert_close(spec, args, out, ref, reference)
 
 
 def reference_kwargs(module, kwargs: dict) -> dict:
@@ -108,6 +102,15 @@ def call(module, launcher: str, *args, **kwargs):
     return out, module.reference(*args, **reference_kwargs(module, kwargs))
 
 
+def check_launch(module, launcher: str, *args, **kwargs) -> torch.Tensor:
+    """:func:`call`, then :func:`assert_matches` under the spec in specs/ of ``launcher``;
+    returns the launcher's output."""
+    out, ref = call(module, launcher, *args, **kwargs)
+    reference = functools.partial(module.reference, **reference_kwargs(module, kwargs))
+    assert_matches(out, ref, spec_named(launcher), args, reference)
+    return out
+
+
 # --------------------------------------------------------------------------- 1D and image
 
 @settings(max_examples=15, **SETTINGS)
@@ -115,8 +118,7 @@ def call(module, launcher: str, *args, **kwargs):
 def test_copy_matches_reference(generated, n, layout, block, seed):
     make = maker(torch.float32, torch.Generator().manual_seed(seed))
     x = view(make, (n,), layout)
-    out, ref = call(generated("copy"), "copy", x, BS=block)
-    assert_matches(out, ref)
+    out = check_launch(generated("copy"), "copy", x, BS=block)
     assert torch.equal(out, x)
 
 
@@ -129,8 +131,7 @@ def test_copy_matches_reference(generated, n, layout, block, seed):
 def test_add_matches_reference(generated, name, n, layout_x, layout_y, block, seed):
     make = maker(torch.float32, torch.Generator().manual_seed(seed))
     x, y = view(make, (n,), layout_x), view(make, (n,), layout_y)
-    out, ref = call(generated(name), name, x, y, BLOCK_SIZE=block)
-    assert_matches(out, ref)
+    check_launch(generated(name), name, x, y, BLOCK_SIZE=block)
 
 
 @settings(max_examples=15, **SETTINGS)
@@ -141,8 +142,7 @@ def test_add_matches_reference(generated, name, n, layout_x, layout_y, block, se
 def test_rgb2grey_matches_reference(generated, h, w, layout, bh, bw, seed):
     make = maker(torch.uint8, torch.Generator().manual_seed(seed))
     x = view(make, (3, h, w), layout)
-    out, ref = call(generated("rgb2grey"), "rgb2grey", x, BH=bh, BW=bw)
-    assert_matches(out, ref)
+    check_launch(generated("rgb2grey"), "rgb2grey", x, BH=bh, BW=bw)
 
 
 @settings(max_examples=15, **SETTINGS)
@@ -154,8 +154,7 @@ def test_rgb2grey_matches_reference(generated, h, w, layout, bh, bw, seed):
 def test_swizzle_matches_reference(generated, m, n, layout, group, seed):
     make = maker(torch.int64, torch.Generator().manual_seed(seed))
     x = view(make, (m, n), layout)
-    out, ref = call(generated("swizzle"), "swizzle", x, GROUP_SIZE=group)
-    assert_matches(out, ref)
+    out = check_launch(generated("swizzle"), "swizzle", x, GROUP_SIZE=group)
     # BM = BN = 1: every tile is whole, so the swizzle is a permutation of x.
     assert torch.equal(out.flatten().sort().values, x.flatten().sort().values)
 
@@ -179,27 +178,24 @@ def matmul_operands(draw, dtype, k_multiple: int | None = None):
 @given(data=st.data())
 def test_unmasked_k_matmul_matches_reference(generated, name, data):
     a, b = matmul_operands(data.draw, torch.float16, k_multiple=16)
-    kwargs = dict(BM=16, BN=16, BK=16)
+    kwargs = {"BM": 16, "BN": 16, "BK": 16}
     if name == "matmul_grouped":
         kwargs["GROUP_SIZE"] = data.draw(st.sampled_from([1, 2, 3, 8]), label="GROUP_SIZE")
-    out, ref = call(generated(name), name, a, b, **kwargs)
-    assert_matches(out, ref)
+    check_launch(generated(name), name, a, b, **kwargs)
 
 
 @settings(max_examples=15, **SETTINGS)
 @given(data=st.data())
 def test_matmul_kmasked_matches_reference(generated, data):
     a, b = matmul_operands(data.draw, torch.float16)
-    out, ref = call(generated("matmul_kmasked"), "matmul_kmasked", a, b)
-    assert_matches(out, ref)
+    check_launch(generated("matmul_kmasked"), "matmul_kmasked", a, b)
 
 
 @settings(max_examples=15, **SETTINGS)
 @given(data=st.data(), bm=st.sampled_from([16, 32]), bn=st.sampled_from([16, 32]), bk=st.sampled_from([16, 32]))
 def test_matmul_f32_matches_reference(generated, data, bm, bn, bk):
     a, b = matmul_operands(data.draw, torch.float32)
-    out, ref = call(generated("matmul_f32"), "matmul_f32", a, b, BM=bm, BN=bn, BK=bk)
-    assert_matches(out, ref)
+    check_launch(generated("matmul_f32"), "matmul_f32", a, b, BM=bm, BN=bn, BK=bk)
 
 
 @settings(max_examples=12, **SETTINGS)
@@ -211,8 +207,7 @@ def test_matmul_batched_matches_reference(generated, batch, m, n, k, layout_a, l
     make = maker(torch.float16, torch.Generator().manual_seed(seed))
     a = view(make, (batch, m, k), layout_a)
     b = view(make, (batch, k, n), layout_b)
-    out, ref = call(generated("matmul_batched"), "matmul_batched", a, b, BM=16, BN=16, BK=16)
-    assert_matches(out, ref)
+    check_launch(generated("matmul_batched"), "matmul_batched", a, b, BM=16, BN=16, BK=16)
 
 
 @settings(max_examples=15, **SETTINGS)
@@ -226,11 +221,10 @@ def test_matmul_epilogue_matches_reference(generated, data, alpha, group, bm, bn
     make = maker(torch.float32, torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1))))
     bias = view(make, (n,), data.draw(layouts(1)))
     residual = view(maker(torch.bfloat16, torch.Generator().manual_seed(7)), (m, n), data.draw(layouts(2)))
-    out, ref = call(
+    check_launch(
         generated("matmul_epilogue"), "matmul_epilogue", a, b, bias, residual, float(alpha),
         BM=bm, BN=bn, BK=16, GROUP_SIZE_M=group,
     )
-    assert_matches(out, ref)
 
 
 # --------------------------------------------------------------------------- empty and K = 0
@@ -258,11 +252,11 @@ EMPTY_CASES = {
     "rgb2grey-W0": ("rgb2grey", lambda: (_t(U8, 3, 4, 0),), {}, (4, 0), U8),
     "add-N0": ("add", lambda: (_t(F32, 0), _t(F32, 0)), {}, (0,), F32),
     "add_loop-N0": ("add_loop", lambda: (_t(F32, 0), _t(F32, 0)), {}, (0,), F32),
-    "matmul_naive-M0": ("matmul_naive", lambda: (_t(F16, 0, 16), _t(F16, 16, 5)), dict(BM=16, BN=16, BK=16), (0, 5), F16),
-    "matmul_naive-N0": ("matmul_naive", lambda: (_t(F16, 4, 16), _t(F16, 16, 0)), dict(BM=16, BN=16, BK=16), (4, 0), F16),
-    "matmul_naive-MNK0": ("matmul_naive", lambda: (_t(F16, 0, 0), _t(F16, 0, 0)), dict(BM=16, BN=16, BK=16), (0, 0), F16),
-    "matmul_grouped-M0": ("matmul_grouped", lambda: (_t(F16, 0, 32), _t(F16, 32, 3)), dict(BM=16, BN=16, BK=16), (0, 3), F16),
-    "matmul_grouped-N0": ("matmul_grouped", lambda: (_t(F16, 7, 16), _t(F16, 16, 0)), dict(BM=16, BN=16, BK=16), (7, 0), F16),
+    "matmul_naive-M0": ("matmul_naive", lambda: (_t(F16, 0, 16), _t(F16, 16, 5)), {"BM": 16, "BN": 16, "BK": 16}, (0, 5), F16),
+    "matmul_naive-N0": ("matmul_naive", lambda: (_t(F16, 4, 16), _t(F16, 16, 0)), {"BM": 16, "BN": 16, "BK": 16}, (4, 0), F16),
+    "matmul_naive-MNK0": ("matmul_naive", lambda: (_t(F16, 0, 0), _t(F16, 0, 0)), {"BM": 16, "BN": 16, "BK": 16}, (0, 0), F16),
+    "matmul_grouped-M0": ("matmul_grouped", lambda: (_t(F16, 0, 32), _t(F16, 32, 3)), {"BM": 16, "BN": 16, "BK": 16}, (0, 3), F16),
+    "matmul_grouped-N0": ("matmul_grouped", lambda: (_t(F16, 7, 16), _t(F16, 16, 0)), {"BM": 16, "BN": 16, "BK": 16}, (7, 0), F16),
     "matmul_kmasked-M0": ("matmul_kmasked", lambda: (_t(F16, 0, 7), _t(F16, 7, 5)), {}, (0, 5), F16),
     "matmul_kmasked-N0": ("matmul_kmasked", lambda: (_t(F16, 3, 7), _t(F16, 7, 0)), {}, (3, 0), F16),
     "matmul_f32-M0": ("matmul_f32", lambda: (_t(F32, 0, 5), _t(F32, 5, 5)), {}, (0, 5), F32),
@@ -298,8 +292,8 @@ def test_empty_output_is_returned_without_launching(generated, monkeypatch, case
 
 #: K = 0 leaves the output non-empty: the kernel runs no K step and stores the epilogue of 0.
 K0_CASES = {
-    "matmul_naive": (lambda: (_t(F16, 5, 0), _t(F16, 0, 3)), dict(BM=16, BN=16, BK=16)),
-    "matmul_grouped": (lambda: (_t(F16, 5, 0), _t(F16, 0, 3)), dict(BM=16, BN=16, BK=16)),
+    "matmul_naive": (lambda: (_t(F16, 5, 0), _t(F16, 0, 3)), {"BM": 16, "BN": 16, "BK": 16}),
+    "matmul_grouped": (lambda: (_t(F16, 5, 0), _t(F16, 0, 3)), {"BM": 16, "BN": 16, "BK": 16}),
     "matmul_kmasked": (lambda: (_t(F16, 5, 0), _t(F16, 0, 3)), {}),
     "matmul_f32": (lambda: (_t(F32, 5, 0), _t(F32, 0, 3)), {}),
     "matmul_batched": (lambda: (_t(F16, 2, 5, 0), _t(F16, 2, 0, 3)), {}),
@@ -310,8 +304,7 @@ K0_CASES = {
 @pytest.mark.parametrize("name", list(K0_CASES))
 def test_zero_length_reduction_matches_reference(generated, name):
     args, kwargs = K0_CASES[name]
-    out, ref = call(generated(name), name, *args(), **kwargs)
-    assert_matches(out, ref)
+    check_launch(generated(name), name, *args(), **kwargs)
 
 
 # --------------------------------------------------------------------------- specs built here
@@ -326,6 +319,14 @@ def _build(text: str, tag: str):
     path = folder / f"{module.kernel}.py"
     path.write_text(module.source, encoding="utf-8")
     return load_module(path), module.kernel
+
+
+def _spec(text: str):
+    """The checked model of ``text`` (for :mod:`tilegen.tolerance`)."""
+    from tilegen.check import check
+    from tilegen.parser import parse
+
+    return check(parse(text, "built.tile"))
 
 
 SWIZZLED = """\
@@ -348,9 +349,10 @@ kernel {name}
     ],
 )
 def test_swizzle_alias_specs_match_reference(request, body):
-    module, kernel = _build(SWIZZLED.format(name=f"swz_{request.node.callspec.id.replace('-', '_')}", body=body), "swz")
+    text = SWIZZLED.format(name=f"swz_{request.node.callspec.id.replace('-', '_')}", body=body)
+    module, kernel = _build(text, "swz")
     x = torch.arange(96, dtype=torch.float32).reshape(8, 12)  # whole 4x4 tiles: every element written
-    assert_matches(getattr(module, kernel)(x), module.reference(x))
+    assert_matches(getattr(module, kernel)(x), module.reference(x), _spec(text), (x,), module.reference)
 
 
 @pytest.mark.parametrize("body", ["  t = x[sm, sn]\n  z[m, n] = t\n", "  z[sm, sn] = x[sm, sn]\n"])
@@ -382,8 +384,9 @@ kernel {name}
     ],
 )
 def test_constant_stores_build_a_module_that_matches_reference(request, body):
-    module, kernel = _build(CONSTANT.format(name=f"const_{request.node.callspec.id.replace('-', '_')}", body=body), "const")
+    text = CONSTANT.format(name=f"const_{request.node.callspec.id.replace('-', '_')}", body=body)
+    module, kernel = _build(text, "const")
     x = torch.randn(20)
     out = getattr(module, kernel)(x)
-    assert_matches(out, module.reference(x))
+    assert_matches(out, module.reference(x), _spec(text), (x,), module.reference)
     assert torch.all(out == out[0])

@@ -10,11 +10,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, spec_named
 from tests.reference import layer_norm as ref_layer_norm
 from tests.reference import softmax as ref_softmax
 from tilegen.compiler import compile_spec
 from tilegen.runner import load_module
+from tilegen.tolerance import assert_close
 
 ROW_LENGTHS = [1, 7, 781, 3000]
 
@@ -96,7 +97,8 @@ def test_cross_entropy_reads_nothing_past_the_classes(generated):
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (70, 33, 100), (100, 17, 40)])
 def test_matmul_tril_matches_torch(generated, m, k, n):
     a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
-    torch.testing.assert_close(generated("matmul_tril").matmul_tril(a, b), torch.tril(a @ b), atol=1e-4, rtol=1e-4)
+    out = generated("matmul_tril").matmul_tril(a, b)
+    assert_close(spec_named("matmul_tril"), (a, b), out, torch.tril(a @ b), lambda a, b: torch.tril(a @ b))
 
 
 @pytest.fixture(scope="module")

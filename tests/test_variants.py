@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, spec_named
 from tests.reference import add as ref_add
 from tests.reference import matmul as ref_matmul
 from tests.reference import matmul_intel as ref_intel
@@ -19,6 +19,7 @@ from tests.reference import matmul_tutorial as ref_tutorial
 from tilegen.compiler import compile_spec
 from tilegen.parser import parse
 from tilegen.runner import load_module, unsupported_reason
+from tilegen.tolerance import assert_close
 
 
 def _rand(*shape, dtype=torch.float16, seed=0):
@@ -29,6 +30,12 @@ def _rand(*shape, dtype=torch.float16, seed=0):
 def _close(out, ref, atol, rtol):
     assert out.shape == ref.shape and out.dtype == ref.dtype
     torch.testing.assert_close(out.double(), ref.double(), atol=atol, rtol=rtol)
+
+
+def _within(kernel, args, out, reference):
+    """``out`` is within tilegen.tolerance's bound of ``reference(*args)`` (the module's
+    reference, or torch), under the spec of ``kernel``: the rule ``tilegen run`` and the demo use."""
+    assert_close(spec_named(kernel), args, out, reference(*args), reference)
 
 
 def _default_index(module):
@@ -96,7 +103,7 @@ def test_tutorial_matches_seed_reference_and_torch(generated, m, k, n, activatio
         c = mod.matmul_tutorial(a, b, activation=activation)
     config = dict(mod._CONFIGS[_default_index(mod)].kwargs)
     assert torch.equal(c, ref_tutorial.matmul(a, b, activation=activation, config=config))
-    _close(c, mod.reference(a, b, activation=activation), 1e-2, 1e-2)
+    _within("matmul_tutorial", (a, b), c, lambda a, b: mod.reference(a, b, activation=activation))
     expected = a.float() @ b.float()
     if activation == "leaky_relu":
         expected = F.leaky_relu(expected, 0.01)
@@ -151,7 +158,7 @@ def test_grouped_autotuned_matches_seed(generated, m, k, n):
     cfg = mod._CONFIGS[_default_index(mod)].kwargs
     seed_config = {"bm": cfg["BM"], "bn": cfg["BN"], "bk": cfg["BK"], "group_sz": cfg["GROUP_SIZE"]}
     assert torch.equal(c, ref_matmul.grouped_autotuned_matmul(a, b, config=seed_config))
-    _close(c, mod.reference(a, b), 1e-2, 1e-2)
+    _within("matmul_grouped_autotuned", (a, b), c, mod.reference)
 
 
 def test_tuned_unmasked_k_must_divide_by_every_config(generated):
@@ -192,7 +199,7 @@ def test_block_ptr_matches_seed(generated, m, k, n):
     a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
     c = generated("matmul_block_ptr").matmul_block_ptr(a, b)
     assert torch.equal(c, ref_intel.matmul_block_ptr(a, b))
-    _close(c, a.float() @ b.float(), 1e-4, 1e-4)
+    _within("matmul_block_ptr", (a, b), c, lambda a, b: a.float() @ b.float())
 
 
 def test_block_ptr_source_uses_make_block_ptr_and_advance():
@@ -215,7 +222,7 @@ def test_bf16_epilogue_matches_torch(generated, m, k, n):
     c = mod.matmul_epilogue(a, b, bias, residual, 0.5)
     expected = F.gelu(0.5 * (a.float() @ b.float()) + bias, approximate="tanh") + residual.float()
     _close(c, expected.bfloat16(), 5e-2, 2e-2)
-    _close(c, mod.reference(a, b, bias, residual, 0.5), 5e-2, 2e-2)
+    _within("matmul_epilogue", (a, b, bias, residual, 0.5), c, mod.reference)
 
 
 def test_scalar_input_must_be_a_number(generated):
@@ -230,8 +237,7 @@ def test_f32_ieee_matches_torch_to_1e4_relative(generated, m, k, n):
     a, b = _rand(m, k, dtype=torch.float32, seed=m), _rand(k, n, dtype=torch.float32, seed=n)
     c = generated("matmul_f32").matmul_f32(a, b)
     expected = a @ b
-    scale = expected.abs().max().item()
-    torch.testing.assert_close(c, expected, rtol=1e-4, atol=1e-4 * scale)
+    _within("matmul_f32", (a, b), c, torch.matmul)
     assert ((c - expected).norm() / expected.norm()).item() < 1e-4
 
 
@@ -295,7 +301,7 @@ def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k
         c = getattr(mod, name)(a, b)
     tol = (1e-2, 1e-2) if dtype == torch.float16 else (5e-2, 2e-2)
     _close(c, (a.float() @ b.float()).to(dtype), *tol)
-    _close(c, mod.reference(a, b), *tol)
+    _within(name, (a, b), c, mod.reference)
 
 
 def test_descriptor_launcher_refuses_what_tma_cannot_address(generated):

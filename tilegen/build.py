@@ -12,20 +12,28 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilegen import model as m
+from tilegen.check import check
 from tilegen.compiler import GeneratedModule, compile_spec
 from tilegen.errors import SpecError
+from tilegen.parser import parse
 
 
 @dataclass(frozen=True)
 class SpecFile:
-    """A spec on disk: its real ``path`` and the ``display`` path used in errors and headers.
+    """A spec on disk: its real ``path``, the ``display`` path written into generated modules,
+    and the ``given`` path that errors and messages name.
 
-    ``display`` is relative to the folder the user named (``specs/copy.tile``), so builds
-    are the same bytes on every machine.
+    ``display`` is ``<folder name>/<file name>`` (``specs/copy.tile``) whatever path found the
+    spec, so builds are the same bytes on every machine. ``given`` is the path as the user typed
+    it (``bad.tile``, ``../specs/bad.tile``, an absolute path), or for a spec found in a typed
+    folder that folder joined with the spec's path below it (``specs/`` -> ``specs/copy.tile``),
+    so ``given:line:col`` opens in an editor or a CI problem matcher from the user's folder.
     """
 
     path: Path
     display: str
+    given: str
 
 
 @dataclass(frozen=True)
@@ -38,30 +46,51 @@ class BuildResult:
     error: SpecError | None = None
 
 
-def find_specs(paths: list[Path]) -> list[SpecFile]:
-    """Expand files and folders into ``.tile`` specs, sorted, each with its display path.
+def find_specs(paths: list[str | os.PathLike]) -> list[SpecFile]:
+    """Expand files and folders into ``.tile`` specs, sorted, each with its display and given
+    paths (see :class:`SpecFile`).
 
-    A folder contributes every ``*.tile`` below it, shown as ``<folder name>/<relative path>``;
-    a file is shown as ``<parent folder name>/<file name>``. Raises FileNotFoundError for a
-    path that does not exist.
+    A folder contributes every ``*.tile`` below it: displayed as ``<folder name>/<relative
+    path>``, given as the folder as typed joined with the relative path. A file is displayed as
+    ``<parent folder name>/<file name>`` and given as typed. Pass the command-line strings
+    themselves (a :class:`~pathlib.Path` drops a leading ``./`` and doubled slashes). Raises
+    FileNotFoundError for a path that does not exist.
     """
     found: list[SpecFile] = []
-    for path in paths:
+    for typed in paths:
+        typed = os.fspath(typed)
+        path = Path(typed)
         if path.is_dir():
             root = path.resolve()
             for spec in sorted(root.rglob("*.tile")):
-                found.append(SpecFile(spec, f"{root.name}/{spec.relative_to(root).as_posix()}"))
+                below = spec.relative_to(root).as_posix()
+                found.append(SpecFile(spec, f"{root.name}/{below}", os.path.join(typed, below)))
         elif path.is_file():
             real = path.resolve()
-            found.append(SpecFile(real, f"{real.parent.name}/{real.name}"))
+            found.append(SpecFile(real, f"{real.parent.name}/{real.name}", typed))
         else:
-            raise FileNotFoundError(f"no such spec file or folder: {path}")
+            raise FileNotFoundError(f"no such spec file or folder: {typed}")
     return found
 
 
 def compile_file(spec: SpecFile) -> GeneratedModule:
-    """Compile one spec file. Raises SpecError (with ``file:line:col``) for an invalid spec."""
-    return compile_spec(spec.path.read_text(encoding="utf-8"), spec.display)
+    """Compile one spec file; the module names ``spec.display``. Raises SpecError reported at
+    ``spec.given`` (``given:line:col: error: ...``) for an invalid spec."""
+    source = spec.path.read_text(encoding="utf-8")
+    try:
+        return compile_spec(source, spec.display)
+    except SpecError as error:
+        raise error.at(spec.given) from None
+
+
+def check_file(spec: SpecFile) -> m.Spec:
+    """Parse and validate one spec file (no lowering); the model's ``path`` is ``spec.display``.
+    Raises SpecError reported at ``spec.given`` for an invalid spec."""
+    source = spec.path.read_text(encoding="utf-8")
+    try:
+        return check(parse(source, spec.display))
+    except SpecError as error:
+        raise error.at(spec.given) from None
 
 
 def write_atomic(path: Path, text: str) -> bool:
@@ -83,7 +112,7 @@ def write_atomic(path: Path, text: str) -> bool:
     return True
 
 
-def build(paths: list[Path], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
+def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
     """Compile every spec under ``paths`` into ``out_dir/<kernel>.py``.
 
     With ``check_only`` nothing is written; each module is reported ``current`` or ``stale``.

@@ -1,7 +1,10 @@
 """The ``tilegen`` command line (Typer): build, check, show, run and demo.
 
 Spec errors print ``file:line:col: error: message`` with the line and a caret, exit 1, and
-never a Python traceback; a failed spec leaves its generated module as it was.
+never a Python traceback; a failed spec leaves its generated module as it was. ``file`` is the
+path as typed (a folder argument: the folder as typed joined with the spec's path in it), so
+spec paths are taken as the command-line strings, not :class:`~pathlib.Path` (which would drop
+a leading ``./``). ``run`` and ``demo`` print no warnings (see :func:`tilegen.runner.quiet`).
 """
 
 from __future__ import annotations
@@ -17,10 +20,8 @@ from rich.table import Table
 
 from tilegen import __version__
 from tilegen.build import build as build_specs
-from tilegen.build import compile_file, find_specs
-from tilegen.check import check as check_spec
+from tilegen.build import check_file, compile_file, find_specs
 from tilegen.errors import SpecError
-from tilegen.parser import parse
 
 app = typer.Typer(
     help="Compile declarative .tile kernel specs to Triton.",
@@ -37,7 +38,8 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _specs(paths: list[Path]):
+def _specs(paths: list[str]):
+    """The specs under ``paths`` (command-line strings, kept as typed for error locations)."""
     try:
         return find_specs(paths)
     except FileNotFoundError as error:
@@ -56,14 +58,14 @@ def _parse_sizes(values: list[str]) -> dict[str, int]:
 
 @app.command()
 def build(
-    paths: Annotated[list[Path], typer.Argument(help="Spec files or folders of specs.")],
+    paths: Annotated[list[str], typer.Argument(help="Spec files or folders of specs.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")] = Path("generated"),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if any module is stale.")] = False,
 ) -> None:
     """Compile specs into OUTPUT/<kernel>.py (atomically; unchanged files are not rewritten)."""
     specs = _specs(paths)
     if not specs:
-        _fail(f"error: no .tile specs found in {', '.join(map(str, paths))}")
+        _fail(f"error: no .tile specs found in {', '.join(paths)}")
     results = build_specs(paths, output, check_only=check)
     failed = False
     for result in results:
@@ -71,22 +73,22 @@ def build(
             err.print(result.error.render(), markup=False)
             failed = True
         elif result.status == "stale":
-            err.print(f"stale: {result.module} does not match {result.spec.display}", markup=False)
+            err.print(f"stale: {result.module} does not match {result.spec.given}", markup=False)
             failed = True
         else:
-            out.print(f"{result.status:>9}  {result.module}  ({result.spec.display})", markup=False)
+            out.print(f"{result.status:>9}  {result.module}  ({result.spec.given})", markup=False)
     if failed:
         raise typer.Exit(1)
 
 
 @app.command()
-def check(paths: Annotated[list[Path], typer.Argument(help="Spec files or folders of specs.")]) -> None:
+def check(paths: Annotated[list[str], typer.Argument(help="Spec files or folders of specs.")]) -> None:
     """Parse and validate specs; print every error, write nothing."""
     failed = False
     for spec in _specs(paths):
         try:
-            check_spec(parse(spec.path.read_text(encoding="utf-8"), spec.display))
-            out.print(f"ok  {spec.display}", markup=False)
+            check_file(spec)
+            out.print(f"ok  {spec.given}", markup=False)
         except SpecError as error:
             err.print(error.render(), markup=False)
             failed = True
@@ -95,16 +97,38 @@ def check(paths: Annotated[list[Path], typer.Argument(help="Spec files or folder
 
 
 @app.command()
-def show(path: Annotated[Path, typer.Argument(help="One spec file.")]) -> None:
+def show(path: Annotated[str, typer.Argument(help="One spec file.")]) -> None:
     """Print the module a spec generates."""
-    specs = _specs([path])
-    if len(specs) != 1:
-        _fail(f"error: show takes one spec file; {path} holds {len(specs)}")
-    spec = specs[0]
+    spec = _one_spec(path, "show")
     try:
         sys.stdout.write(compile_file(spec).source)
     except SpecError as error:
         _fail(error.render())
+
+
+def _one_spec(path: str, command: str):
+    """The one spec ``path`` names (a file, or a folder holding exactly one spec)."""
+    specs = _specs([path])
+    if len(specs) != 1:
+        _fail(f"error: {command} takes one spec file; {path} holds {len(specs)}")
+    return specs[0]
+
+
+def _print_notes(rows) -> None:
+    """The lines under a results table: each row's note and caught warnings, then, once, which
+    tuned specs ran their default config (the interpreter cannot time configs)."""
+    for row in rows:
+        if row.note:
+            out.print(row.note, markup=False)
+        for warning in row.warnings:
+            out.print(f"{row.kernel}: {warning}", markup=False)
+    tuned = [row.kernel for row in rows if row.default_config]
+    if tuned:
+        out.print(
+            "note: the Triton interpreter cannot time autotune configs, so each tuned spec ran its "
+            f"default config ({', '.join(tuned)})",
+            markup=False,
+        )
 
 
 def _results_table(results) -> Table:
@@ -120,7 +144,7 @@ def _results_table(results) -> Table:
 def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir):
     from tilegen import runner
 
-    spec = check_spec(parse(spec_file.path.read_text(encoding="utf-8"), spec_file.display))
+    spec = check_file(spec_file)
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)
     return runner.run_module(
@@ -130,7 +154,7 @@ def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int,
 
 @app.command()
 def run(
-    path: Annotated[Path, typer.Argument(help="One spec file.")],
+    path: Annotated[str, typer.Argument(help="One spec file.")],
     size: Annotated[list[str] | None, typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
     image: Annotated[Path | None, typer.Option(help="An RGB image for a u8[3, H, W] input.")] = None,
     programs: Annotated[int, typer.Option(help="Default sizes: this many tiles (plus a tail) per size symbol.")] = 4,
@@ -143,27 +167,26 @@ def run(
 
     device = runner.select_device()
     sizes = _parse_sizes(size or [])
-    specs = _specs([path])
+    spec = _one_spec(path, "run")
     try:
-        generated = compile_file(specs[0])
+        generated = compile_file(spec)
     except SpecError as error:
         _fail(error.render())
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
         try:
-            result = _run_spec(specs[0], Path(tmp), sizes, programs, device, image, None)
+            result = _run_spec(spec, Path(tmp), sizes, programs, device, image, None)
         except (KeyError, ValueError, TypeError) as error:
             _fail(f"error: {error}")
     out.print(_results_table([result]))
-    if result.note:
-        out.print(result.note, markup=False)
+    _print_notes([result])
     if not result.passed:
         raise typer.Exit(1)
 
 
 @app.command()
 def demo(
-    specs_dir: Annotated[Path, typer.Argument(help="Folder of specs.")] = Path("specs"),
+    specs_dir: Annotated[str, typer.Argument(help="Folder of specs.")] = "specs",
     output: Annotated[Path, typer.Option("-o", "--output", help="Where modules are generated.")] = Path("generated"),
     image: Annotated[Path | None, typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")] = None,
     out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the sample photo and its grey PNG go.")] = Path("demo_out"),
@@ -177,6 +200,7 @@ def demo(
 
     device = runner.select_device()
     programs = programs or (40 if device == "cuda" else 5)
+    _specs([specs_dir])  # a folder that does not exist: an error, not a traceback
     results = build_specs([specs_dir], output)
     errors = [r for r in results if r.error is not None]
     for result in errors:
@@ -186,7 +210,7 @@ def demo(
     for result in results:
         if result.error is not None:
             continue
-        out.print(f"running {result.spec.display} on {device} ...", markup=False)
+        out.print(f"running {result.spec.given} on {device} ...", markup=False)
         try:
             rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
         except Exception as error:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
@@ -195,9 +219,7 @@ def demo(
             kernel = result.spec.path.stem
             rows.append(RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {type(error).__name__}: {error}"))
     out.print(_results_table(rows))
-    for row in rows:
-        if row.note:
-            out.print(row.note, markup=False)
+    _print_notes(rows)
     if errors or not all(r.passed for r in rows):
         raise typer.Exit(1)
 
@@ -215,7 +237,7 @@ def _load_callable(target: str):
 
 @app.command()
 def bench(
-    path: Annotated[Path, typer.Argument(help="One spec file.")],
+    path: Annotated[str, typer.Argument(help="One spec file.")],
     sweep: Annotated[
         list[str] | None,
         typer.Option("--sizes", help="NAME[=NAME...]=VALUES: a,b,c or start:stop:step (names joined by = share values)."),
@@ -241,12 +263,12 @@ def bench(
         points = bench_mod.parse_sweep(sweep or [])
     except (bench_mod.NoGPUError, ValueError) as error:
         _fail(f"error: {error}")
-    specs = _specs([path])
+    spec_file = _one_spec(path, "bench")
     try:
-        generated = compile_file(specs[0])
+        generated = compile_file(spec_file)
     except SpecError as error:
         _fail(error.render())
-    spec = check_spec(parse(specs[0].path.read_text(encoding="utf-8"), specs[0].display))
+    spec = check_file(spec_file)
     with tempfile.TemporaryDirectory() as tmp:
         module_path = Path(tmp) / f"{generated.kernel}.py"
         module_path.write_text(generated.source, encoding="utf-8")

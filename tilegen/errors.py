@@ -56,6 +56,11 @@ class SpecError(Exception):
         self.source = source
         super().__init__(self.render())
 
+    def at(self, path: str) -> SpecError:
+        """The same diagnostics reported at ``path`` (the spec's path as the user typed it,
+        where the spec was compiled under its stable display path)."""
+        return SpecError(self.diagnostics, path, self.source)
+
     def render(self) -> str:
         """All diagnostics, one ``file:line:col: error: ...`` block each."""
         return "\n".join(d.render(self.path, self.source) for d in self.diagnostics)

@@ -3,30 +3,32 @@
 Used by ``tilegen run`` and ``tilegen demo``. The GPU is used when torch sees one; otherwise
 Triton's CPU interpreter (``TRITON_INTERPRET=1``), which must be chosen before triton is
 imported, so this module imports triton only through the generated modules it loads.
+
+Outputs are compared under :mod:`tilegen.tolerance` (tolerances that grow with the length of
+the spec's sums). Kernel runs here are quiet: the warnings a launcher gives in the interpreter
+(NumPy's floating-point RuntimeWarnings, the notice that a tuned launcher runs its default
+config) are caught and summed up in :class:`RunResult`; called directly, launchers still warn.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
 import shutil
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from tilegen import model as m
+from tilegen import tolerance
 
-#: (atol, rtol) for comparing a kernel's output with its reference, by output dtype. Integer
-#: outputs computed through float math may differ by one where the GPU fuses multiply-adds.
-TOLERANCES = {
-    "f16": (1e-2, 1e-2),
-    "bf16": (5e-2, 2e-2),
-    "f32": (1e-4, 1e-4),
-    "f64": (1e-10, 1e-10),
-}
-INTEGER_TOLERANCE = (1.0, 0.0)
+#: What a tuned launcher says (once per process) when the interpreter cannot time its configs;
+#: the demo says it once for all instead (:attr:`RunResult.default_config`).
+INTERPRETER_TUNING_NOTICE = "cannot time autotune configs"
 
 
 def select_device() -> str:
@@ -141,7 +143,14 @@ def sample_photo() -> Path:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One kernel run: what ran, on which device, and how far it was from ``reference``."""
+    """One kernel run: what ran, on which device, and how far it was from ``reference``.
+
+    ``max_error`` is the largest ``|out - ref|`` (output units; NaN when nothing was compared),
+    ``passed`` whether every element is within :mod:`tilegen.tolerance`'s bound. ``note`` is a
+    line for the user (a file written, why a run was skipped or failed); ``default_config`` is
+    True when a tuned spec ran its default config because the interpreter cannot time configs;
+    ``warnings`` holds the text of any other warning the run gave (one line each).
+    """
 
     kernel: str
     shape: str
@@ -150,25 +159,37 @@ class RunResult:
     passed: bool
     note: str = ""
     skipped: bool = False
+    default_config: bool = False
+    warnings: tuple[str, ...] = ()
 
 
-def compare(outputs, expected, spec: m.Spec) -> tuple[float, bool]:
-    """Max absolute error over all outputs and whether each is within its dtype's tolerance."""
-    import torch
+@contextlib.contextmanager
+def quiet(caught: list[str]):
+    """Run kernels without printing warnings: NumPy floating-point errors (overflow in the
+    interpreter's ``exp``, which gives inf as a GPU does) are ignored, the interpreter's tuning
+    notice dropped, and the message of any other warning appended to ``caught``."""
+    try:
+        import numpy as np
 
-    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    expected = expected if isinstance(expected, tuple) else (expected,)
-    worst, passed = 0.0, True
-    for tensor, out, ref in zip(spec.outputs, outputs, expected):
-        if out.shape != ref.shape or out.dtype != ref.dtype:
-            return float("inf"), False
-        if out.numel() == 0:
-            continue
-        diff = (out.double() - ref.double()).abs()
-        worst = max(worst, diff.max().item())
-        atol, rtol = TOLERANCES.get(tensor.dtype.id, INTEGER_TOLERANCE)
-        passed &= bool(torch.allclose(out.double(), ref.double(), atol=atol, rtol=rtol))
-    return worst, passed
+        errstate = np.errstate(all="ignore")
+    except ImportError:  # pragma: no cover - the interpreter needs NumPy; a GPU run may not
+        errstate = contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as records, errstate:
+        warnings.simplefilter("always")
+        yield
+    for record in records:
+        text = f"{record.category.__name__}: {record.message}"
+        if INTERPRETER_TUNING_NOTICE not in str(record.message) and text not in caught:
+            caught.append(text)
+
+
+def compare(outputs, expected, spec: m.Spec, args=(), reference=None) -> tuple[float, bool]:
+    """Max absolute error over all outputs and whether every element is within the tolerance
+    of :mod:`tilegen.tolerance` (``args``: the launcher's positional arguments, whose shapes
+    give the lengths of the sums; ``reference``: the module's reference, evaluated once more
+    on ``|args|`` for their size). Raises KeyError when ``args`` lack a summed size."""
+    result = tolerance.compare(spec, args, outputs, expected, reference)
+    return result.max_error, result.passed
 
 
 def run_module(
@@ -179,7 +200,8 @@ def run_module(
     image: Path | None = None,
     out_dir: Path | None = None,
 ) -> RunResult:
-    """Launch ``module``'s kernel on random inputs (or ``image``) and compare with its reference.
+    """Launch ``module``'s kernel on random inputs (or ``image``) and compare with its reference
+    under :mod:`tilegen.tolerance`, printing no warnings (see :func:`quiet`).
 
     For an image spec the grey result is written as ``<stem>_grey.png`` next to the image
     (copied into ``out_dir`` first when given). Raises KeyError for a missing size.
@@ -188,6 +210,7 @@ def run_module(
     reason = unsupported_reason(spec)
     if reason is not None:
         return RunResult(spec.name.id, "-", device, float("nan"), True, f"{spec.name.id} skipped: {reason}", True)
+    default_config = spec.tune is not None and os.environ.get("TRITON_INTERPRET") == "1"
     note = ""
     if image is not None and is_image_spec(spec):
         if out_dir is not None:
@@ -199,15 +222,18 @@ def run_module(
         inputs = {spec.inputs[0].name.id: load_image(image, device)}
     else:
         inputs = random_inputs(spec, sizes, device)
-    outputs = launcher(*inputs.values())
-    expected = module.reference(*inputs.values())
+    args = tuple(inputs.values())
+    caught: list[str] = []
+    with quiet(caught):
+        outputs = launcher(*args)
+        expected = module.reference(*args)
+        max_error, passed = compare(outputs, expected, spec, args, module.reference)
     if image is not None and is_image_spec(spec):
         grey = image.with_name(f"{image.stem}_grey.png")
         save_grey(outputs, grey)
         note = f"wrote {grey}"
-    max_error, passed = compare(outputs, expected, spec)
-    shape = ", ".join("x".join(str(s) for s in t.shape) for t in inputs.values() if hasattr(t, "shape"))
-    return RunResult(spec.name.id, shape, device, max_error, passed, note)
+    shape = ", ".join("x".join(str(s) for s in t.shape) for t in args if hasattr(t, "shape"))
+    return RunResult(spec.name.id, shape, device, max_error, passed, note, False, default_config, tuple(caught))
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:

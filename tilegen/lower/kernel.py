@@ -522,7 +522,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             if not isinstance(stmt, m.Loop):
                 tile.append(self.comment(stmt.span))
             tile.extend(self.statement(stmt))
-        body = list(setup)
+        # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
+        # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs
+        body: list[Op] = [
+            Line(f"{t.name.id} = tl.cast({t.name.id}, {m.DTYPES[t.dtype.id][0]})")
+            for t in self.spec.inputs if t.is_scalar and t.dtype.id in m.FLOAT_DTYPES
+        ]
+        body += setup
         if self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
             loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"
             body.append(ForLoop(self.tile_id, loop, tuple(tile)))

@@ -1,0 +1,361 @@
+"""How far a kernel's output may be from its reference: tolerances that follow the computation.
+
+One rule, used by ``tilegen run``, ``tilegen demo`` (through :mod:`tilegen.runner`) and the
+tests. For each element of a float output, with ``ref`` the module's ``reference`` (plain torch
+in the spec's dtypes) and everything evaluated in float64::
+
+    |out - ref| <= atol + rtol * |ref| + 2 * g * S
+
+* ``atol, rtol`` (:data:`BASE`, by output dtype): the output's own rounding and the few
+  roundings of elementwise math (``exp``, ``gelu``, a division), which do not grow with size.
+* ``g`` (:func:`growth`): the relative error bound of the spec's accumulations. For a ``dot``
+  over a dimension of extent ``K`` and for ``sum``/``mean`` over one of extent ``K``, every
+  term of the sum carries at most ``K`` roundings of the accumulator (unit roundoff ``u``:
+  2**-24 for float32) and, for a float32 ``dot`` in ``tf32`` precision, the rounding of both
+  operands to tf32 (2**-11 each). Higham's bound (*Accuracy and Stability of Numerical
+  Algorithms*, 2002, eq. 3.5) is ``|fl(sum) - sum| <= gamma_K * sum|terms|`` with
+  ``gamma_K = K*u / (1 - K*u)``, whatever the order of summation; ``g`` is the smaller of that
+  and its probabilistic form (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4:
+  ``exp(lambda * sqrt(K) * u + K*u**2 / (1 - u)) - 1``, which holds with probability at least
+  ``1 - 2*exp(-lambda**2 * (1 - u)**2 / 2)`` per term when rounding errors are independent and
+  of mean zero, as round-to-nearest gives on random data). :data:`LAMBDA` = 10 makes that
+  ``1 - 4e-22``: even over 10**18 (term, element) pairs, the chance that rounding alone fails
+  a comparison stays below 1e-3. Successive accumulations (attention's two dots and
+  its sum) add their bounds (first order). Exact accumulations (integers, ``max``, ``min``)
+  add nothing.
+* ``S``: the magnitude of the summed terms, ``max(|ref(x)|, |ref(|x|)|)``: the reference
+  evaluated once more on the inputs' absolute values. For a ``dot`` stored through a linear
+  epilogue (a matmul, its batched and lower-triangular forms) ``ref(|A|, |B|) = |A| @ |B|``,
+  exactly Higham's ``sum|a_k b_k|``; for nonlinear epilogues and normalisations it is the
+  same computation's scale. Where it is not finite (``exp`` of ``|x|`` overflowing), ``|ref|``.
+* ``2``: the reference rounds too, in its own order (torch's float32 matmul or sum), so the
+  kernel's bound counts once for each side.
+
+Integer outputs must be equal, or at most 1 apart where the stored value is float math (a
+rounding step, as in rgb2grey). NaN never passes; equal infinities do.
+
+Why this catches bugs: at ``K = 1297`` in float32 with standard normal inputs, ``g`` is about
+2.2e-5 and ``S`` about 0.64 * K = 830, so ``2 * g * S`` is about 0.036 while the entries of
+``A @ B`` are about sqrt(K) = 36: an entry 1% off (0.36) or a dropped term of K (about 0.6 on
+average) fails, while the float32 reorderings a GPU makes (observed 4.0e-4 on an H100) pass
+with a margin of about 90. Relative to the entries the bound grows as ``K`` (``g`` as
+``sqrt(K)``, ``S`` as ``K``, entries as ``sqrt(K)``), so smaller errors are caught at smaller
+``K`` only: operands silently rounded to f16 or tf32 fail at ``K = 64`` but sit at the bound at
+``K = 1297``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from tilegen import model as m
+from tilegen.dtypes import INDEX, expr_dtype, is_float
+from tilegen.functions import spanned_axes
+
+#: (atol, rtol) by output dtype: the output's rounding and elementwise math, independent of size.
+BASE: dict[str, tuple[float, float]] = {
+    "f16": (1e-2, 1e-2),
+    "bf16": (5e-2, 2e-2),
+    "f32": (1e-4, 1e-4),
+    "f64": (1e-10, 1e-10),
+}
+
+#: Unit roundoff (half the machine epsilon) of each float format; ``tf32`` is the format
+#: ``dot(..., precision=tf32)`` rounds float32 operands to (10 stored mantissa bits), and
+#: ``tf32x3`` its three-pass split, which keeps about 21 bits of each operand.
+UNIT_ROUNDOFF: dict[str, float] = {
+    "f16": 2.0**-11,
+    "bf16": 2.0**-8,
+    "tf32": 2.0**-11,
+    "tf32x3": 2.0**-21,
+    "f32": 2.0**-24,
+    "f64": 2.0**-53,
+}
+
+#: Confidence parameter of the probabilistic bound (see the module docstring).
+LAMBDA = 10.0
+
+#: The reductions that round (``max`` and ``min`` are exact).
+ROUNDING_REDUCTIONS = ("sum", "mean")
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """One sum in a spec: a ``dot`` contracting, or a ``sum``/``mean`` reducing, the dimension
+    ``dim`` (a size symbol or a literal extent); each term is rounded ``dim`` times in a format
+    of unit roundoff ``unit``, after ``operand_unit`` rounding of each of its two factors (0
+    when the products are exact, as for f16/bf16 operands in a float32 accumulator)."""
+
+    kind: str  # "dot" | "sum" | "mean"
+    dim: str
+    unit: float
+    operand_unit: float = 0.0
+
+
+def gamma(terms: int, unit: float, operand_unit: float = 0.0, lam: float = LAMBDA) -> float:
+    """Relative error bound of a sum of ``terms`` products (or values): the smaller of the
+    deterministic ``prod(1 + u_i) - 1`` and the probabilistic ``exp(lam * sqrt(sum u_i**2) +
+    sum u_i**2 / (1 - u_i)) - 1`` (Hoeffding's inequality, as in Higham and Mary's Theorem 2.4,
+    with ``terms`` roundings of ``unit`` and two of ``operand_unit``). A pure number; 0 for
+    ``terms`` <= 0."""
+    if terms <= 0:
+        return 0.0
+    units = [(terms, unit), (2, operand_unit)]
+    deterministic = math.exp(sum(n * math.log1p(u) for n, u in units)) - 1
+    squares = sum(n * u * u for n, u in units)
+    probabilistic = math.exp(lam * math.sqrt(squares) + sum(n * u * u / (1 - u) for n, u in units)) - 1
+    return min(deterministic, probabilistic)
+
+
+class _Walk:
+    """Axes and dtypes of a spec's locals, statement by statement (what the checker infers)."""
+
+    def __init__(self, spec: m.Spec):
+        self.spec = spec
+        self.axes = {a.name.id: a for a in spec.axes()}
+        self.local_axes: dict[str, tuple[str, ...]] = {}
+        self.local_dtypes: dict[str, str | None] = {}
+
+    def dtype(self, expr: m.Expr) -> str | None:
+        def local(name: str) -> str | None:
+            if name in self.local_dtypes:
+                return self.local_dtypes[name]
+            tensor = self.spec.tensor(name)
+            return tensor.dtype.id if tensor is not None else INDEX
+
+        return expr_dtype(expr, self.spec, local)
+
+    def tile_axes(self, expr: m.Expr) -> tuple[str, ...]:
+        """The tile axes ``expr`` spans; index (batch) axes, scalars within a program, are left
+        out, so a ``dot``'s operands share exactly the axis it contracts."""
+
+        def tile(name: str) -> bool:
+            axis = self.axes.get(name)
+            return axis is not None and not axis.is_index
+
+        def own(part: m.Expr) -> tuple[str, ...] | None:
+            if isinstance(part, m.Load):
+                return tuple(i.id for i in part.index if isinstance(i, m.Name) and tile(i.id))
+            if isinstance(part, m.Ref):
+                name = part.name.id
+                return self.local_axes.get(name, (name,) if tile(name) else ())
+            if isinstance(part, m.Number):
+                return ()
+            if m.is_dot(part) and len(part.args) == 2:  # the axes the operands do not share
+                a, b = (self.tile_axes(arg) for arg in part.args)
+                return tuple(x for x in (*a, *b) if not (x in a and x in b))
+            return None
+
+        return spanned_axes(expr, own)
+
+    def accumulation(self, call: m.Call) -> Accumulation | None:
+        """The sum ``call`` makes, or None (exact, or not a sum)."""
+        if m.is_dot(call) and len(call.args) == 2:
+            a, b = (self.tile_axes(arg) for arg in call.args)
+            shared = [x for x in a if x in b]
+            operands = self.dtype(call.args[0])
+            if len(shared) != 1 or not is_float(operands):
+                return None  # integer dots accumulate exactly (i8 -> i32)
+            unit = UNIT_ROUNDOFF["f64" if operands == "f64" else "f32"]
+            operand_unit = 0.0
+            if operands == "f32":
+                precision = call.word("precision") or "tf32"  # Triton's default for float32 dots
+                operand_unit = UNIT_ROUNDOFF[precision] if precision in ("tf32", "tf32x3") else 0.0
+            return Accumulation("dot", self.axes[shared[0]].dim.id, unit, operand_unit)
+        if isinstance(call, m.Call) and call.func.id in ROUNDING_REDUCTIONS:
+            dtype = self.dtype(call)
+            axis = self.axes.get(call.word("dim") or "")
+            if axis is None or not is_float(dtype):
+                return None
+            return Accumulation(call.func.id, axis.dim.id, UNIT_ROUNDOFF[dtype])
+        return None
+
+
+def accumulations(spec: m.Spec) -> tuple[Accumulation, ...]:
+    """Every rounding sum in ``spec``'s body, in order (a ``dot`` or ``sum`` inside a loop once)."""
+    walk = _Walk(spec)
+    found: list[Accumulation] = []
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, m.Declare):
+            walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
+            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+            continue
+        if isinstance(stmt, m.Loop):
+            continue
+        for part in m.subexpressions(stmt.value):
+            if isinstance(part, m.Call):
+                accumulation = walk.accumulation(part)
+                if accumulation is not None:
+                    found.append(accumulation)
+        if isinstance(stmt, m.Assign):
+            walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
+            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+    return tuple(found)
+
+
+def float_stores(spec: m.Spec) -> frozenset[str]:
+    """Outputs some store writes from float math (an integer output of float math may be one
+    rounding step, 1, away from its reference)."""
+    walk = _Walk(spec)
+    found = set()
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, m.Declare):
+            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+        elif isinstance(stmt, m.Assign):
+            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+        elif isinstance(stmt, m.Store) and is_float(walk.dtype(stmt.value)):
+            found.add(stmt.tensor.id)
+    return frozenset(found)
+
+
+def extents(spec: m.Spec, args: Sequence, outputs: Sequence = ()) -> dict[str, int]:
+    """Size symbol -> extent, read off the shapes of the launcher's positional ``args`` (in
+    the order of ``spec.inputs``; scalars skipped) and then of ``outputs`` (``spec.outputs``)."""
+    sizes: dict[str, int] = {}
+    for tensors, values in ((spec.inputs, args), (spec.outputs, outputs)):
+        for tensor, value in zip(tensors, values):
+            shape = getattr(value, "shape", None)
+            if tensor.is_scalar or shape is None or len(shape) != len(tensor.dims):
+                continue
+            for dim, extent in zip(tensor.dims, shape):
+                if isinstance(dim, m.Name):
+                    sizes.setdefault(dim.id, int(extent))
+    return sizes
+
+
+def growth(spec: m.Spec, sizes: dict[str, int]) -> float:
+    """``g``: the sum of :func:`gamma` over the spec's :func:`accumulations`, each over the
+    extent of its dimension in ``sizes`` (a relative error, a pure number; 0 when nothing
+    rounds in a sum). Raises KeyError naming a summed size symbol missing from ``sizes``."""
+    total = 0.0
+    for accumulation in accumulations(spec):
+        dim = accumulation.dim
+        if dim.isdigit():
+            extent = int(dim)
+        elif dim in sizes:
+            extent = sizes[dim]
+        else:
+            raise KeyError(f"no extent for '{dim}', which {accumulation.kind} sums over")
+        total += gamma(extent, accumulation.unit, accumulation.operand_unit)
+    return total
+
+
+def _as_tuple(value) -> tuple:
+    return value if isinstance(value, tuple) else (value,)
+
+
+def _absolute(value):
+    """``|value|`` for a float tensor or a float; anything else (indices, ints) as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.abs()
+    if isinstance(value, float):
+        return abs(value)
+    return value
+
+
+def allowed_errors(
+    spec: m.Spec,
+    args: Sequence,
+    expected,
+    reference: Callable | None = None,
+) -> tuple:
+    """The largest ``|out - ref|`` allowed at each element of each output (float64 tensors
+    shaped like ``expected``, on its device), by the rule of this module.
+
+    ``args`` are the launcher's positional arguments (``spec.inputs`` order), ``expected`` the
+    reference's output(s) for them, ``reference`` the function that made it (called once more
+    on ``|args|`` for the magnitude ``S`` when the spec rounds in a sum; ``None`` uses
+    ``|expected|``). Raises KeyError when a summed size cannot be read off the shapes.
+    """
+    import torch
+
+    expected = _as_tuple(expected)
+    g = growth(spec, extents(spec, args, expected))
+    magnitudes: tuple = (None,) * len(expected)
+    if g > 0 and reference is not None:
+        magnitudes = _as_tuple(reference(*(_absolute(a) for a in args)))
+    floats = float_stores(spec)
+    bounds = []
+    for tensor, ref, magnitude in zip(spec.outputs, expected, magnitudes):
+        ref = ref.double()
+        if tensor.dtype.id not in BASE:  # an integer output
+            bounds.append(torch.full_like(ref, 1.0 if tensor.name.id in floats else 0.0))
+            continue
+        atol, rtol = BASE[tensor.dtype.id]
+        bound = atol + rtol * ref.abs()
+        if g > 0:
+            scale = ref.abs()
+            if magnitude is not None and magnitude.shape == ref.shape:
+                size = magnitude.double().abs()
+                scale = torch.where(torch.isfinite(size), torch.maximum(size, scale), scale)
+            bound = bound + 2 * g * scale
+        bounds.append(bound)
+    return tuple(bounds)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A kernel's outputs against its reference: ``max_error``, the largest ``|out - ref|``
+    over all outputs (in the outputs' units; inf for a NaN, or for a shape or dtype mismatch);
+    ``ratio``, the largest ``|out - ref| / allowed`` (a pure number; <= 1 passes); ``passed``;
+    and ``detail``, the element with that ratio (or the mismatch), for messages."""
+
+    max_error: float
+    ratio: float
+    passed: bool
+    detail: str = ""
+
+
+def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable | None = None) -> Comparison:
+    """Compare ``outputs`` with ``expected`` under :func:`allowed_errors` (see there for the
+    arguments). Shapes and dtypes must match exactly; NaN fails; equal values (infinities
+    included) pass."""
+    import torch
+
+    outputs, expected = _as_tuple(outputs), _as_tuple(expected)
+    if len(outputs) != len(expected):
+        return Comparison(math.inf, math.inf, False, f"{len(outputs)} outputs, {len(expected)} expected")
+    for tensor, out, ref in zip(spec.outputs, outputs, expected):
+        if out.shape != ref.shape or out.dtype != ref.dtype:
+            detail = f"{tensor.name.id}: {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} {ref.dtype}"
+            return Comparison(math.inf, math.inf, False, detail)
+    bounds = allowed_errors(spec, args, expected, reference)
+    worst, ratio, detail = 0.0, 0.0, ""
+    for tensor, out, ref, bound in zip(spec.outputs, outputs, expected, bounds):
+        if out.numel() == 0:
+            continue
+        shape = tuple(out.shape)
+        out, ref, bound = out.double().flatten(), ref.double().flatten(), bound.flatten()
+        diff = torch.where(out == ref, torch.zeros_like(out), (out - ref).abs())  # inf == inf: 0
+        diff = torch.nan_to_num(diff, nan=math.inf)  # a NaN on either side fails
+        share = torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
+        index = int(share.argmax())
+        worst = max(worst, diff.max().item())
+        if share[index].item() > ratio:
+            ratio = share[index].item()
+            where = ", ".join(map(str, _unravel(index, shape)))
+            detail = (
+                f"{tensor.name.id}[{where}] = {out[index].item():.6g}, reference {ref[index].item():.6g}: "
+                f"|error| {diff[index].item():.3g}, allowed {bound[index].item():.3g}"
+            )
+    return Comparison(worst, ratio, ratio <= 1.0, detail)
+
+
+def _unravel(index: int, shape) -> list[int]:
+    where = []
+    for extent in reversed(tuple(shape)):
+        where.append(index % extent)
+        index //= extent
+    return where[::-1]
+
+
+def assert_close(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable | None = None) -> Comparison:
+    """:func:`compare`, raising AssertionError (naming the worst element) unless it passes."""
+    result = compare(spec, args, outputs, expected, reference)
+    if not result.passed:
+        raise AssertionError(f"{spec.name.id} is outside its tolerance (tilegen.tolerance): {result.detail}")
+    return result

@@ -30,20 +30,23 @@ sys.path.insert(0, str(ROOT))
 
 from tilegen.runner import load_module  # noqa: E402
 
-CALLS, ROUNDS = 2000, 5
+CALLS, ROUNDS = 1000, 9
 
 
-def per_call_us(fn) -> float:
-    """Median over ROUNDS of the host time of CALLS back-to-back calls, in microseconds per call."""
-    times = []
+def per_call_us(ways: dict) -> dict:
+    """For each way (a no-argument callable): the median over ROUNDS of the host time of CALLS
+    back-to-back calls, in microseconds per call. The ways take turns within each round, so
+    drift in the host's speed reaches all of them alike."""
+    times = {way: [] for way in ways}
     for _ in range(ROUNDS):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / CALLS * 1e6)
-    return statistics.median(times)
+        for way, fn in ways.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            torch.cuda.synchronize()
+            times[way].append((time.perf_counter() - start) / CALLS * 1e6)
+    return {way: round(statistics.median(t), 2) for way, t in times.items()}
 
 
 def launch_cost() -> list[dict]:
@@ -69,18 +72,19 @@ def launch_cost() -> list[dict]:
         graph.replay()
         _same(captured, expected, exact=True)
         calls[name] = (module, args, op, expected)
-        row = {"kernel": name}
-        for way, fn in {"torch.clone": args[0].clone, "launcher": lambda: launcher(*args),
-                        "op eager": lambda: op(*args), "op in a CUDA graph (replay)": graph.replay}.items():
-            row[f"{way} (us)"] = round(per_call_us(fn), 2)
-        rows.append(row)
+        ways = {"torch.clone": args[0].clone, "launcher": lambda args=args, f=launcher: f(*args),
+                "op eager": lambda args=args, f=op: f(*args), "op in a CUDA graph (replay)": graph.replay}
+        rows.append({"kernel": name, **{f"{way} (us)": us for way, us in per_call_us(ways).items()}})
     for row in rows:
         module, args, op, expected = calls[row["kernel"]]
         torch._dynamo.reset()
         compiled = torch.compile(lambda *a, op=op: op(*a), fullgraph=True)
         # Inductor tunes a tuned kernel's configs itself: another block shape, another sum order
         _same(compiled(*args), expected, exact=not hasattr(module, "_CONFIGS"))
-        row["op compiled (us)"] = round(per_call_us(lambda: compiled(*args)), 2)
+        ways = {"torch.clone": args[0].clone, "op compiled": lambda: compiled(*args)}
+        timed = per_call_us(ways)
+        row["op compiled (us)"] = timed["op compiled"]
+        row["torch.clone, compiled phase (us)"] = timed["torch.clone"]
         print(row, flush=True)
     return rows
 

@@ -1,9 +1,15 @@
-"""Test setup: run every kernel in Triton's CPU interpreter (set before triton is imported)."""
+"""Test setup: run every kernel in Triton's CPU interpreter (set before triton is imported).
+
+``TILEGEN_TEST_GPU=1`` leaves the interpreter off, for the tests written for both (the GPU-only
+tests of tests/test_ops.py: ``TILEGEN_TEST_GPU=1 python -m pytest tests/test_ops.py`` on a
+machine with one or two GPUs); the rest of the suite expects the interpreter.
+"""
 
 import functools
 import os
 
-os.environ["TRITON_INTERPRET"] = "1"
+if os.environ.get("TILEGEN_TEST_GPU") != "1":
+    os.environ["TRITON_INTERPRET"] = "1"
 
 from pathlib import Path
 
@@ -25,7 +31,6 @@ def generated():
         return cache[name]
 
     return load
-
 
 
 @functools.cache

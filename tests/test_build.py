@@ -151,7 +151,7 @@ def test_wheel_ships_grammar_and_templates_and_builds_from_elsewhere(tmp_path):
         assert (tmp_path / "x" / module.name).read_bytes() == module.read_bytes()
 
 
-@pytest.mark.parametrize("name", ["matmul_tutorial", "softmax", "cross_entropy"])
+@pytest.mark.parametrize("name", ["matmul_tutorial", "softmax", "cross_entropy", "attention_causal"])
 def test_language_reference_listing_matches_generated_module(name):
     doc = (ROOT / "docs" / "language.md").read_text()
     listing = doc.split(f"<!-- generated: {name} -->\n```python\n")[1].split("\n```\n<!-- end generated -->")[0]

@@ -31,7 +31,7 @@ os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-attention-")
 from tilegen.runner import load_module  # noqa: E402
 
 try:
-    from tests.reference import attention as ref_attention  # noqa: E402
+    from tests.reference import attention as ref_attention
 except ImportError:  # pragma: no cover - the hand-written kernel is optional here
     ref_attention = None
 
@@ -59,13 +59,16 @@ def main(out: Path, seqs=SEQS) -> None:
                 q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16) for _ in range(3))
                 scale = d**-0.5
                 name = "attention_causal" if causal else "attention"
+                flash, cudnn = sdpa(SDPBackend.FLASH_ATTENTION, causal), sdpa(SDPBackend.CUDNN_ATTENTION, causal)
                 functions = {
-                    "tilegen": lambda q=q, k=k, v=v, name=name: getattr(gen[name], name)(q, k, v, scale),
-                    "sdpa_flash": lambda q=q, k=k, v=v, f=sdpa(SDPBackend.FLASH_ATTENTION, causal): f(q, k, v, scale),
-                    "sdpa_cudnn": lambda q=q, k=k, v=v, f=sdpa(SDPBackend.CUDNN_ATTENTION, causal): f(q, k, v, scale),
+                    "tilegen": lambda q=q, k=k, v=v, name=name, scale=scale: getattr(gen[name], name)(q, k, v, scale),
+                    "sdpa_flash": lambda q=q, k=k, v=v, f=flash, scale=scale: f(q, k, v, scale),
+                    "sdpa_cudnn": lambda q=q, k=k, v=v, f=cudnn, scale=scale: f(q, k, v, scale),
                 }
                 if ref_attention is not None:
-                    functions["tutorial"] = lambda q=q, k=k, v=v: ref_attention.attention(q, k, v, causal, scale)
+                    functions["tutorial"] = lambda q=q, k=k, v=v, c=causal, scale=scale: ref_attention.attention(
+                        q, k, v, c, scale
+                    )
                 expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
                 for impl, fn in list(functions.items()):  # compile, tune, and check before timing
                     try:
@@ -119,4 +122,7 @@ def plot(rows, path: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results", [int(s) for s in sys.argv[2:]] or SEQS)
+    main(
+        Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results",
+        [int(s) for s in sys.argv[2:]] or SEQS,
+    )

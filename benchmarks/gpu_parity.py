@@ -45,14 +45,16 @@ rows = []
 def record(kernel, shape, equal, err, tol):
     ok = bool(equal) and err <= tol
     rows.append(ok)
-    print(f"{kernel:24s} {shape:28s} equal_handwritten={equal!s:5s} max_err_vs_reference={err:.3g} {'PASS' if ok else 'FAIL'}")
+    print(f"{kernel:24s} {shape:28s} equal_handwritten={equal!s:5s} max_err_vs_reference={err:.3g} "
+          f"{'PASS' if ok else 'FAIL'}")
 
 
 torch.manual_seed(0)
 for n in [1, 7, 33, 127, 1000, 98432, 2**24 + 3]:
     x = torch.randn(n, device=DEV)
     z = gen["copy"].copy(x)
-    record("copy", f"N={n}", torch.equal(z, ref_copy.copy(x, bs=1024)), (z - gen["copy"].reference(x)).abs().max().item(), 0)
+    record("copy", f"N={n}", torch.equal(z, ref_copy.copy(x, bs=1024)),
+           (z - gen["copy"].reference(x)).abs().max().item(), 0)
 
 for h, w in [(1, 1), (7, 33), (33, 127), (1066, 1600), (8192, 8192)]:
     x = torch.randint(0, 256, (3, h, w), dtype=torch.uint8, device=DEV)
@@ -63,8 +65,14 @@ for h, w in [(1, 1), (7, 33), (33, 127), (1066, 1600), (8192, 8192)]:
 for kernel in ["matmul_naive", "matmul_grouped"]:
     for (m, k, n) in [(1, 64, 1), (7, 64, 33), (33, 128, 127), (127, 64, 5), (512, 512, 512), (1000, 1024, 777)]:
         for layout in ["nn", "tt"]:
-            a = torch.randn(k, m, device=DEV, dtype=torch.float16).t() if layout[0] == "t" else torch.randn(m, k, device=DEV, dtype=torch.float16)
-            b = torch.randn(n, k, device=DEV, dtype=torch.float16).t() if layout[1] == "t" else torch.randn(k, n, device=DEV, dtype=torch.float16)
+            if layout[0] == "t":
+                a = torch.randn(k, m, device=DEV, dtype=torch.float16).t()
+            else:
+                a = torch.randn(m, k, device=DEV, dtype=torch.float16)
+            if layout[1] == "t":
+                b = torch.randn(n, k, device=DEV, dtype=torch.float16).t()
+            else:
+                b = torch.randn(k, n, device=DEV, dtype=torch.float16)
             if kernel == "matmul_grouped":
                 c = gen[kernel].matmul_grouped(a, b)
                 hand = ref_matmul.grouped_matmul(a, b, bm=64, bn=64, bk=64, group_sz=8)
@@ -76,7 +84,8 @@ for kernel in ["matmul_naive", "matmul_grouped"]:
             # fp16 output: within 5e-2 absolute plus 1e-2 relative (one or two fp16 ulps at |c| ~ 32).
             close = torch.allclose(c.float(), expected, atol=5e-2, rtol=1e-2)
             torch_err = (c.float() - torch.matmul(a, b).float()).abs().max().item()
-            record(kernel, f"{m}x{k}x{n} {layout} (vs torch {torch_err:.3g})", torch.equal(c, hand) and close, err, float("inf"))
+            record(kernel, f"{m}x{k}x{n} {layout} (vs torch {torch_err:.3g})", torch.equal(c, hand) and close, err,
+                   float("inf"))
 
 x = torch.arange(20, device=DEV).view(5, 4)
 z = gen["swizzle"].swizzle(x)
@@ -145,7 +154,8 @@ for (m, k, n) in [(1, 1, 1), (37, 7, 41), (512, 512, 512), (1000, 1024, 777)]:
     c = gen["matmul_epilogue"].matmul_epilogue(a, b, bias, r, 0.5)
     expected = (F.gelu(0.5 * (a.float() @ b.float()) + bias, approximate="tanh") + r.float())
     close = torch.allclose(c.float(), expected, atol=1e-1, rtol=2e-2)
-    record("matmul_epilogue", f"bf16 {m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
+    record("matmul_epilogue", f"bf16 {m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(),
+           float("inf"))
 
 torch.backends.cuda.matmul.allow_tf32 = False
 for (m, k, n) in [(1, 1, 1), (97, 61, 53), (512, 512, 512), (300, 512, 499)]:
@@ -169,8 +179,11 @@ if "activations" in gen:
         outs = gen["activations"].activations(x, 2.5, act=act)
         refs = gen["activations"].reference(x, 2.5, act=act)
         # f32 outputs within 1e-5; the f16 output (-x * scale + 1) within one f16 ulp (rtol 1e-3).
-        err = max((o - r).abs().max().item() for o, r in zip(outs, refs) if o.dtype == torch.float32)
-        f16_ok = all(torch.allclose(o.float(), r.float(), rtol=1e-3, atol=0) for o, r in zip(outs, refs) if o.dtype == torch.float16)
+        pairs = list(zip(outs, refs, strict=True))
+        err = max((o - r).abs().max().item() for o, r in pairs if o.dtype == torch.float32)
+        f16_ok = all(
+            torch.allclose(o.float(), r.float(), rtol=1e-3, atol=0) for o, r in pairs if o.dtype == torch.float16
+        )
         record("activations", f"act={act}", f16_ok, err, 1e-5)
 if "grey_block_ptr" in gen:
     for h, w in [(7, 33), (1066, 1600)]:
@@ -179,7 +192,9 @@ if "grey_block_ptr" in gen:
         record("grey_block_ptr", f"3x{h}x{w}", torch.equal(y, gen["rgb2grey"].rgb2grey(x)),
                (y.int() - gen["rgb2grey"].reference(x).int()).abs().max().item(), 1)
 
-for name, dtype in (("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_persistent", torch.float16)):
+for name, dtype in (
+    ("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_persistent", torch.float16)
+):
     if name not in gen:
         gen[name] = load_module(ROOT / "generated" / f"{name}.py")
     for (m, k, n) in [(1, 8, 8), (33, 136, 128), (512, 512, 512), (1000, 1024, 776)]:
@@ -216,7 +231,8 @@ chain.add(hooked.append)
 z = gen["copy"].copy(storage[:1024])
 chain.remove(hooked.append)
 gen["copy"].copy(storage[:1024])
-record("copy launch hook", f"called {len(hooked)} time(s) for 1 hooked launch", len(hooked) == 1 and torch.equal(z, storage[:1024]), 0.0, 0)
+record("copy launch hook", f"called {len(hooked)} time(s) for 1 hooked launch",
+       len(hooked) == 1 and torch.equal(z, storage[:1024]), 0.0, 0)
 torch.cuda.synchronize()
 
 # Reductions, norms and losses (issue 10): against torch, and the tutorial kernels where there are
@@ -231,7 +247,8 @@ for m, n in [(1, 1), (5, 7), (37, 781), (64, 3000), (4096, 4096), (33, 32768)]:
     x = torch.randn(m, n, device=DEV) * 4
     y = gen["softmax"].softmax(x)
     err = (y - torch.softmax(x, dim=-1)).abs().max().item()
-    record("softmax", f"{m}x{n} (vs tutorial 02)", torch.allclose(y, ref_softmax.softmax(x), atol=1e-6, rtol=1e-5), err, 1e-6)
+    record("softmax", f"{m}x{n} (vs tutorial 02)", torch.allclose(y, ref_softmax.softmax(x), atol=1e-6, rtol=1e-5),
+           err, 1e-6)
     y = gen["log_softmax"].log_softmax(x)
     record("log_softmax", f"{m}x{n}", True, (y - torch.log_softmax(x, dim=-1)).abs().max().item(), 1e-4)
     xh = (torch.randn(m, n, device=DEV) * 3).half()
@@ -243,7 +260,8 @@ for m, n in [(1, 1), (5, 7), (37, 781), (64, 3000), (4096, 4096), (33, 32768)]:
     record("layer_norm", f"{m}x{n} (vs tutorial 05)", close and torch.allclose(rstd, hand[2], rtol=1e-4, atol=1e-4),
            (y.float() - expected).abs().max().item(), 5e-2)
     y = gen["rms_norm"].rms_norm(xh, w, 1e-6)
-    record("rms_norm", f"{m}x{n}", True, (y.float() - F.rms_norm(xh.float(), (n,), w.float(), 1e-6)).abs().max().item(), 5e-2)
+    record("rms_norm", f"{m}x{n}", True,
+           (y.float() - F.rms_norm(xh.float(), (n,), w.float(), 1e-6)).abs().max().item(), 5e-2)
 for m, v in [(1, 1), (5, 7), (37, 781), (64, 3000), (256, 32000), (64, 128256), (3, 262144)]:
     logits = torch.randn(m, v, device=DEV) * 4
     target = torch.randint(0, v, (m,), device=DEV)

@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def plot(path: Path) -> Path:
@@ -32,8 +32,8 @@ def plot(path: Path) -> Path:
                 axes.plot(xs, ys, marker="o", markersize=3, label=name[: -len(suffix)])
     axes.set_xlabel(x_name)
     axes.set_ylabel(unit)
-    axes.set_title(f"{path.stem} on {meta.get('device', '?')} (torch {meta.get('torch', '?')}, Triton {meta.get('triton', '?')})",
-                   fontsize=10)
+    versions = f"torch {meta.get('torch', '?')}, Triton {meta.get('triton', '?')}"
+    axes.set_title(f"{path.stem} on {meta.get('device', '?')} ({versions})", fontsize=10)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=8)
     out = path.with_suffix(".png")
@@ -46,10 +46,10 @@ def plot_panels(path: Path, title: str, panels: list[tuple[str, str, str, dict]]
     """One figure of side-by-side panels, each ``(title, x label, y label, {series: [(x, y), ...]})``,
     x on a log2 scale (row lengths, sequence lengths); written to ``path``."""
     figure, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.6), squeeze=False)
-    for ax, (panel_title, x_label, y_label, series) in zip(axes[0], panels):
+    for ax, (panel_title, x_label, y_label, series) in zip(axes[0], panels, strict=True):
         for name, points in series.items():
             if points:
-                ax.plot(*zip(*points), marker="o", label=name)
+                ax.plot(*zip(*points, strict=True), marker="o", label=name)
         ax.set_xscale("log", base=2)
         ax.set_title(panel_title)
         ax.set_xlabel(x_label)

@@ -12,9 +12,9 @@ once (the norms also read their weights; layer norm writes each row's mean and 1
 cross-entropy reads logits and targets and writes one loss per row).
 
 Roofs timed beside them: ``copy_`` of x (the same bytes read and written as softmax and the
-norms), and ``x.sum()`` of the logits (a plain read of them). Baselines: ``torch.softmax``, ``F.layer_norm``, ``F.rms_norm``, ``F.cross_entropy``
-(``reduction="none"``); Triton tutorial 02's fused softmax and tutorial 05's layer norm forward,
-hand-written in ``tests/reference/``.
+norms), and ``x.sum()`` of the logits (a plain read of them). Baselines: ``torch.softmax``,
+``F.layer_norm``, ``F.rms_norm``, ``F.cross_entropy`` (``reduction="none"``); Triton tutorial
+02's fused softmax and tutorial 05's layer norm forward, hand-written in ``tests/reference/``.
 """
 
 import csv
@@ -112,7 +112,9 @@ def main(out: Path) -> None:
     with open(out / "reductions.csv", "w", newline="") as handle:
         handle.write("\n".join(header) + "\n")
         writer = csv.writer(handle)
-        writer.writerow(["kernel", "dtype", "M", "N", "impl", "ms", "TB_per_s", "tilegen_over_torch", "tilegen_over_tutorial"])
+        writer.writerow(
+            ["kernel", "dtype", "M", "N", "impl", "ms", "TB_per_s", "tilegen_over_torch", "tilegen_over_tutorial"]
+        )
         writer.writerows(rows)
     for kernel in ["softmax", "layer_norm", "rms_norm", "cross_entropy"]:
         ratios = [float(r[7]) for r in rows if r[0] == kernel and r[7]]

@@ -52,11 +52,13 @@ def lecture14_sizes() -> bench.Sweep:
         a, b = square(n).values()
         block = min(64, n)  # the lecture's block 64; at 32 the K loop (unmasked) needs block 32
         providers = {
-            "naive": lambda: naive.matmul_naive(a, b, BM=block, BN=block, BK=block),
-            "grouped": lambda: grouped.matmul_grouped(a, b, BM=block, BN=block, BK=block, GROUP_SIZE=8),
+            "naive": lambda a=a, b=b, block=block: naive.matmul_naive(a, b, BM=block, BN=block, BK=block),
+            "grouped": lambda a=a, b=b, block=block: grouped.matmul_grouped(
+                a, b, BM=block, BN=block, BK=block, GROUP_SIZE=8
+            ),
             # its configs have BK up to 64 and an unmasked K loop: K = 32 is refused (NaN in the CSV)
-            "grouped-autotuned": (lambda: tuned.matmul_grouped_autotuned(a, b)) if n >= 64 else None,
-            "torch.matmul": lambda: torch.matmul(a, b),
+            "grouped-autotuned": (lambda a=a, b=b: tuned.matmul_grouped_autotuned(a, b)) if n >= 64 else None,
+            "torch.matmul": lambda a=a, b=b: torch.matmul(a, b),
         }
         timings = []
         for provider, fn in providers.items():
@@ -70,19 +72,28 @@ def lecture14_sizes() -> bench.Sweep:
 
 
 def lecture14_blocks() -> bench.Sweep:
-    spec, naive = spec_and_module("matmul_naive")
+    _, naive = spec_and_module("matmul_naive")
     _, grouped = spec_and_module("matmul_grouped")
     sweep = bench.Sweep("matmul_naive", "TFLOP/s", ["naive", "grouped", "torch.matmul"])
     for block in (16, 32, 64):
         inputs = square(512)
         a, b = inputs["a"], inputs["b"]
         timings = [
-            bench.Timing("naive", *bench.time_call(lambda: naive.matmul_naive(a, b, BM=block, BN=block, BK=block))),
+            bench.Timing(
+                "naive",
+                *bench.time_call(
+                    lambda a=a, b=b, block=block: naive.matmul_naive(a, b, BM=block, BN=block, BK=block)
+                ),
+            ),
             bench.Timing(
                 "grouped",
-                *bench.time_call(lambda: grouped.matmul_grouped(a, b, BM=block, BN=block, BK=block, GROUP_SIZE=8)),
+                *bench.time_call(
+                    lambda a=a, b=b, block=block: grouped.matmul_grouped(
+                        a, b, BM=block, BN=block, BK=block, GROUP_SIZE=8
+                    )
+                ),
             ),
-            bench.Timing("torch.matmul", *bench.time_call(lambda: torch.matmul(a, b))),
+            bench.Timing("torch.matmul", *bench.time_call(lambda a=a, b=b: torch.matmul(a, b))),
         ]
         sizes = {"block": block, "M": 512, "N": 512, "K": 512}
         sweep.points.append(bench.Point(sizes, 2 * 512**3, 3 * 512 * 512 * 2, tuple(timings)))

@@ -130,21 +130,26 @@ def overhead() -> None:
 
 # ---------------------------------------------------------------------------- 2. matmul vs cuBLAS
 def matmul() -> None:
-    for name, dtype in (("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_tutorial", torch.float16)):
+    for name, dtype in (
+        ("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_tutorial", torch.float16)
+    ):
         launcher = getattr(gen[name], name)
         for n in (1024, 2048, 4096, 8192):
             a, b = randn(n, n, dtype=dtype), randn(n, n, dtype=dtype)
             c = launcher(a, b)
             err = (c.float() - (a.float() @ b.float())).abs().max().item()
-            t_ours, t_cublas = interleaved(lambda: launcher(a, b), lambda: torch.matmul(a, b))
+            t_ours, t_cublas = interleaved(lambda f=launcher, a=a, b=b: f(a, b), lambda a=a, b=b: torch.matmul(a, b))
             tflops = 2 * n**3 / (t_ours * 1e-3) * 1e-12
             config = getattr(gen[name], f"{name}_kernel").best_config
-            record("matmul", f"{name} {str(dtype)[6:]} {n}^3 (cuBLAS {2 * n**3 / (t_cublas * 1e-3) * 1e-12:.0f} TFLOP/s; "
-                   f"{config.kwargs} w{config.num_warps} s{config.num_stages}; max err {err:.3g})",
+            record("matmul", f"{name} {str(dtype)[6:]} {n}^3 (cuBLAS {2 * n**3 / (t_cublas * 1e-3) * 1e-12:.0f} "
+                   f"TFLOP/s; {config.kwargs} w{config.num_warps} s{config.num_stages}; max err {err:.3g})",
                    tflops, "TFLOP/s", "cuBLAS", t_cublas / t_ours)
             # The same two in CUDA graphs: kernel time alone, without either side's host launch cost.
-            g_ours, g_cublas = interleaved(lambda: launcher(a, b), lambda: torch.matmul(a, b), graph_ms)
-            record("matmul", f"{name} {str(dtype)[6:]} {n}^3 in CUDA graphs (cuBLAS {2 * n**3 / (g_cublas * 1e-3) * 1e-12:.0f} TFLOP/s)",
+            g_ours, g_cublas = interleaved(
+                lambda f=launcher, a=a, b=b: f(a, b), lambda a=a, b=b: torch.matmul(a, b), graph_ms
+            )
+            record("matmul", f"{name} {str(dtype)[6:]} {n}^3 in CUDA graphs "
+                   f"(cuBLAS {2 * n**3 / (g_cublas * 1e-3) * 1e-12:.0f} TFLOP/s)",
                    2 * n**3 / (g_ours * 1e-3) * 1e-12, "TFLOP/s", "cuBLAS (graph)", g_cublas / g_ours)
 
 
@@ -205,7 +210,8 @@ def launch() -> None:
         "tuned runner": lambda: compiled_tut[grid](
             *args, kw["BLOCK_SIZE_M"], kw["BLOCK_SIZE_N"], kw["BLOCK_SIZE_K"], 8, "none", False),
         "tuned ours": lambda: tut.matmul_tutorial(a, b),
-        "autotuner": lambda: tut.matmul_tutorial_kernel[grid](*args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False),
+        "autotuner": lambda: tut.matmul_tutorial_kernel[grid](
+            *args, GROUP_SIZE_M=8, ACTIVATION="none", INT64_OFFSETS=False),
     })
     record("launch", "copy 4 KiB: direct, Triton's JIT call", t["copy jit"], "us/call")
     record("launch", "copy 4 KiB: direct, CompiledKernel[grid]", t["copy runner"], "us/call")
@@ -216,15 +222,20 @@ def launch() -> None:
     record("launch", "copy 4 KiB: launcher minus CompiledKernel[grid]", t["copy ours"] - t["copy runner"], "us/call")
     record("launch", "matmul 512^3: direct, Triton's JIT call", t["naive jit"], "us/call")
     record("launch", "matmul 512^3: direct, CompiledKernel[grid]", t["naive runner"], "us/call")
-    record("launch", "matmul 512^3: generated launcher", t["naive ours"], "us/call", "JIT call", t["naive jit"] / t["naive ours"])
+    record("launch", "matmul 512^3: generated launcher", t["naive ours"], "us/call",
+           "JIT call", t["naive jit"] / t["naive ours"])
     record("launch", "matmul 512^3: launcher minus JIT call", t["naive ours"] - t["naive jit"], "us/call")
-    record("launch", "matmul 512^3: launcher minus CompiledKernel[grid]", t["naive ours"] - t["naive runner"], "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: direct, Triton's JIT call of the chosen config", t["tuned jit"], "us/call")
+    record("launch", "matmul 512^3: launcher minus CompiledKernel[grid]", t["naive ours"] - t["naive runner"],
+           "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: direct, Triton's JIT call of the chosen config", t["tuned jit"],
+           "us/call")
     record("launch", "tuned matmul_tutorial 512^3: direct, CompiledKernel[grid]", t["tuned runner"], "us/call")
     record("launch", "tuned matmul_tutorial 512^3: generated launcher (after tuning)", t["tuned ours"], "us/call",
            "JIT call", t["tuned jit"] / t["tuned ours"])
-    record("launch", "tuned matmul_tutorial 512^3: launcher minus JIT call", t["tuned ours"] - t["tuned jit"], "us/call")
-    record("launch", "tuned matmul_tutorial 512^3: launcher minus CompiledKernel[grid]", t["tuned ours"] - t["tuned runner"], "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: launcher minus JIT call", t["tuned ours"] - t["tuned jit"],
+           "us/call")
+    record("launch", "tuned matmul_tutorial 512^3: launcher minus CompiledKernel[grid]",
+           t["tuned ours"] - t["tuned runner"], "us/call")
     record("launch", "tuned matmul_tutorial 512^3: Triton's Autotuner call", t["autotuner"], "us/call")
     record("launch", "untuned matmul_naive 512^3 launcher vs the tuned launcher", t["naive ours"], "us/call",
            "tuned launcher", t["naive ours"] / t["tuned ours"])
@@ -235,16 +246,19 @@ def copy_and_grey() -> None:
     for n in (2**24, 2**28):
         x = randn(n, dtype=torch.float32)
         z = torch.empty_like(x)
-        t_torch, t_ours = ms(lambda: z.copy_(x)), ms(lambda: gen["copy"].copy(x))
-        record("copy", f"N=2**{n.bit_length() - 1} float32", 8 * n / (t_ours * 1e-3) * 1e-12, "TB/s", "torch copy_", t_torch / t_ours)
+        t_torch, t_ours = ms(lambda z=z, x=x: z.copy_(x)), ms(lambda x=x: gen["copy"].copy(x))
+        record("copy", f"N=2**{n.bit_length() - 1} float32", 8 * n / (t_ours * 1e-3) * 1e-12, "TB/s", "torch copy_",
+               t_torch / t_ours)
     img = torch.randint(0, 256, (3, 8192, 8192), dtype=torch.uint8, device="cuda")
     grey = gen["rgb2grey"]
     t = ms(lambda: grey.rgb2grey(img))
     record("grayscale", "default config, 3x8192x8192 uint8", 4 * 8192 * 8192 / (t * 1e-3) * 1e-12, "TB/s")
     t_seed = ms(lambda: ref_grey.rgb2grey(img, bs=(32, 32)))
     record("grayscale", "seed kernel (32x32 tiles)", 4 * 8192 * 8192 / (t_seed * 1e-3) * 1e-12, "TB/s")
-    for bh, bw in [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (8, 256), (4, 512), (16, 128), (2, 1024), (1, 1024), (4, 1024)]:
-        t = ms(lambda: grey.rgb2grey(img, BH=bh, BW=bw))
+    blocks = [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (8, 256), (4, 512), (16, 128), (2, 1024), (1, 1024),
+              (4, 1024)]
+    for bh, bw in blocks:
+        t = ms(lambda bh=bh, bw=bw: grey.rgb2grey(img, BH=bh, BW=bw))
         record("grayscale", f"BH={bh} BW={bw}", 4 * 8192 * 8192 / (t * 1e-3) * 1e-12, "TB/s")
 
 

@@ -175,7 +175,10 @@ def errors(text):
 @pytest.mark.parametrize(
     "line,message",
     [
-        ("y[r, c] = x[r, c] - sum(f[r], dim=c)", "bad.tile:8:37: error: 'sum' reduces over 'c', but its operand spans r"),
+        (
+            "y[r, c] = x[r, c] - sum(f[r], dim=c)",
+            "bad.tile:8:37: error: 'sum' reduces over 'c', but its operand spans r",
+        ),
         ("y[r, c] = sum(x[r, c], dim=q)", "dim= names a tile axis of the operand; 'q' is not a tile axis in scope"),
         ("y[r, c] = sum(x[r, c])", "'sum' needs the axis it reduces: sum(x, dim=<axis>)"),
         ("y[r, c] = sum(x[r, c], dim=r)", "'r' is a grid axis tiled by BM, so one program sees one tile of M"),
@@ -220,4 +223,7 @@ kernel k
   y[r] = s
 """
     assert "bad.tile:10:14: error: loop axis 'c' was over 'N' (line 8)" in errors(text)
-    check(parse(text.replace("for c over K by BN\n    s += sum(w[c], dim=c)", "for c over N by BN\n    s += sum(x[r, c], dim=c)"), "ok.tile"))
+    fixed = text.replace(
+        "for c over K by BN\n    s += sum(w[c], dim=c)", "for c over N by BN\n    s += sum(x[r, c], dim=c)"
+    )
+    check(parse(fixed, "ok.tile"))

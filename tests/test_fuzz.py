@@ -67,7 +67,9 @@ PUNCT = [":", ",", "[", "]", "(", ")", "=", "+=", "+", "-", "*", "/", "#", ".", 
          "<", "<=", ">", ">=", "==", "!=", "&", "|", "inf", "-inf"]
 LAYOUT = ["\n", "\n  ", "\n    ", "\n      ", "\n\t", "\n \t", "\r\n", " ", "  ", "\t", "\x0c"]
 SPECIAL = ['"""', "'''", "\\", "#", "\t", "\r", "\n", "\x00", "\x0c", "\x0b", "\x1b", "\u2028",
-           "\u2029", "\u0085", "\ufeff", "\u200b", "é", "名", "\U0001f600", "ſ", "K", "𝐱", "{", "}",
+           "\u2029", "\u0085", "\ufeff", "\u200b", "é", "名", "\U0001f600",
+           "ſ", "K", "𝐱",  # noqa: RUF001 - look-alike letters on purpose (NFKC folds the first and last to s and x)
+           "{", "}",
            "{{", "{%", "%}", "${", "'", '"', "\\n", "# -*- coding: latin-1 -*-"]
 
 TOKENS = sorted({t for text in SPECS for t in TOKEN_RE.findall(text)} | set(WORDS) | set(NAMES)
@@ -210,12 +212,12 @@ STRATEGIES = {"mutations": mutated_spec(), "tokens": token_soup(), "random": ran
 #: Examples per property in the pytest run (about 10 s in all on 2 cores).
 BUDGET = {"mutations": 1200, "tokens": 600, "random": 400}
 
-_SETTINGS = dict(
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-)
+_SETTINGS = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "suppress_health_check": list(HealthCheck),
+}
 
 
 # --------------------------------------------------------------------------- the tests
@@ -357,7 +359,7 @@ def long_fuzz(n: int, seconds: float | None = None) -> dict:
 
             return run_one
 
-        run_one = make_run_one(name, tried)
+        run = make_run_one(name, tried)
 
         deadline = None if seconds is None else start + seconds * (index + 1) / len(STRATEGIES)
         while tried[0] < n and (deadline is None or time.monotonic() < deadline):
@@ -365,7 +367,7 @@ def long_fuzz(n: int, seconds: float | None = None) -> dict:
             settings(
                 max_examples=batch, deadline=None, database=None, derandomize=False,
                 suppress_health_check=list(HealthCheck),
-            )(given(strategy)(run_one))()
+            )(given(strategy)(run))()
         per_strategy[name] = {
             "tried": tried[0],
             "ok": COUNTS["ok"] - before["ok"],

@@ -45,10 +45,10 @@ kernel {kernel}
     {decl} += dot({tin}[{gaxis}, {laxis}], b[{laxis}, n])
   {tout}[{alias}, sn] = {choice}({scalar} * {decl})
 """
-DEFAULTS = dict(
-    kernel="k", tin="a", scalar="alpha", tout="c", dim="M", block="BM", gaxis="m", group="G",
-    alias="sm", choice="act", decl="acc", laxis="kk",
-)
+DEFAULTS = {
+    "kernel": "k", "tin": "a", "scalar": "alpha", "tout": "c", "dim": "M", "block": "BM", "gaxis": "m", "group": "G",
+    "alias": "sm", "choice": "act", "decl": "acc", "laxis": "kk",
+}
 POSITIONS = list(DEFAULTS)
 
 
@@ -406,7 +406,8 @@ def test_coding_cookie_in_spec_does_not_reach_the_module_header():
     cookie = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
     assert not any(cookie.match(line) for line in source.splitlines()[:2])
     # Compiled as the bytes of the written file: still the baseline code.
-    assert ast.dump(ast.parse(source.encode("utf-8"))) == ast.dump(ast.parse(BASELINE.replace(spec_hash(BASE), spec_hash(text))))
+    baseline = BASELINE.replace(spec_hash(BASE), spec_hash(text))
+    assert ast.dump(ast.parse(source.encode("utf-8"))) == ast.dump(ast.parse(baseline))
 
 
 def test_hostile_module_imports_without_side_effects(tmp_path, capfd):
@@ -455,7 +456,7 @@ def test_error_report_quotes_the_line_it_names(breaker):
     text = f"# a{breaker}b\n" + BASE.replace("z[i] = x[i]", "z[i] = q[i]")
     with pytest.raises(SpecError) as info:
         compile_spec(text, PATH)
-    head, quoted, caret = info.value.render().splitlines()[:3]
+    head, quoted, _caret = info.value.render().splitlines()[:3]
     assert head.startswith(f"{PATH}:7:")
     assert quoted.strip() == "z[i] = q[i]"
 

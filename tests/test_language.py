@@ -55,7 +55,11 @@ def errors(text):
     "old,new,message",
     [
         ("tune key M, N, K", "tune key M, N, BM", "autotune key 'BM' is not a size"),
-        ("default config BM = 32, BN = 32,", "default config BM = 32,", "this config leaves 'BN' unset, and it has no default"),
+        (
+            "default config BM = 32, BN = 32,",
+            "default config BM = 32,",
+            "this config leaves 'BN' unset, and it has no default",
+        ),
         ("num_warps = 4,", "num_warps = 3,", "num_warps = 3 is not a power of two"),
         ("config BM = 64,", "config BQ = 64,", "config sets 'BQ', which is not a block parameter"),
         ("config BM = 64,", "default config BM = 48,", "only one config can be the default"),
@@ -126,7 +130,11 @@ def test_language_words_are_keywords_for_the_parser():
     "old,new,message",
     [
         ("in  b: f16[K, N]", "in  b: bf16[K, N]", "'dot' operands must have one dtype; 'a' is f16, 'b' is bf16"),
-        ("in  a: f16[M, K]\n  in  b: f16[K, N]", "in  a: u8[M, K]\n  in  b: u8[K, N]", "'dot' does not take u8 tiles ('a')"),
+        (
+            "in  a: f16[M, K]\n  in  b: f16[K, N]",
+            "in  a: u8[M, K]\n  in  b: u8[K, N]",
+            "'dot' does not take u8 tiles ('a')",
+        ),
         ("acc: f32[m, n] = 0", "acc: i32[m, n] = 0", "'acc' is i32, but 'dot' of f16 tiles accumulates in f32 or f16"),
     ],
 )

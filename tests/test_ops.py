@@ -42,7 +42,7 @@ def _same(got, expected, exact=True):
     got = got if isinstance(got, tuple) else (got,)
     expected = expected if isinstance(expected, tuple) else (expected,)
     assert len(got) == len(expected)
-    for g, e in zip(got, expected):
+    for g, e in zip(got, expected, strict=True):
         assert g.shape == e.shape and g.dtype == e.dtype and g.device == e.device
         tolerance = 0 if exact or not e.is_floating_point() else 4e-3
         torch.testing.assert_close(g, e, rtol=tolerance, atol=tolerance, equal_nan=True)
@@ -113,7 +113,8 @@ def test_fake_checks_inputs_like_the_launcher(generated):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     generated("matmul_naive")
-    with FakeTensorMode(), pytest.raises(ValueError, match="b dimension 0 .K. is 100, but a dimension 1 gives K = 128"):
+    message = r"b dimension 0 \(K\) is 100, but a dimension 1 gives K = 128"
+    with FakeTensorMode(), pytest.raises(ValueError, match=message):
         a = torch.empty(64, 128, dtype=torch.float16, device=DEVICE)
         b = torch.empty(100, 64, dtype=torch.float16, device=DEVICE)
         torch.ops.tilegen.matmul_naive(a, b)
@@ -145,8 +146,10 @@ def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
     from tilegen.runner import load_module
 
     sources = {
-        "one": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n  z[i] = x[i] + 1\n",
-        "two": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n  z[i] = x[i] * 2\n",
+        "one": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n"
+        "  z[i] = x[i] + 1\n",
+        "two": "kernel twin_op\n  in x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n"
+        "  z[i] = x[i] * 2\n",
     }
     modules = {}
     for stem, source in sources.items():
@@ -205,7 +208,7 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
         try:
             barrier.wait()
             results[i] = module.matmul_grouped_autotuned(a, b)
-        except Exception as error:  # noqa: BLE001 - reported below
+        except Exception as error:  # any error: reported below
             errors.append(error)
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]

@@ -117,7 +117,7 @@ def test_unmasked_k_refuses_non_multiple(generated):
 
 def test_launcher_names_tensor_and_dimension(generated):
     mod = generated("matmul_naive")
-    with pytest.raises(TypeError, match="matmul_naive: a must have dtype torch.float16"):
+    with pytest.raises(TypeError, match=r"matmul_naive: a must have dtype torch\.float16"):
         mod.matmul_naive(_rand(16, 16, dtype=torch.float32), _rand(16, 16))
     with pytest.raises(ValueError, match=r"b dimension 0 \(K\) is 32, but a dimension 1 gives K = 16"):
         mod.matmul_naive(_rand(16, 16), _rand(32, 16))

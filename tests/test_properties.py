@@ -244,6 +244,7 @@ def _t(dtype, *shape):
 
 
 F16, BF16, F32, U8, I64 = torch.float16, torch.bfloat16, torch.float32, torch.uint8, torch.int64
+BLOCKS_16 = {"BM": 16, "BN": 16, "BK": 16}
 
 #: (module, launcher arguments, keyword arguments, expected output shape and dtype).
 EMPTY_CASES = {
@@ -252,11 +253,11 @@ EMPTY_CASES = {
     "rgb2grey-W0": ("rgb2grey", lambda: (_t(U8, 3, 4, 0),), {}, (4, 0), U8),
     "add-N0": ("add", lambda: (_t(F32, 0), _t(F32, 0)), {}, (0,), F32),
     "add_loop-N0": ("add_loop", lambda: (_t(F32, 0), _t(F32, 0)), {}, (0,), F32),
-    "matmul_naive-M0": ("matmul_naive", lambda: (_t(F16, 0, 16), _t(F16, 16, 5)), {"BM": 16, "BN": 16, "BK": 16}, (0, 5), F16),
-    "matmul_naive-N0": ("matmul_naive", lambda: (_t(F16, 4, 16), _t(F16, 16, 0)), {"BM": 16, "BN": 16, "BK": 16}, (4, 0), F16),
-    "matmul_naive-MNK0": ("matmul_naive", lambda: (_t(F16, 0, 0), _t(F16, 0, 0)), {"BM": 16, "BN": 16, "BK": 16}, (0, 0), F16),
-    "matmul_grouped-M0": ("matmul_grouped", lambda: (_t(F16, 0, 32), _t(F16, 32, 3)), {"BM": 16, "BN": 16, "BK": 16}, (0, 3), F16),
-    "matmul_grouped-N0": ("matmul_grouped", lambda: (_t(F16, 7, 16), _t(F16, 16, 0)), {"BM": 16, "BN": 16, "BK": 16}, (7, 0), F16),
+    "matmul_naive-M0": ("matmul_naive", lambda: (_t(F16, 0, 16), _t(F16, 16, 5)), BLOCKS_16, (0, 5), F16),
+    "matmul_naive-N0": ("matmul_naive", lambda: (_t(F16, 4, 16), _t(F16, 16, 0)), BLOCKS_16, (4, 0), F16),
+    "matmul_naive-MNK0": ("matmul_naive", lambda: (_t(F16, 0, 0), _t(F16, 0, 0)), BLOCKS_16, (0, 0), F16),
+    "matmul_grouped-M0": ("matmul_grouped", lambda: (_t(F16, 0, 32), _t(F16, 32, 3)), BLOCKS_16, (0, 3), F16),
+    "matmul_grouped-N0": ("matmul_grouped", lambda: (_t(F16, 7, 16), _t(F16, 16, 0)), BLOCKS_16, (7, 0), F16),
     "matmul_kmasked-M0": ("matmul_kmasked", lambda: (_t(F16, 0, 7), _t(F16, 7, 5)), {}, (0, 5), F16),
     "matmul_kmasked-N0": ("matmul_kmasked", lambda: (_t(F16, 3, 7), _t(F16, 7, 0)), {}, (3, 0), F16),
     "matmul_f32-M0": ("matmul_f32", lambda: (_t(F32, 0, 5), _t(F32, 5, 5)), {}, (0, 5), F32),

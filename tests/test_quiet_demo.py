@@ -74,7 +74,8 @@ def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path)
     with warnings.catch_warnings(record=True) as escaped:
         warnings.simplefilter("always")
         result = CliRunner().invoke(
-            app, ["demo", str(two_specs), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "o"), "--programs", "2"]
+            app,
+            ["demo", str(two_specs), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "o"), "--programs", "2"],
         )
     assert result.exit_code == 0, result.output
     assert escaped == [], [str(w.message) for w in escaped]

@@ -49,7 +49,9 @@ def test_softmax_of_extreme_rows(generated):
 @pytest.mark.parametrize("n", ROW_LENGTHS)
 def test_log_softmax_matches_torch(generated, n):
     x = _rand(3, n, seed=n, scale=4.0)
-    torch.testing.assert_close(generated("log_softmax").log_softmax(x), torch.log_softmax(x, dim=-1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        generated("log_softmax").log_softmax(x), torch.log_softmax(x, dim=-1), atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("n", ROW_LENGTHS)
@@ -163,7 +165,9 @@ def test_tilegen_run_draws_gather_indices_in_range():
 
     from tilegen.cli import app
 
-    result = CliRunner().invoke(app, ["run", str(ROOT / "specs" / "cross_entropy.tile"), "--size", "M=3", "--size", "V=1500"])
+    result = CliRunner().invoke(
+        app, ["run", str(ROOT / "specs" / "cross_entropy.tile"), "--size", "M=3", "--size", "V=1500"]
+    )
     assert result.exit_code == 0, result.output
     assert "PASS" in result.output
 

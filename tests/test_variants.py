@@ -76,7 +76,8 @@ def test_add_single_pads_any_length_to_one_masked_tile(generated, n):
 
 
 def test_add_single_refuses_a_length_past_the_largest_tile(generated):
-    with pytest.raises(ValueError, match=r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile holds 1048576 elements\), got 1048577"):
+    message = r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile holds 1048576 elements\), got 1048577"
+    with pytest.raises(ValueError, match=message):
         generated("add_single").add_single(torch.zeros(2**20 + 1), torch.zeros(2**20 + 1))
 
 
@@ -284,9 +285,9 @@ def test_activations_match_torch(activations, act):
         TORCH_ACTIVATIONS[act](x),
         (-x * 2.5 + 1).half(),
     )
-    for out, want in zip(outs, expected):
+    for out, want in zip(outs, expected, strict=True):
         _close(out, want, 1e-5, 1e-5)
-    for out, want in zip(outs, activations.reference(x, 2.5, act=act)):
+    for out, want in zip(outs, activations.reference(x, 2.5, act=act), strict=True):
         _close(out, want, 1e-5, 1e-5)
 
 
@@ -306,7 +307,8 @@ def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k
 
 def test_descriptor_launcher_refuses_what_tma_cannot_address(generated):
     mod = generated("matmul_fast")
-    with pytest.raises(ValueError, match=r"matmul_fast: b needs unit stride in its last dimension .* got strides \(1, 16\)"):
+    message = r"matmul_fast: b needs unit stride in its last dimension .* got strides \(1, 16\)"
+    with pytest.raises(ValueError, match=message):
         mod.matmul_fast(_rand(16, 16), _rand(16, 16).t())
     with pytest.raises(ValueError, match=r"b needs unit stride .* got strides \(12, 1\) .* multiple of 8"):
         mod.matmul_fast(_rand(16, 16), _rand(16, 12))  # rows of 12 halves: 24 bytes

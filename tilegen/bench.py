@@ -182,7 +182,8 @@ def run_sweep(
 
 def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> None:
     """One row per point: sizes, then ms / 20% / 80% / rate per provider, then the first
-    provider's speed relative to each other one (their ms over its ms). ``meta`` (device, versions) goes in ``#`` comment lines."""
+    provider's speed relative to each other one (their ms over its ms). ``meta`` (device,
+    versions) goes in ``#`` comment lines."""
     path.parent.mkdir(parents=True, exist_ok=True)
     size_names = list(sweep.points[0].sizes) if sweep.points else []
     with path.open("w", newline="", encoding="utf-8") as handle:

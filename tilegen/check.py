@@ -317,7 +317,7 @@ class Checker:
         if self.spec.flat and swizzle.aliases:
             self.errors.error("'as' aliases need a 2D grid, not a flat one", swizzle.aliases[0].span)
         if swizzle.aliases:
-            for alias, axis in zip(swizzle.aliases, swizzle.axes):
+            for alias, axis in zip(swizzle.aliases, swizzle.axes, strict=True):
                 self.define(alias, "swizzled axis")
                 if axis.id in axes:
                     axes[alias.id] = axes[axis.id]
@@ -331,9 +331,13 @@ class Checker:
             self.errors.error(f"unknown tensor '{tensor_name.id}'", tensor_name.span)
             return ()
         if writing and tensor.role == "in":
-            self.errors.error(f"input tensor '{tensor.name.id}' is written; only 'out' tensors can be stored to", tensor_name.span)
+            self.errors.error(
+                f"input tensor '{tensor.name.id}' is written; only 'out' tensors can be stored to", tensor_name.span
+            )
         if not writing and tensor.role == "out":
-            self.errors.error(f"output tensor '{tensor.name.id}' is read; only 'in' tensors can be loaded", tensor_name.span)
+            self.errors.error(
+                f"output tensor '{tensor.name.id}' is read; only 'in' tensors can be loaded", tensor_name.span
+            )
         if tensor.is_scalar:
             self.errors.error(f"'{tensor.name.id}' is a scalar; use it without an index", tensor_name.span)
             return ()
@@ -345,7 +349,7 @@ class Checker:
             )
             return ()
         result = []
-        for position, (item, dim) in enumerate(zip(index, tensor.dims)):
+        for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
             if isinstance(item, m.Load):
                 result += [a for a in self.gather_axes(tensor, item, scope, writing) if a not in result]
                 continue
@@ -480,14 +484,16 @@ class Checker:
             return ()
         operands = [self.expr_axes(arg, scope) for arg in call.args]
         params = [p for p, _ in function.params] if function is not None else []
-        given_axes = dict(zip(params, operands[1:]))  # each parameter's value's axes
+        given_axes = dict(zip(params, operands[1:], strict=False))  # each parameter's value's axes; counts may differ
         for key, value in call.kwargs:
             if key.id in params:  # a number given by keyword; words (dim=c, precision=ieee) are not values
                 operands.append(self.expr_axes(value, scope))
                 given_axes.setdefault(key.id, operands[-1])
         if choice is not None:
             if len(call.args) != 1 or call.kwargs:
-                self.errors.error(f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span)
+                self.errors.error(
+                    f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span
+                )
             return operands[0] if operands else ()
         if function.kind == "dot":
             if len(call.args) != 2:
@@ -593,9 +599,9 @@ class Checker:
         dtypes = [self.dtype(arg, scope) for arg in call.args]
         names = [
             f"'{arg.tensor.id}'" if isinstance(arg, m.Load) else f"'{arg.name.id}'" if isinstance(arg, m.Ref) else which
-            for arg, which in zip(call.args, ("the first", "the second"))
+            for arg, which in zip(call.args, ("the first", "the second"), strict=True)
         ]
-        for arg, dtype, name in zip(call.args, dtypes, names):
+        for arg, dtype, name in zip(call.args, dtypes, names, strict=True):
             if dtype not in DOT_ACCUMULATORS and dtype in m.DTYPES:
                 self.errors.error(
                     f"'dot' does not take {dtype} tiles ({name}); operands are one of {', '.join(DOT_ACCUMULATORS)}"
@@ -707,7 +713,7 @@ class Checker:
                     {**scope.axes, stmt.axis.name.id: stmt.axis},
                     dict(scope.locals),
                     set(scope.declared),
-                    scope.loop_axes + (stmt.axis.name.id,),
+                    (*scope.loop_axes, stmt.axis.name.id),
                     dict(scope.dtypes),
                 )
                 self.check_body(stmt.body, inner)

@@ -188,9 +188,15 @@ def run(
 def demo(
     specs_dir: Annotated[str, typer.Argument(help="Folder of specs.")] = "specs",
     output: Annotated[Path, typer.Option("-o", "--output", help="Where modules are generated.")] = Path("generated"),
-    image: Annotated[Path | None, typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")] = None,
-    out_dir: Annotated[Path, typer.Option("--out-dir", help="Where the sample photo and its grey PNG go.")] = Path("demo_out"),
-    programs: Annotated[int | None, typer.Option(help="Tiles (plus a tail) per size symbol; default 5 on the CPU, 40 on a GPU.")] = None,
+    image: Annotated[
+        Path | None, typer.Option(help="Photo for image kernels (default: matplotlib's sample photo).")
+    ] = None,
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", help="Where the sample photo and its grey PNG go.")
+    ] = Path("demo_out"),
+    programs: Annotated[
+        int | None, typer.Option(help="Tiles (plus a tail) per size symbol; default 5 on the CPU, 40 on a GPU.")
+    ] = None,
 ) -> None:
     """The main job: build every spec, run every kernel against its reference, print a table.
 
@@ -213,11 +219,12 @@ def demo(
         out.print(f"running {result.spec.given} on {device} ...", markup=False)
         try:
             rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
-        except Exception as error:  # noqa: BLE001 - one kernel's failure is reported, the rest still run
+        except Exception as error:  # any error: one kernel's failure is reported, the rest still run
             from tilegen.runner import RunResult
 
             kernel = result.spec.path.stem
-            rows.append(RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {type(error).__name__}: {error}"))
+            message = f"{kernel}: {type(error).__name__}: {error}"
+            rows.append(RunResult(kernel, "-", device, float("nan"), False, message))
     out.print(_results_table(rows))
     _print_notes(rows)
     if errors or not all(r.passed for r in rows):
@@ -240,12 +247,18 @@ def bench(
     path: Annotated[str, typer.Argument(help="One spec file.")],
     sweep: Annotated[
         list[str] | None,
-        typer.Option("--sizes", help="NAME[=NAME...]=VALUES: a,b,c or start:stop:step (names joined by = share values)."),
+        typer.Option(
+            "--sizes", help="NAME[=NAME...]=VALUES: a,b,c or start:stop:step (names joined by = share values)."
+        ),
     ] = None,
     baseline: Annotated[str, typer.Option(help="torch, reference (the --handwritten kernel) or both.")] = "torch",
-    handwritten: Annotated[str | None, typer.Option(help="MODULE:FUNCTION of a hand-written kernel taking the same inputs.")] = None,
+    handwritten: Annotated[
+        str | None, typer.Option(help="MODULE:FUNCTION of a hand-written kernel taking the same inputs.")
+    ] = None,
     csv_path: Annotated[Path | None, typer.Option("--csv", help="Write the results as CSV.")] = None,
-    plot_path: Annotated[Path | None, typer.Option("--plot", help="Write a plot (PNG) of rate against the first size.")] = None,
+    plot_path: Annotated[
+        Path | None, typer.Option("--plot", help="Write a plot (PNG) of rate against the first size.")
+    ] = None,
 ) -> None:
     """Time a spec's generated kernel against torch (cuBLAS for matmuls) and/or a hand-written
     kernel over a sweep of sizes; print ms, TFLOP/s or GB/s and ratios. Needs a CUDA GPU."""
@@ -296,7 +309,8 @@ def bench(
         bench_mod.write_csv(result, csv_path, bench_mod.environment())
         out.print(f"wrote {csv_path}", markup=False)
     if plot_path is not None:
-        bench_mod.plot([result], plot_path, next(iter(points[0])), f"{spec.name.id} ({bench_mod.environment()['device']})")
+        title = f"{spec.name.id} ({bench_mod.environment()['device']})"
+        bench_mod.plot([result], plot_path, next(iter(points[0])), title)
         out.print(f"wrote {plot_path}", markup=False)
 
 

@@ -13,7 +13,7 @@ makes an integer tile float32).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tilegen import model as m
 from tilegen.functions import lookup
@@ -81,9 +81,9 @@ def computes_in_f32(dtype: str | None) -> bool:
 def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -> str | None:
     """The dtype ``expr`` (of ``spec``'s body) computes to.
 
-    A load has its tensor's dtype; ``local(name)`` gives the dtype of a name that is not a tensor load: a local tile variable,
-    a scalar input, an axis or a size symbol (``INDEX``), or None when unknown. A literal
-    number gives None (it takes its context's dtype).
+    A load has its tensor's dtype; ``local(name)`` gives the dtype of a name that is not a tensor
+    load: a local tile variable, a scalar input, an axis or a size symbol (``INDEX``), or None
+    when unknown. A literal number gives None (it takes its context's dtype).
     """
     if isinstance(expr, m.Number):
         return None if expr.is_int else WEAK_FLOAT

@@ -8,7 +8,6 @@ stages can report ``file:line:col`` errors and name spec lines in generated comm
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 #: Spec dtype name -> (triton dtype, torch dtype). Also the set of dtypes the language knows.
 DTYPES: dict[str, tuple[str, str]] = {
@@ -274,7 +273,7 @@ class Call:
         return value.name.id if isinstance(value, Ref) else None
 
 
-Expr = Union[Number, Ref, Load, BinOp, Neg, Call]
+Expr = Number | Ref | Load | BinOp | Neg | Call
 
 # ------------------------------------------------------------------------- statements
 
@@ -328,7 +327,7 @@ class Loop:
     span: Span
 
 
-Stmt = Union[Declare, Assign, Accumulate, Store, Loop]
+Stmt = Declare | Assign | Accumulate | Store | Loop
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ the expected tokens named in words (``a name``, ``end of line``), not Lark termi
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -23,8 +24,8 @@ class TileIndenter(Indenter):
     """Turns leading whitespace after newlines into ``_INDENT``/``_DEDENT`` tokens."""
 
     NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LSQB"]
-    CLOSE_PAREN_types = ["RPAR", "RSQB"]
+    OPEN_PAREN_types: ClassVar[list[str]] = ["LPAR", "LSQB"]
+    CLOSE_PAREN_types: ClassVar[list[str]] = ["RPAR", "RSQB"]
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
     tab_len = 8

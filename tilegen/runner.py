@@ -276,7 +276,11 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 sizes[dim.id] = given.get(dim.id, 3)
                 continue
             step = max(
-                ((largest if a.bounds == "unmasked" else blocks).get(a.block.id, 1) for a in over if a.block is not None),
+                (
+                    (largest if a.bounds == "unmasked" else blocks).get(a.block.id, 1)
+                    for a in over
+                    if a.block is not None
+                ),
                 default=16,
             )
             tail = step // 2 + 1 if all(a.masked for a in over) else 0

@@ -215,11 +215,11 @@ def extents(spec: m.Spec, args: Sequence, outputs: Sequence = ()) -> dict[str, i
     the order of ``spec.inputs``; scalars skipped) and then of ``outputs`` (``spec.outputs``)."""
     sizes: dict[str, int] = {}
     for tensors, values in ((spec.inputs, args), (spec.outputs, outputs)):
-        for tensor, value in zip(tensors, values):
+        for tensor, value in zip(tensors, values, strict=False):  # ``outputs`` may be left out
             shape = getattr(value, "shape", None)
             if tensor.is_scalar or shape is None or len(shape) != len(tensor.dims):
                 continue
-            for dim, extent in zip(tensor.dims, shape):
+            for dim, extent in zip(tensor.dims, shape, strict=True):
                 if isinstance(dim, m.Name):
                     sizes.setdefault(dim.id, int(extent))
     return sizes
@@ -280,7 +280,7 @@ def allowed_errors(
         magnitudes = _as_tuple(reference(*(_absolute(a) for a in args)))
     floats = float_stores(spec)
     bounds = []
-    for tensor, ref, magnitude in zip(spec.outputs, expected, magnitudes):
+    for tensor, ref, magnitude in zip(spec.outputs, expected, magnitudes, strict=False):
         ref = ref.double()
         if tensor.dtype.id not in BASE:  # an integer output
             bounds.append(torch.full_like(ref, 1.0 if tensor.name.id in floats else 0.0))
@@ -319,13 +319,13 @@ def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable
     outputs, expected = _as_tuple(outputs), _as_tuple(expected)
     if len(outputs) != len(expected):
         return Comparison(math.inf, math.inf, False, f"{len(outputs)} outputs, {len(expected)} expected")
-    for tensor, out, ref in zip(spec.outputs, outputs, expected):
+    for tensor, out, ref in zip(spec.outputs, outputs, expected, strict=False):
         if out.shape != ref.shape or out.dtype != ref.dtype:
             detail = f"{tensor.name.id}: {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} {ref.dtype}"
             return Comparison(math.inf, math.inf, False, detail)
     bounds = allowed_errors(spec, args, expected, reference)
     worst, ratio, detail = 0.0, 0.0, ""
-    for tensor, out, ref, bound in zip(spec.outputs, outputs, expected, bounds):
+    for tensor, out, ref, bound in zip(spec.outputs, outputs, expected, bounds, strict=False):
         if out.numel() == 0:
             continue
         shape = tuple(out.shape)

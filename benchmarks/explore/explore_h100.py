@@ -98,20 +98,22 @@ if TensorDescriptor is not None:
                         c = tma_matmul(a, b, *cfg, persistent=persistent)
                         err = (c.float() - (a.float() @ b.float())).abs().max().item()
                         ms = bench(lambda: tma_matmul(a, b, *cfg, persistent=persistent))
-                    except Exception as error:  # noqa: BLE001 - report and go on
+                    except Exception as error:  # any error: report it and go on
                         print(f"  tma {cfg} persistent={persistent}: {type(error).__name__}: {str(error)[:120]}")
                         continue
                     if best is None or ms < best[0]:
                         best = (ms, cfg, persistent, err)
             ms, cfg, persistent, err = best
-            print(f"TMA {str(dtype)[6:]} {n}: cuBLAS {flops / cublas * 1e3:.0f} TFLOP/s, best TMA {flops / ms * 1e3:.0f} "
-                  f"TFLOP/s = {cublas / ms:.3f}x cuBLAS cfg={cfg} persistent={persistent} max_err={err:.3g}", flush=True)
+            print(f"TMA {str(dtype)[6:]} {n}: cuBLAS {flops / cublas * 1e3:.0f} TFLOP/s, "
+                  f"best TMA {flops / ms * 1e3:.0f} TFLOP/s = {cublas / ms:.3f}x cuBLAS cfg={cfg} "
+                  f"persistent={persistent} max_err={err:.3g}", flush=True)
 
 # ---------------------------------------------------------------------------- grayscale / copy
 grey = load_module(ROOT / "generated" / "rgb2grey.py")
 x = torch.randint(0, 256, (3, 8192, 8192), dtype=torch.uint8, device="cuda")
 moved = 4 * 8192 * 8192
-for bh, bw in [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (1, 1024), (8, 256), (4, 512), (16, 128), (2, 1024), (1, 2048), (4, 1024)]:
+for bh, bw in [(32, 32), (16, 64), (8, 128), (4, 256), (2, 512), (1, 1024), (8, 256), (4, 512), (16, 128), (2, 1024),
+               (1, 2048), (4, 1024)]:
     ms = bench(lambda: grey.rgb2grey(x, BH=bh, BW=bw))
     print(f"rgb2grey 3x8192x8192 BH={bh} BW={bw}: {moved / ms * 1e-9:.2f} TB/s", flush=True)
 
@@ -146,7 +148,9 @@ naive = load_module(ROOT / "generated" / "matmul_naive.py")
 a = torch.randn(512, 512, device="cuda", dtype=torch.float16)
 b = torch.randn(512, 512, device="cuda", dtype=torch.float16)
 c = torch.empty(512, 512, device="cuda", dtype=torch.float16)
-direct = lambda: naive.matmul_naive_kernel[(8, 8)](a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BM=64, BN=64, BK=64, INT64_OFFSETS=False)  # noqa: E731
+direct = lambda: naive.matmul_naive_kernel[(8, 8)](  # noqa: E731
+    a, b, c, 512, 512, 512, 512, 1, 512, 1, 512, 1, BM=64, BN=64, BK=64, INT64_OFFSETS=False
+)
 print(f"matmul 512^3 per call: generated launcher {per_call_us(lambda: naive.matmul_naive(a, b)):.2f} us, "
       f"direct kernel launch {per_call_us(direct):.2f} us")
 tut = load_module(ROOT / "generated" / "matmul_tutorial.py")

@@ -108,7 +108,7 @@ for dtype in (torch.float16, torch.bfloat16):
                         results.append(f"{variant} {cfg}: WRONG")
                         continue
                     t = graph_ms(fn)
-                except Exception as error:  # noqa: BLE001
+                except Exception as error:  # any error: report it and go on
                     results.append(f"{variant} {cfg}: {type(error).__name__}")
                     continue
                 if best is None or t < best[0]:
@@ -117,7 +117,8 @@ for dtype in (torch.float16, torch.bfloat16):
                 results.append((variant, best))
         cublas.append(graph_ms(lambda: torch.matmul(a, b)))
         base = statistics.mean(cublas)
-        print(f"{str(dtype)[6:]} {n}: cuBLAS {tflops(cublas[0]):.0f} / {tflops(cublas[1]):.0f} TFLOP/s (before / after)", flush=True)
+        print(f"{str(dtype)[6:]} {n}: cuBLAS {tflops(cublas[0]):.0f} / {tflops(cublas[1]):.0f} TFLOP/s "
+              "(before / after)", flush=True)
         for item in results:
             if isinstance(item, str):
                 print("  " + item)

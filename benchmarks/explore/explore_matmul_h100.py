@@ -80,7 +80,10 @@ def run(a, b, c, cfg, variant):
     return lambda: device_desc[(tiles,)](a, b, c, M, N, K, BM=BM, BN=BN, BK=BK, num_warps=w, num_stages=s)
 
 
-fast = {"f16": load_module(ROOT / "generated" / "matmul_fast.py"), "bf16": load_module(ROOT / "generated" / "matmul_fast_bf16.py")}
+fast = {
+    "f16": load_module(ROOT / "generated" / "matmul_fast.py"),
+    "bf16": load_module(ROOT / "generated" / "matmul_fast_bf16.py"),
+}
 print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")
 for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
     launcher = getattr(fast[name], "matmul_fast" if name == "f16" else "matmul_fast_bf16")
@@ -90,7 +93,8 @@ for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
         c = torch.empty(n, n, device="cuda", dtype=dtype)
         flops = 2 * n**3 * 1e-9
         cublas = graph_ms(lambda: torch.matmul(a, b))
-        line = [f"{name} {n}: cuBLAS {flops / cublas:.0f}", f"generated {cublas / graph_ms(lambda: launcher(a, b)):.3f}x"]
+        line = [f"{name} {n}: cuBLAS {flops / cublas:.0f}",
+                f"generated {cublas / graph_ms(lambda: launcher(a, b)):.3f}x"]
         configs = [(64, 128, 64, 4, 4), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (128, 128, 64, 4, 4)]
         for variant in ("host persistent", "host", "host ws", "device"):
             best = None
@@ -98,7 +102,7 @@ for dtype, name in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
                 try:
                     fn = run(a, b, c, cfg, variant)
                     t = graph_ms(fn)
-                except Exception as error:  # noqa: BLE001
+                except Exception as error:  # any error: report it and go on
                     line.append(f"{variant} {cfg}: {type(error).__name__}")
                     continue
                 if best is None or t < best[0]:

@@ -44,7 +44,7 @@ def counted_loop(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, 
     a_ptrs = a_ptr + (stride_am * m_offsets_a + stride_ak * k_offsets[None, :])
     b_ptrs = b_ptr + (stride_bk * k_offsets[:, None] + stride_bn * n_offsets_b)
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):  # noqa: B007 - the tutorial kernel's loop, kept as written
         a = tl.load(a_ptrs, mask=m_offsets_a < M, other=0.0)
         b = tl.load(b_ptrs, mask=n_offsets_b < N, other=0.0)
         accumulator += tl.dot(a, b)
@@ -80,7 +80,7 @@ def pointer_terms(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
     a_ptrs = a_ptr + m_offsets_a * stride_am + k_offsets[None, :] * stride_ak
     b_ptrs = b_ptr + k_offsets[:, None] * stride_bk + n_offsets_b * stride_bn
     accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, K, BLOCK_SIZE_K):
+    for k in range(0, K, BLOCK_SIZE_K):  # noqa: B007 - the tutorial kernel's loop, kept as written
         a = tl.load(a_ptrs, mask=m_offsets_a < M, other=0.0)
         b = tl.load(b_ptrs, mask=n_offsets_b < N, other=0.0)
         accumulator += tl.dot(a, b)
@@ -102,7 +102,8 @@ for n, (bm, bn, bk, warps, stages) in [(1024, (64, 128, 32, 4, 4)), (4096, (128,
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     grid = (triton.cdiv(n, bm) * triton.cdiv(n, bn),)
     strides = (n, 1, n, 1, n, 1)
-    meta = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=8, num_warps=warps, num_stages=stages)
+    meta = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 8, "num_warps": warps,
+            "num_stages": stages}
     fns = {
         "hand-written": lambda: ref.matmul_kernel[grid](a, b, c, n, n, n, *strides, ACTIVATION="none", **meta),
         "hand-written, counted K loop": lambda: counted_loop[grid](a, b, c, n, n, n, *strides, **meta),

@@ -1,4 +1,5 @@
-"""Fused attention forward from Triton's tutorial 06 "Fused Attention" (python/tutorials/06-fused-attention.py in triton-lang/triton).
+"""Fused attention forward from Triton's tutorial 06 "Fused Attention"
+(python/tutorials/06-fused-attention.py in triton-lang/triton).
 
 Follows the tutorial's current forward pass, the tensor-descriptor version
 (read from the copy in triton-lang/Triton-to-tile-IR, commit
@@ -372,7 +373,7 @@ def _attn_fwd(sm_scale, M,  #
 _INTERPRET = isinstance(_attn_fwd, InterpretedFunction)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _attn_fwd_autotuned():
     """``_attn_fwd`` under the tutorial's ``triton.autotune`` (built at first launch: deviation).
 

@@ -1,4 +1,5 @@
-"""Layer normalization forward from Triton's tutorial 05 "Layer Normalization" (python/tutorials/05-layer-norm.py in triton-lang/triton).
+"""Layer normalization forward from Triton's tutorial 05 "Layer Normalization"
+(python/tutorials/05-layer-norm.py in triton-lang/triton).
 
 Follows the tutorial's ``_layer_norm_fwd_fused``: one program per row
 (``row = tl.program_id(0)``, ``X`` and ``Y`` advanced by ``row * stride``),

@@ -1,4 +1,5 @@
-"""Tiled matrix multiplication from seed 000_394da3312a32ff7c (GPU MODE lecture 14 notes, Examples 3 and 4, and Auto-Tuning).
+"""Tiled matrix multiplication from seed 000_394da3312a32ff7c (GPU MODE lecture 14 notes,
+Examples 3 and 4, and Auto-Tuning).
 
 Follows the seed's ``naive_matmul_k`` and ``grouped_matmul_k``: a 2D grid of
 ``(cdiv(m, bm), cdiv(n, bn))`` programs, each computing one ``bm x bn`` tile of

@@ -1,4 +1,5 @@
-"""Matrix multiplication from seed 004_542e090f2e059ed6 (Intel XPU Triton guide, "Load and Store Semantics" and "Triton Kernel Tuning").
+"""Matrix multiplication from seed 004_542e090f2e059ed6 (Intel XPU Triton guide, "Load and
+Store Semantics" and "Triton Kernel Tuning").
 
 Two kernels from the seed:
 - ``matmul_kernel_dummy``: a 2D grid of ``(cdiv(M, BLOCK_SIZE_M),

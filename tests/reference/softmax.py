@@ -142,7 +142,7 @@ _INTERPRET = isinstance(softmax_kernel, InterpretedFunction)
 kernels = {}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_properties(device):
     """``driver.active.utils.get_device_properties(device)``, read once per device (the tutorial
     reads it once, at import)."""

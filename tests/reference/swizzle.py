@@ -52,7 +52,8 @@ def swizzle_k(x_ptr, z_ptr, group_sz: tl.constexpr):
 
 
 def swizzle(x, group_sz=3):
-    """Return ``z`` (initialised to -1) with each element of the 2D matrix ``x`` moved to its ``tl.swizzle2d`` position."""
+    """Return ``z`` (initialised to -1) with each element of the 2D matrix ``x`` moved to its
+    ``tl.swizzle2d`` position."""
     assert x.dim() == 2, "expected a 2D matrix"
     assert x.is_contiguous(), "A tensor is not contiguous"
     z = -torch.ones_like(x)  # Initialize output matrix with -1

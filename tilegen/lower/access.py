@@ -33,7 +33,9 @@ class AccessLowering:
                 terms.append(f"{self.axes[item.id].offs} * {stride}")
         return terms
 
-    def pointer_expr(self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool) -> tuple[str, str | None]:
+    def pointer_expr(
+        self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool
+    ) -> tuple[str, str | None]:
         """Pointer and mask expressions of ``tensor[index]`` as a tile over ``context``.
 
         With ``ops`` given, a mask combined from several axes is emitted there once (as

@@ -211,7 +211,9 @@ def _rewrite_expr(expr, domain: set[str], spec: m.Spec):
         if expr.func.id == "exp" and _exponent_ok(expr.args[0], domain):
             arg = expr.args[0]
             if isinstance(arg, m.BinOp):
-                arg = dataclasses.replace(arg, left=_scaled(arg.left, domain, spec), right=_scaled(arg.right, domain, spec))
+                arg = dataclasses.replace(
+                    arg, left=_scaled(arg.left, domain, spec), right=_scaled(arg.right, domain, spec)
+                )
             return dataclasses.replace(expr, func=dataclasses.replace(expr.func, id="exp2"), args=(arg,))
         return dataclasses.replace(expr, args=tuple(_rewrite_expr(a, domain, spec) for a in expr.args))
     if isinstance(expr, m.BinOp):

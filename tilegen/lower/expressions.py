@@ -54,7 +54,9 @@ class ExpressionLowering:
         integer: math computes in float32, as torch does."""
         if not computes_in_f32(self.dtype_of(expr)):
             return text
-        return f"({text}).to(tl.float32)" if compound and isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.to(tl.float32)"
+        if compound and isinstance(expr, (m.BinOp, m.Neg)):
+            return f"({text}).to(tl.float32)"
+        return f"{text}.to(tl.float32)"
 
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
@@ -169,7 +171,8 @@ class ExpressionLowering:
             if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")
                 ops.append(Line(f"{name} = {text}"))
-                ops.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", (Line(f"{name} = {name}.to(tl.float32)"),)))
+                to_f32 = (Line(f"{name} = {name}.to(tl.float32)"),)
+                ops.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", to_f32))
                 self.bf16_dot, text = True, name
             operands.append(text)
         precision = call.word("precision")
@@ -196,7 +199,9 @@ class ExpressionLowering:
                 return broadcast_tile(name, ordered, canonical)
             if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
                 info = self.axes[name]
-                return info.offs if info.scalar else broadcast(self.offsets(name), self.canonical.get(name, name), canonical)
+                if info.scalar:
+                    return info.offs
+                return broadcast(self.offsets(name), self.canonical.get(name, name), canonical)
             return name  # a scalar input or a size symbol
         if isinstance(expr, m.Load):
             return self.load(expr, context, ops)

@@ -280,7 +280,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         targets = (first, second)
         if swizzle.aliases:
             targets = tuple(a.id for a in swizzle.aliases)
-            for alias, axis in zip(targets, (first, second)):
+            for alias, axis in zip(targets, (first, second), strict=True):
                 self.canonical[alias] = axis
                 pids[alias] = self.fresh(f"pid_{alias}")
         return [
@@ -379,15 +379,30 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
             skip = skips_when_false(loop, guard, set(self.locals))
             cond, split = f"{k} {guard.op} {guard.axis}", f"min({whole_tiles}, {full})"
-            end, skipped = (f"min({tiles}, {live})", f"; later tiles change nothing (where {cond} holds nowhere): skipped") if skip else (tiles, "")
+            end, skipped = tiles, ""
+            if skip:
+                end = f"min({tiles}, {live})"
+                skipped = f"; later tiles change nothing (where {cond} holds nowhere): skipped"
             ranges = [
-                (f"range(0, {split})", True, f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks"),
-                (f"range({split}, {end})", False, f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}"),
+                (
+                    f"range(0, {split})",
+                    True,
+                    f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks",
+                ),
+                (
+                    f"range({split}, {end})",
+                    False,
+                    f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}",
+                ),
             ]
         elif axis.masked:
             ranges = [
                 (f"range(0, {whole_tiles})", True, f"tiles of {k} inside {axis.dim.id}: no masks"),
-                (f"range({whole_tiles}, {tiles})", False, f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"),
+                (
+                    f"range({whole_tiles}, {tiles})",
+                    False,
+                    f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked",
+                ),
             ]
         else:
             ranges = [(f"range(0, {tiles})", True, "")]

@@ -71,7 +71,8 @@ def _bind_sizes(spec: m.Spec, name: str):
             checks.append(
                 (
                     f"{dim.id} <= {const}",
-                    f"f\"{name}: {tensor.name.id} dimension {position} ({dim.id}) must be > {const}, got {{{dim.id}}}\"",
+                    f"f\"{name}: {tensor.name.id} dimension {position} ({dim.id}) must be > {const}, "
+                    f"got {{{dim.id}}}\"",
                 )
             )
     return lines, checks, sizes, bound
@@ -174,7 +175,9 @@ def _docstring(spec: m.Spec) -> str:
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
     overrides = [f"{p.name.id}={p.default.text}" for p in spec.params if p.name.id not in spec.tuned_params]
-    overrides += [f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices]
+    overrides += [
+        f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices
+    ]
     if overrides:
         lines.append("Keyword arguments: " + ", ".join(overrides) + ".")
     if spec.tune is not None:
@@ -238,7 +241,9 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     kinds = {p.name.id: "int" for p in spec.params} | {c.name.id: "str" for c in spec.choices}
     if keywords:
         annotated += ["*", *(f"{k}: {kinds[k]} = {default}" for k, default in keywords)]
-    annotation = "torch.Tensor" if len(spec.outputs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(spec.outputs))}]"
+    annotation = (
+        "torch.Tensor" if len(spec.outputs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(spec.outputs))}]"
+    )
     head: list[Op] = []  # the inputs' types, dtypes, ranks and device
     for t in spec.inputs:
         dtype = m.DTYPES[t.dtype.id][1]
@@ -281,7 +286,10 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         )
     for choice in spec.choices:
         options = tuple_text(f'"{o.id}"' for o in choice.options)
-        message = f"f\"{name}: {choice.name.id} must be one of {', '.join(o.id for o in choice.options)}, got {{{choice.name.id}!r}}\""
+        message = (
+            f"f\"{name}: {choice.name.id} must be one of {', '.join(o.id for o in choice.options)}, "
+            f"got {{{choice.name.id}!r}}\""
+        )
         middle.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
     unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
     middle += [Line(line) for line in unpack]
@@ -293,7 +301,8 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         outputs.append((tensor.name.id, tuple_text(dims), m.DTYPES[tensor.dtype.id][1]))
         # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
         shape = ", ".join(dims) if dims else "()"
-        middle.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={m.DTYPES[tensor.dtype.id][1]})"))
+        dtype = m.DTYPES[tensor.dtype.id][1]
+        middle.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={dtype})"))
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
@@ -316,7 +325,9 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         pointers: tuple[str, ...] = ()
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
-        strides = tuple(", ".join(_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays)
+        strides = tuple(
+            ", ".join(_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays
+        )
         groups = [tuple(t.name.id for t in spec.arrays), sizes_passed, scalars, strides]
         pointers = tuple(t.name.id for t in spec.arrays)
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in bound_strides)]
@@ -386,7 +397,7 @@ def _traced_launch(spec: m.Spec, kernel: KernelPlan, launch: _LaunchArgs) -> lis
     grid = f"lambda meta: {_grid(spec, 'meta')}" if spec.tune is not None else _grid(spec)
     return [
         Line(f"grid = {grid}"),
-        Line(_call(f"wrap_triton({kernel.name})[grid]", launch.groups + (launch.meta,))),
+        Line(_call(f"wrap_triton({kernel.name})[grid]", (*launch.groups, launch.meta))),
         Line(f"return {returns}"),
     ]
 
@@ -460,7 +471,7 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
 def _call(function: str, groups) -> str:
     """A launch call, one argument group per line."""
     lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
-    return "\n".join(lines + [")"])
+    return "\n".join([*lines, ")"])
 
 
 def _specialization_key(spec: m.Spec, launch: _LaunchArgs) -> str:
@@ -507,7 +518,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
                                 "tune, and remember the choice on disk",
                                 (
                                     Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
-                                    Line(_call(f"{jit}[grid]", launch.groups + (launch.meta,))),
+                                    Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))),
                                     Line(f"_remember(tune_key, {jit}.best_config)"),
                                     Line(f"return {returns}"),
                                 ),
@@ -530,7 +541,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
         IfBlock(
             "_INTERPRET",
             "Triton's interpreter runs the kernel on the CPU",
-            (Line(_call(f"{jit}[grid]", launch.groups + (launch.meta + config,))), Line(f"return {returns}")),
+            (Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, *config)))), Line(f"return {returns}")),
         )
     )
     options = "**_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else "grid=grid"
@@ -552,13 +563,13 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
                             "launch is None",
                             "not compiled by another thread meanwhile",
                             (Line(_call(f"launch = _COMPILED[key] = _launcher({jit}.warmup",
-                                        launch.groups + (launch.meta + (options,),)) + ")"),),
+                                        (*launch.groups, (*launch.meta, options))) + ")"),),
                         ),
                     ),
                 ),
             ),
         ),
-        Line(_call("launch", ((("grid", "device_index"),) + launch.groups + (launch.constexprs,)))),
+        Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
         Line(f"return {returns}"),
     ]
     return ops

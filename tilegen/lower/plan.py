@@ -8,7 +8,7 @@ that renders it (``macro``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from typing import ClassVar
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class WithBlock:
     macro: ClassVar[str] = "with_block"
 
 
-Op = Union[Comment, Line, ForLoop, IfBlock, WithBlock]
+Op = Comment | Line | ForLoop | IfBlock | WithBlock
 
 
 @dataclass(frozen=True)

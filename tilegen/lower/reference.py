@@ -25,7 +25,7 @@ class ReferenceLowering:
         self.launcher = launcher
         self.aliases: dict[str, str] = {}
         if spec.swizzle is not None and spec.swizzle.aliases:
-            self.aliases = {a.id: s.id for a, s in zip(spec.swizzle.aliases, spec.swizzle.axes)}
+            self.aliases = {a.id: s.id for a, s in zip(spec.swizzle.aliases, spec.swizzle.axes, strict=True)}
         self.batch = tuple(a.name.id for a in spec.grid if a.is_index)
         self.locals: dict[str, tuple[str, ...]] = {}
         self.dtypes: dict[str, str] = {}  # declared local -> torch dtype (a dot accumulates in it)
@@ -132,7 +132,7 @@ class ReferenceLowering:
         letters = {name: chr(ord("a") + i) for i, name in enumerate(dict.fromkeys((*axes[0], *axes[1])))}
         equation = ",".join("".join(letters[x] for x in a) for a in axes) + "->" + "".join(letters[x] for x in out)
         dtype = acc_dtype or "torch.float32"
-        texts = [f"{self.value(arg, own)}.to({dtype})" for arg, own in zip(call.args, axes)]
+        texts = [f"{self.value(arg, own)}.to({dtype})" for arg, own in zip(call.args, axes, strict=True)]
         return self.align(f'torch.einsum("{equation}", {texts[0]}, {texts[1]})', out, context)
 
     def call(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:

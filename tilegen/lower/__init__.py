@@ -23,7 +23,7 @@ from tilegen import model as m
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
 from tilegen.lower.names import printable
-from tilegen.lower.plan import ModulePlan
+from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
 
 __all__ = ["ModulePlan", "lower", "spec_hash"]
@@ -47,7 +47,18 @@ def lower(spec: m.Spec) -> ModulePlan:
     """
     spec = dataclasses.replace(spec, path=safe_path(spec.path))
     kernel = lower_kernel(spec)
-    launcher = lower_launcher(spec, kernel)
+    fallback = None
+    if spec.access_style == "descriptor":  # what TMA cannot address runs the same spec through pointers
+        pointers = dataclasses.replace(
+            spec, access=None, name=dataclasses.replace(spec.name, id=f"_{spec.name.id}_pointers")
+        )
+        pointer_kernel = lower_kernel(pointers)
+        if pointer_kernel.tune is not None:  # its configs have no descriptor pre_hook
+            pointer_kernel = dataclasses.replace(
+                pointer_kernel, tune=dataclasses.replace(pointer_kernel.tune, name="_POINTER_CONFIGS")
+            )
+        fallback = FallbackPlan(pointer_kernel, lower_launcher(pointers, pointer_kernel, variant="pointers"))
+    launcher = lower_launcher(spec, kernel, fallback.launcher.call if fallback else None)
     reference = lower_reference(spec, launcher)
     return ModulePlan(
         kernel_name=spec.name.id,
@@ -58,4 +69,5 @@ def lower(spec: m.Spec) -> ModulePlan:
         kernel=kernel,
         launcher=launcher,
         reference=reference,
+        fallback=fallback,
     )

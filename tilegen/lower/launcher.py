@@ -158,7 +158,12 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
     return tuple_text(sizes)
 
 
-def _docstring(spec: m.Spec) -> str:
+def _docstring(spec: m.Spec, variant: str | None = None) -> str:
+    if variant is not None:
+        name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
+        return (f"{name}() where TMA descriptors cannot serve: the kernel of {spec.path} through {variant},\n"
+                f"with the same tune configs. Called by {name}(), after its checks.")
+
     def describe(t: m.Tensor) -> str:
         if t.is_scalar:
             return f"{t.name.id}: {t.dtype.id} (a number)"
@@ -168,7 +173,8 @@ def _docstring(spec: m.Spec) -> str:
     plural = "s" if len(spec.outputs) > 1 else ""
     lines = [f"Run the kernel of {spec.path} and return its output{plural}.", ""]
     layout = (
-        "tensors need a unit last stride and 16-byte aligned rows (TMA descriptors)"
+        "tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and "
+        "16-byte aligned rows, pointers otherwise"
         if spec.access_style == "descriptor"
         else "tensors may have any strides"
     )
@@ -219,10 +225,18 @@ def _annotation(t: m.Tensor) -> str:
     return "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
 
 
-def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
+def lower_launcher(
+    spec: m.Spec, kernel: KernelPlan, fallback: str | None = None, variant: str | None = None
+) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
     ``torch.compile`` traces).
+
+    A TMA-descriptor launcher returns ``fallback`` (the call of the spec's pointer launcher)
+    where descriptors cannot serve: a GPU before Hopper, a Triton without them, a tensor whose
+    rows are not 16-byte aligned or whose last stride is not 1. ``variant`` names such a second
+    launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
+    share the module's caches with the first.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper
     (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -319,7 +333,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
     if descriptors:  # the descriptors carry the pointers, shapes and strides
-        setup += _descriptor_checks(spec, name)
+        setup += _descriptor_checks(spec, fallback)
         setup += _make_descriptors(spec, kernel)
         groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays), sizes_passed, scalars]
         pointers: tuple[str, ...] = ()
@@ -353,7 +367,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         pointers=pointers,
         ints=tuple(ints),
     )
-    body = [*head, device_guard, *middle, nothing, *setup, *flags, *_launch(spec, kernel, name, launch)]
+    body = [*head, device_guard, *middle, nothing, *setup, *flags, *_launch(spec, kernel, name, launch, variant)]
     fake = (*head, *middle, Line(f"return {returns}"))
     traced = None
     if not descriptors:  # torch traces a pointer kernel's launch; a TMA descriptor's it cannot
@@ -384,7 +398,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan) -> LauncherPlan:
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=_docstring(spec),
+        docstring=_docstring(spec, variant),
         fake=fake,
         traced=traced,
     )
@@ -402,17 +416,21 @@ def _traced_launch(spec: m.Spec, kernel: KernelPlan, launch: _LaunchArgs) -> lis
     ]
 
 
-def _descriptor_checks(spec: m.Spec, name: str) -> list[Op]:
-    """Tensor descriptors (TMA) need a unit last stride, 16-byte aligned other strides and a
-    16-byte aligned base; the kernel builds them on the device, in memory Triton asks for."""
-    ops: list[Op] = []
+def _descriptor_checks(spec: m.Spec, fallback: str) -> list[Op]:
+    """Tensor descriptors (TMA) need Hopper or newer, a Triton that has them, and tensors with a
+    unit last stride, 16-byte aligned other strides and a 16-byte aligned base; otherwise the
+    launcher returns ``fallback``, the same spec through pointers."""
+    ops: list[Op] = [
+        IfBlock("not _has_tma(device)", "a GPU or a Triton without TMA descriptors", (Line(f"return {fallback}"),))
+    ]
+    terms = []
     for t in spec.arrays:
         size = m.DTYPE_BYTES[t.dtype.id]
         strides = f"_{t.name.id}_strides"
-        terms = [f"{strides}[{len(t.dims) - 1}] != 1"]
+        terms.append(f"{strides}[{len(t.dims) - 1}] != 1")
         terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
         terms.append(f"{t.name.id}.data_ptr() % 16")
-        ops.append(IfBlock(" or ".join(terms), "", (Line(f'_bad_layout("{name}", "{t.name.id}", {t.name.id})'),)))
+    ops.append(IfBlock(" or ".join(terms), "a layout TMA cannot address", (Line(f"return {fallback}"),)))
     return ops
 
 
@@ -474,11 +492,13 @@ def _call(function: str, groups) -> str:
     return "\n".join([*lines, ")"])
 
 
-def _specialization_key(spec: m.Spec, launch: _LaunchArgs) -> str:
+def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None = None) -> str:
     """The compiled-kernel cache key: what Triton's JIT specializes a kernel on (the current
     device, the pointers' 16-byte alignment, ``_int_class`` of every integer, the constexpr
     values), plus the tune config; one group of terms per line."""
-    lines = ["device_index" + (", config_index" if spec.tune is not None else "")]
+    first = ["device_index"] + (["config_index"] if spec.tune is not None else [])
+    first += [f'"{variant}"'] if variant else []  # a second launcher of the spec shares _COMPILED
+    lines = [", ".join(first)]
     if launch.pointers:
         lines.append(", ".join(f"{p}.data_ptr() % 16" for p in launch.pointers))
     if launch.ints:
@@ -489,7 +509,7 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs) -> str:
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
-def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) -> list[Op]:
+def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, variant: str | None = None) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``warmup`` (Triton's compile and cache) and launched by
     ``_launcher`` (the fused-softmax tutorial's ``compiled[grid](*args)`` without its per-call
@@ -500,7 +520,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
     jit = kernel.name
     ops: list[Op] = []
     if spec.tune is not None:
-        key = tuple_text(["device", *(k.id for k in spec.tune.key)])
+        key = tuple_text(["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key)])
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),
@@ -548,7 +568,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs) ->
     ops += [
         Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
         Line("device_index = device.index"),
-        Line(_specialization_key(spec, launch)),
+        Line(_specialization_key(spec, launch, variant)),
         Line("launch = _COMPILED.get(key)"),
         IfBlock(
             "launch is None",

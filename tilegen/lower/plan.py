@@ -81,6 +81,7 @@ class TunePlan:
     configs: tuple[str, ...]
     key: tuple[str, ...]
     default: int  # index of the config the interpreter runs
+    name: str = "_CONFIGS"  # the module-level list the decorator takes
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class LauncherPlan:
     body: tuple[Op, ...]
     tuned: bool
     persistent: bool  # the module needs _num_sms
-    descriptors: bool  # the module needs _bad_layout (and, tuned, _descriptor_blocks)
+    descriptors: bool  # the module needs _has_tma (and, tuned, _descriptor_blocks)
     scalars: bool  # some input is a scalar (the module needs _check_scalar)
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str
@@ -172,3 +173,13 @@ class ModulePlan:
     kernel: KernelPlan
     launcher: LauncherPlan
     reference: ReferencePlan
+    fallback: FallbackPlan | None = None
+
+
+@dataclass(frozen=True)
+class FallbackPlan:
+    """A TMA-descriptor spec lowered once more through pointers: the kernel and the private
+    launcher that the main launcher returns through when descriptors cannot serve."""
+
+    kernel: KernelPlan
+    launcher: LauncherPlan

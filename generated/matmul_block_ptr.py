@@ -28,6 +28,9 @@ from torch.library import wrap_triton
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+# Triton 3.9 removed block pointers (tl.make_block_ptr raises, tl.advance is gone): there the
+# launcher runs the same spec through pointers.
+_BLOCK_POINTERS = hasattr(tl, "advance")
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
 _LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
 
@@ -160,6 +163,8 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     c = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
+    if not _BLOCK_POINTERS:  # a Triton without block pointers
+        return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
@@ -186,6 +191,123 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
             launch = _COMPILED.get(key)
             if launch is None:  # not compiled by another thread meanwhile
                 launch = _COMPILED[key] = _launcher(matmul_block_ptr_kernel.warmup(
+                    a, b, c,
+                    M, K, N,
+                    *_a_strides, *_b_strides, N, 1,
+                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        a, b, c,
+        M, K, N,
+        *_a_strides, *_b_strides, N, 1,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    )
+    return c
+
+
+@triton.jit
+def _matmul_block_ptr_pointers_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, K, N,
+    stride_a_m, stride_a_k,
+    stride_b_k, stride_b_n,
+    stride_c_m, stride_c_n,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/matmul_block_ptr.tile; launch it through _matmul_block_ptr_pointers()."""
+    # specs/matmul_block_ptr.tile:8: grid flat m over M by BLOCK_SIZE_M, n over N by BLOCK_SIZE_N
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    # specs/matmul_block_ptr.tile:9: swizzle m, n group GROUP_SIZE_M
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_m = pid_m.to(tl.int64)
+        pid_n = pid_n.to(tl.int64)
+    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    mask_m = offs_m < M
+    offs_n = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    mask_n = offs_n < N
+    # specs/matmul_block_ptr.tile:11: accumulator: f32[m, n] = 0
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    # specs/matmul_block_ptr.tile:12: for k over K by BLOCK_SIZE_K unmasked
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_a_m + offs_k[None, :] * stride_a_k
+    b_ptrs = b_ptr + offs_k[:, None] * stride_b_k + offs_n[None, :] * stride_b_n
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # specs/matmul_block_ptr.tile:13: accumulator += dot(a[m, k], b[k, n])
+        a = tl.load(a_ptrs, mask=mask_m[:, None], other=0.0)
+        b = tl.load(b_ptrs, mask=mask_n[None, :], other=0.0)
+        accumulator += tl.dot(a, b)
+        a_ptrs += BLOCK_SIZE_K * stride_a_k
+        b_ptrs += BLOCK_SIZE_K * stride_b_k
+    # specs/matmul_block_ptr.tile:14: c[m, n] = accumulator
+    mask_mn = mask_m[:, None] & mask_n[None, :]
+    c_ptrs = c_ptr + offs_m[:, None] * stride_c_m + offs_n[None, :] * stride_c_n
+    tl.store(c_ptrs, accumulator, mask=mask_mn)
+
+
+def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """matmul_block_ptr() where TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers,
+    with the same tune configs. Called by matmul_block_ptr(), after its checks.
+    """
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _bad_input("_matmul_block_ptr_pointers", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _bad_input("_matmul_block_ptr_pointers", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("_matmul_block_ptr_pointers", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"_matmul_block_ptr_pointers: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _matmul_block_ptr_pointers_kernel[grid](
+            a, b, c,
+            M, K, N,
+            *_a_strides, *_b_strides, N, 1,
+            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, "pointers",
+        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(_matmul_block_ptr_pointers_kernel.warmup(
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
@@ -288,4 +410,7 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     return getattr(namespace, name)
 
 
-op = _register_op("matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced)
+# without block pointers the op runs the pointer launcher, opaque to torch.compile
+op = _register_op(
+    "matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced if _BLOCK_POINTERS else None
+)

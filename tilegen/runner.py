@@ -147,7 +147,7 @@ class RunResult:
 
     ``max_error`` is the largest ``|out - ref|`` (output units; NaN when nothing was compared),
     ``passed`` whether every element is within :mod:`tilegen.tolerance`'s bound. ``note`` is a
-    line for the user (a file written, why a run was skipped or failed); ``default_config`` is
+    line for the user (a file written, why a run failed); ``default_config`` is
     True when a tuned spec ran its default config because the interpreter cannot time configs;
     ``warnings`` holds the text of any other warning the run gave (one line each).
     """
@@ -158,7 +158,6 @@ class RunResult:
     max_error: float
     passed: bool
     note: str = ""
-    skipped: bool = False
     default_config: bool = False
     warnings: tuple[str, ...] = ()
 
@@ -207,9 +206,6 @@ def run_module(
     (copied into ``out_dir`` first when given). Raises KeyError for a missing size.
     """
     launcher = getattr(module, spec.name.id)
-    reason = unsupported_reason(spec)
-    if reason is not None:
-        return RunResult(spec.name.id, "-", device, float("nan"), True, f"{spec.name.id} skipped: {reason}", True)
     default_config = spec.tune is not None and os.environ.get("TRITON_INTERPRET") == "1"
     note = ""
     if image is not None and is_image_spec(spec):
@@ -233,7 +229,7 @@ def run_module(
         save_grey(outputs, grey)
         note = f"wrote {grey}"
     shape = ", ".join("x".join(str(s) for s in t.shape) for t in args if hasattr(t, "shape"))
-    return RunResult(spec.name.id, shape, device, max_error, passed, note, False, default_config, tuple(caught))
+    return RunResult(spec.name.id, shape, device, max_error, passed, note, default_config, tuple(caught))
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
@@ -325,12 +321,3 @@ def block_pointers_supported() -> bool:
                 return False
             raise
         return x.item() == 1
-
-
-def unsupported_reason(spec: m.Spec) -> str | None:
-    """Why this Triton cannot run ``spec`` at all (None when it can)."""
-    if spec.access_style == "block_ptr" and not block_pointers_supported():
-        import triton
-
-        return f"Triton {triton.__version__} has no block pointers (tl.make_block_ptr was removed)"
-    return None

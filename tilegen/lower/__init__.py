@@ -48,7 +48,7 @@ def lower(spec: m.Spec) -> ModulePlan:
     spec = dataclasses.replace(spec, path=safe_path(spec.path))
     kernel = lower_kernel(spec)
     fallback = None
-    if spec.access_style == "descriptor":  # what TMA cannot address runs the same spec through pointers
+    if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
         pointers = dataclasses.replace(
             spec, access=None, name=dataclasses.replace(spec.name, id=f"_{spec.name.id}_pointers")
         )

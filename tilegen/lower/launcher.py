@@ -234,7 +234,8 @@ def lower_launcher(
 
     A TMA-descriptor launcher returns ``fallback`` (the call of the spec's pointer launcher)
     where descriptors cannot serve: a GPU before Hopper, a Triton without them, a tensor whose
-    rows are not 16-byte aligned or whose last stride is not 1. ``variant`` names such a second
+    rows are not 16-byte aligned or whose last stride is not 1. A block-pointer launcher returns
+    it on a Triton without block pointers (3.9 removed them). ``variant`` names such a second
     launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
     share the module's caches with the first.
 
@@ -367,7 +368,11 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
-    body = [*head, device_guard, *middle, nothing, *setup, *flags, *_launch(spec, kernel, name, launch, variant)]
+    without = []  # a Triton without block pointers runs the pointer launcher
+    if spec.access_style == "block_ptr":
+        without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
+    body = [*head, device_guard, *middle, nothing, *without, *setup, *flags]
+    body += _launch(spec, kernel, name, launch, variant)
     fake = (*head, *middle, Line(f"return {returns}"))
     traced = None
     if not descriptors:  # torch traces a pointer kernel's launch; a TMA descriptor's it cannot
@@ -395,6 +400,7 @@ def lower_launcher(
         tuned=spec.tune is not None,
         persistent=spec.persistent,
         descriptors=descriptors,
+        block_pointers=spec.access_style == "block_ptr",
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,

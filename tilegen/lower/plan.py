@@ -140,6 +140,7 @@ class LauncherPlan:
     tuned: bool
     persistent: bool  # the module needs _num_sms
     descriptors: bool  # the module needs _has_tma (and, tuned, _descriptor_blocks)
+    block_pointers: bool  # the module needs _BLOCK_POINTERS
     scalars: bool  # some input is a scalar (the module needs _check_scalar)
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str

@@ -14,6 +14,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -192,6 +193,7 @@ def reference(x, y):
 def _add_loop_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
     """The outputs of add_loop(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BLOCK_SIZE = int(BLOCK_SIZE)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
         _bad_input("add_loop", "x", x, torch.float32, 1)
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
@@ -212,6 +214,7 @@ def _add_loop_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) 
 def _add_loop_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
     """add_loop() as torch.compile traces it on the GPU: the outputs of _add_loop_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BLOCK_SIZE = int(BLOCK_SIZE)
     z = _add_loop_fake(x, y, BLOCK_SIZE=BLOCK_SIZE)
     N, = x.shape
     _y0, = y.shape
@@ -247,6 +250,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -12,6 +12,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -172,6 +173,7 @@ def reference(x):
 def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """The outputs of copy(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BS = int(BS)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
         _bad_input("copy", "x", x, torch.float32, 1)
     device = x.device
@@ -187,6 +189,7 @@ def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
 def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """copy() as torch.compile traces it on the GPU: the outputs of _copy_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BS = int(BS)
     z = _copy_fake(x, BS=BS)
     N, = x.shape
     if N == 0:  # nothing to compute: no launch
@@ -220,6 +223,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

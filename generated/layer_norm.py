@@ -99,11 +99,12 @@ def _bad_device(launcher, **tensors):
 
 
 def _check_scalar(launcher, name, value, kind):
-    """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise."""
-    allowed = (int, float) if kind is float else (int,)
+    """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise.
+    Under torch.compile a number may be symbolic (torch.SymInt, torch.SymFloat): kept as it is."""
+    allowed = (int, float, torch.SymInt, torch.SymFloat) if kind is float else (int, torch.SymInt)
     if isinstance(value, bool) or not isinstance(value, allowed):
         raise TypeError(f"{launcher}: {name} must be a Python {kind.__name__}, got {type(value).__name__}")
-    return kind(value)
+    return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
 
 
 _INTERPRETER_NOTICE = set()
@@ -426,6 +427,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

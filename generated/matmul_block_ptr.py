@@ -19,6 +19,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -254,8 +255,8 @@ def _matmul_block_ptr_pointers_kernel(
 
 
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers,
-    with the same tune configs. Called by matmul_block_ptr(), after its checks.
+    """matmul_block_ptr() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
+    Called by matmul_block_ptr(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("_matmul_block_ptr_pointers", "a", a, torch.float16, 2)
@@ -337,6 +338,10 @@ def reference(a, b):
 def _matmul_block_ptr_fake(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """The outputs of matmul_block_ptr(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BLOCK_SIZE_M = int(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = int(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = int(BLOCK_SIZE_K)
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -363,6 +368,10 @@ def _matmul_block_ptr_fake(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: in
 def _matmul_block_ptr_traced(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_block_ptr() as torch.compile traces it on the GPU: the outputs of _matmul_block_ptr_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BLOCK_SIZE_M = int(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = int(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = int(BLOCK_SIZE_K)
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     c = _matmul_block_ptr_fake(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     M, K = a.shape
     _b0, N = b.shape
@@ -398,6 +407,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

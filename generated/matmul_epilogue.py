@@ -21,6 +21,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -87,11 +88,12 @@ def _bad_device(launcher, **tensors):
 
 
 def _check_scalar(launcher, name, value, kind):
-    """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise."""
-    allowed = (int, float) if kind is float else (int,)
+    """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise.
+    Under torch.compile a number may be symbolic (torch.SymInt, torch.SymFloat): kept as it is."""
+    allowed = (int, float, torch.SymInt, torch.SymFloat) if kind is float else (int, torch.SymInt)
     if isinstance(value, bool) or not isinstance(value, allowed):
         raise TypeError(f"{launcher}: {name} must be a Python {kind.__name__}, got {type(value).__name__}")
-    return kind(value)
+    return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
 
 
 def _bad_block(launcher, name, value):
@@ -268,6 +270,10 @@ def reference(a, b, bias, residual, alpha):
 def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """The outputs of matmul_epilogue(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
         _bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
@@ -305,6 +311,10 @@ def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, 
 def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_epilogue() as torch.compile traces it on the GPU: the outputs of _matmul_epilogue_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     c = _matmul_epilogue_fake(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     M, K = a.shape
     _b0, N = b.shape
@@ -345,6 +355,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

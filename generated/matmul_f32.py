@@ -16,6 +16,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -209,6 +210,9 @@ def reference(a, b):
 def _matmul_f32_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """The outputs of matmul_f32(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
         _bad_input("matmul_f32", "a", a, torch.float32, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
@@ -233,6 +237,9 @@ def _matmul_f32_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int 
 def _matmul_f32_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """matmul_f32() as torch.compile traces it on the GPU: the outputs of _matmul_f32_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
     c = _matmul_f32_fake(a, b, BM=BM, BN=BN, BK=BK)
     M, K = a.shape
     _b0, N = b.shape
@@ -268,6 +275,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -273,7 +273,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     _c_strides = c.stride()
     if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
         return _matmul_fast_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _a_strides[1] != 1 or _a_strides[0] * 2 % 16 or a.data_ptr() % 16 or _b_strides[1] != 1 or _b_strides[0] * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
+    if M == 0 or K == 0 or N == 0 or _a_strides[1] != 1 or _a_strides[0] * 2 % 16 or a.data_ptr() % 16 or _b_strides[1] != 1 or _b_strides[0] * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
         return _matmul_fast_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
     b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
@@ -393,8 +393,8 @@ def _matmul_fast_pointers_kernel(
 
 
 def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast() where TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers,
-    with the same tune configs. Called by matmul_fast(), after its checks.
+    """matmul_fast() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
+    Called by matmul_fast(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("_matmul_fast_pointers", "a", a, torch.float16, 2)
@@ -484,6 +484,7 @@ def reference(a, b):
 def _matmul_fast_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """The outputs of matmul_fast(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("matmul_fast", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -516,6 +517,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -17,6 +17,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -213,6 +214,10 @@ def reference(a, b):
 def _matmul_grouped_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8) -> torch.Tensor:
     """The outputs of matmul_grouped(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
+    GROUP_SIZE = int(GROUP_SIZE)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("matmul_grouped", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -239,6 +244,10 @@ def _matmul_grouped_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
 def _matmul_grouped_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8) -> torch.Tensor:
     """matmul_grouped() as torch.compile traces it on the GPU: the outputs of _matmul_grouped_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
+    GROUP_SIZE = int(GROUP_SIZE)
     c = _matmul_grouped_fake(a, b, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
     M, K = a.shape
     _b0, N = b.shape
@@ -274,6 +283,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -16,6 +16,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -210,6 +211,9 @@ def reference(a, b):
 def _matmul_naive_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
     """The outputs of matmul_naive(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("matmul_naive", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -236,6 +240,9 @@ def _matmul_naive_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: in
 def _matmul_naive_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
     """matmul_naive() as torch.compile traces it on the GPU: the outputs of _matmul_naive_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BM = int(BM)
+    BN = int(BN)
+    BK = int(BK)
     c = _matmul_naive_fake(a, b, BM=BM, BN=BN, BK=BK)
     M, K = a.shape
     _b0, N = b.shape
@@ -271,6 +278,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -364,6 +364,7 @@ def reference(a, b, *, activation="none"):
 def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
     """The outputs of matmul_tutorial(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _bad_input("matmul_tutorial", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -386,6 +387,7 @@ def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
 def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
     """matmul_tutorial() as torch.compile traces it on the GPU: the outputs of _matmul_tutorial_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    GROUP_SIZE_M = int(GROUP_SIZE_M)
     c = _matmul_tutorial_fake(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
     M, K = a.shape
     _b0, N = b.shape
@@ -421,6 +423,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -13,6 +13,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -187,6 +188,8 @@ def reference(x):
 def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     """The outputs of rgb2grey(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BH = int(BH)
+    BW = int(BW)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
         _bad_input("rgb2grey", "x", x, torch.uint8, 3)
     device = x.device
@@ -206,6 +209,8 @@ def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Ten
 def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     """rgb2grey() as torch.compile traces it on the GPU: the outputs of _rgb2grey_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BH = int(BH)
+    BW = int(BW)
     y = _rgb2grey_fake(x, BH=BH, BW=BW)
     _x0, H, W = x.shape
     if H == 0 or W == 0:  # nothing to compute: no launch
@@ -239,6 +244,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

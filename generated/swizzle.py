@@ -14,6 +14,7 @@
 
 import os
 import threading
+import warnings
 
 import torch
 import triton
@@ -216,6 +217,9 @@ def reference(x, *, BM=1, BN=1, GROUP_SIZE=3):
 def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
     """The outputs of swizzle(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
+    BM = int(BM)
+    BN = int(BN)
+    GROUP_SIZE = int(GROUP_SIZE)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
         _bad_input("swizzle", "x", x, torch.int64, 2)
     device = x.device
@@ -233,6 +237,9 @@ def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int 
 def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
     """swizzle() as torch.compile traces it on the GPU: the outputs of _swizzle_fake, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
+    BM = int(BM)
+    BN = int(BN)
+    GROUP_SIZE = int(GROUP_SIZE)
     z = _swizzle_fake(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     M, N = x.shape
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -266,6 +273,11 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     if owners is None:
         owners = namespace._spec_hashes = {}
     if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or _INTERPRET:

@@ -65,7 +65,8 @@ SOFT_KEYWORDS = sorted(keyword.softkwlist)
 DUNDERS = ["__import__", "__builtins__", "__name__", "__file__", "__class__"]
 PRIVATE = ["_check_input", "_check_device", "_INTERPRET", "_CONFIGS", "_x", "_"]
 GENERATED = ["tl", "triton", "torch", "os", "warnings", "grid", "reference", "device", "launch", "int64",
-             "relu", "gelu", "sigmoid", "silu", "leaky_relu", "dot", "apply_x", "apply_act", "meta"]
+             "relu", "gelu", "sigmoid", "silu", "leaky_relu", "dot", "apply_x", "apply_act", "meta",
+             "op", "threading", "wrap_triton", "name"]  # the custom op: module attribute, imports, namespace
 #: The generated kernel function of the default kernel name ``k``.
 OWN_KERNEL = "k_kernel"
 

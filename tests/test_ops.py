@@ -8,6 +8,7 @@ on a GPU). Where there is no GPU the kernels run in Triton's interpreter (tests/
 
 import os
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,11 @@ def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
             path = tmp_path / copy / stem / "twin_op.py"
             path.parent.mkdir(parents=True)
             path.write_text(compile_spec(source, f"{stem}.tile").source, encoding="utf-8")
-            modules[stem, copy] = load_module(path)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                modules[stem, copy] = load_module(path)
+            renamed = [w for w in caught if "is the op of another spec" in str(w.message)]
+            assert len(renamed) == (stem == "two")  # the second spec is told its op's name
     x = torch.arange(5.0, device=DEVICE)
     one, two = modules["one", "a"].op, modules["two", "a"].op
     assert one is torch.ops.tilegen.twin_op and modules["one", "b"].op is one
@@ -256,3 +261,23 @@ def test_inductor_sees_the_triton_kernel(generated):
     c, code = run_and_get_code(torch.compile(lambda t: torch.ops.tilegen.matmul_fast(t, t), fullgraph=True), a)
     torch.testing.assert_close(c, (a.float() @ a.float()).half(), atol=2e-2, rtol=2e-2)
     assert "torch.ops.tilegen.matmul_fast" in "\n".join(code)
+
+
+def test_symbolic_ints_under_compile(tmp_path):
+    """An int scalar and a block-size keyword that change between calls become symbolic under
+    torch.compile (automatic dynamic shapes): the op still traces and runs."""
+    from tilegen.runner import load_module
+
+    source = (
+        "kernel shift_op\n  in x: f32[N]\n  in k: i32\n  out z: f32[N]\n  block BS = 64\n"
+        "  grid i over N by BS\n  z[i] = x[i] + k\n"
+    )
+    path = tmp_path / "shift_op.py"
+    path.write_text(compile_spec(source, "shift_op.tile").source, encoding="utf-8")
+    module = load_module(path)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, k, bs: module.op(x, k, BS=bs), backend=BACKEND, fullgraph=True)
+    x = torch.randn(300, device=DEVICE)
+    for k, bs in ((3, 64), (4, 64), (5, 128), (6, 256)):
+        torch.testing.assert_close(compiled(x, k, bs), x + k)
+    torch.library.opcheck(module.op.default, (x, 7), {"BS": 32})

@@ -208,3 +208,21 @@ def test_nan_fails_and_equal_infinities_pass():
     result = compare(spec, (x,), nan, x)
     assert not result.passed and result.max_error == math.inf
     assert not compare(spec, (x,), x[:2], x).passed  # a shape mismatch
+
+
+@pytest.mark.parametrize(
+    "reference,output",
+    [
+        ([1.0, 2.0, float("inf"), 4.0], [1.0, 2.0, -float("inf"), 4.0]),  # the other infinity
+        ([1.0, 2.0, float("inf"), 4.0], [1.0, 2.0, 3.0, 4.0]),  # a finite value for an infinity
+        ([1.0, 2.0, float("inf"), 4.0], [100.0, 2.0, float("nan"), 4.0]),  # a NaN beside a wrong value
+        ([1.0, float("nan"), 3.0, 4.0], [100.0, 7.0, 3.0, 4.0]),  # a NaN reference
+        ([1.0, float("nan"), 3.0, 4.0], [1.0, float("nan"), 3.0, 4.0]),  # NaN on both sides
+    ],
+)
+def test_non_finite_values_fail_unless_equal_infinities(reference, output):
+    """An unbounded reference must not make its element, or the others, pass."""
+    spec = spec_named("copy")
+    ref, out = torch.tensor(reference), torch.tensor(output)
+    result = compare(spec, (ref,), out, ref)
+    assert not result.passed and result.ratio == math.inf

@@ -17,6 +17,7 @@ from tests.reference import matmul as ref_matmul
 from tests.reference import matmul_intel as ref_intel
 from tests.reference import matmul_tutorial as ref_tutorial
 from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
 from tilegen.parser import parse
 from tilegen.runner import block_pointers_supported, load_module
 from tilegen.tolerance import assert_close
@@ -245,6 +246,14 @@ def test_bf16_epilogue_matches_torch(generated, m, k, n):
     _within("matmul_epilogue", (a, b, bias, residual, 0.5), c, mod.reference)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f64"])
+def test_scalar_inputs_other_than_f32_are_refused(dtype):
+    """Triton passes a Python float to a kernel as fp32: a spec cannot promise another float."""
+    source = f"kernel s\n  in x: f32[N]\n  in a: {dtype}\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n"
+    with pytest.raises(SpecError, match=f"scalar 'a' is {dtype}, but a kernel takes a Python number as f32"):
+        compile_spec(source + "  z[i] = x[i] * a\n", "s.tile")
+
+
 def test_scalar_input_must_be_a_number(generated):
     mod = generated("matmul_epilogue")
     args = (_rand(4, 4, dtype=torch.bfloat16),) * 2 + (torch.zeros(4), _rand(4, 4, dtype=torch.bfloat16))
@@ -327,7 +336,7 @@ def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k
 @pytest.mark.parametrize("name,dtype", [("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16)])
 @pytest.mark.parametrize(
     "case",
-    ["b column-major", "a column-major", "odd K", "N not a multiple of 8", "a misaligned base", "no TMA"],
+    ["b column-major", "a column-major", "odd K", "K = 0", "N not a multiple of 8", "a misaligned base", "no TMA"],
 )
 def test_descriptor_launcher_runs_what_tma_cannot_address_through_pointers(generated, monkeypatch, name, dtype, case):
     """A valid matmul is never refused: layouts, alignments and GPUs TMA cannot serve run the
@@ -336,6 +345,8 @@ def test_descriptor_launcher_runs_what_tma_cannot_address_through_pointers(gener
     m, k, n = 37, 40, 48
     if case == "odd K":
         k = 41
+    elif case == "K = 0":  # a descriptor's shape must be positive
+        k = 0
     elif case == "N not a multiple of 8":  # the new output's rows are not 16-byte aligned
         n = 44
     a, b = _rand(m, k, dtype=dtype, seed=1), _rand(k, n, dtype=dtype, seed=2)

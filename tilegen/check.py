@@ -36,6 +36,7 @@ RESERVED = frozenset(
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
     | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
     | {"key", "config_index", "device_index", "op", "threading", "wrap_triton"}
+    | {"name"}  # torch.ops.tilegen.name is the op namespace's own attribute
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )
@@ -174,6 +175,13 @@ class Checker:
             if tensor.is_scalar and tensor.role == "out":
                 self.errors.error(
                     f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
+                )
+            if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16", "f64"):
+                # Triton passes a Python float to a kernel as fp32, whatever the spec says
+                self.errors.error(
+                    f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32; "
+                    "declare it f32",
+                    tensor.dtype.span,
                 )
             for dim in tensor.dims:
                 if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):

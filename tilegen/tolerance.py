@@ -330,9 +330,13 @@ def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable
             continue
         shape = tuple(out.shape)
         out, ref, bound = out.double().flatten(), ref.double().flatten(), bound.flatten()
-        diff = torch.where(out == ref, torch.zeros_like(out), (out - ref).abs())  # inf == inf: 0
-        diff = torch.nan_to_num(diff, nan=math.inf)  # a NaN on either side fails
-        share = torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
+        same = out == ref  # equal values pass, equal infinities included
+        # a NaN on either side, or an infinity the other side does not match, fails outright
+        broken = ~same & ~(torch.isfinite(out) & torch.isfinite(ref))
+        diff = torch.where(same, torch.zeros_like(out), (out - ref).abs())
+        diff = torch.where(broken, torch.full_like(diff, math.inf), diff)
+        share = torch.where(same, torch.zeros_like(diff), diff / bound)
+        share = torch.where(broken, torch.full_like(share, math.inf), share)
         index = int(share.argmax())
         worst = max(worst, diff.max().item())
         if share[index].item() > ratio:

@@ -57,7 +57,8 @@ def lower(spec: m.Spec) -> ModulePlan:
             pointer_kernel = dataclasses.replace(
                 pointer_kernel, tune=dataclasses.replace(pointer_kernel.tune, name="_POINTER_CONFIGS")
             )
-        fallback = FallbackPlan(pointer_kernel, lower_launcher(pointers, pointer_kernel, variant="pointers"))
+        fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
+        fallback = FallbackPlan(pointer_kernel, lower_launcher(pointers, pointer_kernel, variant="pointers", fast=fast))
     launcher = lower_launcher(spec, kernel, fallback.launcher.call if fallback else None)
     reference = lower_reference(spec, launcher)
     return ModulePlan(

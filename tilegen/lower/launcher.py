@@ -158,11 +158,12 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
     return tuple_text(sizes)
 
 
-def _docstring(spec: m.Spec, variant: str | None = None) -> str:
+def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
     if variant is not None:
         name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
-        return (f"{name}() where TMA descriptors cannot serve: the kernel of {spec.path} through {variant},\n"
-                f"with the same tune configs. Called by {name}(), after its checks.")
+        configs = ", with the same tune configs" if spec.tune is not None else ""
+        return (f"{name}() where its {fast} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
+                f"Called by {name}(), after its checks.")
 
     def describe(t: m.Tensor) -> str:
         if t.is_scalar:
@@ -226,7 +227,7 @@ def _annotation(t: m.Tensor) -> str:
 
 
 def lower_launcher(
-    spec: m.Spec, kernel: KernelPlan, fallback: str | None = None, variant: str | None = None
+    spec: m.Spec, kernel: KernelPlan, fallback: str | None = None, variant: str | None = None, fast: str = ""
 ) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
@@ -237,7 +238,8 @@ def lower_launcher(
     rows are not 16-byte aligned or whose last stride is not 1. A block-pointer launcher returns
     it on a Triton without block pointers (3.9 removed them). ``variant`` names such a second
     launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
-    share the module's caches with the first.
+    share the module's caches with the first; ``fast`` names what the first launcher uses
+    (for its docstring).
 
     Every check is an inline condition on the fast path; only a failing check calls a helper
     (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -373,10 +375,13 @@ def lower_launcher(
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
     body = [*head, device_guard, *middle, nothing, *without, *setup, *flags]
     body += _launch(spec, kernel, name, launch, variant)
-    fake = (*head, *middle, Line(f"return {returns}"))
+    # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
+    constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
+    fake = (*constant, *head, *middle, Line(f"return {returns}"))
     traced = None
     if not descriptors:  # torch traces a pointer kernel's launch; a TMA descriptor's it cannot
         traced = (
+            *constant,
             Line(f"{returns} = _{name}_fake({arguments})"),
             *(Line(line) for line in unpack),
             nothing,
@@ -404,7 +409,7 @@ def lower_launcher(
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=_docstring(spec, variant),
+        docstring=_docstring(spec, variant, fast),
         fake=fake,
         traced=traced,
     )
@@ -429,7 +434,8 @@ def _descriptor_checks(spec: m.Spec, fallback: str) -> list[Op]:
     ops: list[Op] = [
         IfBlock("not _has_tma(device)", "a GPU or a Triton without TMA descriptors", (Line(f"return {fallback}"),))
     ]
-    terms = []
+    # a descriptor's shape must be positive: an empty input (K = 0) runs the pointer kernel
+    terms = [f"{d} == 0" for d in dict.fromkeys(d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name))]
     for t in spec.arrays:
         size = m.DTYPE_BYTES[t.dtype.id]
         strides = f"_{t.name.id}_strides"

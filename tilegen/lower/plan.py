@@ -179,8 +179,9 @@ class ModulePlan:
 
 @dataclass(frozen=True)
 class FallbackPlan:
-    """A TMA-descriptor spec lowered once more through pointers: the kernel and the private
-    launcher that the main launcher returns through when descriptors cannot serve."""
+    """A TMA-descriptor or block-pointer spec lowered once more through pointers: the kernel and
+    the private launcher that the main launcher returns through when descriptors (or block
+    pointers) cannot serve."""
 
     kernel: KernelPlan
     launcher: LauncherPlan

@@ -212,8 +212,9 @@ def _register_op(name, spec_hash, launcher, fake, traced):
 
     On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
     torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
-    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel) and for a kernel
-    taking TMA descriptors (``traced`` is None) the op is an opaque ``torch.library.custom_op``
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel), for a kernel
+    taking TMA descriptors, and for a block-pointer kernel on a Triton without block pointers
+    (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
     run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
     registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
     same spec again returns the op registered first.

@@ -11,6 +11,10 @@ templates only place what it computed. One module per part of the generated file
 * :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
 * :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;
 * :mod:`tilegen.lower.plan`: the dataclasses they return.
+
+A spec whose tiles move through TMA descriptors or block pointers is lowered a second time with
+plain pointers (:class:`~tilegen.lower.plan.FallbackPlan`): its launcher returns through that
+kernel where the hardware, the Triton version or the tensors' layout rules the first one out.
 """
 
 from __future__ import annotations

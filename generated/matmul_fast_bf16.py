@@ -117,8 +117,8 @@ def _has_tma(device):
 
 def _descriptor_blocks(nargs):
     """Autotune pre_hook: give each tensor descriptor the block shape of the config about to run."""
-    nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]
-    nargs["b_desc"].block_shape = [nargs["BK"], nargs["BN"]]
+    nargs["a_desc"].block_shape = [nargs["BK"], nargs["BM"]] if nargs["A_T"] else [nargs["BM"], nargs["BK"]]
+    nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
     nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
 
 
@@ -219,7 +219,7 @@ _CONFIGS = [
 def matmul_fast_bf16_kernel(
     a_desc, b_desc, c_desc,
     M, K, N,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_fast_bf16.tile; launch it through matmul_fast_bf16()."""
     # specs/matmul_fast_bf16.tile:11: grid flat m over M by BM, n over N by BN
@@ -238,8 +238,14 @@ def matmul_fast_bf16_kernel(
     # specs/matmul_fast_bf16.tile:27: for k over K by BK
     for k in range(0, tl.cdiv(K, BK)):
         # specs/matmul_fast_bf16.tile:28: acc += dot(a[m, k], b[k, n])
-        a = a_desc.load([pid_m * BM, k * BK])
-        b = b_desc.load([k * BK, pid_n * BN])
+        if A_T:  # a is column-major: its descriptor spans a.T
+            a = a_desc.load([k * BK, pid_m * BM]).T
+        else:
+            a = a_desc.load([pid_m * BM, k * BK])
+        if B_T:  # b is column-major: its descriptor spans b.T
+            b = b_desc.load([pid_n * BN, k * BK]).T
+        else:
+            b = b_desc.load([k * BK, pid_n * BN])
         if _INTERPRETER_BF16_DOT:  # Triton's interpreter cannot tl.dot bf16
             a = a.to(tl.float32)
             b = b.to(tl.float32)
@@ -279,10 +285,18 @@ def matmul_fast_bf16(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8)
     _c_strides = c.stride()
     if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
         return _matmul_fast_bf16_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    if M == 0 or K == 0 or N == 0 or _a_strides[1] != 1 or _a_strides[0] * 2 % 16 or a.data_ptr() % 16 or _b_strides[1] != 1 or _b_strides[0] * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
+    A_T = _a_strides[1] != 1 and _a_strides[0] == 1  # a is column-major
+    B_T = _b_strides[1] != 1 and _b_strides[0] == 1  # b is column-major
+    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 2 % 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 2 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
         return _matmul_fast_bf16_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
-    b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
+    if A_T:  # the tiles of a.T, read transposed by the kernel
+        a_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
+    else:
+        a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
+    if B_T:  # the tiles of b.T, read transposed by the kernel
+        b_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])
+    else:
+        b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
     tune_key = (device, M, N, K)
     config_index = _TUNED.get(tune_key)
@@ -294,18 +308,18 @@ def matmul_fast_bf16(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8)
                 matmul_fast_bf16_kernel[grid](
                     a_desc, b_desc, c_desc,
                     M, K, N,
-                    GROUP_SIZE_M=GROUP_SIZE_M,
+                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
                 )
                 _remember(tune_key, matmul_fast_bf16_kernel.best_config)
                 return c
     config = _CONFIGS[config_index].kwargs
-    _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **config})
+    _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, **config})
     grid = (((M + config["BM"] - 1) // config["BM"]) * ((N + config["BN"] - 1) // config["BN"]), 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
         matmul_fast_bf16_kernel.fn[grid](
             a_desc, b_desc, c_desc,
             M, K, N,
-            GROUP_SIZE_M=GROUP_SIZE_M, **config,
+            GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, **config,
         )
         return c
     # the compiled kernel for Triton's specialization of these arguments, launched directly
@@ -313,7 +327,7 @@ def matmul_fast_bf16(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8)
     key = (
         device_index, config_index,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
-        GROUP_SIZE_M,
+        GROUP_SIZE_M, A_T, B_T,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
@@ -323,13 +337,13 @@ def matmul_fast_bf16(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8)
                 launch = _COMPILED[key] = _launcher(matmul_fast_bf16_kernel.fn.warmup(
                     a_desc, b_desc, c_desc,
                     M, K, N,
-                    GROUP_SIZE_M=GROUP_SIZE_M, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
         a_desc, b_desc, c_desc,
         M, K, N,
-        config["BM"], config["BN"], config["BK"], GROUP_SIZE_M,
+        config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, A_T, B_T,
     )
     return c
 

@@ -335,28 +335,44 @@ def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k
 
 @pytest.mark.parametrize("name,dtype", [("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16)])
 @pytest.mark.parametrize(
-    "case",
-    ["b column-major", "a column-major", "odd K", "K = 0", "N not a multiple of 8", "a misaligned base", "no TMA"],
+    "case,tma",
+    [
+        ("b column-major", True),  # an nn.Linear weight, b = w.t(): a descriptor over w, tiles transposed
+        ("a column-major", True),
+        ("both column-major", True),
+        ("b column-major, odd K", False),  # w's rows of 41 halves are not 16-byte aligned
+        ("odd K", False),
+        ("K = 0", False),  # a descriptor's shape must be positive
+        ("N not a multiple of 8", False),  # the new output's rows are not 16-byte aligned
+        ("a misaligned base", False),
+        ("b with two unit strides", False),  # a view that is neither row- nor column-major
+        ("no TMA", False),  # a Triton without host-side descriptors, or a GPU before Hopper
+    ],
 )
-def test_descriptor_launcher_runs_what_tma_cannot_address_through_pointers(generated, monkeypatch, name, dtype, case):
-    """A valid matmul is never refused: layouts, alignments and GPUs TMA cannot serve run the
-    same spec's pointer kernel (and only those do)."""
+def test_descriptor_launcher_takes_every_layout(generated, monkeypatch, name, dtype, case, tma):
+    """A valid matmul is never refused: row- and column-major operands run on TMA descriptors
+    (a column-major one through a descriptor of its transpose); layouts, alignments and GPUs TMA
+    cannot serve run the same spec's pointer kernel, and only those do."""
     mod = generated(name)
     m, k, n = 37, 40, 48
-    if case == "odd K":
+    if "odd K" in case:
         k = 41
-    elif case == "K = 0":  # a descriptor's shape must be positive
+    elif case == "K = 0":
         k = 0
-    elif case == "N not a multiple of 8":  # the new output's rows are not 16-byte aligned
+    elif case == "N not a multiple of 8":
         n = 44
+    if case in ("a column-major", "both column-major"):
+        m = 48  # a.T's rows: 16-byte aligned
     a, b = _rand(m, k, dtype=dtype, seed=1), _rand(k, n, dtype=dtype, seed=2)
-    if case == "b column-major":  # an nn.Linear weight: b = w.t()
+    if "b column-major" in case or case == "both column-major":
         b = _rand(n, k, dtype=dtype, seed=2).t()
-    elif case == "a column-major":
+    if case in ("a column-major", "both column-major"):
         a = _rand(k, m, dtype=dtype, seed=1).t()
     elif case == "a misaligned base":
         a = _rand(m * k + 1, dtype=dtype, seed=1)[1:].view(m, k)
-    elif case == "no TMA":  # a Triton without host-side descriptors (or a GPU before Hopper)
+    elif case == "b with two unit strides":
+        b = _rand(k + n, dtype=dtype, seed=2).as_strided((k, n), (1, 1))
+    elif case == "no TMA":
         monkeypatch.setattr(mod, "TensorDescriptor", None)
         mod._has_tma.cache_clear()
     calls = []
@@ -365,13 +381,19 @@ def test_descriptor_launcher_runs_what_tma_cannot_address_through_pointers(gener
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         c = getattr(mod, name)(a, b)
-        aligned = getattr(mod, name)(_rand(m, 48, dtype=dtype), _rand(48, 48, dtype=dtype))
     mod._has_tma.cache_clear()
-    assert len(calls) == 1 + (case == "no TMA")  # the aligned call takes descriptors when TMA is there
-    assert c.shape == (m, n) and c.dtype == dtype and c.is_contiguous() and aligned.shape[1] == 48
+    assert len(calls) == (not tma)
+    assert c.shape == (m, n) and c.dtype == dtype and c.is_contiguous()
     tol = (1e-2, 1e-2) if dtype == torch.float16 else (5e-2, 2e-2)
     _close(c, (a.float() @ b.float()).to(dtype), *tol)
     _within(name, (a, b), c, mod.reference)
+
+
+def test_column_major_operands_read_transposed_descriptor_tiles():
+    text = (ROOT / "generated" / "matmul_fast.py").read_text()
+    assert "b_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])" in text
+    assert "b = b_desc.load([pid_n * BN, k * BK]).T" in text
+    assert 'nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else' in text
 
 
 @pytest.fixture(scope="module")
@@ -402,4 +424,4 @@ def test_descriptor_source_loads_through_host_descriptors():
     assert "a = a_desc.load([pid_m * BM, k * BK])" in text
     assert "c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.float16))" in text
     assert "a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])" in text
-    assert 'nargs["a_desc"].block_shape = [nargs["BM"], nargs["BK"]]' in text
+    assert 'else [nargs["BM"], nargs["BK"]]' in text

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.lower.names import broadcast, broadcast_tile, stride_name, tuple_text
-from tilegen.lower.plan import Line, Op
+from tilegen.lower.plan import IfBlock, Line, Op
 
 
 class AccessLowering:
@@ -102,6 +102,20 @@ class AccessLowering:
         )
         return var, tuple_text(checked) if checked else ""
 
+    def descriptor_load(self, access, var: str) -> Op:
+        """``var = a_desc.load([...])``; for a 2D input whose layout the launcher decides (a
+        ``transposed`` flag), the column-major case reads the transpose's tile and transposes it,
+        as tutorial 09 reads ``b`` stored ``[N, K]``."""
+        desc, offsets = self.descriptor(access)
+        load = Line(f"{var} = {desc}.load({offsets})")
+        flag = self.transposed.get(access.tensor.id)
+        if flag is None:
+            return load
+        swapped = "[" + ", ".join(reversed(offsets[1:-1].split(", "))) + "]"
+        column = Line(f"{var} = {desc}.load({swapped}).T")
+        why = f"{access.tensor.id} is column-major: its descriptor spans {access.tensor.id}.T"
+        return IfBlock(flag, why, (column,), (load,))
+
     def descriptor(self, access) -> tuple[str, str]:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
         of this access's tile; records the descriptor's block shape for the launcher."""
@@ -142,8 +156,7 @@ class AccessLowering:
         axes = self.tile_axes(expr.index)
         if self.spec.access_style in ("block_ptr", "descriptor") and axes:
             if self.spec.access_style == "descriptor":
-                desc, offsets = self.descriptor(expr)
-                ops.append(Line(f"{var} = {desc}.load({offsets})"))
+                ops.append(self.descriptor_load(expr, var))
             else:
                 ptr, checked = self.block_ptr(expr, ops)
                 args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr

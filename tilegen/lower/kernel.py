@@ -93,6 +93,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     bf16_dot: bool = False
     int64: bool = False  # the kernel takes INT64_OFFSETS
     descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
+    transposed: dict = field(default_factory=dict)  # 2D input -> constexpr: column-major, descriptor of its .T
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -138,6 +139,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
         consts += tuple(KernelParam(self.whole_blocks[d], True) for d in whole)
         consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
+        if descriptors:  # a 2D input may come column-major (b = w.t()): the launcher says which
+            for t in spec.inputs:
+                if len(t.dims) == 2:
+                    self.transposed[t.name.id] = self.fresh(f"{t.name.id.upper()}_T")
+            consts += tuple(KernelParam(flag, True) for flag in self.transposed.values())
         if spec.persistent:
             consts += (KernelParam("NUM_SMS", True),)
         groups = (pointers, sizes, scalars, *strides, consts)
@@ -326,8 +332,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 other = next(a for a in own if a != k)
                 context = (other, k) if number == 0 else (k, other)  # (M, K) @ (K, N): b read as [k, n]
                 if descriptors:  # bounds are checked by the descriptor (TMA): no masks
-                    desc, offsets = self.descriptor(operand)
-                    body.append(Line(f"{tile} = {desc}.load({offsets})"))
+                    body.append(self.descriptor_load(operand, tile))
                 elif block_ptrs:
                     var, checked = self.block_ptr(operand, ops)
                     args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
@@ -563,6 +568,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64,
             descriptors if self.spec.access_style == "descriptor" else (),
             tuple(self.whole_blocks.items()),
+            tuple(self.transposed.items()),
         )
 
 

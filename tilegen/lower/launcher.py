@@ -336,7 +336,7 @@ def lower_launcher(
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
     if descriptors:  # the descriptors carry the pointers, shapes and strides
-        setup += _descriptor_checks(spec, fallback)
+        setup += _descriptor_checks(spec, fallback, kernel)
         setup += _make_descriptors(spec, kernel)
         groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays), sizes_passed, scalars]
         pointers: tuple[str, ...] = ()
@@ -357,6 +357,7 @@ def lower_launcher(
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
     meta += tuple(f"{block}={block}" for _, block in kernel.whole_blocks)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
+    meta += tuple(f"{flag}={flag}" for _, flag in kernel.transposed)
     if kernel.int64:
         flags.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)
@@ -427,20 +428,29 @@ def _traced_launch(spec: m.Spec, kernel: KernelPlan, launch: _LaunchArgs) -> lis
     ]
 
 
-def _descriptor_checks(spec: m.Spec, fallback: str) -> list[Op]:
+def _descriptor_checks(spec: m.Spec, fallback: str, kernel: KernelPlan) -> list[Op]:
     """Tensor descriptors (TMA) need Hopper or newer, a Triton that has them, and tensors with a
     unit last stride, 16-byte aligned other strides and a 16-byte aligned base; otherwise the
-    launcher returns ``fallback``, the same spec through pointers."""
+    launcher returns ``fallback``, the same spec through pointers. A column-major 2D input (unit
+    first stride, ``b = w.t()``) sets its ``transposed`` flag: its descriptor spans its transpose."""
     ops: list[Op] = [
         IfBlock("not _has_tma(device)", "a GPU or a Triton without TMA descriptors", (Line(f"return {fallback}"),))
     ]
+    flags = dict(kernel.transposed)
+    for t, flag in flags.items():
+        ops.append(Line(f"{flag} = _{t}_strides[1] != 1 and _{t}_strides[0] == 1  # {t} is column-major"))
     # a descriptor's shape must be positive: an empty input (K = 0) runs the pointer kernel
     terms = [f"{d} == 0" for d in dict.fromkeys(d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name))]
     for t in spec.arrays:
         size = m.DTYPE_BYTES[t.dtype.id]
         strides = f"_{t.name.id}_strides"
-        terms.append(f"{strides}[{len(t.dims) - 1}] != 1")
-        terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
+        flag = flags.get(t.name.id)
+        if flag is not None:  # rows of whichever layout it has
+            terms.append(f"(not {flag} and {strides}[1] != 1)")
+            terms.append(f"({strides}[1] if {flag} else {strides}[0]) * {size} % 16")
+        else:
+            terms.append(f"{strides}[{len(t.dims) - 1}] != 1")
+            terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
         terms.append(f"{t.name.id}.data_ptr() % 16")
     ops.append(IfBlock(" or ".join(terms), "a layout TMA cannot address", (Line(f"return {fallback}"),)))
     return ops
@@ -456,10 +466,17 @@ def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
         shape = blocks[t.name.id]
         block = ["1"] * len(shape) if any(b in tuned for b in shape) else list(shape)
-        ops.append(
-            Line(f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
-                 f"[*_{t.name.id}_strides], [{', '.join(block)}])")
-        )
+        line = (f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
+                f"[*_{t.name.id}_strides], [{', '.join(block)}])")
+        flag = dict(kernel.transposed).get(t.name.id)
+        if flag is None:
+            ops.append(Line(line))
+            continue
+        strides = f"_{t.name.id}_strides"
+        transposed = (f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(reversed(dims))}], "
+                      f"[{strides}[1], 1], [{', '.join(reversed(block))}])")
+        why = f"the tiles of {t.name.id}.T, read transposed by the kernel"
+        ops.append(IfBlock(flag, why, (Line(transposed),), (Line(line),)))
     return ops
 
 
@@ -566,6 +583,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             tuned = set(spec.tuned_params)
             fixed = dict.fromkeys(b for _, shape in kernel.descriptors for b in shape if b not in tuned)
             nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
+            nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
             ops.append(Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
     ops.append(Line(f"grid = {_grid(spec, 'config')}"))
     config = (("**config",) if spec.tune is not None else ())

@@ -45,6 +45,7 @@ class IfBlock:
     condition: str
     why: str
     body: tuple
+    orelse: tuple = ()  # the ``else:`` body, if any
     macro: ClassVar[str] = "if_block"
 
 
@@ -122,6 +123,7 @@ class KernelPlan:
     int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
     descriptors: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (tensor, block shape) of each TMA descriptor
     whole_blocks: tuple[tuple[str, str], ...] = ()  # (dimension, constexpr) of each 'whole' axis's tile
+    transposed: tuple[tuple[str, str], ...] = ()  # (2D input, constexpr): its descriptor spans its transpose
 
 
 @dataclass(frozen=True)

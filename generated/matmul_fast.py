@@ -211,7 +211,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["M", "N", "K"])
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K", "A_T", "B_T"])
 @triton.jit
 def matmul_fast_kernel(
     a_desc, b_desc, c_desc,
@@ -292,7 +292,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     else:
         b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
-    tune_key = (device, M, N, K)
+    tune_key = (device, M, N, K, A_T, B_T)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _LOCK:

@@ -521,7 +521,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             return None
         configs = tuple(config_text(spec, c) for c in spec.tune.configs)
         default = spec.tune.configs.index(spec.default_config())
-        return TunePlan(configs, tuple(k.id for k in spec.tune.key), default)
+        # each operand layout tunes on its own: a transposed tile may want another config
+        return TunePlan(configs, (*(k.id for k in spec.tune.key), *self.transposed.values()), default)
 
     def choices(self) -> tuple[ChoicePlan, ...]:
         plans = []

@@ -549,7 +549,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     jit = kernel.name
     ops: list[Op] = []
     if spec.tune is not None:
-        key = tuple_text(["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key)])
+        flags = [flag for _, flag in kernel.transposed]  # each operand layout tunes on its own
+        key = tuple_text(["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags])
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),

@@ -60,7 +60,10 @@ def test_op_registered_opcheck_and_compile(generated, name):
     launcher = getattr(module, kernel)
     expected = launcher(*args)
     _same(op(*args), expected)
-    torch.library.opcheck(op.default, args)
+    # a tuned kernel traced for the GPU runs the config Triton's autotuner picks there, which may
+    # differ from the launcher's choice (and so sum in another order): f16 ulps apart
+    exact = spec.tune is None or INTERPRET
+    torch.library.opcheck(op.default, args, **({} if exact else {"atol": 4e-3, "rtol": 4e-3}))
 
     def model(*tensors):
         return op(*tensors)

@@ -425,7 +425,4 @@ def _register_op(name, spec_hash, launcher, fake, traced):
     return getattr(namespace, name)
 
 
-# without block pointers the op runs the pointer launcher, opaque to torch.compile
-op = _register_op(
-    "matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced if _BLOCK_POINTERS else None
-)
+op = _register_op("matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced if _BLOCK_POINTERS else None)

@@ -13,7 +13,6 @@ config) are caught and summed up in :class:`RunResult`; called directly, launche
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib.util
 import os
 import shutil
@@ -284,40 +283,3 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 tail = 16 if step > 16 else 0
             sizes[dim.id] = given.get(dim.id, step * programs + tail)
     return sizes
-
-
-@functools.lru_cache(maxsize=1)
-def block_pointers_supported() -> bool:
-    """Whether this Triton still has ``tl.make_block_ptr`` (newer releases removed block
-    pointers in favour of tensor descriptors). Probed by running a one-element kernel, on the
-    GPU or in the interpreter, whichever :func:`select_device` chose."""
-    import tempfile
-    import textwrap
-
-    import torch
-
-    source = textwrap.dedent(
-        """
-        import triton
-        import triton.language as tl
-
-
-        @triton.jit
-        def probe(x_ptr):
-            ptr = tl.make_block_ptr(x_ptr, shape=(1,), strides=(1,), offsets=(0,), block_shape=(1,), order=(0,))
-            tl.store(ptr, tl.load(ptr) + 1)
-        """
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "block_ptr_probe.py"
-        path.write_text(source, encoding="utf-8")
-        module = load_module(path)
-        device = "cuda" if os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
-        x = torch.zeros(1, device=device)
-        try:
-            module.probe[(1,)](x)
-        except Exception as error:
-            if "removed" in str(error) or "make_block_ptr" in str(error):
-                return False
-            raise
-        return x.item() == 1

@@ -413,6 +413,10 @@ def lower_launcher(
         docstring=_docstring(spec, variant, fast),
         fake=fake,
         traced=traced,
+        # without block pointers the op runs the pointer launcher, opaque to torch.compile
+        op_traced="None" if traced is None else (
+            f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
+        ),
     )
 
 

@@ -149,6 +149,7 @@ class LauncherPlan:
     docstring: str
     fake: tuple[Op, ...]  # the op's fake implementation: the checks, then empty outputs
     traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
+    op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
 from tilegen.parser import parse
@@ -49,9 +50,15 @@ def _same(got, expected, exact=True):
         torch.testing.assert_close(g, e, rtol=tolerance, atol=tolerance, equal_nan=True)
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_op_registered_opcheck_and_compile(generated, name):
-    spec = _spec(name)
+CASES = [(name, binding) for name in SPECS for binding in _spec(name).bindings()]
+
+
+@pytest.mark.parametrize(
+    "name,binding", CASES, ids=[name + "".join(f"-{d}" for d in b.values()) for name, b in CASES]
+)
+def test_op_registered_opcheck_and_compile(generated, name, binding):
+    """Every spec, and every dtype of a spec with dtype variables (one op serves them all)."""
+    spec = m.specialize(_spec(name), binding)
     kernel = spec.name.id
     module = generated(kernel)
     op = getattr(torch.ops.tilegen, kernel)

@@ -38,9 +38,9 @@ def test_run_module_lets_no_warning_escape(two_specs, tmp_path):
         for spec_file in find_specs([two_specs]):
             spec = check_file(spec_file)
             module = runner.load_module(tmp_path / "gen" / f"{spec.name.id}.py")
-            result = runner.run_module(module, spec, runner.default_sizes(spec, 2), device)
-            assert result.passed and result.warnings == ()
-            assert result.default_config == (spec.tune is not None)
+            for result in runner.run_module(module, spec, runner.default_sizes(spec, 2), device):
+                assert result.passed and result.warnings == ()
+                assert result.default_config == (spec.tune is not None)
 
 
 def test_launchers_called_directly_still_warn(two_specs, tmp_path):

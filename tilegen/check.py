@@ -21,7 +21,7 @@ from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
 #: Words of the language itself; a spec cannot use them as names.
 KEYWORDS = frozenset(
     {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}
-    | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access"}
+    | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access", "dtype"}
 )
 
 #: Names a spec may not use: Python and language keywords, and names the generated module
@@ -111,6 +111,38 @@ class Checker:
             known = ", ".join(m.DTYPES)
             self.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
 
+    def check_dtype_var(self, var: m.DtypeVar) -> None:
+        """``dtype T in f16, bf16``: a new name standing for two or more distinct float dtypes,
+        which the launcher can read off an input tensor."""
+        self.define(var.name, "dtype variable")
+        seen: set[str] = set()
+        for option in var.options:
+            if option.id not in m.FLOAT_DTYPES:
+                floats = ", ".join(d for d in m.DTYPES if d in m.FLOAT_DTYPES)
+                self.errors.error(
+                    f"dtype variable '{var.name.id}' may stand for float dtypes ({floats}), not '{option.id}'",
+                    option.span,
+                )
+            elif option.id in seen:
+                self.errors.error(f"'{option.id}' is listed twice for dtype variable '{var.name.id}'", option.span)
+            seen.add(option.id)
+        if len(var.options) < 2:
+            self.errors.error(
+                f"dtype variable '{var.name.id}' needs two or more dtypes; for one, write it in place of "
+                f"'{var.name.id}'",
+                var.span,
+            )
+        typed = [
+            t for t in self.spec.inputs
+            if not t.is_scalar and isinstance(t.dtype, m.BoundDtype) and t.dtype.var == var.name.id
+        ]
+        if not typed:
+            self.errors.error(
+                f"no input tensor is typed '{var.name.id}'; the launcher takes '{var.name.id}' from an input's "
+                f"dtype (in a: {var.name.id}[...])",
+                var.name.span,
+            )
+
     def param_values(self, name: str) -> list[m.Number]:
         """Every value parameter ``name`` can take: its default and each config's setting."""
         param = self.params.get(name)
@@ -169,6 +201,8 @@ class Checker:
         name = spec.name.id
         if name in RESERVED - KEYWORDS or keyword.iskeyword(name) or name.startswith(("_", "apply_")):
             self.errors.error(f"kernel name '{spec.name.id}' is reserved; choose another name", spec.name.span)
+        for var in spec.dtype_vars:
+            self.check_dtype_var(var)
         for tensor in spec.tensors:
             self.define(tensor.name, "tensor")
             self.check_dtype(tensor.dtype)
@@ -738,8 +772,24 @@ class Checker:
 
 def check(spec: m.Spec) -> m.Spec:
     """Validate ``spec``; return it unchanged or raise :class:`~tilegen.errors.SpecError`
-    listing every problem found (up to :data:`tilegen.errors.MAX_DIAGNOSTICS`)."""
-    checker = Checker(spec)
-    checker.run()
-    checker.errors.raise_if_any(spec.path, spec.source)
+    listing every problem found (up to :data:`tilegen.errors.MAX_DIAGNOSTICS`).
+
+    A spec with dtype variables is checked once per binding (:func:`tilegen.model.specialize`);
+    a problem that only some bindings have says which (``with T = f32``)."""
+    bindings = spec.bindings()
+    found: dict[tuple[str, m.Span], list[str]] = {}
+    for binding in bindings:
+        checker = Checker(m.specialize(spec, binding))
+        checker.run()
+        where = ", ".join(f"{var} = {dtype}" for var, dtype in binding.items())
+        for diagnostic in checker.errors.diagnostics:
+            seen = found.setdefault((diagnostic.message, diagnostic.span), [])
+            if where not in seen:
+                seen.append(where)
+    errors = Collector()
+    for (message, span), where in found.items():
+        if len(where) < len(bindings):
+            message = f"{message} (with {'; '.join(where)})"
+        errors.error(message, span)
+    errors.raise_if_any(spec.path, spec.source)
     return spec

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tilegen import __version__
+from tilegen import model as m
 from tilegen.build import build as build_specs
 from tilegen.build import check_file, compile_file, find_specs
 from tilegen.errors import SpecError
@@ -174,12 +175,12 @@ def run(
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
         try:
-            result = _run_spec(spec, Path(tmp), sizes, programs, device, image, None)
+            results = _run_spec(spec, Path(tmp), sizes, programs, device, image, None)
         except (KeyError, ValueError, TypeError) as error:
             _fail(f"error: {error}")
-    out.print(_results_table([result]))
-    _print_notes([result])
-    if not result.passed:
+    out.print(_results_table(results))
+    _print_notes(results)
+    if not all(result.passed for result in results):
         raise typer.Exit(1)
 
 
@@ -217,7 +218,7 @@ def demo(
             continue
         out.print(f"running {result.spec.given} on {device} ...", markup=False)
         try:
-            rows.append(_run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir))
+            rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir)
         except Exception as error:  # any error: one kernel's failure is reported, the rest still run
             from tilegen.runner import RunResult
 
@@ -281,6 +282,7 @@ def bench(
     except SpecError as error:
         _fail(error.render())
     spec = check_file(spec_file)
+    spec = m.specialize(spec, spec.bindings()[0])  # dtype variables: their first dtypes
     with tempfile.TemporaryDirectory() as tmp:
         module_path = Path(tmp) / f"{generated.kernel}.py"
         module_path.write_text(generated.source, encoding="utf-8")

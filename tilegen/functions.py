@@ -180,8 +180,13 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
 }
 
 
-def lookup(name: str) -> Function | None:
-    """The function called ``name`` (casts included), or None."""
+def lookup(name: str | m.Name) -> Function | None:
+    """The function called ``name`` (casts included), or None. A cast to a dtype variable (a
+    :class:`~tilegen.model.BoundDtype`, ``T(p)``) writes the variable: ``p.to(T)``."""
+    if isinstance(name, m.BoundDtype):
+        return Function(name.id, "cast", triton=f"{{x}}.to({name.var})", torch=f"{{x}}.to({name.var})")
+    if isinstance(name, m.Name):
+        name = name.id
     if name in CASTS:
         return Function(name, "cast", triton=f"{{x}}.to({m.DTYPES[name][0]})", torch=f"{{x}}.to({m.DTYPES[name][1]})")
     return FUNCTIONS.get(name)

@@ -7,6 +7,8 @@ stages can report ``file:line:col`` errors and name spec lines in generated comm
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from dataclasses import dataclass
 
 #: Spec dtype name -> (triton dtype, torch dtype). Also the set of dtypes the language knows.
@@ -63,6 +65,18 @@ class Name:
 
 
 @dataclass(frozen=True)
+class BoundDtype(Name):
+    """A dtype written as a dtype variable (``a: T[M, K]`` with ``dtype T in f16, bf16``), in one
+    specialization of the spec (:func:`specialize`): ``id`` is the dtype ``T`` stands for there,
+    ``var`` the variable's name and ``options`` every dtype it may stand for. Checking and the
+    promotion rules read ``id``; lowering writes ``var``, so that every specialization lowers to
+    the same text (one kernel, which Triton specializes per dtype)."""
+
+    var: str = ""
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Number:
     """A numeric literal as written (``text`` is kept for exact reproduction)."""
 
@@ -101,6 +115,17 @@ class Tensor:
     def is_scalar(self) -> bool:
         """True for ``in alpha: f32`` (no shape): a number passed by value, not a tensor."""
         return not self.dims
+
+
+@dataclass(frozen=True)
+class DtypeVar:
+    """``dtype T in f16, bf16``: a dtype variable. Tensors, tiles and casts may be typed ``T``;
+    the launcher takes ``T`` from the dtype of the first input typed ``T`` and requires the other
+    ``T`` inputs to match it; outputs typed ``T`` are made in it."""
+
+    name: Name
+    options: tuple[Name, ...]
+    span: Span
 
 
 @dataclass(frozen=True)
@@ -351,6 +376,7 @@ class Spec:
     tune: Tune | None = None
     choices: tuple[Choice, ...] = ()
     access: Name | None = None
+    dtype_vars: tuple[DtypeVar, ...] = ()
 
     @property
     def access_style(self) -> str:
@@ -393,6 +419,49 @@ class Spec:
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
         return next((t for t in self.tensors if t.name.id == name), None)
+
+    def bindings(self) -> list[dict[str, str]]:
+        """Every assignment of the dtype variables to one of their dtypes, in declaration order
+        (``[{}]`` for a spec without dtype variables)."""
+        names = [v.name.id for v in self.dtype_vars]
+        options = [list(dict.fromkeys(o.id for o in v.options)) for v in self.dtype_vars]
+        return [dict(zip(names, chosen, strict=True)) for chosen in itertools.product(*options)]
+
+
+def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
+    """``spec`` with each dtype variable in ``binding`` replaced by its dtype, as a
+    :class:`BoundDtype` (which remembers the variable): in tensor and tile declarations and in
+    casts (``T(p)``). Names that are not dtype variables are left alone."""
+    variables = {v.name.id: tuple(o.id for o in v.options) for v in spec.dtype_vars}
+
+    def bind(name: Name) -> Name:
+        if name.id not in binding or isinstance(name, BoundDtype):
+            return name
+        return BoundDtype(binding[name.id], name.span, name.id, variables[name.id])
+
+    def expr(e: Expr) -> Expr:
+        if isinstance(e, BinOp):
+            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
+        if isinstance(e, Neg):
+            return dataclasses.replace(e, operand=expr(e.operand))
+        if isinstance(e, Call):
+            return dataclasses.replace(
+                e,
+                func=bind(e.func),
+                args=tuple(expr(a) for a in e.args),
+                kwargs=tuple((k, v if isinstance(v, Ref) else expr(v)) for k, v in e.kwargs),
+            )
+        return e
+
+    def stmt(s: Stmt) -> Stmt:
+        if isinstance(s, Declare):
+            return dataclasses.replace(s, dtype=bind(s.dtype), init=expr(s.init))
+        if isinstance(s, Loop):
+            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
+        return dataclasses.replace(s, value=expr(s.value))
+
+    tensors = tuple(dataclasses.replace(t, dtype=bind(t.dtype)) for t in spec.tensors)
+    return dataclasses.replace(spec, tensors=tensors, body=tuple(stmt(s) for s in spec.body))
 
 
 # ------------------------------------------------------------------------- walking the tree

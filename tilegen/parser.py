@@ -127,6 +127,10 @@ class ToModel(Transformer):
         name, *options = items
         return m.Choice(_name(name), tuple(_name(o) for o in options), _span(meta))
 
+    def dtype_decl(self, meta, items):
+        name, *options = items
+        return m.DtypeVar(_name(name), tuple(_name(o) for o in options), _span(meta))
+
     def access_decl(self, meta, items):
         return ("access", _name(items[0]))
 
@@ -205,7 +209,7 @@ class ToModel(Transformer):
     # the kernel ----------------------------------------------------------------
     def kernel(self, meta, items):
         name, *body = items
-        tensors, params, stmts, choices = [], [], [], []
+        tensors, params, stmts, choices, dtype_vars = [], [], [], [], []
         grid: tuple[m.Axis, ...] = ()
         swizzle = tune = access = None
         flat = persistent = False
@@ -220,6 +224,8 @@ class ToModel(Transformer):
                 tune = item
             elif isinstance(item, m.Choice):
                 choices.append(item)
+            elif isinstance(item, m.DtypeVar):
+                dtype_vars.append(item)
             elif isinstance(item, tuple) and item[0] == "params":
                 params.extend(item[1])
             elif isinstance(item, tuple) and item[0] == "grid":
@@ -244,6 +250,7 @@ class ToModel(Transformer):
             tune=tune,
             choices=tuple(choices),
             access=access,
+            dtype_vars=tuple(dtype_vars),
         )
 
     def start(self, meta, items):

@@ -197,13 +197,23 @@ def run_module(
     device: str,
     image: Path | None = None,
     out_dir: Path | None = None,
-) -> RunResult:
+) -> list[RunResult]:
     """Launch ``module``'s kernel on random inputs (or ``image``) and compare with its reference
-    under :mod:`tilegen.tolerance`, printing no warnings (see :func:`quiet`).
+    under :mod:`tilegen.tolerance`, printing no warnings (see :func:`quiet`): one
+    :class:`RunResult` per binding of the spec's dtype variables (``matmul_fast[T=bf16]``), one
+    for a spec without them.
 
     For an image spec the grey result is written as ``<stem>_grey.png`` next to the image
     (copied into ``out_dir`` first when given). Raises KeyError for a missing size.
     """
+    return [
+        _run_binding(module, m.specialize(spec, binding), binding, sizes, device, image, out_dir)
+        for binding in spec.bindings()
+    ]
+
+
+def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, image, out_dir) -> RunResult:
+    """:func:`run_module` for one binding of the dtype variables (``spec`` specialized to it)."""
     launcher = getattr(module, spec.name.id)
     default_config = spec.tune is not None and os.environ.get("TRITON_INTERPRET") == "1"
     note = ""
@@ -228,7 +238,10 @@ def run_module(
         save_grey(outputs, grey)
         note = f"wrote {grey}"
     shape = ", ".join("x".join(str(s) for s in t.shape) for t in args if hasattr(t, "shape"))
-    return RunResult(spec.name.id, shape, device, max_error, passed, note, default_config, tuple(caught))
+    kernel = spec.name.id
+    if binding:
+        kernel += "[" + ", ".join(f"{var}={dtype}" for var, dtype in binding.items()) + "]"
+    return RunResult(kernel, shape, device, max_error, passed, note, default_config, tuple(caught))
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:

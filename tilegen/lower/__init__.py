@@ -24,6 +24,7 @@ import hashlib
 
 from tilegen import __version__
 from tilegen import model as m
+from tilegen.errors import Collector
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
 from tilegen.lower.names import printable
@@ -47,9 +48,31 @@ def safe_path(path: str) -> str:
 def lower(spec: m.Spec) -> ModulePlan:
     """Turn a checked spec into the :class:`ModulePlan` the templates render.
 
-    The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate.
+    The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate. A spec
+    with dtype variables is lowered once per binding (:func:`tilegen.model.specialize`); each
+    writes the variable, not its dtype, so all must give one plan: one kernel, which Triton
+    compiles for each dtype it is called with. Raises :class:`~tilegen.errors.SpecError` (at the
+    ``dtype`` line) where they differ, e.g. a dtype that needs other math than the rest.
     """
     spec = dataclasses.replace(spec, path=safe_path(spec.path))
+    bindings = spec.bindings()
+    plans = [_lower(m.specialize(spec, binding)) for binding in bindings]
+    for binding, plan in zip(bindings[1:], plans[1:], strict=True):
+        if plan != plans[0]:
+            var = next(v for v in spec.dtype_vars if binding[v.name.id] != bindings[0][v.name.id])
+            errors = Collector()
+            errors.error(
+                f"'{var.name.id}' = {binding[var.name.id]} needs another kernel than {var.name.id} = "
+                f"{bindings[0][var.name.id]} (tilegen writes one kernel for every dtype of a variable); "
+                "leave it out of the list, or write a spec for it",
+                var.span,
+            )
+            errors.raise_if_any(spec.path, spec.source)
+    return plans[0]
+
+
+def _lower(spec: m.Spec) -> ModulePlan:
+    """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
     kernel = lower_kernel(spec)
     fallback = None
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -75,4 +98,5 @@ def lower(spec: m.Spec) -> ModulePlan:
         launcher=launcher,
         reference=reference,
         fallback=fallback,
+        dtype_vars=tuple(v.name.id for v in spec.dtype_vars),
     )

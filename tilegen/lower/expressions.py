@@ -29,6 +29,16 @@ class ExpressionLowering:
 
         return expr_dtype(expr, self.spec, local)
 
+    def dtype_options(self, expr: m.Expr) -> tuple[str | None, ...]:
+        """Every dtype ``expr`` may compute to over the spec's specializations (a superset: a
+        dtype some dtype variable stands for may be any of that variable's dtypes)."""
+        dtype = self.dtype_of(expr)
+        for var in self.spec.dtype_vars:
+            options = tuple(o.id for o in var.options)
+            if dtype in options:
+                return options
+        return (dtype,)
+
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """The tile axes ``expr`` spans in the kernel (index axes are scalars, not tile axes)."""
 
@@ -68,7 +78,7 @@ class ExpressionLowering:
                 if option.id != "none":
                     self.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
-        function = lookup(name)
+        function = lookup(call.func)
         if name == "where" and (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
         if function.kind == "reduction":
@@ -168,7 +178,7 @@ class ExpressionLowering:
                 text = self.expr(arg, own, ops)
                 if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
                     text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
-            if self.dtype_of(arg) == "bf16":  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
+            if "bf16" in self.dtype_options(arg):  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")
                 ops.append(Line(f"{name} = {text}"))
                 to_f32 = (Line(f"{name} = {name}.to(tl.float32)"),)

@@ -15,7 +15,18 @@ from tilegen.functions import HELPERS
 from tilegen.lower.access import AccessLowering
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
-from tilegen.lower.names import BF16_DOT_FLAG, number_text, printable, size_symbols, stride_name, tuple_text, whole_dims
+from tilegen.lower.names import (
+    BF16_DOT_FLAG,
+    dtype_bindings,
+    dtype_options,
+    number_text,
+    printable,
+    size_symbols,
+    stride_name,
+    triton_dtype,
+    tuple_text,
+    whole_dims,
+)
 from tilegen.lower.plan import (
     ChoicePlan,
     Comment,
@@ -350,7 +361,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
                     body.append(Line(f"{tile} = tl.trans({tile})"))
                 tiles.append(tile)
-            if any(self.spec.tensor(o.tensor.id).dtype.id == "bf16" for o in call.args):
+            if any("bf16" in dtype_options(self.spec.tensor(o.tensor.id).dtype) for o in call.args):
                 self.bf16_dot = True
                 upcasts = tuple(Line(f"{t} = {t}.to(tl.float32)") for t in tiles)
                 body.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", upcasts))
@@ -452,7 +463,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         if isinstance(stmt, m.Declare):
             axes = tuple(a.id for a in stmt.axes)
             shape = tuple_text(self.axes[a].tile for a in axes)
-            dtype = m.DTYPES[stmt.dtype.id][0]
+            dtype = triton_dtype(stmt.dtype)
             value = number_text(stmt.init)
             if value in ("0", "0.0"):
                 ops.append(Line(f"{stmt.name.id} = tl.zeros({shape}, dtype={dtype})"))
@@ -484,16 +495,25 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         tensor = self.spec.tensor(stmt.tensor.id)
         context = self.tile_axes(stmt.index)
         value = self.expr(stmt.value, context, ops)
-        dtype = m.DTYPES[tensor.dtype.id][0]
+        dtype = triton_dtype(tensor.dtype)
+        # a dtype variable's store casts unless the value is a tile of a tensor typed with it
+        # (Triton's .to() of a tile already in that dtype is free)
+        if isinstance(tensor.dtype, m.BoundDtype):
+            typed = stmt.value.func if isinstance(stmt.value, m.Call) else None  # a cast: T(p)
+            if isinstance(stmt.value, m.Load):
+                typed = self.spec.tensor(stmt.value.tensor.id).dtype
+            same = isinstance(typed, m.BoundDtype) and typed.var == tensor.dtype.var
+        else:
+            same = self.dtype_of(stmt.value) == tensor.dtype.id
         if context and not self.expr_axes(stmt.value):  # a scalar value fills the whole tile
             shape = tuple_text(self.axes[a].tile for a in context)
             if isinstance(stmt.value, m.Number):
                 value = f"tl.full({shape}, {value}, dtype={dtype})"
             else:
                 value = f"tl.zeros({shape}, dtype={dtype}) + {value}"
-                if self.dtype_of(stmt.value) != tensor.dtype.id:
+                if not same:
                     value = f"({value}).to({dtype})"
-        elif self.dtype_of(stmt.value) != tensor.dtype.id:
+        elif not same:
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
             value = f"{value}.to({dtype})"
@@ -549,6 +569,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             Line(f"{t.name.id} = tl.cast({t.name.id}, {m.DTYPES[t.dtype.id][0]})")
             for t in self.spec.inputs if t.is_scalar and t.dtype.id in m.FLOAT_DTYPES
         ]
+        # a dtype variable is the dtype of the first input typed with it
+        pointer = "{name}_desc.dtype" if self.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
+        bound = dict(dtype_bindings(self.spec, pointer))
+        for var in self.spec.dtype_vars:
+            body += [self.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
         body += setup
         if self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
             loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"

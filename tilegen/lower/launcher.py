@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
-from tilegen.lower.names import size_symbols, tuple_text
+from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, torch_dtype, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
@@ -166,10 +166,11 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
                 f"Called by {name}(), after its checks.")
 
     def describe(t: m.Tensor) -> str:
+        dtype = t.dtype.var if isinstance(t.dtype, m.BoundDtype) else t.dtype.id
         if t.is_scalar:
-            return f"{t.name.id}: {t.dtype.id} (a number)"
+            return f"{t.name.id}: {dtype} (a number)"
         dims = ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
-        return f"{t.name.id}: {t.dtype.id}[{dims}]"
+        return f"{t.name.id}: {dtype}[{dims}]"
 
     plural = "s" if len(spec.outputs) > 1 else ""
     lines = [f"Run the kernel of {spec.path} and return its output{plural}.", ""]
@@ -181,6 +182,9 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
     )
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
+    for var, source in dtype_bindings(spec, "{name}"):
+        options = " or ".join(next(t.dtype.options for t in spec.inputs if t.name.id == source))
+        lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
     overrides = [f"{p.name.id}={p.default.text}" for p in spec.params if p.name.id not in spec.tuned_params]
     overrides += [
         f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices
@@ -262,20 +266,29 @@ def lower_launcher(
         "torch.Tensor" if len(spec.outputs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(spec.outputs))}]"
     )
     head: list[Op] = []  # the inputs' types, dtypes, ranks and device
+    bound: dict[str, str] = {}  # dtype variable -> the input it is read from
     for t in spec.inputs:
-        dtype = m.DTYPES[t.dtype.id][1]
         if t.is_scalar:
             kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
             head.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
             continue
         x, rank = t.name.id, len(t.dims)
+        dtype, like, test = torch_dtype(t.dtype), "", f"{x}.dtype != {torch_dtype(t.dtype)}"
+        if isinstance(t.dtype, m.BoundDtype) and t.dtype.var not in bound:  # the input T is read from
+            dtype = tuple_text(m.DTYPES[o][1] for o in t.dtype.options)
+            test = f"{x}.dtype not in {dtype}"
+        elif isinstance(t.dtype, m.BoundDtype):
+            like = f', "{bound[t.dtype.var]}"'
         head.append(
             IfBlock(
-                f"not isinstance({x}, torch.Tensor) or {x}.dtype != {dtype} or {x}.dim() != {rank}",
+                f"not isinstance({x}, torch.Tensor) or {test} or {x}.dim() != {rank}",
                 "",
-                (Line(f'_bad_input("{name}", "{x}", {x}, {dtype}, {rank})'),),
+                (Line(f'_bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),),
             )
         )
+        if isinstance(t.dtype, m.BoundDtype) and t.dtype.var not in bound:
+            bound[t.dtype.var] = x
+            head.append(Line(f"{t.dtype.var} = {x}.dtype"))
     first = arrays_in[0].name.id
     head.append(Line(f"device = {first}.device"))
     others = [f"{t.name.id}.device != device" for t in arrays_in[1:]]
@@ -315,10 +328,10 @@ def lower_launcher(
     outputs = []
     for tensor in spec.outputs:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
-        outputs.append((tensor.name.id, tuple_text(dims), m.DTYPES[tensor.dtype.id][1]))
+        outputs.append((tensor.name.id, tuple_text(dims), torch_dtype(tensor.dtype)))
         # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
         shape = ", ".join(dims) if dims else "()"
-        dtype = m.DTYPES[tensor.dtype.id][1]
+        dtype = torch_dtype(tensor.dtype)
         middle.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={dtype})"))
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
@@ -446,7 +459,8 @@ def _descriptor_checks(spec: m.Spec, fallback: str, kernel: KernelPlan) -> list[
     # a descriptor's shape must be positive: an empty input (K = 0) runs the pointer kernel
     terms = [f"{d} == 0" for d in dict.fromkeys(d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name))]
     for t in spec.arrays:
-        size = m.DTYPE_BYTES[t.dtype.id]
+        sizes = {m.DTYPE_BYTES[d] for d in dtype_options(t.dtype)}  # a dtype variable's may differ
+        size = sizes.pop() if len(sizes) == 1 else f"{t.dtype.var}.itemsize"
         strides = f"_{t.name.id}_strides"
         flag = flags.get(t.name.id)
         if flag is not None:  # rows of whichever layout it has
@@ -531,6 +545,7 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
     values), plus the tune config; one group of terms per line."""
     first = ["device_index"] + (["config_index"] if spec.tune is not None else [])
     first += [f'"{variant}"'] if variant else []  # a second launcher of the spec shares _COMPILED
+    first += [v.name.id for v in spec.dtype_vars]  # the dtypes the kernel is specialized for
     lines = [", ".join(first)]
     if launch.pointers:
         lines.append(", ".join(f"{p}.data_ptr() % 16" for p in launch.pointers))
@@ -554,7 +569,10 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     ops: list[Op] = []
     if spec.tune is not None:
         flags = [flag for _, flag in kernel.transposed]  # each operand layout tunes on its own
-        key = tuple_text(["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags])
+        dtypes = [v.name.id for v in spec.dtype_vars]  # and each dtype
+        key = tuple_text(
+            ["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags, *dtypes]
+        )
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),

@@ -21,6 +21,34 @@ BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
 _PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}
 
 
+def triton_dtype(dtype: m.Name) -> str:
+    """The Triton dtype a spec dtype is written as in a kernel: ``tl.float16``, or the dtype
+    variable's name (``T``) for a :class:`~tilegen.model.BoundDtype`."""
+    return dtype.var if isinstance(dtype, m.BoundDtype) else m.DTYPES[dtype.id][0]
+
+
+def torch_dtype(dtype: m.Name) -> str:
+    """The torch dtype a spec dtype is written as on the host: ``torch.float16``, or the dtype
+    variable's name (``T``, which the launcher and the reference bind to an input's dtype)."""
+    return dtype.var if isinstance(dtype, m.BoundDtype) else m.DTYPES[dtype.id][1]
+
+
+def dtype_options(dtype: m.Name) -> tuple[str, ...]:
+    """Every dtype ``dtype`` may be: its variable's options, or itself."""
+    return dtype.options if isinstance(dtype, m.BoundDtype) else (dtype.id,)
+
+
+def dtype_bindings(spec: m.Spec, pointer: str) -> list[tuple[str, str]]:
+    """``(variable, expression)`` for each dtype variable of ``spec``: its first input tensor
+    typed with it, read through ``pointer`` (``"{name}.dtype"`` on the host, ``"{name}_ptr.dtype.
+    element_ty"`` in a kernel)."""
+    found: dict[str, str] = {}
+    for t in spec.inputs:
+        if not t.is_scalar and isinstance(t.dtype, m.BoundDtype):
+            found.setdefault(t.dtype.var, pointer.format(name=t.name.id))
+    return list(found.items())
+
+
 def binop_text(expr: m.BinOp, left: str, right: str) -> str:
     """``left op right`` with parentheses only where Python's precedence needs them (the same
     text for Triton and torch, so both evaluate in the spec's order). Comparisons never chain."""

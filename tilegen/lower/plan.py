@@ -178,6 +178,7 @@ class ModulePlan:
     launcher: LauncherPlan
     reference: ReferencePlan
     fallback: FallbackPlan | None = None
+    dtype_vars: tuple[str, ...] = ()  # the spec's dtype variables (T), bound by the launcher
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import re
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype, is_float
 from tilegen.functions import lookup, spanned_axes
-from tilegen.lower.names import binop_text, number_text, tuple_text
+from tilegen.lower.names import binop_text, dtype_bindings, number_text, torch_dtype, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
 
@@ -141,7 +141,7 @@ class ReferenceLowering:
             return self.dot(call, context, acc_dtype)
         if any(c.name.id == name for c in self.spec.choices):
             return f"_torch_activation({self.value(call.args[0], context)}, {name})"
-        function = lookup(name)
+        function = lookup(call.func)
         if function.kind == "reduction":
             return self.reduction(call, function, context)
         x = self.value(call.args[0], context)
@@ -200,7 +200,7 @@ class ReferenceLowering:
         # index axis (batch) of the grid too.
         axes = self.batch + tuple(a.id for a in stmt.axes)
         shape = tuple_text(self.dim_of(a) for a in axes)
-        dtype = m.DTYPES[stmt.dtype.id][1]
+        dtype = torch_dtype(stmt.dtype)
         init = number_text(stmt.init)
         if init in ("0", "0.0"):
             self.lines.append(f"{stmt.name.id} = torch.zeros({shape}, dtype={dtype}, device={self.device})")
@@ -213,7 +213,7 @@ class ReferenceLowering:
     def store(self, stmt: m.Store) -> None:
         spec = self.spec
         tensor = spec.tensor(stmt.tensor.id)
-        dtype = m.DTYPES[tensor.dtype.id][1]
+        dtype = torch_dtype(tensor.dtype)
         index_axes = tuple(i.id for i in stmt.index if isinstance(i, m.Name))
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
@@ -266,6 +266,8 @@ class ReferenceLowering:
 
     def plan(self) -> ReferencePlan:
         spec = self.spec
+        bound = dict(dtype_bindings(spec, "{name}.dtype"))
+        self.lines += [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
         for name, shape_text, dtype in self.launcher.outputs:
             self.lines.append(f"{name} = torch.empty({shape_text}, dtype={dtype}, device={self.device})")
         self.walk(spec.body)

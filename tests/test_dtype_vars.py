@@ -1,0 +1,179 @@
+"""Dtype variables (``dtype T in f16, bf16``): one spec, one kernel, every dtype of the list.
+
+The checker checks each binding and says which binding a problem belongs to; lowering writes the
+variable (``acc.to(T)``, ``dtype=T``), so one kernel serves every dtype, and refuses a list
+whose dtypes would need different kernels. Launchers read ``T`` off the first input typed with it.
+"""
+
+import importlib.util
+import sys
+import warnings
+
+import pytest
+import torch
+
+from tilegen import model as m
+from tilegen.check import check
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+from tilegen.runner import default_sizes, random_inputs
+from tilegen.tolerance import compare
+
+MATMUL = """\
+kernel mm
+  dtype T in f16, bf16, f32
+  in  a: T[M, K]
+  in  b: T[K, N]
+  out c: T[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK
+    acc += dot(a[m, k], b[k, n], precision=ieee)
+  c[m, n] = acc
+"""
+
+# attention's second dot: a computed f32 tile cast to T, the dtype of v
+SCALE_CAST = """\
+kernel scaled
+  dtype T in f16, bf16
+  in  x: T[N]
+  in  s: f32
+  out y: T[N]
+  out z: f32[N]
+  block BS = 32
+  grid i over N by BS
+  y[i] = T(x[i] * s)
+  z[i] = x[i]
+"""
+
+
+def _errors(text):
+    with pytest.raises(SpecError) as caught:
+        compile_spec(text, "t.tile")
+    return [d.message for d in caught.value.diagnostics]
+
+
+def _module(tmp_path, text, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(compile_spec(text, f"{name}.tile").source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"tilegen_dtype_vars_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bindings_and_specialize_write_the_variable_and_its_dtype():
+    spec = check(parse(MATMUL, "mm.tile"))
+    assert spec.bindings() == [{"T": "f16"}, {"T": "bf16"}, {"T": "f32"}]
+    bf16 = m.specialize(spec, {"T": "bf16"})
+    a = bf16.tensor("a")
+    assert isinstance(a.dtype, m.BoundDtype)
+    assert (a.dtype.id, a.dtype.var, a.dtype.options) == ("bf16", "T", ("f16", "bf16", "f32"))
+    assert bf16.body[0].dtype.id == "f32" and not isinstance(bf16.body[0].dtype, m.BoundDtype)
+
+
+def test_one_kernel_writes_the_variable():
+    source = compile_spec(MATMUL, "mm.tile").source
+    assert source.count("@triton.jit") == 1
+    assert "    T = a_ptr.dtype.element_ty\n" in source  # the kernel reads T off a
+    assert "tl.store(c_ptrs, acc.to(T), mask=mask_mn)" in source
+    assert "    T = a.dtype\n" in source  # the launcher too
+    assert "c = torch.empty(M, N, device=device, dtype=T)" in source
+    assert "tl.float16" not in source.split("def mm_kernel(")[1].split("def mm(")[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_each_dtype_runs_and_returns_its_dtype(tmp_path, dtype):
+    module = _module(tmp_path, MATMUL, "mm")
+    spec = m.specialize(check(parse(MATMUL, "mm.tile")), {torch.float16: {"T": "f16"},
+                                                          torch.bfloat16: {"T": "bf16"},
+                                                          torch.float32: {"T": "f32"}}[dtype])
+    a = torch.randn(37, 41).to(dtype)
+    b = torch.randn(41, 23).to(dtype)
+    c = module.mm(a, b)
+    assert c.dtype == dtype and c.shape == (37, 23)
+    expected = (a.double() @ b.double()).to(dtype)
+    assert compare(spec, (a, b), c, expected).passed
+    assert module.reference(a, b).dtype == dtype
+
+
+def test_inputs_must_share_the_variable_dtype(tmp_path):
+    module = _module(tmp_path, MATMUL, "mm")
+    a = torch.randn(8, 8).half()
+    with pytest.raises(TypeError, match=r"mm: b must have dtype torch.float16 like a, got torch.bfloat16"):
+        module.mm(a, a.bfloat16())
+    with pytest.raises(TypeError, match=r"mm: a must have dtype torch.float16 or torch.bfloat16 or torch.float32, "
+                                        r"got torch.float64"):
+        module.mm(a.double(), a.double())
+
+
+def test_cast_to_the_variable(tmp_path):
+    module = _module(tmp_path, SCALE_CAST, "scaled")
+    source = compile_spec(SCALE_CAST, "s.tile").source
+    assert "tl.store(y_ptr + offs_i * stride_y_n, (x * s).to(T), mask=mask_i)" in source  # one cast
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(70).to(dtype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y, z = module.scaled(x, 0.5)
+        assert y.dtype == dtype and z.dtype == torch.float32
+        assert torch.equal(y, (x.float() * 0.5).to(dtype)) and torch.equal(z, x.float())
+
+
+def test_op_takes_each_dtype_and_fakes_it(tmp_path):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    _module(tmp_path, MATMUL, "mm")
+    with FakeTensorMode():
+        a = torch.empty(5, 7, dtype=torch.bfloat16)
+        b = torch.empty(7, 3, dtype=torch.bfloat16)
+        c = torch.ops.tilegen.mm(a, b)
+    assert (c.shape, c.dtype) == ((5, 3), torch.bfloat16)
+    spec = m.specialize(check(parse(MATMUL, "mm.tile")), {"T": "bf16"})
+    args = list(random_inputs(spec, default_sizes(spec, 1), "cpu").values())
+    torch.library.opcheck(torch.ops.tilegen.mm.default, args)
+
+
+@pytest.mark.parametrize(
+    "declaration,message",
+    [
+        ("dtype T in f16, i32", "dtype variable 'T' may stand for float dtypes (f16, bf16, f32, f64), not 'i32'"),
+        ("dtype T in f16, f16", "'f16' is listed twice for dtype variable 'T'"),
+        ("dtype T in f16", "dtype variable 'T' needs two or more dtypes; for one, write it in place of 'T'"),
+        ("dtype f16 in f16, bf16", "dtype variable name 'f16' is reserved; choose another name"),
+        ("dtype a in f16, bf16", "duplicate name 'a' (first defined at line 2)"),
+    ],
+)
+def test_bad_declarations(declaration, message):
+    text = MATMUL.replace("dtype T in f16, bf16, f32", declaration)
+    assert message in _errors(text)
+
+
+def test_the_launcher_must_read_the_variable_off_an_input():
+    text = MATMUL.replace("in  a: T[M, K]", "in  a: f16[M, K]").replace("in  b: T[K, N]", "in  b: f16[K, N]")
+    assert ("no input tensor is typed 'T'; the launcher takes 'T' from an input's dtype (in a: T[...])"
+            in _errors(text))
+
+
+def test_a_problem_of_one_binding_names_it():
+    text = MATMUL.replace("dtype T in f16, bf16, f32", "dtype T in f16, f64")
+    assert "'dot' does not take f64 tiles ('a'); operands are one of f16, bf16, f32, i8 (with T = f64)" in _errors(text)
+
+
+def test_dtypes_that_need_different_kernels_are_refused():
+    """exp of an f16 tile computes in f32 (an upcast), of an f32 tile does not: two kernels."""
+    text = """\
+kernel e
+  dtype T in f16, f32
+  in  x: T[N]
+  out y: T[N]
+  block BS = 32
+  grid i over N by BS
+  y[i] = exp(x[i])
+"""
+    (message,) = _errors(text)
+    assert message.startswith("'T' = f32 needs another kernel than T = f16")
+    assert "dtype T in f16, bf16" in compile_spec(text.replace("f16, f32", "f16, bf16"), "e.tile").source

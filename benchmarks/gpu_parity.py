@@ -193,7 +193,7 @@ if "grey_block_ptr" in gen:
                (y.int() - gen["rgb2grey"].reference(x).int()).abs().max().item(), 1)
 
 for name, dtype in (
-    ("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_persistent", torch.float16)
+    ("matmul_fast", torch.float16), ("matmul_fast", torch.bfloat16), ("matmul_persistent", torch.float16)
 ):
     if name not in gen:
         gen[name] = load_module(ROOT / "generated" / f"{name}.py")
@@ -202,7 +202,7 @@ for name, dtype in (
         c = getattr(gen[name], name)(a, b)
         expected = a.float() @ b.float()
         close = torch.allclose(c.float(), expected, atol=1e-1 if dtype == torch.bfloat16 else 5e-2, rtol=2e-2)
-        record(name, f"{m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
+        record(f"{name} {str(dtype)[6:]}", f"{m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
 
 # The launchers' compiled-kernel cache (issue 5's launch path): arguments Triton specializes
 # differently must never share a compiled kernel. Each case first runs the specialization Triton

@@ -8,7 +8,7 @@ Triton versions in its ``#`` header lines. Every kernel time is the median of
 1. overhead: each generated seed kernel against its hand-written kernel with the same config
    (the hand-written time over the generated time, median over a sweep); kernel time in CUDA
    graphs (host launch cost is target 3), medians of 5 interleaved rounds;
-2. matmul: the best matmul specs (``matmul_fast``, ``matmul_fast_bf16``: TMA descriptors,
+2. matmul: the best matmul specs (``matmul_fast`` in f16 and bf16: TMA descriptors,
    autotuned) and the tutorial spec against cuBLAS at 1024, 2048, 4096, 8192, medians of 5
    interleaved rounds (L2 flushed between calls), and again in CUDA graphs;
 3. launch: microseconds per call in a loop of a 512^3 matmul and a 4 KiB copy, generated
@@ -131,7 +131,7 @@ def overhead() -> None:
 # ---------------------------------------------------------------------------- 2. matmul vs cuBLAS
 def matmul() -> None:
     for name, dtype in (
-        ("matmul_fast", torch.float16), ("matmul_fast_bf16", torch.bfloat16), ("matmul_tutorial", torch.float16)
+        ("matmul_fast", torch.float16), ("matmul_fast", torch.bfloat16), ("matmul_tutorial", torch.float16)
     ):
         launcher = getattr(gen[name], name)
         for n in (1024, 2048, 4096, 8192):

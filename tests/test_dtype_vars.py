@@ -177,3 +177,16 @@ kernel e
     (message,) = _errors(text)
     assert message.startswith("'T' = f32 needs another kernel than T = f16")
     assert "dtype T in f16, bf16" in compile_spec(text.replace("f16, f32", "f16, bf16"), "e.tile").source
+
+
+def test_tolerance_binds_the_variable_to_the_arguments():
+    """The tolerance of a T output is T's (an f16 output gets f16's, not an integer's bound)."""
+    from tilegen.tolerance import bind_to
+
+    spec = check(parse(MATMUL, "mm.tile"))
+    a, b = torch.randn(16, 32).bfloat16(), torch.randn(32, 8).bfloat16()
+    assert bind_to(spec, (a, b)).tensor("c").dtype.id == "bf16"
+    a, b = a.half(), b.half()
+    expected = (a.double() @ b.double()).half()
+    assert compare(spec, (a, b), expected, expected).passed
+    assert not compare(spec, (a, b), (expected.float() + 0.25).half(), expected).passed

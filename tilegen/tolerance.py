@@ -273,6 +273,7 @@ def allowed_errors(
     """
     import torch
 
+    spec = bind_to(spec, args)
     expected = _as_tuple(expected)
     g = growth(spec, extents(spec, args, expected))
     magnitudes: tuple = (None,) * len(expected)
@@ -295,6 +296,21 @@ def allowed_errors(
             bound = bound + 2 * g * scale
         bounds.append(bound)
     return tuple(bounds)
+
+
+def bind_to(spec: m.Spec, args: Sequence) -> m.Spec:
+    """``spec`` specialized to the dtypes of ``args`` (the launcher's positional arguments): each
+    dtype variable takes the dtype of the first input typed with it, as the launcher reads it.
+    A spec without dtype variables, or already specialized, is returned as it is."""
+    unbound = {v.name.id for v in spec.dtype_vars}
+    if not unbound or any(isinstance(t.dtype, m.BoundDtype) for t in spec.tensors):
+        return spec
+    names = {torch_name: name for name, (_, torch_name) in m.DTYPES.items()}
+    binding: dict[str, str] = {}
+    for tensor, arg in zip(spec.inputs, args, strict=False):
+        if tensor.dtype.id in unbound and tensor.dtype.id not in binding and hasattr(arg, "dtype"):
+            binding[tensor.dtype.id] = names[str(arg.dtype)]
+    return m.specialize(spec, binding)
 
 
 @dataclass(frozen=True)

@@ -570,6 +570,10 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     if spec.tune is not None:
         flags = [flag for _, flag in kernel.transposed]  # each operand layout tunes on its own
         dtypes = [v.name.id for v in spec.dtype_vars]  # and each dtype
+        # Triton's autotuner keys its own cache on tensor dtypes, which a descriptor does not
+        # show: a dtype variable's other dtypes must not take a config tuned for the first
+        retune = [Line(f"{jit}.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot")] if (
+            dtypes and kernel.descriptors) else []
         key = tuple_text(
             ["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags, *dtypes]
         )
@@ -589,6 +593,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
                                 "config_index is None",
                                 "tune, and remember the choice on disk",
                                 (
+                                    *retune,
                                     Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
                                     Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))),
                                     Line(f"_remember(tune_key, {jit}.best_config)"),

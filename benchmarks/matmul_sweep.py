@@ -1,0 +1,161 @@
+"""``matmul_fast`` against cuBLAS over the shapes users have, on the GPU (issue 12).
+
+``python benchmarks/matmul_sweep.py OUT_DIR [square|llm|thin ...]`` (default: all three parts)
+appends to ``OUT_DIR/matmul_sweep_<device>.csv``, one row per case, and prints each row:
+
+* ``square``: M = N = K = 256, 384, ..., 4096 (31 sizes) in f16 with row-major operands, again
+  with a column-major ``b`` (``b = w.t()``, an ``nn.Linear`` weight), and in bf16;
+* ``llm``: M in {16, 128, 1024, 8192} x (N, K) in {(4096, 4096), (14336, 4096), (4096, 14336),
+  (128256, 4096)} (Llama-3 8B's projections and its vocabulary), f16, ``b`` column-major
+  (``x @ w.t()``, as ``nn.Linear`` computes);
+* ``thin``: odd K (rows not 16-byte aligned: the pointer kernel), a large K with few output
+  tiles, and GEMV (M = 1, and N = 1).
+
+Kernel time in CUDA graphs (``triton.testing.do_bench_cudagraph``: no host launch cost on
+either side), the launcher and ``torch.matmul`` (cuBLAS) on the same tensors in the same run,
+each after a first call (the launcher's autotuning). ``ratio`` is tilegen's speed over cuBLAS's
+(cuBLAS time / tilegen time); ``max error`` is against ``torch.matmul`` in f32 of the same
+inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-bound cases).
+``python benchmarks/matmul_sweep.py --plot CSV`` draws ``matmul_sweep_<device>.png`` beside it
+(no GPU needed).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FIELDS = ["part", "case", "dtype", "a", "b", "M", "N", "K", "tilegen ms", "cuBLAS ms", "ratio", "tilegen TFLOP/s",
+          "cuBLAS TFLOP/s", "TB/s", "max error"]
+
+
+def _operand(rows: int, cols: int, dtype, column_major: bool):
+    import torch
+
+    if column_major:
+        return torch.randn(cols, rows, device="cuda", dtype=dtype).t()
+    return torch.randn(rows, cols, device="cuda", dtype=dtype)
+
+
+def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col: bool = False) -> dict:
+    """One row: ``launcher(a, b)`` and ``torch.matmul(a, b)`` timed in CUDA graphs."""
+    import torch
+    import triton
+
+    a = _operand(m, k, dtype, False)
+    b = _operand(k, n, dtype, b_col)
+    c = launcher(a, b)  # tunes on the first call for these sizes
+    expected = a.float() @ b.float()
+    error = float((c.float() - expected).abs().max()) if c.numel() else 0.0
+    torch.cuda.synchronize()
+    ours = triton.testing.do_bench_cudagraph(lambda: launcher(a, b), rep=100)
+    cublas = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b), rep=100)
+    flops = 2 * m * n * k
+    size = a.element_size()
+    row = {
+        "part": part, "case": case, "dtype": str(dtype).removeprefix("torch."),
+        "a": "row-major", "b": "column-major" if b_col else "row-major", "M": m, "N": n, "K": k,
+        "tilegen ms": round(ours, 5), "cuBLAS ms": round(cublas, 5), "ratio": round(cublas / ours, 3),
+        "tilegen TFLOP/s": round(flops / ours * 1e-9, 1), "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
+        "TB/s": round((m * k + k * n + m * n) * size / ours * 1e-9, 3), "max error": round(error, 4),
+    }
+    print(row, flush=True)
+    return row
+
+
+def square(launcher) -> list[dict]:
+    import torch
+
+    rows = []
+    for case, dtype, b_col in (("square f16", torch.float16, False), ("square f16, b column-major", torch.float16,
+                                                                      True), ("square bf16", torch.bfloat16, False)):
+        for size in range(256, 4096 + 1, 128):
+            rows.append(measure(launcher, "square", case, size, size, size, dtype, b_col))
+    return rows
+
+
+def llm(launcher) -> list[dict]:
+    import torch
+
+    rows = []
+    for n, k in ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096)):
+        for m in (16, 128, 1024, 8192):
+            rows.append(measure(launcher, "llm", f"LLM N={n} K={k}", m, n, k, torch.float16, b_col=True))
+    return rows
+
+
+def thin(launcher) -> list[dict]:
+    import torch
+
+    rows = []
+    for m, n, k in ((1024, 1024, 1023), (4096, 4096, 4095), (4096, 4096, 83), (2048, 2048, 2047)):
+        rows.append(measure(launcher, "thin", "odd K (pointer kernel)", m, n, k, torch.float16))
+    for m, n, k in ((256, 256, 65536), (128, 128, 131072), (512, 512, 51200)):
+        rows.append(measure(launcher, "thin", "large K, few tiles", m, n, k, torch.float16))
+    for m, n, k in ((1, 4096, 4096), (1, 14336, 4096), (4096, 1, 4096), (1, 8192, 8192)):
+        rows.append(measure(launcher, "thin", "GEMV", m, n, k, torch.float16))
+    return rows
+
+
+def plot(path: Path) -> Path:
+    """Ratio to cuBLAS against size for each square case of ``path`` (the CSV this script writes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = [r for r in csv.DictReader(handle) if r["part"] == "square"]
+    figure, axes = plt.subplots(figsize=(9, 4.5))
+    for case in dict.fromkeys(r["case"] for r in rows):
+        points = [(int(r["M"]), float(r["ratio"])) for r in rows if r["case"] == case]
+        ratios = [p[1] for p in points]
+        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        axes.plot(*zip(*points, strict=True), marker="o", markersize=3, label=f"{case} (geomean {geomean:.3f})")
+    axes.axhline(1.0, color="grey", linewidth=0.8)
+    axes.axhline(0.9, color="grey", linewidth=0.8, linestyle=":")
+    axes.set_xlabel("M = N = K")
+    axes.set_ylabel("speed / cuBLAS (CUDA graphs)")
+    axes.set_title("matmul_fast vs cuBLAS, square sizes step 128")
+    axes.legend()
+    figure.tight_layout()
+    out = path.with_suffix(".png")
+    figure.savefig(out, dpi=120)
+    return out
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--plot"]:
+        print(plot(Path(argv[1])))
+        return
+    import torch
+
+    from tilegen.runner import load_module
+
+    out_dir = Path(argv[0]) if argv else ROOT / "benchmarks" / "results"
+    parts = argv[1:] or ["square", "llm", "thin"]
+    launcher = load_module(ROOT / "generated" / "matmul_fast.py").matmul_fast
+    device = torch.cuda.get_device_name().replace(" ", "_")
+    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, Triton "
+          f"{__import__('triton').__version__}", flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"matmul_sweep_{device}.csv"
+    new = not path.exists()
+    with open(path, "a", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, FIELDS)
+        if new:
+            writer.writeheader()
+        for part in parts:
+            for row in {"square": square, "llm": llm, "thin": thin}[part](launcher):
+                writer.writerow(row)
+                handle.flush()
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -202,7 +202,8 @@ for name, dtype in (
         c = getattr(gen[name], name)(a, b)
         expected = a.float() @ b.float()
         close = torch.allclose(c.float(), expected, atol=1e-1 if dtype == torch.bfloat16 else 5e-2, rtol=2e-2)
-        record(f"{name} {str(dtype)[6:]}", f"{m}x{k}x{n} (vs torch)", close, (c.float() - expected).abs().max().item(), float("inf"))
+        error = (c.float() - expected).abs().max().item()
+        record(f"{name} {str(dtype)[6:]}", f"{m}x{k}x{n} (vs torch)", close, error, float("inf"))
 
 # The launchers' compiled-kernel cache (issue 5's launch path): arguments Triton specializes
 # differently must never share a compiled kernel. Each case first runs the specialization Triton

@@ -3,19 +3,21 @@
 ``python benchmarks/matmul_layouts.py [OUT_DIR] [SIZE ...]`` (default ``benchmarks/results``,
 sizes 1024 2048 4096) prints and writes ``matmul_layouts_<device>.csv``:
 
-1. For each square size and each layout of ``a`` and ``b`` (row-major, or column-major as
-   ``x.t()`` of a row-major tensor, an ``nn.Linear`` weight's layout), f16: the max error
+1. For each square size, each dtype of the spec's ``T`` (f16, bf16, f32 with its tf32 dot) and
+   each layout of ``a`` and ``b`` (row-major, or column-major as ``x.t()`` of a row-major
+   tensor, an ``nn.Linear`` weight's layout): the max error
    against ``torch.matmul`` of the same views, and TFLOP/s of ``matmul_fast`` and of cuBLAS
-   (``torch.matmul``) timed in the same run, median of ``triton.testing.do_bench`` (L2
-   flushed); ``ratio`` is tilegen's speed over cuBLAS's.
+   (``torch.matmul``, with TF32 allowed for f32) timed in the same run, median of
+   ``triton.testing.do_bench`` (L2 flushed); ``ratio`` is tilegen's speed over cuBLAS's.
 2. Correctness of the inputs TMA cannot address (odd K, K = 0, a misaligned base, a view with
-   two unit strides), which run the spec's pointer kernel, and of ``matmul_block_ptr`` forced
+   two unit strides), in each dtype, which run the spec's pointer kernel, and of ``matmul_block_ptr`` forced
    onto its pointer kernel (as on a Triton without block pointers).
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import sys
 from pathlib import Path
 
@@ -27,54 +29,58 @@ sys.path.insert(0, str(ROOT))
 
 from tilegen.runner import load_module  # noqa: E402
 
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-def _operand(rows: int, cols: int, column_major: bool) -> torch.Tensor:
+
+def _operand(rows: int, cols: int, column_major: bool, dtype=torch.float16) -> torch.Tensor:
     if column_major:
-        return torch.randn(cols, rows, device="cuda").half().t()
-    return torch.randn(rows, cols, device="cuda").half()
+        return torch.randn(cols, rows, device="cuda").to(dtype).t()
+    return torch.randn(rows, cols, device="cuda").to(dtype)
 
 
 def layouts(sizes: list[int]) -> list[dict]:
     module = load_module(ROOT / "generated" / "matmul_fast.py")
     rows = []
-    for size in sizes:
-        for a_col in (False, True):
-            for b_col in (False, True):
-                a, b = _operand(size, size, a_col), _operand(size, size, b_col)
-                c = module.matmul_fast(a, b)
-                error = float((c.float() - (a.float() @ b.float())).abs().max())
-                ours = triton.testing.do_bench(lambda a=a, b=b: module.matmul_fast(a, b))
-                cublas = triton.testing.do_bench(lambda a=a, b=b: torch.matmul(a, b))
-                flops = 2 * size**3
-                row = {
-                    "size": size,
-                    "a": "column-major" if a_col else "row-major",
-                    "b": "column-major" if b_col else "row-major",
-                    "max error": round(error, 4),
-                    "tilegen TFLOP/s": round(flops / ours * 1e-9, 1),
-                    "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
-                    "ratio": round(cublas / ours, 3),
-                }
-                rows.append(row)
-                print(row, flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS in TF32, as matmul_fast's f32 dot
+    for size, dtype, a_col, b_col in itertools.product(sizes, DTYPES, (False, True), (False, True)):
+        a, b = _operand(size, size, a_col, dtype), _operand(size, size, b_col, dtype)
+        c = module.matmul_fast(a, b)
+        error = float((c.double() - (a.double() @ b.double())).abs().max())
+        ours = triton.testing.do_bench(lambda a=a, b=b: module.matmul_fast(a, b))
+        cublas = triton.testing.do_bench(lambda a=a, b=b: torch.matmul(a, b))
+        flops = 2 * size**3
+        row = {
+            "size": size,
+            "dtype": str(dtype).removeprefix("torch."),
+            "a": "column-major" if a_col else "row-major",
+            "b": "column-major" if b_col else "row-major",
+            "max error": round(error, 4),
+            "tilegen TFLOP/s": round(flops / ours * 1e-9, 1),
+            "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
+            "ratio": round(cublas / ours, 3),
+        }
+        rows.append(row)
+        print(row, flush=True)
     return rows
 
 
 def fallbacks() -> list[str]:
     module = load_module(ROOT / "generated" / "matmul_fast.py")
     lines = []
-    cases = {
-        "odd K": (torch.randn(300, 301, device="cuda").half(), torch.randn(301, 256, device="cuda").half()),
-        "K = 0": (torch.randn(64, 0, device="cuda").half(), torch.randn(0, 64, device="cuda").half()),
-        "misaligned base": (torch.randn(300 * 256 + 1, device="cuda").half()[1:].view(300, 256),
-                            torch.randn(256, 256, device="cuda").half()),
-        "two unit strides": (torch.randn(128, 64, device="cuda").half(),
-                             torch.randn(64 + 64, device="cuda").half().as_strided((64, 64), (1, 1))),
-    }
-    for name, (a, b) in cases.items():
-        c = module.matmul_fast(a, b)
-        error = float((c.float() - (a.float() @ b.float())).abs().max()) if c.numel() else 0.0
-        lines.append(f"matmul_fast {name}: max error {error:.4g}")
+    for dtype in DTYPES:
+        cases = {
+            "odd K": (torch.randn(300, 301, device="cuda").to(dtype), torch.randn(301, 256, device="cuda").to(dtype)),
+            "K = 0": (torch.randn(64, 0, device="cuda").to(dtype), torch.randn(0, 64, device="cuda").to(dtype)),
+            "misaligned base": (torch.randn(300 * 256 + 1, device="cuda").to(dtype)[1:].view(300, 256),
+                                torch.randn(256, 256, device="cuda").to(dtype)),
+            "two unit strides": (torch.randn(128, 64, device="cuda").to(dtype),
+                                 torch.randn(64 + 64, device="cuda").to(dtype).as_strided((64, 64), (1, 1))),
+        }
+        for name, (a, b) in cases.items():
+            c = module.matmul_fast(a, b)
+            assert c.dtype == dtype
+            error = float((c.float() - (a.float() @ b.float())).abs().max()) if c.numel() else 0.0
+            lines.append(f"matmul_fast {str(dtype).removeprefix('torch.')} {name}: max error {error:.4g}")
     block = load_module(ROOT / "generated" / "matmul_block_ptr.py")
     a, b = torch.randn(300, 256, device="cuda").half(), torch.randn(256, 200, device="cuda").half()
     native = block.matmul_block_ptr(a, b)

@@ -33,6 +33,10 @@ def _close(out, ref, atol, rtol):
     torch.testing.assert_close(out.double(), ref.double(), atol=atol, rtol=rtol)
 
 
+#: matmul_fast's dtype variable T: f16, bf16 and f32 (tf32 dot)
+MATMUL_FAST_DTYPES = [("matmul_fast", dtype) for dtype in (torch.float16, torch.bfloat16, torch.float32)]
+
+
 def _within(kernel, args, out, reference):
     """``out`` is within tilegen.tolerance's bound of ``reference(*args)`` (the module's
     reference, or torch), under the spec of ``kernel``: the rule ``tilegen run`` and the demo use."""
@@ -320,7 +324,7 @@ def test_activations_match_torch(activations, act):
         _close(out, want, 1e-5, 1e-5)
 
 
-@pytest.mark.parametrize("name,dtype", [("matmul_fast", torch.float16), ("matmul_fast", torch.bfloat16), ("matmul_fast", torch.float32)])
+@pytest.mark.parametrize("name,dtype", MATMUL_FAST_DTYPES)
 @pytest.mark.parametrize("m,k,n", [(1, 8, 8), (37, 40, 48), (100, 24, 72), (97, 136, 64)])
 def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k, n):
     """TMA descriptors bound every tile, so M, N and K tails need no masks."""
@@ -334,7 +338,7 @@ def test_persistent_descriptor_matmul_matches_torch(generated, name, dtype, m, k
     _within(name, (a, b), c, mod.reference)
 
 
-@pytest.mark.parametrize("name,dtype", [("matmul_fast", torch.float16), ("matmul_fast", torch.bfloat16), ("matmul_fast", torch.float32)])
+@pytest.mark.parametrize("name,dtype", MATMUL_FAST_DTYPES)
 @pytest.mark.parametrize(
     "case,tma",
     [

@@ -190,3 +190,18 @@ def test_tolerance_binds_the_variable_to_the_arguments():
     expected = (a.double() @ b.double()).half()
     assert compare(spec, (a, b), expected, expected).passed
     assert not compare(spec, (a, b), (expected.float() + 0.25).half(), expected).passed
+
+
+def test_cli_run_gives_a_row_per_dtype(tmp_path):
+    """``tilegen run`` (and the demo) check every dtype of a dtype variable against the reference."""
+    from typer.testing import CliRunner
+
+    from tilegen.cli import app
+
+    spec = tmp_path / "mm.tile"
+    spec.write_text(MATMUL, encoding="utf-8")
+    result = CliRunner().invoke(app, ["run", str(spec), "--size", "M=20", "--size", "N=18", "--size", "K=40"])
+    assert result.exit_code == 0, result.output
+    for dtype in ("f16", "bf16", "f32"):
+        assert f"mm[T={dtype}]" in result.output
+    assert result.output.count("PASS") == 3

@@ -29,7 +29,7 @@ class ExpressionLowering:
 
         return expr_dtype(expr, self.spec, local)
 
-    def dtype_options(self, expr: m.Expr) -> tuple[str | None, ...]:
+    def possible_dtypes(self, expr: m.Expr) -> tuple[str | None, ...]:
         """Every dtype ``expr`` may compute to over the spec's specializations (a superset: a
         dtype some dtype variable stands for may be any of that variable's dtypes)."""
         dtype = self.dtype_of(expr)
@@ -178,7 +178,7 @@ class ExpressionLowering:
                 text = self.expr(arg, own, ops)
                 if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
                     text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
-            if "bf16" in self.dtype_options(arg):  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
+            if "bf16" in self.possible_dtypes(arg):  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
                 name = self.fresh("dot_operand")
                 ops.append(Line(f"{name} = {text}"))
                 to_f32 = (Line(f"{name} = {name}.to(tl.float32)"),)

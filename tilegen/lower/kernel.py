@@ -571,7 +571,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         ]
         # a dtype variable is the dtype of the first input typed with it
         pointer = "{name}_desc.dtype" if self.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
-        bound = dict(dtype_bindings(self.spec, pointer))
+        bound = dtype_bindings(self.spec, pointer)
         for var in self.spec.dtype_vars:
             body += [self.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
         body += setup

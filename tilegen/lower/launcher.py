@@ -182,7 +182,7 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
     )
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
-    for var, source in dtype_bindings(spec, "{name}"):
+    for var, source in dtype_bindings(spec).items():
         options = " or ".join(next(t.dtype.options for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
     overrides = [f"{p.name.id}={p.default.text}" for p in spec.params if p.name.id not in spec.tuned_params]
@@ -266,7 +266,7 @@ def lower_launcher(
         "torch.Tensor" if len(spec.outputs) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(spec.outputs))}]"
     )
     head: list[Op] = []  # the inputs' types, dtypes, ranks and device
-    bound: dict[str, str] = {}  # dtype variable -> the input it is read from
+    sources = dtype_bindings(spec)  # dtype variable -> the input it is read from
     for t in spec.inputs:
         if t.is_scalar:
             kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
@@ -274,11 +274,12 @@ def lower_launcher(
             continue
         x, rank = t.name.id, len(t.dims)
         dtype, like, test = torch_dtype(t.dtype), "", f"{x}.dtype != {torch_dtype(t.dtype)}"
-        if isinstance(t.dtype, m.BoundDtype) and t.dtype.var not in bound:  # the input T is read from
+        source = sources.get(t.dtype.var) if isinstance(t.dtype, m.BoundDtype) else None
+        if source == x:  # the input T is read from
             dtype = tuple_text(m.DTYPES[o][1] for o in t.dtype.options)
             test = f"{x}.dtype not in {dtype}"
-        elif isinstance(t.dtype, m.BoundDtype):
-            like = f', "{bound[t.dtype.var]}"'
+        elif source is not None:
+            like = f', "{source}"'
         head.append(
             IfBlock(
                 f"not isinstance({x}, torch.Tensor) or {test} or {x}.dim() != {rank}",
@@ -286,8 +287,7 @@ def lower_launcher(
                 (Line(f'_bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),),
             )
         )
-        if isinstance(t.dtype, m.BoundDtype) and t.dtype.var not in bound:
-            bound[t.dtype.var] = x
+        if source == x:
             head.append(Line(f"{t.dtype.var} = {x}.dtype"))
     first = arrays_in[0].name.id
     head.append(Line(f"device = {first}.device"))

@@ -38,15 +38,15 @@ def dtype_options(dtype: m.Name) -> tuple[str, ...]:
     return dtype.options if isinstance(dtype, m.BoundDtype) else (dtype.id,)
 
 
-def dtype_bindings(spec: m.Spec, pointer: str) -> list[tuple[str, str]]:
-    """``(variable, expression)`` for each dtype variable of ``spec``: its first input tensor
-    typed with it, read through ``pointer`` (``"{name}.dtype"`` on the host, ``"{name}_ptr.dtype.
-    element_ty"`` in a kernel)."""
+def dtype_bindings(spec: m.Spec, pointer: str = "{name}") -> dict[str, str]:
+    """Dtype variable -> where it is read: the first input tensor typed with it, through
+    ``pointer`` (``"{name}"``: the input's name; ``"{name}.dtype"`` on the host,
+    ``"{name}_ptr.dtype.element_ty"`` in a kernel)."""
     found: dict[str, str] = {}
     for t in spec.inputs:
         if not t.is_scalar and isinstance(t.dtype, m.BoundDtype):
             found.setdefault(t.dtype.var, pointer.format(name=t.name.id))
-    return list(found.items())
+    return found
 
 
 def binop_text(expr: m.BinOp, left: str, right: str) -> str:

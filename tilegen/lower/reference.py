@@ -266,7 +266,7 @@ class ReferenceLowering:
 
     def plan(self) -> ReferencePlan:
         spec = self.spec
-        bound = dict(dtype_bindings(spec, "{name}.dtype"))
+        bound = dtype_bindings(spec, "{name}.dtype")
         self.lines += [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
         for name, shape_text, dtype in self.launcher.outputs:
             self.lines.append(f"{name} = torch.empty({shape_text}, dtype={dtype}, device={self.device})")

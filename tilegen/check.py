@@ -22,6 +22,7 @@ from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
 KEYWORDS = frozenset(
     {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}
     | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access", "dtype"}
+    | {"split"}
 )
 
 #: Names a spec may not use: Python and language keywords, and names the generated module
@@ -762,9 +763,79 @@ class Checker:
                 # Tile variables updated in the loop stay visible after it.
                 scope.locals.update({k: v for k, v in inner.locals.items() if k in scope.locals})
 
+    def check_split(self) -> None:
+        """``for k over K by BK split``: the launcher may run the loop of each output tile in
+        several programs (split-K) and add up their f32 partial sums, so the program must be
+        exactly "sum over k, then store the sum": f32 accumulators set to 0 before the loop, a
+        loop of ``acc += dot(..)`` lines, and after it one store of an accumulator (or of its
+        cast) into an output indexed by the grid's two tile axes in its own dimension order."""
+        spec = self.spec
+        top = [s for s in spec.body if isinstance(s, m.Loop) and s.split]
+        nested = [s for s in m.statements(spec.body) if isinstance(s, m.Loop) and s.split and s not in top]
+        for loop in nested:
+            self.errors.error("'split' needs a loop of the kernel's body, not one inside another loop", loop.span)
+        if not top:
+            return
+        loop = top[0]
+        if len(top) > 1:
+            self.errors.error("'split' can be given to one loop only", top[1].span)
+        if not m.is_dot_loop(loop):
+            self.errors.error(
+                "'split' needs a loop of `acc += dot(x[.., k], y[k, ..])` lines only (a matmul's K loop)", loop.span
+            )
+            return
+        launched = [a for a in spec.grid if a.bounds != "whole"]
+        if spec.persistent or len(launched) != 2 or any(a.is_index for a in launched):
+            self.errors.error(
+                "'split' needs a grid of two tiled axes (flat or not, not persistent): the split parts take "
+                "another grid axis",
+                loop.span,
+            )
+        if spec.access_style == "block_ptr":
+            self.errors.error("'split' needs access pointers or descriptor, not block_ptr", loop.span)
+        accumulators = {s.name.id for s in loop.body}
+        before, after = spec.body[: spec.body.index(loop)], spec.body[spec.body.index(loop) + 1 :]
+        for stmt in before:
+            if isinstance(stmt, m.Declare) and stmt.name.id in accumulators:
+                if stmt.dtype.id != "f32" or not isinstance(stmt.init, m.Number) or stmt.init.value != 0:
+                    self.errors.error(
+                        f"a split loop's accumulator '{stmt.name.id}' must start as f32 zeros "
+                        f"(`{stmt.name.id}: f32[..] = 0`): its partial sums are added up in f32",
+                        stmt.span,
+                    )
+            else:
+                self.errors.error(
+                    "before a split loop the body can only declare its accumulators: each part of K runs it", stmt.span
+                )
+        grid_axes = [a.name.id for a in launched]
+        stores = [s for s in after if isinstance(s, m.Store)]
+        for stmt in after:
+            value = stmt.value if isinstance(stmt, m.Store) else None
+            if isinstance(value, m.Call) and len(value.args) == 1:  # a cast of the accumulator: T(acc)
+                function = lookup(value.func)
+                value = value.args[0] if function is not None and function.kind == "cast" else value
+            tensor = spec.tensor(stmt.tensor.id) if isinstance(stmt, m.Store) else None
+            plain = (
+                isinstance(value, m.Ref)
+                and value.name.id in accumulators
+                and tensor is not None
+                and tensor.role == "out"
+                and [self.alias_of.get(i.id, i.id) if isinstance(i, m.Name) else None for i in stmt.index] == grid_axes
+                and len(tensor.dims) == 2
+            )
+            if not plain or len(stores) > 1:
+                self.errors.error(
+                    "after a split loop the body can only store the accumulator as it is (`c[m, n] = acc`, or a "
+                    "cast of it) into one 2D output indexed by the grid's axes: the launcher adds up the partial "
+                    "sums into that output",
+                    stmt.span,
+                )
+                break
+
     def run(self) -> None:
         axes = self.check_declarations()
         self.check_body(self.spec.body, Scope(dict(axes)))
+        self.check_split()
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

@@ -345,11 +345,14 @@ class Store:
 
 @dataclass(frozen=True)
 class Loop:
-    """``for k over K by BK [unmasked]`` with an indented body: a loop over tiles of ``K``."""
+    """``for k over K by BK [unmasked] [split]`` with an indented body: a loop over tiles of
+    ``K``. ``split``: the launcher may run each output tile's loop in several programs, each
+    over a part of ``K`` (split-K), and add up their partial sums."""
 
     axis: Axis
     body: tuple[Stmt, ...]
     span: Span
+    split: bool = False
 
 
 Stmt = Declare | Assign | Accumulate | Store | Loop

@@ -165,7 +165,8 @@ class ToModel(Transformer):
 
     def loop(self, meta, items):
         axis, *body = items
-        return m.Loop(axis, tuple(body), _span(meta))
+        split = bool(body) and isinstance(body[0], Token) and body[0].type == "SPLIT"
+        return m.Loop(axis, tuple(body[1:] if split else body), _span(meta), split)
 
     def index_axis(self, meta, items):
         return _name(items[0])

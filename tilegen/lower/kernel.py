@@ -37,6 +37,7 @@ from tilegen.lower.plan import (
     KernelPlan,
     Line,
     Op,
+    SplitPlan,
     TunePlan,
 )
 from tilegen.lower.ranges import find_guard, guard_steps, skips_when_false
@@ -105,6 +106,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     int64: bool = False  # the kernel takes INT64_OFFSETS
     descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
     transposed: dict = field(default_factory=dict)  # 2D input -> constexpr: column-major, descriptor of its .T
+    split: SplitPlan | None = None  # the split loop (set by kernel_params)
+    split_pid: str = ""  # the program's part of a split loop (``pid_k``), once lowered
+    split_parts: str = ""  # the number of parts (``split_k``)
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -157,6 +161,19 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             consts += tuple(KernelParam(flag, True) for flag in self.transposed.values())
         if spec.persistent:
             consts += (KernelParam("NUM_SMS", True),)
+        loop = next((s for s in spec.body if isinstance(s, m.Loop) and s.split), None)
+        if loop is not None:  # the f32 workspace of the partial sums goes after the tensors
+            workspace = self.fresh("partials_ptr")
+            pointers += (KernelParam(workspace),)
+            store = next(s for s in spec.body if isinstance(s, m.Store))
+            tiled = [a for a in spec.grid if a.bounds != "whole"]
+            self.split = SplitPlan(
+                workspace,
+                store.tensor.id,
+                tuple((a.dim.id, a.block.id) for a in tiled),
+                (loop.axis.dim.id, loop.axis.block.id),
+                1 if spec.flat else len(tiled),
+            )
         groups = (pointers, sizes, scalars, *strides, consts)
         for group in groups:
             self.taken |= {p.name for p in group}
@@ -325,6 +342,21 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             mask_k = self.fresh(f"mask_{k}") if axis.masked else None
         start = f"{step} * {axis.block.id}" if descriptors else "0"
         self.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, start)
+        tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})"
+        first = "0"
+        iterable = f"range(0, {tiles})"
+        if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
+            pid, parts = self.fresh(f"pid_{k}"), self.fresh(f"split_{k}")
+            per_part, first = self.fresh(f"{k}_tiles"), self.fresh(f"{k}_first")
+            self.split_pid, self.split_parts = pid, parts
+            ops += [
+                Line(f"{pid} = tl.program_id({self.split.axis})"),
+                Line(f"{parts} = tl.num_programs({self.split.axis})  # 1 where the output tiles fill the GPU"),
+                Line(f"{per_part} = tl.cdiv({tiles}, {parts})"),
+                Line(f"{first} = {pid} * {per_part}"),
+                *self.int64_casts([first]),
+            ]
+            iterable = f"range({first}, min({first} + {per_part}, {tiles}))"
         if block_ptrs and axis.masked:
             self.axes[k].mask = "checked"  # a block pointer checks the bounds of a masked axis
         advances: list[str] = []
@@ -369,7 +401,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             extra = f', input_precision="{precision}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
         body += [Line(a) for a in advances]
-        ops.append(ForLoop(step, f"range(0, tl.cdiv({axis.dim.id}, {axis.block.id}))", tuple(body)))
+        if first != "0" and advances:  # pointers start at the part's first tile of k
+            ops += [Line(a.replace(" += ", f" += {first} * ", 1)) for a in advances]
+        ops.append(ForLoop(step, iterable, tuple(body)))
         return ops
 
     def tile_loop(self, loop: m.Loop) -> list[Op]:
@@ -517,6 +551,15 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
             value = f"{value}.to({dtype})"
+        if self.split is not None and context:  # the store after a split loop (the checker allows no other)
+            return [*ops, self.partial_store(stmt, context, value)]
+        ops.extend(self.store_tile(stmt, context, value))
+        return ops
+
+    def store_tile(self, stmt: m.Store, context: tuple[str, ...], value: str) -> list[Op]:
+        """The store of the tile ``value`` (already lowered) into ``stmt``'s tensor."""
+        ops: list[Op] = []
+        tensor = self.spec.tensor(stmt.tensor.id)
         if self.spec.access_style == "descriptor" and context:
             desc, offsets = self.descriptor(stmt)
             ops.append(Line(f"{desc}.store({offsets}, {value})"))
@@ -534,6 +577,34 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
         return ops
 
+    def partial_store(self, stmt: m.Store, context: tuple[str, ...], value: str) -> IfBlock:
+        """The store after a split loop: with one part (``tl.num_programs`` of the split axis is
+        1) the spec's own store; with several, the part's f32 partial sum into the workspace
+        [parts, *output], which the launcher adds up into the output."""
+        acc = stmt.value.args[0] if isinstance(stmt.value, m.Call) else stmt.value
+        tensor = self.spec.tensor(stmt.tensor.id)
+        dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+        ops: list[Op] = []
+        offsets, masks = [], []
+        for axis, dim in zip(context, dims, strict=True):
+            info = self.axes[axis]
+            offs = info.offs
+            if not offs:  # descriptor and block-pointer tiles have no offsets of their own
+                offs = self.fresh(f"offs_{axis}")
+                ops.append(Line(f"{offs} = {info.start} + tl.arange(0, {info.tile})"))
+            offsets.append(offs)
+            masks.append((info.mask, "") if info.mask not in (None, "checked") else (offs, f" < {dim}"))
+        (om, on), ((mm, lm), (mn, ln)) = offsets, masks
+        mask = f"({mm}[:, None]{lm}) & ({mn}[None, :]{ln})" if lm or ln else f"{mm}[:, None] & {mn}[None, :]"
+        ptrs = self.fresh("partials_ptrs")
+        ops += [
+            Line(f"{ptrs} = {self.split.workspace} + ({self.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "
+                 f"+ {on}[None, :]"),
+            Line(f"tl.store({ptrs}, {acc.name.id}, mask={mask})"),
+        ]
+        why = f"one of {self.split_parts} partial sums over {self.split.loop[0]}: to the f32 workspace, summed later"
+        return IfBlock(f"{self.split_parts} > 1", why, tuple(ops), tuple(self.store_tile(stmt, context, value)))
+
     # the kernel ------------------------------------------------------------------
     def tune(self) -> TunePlan | None:
         spec = self.spec
@@ -542,7 +613,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         configs = tuple(config_text(spec, c) for c in spec.tune.configs)
         default = spec.tune.configs.index(spec.default_config())
         # each operand layout tunes on its own: a transposed tile may want another config
-        return TunePlan(configs, (*(k.id for k in spec.tune.key), *self.transposed.values()), default)
+        key = (*(k.id for k in spec.tune.key), *self.transposed.values())
+        hook = "_sum_partials_hook" if self.split is not None else None  # a split config is timed with its sum
+        return TunePlan(configs, key, default, post_hook=hook)
 
     def choices(self) -> tuple[ChoicePlan, ...]:
         plans = []
@@ -595,6 +668,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             descriptors if self.spec.access_style == "descriptor" else (),
             tuple(self.whole_blocks.items()),
             tuple(self.transposed.items()),
+            self.split,
         )
 
 

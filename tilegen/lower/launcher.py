@@ -377,6 +377,8 @@ def lower_launcher(
     if spec.persistent:
         flags.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)
+    if kernel.split is not None:  # the f32 workspace of a split loop's partial sums
+        groups[0] = (*groups[0], "partials")
     launch = _LaunchArgs(
         groups=tuple(g for g in groups if g),
         meta=meta,
@@ -393,7 +395,9 @@ def lower_launcher(
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
     traced = None
-    if not descriptors:  # torch traces a pointer kernel's launch; a TMA descriptor's it cannot
+    # torch traces a pointer kernel's launch; a TMA descriptor's it cannot, nor a split loop's sum
+    # (the parts depend on the config the autotuner picks)
+    if not descriptors and kernel.split is None:
         traced = (
             *constant,
             Line(f"{returns} = _{name}_fake({arguments})"),
@@ -577,6 +581,20 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         key = tuple_text(
             ["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags, *dtypes]
         )
+        tune_launch: list[Op] = [Line(f"grid = lambda meta: {_grid(spec, 'meta')}")]
+        summed: list[Op] = []
+        if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
+            tune_launch = [
+                Line(f"parts = max(_split_grid({_split_meta(spec, kernel, 'config.kwargs')}, device)[1] "
+                     f"for config in {kernel.tune.name})  # the most parts any config runs"),
+                _workspace(kernel),
+                Line("grid = lambda meta: _split_grid(meta, device)[0]"),
+            ]
+            summed = [
+                Line(f"_, parts = _split_grid({_split_meta(spec, kernel, f'{jit}.best_config.kwargs')}, device)"),
+                _sum(kernel),
+            ]
+        tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))))
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),
@@ -594,9 +612,9 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
                                 "tune, and remember the choice on disk",
                                 (
                                     *retune,
-                                    Line(f"grid = lambda meta: {_grid(spec, 'meta')}"),
-                                    Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))),
+                                    *tune_launch,
                                     Line(f"_remember(tune_key, {jit}.best_config)"),
+                                    *summed,
                                     Line(f"return {returns}"),
                                 ),
                             ),
@@ -613,13 +631,22 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
             nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
             ops.append(Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
-    ops.append(Line(f"grid = {_grid(spec, 'config')}"))
+    summed = []
+    if kernel.split is None:
+        ops.append(Line(f"grid = {_grid(spec, 'config')}"))
+    else:  # the loop's parts, and their workspace
+        ops += [Line(f"grid, parts = _split_grid({_split_meta(spec, kernel, 'config')}, device)"), _workspace(kernel)]
+        summed = [_sum(kernel)]
     config = (("**config",) if spec.tune is not None else ())
     ops.append(
         IfBlock(
             "_INTERPRET",
             "Triton's interpreter runs the kernel on the CPU",
-            (Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, *config)))), Line(f"return {returns}")),
+            (
+                Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, *config)))),
+                *summed,
+                Line(f"return {returns}"),
+            ),
         )
     )
     options = "**_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else "grid=grid"
@@ -648,6 +675,34 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             ),
         ),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
+        *summed,
         Line(f"return {returns}"),
     ]
     return ops
+
+
+def _split_meta(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
+    """The dict ``_split_grid`` takes: the split loop's sizes and block sizes, tuned ones read from
+    the dict named ``config``."""
+    tuned = set(spec.tuned_params)
+    dims = (*kernel.split.tiles, kernel.split.loop)
+    items = [f'"{d}": {d}' for d, _ in dims if not d.isdigit()]
+    if all(b in tuned for _, b in dims):
+        return "{" + ", ".join([*items, f"**{config}"]) + "}"
+    items += [f'"{b}": {config}["{b}"]' if b in tuned else f'"{b}": {b}' for _, b in dims]
+    return "{" + ", ".join(items) + "}"
+
+
+def _workspace(kernel: KernelPlan) -> Line:
+    """The f32 workspace of the partial sums: ``parts`` times the output (none for one part)."""
+    size = " * ".join(d for d, _ in kernel.split.tiles)
+    return Line(f"partials = torch.empty(parts * {size} if parts > 1 else 0, device=device, dtype=torch.float32)")
+
+
+def _sum(kernel: KernelPlan) -> IfBlock:
+    """The partial sums added up into the output, where the loop ran in parts."""
+    return IfBlock(
+        "parts > 1",
+        "partial sums over parts of the loop: added up",
+        (Line(f"_sum_partials(partials, {kernel.split.output}, parts)"),),
+    )

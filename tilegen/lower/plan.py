@@ -83,6 +83,7 @@ class TunePlan:
     key: tuple[str, ...]
     default: int  # index of the config the interpreter runs
     name: str = "_CONFIGS"  # the module-level list the decorator takes
+    post_hook: str | None = None  # run after each config's launch while tuning (and timed with it)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,21 @@ class HelperPlan:
 
 
 @dataclass(frozen=True)
+class SplitPlan:
+    """A split loop (``for k over K by BK split``): what the launcher needs to split it.
+
+    The kernel takes the f32 workspace ``workspace`` of shape [split, *output] and runs the
+    loop's part ``tl.program_id(axis)`` of ``tl.num_programs(axis)``; with more than one part
+    it stores its partial sum there instead of into ``output``."""
+
+    workspace: str  # the kernel argument (``partials_ptr``)
+    output: str  # the output tensor the partial sums are added into
+    tiles: tuple[tuple[str, str], ...]  # (dimension, block) of each tiled grid axis
+    loop: tuple[str, str]  # (dimension, block) of the split loop
+    axis: int  # the grid axis the parts take
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
 
@@ -124,6 +140,7 @@ class KernelPlan:
     descriptors: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (tensor, block shape) of each TMA descriptor
     whole_blocks: tuple[tuple[str, str], ...] = ()  # (dimension, constexpr) of each 'whole' axis's tile
     transposed: tuple[tuple[str, str], ...] = ()  # (2D input, constexpr): its descriptor spans its transpose
+    split: SplitPlan | None = None  # the split loop, if any
 
 
 @dataclass(frozen=True)

@@ -215,14 +215,19 @@ def _remember(tune_key, config):
 
 def _split_grid(meta, device):
     """The launch grid for the sizes and block sizes in ``meta`` (M, N, K, BM, BN, BK),
-    and the number of parts the loop over K of each output tile runs in: 1 while the tiles fill
-    half the SMs of ``device`` or more; otherwise as many as fill its SMs once, each part over 4
-    or more tiles of K (split-K: each part stores its f32 partial sum, and _sum_partials adds
-    them up; the "parallel" split-K reduction of CUTLASS)."""
+    and the number of parts the loop over K of each output tile runs in (split-K: each part
+    stores its f32 partial sum, and _sum_partials adds them up, the "parallel" split-K reduction
+    of CUTLASS). It is 1 while the output tiles fill half the SMs of ``device``; otherwise as many
+    parts as fill the SMs once, each over 4 or more tiles of K, while the partial sums (8 bytes
+    per output element and part: written, then read) stay within an eighth of the operands'
+    bytes (at 2 bytes per element): where the operands are not much larger than the output, the
+    loop is bound by memory, and a split adds traffic without adding bandwidth."""
     tiles_m = (meta["M"] + meta["BM"] - 1) // meta["BM"]
     tiles_n = (meta["N"] + meta["BN"] - 1) // meta["BN"]
     k_tiles = (meta["K"] + meta["BK"] - 1) // meta["BK"]
-    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4))
+    outputs = meta["M"] * meta["N"]
+    operands = (meta["M"] + meta["N"]) * meta["K"]
+    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4, operands // (32 * outputs)))
     return (tiles_m * tiles_n, parts, 1), parts
 
 

@@ -1,0 +1,226 @@
+"""Split loops (``for k over K by BK split``): split-K as a launcher decision the spec allows.
+
+Where the output tiles are too few to fill the SMs, the launcher runs each tile's K loop in
+several programs (``tl.program_id`` of one more grid axis); each stores its f32 partial sum in a
+workspace, and a second kernel adds them up into the output. The interpreter's device has 4
+"SMs" (``_num_sms``); these tests raise that to force many parts on small shapes.
+"""
+
+import importlib.util
+import sys
+import warnings
+from unittest import mock
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+
+# A 2D grid (not flat), untuned: the parts take grid axis 2; masked M, N and K tails.
+MATMUL_2D = """\
+kernel mm
+  in  a: f32[M, K]
+  in  b: f32[K, N]
+  out c: f32[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n], precision=ieee)
+  c[m, n] = acc
+"""
+
+
+def _module(tmp_path, text, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(compile_spec(text, f"{name}.tile").source, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(f"tilegen_split_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _errors(text):
+    with pytest.raises(SpecError) as caught:
+        compile_spec(text, "t.tile")
+    return [(d.span.line, d.message) for d in caught.value.diagnostics]
+
+
+@pytest.fixture
+def fast(generated, monkeypatch):
+    """matmul_fast with 64 "SMs": its default config (32x32x32 tiles) splits small shapes."""
+    module = generated("matmul_fast")
+    monkeypatch.setattr(module, "_num_sms", lambda device: 64)
+    return module
+
+
+def _parts(module, m, n, k):
+    config = module._CONFIGS[10].kwargs  # the config the interpreter runs
+    return module._split_grid({"M": m, "N": n, "K": k, **config}, torch.device("cpu"))[1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("layout", ["row-major", "b column-major", "a column-major", "odd K (pointers)"])
+def test_split_matmul_fast_matches_torch(fast, dtype, layout):
+    m, n, k = (8, 40, 1027) if layout == "odd K (pointers)" else (8, 40, 1024)
+    g = torch.Generator().manual_seed(k)
+    a = torch.randn(m, k, generator=g).to(dtype)
+    b = torch.randn(k, n, generator=g).to(dtype)
+    if layout == "b column-major":
+        b = b.t().contiguous().t()
+    if layout == "a column-major":
+        a = a.t().contiguous().t()
+    parts = _parts(fast, m, n, k)
+    assert parts > 1  # 2 output tiles on 64 SMs, and K much larger than M and N: the loop runs in parts
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreter's notice of the config it runs
+        c = fast.matmul_fast(a, b)
+    expected = a.double() @ b.double()
+    assert c.dtype == dtype
+    # the sum of the parts is exact in f32 here; only the final rounding to dtype remains
+    tolerance = {torch.float16: 1e-2, torch.bfloat16: 4e-2, torch.float32: 1e-5}[dtype]
+    torch.testing.assert_close(c.double(), expected, atol=tolerance * expected.abs().max().item(), rtol=0)
+
+
+@pytest.mark.parametrize("sms", [1, 2, 3, 5, 7, 64])
+def test_every_part_count_sums_each_k_tile_once(tmp_path, monkeypatch, sms):
+    """K = 15 * 16 + 5: 16 tiles of k, the last one partial; any number of parts covers each once.
+    Integer-valued inputs make every sum exact, so the result must equal torch's exactly."""
+    module = _module(tmp_path, MATMUL_2D, "mm")
+    monkeypatch.setattr(module, "_num_sms", lambda device: sms)
+    m, n, k = 5, 3, 15 * 16 + 5
+    g = torch.Generator().manual_seed(sms)
+    a = torch.randint(-3, 4, (m, k), generator=g).float()
+    b = torch.randint(-3, 4, (k, n), generator=g).float()
+    grid, parts = module._split_grid({"M": m, "N": n, "K": k, "BM": 16, "BN": 16, "BK": 16}, torch.device("cpu"))
+    assert grid == (1, 1, parts)  # the parts take grid axis 2 of a 2D grid
+    assert parts == min(sms, 16 // 4)  # one tile: as many parts as SMs, with at least 4 k tiles each
+    assert torch.equal(module.mm(a, b), a @ b)
+
+
+def test_the_split_axis_and_the_partial_store_in_the_source(tmp_path):
+    source = compile_spec(MATMUL_2D, "mm.tile").source
+    kernel = source[source.index("def mm_kernel"):source.index("def mm(")]
+    assert "pid_k = tl.program_id(2)" in kernel
+    assert "for k in range(k_first, min(k_first + k_tiles, tl.cdiv(K, BK))):" in kernel
+    assert "a_ptrs += k_first * BK * stride_a_k" in kernel  # pointers start at the part's first k tile
+    assert "if split_k > 1:" in kernel
+    assert "tl.store(partials_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])" in kernel
+    assert "post_hook" not in source  # untuned: the launcher sums; no autotuner hook
+
+
+def test_sum_partials_hook_adds_up_a_configs_parts(fast):
+    """What the autotuner runs after each config it times: the parts' sum, into c."""
+    m, n, k = 8, 40, 1024
+    parts = _parts(fast, m, n, k)
+    assert parts > 1
+    partials = torch.randn(parts * m * n)
+    c = torch.empty(m, n, dtype=torch.float16)
+    nargs = {"M": m, "N": n, "K": k, **fast._CONFIGS[10].kwargs, "partials_ptr": partials, "c_ptr": c}
+    fast._sum_partials_hook(nargs, exception=None)
+    torch.testing.assert_close(c, partials.view(parts, m, n).sum(0).half())
+    c.zero_()
+    fast._sum_partials_hook(nargs, exception=RuntimeError("out of resources"))  # a failed config: nothing
+    assert not c.any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 8192), st.integers(1, 8192), st.integers(1, 1 << 18), st.sampled_from([16, 32, 64, 128, 256]),
+    st.sampled_from([16, 32, 64, 128, 256]), st.sampled_from([32, 64, 128]), st.sampled_from([4, 78, 132]),
+)
+def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, sms):
+    """The parts: one wave of programs at most, 4 or more k tiles each, and partial sums within an
+    eighth of the operands' bytes; none while the tiles fill half the SMs."""
+    module = generated("matmul_fast")
+    meta = {"M": m, "N": n, "K": k, "BM": bm, "BN": bn, "BK": bk}
+    with mock.patch.object(module, "_num_sms", lambda device: sms):
+        (programs, parts, one), parts_again = module._split_grid(meta, torch.device("cpu"))
+    tiles = -(-m // bm) * -(-n // bn)
+    assert (programs, one, parts_again) == (tiles, 1, parts)
+    if parts > 1:
+        assert tiles * parts <= sms
+        assert -(-k // bk) >= 4 * parts
+        assert parts * m * n * 8 <= (m + n) * k * 2 / 8
+    else:
+        assert tiles * 2 > sms or -(-k // bk) < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 8
+
+
+BAD = {
+    "a loop over tiles": ("""\
+kernel t
+  in  x: f32[N]
+  out y: f32[N]
+  block BS = 16
+  grid i over N by BS
+  s: f32[] = 0
+  for j over N by BS split
+    s += sum(x[j], dim=j)
+  y[i] = x[i] + s
+""", 7, "'split' needs a loop of `acc += dot(x[.., k], y[k, ..])` lines only"),
+    "an epilogue": ("""\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f16[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = f16(maximum(acc, 0))
+""", 10, "after a split loop the body can only store the accumulator as it is"),
+    "an f16 accumulator": ("""\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f16[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f16[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = acc
+""", 7, "a split loop's accumulator 'acc' must start as f32 zeros"),
+    "a batch axis": ("""\
+kernel t
+  in  a: f32[B, M, K]
+  in  b: f32[B, K, N]
+  out c: f32[B, M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid z over B, m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[z, m, k], b[z, k, n])
+  c[z, m, n] = acc
+""", 8, "'split' needs a grid of two tiled axes"),
+    "block pointers": ("""\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f16[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  access block_ptr
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = acc
+""", 9, "'split' needs access pointers or descriptor, not block_ptr"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_split_the_launcher_cannot_sum_is_refused_at_its_line(case):
+    text, line, message = BAD[case]
+    errors = _errors(text)
+    assert any(at == line and said.startswith(message) for at, said in errors), errors
+
+
+def test_split_is_a_keyword():
+    errors = _errors(MATMUL_2D.replace("acc", "split"))
+    assert any("split" in said for _, said in errors), errors

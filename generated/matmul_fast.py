@@ -213,22 +213,27 @@ def _remember(tune_key, config):
         pass
 
 
-def _split_grid(meta, device):
-    """The launch grid for the sizes and block sizes in ``meta`` (M, N, K, BM, BN, BK),
-    and the number of parts the loop over K of each output tile runs in (split-K: each part
-    stores its f32 partial sum, and _sum_partials adds them up, the "parallel" split-K reduction
-    of CUTLASS). It is 1 while the output tiles fill half the SMs of ``device``; otherwise as many
-    parts as fill the SMs once, each over 4 or more tiles of K, while the partial sums (8 bytes
-    per output element and part: written, then read) stay within an eighth of the operands'
-    bytes (at 2 bytes per element): where the operands are not much larger than the output, the
-    loop is bound by memory, and a split adds traffic without adding bandwidth."""
-    tiles_m = (meta["M"] + meta["BM"] - 1) // meta["BM"]
-    tiles_n = (meta["N"] + meta["BN"] - 1) // meta["BN"]
-    k_tiles = (meta["K"] + meta["BK"] - 1) // meta["BK"]
-    outputs = meta["M"] * meta["N"]
-    operands = (meta["M"] + meta["N"]) * meta["K"]
-    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4, operands // (32 * outputs)))
+def _split_grid(M, N, K, BM, BN, BK, device):
+    """The launch grid for these sizes and block sizes, and the number of parts the loop over K
+    of each output tile runs in (split-K: each part stores its f32 partial sum, and _sum_partials
+    adds them up, the "parallel" split-K reduction of CUTLASS). It is 1 while the output tiles
+    fill half the SMs of ``device``; otherwise as many parts as fill the SMs once, each over 4 or
+    more tiles of K, while the partial sums (8 bytes per output element and part: written, then
+    read) stay within an eighth of the operands' bytes (at 2 bytes per element): where the
+    operands are not much larger than the output, the loop is bound by memory, and a split adds
+    traffic without adding bandwidth."""
+    tiles_m = (M + BM - 1) // BM
+    tiles_n = (N + BN - 1) // BN
+    k_tiles = (K + BK - 1) // BK
+    operands = (M + N) * K
+    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4, operands // (32 * M * N)))
     return (tiles_m * tiles_n, parts, 1), parts
+
+
+@functools.lru_cache(maxsize=None)
+def _no_partials(device):
+    """The workspace a loop run in one part is given: an empty f32 tensor, made once per device."""
+    return torch.empty(0, device=device, dtype=torch.float32)
 
 
 @triton.jit
@@ -267,7 +272,8 @@ def _sum_partials_hook(nargs, exception):
     config together with its sum."""
     if exception is not None:
         return
-    _, parts = _split_grid(nargs, nargs["partials_ptr"].device)
+    sizes = (nargs["M"], nargs["N"], nargs["K"], nargs["BM"], nargs["BN"], nargs["BK"])
+    _, parts = _split_grid(*sizes, nargs["partials_ptr"].device)
     if parts > 1:
         out = nargs["c_desc"].base if "c_desc" in nargs else nargs["c_ptr"]
         _sum_partials(nargs["partials_ptr"], out, parts)
@@ -393,23 +399,24 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
             config_index = _tuned_index("matmul_fast", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 matmul_fast_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
-                parts = max(_split_grid({"M": M, "N": N, "K": K, **config.kwargs}, device)[1] for config in _CONFIGS)  # the most parts any config runs
-                partials = torch.empty(parts * M * N if parts > 1 else 0, device=device, dtype=torch.float32)
-                grid = lambda meta: _split_grid(meta, device)[0]
+                parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _CONFIGS)  # the most parts any config runs
+                partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
+                grid = lambda meta: _split_grid(M, N, K, meta["BM"], meta["BN"], meta["BK"], device)[0]
                 matmul_fast_kernel[grid](
                     a_desc, b_desc, c_desc, partials,
                     M, K, N,
                     GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
                 )
                 _remember(tune_key, matmul_fast_kernel.best_config)
-                _, parts = _split_grid({"M": M, "N": N, "K": K, **matmul_fast_kernel.best_config.kwargs}, device)
+                config = matmul_fast_kernel.best_config.kwargs
+                _, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
                 if parts > 1:  # partial sums over parts of the loop: added up
                     _sum_partials(partials, c, parts)
                 return c
     config = _CONFIGS[config_index].kwargs
     _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, **config})
-    grid, parts = _split_grid({"M": M, "N": N, "K": K, **config}, device)
-    partials = torch.empty(parts * M * N if parts > 1 else 0, device=device, dtype=torch.float32)
+    grid, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
+    partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
         matmul_fast_kernel.fn[grid](
             a_desc, b_desc, c_desc, partials,
@@ -559,9 +566,9 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
         with _LOCK:
             config_index = _tuned_index("_matmul_fast_pointers", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                parts = max(_split_grid({"M": M, "N": N, "K": K, **config.kwargs}, device)[1] for config in _POINTER_CONFIGS)  # the most parts any config runs
-                partials = torch.empty(parts * M * N if parts > 1 else 0, device=device, dtype=torch.float32)
-                grid = lambda meta: _split_grid(meta, device)[0]
+                parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _POINTER_CONFIGS)  # the most parts any config runs
+                partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
+                grid = lambda meta: _split_grid(M, N, K, meta["BM"], meta["BN"], meta["BK"], device)[0]
                 _matmul_fast_pointers_kernel[grid](
                     a, b, c, partials,
                     M, K, N,
@@ -569,13 +576,14 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
                     GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
                 )
                 _remember(tune_key, _matmul_fast_pointers_kernel.best_config)
-                _, parts = _split_grid({"M": M, "N": N, "K": K, **_matmul_fast_pointers_kernel.best_config.kwargs}, device)
+                config = _matmul_fast_pointers_kernel.best_config.kwargs
+                _, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
                 if parts > 1:  # partial sums over parts of the loop: added up
                     _sum_partials(partials, c, parts)
                 return c
     config = _CONFIGS[config_index].kwargs
-    grid, parts = _split_grid({"M": M, "N": N, "K": K, **config}, device)
-    partials = torch.empty(parts * M * N if parts > 1 else 0, device=device, dtype=torch.float32)
+    grid, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
+    partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
         _matmul_fast_pointers_kernel.fn[grid](
             a, b, c, partials,

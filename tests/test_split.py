@@ -21,7 +21,7 @@ from tilegen.errors import SpecError
 
 # A 2D grid (not flat), untuned: the parts take grid axis 2; masked M, N and K tails.
 MATMUL_2D = """\
-kernel mm
+kernel mm_split
   in  a: f32[M, K]
   in  b: f32[K, N]
   out c: f32[M, N]
@@ -60,7 +60,7 @@ def fast(generated, monkeypatch):
 
 def _parts(module, m, n, k):
     config = module._CONFIGS[10].kwargs  # the config the interpreter runs
-    return module._split_grid({"M": m, "N": n, "K": k, **config}, torch.device("cpu"))[1]
+    return module._split_grid(m, n, k, config["BM"], config["BN"], config["BK"], torch.device("cpu"))[1]
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
@@ -90,21 +90,21 @@ def test_split_matmul_fast_matches_torch(fast, dtype, layout):
 def test_every_part_count_sums_each_k_tile_once(tmp_path, monkeypatch, sms):
     """K = 15 * 16 + 5: 16 tiles of k, the last one partial; any number of parts covers each once.
     Integer-valued inputs make every sum exact, so the result must equal torch's exactly."""
-    module = _module(tmp_path, MATMUL_2D, "mm")
+    module = _module(tmp_path, MATMUL_2D, "mm_split")
     monkeypatch.setattr(module, "_num_sms", lambda device: sms)
     m, n, k = 5, 3, 15 * 16 + 5
     g = torch.Generator().manual_seed(sms)
     a = torch.randint(-3, 4, (m, k), generator=g).float()
     b = torch.randint(-3, 4, (k, n), generator=g).float()
-    grid, parts = module._split_grid({"M": m, "N": n, "K": k, "BM": 16, "BN": 16, "BK": 16}, torch.device("cpu"))
+    grid, parts = module._split_grid(m, n, k, 16, 16, 16, torch.device("cpu"))
     assert grid == (1, 1, parts)  # the parts take grid axis 2 of a 2D grid
     assert parts == min(sms, 16 // 4)  # one tile: as many parts as SMs, with at least 4 k tiles each
-    assert torch.equal(module.mm(a, b), a @ b)
+    assert torch.equal(module.mm_split(a, b), a @ b)
 
 
 def test_the_split_axis_and_the_partial_store_in_the_source(tmp_path):
-    source = compile_spec(MATMUL_2D, "mm.tile").source
-    kernel = source[source.index("def mm_kernel"):source.index("def mm(")]
+    source = compile_spec(MATMUL_2D, "mm_split.tile").source
+    kernel = source[source.index("def mm_split_kernel"):source.index("def mm_split(")]
     assert "pid_k = tl.program_id(2)" in kernel
     assert "for k in range(k_first, min(k_first + k_tiles, tl.cdiv(K, BK))):" in kernel
     assert "a_ptrs += k_first * BK * stride_a_k" in kernel  # pointers start at the part's first k tile
@@ -137,9 +137,8 @@ def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, s
     """The parts: one wave of programs at most, 4 or more k tiles each, and partial sums within an
     eighth of the operands' bytes; none while the tiles fill half the SMs."""
     module = generated("matmul_fast")
-    meta = {"M": m, "N": n, "K": k, "BM": bm, "BN": bn, "BK": bk}
     with mock.patch.object(module, "_num_sms", lambda device: sms):
-        (programs, parts, one), parts_again = module._split_grid(meta, torch.device("cpu"))
+        (programs, parts, one), parts_again = module._split_grid(m, n, k, bm, bn, bk, torch.device("cpu"))
     tiles = -(-m // bm) * -(-n // bn)
     assert (programs, one, parts_again) == (tiles, 1, parts)
     if parts > 1:

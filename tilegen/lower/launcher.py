@@ -585,13 +585,14 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         summed: list[Op] = []
         if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
             tune_launch = [
-                Line(f"parts = max(_split_grid({_split_meta(spec, kernel, 'config.kwargs')}, device)[1] "
+                Line(f"parts = max(_split_grid({_split_args(spec, kernel, 'config.kwargs')}, device)[1] "
                      f"for config in {kernel.tune.name})  # the most parts any config runs"),
                 _workspace(kernel),
-                Line("grid = lambda meta: _split_grid(meta, device)[0]"),
+                Line(f"grid = lambda meta: _split_grid({_split_args(spec, kernel, 'meta')}, device)[0]"),
             ]
             summed = [
-                Line(f"_, parts = _split_grid({_split_meta(spec, kernel, f'{jit}.best_config.kwargs')}, device)"),
+                Line(f"config = {jit}.best_config.kwargs"),
+                Line(f"_, parts = _split_grid({_split_args(spec, kernel, 'config')}, device)"),
                 _sum(kernel),
             ]
         tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))))
@@ -635,7 +636,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     if kernel.split is None:
         ops.append(Line(f"grid = {_grid(spec, 'config')}"))
     else:  # the loop's parts, and their workspace
-        ops += [Line(f"grid, parts = _split_grid({_split_meta(spec, kernel, 'config')}, device)"), _workspace(kernel)]
+        ops += [Line(f"grid, parts = _split_grid({_split_args(spec, kernel, 'config')}, device)"), _workspace(kernel)]
         summed = [_sum(kernel)]
     config = (("**config",) if spec.tune is not None else ())
     ops.append(
@@ -681,22 +682,20 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     return ops
 
 
-def _split_meta(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
-    """The dict ``_split_grid`` takes: the split loop's sizes and block sizes, tuned ones read from
-    the dict named ``config``."""
+def _split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
+    """The sizes and block sizes ``_split_grid`` takes, tuned block sizes read from the dict named
+    ``config``."""
     tuned = set(spec.tuned_params)
     dims = (*kernel.split.tiles, kernel.split.loop)
-    items = [f'"{d}": {d}' for d, _ in dims if not d.isdigit()]
-    if all(b in tuned for _, b in dims):
-        return "{" + ", ".join([*items, f"**{config}"]) + "}"
-    items += [f'"{b}": {config}["{b}"]' if b in tuned else f'"{b}": {b}' for _, b in dims]
-    return "{" + ", ".join(items) + "}"
+    blocks = [f'{config}["{b}"]' if b in tuned else b for _, b in dims]
+    return ", ".join([*(d for d, _ in dims), *blocks])
 
 
 def _workspace(kernel: KernelPlan) -> Line:
-    """The f32 workspace of the partial sums: ``parts`` times the output (none for one part)."""
+    """The f32 workspace of the partial sums: ``parts`` times the output (an empty one for one part)."""
     size = " * ".join(d for d, _ in kernel.split.tiles)
-    return Line(f"partials = torch.empty(parts * {size} if parts > 1 else 0, device=device, dtype=torch.float32)")
+    workspace = f"torch.empty(parts * {size}, device=device, dtype=torch.float32)"
+    return Line(f"partials = {workspace} if parts > 1 else _no_partials(device)")
 
 
 def _sum(kernel: KernelPlan) -> IfBlock:

@@ -29,6 +29,8 @@ SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (128, 4096, 4096), (16, 4096, 14336
 for waves in (1, 2, 4):
     module._num_sms = lambda device, waves=waves: sms * waves
     module._TUNED.clear()
+    module.matmul_fast_kernel.cache.clear()
+    module._matmul_fast_pointers_kernel.cache.clear()
     for m, n, k in SHAPES:
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(n, k, device="cuda", dtype=torch.float16).t()  # nn.Linear's weight

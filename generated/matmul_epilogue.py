@@ -35,7 +35,7 @@ _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
-_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
+_LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):

@@ -56,7 +56,7 @@ _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
-_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
+_LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):
@@ -213,20 +213,23 @@ def _remember(tune_key, config):
         pass
 
 
-def _split_grid(M, N, K, BM, BN, BK, device):
-    """The launch grid for these sizes and block sizes, and the number of parts the loop over K
-    of each output tile runs in (split-K: each part stores its f32 partial sum, and _sum_partials
-    adds them up, the "parallel" split-K reduction of CUTLASS). It is 1 while the output tiles
-    fill half the SMs of ``device``; otherwise as many parts as fill the SMs once, each over 4 or
-    more tiles of K, while the partial sums (8 bytes per output element and part: written, then
-    read) stay within an eighth of the operands' bytes (at 2 bytes per element): where the
-    operands are not much larger than the output, the loop is bound by memory, and a split adds
-    traffic without adding bandwidth."""
-    tiles_m = (M + BM - 1) // BM
-    tiles_n = (N + BN - 1) // BN
-    k_tiles = (K + BK - 1) // BK
-    operands = (M + N) * K
-    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4, operands // (32 * M * N)))
+def _split_grid(size_m, size_n, size_k, block_m, block_n, block_k, device):
+    """The launch grid for sizes M, N, K and block sizes BM, BN, BK, and the number of parts
+    the loop over K of each output tile runs in (split-K: each part stores its f32 partial sum,
+    and _sum_partials adds them up, the "parallel" split-K reduction of CUTLASS). It is 1 while
+    the output tiles fill half the SMs of ``device``; otherwise as many parts as fill the SMs
+    once, each over 4 or more tiles of K (the same number, but for the last part's), while the
+    partial sums (8 bytes per output element and part: written, then read) stay within an eighth
+    of the operands' bytes (at 2 bytes per element): where the operands are not much larger than
+    the output, the loop is bound by memory, and a split adds traffic without adding bandwidth."""
+    tiles_m = (size_m + block_m - 1) // block_m
+    tiles_n = (size_n + block_n - 1) // block_n
+    k_tiles = (size_k + block_k - 1) // block_k
+    operands = (size_m + size_n) * size_k
+    parts = max(1, min(_num_sms(device) // (tiles_m * tiles_n), k_tiles // 4, operands // (32 * size_m * size_n)))
+    if parts > 1:  # the same tiles of K per part: no part is left without any
+        per_part = (k_tiles + parts - 1) // parts
+        parts = (k_tiles + per_part - 1) // per_part
     return (tiles_m * tiles_n, parts, 1), parts
 
 
@@ -250,8 +253,7 @@ def _sum_partials_kernel(partials_ptr, out_ptr, size, parts, BLOCK: tl.constexpr
 
 def _sum_partials(partials, out, parts):
     """Add the ``parts`` f32 partial sums in ``partials`` (flat, [parts, *out.shape]) into ``out``
-    (new, contiguous): one launch of _sum_partials_kernel. It takes no lock: the tuner calls it
-    while holding _LOCK, and two threads compiling the same kernel at once is harmless."""
+    (new, contiguous): one launch of _sum_partials_kernel."""
     size = out.numel()
     grid = ((size + 1023) // 1024, 1, 1)
     if _INTERPRET:
@@ -261,9 +263,12 @@ def _sum_partials(partials, out, parts):
     key = ("_sum_partials", device_index, out.dtype, _int_class(size), _int_class(parts))
     launch = _COMPILED.get(key)
     if launch is None:  # compiled once per dtype (or loaded from Triton's cache)
-        launch = _COMPILED[key] = _launcher(
-            _sum_partials_kernel.warmup(partials, out, size, parts, BLOCK=1024, grid=grid)
-        )
+        with _LOCK:  # reentrant: the tuner holds it while it calls this through _sum_partials_hook
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(
+                    _sum_partials_kernel.warmup(partials, out, size, parts, BLOCK=1024, grid=grid)
+                )
     launch(grid, device_index, partials, out, size, parts, 1024)
 
 
@@ -320,9 +325,9 @@ def matmul_fast_kernel(
     # specs/matmul_fast.tile:29: for k over K by BK split
     pid_k = tl.program_id(1)
     split_k = tl.num_programs(1)  # 1 where the output tiles fill the GPU
-    k_tiles = tl.cdiv(tl.cdiv(K, BK), split_k)
-    k_first = pid_k * k_tiles
-    for k in range(k_first, min(k_first + k_tiles, tl.cdiv(K, BK))):
+    k_per_part = tl.cdiv(tl.cdiv(K, BK), split_k)
+    k_first = pid_k * k_per_part
+    for k in range(k_first, min(k_first + k_per_part, tl.cdiv(K, BK))):
         # specs/matmul_fast.tile:30: acc += dot(a[m, k], b[k, n])
         if A_T:  # a is column-major: its descriptor spans a.T
             a = a_desc.load([k * BK, pid_m * BM]).T
@@ -506,15 +511,15 @@ def _matmul_fast_pointers_kernel(
     offs_k = tl.arange(0, BK)
     pid_k = tl.program_id(1)
     split_k = tl.num_programs(1)  # 1 where the output tiles fill the GPU
-    k_tiles = tl.cdiv(tl.cdiv(K, BK), split_k)
-    k_first = pid_k * k_tiles
+    k_per_part = tl.cdiv(tl.cdiv(K, BK), split_k)
+    k_first = pid_k * k_per_part
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         k_first = k_first.to(tl.int64)
     a_ptrs = a_ptr + offs_m[:, None] * stride_a_m + offs_k[None, :] * stride_a_k
     b_ptrs = b_ptr + offs_k[:, None] * stride_b_k + offs_n[None, :] * stride_b_n
     a_ptrs += k_first * BK * stride_a_k
     b_ptrs += k_first * BK * stride_b_k
-    for k in range(k_first, min(k_first + k_tiles, tl.cdiv(K, BK))):
+    for k in range(k_first, min(k_first + k_per_part, tl.cdiv(K, BK))):
         mask_k = offs_k < K - k * BK
         # specs/matmul_fast.tile:30: acc += dot(a[m, k], b[k, n])
         a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)

@@ -38,7 +38,7 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
-_LOCK = threading.Lock()  # held while tuning or compiling: threads calling first at once do it once
+_LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
 
 
 def _launcher(compiled):

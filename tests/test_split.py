@@ -16,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import spec_named
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 
@@ -58,8 +59,14 @@ def fast(generated, monkeypatch):
     return module
 
 
+def _default_config(module):
+    """The keywords of the config the interpreter runs (the spec's default config)."""
+    spec = spec_named("matmul_fast")
+    return module._CONFIGS[spec.tune.configs.index(spec.default_config())].kwargs
+
+
 def _parts(module, m, n, k):
-    config = module._CONFIGS[10].kwargs  # the config the interpreter runs
+    config = _default_config(module)
     return module._split_grid(m, n, k, config["BM"], config["BN"], config["BK"], torch.device("cpu"))[1]
 
 
@@ -106,7 +113,7 @@ def test_the_split_axis_and_the_partial_store_in_the_source(tmp_path):
     source = compile_spec(MATMUL_2D, "mm_split.tile").source
     kernel = source[source.index("def mm_split_kernel"):source.index("def mm_split(")]
     assert "pid_k = tl.program_id(2)" in kernel
-    assert "for k in range(k_first, min(k_first + k_tiles, tl.cdiv(K, BK))):" in kernel
+    assert "for k in range(k_first, min(k_first + k_per_part, tl.cdiv(K, BK))):" in kernel
     assert "a_ptrs += k_first * BK * stride_a_k" in kernel  # pointers start at the part's first k tile
     assert "if split_k > 1:" in kernel
     assert "tl.store(partials_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])" in kernel
@@ -120,7 +127,7 @@ def test_sum_partials_hook_adds_up_a_configs_parts(fast):
     assert parts > 1
     partials = torch.randn(parts * m * n)
     c = torch.empty(m, n, dtype=torch.float16)
-    nargs = {"M": m, "N": n, "K": k, **fast._CONFIGS[10].kwargs, "partials_ptr": partials, "c_ptr": c}
+    nargs = {"M": m, "N": n, "K": k, **_default_config(fast), "partials_ptr": partials, "c_ptr": c}
     fast._sum_partials_hook(nargs, exception=None)
     torch.testing.assert_close(c, partials.view(parts, m, n).sum(0).half())
     c.zero_()
@@ -130,7 +137,7 @@ def test_sum_partials_hook_adds_up_a_configs_parts(fast):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.integers(1, 8192), st.integers(1, 8192), st.integers(1, 1 << 18), st.sampled_from([16, 32, 64, 128, 256]),
+    st.integers(1, 8192), st.integers(1, 8192), st.integers(0, 1 << 18), st.sampled_from([16, 32, 64, 128, 256]),
     st.sampled_from([16, 32, 64, 128, 256]), st.sampled_from([32, 64, 128]), st.sampled_from([4, 78, 132]),
 )
 def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, sms):
@@ -141,12 +148,14 @@ def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, s
         (programs, parts, one), parts_again = module._split_grid(m, n, k, bm, bn, bk, torch.device("cpu"))
     tiles = -(-m // bm) * -(-n // bn)
     assert (programs, one, parts_again) == (tiles, 1, parts)
+    k_tiles = -(-k // bk)
     if parts > 1:
         assert tiles * parts <= sms
-        assert -(-k // bk) >= 4 * parts
+        per_part = -(-k_tiles // parts)
+        assert per_part >= 4 and (parts - 1) * per_part < k_tiles  # no part without tiles of k
         assert parts * m * n * 8 <= (m + n) * k * 2 / 8
     else:
-        assert tiles * 2 > sms or -(-k // bk) < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 8
+        assert tiles * 2 > sms or k_tiles < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 8
 
 
 BAD = {
@@ -172,6 +181,30 @@ kernel t
   for k over K by BK split
     acc += dot(a[m, k], b[k, n])
   c[m, n] = f16(maximum(acc, 0))
+""", 10, "after a split loop the body can only store the accumulator as it is"),
+    "a cast to another dtype than the output's": ("""\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f32[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = f16(acc)
+""", 10, "after a split loop the body can only store the accumulator as it is"),
+    "the grid's axes in another order": ("""\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f16[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid n over N by BN, m over M by BM
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = acc
 """, 10, "after a split loop the body can only store the accumulator as it is"),
     "an f16 accumulator": ("""\
 kernel t
@@ -220,6 +253,12 @@ def test_a_split_the_launcher_cannot_sum_is_refused_at_its_line(case):
     assert any(at == line and said.startswith(message) for at, said in errors), errors
 
 
-def test_split_is_a_keyword():
-    errors = _errors(MATMUL_2D.replace("acc", "split"))
-    assert any("split" in said for _, said in errors), errors
+def test_split_is_a_keyword_and_its_launcher_locals_are_reserved():
+    for name in ("split", "partials", "parts"):
+        errors = _errors(MATMUL_2D.replace("acc", name))
+        assert any(name in said for _, said in errors), (name, errors)
+
+
+def test_a_typo_gives_its_own_error_and_no_split_error():
+    errors = _errors(MATMUL_2D.replace("    acc += dot", "    acz += dot"))
+    assert errors and not any("split" in said for _, said in errors), errors

@@ -39,6 +39,7 @@ RESERVED = frozenset(
     | {"key", "config_index", "device_index", "op", "threading", "wrap_triton"}
     | {"name"}  # torch.ops.tilegen.name is the op namespace's own attribute
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
+    | {"partials", "parts"}  # a split loop's launcher locals
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )
 
@@ -811,10 +812,13 @@ class Checker:
         stores = [s for s in after if isinstance(s, m.Store)]
         for stmt in after:
             value = stmt.value if isinstance(stmt, m.Store) else None
-            if isinstance(value, m.Call) and len(value.args) == 1:  # a cast of the accumulator: T(acc)
-                function = lookup(value.func)
-                value = value.args[0] if function is not None and function.kind == "cast" else value
             tensor = spec.tensor(stmt.tensor.id) if isinstance(stmt, m.Store) else None
+            if isinstance(value, m.Call) and len(value.args) == 1:  # a cast of the accumulator to the output's dtype
+                function = lookup(value.func)
+                target = value.func.var if isinstance(value.func, m.BoundDtype) else value.func.id
+                own = None if tensor is None else getattr(tensor.dtype, "var", None) or tensor.dtype.id
+                if function is not None and function.kind == "cast" and target == own:
+                    value = value.args[0]
             plain = (
                 isinstance(value, m.Ref)
                 and value.name.id in accumulators
@@ -826,8 +830,8 @@ class Checker:
             if not plain or len(stores) > 1:
                 self.errors.error(
                     "after a split loop the body can only store the accumulator as it is (`c[m, n] = acc`, or a "
-                    "cast of it) into one 2D output indexed by the grid's axes: the launcher adds up the partial "
-                    "sums into that output",
+                    "cast of it to the output's dtype) into one 2D output indexed by the grid's axes in the grid's "
+                    f"order ({', '.join(grid_axes)}): the launcher adds up the partial sums into that output",
                     stmt.span,
                 )
                 break
@@ -835,7 +839,8 @@ class Checker:
     def run(self) -> None:
         axes = self.check_declarations()
         self.check_body(self.spec.body, Scope(dict(axes)))
-        self.check_split()
+        if not self.errors.diagnostics:  # the split rules assume an otherwise valid body
+            self.check_split()
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

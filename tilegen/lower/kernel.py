@@ -347,7 +347,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         iterable = f"range(0, {tiles})"
         if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
             pid, parts = self.fresh(f"pid_{k}"), self.fresh(f"split_{k}")
-            per_part, first = self.fresh(f"{k}_tiles"), self.fresh(f"{k}_first")
+            per_part, first = self.fresh(f"{k}_per_part"), self.fresh(f"{k}_first")
             self.split_pid, self.split_parts = pid, parts
             ops += [
                 Line(f"{pid} = tl.program_id({self.split.axis})"),

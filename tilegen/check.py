@@ -769,7 +769,8 @@ class Checker:
         several programs (split-K) and add up their f32 partial sums, so the program must be
         exactly "sum over k, then store the sum": f32 accumulators set to 0 before the loop, a
         loop of ``acc += dot(..)`` lines, and after it one store of an accumulator (or of its
-        cast) into an output indexed by the grid's two tile axes in its own dimension order."""
+        cast to the output's dtype) into a 2D output indexed by the grid's two tiled axes in the
+        grid's order. Raises nothing: problems go to ``self.errors``."""
         spec = self.spec
         top = [s for s in spec.body if isinstance(s, m.Loop) and s.split]
         nested = [s for s in m.statements(spec.body) if isinstance(s, m.Loop) and s.split and s not in top]

@@ -586,16 +586,17 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         ops: list[Op] = []
         offsets, masks = [], []
-        for axis, dim in zip(context, dims, strict=True):
+        for axis, dim, index in zip(context, dims, ("[:, None]", "[None, :]"), strict=True):
             info = self.axes[axis]
             offs = info.offs
             if not offs:  # descriptor and block-pointer tiles have no offsets of their own
                 offs = self.fresh(f"offs_{axis}")
                 ops.append(Line(f"{offs} = {info.start} + tl.arange(0, {info.tile})"))
             offsets.append(offs)
-            masks.append((info.mask, "") if info.mask not in (None, "checked") else (offs, f" < {dim}"))
-        (om, on), ((mm, lm), (mn, ln)) = offsets, masks
-        mask = f"({mm}[:, None]{lm}) & ({mn}[None, :]{ln})" if lm or ln else f"{mm}[:, None] & {mn}[None, :]"
+            has_mask = info.mask not in (None, "checked")
+            masks.append(f"{info.mask}{index}" if has_mask else f"({offs}{index} < {dim})")
+        om, on = offsets
+        mask = " & ".join(masks)
         ptrs = self.fresh("partials_ptrs")
         ops += [
             Line(f"{ptrs} = {self.split.workspace} + ({self.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "

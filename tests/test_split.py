@@ -158,6 +158,21 @@ def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, s
         assert tiles * 2 > sms or k_tiles < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 8
 
 
+# An f16 matmul with a split loop; each case below changes one line of it.
+F16_SPLIT = """\
+kernel t
+  in  a: f16[M, K]
+  in  b: f16[K, N]
+  out c: f16[M, N]
+  block BM = 16, BN = 16, BK = 16
+  grid m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n])
+  c[m, n] = acc
+"""
+STORE_ONLY = "after a split loop the body can only store the accumulator as it is"
+
 BAD = {
     "a loop over tiles": ("""\
 kernel t
@@ -170,54 +185,16 @@ kernel t
     s += sum(x[j], dim=j)
   y[i] = x[i] + s
 """, 7, "'split' needs a loop of `acc += dot(x[.., k], y[k, ..])` lines only"),
-    "an epilogue": ("""\
-kernel t
-  in  a: f16[M, K]
-  in  b: f16[K, N]
-  out c: f16[M, N]
-  block BM = 16, BN = 16, BK = 16
-  grid m over M by BM, n over N by BN
-  acc: f32[m, n] = 0
-  for k over K by BK split
-    acc += dot(a[m, k], b[k, n])
-  c[m, n] = f16(maximum(acc, 0))
-""", 10, "after a split loop the body can only store the accumulator as it is"),
-    "a cast to another dtype than the output's": ("""\
-kernel t
-  in  a: f16[M, K]
-  in  b: f16[K, N]
-  out c: f32[M, N]
-  block BM = 16, BN = 16, BK = 16
-  grid m over M by BM, n over N by BN
-  acc: f32[m, n] = 0
-  for k over K by BK split
-    acc += dot(a[m, k], b[k, n])
-  c[m, n] = f16(acc)
-""", 10, "after a split loop the body can only store the accumulator as it is"),
-    "the grid's axes in another order": ("""\
-kernel t
-  in  a: f16[M, K]
-  in  b: f16[K, N]
-  out c: f16[M, N]
-  block BM = 16, BN = 16, BK = 16
-  grid n over N by BN, m over M by BM
-  acc: f32[m, n] = 0
-  for k over K by BK split
-    acc += dot(a[m, k], b[k, n])
-  c[m, n] = acc
-""", 10, "after a split loop the body can only store the accumulator as it is"),
-    "an f16 accumulator": ("""\
-kernel t
-  in  a: f16[M, K]
-  in  b: f16[K, N]
-  out c: f16[M, N]
-  block BM = 16, BN = 16, BK = 16
-  grid m over M by BM, n over N by BN
-  acc: f16[m, n] = 0
-  for k over K by BK split
-    acc += dot(a[m, k], b[k, n])
-  c[m, n] = acc
-""", 7, "a split loop's accumulator 'acc' must start as f32 zeros"),
+    "an epilogue": (F16_SPLIT.replace("c[m, n] = acc", "c[m, n] = f16(maximum(acc, 0))"), 10, STORE_ONLY),
+    "a cast to another dtype than the output's": (
+        F16_SPLIT.replace("out c: f16", "out c: f32").replace("c[m, n] = acc", "c[m, n] = f16(acc)"), 10, STORE_ONLY
+    ),
+    "the grid's axes in another order": (
+        F16_SPLIT.replace("grid m over M by BM, n over N by BN", "grid n over N by BN, m over M by BM"), 10, STORE_ONLY
+    ),
+    "an f16 accumulator": (
+        F16_SPLIT.replace("acc: f32", "acc: f16"), 7, "a split loop's accumulator 'acc' must start as f32 zeros"
+    ),
     "a batch axis": ("""\
 kernel t
   in  a: f32[B, M, K]
@@ -230,19 +207,10 @@ kernel t
     acc += dot(a[z, m, k], b[z, k, n])
   c[z, m, n] = acc
 """, 8, "'split' needs a grid of two tiled axes"),
-    "block pointers": ("""\
-kernel t
-  in  a: f16[M, K]
-  in  b: f16[K, N]
-  out c: f16[M, N]
-  block BM = 16, BN = 16, BK = 16
-  grid m over M by BM, n over N by BN
-  access block_ptr
-  acc: f32[m, n] = 0
-  for k over K by BK split
-    acc += dot(a[m, k], b[k, n])
-  c[m, n] = acc
-""", 9, "'split' needs access pointers or descriptor, not block_ptr"),
+    "block pointers": (
+        F16_SPLIT.replace("  acc: f32", "  access block_ptr\n  acc: f32"), 9,
+        "'split' needs access pointers or descriptor, not block_ptr",
+    ),
 }
 
 

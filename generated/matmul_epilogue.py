@@ -34,6 +34,14 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
+@triton.jit
+def _dot_operand(x):
+    """``x`` as a tl.dot operand: itself on the GPU; upcast to f32 under the interpreter."""
+    if _INTERPRETER_BF16_DOT:
+        x = x.to(tl.float32)
+    return x
+
+
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
 _LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
 
@@ -152,10 +160,7 @@ def matmul_epilogue_kernel(
         # specs/matmul_epilogue.tile:15: acc += dot(a[m, k], b[k, n])
         a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-        if _INTERPRETER_BF16_DOT:  # Triton's interpreter cannot tl.dot bf16
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc += tl.dot(a, b)
+        acc += tl.dot(_dot_operand(a), _dot_operand(b))
         a_ptrs += BK * stride_a_k
         b_ptrs += BK * stride_b_k
     # specs/matmul_epilogue.tile:16: c[m, n] = gelu(alpha * acc + bias[n], approximate=tanh) + residual[m, n]

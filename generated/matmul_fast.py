@@ -55,6 +55,14 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 _INTERPRETER_BF16_DOT = tl.constexpr(_INTERPRET)
 
 
+@triton.jit
+def _dot_operand(x):
+    """``x`` as a tl.dot operand: itself on the GPU; upcast to f32 under the interpreter."""
+    if _INTERPRETER_BF16_DOT:
+        x = x.to(tl.float32)
+    return x
+
+
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
 _LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
 
@@ -337,10 +345,7 @@ def matmul_fast_kernel(
             b = b_desc.load([pid_n * BN, k * BK]).T
         else:
             b = b_desc.load([k * BK, pid_n * BN])
-        if _INTERPRETER_BF16_DOT:  # Triton's interpreter cannot tl.dot bf16
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc += tl.dot(a, b)
+        acc += tl.dot(_dot_operand(a), _dot_operand(b))
     # specs/matmul_fast.tile:31: c[m, n] = acc
     if split_k > 1:  # one of split_k partial sums over K: to the f32 workspace, summed later
         offs_m = pid_m * BM + tl.arange(0, BM)
@@ -524,10 +529,7 @@ def _matmul_fast_pointers_kernel(
         # specs/matmul_fast.tile:30: acc += dot(a[m, k], b[k, n])
         a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-        if _INTERPRETER_BF16_DOT:  # Triton's interpreter cannot tl.dot bf16
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-        acc += tl.dot(a, b)
+        acc += tl.dot(_dot_operand(a), _dot_operand(b))
         a_ptrs += BK * stride_a_k
         b_ptrs += BK * stride_b_k
     # specs/matmul_fast.tile:31: c[m, n] = acc

@@ -59,7 +59,8 @@ def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
     assert "offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d" in kernel  # a [d, n] tile of k, no copy
     assert "acc = acc * alpha[:, None] + tl.dot(" in kernel
-    assert "p.to(tl.float16)" in kernel
+    assert "p.to(DT)" in kernel  # dtype DT: f16 or bf16, read off q in the kernel
+    assert "    DT = q_ptr.dtype.element_ty\n" in kernel
     # q does not change with the key tile n: loaded once, before the loop (as tutorial 06 does)
     assert kernel.index("q = tl.load(") < kernel.index("for n in range(") < kernel.index("k = tl.load(")
 

@@ -282,11 +282,14 @@ class Checker:
                             f"{what} cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
                             axis.span,
                         )
-                    if axis.is_index and spec.access.id == "descriptor":
-                        self.errors.error(
-                            "tensor descriptors take tiles of tile axes only; an index axis needs 'access pointers'",
-                            axis.span,
-                        )
+                if spec.access.id == "descriptor":
+                    for tensor in spec.tensors:
+                        if len(tensor.dims) > 5:
+                            self.errors.error(
+                                f"tensor descriptors (TMA) address at most 5 dimensions; '{tensor.name.id}' has "
+                                f"{len(tensor.dims)}: use 'access pointers'",
+                                tensor.name.span,
+                            )
         return axes
 
     def check_tune(self, tune: m.Tune) -> None:
@@ -398,11 +401,6 @@ class Checker:
                 result += [a for a in self.gather_axes(tensor, item, scope, writing) if a not in result]
                 continue
             if isinstance(item, m.Number):
-                if self.spec.access_style == "descriptor":
-                    self.errors.error(
-                        "tensor descriptors take tiles of tile axes only; a constant index needs 'access pointers'",
-                        item.span,
-                    )
                 if not item.is_int:
                     self.errors.error("a constant index must be an integer", item.span)
                 elif isinstance(dim, m.Number) and dim.is_int and int(item.text) >= int(dim.text):
@@ -433,6 +431,12 @@ class Checker:
                 self.errors.error(f"axis '{item.id}' indexes '{tensor.name.id}' twice", item.span)
             if not axis.is_index:  # an index axis is a scalar offset, not a tile dimension
                 result.append(item.id)
+        if not result and self.spec.access_style == "descriptor" and not any(isinstance(i, m.Load) for i in index):
+            self.errors.error(
+                f"'{tensor.name.id}[...]' is one element; tensor descriptors move tiles: index a tile axis "
+                "or use 'access pointers'",
+                tensor_name.span,
+            )
         return tuple(result)
 
     def gather_axes(self, tensor: m.Tensor, index: m.Load, scope: Scope, writing: bool) -> tuple[str, ...]:

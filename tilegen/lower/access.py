@@ -105,9 +105,10 @@ class AccessLowering:
     def descriptor_load(self, access, var: str) -> Op:
         """``var = a_desc.load([...])``; for a 2D input whose layout the launcher decides (a
         ``transposed`` flag), the column-major case reads the transpose's tile and transposes it,
-        as tutorial 09 reads ``b`` stored ``[N, K]``."""
+        as tutorial 09 reads ``b`` stored ``[N, K]``. Index axes and constants of the index are
+        blocks of 1, reshaped away: ``k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)``."""
         desc, offsets = self.descriptor(access)
-        load = Line(f"{var} = {desc}.load({offsets})")
+        load = Line(f"{var} = {desc}.load({offsets}){self.unit_reshape(access)}")
         flag = self.transposed.get(access.tensor.id)
         if flag is None:
             return load
@@ -118,11 +119,27 @@ class AccessLowering:
 
     def descriptor(self, access) -> tuple[str, str]:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
-        of this access's tile; records the descriptor's block shape for the launcher."""
+        of this access's tile; records the descriptor's block shape for the launcher (1 where
+        the index holds an index axis or a constant)."""
         tensor = self.spec.tensor(access.tensor.id)
-        axes = [self.axes[i.id] for i in access.index]
-        self.descriptor_blocks.setdefault(tensor.name.id, tuple(a.tile for a in axes))
-        return f"{tensor.name.id}_desc", "[" + ", ".join(a.start for a in axes) + "]"
+        blocks, offsets = [], []
+        for item in access.index:
+            if isinstance(item, m.Number):
+                blocks.append("1")
+                offsets.append(item.text)
+            else:
+                blocks.append(self.axes[item.id].tile)
+                offsets.append(self.axes[item.id].start)
+        self.descriptor_blocks.setdefault(tensor.name.id, tuple(blocks))
+        return f"{tensor.name.id}_desc", "[" + ", ".join(offsets) + "]"
+
+    def unit_reshape(self, access) -> str:
+        """``.reshape(...)`` from a descriptor's block to the access's tile, dropping the blocks
+        of 1 of index axes and constants; empty where the index has tile axes only."""
+        tiles = [self.axes[a].tile for a in self.tile_axes(access.index)]
+        if len(tiles) == len(access.index):
+            return ""
+        return f".reshape({', '.join(tiles)})" if tiles else ".reshape(())"
 
     def hoisted(self, expr: m.Load, ops: list[Op]) -> list[Op]:
         """Where a load goes: before the outermost enclosing tile loop whose axis (nor any loop

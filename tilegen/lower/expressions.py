@@ -11,8 +11,8 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
 from tilegen.functions import HELPERS, lookup, spanned_axes
-from tilegen.lower.names import BF16_DOT_FLAG, binop_text, broadcast, broadcast_tile, number_text, tuple_text
-from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
+from tilegen.lower.plan import Line, Op
 
 
 class ExpressionLowering:
@@ -178,12 +178,8 @@ class ExpressionLowering:
                 text = self.expr(arg, own, ops)
                 if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
                     text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
-            if "bf16" in self.possible_dtypes(arg):  # see BF16_DOT_FLAG: named, so the interpreter can upcast it
-                name = self.fresh("dot_operand")
-                ops.append(Line(f"{name} = {text}"))
-                to_f32 = (Line(f"{name} = {name}.to(tl.float32)"),)
-                ops.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", to_f32))
-                self.bf16_dot, text = True, name
+            if "bf16" in self.possible_dtypes(arg):  # see BF16_DOT_FLAG: the interpreter upcasts it
+                self.bf16_dot, text = True, f"{BF16_DOT_OPERAND}({text})"
             operands.append(text)
         precision = call.word("precision")
         extra = f', input_precision="{precision}"' if precision is not None else ""

@@ -16,7 +16,7 @@ from tilegen.lower.access import AccessLowering
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import (
-    BF16_DOT_FLAG,
+    BF16_DOT_OPERAND,
     dtype_bindings,
     dtype_options,
     number_text,
@@ -394,9 +394,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                     body.append(Line(f"{tile} = tl.trans({tile})"))
                 tiles.append(tile)
             if any("bf16" in dtype_options(self.spec.tensor(o.tensor.id).dtype) for o in call.args):
-                self.bf16_dot = True
-                upcasts = tuple(Line(f"{t} = {t}.to(tl.float32)") for t in tiles)
-                body.append(IfBlock(BF16_DOT_FLAG, "Triton's interpreter cannot tl.dot bf16", upcasts))
+                self.bf16_dot = True  # see BF16_DOT_FLAG: the interpreter upcasts them
+                tiles = [f"{BF16_DOT_OPERAND}({t})" for t in tiles]
             precision = call.word("precision")
             extra = f', input_precision="{precision}"' if precision is not None else ""
             body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
@@ -562,6 +561,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         tensor = self.spec.tensor(stmt.tensor.id)
         if self.spec.access_style == "descriptor" and context:
             desc, offsets = self.descriptor(stmt)
+            if self.unit_reshape(stmt):  # the tile as the descriptor's block: 1 for each index axis
+                blocks = dict(self.descriptor_blocks)[stmt.tensor.id]
+                value = f"({value}).reshape({', '.join(blocks)})"
             ops.append(Line(f"{desc}.store({offsets}, {value})"))
             return ops
         if self.spec.access_style == "block_ptr" and context:

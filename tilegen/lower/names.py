@@ -15,6 +15,8 @@ from tilegen.dtypes import COMPARISONS
 #: there bf16 operands are upcast to f32 first (exact: bf16 products fit in f32). On the GPU
 #: the branch is a false constexpr and compiles away.
 BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
+#: The module's ``@triton.jit`` helper that applies it to one ``tl.dot`` operand.
+BF16_DOT_OPERAND = "_dot_operand"
 
 #: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
 #: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.

@@ -57,12 +57,39 @@ def test_causal_attention_matches_sdpa(attention_causal, s):
 def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
     source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile").source
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
-    assert "offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d" in kernel  # a [d, n] tile of k, no copy
-    assert "acc = acc * alpha[:, None] + tl.dot(" in kernel
-    assert "p.to(DT)" in kernel  # dtype DT: f16 or bf16, read off q in the kernel
-    assert "    DT = q_ptr.dtype.element_ty\n" in kernel
-    # q does not change with the key tile n: loaded once, before the loop (as tutorial 06 does)
-    assert kernel.index("q = tl.load(") < kernel.index("for n in range(") < kernel.index("k = tl.load(")
+    pointers = source[source.index("def _attention_pointers_kernel"):source.index("def _attention_pointers(")]
+    # TMA: 4D descriptors, index axes z and h as blocks of 1, reshaped away; k's [n, d] tile transposed
+    assert "k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T" in kernel
+    store = "o_desc.store([pid_z, pid_h, pid_m * BM, 0], ((acc / l_i[:, None]).to(DT)).reshape(1, 1, BM, BLOCK_D))"
+    assert store in kernel
+    # pointers (rows not 16-byte aligned): a [d, n] tile of k by its strides, no copy
+    assert "offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d" in pointers
+    for text in (kernel, pointers):
+        assert "acc = acc * alpha[:, None] + tl.dot(" in text
+        assert "p.to(DT)" in text  # dtype DT: f16 or bf16, read off q in the kernel
+        # q does not change with the key tile n: loaded once, before the loop (as tutorial 06 does)
+        assert text.index("q = ") < text.index("for n in range(") < text.index("k = ")
+    assert "    DT = q_desc.dtype\n" in kernel and "    DT = q_ptr.dtype.element_ty\n" in pointers
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
+@pytest.mark.parametrize("s,d", [(40, 32), (100, 16), (33, 20)])
+def test_every_dtype_and_layout_matches_sdpa(attention, attention_causal, causal, dtype, layout, s, d):
+    """f16 and bf16 (one spec, dtype DT); [B, H, S, D] contiguous and the [B, S, H, D] storage of a
+    projection viewed as [B, H, S, D] (strides, no copy), both through 4D TMA descriptors; D = 20
+    rows are 40 bytes, not 16-byte aligned: the pointer kernel."""
+    g = torch.Generator().manual_seed(s + d)
+    shape = (2, 3, s, d) if layout == "BHSD" else (2, s, 3, d)
+    q, k, v = (torch.randn(shape, generator=g).to(dtype) for _ in range(3))
+    if layout == "BSHD":
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    out = attention_causal.attention_causal(q, k, v, 0.3) if causal else attention.attention(q, k, v, 0.3)
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=0.3)
+    assert out.dtype == dtype and out.shape == q.shape
+    tolerance = 2e-2 if dtype == torch.bfloat16 else 1e-2  # bf16 has 8 bits of mantissa: p and o round
+    torch.testing.assert_close(out.float(), expected, atol=tolerance, rtol=tolerance)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -16,6 +16,7 @@ from tests.reference import add as ref_add
 from tests.reference import matmul as ref_matmul
 from tests.reference import matmul_intel as ref_intel
 from tests.reference import matmul_tutorial as ref_tutorial
+from tilegen.check import check
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
@@ -431,3 +432,48 @@ def test_descriptor_source_loads_through_host_descriptors():
     assert "c_desc.store([pid_m * BM, pid_n * BN], acc.to(T))" in text
     assert "a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])" in text
     assert 'else [nargs["BM"], nargs["BK"]]' in text
+
+
+BATCHED_DESCRIPTORS = (
+    (ROOT / "specs" / "matmul_batched.tile").read_text()
+    .replace("n over N by BN\n", "n over N by BN\n  access descriptor\n")
+)
+
+
+@pytest.fixture(scope="module")
+def batched_descriptors(tmp_path_factory):
+    path = tmp_path_factory.mktemp("batched") / "matmul_batched.py"
+    text = compile_spec(BATCHED_DESCRIPTORS, "matmul_batched.tile").source
+    path.write_text(text)
+    return load_module(path), text
+
+
+@pytest.mark.parametrize("tma", [True, False])
+@pytest.mark.parametrize("batch,m,k,n", [(1, 1, 8, 8), (3, 37, 24, 41), (2, 64, 40, 24)])
+def test_descriptors_take_index_axes_as_blocks_of_one(batched_descriptors, monkeypatch, tma, batch, m, k, n):
+    """A 3D descriptor per tensor: the batch index axis is a block of 1, reshaped away in the
+    kernel (``a_desc.load([pid_batch, pid_m * BM, k * BK]).reshape(BM, BK)``); without TMA the
+    same spec runs through pointers."""
+    mod, text = batched_descriptors
+    assert "a = a_desc.load([pid_batch, pid_m * BM, k * BK]).reshape(BM, BK)" in text
+    assert "c_desc.store([pid_batch, pid_m * BM, pid_n * BN], (acc.to(tl.float16)).reshape(1, BM, BN))" in text
+    assert "a_desc = TensorDescriptor(a, [B, M, K], [*_a_strides], [1, BM, BK])" in text
+    if not tma:
+        monkeypatch.setattr(mod, "_has_tma", lambda device: False)
+    a, b = _rand(batch, m, k, seed=m), _rand(batch, k, n, seed=n)
+    _close(mod.matmul_batched(a, b), torch.bmm(a.float(), b.float()).half(), 1e-2, 1e-2)
+
+
+@pytest.mark.parametrize(
+    "old,new,message",
+    [
+        ("acc += dot(a[batch, m, k], b[batch, k, n])", "acc += a[batch, 0, 0]",
+         "bad.tile:12:12: error: 'a[...]' is one element; tensor descriptors move tiles"),
+        ("in  a: f16[B, M, K]", "in  a: f16[B, M, K, 2, 2, 2]",
+         "bad.tile:4:7: error: tensor descriptors (TMA) address at most 5 dimensions; 'a' has 6"),
+    ],
+)
+def test_descriptors_refuse_one_element_and_more_than_five_dimensions(old, new, message):
+    with pytest.raises(SpecError) as info:
+        check(parse(BATCHED_DESCRIPTORS.replace(old, new), "bad.tile"))
+    assert message in info.value.render()

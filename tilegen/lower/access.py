@@ -172,17 +172,21 @@ class AccessLowering:
         self.loads[key] = var
         axes = self.tile_axes(expr.index)
         if self.spec.access_style in ("block_ptr", "descriptor") and axes:
+            canonical = tuple(self.canonical.get(a, a) for a in context)
+            own = tuple(self.canonical.get(a, a) for a in axes)
+            ordered = tuple(a for a in canonical if a in own)
+            permute = f"tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})" if ordered != own else ""
             if self.spec.access_style == "descriptor":
-                ops.append(self.descriptor_load(expr, var))
+                load = self.descriptor_load(expr, var)
+                if permute and len(own) == 2 and isinstance(load, Line):  # a [d, n] tile of k: k_desc.load(..).T
+                    load, permute = Line(f"{load.code}.T"), ""
+                ops.append(load)
             else:
                 ptr, checked = self.block_ptr(expr, ops)
                 args = f"{ptr}, boundary_check={checked}, padding_option=\"zero\"" if checked else ptr
                 ops.append(Line(f"{var} = tl.load({args})"))
-            canonical = tuple(self.canonical.get(a, a) for a in context)
-            own = tuple(self.canonical.get(a, a) for a in axes)
-            ordered = tuple(a for a in canonical if a in own)
-            if ordered != own:
-                ops.append(Line(f"{var} = tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})"))
+            if permute:
+                ops.append(Line(f"{var} = {permute}"))
             return broadcast_tile(var, ordered, canonical)
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
         other = f", other={fill}" if fill is not None else ""

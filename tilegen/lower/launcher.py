@@ -628,7 +628,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         jit = f"{kernel.name}.fn"
         if kernel.descriptors:  # the block shapes of the remembered config
             tuned = set(spec.tuned_params)
-            fixed = dict.fromkeys(b for _, shape in kernel.descriptors for b in shape if b not in tuned and not b.isdigit())
+            shapes = [b for _, shape in kernel.descriptors for b in shape]
+            fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
             nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
             nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
             ops.append(Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))

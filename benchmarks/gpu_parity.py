@@ -22,6 +22,7 @@ os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-parity-")  # 
 
 import torch.nn.functional as F  # noqa: E402
 
+from benchmarks import attention_parity  # noqa: E402
 from tests.reference import add as ref_add  # noqa: E402
 from tests.reference import copy as ref_copy  # noqa: E402
 from tests.reference import grayscale as ref_grey  # noqa: E402
@@ -253,8 +254,7 @@ from tests.reference import layer_norm as ref_layer_norm  # noqa: E402
 from tests.reference import softmax as ref_softmax  # noqa: E402
 
 gen.update({name: load_module(ROOT / "generated" / f"{name}.py") for name in
-            ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul_tril",
-             "attention", "attention_causal"]})
+            ["softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy", "matmul_tril"]})
 for m, n in [(1, 1), (5, 7), (37, 781), (64, 3000), (4096, 4096), (33, 32768)]:
     x = torch.randn(m, n, device=DEV) * 4
     y = gen["softmax"].softmax(x)
@@ -289,16 +289,8 @@ if "layer_norm_looped" in gen:
         x, w, b = torch.randn(m, n, device=DEV), torch.randn(n, device=DEV), torch.randn(n, device=DEV)
         y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
         record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
-for name in ["attention", "attention_causal"]:  # issue 11's language groundwork
-    for s, t, d in [(1, 1, 16), (40, 100, 32), (100, 40, 64), (1000, 1000, 128), (333, 333, 20)]:
-        if name == "attention_causal" and s != t:
-            continue
-        q = torch.randn(2, 3, s, d, device=DEV, dtype=torch.float16)
-        k, v = (torch.randn(2, 3, t, d, device=DEV, dtype=torch.float16) for _ in range(2))
-        o = getattr(gen[name], name)(q, k, v, d**-0.5)
-        expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=d**-0.5,
-                                                  is_causal=name == "attention_causal")
-        record(name, f"2x3x{s}x{t}x{d}", True, (o.float() - expected).abs().max().item(), 1e-2)
+for case in attention_parity.cases():  # issue 11: every dtype, layout and sign of the scale
+    record(*case)
 torch.cuda.synchronize()
 
 print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}")

@@ -251,7 +251,7 @@ def attention_kernel(
     q_desc, k_desc, v_desc, o_desc,
     B, H, S, D, T,
     scale,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention.tile; launch it through attention()."""
     scale = tl.cast(scale, tl.float32)
@@ -275,12 +275,15 @@ def attention_kernel(
         offs_n = n * BN + tl.arange(0, BN)
         # specs/attention.tile:32: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
         k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
         # specs/attention.tile:33: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(s, axis=1)
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
         # specs/attention.tile:34: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
         # specs/attention.tile:35: alpha = exp(m_i - m_new)
         alpha = tl.exp2(m_i - m_new)
         # specs/attention.tile:36: l_i = l_i * alpha + sum(p, dim=n)
@@ -297,12 +300,15 @@ def attention_kernel(
         mask_n = offs_n < T
         # specs/attention.tile:32: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
         k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
         # specs/attention.tile:33: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
         # specs/attention.tile:34: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
         # specs/attention.tile:35: alpha = exp(m_i - m_new)
         alpha = tl.exp2(m_i - m_new)
         # specs/attention.tile:36: l_i = l_i * alpha + sum(p, dim=n)
@@ -375,6 +381,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
     v_desc = TensorDescriptor(v, [B, H, T, D], [*_v_strides], [1, 1, 1, 1])
     o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
     BLOCK_D = 1 << (D - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     tune_key = (device, S, T, D, DT)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
@@ -387,7 +394,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D, T,
                     scale,
-                    BLOCK_D=BLOCK_D,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
                 )
                 _remember(tune_key, attention_kernel.best_config)
                 return o
@@ -399,7 +406,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
             q_desc, k_desc, v_desc, o_desc,
             B, H, S, D, T,
             scale,
-            BLOCK_D=BLOCK_D, **config,
+            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
         )
         return o
     # the compiled kernel for Triton's specialization of these arguments, launched directly
@@ -407,7 +414,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
     key = (
         device_index, config_index, DT,
         *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_v_strides, *_o_strides)),
-        BLOCK_D,
+        BLOCK_D, SCALE_NONNEG,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
@@ -418,14 +425,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D, T,
                     scale,
-                    BLOCK_D=BLOCK_D, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
         q_desc, k_desc, v_desc, o_desc,
         B, H, S, D, T,
         scale,
-        config["BM"], config["BN"], BLOCK_D,
+        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
     )
     return o
 
@@ -455,7 +462,7 @@ def _attention_pointers_kernel(
     stride_k_b, stride_k_h, stride_k_t, stride_k_d,
     stride_v_b, stride_v_h, stride_v_t, stride_v_d,
     stride_o_b, stride_o_h, stride_o_s, stride_o_d,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention.tile; launch it through _attention_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -490,12 +497,15 @@ def _attention_pointers_kernel(
             offs_n = offs_n.to(tl.int64)
         # specs/attention.tile:32: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
         k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d, mask=mask_d[:, None], other=0.0)
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
         # specs/attention.tile:33: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(s, axis=1)
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
         # specs/attention.tile:34: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
         # specs/attention.tile:35: alpha = exp(m_i - m_new)
         alpha = tl.exp2(m_i - m_new)
         # specs/attention.tile:36: l_i = l_i * alpha + sum(p, dim=n)
@@ -515,12 +525,15 @@ def _attention_pointers_kernel(
         # specs/attention.tile:32: s = dot(q[z, h, m, d], k[z, h, n, d]) * scale
         mask_dn = mask_n[None, :] & mask_d[:, None]
         k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_t + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
         # specs/attention.tile:33: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
         # specs/attention.tile:34: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
         # specs/attention.tile:35: alpha = exp(m_i - m_new)
         alpha = tl.exp2(m_i - m_new)
         # specs/attention.tile:36: l_i = l_i * alpha + sum(p, dim=n)
@@ -582,6 +595,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     _k_strides = k.stride()
     _v_strides = v.stride()
     BLOCK_D = 1 << (D - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
     tune_key = (device, "pointers", S, T, D, DT)
     config_index = _TUNED.get(tune_key)
@@ -595,7 +609,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
                     B, H, S, D, T,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
                 )
                 _remember(tune_key, _attention_pointers_kernel.best_config)
                 return o
@@ -607,7 +621,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
             B, H, S, D, T,
             scale,
             *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
+            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
         )
         return o
     # the compiled kernel for Triton's specialization of these arguments, launched directly
@@ -616,7 +630,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
         device_index, config_index, "pointers", DT,
         q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, o.data_ptr() % 16,
         *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
-        BLOCK_D, int64,
+        BLOCK_D, SCALE_NONNEG, int64,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
@@ -628,7 +642,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
                     B, H, S, D, T,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -636,7 +650,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
         B, H, S, D, T,
         scale,
         *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-        config["BM"], config["BN"], BLOCK_D, int64,
+        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
     )
     return o
 

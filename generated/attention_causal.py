@@ -247,7 +247,7 @@ def attention_causal_kernel(
     q_desc, k_desc, v_desc, o_desc,
     B, H, S, D,
     scale,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_causal.tile; launch it through attention_causal()."""
     scale = tl.cast(scale, tl.float32)
@@ -271,7 +271,31 @@ def attention_causal_kernel(
         offs_n = n * BN + tl.arange(0, BN)
         # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
         k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
+        # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n)
+        # specs/attention_causal.tile:30: p = exp(s - m_new)
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
+        # specs/attention_causal.tile:31: alpha = exp(m_i - m_new)
+        alpha = tl.exp2(m_i - m_new)
+        # specs/attention_causal.tile:32: l_i = l_i * alpha + sum(p, dim=n)
+        sum_n = tl.sum(p, axis=1)
+        l_i = l_i * alpha + sum_n
+        # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
+        v = v_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)
+        acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
+        # specs/attention_causal.tile:34: m_i = m_new
+        m_i = m_new
+    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S have n <= m false in every row stored: loads masked only
+    for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
+        offs_n = n * BN + tl.arange(0, BN)
+        # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
+        k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
+        s = tl.where(offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None], tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634), float("-inf"))
         # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
         max_n = tl.max(s, axis=1)
         m_new = tl.maximum(m_i, max_n)
@@ -285,28 +309,6 @@ def attention_causal_kernel(
         # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
         v = v_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
-        # specs/attention_causal.tile:34: m_i = m_new
-        m_i = m_new
-    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped
-    for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
-        offs_n = n * BN + tl.arange(0, BN)
-        mask_n = offs_n < S
-        # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
-        k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
-        s = tl.where(offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None], tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634), float("-inf"))
-        # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
-        m_new = tl.maximum(m_i, max_n)
-        # specs/attention_causal.tile:30: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        # specs/attention_causal.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2(m_i - m_new)
-        # specs/attention_causal.tile:32: l_i = l_i * alpha + sum(p, dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], p, 0.0), axis=1)
-        l_i = l_i * alpha + sum_n
-        # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
-        v = v_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)
-        acc = acc * alpha[:, None] + tl.dot(_dot_operand(tl.where(mask_n[None, :], p.to(DT), 0.0)), _dot_operand(v))
         # specs/attention_causal.tile:34: m_i = m_new
         m_i = m_new
     # specs/attention_causal.tile:35: o[z, h, m, d] = acc / l_i
@@ -373,6 +375,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     v_desc = TensorDescriptor(v, [B, H, S, D], [*_v_strides], [1, 1, 1, 1])
     o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
     BLOCK_D = 1 << (D - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     tune_key = (device, S, D, DT)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
@@ -385,7 +388,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D,
                     scale,
-                    BLOCK_D=BLOCK_D,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
                 )
                 _remember(tune_key, attention_causal_kernel.best_config)
                 return o
@@ -397,7 +400,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             q_desc, k_desc, v_desc, o_desc,
             B, H, S, D,
             scale,
-            BLOCK_D=BLOCK_D, **config,
+            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
         )
         return o
     # the compiled kernel for Triton's specialization of these arguments, launched directly
@@ -405,7 +408,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     key = (
         device_index, config_index, DT,
         *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, *_o_strides)),
-        BLOCK_D,
+        BLOCK_D, SCALE_NONNEG,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
@@ -416,14 +419,14 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D,
                     scale,
-                    BLOCK_D=BLOCK_D, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
         q_desc, k_desc, v_desc, o_desc,
         B, H, S, D,
         scale,
-        config["BM"], config["BN"], BLOCK_D,
+        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
     )
     return o
 
@@ -453,7 +456,7 @@ def _attention_causal_pointers_kernel(
     stride_k_b, stride_k_h, stride_k_s, stride_k_d,
     stride_v_b, stride_v_h, stride_v_s, stride_v_d,
     stride_o_b, stride_o_h, stride_o_s, stride_o_d,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_causal.tile; launch it through _attention_causal_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -488,7 +491,35 @@ def _attention_causal_pointers_kernel(
             offs_n = offs_n.to(tl.int64)
         # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
         k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_d[:, None], other=0.0)
-        s = tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)
+        s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))
+        # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
+        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
+            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        else:
+            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n)
+        # specs/attention_causal.tile:30: p = exp(s - m_new)
+        p = tl.exp2((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None])
+        # specs/attention_causal.tile:31: alpha = exp(m_i - m_new)
+        alpha = tl.exp2(m_i - m_new)
+        # specs/attention_causal.tile:32: l_i = l_i * alpha + sum(p, dim=n)
+        sum_n = tl.sum(p, axis=1)
+        l_i = l_i * alpha + sum_n
+        # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
+        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_d[None, :], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
+        # specs/attention_causal.tile:34: m_i = m_new
+        m_i = m_new
+    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S have n <= m false in every row stored: loads masked only
+    for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
+        offs_n = n * BN + tl.arange(0, BN)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_n = offs_n.to(tl.int64)
+        mask_n = offs_n < S
+        # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
+        mask_dn = mask_n[None, :] & mask_d[:, None]
+        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
+        s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634), float("-inf"))
         # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
         max_n = tl.max(s, axis=1)
         m_new = tl.maximum(m_i, max_n)
@@ -500,34 +531,9 @@ def _attention_causal_pointers_kernel(
         sum_n = tl.sum(p, axis=1)
         l_i = l_i * alpha + sum_n
         # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
-        v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_d[None, :], other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
-        # specs/attention_causal.tile:34: m_i = m_new
-        m_i = m_new
-    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped
-    for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
-        offs_n = n * BN + tl.arange(0, BN)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_n = offs_n.to(tl.int64)
-        mask_n = offs_n < S
-        # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
-        mask_dn = mask_n[None, :] & mask_d[:, None]
-        k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
-        s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634), float("-inf"))
-        # specs/attention_causal.tile:29: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(tl.where(mask_n[None, :], s, float("-inf")), axis=1)
-        m_new = tl.maximum(m_i, max_n)
-        # specs/attention_causal.tile:30: p = exp(s - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        # specs/attention_causal.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2(m_i - m_new)
-        # specs/attention_causal.tile:32: l_i = l_i * alpha + sum(p, dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], p, 0.0), axis=1)
-        l_i = l_i * alpha + sum_n
-        # specs/attention_causal.tile:33: acc = acc * alpha + dot(DT(p), v[z, h, n, d])
         mask_nd = mask_n[:, None] & mask_d[None, :]
         v = tl.load(v_ptr + pid_z * stride_v_b + pid_h * stride_v_h + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_nd, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(_dot_operand(tl.where(mask_n[None, :], p.to(DT), 0.0)), _dot_operand(v))
+        acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
         # specs/attention_causal.tile:34: m_i = m_new
         m_i = m_new
     # specs/attention_causal.tile:35: o[z, h, m, d] = acc / l_i
@@ -582,6 +588,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     _k_strides = k.stride()
     _v_strides = v.stride()
     BLOCK_D = 1 << (D - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
     tune_key = (device, "pointers", S, D, DT)
     config_index = _TUNED.get(tune_key)
@@ -595,7 +602,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                     B, H, S, D,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
                 )
                 _remember(tune_key, _attention_causal_pointers_kernel.best_config)
                 return o
@@ -607,7 +614,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             B, H, S, D,
             scale,
             *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
+            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
         )
         return o
     # the compiled kernel for Triton's specialization of these arguments, launched directly
@@ -616,7 +623,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         device_index, config_index, "pointers", DT,
         q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, o.data_ptr() % 16,
         *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
-        BLOCK_D, int64,
+        BLOCK_D, SCALE_NONNEG, int64,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
@@ -628,7 +635,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                     B, H, S, D,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -636,7 +643,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         B, H, S, D,
         scale,
         *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-        config["BM"], config["BN"], BLOCK_D, int64,
+        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
     )
     return o
 

@@ -102,3 +102,36 @@ def test_attention_matches_tutorial_06(attention, attention_causal, n, d, causal
     hand = ref_attention.attention(q, k, v, causal, 0.25)
     ours = attention_causal.attention_causal(q, k, v, 0.25) if causal else attention.attention(q, k, v, 0.25)
     torch.testing.assert_close(ours.float(), hand.float(), atol=1e-2, rtol=1e-2)
+
+
+def _plain_attention(q, k, v, scale, causal):
+    """Softmax attention in float32 torch math (SDPA's math backend scales q and k by
+    sqrt(scale) each, which is NaN for a negative scale)."""
+    s = torch.einsum("bhsd,bhtd->bhst", q.float(), k.float()) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.einsum("bhst,bhtd->bhsd", torch.softmax(s, dim=-1), v.float())
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("scale", [-0.3, 0.0, 0.3])
+@pytest.mark.parametrize("s,d", [(40, 32), (33, 20)])
+def test_any_sign_of_scale(attention, attention_causal, causal, scale, s, d):
+    """The row max of ``s = dot(q, k) * scale`` is taken before the scale (tutorial 06's
+    ``tl.max(qk, 1) * qk_scale``), which needs scale >= 0; the launcher's SCALE_NONNEG flag picks
+    ``min(qk) * scale`` otherwise. Descriptors (D = 32) and pointers (D = 20)."""
+    q, k, v = _qkv(s, s, d, seed=s + d)
+    out = attention_causal.attention_causal(q, k, v, scale) if causal else attention.attention(q, k, v, scale)
+    torch.testing.assert_close(out.float(), _plain_attention(q, k, v, scale, causal), atol=1e-2, rtol=1e-2)
+
+
+def test_the_row_max_is_taken_before_the_scale():
+    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile").source
+    kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
+    factor = "(scale * 1.4426950408889634)"
+    assert "s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))\n" in kernel  # never multiplied on its own
+    assert "        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c\n" in kernel
+    assert f"max_n = tl.max(s_unscaled, axis=1) * {factor}\n        else:\n" in kernel
+    assert f"max_n = tl.min(s_unscaled, axis=1) * {factor}\n" in kernel
+    assert f"p = tl.exp2((s_unscaled * {factor}) - m_new[:, None])" in kernel  # one fused multiply-add
+    assert "    SCALE_NONNEG = bool(scale >= 0)" in source and "SCALE_NONNEG: tl.constexpr" in kernel

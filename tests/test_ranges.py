@@ -103,11 +103,13 @@ def test_full_tiles_run_without_masks_and_the_edge_with_them():
     full, edge = kernel.split("# tiles where n <= m holds for some lanes")
     full = full[full.index("for n in range(0, min(S // BN, (pid_m * BM + 1) // BN)):"):]
     assert "mask_n" not in full and "tl.where" not in full and "offs_m" not in full
-    assert "tl.dot(_dot_operand(q), _dot_operand(k)) * (scale * 1.4426950408889634)" in full
+    assert "s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))\n" in full  # no guard: scaled after the max
     assert "tl.trans(" not in kernel
     assert "min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))" in edge  # tiles past the diagonal: skipped
     # the query rows' index values, made where the guard needs them (descriptors take no offsets)
-    assert "offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None]" in edge and "mask_n = offs_n < S" in edge
+    assert "offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None]" in edge
+    # lanes past S are past every stored row's diagonal too: descriptors zero-fill them, no mask_n
+    assert "mask_n" not in edge and "tl.max(s, axis=1)" in edge and "tl.sum(p, axis=1)" in edge
     # q is loaded once for both ranges (the descriptor reads zeros past S and D for the dot)
     assert kernel.count("q = q_desc.load(") == 1 and kernel.index("q = q_desc.load(") < kernel.index("for n in")
 

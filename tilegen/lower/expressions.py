@@ -12,7 +12,7 @@ from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
 from tilegen.functions import HELPERS, lookup, spanned_axes
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
-from tilegen.lower.plan import Line, Op
+from tilegen.lower.plan import IfBlock, Line, Op
 
 
 class ExpressionLowering:
@@ -135,16 +135,34 @@ class ExpressionLowering:
         canonical = tuple(self.canonical.get(a, a) for a in context)
         own = self.expr_axes(operand)
         inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        scaled = self.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
+        result = self.fresh(f"{function.name}_{dim}")
+        mask = self.lane_mask(dim)
+
+        def reduce(name: str, x: str) -> str:
+            if mask is not None:
+                identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(name, "0.0")
+                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
+            return lookup(name).triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+
+        if scaled is not None and function.name in ("max", "min"):  # max(x * c) = max(x) * c for c >= 0
+            raw, factor, sign = scaled
+            ordered = tuple(a for a in inner if a in own)
+            if ordered != own:
+                raw = f"tl.permute({raw}, {tuple_text(str(own.index(a)) for a in ordered)})"
+            other = "min" if function.name == "max" else "max"
+            nonneg, negative = (function.name, other) if sign.sign > 0 else (other, function.name)
+            if sign.scalar is None:
+                ops.append(Line(f"{result} = {reduce(nonneg, raw)} * {factor}"))
+            else:
+                why = f"{sign.scalar} >= 0: {function.name}(x * c) = {nonneg}(x) * c, else {negative}(x) * c"
+                branches = [(Line(f"{result} = {reduce(name, raw)} * {factor}"),) for name in (nonneg, negative)]
+                ops.append(IfBlock(self.sign_flags[sign.scalar], why, *branches))
+            return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
         x = self.expr(operand, inner, ops)
         if function.name in ("sum", "mean"):
             x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
-        mask = self.lane_mask(dim)
-        if mask is not None:
-            identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(function.name, "0.0")
-            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
-        result = self.fresh(f"{function.name}_{dim}")
-        text = function.triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
-        ops.append(Line(f"{result} = {text}"))
+        ops.append(Line(f"{result} = {reduce(function.name, x)}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 
     def offsets(self, axis: str) -> str:
@@ -200,6 +218,9 @@ class ExpressionLowering:
             if name in self.locals:
                 axes = self.locals[name]
                 ordered = tuple(a for a in canonical if a in axes)
+                if name in self.scaled:  # kept unscaled for a max (see scaled.py): the factor applied here
+                    raw, factor, _ = self.scaled[name]
+                    name = f"({raw} * {factor})"
                 if ordered != axes:  # a tile over (m, n) used as (n, m)
                     name = f"tl.permute({name}, {tuple_text(str(axes.index(a)) for a in ordered)})"
                 return broadcast_tile(name, ordered, canonical)

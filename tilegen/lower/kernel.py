@@ -40,7 +40,8 @@ from tilegen.lower.plan import (
     SplitPlan,
     TunePlan,
 )
-from tilegen.lower.ranges import find_guard, guard_steps, skips_when_false
+from tilegen.lower.ranges import find_guard, guard_steps, lanes_past_end_are_guarded, skips_when_false
+from tilegen.lower.scaled import reduced_locals, split_product
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 INT64_FLAG = "INT64_OFFSETS"
@@ -109,6 +110,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     split: SplitPlan | None = None  # the split loop (set by kernel_params)
     split_pid: str = ""  # the program's part of a split loop (``pid_k``), once lowered
     split_parts: str = ""  # the number of parts (``split_k``)
+    reduced: frozenset = frozenset()  # locals some max/min reduces directly (see scaled.py)
+    scaled: dict = field(default_factory=dict)  # local -> (its unscaled tile, factor text, Factor) in this scope
+    sign_flags: dict = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -121,6 +125,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
+        self.reduced = reduced_locals(spec)
         self.taken |= {s.name.id for s in m.statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
         for dim in whole_dims(spec):  # the tile of a whole axis: N rounded up to a power of two
             # a launcher local too, so it must not take an input's name either
@@ -422,6 +427,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         mask = self.fresh(f"mask_{k}") if axis.masked else None
         tile_axes = {a for a, info in self.axes.items() if not info.scalar and a != k}
         guard = find_guard(loop, tile_axes)
+        guarded = False  # lanes past the end are on the guard's false side: masked on loads only
         tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})", f"{axis.dim.id} // {axis.block.id}"
         if guard is not None:
             other = self.axes[guard.axis]
@@ -432,6 +438,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             if skip:
                 end = f"min({tiles}, {live})"
                 skipped = f"; later tiles change nothing (where {cond} holds nowhere): skipped"
+            guarded = axis.masked and lanes_past_end_are_guarded(
+                loop, guard, set(self.locals), other.dim == axis.dim.id
+            )
+            if guarded:
+                skipped += f"; lanes past {axis.dim.id} have {cond} false in every row stored: loads masked only"
             ranges = [
                 (
                     f"range(0, {split})",
@@ -463,8 +474,10 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             body += self.int64_casts([offs])
             info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{step} * {axis.block.id}")
             if mask is not None and not inside:
-                info.mask = info.load_mask = mask
-                body.append(Line(f"{mask} = {offs} < {axis.dim.id}"))
+                info.mask = None if guarded else mask
+                info.load_mask = mask
+                if not guarded or self.spec.access_style == "pointers":
+                    body.append(Line(f"{mask} = {offs} < {axis.dim.id}"))
             self.axes[k] = info
             if guard is not None:
                 self.known_conditions[guard.key] = True if inside else None
@@ -505,6 +518,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             self.locals[stmt.name.id] = axes
             self.dtypes[stmt.name.id] = stmt.dtype.id
             self.taken.add(stmt.name.id)
+        elif isinstance(stmt, m.Assign) and self.scaled_assign(stmt, ops):
+            pass
         elif isinstance(stmt, (m.Assign, m.Accumulate)):
             context = self.locals.get(stmt.name.id) or self.expr_axes(stmt.value)
             value = self.expr(stmt.value, context, ops)
@@ -522,6 +537,35 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         elif isinstance(stmt, m.Loop):
             ops.extend(self.dot_loop(stmt) if m.is_dot_loop(stmt) else self.tile_loop(stmt))
         return ops
+
+    def scaled_assign(self, stmt: m.Assign, ops: list[Op]) -> bool:
+        """``s = x * c`` (``c`` a scalar factor) for a local some ``max``/``min`` reduces: emit
+        ``s_unscaled = x`` and apply ``c`` where ``s`` is used (:mod:`tilegen.lower.scaled`).
+        False, emitting nothing, when ``stmt`` is not such an assignment in this loop range."""
+        name = stmt.name.id
+        self.scaled.pop(name, None)
+        if name not in self.reduced:
+            return False
+        value = stmt.value
+        if isinstance(value, m.Call) and value.func.id == "where" and (known := self.known_branch(value)) is not None:
+            value = known  # a causal guard known to hold in this range
+        found = split_product(value, self.spec, lambda x: bool(self.expr_axes(x)))
+        if found is None:
+            return False
+        x, factor, sign = found
+        context = self.expr_axes(stmt.value)
+        if set(self.expr_axes(x)) != set(context):
+            return False
+        raw = self.fresh(f"{name}_unscaled")
+        ops.append(Line(f"{raw} = {self.expr(x, context, ops)}"))
+        if sign.scalar is not None and sign.scalar not in self.sign_flags:
+            self.sign_flags[sign.scalar] = self.fresh(f"{sign.scalar.upper()}_NONNEG")
+        text = self.expr(factor, (), ops)
+        self.scaled[name] = (raw, f"({text})" if isinstance(factor, m.BinOp) else text, sign)
+        self.locals.setdefault(name, context)
+        self.dtypes.setdefault(name, self.dtype_of(stmt.value))
+        self.taken.add(name)
+        return True
 
     def store(self, stmt: m.Store) -> list[Op]:
         ops: list[Op] = []
@@ -659,6 +703,12 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
         helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in self.helpers)
+        if self.sign_flags:  # constexprs the launcher sets from scalar inputs' signs, after the spec's own
+            flags = tuple(KernelParam(flag, True) for flag in self.sign_flags.values())
+            if params and params[-1][0].constexpr:
+                params = (*params[:-1], (*params[-1], *flags))
+            else:
+                params = (*params, flags)
         if self.int64:  # the flag goes last, after the spec's own constexprs
             flag = KernelParam(INT64_FLAG, True)
             if params and params[-1][0].constexpr:
@@ -672,6 +722,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             tuple(self.whole_blocks.items()),
             tuple(self.transposed.items()),
             self.split,
+            tuple(self.sign_flags.items()),
         )
 
 

@@ -371,6 +371,9 @@ def lower_launcher(
     meta += tuple(f"{block}={block}" for _, block in kernel.whole_blocks)
     meta += tuple(f"{c.constexpr}={c.name.id}" for c in spec.choices)
     meta += tuple(f"{flag}={flag}" for _, flag in kernel.transposed)
+    for scalar, flag in kernel.sign_flags:  # the kernel's max of x * scalar is max(x) * scalar, or min
+        flags.append(Line(f"{flag} = bool({scalar} >= 0)  # the kernel reduces {scalar}-scaled tiles unscaled"))
+        meta += (f"{flag}={flag}",)
     if kernel.int64:
         flags.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)

@@ -141,6 +141,7 @@ class KernelPlan:
     whole_blocks: tuple[tuple[str, str], ...] = ()  # (dimension, constexpr) of each 'whole' axis's tile
     transposed: tuple[tuple[str, str], ...] = ()  # (2D input, constexpr): its descriptor spans its transpose
     split: SplitPlan | None = None  # the split loop, if any
+    sign_flags: tuple[tuple[str, str], ...] = ()  # (float scalar input, constexpr: it is >= 0), see scaled.py
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,24 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
 
 
+def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], same_dim: bool) -> bool:
+    """True when the lanes of a masked tile past the end of the loop's dimension need no mask
+    beyond the guard: the guard's axis tiles the same dimension (``n <= m`` with ``m < S`` puts
+    every lane ``n >= S`` on its false side for each row that is stored), a tile with the guard
+    false everywhere changes nothing (:func:`skips_when_false`), and every tile loaded along the
+    loop's axis is a ``dot`` operand, which reads zeros past the end (finite, as that proof
+    assumes). The kernel then keeps the bounds mask on loads only: tutorial 06's diagonal blocks
+    apply the causal mask alone."""
+    if not same_dim or not skips_when_false(loop, guard, carried):
+        return False
+    n = loop.axis.name.id
+    values = [s.value for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate, m.Store))]
+    parts = [part for value in values for part in m.subexpressions(value)]
+    operands = {id(arg) for part in parts if isinstance(part, m.Call) and m.is_dot(part) for arg in part.args}
+    along_n = [p for p in parts if isinstance(p, m.Load) and any(isinstance(i, m.Name) and i.id == n for i in p.index)]
+    return all(id(load) in operands for load in along_n)
+
+
 def _assigned(loop: m.Loop, name: str) -> bool:
     return any(isinstance(s, (m.Assign, m.Accumulate)) and s.name.id == name for s in m.statements(loop.body))
 

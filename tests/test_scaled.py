@@ -1,0 +1,101 @@
+"""Scaled extrema (tilegen/lower/scaled.py): ``max(x * c)`` as ``max(x) * c`` (or ``min(x) * c``
+for a negative factor), and the causal loop's masked tiles without a bounds mask where the guard
+already excludes the lanes past the end (tilegen/lower/ranges.py)."""
+
+import pytest
+import torch
+
+from tilegen import model as m
+from tilegen.check import check
+from tilegen.compiler import compile_spec
+from tilegen.lower.scaled import Factor, factor_of
+from tilegen.parser import parse
+from tilegen.runner import load_module
+
+ROW_MAX = """kernel t
+  in  x: f32[M, N]
+  in  scale: f32
+  out y: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  r: f32[m] = -inf
+  for n over N by BN
+    s = x[m, n] * {factor}
+    r = maximum(r, max(s, dim=n))
+  y[m] = r
+"""
+
+
+def _module(tmp_path, text, name="t"):
+    source = compile_spec(text, f"{name}.tile").source
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return load_module(path), source[source.index(f"def {name}_kernel"):source.index(f"def {name}(")]
+
+
+def _factor(text):
+    spec = check(parse(ROW_MAX.format(factor=text), "t.tile"))
+    loop = next(s for s in spec.body if isinstance(s, m.Loop))
+    return factor_of(loop.body[0].value.right, spec)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("2.0", Factor(1, None)),
+        ("-2.0", Factor(-1, None)),
+        ("scale", Factor(1, "scale")),
+        ("(-scale * 0.5)", Factor(-1, "scale")),
+        ("(0.5 / scale)", Factor(1, "scale")),
+        ("(scale * scale)", None),  # two scalars: the flag would be a product of signs
+        ("(scale + 1.0)", None),
+        ("N", None),  # a size symbol: an integer, not a float scalar input
+    ],
+)
+def test_the_sign_of_a_factor(text, expected):
+    assert _factor(text) == expected
+
+
+@pytest.mark.parametrize(
+    "factor,reduction,flag",
+    [("scale", "tl.max(", True), ("2.0", "tl.max(", False), ("-2.0", "tl.min(", False)],
+)
+def test_the_max_is_taken_before_the_factor_and_matches_torch(tmp_path, factor, reduction, flag):
+    module, kernel = _module(tmp_path, ROW_MAX.format(factor=factor))
+    assert "s_unscaled = x\n" in kernel and f"max_n = {reduction}" in kernel
+    assert ("SCALE_NONNEG" in kernel) is flag  # a numeric factor's sign is known: no flag
+    x = torch.randn(37, 53)
+    for scale in (0.7, -0.7, 0.0):
+        c = scale if factor == "scale" else float(factor)
+        torch.testing.assert_close(module.t(x, scale), (x * c).amax(dim=1))
+
+
+def test_a_local_assigned_twice_is_not_rescaled(tmp_path):
+    text = ROW_MAX.format(factor="scale").replace("    r = maximum", "    s = s * 2.0\n    r = maximum")
+    module, kernel = _module(tmp_path, text)
+    assert "s_unscaled" not in kernel and "SCALE_NONNEG" not in kernel
+    x = torch.randn(20, 40)
+    torch.testing.assert_close(module.t(x, -0.5), (x * -1.0).amax(dim=1))
+
+
+CAUSAL_ROWS = """kernel t
+  in  x: f32[S, S]
+  out y: f32[S]
+  block BM = 16, BN = 16
+  grid  m over S by BM
+  r: f32[m] = 0
+  for n over S by BN
+    r = r + sum(where(n <= m, x[m, n], 0.0), dim=n)
+  y[m] = r
+"""
+
+
+def test_a_guarded_tile_keeps_its_bounds_mask_for_a_plain_load(tmp_path):
+    """A load along the loop's axis that is not a dot operand may read anything past S (a masked
+    load without a fill): the diagonal tiles keep ``mask_n`` on the sum."""
+    module, kernel = _module(tmp_path, CAUSAL_ROWS)
+    edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
+    assert "mask_n = offs_n < S" in edge and "tl.where(mask_n[None, :]" in edge
+    for s in (1, 23, 40):
+        x = torch.randn(s, s)
+        torch.testing.assert_close(module.t(x), torch.tril(x).sum(dim=1))

@@ -518,9 +518,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             self.locals[stmt.name.id] = axes
             self.dtypes[stmt.name.id] = stmt.dtype.id
             self.taken.add(stmt.name.id)
-        elif isinstance(stmt, m.Assign) and self.scaled_assign(stmt, ops):
-            pass
-        elif isinstance(stmt, (m.Assign, m.Accumulate)):
+        elif isinstance(stmt, (m.Assign, m.Accumulate)) and not self.scaled_assign(stmt, ops):
             context = self.locals.get(stmt.name.id) or self.expr_axes(stmt.value)
             value = self.expr(stmt.value, context, ops)
             if isinstance(stmt, m.Assign) and set(self.expr_axes(stmt.value)) != set(context):
@@ -538,13 +536,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             ops.extend(self.dot_loop(stmt) if m.is_dot_loop(stmt) else self.tile_loop(stmt))
         return ops
 
-    def scaled_assign(self, stmt: m.Assign, ops: list[Op]) -> bool:
+    def scaled_assign(self, stmt: m.Assign | m.Accumulate, ops: list[Op]) -> bool:
         """``s = x * c`` (``c`` a scalar factor) for a local some ``max``/``min`` reduces: emit
         ``s_unscaled = x`` and apply ``c`` where ``s`` is used (:mod:`tilegen.lower.scaled`).
         False, emitting nothing, when ``stmt`` is not such an assignment in this loop range."""
         name = stmt.name.id
         self.scaled.pop(name, None)
-        if name not in self.reduced:
+        if not isinstance(stmt, m.Assign) or name not in self.reduced:
             return False
         value = stmt.value
         if isinstance(value, m.Call) and value.func.id == "where" and (known := self.known_branch(value)) is not None:

@@ -122,9 +122,9 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
+    BLOCK_N = 1 << (N - 1).bit_length()
     _x_strides = x.stride()
     _y_strides = y.stride()
-    BLOCK_N = 1 << (N - 1).bit_length()
     grid = (1, 1, 1)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
         add_single_kernel[grid](

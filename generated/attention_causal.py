@@ -362,6 +362,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
         return o
+    BLOCK_D = 1 << (D - 1).bit_length()
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
@@ -374,7 +375,6 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     k_desc = TensorDescriptor(k, [B, H, S, D], [*_k_strides], [1, 1, 1, 1])
     v_desc = TensorDescriptor(v, [B, H, S, D], [*_v_strides], [1, 1, 1, 1])
     o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
-    BLOCK_D = 1 << (D - 1).bit_length()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     tune_key = (device, S, D, DT)
     config_index = _TUNED.get(tune_key)
@@ -584,10 +584,10 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
         return o
+    BLOCK_D = 1 << (D - 1).bit_length()
     _q_strides = q.stride()
     _k_strides = k.stride()
     _v_strides = v.stride()
-    BLOCK_D = 1 << (D - 1).bit_length()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
     tune_key = (device, "pointers", S, D, DT)

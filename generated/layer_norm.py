@@ -277,10 +277,10 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     rstd = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y, mu, rstd
+    BLOCK_N = 1 << (N - 1).bit_length()
     _x_strides = x.stride()
     _weight_strides = weight.stride()
     _bias_strides = bias.stride()
-    BLOCK_N = 1 << (N - 1).bit_length()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)

@@ -246,9 +246,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     y = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
+    BLOCK_N = 1 << (N - 1).bit_length()
     _x_strides = x.stride()
     _weight_strides = weight.stride()
-    BLOCK_N = 1 << (N - 1).bit_length()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)

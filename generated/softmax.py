@@ -231,8 +231,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
-    _x_strides = x.stride()
     BLOCK_N = 1 << (N - 1).bit_length()
+    _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)

@@ -46,7 +46,8 @@ def _factor(text):
         ("-2.0", Factor(-1, None)),
         ("scale", Factor(1, "scale")),
         ("(-scale * 0.5)", Factor(-1, "scale")),
-        ("(0.5 / scale)", Factor(1, "scale")),
+        ("(scale / 2.0)", Factor(1, "scale")),
+        ("(0.5 / scale)", None),  # 1 / -0.0 is -inf: the flag, scale >= 0, would lie
         ("(scale * scale)", None),  # two scalars: the flag would be a product of signs
         ("(scale + 1.0)", None),
         ("N", None),  # a size symbol: an integer, not a float scalar input
@@ -99,3 +100,57 @@ def test_a_guarded_tile_keeps_its_bounds_mask_for_a_plain_load(tmp_path):
     for s in (1, 23, 40):
         x = torch.randn(s, s)
         torch.testing.assert_close(module.t(x), torch.tril(x).sum(dim=1))
+
+
+def test_integer_tiles_are_not_rescaled(tmp_path):
+    """max(x * 2) is not max(x) * 2 when the product wraps around (i32 2**30 * 2 is INT_MIN)."""
+    text = ROW_MAX.replace("f32[M, N]", "i32[M, N]").replace("out y: f32[M]", "out y: i32[M]")
+    text = text.replace("r: f32[m] = -inf", "r: i32[m] = -2147483648").replace("  in  scale: f32\n", "")
+    module, kernel = _module(tmp_path, text.format(factor="2"))
+    assert "s_unscaled" not in kernel
+    x = torch.tensor([[2**30, 0]], dtype=torch.int32)
+    assert module.t(x).tolist() == module.reference(x).tolist()
+
+
+GUARDED_DOT = """kernel t
+  in  q: f32[S, D]
+  in  k: f32[S, D]
+  in  w: f32[D, E]
+  in  v: f32[S, E]
+  out o: f32[S, E]
+  block BM = 16, BN = 16
+  grid  m over S by BM, d over D whole, e over E whole
+  acc: f32[m, e] = 0
+  for n over S by BN
+    acc += dot(where(n <= m, dot(q[m, d], k[n, d], precision=ieee), 0.0), {operand}, precision=ieee)
+  o[m, e] = acc
+"""
+
+
+@pytest.mark.parametrize("operand,guarded", [("1.0 / dot(k[n, d], w[d, e], precision=ieee)", False),
+                                             ("v[n, e]", True)])
+def test_computed_dot_operands_past_the_end_keep_the_bounds_mask(tmp_path, operand, guarded):
+    """Past S the loads read zeros, and 1 / dot(0, w) is inf: 0 * inf would be NaN in rows that
+    are stored, so the diagonal tiles keep zeroing the lanes past S; a loaded operand (zeros
+    there) needs no mask beyond the guard."""
+    module, kernel = _module(tmp_path, GUARDED_DOT.format(operand=operand))
+    edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
+    assert ("tl.where(mask_n" not in edge) is guarded
+    g = torch.Generator().manual_seed(0)
+    q, k, w, v = (torch.randn(*shape, generator=g) for shape in [(20, 16), (20, 16), (16, 16), (20, 16)])
+    out = module.t(q, k, w, v)
+    assert not out.isnan().any()
+    torch.testing.assert_close(out, module.reference(q, k, w, v), atol=1e-3, rtol=1e-3)
+
+
+def test_block_pointers_keep_the_bounds_check_on_diagonal_tiles():
+    """Block pointers bound-check from the mask the tile's math uses: the causal loop's masked
+    tiles still check S on k and v (here a loop over S with 16-row tiles: dimensions (0, 1))."""
+    from tests.conftest import ROOT
+
+    text = (ROOT / "specs" / "attention_causal.tile").read_text().replace("access descriptor", "access block_ptr")
+    source = compile_spec(text, "attention_causal.tile").source
+    kernel = source[source.index("def attention_causal_kernel"):source.index("def attention_causal(")]
+    edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
+    assert "lanes past S" not in edge.splitlines()[0]
+    assert edge.split("tl.store(")[0].count("boundary_check=(0, 1)") == 2  # k and v

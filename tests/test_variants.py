@@ -477,3 +477,63 @@ def test_descriptors_refuse_one_element_and_more_than_five_dimensions(old, new, 
     with pytest.raises(SpecError) as info:
         check(parse(BATCHED_DESCRIPTORS.replace(old, new), "bad.tile"))
     assert message in info.value.render()
+
+
+ROWS_3D = """kernel t
+  in  x: f32[Z, M, C]
+  out y: f32[Z, M, C]
+  block BM = 16, BC = 16
+  grid  z over Z, m over M by BM, c over C by BC
+  access descriptor
+  y[z, m, c] = {value}
+"""
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        # columns: the second access's tensor name in "  y[z, m, c] = x[z, m, c] - x[z, 0, c]"
+        ("x[z, m, c] - x[z, 0, c]", "bad.tile:7:29: error: 'x' is read in blocks of [1, BM, BC] and of [1, 1, BC]"),
+        ("x[z, m, 0]", "bad.tile:7:16: error: the last index of 'x' is not a tile axis: a tensor descriptor moves "
+                       "rows of 16 bytes or more"),
+    ],
+)
+def test_descriptors_refuse_two_block_shapes_and_a_unit_last_dimension(value, message):
+    with pytest.raises(SpecError) as info:
+        check(parse(ROWS_3D.format(value=value), "bad.tile"))
+    assert message in info.value.render()
+
+
+ROWS_2D = """kernel t
+  in  x: f32[N, C]
+  out y: f32[N, C]
+  block BC = 16
+  grid  i over N, c over C by BC
+  access descriptor
+  y[i, c] = x[i, c] * 2.0
+"""
+
+
+@pytest.mark.parametrize("column_major", [False, True])
+def test_a_2d_descriptor_with_an_index_axis_takes_rows(tmp_path, column_major):
+    """A block of 1 row per program: no column-major flag for it (its transpose would have a
+    unit last dimension), so a column-major x runs the pointer kernel."""
+    text = compile_spec(ROWS_2D, "t.tile").source
+    assert "X_T" not in text and "x = x_desc.load([pid_i, pid_c * BC]).reshape(BC)" in text
+    path = tmp_path / "t.py"
+    path.write_text(text)
+    x = torch.randn(40, 7).t() if column_major else torch.randn(7, 40)
+    torch.testing.assert_close(load_module(path).t(x), x * 2.0)
+
+
+def test_an_untuned_descriptor_spec_with_a_whole_axis_launches(tmp_path):
+    """The whole axis's tile (BLOCK_D) is in the descriptors' block shapes: computed before them."""
+    text = (ROOT / "specs" / "attention.tile").read_text()
+    text = text[:text.index("  tune key")] + text[text.index("  m_i: f32[m]"):]
+    text = text.replace("block BM, BN", "block BM = 16, BN = 16")
+    path = tmp_path / "attention.py"
+    path.write_text(compile_spec(text, "attention.tile").source)
+    q, k, v = (torch.randn(1, 2, n, 32).half() for n in (20, 33, 33))
+    out = load_module(path).attention(q, k, v, 0.2)
+    expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.2)
+    torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)

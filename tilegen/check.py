@@ -82,6 +82,7 @@ class Checker:
         self.names: dict[str, m.Span] = {}
         self.alias_of: dict[str, str] = {}  # swizzled axis name -> the grid axis it remaps
         self.loop_axes: dict[str, m.Axis] = {}  # loop axis name -> its first loop
+        self.descriptor_blocks: dict[str, tuple[str, ...]] = {}  # tensor -> the block shape of its first access
 
     # helpers ---------------------------------------------------------------------
     def define(self, name: m.Name, what: str) -> None:
@@ -431,13 +432,41 @@ class Checker:
                 self.errors.error(f"axis '{item.id}' indexes '{tensor.name.id}' twice", item.span)
             if not axis.is_index:  # an index axis is a scalar offset, not a tile dimension
                 result.append(item.id)
-        if not result and self.spec.access_style == "descriptor" and not any(isinstance(i, m.Load) for i in index):
-            self.errors.error(
-                f"'{tensor.name.id}[...]' is one element; tensor descriptors move tiles: index a tile axis "
-                "or use 'access pointers'",
-                tensor_name.span,
-            )
+        if self.spec.access_style == "descriptor" and not any(isinstance(i, m.Load) for i in index):
+            self.check_descriptor_block(tensor, index, scope, tensor_name.span)
         return tuple(result)
+
+    def check_descriptor_block(self, tensor: m.Tensor, index, scope: Scope, span: m.Span) -> None:
+        """A TMA descriptor has one block shape (index axes and constants are blocks of 1), and
+        its rows are at least 16 bytes: every access of a tensor takes tiles of one shape, and
+        its last index is a tile axis."""
+        blocks = []
+        for item in index:
+            axis = scope.axes.get(item.id) if isinstance(item, m.Name) else None
+            if axis is None or axis.is_index:
+                blocks.append("1")
+            else:
+                blocks.append(f"all of {axis.dim.id}" if axis.bounds == "whole" else axis.block.id)
+        name = tensor.name.id
+        if all(b == "1" for b in blocks):
+            self.errors.error(
+                f"'{name}[...]' is one element; tensor descriptors move tiles: index a tile axis or use "
+                "'access pointers'",
+                span,
+            )
+        elif blocks[-1] == "1":
+            self.errors.error(
+                f"the last index of '{name}' is not a tile axis: a tensor descriptor moves rows of 16 bytes or "
+                "more (TMA); index the last dimension with a tile axis or use 'access pointers'",
+                span,
+            )
+        first = self.descriptor_blocks.setdefault(name, tuple(blocks))
+        if first != tuple(blocks):
+            self.errors.error(
+                f"'{name}' is read in blocks of [{', '.join(first)}] and of [{', '.join(blocks)}]: a tensor descriptor "
+                "has one block shape; use one or 'access pointers'",
+                span,
+            )
 
     def gather_axes(self, tensor: m.Tensor, index: m.Load, scope: Scope, writing: bool) -> tuple[str, ...]:
         """Check a gather ``tensor[.., idx[..], ..]`` and return the axes of its index tile."""

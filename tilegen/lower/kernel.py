@@ -159,9 +159,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         consts = tuple(KernelParam(p.name.id, True) for p in spec.params)
         consts += tuple(KernelParam(self.whole_blocks[d], True) for d in whole)
         consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
-        if descriptors:  # a 2D input may come column-major (b = w.t()): the launcher says which
+        if descriptors:  # a 2D input read in 2D tiles may come column-major (b = w.t()): the launcher says which
+            index_axes = {a.name.id for a in spec.grid if a.is_index}
+            loads = [p for s in m.statements(spec.body) if hasattr(s, "value") for p in m.subexpressions(s.value)]
             for t in spec.inputs:
-                if len(t.dims) == 2:
+                accesses = [p.index for p in loads if isinstance(p, m.Load) and p.tensor.id == t.name.id]
+                tiles_only = all(isinstance(i, m.Name) and i.id not in index_axes for a in accesses for i in a)
+                if len(t.dims) == 2 and tiles_only:
                     self.transposed[t.name.id] = self.fresh(f"{t.name.id.upper()}_T")
             consts += tuple(KernelParam(flag, True) for flag in self.transposed.values())
         if spec.persistent:
@@ -438,7 +442,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             if skip:
                 end = f"min({tiles}, {live})"
                 skipped = f"; later tiles change nothing (where {cond} holds nowhere): skipped"
-            guarded = axis.masked and lanes_past_end_are_guarded(
+            # block pointers check bounds from the same mask the tile's math uses: they keep it
+            guarded = axis.masked and self.spec.access_style != "block_ptr" and lanes_past_end_are_guarded(
                 loop, guard, set(self.locals), other.dim == axis.dim.id
             )
             if guarded:
@@ -547,7 +552,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         value = stmt.value
         if isinstance(value, m.Call) and value.func.id == "where" and (known := self.known_branch(value)) is not None:
             value = known  # a causal guard known to hold in this range
-        found = split_product(value, self.spec, lambda x: bool(self.expr_axes(x)))
+        float_tile = lambda x: bool(self.expr_axes(x)) and self.dtype_of(x) in m.FLOAT_DTYPES  # noqa: E731
+        found = split_product(value, self.spec, float_tile)
         if found is None:
             return False
         x, factor, sign = found

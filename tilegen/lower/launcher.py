@@ -392,7 +392,8 @@ def lower_launcher(
     without = []  # a Triton without block pointers runs the pointer launcher
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
-    body = [*head, device_guard, *middle, nothing, *without, *setup, *flags]
+    whole = len(kernel.whole_blocks)  # whole-axis tiles first: a descriptor's block shape may name one
+    body = [*head, device_guard, *middle, nothing, *without, *flags[:whole], *setup, *flags[whole:]]
     body += _launch(spec, kernel, name, launch, variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
@@ -410,7 +411,7 @@ def lower_launcher(
             *setup,
             # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant
             *(Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks),
-            *flags[len(kernel.whole_blocks):],
+            *flags[whole:],
             *_traced_launch(spec, kernel, launch),
         )
     return LauncherPlan(

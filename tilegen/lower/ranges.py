@@ -80,7 +80,7 @@ def guard_steps(guard: Guard, start: str, tile: str, block: str) -> tuple[str, s
 _FALSE, _TRUE, _ZERO, _ONE = ("bool", False), ("bool", True), ("const", 0.0), ("const", 1.0)
 
 
-def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
+def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool = False) -> bool:
     """True when an iteration of ``loop`` in which ``guard`` is false for every lane leaves
     every variable in ``carried`` (the locals declared before the loop) unchanged and stores
     nothing, so that such tiles can be skipped.
@@ -92,17 +92,20 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
     ``alpha = exp(m_i - m_new)``; ``l_i = l_i * alpha + sum(p)``; ``acc = acc * alpha + dot(p, v)``)
     every carried variable comes out the same. The proof assumes the carried values and loaded
     tiles are finite: a row that has seen no unmasked key yet (``m_i`` still ``-inf``) keeps its
-    initial state where the unskipped loop would compute ``exp(-inf + inf)``, NaN.
+    initial state where the unskipped loop would compute ``exp(-inf + inf)``, NaN. With
+    ``strict``, values computed from loaded tiles are not assumed finite (only the loaded tiles
+    themselves, and the carried values): a product or ``dot`` with zeros is zero only where the
+    other factor is known or is itself a load.
     """
     env: dict[str, tuple | None] = {name: ("same", name) for name in carried}
     for stmt in loop.body:
         if isinstance(stmt, (m.Store, m.Loop)):
             return False
         if isinstance(stmt, m.Declare):
-            env[stmt.name.id] = _value(stmt.init, env, guard)
+            env[stmt.name.id] = _value(stmt.init, env, guard, strict)
         elif isinstance(stmt, m.Assign):
-            env[stmt.name.id] = _value(stmt.value, env, guard)
-        elif isinstance(stmt, m.Accumulate) and _value(stmt.value, env, guard) != _ZERO:
+            env[stmt.name.id] = _value(stmt.value, env, guard, strict)
+        elif isinstance(stmt, m.Accumulate) and _value(stmt.value, env, guard, strict) != _ZERO:
             env[stmt.name.id] = None
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
 
@@ -111,11 +114,12 @@ def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], sa
     """True when the lanes of a masked tile past the end of the loop's dimension need no mask
     beyond the guard: the guard's axis tiles the same dimension (``n <= m`` with ``m < S`` puts
     every lane ``n >= S`` on its false side for each row that is stored), a tile with the guard
-    false everywhere changes nothing (:func:`skips_when_false`), and every tile loaded along the
-    loop's axis is a ``dot`` operand, which reads zeros past the end (finite, as that proof
-    assumes). The kernel then keeps the bounds mask on loads only: tutorial 06's diagonal blocks
+    false everywhere changes nothing (:func:`skips_when_false`, strict: past the end the tiles
+    loaded are zeros, and what is computed from them may be infinite, ``1 / 0``), and every
+    tile loaded along the loop's axis is a ``dot`` operand, which reads zeros past the end.
+    The kernel then keeps the bounds mask on loads only: tutorial 06's diagonal blocks
     apply the causal mask alone."""
-    if not same_dim or not skips_when_false(loop, guard, carried):
+    if not same_dim or not skips_when_false(loop, guard, carried, strict=True):
         return False
     n = loop.axis.name.id
     values = [s.value for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate, m.Store))]
@@ -129,25 +133,26 @@ def _assigned(loop: m.Loop, name: str) -> bool:
     return any(isinstance(s, (m.Assign, m.Accumulate)) and s.name.id == name for s in m.statements(loop.body))
 
 
-def _value(expr, env: dict, guard: Guard):
+def _value(expr, env: dict, guard: Guard, strict: bool = False):
     """The abstract value of ``expr`` in an iteration where ``guard`` is false everywhere."""
     if isinstance(expr, m.Number):
         return ("const", expr.value)
     if isinstance(expr, m.Ref):
         return env.get(expr.name.id)
     if isinstance(expr, m.Neg):
-        inner = _value(expr.operand, env, guard)
+        inner = _value(expr.operand, env, guard, strict)
         return ("const", -inner[1]) if inner is not None and inner[0] == "const" else None
     if isinstance(expr, m.BinOp):
         if m.expr_key(expr) == guard.key:
             return _FALSE
-        return _binop(expr.op, _value(expr.left, env, guard), _value(expr.right, env, guard))
+        left, right = _value(expr.left, env, guard, strict), _value(expr.right, env, guard, strict)
+        return _binop(expr.op, left, right, strict)
     if isinstance(expr, m.Call):
-        return _call(expr, env, guard)
+        return _call(expr, env, guard, strict)
     return None  # a load: any values
 
 
-def _binop(op: str, left, right):
+def _binop(op: str, left, right, strict: bool = False):
     if op == "&" and _FALSE in (left, right):
         return _FALSE
     if op == "|":
@@ -167,11 +172,11 @@ def _binop(op: str, left, right):
             return left
         if left == right and left is not None and left[0] == "same":
             return _ZERO  # finite values
-        if left is not None and left[0] == "const" and math.isinf(left[1]):
+        if left is not None and left[0] == "const" and math.isinf(left[1]) and not (strict and right is None):
             return left  # -inf minus a finite value
         return None
     if op == "*":
-        if _ZERO in (left, right):
+        if _ZERO in (left, right) and not (strict and None in (left, right)):
             return _ZERO  # finite values
         return left if right == _ONE else right if left == _ONE else None
     if op == "/":
@@ -179,13 +184,17 @@ def _binop(op: str, left, right):
     return None
 
 
-def _call(call: m.Call, env: dict, guard: Guard):
+def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
     name = call.func.id
-    args = [_value(a, env, guard) for a in call.args]
+    args = [_value(a, env, guard, strict) for a in call.args]
     if name == "where":
         cond, x, y = args[0], args[1], args[2]
         return x if cond == _TRUE else y if cond == _FALSE else (x if x == y else None)
     if name == "dot":
+        if strict:  # zeros times a known tile or a loaded one (finite): zero
+            finite = [isinstance(e, m.Load) or (a is not None and not (a[0] == "const" and math.isinf(a[1])))
+                      for a, e in zip(args, call.args, strict=True)]
+            return _ZERO if any(a == _ZERO and finite[1 - i] for i, a in enumerate(args[:2])) else None
         return _ZERO if _ZERO in args else None
     if name in ("maximum", "minimum"):
         identity = ("const", -math.inf if name == "maximum" else math.inf)

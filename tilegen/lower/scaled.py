@@ -9,10 +9,13 @@ assumes a positive scale; tilegen does not: where the factor's sign depends on a
 the kernel takes a constexpr (``SCALE_NONNEG``), set by the launcher from the value (``scale >=
 0``), so a call with a negative scale compiles the other branch.
 
-A local qualifies when the body assigns it once, as a tile times a scalar factor (numbers and at
-most one float scalar input, multiplied or divided), and some ``max`` or ``min`` reduces it
-directly. The kernel then keeps the tile unscaled (``s_unscaled = tl.dot(q, k)``), reduces that,
-and writes ``(s_unscaled * factor)`` where the local is used otherwise.
+A local qualifies when the body assigns it once, as a float tile times a scalar factor (numbers
+and at most one float scalar input, which may multiply but not divide: ``1 / -0.0`` is ``-inf``
+while ``-0.0 >= 0``), and some ``max`` or ``min`` reduces it directly. The kernel then keeps the
+tile unscaled (``s_unscaled = tl.dot(q, k)``), reduces that, and writes ``(s_unscaled * factor)``
+where the local is used otherwise. Integer tiles are left alone (a product that wraps around
+does not keep the order). Like the loop-range proof (:mod:`tilegen.lower.ranges`), the rule
+assumes finite tiles: with a factor of 0, ``max(x) * 0`` is NaN where ``x`` holds an infinity.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ def factor_of(expr: m.Expr, spec: m.Spec) -> Factor | None:
     if isinstance(expr, m.BinOp) and expr.op in ("*", "/"):
         left, right = factor_of(expr.left, spec), factor_of(expr.right, spec)
         if left is None or right is None or (left.scalar and right.scalar):
+            return None
+        if expr.op == "/" and right.scalar:  # 1 / scale: the sign of -0.0 would be lost
             return None
         return Factor(left.sign * right.sign, left.scalar or right.scalar)
     return None

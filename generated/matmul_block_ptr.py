@@ -17,6 +17,7 @@
 #   c[m, n] = accumulator
 """matmul_block_ptr: Triton kernel, launcher and torch reference generated from specs/matmul_block_ptr.tile."""
 
+import functools
 import os
 import threading
 import warnings
@@ -26,11 +27,16 @@ import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # a Triton without host-side tensor descriptors: the pointer kernel runs
+    TensorDescriptor = None
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 # Triton 3.9 removed block pointers (tl.make_block_ptr raises, tl.advance is gone): there the
-# launcher runs the same spec through pointers.
+# launcher runs the same spec through TMA descriptors, or pointers where TMA cannot serve.
 _BLOCK_POINTERS = hasattr(tl, "advance")
 _COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
 _LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
@@ -88,6 +94,15 @@ def _bad_device(launcher, **tensors):
 def _bad_block(launcher, name, value):
     """Raise the ValueError for a block size that is not a positive power of two."""
     raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+
+
+@functools.cache
+def _has_tma(device):
+    """Whether kernels on ``device`` can use TMA tensor descriptors: a Triton that has them, and
+    a GPU of compute capability 9.0 (Hopper) or newer; Triton's interpreter emulates them."""
+    if TensorDescriptor is None:
+        return False
+    return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
 
 @triton.jit
@@ -165,7 +180,7 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     if not _BLOCK_POINTERS:  # a Triton without block pointers
-        return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+        return _matmul_block_ptr_descriptors(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
@@ -203,6 +218,123 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
         M, K, N,
         *_a_strides, *_b_strides, N, 1,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    )
+    return c
+
+
+@triton.jit
+def _matmul_block_ptr_descriptors_kernel(
+    a_desc, b_desc, c_desc,
+    M, K, N,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+):
+    """Triton kernel generated from specs/matmul_block_ptr.tile; launch it through _matmul_block_ptr_descriptors()."""
+    # specs/matmul_block_ptr.tile:8: grid flat m over M by BLOCK_SIZE_M, n over N by BLOCK_SIZE_N
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    # specs/matmul_block_ptr.tile:9: swizzle m, n group GROUP_SIZE_M
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    # specs/matmul_block_ptr.tile:11: accumulator: f32[m, n] = 0
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    # specs/matmul_block_ptr.tile:12: for k over K by BLOCK_SIZE_K unmasked
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # specs/matmul_block_ptr.tile:13: accumulator += dot(a[m, k], b[k, n])
+        if A_T:  # a is column-major: its descriptor spans a.T
+            a = a_desc.load([k * BLOCK_SIZE_K, pid_m * BLOCK_SIZE_M]).T
+        else:
+            a = a_desc.load([pid_m * BLOCK_SIZE_M, k * BLOCK_SIZE_K])
+        if B_T:  # b is column-major: its descriptor spans b.T
+            b = b_desc.load([pid_n * BLOCK_SIZE_N, k * BLOCK_SIZE_K]).T
+        else:
+            b = b_desc.load([k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N])
+        accumulator += tl.dot(a, b)
+    # specs/matmul_block_ptr.tile:14: c[m, n] = accumulator
+    c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], accumulator)
+
+
+def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """matmul_block_ptr() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile through descriptors.
+    Called by matmul_block_ptr(), after its checks.
+    """
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _bad_input("_matmul_block_ptr_descriptors", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _bad_input("_matmul_block_ptr_descriptors", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _bad_device("_matmul_block_ptr_descriptors", a=a, b=b)
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _matmul_block_ptr_descriptors(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"_matmul_block_ptr_descriptors: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return c
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    _c_strides = c.stride()
+    if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
+        return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    A_T = _a_strides[1] != 1 and _a_strides[0] == 1  # a is column-major
+    B_T = _b_strides[1] != 1 and _b_strides[0] == 1  # b is column-major
+    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 2 % 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 4 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
+        return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    if A_T:  # the tiles of a.T, read transposed by the kernel
+        a_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [BLOCK_SIZE_K, BLOCK_SIZE_M])
+    else:
+        a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [BLOCK_SIZE_M, BLOCK_SIZE_K])
+    if B_T:  # the tiles of b.T, read transposed by the kernel
+        b_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [BLOCK_SIZE_N, BLOCK_SIZE_K])
+    else:
+        b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [BLOCK_SIZE_K, BLOCK_SIZE_N])
+    c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [BLOCK_SIZE_M, BLOCK_SIZE_N])
+    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _matmul_block_ptr_descriptors_kernel[grid](
+            a_desc, b_desc, c_desc,
+            M, K, N,
+            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
+        )
+        return c
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, "descriptors",
+        *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(_matmul_block_ptr_descriptors_kernel.warmup(
+                    a_desc, b_desc, c_desc,
+                    M, K, N,
+                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        a_desc, b_desc, c_desc,
+        M, K, N,
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
     )
     return c
 
@@ -255,7 +387,7 @@ def _matmul_block_ptr_pointers_kernel(
 
 
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
+    """matmul_block_ptr() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
     Called by matmul_block_ptr(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:

@@ -215,15 +215,22 @@ def test_block_ptr_matches_seed(generated, m, k, n):
 @pytest.mark.parametrize("m,k,n", [(1, 32, 1), (37, 64, 41), (64, 96, 128)])
 def test_block_ptr_launcher_runs_on_a_triton_without_block_pointers(generated, monkeypatch, m, k, n):
     """Without block pointers (Triton 3.9; forced here where they exist) the launcher returns
-    through the same spec's pointer kernel, with the seed's result."""
+    through the same spec's TMA-descriptor kernel, which returns through its pointer kernel
+    where rows are not 16-byte aligned (N = 1 or 41: b's f16 rows and c's f32 rows), with the
+    seed's result."""
     mod = generated("matmul_block_ptr")
     monkeypatch.setattr(mod, "_BLOCK_POINTERS", False)
     calls = []
-    pointers = mod._matmul_block_ptr_pointers
-    monkeypatch.setattr(mod, "_matmul_block_ptr_pointers", lambda *args, **kw: calls.append(1) or pointers(*args, **kw))
+    for variant in ("descriptors", "pointers"):
+        launcher = getattr(mod, f"_matmul_block_ptr_{variant}")
+        monkeypatch.setattr(mod, f"_matmul_block_ptr_{variant}",
+                            lambda *args, launcher=launcher, variant=variant, **kw: calls.append(variant)
+                            or launcher(*args, **kw))
     a, b = _rand(m, k, seed=m), _rand(k, n, seed=n)
     c = mod.matmul_block_ptr(a, b)
-    assert calls == [1] and c.dtype == torch.float32 and c.shape == (m, n)
+    aligned = (n * 2) % 16 == 0 and (k * 2) % 16 == 0
+    assert calls == (["descriptors"] if aligned else ["descriptors", "pointers"])
+    assert c.dtype == torch.float32 and c.shape == (m, n)
     _within("matmul_block_ptr", (a, b), c, lambda a, b: a.float() @ b.float())
     if block_ptr_reason is None:
         assert torch.equal(c, ref_intel.matmul_block_ptr(a, b))

@@ -14,7 +14,10 @@ templates only place what it computed. One module per part of the generated file
 
 A spec whose tiles move through TMA descriptors or block pointers is lowered a second time with
 plain pointers (:class:`~tilegen.lower.plan.FallbackPlan`): its launcher returns through that
-kernel where the hardware, the Triton version or the tensors' layout rules the first one out.
+kernel where the hardware, the Triton version or the tensors' layout rules the first one out. A
+block-pointer spec is lowered a third time, with descriptors, where the checker accepts it so:
+on a Triton without block pointers (3.9 removed them) its launcher returns through that one,
+which returns through the pointer kernel where TMA cannot serve.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import hashlib
 
 from tilegen import __version__
 from tilegen import model as m
-from tilegen.errors import Collector
+from tilegen.errors import Collector, SpecError
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
 from tilegen.lower.names import printable
@@ -71,22 +74,45 @@ def lower(spec: m.Spec) -> ModulePlan:
     return plans[0]
 
 
+def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, fast: str):
+    """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
+    pointers), its autotune configs named ``configs``; its launcher returns ``fallback``."""
+    name = dataclasses.replace(spec.name, id=f"_{spec.name.id}_{variant}")
+    access_name = None if access is None else dataclasses.replace(spec.access, id=access)
+    other = dataclasses.replace(spec, access=access_name, name=name)
+    kernel = lower_kernel(other)
+    if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
+        kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
+    return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, fast=fast))
+
+
+def _descriptors_serve(spec: m.Spec) -> bool:
+    """Whether the checker accepts ``spec`` with ``access descriptor`` instead of its own."""
+    from tilegen.check import check  # the checker's rules for descriptors, not repeated here
+
+    try:
+        check(dataclasses.replace(spec, access=dataclasses.replace(spec.access, id="descriptor")))
+    except SpecError:
+        return False
+    return True
+
+
 def _lower(spec: m.Spec) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
     kernel = lower_kernel(spec)
-    fallback = None
+    fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
-        pointers = dataclasses.replace(
-            spec, access=None, name=dataclasses.replace(spec.name, id=f"_{spec.name.id}_pointers")
-        )
-        pointer_kernel = lower_kernel(pointers)
-        if pointer_kernel.tune is not None:  # its configs have no descriptor pre_hook
-            pointer_kernel = dataclasses.replace(
-                pointer_kernel, tune=dataclasses.replace(pointer_kernel.tune, name="_POINTER_CONFIGS")
-            )
-        fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
-        fallback = FallbackPlan(pointer_kernel, lower_launcher(pointers, pointer_kernel, variant="pointers", fast=fast))
-    launcher = lower_launcher(spec, kernel, fallback.launcher.call if fallback else None)
+        if spec.access_style == "block_ptr" and _descriptors_serve(spec):  # block pointers, else TMA, else pointers
+            pointers = _variant(spec, None, "pointers", "_POINTER_CONFIGS", None, "TMA descriptors")
+            fallbacks = [
+                _variant(spec, "descriptor", "descriptors", "_DESCRIPTOR_CONFIGS", pointers.launcher.call,
+                         "block pointers"),
+                pointers,
+            ]
+        else:
+            fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
+            fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, fast)]
+    launcher = lower_launcher(spec, kernel, fallbacks[0].launcher.call if fallbacks else None)
     reference = lower_reference(spec, launcher)
     return ModulePlan(
         kernel_name=spec.name.id,
@@ -97,6 +123,6 @@ def _lower(spec: m.Spec) -> ModulePlan:
         kernel=kernel,
         launcher=launcher,
         reference=reference,
-        fallback=fallback,
+        fallbacks=tuple(fallbacks),
         dtype_vars=tuple(v.name.id for v in spec.dtype_vars),
     )

@@ -195,15 +195,27 @@ class ModulePlan:
     kernel: KernelPlan
     launcher: LauncherPlan
     reference: ReferencePlan
-    fallback: FallbackPlan | None = None
+    fallbacks: tuple[FallbackPlan, ...] = ()  # the launcher returns through the first; each through the next
     dtype_vars: tuple[str, ...] = ()  # the spec's dtype variables (T), bound by the launcher
+
+    @property
+    def descriptor_kernel(self) -> KernelPlan | None:
+        """The kernel (main or fallback) that takes TMA descriptors, if any: the module's
+        ``_descriptor_blocks`` pre_hook serves its configs."""
+        kernels = (self.kernel, *(f.kernel for f in self.fallbacks))
+        return next((k for k in kernels if k.descriptors), None)
+
+    @property
+    def uses_descriptors(self) -> bool:
+        """Some launcher of the module makes TMA descriptors (it needs ``TensorDescriptor``)."""
+        return self.launcher.descriptors or any(f.launcher.descriptors for f in self.fallbacks)
 
 
 @dataclass(frozen=True)
 class FallbackPlan:
-    """A TMA-descriptor or block-pointer spec lowered once more through pointers: the kernel and
-    the private launcher that the main launcher returns through when descriptors (or block
-    pointers) cannot serve."""
+    """A TMA-descriptor or block-pointer spec lowered once more, through pointers (or, for block
+    pointers, through descriptors first): the kernel and the private launcher that the main
+    launcher returns through when descriptors (or block pointers) cannot serve."""
 
     kernel: KernelPlan
     launcher: LauncherPlan

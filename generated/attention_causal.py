@@ -290,7 +290,7 @@ def attention_causal_kernel(
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
         # specs/attention_causal.tile:34: m_i = m_new
         m_i = m_new
-    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S have n <= m false in every row stored: loads masked only
+    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S fail n <= m in every row stored: only the loads check S
     for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
         offs_n = n * BN + tl.arange(0, BN)
         # specs/attention_causal.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h, n, d]) * scale, -inf)
@@ -510,7 +510,7 @@ def _attention_causal_pointers_kernel(
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v))
         # specs/attention_causal.tile:34: m_i = m_new
         m_i = m_new
-    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S have n <= m false in every row stored: loads masked only
+    # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S fail n <= m in every row stored: only the loads check S
     for n in range(min(S // BN, (pid_m * BM + 1) // BN), min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))):
         offs_n = n * BN + tl.arange(0, BN)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets

@@ -447,7 +447,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 loop, guard, set(self.locals), other.dim == axis.dim.id
             )
             if guarded:
-                skipped += f"; lanes past {axis.dim.id} have {cond} false in every row stored: loads masked only"
+                dim = axis.dim.id
+                skipped += f"; lanes past {dim} fail {cond} in every row stored: only the loads check {dim}"
             ranges = [
                 (
                     f"range(0, {split})",

@@ -375,7 +375,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
     _o_strides = o.stride()
     if not _has_tma(device):  # a GPU or a Triton without TMA descriptors
         return _attention_pointers(q, k, v, scale)
-    if B == 0 or H == 0 or S == 0 or D == 0 or T == 0 or _q_strides[3] != 1 or _q_strides[0] * 2 % 16 or _q_strides[1] * 2 % 16 or _q_strides[2] * 2 % 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * 2 % 16 or _k_strides[1] * 2 % 16 or _k_strides[2] * 2 % 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * 2 % 16 or _v_strides[1] * 2 % 16 or _v_strides[2] * 2 % 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * 2 % 16 or _o_strides[1] * 2 % 16 or _o_strides[2] * 2 % 16 or o.data_ptr() % 16:  # a layout TMA cannot address
+    if B == 0 or H == 0 or S == 0 or D == 0 or T == 0 or _q_strides[3] != 1 or _q_strides[0] * 2 % 16 or _q_strides[1] * 2 % 16 or _q_strides[2] * 2 % 16 or BLOCK_D * 2 < 16 or q.data_ptr() % 16 or _k_strides[3] != 1 or _k_strides[0] * 2 % 16 or _k_strides[1] * 2 % 16 or _k_strides[2] * 2 % 16 or BLOCK_D * 2 < 16 or k.data_ptr() % 16 or _v_strides[3] != 1 or _v_strides[0] * 2 % 16 or _v_strides[1] * 2 % 16 or _v_strides[2] * 2 % 16 or BLOCK_D * 2 < 16 or v.data_ptr() % 16 or _o_strides[3] != 1 or _o_strides[0] * 2 % 16 or _o_strides[1] * 2 % 16 or _o_strides[2] * 2 % 16 or BLOCK_D * 2 < 16 or o.data_ptr() % 16:  # a layout TMA cannot address
         return _attention_pointers(q, k, v, scale)
     q_desc = TensorDescriptor(q, [B, H, S, D], [*_q_strides], [1, 1, 1, 1])
     k_desc = TensorDescriptor(k, [B, H, T, D], [*_k_strides], [1, 1, 1, 1])

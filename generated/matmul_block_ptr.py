@@ -294,7 +294,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     A_T = _a_strides[1] != 1 and _a_strides[0] == 1  # a is column-major
     B_T = _b_strides[1] != 1 and _b_strides[0] == 1  # b is column-major
-    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 2 % 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 2 % 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 4 % 16 or c.data_ptr() % 16:  # a layout TMA cannot address
+    if M == 0 or K == 0 or N == 0 or (not A_T and _a_strides[1] != 1) or (_a_strides[1] if A_T else _a_strides[0]) * 2 % 16 or (BLOCK_SIZE_M if A_T else BLOCK_SIZE_K) * 2 < 16 or a.data_ptr() % 16 or (not B_T and _b_strides[1] != 1) or (_b_strides[1] if B_T else _b_strides[0]) * 2 % 16 or (BLOCK_SIZE_K if B_T else BLOCK_SIZE_N) * 2 < 16 or b.data_ptr() % 16 or _c_strides[1] != 1 or _c_strides[0] * 4 % 16 or BLOCK_SIZE_N * 4 < 16 or c.data_ptr() % 16:  # a layout TMA cannot address
         return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     if A_T:  # the tiles of a.T, read transposed by the kernel
         a_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [BLOCK_SIZE_K, BLOCK_SIZE_M])

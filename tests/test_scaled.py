@@ -154,3 +154,32 @@ def test_block_pointers_keep_the_bounds_check_on_diagonal_tiles():
     edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
     assert "lanes past S" not in edge.splitlines()[0]
     assert edge.split("tl.store(")[0].count("boundary_check=(0, 1)") == 2  # k and v
+
+
+def test_a_reduction_that_takes_the_guard_false_value_keeps_the_bounds_mask(tmp_path):
+    """``min(s)`` with ``s = -inf`` where the guard is false is not neutral per lane, though a whole
+    tile with the guard false changes nothing (``maximum(acc, -inf)``): lanes past S must stay out
+    of it, so the diagonal tiles keep ``mask_n``. Compared with the same loop where no guard is
+    recognised (``n <= m & n >= 0``: every tile visited, masked), since a max of per-tile minima
+    is not the reference's one minimum over the row."""
+    text = """kernel t
+  in  q: f32[S, D]
+  in  k: f32[S, D]
+  out o: f32[S]
+  block BM = 16, BN = 16
+  grid  m over S by BM, d over D whole
+  acc: f32[m] = -inf
+  for n over S by BN
+    s = where(n <= m, dot(q[m, d], k[n, d], precision=ieee), -inf)
+    acc = maximum(acc, min(s, dim=n))
+  o[m] = acc
+"""
+    module, kernel = _module(tmp_path, text)
+    edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
+    assert "mask_n = offs_n < S" in edge and "tl.where(mask_n[None, :]" in edge
+    (tmp_path / "plain").mkdir()
+    plain, plain_kernel = _module(tmp_path / "plain", text.replace("where(n <= m,", "where(n <= m & n >= 0,"))
+    assert "# tiles where" not in plain_kernel
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(20, 16, generator=g), torch.randn(20, 16, generator=g)
+    torch.testing.assert_close(module.t(q, k), plain.t(q, k))

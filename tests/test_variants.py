@@ -500,7 +500,7 @@ ROWS_3D = """kernel t
     "value,message",
     [
         # columns: the second access's tensor name in "  y[z, m, c] = x[z, m, c] - x[z, 0, c]"
-        ("x[z, m, c] - x[z, 0, c]", "bad.tile:7:29: error: 'x' is read in blocks of [1, BM, BC] and of [1, 1, BC]"),
+        ("x[z, m, c] - x[z, 0, c]", "bad.tile:7:29: error: 'x' is accessed in blocks of [1, BM, BC] and of [1, 1, BC]"),
         ("x[z, m, 0]", "bad.tile:7:16: error: the last index of 'x' is not a tile axis: a tensor descriptor moves "
                        "rows of 16 bytes or more"),
     ],
@@ -544,3 +544,16 @@ def test_an_untuned_descriptor_spec_with_a_whole_axis_launches(tmp_path):
     out = load_module(path).attention(q, k, v, 0.2)
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.2)
     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("blocks", [{}, {"BW": 8}, {"BW": 16, "BH": 512}])
+def test_a_descriptor_row_under_16_bytes_runs_the_pointer_kernel(tmp_path, blocks):
+    """On a Triton without block pointers the block-pointer grayscale runs through descriptors;
+    a u8 block of 8 columns is an 8-byte TMA row, which TMA refuses: the pointer kernel runs."""
+    text = compile_spec((ROOT / "tests" / "specs" / "grey_block_ptr.tile").read_text(), "grey_block_ptr.tile").source
+    assert "BW * 1 < 16" in text
+    path = tmp_path / "grey_block_ptr.py"
+    path.write_text(text)
+    mod = load_module(path)
+    x = torch.randint(0, 256, (3, 64, 64), dtype=torch.uint8)
+    assert torch.equal(mod.grey_block_ptr(x, **blocks), mod.reference(x))

@@ -432,7 +432,8 @@ class Checker:
                 self.errors.error(f"axis '{item.id}' indexes '{tensor.name.id}' twice", item.span)
             if not axis.is_index:  # an index axis is a scalar offset, not a tile dimension
                 result.append(item.id)
-        if self.spec.access_style == "descriptor" and not any(isinstance(i, m.Load) for i in index):
+        known = all(not isinstance(i, m.Name) or i.id in scope.axes for i in index)  # else: reported above
+        if self.spec.access_style == "descriptor" and known and not any(isinstance(i, m.Load) for i in index):
             self.check_descriptor_block(tensor, index, scope, tensor_name.span)
         return tuple(result)
 
@@ -463,8 +464,8 @@ class Checker:
         first = self.descriptor_blocks.setdefault(name, tuple(blocks))
         if first != tuple(blocks):
             self.errors.error(
-                f"'{name}' is read in blocks of [{', '.join(first)}] and of [{', '.join(blocks)}]: a tensor descriptor "
-                "has one block shape; use one or 'access pointers'",
+                f"'{name}' is accessed in blocks of [{', '.join(first)}] and of [{', '.join(blocks)}]: a tensor "
+                "descriptor has one block shape; use one or 'access pointers'",
                 span,
             )
 

@@ -466,20 +466,38 @@ def _descriptor_checks(spec: m.Spec, fallback: str, kernel: KernelPlan) -> list[
         ops.append(Line(f"{flag} = _{t}_strides[1] != 1 and _{t}_strides[0] == 1  # {t} is column-major"))
     # a descriptor's shape must be positive: an empty input (K = 0) runs the pointer kernel
     terms = [f"{d} == 0" for d in dict.fromkeys(d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name))]
+    blocks = dict(kernel.descriptors)
     for t in spec.arrays:
         sizes = {m.DTYPE_BYTES[d] for d in dtype_options(t.dtype)}  # a dtype variable's may differ
+        smallest = min(sizes)
         size = sizes.pop() if len(sizes) == 1 else f"{t.dtype.var}.itemsize"
         strides = f"_{t.name.id}_strides"
         flag = flags.get(t.name.id)
+        shape = blocks.get(t.name.id, ())
         if flag is not None:  # rows of whichever layout it has
             terms.append(f"(not {flag} and {strides}[1] != 1)")
             terms.append(f"({strides}[1] if {flag} else {strides}[0]) * {size} % 16")
+            first, last = (_smallest_block(spec, b) for b in (shape[0], shape[-1])) if shape else ("", "")
+            row = (first if first == last else f"({first} if {flag} else {last})") if shape else None
         else:
             terms.append(f"{strides}[{len(t.dims) - 1}] != 1")
             terms += [f"{strides}[{i}] * {size} % 16" for i in range(len(t.dims) - 1)]
+            row = _smallest_block(spec, shape[-1]) if shape else None
+        if row is not None and not (row.isdigit() and int(row) * smallest >= 16):
+            terms.append(f"{row} * {size} < 16")  # TMA moves rows of 16 bytes or more
         terms.append(f"{t.name.id}.data_ptr() % 16")
     ops.append(IfBlock(" or ".join(terms), "a layout TMA cannot address", (Line(f"return {fallback}"),)))
     return ops
+
+
+def _smallest_block(spec: m.Spec, block: str) -> str:
+    """The smallest value a descriptor block dimension takes: a literal, the least of the tune
+    configs' values for a tuned parameter (every config must fit), else the launcher's variable
+    (a keyword, or a whole axis's tile)."""
+    if block.isdigit() or block not in spec.tuned_params or spec.tune is None:
+        return block
+    default = next(p.default for p in spec.params if p.name.id == block)
+    return str(min(int((c.get(block) or default).text) for c in spec.tune.configs))
 
 
 def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:

@@ -126,7 +126,62 @@ def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], sa
     parts = [part for value in values for part in m.subexpressions(value)]
     operands = {id(arg) for part in parts if isinstance(part, m.Call) and m.is_dot(part) for arg in part.args}
     along_n = [p for p in parts if isinstance(p, m.Load) and any(isinstance(i, m.Name) and i.id == n for i in p.index)]
-    return all(id(load) in operands for load in along_n)
+    return all(id(load) in operands for load in along_n) and _reductions_neutral(loop, guard, carried)
+
+
+#: What a lane contributes nothing to, per reduction.
+_IDENTITY = {"sum": ("const", 0.0), "mean": ("const", 0.0), "max": ("const", -math.inf), "min": ("const", math.inf)}
+
+
+def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
+    """True when every reduction over the loop's axis ``n`` takes, where the guard is false, the
+    reduction's identity (0 for ``sum``, ``-inf`` for ``max``, ``inf`` for ``min``), and every
+    ``dot`` contracting ``n`` (both operands span it) has an operand of zeros there: then a lane
+    on the guard's false side adds nothing, whichever row it is in. (That a whole tile with the
+    guard false changes nothing does not show it: ``max(acc, min(s))`` with ``s = -inf`` there
+    changes ``acc`` per lane.)"""
+    n = loop.axis.name.id
+    env: dict[str, tuple | None] = {name: ("same", name) for name in carried}
+    spanning: set[str] = set()  # locals whose tiles span n
+
+    def spans(expr) -> bool:
+        if isinstance(expr, m.Load):
+            return any(isinstance(i, m.Name) and i.id == n for i in expr.index)
+        if isinstance(expr, m.Ref):
+            return expr.name.id == n or expr.name.id in spanning
+        if isinstance(expr, m.Call) and expr.word("dim") == n:
+            return False
+        if isinstance(expr, m.Call) and m.is_dot(expr):
+            inner = [spans(a) for a in expr.args[:2]]
+            return any(inner) and not all(inner)
+        if isinstance(expr, m.BinOp):
+            return spans(expr.left) or spans(expr.right)
+        if isinstance(expr, m.Neg):
+            return spans(expr.operand)
+        return isinstance(expr, m.Call) and any(spans(a) for a in expr.args)
+
+    def neutral(expr) -> bool:
+        for part in m.subexpressions(expr):
+            if not isinstance(part, m.Call):
+                continue
+            if part.word("dim") == n and spans(part.args[0]):
+                identity = _IDENTITY.get(part.func.id)
+                if identity is None or _value(part.args[0], env, guard, True) != identity:
+                    return False
+            if m.is_dot(part) and all(spans(a) for a in part.args[:2]):
+                if _ZERO not in [_value(a, env, guard, True) for a in part.args[:2]]:
+                    return False
+        return True
+
+    for stmt in loop.body:
+        value = stmt.init if isinstance(stmt, m.Declare) else getattr(stmt, "value", None)
+        if value is None or not neutral(value):
+            return False
+        if isinstance(stmt, (m.Assign, m.Declare)):
+            env[stmt.name.id] = _value(value, env, guard, True)
+            if spans(value):
+                spanning.add(stmt.name.id)
+    return True
 
 
 def _assigned(loop: m.Loop, name: str) -> bool:

@@ -161,10 +161,10 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         consts += tuple(KernelParam(c.constexpr, True) for c in spec.choices)
         if descriptors:  # a 2D input read in 2D tiles may come column-major (b = w.t()): the launcher says which
             index_axes = {a.name.id for a in spec.grid if a.is_index}
-            loads = [p for s in m.statements(spec.body) if hasattr(s, "value") for p in m.subexpressions(s.value)]
+            accesses = [a for stmt in m.statements(spec.body) for a in m.accesses(stmt)]
             for t in spec.inputs:
-                accesses = [p.index for p in loads if isinstance(p, m.Load) and p.tensor.id == t.name.id]
-                tiles_only = all(isinstance(i, m.Name) and i.id not in index_axes for a in accesses for i in a)
+                indexes = [a.index for a in accesses if a.tensor.id == t.name.id]
+                tiles_only = all(isinstance(i, m.Name) and i.id not in index_axes for index in indexes for i in index)
                 if len(t.dims) == 2 and tiles_only:
                     self.transposed[t.name.id] = self.fresh(f"{t.name.id.upper()}_T")
             consts += tuple(KernelParam(flag, True) for flag in self.transposed.values())

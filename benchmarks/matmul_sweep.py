@@ -1,6 +1,7 @@
 """``matmul_fast`` against cuBLAS over the shapes users have, on the GPU (issue 12).
 
-``python benchmarks/matmul_sweep.py OUT_DIR [square|llm|thin ...]`` (default: all three parts)
+``python benchmarks/matmul_sweep.py OUT_DIR [square|llm|thin ...]`` (default: all three parts;
+``square:f16``, ``square:bt`` or ``square:bf16`` runs one of the square sweeps)
 appends to ``OUT_DIR/matmul_sweep_<device>.csv``, one row per case, and prints each row:
 
 * ``square``: M = N = K = 256, 384, ..., 4096 (31 sizes) in f16 with row-major operands, again
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 FIELDS = ["part", "case", "dtype", "a", "b", "M", "N", "K", "tilegen ms", "cuBLAS ms", "ratio", "tilegen TFLOP/s",
-          "cuBLAS TFLOP/s", "TB/s", "max error"]
+          "cuBLAS TFLOP/s", "TB/s", "max error", "config"]
 
 
 def _operand(rows: int, cols: int, dtype, column_major: bool):
@@ -42,6 +43,16 @@ def _operand(rows: int, cols: int, dtype, column_major: bool):
     return torch.randn(rows, cols, device="cuda", dtype=dtype)
 
 
+def _picked(launcher) -> str:
+    """The config the launcher's module tuned last (its ``_TUNED`` cache, newest entry), as text."""
+    module = launcher.__globals__
+    key, index = list(module["_TUNED"].items())[-1]
+    configs = module["_POINTER_CONFIGS"] if "pointers" in key else module["_CONFIGS"]
+    config = configs[index]
+    blocks = " ".join(f"{name}={value}" for name, value in config.kwargs.items())
+    return f"{'pointers ' if 'pointers' in key else ''}{blocks} w{config.num_warps} s{config.num_stages}"
+
+
 def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col: bool = False) -> dict:
     """One row: ``launcher(a, b)`` and ``torch.matmul(a, b)`` timed in CUDA graphs."""
     import torch
@@ -50,6 +61,7 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
     a = _operand(m, k, dtype, False)
     b = _operand(k, n, dtype, b_col)
     c = launcher(a, b)  # tunes on the first call for these sizes
+    config = _picked(launcher)
     expected = a.float() @ b.float()
     error = float((c.float() - expected).abs().max()) if c.numel() else 0.0
     torch.cuda.synchronize()
@@ -63,17 +75,22 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
         "tilegen ms": round(ours, 5), "cuBLAS ms": round(cublas, 5), "ratio": round(cublas / ours, 3),
         "tilegen TFLOP/s": round(flops / ours * 1e-9, 1), "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
         "TB/s": round((m * k + k * n + m * n) * size / ours * 1e-9, 3), "max error": round(error, 4),
+        "config": config,
     }
     print(row, flush=True)
     return row
 
 
-def square(launcher) -> list[dict]:
+def square(launcher, which: str = "f16 bt bf16") -> list[dict]:
+    """The square sweeps named in ``which``: ``f16``, ``bt`` (f16, ``b`` column-major), ``bf16``."""
     import torch
 
     rows = []
-    for case, dtype, b_col in (("square f16", torch.float16, False), ("square f16, b column-major", torch.float16,
-                                                                      True), ("square bf16", torch.bfloat16, False)):
+    for name, case, dtype, b_col in (("f16", "square f16", torch.float16, False),
+                                     ("bt", "square f16, b column-major", torch.float16, True),
+                                     ("bf16", "square bf16", torch.bfloat16, False)):
+        if name not in which.split():
+            continue
         for size in range(256, 4096 + 1, 128):
             rows.append(measure(launcher, "square", case, size, size, size, dtype, b_col))
     return rows
@@ -151,7 +168,9 @@ def main(argv: list[str]) -> None:
         if new:
             writer.writeheader()
         for part in parts:
-            for row in {"square": square, "llm": llm, "thin": thin}[part](launcher):
+            name, _, which = part.partition(":")  # square:f16 (or bt, bf16) runs one square sweep
+            sweep = {"square": square, "llm": llm, "thin": thin}[name]
+            for row in sweep(launcher, which) if which else sweep(launcher):
                 writer.writerow(row)
                 handle.flush()
     print(f"wrote {path}")

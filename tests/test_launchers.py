@@ -134,6 +134,43 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()
 
 
+def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monkeypatch):
+    """Every tuned kernel's autotuner times a config with _time_config: 25 ms of calls first
+    (triton.testing.do_bench's warmup), then a CUDA graph replay; Triton's event timing where a
+    graph cannot be captured."""
+    import triton
+
+    module = generated("matmul_fast")
+    assert module.matmul_fast_kernel._do_bench is module._time_config
+    assert module._matmul_fast_pointers_kernel._do_bench is module._time_config
+    assert generated("softmax").softmax_kernel._do_bench.__name__ == "_time_config"
+    calls = []
+
+    def do_bench(fn, warmup=25, rep=100, quantiles=None):
+        fn()
+        calls.append(("events", warmup, rep, quantiles))
+        return [2.0, 1.0, 3.0]
+
+    def graph(fn, rep=20, quantiles=None):
+        fn()
+        calls.append(("graph", rep, quantiles))
+        return [0.5, 0.4, 0.6]
+
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", graph)
+    launches = []
+    assert module._time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [0.5, 0.4, 0.6]
+    assert calls == [("events", 25, 1, None), ("graph", 20, (0.5, 0.2, 0.8))] and len(launches) == 2
+
+    def no_graph(fn, rep=20, quantiles=None):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
+    calls.clear()
+    assert module._time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [2.0, 1.0, 3.0]
+    assert calls == [("events", 25, 1, None), ("events", 25, 100, (0.5, 0.2, 0.8))]
+
+
 INT_EDGES = [
     0, 1, 2, 15, 16, 17, 2**31 - 16, 2**31 - 1, 2**31, 2**32, 2**63 - 16, 2**63, 2**64 - 1, -1, -16, -(2**31),
     -(2**31) - 16,

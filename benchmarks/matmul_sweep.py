@@ -16,7 +16,8 @@ Kernel time in CUDA graphs (``triton.testing.do_bench_cudagraph``: no host launc
 either side), the launcher and ``torch.matmul`` (cuBLAS) on the same tensors in the same run,
 each after a first call (the launcher's autotuning). ``ratio`` is tilegen's speed over cuBLAS's
 (cuBLAS time / tilegen time); ``max error`` is against ``torch.matmul`` in f32 of the same
-inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-bound cases).
+inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-bound cases);
+``config`` is the config the launcher tuned to (``pointers`` where TMA could not serve).
 ``python benchmarks/matmul_sweep.py --plot CSV`` draws ``matmul_sweep_<device>.png`` beside it
 (no GPU needed).
 """

@@ -32,7 +32,9 @@ from tilegen.runner import load_module  # noqa: E402
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
-def _operand(rows: int, cols: int, column_major: bool, dtype=torch.float16) -> torch.Tensor:
+def operand(rows: int, cols: int, column_major: bool, dtype=torch.float16) -> torch.Tensor:
+    """A random ``rows x cols`` CUDA tensor of ``dtype``: row-major, or column-major as the ``.t()``
+    of a row-major ``cols x rows`` tensor (an ``nn.Linear`` weight's layout)."""
     if column_major:
         return torch.randn(cols, rows, device="cuda").to(dtype).t()
     return torch.randn(rows, cols, device="cuda").to(dtype)
@@ -43,7 +45,7 @@ def layouts(sizes: list[int]) -> list[dict]:
     rows = []
     torch.backends.cuda.matmul.allow_tf32 = True  # cuBLAS in TF32, as matmul_fast's f32 dot
     for size, dtype, a_col, b_col in itertools.product(sizes, DTYPES, (False, True), (False, True)):
-        a, b = _operand(size, size, a_col, dtype), _operand(size, size, b_col, dtype)
+        a, b = operand(size, size, a_col, dtype), operand(size, size, b_col, dtype)
         c = module.matmul_fast(a, b)
         error = float((c.double() - (a.double() @ b.double())).abs().max())
         ours = triton.testing.do_bench(lambda a=a, b=b: module.matmul_fast(a, b))

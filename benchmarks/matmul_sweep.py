@@ -36,14 +36,6 @@ FIELDS = ["part", "case", "dtype", "a", "b", "M", "N", "K", "tilegen ms", "cuBLA
           "cuBLAS TFLOP/s", "TB/s", "max error", "config"]
 
 
-def _operand(rows: int, cols: int, dtype, column_major: bool):
-    import torch
-
-    if column_major:
-        return torch.randn(cols, rows, device="cuda", dtype=dtype).t()
-    return torch.randn(rows, cols, device="cuda", dtype=dtype)
-
-
 def _picked(launcher) -> str:
     """The config the launcher's module tuned last (its ``_TUNED`` cache, newest entry), as text."""
     module = launcher.__globals__
@@ -58,9 +50,10 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
     """One row: ``launcher(a, b)`` and ``torch.matmul(a, b)`` timed in CUDA graphs."""
     import torch
     import triton
+    from matmul_layouts import operand
 
-    a = _operand(m, k, dtype, False)
-    b = _operand(k, n, dtype, b_col)
+    a = operand(m, k, False, dtype)
+    b = operand(k, n, b_col, dtype)
     c = launcher(a, b)  # tunes on the first call for these sizes
     config = _picked(launcher)
     expected = a.float() @ b.float()

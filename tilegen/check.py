@@ -850,9 +850,8 @@ class Checker:
             tensor = spec.tensor(stmt.tensor.id) if isinstance(stmt, m.Store) else None
             if isinstance(value, m.Call) and len(value.args) == 1:  # a cast of the accumulator to the output's dtype
                 function = lookup(value.func)
-                target = value.func.var if isinstance(value.func, m.BoundDtype) else value.func.id
-                own = None if tensor is None else getattr(tensor.dtype, "var", None) or tensor.dtype.id
-                if function is not None and function.kind == "cast" and target == own:
+                own = None if tensor is None else m.as_written(tensor.dtype)
+                if function is not None and function.kind == "cast" and m.as_written(value.func) == own:
                     value = value.args[0]
             plain = (
                 isinstance(value, m.Ref)

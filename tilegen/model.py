@@ -76,6 +76,12 @@ class BoundDtype(Name):
     options: tuple[str, ...] = ()
 
 
+def as_written(dtype: Name) -> str:
+    """A dtype as the spec writes it: the dtype variable (``T``) of a :class:`BoundDtype`, else
+    the dtype's name (``f16``)."""
+    return dtype.var if isinstance(dtype, BoundDtype) else dtype.id
+
+
 @dataclass(frozen=True)
 class Number:
     """A numeric literal as written (``text`` is kept for exact reproduction)."""

@@ -708,18 +708,14 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         name = f"{self.spec.name.id}_kernel"
         doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
         helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in self.helpers)
-        if self.sign_flags:  # constexprs the launcher sets from scalar inputs' signs, after the spec's own
-            flags = tuple(KernelParam(flag, True) for flag in self.sign_flags.values())
+        # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
+        flags = (*self.sign_flags.values(), *([INT64_FLAG] if self.int64 else []))
+        if flags:
+            constexprs = tuple(KernelParam(flag, True) for flag in flags)
             if params and params[-1][0].constexpr:
-                params = (*params[:-1], (*params[-1], *flags))
+                params = (*params[:-1], (*params[-1], *constexprs))
             else:
-                params = (*params, flags)
-        if self.int64:  # the flag goes last, after the spec's own constexprs
-            flag = KernelParam(INT64_FLAG, True)
-            if params and params[-1][0].constexpr:
-                params = (*params[:-1], (*params[-1], flag))
-            else:
-                params = (*params, (flag,))
+                params = (*params, constexprs)
         descriptors = tuple((t.name.id, self.descriptor_blocks.get(t.name.id, ())) for t in self.spec.arrays)
         return KernelPlan(
             name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64,

@@ -166,7 +166,7 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
                 f"Called by {name}(), after its checks.")
 
     def describe(t: m.Tensor) -> str:
-        dtype = t.dtype.var if isinstance(t.dtype, m.BoundDtype) else t.dtype.id
+        dtype = m.as_written(t.dtype)
         if t.is_scalar:
             return f"{t.name.id}: {dtype} (a number)"
         dims = ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)

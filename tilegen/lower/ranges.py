@@ -125,8 +125,13 @@ def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], sa
     values = [s.value for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate, m.Store))]
     parts = [part for value in values for part in m.subexpressions(value)]
     operands = {id(arg) for part in parts if isinstance(part, m.Call) and m.is_dot(part) for arg in part.args}
-    along_n = [p for p in parts if isinstance(p, m.Load) and any(isinstance(i, m.Name) and i.id == n for i in p.index)]
+    along_n = [p for p in parts if isinstance(p, m.Load) and _along(p, n)]
     return all(id(load) in operands for load in along_n) and _reductions_neutral(loop, guard, carried)
+
+
+def _along(load: m.Load, axis: str) -> bool:
+    """Whether ``load`` reads a tile along ``axis`` (one of its indexes is that axis)."""
+    return any(isinstance(i, m.Name) and i.id == axis for i in load.index)
 
 
 #: What a lane contributes nothing to, per reduction.
@@ -146,7 +151,7 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
 
     def spans(expr) -> bool:
         if isinstance(expr, m.Load):
-            return any(isinstance(i, m.Name) and i.id == n for i in expr.index)
+            return _along(expr, n)
         if isinstance(expr, m.Ref):
             return expr.name.id == n or expr.name.id in spanning
         if isinstance(expr, m.Call) and expr.word("dim") == n:

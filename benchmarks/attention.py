@@ -3,11 +3,12 @@
 ``python benchmarks/attention.py OUT_DIR [S ...]`` prints one line per case and writes
 ``OUT_DIR/attention.csv`` (S, D, causal, implementation, ms, TFLOP/s, ratios of tilegen to each
 baseline) with the device, torch and Triton versions in its ``#`` header lines, and
-``OUT_DIR/attention.png``.
+``OUT_DIR/attention.png``. ``python benchmarks/attention.py --replot CSV`` redraws a CSV's plot
+(for two runs' CSVs merged into one).
 
 Shapes as in the FlashAttention papers: B * S = 16384, H * D = 2048, f16. FLOPs are
 4 * B * H * S * S * D (two matmuls), halved for causal attention. Each time is the median of
-3 interleaved rounds of ``triton.testing.do_bench``. Baselines: ``F.scaled_dot_product_attention``
+5 interleaved rounds of ``triton.testing.do_bench``. Baselines: ``F.scaled_dot_product_attention``
 with the flash and the cuDNN backends, and tutorial 06's forward kernel (``tests/reference/
 attention.py``) where it runs.
 """
@@ -35,7 +36,7 @@ try:
 except ImportError:  # pragma: no cover - the hand-written kernel is optional here
     ref_attention = None
 
-ROUNDS = 3
+ROUNDS = 5
 SEQS = [1024, 2048, 4096, 8192, 16384]
 HEAD_DIMS = [64, 128]
 gen = {n: load_module(ROOT / "generated" / f"{n}.py") for n in ["attention", "attention_causal"]}
@@ -105,11 +106,11 @@ def main(out: Path, seqs=SEQS) -> None:
         writer.writerow(["S", "D", "causal", "impl", "ms", "TFLOP_per_s", "tilegen_over_sdpa_flash",
                          "tilegen_over_sdpa_cudnn", "tilegen_over_tutorial"])
         writer.writerows(rows)
-    plot(rows, out / "attention.png")
+    plot(rows, out / "attention.png", torch.cuda.get_device_name())
 
 
-def plot(rows, path: Path) -> None:
-    """TFLOP/s against S, one panel per (D, causal), one line per implementation."""
+def plot(rows, path: Path, device: str) -> None:
+    """TFLOP/s against S, one panel per (D, causal), one line per implementation; ``rows`` as in the CSV."""
     from benchmarks.plot import plot_panels
 
     panels = []
@@ -118,10 +119,21 @@ def plot(rows, path: Path) -> None:
             series = {impl: [(r[0], float(r[5])) for r in rows if r[1] == d and r[2] == causal and r[3] == impl]
                       for impl in ["tilegen", "sdpa_flash", "sdpa_cudnn", "tutorial"]}
             panels.append((f"D = {d}, {'causal' if causal else 'not causal'}", "S", "TFLOP/s", series))
-    plot_panels(path, f"tilegen attention (f16) on {torch.cuda.get_device_name()}", panels)
+    plot_panels(path, f"tilegen attention (f16) on {device}", panels)
 
 
-if __name__ == "__main__":
+def replot(csv_path: Path) -> None:
+    """Redraw ``csv_path``'s plot (next to it, ``.png``) from its rows, e.g. after merging two runs' CSVs."""
+    lines = csv_path.read_text().splitlines()
+    device = lines[0].removeprefix("# device: ")
+    rows = [(int(r["S"]), int(r["D"]), r["causal"] == "True", r["impl"], r["ms"], r["TFLOP_per_s"])
+            for r in csv.DictReader(line for line in lines if not line.startswith("#"))]
+    plot(rows, csv_path.with_suffix(".png"), device)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--replot"]:
+    replot(Path(sys.argv[2]))
+elif __name__ == "__main__":
     main(
         Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results",
         [int(s) for s in sys.argv[2:]] or SEQS,

@@ -128,3 +128,19 @@ def test_run_and_show_take_one_spec(work, monkeypatch):
     for command in ("show", "run"):
         result = invoke(command, "specs")
         assert result.exit_code == 1 and f"error: {command} takes one spec file; specs holds 2" in result.output
+
+
+def test_load_module_takes_a_path_as_typed(work, monkeypatch):
+    """``load_module`` takes the module's path as a ``str`` (relative to the working folder) as well
+    as a ``Path``, and a missing file is a FileNotFoundError, not an AttributeError."""
+    import torch
+
+    from tilegen.runner import load_module
+
+    shutil.copy(ROOT / "generated" / "add.py", work / "out" / "add.py")
+    monkeypatch.chdir(work)
+    module = load_module("out/add.py")
+    x, y = torch.randn(100), torch.randn(100)
+    torch.testing.assert_close(module.add(x, y), x + y)
+    with pytest.raises(FileNotFoundError):
+        load_module("out/missing.py")

@@ -45,13 +45,21 @@ def select_device() -> str:
     return "cpu"
 
 
-def load_module(path: Path) -> ModuleType:
-    """Import a generated module from ``path`` under a private name (Triton needs the file)."""
+def load_module(path: str | os.PathLike) -> ModuleType:
+    """Import a generated module from ``path`` (a ``str`` or ``Path`` to its ``.py`` file) under the
+    private name ``tilegen_generated_<stem>`` (Triton needs the file, so no in-memory import).
+
+    Raises FileNotFoundError if ``path`` does not exist."""
+    path = Path(path)
     name = f"tilegen_generated_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]  # no half-imported module left behind
+        raise
     return module
 
 

@@ -135,3 +135,26 @@ def test_the_row_max_is_taken_before_the_scale():
     assert f"max_n = tl.min(s_unscaled, axis=1) * {factor}\n" in kernel
     assert f"p = tl.exp2((s_unscaled * {factor}) - m_new[:, None])" in kernel  # one fused multiply-add
     assert "    SCALE_NONNEG = bool(scale >= 0)" in source and "SCALE_NONNEG: tl.constexpr" in kernel
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
+    """On the GPU the autotuner may pick any config, so each one (block sizes from 32 to 128, BN
+    above D included) runs here, its tuning cache set by hand, at sizes that leave tails in both
+    S and T, through the descriptors and (k not contiguous) through pointers."""
+    module = attention_causal if causal else attention
+    launcher = getattr(module, "attention_causal" if causal else "attention")
+    for s, t, d in [(40, 100, 16), (100, 40, 32)]:
+        t = s if causal else t
+        q, k, v = _qkv(s, t, d, seed=s + t + d)
+        k_strided = k.transpose(2, 3).contiguous().transpose(2, 3)
+        expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=0.3)
+        sizes = (s, d, torch.float16) if causal else (s, t, d, torch.float16)
+        for index, config in enumerate(module._CONFIGS[1:], 1):
+            module._TUNED[(q.device, *sizes)] = index
+            module._TUNED[(q.device, "pointers", *sizes)] = index
+            for key_tensor in (k, k_strided):
+                out = launcher(q, key_tensor, v, 0.3)
+                torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2,
+                                           msg=lambda m, c=config: f"{c}: {m}")
+        module._TUNED.clear()

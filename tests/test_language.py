@@ -45,6 +45,19 @@ def test_tuned_spec_parses_into_configs_key_and_choice():
     assert spec.tensor("alpha").is_scalar
 
 
+def test_a_setting_with_several_values_makes_one_config_per_combination():
+    """``BM in [...]`` settings multiply out in the order written (the first outermost), as the
+    nested loops of tutorial 06's config list; plain settings repeat in every config."""
+    text = TUNED.replace("config BM = 64, BN = 64, num_warps = 4, num_stages = 3",
+                         "config BM in [64, 128], BN = 64, num_warps = 4, num_stages in [2, 3, 4]")
+    spec = check(parse(text, "k.tile"))
+    written = [{s.name.id: int(s.default.text) for s in c.settings} for c in spec.tune.configs]
+    expected = [{"BM": bm, "BN": 64, "num_warps": 4, "num_stages": st} for bm in (64, 128) for st in (2, 3, 4)]
+    assert written == [*expected, {"BM": 32, "BN": 32, "num_warps": 2}]
+    assert spec.default_config() is spec.tune.configs[-1]
+    assert len({c.span for c in spec.tune.configs[:-1]}) == 1  # errors in any of them point at its line
+
+
 def errors(text):
     with pytest.raises(SpecError) as info:
         check(parse(text, "bad.tile"))
@@ -66,6 +79,14 @@ def errors(text):
         ("config BM = 64,", "config BM = 48,", "block size 'BM' = 48 is not a power of two"),
         ("config BM = 64,", "config BM = 8,", "'dot' tiles need every block size >= 16; 'BM' = 8"),
         ("config BM = 64, BN = 64,", "config BM = 64, BM = 32, BN = 64,", "'BM' is set twice in this config"),
+        ("config BM = 64,", "config BM in [64, 48],", "block size 'BM' = 48 is not a power of two"),
+        ("num_warps = 4,", "num_warps in [4, 3],", "num_warps = 3 is not a power of two"),
+        ("default config BM = 32,", "default config BM in [32, 64],", "the default config gives one value per setting"),
+        ("config BM = 64,", "config BM in [64, 64],", "config BM = 64, BN = 64, num_warps = 4, num_stages = 3 is "
+         "listed twice (again on its line)"),
+        ("num_stages = 3\n", "num_stages = 3\n    config BM = 64, BN = 64, num_warps = 4, num_stages = 3\n",
+         "num_stages = 3 is listed twice (as on line 10)"),
+        ("config BM = 64,", "config BM in [],", "bad.tile:10:19: error: unexpected ']'; expected a number"),
         ("none, relu, gelu", "none, relu, tanh", "'tanh' cannot be chosen"),
         ("none, relu, gelu", "none, relu, relu", "option 'relu' is listed twice"),
         ("act(alpha * acc)", "act(alpha * acc, 2)", "'act' (a choice) takes 1 argument, not 2"),

@@ -303,7 +303,18 @@ class Checker:
                 )
         defaults = [c for c in tune.configs if c.default]
         for extra in defaults[1:]:
+            if extra.span == defaults[0].span:  # one line: 'default config BM in [...]'
+                self.errors.error("the default config gives one value per setting, not a list", extra.span)
+                break
             self.errors.error("only one config can be the default", extra.span)
+        written: dict[frozenset, m.Config] = {}
+        for config in tune.configs:
+            values = frozenset((s.name.id, s.default.text) for s in config.settings)
+            first = written.setdefault(values, config)
+            if first is not config and not (config.default and first.default):
+                again = "again on its line" if first.span == config.span else f"as on line {first.span.line}"
+                shown = ", ".join(f"{s.name.id} = {s.default.text}" for s in config.settings)
+                self.errors.error(f"config {shown} is listed twice ({again}); each config is timed once", config.span)
         for config in tune.configs:
             seen: set[str] = set()
             for setting in config.settings:

@@ -9,6 +9,7 @@ the expected tokens named in words (``a name``, ``end of line``), not Lark termi
 from __future__ import annotations
 
 import functools
+import itertools
 from typing import ClassVar
 
 from lark import Lark, Token, Transformer, v_args
@@ -113,14 +114,20 @@ class ToModel(Transformer):
         axes = tuple(i for i in items if isinstance(i, m.Axis))
         return ("grid", axes, kind in ("FLAT", "PERSISTENT"), kind == "PERSISTENT")
 
+    def param_values(self, meta, items):
+        name, *values = items
+        return tuple(m.Param(_name(name), _number(value), _span(meta)) for value in values)
+
     def config(self, meta, items):
+        """One config, or for settings with ``in [...]`` one per combination of their values
+        (``itertools.product`` in the order written: the first setting outermost)."""
         default = bool(items) and isinstance(items[0], Token) and items[0].type == "DEFAULT"
-        settings = tuple(i for i in items if isinstance(i, m.Param))
-        return m.Config(settings, default, _span(meta))
+        choices = [i if isinstance(i, tuple) else (i,) for i in items if isinstance(i, (m.Param, tuple))]
+        return tuple(m.Config(settings, default, _span(meta)) for settings in itertools.product(*choices))
 
     def tune_decl(self, meta, items):
         key = tuple(_name(i) for i in items if isinstance(i, Token))
-        configs = tuple(i for i in items if isinstance(i, m.Config))
+        configs = tuple(c for i in items if isinstance(i, tuple) for c in i)
         return m.Tune(key, configs, _span(meta))
 
     def choose_decl(self, meta, items):

@@ -58,6 +58,29 @@ def test_a_setting_with_several_values_makes_one_config_per_combination():
     assert len({c.span for c in spec.tune.configs[:-1]}) == 1  # errors in any of them point at its line
 
 
+def test_a_rounded_key_size_keys_the_launcher_on_its_next_power_of_two(tmp_path):
+    """``tune key next_power_of_2(N)``: sizes that round to one power of two share the config
+    tuned at the first of them (under the interpreter: the default config, remembered per key),
+    as a server's batch sizes would; Triton's autotuner itself keys on the size."""
+    from tilegen.compiler import compile_spec
+    from tilegen.runner import load_module
+
+    text = ADD.replace("block BS = 64", "block BS").replace(
+        "  z[i]", "  tune key next_power_of_2(N)\n    default config BS = 64\n    config BS = 128\n  z[i]")
+    spec = check(parse(text, "add.tile"))
+    assert spec.tune.rounded == {"N"} and spec.tune.key_as_written == "next_power_of_2(N)"
+    path = tmp_path / "add.py"
+    path.write_text(compile_spec(text, "add.tile").source)
+    module = load_module(path)
+    assert 'key=["N"]' in path.read_text()
+    import torch
+
+    for n in (100, 120, 128, 129, 200):
+        x, y = torch.randn(n), torch.randn(n)
+        torch.testing.assert_close(module.add(x, y), x + y)
+    assert sorted(key[1:] for key in module._TUNED) == [(128,), (256,)]
+
+
 def errors(text):
     with pytest.raises(SpecError) as info:
         check(parse(text, "bad.tile"))
@@ -68,6 +91,11 @@ def errors(text):
     "old,new,message",
     [
         ("tune key M, N, K", "tune key M, N, BM", "autotune key 'BM' is not a size"),
+        ("tune key M, N, K", "tune key M, N, next_power_of_2(BM)", "autotune key 'BM' is not a size"),
+        ("tune key M, N, K", "tune key M, N, next_power_of_2(M)",
+         "bad.tile:9:34: error: 'M' is in the autotune key twice"),
+        ("tune key M, N, K", "tune key M, N, round(K)",
+         "bad.tile:9:23: error: unexpected '('; expected ',' or end of line"),
         (
             "default config BM = 32, BN = 32,",
             "default config BM = 32,",

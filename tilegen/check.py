@@ -295,8 +295,10 @@ class Checker:
 
     def check_tune(self, tune: m.Tune) -> None:
         sizes = {d.id for t in self.spec.tensors for d in t.dims if isinstance(d, m.Name)}
-        for key in tune.key:
-            if key.id not in sizes:
+        for position, key in enumerate(tune.key):
+            if any(earlier.id == key.id for earlier in tune.key[:position]):
+                self.errors.error(f"'{key.id}' is in the autotune key twice", key.span)
+            elif key.id not in sizes:
                 self.errors.error(
                     f"autotune key '{key.id}' is not a size; use dimensions such as {', '.join(sorted(sizes))}",
                     key.span,

@@ -218,11 +218,25 @@ class Config:
 
 @dataclass(frozen=True)
 class Tune:
-    """``tune key M, N, K`` with its configs: ``@triton.autotune(configs=..., key=...)``."""
+    """``tune key M, N, K`` with its configs: ``@triton.autotune(configs=..., key=...)``.
+
+    ``rounded`` names the key sizes written ``next_power_of_2(M)``: the launcher keys its tuned
+    configs on ``triton.next_power_of_2(M)``, so sizes that round to one power share a config.
+    """
 
     key: tuple[Name, ...]
     configs: tuple[Config, ...]
     span: Span
+    rounded: frozenset[str] = frozenset()
+
+    def key_text(self, name: str) -> str:
+        """How key size ``name`` enters the launcher's tune key (a Python expression)."""
+        return f"triton.next_power_of_2({name})" if name in self.rounded else name
+
+    @property
+    def key_as_written(self) -> str:
+        """The key as the spec writes it: ``next_power_of_2(M), N, K``."""
+        return ", ".join(f"next_power_of_2({k.id})" if k.id in self.rounded else k.id for k in self.key)
 
 
 @dataclass(frozen=True)

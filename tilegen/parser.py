@@ -125,10 +125,17 @@ class ToModel(Transformer):
         choices = [i if isinstance(i, tuple) else (i,) for i in items if isinstance(i, (m.Param, tuple))]
         return tuple(m.Config(settings, default, _span(meta)) for settings in itertools.product(*choices))
 
+    def tune_key(self, meta, items):
+        return _name(items[0]), False
+
+    def rounded_key(self, meta, items):
+        return _name(items[0]), True
+
     def tune_decl(self, meta, items):
-        key = tuple(_name(i) for i in items if isinstance(i, Token))
-        configs = tuple(c for i in items if isinstance(i, tuple) for c in i)
-        return m.Tune(key, configs, _span(meta))
+        keys = [i for i in items if isinstance(i[0], m.Name)]  # (name, rounded) pairs
+        configs = tuple(c for i in items if isinstance(i[0], m.Config) for c in i)  # one tuple per line
+        rounded = frozenset(name.id for name, is_rounded in keys if is_rounded)
+        return m.Tune(tuple(name for name, _ in keys), configs, _span(meta), rounded)
 
     def choose_decl(self, meta, items):
         name, *options = items

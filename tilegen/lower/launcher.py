@@ -195,7 +195,7 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
         lines.append(
             f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
             "autotune configs keyed on "
-            f"{', '.join(k.id for k in spec.tune.key)}; the Triton interpreter runs config "
+            f"{spec.tune.key_as_written}; the Triton interpreter runs config "
             f"{spec.tune.configs.index(spec.default_config())}."
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
@@ -601,7 +601,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         retune = [Line(f"{jit}.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot")] if (
             dtypes and kernel.descriptors) else []
         key = tuple_text(
-            ["device", *([f'"{variant}"'] if variant else []), *(k.id for k in spec.tune.key), *flags, *dtypes]
+            ["device", *([f'"{variant}"'] if variant else []), *(spec.tune.key_text(k.id) for k in spec.tune.key),
+             *flags, *dtypes]
         )
         tune_launch: list[Op] = [Line(f"grid = lambda meta: {_grid(spec, 'meta')}")]
         summed: list[Op] = []

@@ -150,11 +150,13 @@ def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
         k_strided = k.transpose(2, 3).contiguous().transpose(2, 3)
         expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=0.3)
         sizes = (s, d, torch.float16) if causal else (s, t, d, torch.float16)
-        for index, config in enumerate(module._CONFIGS[1:], 1):
-            module._TUNED[(q.device, *sizes)] = index
-            module._TUNED[(q.device, "pointers", *sizes)] = index
-            for key_tensor in (k, k_strided):
-                out = launcher(q, key_tensor, v, 0.3)
-                torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2,
-                                           msg=lambda m, c=config: f"{c}: {m}")
-        module._TUNED.clear()
+        try:
+            for index, config in enumerate(module._CONFIGS[1:], 1):
+                module._TUNED[(q.device, *sizes)] = index
+                module._TUNED[(q.device, "pointers", *sizes)] = index
+                for key_tensor in (k, k_strided):
+                    out = launcher(q, key_tensor, v, 0.3)
+                    torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2,
+                                               msg=lambda m, c=config: f"{c}: {m}")
+        finally:  # the module is shared with the other tests: no forced config left behind
+            module._TUNED.clear()

@@ -1,10 +1,13 @@
 """The issue-3 constructs: each new check has its own failing spec and message."""
 
 import pytest
+import torch
 
 from tilegen.check import check
+from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
+from tilegen.runner import load_module
 
 TUNED = """\
 kernel k
@@ -62,9 +65,6 @@ def test_a_rounded_key_size_keys_the_launcher_on_its_next_power_of_two(tmp_path)
     """``tune key next_power_of_2(N)``: sizes that round to one power of two share the config
     tuned at the first of them (under the interpreter: the default config, remembered per key),
     as a server's batch sizes would; Triton's autotuner itself keys on the size."""
-    from tilegen.compiler import compile_spec
-    from tilegen.runner import load_module
-
     text = ADD.replace("block BS = 64", "block BS").replace(
         "  z[i]", "  tune key next_power_of_2(N)\n    default config BS = 64\n    config BS = 128\n  z[i]")
     spec = check(parse(text, "add.tile"))
@@ -73,8 +73,6 @@ def test_a_rounded_key_size_keys_the_launcher_on_its_next_power_of_two(tmp_path)
     path.write_text(compile_spec(text, "add.tile").source)
     module = load_module(path)
     assert 'key=["N"]' in path.read_text()
-    import torch
-
     for n in (100, 120, 128, 129, 200):
         x, y = torch.randn(n), torch.randn(n)
         torch.testing.assert_close(module.add(x, y), x + y)

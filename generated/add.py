@@ -159,7 +159,7 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
                     x, y, z,
                     N,
                     *_x_strides, *_y_strides, 1,
-                    BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64, grid=grid,
+                    BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

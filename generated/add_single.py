@@ -151,7 +151,7 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                     x, y, z,
                     N,
                     *_x_strides, *_y_strides, 1,
-                    BLOCK_N=BLOCK_N, grid=grid,
+                    BLOCK_N=BLOCK_N, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

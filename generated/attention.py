@@ -415,7 +415,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D, T,
                     scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, enable_fp_fusion=True,
                 )
                 _remember(tune_key, attention_kernel.best_config)
                 return o
@@ -446,7 +446,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D, T,
                     scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -642,7 +642,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
                     B, H, S, D, T,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, _attention_pointers_kernel.best_config)
                 return o
@@ -675,7 +675,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
                     B, H, S, D, T,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -409,7 +409,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D,
                     scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, enable_fp_fusion=True,
                 )
                 _remember(tune_key, attention_causal_kernel.best_config)
                 return o
@@ -440,7 +440,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                     q_desc, k_desc, v_desc, o_desc,
                     B, H, S, D,
                     scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -635,7 +635,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                     B, H, S, D,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, _attention_causal_pointers_kernel.best_config)
                 return o
@@ -668,7 +668,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
                     B, H, S, D,
                     scale,
                     *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -150,7 +150,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
                     x, z,
                     N,
                     *_x_strides, 1,
-                    BS=BS, INT64_OFFSETS=int64, grid=grid,
+                    BS=BS, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -293,7 +293,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
                     logits, target, loss,
                     M, V,
                     *_logits_strides, *_target_strides, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, cross_entropy_kernel.best_config)
                 return loss
@@ -324,7 +324,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
                     logits, target, loss,
                     M, V,
                     *_logits_strides, *_target_strides, 1,
-                    INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

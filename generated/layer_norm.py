@@ -308,7 +308,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
                     M, N,
                     eps,
                     *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, layer_norm_kernel.best_config)
                 return y, mu, rstd
@@ -341,7 +341,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
                     M, N,
                     eps,
                     *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

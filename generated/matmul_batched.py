@@ -189,7 +189,7 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
                     a, b, c,
                     B, M, K, N,
                     *_a_strides, *_b_strides, M * N, N, 1,
-                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

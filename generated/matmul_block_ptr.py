@@ -210,7 +210,7 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
+                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -328,7 +328,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
                 launch = _COMPILED[key] = _launcher(_matmul_block_ptr_descriptors_kernel.warmup(
                     a_desc, b_desc, c_desc,
                     M, K, N,
-                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, grid=grid,
+                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -444,7 +444,7 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, grid=grid,
+                    BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -184,7 +184,7 @@ def matmul_f32(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, 
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -292,7 +292,7 @@ def _sum_partials(partials, out, parts):
             launch = _COMPILED.get(key)
             if launch is None:  # not compiled by another thread meanwhile
                 launch = _COMPILED[key] = _launcher(
-                    _sum_partials_kernel.warmup(partials, out, size, parts, BLOCK=1024, grid=grid)
+                    _sum_partials_kernel.warmup(partials, out, size, parts, BLOCK=1024, enable_fp_fusion=True, grid=grid)
                 )
     launch(grid, device_index, partials, out, size, parts, 1024)
 
@@ -435,7 +435,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
                 matmul_fast_kernel[grid](
                     a_desc, b_desc, c_desc, partials,
                     M, K, N,
-                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
+                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, enable_fp_fusion=True,
                 )
                 _remember(tune_key, matmul_fast_kernel.best_config)
                 config = matmul_fast_kernel.best_config.kwargs
@@ -471,7 +471,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
                 launch = _COMPILED[key] = _launcher(matmul_fast_kernel.fn.warmup(
                     a_desc, b_desc, c_desc, partials,
                     M, K, N,
-                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,
@@ -603,7 +603,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
                     a, b, c, partials,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
+                    GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, _matmul_fast_pointers_kernel.best_config)
                 config = _matmul_fast_pointers_kernel.best_config.kwargs
@@ -641,7 +641,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
                     a, b, c, partials,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

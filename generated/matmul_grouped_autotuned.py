@@ -278,7 +278,7 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, matmul_grouped_autotuned_kernel.best_config)
                 return c
@@ -309,7 +309,7 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

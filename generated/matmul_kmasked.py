@@ -275,7 +275,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, matmul_kmasked_kernel.best_config)
                 return c
@@ -306,7 +306,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

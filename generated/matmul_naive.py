@@ -185,7 +185,7 @@ def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, grid=grid,
+                    BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

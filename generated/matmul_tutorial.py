@@ -306,7 +306,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
+                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, matmul_tutorial_kernel.best_config)
                 return c
@@ -337,7 +337,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
                     a, b, c,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,
-                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

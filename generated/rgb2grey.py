@@ -164,7 +164,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
                     x, y,
                     H, W,
                     *_x_strides, W, 1,
-                    BH=BH, BW=BW, INT64_OFFSETS=int64, grid=grid,
+                    BH=BH, BW=BW, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -276,7 +276,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
                     M, N,
                     eps,
                     *_x_strides, *_weight_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, rms_norm_kernel.best_config)
                 return y
@@ -309,7 +309,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
                     M, N,
                     eps,
                     *_x_strides, *_weight_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -259,7 +259,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                     x, y,
                     M, N,
                     *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
                 )
                 _remember(tune_key, softmax_kernel.best_config)
                 return y
@@ -290,7 +290,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
                     x, y,
                     M, N,
                     *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
                 ))
     launch(
         grid, device_index,

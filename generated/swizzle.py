@@ -169,7 +169,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
                     x, z,
                     M, N,
                     *_x_strides, N, 1,
-                    BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, grid=grid,
+                    BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
                 ))
     launch(
         grid, device_index,

@@ -583,6 +583,13 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
+#: The compile option every GPU compile of a generated kernel names (the autotuner's and
+#: ``warmup``'s): fused multiply-adds, Triton's default up to 3.9, which warns that 3.10 turns
+#: it off. Named, the kernels compile the same on every Triton and the warning does not show.
+#: (The interpreter runs no compiler; ``torch.compile`` compiles with Inductor's options.)
+FP_FUSION = "enable_fp_fusion=True"
+
+
 def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, variant: str | None = None) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``warmup`` (Triton's compile and cache) and launched by
@@ -618,7 +625,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
                 Line(f"_, parts = _split_grid({_split_args(spec, kernel, 'config')}, device)"),
                 _sum(kernel),
             ]
-        tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, launch.meta))))
+        tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, FP_FUSION)))))
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),
@@ -674,7 +681,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             ),
         )
     )
-    options = "**_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else "grid=grid"
+    options = f"{FP_FUSION}, **_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else (
+        f"{FP_FUSION}, grid=grid")
     ops += [
         Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
         Line("device_index = device.index"),

@@ -7,7 +7,8 @@ straightens for a band of one tile. Variants, made from the generated file by te
 - ``loop``: as generated;
 - ``band``: ``[split, split + tl.cdiv(BM, BN))``, a constant trip count (tiles past the band or
   past S change nothing: they are all masked);
-- ``bandmin``: the constant band clamped at the end of S, ``min(tl.cdiv(S, BN), split + tl.cdiv(BM, BN))``.
+- ``bandmin``: the constant band clamped at the end of S, ``min(tl.cdiv(S, BN), split + tl.cdiv(BM, BN))``;
+- ``loop_ns1``: as generated, the band loop not software-pipelined (``tl.range(..., num_stages=1)``).
 Each runs at one forced config against tutorial 06 at the same config; kernel time from CUDA
 graphs (``do_bench_cudagraph``), medians of 5 interleaved rounds, TFLOP/s.
 
@@ -42,10 +43,14 @@ VARIANTS = {
     "band": f"for n in range({SPLIT}, {SPLIT} + tl.cdiv(BM, BN)):",
     "loop": BAND,
     "bandmin": f"for n in range({SPLIT}, min(tl.cdiv(S, BN), {SPLIT} + tl.cdiv(BM, BN))):",
+    "loop_ns1": f"for n in tl.range({SPLIT}, min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN)), num_stages=1):",
 }
-SHAPES = [(1024, 64, (64, 64, 4, 2)), (1024, 64, (128, 128, 4, 3)), (1024, 128, (64, 64, 4, 3)),
-          (1024, 128, (128, 64, 4, 2)), (2048, 64, (64, 128, 4, 2)), (4096, 128, (128, 64, 4, 2)),
-          (16384, 64, (64, 128, 4, 2)), (1000, 64, (64, 64, 4, 2))]
+SHAPES_ALL = [(1024, 64, (64, 64, 4, 2)), (1024, 64, (128, 128, 4, 3)), (1024, 128, (64, 64, 4, 3)),
+              (1024, 128, (128, 64, 4, 2)), (2048, 64, (64, 128, 4, 2)), (4096, 128, (128, 64, 4, 2)),
+              (16384, 64, (64, 128, 4, 2)), (1000, 64, (64, 64, 4, 2))]
+
+
+SHAPES = [s for s in SHAPES_ALL if not os.environ.get("SHAPES") or f"{s[0]}:{s[1]}" in os.environ["SHAPES"].split(",")]
 
 
 def build(tmp: Path) -> dict:

@@ -8,7 +8,9 @@ straightens for a band of one tile. Variants, made from the generated file by te
 - ``band``: ``[split, split + tl.cdiv(BM, BN))``, a constant trip count (tiles past the band or
   past S change nothing: they are all masked);
 - ``bandmin``: the constant band clamped at the end of S, ``min(tl.cdiv(S, BN), split + tl.cdiv(BM, BN))``;
-- ``loop_ns1``: as generated, the band loop not software-pipelined (``tl.range(..., num_stages=1)``).
+- ``loop_ns1``: as generated, the band loop not software-pipelined (``tl.range(..., num_stages=1)``);
+- ``loop_if``, ``band_sel`` (``VARIANTS=loop_if,band_sel``): the unmasked loop inside ``if split > 0:``,
+  and the band as generated or, where ``BN >= BM``, one tile (a constant trip count).
 Each runs at one forced config against tutorial 06 at the same config; kernel time from CUDA
 graphs (``do_bench_cudagraph``), medians of 5 interleaved rounds, TFLOP/s.
 
@@ -53,13 +55,38 @@ SHAPES_ALL = [(1024, 64, (64, 64, 4, 2)), (1024, 64, (128, 128, 4, 3)), (1024, 1
 SHAPES = [s for s in SHAPES_ALL if not os.environ.get("SHAPES") or f"{s[0]}:{s[1]}" in os.environ["SHAPES"].split(",")]
 
 
+MAIN = f"    # tiles of n inside S where n <= m holds everywhere: no masks\n    for n in range(0, {SPLIT}):\n"
+
+
+def guarded(source: str, band: str) -> str:
+    """The descriptor kernel with its unmasked loop inside ``if split > 0:`` (no path out of the
+    pipelined loop that skips it) and the band loop's header ``band``."""
+    start = source.index(MAIN)
+    mid = source.index("    # tiles where n <= m holds for some lanes", start)
+    end = source.index("    # specs/attention_causal.tile:30", mid)
+    main = "".join("    " + line if line.strip() else line for line in source[start:mid].splitlines(keepends=True))
+    return (source[:start] + f"    if {SPLIT} > 0:\n" + main + source[mid:end].replace(BAND, band, 1)
+            + source[end:])
+
+
+#: the guarded forms (see the log's second part): the band a constant one tile where BN >= BM
+GUARDED = {
+    "loop_if": BAND,
+    "band_sel": f"for n in range({SPLIT}, {SPLIT} + 1 if BN >= BM else min(tl.cdiv(S, BN), "
+                "tl.cdiv(pid_m * BM + BM, BN))):",
+}
+
+
 def build(tmp: Path) -> dict:
     source = (ROOT / "generated" / "attention_causal.py").read_text()
     assert source.count(BAND) == 2
     mods = {}
-    for name, header in VARIANTS.items():
+    chosen = os.environ.get("VARIANTS", "band,loop,bandmin,loop_ns1").split(",")
+    for name, header in {**VARIANTS, **GUARDED}.items():
+        if name not in chosen and name != "loop":
+            continue
         path = tmp / f"causal_{name}.py"
-        text = source.replace(BAND, header)
+        text = guarded(source, header) if name in GUARDED else source.replace(BAND, header)
         path.write_text(text.replace('"attention_causal-', f'"attention_causal_{name}-'))
         mods[name] = load_module(path)
     return mods
@@ -86,7 +113,8 @@ def main() -> None:
                 times[n].append(triton.testing.do_bench_cudagraph(fn, rep=40))
         med = {n: statistics.median(t) for n, t in times.items()}
         text = "  ".join(f"{n} {flops / t / 1e9:6.1f}" for n, t in med.items())
-        print(f"S={s:<6d} D={d:<4d} {cfg}: {text}  band/loop x{med['loop'] / med['band']:.3f}  "
+        ratios = "  ".join(f"{n}/loop x{med['loop'] / t:.3f}" for n, t in med.items() if n not in ("loop", "tutorial"))
+        print(f"S={s:<6d} D={d:<4d} {cfg}: {text}  {ratios}  "
               f"max err {max(errs.values()):.1e}", flush=True)
 
 

@@ -134,6 +134,27 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()
 
 
+@pytest.mark.parametrize("b_layout", ["row-major", "odd K (pointers)"])
+def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, monkeypatch, b_layout):
+    """matmul_fast's key is next_power_of_2(M), N, K: the Ms of one power of two (a model's
+    batches of tokens) share the tune of the first of them; N and K stay exact."""
+    import warnings
+
+    module = generated("matmul_fast")
+    monkeypatch.setattr(module, "_TUNED", {})
+    k = 33 if b_layout == "odd K (pointers)" else 32
+    b = torch.randn(k, 24).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreter's notice of the config it runs
+        for m in (5, 7, 8, 9, 16, 17):
+            c = module.matmul_fast(torch.randn(m, k).half(), b)
+            assert c.shape == (m, 24)
+    keys = [key[2:] if key[1] == "pointers" else key[1:] for key in module._TUNED]  # (M, N, K, ...)
+    assert all(key[1:3] == (24, k) for key in keys)  # N and K exact
+    assert sorted(key[0] for key in keys) == [8, 16, 32]  # 5, 7, 8 -> 8; 9, 16 -> 16; 17 -> 32
+    assert all(key[1] == "pointers" for key in module._TUNED) == (b_layout == "odd K (pointers)")
+
+
 def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monkeypatch):
     """Every tuned kernel's autotuner times a config with _time_config: 25 ms of calls first
     (triton.testing.do_bench's warmup), then a CUDA graph replay; Triton's event timing where a

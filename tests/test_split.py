@@ -230,3 +230,28 @@ def test_split_is_a_keyword_and_its_launcher_locals_are_reserved():
 def test_a_typo_gives_its_own_error_and_no_split_error():
     errors = _errors(MATMUL_2D.replace("    acc += dot", "    acz += dot"))
     assert errors and not any("split" in said for _, said in errors), errors
+
+
+@pytest.mark.parametrize("bm_bn_bk", [(16, 64, 256), (16, 128, 128), (16, 128, 256)])
+@pytest.mark.parametrize("layout", ["row-major", "b column-major", "odd K (pointers)"])
+def test_matmul_fast_sixteen_row_configs(generated, monkeypatch, bm_bn_bk, layout):
+    """The configs for M of a few tokens (16-row tiles, deep K tiles), each forced in the
+    interpreter on both kernels: tails in M, N and K."""
+    module = generated("matmul_fast")
+    pointers = layout == "odd K (pointers)"
+    configs = module._POINTER_CONFIGS if pointers else module._CONFIGS
+    wanted = dict(zip(("BM", "BN", "BK"), bm_bn_bk, strict=True))
+    index = next(i for i, c in enumerate(configs) if c.kwargs == wanted)
+    asked = []  # the tune keys the launcher looked up: it runs the config it is given
+    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: asked.append(key) or index)
+    monkeypatch.setattr(module, "_TUNED", {})
+    m, n, k = 5, 40, 301 if pointers else 304  # 304 f16: 16-byte rows, which TMA needs
+    g = torch.Generator().manual_seed(k)
+    a = torch.randn(m, k, generator=g).half()
+    b = torch.randn(k, n, generator=g).half()
+    if layout == "b column-major":
+        b = b.t().contiguous().t()
+    c = module.matmul_fast(a, b)
+    expected = a.double() @ b.double()
+    torch.testing.assert_close(c.double(), expected, atol=1e-2 * expected.abs().max().item(), rtol=0)
+    assert [key[1] == "pointers" for key in asked] == [pointers]  # the kernel the layout needs

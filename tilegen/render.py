@@ -12,13 +12,15 @@ import functools
 import jinja2
 
 from tilegen.lower import ModulePlan
+from tilegen.lower.launcher import FP_FUSION
 from tilegen.resources import data_path
 
 
 @functools.lru_cache(maxsize=1)
 def make_env() -> jinja2.Environment:
-    """The Jinja environment for ``templates/`` (strict, trimmed blocks, trailing newline kept)."""
-    return jinja2.Environment(
+    """The Jinja environment for ``templates/`` (strict, trimmed blocks, trailing newline kept);
+    its one global, ``FP_FUSION``, is the compile option the lowered launches name too."""
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_path("templates"))),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -26,6 +28,8 @@ def make_env() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
+    env.globals["FP_FUSION"] = FP_FUSION
+    return env
 
 
 def render(plan: ModulePlan) -> str:

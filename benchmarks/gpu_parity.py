@@ -1,6 +1,8 @@
 """GPU parity: every generated seed kernel against its hand-written seed kernel and reference.
 
-Run on a CUDA machine from the repository root: ``python benchmarks/gpu_parity.py [DIR]``.
+Run on a CUDA machine from the repository root: ``python benchmarks/gpu_parity.py [DIR]
+[--no-attention]`` (the attention cases, about 7 minutes, run on their own through
+``benchmarks/attention_parity.py``; with them the whole run is longer than one 10-minute device call).
 Prints one line per case (``torch.equal`` with the hand-written kernel, max error vs
 ``reference`` or torch) and a summary; exits 1 on any mismatch. Needs only torch and triton
 (no lark/jinja): test specs (tests/specs/*.tile) must be built into DIR beforehand with
@@ -37,7 +39,9 @@ gen = {name: load_module(ROOT / "generated" / f"{name}.py") for name in
        ["copy", "rgb2grey", "matmul_naive", "matmul_grouped", "swizzle", "add", "add_single", "add_loop",
         "matmul_tutorial", "matmul_grouped_autotuned", "matmul_kmasked", "matmul_block_ptr", "matmul_epilogue",
         "matmul_f32", "matmul_batched"]}
-TEST_GEN = Path(sys.argv[1]) if len(sys.argv) > 1 else None
+ARGS = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+TEST_GEN = Path(ARGS[0]) if ARGS else None
+ATTENTION = "--no-attention" not in sys.argv[1:]
 if TEST_GEN is not None:
     gen.update({p.stem: load_module(p) for p in TEST_GEN.glob("*.py")})
 rows = []
@@ -288,7 +292,7 @@ if "layer_norm_looped" in gen:
         x, w, b = torch.randn(m, n, device=DEV), torch.randn(n, device=DEV), torch.randn(n, device=DEV)
         y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
         record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
-for case in attention_parity.cases():  # issue 11: every dtype, layout and sign of the scale
+for case in attention_parity.cases() if ATTENTION else ():  # issue 11: every dtype, layout and sign of the scale
     record(*case)
 torch.cuda.synchronize()
 

@@ -1,4 +1,5 @@
-"""Probe (issue 12): wave quantization closed by splitting the last partial wave's tiles.
+"""Probe (issue 12; run from the repository root: python benchmarks/explore/explore_tail_h100.py, or on the CPU
+with TRITON_INTERPRET=1 for a correctness check): wave quantization closed by splitting the last partial wave's tiles.
 
 A flat grouped TMA matmul (matmul_fast's kernel) in which the T % NSM tiles of the last partial
 wave are each computed as Q smaller sub-tiles by separate programs (QM x QN of them, BM/QM x BN/QN
@@ -57,21 +58,7 @@ def tail_kernel(a_desc, b_desc, c_desc, as_desc, bs_desc, cs_desc, M, N, K, F,
 
 
 def tail_split(tiles, nsm, bm, bn, q_max=4):
-    """(F, QM, QN): the tiles run whole, and the split of each of the rest."""
-    rest = tiles % nsm if tiles > nsm else 0
-    if rest == 0:
-        return tiles, 1, 1
-    q = 1
-    while q * 2 <= q_max and rest * q * 2 <= nsm:
-        q *= 2
-    if q == 1:
-        return tiles, 1, 1
-    if q == 2:
-        return tiles - rest, (2, 1) if bm >= bn else (1, 2)
-    return tiles - rest, 2, 2
-
-
-def tail_split(tiles, nsm, bm, bn, q_max=4):  # noqa: F811
+    """(F, QM, QN): the tiles run whole (the first F), and the split of each of the rest."""
     rest = tiles % nsm if tiles > nsm else 0
     q = 1
     while rest and q * 2 <= q_max and rest * q * 2 <= nsm:
@@ -93,7 +80,7 @@ def run(a, b, c, cfg, nsm, q_max=4):
              TensorDescriptor.from_tensor(c, [bm, bn]),
              TensorDescriptor.from_tensor(a, [bm // qm, bk]), TensorDescriptor.from_tensor(b, [bk, bn // qn]),
              TensorDescriptor.from_tensor(c, [bm // qm, bn // qn])]
-    kw = {} if os.environ.get("TRITON_INTERPRET") else dict(num_warps=w, num_stages=s)
+    kw = {} if os.environ.get("TRITON_INTERPRET") else {"num_warps": w, "num_stages": s}
     tail_kernel[grid](*descs, M, N, K, F, BM=bm, BN=bn, BK=bk, GROUP=8, QM=qm, QN=qn, **kw)
     return (F, qm, qn, grid[0])
 
@@ -102,7 +89,7 @@ def check_cpu():
     torch.manual_seed(0)
     for M, N, K, cfg, nsm in [(40, 72, 24, (16, 16, 16, 4, 3), 13), (64, 48, 40, (32, 16, 16, 4, 3), 5),
                               (36, 68, 20, (16, 32, 16, 4, 3), 7)]:
-        a = torch.randn(M, K); b = torch.randn(K, N); c = torch.empty(M, N)
+        a, b, c = torch.randn(M, K), torch.randn(K, N), torch.empty(M, N)
         info = run(a, b, c, cfg, nsm)
         err = (c - a @ b).abs().max().item()
         print("cpu", M, N, K, cfg, nsm, info, f"err {err:.2e}")
@@ -117,12 +104,14 @@ def main():
     fast = load_module("generated/matmul_fast.py").matmul_fast
     nsm = torch.cuda.get_device_properties(0).multi_processor_count
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "SMs", nsm, flush=True)
-    bench = lambda f: triton.testing.do_bench_cudagraph(f, rep=100)
+    def bench(f):
+        return triton.testing.do_bench_cudagraph(f, rep=100)
     cfgs = [(128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
     sizes = [int(x) for x in os.environ.get("SIZES", "1152,1536,1664,2176,2944,3072,3200,3840,2048,4096").split(",")]
     for n in sizes:
         for dt in [torch.float16]:
-            a = torch.randn(n, n, device="cuda", dtype=dt); b = torch.randn(n, n, device="cuda", dtype=dt)
+            a = torch.randn(n, n, device="cuda", dtype=dt)
+            b = torch.randn(n, n, device="cuda", dtype=dt)
             c = torch.empty(n, n, device="cuda", dtype=dt)
             ref = a.float() @ b.float()
             fast(a, b)
@@ -141,7 +130,8 @@ def main():
                     if q_max > 1 and r > best[0]:
                         best = (r, (cfg, info))
                 line.append(f"{cfg[:3]}w{cfg[3]}s{cfg[4]} flat {res[0]} tail {res[1]} {info}")
-            line.append(f"best tail {best[0]:.3f} {best[1]}; cuBLAS again {t_cublas / bench(lambda: torch.matmul(a, b)):.3f}")
+            again = t_cublas / bench(lambda: torch.matmul(a, b))
+            line.append(f"best tail {best[0]:.3f} {best[1]}; cuBLAS again {again:.3f}")
             print("\n   ".join(line), flush=True)
 
 

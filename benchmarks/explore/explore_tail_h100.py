@@ -57,6 +57,13 @@ def tail_kernel(a_desc, b_desc, c_desc, as_desc, bs_desc, cs_desc, M, N, K, F,
             pid_n * BN + (sub % QN) * (BN // QN), K, BM // QM, BN // QN, BK)
 
 
+def tail_split_fixed(tiles, nsm):
+    """(F, 2, 2) where the last partial wave's tiles, four sub-tiles each, take at most two rounds
+    of programs; (tiles, 1, 1) otherwise: the rule a kernel can apply with a constexpr split."""
+    rest = tiles % nsm if tiles > nsm else 0
+    return (tiles - rest, 2, 2) if rest and 4 * rest <= 2 * nsm else (tiles, 1, 1)
+
+
 def tail_split(tiles, nsm, bm, bn, q_max=4):
     """(F, QM, QN): the tiles run whole (the first F), and the split of each of the rest."""
     rest = tiles % nsm if tiles > nsm else 0
@@ -74,7 +81,7 @@ def run(a, b, c, cfg, nsm, q_max=4):
     M, K = a.shape
     N = b.shape[1]
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-    F, qm, qn = tail_split(tiles, nsm, bm, bn, q_max)
+    F, qm, qn = tail_split_fixed(tiles, nsm) if q_max == "fixed" else tail_split(tiles, nsm, bm, bn, q_max)
     grid = (F + (tiles - F) * qm * qn,)
     descs = [TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
              TensorDescriptor.from_tensor(c, [bm, bn]),
@@ -107,6 +114,7 @@ def main():
     def bench(f):
         return triton.testing.do_bench_cudagraph(f, rep=100)
     cfgs = [(128, 128, 64, 8, 4), (128, 128, 64, 4, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (64, 128, 64, 4, 4)]
+    cfgs = [cfgs[int(i)] for i in os.environ.get("CONFIGS", "0,1,2,3,4").split(",")]
     sizes = [int(x) for x in os.environ.get("SIZES", "1152,1536,1664,2176,2944,3072,3200,3840,2048,4096").split(",")]
     for n in sizes:
         for dt in [torch.float16]:
@@ -121,15 +129,16 @@ def main():
             best = (0, None)
             for cfg in cfgs:
                 res = []
-                for q_max in (1, 4):
+                for q_max in os.environ.get("MODES", "1,4").split(","):
+                    q_max = q_max if q_max == "fixed" else int(q_max)
                     info = run(a, b, c, cfg, nsm, q_max)
                     err = (c.float() - ref).abs().max().item()
                     t = bench(lambda: run(a, b, c, cfg, nsm, q_max))
                     r = t_cublas / t
                     res.append(f"{r:.3f}" + ("" if err < 1.0 else f"(ERR {err:.2g})"))
-                    if q_max > 1 and r > best[0]:
+                    if q_max != 1 and r > best[0]:
                         best = (r, (cfg, info))
-                line.append(f"{cfg[:3]}w{cfg[3]}s{cfg[4]} flat {res[0]} tail {res[1]} {info}")
+                line.append(f"{cfg[:3]}w{cfg[3]}s{cfg[4]} " + " ".join(res) + f" {info}")
             again = t_cublas / bench(lambda: torch.matmul(a, b))
             line.append(f"best tail {best[0]:.3f} {best[1]}; cuBLAS again {again:.3f}")
             print("\n   ".join(line), flush=True)

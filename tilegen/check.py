@@ -883,11 +883,45 @@ class Checker:
                 )
                 break
 
+    def check_split_tail(self) -> None:
+        """``split tail``: one line, on a flat grid that is not persistent, whose two axes have
+        blocks of their own (each is halved on its own), and a store of a tile over both axes
+        (the tiles split are output tiles). Raises nothing: problems go to ``self.errors``."""
+        spec = self.spec
+        if not spec.split_tail:
+            return
+        span = spec.split_tail[0]
+        for extra in spec.split_tail[1:]:
+            self.errors.error("'split tail' is given twice", extra)
+        if not spec.flat or spec.persistent:
+            self.errors.error(
+                "'split tail' needs a flat grid that is not persistent ('grid flat m over M by BM, n over N by BN'): "
+                "it splits the tiles of the last wave of a one-program-per-tile launch",
+                span,
+            )
+            return
+        first, second = spec.grid
+        if first.block.id == second.block.id:
+            self.errors.error(
+                f"'split tail' halves each grid axis's block on its own: the axes need different block "
+                f"parameters, not both {first.block.id}",
+                span,
+            )
+        names = {first.name.id, second.name.id}
+        stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
+        if not any(names <= {i.id for i in s.index if isinstance(i, m.Name)} for s in stores):
+            self.errors.error(
+                f"'split tail' splits output tiles: the body must store a tile over both grid axes "
+                f"({first.name.id}, {second.name.id})",
+                span,
+            )
+
     def run(self) -> None:
         axes = self.check_declarations()
         self.check_body(self.spec.body, Scope(dict(axes)))
         if not self.errors.diagnostics:  # the split rules assume an otherwise valid body
             self.check_split()
+            self.check_split_tail()
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

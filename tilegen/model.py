@@ -400,6 +400,9 @@ class Spec:
     choices: tuple[Choice, ...] = ()
     access: Name | None = None
     dtype_vars: tuple[DtypeVar, ...] = ()
+    # ``split tail`` (the span of each such line; the checker allows one): on a flat grid, the
+    # tiles of the last partial wave run as 2 or 4 sub-tiles each
+    split_tail: tuple[Span, ...] = ()
 
     @property
     def access_style(self) -> str:

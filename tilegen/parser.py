@@ -148,6 +148,9 @@ class ToModel(Transformer):
     def access_decl(self, meta, items):
         return ("access", _name(items[0]))
 
+    def tail_decl(self, meta, items):
+        return ("tail", _span(meta))
+
     def group_size(self, meta, items):
         return _number(items[0])
 
@@ -228,6 +231,7 @@ class ToModel(Transformer):
         grid: tuple[m.Axis, ...] = ()
         swizzle = tune = access = None
         flat = persistent = False
+        tails: list[m.Span] = []
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -249,6 +253,8 @@ class ToModel(Transformer):
                 persistent = persistent or item[3]
             elif isinstance(item, tuple) and item[0] == "access":
                 access = item[1]
+            elif isinstance(item, tuple) and item[0] == "tail":
+                tails.append(item[1])
             else:
                 stmts.append(item)
         return m.Spec(
@@ -266,6 +272,7 @@ class ToModel(Transformer):
             choices=tuple(choices),
             access=access,
             dtype_vars=tuple(dtype_vars),
+            split_tail=tuple(tails),
         )
 
     def start(self, meta, items):

@@ -17,6 +17,7 @@ from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import (
     BF16_DOT_OPERAND,
+    call_text,
     dtype_bindings,
     dtype_options,
     number_text,
@@ -38,6 +39,7 @@ from tilegen.lower.plan import (
     Line,
     Op,
     SplitPlan,
+    TailPlan,
     TunePlan,
 )
 from tilegen.lower.ranges import find_guard, guard_steps, lanes_past_end_are_guarded, skips_when_false
@@ -45,6 +47,9 @@ from tilegen.lower.scaled import reduced_locals, split_product
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 INT64_FLAG = "INT64_OFFSETS"
+
+#: Kernel constexprs of a descriptor kernel's ``split tail``: each tail tile's sub-tiles along each axis.
+TAIL_FLAGS = ("TAIL_M", "TAIL_N")
 
 #: Default slope of ``leaky_relu`` (Triton tutorial 03, torch's default).
 LEAKY_RELU_SLOPE = "0.01"
@@ -113,15 +118,17 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     reduced: frozenset = frozenset()  # locals some max/min reduces directly (see scaled.py)
     scaled: dict = field(default_factory=dict)  # local -> (its unscaled tile, factor text, Factor) in this scope
     sign_flags: dict = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
+    tile_map: list = field(default_factory=list)  # split tail: the tile id -> pid_m, pid_n lines
+    tile_pids: tuple = ()  # split tail: (pid_m, pid_n), the tile function's coordinates
 
     def __post_init__(self) -> None:
         spec = self.spec
         # Tensor names stay free: the kernel calls their pointers ``<name>_ptr`` and the first
         # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
-        self.taken |= {f"{t.name.id}_desc" for t in spec.arrays}
+        self.taken |= {f"{t.name.id}_desc" for t in spec.arrays} | {f"{t.name.id}_tail_desc" for t in spec.arrays}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
-        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS"}
+        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS", *TAIL_FLAGS}
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.
@@ -168,7 +175,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 if len(t.dims) == 2 and tiles_only:
                     self.transposed[t.name.id] = self.fresh(f"{t.name.id.upper()}_T")
             consts += tuple(KernelParam(flag, True) for flag in self.transposed.values())
-        if spec.persistent:
+        if spec.persistent or spec.split_tail:
             consts += (KernelParam("NUM_SMS", True),)
         loop = next((s for s in spec.body if isinstance(s, m.Loop) and s.split), None)
         if loop is not None:  # the f32 workspace of the partial sums goes after the tensors
@@ -203,7 +210,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         pids: dict[str, str] = {}
         if spec.flat:
             setup += self.flat_setup()
-            ops += self.flat_pids(pids)
+            if spec.split_tail:  # the kernel maps programs to tiles; the tile function takes pid_m, pid_n
+                self.tile_map = self.flat_pids(pids)
+                self.tile_pids = tuple(pids.values())
+            else:
+                ops += self.flat_pids(pids)
         else:
             launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
             for number, axis in enumerate(launched):
@@ -243,7 +254,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 info.load_mask = None
                 ops.append(Line(f"{info.load_offs} = {offs} % {axis.dim.id}"))
             self.axes[name] = info
-        if not spec.persistent:
+        if not spec.persistent and not spec.split_tail:
             return setup + ops, []
         return setup, ops
 
@@ -283,7 +294,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             Line(f"{self.num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
             Line(f"{self.num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
         ]
-        if spec.persistent:
+        if spec.persistent or spec.split_tail:
             self.num_tiles = self.fresh("num_tiles")
             ops.append(Line(f"{self.num_tiles} = {self.num_a} * {self.num_b}"))
         if spec.swizzle is not None:
@@ -297,7 +308,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         spec = self.spec
         first, second = spec.grid
         a, b = first.name.id, second.name.id
-        pid = self.fresh("tile_id") if spec.persistent else self.pid
+        pid = self.fresh("tile_id") if spec.persistent or spec.split_tail else self.pid
         self.tile_id = pid
         pids[a], pids[b] = self.fresh(f"pid_{a}"), self.fresh(f"pid_{b}")
         if spec.swizzle is None:
@@ -690,7 +701,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             tile.extend(self.statement(stmt))
         # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
         # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs
-        body: list[Op] = [
+        prelude: list[Op] = [
             Line(f"{t.name.id} = tl.cast({t.name.id}, {m.DTYPES[t.dtype.id][0]})")
             for t in self.spec.inputs if t.is_scalar and t.dtype.id in m.FLOAT_DTYPES
         ]
@@ -698,16 +709,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         pointer = "{name}_desc.dtype" if self.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
         bound = dtype_bindings(self.spec, pointer)
         for var in self.spec.dtype_vars:
-            body += [self.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
-        body += setup
-        if self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
-            loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"
-            body.append(ForLoop(self.tile_id, loop, tuple(tile)))
-        else:
-            body += tile
-        name = f"{self.spec.name.id}_kernel"
-        doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
-        helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in self.helpers)
+            prelude += [self.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
         # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
         flags = (*self.sign_flags.values(), *([INT64_FLAG] if self.int64 else []))
         if flags:
@@ -716,6 +718,23 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 params = (*params[:-1], (*params[-1], *constexprs))
             else:
                 params = (*params, constexprs)
+        tail = None
+        if self.spec.split_tail:  # the body is the tile function's; the kernel picks the tile and calls it
+            tail, dispatch = self.tail_split(params, prelude + tile)
+            body = setup + dispatch
+            if tail.descriptors:  # the tail descriptors follow the descriptors
+                first = params[0]
+                last = max(i for i, p in enumerate(first) if p.name.endswith("_desc")) + 1
+                extra = tuple(KernelParam(f"{t}_tail_desc") for t in tail.descriptors)
+                params = ((*first[:last], *extra, *first[last:]), *params[1:])
+        elif self.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
+            loop = f"tl.range({self.pid}, {self.num_tiles}, NUM_SMS, flatten=True)"
+            body = [*prelude, *setup, ForLoop(self.tile_id, loop, tuple(tile))]
+        else:
+            body = [*prelude, *setup, *tile]
+        name = f"{self.spec.name.id}_kernel"
+        doc = f"Triton kernel generated from {self.spec.path}; launch it through {self.spec.name.id}()."
+        helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in self.helpers)
         descriptors = tuple((t.name.id, self.descriptor_blocks.get(t.name.id, ())) for t in self.spec.arrays)
         return KernelPlan(
             name, params, tuple(body), doc, self.tune(), helpers, self.choices(), self.bf16_dot, self.int64,
@@ -724,7 +743,114 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             tuple(self.transposed.items()),
             self.split,
             tuple(self.sign_flags.items()),
+            tail,
         )
+
+    def tail_split(self, params: tuple, body: list[Op]) -> tuple[TailPlan, list[Op]]:
+        """``split tail``: the tile function (``body``: one output tile at ``pid_m``, ``pid_n`` in
+        units of its block constexprs) and the kernel's ops after the grid setup, which map the
+        program to a tile, or to a sub-tile of a tile of the last partial wave, and call it.
+
+        The launcher launches ``whole + tail * sub-tiles`` programs (``_tail_split``): the first
+        ``whole`` compute a tile each, in grouped order; the rest a sub-tile each of the ``tail``
+        tiles of the last wave (``num_tiles % NUM_SMS``), so that the last wave fills the GPU. A
+        descriptor kernel reads the sub-tiles (TAIL_M x TAIL_N, a constexpr) from the block shape of
+        a tail descriptor the launcher made for them; a pointer kernel reads their number from its
+        grid and compiles a call for each split the launcher may choose."""
+        spec = self.spec
+        first, second = spec.grid
+        bm, bn = first.block.id, second.block.id
+        own = tuple(g for g in (tuple(p for p in group if p.name != "NUM_SMS") for group in params) if g)
+        function_name = f"{spec.name.id}_tile"
+        pid_m, pid_n = self.tile_pids
+        doc = (
+            f"One output tile of {spec.path}: tile ({pid_m}, {pid_n}) of {bm} x {bn}. {spec.name.id}_kernel calls it at "
+            "its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."
+        )
+        function = KernelPlan(
+            function_name, ((KernelParam(pid_m), KernelParam(pid_n)), *own), tuple(body), doc, None, (), (),
+            self.bf16_dot, self.int64,
+        )
+        descriptors: tuple[str, ...] = ()
+        carrier, positions = "", (0, 1)
+        if spec.access_style == "descriptor":  # tensors tiled along a grid axis get a tail descriptor
+            blocks = self.descriptor_blocks
+            descriptors = tuple(t.name.id for t in spec.arrays if {bm, bn} & set(blocks.get(t.name.id, ())))
+            # an output stored over both axes (the checker asks for one), in its own order
+            carrier = next(t for t in descriptors if t not in self.transposed and {bm, bn} <= set(blocks[t]))
+            positions = (blocks[carrier].index(bm), blocks[carrier].index(bn))
+
+        def call(coords: tuple[str, str], blocks: tuple[str, str], sub: bool) -> Line:
+            swap = {bm: blocks[0], bn: blocks[1]} | ({f"{t}_desc": f"{t}_tail_desc" for t in descriptors} if sub else {})
+            groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in own)]
+            return Line(call_text(function_name, groups))
+
+        pid, num_tiles, tile_id = self.pid, self.num_tiles, self.tile_id
+        tail, whole, sub = self.fresh("tail_tiles"), self.fresh("whole_tiles"), self.fresh("sub_tile")
+        ops: list[Op] = [
+            self.comment(spec.split_tail[0]),
+            Line(f"{tail} = {num_tiles} % NUM_SMS if {num_tiles} > NUM_SMS else 0  # the last partial wave's tiles"),
+            Line(f"{whole} = {num_tiles} - {tail}"),
+        ]
+        whole_call = call((pid_m, pid_n), (bm, bn), False)
+        if descriptors:
+            tail_desc = f"{carrier}_tail_desc"
+            ops += [
+                Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice, which the"),
+                Comment(f"block shape of {tail_desc} carries (a constexpr: with 1 x 1 only the whole tiles' call compiles)"),
+                Line(f"TAIL_M: tl.constexpr = {bm} // {tail_desc}.block_shape[{positions[0]}]"),
+                Line(f"TAIL_N: tl.constexpr = {bn} // {tail_desc}.block_shape[{positions[1]}]"),
+                Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // (TAIL_M * TAIL_N)"),
+                Line(f"{sub} = ({pid} - {whole}) % (TAIL_M * TAIL_N)"),
+                *self.tile_map,
+                IfBlock(
+                    f"TAIL_M * TAIL_N == 1 or {pid} < {whole}",
+                    "",
+                    (whole_call,),
+                    (
+                        Comment("a sub-tile of a tail tile: its coordinates and blocks in sub-tiles"),
+                        call(
+                            (f"{pid_m} * TAIL_M + {sub} // TAIL_N", f"{pid_n} * TAIL_N + {sub} % TAIL_N"),
+                            (f"{bm} // TAIL_M", f"{bn} // TAIL_N"),
+                            True,
+                        ),
+                    ),
+                ),
+            ]
+            return TailPlan(((first.dim.id, bm), (second.dim.id, bn)), function, descriptors, carrier, positions), ops
+        subs = self.fresh("sub_tiles")
+        quarter = call((f"{pid_m} * 2 + {sub} // 2", f"{pid_n} * 2 + {sub} % 2"), (f"{bm} // 2", f"{bn} // 2"), True)
+        half_m = call((f"{pid_m} * 2 + {sub}", pid_n), (f"{bm} // 2", bn), True)
+        half_n = call((pid_m, f"{pid_n} * 2 + {sub}"), (bm, f"{bn} // 2"), True)
+        sixteen = "constexprs: the launcher splits no block below 16"
+        ops += [
+            Comment("each tail tile runs as 1, 2 or 4 sub-tiles, a program each: the launcher's choice, read from the grid"),
+            Line(f"{subs} = max((tl.num_programs(0) - {whole}) // max({tail}, 1), 1)"),
+            Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // {subs}"),
+            Line(f"{sub} = ({pid} - {whole}) % {subs}"),
+            *self.tile_map,
+            IfBlock(
+                f"{pid} < {whole} or {subs} == 1",
+                "",
+                (whole_call,),
+                (
+                    IfBlock(
+                        f"{subs} == 4",
+                        "quarters",
+                        (IfBlock(f"{bm} >= 32 and {bn} >= 32", sixteen, (quarter,)),),
+                        (
+                            IfBlock(
+                                f"{bm} >= {bn}",
+                                "halves of the longer side",
+                                (IfBlock(f"{bm} >= 32", sixteen, (half_m,)),),
+                                (IfBlock(f"{bn} >= 32", sixteen, (half_n,)),),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ]
+        return TailPlan(((first.dim.id, bm), (second.dim.id, bn)), function), ops
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
+from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, torch_dtype, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, WithBlock
 
@@ -145,6 +146,8 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
         a, b = spec.grid
         tiles = f"({cdiv(a.dim.id, block(a.block.id))}) * ({cdiv(b.dim.id, block(b.block.id))})"
         sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
+        if spec.split_tail:  # the whole tiles, and the sub-tiles of the last partial wave's
+            sizes = [f"_tail_split({a.dim.id}, {b.dim.id}, {block(a.block.id)}, {block(b.block.id)}, NUM_SMS)[0]"]
     else:
         sizes = []
         for axis in spec.grid:
@@ -351,7 +354,9 @@ def lower_launcher(
     if descriptors:  # the descriptors carry the pointers, shapes and strides
         setup += _descriptor_checks(spec, fallback, kernel)
         setup += _make_descriptors(spec, kernel)
-        groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays), sizes_passed, scalars]
+        tail = kernel.tail.descriptors if kernel.tail is not None else ()
+        groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays) + tuple(f"{t}_tail_desc" for t in tail),
+                  sizes_passed, scalars]
         pointers: tuple[str, ...] = ()
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
@@ -377,7 +382,7 @@ def lower_launcher(
     if kernel.int64:
         flags.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)
-    if spec.persistent:
+    if spec.persistent or spec.split_tail:
         flags.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)
     if kernel.split is not None:  # the f32 workspace of a split loop's partial sums
@@ -407,7 +412,7 @@ def lower_launcher(
             Line(f"{returns} = _{name}_fake({arguments})"),
             *(Line(line) for line in unpack),
             nothing,
-            *([Line(f"device = {first}.device")] if spec.persistent else []),
+            *([Line(f"device = {first}.device")] if spec.persistent or spec.split_tail else []),
             *setup,
             # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant
             *(Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks),
@@ -425,7 +430,7 @@ def lower_launcher(
         outputs=tuple(outputs),
         body=tuple(body),
         tuned=spec.tune is not None,
-        persistent=spec.persistent,
+        num_sms=spec.persistent or bool(spec.split_tail),
         descriptors=descriptors,
         block_pointers=spec.access_style == "block_ptr",
         scalars=any(t.is_scalar for t in spec.inputs),
@@ -501,23 +506,26 @@ def _smallest_block(spec: m.Spec, block: str) -> str:
 
 
 def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
-    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor; a tuned
-    kernel's block shapes are set from each config by ``_descriptor_blocks``."""
+    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor (and, with
+    ``split tail``, ``a_tail_desc`` for the sub-tiles of the last wave); a tuned kernel's block
+    shapes, and every tail descriptor's, are set by ``_descriptor_blocks``."""
     ops: list[Op] = []
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
-    for t in spec.arrays:
+    tails = set(kernel.tail.descriptors) if kernel.tail is not None else set()
+    made = [(t, "desc") for t in spec.arrays] + [(t, "tail_desc") for t in spec.arrays if t.name.id in tails]
+    for t, suffix in made:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
         shape = blocks[t.name.id]
-        block = ["1"] * len(shape) if any(b in tuned for b in shape) else list(shape)
-        line = (f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
+        block = ["1"] * len(shape) if suffix != "desc" or any(b in tuned for b in shape) else list(shape)
+        line = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
                 f"[*_{t.name.id}_strides], [{', '.join(block)}])")
         flag = dict(kernel.transposed).get(t.name.id)
         if flag is None:
             ops.append(Line(line))
             continue
         strides = f"_{t.name.id}_strides"
-        transposed = (f"{t.name.id}_desc = TensorDescriptor({t.name.id}, [{', '.join(reversed(dims))}], "
+        transposed = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(reversed(dims))}], "
                       f"[{strides}[1], 1], [{', '.join(reversed(block))}])")
         why = f"the tiles of {t.name.id}.T, read transposed by the kernel"
         ops.append(IfBlock(flag, why, (Line(transposed),), (Line(line),)))
@@ -559,13 +567,7 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _call(function: str, groups) -> str:
-    """A launch call, one argument group per line."""
-    lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
-    return "\n".join([*lines, ")"])
-
-
-def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None = None) -> str:
+def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None = None, tail_desc: str = "") -> str:
     """The compiled-kernel cache key: what Triton's JIT specializes a kernel on (the current
     device, the pointers' 16-byte alignment, ``_int_class`` of every integer, the constexpr
     values), plus the tune config; one group of terms per line."""
@@ -580,6 +582,8 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
     constexprs = [c for c in launch.constexprs if not c.startswith("config[")]
     if constexprs:
         lines.append(", ".join(constexprs))
+    if tail_desc:  # the split of the last wave, which the kernel reads from its block shape
+        lines.append(f"*{tail_desc}.block_shape")
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
@@ -656,13 +660,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             Line("config = _CONFIGS[config_index].kwargs"),
         ]
         jit = f"{kernel.name}.fn"
-        if kernel.descriptors:  # the block shapes of the remembered config
-            tuned = set(spec.tuned_params)
-            shapes = [b for _, shape in kernel.descriptors for b in shape]
-            fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
-            nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
-            nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
-            ops.append(Line(f"_descriptor_blocks({{{', '.join(nargs)}, **config}})"))
+    if kernel.descriptors and (spec.tune is not None or kernel.tail is not None):
+        ops.append(_set_blocks(spec, kernel))
     summed = []
     if kernel.split is None:
         ops.append(Line(f"grid = {_grid(spec, 'config')}"))
@@ -681,12 +680,13 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             ),
         )
     )
+    tail_desc = f"{kernel.tail.carrier}_tail_desc" if kernel.tail is not None and kernel.tail.carrier else ""
     options = f"{FP_FUSION}, **_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else (
         f"{FP_FUSION}, grid=grid")
     ops += [
         Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
         Line("device_index = device.index"),
-        Line(_specialization_key(spec, launch, variant)),
+        Line(_specialization_key(spec, launch, variant, tail_desc)),
         Line("launch = _COMPILED.get(key)"),
         IfBlock(
             "launch is None",
@@ -712,6 +712,21 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         Line(f"return {returns}"),
     ]
     return ops
+
+
+def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:
+    """``_descriptor_blocks({...})`` before a direct launch: the descriptors' block shapes for the
+    remembered config (tuned) and the tail descriptors' for the split of the last wave."""
+    tuned = set(spec.tuned_params)
+    shapes = [b for _, shape in kernel.descriptors for b in shape]
+    fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
+    nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
+    nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
+    if kernel.tail is not None:
+        nargs += [f'"{t}_tail_desc": {t}_tail_desc' for t in kernel.tail.descriptors]
+        nargs += [f'"{d}": {d}' for d, _ in kernel.tail.tiles] + ['"NUM_SMS": NUM_SMS']
+    config = ", **config" if spec.tune is not None else ""
+    return Line(f"_descriptor_blocks({{{', '.join(nargs)}{config}}})")
 
 
 def _split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:

@@ -78,6 +78,12 @@ def printable(text: str, strip: bool = True) -> str:
     return text.strip() if strip else text
 
 
+def call_text(function: str, groups) -> str:
+    """A call with one argument group per line (a launch, or a kernel's call of its tile function)."""
+    lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
+    return "\n".join([*lines, ")"])
+
+
 def tuple_text(items) -> str:
     """A Python tuple literal: ``(a, b)``, ``(a,)``."""
     items = list(items)

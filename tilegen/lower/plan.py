@@ -125,6 +125,24 @@ class SplitPlan:
 
 
 @dataclass(frozen=True)
+class TailPlan:
+    """``split tail``: the kernel computes each output tile in ``function``, a ``@triton.jit``
+    function of the tile's coordinates and block sizes, which it calls at its own block shape
+    or, for the tiles of the last partial wave, at half or a quarter of it.
+
+    ``descriptors`` are the tensors that get a second TMA descriptor (``<tensor>_tail_desc``)
+    with the sub-tiles' block shape; ``carrier`` is the tail descriptor whose block shape tells
+    the kernel the split (a constexpr), and ``positions`` where in it the two axes' blocks sit.
+    Pointer kernels have neither: they read the split from the grid."""
+
+    tiles: tuple[tuple[str, str], ...]  # (dimension, block) of the two grid axes
+    function: KernelPlan
+    descriptors: tuple[str, ...] = ()
+    carrier: str = ""
+    positions: tuple[int, int] = (0, 1)
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
 
@@ -142,6 +160,7 @@ class KernelPlan:
     transposed: tuple[tuple[str, str], ...] = ()  # (2D input, constexpr): its descriptor spans its transpose
     split: SplitPlan | None = None  # the split loop, if any
     sign_flags: tuple[tuple[str, str], ...] = ()  # (float scalar input, constexpr: it is >= 0), see scaled.py
+    tail: TailPlan | None = None  # ``split tail``: the tile function and the tail descriptors
 
 
 @dataclass(frozen=True)
@@ -158,7 +177,7 @@ class LauncherPlan:
     outputs: tuple[tuple[str, str, str], ...]  # (name, shape expression, torch dtype)
     body: tuple[Op, ...]
     tuned: bool
-    persistent: bool  # the module needs _num_sms
+    num_sms: bool  # the module needs _num_sms (a persistent grid or ``split tail``)
     descriptors: bool  # the module needs _has_tma (and, tuned, _descriptor_blocks)
     block_pointers: bool  # the module needs _BLOCK_POINTERS
     scalars: bool  # some input is a scalar (the module needs _check_scalar)

@@ -24,7 +24,7 @@ os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-parity-")  # 
 
 import torch.nn.functional as F  # noqa: E402
 
-from benchmarks import attention_parity  # noqa: E402
+from benchmarks import attention_parity, tail_parity  # noqa: E402
 from tests.reference import add as ref_add  # noqa: E402
 from tests.reference import copy as ref_copy  # noqa: E402
 from tests.reference import grayscale as ref_grey  # noqa: E402
@@ -293,6 +293,8 @@ if "layer_norm_looped" in gen:
         y = gen["layer_norm_looped"].layer_norm_looped(x, w, b, 1e-5)
         record("layer_norm_looped", f"{m}x{n}", True, (y - F.layer_norm(x, (n,), w, b, 1e-5)).abs().max().item(), 1e-4)
 for case in attention_parity.cases() if ATTENTION else ():  # issue 11: every dtype, layout and sign of the scale
+    record(*case)
+for case in tail_parity.cases():  # issue 12: matmul_fast's split tail, each split with a forced config
     record(*case)
 torch.cuda.synchronize()
 

@@ -340,6 +340,8 @@ def _syntax_diagnostic(err: UnexpectedInput) -> Diagnostic:
             # Point at the end of the line, not at the next line's indentation.
             line, column = token.line, token.column
         message = f"unexpected {_found(token)}; expected {_expected(err.accepts or err.expected)}"
+        if set(err.accepts or err.expected) == {"TAIL"}:  # `split` began a line: the keyword, not a name
+            message = f"'split' is a keyword, not a name: a line that starts with it is 'split tail' ({message})"
     elif isinstance(err, UnexpectedEOF):
         message = f"unexpected end of file; expected {_expected(err.expected)}"
     else:  # pragma: no cover - lark has no other UnexpectedInput kinds today

@@ -764,8 +764,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         function_name = f"{spec.name.id}_tile"
         pid_m, pid_n = self.tile_pids
         doc = (
-            f"One output tile of {spec.path}: tile ({pid_m}, {pid_n}) of {bm} x {bn}. {spec.name.id}_kernel calls it at "
-            "its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."
+            f"One output tile of {spec.path}: tile ({pid_m}, {pid_n}) of {bm} x {bn}. {spec.name.id}_kernel calls it "
+            "at its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."
         )
         function = KernelPlan(
             function_name, ((KernelParam(pid_m), KernelParam(pid_n)), *own), tuple(body), doc, None, (), (),
@@ -781,7 +781,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             positions = (blocks[carrier].index(bm), blocks[carrier].index(bn))
 
         def call(coords: tuple[str, str], blocks: tuple[str, str], sub: bool) -> Line:
-            swap = {bm: blocks[0], bn: blocks[1]} | ({f"{t}_desc": f"{t}_tail_desc" for t in descriptors} if sub else {})
+            swap = {bm: blocks[0], bn: blocks[1]}
+            if sub:  # the sub-tiles' descriptors
+                swap |= {f"{t}_desc": f"{t}_tail_desc" for t in descriptors}
             groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in own)]
             return Line(call_text(function_name, groups))
 
@@ -796,8 +798,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         if descriptors:
             tail_desc = f"{carrier}_tail_desc"
             ops += [
-                Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice, which the"),
-                Comment(f"block shape of {tail_desc} carries (a constexpr: with 1 x 1 only the whole tiles' call compiles)"),
+                Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice,"),
+                Comment(f"which the block shape of {tail_desc} carries (a constexpr: with 1 x 1 only the whole"),
+                Comment("tiles' call compiles)"),
                 Line(f"TAIL_M: tl.constexpr = {bm} // {tail_desc}.block_shape[{positions[0]}]"),
                 Line(f"TAIL_N: tl.constexpr = {bn} // {tail_desc}.block_shape[{positions[1]}]"),
                 Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // (TAIL_M * TAIL_N)"),
@@ -824,7 +827,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         half_n = call((pid_m, f"{pid_n} * 2 + {sub}"), (bm, f"{bn} // 2"), True)
         sixteen = "constexprs: the launcher splits no block below 16"
         ops += [
-            Comment("each tail tile runs as 1, 2 or 4 sub-tiles, a program each: the launcher's choice, read from the grid"),
+            Comment("each tail tile runs as 1, 2 or 4 sub-tiles, a program each: the launcher's choice, read"),
+            Comment("from the grid"),
             Line(f"{subs} = max((tl.num_programs(0) - {whole}) // max({tail}, 1), 1)"),
             Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // {subs}"),
             Line(f"{sub} = ({pid} - {whole}) % {subs}"),

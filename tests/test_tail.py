@@ -199,3 +199,15 @@ def test_tail_is_not_reserved():
     text = MATMUL.replace("acc", "tail")
     module_source = compile_spec(text, "t.tile").source
     assert "tail = tl.zeros((BM, BN), dtype=tl.float32)" in module_source
+
+
+def test_the_pointer_kernels_op_traces_under_torch_compile(tmp_path):
+    """A pointer kernel's op is traced by torch.compile (wrap_triton): its grid (split tail's
+    program count) is computed from the traced sizes."""
+    module = _module(tmp_path, MATMUL, "mm_tail_op")
+    g = torch.Generator().manual_seed(1)
+    a = torch.randint(-3, 4, (96, 24), generator=g).float()
+    b = torch.randint(-3, 4, (24, 96), generator=g).float()
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: module.op(x, y), backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(a, b), a @ b)

@@ -4,7 +4,8 @@ Lowering decides every name, offset, mask, pointer expression and launcher check
 templates only place what it computed. One module per part of the generated file:
 
 * :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops (signature, grid
-  mapping, loops, statements), plus its autotune configs and helpers; with
+  mapping, loops, statements), plus its autotune configs and helpers (with ``split tail``, the
+  body is a tile function the kernel calls at whole- and sub-tile block shapes); with
   :mod:`tilegen.lower.access` (offsets, masks, pointers, gathers, loads) and
   :mod:`tilegen.lower.expressions` (arithmetic, masks, functions, reductions) as its parts;
 * :mod:`tilegen.lower.names`: the text helpers all three share (names, broadcasts, literals);

@@ -168,12 +168,14 @@ def _has_tma(device):
 def _descriptor_blocks(nargs):
     """Autotune pre_hook: give each tensor descriptor the block shape of the config about to run, and each tail
     descriptor the block shape of the sub-tiles of the last partial wave (see _tail_split)."""
-    _, tail_m, tail_n = _tail_split(nargs["M"], nargs["N"], nargs["BM"], nargs["BN"], nargs["NUM_SMS"])
     nargs["a_desc"].block_shape = [nargs["BK"], nargs["BM"]] if nargs["A_T"] else [nargs["BM"], nargs["BK"]]
-    nargs["a_tail_desc"].block_shape = [nargs["BK"], nargs["BM"] // tail_m] if nargs["A_T"] else [nargs["BM"] // tail_m, nargs["BK"]]
     nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
-    nargs["b_tail_desc"].block_shape = [nargs["BN"] // tail_n, nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"] // tail_n]
     nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
+    if nargs.get("c_tail_desc") is None:  # a direct launch's first call: the tiles' descriptors only
+        return
+    _, tail_m, tail_n = _tail_split(nargs["M"], nargs["N"], nargs["BM"], nargs["BN"], nargs["NUM_SMS"])
+    nargs["a_tail_desc"].block_shape = [nargs["BK"], nargs["BM"] // tail_m] if nargs["A_T"] else [nargs["BM"] // tail_m, nargs["BK"]]
+    nargs["b_tail_desc"].block_shape = [nargs["BN"] // tail_n, nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"] // tail_n]
     nargs["c_tail_desc"].block_shape = [nargs["BM"] // tail_m, nargs["BN"] // tail_n]
 
 
@@ -418,10 +420,10 @@ def matmul_fast_kernel(
     tail_tiles = num_tiles % NUM_SMS if num_tiles > NUM_SMS else 0  # the last partial wave's tiles
     whole_tiles = num_tiles - tail_tiles
     # each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice,
-    # which the block shape of c_tail_desc carries (a constexpr: with 1 x 1 only the whole
-    # tiles' call compiles)
-    TAIL_M: tl.constexpr = BM // c_tail_desc.block_shape[0]
-    TAIL_N: tl.constexpr = BN // c_tail_desc.block_shape[1]
+    # which the block shape of c_tail_desc carries (constexprs; None where the launch does not
+    # split: then only the whole tiles' call compiles)
+    TAIL_M: tl.constexpr = 1 if c_tail_desc is None else BM // c_tail_desc.block_shape[0]
+    TAIL_N: tl.constexpr = 1 if c_tail_desc is None else BN // c_tail_desc.block_shape[1]
     tile_id = pid if pid < whole_tiles else whole_tiles + (pid - whole_tiles) // (TAIL_M * TAIL_N)
     sub_tile = (pid - whole_tiles) % (TAIL_M * TAIL_N)
     # specs/matmul_fast.tile:16: swizzle m, n group GROUP_SIZE_M
@@ -441,7 +443,7 @@ def matmul_fast_kernel(
         # a sub-tile of a tail tile: its coordinates and blocks in sub-tiles
         matmul_fast_tile(
             pid_m * TAIL_M + sub_tile // TAIL_N, pid_n * TAIL_N + sub_tile % TAIL_N,
-            a_tail_desc, b_tail_desc, c_tail_desc, partials_ptr,
+            (a_desc if a_tail_desc is None else a_tail_desc), (b_desc if b_tail_desc is None else b_tail_desc), c_tail_desc, partials_ptr,
             M, K, N,
             BM // TAIL_M, BN // TAIL_N, BK, GROUP_SIZE_M, A_T, B_T,
         )
@@ -493,15 +495,6 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     else:
         b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
-    if A_T:  # the tiles of a.T, read transposed by the kernel
-        a_tail_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
-    else:
-        a_tail_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
-    if B_T:  # the tiles of b.T, read transposed by the kernel
-        b_tail_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])
-    else:
-        b_tail_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
-    c_tail_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
     NUM_SMS = _num_sms(device)
     tune_key = (device, triton.next_power_of_2(M), N, K, A_T, B_T, T)
     config_index = _TUNED.get(tune_key)
@@ -510,6 +503,15 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
             config_index = _tuned_index("matmul_fast", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 matmul_fast_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
+                if A_T:  # the tiles of a.T, read transposed by the kernel
+                    a_tail_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
+                else:
+                    a_tail_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
+                if B_T:  # the tiles of b.T, read transposed by the kernel
+                    b_tail_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])
+                else:
+                    b_tail_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
+                c_tail_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
                 parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _CONFIGS)  # the most parts any config runs
                 partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
                 grid = lambda meta: _split_grid(M, N, K, meta["BM"], meta["BN"], meta["BK"], device)[0]
@@ -525,7 +527,22 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
                     _sum_partials(partials, c, parts)
                 return c
     config = _CONFIGS[config_index].kwargs
-    _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, "a_tail_desc": a_tail_desc, "b_tail_desc": b_tail_desc, "c_tail_desc": c_tail_desc, "M": M, "N": N, "NUM_SMS": NUM_SMS, **config})
+    _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, **config})
+    _, tail_m, tail_n = _tail_split(M, N, config["BM"], config["BN"], NUM_SMS)
+    a_tail_desc = b_tail_desc = c_tail_desc = None  # no split: the kernel takes none
+    if tail_m * tail_n > 1:  # split tail: the sub-tiles' descriptors of the tensors whose blocks the split divides
+        if A_T:  # the tiles of a.T, read transposed by the kernel
+            a_tail_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
+        else:
+            a_tail_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
+        if B_T:  # the tiles of b.T, read transposed by the kernel
+            b_tail_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])
+        else:
+            b_tail_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
+        c_tail_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
+        _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, "a_tail_desc": a_tail_desc, "b_tail_desc": b_tail_desc, "c_tail_desc": c_tail_desc, "M": M, "N": N, "NUM_SMS": NUM_SMS, **config})
+        a_tail_desc = None if a_tail_desc.block_shape == a_desc.block_shape else a_tail_desc
+        b_tail_desc = None if b_tail_desc.block_shape == b_desc.block_shape else b_tail_desc
     grid, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
     partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -543,7 +560,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
         device_index, config_index, T,
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
         GROUP_SIZE_M, A_T, B_T, NUM_SMS,
-        *c_tail_desc.block_shape,
+        tail_m, tail_n,
     )
     launch = _COMPILED.get(key)
     if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)

@@ -155,10 +155,38 @@ def test_the_tail_descriptors_get_the_sub_tiles_block_shape(generated):
             assert nargs["b_tail_desc"].block_shape == ([32 // tail_n, 16] if b_t else [16, 32 // tail_n])
 
 
+@pytest.mark.parametrize("mn", sorted(mn for mn in SPLITS if mn[1] % 4 == 0))  # f32 rows TMA can address
+def test_a_launch_makes_only_the_tail_descriptors_it_uses(tmp_path, monkeypatch, mn):
+    """Each descriptor costs host time per launch: none where the launch does not split, and
+    only those of tensors whose blocks the split divides (a split of M leaves b's whole)."""
+    module = _module(tmp_path, ACCESS["descriptor"], "mm_tail")
+    seen = []
+    kernel = module.mm_tail_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def run(*args, **kwargs):
+                seen.append(args[3:6])
+                return kernel[grid](*args, **kwargs)
+            return run
+
+    monkeypatch.setattr(module, "mm_tail_kernel", Spy())
+    m, n = mn
+    a, b = torch.randn(m, 24), torch.randn(24, n)
+    torch.testing.assert_close(module.mm_tail(a, b), a @ b)
+    a_tail, b_tail, c_tail = seen[0]
+    tail_m, tail_n = SPLITS[mn]
+    assert (c_tail is None) == (tail_m * tail_n == 1)
+    assert (a_tail is None) == (tail_m == 1) and (b_tail is None) == (tail_n == 1)
+    if c_tail is not None:
+        assert c_tail.block_shape == [32 // tail_m, 32 // tail_n]
+
+
 def test_the_kernel_calls_its_tile_function_in_the_source():
     source = compile_spec(ACCESS["descriptor"], "mm_tail.tile").source
     kernel = source[source.index("def mm_tail_kernel"):source.index("def mm_tail(")]
-    assert "TAIL_M: tl.constexpr = BM // c_tail_desc.block_shape[0]" in kernel
+    assert "TAIL_M: tl.constexpr = 1 if c_tail_desc is None else BM // c_tail_desc.block_shape[0]" in kernel
+    assert "(a_desc if a_tail_desc is None else a_tail_desc)" in kernel  # a split of N leaves a's blocks whole
     assert "if TAIL_M * TAIL_N == 1 or pid < whole_tiles:" in kernel
     assert "BM // TAIL_M, BN // TAIL_N, BK" in kernel
     tile = source[source.index("def mm_tail_tile"):source.index("def mm_tail_kernel")]

@@ -782,8 +782,10 @@ class KernelLowering(AccessLowering, ExpressionLowering):
 
         def call(coords: tuple[str, str], blocks: tuple[str, str], sub: bool) -> Line:
             swap = {bm: blocks[0], bn: blocks[1]}
-            if sub:  # the sub-tiles' descriptors
-                swap |= {f"{t}_desc": f"{t}_tail_desc" for t in descriptors}
+            if sub:  # the sub-tiles' descriptors (None where the split leaves the tensor's blocks whole)
+                for t in descriptors:
+                    tail = f"{t}_tail_desc"
+                    swap[f"{t}_desc"] = tail if t == carrier else f"({t}_desc if {tail} is None else {tail})"
             groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in own)]
             return Line(call_text(function_name, groups))
 
@@ -797,12 +799,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         whole_call = call((pid_m, pid_n), (bm, bn), False)
         if descriptors:
             tail_desc = f"{carrier}_tail_desc"
+            shape = f"{tail_desc}.block_shape"
             ops += [
                 Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice,"),
-                Comment(f"which the block shape of {tail_desc} carries (a constexpr: with 1 x 1 only the whole"),
-                Comment("tiles' call compiles)"),
-                Line(f"TAIL_M: tl.constexpr = {bm} // {tail_desc}.block_shape[{positions[0]}]"),
-                Line(f"TAIL_N: tl.constexpr = {bn} // {tail_desc}.block_shape[{positions[1]}]"),
+                Comment(f"which the block shape of {tail_desc} carries (constexprs; None where the launch does not"),
+                Comment("split: then only the whole tiles' call compiles)"),
+                *(Line(f"TAIL_{axis}: tl.constexpr = 1 if {tail_desc} is None else {block} // {shape}[{at}]")
+                  for axis, block, at in (("M", bm, positions[0]), ("N", bn, positions[1]))),
                 Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // (TAIL_M * TAIL_N)"),
                 Line(f"{sub} = ({pid} - {whole}) % (TAIL_M * TAIL_N)"),
                 *self.tile_map,

@@ -505,15 +505,15 @@ def _smallest_block(spec: m.Spec, block: str) -> str:
     return str(min(int((c.get(block) or default).text) for c in spec.tune.configs))
 
 
-def _make_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
-    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor (and, with
-    ``split tail``, ``a_tail_desc`` for the sub-tiles of the last wave); a tuned kernel's block
-    shapes, and every tail descriptor's, are set by ``_descriptor_blocks``."""
+def _make_descriptors(spec: m.Spec, kernel: KernelPlan, tail: bool = False) -> list[Op]:
+    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor (``tail``:
+    ``a_tail_desc`` for the sub-tiles of the last wave, for every tensor a grid axis tiles); a
+    tuned kernel's block shapes, and every tail descriptor's, are set by ``_descriptor_blocks``."""
     ops: list[Op] = []
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
-    tails = set(kernel.tail.descriptors) if kernel.tail is not None else set()
-    made = [(t, "desc") for t in spec.arrays] + [(t, "tail_desc") for t in spec.arrays if t.name.id in tails]
+    tails = set(kernel.tail.descriptors) if tail else set()
+    made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails] if tail else [(t, "desc") for t in spec.arrays]
     for t, suffix in made:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
         shape = blocks[t.name.id]
@@ -567,7 +567,7 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None = None, tail_desc: str = "") -> str:
+def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None = None, tail_desc: bool = False) -> str:
     """The compiled-kernel cache key: what Triton's JIT specializes a kernel on (the current
     device, the pointers' 16-byte alignment, ``_int_class`` of every integer, the constexpr
     values), plus the tune config; one group of terms per line."""
@@ -582,8 +582,8 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
     constexprs = [c for c in launch.constexprs if not c.startswith("config[")]
     if constexprs:
         lines.append(", ".join(constexprs))
-    if tail_desc:  # the split of the last wave, which the kernel reads from its block shape
-        lines.append(f"*{tail_desc}.block_shape")
+    if tail_desc:  # the split of the last wave, which the kernel reads from its tail descriptors
+        lines.append("tail_m, tail_n")
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
@@ -629,6 +629,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
                 Line(f"_, parts = _split_grid({_split_args(spec, kernel, 'config')}, device)"),
                 _sum(kernel),
             ]
+        if kernel.tail is not None and kernel.descriptors:  # each config's split: the pre_hook sets their blocks
+            tune_launch = [*_make_descriptors(spec, kernel, tail=True), *tune_launch]
         tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, FP_FUSION)))))
         ops += [
             Line(f"tune_key = {key}"),
@@ -662,6 +664,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
         jit = f"{kernel.name}.fn"
     if kernel.descriptors and (spec.tune is not None or kernel.tail is not None):
         ops.append(_set_blocks(spec, kernel))
+    if kernel.descriptors and kernel.tail is not None:
+        ops += _tail_descriptors(spec, kernel)
     summed = []
     if kernel.split is None:
         ops.append(Line(f"grid = {_grid(spec, 'config')}"))
@@ -680,7 +684,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             ),
         )
     )
-    tail_desc = f"{kernel.tail.carrier}_tail_desc" if kernel.tail is not None and kernel.tail.carrier else ""
+    tail_desc = kernel.tail is not None and bool(kernel.tail.carrier)
     options = f"{FP_FUSION}, **_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else (
         f"{FP_FUSION}, grid=grid")
     ops += [
@@ -714,19 +718,41 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     return ops
 
 
-def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:
+def _set_blocks(spec: m.Spec, kernel: KernelPlan, tail: bool = False) -> Line:
     """``_descriptor_blocks({...})`` before a direct launch: the descriptors' block shapes for the
-    remembered config (tuned) and the tail descriptors' for the split of the last wave."""
+    remembered config (tuned), and with ``tail`` the tail descriptors' for the split of the last wave."""
     tuned = set(spec.tuned_params)
     shapes = [b for _, shape in kernel.descriptors for b in shape]
     fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
     nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
     nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
-    if kernel.tail is not None:
+    if tail:
         nargs += [f'"{t}_tail_desc": {t}_tail_desc' for t in kernel.tail.descriptors]
         nargs += [f'"{d}": {d}' for d, _ in kernel.tail.tiles] + ['"NUM_SMS": NUM_SMS']
     config = ", **config" if spec.tune is not None else ""
     return Line(f"_descriptor_blocks({{{', '.join(nargs)}{config}}})")
+
+
+def _tail_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
+    """The split of the last wave for this launch, and the tail descriptors it needs: none where
+    it does not split (the kernel takes None, and compiles its whole-tile call only), else those of
+    the tensors whose block shape the split divides. Each descriptor costs host time per launch
+    (made, then encoded by Triton's launcher): none is made that the launch does not use."""
+    tuned = set(spec.tuned_params)
+    (dim_m, block_m), (dim_n, block_n) = kernel.tail.tiles
+    blocks = [f'config["{b}"]' if b in tuned else b for b in (block_m, block_n)]
+    tails = kernel.tail.descriptors
+    unused = [Line(f"{t}_tail_desc = None if {t}_tail_desc.block_shape == {t}_desc.block_shape else {t}_tail_desc")
+              for t in tails if t != kernel.tail.carrier]
+    return [
+        Line(f"_, tail_m, tail_n = _tail_split({dim_m}, {dim_n}, {', '.join(blocks)}, NUM_SMS)"),
+        Line(" = ".join(f"{t}_tail_desc" for t in tails) + " = None  # no split: the kernel takes none"),
+        IfBlock(
+            "tail_m * tail_n > 1",
+            "split tail: the sub-tiles' descriptors of the tensors whose blocks the split divides",
+            (*_make_descriptors(spec, kernel, tail=True), _set_blocks(spec, kernel, tail=True), *unused),
+        ),
+    ]
 
 
 def _split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:

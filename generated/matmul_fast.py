@@ -171,7 +171,7 @@ def _descriptor_blocks(nargs):
     nargs["a_desc"].block_shape = [nargs["BK"], nargs["BM"]] if nargs["A_T"] else [nargs["BM"], nargs["BK"]]
     nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
     nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
-    if nargs.get("c_tail_desc") is None:  # a direct launch's first call: the tiles' descriptors only
+    if nargs.get("c_tail_desc") is None:  # no tail descriptors (yet): the tiles' only
         return
     _, tail_m, tail_n = _tail_split(nargs["M"], nargs["N"], nargs["BM"], nargs["BN"], nargs["NUM_SMS"])
     nargs["a_tail_desc"].block_shape = [nargs["BK"], nargs["BM"] // tail_m] if nargs["A_T"] else [nargs["BM"] // tail_m, nargs["BK"]]

@@ -222,6 +222,22 @@ def test_a_tail_split_that_cannot_run_is_refused_at_its_line(case):
     assert any((at, column) == (line, 3) and said.startswith(message) for at, column, said in errors), errors
 
 
+@pytest.mark.parametrize("name", ["TAIL_M", "TAIL_N", "tail_m", "tail_n"])
+def test_split_tails_own_names_are_reserved(name):
+    """The kernel's constexprs and the launcher's locals: a size or a block of that name would be
+    overwritten by them."""
+    errors = _errors(ACCESS["descriptor"].replace("K", name))
+    assert any(name in said for _, _, said in errors), errors
+
+
+def test_a_tensor_named_after_anothers_tail_descriptor_is_refused():
+    text = ACCESS["descriptor"].replace("  in  b: f32[K, N]", "  in  b: f32[K, N]\n  in  b_tail: f32[M, N]").replace(
+        "  c[m, n] = acc", "  c[m, n] = acc + b_tail[m, n]")
+    errors = _errors(text)
+    assert any((at, column) == (4, 7) and "rename 'b_tail'" in said for at, column, said in errors), errors
+    compile_spec(text.replace("  access descriptor\n", ""), "t.tile")  # pointers: no descriptors, no clash
+
+
 def test_tail_is_not_reserved():
     """'tail' is a word of the split line only: a tile may still be called tail."""
     text = MATMUL.replace("acc", "tail")
@@ -230,8 +246,8 @@ def test_tail_is_not_reserved():
 
 
 def test_the_pointer_kernels_op_traces_under_torch_compile(tmp_path):
-    """A pointer kernel's op is traced by torch.compile (wrap_triton): its grid (split tail's
-    program count) is computed from the traced sizes."""
+    """A tail-split pointer kernel's op runs under torch.compile(fullgraph=True) (in the
+    interpreter an opaque custom op; the traced launch, wrap_triton's, needs a GPU)."""
     module = _module(tmp_path, MATMUL, "mm_tail_op")
     g = torch.Generator().manual_seed(1)
     a = torch.randint(-3, 4, (96, 24), generator=g).float()

@@ -40,6 +40,7 @@ RESERVED = frozenset(
     | {"name"}  # torch.ops.tilegen.name is the op namespace's own attribute
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | {"partials", "parts"}  # a split loop's launcher locals
+    | {"TAIL_M", "TAIL_N", "tail_m", "tail_n"}  # split tail's kernel constexprs and launcher locals
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )
 
@@ -907,6 +908,14 @@ class Checker:
                 f"parameters, not both {first.block.id}",
                 span,
             )
+        tensors = {t.name.id: t for t in spec.tensors}
+        for name, tensor in tensors.items():  # x's sub-tile descriptor is x_tail_desc, also x_tail's own
+            if spec.access_style == "descriptor" and name.endswith("_tail") and name[: -len("_tail")] in tensors:
+                self.errors.error(
+                    f"with 'split tail' the descriptor of {name[: -len('_tail')]}'s sub-tiles is named {name}_desc, "
+                    f"as is {name}'s own: rename '{name}'",
+                    tensor.name.span,
+                )
         names = {first.name.id, second.name.id}
         stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
         if not any(names <= {i.id for i in s.index if isinstance(i, m.Name)} for s in stores):

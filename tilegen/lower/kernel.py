@@ -755,20 +755,20 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         ``whole`` compute a tile each, in grouped order; the rest a sub-tile each of the ``tail``
         tiles of the last wave (``num_tiles % NUM_SMS``), so that the last wave fills the GPU. A
         descriptor kernel reads the sub-tiles (TAIL_M x TAIL_N, a constexpr) from the block shape of
-        a tail descriptor the launcher made for them; a pointer kernel reads their number from its
-        grid and compiles a call for each split the launcher may choose."""
+        a tail descriptor the launcher made for them (:meth:`descriptor_dispatch`); a pointer kernel
+        reads their number from its grid and compiles a call for each split the launcher may
+        choose (:meth:`grid_dispatch`)."""
         spec = self.spec
         first, second = spec.grid
         bm, bn = first.block.id, second.block.id
         own = tuple(g for g in (tuple(p for p in group if p.name != "NUM_SMS") for group in params) if g)
-        function_name = f"{spec.name.id}_tile"
         pid_m, pid_n = self.tile_pids
         doc = (
             f"One output tile of {spec.path}: tile ({pid_m}, {pid_n}) of {bm} x {bn}. {spec.name.id}_kernel calls it "
             "at its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."
         )
         function = KernelPlan(
-            function_name, ((KernelParam(pid_m), KernelParam(pid_n)), *own), tuple(body), doc, None, (), (),
+            f"{spec.name.id}_tile", ((KernelParam(pid_m), KernelParam(pid_n)), *own), tuple(body), doc, None, (), (),
             self.bf16_dot, self.int64,
         )
         descriptors: tuple[str, ...] = ()
@@ -779,67 +779,70 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             # an output stored over both axes (the checker asks for one), in its own order
             carrier = next(t for t in descriptors if t not in self.transposed and {bm, bn} <= set(blocks[t]))
             positions = (blocks[carrier].index(bm), blocks[carrier].index(bn))
-
-        def call(coords: tuple[str, str], blocks: tuple[str, str], sub: bool) -> Line:
-            swap = {bm: blocks[0], bn: blocks[1]}
-            if sub:  # the sub-tiles' descriptors (None where the split leaves the tensor's blocks whole)
-                for t in descriptors:
-                    tail = f"{t}_tail_desc"
-                    swap[f"{t}_desc"] = tail if t == carrier else f"({t}_desc if {tail} is None else {tail})"
-            groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in own)]
-            return Line(call_text(function_name, groups))
-
-        pid, num_tiles, tile_id = self.pid, self.num_tiles, self.tile_id
-        tail, whole, sub = self.fresh("tail_tiles"), self.fresh("whole_tiles"), self.fresh("sub_tile")
+        call = _TileCall(function.name, own, (bm, bn), descriptors, carrier)
+        tail, whole, tiles = self.fresh("tail_tiles"), self.fresh("whole_tiles"), self.num_tiles
         ops: list[Op] = [
             self.comment(spec.split_tail[0]),
-            Line(f"{tail} = {num_tiles} % NUM_SMS if {num_tiles} > NUM_SMS else 0  # the last partial wave's tiles"),
-            Line(f"{whole} = {num_tiles} - {tail}"),
+            Line(f"{tail} = {tiles} % NUM_SMS if {tiles} > NUM_SMS else 0  # the last partial wave's tiles"),
+            Line(f"{whole} = {tiles} - {tail}"),
         ]
-        whole_call = call((pid_m, pid_n), (bm, bn), False)
         if descriptors:
-            tail_desc = f"{carrier}_tail_desc"
-            shape = f"{tail_desc}.block_shape"
-            ops += [
-                Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice,"),
-                Comment(f"which the block shape of {tail_desc} carries (constexprs; None where the launch does not"),
-                Comment("split: then only the whole tiles' call compiles)"),
-                *(Line(f"TAIL_{axis}: tl.constexpr = 1 if {tail_desc} is None else {block} // {shape}[{at}]")
-                  for axis, block, at in (("M", bm, positions[0]), ("N", bn, positions[1]))),
-                Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // (TAIL_M * TAIL_N)"),
-                Line(f"{sub} = ({pid} - {whole}) % (TAIL_M * TAIL_N)"),
-                *self.tile_map,
-                IfBlock(
-                    f"TAIL_M * TAIL_N == 1 or {pid} < {whole}",
-                    "",
-                    (whole_call,),
-                    (
-                        Comment("a sub-tile of a tail tile: its coordinates and blocks in sub-tiles"),
-                        call(
-                            (f"{pid_m} * TAIL_M + {sub} // TAIL_N", f"{pid_n} * TAIL_N + {sub} % TAIL_N"),
-                            (f"{bm} // TAIL_M", f"{bn} // TAIL_N"),
-                            True,
-                        ),
+            ops += self.descriptor_dispatch(call, whole, f"{carrier}_tail_desc", positions)
+        else:
+            ops += self.grid_dispatch(call, tail, whole)
+        tiles = ((first.dim.id, bm), (second.dim.id, bn))
+        return TailPlan(tiles, function, descriptors, carrier, positions), ops
+
+    def descriptor_dispatch(self, call: _TileCall, whole: str, tail_desc: str, positions: tuple[int, int]) -> list[Op]:
+        """A descriptor kernel's tail: TAIL_M x TAIL_N from the block shape of ``tail_desc`` (None
+        where the launch does not split), one call at the whole block shape and one at the sub-tiles'."""
+        (bm, bn), (pid_m, pid_n), pid, sub = call.blocks, self.tile_pids, self.pid, self.fresh("sub_tile")
+        shape = f"{tail_desc}.block_shape"
+        return [
+            Comment("each tail tile runs as TAIL_M x TAIL_N sub-tiles, a program each: the launcher's choice,"),
+            Comment(f"which the block shape of {tail_desc} carries (constexprs; None where the launch does not"),
+            Comment("split: then only the whole tiles' call compiles)"),
+            *(Line(f"TAIL_{axis}: tl.constexpr = 1 if {tail_desc} is None else {block} // {shape}[{at}]")
+              for axis, block, at in (("M", bm, positions[0]), ("N", bn, positions[1]))),
+            Line(f"{self.tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // (TAIL_M * TAIL_N)"),
+            Line(f"{sub} = ({pid} - {whole}) % (TAIL_M * TAIL_N)"),
+            *self.tile_map,
+            IfBlock(
+                f"TAIL_M * TAIL_N == 1 or {pid} < {whole}",
+                "",
+                (call((pid_m, pid_n), (bm, bn)),),
+                (
+                    Comment("a sub-tile of a tail tile: its coordinates and blocks in sub-tiles"),
+                    call(
+                        (f"{pid_m} * TAIL_M + {sub} // TAIL_N", f"{pid_n} * TAIL_N + {sub} % TAIL_N"),
+                        (f"{bm} // TAIL_M", f"{bn} // TAIL_N"),
+                        sub=True,
                     ),
                 ),
-            ]
-            return TailPlan(((first.dim.id, bm), (second.dim.id, bn)), function, descriptors, carrier, positions), ops
-        subs = self.fresh("sub_tiles")
-        quarter = call((f"{pid_m} * 2 + {sub} // 2", f"{pid_n} * 2 + {sub} % 2"), (f"{bm} // 2", f"{bn} // 2"), True)
-        half_m = call((f"{pid_m} * 2 + {sub}", pid_n), (f"{bm} // 2", bn), True)
-        half_n = call((pid_m, f"{pid_n} * 2 + {sub}"), (bm, f"{bn} // 2"), True)
+            ),
+        ]
+
+    def grid_dispatch(self, call: _TileCall, tail: str, whole: str) -> list[Op]:
+        """A pointer (or block-pointer) kernel's tail: the number of sub-tiles from the grid, and a
+        call for each split the launcher may choose (quarters, halves of the longer side), each
+        compiled only where its blocks stay 16 or more, as the launcher's rule does."""
+        (bm, bn), (pid_m, pid_n), pid = call.blocks, self.tile_pids, self.pid
+        sub, subs = self.fresh("sub_tile"), self.fresh("sub_tiles")
+        quarter = call((f"{pid_m} * 2 + {sub} // 2", f"{pid_n} * 2 + {sub} % 2"), (f"{bm} // 2", f"{bn} // 2"))
+        half_m = call((f"{pid_m} * 2 + {sub}", pid_n), (f"{bm} // 2", bn))
+        half_n = call((pid_m, f"{pid_n} * 2 + {sub}"), (bm, f"{bn} // 2"))
         sixteen = "constexprs: the launcher splits no block below 16"
-        ops += [
+        return [
             Comment("each tail tile runs as 1, 2 or 4 sub-tiles, a program each: the launcher's choice, read"),
             Comment("from the grid"),
             Line(f"{subs} = max((tl.num_programs(0) - {whole}) // max({tail}, 1), 1)"),
-            Line(f"{tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // {subs}"),
+            Line(f"{self.tile_id} = {pid} if {pid} < {whole} else {whole} + ({pid} - {whole}) // {subs}"),
             Line(f"{sub} = ({pid} - {whole}) % {subs}"),
             *self.tile_map,
             IfBlock(
                 f"{pid} < {whole} or {subs} == 1",
                 "",
-                (whole_call,),
+                (call((pid_m, pid_n), (bm, bn)),),
                 (
                     IfBlock(
                         f"{subs} == 4",
@@ -857,7 +860,28 @@ class KernelLowering(AccessLowering, ExpressionLowering):
                 ),
             ),
         ]
-        return TailPlan(((first.dim.id, bm), (second.dim.id, bn)), function), ops
+
+
+@dataclass(frozen=True)
+class _TileCall:
+    """A kernel's call of its tile function (``split tail``): every kernel argument passed through
+    (``params``, grouped as in the signature, NUM_SMS left out), but the tile coordinates, the two
+    grid axes' blocks (``blocks``) and, for a sub-tile, the tail descriptors of ``descriptors``
+    (the carrier's as it is; the others None where the split leaves their blocks whole)."""
+
+    function: str
+    params: tuple
+    blocks: tuple[str, str]
+    descriptors: tuple[str, ...] = ()
+    carrier: str = ""
+
+    def __call__(self, coords: tuple[str, str], blocks: tuple[str, str], sub: bool = False) -> Line:
+        swap = dict(zip(self.blocks, blocks, strict=True))
+        for t in self.descriptors if sub else ():
+            desc, tail_desc = f"{t}_desc", f"{t}_tail_desc"
+            swap[desc] = tail_desc if t == self.carrier else f"({desc} if {tail_desc} is None else {tail_desc})"
+        groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in self.params)]
+        return Line(call_text(self.function, groups))
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -3,7 +3,8 @@
 The autotuner picks one config per size, so which split a size runs depends on the tuning; here
 each case seeds the launcher's tuned-config cache (``_TUNED``) with a chosen config, so that
 quarters, halves of M, halves of N and no split all run, in f16 and bf16, with ``b`` row- and
-column-major, against torch in f64.
+column-major, against torch in f64; through TMA descriptors and, with an odd K, through the
+pointer kernel.
 
 ``python benchmarks/tail_parity.py`` on a CUDA machine prints one line per case and exits 1 on a
 failure; ``benchmarks/gpu_parity.py`` runs the same cases (:func:`cases`).
@@ -33,6 +34,10 @@ CASES = [
     (2000, 512, 3000, {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 3}),
     (100, 4096, 3000, {"BM": 16, "BN": 128, "BK": 128, "num_warps": 4, "num_stages": 4}),
     (1536, 1536, 1536, {"BM": 256, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 3}),
+    # odd K: rows TMA cannot address, the pointer kernel (which reads the split from its grid)
+    (1536, 1535, 1536, {"BM": 128, "BN": 128, "BK": 64, "num_warps": 4, "num_stages": 4}),
+    (1664, 999, 1664, {"BM": 128, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 4}),
+    (2000, 511, 3000, {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 3}),
 ]
 
 
@@ -51,12 +56,15 @@ def cases():
                 a = torch.randn(m, k, device=DEV, dtype=dtype)
                 b = torch.randn(n, k, device=DEV, dtype=dtype)
                 b = b.t() if b_col else b.reshape(k, n)
-                fast._TUNED[(a.device, triton.next_power_of_2(m), n, k, False, b_col, dtype)] = index
+                if k % 8:  # the pointer launcher's tune key
+                    fast._TUNED[(a.device, "pointers", triton.next_power_of_2(m), n, k, dtype)] = index
+                else:
+                    fast._TUNED[(a.device, triton.next_power_of_2(m), n, k, False, b_col, dtype)] = index
                 c = fast.matmul_fast(a, b)
                 expected = a.double() @ b.double()
                 err = (c.double() - expected).abs().max().item() / expected.abs().max().item()
                 tol = 2e-2 if dtype == torch.float16 else 4e-2
-                layout = " b column-major" if b_col else ""
+                layout = (" b column-major" if b_col else "") + (" (pointers)" if k % 8 else "")
                 label = (f"{str(dtype)[6:]} {m}x{k}x{n}{layout} {wanted['BM']}x{wanted['BN']} "
                          f"split {split[1]}x{split[2]} ({split[0]} programs)")
                 yield "matmul_fast tail", label, True, err, tol

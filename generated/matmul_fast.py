@@ -348,7 +348,7 @@ def matmul_fast_tile(
     pid_m, pid_n,
     a_desc, b_desc, c_desc, partials_ptr,
     M, K, N,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, A_T: tl.constexpr, B_T: tl.constexpr,
 ):
     """One output tile of specs/matmul_fast.tile: tile (pid_m, pid_n) of BM x BN. matmul_fast_kernel calls it at its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."""
     # specs/matmul_fast.tile:10: dtype T in f16, bf16, f32
@@ -437,7 +437,7 @@ def matmul_fast_kernel(
             pid_m, pid_n,
             a_desc, b_desc, c_desc, partials_ptr,
             M, K, N,
-            BM, BN, BK, GROUP_SIZE_M, A_T, B_T,
+            BM, BN, BK, A_T, B_T,
         )
     else:
         # a sub-tile of a tail tile: its coordinates and blocks in sub-tiles
@@ -445,7 +445,7 @@ def matmul_fast_kernel(
             pid_m * TAIL_M + sub_tile // TAIL_N, pid_n * TAIL_N + sub_tile % TAIL_N,
             (a_desc if a_tail_desc is None else a_tail_desc), (b_desc if b_tail_desc is None else b_tail_desc), c_tail_desc, partials_ptr,
             M, K, N,
-            BM // TAIL_M, BN // TAIL_N, BK, GROUP_SIZE_M, A_T, B_T,
+            BM // TAIL_M, BN // TAIL_N, BK, A_T, B_T,
         )
 
 
@@ -591,7 +591,7 @@ def _matmul_fast_pointers_tile(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_SIZE_M: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """One output tile of specs/matmul_fast.tile: tile (pid_m, pid_n) of BM x BN. _matmul_fast_pointers_kernel calls it at its block shape, and at half or a quarter of it for the tiles of its last partial wave (split tail)."""
     # specs/matmul_fast.tile:10: dtype T in f16, bf16, f32
@@ -695,7 +695,7 @@ def _matmul_fast_pointers_kernel(
             stride_a_m, stride_a_k,
             stride_b_k, stride_b_n,
             stride_c_m, stride_c_n,
-            BM, BN, BK, GROUP_SIZE_M, INT64_OFFSETS,
+            BM, BN, BK, INT64_OFFSETS,
         )
     else:
         if sub_tiles == 4:  # quarters
@@ -707,7 +707,7 @@ def _matmul_fast_pointers_kernel(
                     stride_a_m, stride_a_k,
                     stride_b_k, stride_b_n,
                     stride_c_m, stride_c_n,
-                    BM // 2, BN // 2, BK, GROUP_SIZE_M, INT64_OFFSETS,
+                    BM // 2, BN // 2, BK, INT64_OFFSETS,
                 )
         else:
             if BM >= BN:  # halves of the longer side
@@ -719,7 +719,7 @@ def _matmul_fast_pointers_kernel(
                         stride_a_m, stride_a_k,
                         stride_b_k, stride_b_n,
                         stride_c_m, stride_c_n,
-                        BM // 2, BN, BK, GROUP_SIZE_M, INT64_OFFSETS,
+                        BM // 2, BN, BK, INT64_OFFSETS,
                     )
             else:
                 if BN >= 32:  # constexprs: the launcher splits no block below 16
@@ -730,7 +730,7 @@ def _matmul_fast_pointers_kernel(
                         stride_a_m, stride_a_k,
                         stride_b_k, stride_b_n,
                         stride_c_m, stride_c_n,
-                        BM, BN // 2, BK, GROUP_SIZE_M, INT64_OFFSETS,
+                        BM, BN // 2, BK, INT64_OFFSETS,
                     )
 
 

@@ -8,6 +8,7 @@ names so nothing a user writes can be shadowed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from tilegen import model as m
@@ -761,7 +762,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         spec = self.spec
         first, second = spec.grid
         bm, bn = first.block.id, second.block.id
-        own = tuple(g for g in (tuple(p for p in group if p.name != "NUM_SMS") for group in params) if g)
+        used = _names_used(body)  # the tile function takes the kernel's arguments its body reads
+        own = tuple(g for g in (tuple(p for p in group if p.name in used) for group in params) if g)
         pid_m, pid_n = self.tile_pids
         doc = (
             f"One output tile of {spec.path}: tile ({pid_m}, {pid_n}) of {bm} x {bn}. {spec.name.id}_kernel calls it "
@@ -864,8 +866,8 @@ class KernelLowering(AccessLowering, ExpressionLowering):
 
 @dataclass(frozen=True)
 class _TileCall:
-    """A kernel's call of its tile function (``split tail``): every kernel argument passed through
-    (``params``, grouped as in the signature, NUM_SMS left out), but the tile coordinates, the two
+    """A kernel's call of its tile function (``split tail``): the kernel arguments the function takes
+    passed through (``params``, grouped as in the signature), but the tile coordinates, the two
     grid axes' blocks (``blocks``) and, for a sub-tile, the tail descriptors of ``descriptors``
     (the carrier's as it is; the others None where the split leaves their blocks whole)."""
 
@@ -882,6 +884,18 @@ class _TileCall:
             swap[desc] = tail_desc if t == self.carrier else f"({desc} if {tail_desc} is None else {tail_desc})"
         groups = [coords, *(tuple(swap.get(p.name, p.name) for p in group) for group in self.params)]
         return Line(call_text(self.function, groups))
+
+
+def _names_used(ops) -> set[str]:
+    """Every name the code of ``ops`` mentions (comments aside), nested bodies included."""
+    found: set[str] = set()
+    for op in ops:
+        texts = {Line: ("code",), ForLoop: ("var", "iterable"), IfBlock: ("condition",)}.get(type(op), ())
+        for attribute in texts:
+            found |= set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", getattr(op, attribute)))
+        for attribute in ("body", "orelse"):
+            found |= _names_used(getattr(op, attribute, ()))
+    return found
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -171,7 +171,7 @@ def _descriptor_blocks(nargs):
     nargs["a_desc"].block_shape = [nargs["BK"], nargs["BM"]] if nargs["A_T"] else [nargs["BM"], nargs["BK"]]
     nargs["b_desc"].block_shape = [nargs["BN"], nargs["BK"]] if nargs["B_T"] else [nargs["BK"], nargs["BN"]]
     nargs["c_desc"].block_shape = [nargs["BM"], nargs["BN"]]
-    if nargs.get("c_tail_desc") is None:  # no tail descriptors (yet): the tiles' only
+    if nargs.get("c_tail_desc") is None:  # a direct launch: it makes its tail descriptors with their blocks
         return
     _, tail_m, tail_n = _tail_split(nargs["M"], nargs["N"], nargs["BM"], nargs["BN"], nargs["NUM_SMS"])
     nargs["a_tail_desc"].block_shape = [nargs["BK"], nargs["BM"] // tail_m] if nargs["A_T"] else [nargs["BM"] // tail_m, nargs["BK"]]
@@ -531,18 +531,17 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     _, tail_m, tail_n = _tail_split(M, N, config["BM"], config["BN"], NUM_SMS)
     a_tail_desc = b_tail_desc = c_tail_desc = None  # no split: the kernel takes none
     if tail_m * tail_n > 1:  # split tail: the sub-tiles' descriptors of the tensors whose blocks the split divides
-        if A_T:  # the tiles of a.T, read transposed by the kernel
-            a_tail_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [1, 1])
-        else:
-            a_tail_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])
-        if B_T:  # the tiles of b.T, read transposed by the kernel
-            b_tail_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [1, 1])
-        else:
-            b_tail_desc = TensorDescriptor(b, [K, N], [*_b_strides], [1, 1])
-        c_tail_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
-        _descriptor_blocks({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "A_T": A_T, "B_T": B_T, "a_tail_desc": a_tail_desc, "b_tail_desc": b_tail_desc, "c_tail_desc": c_tail_desc, "M": M, "N": N, "NUM_SMS": NUM_SMS, **config})
-        a_tail_desc = None if a_tail_desc.block_shape == a_desc.block_shape else a_tail_desc
-        b_tail_desc = None if b_tail_desc.block_shape == b_desc.block_shape else b_tail_desc
+        if tail_m > 1:  # the split divides a's blocks
+            if A_T:  # the tiles of a.T, read transposed by the kernel
+                a_tail_desc = TensorDescriptor(a, [K, M], [_a_strides[1], 1], [config["BK"], config["BM"] // tail_m])
+            else:
+                a_tail_desc = TensorDescriptor(a, [M, K], [*_a_strides], [config["BM"] // tail_m, config["BK"]])
+        if tail_n > 1:  # the split divides b's blocks
+            if B_T:  # the tiles of b.T, read transposed by the kernel
+                b_tail_desc = TensorDescriptor(b, [N, K], [_b_strides[1], 1], [config["BN"] // tail_n, config["BK"]])
+            else:
+                b_tail_desc = TensorDescriptor(b, [K, N], [*_b_strides], [config["BK"], config["BN"] // tail_n])
+        c_tail_desc = TensorDescriptor(c, [M, N], [*_c_strides], [config["BM"] // tail_m, config["BN"] // tail_n])
     grid, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
     partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU

@@ -505,30 +505,43 @@ def _smallest_block(spec: m.Spec, block: str) -> str:
     return str(min(int((c.get(block) or default).text) for c in spec.tune.configs))
 
 
-def _make_descriptors(spec: m.Spec, kernel: KernelPlan, tail: bool = False) -> list[Op]:
-    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor (``tail``:
-    ``a_tail_desc`` for the sub-tiles of the last wave, for every tensor a grid axis tiles); a
-    tuned kernel's block shapes, and every tail descriptor's, are set by ``_descriptor_blocks``."""
+def _make_descriptors(spec: m.Spec, kernel: KernelPlan, tail: bool = False, split: bool = False) -> list[Op]:
+    """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor; a tuned
+    kernel's block shapes are set by ``_descriptor_blocks``. ``tail``: ``a_tail_desc`` for the
+    sub-tiles of the last wave, for every tensor a grid axis tiles, their block shapes set by
+    ``_descriptor_blocks`` per config (the autotuner's launch); with ``split``, made with the block
+    shape of this launch's split (``tail_m``, ``tail_n``), and only for the tensors whose blocks the
+    split divides (the others stay None)."""
     ops: list[Op] = []
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
     tails = set(kernel.tail.descriptors) if tail else set()
     made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails] if tail else [(t, "desc") for t in spec.arrays]
+    divided = {}
+    if split:  # each grid axis's block divided by the split along it
+        (_, block_m), (_, block_n) = kernel.tail.tiles
+        divided = {block_m: "tail_m", block_n: "tail_n"}
     for t, suffix in made:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
         shape = blocks[t.name.id]
         block = ["1"] * len(shape) if suffix != "desc" or any(b in tuned for b in shape) else list(shape)
+        if split:
+            value = lambda b: f'config["{b}"]' if b in tuned else b  # noqa: E731
+            block = [f"{value(b)} // {divided[b]}" if b in divided else value(b) for b in shape]
         line = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
                 f"[*_{t.name.id}_strides], [{', '.join(block)}])")
         flag = dict(kernel.transposed).get(t.name.id)
-        if flag is None:
-            ops.append(Line(line))
-            continue
-        strides = f"_{t.name.id}_strides"
-        transposed = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(reversed(dims))}], "
-                      f"[{strides}[1], 1], [{', '.join(reversed(block))}])")
-        why = f"the tiles of {t.name.id}.T, read transposed by the kernel"
-        ops.append(IfBlock(flag, why, (Line(transposed),), (Line(line),)))
+        op: Op = Line(line)
+        if flag is not None:
+            strides = f"_{t.name.id}_strides"
+            transposed = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(reversed(dims))}], "
+                          f"[{strides}[1], 1], [{', '.join(reversed(block))}])")
+            why = f"the tiles of {t.name.id}.T, read transposed by the kernel"
+            op = IfBlock(flag, why, (Line(transposed),), (Line(line),))
+        along = [divided[b] for b in dict.fromkeys(shape) if b in divided]
+        if split and len(along) == 1:  # tiled along one grid axis: divided where the split divides that axis
+            op = IfBlock(f"{along[0]} > 1", f"the split divides {t.name.id}'s blocks", (op,))
+        ops.append(op)
     return ops
 
 
@@ -662,7 +675,7 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
             Line("config = _CONFIGS[config_index].kwargs"),
         ]
         jit = f"{kernel.name}.fn"
-    if kernel.descriptors and (spec.tune is not None or kernel.tail is not None):
+    if kernel.descriptors and spec.tune is not None:
         ops.append(_set_blocks(spec, kernel))
     if kernel.descriptors and kernel.tail is not None:
         ops += _tail_descriptors(spec, kernel)
@@ -718,17 +731,14 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
     return ops
 
 
-def _set_blocks(spec: m.Spec, kernel: KernelPlan, tail: bool = False) -> Line:
+def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:
     """``_descriptor_blocks({...})`` before a direct launch: the descriptors' block shapes for the
-    remembered config (tuned), and with ``tail`` the tail descriptors' for the split of the last wave."""
+    remembered config (its tail descriptors, if any, are made with theirs)."""
     tuned = set(spec.tuned_params)
     shapes = [b for _, shape in kernel.descriptors for b in shape]
     fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
     nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
     nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
-    if tail:
-        nargs += [f'"{t}_tail_desc": {t}_tail_desc' for t in kernel.tail.descriptors]
-        nargs += [f'"{d}": {d}' for d, _ in kernel.tail.tiles] + ['"NUM_SMS": NUM_SMS']
     config = ", **config" if spec.tune is not None else ""
     return Line(f"_descriptor_blocks({{{', '.join(nargs)}{config}}})")
 
@@ -742,15 +752,13 @@ def _tail_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
     (dim_m, block_m), (dim_n, block_n) = kernel.tail.tiles
     blocks = [f'config["{b}"]' if b in tuned else b for b in (block_m, block_n)]
     tails = kernel.tail.descriptors
-    unused = [Line(f"{t}_tail_desc = None if {t}_tail_desc.block_shape == {t}_desc.block_shape else {t}_tail_desc")
-              for t in tails if t != kernel.tail.carrier]
     return [
         Line(f"_, tail_m, tail_n = _tail_split({dim_m}, {dim_n}, {', '.join(blocks)}, NUM_SMS)"),
         Line(" = ".join(f"{t}_tail_desc" for t in tails) + " = None  # no split: the kernel takes none"),
         IfBlock(
             "tail_m * tail_n > 1",
             "split tail: the sub-tiles' descriptors of the tensors whose blocks the split divides",
-            (*_make_descriptors(spec, kernel, tail=True), _set_blocks(spec, kernel, tail=True), *unused),
+            tuple(_make_descriptors(spec, kernel, tail=True, split=True)),
         ),
     ]
 

@@ -6,8 +6,6 @@ or 4 (quarters) programs at a smaller block shape, through the kernel's tile fun
 interpreter's device has 4 "SMs" (``_num_sms``), so small shapes take every split.
 """
 
-import importlib.util
-import sys
 import warnings
 
 import pytest
@@ -17,6 +15,7 @@ from hypothesis import strategies as st
 
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
+from tilegen.runner import load_module
 
 MATMUL = """\
 kernel mm_tail
@@ -39,11 +38,7 @@ ACCESS = {"pointers": MATMUL, "descriptor": MATMUL.replace("  split tail", "  sp
 def _module(tmp_path, text, name):
     path = tmp_path / f"{name}.py"
     path.write_text(compile_spec(text, f"{name}.tile").source, encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(f"tilegen_tail_{name}_{tmp_path.name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path)
 
 
 def _errors(text):

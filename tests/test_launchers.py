@@ -192,6 +192,107 @@ def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monke
     assert calls == [("events", 25, 1, None), ("events", 25, 100, (0.5, 0.2, 0.8))]
 
 
+class _TimedAutotuner:
+    """What _settle_ties reads of Triton's autotuner: its pick and each config's first timing."""
+
+    def __init__(self, module, times):
+        self.configs_timings = {module._CONFIGS[i]: [ms, ms * 0.9, ms * 1.1] for i, ms in times.items()}
+        self.best_config = module._CONFIGS[min(times, key=times.get)]
+
+
+def _graph_timing(module, tune_key, speed, timed):
+    """A do_bench_cudagraph that runs the call once and returns the time ``speed`` gives the
+    config the launcher is set to (through _TUNED), recording which config it timed."""
+
+    def graph(fn, rep=20, quantiles=None):
+        fn()
+        timed.append(module._TUNED[tune_key])
+        return speed[module._TUNED[tune_key]]
+
+    return graph
+
+
+def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch):
+    """The configs the autotuner timed within 5% of its pick (at most 4, fastest first) run the
+    launcher again in 5 interleaved rounds; the lowest median wins, though the autotuner's one
+    timing ranked it second. Configs further off are not run again, and _TUNED holds no entry
+    for the key afterwards (the launcher's _remember sets it)."""
+    import triton
+
+    module = generated("attention_causal")
+    key = ("cuda", 1024, 64, "f16")
+    # first timings: 5 is the pick; 7, 9, 4 are within 5% of it; 12 is 4.9% off; 2 is 20% off
+    first = {5: 1.00, 7: 1.01, 9: 1.02, 4: 1.03, 12: 1.049, 2: 1.2}
+    speed = {5: 0.97, 7: 0.95, 9: 0.99, 4: 0.96, 12: 0.5, 2: 0.5}  # side by side, 7 is the fastest
+    timed, calls = [], []
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, speed, timed))
+    config = module._settle_ties(key, _TimedAutotuner(module, first), lambda: calls.append(1))
+    assert config is module._CONFIGS[7]
+    assert timed == [5, 7, 9, 4] * 5  # interleaved rounds, fastest first; 12 is the fifth near tie: left out
+    assert len(calls) == 20 and key not in module._TUNED
+
+
+def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monkeypatch):
+    import triton
+
+    module = generated("attention_causal")
+    key = ("cuda", 2048, 64, "f16")
+
+    def never(*args, **kwargs):
+        raise AssertionError("timed a config")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", never)
+    tuner = _TimedAutotuner(module, {3: 1.0, 8: 1.06})  # the next config is 6% slower
+    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    tuner.configs_timings = {}  # one config: Triton's autotuner timed nothing
+    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    del tuner.configs_timings
+    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    assert key not in module._TUNED
+
+
+def test_near_ties_fall_back_to_event_timing_and_clean_up_on_error(generated, monkeypatch):
+    """Where a CUDA graph cannot be captured, Triton's event timing settles the ties; an error
+    while timing leaves no config set for the key."""
+    import triton
+
+    module = generated("matmul_fast")
+    key = ("cuda", 512, 512, 512)
+    timed = []
+
+    def no_graph(fn, rep=20, quantiles=None):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
+    monkeypatch.setattr(triton.testing, "do_bench", _graph_timing(module, key, {1: 2.0, 2: 1.0}, timed))
+    assert module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None) is module._CONFIGS[2]
+    assert timed == [1, 2] * 5 and key not in module._TUNED
+
+    def broken(fn, rep=20, quantiles=None):
+        raise ValueError("a launch failed")
+
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", broken)
+    with pytest.raises(ValueError, match="a launch failed"):
+        module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
+    assert key not in module._TUNED
+
+
+@pytest.mark.parametrize("name", ["attention_causal", "matmul_fast", "softmax"])
+def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
+    """Each tuned launcher (the descriptor one and its pointer fallback) remembers the config
+    _settle_ties keeps, timing near ties by calling itself on the same inputs."""
+    import inspect
+
+    module = generated(name)
+    launchers = [getattr(module, n) for n in (name, f"_{name}_pointers") if hasattr(module, n)]
+    for launcher in launchers:
+        params = ", ".join(
+            p.name if p.kind is p.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}"
+            for p in inspect.signature(launcher).parameters.values()
+        )
+        assert f"lambda: {launcher.__name__}({params}))" in inspect.getsource(launcher)
+
+
 INT_EDGES = [
     0, 1, 2, 15, 16, 17, 2**31 - 16, 2**31 - 1, 2**31, 2**32, 2**63 - 16, 2**63, 2**64 - 1, -1, -16, -(2**31),
     -(2**31) - 16,

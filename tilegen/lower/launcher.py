@@ -399,7 +399,7 @@ def lower_launcher(
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
     whole = len(kernel.whole_blocks)  # whole-axis tiles first: a descriptor's block shape may name one
     body = [*head, device_guard, *middle, nothing, *without, *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(spec, kernel, name, launch, variant)
+    body += _launch(spec, kernel, name, launch, f"{name}({arguments})", variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
@@ -607,13 +607,16 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
 FP_FUSION = "enable_fp_fusion=True"
 
 
-def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, variant: str | None = None) -> list[Op]:
+def _launch(
+    spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, call: str, variant: str | None = None
+) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``warmup`` (Triton's compile and cache) and launched by
     ``_launcher`` (the fused-softmax tutorial's ``compiled[grid](*args)`` without its per-call
     lookups), which skips the JIT's per-call binding and cache lookup. A tuned kernel runs the
     autotuner on the first call per device and sizes (or takes the config from tilegen's cache on
-    disk), and after that its remembered config is one more part of the key."""
+    disk), settles the autotuner's near ties by timing ``call`` (this launcher's call of itself)
+    at each (``_settle_ties``), and after that its remembered config is one more part of the key."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -663,8 +666,8 @@ def _launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, va
                                 (
                                     *retune,
                                     *tune_launch,
-                                    Line(f"_remember(tune_key, {jit}.best_config)"),
                                     *summed,
+                                    Line(f"_remember(tune_key, _settle_ties(tune_key, {jit}, lambda: {call}))"),
                                     Line(f"return {returns}"),
                                 ),
                             ),

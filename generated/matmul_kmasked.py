@@ -202,8 +202,9 @@ def _settle_ties(tune_key, autotuner, call):
     Times the whole launch: a split loop's sum kernel and a split tail's sub-tiles too."""
     timings = {config: timing[0] if isinstance(timing, (list, tuple)) else timing
                for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
+    autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
     best = autotuner.best_config
-    if best not in timings:  # one config: nothing was timed
+    if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now
         return best
     near = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + _NEAR_TIE)), key=timings.get)
     near = [_config_index(config.all_kwargs()) for config in near[:_NEAR_TIE_CONFIGS]]

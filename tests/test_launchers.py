@@ -233,6 +233,8 @@ def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch
 
 
 def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monkeypatch):
+    """No config within 5% of the pick, or no timings at all (one config, or a key Triton's own
+    cache already held): the pick is kept and nothing runs. The timings are read once."""
     import triton
 
     module = generated("attention_causal")
@@ -246,6 +248,13 @@ def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monke
     assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
     tuner.configs_timings = {}  # one config: Triton's autotuner timed nothing
     assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    # timings are read once: a later call whose tune timed nothing does not see an earlier tune's ties
+    tuner = _TimedAutotuner(module, {3: 1.0, 8: 1.01})
+    timed = []
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, {3: 1.0, 8: 2.0}, timed))
+    assert module._settle_ties(key, tuner, lambda: None) is module._CONFIGS[3] and len(timed) == 10
+    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3] and len(timed) == 10
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", never)
     del tuner.configs_timings
     assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
     assert key not in module._TUNED

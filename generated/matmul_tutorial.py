@@ -103,6 +103,7 @@ _TUNE_CACHE = os.path.join(
     "matmul_tutorial-bedd96d3022b5beb.json",
 )
 _TUNED = {}  # (device, *sizes) -> index in _CONFIGS of the config to run, in this process
+_TRIAL = threading.local()  # .pick = (tune_key, index): the near tie _settle_ties times on this thread
 
 
 def _load_tuned():
@@ -140,7 +141,11 @@ def _config_index(kwargs):
 def _tuned_index(launcher, tune_key):
     """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
     interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
-    the config an earlier process tuned (tilegen's cache on disk), or None: tune now."""
+    the config an earlier process tuned (tilegen's cache on disk), or None: tune now. While
+    _settle_ties times a near tie on this thread, that config (other threads wait for the lock)."""
+    trial = getattr(_TRIAL, "pick", None)
+    if trial is not None and trial[0] == tune_key:
+        return trial[1]
     if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
         return _TUNED[tune_key]
     if _INTERPRET:
@@ -202,9 +207,11 @@ def _settle_ties(tune_key, autotuner, call):
     from run to run (the GPU's clock, other work), as much as the best configs of a spec differ,
     so the autotuner's pick among near ties is a draw. Each near tie (at most
     _NEAR_TIE_CONFIGS, fastest first) runs ``call`` (the launcher on the inputs being tuned for,
-    set to that config through _TUNED) in _NEAR_TIE_ROUNDS interleaved rounds of CUDA-graph
-    replays (Triton's event timing where a graph cannot be captured); the lowest median wins.
-    Times the whole launch: a split loop's sum kernel and a split tail's sub-tiles too."""
+    set to that config through _TRIAL on this thread while others wait for the lock) in
+    _NEAR_TIE_ROUNDS interleaved rounds of CUDA-graph replays (Triton's event timing where a
+    graph cannot be captured); the lowest median wins. Times the whole launch: a split loop's sum
+    kernel and a split tail's sub-tiles too. Where timing fails otherwise it warns and keeps the
+    pick: the call being tuned has its output already."""
     timings = {config: timing[0] if isinstance(timing, (list, tuple)) else timing
                for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
     autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
@@ -212,20 +219,24 @@ def _settle_ties(tune_key, autotuner, call):
     if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now
         return best
     near = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + _NEAR_TIE)), key=timings.get)
-    near = [_config_index(config.all_kwargs()) for config in near[:_NEAR_TIE_CONFIGS]]
+    near = [i for i in (_config_index(config.all_kwargs()) for config in near[:_NEAR_TIE_CONFIGS]) if i is not None]
     if len(near) < 2:
         return best
     rounds = {index: [] for index in near}
     try:
         for _ in range(_NEAR_TIE_ROUNDS):
             for index in near:
-                _TUNED[tune_key] = index
+                _TRIAL.pick = (tune_key, index)
                 try:
                     rounds[index].append(triton.testing.do_bench_cudagraph(call, rep=20))
                 except RuntimeError:
                     rounds[index].append(triton.testing.do_bench(call))
+    except Exception as error:  # any failure: the autotuner's pick stays
+        warnings.warn(f"timing the autotuner's near ties failed ({type(error).__name__}: {error}); "
+                      f"keeping its pick {best.all_kwargs()}", stacklevel=3)
+        return best
     finally:
-        _TUNED.pop(tune_key, None)
+        _TRIAL.pick = None
     return _CONFIGS[min(near, key=lambda index: statistics.median(rounds[index]))]
 
 

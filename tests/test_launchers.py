@@ -202,12 +202,14 @@ class _TimedAutotuner:
 
 def _graph_timing(module, tune_key, speed, timed):
     """A do_bench_cudagraph that runs the call once and returns the time ``speed`` gives the
-    config the launcher is set to (through _TUNED), recording which config it timed."""
+    config the launcher is set to (through _TRIAL), recording which config it timed."""
 
     def graph(fn, rep=20, quantiles=None):
         fn()
-        timed.append(module._TUNED[tune_key])
-        return speed[module._TUNED[tune_key]]
+        key, index = module._TRIAL.pick
+        assert key == tune_key
+        timed.append(index)
+        return speed[index]
 
     return graph
 
@@ -215,8 +217,8 @@ def _graph_timing(module, tune_key, speed, timed):
 def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch):
     """The configs the autotuner timed within 5% of its pick (at most 4, fastest first) run the
     launcher again in 5 interleaved rounds; the lowest median wins, though the autotuner's one
-    timing ranked it second. Configs further off are not run again, and _TUNED holds no entry
-    for the key afterwards (the launcher's _remember sets it)."""
+    timing ranked it second. Configs further off are not run again, and neither _TUNED nor
+    _TRIAL holds the key afterwards (the launcher's _remember sets _TUNED)."""
     import triton
 
     module = generated("attention_causal")
@@ -229,7 +231,7 @@ def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch
     config = module._settle_ties(key, _TimedAutotuner(module, first), lambda: calls.append(1))
     assert config is module._CONFIGS[7]
     assert timed == [5, 7, 9, 4] * 5  # interleaved rounds, fastest first; 12 is the fifth near tie: left out
-    assert len(calls) == 20 and key not in module._TUNED
+    assert len(calls) == 20 and key not in module._TUNED and module._TRIAL.pick is None
 
 
 def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monkeypatch):
@@ -260,9 +262,10 @@ def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monke
     assert key not in module._TUNED
 
 
-def test_near_ties_fall_back_to_event_timing_and_clean_up_on_error(generated, monkeypatch):
-    """Where a CUDA graph cannot be captured, Triton's event timing settles the ties; an error
-    while timing leaves no config set for the key."""
+def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generated, monkeypatch):
+    """Where a CUDA graph cannot be captured, Triton's event timing settles the ties. Any other
+    error while timing warns and keeps the autotuner's pick: the call being tuned already has its
+    output. Nothing is left set for the key either way."""
     import triton
 
     module = generated("matmul_fast")
@@ -275,15 +278,50 @@ def test_near_ties_fall_back_to_event_timing_and_clean_up_on_error(generated, mo
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
     monkeypatch.setattr(triton.testing, "do_bench", _graph_timing(module, key, {1: 2.0, 2: 1.0}, timed))
     assert module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None) is module._CONFIGS[2]
-    assert timed == [1, 2] * 5 and key not in module._TUNED
+    assert timed == [1, 2] * 5 and key not in module._TUNED and module._TRIAL.pick is None
 
     def broken(fn, rep=20, quantiles=None):
         raise ValueError("a launch failed")
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", broken)
-    with pytest.raises(ValueError, match="a launch failed"):
-        module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
-    assert key not in module._TUNED
+    with pytest.warns(UserWarning, match="near ties failed .*ValueError: a launch failed.*keeping its pick"):
+        config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
+    assert config is module._CONFIGS[1] and key not in module._TUNED and module._TRIAL.pick is None
+
+
+def test_near_ties_of_the_pointer_kernel_map_to_the_modules_configs(generated, monkeypatch):
+    """The pointer fallback's autotuner holds _POINTER_CONFIGS (no descriptor pre_hook); its near
+    ties are the _CONFIGS entries with the same settings, and the winner is one of _CONFIGS."""
+    import triton
+
+    module = generated("matmul_fast")
+    key = ("cuda", "pointers", 512, 512, 513)
+    tuner = _TimedAutotuner(module, {4: 1.0, 6: 1.02})
+    tuner.configs_timings = {module._POINTER_CONFIGS[i]: [ms] for i, ms in ((4, 1.0), (6, 1.02))}
+    tuner.best_config = module._POINTER_CONFIGS[4]
+    timed = []
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, {4: 1.0, 6: 0.9}, timed))
+    assert module._settle_ties(key, tuner, lambda: None) is module._CONFIGS[6]
+    assert timed == [4, 6] * 5
+
+
+def test_a_near_tie_being_timed_is_seen_by_this_thread_only(generated):
+    """While _settle_ties times a config, the launcher's lookup (_tuned_index, reached on a miss
+    in _TUNED under the lock) returns it on the settling thread; another thread does not see it."""
+    import threading
+
+    module = generated("attention_causal")
+    key = ("cuda", 4096, 64, "test-trial")
+    module._TRIAL.pick = (key, 5)
+    try:
+        assert module._tuned_index("attention_causal", key) == 5 and key not in module._TUNED
+        seen = []
+        other = threading.Thread(target=lambda: seen.append(getattr(module._TRIAL, "pick", None)))
+        other.start()
+        other.join()
+        assert seen == [None]
+    finally:
+        module._TRIAL.pick = None
 
 
 @pytest.mark.parametrize("name", ["attention_causal", "matmul_fast", "softmax"])

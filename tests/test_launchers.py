@@ -324,6 +324,48 @@ def test_a_near_tie_being_timed_is_seen_by_this_thread_only(generated):
         module._TRIAL.pick = None
 
 
+def test_settling_runs_the_launcher_itself_at_each_near_tie(generated, monkeypatch):
+    """End to end through the real launcher (in the interpreter): each timed call runs the kernel
+    at the near tie being timed (the launcher's lookup takes it from _TRIAL), computes the right
+    output, and leaves no config remembered for the key."""
+    import triton
+
+    module = generated("attention_causal")
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 40, 16, dtype=torch.float16) for _ in range(3))
+    expected = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=True)
+    key = (q.device, 40, 16, torch.float16)  # the launcher's tune key for these inputs
+    ran = []
+
+    def kernel_grid(original):
+        def launch(grid):  # which BM, BN the launcher runs
+            def run(*args, **kwargs):
+                ran.append((kwargs["BM"], kwargs["BN"]))
+                return original[grid](*args, **kwargs)
+            return run
+        return launch
+
+    class Recording:
+        def __init__(self, fn):
+            self.fn, self.launch = fn, kernel_grid(fn)
+
+        def __getitem__(self, grid):
+            return self.launch(grid)
+
+    monkeypatch.setattr(module.attention_causal_kernel, "fn", Recording(module.attention_causal_kernel.fn))
+    outputs = []
+    speed = {1: 1.0, 4: 0.5}  # config 4 (BM = BN = 64) is the faster one side by side
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, speed, []))
+    monkeypatch.setattr(module, "_NEAR_TIE_ROUNDS", 2)
+    config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 4: 1.01}),
+                                 lambda: outputs.append(module.attention_causal(q, k, v, 0.25)))
+    assert config is module._CONFIGS[4] and key not in module._TUNED
+    blocks = [(module._CONFIGS[i].kwargs["BM"], module._CONFIGS[i].kwargs["BN"]) for i in (1, 4)]
+    assert ran == blocks * 2 and len(outputs) == 4
+    for out in outputs:
+        assert (out.float() - expected).abs().max().item() < 2e-3
+
+
 @pytest.mark.parametrize("name", ["attention_causal", "matmul_fast", "softmax"])
 def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
     """Each tuned launcher (the descriptor one and its pointer fallback) remembers the config

@@ -206,8 +206,8 @@ def _settle_ties(tune_key, autotuner, call):
     graph cannot be captured); the lowest median wins. Times the whole launch: a split loop's sum
     kernel and a split tail's sub-tiles too. Where timing fails otherwise it warns and keeps the
     pick: the call being tuned has its output already."""
-    timings = {config: timing[0] if isinstance(timing, (list, tuple)) else timing
-               for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
+    # _time_config's quantiles (median first) of each config Triton timed for this key
+    timings = {config: timing[0] for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
     autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
     best = autotuner.best_config
     if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now

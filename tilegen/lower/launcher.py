@@ -261,6 +261,7 @@ def lower_launcher(
     keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
     inputs = tuple(t.name.id for t in spec.inputs)
     arguments = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords)])
+    call = f"{name}({arguments})"  # the launcher calling itself with its own arguments
     annotated = [f"{t.name.id}: {_annotation(t)}" for t in spec.inputs]
     kinds = {p.name.id: "int" for p in spec.params} | {c.name.id: "str" for c in spec.choices}
     if keywords:
@@ -306,7 +307,7 @@ def lower_launcher(
     device_guard = IfBlock(
         f"{first}.is_cuda and device.index != torch.cuda.current_device()",
         "tensors on another GPU: run there, on its current stream",
-        (WithBlock("torch.cuda.device(device)", "", (Line(f"return {name}({arguments})"),)),),
+        (WithBlock("torch.cuda.device(device)", "", (Line(f"return {call}"),)),),
     )
     middle: list[Op] = []  # block sizes, choices, shapes, outputs
     for block in dict.fromkeys(a.block.id for a in spec.axes() if a.block is not None and a.block.id not in tuned):
@@ -399,7 +400,7 @@ def lower_launcher(
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
     whole = len(kernel.whole_blocks)  # whole-axis tiles first: a descriptor's block shape may name one
     body = [*head, device_guard, *middle, nothing, *without, *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(spec, kernel, name, launch, f"{name}({arguments})", variant)
+    body += _launch(spec, kernel, name, launch, call, variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
@@ -425,7 +426,7 @@ def lower_launcher(
         keywords=keywords,
         signature=", ".join(annotated),
         annotation=annotation,
-        call=f"{name}({arguments})",
+        call=call,
         sizes=tuple(sizes),
         outputs=tuple(outputs),
         body=tuple(body),

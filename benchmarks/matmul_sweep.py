@@ -40,8 +40,7 @@ def _picked(launcher) -> str:
     """The config the launcher's module tuned last (its ``_TUNED`` cache, newest entry), as text."""
     module = launcher.__globals__
     key, index = list(module["_TUNED"].items())[-1]
-    configs = module["_POINTER_CONFIGS"] if "pointers" in key else module["_CONFIGS"]
-    config = configs[index]
+    config = module["_CONFIGS"][index]  # both launchers remember an index in _CONFIGS
     blocks = " ".join(f"{name}={value}" for name, value in config.kwargs.items())
     return f"{'pointers ' if 'pointers' in key else ''}{blocks} w{config.num_warps} s{config.num_stages}"
 

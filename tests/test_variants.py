@@ -433,14 +433,15 @@ def test_persistent_source_loops_over_tiles(persistent):
 
 def test_descriptor_source_loads_through_host_descriptors():
     text = (ROOT / "generated" / "matmul_fast.py").read_text()
-    # with split tail, the descriptors of the last wave's sub-tiles follow the tiles' descriptors
-    descriptors = "a_desc, b_desc, c_desc, a_tail_desc, b_tail_desc, c_tail_desc, partials_ptr"
+    # the second row piece's descriptors (configs of 192 and 320 rows) follow the tiles' descriptors,
+    # and with split tail the descriptors of the last wave's sub-tiles follow those
+    descriptors = "a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc, partials_ptr"
     assert f"def matmul_fast_kernel(\n    {descriptors},\n" in text
     assert "a = a_desc.load([pid_m * BM, k * BK])" in text
     assert "T = a_desc.dtype" in text  # dtype T: f16 or bf16, read off a's descriptor
     assert "c_desc.store([pid_m * BM, pid_n * BN], acc.to(T))" in text
     assert "a_desc = TensorDescriptor(a, [M, K], [*_a_strides], [1, 1])" in text
-    assert 'else [nargs["BM"], nargs["BK"]]' in text
+    assert 'else [first, nargs["BK"]]' in text  # BM's first row piece: BM itself for a power of two
 
 
 BATCHED_DESCRIPTORS = (

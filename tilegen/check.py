@@ -60,6 +60,14 @@ def is_power_of_two(value: int) -> bool:
     return value >= 1 and value & (value - 1) == 0
 
 
+def is_two_pieces(value: int) -> bool:
+    """True for a sum of two different powers of two (192 = 128 + 64, 320 = 256 + 64) whose
+    smaller one is at least :data:`MIN_DOT_TILE`: a block that the kernel holds as two
+    power-of-two pieces (see :meth:`Checker.check_pieces`)."""
+    low = value & -value
+    return value > 0 and is_power_of_two(value - low) and low >= MIN_DOT_TILE
+
+
 @dataclass
 class Scope:
     """What names mean at one point of the body: axes in scope and local tile variables."""
@@ -83,6 +91,7 @@ class Checker:
         self.names: dict[str, m.Span] = {}
         self.alias_of: dict[str, str] = {}  # swizzled axis name -> the grid axis it remaps
         self.loop_axes: dict[str, m.Axis] = {}  # loop axis name -> its first loop
+        self.pieced: dict[str, list[m.Number]] = {}  # block parameter -> its values of two pieces (check_pieces)
         self.descriptor_blocks: dict[str, tuple[str, ...]] = {}  # tensor -> the block shape of its first access
 
     # helpers ---------------------------------------------------------------------
@@ -190,11 +199,18 @@ class Checker:
                 axis.block.span,
             )
             return
+        rows = self.spec.flat and what == "grid axis" and axis is self.spec.grid[0]
         for value in self.param_values(param.name.id):
-            if not is_power_of_two(int(value.text)):
-                self.errors.error(
-                    f"block size '{param.name.id}' = {value.text} is not a power of two", value.span
-                )
+            if is_power_of_two(int(value.text)):
+                continue
+            if rows and is_two_pieces(int(value.text)):  # see check_pieces
+                self.pieced.setdefault(param.name.id, []).append(value)
+                continue
+            self.errors.error(
+                f"block size '{param.name.id}' = {value.text} is not a power of two"
+                + (" or a sum of two (192 = 128 + 64)" if rows else ""),
+                value.span,
+            )
 
     # declarations ----------------------------------------------------------------
     def check_declarations(self) -> dict[str, m.Axis]:
@@ -925,12 +941,61 @@ class Checker:
                 span,
             )
 
+    def check_pieces(self) -> None:
+        """A block of the rows of a flat grid's output that is a sum of two powers of two (192 =
+        128 + 64) where Triton's tiles are powers of two: the kernel holds each tile as two
+        row pieces, each its own accumulator, ``a`` tile and store, sharing each ``b`` tile of the
+        loop (:meth:`tilegen.lower.kernel.KernelLowering.pieces_setup`). This needs TMA
+        descriptors (a descriptor per piece), tune configs (the pieces' descriptors take their
+        block shapes per config), and a body of tile declarations, dot loops whose first operand
+        holds the rows, and stores of a local over them. Raises nothing: problems go to
+        ``self.errors``, at the block value."""
+        spec = self.spec
+        for param, values in self.pieced.items():
+            rows = spec.grid[0].name.id
+            why = None
+            if spec.access_style != "descriptor" or spec.tune is None:
+                why = "'access descriptor' and tune configs (a tensor descriptor for each piece, set per config)"
+            for stmt in m.statements(spec.body):
+                if why is not None:
+                    break
+                if isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt):
+                    why = "loops of dots only ('acc += dot(a[m, k], b[k, n])')"
+                elif isinstance(stmt, m.Assign):
+                    why = "no assignments: tile declarations, dot loops and stores"
+                elif isinstance(stmt, m.Accumulate) and m.is_dot(stmt.value):
+                    second = stmt.value.args[1]
+                    if any(isinstance(i, m.Name) and i.id == rows for i in second.index):
+                        why = f"'{rows}' in the first operand of each dot (its rows)"
+                elif isinstance(stmt, m.Store) and not isinstance(stmt.value, m.Ref):
+                    over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
+                    if over:
+                        why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
+            chosen = spec.default_config()
+            value = chosen.get(param) or self.params[param].default if chosen is not None else None
+            if why is None and value is not None and is_two_pieces(int(value.text)):
+                self.errors.error(
+                    f"the default config sets '{param}' = {value.text}: the default config runs in Triton's "
+                    "interpreter and through pointers where TMA cannot serve, whose tiles are powers of two; "
+                    "make the default a power of two",
+                    value.span,
+                )
+            if why is None:
+                continue
+            for value in values:
+                self.errors.error(
+                    f"block size '{param}' = {value.text} is not a power of two: a block of a sum of two (held as two "
+                    f"pieces) needs {why}",
+                    value.span,
+                )
+
     def run(self) -> None:
         axes = self.check_declarations()
         self.check_body(self.spec.body, Scope(dict(axes)))
         if not self.errors.diagnostics:  # the split rules assume an otherwise valid body
             self.check_split()
             self.check_split_tail()
+            self.check_pieces()
         for tensor in self.spec.outputs:
             if tensor.name.id not in self.written:
                 self.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

@@ -31,7 +31,7 @@ from tilegen import model as m
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
-from tilegen.lower.names import printable
+from tilegen.lower.names import pieced_block, printable
 from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
 
@@ -81,10 +81,28 @@ def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallb
     name = dataclasses.replace(spec.name, id=f"_{spec.name.id}_{variant}")
     access_name = None if access is None else dataclasses.replace(spec.access, id=access)
     other = dataclasses.replace(spec, access=access_name, name=name)
+    block = pieced_block(spec)
+    if block is not None and access != "descriptor":  # configs of two row pieces need descriptors: dropped
+        other = dataclasses.replace(other, tune=_power_of_two_configs(spec, block))
     kernel = lower_kernel(other)
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
     return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, fast=fast))
+
+
+def _power_of_two_configs(spec: m.Spec, block: str) -> m.Tune:
+    """``spec``'s tune without the configs that set ``block`` to a value that is not a power of
+    two: the pointer kernel's tiles are powers of two (the checker keeps the default config one,
+    so the interpreter's config, ``_CONFIGS[default]``, serves both kernels). Each config kept is
+    also in ``_CONFIGS``, where ``_config_index`` finds it by its keywords."""
+    default = next(p.default for p in spec.params if p.name.id == block)
+
+    def kept(config: m.Config) -> bool:
+        value = int((config.get(block) or default).text)
+        return not value & (value - 1)
+
+    tune = spec.tune
+    return dataclasses.replace(tune, configs=tuple(c for c in tune.configs if kept(c)))
 
 
 def _descriptors_serve(spec: m.Spec) -> bool:

@@ -123,15 +123,18 @@ class AccessLowering:
         the index holds an index axis or a constant)."""
         tensor = self.spec.tensor(access.tensor.id)
         blocks, offsets = [], []
+        pieces = dict.fromkeys(self.pieces.rows, self.pieces.block) if self.pieces is not None else {}
         for item in access.index:
             if isinstance(item, m.Number):
                 blocks.append("1")
                 offsets.append(item.text)
             else:
-                blocks.append(self.axes[item.id].tile)
+                tile = self.axes[item.id].tile
+                blocks.append(pieces.get(tile, tile))  # a row piece's descriptor: the launcher sets its block
                 offsets.append(self.axes[item.id].start)
         self.descriptor_blocks.setdefault(tensor.name.id, tuple(blocks))
-        return f"{tensor.name.id}_desc", "[" + ", ".join(offsets) + "]"
+        second = self.piece == 1 and self.pieced(access.index)  # the second row piece's descriptor
+        return f"{tensor.name.id}_{'piece_desc' if second else 'desc'}", "[" + ", ".join(offsets) + "]"
 
     def unit_reshape(self, access) -> str:
         """``.reshape(...)`` from a descriptor's block to the access's tile, dropping the blocks

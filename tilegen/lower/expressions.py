@@ -217,6 +217,7 @@ class ExpressionLowering:
             canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
             if name in self.locals:
                 axes = self.locals[name]
+                name = self.local_name(name)  # its second row piece's name there (kernel.py's pieces)
                 ordered = tuple(a for a in canonical if a in axes)
                 if name in self.scaled:  # kept unscaled for a max (see scaled.py): the factor applied here
                     raw, factor, _ = self.scaled[name]

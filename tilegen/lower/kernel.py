@@ -9,7 +9,8 @@ names so nothing a user writes can be shadowed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 
 from tilegen import model as m
 from tilegen.functions import HELPERS
@@ -22,6 +23,7 @@ from tilegen.lower.names import (
     dtype_bindings,
     dtype_options,
     number_text,
+    pieced_block,
     printable,
     size_symbols,
     stride_name,
@@ -39,6 +41,7 @@ from tilegen.lower.plan import (
     KernelPlan,
     Line,
     Op,
+    PiecePlan,
     SplitPlan,
     TailPlan,
     TunePlan,
@@ -121,13 +124,17 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     sign_flags: dict = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
     tile_map: list = field(default_factory=list)  # split tail: the tile id -> pid_m, pid_n lines
     tile_pids: tuple = ()  # split tail: (pid_m, pid_n), the tile function's coordinates
+    pieces: PiecePlan | None = None  # a block of the rows held as two pieces (see pieces_setup)
+    piece_infos: tuple = ()  # the rows axis's AxisInfo in each piece
+    piece: int | None = None  # the piece being lowered (see in_piece)
+    renames: dict = field(default_factory=dict)  # local -> its name in the piece being lowered
 
     def __post_init__(self) -> None:
         spec = self.spec
         # Tensor names stay free: the kernel calls their pointers ``<name>_ptr`` and the first
         # tile loaded from a tensor takes the tensor's own name, as the seeds do (``a = tl.load``).
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
-        self.taken |= {f"{t.name.id}_desc" for t in spec.arrays} | {f"{t.name.id}_tail_desc" for t in spec.arrays}
+        self.taken |= {f"{t.name.id}_{s}" for t in spec.arrays for s in ("desc", "tail_desc", "piece_desc")}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
         self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS", *TAIL_FLAGS}
         for choice in spec.choices:
@@ -152,6 +159,71 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     def comment(self, span: m.Span) -> Comment:
         line = m.source_lines(self.spec.source)[span.line - 1]
         return Comment(f"{self.spec.path}:{span.line}: {printable(line)}")
+
+    # row pieces ------------------------------------------------------------------
+    def pieces_setup(self) -> list[Op]:
+        """Where a config sets the block of a flat grid's rows to a sum of two powers of two
+        (192 = 128 + 64; the checker allows no other), the tile function's constexprs of its two
+        row pieces: ``BM_1 = BM & -BM`` (the lowest power of two in it) where BM is not a power
+        of two, else 0 (one piece), and ``BM_0 = BM - BM_1``. Triton's tiles are powers of two;
+        a tile of 192 rows is held as an accumulator of 128 rows and one of 64, each with its own
+        ``a`` tile and store, both taking the same ``b`` tile of each step (as cuBLAS's 192 x 128
+        tiles fill the H100's waves where power-of-two tiles leave it partly idle). Empty where
+        every value of the block is a power of two."""
+        block = pieced_block(self.spec)
+        if block is None or self.spec.access_style != "descriptor":
+            return []
+        rows = self.spec.grid[0].name.id
+        accesses = [a for stmt in m.statements(self.spec.body) for a in m.accesses(stmt)]
+        tensors = dict.fromkeys(a.tensor.id for a in accesses if self.pieced(a.index, rows))
+        first, second = self.fresh(f"{block}_0"), self.fresh(f"{block}_1")
+        self.pieces = PiecePlan(block, tuple(tensors), (first, second))
+        info = self.axes[rows]
+        self.piece_infos = (replace(info, tile=first), replace(info, tile=second, start=f"{info.start} + {first}"))
+        return [
+            Comment(f"{block} rows in two power-of-two pieces where {block} is not a power of two (192 = 128 + 64):"),
+            Comment(f"{first} rows, then {second} through the *_piece_desc descriptors ({second} = 0: one piece)"),
+            Line(f"{second}: tl.constexpr = {block} & -{block} if {block} & ({block} - 1) else 0"),
+            Line(f"{first}: tl.constexpr = {block} - {second}"),
+        ]
+
+    def pieced(self, index, rows: str | None = None) -> bool:
+        """Whether an access or a tile with these axes spans the rows held as two pieces (or
+        the axis ``rows``)."""
+        rows = rows or (self.spec.grid[0].name.id if self.pieces is not None else None)
+        return rows is not None and any(isinstance(i, m.Name) and i.id == rows for i in index)
+
+    @contextmanager
+    def in_piece(self, number: int):
+        """Lower the statements of this block for row piece ``number`` (0 or 1): the rows axis
+        has that piece's tile and first row; in the second, locals over it take their second
+        piece's names (:meth:`local_name`) and tensors tiled along it their ``_piece_desc``."""
+        rows = self.spec.grid[0].name.id
+        whole = self.axes[rows]
+        self.axes[rows], self.piece = self.piece_infos[number], number
+        try:
+            yield
+        finally:
+            self.axes[rows], self.piece = whole, None
+
+    def local_name(self, name: str) -> str:
+        """A local's name in the piece being lowered: ``acc`` in the first, ``acc_1`` in the second
+        (made on first use) for a local over the rows axis."""
+        rows = self.spec.grid[0].name.id if self.pieces is not None else None
+        if self.piece != 1 or rows not in self.locals.get(name, ()):
+            return name
+        if name not in self.renames:
+            self.renames[name] = self.fresh(f"{name}_1")
+        return self.renames[name]
+
+    def each_piece(self, lower, why: str) -> list[Op]:
+        """``lower()`` (a function returning ops) for the first piece, then for the second under
+        ``if BM_1 > 0`` (a constexpr: compiled only where the block has two pieces)."""
+        with self.in_piece(0):
+            ops = list(lower())
+        with self.in_piece(1):
+            second = tuple(lower())
+        return [*ops, IfBlock(f"{self.pieces.rows[1]} > 0", why, second)]
 
     # signature -------------------------------------------------------------------
     def kernel_params(self) -> tuple[tuple[KernelParam, ...], ...]:
@@ -384,42 +456,53 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         body: list[Op] = []
         if mask_k:
             body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {axis.block.id}"))
+        def operand_tile(number: int, operand: m.Load, into: list[Op]) -> str:
+            """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile."""
+            tensor = self.spec.tensor(operand.tensor.id)
+            tile = self.fresh(tensor.name.id)
+            position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
+            own = self.tile_axes(operand.index)
+            other = next(a for a in own if a != k)
+            context = (other, k) if number == 0 else (k, other)  # (M, K) @ (K, N): b read as [k, n]
+            if descriptors:  # bounds are checked by the descriptor (TMA): no masks
+                into.append(self.descriptor_load(operand, tile))
+            elif block_ptrs:
+                var, checked = self.block_ptr(operand, ops)
+                args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
+                into.append(Line(f"{tile} = tl.load({args})"))
+                moves = ["0"] * len(self.tile_axes(operand.index))
+                moves[self.tile_axes(operand.index).index(k)] = axis.block.id
+                advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
+            else:
+                ptr, mask = self.pointer_expr(operand, context, None, load=True)
+                var = self.fresh(f"{tensor.name.id}_ptrs")
+                ops.append(Line(f"{var} = {ptr}"))
+                load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
+                into.append(Line(load))
+                advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
+            if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
+                into.append(Line(f"{tile} = tl.trans({tile})"))
+            if bf16:  # see BF16_DOT_FLAG: the interpreter upcasts them
+                self.bf16_dot = True
+                return f"{BF16_DOT_OPERAND}({tile})"
+            return tile
+
         for stmt in loop.body:  # the checker allows only ``acc += dot(x[.., k], y[k, ..])`` here
             body.append(self.comment(stmt.span))
             call = stmt.value
-            tiles = []
-            for number, operand in enumerate(call.args):
-                tensor = self.spec.tensor(operand.tensor.id)
-                tile = self.fresh(tensor.name.id)
-                position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
-                own = self.tile_axes(operand.index)
-                other = next(a for a in own if a != k)
-                context = (other, k) if number == 0 else (k, other)  # (M, K) @ (K, N): b read as [k, n]
-                if descriptors:  # bounds are checked by the descriptor (TMA): no masks
-                    body.append(self.descriptor_load(operand, tile))
-                elif block_ptrs:
-                    var, checked = self.block_ptr(operand, ops)
-                    args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
-                    body.append(Line(f"{tile} = tl.load({args})"))
-                    moves = ["0"] * len(self.tile_axes(operand.index))
-                    moves[self.tile_axes(operand.index).index(k)] = axis.block.id
-                    advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
-                else:
-                    ptr, mask = self.pointer_expr(operand, context, None, load=True)
-                    var = self.fresh(f"{tensor.name.id}_ptrs")
-                    ops.append(Line(f"{var} = {ptr}"))
-                    load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
-                    body.append(Line(load))
-                    advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
-                if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
-                    body.append(Line(f"{tile} = tl.trans({tile})"))
-                tiles.append(tile)
-            if any("bf16" in dtype_options(self.spec.tensor(o.tensor.id).dtype) for o in call.args):
-                self.bf16_dot = True  # see BF16_DOT_FLAG: the interpreter upcasts them
-                tiles = [f"{BF16_DOT_OPERAND}({t})" for t in tiles]
             precision = call.word("precision")
             extra = f', input_precision="{precision}"' if precision is not None else ""
-            body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
+            bf16 = any("bf16" in dtype_options(self.spec.tensor(o.tensor.id).dtype) for o in call.args)
+            pieced = self.pieced(call.args[0].index)  # the rows in two pieces: the same tile of b for both
+            with self.in_piece(0) if pieced else nullcontext():
+                tiles = [operand_tile(number, operand, body) for number, operand in enumerate(call.args)]
+                body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
+            if pieced:
+                second: list[Op] = []
+                with self.in_piece(1):
+                    rows = operand_tile(0, call.args[0], second)
+                    second.append(Line(f"{self.local_name(stmt.name.id)} += tl.dot({rows}, {tiles[1]}{extra})"))
+                body.append(IfBlock(f"{self.pieces.rows[1]} > 0", "the second piece's rows", tuple(second)))
         body += [Line(a) for a in advances]
         if first != "0" and advances:  # pointers start at the part's first tile of k
             ops += [Line(a.replace(" += ", f" += {first} * ", 1)) for a in advances]
@@ -526,14 +609,17 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         ops: list[Op] = []
         if isinstance(stmt, m.Declare):
             axes = tuple(a.id for a in stmt.axes)
-            shape = tuple_text(self.axes[a].tile for a in axes)
             dtype = triton_dtype(stmt.dtype)
             value = number_text(stmt.init)
-            if value in ("0", "0.0"):
-                ops.append(Line(f"{stmt.name.id} = tl.zeros({shape}, dtype={dtype})"))
-            else:
-                ops.append(Line(f"{stmt.name.id} = tl.full({shape}, {value}, dtype={dtype})"))
             self.locals[stmt.name.id] = axes
+
+            def declare() -> list[Op]:
+                name, shape = self.local_name(stmt.name.id), tuple_text(self.axes[a].tile for a in axes)
+                if value in ("0", "0.0"):
+                    return [Line(f"{name} = tl.zeros({shape}, dtype={dtype})")]
+                return [Line(f"{name} = tl.full({shape}, {value}, dtype={dtype})")]
+
+            ops += self.each_piece(declare, "the second piece's") if self.pieced(stmt.axes) else declare()
             self.dtypes[stmt.name.id] = stmt.dtype.id
             self.taken.add(stmt.name.id)
         elif isinstance(stmt, (m.Assign, m.Accumulate)) and not self.scaled_assign(stmt, ops):
@@ -549,7 +635,10 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             self.dtypes.setdefault(stmt.name.id, self.dtype_of(stmt.value))
             self.taken.add(stmt.name.id)
         elif isinstance(stmt, m.Store):
-            ops.extend(self.store(stmt))
+            if self.pieced(stmt.index):
+                ops += self.each_piece(lambda: self.store(stmt), "the second piece's rows")
+            else:
+                ops.extend(self.store(stmt))
         elif isinstance(stmt, m.Loop):
             ops.extend(self.dot_loop(stmt) if m.is_dot_loop(stmt) else self.tile_loop(stmt))
         return ops
@@ -664,7 +753,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         ops += [
             Line(f"{ptrs} = {self.split.workspace} + ({self.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "
                  f"+ {on}[None, :]"),
-            Line(f"tl.store({ptrs}, {acc.name.id}, mask={mask})"),
+            Line(f"tl.store({ptrs}, {self.local_name(acc.name.id)}, mask={mask})"),
         ]
         why = f"one of {self.split_parts} partial sums over {self.split.loop[0]}: to the f32 workspace, summed later"
         return IfBlock(f"{self.split_parts} > 1", why, tuple(ops), tuple(self.store_tile(stmt, context, value)))
@@ -696,6 +785,12 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     def kernel(self) -> KernelPlan:
         params = self.kernel_params()
         setup, tile = self.grid_ops()
+        tile += self.pieces_setup()
+        if self.pieces is not None:  # the pieces' descriptors follow the descriptors
+            first = params[0]
+            last = max(i for i, p in enumerate(first) if p.name.endswith("_desc")) + 1
+            extra = tuple(KernelParam(f"{t}_piece_desc") for t in self.pieces.descriptors)
+            params = ((*first[:last], *extra, *first[last:]), *params[1:])
         for stmt in self.spec.body:
             if not isinstance(stmt, m.Loop):
                 tile.append(self.comment(stmt.span))
@@ -745,6 +840,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             self.split,
             tuple(self.sign_flags.items()),
             tail,
+            self.pieces,
         )
 
     def tail_split(self, params: tuple, body: list[Op]) -> tuple[TailPlan, list[Op]]:

@@ -356,8 +356,9 @@ def lower_launcher(
         setup += _descriptor_checks(spec, fallback, kernel)
         setup += _make_descriptors(spec, kernel)
         tail = kernel.tail.descriptors if kernel.tail is not None else ()
-        groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays) + tuple(f"{t}_tail_desc" for t in tail),
-                  sizes_passed, scalars]
+        pieces = kernel.pieces.descriptors if kernel.pieces is not None else ()
+        groups = [tuple(f"{t.name.id}_desc" for t in spec.arrays) + tuple(f"{t}_piece_desc" for t in pieces)
+                  + tuple(f"{t}_tail_desc" for t in tail), sizes_passed, scalars]
         pointers: tuple[str, ...] = ()
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
@@ -506,18 +507,24 @@ def _smallest_block(spec: m.Spec, block: str) -> str:
     return str(min(int((c.get(block) or default).text) for c in spec.tune.configs))
 
 
-def _make_descriptors(spec: m.Spec, kernel: KernelPlan, tail: bool = False, split: bool = False) -> list[Op]:
+def _make_descriptors(
+    spec: m.Spec, kernel: KernelPlan, tail: bool = False, split: bool = False, piece: bool = False
+) -> list[Op]:
     """``a_desc = TensorDescriptor(a, shape, strides, block_shape)`` for every tensor; a tuned
     kernel's block shapes are set by ``_descriptor_blocks``. ``tail``: ``a_tail_desc`` for the
     sub-tiles of the last wave, for every tensor a grid axis tiles, their block shapes set by
     ``_descriptor_blocks`` per config (the autotuner's launch); with ``split``, made with the block
     shape of this launch's split (``tail_m``, ``tail_n``), and only for the tensors whose blocks the
-    split divides (the others stay None)."""
+    split divides (the others stay None). ``piece``: ``a_piece_desc`` for the second row piece of
+    every tensor tiled along the rows (see :class:`~tilegen.lower.plan.PiecePlan`), block shapes
+    set by ``_descriptor_blocks``."""
     ops: list[Op] = []
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
     tails = set(kernel.tail.descriptors) if tail else set()
     made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails] if tail else [(t, "desc") for t in spec.arrays]
+    if piece:
+        made = [(t, "piece_desc") for t in spec.arrays if t.name.id in kernel.pieces.descriptors]
     divided = {}
     if split:  # each grid axis's block divided by the split along it
         (_, block_m), (_, block_n) = kernel.tail.tiles
@@ -648,6 +655,8 @@ def _launch(
             ]
         if kernel.tail is not None and kernel.descriptors:  # each config's split: the pre_hook sets their blocks
             tune_launch = [*_make_descriptors(spec, kernel, tail=True), *tune_launch]
+        if kernel.pieces is not None:  # each config's second row piece: the pre_hook sets their blocks
+            tune_launch = [*_make_descriptors(spec, kernel, piece=True), *tune_launch]
         tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, FP_FUSION)))))
         ops += [
             Line(f"tune_key = {key}"),
@@ -679,6 +688,8 @@ def _launch(
             Line("config = _CONFIGS[config_index].kwargs"),
         ]
         jit = f"{kernel.name}.fn"
+    if kernel.pieces is not None:
+        ops += _piece_descriptors(spec, kernel)
     if kernel.descriptors and spec.tune is not None:
         ops.append(_set_blocks(spec, kernel))
     if kernel.descriptors and kernel.tail is not None:
@@ -742,9 +753,25 @@ def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:
     shapes = [b for _, shape in kernel.descriptors for b in shape]
     fixed = dict.fromkeys(b for b in shapes if b not in tuned and not b.isdigit())  # not the 1s of index axes
     nargs = [f'"{t}_desc": {t}_desc' for t, _ in kernel.descriptors] + [f'"{b}": {b}' for b in fixed]
+    nargs += [f'"{t}_piece_desc": {t}_piece_desc' for t in (kernel.pieces.descriptors if kernel.pieces else ())]
     nargs += [f'"{flag}": {flag}' for _, flag in kernel.transposed]
     config = ", **config" if spec.tune is not None else ""
     return Line(f"_descriptor_blocks({{{', '.join(nargs)}{config}}})")
+
+
+def _piece_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
+    """The second row piece's descriptors for this launch: None where the config's block of the
+    rows is a power of two (one piece: the kernel reads none), else made for ``_descriptor_blocks``
+    to give them the second piece's block shape."""
+    block = f'config["{kernel.pieces.block}"]'
+    return [
+        Line(" = ".join(f"{t}_piece_desc" for t in kernel.pieces.descriptors) + " = None  # one piece: none"),
+        IfBlock(
+            f"{block} & ({block} - 1)",
+            f"{kernel.pieces.block} is a sum of two powers of two: the second row piece's descriptors",
+            tuple(_make_descriptors(spec, kernel, piece=True)),
+        ),
+    ]
 
 
 def _tail_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:

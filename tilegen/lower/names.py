@@ -122,6 +122,18 @@ def whole_dims(spec: m.Spec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))
 
 
+def pieced_block(spec: m.Spec) -> str | None:
+    """The block parameter of a flat grid's rows where its default or a tune config sets it to a
+    value that is not a power of two (the checker allows a sum of two, held as two pieces: see
+    :class:`tilegen.lower.plan.PiecePlan`); None where every value is a power of two."""
+    if not spec.flat or not spec.grid or spec.grid[0].block is None:
+        return None
+    block = spec.grid[0].block.id
+    values = [p.default for p in spec.params if p.name.id == block and p.default is not None]
+    values += [v for c in (spec.tune.configs if spec.tune else ()) if (v := c.get(block)) is not None]
+    return block if any(v.is_int and int(v.text) & (int(v.text) - 1) for v in values) else None
+
+
 def dim_label(tensor: m.Tensor, position: int) -> str:
     """``m`` for dimension ``M`` when it is unique in the tensor, else the position."""
     dim = tensor.dims[position]

@@ -143,6 +143,22 @@ class TailPlan:
 
 
 @dataclass(frozen=True)
+class PiecePlan:
+    """A block of a flat grid's rows that a config may set to a sum of two powers of two (192 =
+    128 + 64): the kernel holds each tile as two row pieces, each a power of two (Triton's tiles
+    are), with an accumulator, an ``a`` tile and a store each, sharing each ``b`` tile of the loop.
+
+    ``block`` is the tuned block parameter; ``descriptors`` the tensors tiled along it, which get
+    a second TMA descriptor (``<tensor>_piece_desc``) with the second piece's block shape (the
+    first descriptor takes the first piece's); ``rows`` the kernel's constexprs of the two
+    pieces' rows (the second is 0 for a power of two: one piece)."""
+
+    block: str
+    descriptors: tuple[str, ...]
+    rows: tuple[str, str]
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
 
@@ -161,6 +177,7 @@ class KernelPlan:
     split: SplitPlan | None = None  # the split loop, if any
     sign_flags: tuple[tuple[str, str], ...] = ()  # (float scalar input, constexpr: it is >= 0), see scaled.py
     tail: TailPlan | None = None  # ``split tail``: the tile function and the tail descriptors
+    pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
 
 
 @dataclass(frozen=True)

@@ -435,7 +435,8 @@ def test_descriptor_source_loads_through_host_descriptors():
     text = (ROOT / "generated" / "matmul_fast.py").read_text()
     # the second row piece's descriptors (configs of 192 and 320 rows) follow the tiles' descriptors,
     # and with split tail the descriptors of the last wave's sub-tiles follow those
-    descriptors = "a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc, partials_ptr"
+    descriptors = ("a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc, "
+                   "partials_ptr")
     assert f"def matmul_fast_kernel(\n    {descriptors},\n" in text
     assert "a = a_desc.load([pid_m * BM, k * BK])" in text
     assert "T = a_desc.dtype" in text  # dtype T: f16 or bf16, read off a's descriptor

@@ -1,0 +1,185 @@
+"""Row pieces: a block of a flat grid's rows that is a sum of two powers of two (192 = 128 + 64).
+
+Triton's tiles are powers of two. Where a tune config sets the rows' block to a sum of two, the
+kernel holds each tile as two row pieces (``BM_0 = BM - BM_1`` rows, then ``BM_1 = BM & -BM``),
+each with its own accumulator, ``a`` tile (through ``a_desc`` and ``a_piece_desc``) and store,
+both taking the same ``b`` tile of each step. The interpreter runs a pieced config when the
+launcher's lookup is made to return it (the spec's default config must be a power of two).
+"""
+
+import warnings
+
+import pytest
+import torch
+
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.runner import load_module
+
+SPEC = """\
+kernel mm_pieces
+  in  a: f32[M, K]
+  in  b: f32[K, N]
+  out c: f32[M, N]
+  block BM, BN, BK, GROUP_SIZE_M = 2
+  grid flat m over M by BM, n over N by BN
+  swizzle m, n group GROUP_SIZE_M
+  split tail
+  access descriptor
+  tune key M, N, K
+    default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4
+    config BM = 48, BN = 32, BK = 16, num_stages = 2, num_warps = 4
+  acc: f32[m, n] = 0
+  for k over K by BK split
+    acc += dot(a[m, k], b[k, n], precision=ieee)
+  c[m, n] = acc
+"""
+PIECED = 1  # the index in _CONFIGS of BM = 48 (32 + 16)
+
+
+def _module(tmp_path, text=SPEC, name="mm_pieces"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(compile_spec(text, f"{name}.tile").source, encoding="utf-8")
+    return load_module(path)
+
+
+def _errors(text):
+    with pytest.raises(SpecError) as caught:
+        compile_spec(text, "t.tile")
+    return [d.message for d in caught.value.diagnostics]
+
+
+def _force(monkeypatch, module, launcher, index):
+    """``launcher`` runs ``_CONFIGS[index]``; its pointer launcher the default (a power of two)."""
+    real = module._tuned_index
+    monkeypatch.setattr(module, "_tuned_index", lambda name, key: index if name == launcher else real(name, key))
+    module._TUNED.clear()
+
+
+@pytest.fixture
+def pieces(tmp_path, monkeypatch):
+    """The spec's module, launching its BM = 48 config, with every pre_hook call's block shapes."""
+    module = _module(tmp_path)
+    _force(monkeypatch, module, "mm_pieces", PIECED)
+    shapes = []
+    real = module._descriptor_blocks
+
+    def record(nargs):
+        real(nargs)
+        shapes.append({k: list(v.block_shape) for k, v in nargs.items() if k.endswith("_desc") and v is not None})
+
+    monkeypatch.setattr(module, "_descriptor_blocks", record)
+    return module, shapes
+
+
+# (M, N, K): one tile; masked edges in both axes; tiles beyond the 4 SMs (no split of a pieced
+# tail); a long K over one tile (split-K: each piece stores its partial sums)
+SHAPES = [(48, 32, 16), (100, 72, 40), (152, 96, 304), (48, 32, 2048)]
+
+
+@pytest.mark.parametrize("mnk", SHAPES)
+@pytest.mark.parametrize("layout", ["row-major", "a column-major", "b column-major"])
+def test_each_piece_computes_its_rows(pieces, mnk, layout):
+    """Integer-valued inputs make every sum exact: the output equals torch's exactly, so each row
+    piece lands where its rows are (an unwritten piece leaves torch.empty's values)."""
+    module, shapes = pieces
+    m, n, k = mnk
+    g = torch.Generator().manual_seed(m + n + k)
+    a = torch.randint(-3, 4, (m, k), generator=g).float()
+    b = torch.randint(-3, 4, (k, n), generator=g).float()
+    if layout == "a column-major":
+        a = a.t().contiguous().t()
+    if layout == "b column-major":
+        b = b.t().contiguous().t()
+    assert torch.equal(module.mm_pieces(a, b), a @ b)
+    transposed = layout == "a column-major"  # the descriptor spans a.T: blocks [BK, rows]
+    assert shapes[-1]["a_desc"] == ([16, 32] if transposed else [32, 16])  # the first piece: 32 rows
+    assert shapes[-1]["a_piece_desc"] == [16, 16]  # the second piece: 16 rows (square either way)
+    assert shapes[-1]["c_desc"] == [32, 32] and shapes[-1]["c_piece_desc"] == [16, 32]
+    assert module._tail_split(m, n, 48, 32, 4)[1:] == (1, 1)  # a pieced tile is never split
+
+
+def test_split_k_runs_with_pieces(pieces):
+    module, _ = pieces
+    assert module._split_grid(48, 32, 2048, 48, 32, 16, torch.device("cpu"))[1] > 1
+
+
+def test_a_power_of_two_config_takes_no_piece_descriptors(tmp_path, monkeypatch):
+    module = _module(tmp_path)
+    made = []
+    real = module.TensorDescriptor
+    monkeypatch.setattr(module, "TensorDescriptor", lambda *args: made.append(args) or real(*args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreter's notice of the config it runs
+        c = module.mm_pieces(torch.ones(64, 16), torch.ones(16, 32))
+    assert torch.equal(c, torch.full((64, 32), 16.0))
+    assert len(made) == 3  # a, b and c: no piece (nor tail) descriptors
+
+
+@pytest.mark.parametrize("block, pieces", [(192, (128, 64)), (320, (256, 64)), (48, (32, 16)), (128, (128, 128))])
+def test_pieces_of_a_block(tmp_path, block, pieces):
+    assert _module(tmp_path)._pieces(block) == pieces
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_matmul_fast_at_192_rows(generated, monkeypatch, dtype):
+    """matmul_fast's 192 x 64 config (128 + 64 rows), forced, against torch in f64."""
+    module = generated("matmul_fast")
+    index = next(i for i, c in enumerate(module._CONFIGS) if c.kwargs["BM"] == 192 and c.kwargs["BN"] == 64)
+    _force(monkeypatch, module, "matmul_fast", index)
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(200, 64, generator=g).to(dtype)
+    b = torch.randn(64, 72, generator=g).to(dtype)
+    expected = a.double() @ b.double()
+    tolerance = {torch.float16: 1e-2, torch.bfloat16: 4e-2}[dtype]
+    torch.testing.assert_close(module.matmul_fast(a, b).double(), expected,
+                               atol=tolerance * expected.abs().max().item(), rtol=0)
+
+
+def test_the_pointer_kernel_takes_no_pieced_config(generated):
+    """Its tiles are powers of two: the configs of 192 and 320 rows are left out of its list, and
+    each config it has is one of the module's (the launchers remember indices in _CONFIGS)."""
+    module = generated("matmul_fast")
+    rows = [c.kwargs["BM"] for c in module._POINTER_CONFIGS]
+    assert all(r & (r - 1) == 0 for r in rows)
+    assert any(c.kwargs["BM"] & (c.kwargs["BM"] - 1) for c in module._CONFIGS)
+    kwargs = [c.all_kwargs() for c in module._CONFIGS]
+    assert all(c.all_kwargs() in kwargs for c in module._POINTER_CONFIGS)
+    assert len(module._POINTER_CONFIGS) == sum(1 for c in module._CONFIGS if not c.kwargs["BM"] & (c.kwargs["BM"] - 1))
+
+
+def test_the_kernel_holds_the_pieces_in_the_source():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "generated" / "matmul_fast.py").read_text()
+    assert "BM_1: tl.constexpr = BM & -BM if BM & (BM - 1) else 0" in text
+    assert "acc_1 = tl.zeros((BM_1, BN), dtype=tl.float32)" in text
+    assert "a_1 = a_piece_desc.load([pid_m * BM + BM_0, k * BK])" in text
+    assert "acc_1 += tl.dot(_dot_operand(a_1), _dot_operand(b))" in text  # the same tile of b
+    assert "c_piece_desc.store([pid_m * BM + BM_0, pid_n * BN], acc_1.to(T))" in text
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("config BM = 48, BN = 32", "config BM = 32, BN = 48",
+         "block size 'BN' = 48 is not a power of two"),
+        ("config BM = 48,", "config BM = 224,",
+         "block size 'BM' = 224 is not a power of two or a sum of two (192 = 128 + 64)"),
+        ("config BM = 48,", "config BM = 40,",  # 32 + 8: a piece below a dot's 16
+         "block size 'BM' = 40 is not a power of two or a sum of two (192 = 128 + 64)"),
+        ("  access descriptor\n", "",
+         "block size 'BM' = 48 is not a power of two: a block of a sum of two (held as two pieces) needs "
+         "'access descriptor' and tune configs (a tensor descriptor for each piece, set per config)"),
+        ("  c[m, n] = acc\n", "  c[m, n] = acc * 2.0\n",
+         "block size 'BM' = 48 is not a power of two: a block of a sum of two (held as two pieces) needs "
+         "stores of a local over 'm' ('c[m, n] = acc')"),
+        ("    default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    config BM = 48",
+         "    config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    default config BM = 48",
+         "the default config sets 'BM' = 48: the default config runs in Triton's interpreter and through "
+         "pointers where TMA cannot serve, whose tiles are powers of two; make the default a power of two"),
+    ],
+)
+def test_a_block_that_cannot_be_pieced_is_refused(old, new, message):
+    assert old in SPEC
+    assert message in _errors(SPEC.replace(old, new))

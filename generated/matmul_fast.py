@@ -184,7 +184,8 @@ def _pieces(block):
 
 
 def _descriptor_blocks(nargs):
-    """Autotune pre_hook: give each tensor descriptor the block shape of the config about to run, and each tail
+    """Autotune pre_hook: give each tensor descriptor the block shape of the config about to run (the
+    first row piece's rows where BM is two pieces, and the second piece's to each _piece_desc: see _pieces), and each tail
     descriptor the block shape of the sub-tiles of the last partial wave (see _tail_split)."""
     first, second = _pieces(nargs["BM"])
     nargs["a_desc"].block_shape = [nargs["BK"], first] if nargs["A_T"] else [first, nargs["BK"]]

@@ -183,3 +183,28 @@ def test_the_kernel_holds_the_pieces_in_the_source():
 def test_a_block_that_cannot_be_pieced_is_refused(old, new, message):
     assert old in SPEC
     assert message in _errors(SPEC.replace(old, new))
+
+
+VARIANTS = {
+    "without split tail": lambda text: text.replace("  split tail\n", ""),
+    "persistent": lambda text: text.replace("  split tail\n", "").replace("grid flat", "grid persistent")
+    .replace(" split\n", "\n"),
+    "without a split loop": lambda text: text.replace(" split\n", "\n"),
+    "f16": lambda text: text.replace("f32[M", "T[M").replace("f32[K", "T[K").replace(", precision=ieee", "")
+    .replace("kernel mm_pieces\n", "kernel mm_pieces\n  dtype T in f16, bf16\n"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_pieces_in_other_kernels(tmp_path, monkeypatch, variant):
+    """The pieces with each grid form the checker allows them on, and in a dtype variable's
+    kernel: exact on integer inputs (f16 holds these sums exactly)."""
+    module = _module(tmp_path, VARIANTS[variant](SPEC))
+    _force(monkeypatch, module, "mm_pieces", PIECED)
+    dtype = torch.float16 if variant == "f16" else torch.float32
+    for m, n, k in [(100, 72, 40), (152, 96, 304)]:
+        g = torch.Generator().manual_seed(m)
+        a = torch.randint(-3, 4, (m, k), generator=g).to(dtype)
+        b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
+        module._TUNED.clear()
+        assert torch.equal(module.mm_pieces(a, b), (a.float() @ b.float()).to(dtype))

@@ -208,3 +208,11 @@ def test_pieces_in_other_kernels(tmp_path, monkeypatch, variant):
         b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
         module._TUNED.clear()
         assert torch.equal(module.mm_pieces(a, b), (a.float() @ b.float()).to(dtype))
+
+
+def test_a_tensor_named_after_anothers_piece_descriptor_is_refused():
+    text = SPEC.replace("out c: f32[M, N]", "out c: f32[M, N]\n  out c_piece: f32[M, N]").replace(
+        "  c[m, n] = acc\n", "  c[m, n] = acc\n  c_piece[m, n] = acc\n").replace(" split\n", "\n")
+    assert ("with row pieces the descriptor of c's second piece is named c_piece_desc, as is c_piece's own: "
+            "rename 'c_piece'") in _errors(text)
+    compile_spec(text.replace("config BM = 48,", "config BM = 64,"), "t.tile")  # no pieces: no clash

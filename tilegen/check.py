@@ -951,6 +951,15 @@ class Checker:
         holds the rows, and stores of a local over them. Raises nothing: problems go to
         ``self.errors``, at the block value."""
         spec = self.spec
+        names = {t.name.id for t in spec.tensors}
+        for tensor in spec.tensors if self.pieced and spec.access_style == "descriptor" else ():
+            name = tensor.name.id  # x's second piece's descriptor is x_piece_desc, also x_piece's own
+            if name.endswith("_piece") and name[: -len("_piece")] in names:
+                self.errors.error(
+                    f"with row pieces the descriptor of {name[: -len('_piece')]}'s second piece is named "
+                    f"{name}_desc, as is {name}'s own: rename '{name}'",
+                    tensor.name.span,
+                )
         for param, values in self.pieced.items():
             rows = spec.grid[0].name.id
             why = None

@@ -28,13 +28,14 @@ kernel mm_pieces
   access descriptor
   tune key M, N, K
     default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4
-    config BM = 48, BN = 32, BK = 16, num_stages = 2, num_warps = 4
+    config BM = 96, BN = 32, BK = 16, num_stages = 2, num_warps = 4
   acc: f32[m, n] = 0
   for k over K by BK split
     acc += dot(a[m, k], b[k, n], precision=ieee)
   c[m, n] = acc
 """
-PIECED = 1  # the index in _CONFIGS of BM = 48 (32 + 16)
+PIECED = 1  # the index in _CONFIGS of BM = 96 (64 + 32; the second piece is not BK, 16, so a's
+# descriptor blocks differ when a is column-major)
 
 
 def _module(tmp_path, text=SPEC, name="mm_pieces"):
@@ -58,7 +59,7 @@ def _force(monkeypatch, module, launcher, index):
 
 @pytest.fixture
 def pieces(tmp_path, monkeypatch):
-    """The spec's module, launching its BM = 48 config, with every pre_hook call's block shapes."""
+    """The spec's module, launching its BM = 96 config, with every pre_hook call's block shapes."""
     module = _module(tmp_path)
     _force(monkeypatch, module, "mm_pieces", PIECED)
     shapes = []
@@ -72,9 +73,10 @@ def pieces(tmp_path, monkeypatch):
     return module, shapes
 
 
-# (M, N, K): one tile; masked edges in both axes; tiles beyond the 4 SMs (no split of a pieced
-# tail); a long K over one tile (split-K: each piece stores its partial sums)
-SHAPES = [(48, 32, 16), (100, 72, 40), (152, 96, 304), (48, 32, 2048)]
+# (M, N, K): one tile; masked edges in both axes, 6 tiles on the interpreter's 4 SMs (a tail,
+# which a pieced tile does not split); a long K over one tile (split-K: each piece stores its
+# partial sums)
+SHAPES = [(96, 32, 16), (100, 72, 40), (96, 32, 2048)]
 
 
 @pytest.mark.parametrize("mnk", SHAPES)
@@ -84,6 +86,11 @@ def test_each_piece_computes_its_rows(pieces, mnk, layout):
     piece lands where its rows are (an unwritten piece leaves torch.empty's values)."""
     module, shapes = pieces
     m, n, k = mnk
+    if (m, n, k) == (100, 72, 40):  # the tail the rule would split were the tile a power of two
+        assert module._tail_split(m, n, 64, 32, 4)[1:] != (1, 1)
+        assert module._tail_split(m, n, 96, 32, 4)[1:] == (1, 1)
+    if k == 2048:  # the loop splits
+        assert module._split_grid(m, n, k, 96, 32, 16, torch.device("cpu"))[1] > 1
     g = torch.Generator().manual_seed(m + n + k)
     a = torch.randint(-3, 4, (m, k), generator=g).float()
     b = torch.randint(-3, 4, (k, n), generator=g).float()
@@ -93,15 +100,34 @@ def test_each_piece_computes_its_rows(pieces, mnk, layout):
         b = b.t().contiguous().t()
     assert torch.equal(module.mm_pieces(a, b), a @ b)
     transposed = layout == "a column-major"  # the descriptor spans a.T: blocks [BK, rows]
-    assert shapes[-1]["a_desc"] == ([16, 32] if transposed else [32, 16])  # the first piece: 32 rows
-    assert shapes[-1]["a_piece_desc"] == [16, 16]  # the second piece: 16 rows (square either way)
-    assert shapes[-1]["c_desc"] == [32, 32] and shapes[-1]["c_piece_desc"] == [16, 32]
-    assert module._tail_split(m, n, 48, 32, 4)[1:] == (1, 1)  # a pieced tile is never split
+    assert shapes[-1]["a_desc"] == ([16, 64] if transposed else [64, 16])  # the first piece: 64 rows
+    assert shapes[-1]["a_piece_desc"] == ([16, 32] if transposed else [32, 16])  # the second: 32
+    assert shapes[-1]["c_desc"] == [64, 32] and shapes[-1]["c_piece_desc"] == [32, 32]
 
 
-def test_split_k_runs_with_pieces(pieces):
-    module, _ = pieces
-    assert module._split_grid(48, 32, 2048, 48, 32, 16, torch.device("cpu"))[1] > 1
+def test_the_autotuned_launch_gives_the_pieces_their_blocks(tmp_path, monkeypatch):
+    """The autotuner's own launch (a key not tuned yet): the pre_hook gives the first descriptors
+    the first piece's rows, the piece descriptors the second's, and the tail descriptors the whole
+    first piece (a pieced tile does not split); the output is exact."""
+    module = _module(tmp_path)
+    monkeypatch.setattr(module.mm_pieces_kernel, "configs", [module._CONFIGS[PIECED]])  # nothing to time
+    monkeypatch.setattr(module, "_tuned_index", lambda name, key: None)
+    monkeypatch.setattr(module, "_remember", lambda key, config: None)
+    shapes = []
+    real = module._descriptor_blocks
+
+    def record(nargs):
+        real(nargs)
+        shapes.append({k: list(v.block_shape) for k, v in nargs.items() if k.endswith("_desc") and v is not None})
+
+    for config in module.mm_pieces_kernel.configs:
+        monkeypatch.setattr(config, "pre_hook", record)
+    g = torch.Generator().manual_seed(3)
+    a = torch.randint(-3, 4, (100, 40), generator=g).float()
+    b = torch.randint(-3, 4, (40, 72), generator=g).float()
+    assert torch.equal(module.mm_pieces(a, b), a @ b)
+    assert shapes[0]["a_desc"] == [64, 16] and shapes[0]["a_piece_desc"] == [32, 16]
+    assert shapes[0]["c_tail_desc"] == [64, 32] and shapes[0]["c_piece_desc"] == [32, 32]
 
 
 def test_a_power_of_two_config_takes_no_piece_descriptors(tmp_path, monkeypatch):
@@ -116,7 +142,7 @@ def test_a_power_of_two_config_takes_no_piece_descriptors(tmp_path, monkeypatch)
     assert len(made) == 3  # a, b and c: no piece (nor tail) descriptors
 
 
-@pytest.mark.parametrize("block, pieces", [(192, (128, 64)), (320, (256, 64)), (48, (32, 16)), (128, (128, 128))])
+@pytest.mark.parametrize("block, pieces", [(192, (128, 64)), (320, (256, 64)), (96, (64, 32)), (128, (128, 128))])
 def test_pieces_of_a_block(tmp_path, block, pieces):
     assert _module(tmp_path)._pieces(block) == pieces
 
@@ -162,21 +188,21 @@ def test_the_kernel_holds_the_pieces_in_the_source():
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ("config BM = 48, BN = 32", "config BM = 32, BN = 48",
-         "block size 'BN' = 48 is not a power of two"),
-        ("config BM = 48,", "config BM = 224,",
-         "block size 'BM' = 224 is not a power of two or a sum of two (192 = 128 + 64)"),
-        ("config BM = 48,", "config BM = 40,",  # 32 + 8: a piece below a dot's 16
-         "block size 'BM' = 40 is not a power of two or a sum of two (192 = 128 + 64)"),
+        ("config BM = 96, BN = 32", "config BM = 32, BN = 96",
+         "block size 'BN' = 96 is not a power of two"),
+        ("config BM = 96,", "config BM = 224,",
+         "block size 'BM' = 224 is not a power of two or a sum of two each 16 or more (192 = 128 + 64)"),
+        ("config BM = 96,", "config BM = 40,",  # 32 + 8: a piece below a dot's 16
+         "block size 'BM' = 40 is not a power of two or a sum of two each 16 or more (192 = 128 + 64)"),
         ("  access descriptor\n", "",
-         "block size 'BM' = 48 is not a power of two: a block of a sum of two (held as two pieces) needs "
+         "block size 'BM' = 96 is not a power of two: a block of a sum of two (held as two pieces) needs "
          "'access descriptor' and tune configs (a tensor descriptor for each piece, set per config)"),
         ("  c[m, n] = acc\n", "  c[m, n] = acc * 2.0\n",
-         "block size 'BM' = 48 is not a power of two: a block of a sum of two (held as two pieces) needs "
+         "block size 'BM' = 96 is not a power of two: a block of a sum of two (held as two pieces) needs "
          "stores of a local over 'm' ('c[m, n] = acc')"),
-        ("    default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    config BM = 48",
-         "    config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    default config BM = 48",
-         "the default config sets 'BM' = 48: the default config runs in Triton's interpreter and through "
+        ("    default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    config BM = 96",
+         "    config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    default config BM = 96",
+         "the default config sets 'BM' = 96: the default config runs in Triton's interpreter and through "
          "pointers where TMA cannot serve, whose tiles are powers of two; make the default a power of two"),
     ],
 )
@@ -215,4 +241,22 @@ def test_a_tensor_named_after_anothers_piece_descriptor_is_refused():
         "  c[m, n] = acc\n", "  c[m, n] = acc\n  c_piece[m, n] = acc\n").replace(" split\n", "\n")
     assert ("with row pieces the descriptor of c's second piece is named c_piece_desc, as is c_piece's own: "
             "rename 'c_piece'") in _errors(text)
-    compile_spec(text.replace("config BM = 48,", "config BM = 64,"), "t.tile")  # no pieces: no clash
+    compile_spec(text.replace("config BM = 96,", "config BM = 64,"), "t.tile")  # no pieces: no clash
+
+
+@pytest.mark.parametrize(
+    "old, new, needs",
+    [
+        # a statement lowered for one piece only would leave the other's rows without it
+        ("  in  b: f32[K, N]\n", "  in  b: f32[K, N]\n  in  bias: f32[N]\n", None),
+        ("grid flat m over M by BM,", "grid flat m over M by BM unmasked,", "masked rows"),
+    ],
+)
+def test_pieces_need_what_the_lowering_holds_per_piece(old, new, needs):
+    text = SPEC.replace(old, new)
+    if needs is None:  # acc += bias[n] after the loop (no split: the split rules would refuse it first)
+        text = text.replace(" split\n", "\n").replace("  c[m, n] = acc\n", "  acc += bias[n]\n  c[m, n] = acc\n")
+        needs = "a body of tile declarations, loops of dots"
+        compile_spec(text.replace("config BM = 96,", "config BM = 64,"), "t.tile")  # fine without pieces
+    assert any(f"block size 'BM' = 96 is not a power of two: a block of a sum of two (held as two pieces) needs "
+               f"{needs}" in message for message in _errors(text))

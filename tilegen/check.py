@@ -208,7 +208,7 @@ class Checker:
                 continue
             self.errors.error(
                 f"block size '{param.name.id}' = {value.text} is not a power of two"
-                + (" or a sum of two (192 = 128 + 64)" if rows else ""),
+                + (f" or a sum of two each {MIN_DOT_TILE} or more (192 = 128 + 64)" if rows else ""),
                 value.span,
             )
 
@@ -965,17 +965,17 @@ class Checker:
             why = None
             if spec.access_style != "descriptor" or spec.tune is None:
                 why = "'access descriptor' and tune configs (a tensor descriptor for each piece, set per config)"
-            for stmt in m.statements(spec.body):
+            if why is None and spec.grid[0].bounds != "masked":
+                why = f"masked rows (the launcher checks an unmasked '{spec.grid[0].dim.id}' against one block)"
+            for stmt in spec.body:
                 if why is not None:
                     break
-                if isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt):
-                    why = "loops of dots only ('acc += dot(a[m, k], b[k, n])')"
-                elif isinstance(stmt, m.Assign):
-                    why = "no assignments: tile declarations, dot loops and stores"
-                elif isinstance(stmt, m.Accumulate) and m.is_dot(stmt.value):
-                    second = stmt.value.args[1]
-                    if any(isinstance(i, m.Name) and i.id == rows for i in second.index):
-                        why = f"'{rows}' in the first operand of each dot (its rows)"
+                if isinstance(stmt, (m.Assign, m.Accumulate)) or (isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt)):
+                    why = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
+                elif isinstance(stmt, m.Loop) and any(
+                    isinstance(i, m.Name) and i.id == rows for s in stmt.body for i in s.value.args[1].index
+                ):
+                    why = f"'{rows}' in the first operand of each dot (its rows)"
                 elif isinstance(stmt, m.Store) and not isinstance(stmt.value, m.Ref):
                     over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
                     if over:

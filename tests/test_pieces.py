@@ -260,3 +260,13 @@ def test_pieces_need_what_the_lowering_holds_per_piece(old, new, needs):
         compile_spec(text.replace("config BM = 96,", "config BM = 64,"), "t.tile")  # fine without pieces
     assert any(f"block size 'BM' = 96 is not a power of two: a block of a sum of two (held as two pieces) needs "
                f"{needs}" in message for message in _errors(text))
+
+
+@pytest.mark.parametrize("value, moved", [("512", 512), ("576", 512)])  # a power of two; 512 + 64 in pieces
+def test_a_block_past_a_tma_box_is_refused(value, moved):
+    """A descriptor's block moves at most 256 elements along a dimension (CUDA's boxDim): a
+    block, or the first of its row pieces, past it is refused at its value, not at launch."""
+    message = (f"block size 'BM' = {value} moves {moved} elements along a dimension of a tensor descriptor; TMA "
+               "moves at most 256 (use a smaller block or 'access pointers')")
+    assert message in _errors(SPEC.replace("config BM = 96,", f"config BM = {value},"))
+    compile_spec(SPEC.replace("config BM = 96,", "config BM = 320,"), "t.tile")  # 256 + 64: each piece fits

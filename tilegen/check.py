@@ -54,6 +54,10 @@ DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i
 #: Triton's ``tl.dot`` needs every tile dimension to be at least this large.
 MIN_DOT_TILE = 16
 
+#: The most elements a TMA descriptor's block (its "box") takes along one dimension (CUDA's
+#: ``cuTensorMapEncodeTiled``: every ``boxDim`` is at most 256).
+MAX_TMA_BOX = 256
+
 
 def is_power_of_two(value: int) -> bool:
     """True for 1, 2, 4, 8, ... (``tl.arange`` extents must be powers of two)."""
@@ -91,6 +95,7 @@ class Checker:
         self.names: dict[str, m.Span] = {}
         self.alias_of: dict[str, str] = {}  # swizzled axis name -> the grid axis it remaps
         self.loop_axes: dict[str, m.Axis] = {}  # loop axis name -> its first loop
+        self.boxes: set = set()  # (value span, block) of block values refused as past a TMA box, once each
         self.pieced: dict[str, list[m.Number]] = {}  # block parameter -> its values of two pieces (check_pieces)
         self.descriptor_blocks: dict[str, tuple[str, ...]] = {}  # tensor -> the block shape of its first access
 
@@ -491,6 +496,17 @@ class Checker:
                 "more (TMA); index the last dimension with a tile axis or use 'access pointers'",
                 span,
             )
+        for block in blocks:  # tuned or default values past a TMA box (a row piece's first piece)
+            for value in self.param_values(block) if block in self.params else ():
+                rows = int(value.text)
+                rows -= rows & -rows if is_two_pieces(rows) else 0
+                if rows > MAX_TMA_BOX and (value.span, block) not in self.boxes:
+                    self.boxes.add((value.span, block))
+                    self.errors.error(
+                        f"block size '{block}' = {value.text} moves {rows} elements along a dimension of a tensor "
+                        f"descriptor; TMA moves at most {MAX_TMA_BOX} (use a smaller block or 'access pointers')",
+                        value.span,
+                    )
         first = self.descriptor_blocks.setdefault(name, tuple(blocks))
         if first != tuple(blocks):
             self.errors.error(

@@ -11,6 +11,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
@@ -270,3 +272,24 @@ def test_a_block_past_a_tma_box_is_refused(value, moved):
                "moves at most 256 (use a smaller block or 'access pointers')")
     assert message in _errors(SPEC.replace("config BM = 96,", f"config BM = {value},"))
     compile_spec(SPEC.replace("config BM = 96,", "config BM = 320,"), "t.tile")  # 256 + 64: each piece fits
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 80).map(lambda n: 4 * n), st.integers(1, 24).map(lambda k: 4 * k),
+       st.sampled_from(["row-major", "a column-major", "b column-major"]))
+def test_pieces_at_any_shape(tmp_path_factory, m, n, k, layout):
+    """Any M (rows of 16-byte aligned N and K for TMA; others run the pointer kernel): exact on
+    integer inputs with the BM = 96 config (64 + 32 rows)."""
+    module = _module(tmp_path_factory.mktemp("pieces"))
+    real = module._tuned_index
+    module._tuned_index = lambda name, key: PIECED if name == "mm_pieces" else real(name, key)
+    g = torch.Generator().manual_seed(m * n + k)
+    a = torch.randint(-3, 4, (m, k), generator=g).float()
+    b = torch.randint(-3, 4, (k, n), generator=g).float()
+    if layout == "a column-major":
+        a = a.t().contiguous().t()
+    if layout == "b column-major":
+        b = b.t().contiguous().t()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the interpreter's notice, where the pointer kernel runs its default
+        assert torch.equal(module.mm_pieces(a, b), a @ b)

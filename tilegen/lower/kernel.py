@@ -190,8 +190,12 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     def pieced(self, index, rows: str | None = None) -> bool:
         """Whether an access or a tile with these axes spans the rows held as two pieces (or
         the axis ``rows``)."""
-        rows = rows or (self.spec.grid[0].name.id if self.pieces is not None else None)
+        rows = rows or self.piece_rows()
         return rows is not None and any(isinstance(i, m.Name) and i.id == rows for i in index)
+
+    def piece_rows(self) -> str | None:
+        """The grid axis whose tiles are held as two row pieces; None where there are none."""
+        return self.spec.grid[0].name.id if self.pieces is not None else None
 
     @contextmanager
     def in_piece(self, number: int):
@@ -209,8 +213,7 @@ class KernelLowering(AccessLowering, ExpressionLowering):
     def local_name(self, name: str) -> str:
         """A local's name in the piece being lowered: ``acc`` in the first, ``acc_1`` in the second
         (made on first use) for a local over the rows axis."""
-        rows = self.spec.grid[0].name.id if self.pieces is not None else None
-        if self.piece != 1 or rows not in self.locals.get(name, ()):
+        if self.piece != 1 or self.piece_rows() not in self.locals.get(name, ()):
             return name
         if name not in self.renames:
             self.renames[name] = self.fresh(f"{name}_1")
@@ -456,8 +459,9 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         body: list[Op] = []
         if mask_k:
             body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {axis.block.id}"))
-        def operand_tile(number: int, operand: m.Load, into: list[Op]) -> str:
-            """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile."""
+        def operand_tile(number: int, operand: m.Load, into: list[Op], bf16: bool) -> str:
+            """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile (for
+            a ``bf16`` dot, as the interpreter's upcast operand)."""
             tensor = self.spec.tensor(operand.tensor.id)
             tile = self.fresh(tensor.name.id)
             position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
@@ -495,12 +499,12 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             bf16 = any("bf16" in dtype_options(self.spec.tensor(o.tensor.id).dtype) for o in call.args)
             pieced = self.pieced(call.args[0].index)  # the rows in two pieces: the same tile of b for both
             with self.in_piece(0) if pieced else nullcontext():
-                tiles = [operand_tile(number, operand, body) for number, operand in enumerate(call.args)]
+                tiles = [operand_tile(number, operand, body, bf16) for number, operand in enumerate(call.args)]
                 body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
             if pieced:
                 second: list[Op] = []
                 with self.in_piece(1):
-                    rows = operand_tile(0, call.args[0], second)
+                    rows = operand_tile(0, call.args[0], second, bf16)
                     second.append(Line(f"{self.local_name(stmt.name.id)} += tl.dot({rows}, {tiles[1]}{extra})"))
                 body.append(IfBlock(f"{self.pieces.rows[1]} > 0", "the second piece's rows", tuple(second)))
         body += [Line(a) for a in advances]

@@ -8,6 +8,7 @@ launcher's lookup is made to return it (the spec's default config must be a powe
 """
 
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -149,15 +150,25 @@ def test_pieces_of_a_block(tmp_path, block, pieces):
     assert _module(tmp_path)._pieces(block) == pieces
 
 
+def _pieced_configs():
+    """matmul_fast's configs whose rows are two pieces, as (label, BM, BN), read from its spec."""
+    from tilegen.build import check_file, find_specs
+    spec = check_file(find_specs([Path(__file__).resolve().parent.parent / "specs" / "matmul_fast.tile"])[0])
+    blocks = [(int(c.get("BM").value), int(c.get("BN").value)) for c in spec.tune.configs]
+    return sorted({(rows, cols) for rows, cols in blocks if rows & (rows - 1)})
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-def test_matmul_fast_at_192_rows(generated, monkeypatch, dtype):
-    """matmul_fast's 192 x 64 config (128 + 64 rows), forced, against torch in f64."""
+@pytest.mark.parametrize("rows, cols", _pieced_configs())
+def test_matmul_fast_pieced_configs(generated, monkeypatch, rows, cols, dtype):
+    """Each of matmul_fast's pieced configs, forced, against torch in f64: a second row of tiles
+    of 8 rows, and a second column of tiles of 8 columns."""
     module = generated("matmul_fast")
-    index = next(i for i, c in enumerate(module._CONFIGS) if c.kwargs["BM"] == 192 and c.kwargs["BN"] == 64)
+    index = next(i for i, c in enumerate(module._CONFIGS) if c.kwargs["BM"] == rows and c.kwargs["BN"] == cols)
     _force(monkeypatch, module, "matmul_fast", index)
-    g = torch.Generator().manual_seed(1)
-    a = torch.randn(200, 64, generator=g).to(dtype)
-    b = torch.randn(64, 72, generator=g).to(dtype)
+    g = torch.Generator().manual_seed(rows + cols)
+    a = torch.randn(rows + 8, 80, generator=g).to(dtype)
+    b = torch.randn(80, cols + 8, generator=g).to(dtype)
     expected = a.double() @ b.double()
     tolerance = {torch.float16: 1e-2, torch.bfloat16: 4e-2}[dtype]
     torch.testing.assert_close(module.matmul_fast(a, b).double(), expected,

@@ -51,7 +51,7 @@ def main(path, sizes, dtype=torch.float16, b_col=False, small=False):
     new = {i for i, c in enumerate(module._CONFIGS) if (c.kwargs, c.num_warps, c.num_stages) not in known}
     for shape in sizes:
         m, n, k = shape
-        name = str(m) if m == n == k else "x".join(map(str, shape))
+        shape_text = str(m) if m == n == k else "x".join(map(str, shape))
         a = torch.randn(m, k, device="cuda", dtype=dtype)
         b = torch.randn(k, n, device="cuda", dtype=dtype)
         if b_col:
@@ -81,7 +81,7 @@ def main(path, sizes, dtype=torch.float16, b_col=False, small=False):
         ratio = {name: med["cuBLAS"] / t for name, t in med.items() if name != "cuBLAS"}
         ranked = sorted(ratio, key=ratio.get, reverse=True)
         text = "  ".join(f"{label(module._CONFIGS[i])}{'*' if i in new else ''} {ratio[i]:.3f}" for i in ranked[:8])
-        print(f"{name}: cuBLAS {2 * m * n * k / med['cuBLAS'] / 1e9:.0f} TFLOP/s; tuner picked "
+        print(f"{shape_text}: cuBLAS {2 * m * n * k / med['cuBLAS'] / 1e9:.0f} TFLOP/s; tuner picked "
               f"{label(module._CONFIGS[picked])} {ratio.get(picked, float('nan')):.3f}; best: {text}", flush=True)
 
 

@@ -151,7 +151,7 @@ def test_pieces_of_a_block(tmp_path, block, pieces):
 
 
 def _pieced_configs():
-    """matmul_fast's configs whose rows are two pieces, as (label, BM, BN), read from its spec."""
+    """The (BM, BN) of matmul_fast's configs whose rows are two pieces, read from its spec."""
     from tilegen.build import check_file, find_specs
     spec = check_file(find_specs([Path(__file__).resolve().parent.parent / "specs" / "matmul_fast.tile"])[0])
     blocks = [(int(c.get("BM").value), int(c.get("BN").value)) for c in spec.tune.configs]

@@ -522,9 +522,12 @@ def _make_descriptors(
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
     tails = set(kernel.tail.descriptors) if tail else set()
-    made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails] if tail else [(t, "desc") for t in spec.arrays]
     if piece:
         made = [(t, "piece_desc") for t in spec.arrays if t.name.id in kernel.pieces.descriptors]
+    elif tail:
+        made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails]
+    else:
+        made = [(t, "desc") for t in spec.arrays]
     divided = {}
     if split:  # each grid axis's block divided by the split along it
         (_, block_m), (_, block_n) = kernel.tail.tiles

@@ -27,6 +27,7 @@
 #   loss[r] = m_i + log(l_i) - logits[r, target[r]]
 """cross_entropy: Triton kernel, launcher and torch reference generated from specs/cross_entropy.tile."""
 
+import concurrent.futures
 import functools
 import json
 import os
@@ -175,6 +176,40 @@ def _remember(tune_key, config):
         os.replace(temporary, _TUNE_CACHE)
     except OSError:  # a read-only home: tune again next process
         pass
+
+
+def _compiled_first(autotuner, grid):
+    """``autotuner[grid]`` (a ``triton.autotune``'d kernel over ``grid``) whose call first
+    compiles every config at once (``_compile_configs``), then tunes as Triton's autotuner does."""
+
+    def launch(*args, **kwargs):
+        _compile_configs(autotuner, grid, args, kwargs)
+        return autotuner[grid](*args, **kwargs)
+
+    return launch
+
+
+def _compile_configs(autotuner, grid, args, kwargs):
+    """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
+    thread per CPU core (at most one per config), before the autotuner times them: it compiles a
+    config only when it first runs it, one after another. Each config's ``pre_hook`` runs first (it sets the
+    block shapes of the tensor descriptors, which the compiled kernel is specialized on), then
+    ``warmup`` (Triton's compile without a launch) hands the compile to Triton's AsyncCompileMode,
+    which waits for all of them on leaving. A config that fails to compile is left to the
+    autotuner, which compiles it again and reports it as it would have; a Triton without
+    AsyncCompileMode compiles as before."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    nargs = dict(zip(autotuner.arg_names, args))
+    workers = max(1, min(len(autotuner.configs), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
+        for config in autotuner.configs:
+            meta = {**kwargs, **config.all_kwargs()}
+            if config.pre_hook is not None:
+                config.pre_hook({**nargs, **meta})
+            autotuner.fn.warmup(*args, grid=grid, **meta)
 
 
 def _time_config(kernel_call, quantiles):
@@ -342,7 +377,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             config_index = _tuned_index("cross_entropy", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (M, 1, 1)
-                cross_entropy_kernel[grid](
+                _compiled_first(cross_entropy_kernel, grid)(
                     logits, target, loss,
                     M, V,
                     *_logits_strides, *_target_strides, 1,

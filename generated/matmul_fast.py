@@ -60,6 +60,7 @@
 #   c[m, n] = acc
 """matmul_fast: Triton kernel, launcher and torch reference generated from specs/matmul_fast.tile."""
 
+import concurrent.futures
 import functools
 import json
 import os
@@ -290,6 +291,40 @@ def _remember(tune_key, config):
         os.replace(temporary, _TUNE_CACHE)
     except OSError:  # a read-only home: tune again next process
         pass
+
+
+def _compiled_first(autotuner, grid):
+    """``autotuner[grid]`` (a ``triton.autotune``'d kernel over ``grid``) whose call first
+    compiles every config at once (``_compile_configs``), then tunes as Triton's autotuner does."""
+
+    def launch(*args, **kwargs):
+        _compile_configs(autotuner, grid, args, kwargs)
+        return autotuner[grid](*args, **kwargs)
+
+    return launch
+
+
+def _compile_configs(autotuner, grid, args, kwargs):
+    """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
+    thread per CPU core (at most one per config), before the autotuner times them: it compiles a
+    config only when it first runs it, one after another. Each config's ``pre_hook`` runs first (it sets the
+    block shapes of the tensor descriptors, which the compiled kernel is specialized on), then
+    ``warmup`` (Triton's compile without a launch) hands the compile to Triton's AsyncCompileMode,
+    which waits for all of them on leaving. A config that fails to compile is left to the
+    autotuner, which compiles it again and reports it as it would have; a Triton without
+    AsyncCompileMode compiles as before."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    nargs = dict(zip(autotuner.arg_names, args))
+    workers = max(1, min(len(autotuner.configs), os.cpu_count() or 1))
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
+        for config in autotuner.configs:
+            meta = {**kwargs, **config.all_kwargs()}
+            if config.pre_hook is not None:
+                config.pre_hook({**nargs, **meta})
+            autotuner.fn.warmup(*args, grid=grid, **meta)
 
 
 def _time_config(kernel_call, quantiles):
@@ -630,7 +665,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
                 parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _CONFIGS)  # the most parts any config runs
                 partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
                 grid = lambda meta: _split_grid(M, N, K, meta["BM"], meta["BN"], meta["BK"], device)[0]
-                matmul_fast_kernel[grid](
+                _compiled_first(matmul_fast_kernel, grid)(
                     a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc, partials,
                     M, K, N,
                     GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, NUM_SMS=NUM_SMS, enable_fp_fusion=True,
@@ -891,7 +926,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
                 parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _POINTER_CONFIGS)  # the most parts any config runs
                 partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
                 grid = lambda meta: _split_grid(M, N, K, meta["BM"], meta["BN"], meta["BK"], device)[0]
-                _matmul_fast_pointers_kernel[grid](
+                _compiled_first(_matmul_fast_pointers_kernel, grid)(
                     a, b, c, partials,
                     M, K, N,
                     *_a_strides, *_b_strides, N, 1,

@@ -382,6 +382,88 @@ def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
         assert f"lambda: {launcher.__name__}({params}))" in inspect.getsource(launcher)
 
 
+def _fake_autotuner(compile_fn):
+    """A stand-in for ``triton.autotune``'s Autotuner over three configs whose ``fn.warmup`` does
+    what Triton's JIT does under AsyncCompileMode: it submits the compile to the active mode.
+    Returns the autotuner, the warmups it saw and the compiles that finished."""
+    import types
+
+    import triton
+    from triton.runtime import _async_compile
+
+    seen, finished = [], []
+
+    def pre_hook(nargs):  # as _descriptor_blocks: the config's block shape onto the call's descriptor
+        nargs["desc"]["block"] = nargs["BM"]
+
+    def warmup(*args, grid, **meta):
+        mode = _async_compile.active_mode.get()
+        seen.append({"args": args, "grid": grid, "meta": meta, "block": args[0]["block"], "async": mode is not None})
+        mode.submit(meta["BM"], lambda: compile_fn(meta), finished.append, lambda future: finished.append(None))
+
+    configs = [triton.Config({"BM": bm}, num_warps=4, num_stages=stages, pre_hook=pre_hook)
+               for bm, stages in ((16, 2), (32, 3), (64, 4))]
+    autotuner = types.SimpleNamespace(fn=types.SimpleNamespace(warmup=warmup), configs=configs, arg_names=["desc", "n"])
+    return autotuner, seen, finished
+
+
+@pytest.mark.parametrize("name", ["matmul_fast", "attention"])
+def test_compile_configs_compiles_every_config_on_pool_threads(generated, name):
+    """Before a first tune, _compile_configs runs each config's pre_hook and then Triton's
+    ``warmup`` with the call's keywords and the config's, under AsyncCompileMode; the compiles run
+    on other threads, at once, and have all finished when it returns."""
+    pytest.importorskip("triton.runtime._async_compile")
+    import os
+    import threading
+    import time
+
+    started = []
+
+    def compile_fn(meta):
+        started.append(time.perf_counter())
+        time.sleep(0.2)
+        return meta["BM"], threading.get_ident()
+
+    autotuner, seen, finished = _fake_autotuner(compile_fn)
+    desc = {"block": None}
+    grid = object()
+    generated(name)._compile_configs(autotuner, grid, (desc, 7), {"GROUP_SIZE_M": 8})
+    assert [s["block"] for s in seen] == [16, 32, 64]  # each warmup saw its own config's descriptor
+    assert [s["meta"] for s in seen] == [{"GROUP_SIZE_M": 8, **c.all_kwargs()} for c in autotuner.configs]
+    assert all(s["async"] and s["grid"] is grid and s["args"] == (desc, 7) for s in seen)
+    assert sorted(bm for bm, _ in finished) == [16, 32, 64]
+    assert threading.get_ident() not in {thread for _, thread in finished}
+    at_once = sum(t < min(started) + 0.15 for t in started)  # started while the first compiled (0.2 s)
+    assert at_once == min(3, os.cpu_count() or 1)  # a thread per core, at most one per config
+
+
+def test_compile_configs_leaves_a_failed_compile_to_the_autotuner(generated):
+    """A config whose compile raises is dropped quietly (its placeholder cleaned up); the others
+    finish. The autotuner compiles it again when it times it and reports it as before."""
+    pytest.importorskip("triton.runtime._async_compile")
+
+    def compile_fn(meta):
+        if meta["BM"] == 32:
+            raise RuntimeError("out of registers")
+        return meta["BM"], None
+
+    autotuner, seen, finished = _fake_autotuner(compile_fn)
+    generated("matmul_fast")._compile_configs(autotuner, None, ({"block": None}, 7), {})
+    assert len(seen) == 3
+    assert finished.count(None) == 1  # 32's cleanup ran
+    assert sorted(f for f in finished if f is not None) == [(16, None), (64, None)]
+
+
+def test_compile_configs_without_async_compile_leaves_compiling_to_the_autotuner(generated, monkeypatch):
+    """On a Triton without AsyncCompileMode, _compile_configs compiles nothing ahead."""
+    import sys
+
+    autotuner, seen, finished = _fake_autotuner(lambda meta: None)
+    monkeypatch.setitem(sys.modules, "triton.runtime._async_compile", None)  # the import raises ImportError
+    generated("matmul_fast")._compile_configs(autotuner, None, ({"block": None}, 7), {})
+    assert seen == [] and finished == []
+
+
 INT_EDGES = [
     0, 1, 2, 15, 16, 17, 2**31 - 16, 2**31 - 1, 2**31, 2**32, 2**63 - 16, 2**63, 2**64 - 1, -1, -16, -(2**31),
     -(2**31) - 16,

@@ -660,7 +660,7 @@ def _launch(
             tune_launch = [*_make_descriptors(spec, kernel, tail=True), *tune_launch]
         if kernel.pieces is not None:  # each config's second row piece: the pre_hook sets their blocks
             tune_launch = [*_make_descriptors(spec, kernel, piece=True), *tune_launch]
-        tune_launch.append(Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, FP_FUSION)))))
+        tune_launch.append(Line(_call(f"_compiled_first({jit}, grid)", (*launch.groups, (*launch.meta, FP_FUSION)))))
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),

@@ -196,18 +196,18 @@ def _compiled_first(autotuner, grid):
 def _compile_configs(autotuner, grid, args, kwargs):
     """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
     thread per CPU core (at most one per config), before the autotuner times them: it compiles a
-    config only when it first runs it, one after another. Each config's ``pre_hook`` runs first (it sets the
-    block shapes of the tensor descriptors, which the compiled kernel is specialized on), then
-    ``warmup`` (Triton's compile without a launch) hands the compile to Triton's AsyncCompileMode,
-    which waits for all of them on leaving. A config that fails to compile is left to the
-    autotuner, which compiles it again and reports it as it would have; a Triton without
-    AsyncCompileMode compiles as before."""
+    config only when it first runs it, one after another. Each config's ``pre_hook`` runs first
+    (it sets the block shapes of the tensor descriptors, which the compiled kernel is specialized
+    on), then ``warmup`` (Triton's compile without a launch) hands the compile to Triton's
+    AsyncCompileMode, which waits for all of them on leaving. A config that fails to compile is
+    left to the autotuner, which compiles it again and reports it as it would have; a Triton
+    without AsyncCompileMode compiles as before."""
     try:
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
         return
     nargs = dict(zip(autotuner.arg_names, args))
-    workers = max(1, min(len(autotuner.configs), os.cpu_count() or 1))
+    workers = min(len(autotuner.configs), os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
         for config in autotuner.configs:
             meta = {**kwargs, **config.all_kwargs()}

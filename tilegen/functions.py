@@ -172,12 +172,38 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "x = x.to(tl.float32)",
         "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
     ), ""),
+    "power": (("p",), (
+        "x = x.to(tl.float32)",
+        "p = tl.zeros_like(x) + p",
+        "x = x + tl.zeros_like(p)",
+        "magnitude = tl.exp2(p * tl.log2(tl.abs(x)))",
+        "integral = tl.floor(p) == p",
+        "odd = integral & (tl.floor(0.5 * p) != 0.5 * p)",
+        'signs = integral | (x == float("-inf"))',
+        'signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)',
+        "return tl.where((p == 0) | (x == 1), 1.0, signed)",
+    ), "torch.pow (C's pow) for any exponent: |x| ** p, negated for a negative x and an odd integral p, NaN "
+       "for a finite negative x and a non-integral p; 1 where p == 0 or x == 1."),
     "mish": ((), (
         "x = x.to(tl.float32)",
         "sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))",
         "return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)",
     ), "x * tanh(softplus(x)) (Misra, 2019)."),
 }
+
+
+#: Integral exponents up to this size are multiplications (by squaring); larger ones go through
+#: exp2/log2 with torch's sign rule (the ``power`` helper).
+MAX_MULTIPLIED_EXPONENT = 64
+
+
+def literal_value(expr: m.Expr) -> float | None:
+    """The value of a literal number, negated or not (``3.0``, ``-2``), or None for anything else."""
+    if isinstance(expr, m.Number):
+        return expr.value
+    if isinstance(expr, m.Neg) and isinstance(expr.operand, m.Number):
+        return -expr.operand.value
+    return None
 
 
 def lookup(name: str | m.Name) -> Function | None:

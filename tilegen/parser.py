@@ -215,6 +215,11 @@ class ToModel(Transformer):
     def neg(self, meta, items):
         return m.Neg(items[0], _span(meta))
 
+    def power(self, meta, items):
+        """``x ** p`` is ``pow(x, p)``: one operation, one lowering (torch.pow's meaning)."""
+        base, op, exponent = items
+        return m.Call(m.Name("pow", _span(op)), (base, exponent), (), _span(meta))
+
     def kwarg(self, meta, items):
         key, value = items
         return ("kwarg", _name(key), value)
@@ -289,6 +294,7 @@ _TERMINAL_WORDS = {
     "$END": "end of file",
     "ADD_OP": "'+' or '-'",
     "MUL_OP": "'*' or '/'",
+    "POW_OP": "'**'",
     "CMP_OP": "a comparison",
     "AND_OP": "'&'",
     "OR_OP": "'|'",

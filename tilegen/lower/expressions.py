@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
-from tilegen.functions import HELPERS, lookup, spanned_axes
+from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.plan import IfBlock, Line, Op
 
@@ -93,7 +93,7 @@ class ExpressionLowering:
         if function.kind == "math":
             values["x"] = self.upcast(x, call.args[0])
             if name == "pow":
-                return self.power(call, values)
+                return self.power(call, values, ops)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
         if function.kind == "activation" or name in HELPERS:
@@ -115,16 +115,46 @@ class ExpressionLowering:
             return None
         return branch
 
-    def power(self, call: m.Call, values: dict[str, str]) -> str:
-        """``pow(x, p)``: a small integer exponent multiplies (any sign of ``x``, as torch);
-        any other exponent is ``exp2(p * log2(x))``, which needs ``x > 0`` (torch gives NaN
-        for a negative base with a fractional exponent too)."""
+    def power(self, call: m.Call, values: dict[str, str], ops: list[Op]) -> str:
+        """``pow(x, p)`` (``x ** p``) as torch.pow computes it, for every sign of ``x``.
+
+        An integral literal exponent (``3``, ``3.0``, ``-2``; its value, not its text, decides)
+        up to :data:`~tilegen.functions.MAX_MULTIPLIED_EXPONENT` multiplies, by squaring, and a
+        negative one takes the reciprocal: ``pow(-2.0, 3.0)`` is ``-8``. Any other exponent (a
+        fraction, a larger integer, a scalar input, a tile) calls the ``power`` helper, which
+        applies torch's rules at run time (NaN for a finite negative ``x`` and a fraction)."""
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
-        x = values["x"]
-        if isinstance(exponent, m.Number) and exponent.is_int and int(exponent.text) <= 4:
-            count = int(exponent.text)
-            return " * ".join([x] * count) if count else "1.0"
-        return f"tl.exp2({values['exponent']} * tl.log2({x}))"
+        x, value = values["x"], literal_value(exponent)
+        if isinstance(call.args[0], m.Number | m.Neg) and literal_value(call.args[0]) is not None:
+            x = f"tl.full([], {x}, tl.float32)"  # a literal base: a float32 scalar tile
+        if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
+            return f"tl.sqrt_rn({x})" if value > 0 else f"(1.0 / tl.sqrt_rn({x}))"
+        if value is None or not value.is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
+            self.helpers.add("power")
+            return f"power({x}, {values['exponent']})"
+        count = int(abs(value))
+        if count == 0:
+            return f"(tl.zeros_like({x}) + 1.0)"  # 1 for every x, NaN and inf included (torch.pow)
+        if count > 1 and not x.isidentifier():  # named once, not computed once per factor
+            base = self.fresh("pow_base")
+            ops.append(Line(f"{base} = {x}"))
+            x = base
+        if count <= 4:
+            product = " * ".join([x] * count)
+        else:  # by squaring: x ** 10 = x ** 8 * x ** 2
+            factors, square, bit = [], x, 1
+            while bit <= count:
+                if count & bit:
+                    factors.append(square)
+                if bit * 2 <= count:
+                    name = self.fresh("pow_sq")
+                    ops.append(Line(f"{name} = {square} * {square}"))
+                    square = name
+                bit *= 2
+            product = " * ".join(factors)
+        if value < 0:
+            return f"(1.0 / ({product}))"
+        return f"({product})" if count > 1 else product
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,

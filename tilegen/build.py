@@ -13,10 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tilegen import model as m
-from tilegen.check import check
-from tilegen.compiler import GeneratedModule, compile_spec
+from tilegen.compiler import GeneratedModule, check_spec, compile_spec
 from tilegen.errors import SpecError
-from tilegen.parser import parse
 
 
 @dataclass(frozen=True)
@@ -84,11 +82,12 @@ def compile_file(spec: SpecFile) -> GeneratedModule:
 
 
 def check_file(spec: SpecFile) -> m.Spec:
-    """Parse and validate one spec file (no lowering); the model's ``path`` is ``spec.display``.
-    Raises SpecError reported at ``spec.given`` for an invalid spec."""
+    """Validate one spec file by every rule a build applies (:func:`tilegen.compiler.check_spec`:
+    nothing is written); the model's ``path`` is ``spec.display``. Raises SpecError reported at
+    ``spec.given`` for an invalid spec."""
     source = spec.path.read_text(encoding="utf-8")
     try:
-        return check(parse(source, spec.display))
+        return check_spec(source, spec.display)
     except SpecError as error:
         raise error.at(spec.given) from None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilegen import model as m
 from tilegen.check import check
 from tilegen.lower import lower
 from tilegen.parser import parse
@@ -26,3 +27,13 @@ def compile_spec(source: str, path: str = "<spec>") -> GeneratedModule:
     """
     plan = lower(check(parse(source, path)))
     return GeneratedModule(plan.kernel_name, render(plan))
+
+
+def check_spec(source: str, path: str = "<spec>") -> m.Spec:
+    """Validate one ``.tile`` text by every rule :func:`compile_spec` applies, lowering and
+    rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
+    checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
+    :func:`compile_spec` does."""
+    spec = check(parse(source, path))
+    render(lower(spec))
+    return spec

@@ -30,6 +30,9 @@ INDEX = "i32"
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC = ("&", "|")
 
+#: The 16-bit floats, which sums accumulate in float32 (as torch does).
+NARROW = ("f16", "bf16")
+
 _FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 
 
@@ -76,6 +79,32 @@ def math_dtype(dtype: str | None) -> str:
 def computes_in_f32(dtype: str | None) -> bool:
     """True where math on a tile of ``dtype`` first converts it to float32: f16, bf16, integers."""
     return dtype in ("f16", "bf16") or is_int(dtype)
+
+
+def possible_dtypes(dtype: str | None, spec: m.Spec) -> tuple[str | None, ...]:
+    """Every dtype that ``dtype`` may stand for over ``spec``'s specializations: all of a dtype
+    variable's options where ``dtype`` is one of them (a superset: a fixed f32 tensor in a spec
+    with ``dtype T in f16, f32`` counts as possibly f16 too), else ``dtype`` alone."""
+    for var in spec.dtype_vars:
+        options = tuple(o.id for o in var.options)
+        if dtype in options:
+            return options
+    return (dtype,)
+
+
+def converts_to_f32(dtype: str | None, spec: m.Spec, narrow: tuple[str, ...] | None = None) -> bool:
+    """Whether a tile of ``dtype`` is converted to float32 before math (``narrow`` None: f16,
+    bf16 and integers, :func:`computes_in_f32`) or before a sum (``narrow=("f16", "bf16")``).
+
+    Both lowerings decide on every dtype the tile may have over the spec's dtype variables
+    (:func:`possible_dtypes`), not on the bound one, so that every binding gives one kernel:
+    ``.to(tl.float32)`` of an f32 tile and ``.float()`` of an f32 tensor cost nothing. An f64
+    tile is never converted (f64 math stays f64), so a variable over f64 and a narrow dtype gives
+    two kernels, which :func:`tilegen.lower.lower` refuses."""
+    if dtype == "f64":
+        return False
+    test = computes_in_f32 if narrow is None else narrow.__contains__
+    return any(test(d) for d in possible_dtypes(dtype, spec))
 
 
 def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -> str | None:

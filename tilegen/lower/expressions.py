@@ -9,7 +9,7 @@ emits the loads an expression needs through its :meth:`load`.
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype
+from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
 from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.plan import IfBlock, Line, Op
@@ -30,14 +30,9 @@ class ExpressionLowering:
         return expr_dtype(expr, self.spec, local)
 
     def possible_dtypes(self, expr: m.Expr) -> tuple[str | None, ...]:
-        """Every dtype ``expr`` may compute to over the spec's specializations (a superset: a
-        dtype some dtype variable stands for may be any of that variable's dtypes)."""
-        dtype = self.dtype_of(expr)
-        for var in self.spec.dtype_vars:
-            options = tuple(o.id for o in var.options)
-            if dtype in options:
-                return options
-        return (dtype,)
+        """Every dtype ``expr`` may compute to over the spec's specializations
+        (:func:`tilegen.dtypes.possible_dtypes`)."""
+        return possible_dtypes(self.dtype_of(expr), self.spec)
 
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """The tile axes ``expr`` spans in the kernel (index axes are scalars, not tile axes)."""
@@ -61,8 +56,9 @@ class ExpressionLowering:
 
     def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
         """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
-        integer: math computes in float32, as torch does."""
-        if not computes_in_f32(self.dtype_of(expr)):
+        integer, under any binding of the spec's dtype variables: math computes in float32, as
+        torch does (a no-op for the f32 binding, so one kernel serves every binding)."""
+        if not converts_to_f32(self.dtype_of(expr), self.spec):
             return text
         if compound and isinstance(expr, (m.BinOp, m.Neg)):
             return f"({text}).to(tl.float32)"
@@ -191,7 +187,7 @@ class ExpressionLowering:
             return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
         x = self.expr(operand, inner, ops)
         if function.name in ("sum", "mean"):
-            x = self.upcast(x, operand) if self.dtype_of(operand) in ("f16", "bf16") else x
+            x = self.upcast(x, operand) if converts_to_f32(self.dtype_of(operand), self.spec, NARROW) else x
         ops.append(Line(f"{result} = {reduce(function.name, x)}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, computes_in_f32, expr_dtype, is_float
+from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, is_float
 from tilegen.functions import lookup, spanned_axes
 from tilegen.lower.names import binop_text, dtype_bindings, number_text, torch_dtype, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
@@ -111,8 +111,9 @@ class ReferenceLowering:
         return expr_dtype(expr, self.spec, local)
 
     def as_float(self, text: str, expr: m.Expr) -> str:
-        """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints)."""
-        if not computes_in_f32(self.dtype_of(expr)):
+        """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints,
+        under any binding of the dtype variables, as :meth:`ExpressionLowering.upcast`)."""
+        if not converts_to_f32(self.dtype_of(expr), self.spec):
             return text
         return f"({text}).float()" if isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.float()"
 
@@ -165,7 +166,7 @@ class ReferenceLowering:
         own = self.expr_axes(call.args[0])
         inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
         x = self.value(call.args[0], inner)
-        if function.name in ("sum", "mean") and self.dtype_of(call.args[0]) in ("f16", "bf16"):
+        if function.name in ("sum", "mean") and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
             x = self.as_float(x, call.args[0])
         elif function.name == "mean" and not is_float(self.dtype_of(call.args[0])):
             x = f"{x}.float()"

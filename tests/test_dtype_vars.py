@@ -165,10 +165,11 @@ def test_a_problem_of_one_binding_names_it():
 
 
 def test_dtypes_that_need_different_kernels_are_refused():
-    """exp of an f16 tile computes in f32 (an upcast), of an f32 tile does not: two kernels."""
+    """exp of an f16 tile computes in f32 (an upcast), of an f64 tile in f64: two kernels. An f32
+    binding shares the f16 kernel (its upcast is free) and computes exp of the f32 tile."""
     text = """\
 kernel e
-  dtype T in f16, f32
+  dtype T in f16, f64
   in  x: T[N]
   out y: T[N]
   block BS = 32
@@ -176,8 +177,9 @@ kernel e
   y[i] = exp(x[i])
 """
     (message,) = _errors(text)
-    assert message.startswith("'T' = f32 needs another kernel than T = f16")
-    assert "dtype T in f16, bf16" in compile_spec(text.replace("f16, f32", "f16, bf16"), "e.tile").source
+    assert message.startswith("'T' = f64 needs another kernel than T = f16")
+    source = compile_spec(text.replace("f16, f64", "f16, f32"), "e.tile").source
+    assert "dtype T in f16, f32" in source and "tl.exp(x.to(tl.float32))" in source
 
 
 def test_tolerance_binds_the_variable_to_the_arguments():

@@ -14,6 +14,7 @@ import keyword
 from dataclasses import dataclass, field
 
 from tilegen import model as m
+from tilegen.carried import check_carried
 from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
 from tilegen.errors import Collector
 from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
@@ -1017,7 +1018,8 @@ class Checker:
     def run(self) -> None:
         axes = self.check_declarations()
         self.check_body(self.spec.body, Scope(dict(axes)))
-        if not self.errors.diagnostics:  # the split rules assume an otherwise valid body
+        if not self.errors.diagnostics:  # these rules assume an otherwise valid body
+            check_carried(self.spec, self.errors)
             self.check_split()
             self.check_split_tail()
             self.check_pieces()

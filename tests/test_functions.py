@@ -188,7 +188,7 @@ def errors(text):
         ("y[r, c] = where(x[r, c], 1, 0)", "the first argument of 'where' is a mask"),
         ("y[r, c] = exp(x[r, c] > 0)", "'exp' takes numbers, not a mask"),
         ("y[r, c] = leaky_relu(x[r, c], x[r, c])", "the negative_slope of 'leaky_relu' must be a number"),
-        ("y[r, c] = clamp(x[r, c], 0)", "'clamp' takes 3 arguments, not 2"),
+        ("y[r, c] = clamp(x[r, c], 0, 1, 2)", "'clamp' takes 1 to 3 arguments, not 4"),
         ("y[r, c] = elu(x[r, c], beta=2)", "unknown argument 'beta' to 'elu'; expected 'alpha'"),
         ("y[r, c] = tanhh(x[r, c])", "unknown function 'tanhh'"),
         ("y[r, c] = x[r, c] * BM", "'BM' is a block size, which has no value in the body"),
@@ -227,3 +227,29 @@ kernel k
         "for c over K by BN\n    s += sum(w[c], dim=c)", "for c over N by BN\n    s += sum(x[r, c], dim=c)"
     )
     check(parse(fixed, "ok.tile"))
+
+
+@pytest.mark.parametrize(
+    ("expr", "oracle"),
+    [
+        ("clamp(x[i], min=0)", lambda x, y: torch.clamp(x, min=0)),
+        ("clamp(x[i], max=0.5)", lambda x, y: torch.clamp(x, max=0.5)),
+        ("clamp(x[i], -0.25)", lambda x, y: torch.clamp(x, -0.25)),
+        ("clamp(x[i], max=y[i])", lambda x, y: torch.clamp(x, max=y)),
+        ("clamp(x[i], min=y[i], max=1.0)", lambda x, y: torch.clamp(x, min=y, max=torch.tensor(1.0))),
+    ],
+)
+def test_clamp_takes_either_bound_alone(tmp_path, expr, oracle):
+    """torch.clamp takes min or max alone (the other is None); so does the spec's clamp."""
+    path = tmp_path / "k.py"
+    path.write_text(compile_spec(SPEC.format(dtype="f32", expr=expr), "k.tile").source)
+    module = load_module(path)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(37, generator=g), torch.randn(37, generator=g)
+    torch.testing.assert_close(module.k(x, y), oracle(x, y))
+    torch.testing.assert_close(module.reference(x, y), oracle(x, y))
+
+
+def test_clamp_needs_a_bound():
+    with pytest.raises(SpecError, match=r"k.tile:7:10: error: 'clamp' needs 'min' or 'max' \(or both\)"):
+        compile_spec(SPEC.format(dtype="f32", expr="clamp(x[i])"), "k.tile")

@@ -642,6 +642,9 @@ class Checker:
         missing = [p for p, default in function.params if default is None and p not in given]
         if missing:
             self.errors.error(f"'{name}' needs its argument '{missing[0]}'", call.span)
+        if function.one_of and not given & set(function.one_of):
+            either = " or ".join(f"'{p}'" for p in function.one_of)
+            self.errors.error(f"'{name}' needs {either} (or both), e.g. {name}(x, {function.one_of[0]}=0)", call.span)
         for position, param in enumerate(params, start=1):
             given = call.args[position] if position < count else call.kwarg(param)
             if param in function.numbers and given is not None and given_axes.get(param):

@@ -22,6 +22,7 @@ Kinds:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tilegen import model as m
@@ -32,7 +33,9 @@ class Function:
     """One spec function.
 
     ``params`` names the arguments after the first, in order, with their defaults as spec
-    number text (``None``: required); each can be given by position or by keyword.
+    number text (``None``: required; :data:`OMITTED`: may be left out, as torch's ``None``);
+    each can be given by position or by keyword. ``one_of`` names params of which at least one
+    must be given (``clamp``'s ``min`` and ``max``).
     ``choices`` are keyword arguments taking a word (``approximate=tanh``). Params in
     ``numbers`` take a number (a literal or a scalar input), not a tile, as torch's do
     (``negative_slope``, ``alpha``). ``triton`` and
@@ -45,8 +48,17 @@ class Function:
     params: tuple[tuple[str, str | None], ...] = ()
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     numbers: tuple[str, ...] = ()
-    triton: str = ""
-    torch: str = ""
+    triton: str | Callable[[dict[str, str]], str] = ""
+    torch: str | Callable[[dict[str, str]], str] = ""
+    one_of: tuple[str, ...] = ()
+
+    def triton_text(self, **values: str) -> str:
+        """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
+        return self.triton(values) if callable(self.triton) else self.triton.format(**values)
+
+    def torch_text(self, **values: str) -> str:
+        """The torch text of a call, from the torch texts of its arguments (omitted: ``""``)."""
+        return self.torch(values) if callable(self.torch) else self.torch.format(**values)
 
     @property
     def min_args(self) -> int:
@@ -57,6 +69,18 @@ class Function:
     def max_args(self) -> int:
         """Positional arguments it takes at most."""
         return 1 + len(self.params)
+
+
+#: The default of a parameter that may be left out (torch's ``None``): its value text is empty.
+OMITTED = ""
+
+
+def _clamp_triton(v: dict[str, str]) -> str:
+    """``clamp(x, min, max)`` with either bound alone, as torch.clamp."""
+    x = v["x"]
+    if v["min"]:
+        x = f"tl.maximum({x}, {v['min']})"
+    return f"tl.minimum({x}, {v['max']})" if v["max"] else x
 
 
 def _math(name: str, triton: str, torch: str) -> Function:
@@ -85,8 +109,9 @@ FUNCTIONS: dict[str, Function] = {
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
                  torch="torch.where({x}, {input}, {other})"),
         Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})"),
-        Function("clamp", "elementwise", (("min", None), ("max", None)),
-                 triton="tl.minimum(tl.maximum({x}, {min}), {max})", torch="torch.clamp({x}, {min}, {max})"),
+        Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),
+                 triton=_clamp_triton,
+                 torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})"),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})"),
         Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
                  triton="leaky_relu({x}, {negative_slope})",

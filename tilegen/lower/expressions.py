@@ -97,7 +97,7 @@ class ExpressionLowering:
                 name = "gelu_tanh"
             self.helpers.add(name)
             return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
-        return function.triton.format(**values)
+        return function.triton_text(**values)
 
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
@@ -169,7 +169,7 @@ class ExpressionLowering:
             if mask is not None:
                 identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(name, "0.0")
                 x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
-            return lookup(name).triton.format(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+            return lookup(name).triton_text(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
 
         if scaled is not None and function.name in ("max", "min"):  # max(x * c) = max(x) * c for c >= 0
             raw, factor, sign = scaled

@@ -158,7 +158,7 @@ class ReferenceLowering:
         if function.kind in ("math", "activation"):
             values["x"] = self.as_float(x, call.args[0])
         values["approximate"] = call.word("approximate") or "none"
-        return function.torch.format(**values)
+        return function.torch_text(**values)
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...]) -> str:
         """``torch.sum(x, dim=i)`` over the operand's own axes (``context``'s first), aligned back."""
@@ -170,7 +170,7 @@ class ReferenceLowering:
             x = self.as_float(x, call.args[0])
         elif function.name == "mean" and not is_float(self.dtype_of(call.args[0])):
             x = f"{x}.float()"
-        text = function.torch.format(x=x, axis=inner.index(dim))
+        text = function.torch_text(x=x, axis=inner.index(dim))
         return self.align(text, tuple(a for a in inner if a != dim), context)
 
     def expr(self, expr: m.Expr, context: tuple[str, ...], acc_dtype: str | None = None) -> str:

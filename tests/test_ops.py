@@ -237,9 +237,16 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
 
 @pytest.mark.skipif(INTERPRET or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_tensors_on_the_second_gpu_run_there(generated):
+    """Tensors on cuda:1 while cuda:0 is current, on a side stream of cuda:1, through the
+    launcher and the op. The spec's K loop is unmasked and tuned up to BK = 64, so K is a multiple
+    of 64 (M and N are masked: any size); K = 200 is refused on cuda:1 as on any device."""
     module = generated("matmul_grouped_autotuned")
-    a = torch.randn(300, 200, device="cuda:1").half()
-    b = torch.randn(200, 100, device="cuda:1").half()
+    with pytest.raises(ValueError, match="K = 200 must be a multiple of BK = 64"):
+        module.matmul_grouped_autotuned(
+            torch.empty(300, 200, device="cuda:1").half(), torch.empty(200, 100, device="cuda:1").half()
+        )
+    a = torch.randn(300, 256, device="cuda:1").half()
+    b = torch.randn(256, 100, device="cuda:1").half()
     assert torch.cuda.current_device() == 0
     stream = torch.cuda.Stream(device="cuda:1")
     with torch.cuda.stream(stream):

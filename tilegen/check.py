@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.carried import check_carried
-from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
+from tilegen.dtypes import BOOL, COMPARISONS, DTYPE_LIMITS, INDEX, LOGIC, expr_dtype, integer_value, is_int
 from tilegen.errors import Collector
 from tilegen.functions import CASTS, CHOICE_OPTIONS, FUNCTIONS, lookup
 
@@ -129,6 +129,43 @@ class Checker:
         if dtype.id not in m.DTYPES:
             known = ", ".join(m.DTYPES)
             self.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
+
+    def check_sample(self, tensor: m.Tensor) -> None:
+        """``in x: f32[N] in [low, high]``, the range ``tilegen run`` draws an input from: an input's,
+        not empty, of values of the tensor's dtype (integers for an integer dtype)."""
+        low, high = tensor.sample
+        name, dtype = tensor.name.id, tensor.dtype.id
+        if tensor.role != "in":
+            self.errors.error(
+                f"'{name}' is an output; a range (`in [low, high]`) says how `tilegen run` draws an input, "
+                "so only 'in' declarations take one",
+                low.span,
+            )
+            return
+        limits = DTYPE_LIMITS.get(dtype)
+        if limits is None:
+            return  # not a dtype: check_dtype says so
+        for bound in (low, high):
+            if isinstance(limits, tuple):
+                value = integer_value(bound)
+                if value is None:
+                    self.errors.error(f"'{name}' is {dtype}: its range takes integers, not {bound.text}", bound.span)
+                    return
+                if not limits[0] <= value <= limits[1]:
+                    self.errors.error(
+                        f"'{name}' is {dtype}, which holds {limits[0]} to {limits[1]}: {bound.text} is outside",
+                        bound.span,
+                    )
+                    return
+            elif not abs(bound.value) <= limits:
+                self.errors.error(
+                    f"'{name}' is {dtype}, whose largest value is {limits:.6g}: {bound.text} is outside", bound.span
+                )
+                return
+        exact = (integer_value(low), integer_value(high))
+        if exact[0] > exact[1] if None not in exact else low.value > high.value:
+            message = f"the range [{low.text}, {high.text}] is empty: {low.text} is above {high.text}"
+            self.errors.error(message, low.span)
 
     def check_dtype_var(self, var: m.DtypeVar) -> None:
         """``dtype T in f16, bf16``: a new name standing for two or more distinct float dtypes,
@@ -246,6 +283,8 @@ class Checker:
             for dim in tensor.dims:
                 if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
                     self.errors.error("a literal dimension must be a positive integer", dim.span)
+            if tensor.sample is not None:
+                self.check_sample(tensor)
         for dim in sorted(self.dims):
             span = next(d.span for t in spec.tensors for d in t.dims if isinstance(d, m.Name) and d.id == dim)
             self.define(m.Name(dim, span), "dimension")

@@ -30,10 +30,38 @@ INDEX = "i32"
 COMPARISONS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC = ("&", "|")
 
+#: The values each dtype holds (for input ranges, ``in [low, high]``): integers from, to; the
+#: largest finite float.
+DTYPE_LIMITS: dict[str, tuple[int, int] | float] = {
+    "i8": (-(2**7), 2**7 - 1),
+    "i16": (-(2**15), 2**15 - 1),
+    "i32": (-(2**31), 2**31 - 1),
+    "i64": (-(2**63), 2**63 - 1),
+    "u8": (0, 255),
+    "f16": 65504.0,
+    "bf16": 3.3895313892515355e38,
+    "f32": 3.4028234663852886e38,
+    "f64": 1.7976931348623157e308,
+}
+
 #: The 16-bit floats, which sums accumulate in float32 (as torch does).
 NARROW = ("f16", "bf16")
 
 _FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+
+
+def integer_value(number: m.Number) -> int | None:
+    """The integer a literal stands for (``3``, ``-3``, ``1e3``), or None (``0.5``); exact for
+    integer literals of any size."""
+    text = number.text.removeprefix("-")
+    if text.isdigit():
+        value = int(text)
+    else:
+        as_float = float(text)
+        if not as_float.is_integer():
+            return None
+        value = int(as_float)
+    return -value if number.text.startswith("-") else value
 
 
 def is_float(dtype: str | None) -> bool:

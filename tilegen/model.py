@@ -108,7 +108,10 @@ class Tensor:
     """``in a: f16[M, K]``: a kernel argument with role, dtype and shape.
 
     ``dims`` holds a :class:`Name` for a symbolic extent (``M``) or a :class:`Number` for a
-    literal one (``3`` in ``u8[3, H, W]``).
+    literal one (``3`` in ``u8[3, H, W]``). ``sample`` is the closed range ``[low, high]`` of
+    ``in x: f32[N] in [0.01, 10]``: ``tilegen run``, ``demo`` and ``bench`` draw the input from it
+    (:func:`tilegen.runner.random_inputs`); the generated module does not read it. Its numbers'
+    ``text`` may start with ``-`` (``in [-1, 1]``), so read them through ``value``, not ``is_int``.
     """
 
     role: str  # "in" | "out"
@@ -116,6 +119,7 @@ class Tensor:
     dtype: Name
     dims: tuple[Name | Number, ...]
     span: Span
+    sample: tuple[Number, Number] | None = None
 
     @property
     def is_scalar(self) -> bool:

@@ -77,7 +77,17 @@ class ToModel(Transformer):
     # declarations --------------------------------------------------------------
     def tensor_decl(self, meta, items):
         role, name, dtype, *dims = items
-        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta))
+        sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample)
+
+    def sample(self, meta, items):
+        return items[0], items[1]
+
+    def bound_value(self, meta, items):
+        return _number(items[0])
+
+    def bound_negated(self, meta, items):
+        return m.Number("-" + _number(items[0]).text, _span(meta))
 
     def role(self, meta, items):
         return str(items[0])

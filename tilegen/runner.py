@@ -4,16 +4,21 @@ Used by ``tilegen run`` and ``tilegen demo``. The GPU is used when torch sees on
 Triton's CPU interpreter (``TRITON_INTERPRET=1``), which must be chosen before triton is
 imported, so this module imports triton only through the generated modules it loads.
 
-Outputs are compared under :mod:`tilegen.tolerance` (tolerances that grow with the length of
-the spec's sums). Kernel runs here are quiet: the warnings a launcher gives in the interpreter
-(NumPy's floating-point RuntimeWarnings, the notice that a tuned launcher runs its default
-config) are caught and summed up in :class:`RunResult`; called directly, launchers still warn.
+Inputs are random: standard normal floats, or drawn from the range an input's declaration gives
+(``in x: f32[M, N] in [0.01, 10]``, :func:`sample`). Outputs are compared under
+:mod:`tilegen.tolerance` (tolerances that grow with the length of the spec's sums), NaN where the
+reference has NaN counting as equal. In the interpreter, a row that fails and computes on bf16
+values is SKIP, not FAIL (:data:`BF16_INTERPRETER_BUG`). Kernel runs here are quiet: the
+warnings a launcher gives in the interpreter (NumPy's floating-point RuntimeWarnings, the notice
+that a tuned launcher runs its default config) are caught and summed up in :class:`RunResult`;
+called directly, launchers still warn.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import os
 import shutil
 import sys
@@ -24,10 +29,17 @@ from types import ModuleType
 
 from tilegen import model as m
 from tilegen import tolerance
+from tilegen.dtypes import integer_value
 
 #: What a tuned launcher says (once per process) when the interpreter cannot time its configs;
 #: the demo says it once for all instead (:attr:`RunResult.default_config`).
 INTERPRETER_TUNING_NOTICE = "cannot time autotune configs"
+
+#: Why a row that computes in bf16 and fails in the interpreter is SKIP, not FAIL: the interpreter
+#: holds bf16 values as their uint16 bit patterns, and its arithmetic, comparisons and
+#: ``maximum`` on them work on the bits (a bf16 ``x * 2`` is off by units, ``-x`` by 1e4); loads,
+#: stores, conversions and ``dot`` (the generated modules upcast its operands) are right.
+BF16_INTERPRETER_BUG = "bf16 elementwise math is wrong in Triton's interpreter (triton-lang/triton#4972)"
 
 
 def select_device() -> str:
@@ -43,6 +55,11 @@ def select_device() -> str:
         raise RuntimeError("triton was imported before the interpreter could be selected")
     os.environ["TRITON_INTERPRET"] = "1"
     return "cpu"
+
+
+def interpreted() -> bool:
+    """True where kernels run in Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def load_module(path: str | os.PathLike) -> ModuleType:
@@ -75,9 +92,14 @@ def is_image_spec(spec: m.Spec) -> bool:
 def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 0) -> dict:
     """One random tensor per input of ``spec``, shaped by ``sizes`` (symbol -> extent).
 
-    Floats are standard normal, ``u8`` uniform in [0, 256), an integer tensor a gather indexes
-    by uniform in [0, extent of the gathered dimension), other integers in [-100, 100).
-    Raises KeyError naming a size symbol missing from ``sizes``.
+    An input declared with a range (``in x: f32[M, N] in [0.01, 10]``) is drawn uniformly from
+    that closed range: floats in float64, rounded to the dtype and kept inside the range;
+    integers uniform over the range's integers (see :func:`sample`). Otherwise floats are
+    standard normal, ``u8`` uniform in [0, 256), an integer tensor a gather indexes by uniform in
+    [0, extent of the gathered dimension), other integers in [-100, 100), and scalars are 0.5
+    (float) or 3 (integer). ``spec`` must be specialized (:func:`tilegen.model.specialize`) where
+    it has dtype variables. Raises KeyError naming a size symbol missing from ``sizes``, and
+    ValueError for a float range that holds no value of the dtype.
     """
     import torch
 
@@ -86,7 +108,10 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     inputs = {}
     for tensor in spec.inputs:
         if tensor.is_scalar:  # a number passed by value
-            inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
+            if tensor.sample is not None:
+                inputs[tensor.name.id] = sample(tensor, (), generator).item()
+            else:
+                inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
             continue
         shape = []
         for dim in tensor.dims:
@@ -97,7 +122,9 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             else:
                 raise KeyError(f"no size given for '{dim.id}' (use --size {dim.id}=VALUE)")
         dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
-        if tensor.dtype.id in m.FLOAT_DTYPES:
+        if tensor.sample is not None:
+            value = sample(tensor, shape, generator)
+        elif tensor.dtype.id in m.FLOAT_DTYPES:
             value = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
@@ -109,6 +136,49 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             value = torch.randint(-100, 100, shape, generator=generator, dtype=dtype)
         inputs[tensor.name.id] = value.to(device)
     return inputs
+
+
+def sample(tensor: m.Tensor, shape, generator):
+    """A tensor of ``shape`` (on the CPU, in ``tensor``'s dtype, which must be bound) drawn
+    uniformly from ``tensor.sample``, the closed range ``[low, high]`` of its declaration.
+
+    Integers: each integer of the range equally likely. Floats: ``low * (1 - U) + high * U`` with
+    ``U`` uniform in [0, 1), computed in float64, then rounded to the dtype and clamped to the
+    dtype's values inside the range (0.01 is not an f16: its f16 neighbours inside [0.01, 10]
+    are the bounds). Raises ValueError when no value of the dtype lies in the range."""
+    import torch
+
+
+    low, high = tensor.sample
+    dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
+    if not dtype.is_floating_point:
+        first, last = integer_value(low), integer_value(high)
+        if last < torch.iinfo(dtype).max:
+            return torch.randint(first, last + 1, shape, generator=generator, dtype=dtype)
+        # high + 1 does not fit the dtype: draw [first - 1, last) and shift up
+        if first > torch.iinfo(dtype).min:
+            return torch.randint(first - 1, last, shape, generator=generator, dtype=dtype) + 1
+        return torch.randint(first, last, shape, generator=generator, dtype=dtype)  # the full range: all but max
+    floor, ceiling = _inside(low.value, dtype, up=True), _inside(high.value, dtype, up=False)
+    if floor > ceiling:
+        raise ValueError(
+            f"no {tensor.dtype.id} value lies in the range [{low.text}, {high.text}] of '{tensor.name.id}'"
+        )
+    unit = torch.rand(shape, generator=generator, dtype=torch.float64)
+    value = (low.value * (1 - unit) + high.value * unit).to(dtype)  # no overflow at float64's ends
+    return value.clamp(floor, ceiling)
+
+
+def _inside(bound: float, dtype, up: bool):
+    """The ``dtype`` value nearest ``bound`` on the range's side of it: the least value >= ``bound``
+    (``up``) or the greatest <= it, as a 0-dimensional tensor."""
+    import torch
+
+    value = torch.tensor(bound, dtype=torch.float64).to(dtype)
+    toward = torch.tensor(math.inf if up else -math.inf, dtype=dtype)
+    if (value.double() < bound) if up else (value.double() > bound):
+        value = torch.nextafter(value, toward)
+    return value
 
 
 def gather_ranges(spec: m.Spec) -> dict[str, m.Name | m.Number]:
@@ -152,11 +222,13 @@ def sample_photo() -> Path:
 class RunResult:
     """One kernel run: what ran, on which device, and how far it was from ``reference``.
 
-    ``max_error`` is the largest ``|out - ref|`` (output units; NaN when nothing was compared),
-    ``passed`` whether every element is within :mod:`tilegen.tolerance`'s bound. ``note`` is a
-    line for the user (a file written, why a run failed); ``default_config`` is
-    True when a tuned spec ran its default config because the interpreter cannot time configs;
-    ``warnings`` holds the text of any other warning the run gave (one line each).
+    ``max_error`` is the largest ``|out - ref|`` (output units; NaN when nothing was compared;
+    NaN where the reference has NaN counts as equal), ``passed`` whether every element is within
+    :mod:`tilegen.tolerance`'s bound. ``note`` is a line for the user (a file written, the worst
+    element of a failed run); ``default_config`` is True when a tuned spec ran its default config
+    because the interpreter cannot time configs; ``warnings`` holds the text of any other warning
+    the run gave (one line each). ``skipped`` says why a run that did not pass is no verdict
+    (:data:`BF16_INTERPRETER_BUG`): its :attr:`status` is SKIP, not FAIL.
     """
 
     kernel: str
@@ -167,6 +239,14 @@ class RunResult:
     note: str = ""
     default_config: bool = False
     warnings: tuple[str, ...] = ()
+    skipped: str = ""
+
+    @property
+    def status(self) -> str:
+        """``"PASS"``, ``"SKIP"`` (failed where the run is known to be wrong) or ``"FAIL"``."""
+        if self.passed:
+            return "PASS"
+        return "SKIP" if self.skipped else "FAIL"
 
 
 @contextlib.contextmanager
@@ -193,9 +273,71 @@ def compare(outputs, expected, spec: m.Spec, args=(), reference=None) -> tuple[f
     """Max absolute error over all outputs and whether every element is within the tolerance
     of :mod:`tilegen.tolerance` (``args``: the launcher's positional arguments, whose shapes
     give the lengths of the sums; ``reference``: the module's reference, evaluated once more
-    on ``|args|`` for their size). Raises KeyError when ``args`` lack a summed size."""
-    result = tolerance.compare(spec, args, outputs, expected, reference)
+    on ``|args|`` for their size), NaN where the reference has NaN counting as equal (see
+    :func:`comparison`). Raises KeyError when ``args`` lack a summed size."""
+    result = comparison(outputs, expected, spec, args, reference)
     return result.max_error, result.passed
+
+
+def comparison(outputs, expected, spec: m.Spec, args=(), reference=None) -> tolerance.Comparison:
+    """:func:`compare` with the worst element (``detail``): :func:`tilegen.tolerance.compare`
+    with ``equal_nan``, so NaN where the reference has NaN at the same place is equal (``log``
+    of a negative input is NaN on both sides), as equal infinities are; a NaN on one side only
+    fails, and ``detail`` says so."""
+    return tolerance.compare(spec, args, outputs, expected, reference, equal_nan=True)
+
+
+def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
+    """Where the kernel of ``spec`` (specialized: dtype variables bound) first computes on bf16
+    values, by the language's promotion rules (:mod:`tilegen.dtypes`): arithmetic or a
+    comparison with a bf16 operand that stays bf16 (math functions, ``sum`` and ``mean`` compute
+    in float32; casts, loads, stores and ``dot`` do not count), a negation, ``maximum`` or
+    ``minimum`` of bf16, or ``t += ...`` on a bf16 tile; None where it does not."""
+    from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, promote
+
+    dtypes: dict[str, str | None] = {}
+
+    def local(name: str) -> str | None:
+        if name in dtypes:
+            return dtypes[name]
+        tensor = spec.tensor(name)
+        return tensor.dtype.id if tensor is not None else INDEX
+
+    def dtype(expr: m.Expr) -> str | None:
+        return expr_dtype(expr, spec, local)
+
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, m.Declare):
+            dtypes[stmt.name.id] = stmt.dtype.id
+            continue
+        if isinstance(stmt, m.Loop):
+            continue
+        for expr in m.subexpressions(stmt.value):
+            if isinstance(expr, m.BinOp):
+                left, right = dtype(expr.left), dtype(expr.right)
+                if "bf16" in (left, right) and (
+                    expr.op in COMPARISONS or promote(left, right, divide=expr.op == "/") == "bf16"
+                ):
+                    return expr.span
+            elif isinstance(expr, m.Neg) and dtype(expr.operand) == "bf16":
+                return expr.span
+            elif isinstance(expr, m.Call) and expr.func.id in ("maximum", "minimum") and dtype(expr) == "bf16":
+                return expr.span
+        if isinstance(stmt, m.Accumulate) and promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
+            return stmt.span
+        if isinstance(stmt, m.Assign):
+            dtypes[stmt.name.id] = dtype(stmt.value)
+    return None
+
+
+def _quote(spec: m.Spec, span: m.Span) -> str:
+    """The spec's text at ``span`` (its first line), for messages."""
+    lines = m.source_lines(spec.source)
+    if not 1 <= span.line <= len(lines):
+        return "?"
+    line = lines[span.line - 1]
+    end = span.end_column - 1 if span.end_line == span.line else len(line)
+    return line[span.column - 1 : end].strip()
 
 
 def run_module(
@@ -223,7 +365,7 @@ def run_module(
 def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, image, out_dir) -> RunResult:
     """:func:`run_module` for one binding of the dtype variables (``spec`` specialized to it)."""
     launcher = getattr(module, spec.name.id)
-    default_config = spec.tune is not None and os.environ.get("TRITON_INTERPRET") == "1"
+    default_config = spec.tune is not None and interpreted()
     note = ""
     if image is not None and is_image_spec(spec):
         if out_dir is not None:
@@ -240,7 +382,7 @@ def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, i
     with quiet(caught):
         outputs = launcher(*args)
         expected = module.reference(*args)
-        max_error, passed = compare(outputs, expected, spec, args, module.reference)
+        result = comparison(outputs, expected, spec, args, module.reference)
     if image is not None and is_image_spec(spec):
         grey = image.with_name(f"{image.stem}_grey.png")
         save_grey(outputs, grey)
@@ -249,7 +391,21 @@ def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, i
     kernel = spec.name.id
     if binding:
         kernel += "[" + ", ".join(f"{var}={dtype}" for var, dtype in binding.items()) + "]"
-    return RunResult(kernel, shape, device, max_error, passed, note, default_config, tuple(caught))
+    skipped = ""
+    if not result.passed:
+        where = bf16_arithmetic(spec) if interpreted() else None  # a GPU's FAIL stays FAIL
+        if where is not None:  # a wrong interpreter, not (known to be) a wrong kernel
+            skipped = BF16_INTERPRETER_BUG
+            line = (
+                f"{kernel}: SKIP: {BF16_INTERPRETER_BUG}, and the kernel computes '{_quote(spec, where)}' "
+                f"({spec.path}:{where.line}) in bf16; here {result.detail}. A GPU run checks this row."
+            )
+        else:
+            line = f"{kernel}: FAIL: {result.detail}"
+        note = f"{note}\n{line}" if note else line
+    return RunResult(
+        kernel, shape, device, result.max_error, result.passed, note, default_config, tuple(caught), skipped
+    )
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:

@@ -32,7 +32,10 @@ in the spec's dtypes) and everything evaluated in float64::
   kernel's bound counts once for each side.
 
 Integer outputs must be equal, or at most 1 apart where the stored value is float math (a
-rounding step, as in rgb2grey). NaN never passes; equal infinities do.
+rounding step, as in rgb2grey). NaN never passes, except against a NaN of the reference at the
+same place where the caller asks so (``equal_nan``, as ``torch.testing.assert_close`` has it:
+``tilegen run`` and ``demo`` do, as ``log`` of a negative input is NaN on both sides); equal
+infinities pass.
 
 Why this catches bugs: at ``K = 1297`` in float32 with standard normal inputs, ``g`` is about
 2.2e-5 and ``S`` about 0.64 * K = 830, so ``2 * g * S`` is about 0.036 while the entries of
@@ -316,7 +319,8 @@ def bind_to(spec: m.Spec, args: Sequence) -> m.Spec:
 @dataclass(frozen=True)
 class Comparison:
     """A kernel's outputs against its reference: ``max_error``, the largest ``|out - ref|``
-    over all outputs (in the outputs' units; inf for a NaN, or for a shape or dtype mismatch);
+    over all outputs (in the outputs' units; inf for a NaN on one side, or for a shape or dtype
+    mismatch; 0 for NaN on both sides under ``equal_nan``);
     ``ratio``, the largest ``|out - ref| / allowed`` (a pure number; <= 1 passes); ``passed``;
     and ``detail``, the element with that ratio (or the mismatch), for messages."""
 
@@ -326,10 +330,19 @@ class Comparison:
     detail: str = ""
 
 
-def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable | None = None) -> Comparison:
+def compare(
+    spec: m.Spec,
+    args: Sequence,
+    outputs,
+    expected,
+    reference: Callable | None = None,
+    *,
+    equal_nan: bool = False,
+) -> Comparison:
     """Compare ``outputs`` with ``expected`` under :func:`allowed_errors` (see there for the
-    arguments). Shapes and dtypes must match exactly; NaN fails; equal values (infinities
-    included) pass."""
+    arguments). Shapes and dtypes must match exactly; NaN fails, unless ``equal_nan`` and the
+    reference is NaN at the same place (a NaN on one side only always fails, and ``detail`` says
+    so); equal values (infinities included) pass."""
     import torch
 
     outputs, expected = _as_tuple(outputs), _as_tuple(expected)
@@ -347,6 +360,8 @@ def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable
         shape = tuple(out.shape)
         out, ref, bound = out.double().flatten(), ref.double().flatten(), bound.flatten()
         same = out == ref  # equal values pass, equal infinities included
+        if equal_nan:
+            same = same | (out.isnan() & ref.isnan())
         # a NaN on either side, or an infinity the other side does not match, fails outright
         broken = ~same & ~(torch.isfinite(out) & torch.isfinite(ref))
         diff = torch.where(same, torch.zeros_like(out), (out - ref).abs())
@@ -358,10 +373,14 @@ def compare(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable
         if share[index].item() > ratio:
             ratio = share[index].item()
             where = ", ".join(map(str, _unravel(index, shape)))
-            detail = (
-                f"{tensor.name.id}[{where}] = {out[index].item():.6g}, reference {ref[index].item():.6g}: "
-                f"|error| {diff[index].item():.3g}, allowed {bound[index].item():.3g}"
-            )
+            detail = f"{tensor.name.id}[{where}] = {out[index].item():.6g}, reference {ref[index].item():.6g}: "
+            out_nan, ref_nan = math.isnan(out[index].item()), math.isnan(ref[index].item())
+            if out_nan != ref_nan:
+                detail += "NaN on one side only"
+            elif out_nan:
+                detail += "NaN on both sides, which fails unless NaN is taken as equal to NaN (equal_nan)"
+            else:
+                detail += f"|error| {diff[index].item():.3g}, allowed {bound[index].item():.3g}"
     return Comparison(worst, ratio, ratio <= 1.0, detail)
 
 
@@ -373,9 +392,17 @@ def _unravel(index: int, shape) -> list[int]:
     return where[::-1]
 
 
-def assert_close(spec: m.Spec, args: Sequence, outputs, expected, reference: Callable | None = None) -> Comparison:
+def assert_close(
+    spec: m.Spec,
+    args: Sequence,
+    outputs,
+    expected,
+    reference: Callable | None = None,
+    *,
+    equal_nan: bool = False,
+) -> Comparison:
     """:func:`compare`, raising AssertionError (naming the worst element) unless it passes."""
-    result = compare(spec, args, outputs, expected, reference)
+    result = compare(spec, args, outputs, expected, reference, equal_nan=equal_nan)
     if not result.passed:
         raise AssertionError(f"{spec.name.id} is outside its tolerance (tilegen.tolerance): {result.detail}")
     return result

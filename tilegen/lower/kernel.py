@@ -46,7 +46,13 @@ from tilegen.lower.plan import (
     TailPlan,
     TunePlan,
 )
-from tilegen.lower.ranges import find_guard, guard_steps, lanes_past_end_are_guarded, skips_when_false
+from tilegen.lower.ranges import (
+    find_guard,
+    guard_steps,
+    lanes_past_end_are_guarded,
+    skips_when_false,
+    splits_full_tiles,
+)
 from tilegen.lower.scaled import reduced_locals, split_product
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
@@ -517,11 +523,13 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
         each step makes its own offsets and mask and runs the body on that tile.
 
-        The loop runs in up to two ranges (see :mod:`tilegen.lower.ranges`): first the tiles
-        wholly inside the dimension (and, with a causal guard, wholly on its true side), with no
-        masks; then the edge tiles, masked. Tiles where a causal guard holds nowhere are skipped
-        when that provably changes nothing. Loads that do not change with the loop's axis go
-        before the loop, once, for both ranges.
+        The innermost loop of a nest runs in up to two ranges (see :mod:`tilegen.lower.ranges`):
+        first the tiles wholly inside the dimension (and, with a causal guard, wholly on its true
+        side), with no masks; then the edge tiles, masked. Tiles where a causal guard holds
+        nowhere are skipped when that provably changes nothing. A loop with a loop nested in it
+        runs as one masked loop over all its tiles (:func:`tilegen.lower.ranges.splits_full_tiles`:
+        the code stays linear in the depth of the nest). Loads that do not change with the
+        loop's axis go before the loop, once, for every range.
         """
         axis = loop.axis
         k = axis.name.id
@@ -532,7 +540,12 @@ class KernelLowering(AccessLowering, ExpressionLowering):
         guard = find_guard(loop, tile_axes)
         guarded = False  # lanes past the end are on the guard's false side: masked on loads only
         tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})", f"{axis.dim.id} // {axis.block.id}"
-        if guard is not None:
+        if not splits_full_tiles(loop):  # an outer level of a nest: one loop over every tile, masked
+            checks = ["masked"] if axis.masked else []
+            checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
+            why = f"every tile of {k}, {', '.join(checks)}: a loop around loops (only the innermost splits)"
+            ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
+        elif guard is not None:
             other = self.axes[guard.axis]
             full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
             skip = skips_when_false(loop, guard, set(self.locals))

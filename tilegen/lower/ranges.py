@@ -6,7 +6,9 @@ unmasked part and a masked diagonal part, ``STAGE`` 1 and 2; FlashAttention-2, D
 skips the key blocks above the diagonal). The kernel lowering does the same from the spec:
 
 * a loop ``for n over T by BN`` runs its first ``T // BN`` tiles with no mask on ``n`` and the
-  partial last tile (if any) masked;
+  partial last tile (if any) masked, when it is the innermost loop of its nest
+  (:func:`splits_full_tiles`); a loop with a loop nested in it runs all its tiles as one masked
+  loop, so that a nest of depth d generates d + 1 loops, not 2 + 4 + ... + 2**d;
 * a **causal guard** in the loop, ``where(n <= m, x, y)`` (or ``n < m``, ``m >= n``, ``m > n``)
   comparing the loop's axis ``n`` with another tile axis ``m`` of the program, splits it
   further: tiles where the comparison holds for every lane take ``x`` with no comparison, tiles
@@ -60,6 +62,23 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
             if left == n and right in tile_axes and right != n and op in ("<=", "<"):
                 return Guard(m.expr_key(cond), op, right)
     return None
+
+
+def splits_full_tiles(loop: m.Loop) -> bool:
+    """Whether ``loop`` runs in ranges (its full tiles unmasked, then the masked edge; with a
+    causal guard, the guard's ranges): only where no loop is nested in its body.
+
+    Splitting a loop copies its body once per range, nested loops included, so splitting every
+    level of a nest multiplies the code by 2 per level (a four-level Frobenius norm generated 30
+    loops). The split pays where the kernel spends its time, the innermost loop: it runs every
+    step of the nest, its loads and stores along its axis lose their masks, and its reductions
+    over that axis their ``where``. An outer level steps once per pass of the loops inside it,
+    and its mask is uniform along their axes (``mask_c[:, None, None]``: one predicate per
+    row of the inner tiles, which leaves their loads vectorizable); so an outer level runs as
+    one masked loop (``range(0, tl.cdiv(C, BC))``, ``mask_c`` each step), and every nest gets
+    one split, that of its innermost loops. A causal guard on an outer level is evaluated on every tile there
+    (no tiles are skipped: :func:`skips_when_false` proves nothing of a body with a loop)."""
+    return not any(isinstance(stmt, m.Loop) for stmt in m.statements(loop.body))
 
 
 def guard_steps(guard: Guard, start: str, tile: str, block: str) -> tuple[str, str]:

@@ -269,7 +269,14 @@ class Checker:
         for tensor in spec.tensors:
             self.define(tensor.name, "tensor")
             self.check_dtype(tensor.dtype)
-            if tensor.is_scalar and tensor.role == "out":
+            if tensor.zero_dim:
+                self.errors.error(
+                    f"'{tensor.name.id}: {tensor.dtype.id}[]' is a 0-dim tensor, which the language does not have "
+                    f"yet (it comes with reductions across programs); until then declare '{tensor.name.id}: "
+                    f"{tensor.dtype.id}[1]' and store '{tensor.name.id}[0]'",
+                    tensor.span,
+                )
+            elif tensor.is_scalar and tensor.role == "out":
                 self.errors.error(
                     f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
                 )

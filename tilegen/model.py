@@ -120,11 +120,12 @@ class Tensor:
     dims: tuple[Name | Number, ...]
     span: Span
     sample: tuple[Number, Number] | None = None
+    zero_dim: bool = False  # ``loss: f32[]``, a 0-dim tensor: parsed, refused by the checker for now
 
     @property
     def is_scalar(self) -> bool:
         """True for ``in alpha: f32`` (no shape): a number passed by value, not a tensor."""
-        return not self.dims
+        return not self.dims and not self.zero_dim
 
 
 @dataclass(frozen=True)

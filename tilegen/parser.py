@@ -78,7 +78,12 @@ class ToModel(Transformer):
     def tensor_decl(self, meta, items):
         role, name, dtype, *dims = items
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
-        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample)
+        zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
+        dims = dims[1:] if zero_dim else dims
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim)
+
+    def empty_shape(self, meta, items):
+        return _span(meta)
 
     def sample(self, meta, items):
         return items[0], items[1]

@@ -77,6 +77,19 @@ def _bad_device(launcher, **tensors):
     raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+
+
+#: The longest row (along N) that add_single() holds in one tile: longer rows run
+#: _add_single_loops(), whose kernel loops over tiles of them. 8192 is the longest row whose tile
+#: the kernel holds at 64 elements per thread at Triton's default of 4 warps. The environment variable
+#: TILEGEN_WHOLE_LIMIT, read when the module is imported, sets it (up to 1048576, Triton's largest
+#: tile); TILEGEN_WHOLE_LIMIT=1 runs the looped kernel for every row longer than one element.
+_WHOLE_LIMIT = min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or 8192), 1048576)
+
+
 @triton.jit
 def add_single_kernel(
     x_ptr, y_ptr, z_ptr,
@@ -117,8 +130,8 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     _y0, = y.shape
     if _y0 != N:
         raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    if N > 1048576:
-        raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {N}")
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
+        return _add_single_loops(x, y)
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
@@ -163,6 +176,103 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return z
 
 
+@triton.jit
+def _add_single_loops_kernel(
+    x_ptr, y_ptr, z_ptr,
+    N,
+    stride_x_n,
+    stride_y_n,
+    stride_z_n,
+    BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/add_single.tile; launch it through _add_single_loops()."""
+    # specs/add_single.tile:8: grid  i over N whole
+    # tiles of i inside N: no masks
+    for i in range(0, N // BLOCK_N):
+        offs_i = i * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_i = offs_i.to(tl.int64)
+        # specs/add_single.tile:9: z[i] = x[i] + y[i]
+        x = tl.load(x_ptr + offs_i * stride_x_n)
+        y = tl.load(y_ptr + offs_i * stride_y_n)
+        tl.store(z_ptr + offs_i * stride_z_n, x + y)
+    # the last tile, if N % BLOCK_N != 0: masked
+    for i in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_i = i * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_i = offs_i.to(tl.int64)
+        mask_i = offs_i < N
+        # specs/add_single.tile:9: z[i] = x[i] + y[i]
+        x = tl.load(x_ptr + offs_i * stride_x_n, mask=mask_i)
+        y = tl.load(y_ptr + offs_i * stride_y_n, mask=mask_i)
+        tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
+
+
+def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
+    """add_single() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
+    specs/add_single.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
+    Called by add_single(), after its checks.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _bad_input("_add_single_loops", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _bad_input("_add_single_loops", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
+        _bad_device("_add_single_loops", x=x, y=y)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _add_single_loops(x, y, BLOCK_N=BLOCK_N)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"_add_single_loops: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    if N == 0:  # nothing to compute: no launch
+        return z
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    grid = (1, 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _add_single_loops_kernel[grid](
+            x, y, z,
+            N,
+            *_x_strides, *_y_strides, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
+        return z
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, "loops",
+        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
+        *map(_int_class, (N, *_x_strides, *_y_strides)),
+        BLOCK_N, int64,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(_add_single_loops_kernel.warmup(
+                    x, y, z,
+                    N,
+                    *_x_strides, *_y_strides, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        x, y, z,
+        N,
+        *_x_strides, *_y_strides, 1,
+        BLOCK_N, int64,
+    )
+    return z
+
+
 def reference(x, y):
     """specs/add_single.tile evaluated with plain torch: same inputs and outputs as add_single()."""
     N = x.shape[0]
@@ -185,8 +295,6 @@ def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     _y0, = y.shape
     if _y0 != N:
         raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    if N > 1048576:
-        raise ValueError(f"add_single: 'i over N whole' makes one tile of all of N, so N (x dimension 0) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {N}")
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
@@ -198,6 +306,19 @@ def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     N, = x.shape
     _y0, = y.shape
     if N == 0:  # nothing to compute: no launch
+        return z
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops()'s kernel
+        BLOCK_N = 4096
+        _x_strides = x.stride()
+        _y_strides = y.stride()
+        int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+        grid = (1, 1, 1)
+        wrap_triton(_add_single_loops_kernel)[grid](
+            x, y, z,
+            N,
+            *_x_strides, *_y_strides, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
         return z
     _x_strides = x.stride()
     _y_strides = y.stride()

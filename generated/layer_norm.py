@@ -109,6 +109,11 @@ def _check_scalar(launcher, name, value, kind):
     return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
 
 
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+
+
 _INTERPRETER_NOTICE = set()
 _TUNE_CACHE = os.path.join(
     os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
@@ -216,9 +221,12 @@ def _compile_configs(autotuner, grid, args, kwargs):
     except ImportError:
         return
     nargs = dict(zip(autotuner.arg_names, args))
-    workers = min(len(autotuner.configs), os.cpu_count() or 1)
+    configs = autotuner.configs
+    if autotuner.early_config_prune is not None:  # the configs it times (_whole_fits): no other compiles
+        configs = autotuner.early_config_prune(configs, nargs, **kwargs)
+    workers = min(len(configs), os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
-        for config in autotuner.configs:
+        for config in configs:
             meta = {**kwargs, **config.all_kwargs()}
             if config.pre_hook is not None:
                 config.pre_hook({**nargs, **meta})
@@ -286,6 +294,43 @@ def _settle_ties(tune_key, autotuner, call):
     return _CONFIGS[min(near, key=lambda index: statistics.median(rounds[index]))]
 
 
+#: The longest row (along N) that layer_norm() holds in one tile: longer rows run
+#: _layer_norm_loops(), whose kernel loops over tiles of them. 32768 is the longest row whose tile
+#: one of the configs holds at 64 elements per thread (_THREAD_ELEMENTS). The environment variable
+#: TILEGEN_WHOLE_LIMIT, read when the module is imported, sets it (up to 262144, Triton's largest
+#: tile); TILEGEN_WHOLE_LIMIT=1 runs the looped kernel for every row longer than one element.
+_WHOLE_LIMIT = min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or 32768), 262144)
+
+#: The most elements of a tile each thread holds in a config worth compiling: 64 of its registers
+#: per tile, so that a kernel's few live tiles fit (16 warps leave each thread 128 of the H100's);
+#: a config past it spills to memory and compiles for minutes.
+_THREAD_ELEMENTS = 64
+
+
+def _whole_fits(block, rows):
+    """The autotuner's ``early_config_prune`` for a kernel whose tile is ``block`` (a constexpr)
+    wide and ``rows`` (block parameters) high: the configs in which each thread holds at most
+    _THREAD_ELEMENTS elements of it, or else the one in which it holds the fewest. The autotuner
+    times only these, and _compile_configs compiles only these. (A Triton that does not pass the
+    call's keywords to the prune keeps every config.)"""
+
+    def fits(configs, named_args, **kwargs):
+        if block not in kwargs:
+            return configs
+
+        def per_thread(config):
+            meta = {**named_args, **kwargs, **config.kwargs}
+            tile = meta[block]
+            for name in rows:
+                tile *= meta[name]
+            return tile / (32 * config.num_warps)
+
+        kept = [config for config in configs if per_thread(config) <= _THREAD_ELEMENTS]
+        return kept or [min(configs, key=per_thread)]
+
+    return fits
+
+
 _CONFIGS = [
     triton.Config({"BM": 1}, num_warps=4),
     triton.Config({"BM": 1}, num_warps=8),
@@ -297,7 +342,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["N"], do_bench=_time_config)
+@triton.autotune(configs=_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
 @triton.jit
 def layer_norm_kernel(
     x_ptr, weight_ptr, bias_ptr, y_ptr, mu_ptr, rstd_ptr,
@@ -372,8 +417,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     if _bias0 != N:
         raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"layer_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
+        return _layer_norm_loops(x, weight, bias, eps)
     y = torch.empty(M, N, device=device, dtype=torch.float16)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
@@ -442,6 +487,230 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     return y, mu, rstd
 
 
+_LOOPS_CONFIGS = [
+    triton.Config({"BM": 1}, num_warps=4),
+    triton.Config({"BM": 1}, num_warps=8),
+    triton.Config({"BM": 1}, num_warps=16),
+]
+
+
+@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
+@triton.jit
+def _layer_norm_loops_kernel(
+    x_ptr, weight_ptr, bias_ptr, y_ptr, mu_ptr, rstd_ptr,
+    M, N,
+    eps,
+    stride_x_m, stride_x_n,
+    stride_weight_n,
+    stride_bias_n,
+    stride_y_m, stride_y_n,
+    stride_mu_m,
+    stride_rstd_m,
+    BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/layer_norm.tile; launch it through _layer_norm_loops()."""
+    eps = tl.cast(eps, tl.float32)
+    # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
+    pid_r = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_r = pid_r.to(tl.int64)
+    offs_r = pid_r * BM + tl.arange(0, BM)
+    mask_r = offs_r < M
+    # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
+    row_sum = tl.zeros((BM,), dtype=tl.float32)
+    # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c in range(0, N // BLOCK_N):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
+        xf = x.to(tl.float32)
+        # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
+        sum_c = tl.sum(xf, axis=1)
+        row_sum += sum_c
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < N
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        mask_rc = mask_r[:, None] & mask_c[None, :]
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
+        xf = x.to(tl.float32)
+        # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
+        sum_c = tl.sum(tl.where(mask_c[None, :], xf, 0.0), axis=1)
+        row_sum += sum_c
+    # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
+    row_mean = row_sum / N
+    # specs/layer_norm.tile:27: mu[r] = row_mean
+    tl.store(mu_ptr + offs_r * stride_mu_m, row_mean, mask=mask_r)
+    # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+    row_sum_1 = tl.zeros((BM,), dtype=tl.float32)
+    # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c_1 in range(0, N // BLOCK_N):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_r[:, None])
+        xf = x_1.to(tl.float32)
+        # specs/layer_norm.tile:24: xc = xf - row_mean
+        xc = xf - row_mean[:, None]
+        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+        sum_c_1 = tl.sum(xc * xc, axis=1)
+        row_sum_1 += sum_c_1
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c_1 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        mask_c_1 = offs_c_1 < N
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        mask_rc_1 = mask_r[:, None] & mask_c_1[None, :]
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_rc_1)
+        xf = x_1.to(tl.float32)
+        # specs/layer_norm.tile:24: xc = xf - row_mean
+        xc = xf - row_mean[:, None]
+        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+        sum_c_1 = tl.sum(tl.where(mask_c_1[None, :], xc * xc, 0.0), axis=1)
+        row_sum_1 += sum_c_1
+    # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+    inv_std = tl.rsqrt(row_sum_1 / N + eps)
+    # specs/layer_norm.tile:28: rstd[r] = inv_std
+    tl.store(rstd_ptr + offs_r * stride_rstd_m, inv_std, mask=mask_r)
+    # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c_2 in range(0, N // BLOCK_N):
+        offs_c_2 = c_2 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_2 = offs_c_2.to(tl.int64)
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        x_2 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_2[None, :] * stride_x_n, mask=mask_r[:, None])
+        xf = x_2.to(tl.float32)
+        # specs/layer_norm.tile:24: xc = xf - row_mean
+        xc = xf - row_mean[:, None]
+        # specs/layer_norm.tile:26: y[r, c] = xc * inv_std * weight[c] + bias[c]
+        weight = tl.load(weight_ptr + offs_c_2[None, :] * stride_weight_n)
+        bias = tl.load(bias_ptr + offs_c_2[None, :] * stride_bias_n)
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_2[None, :] * stride_y_n
+        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_r[:, None])
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c_2 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c_2 = c_2 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_2 = offs_c_2.to(tl.int64)
+        mask_c_2 = offs_c_2 < N
+        # specs/layer_norm.tile:22: xf = f32(x[r, c])
+        mask_rc_2 = mask_r[:, None] & mask_c_2[None, :]
+        x_2 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_2[None, :] * stride_x_n, mask=mask_rc_2)
+        xf = x_2.to(tl.float32)
+        # specs/layer_norm.tile:24: xc = xf - row_mean
+        xc = xf - row_mean[:, None]
+        # specs/layer_norm.tile:26: y[r, c] = xc * inv_std * weight[c] + bias[c]
+        weight = tl.load(weight_ptr + offs_c_2[None, :] * stride_weight_n, mask=mask_c_2[None, :])
+        bias = tl.load(bias_ptr + offs_c_2[None, :] * stride_bias_n, mask=mask_c_2[None, :])
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_2[None, :] * stride_y_n
+        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_rc_2)
+
+
+def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """layer_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
+    specs/layer_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
+    Called by layer_norm(), after its checks. Its tune configs are those of layer_norm() with the fewest rows per program.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
+        _bad_input("_layer_norm_loops", "x", x, torch.float16, 2)
+    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
+        _bad_input("_layer_norm_loops", "weight", weight, torch.float16, 1)
+    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float16 or bias.dim() != 1:
+        _bad_input("_layer_norm_loops", "bias", bias, torch.float16, 1)
+    eps = _check_scalar("_layer_norm_loops", "eps", eps, float)
+    device = x.device
+    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
+        _bad_device("_layer_norm_loops", x=x, weight=weight, bias=bias)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
+    M, N = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if _weight0 != N:
+        raise ValueError(f"_layer_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    if _bias0 != N:
+        raise ValueError(f"_layer_norm_loops: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
+    y = torch.empty(M, N, device=device, dtype=torch.float16)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y, mu, rstd
+    _x_strides = x.stride()
+    _weight_strides = weight.stride()
+    _bias_strides = bias.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    tune_key = (device, "loops", N)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("_layer_norm_loops", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                _compiled_first(_layer_norm_loops_kernel, grid)(
+                    x, weight, bias, y, mu, rstd,
+                    M, N,
+                    eps,
+                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
+                )
+                _remember(tune_key, _settle_ties(tune_key, _layer_norm_loops_kernel, lambda: _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)))
+                return y, mu, rstd
+    config = _CONFIGS[config_index].kwargs
+    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _layer_norm_loops_kernel.fn[grid](
+            x, weight, bias, y, mu, rstd,
+            M, N,
+            eps,
+            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
+        )
+        return y, mu, rstd
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, config_index, "loops",
+        x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16, y.data_ptr() % 16, mu.data_ptr() % 16, rstd.data_ptr() % 16,
+        *map(_int_class, (M, N, *_x_strides, *_weight_strides, *_bias_strides)),
+        BLOCK_N, int64,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(_layer_norm_loops_kernel.fn.warmup(
+                    x, weight, bias, y, mu, rstd,
+                    M, N,
+                    eps,
+                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        x, weight, bias, y, mu, rstd,
+        M, N,
+        eps,
+        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+        config["BM"], BLOCK_N, int64,
+    )
+    return y, mu, rstd
+
+
 def reference(x, weight, bias, eps):
     """specs/layer_norm.tile evaluated with plain torch: same inputs and outputs as layer_norm()."""
     M = x.shape[0]
@@ -479,8 +748,6 @@ def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     if _bias0 != N:
         raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"layer_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     y = torch.empty(M, N, device=device, dtype=torch.float16)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
@@ -495,6 +762,21 @@ def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     _weight0, = weight.shape
     _bias0, = bias.shape
     if M == 0 or N == 0:  # nothing to compute: no launch
+        return y, mu, rstd
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops()'s kernel
+        BLOCK_N = 4096
+        _x_strides = x.stride()
+        _weight_strides = weight.stride()
+        _bias_strides = bias.stride()
+        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+        wrap_triton(_layer_norm_loops_kernel)[grid](
+            x, weight, bias, y, mu, rstd,
+            M, N,
+            eps,
+            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
         return y, mu, rstd
     _x_strides = x.stride()
     _weight_strides = weight.stride()

@@ -89,6 +89,11 @@ def _bad_device(launcher, **tensors):
     raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
+def _bad_block(launcher, name, value):
+    """Raise the ValueError for a block size that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+
+
 _INTERPRETER_NOTICE = set()
 _TUNE_CACHE = os.path.join(
     os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
@@ -196,9 +201,12 @@ def _compile_configs(autotuner, grid, args, kwargs):
     except ImportError:
         return
     nargs = dict(zip(autotuner.arg_names, args))
-    workers = min(len(autotuner.configs), os.cpu_count() or 1)
+    configs = autotuner.configs
+    if autotuner.early_config_prune is not None:  # the configs it times (_whole_fits): no other compiles
+        configs = autotuner.early_config_prune(configs, nargs, **kwargs)
+    workers = min(len(configs), os.cpu_count() or 1)
     with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
-        for config in autotuner.configs:
+        for config in configs:
             meta = {**kwargs, **config.all_kwargs()}
             if config.pre_hook is not None:
                 config.pre_hook({**nargs, **meta})
@@ -266,6 +274,43 @@ def _settle_ties(tune_key, autotuner, call):
     return _CONFIGS[min(near, key=lambda index: statistics.median(rounds[index]))]
 
 
+#: The longest row (along N) that log_softmax() holds in one tile: longer rows run
+#: _log_softmax_loops(), whose kernel loops over tiles of them. 32768 is the longest row whose tile
+#: one of the configs holds at 64 elements per thread (_THREAD_ELEMENTS). The environment variable
+#: TILEGEN_WHOLE_LIMIT, read when the module is imported, sets it (up to 262144, Triton's largest
+#: tile); TILEGEN_WHOLE_LIMIT=1 runs the looped kernel for every row longer than one element.
+_WHOLE_LIMIT = min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or 32768), 262144)
+
+#: The most elements of a tile each thread holds in a config worth compiling: 64 of its registers
+#: per tile, so that a kernel's few live tiles fit (16 warps leave each thread 128 of the H100's);
+#: a config past it spills to memory and compiles for minutes.
+_THREAD_ELEMENTS = 64
+
+
+def _whole_fits(block, rows):
+    """The autotuner's ``early_config_prune`` for a kernel whose tile is ``block`` (a constexpr)
+    wide and ``rows`` (block parameters) high: the configs in which each thread holds at most
+    _THREAD_ELEMENTS elements of it, or else the one in which it holds the fewest. The autotuner
+    times only these, and _compile_configs compiles only these. (A Triton that does not pass the
+    call's keywords to the prune keeps every config.)"""
+
+    def fits(configs, named_args, **kwargs):
+        if block not in kwargs:
+            return configs
+
+        def per_thread(config):
+            meta = {**named_args, **kwargs, **config.kwargs}
+            tile = meta[block]
+            for name in rows:
+                tile *= meta[name]
+            return tile / (32 * config.num_warps)
+
+        kept = [config for config in configs if per_thread(config) <= _THREAD_ELEMENTS]
+        return kept or [min(configs, key=per_thread)]
+
+    return fits
+
+
 _CONFIGS = [
     triton.Config({"BM": 1}, num_warps=4),
     triton.Config({"BM": 1}, num_warps=8),
@@ -277,7 +322,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["N"], do_bench=_time_config)
+@triton.autotune(configs=_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
 @triton.jit
 def log_softmax_kernel(
     x_ptr, y_ptr,
@@ -323,8 +368,8 @@ def log_softmax(x: torch.Tensor) -> torch.Tensor:
         with torch.cuda.device(device):
             return log_softmax(x)
     M, N = x.shape
-    if N > 262144:
-        raise ValueError(f"log_softmax: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops() loops over them
+        return _log_softmax_loops(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -385,6 +430,169 @@ def log_softmax(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+_LOOPS_CONFIGS = [
+    triton.Config({"BM": 1}, num_warps=4),
+    triton.Config({"BM": 1}, num_warps=8),
+    triton.Config({"BM": 1}, num_warps=16),
+]
+
+
+@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
+@triton.jit
+def _log_softmax_loops_kernel(
+    x_ptr, y_ptr,
+    M, N,
+    stride_x_m, stride_x_n,
+    stride_y_m, stride_y_n,
+    BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/log_softmax.tile; launch it through _log_softmax_loops()."""
+    # specs/log_softmax.tile:7: grid  r over M by BM, c over N whole
+    pid_r = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_r = pid_r.to(tl.int64)
+    offs_r = pid_r * BM + tl.arange(0, BM)
+    mask_r = offs_r < M
+    # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+    row_max = tl.full((BM,), -3.4028234663852886e38, dtype=tl.float32)
+    # specs/log_softmax.tile:17: y[r, c] = z - log(sum(exp(z), dim=c))
+    row_sum = tl.zeros((BM,), dtype=tl.float32)
+    # specs/log_softmax.tile:7: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c in range(0, N // BLOCK_N):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
+        max_c = tl.max(x, axis=1)
+        row_max_new = tl.maximum(row_max, max_c)
+        # specs/log_softmax.tile:17: y[r, c] = z - log(sum(exp(z), dim=c))
+        sum_c = tl.sum(tl.exp(x - row_max_new[:, None]), axis=1)
+        row_sum = row_sum * tl.exp(row_max - row_max_new) + sum_c
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        row_max = row_max_new
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < N
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        mask_rc = mask_r[:, None] & mask_c[None, :]
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
+        max_c = tl.max(tl.where(mask_c[None, :], x, float("-inf")), axis=1)
+        row_max_new = tl.maximum(row_max, max_c)
+        # specs/log_softmax.tile:17: y[r, c] = z - log(sum(exp(z), dim=c))
+        sum_c = tl.sum(tl.where(mask_c[None, :], tl.exp(x - row_max_new[:, None]), 0.0), axis=1)
+        row_sum = row_sum * tl.exp(row_max - row_max_new) + sum_c
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        row_max = row_max_new
+    # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+    row_max = tl.where(row_sum == 0, float("-inf"), row_max)
+    row_sum = tl.where(row_max == float("-inf"), float("inf") - float("inf"), row_sum)
+    # specs/log_softmax.tile:7: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c_1 in range(0, N // BLOCK_N):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_r[:, None])
+        z = x_1 - row_max[:, None]
+        # specs/log_softmax.tile:17: y[r, c] = z - log(sum(exp(z), dim=c))
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, z - tl.log(row_sum[:, None]), mask=mask_r[:, None])
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c_1 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        mask_c_1 = offs_c_1 < N
+        # specs/log_softmax.tile:16: z = x[r, c] - max(x[r, c], dim=c)
+        mask_rc_1 = mask_r[:, None] & mask_c_1[None, :]
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_rc_1)
+        z = x_1 - row_max[:, None]
+        # specs/log_softmax.tile:17: y[r, c] = z - log(sum(exp(z), dim=c))
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, z - tl.log(row_sum[:, None]), mask=mask_rc_1)
+
+
+def _log_softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
+    """log_softmax() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
+    specs/log_softmax.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
+    Called by log_softmax(), after its checks. Its tune configs are those of log_softmax() with the fewest rows per program.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _bad_input("_log_softmax_loops", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _bad_device("_log_softmax_loops", x=x)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _log_softmax_loops(x, BLOCK_N=BLOCK_N)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _bad_block("_log_softmax_loops", "BLOCK_N", BLOCK_N)
+    M, N = x.shape
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    tune_key = (device, "loops", N)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _LOCK:
+            config_index = _tuned_index("_log_softmax_loops", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                _compiled_first(_log_softmax_loops_kernel, grid)(
+                    x, y,
+                    M, N,
+                    *_x_strides, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
+                )
+                _remember(tune_key, _settle_ties(tune_key, _log_softmax_loops_kernel, lambda: _log_softmax_loops(x, BLOCK_N=BLOCK_N)))
+                return y
+    config = _CONFIGS[config_index].kwargs
+    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _log_softmax_loops_kernel.fn[grid](
+            x, y,
+            M, N,
+            *_x_strides, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
+        )
+        return y
+    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    device_index = device.index
+    key = (
+        device_index, config_index, "loops",
+        x.data_ptr() % 16, y.data_ptr() % 16,
+        *map(_int_class, (M, N, *_x_strides)),
+        BLOCK_N, int64,
+    )
+    launch = _COMPILED.get(key)
+    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
+        with _LOCK:
+            launch = _COMPILED.get(key)
+            if launch is None:  # not compiled by another thread meanwhile
+                launch = _COMPILED[key] = _launcher(_log_softmax_loops_kernel.fn.warmup(
+                    x, y,
+                    M, N,
+                    *_x_strides, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
+                ))
+    launch(
+        grid, device_index,
+        x, y,
+        M, N,
+        *_x_strides, N, 1,
+        config["BM"], BLOCK_N, int64,
+    )
+    return y
+
+
 def reference(x):
     """specs/log_softmax.tile evaluated with plain torch: same inputs and outputs as log_softmax()."""
     M = x.shape[0]
@@ -404,8 +612,6 @@ def _log_softmax_fake(x: torch.Tensor) -> torch.Tensor:
     if (not x.is_cuda and not _INTERPRET):
         _bad_device("log_softmax", x=x)
     M, N = x.shape
-    if N > 262144:
-        raise ValueError(f"log_softmax: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
@@ -416,6 +622,18 @@ def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
     y = _log_softmax_fake(x)
     M, N = x.shape
     if M == 0 or N == 0:  # nothing to compute: no launch
+        return y
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops()'s kernel
+        BLOCK_N = 4096
+        _x_strides = x.stride()
+        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+        wrap_triton(_log_softmax_loops_kernel)[grid](
+            x, y,
+            M, N,
+            *_x_strides, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
         return y
     _x_strides = x.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()

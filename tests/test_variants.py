@@ -81,10 +81,12 @@ def test_add_single_pads_any_length_to_one_masked_tile(generated, n):
     assert torch.equal(generated("add_single").add_single(x, y), x + y)
 
 
-def test_add_single_refuses_a_length_past_the_largest_tile(generated):
-    message = r"N \(x dimension 0\) must be <= 1048576 \(Triton's largest tile holds 1048576 elements\), got 1048577"
-    with pytest.raises(ValueError, match=message):
-        generated("add_single").add_single(torch.zeros(2**20 + 1), torch.zeros(2**20 + 1))
+def test_add_single_loops_past_one_tile(generated):
+    """Past _WHOLE_LIMIT (8192) the one program loops over tiles of the vector (tilegen.lower.rows),
+    past Triton's largest tile (2**20 elements) too."""
+    n = 2**20 + 1
+    x, y = _rand(n, dtype=torch.float32, seed=1), _rand(n, dtype=torch.float32, seed=2)
+    assert torch.equal(generated("add_single").add_single(x, y), x + y)
 
 
 def test_add_strided_views(generated):

@@ -34,6 +34,7 @@ from tilegen.lower.launcher import lower_launcher
 from tilegen.lower.names import pieced_block, printable
 from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
+from tilegen.lower.rows import lower_rows
 
 __all__ = ["ModulePlan", "lower", "spec_hash"]
 
@@ -131,7 +132,12 @@ def _lower(spec: m.Spec) -> ModulePlan:
         else:
             fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
             fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, fast)]
-    launcher = lower_launcher(spec, kernel, fallbacks[0].launcher.call if fallbacks else None)
+    fallback = fallbacks[0].launcher.call if fallbacks else None
+    rows = lower_rows(spec, kernel)  # rows too long for one tile: a second kernel that loops over them
+    if rows is not None:
+        kernel = rows.kernel  # its autotuner prunes the configs whose tile would not fit
+        fallbacks.append(rows.fallback)
+    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)
     reference = lower_reference(spec, launcher)
     return ModulePlan(
         kernel_name=spec.name.id,
@@ -144,4 +150,5 @@ def _lower(spec: m.Spec) -> ModulePlan:
         reference=reference,
         fallbacks=tuple(fallbacks),
         dtype_vars=tuple(v.name.id for v in spec.dtype_vars),
+        rows=rows.plan if rows is not None else None,
     )

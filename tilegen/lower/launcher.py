@@ -13,7 +13,7 @@ from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, torch_dtype, tuple_text
-from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, WithBlock
+from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -90,8 +90,11 @@ def _largest(spec: m.Spec, param: str) -> str | None:
     return str(max(values))
 
 
-def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[str, str]]:
-    """Unmasked axes need multiples of their block; a whole axis's extent fits one tile."""
+def _axis_checks(
+    spec: m.Spec, name: str, bound: dict[str, str], rows: RowsPlan | None = None
+) -> list[tuple[str, str]]:
+    """Unmasked axes need multiples of their block; a whole axis's extent fits one tile (unless
+    ``rows`` runs its long rows through loops)."""
     checks = []
     for axis in spec.axes():
         where = f"'{axis.name.id} over {axis.dim.id}"
@@ -108,7 +111,7 @@ def _axis_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[s
                     f"{axis.dim.id} = {{{axis.dim.id}}} must be a multiple of {value}\"",
                 )
             )
-        elif axis.bounds == "whole":
+        elif axis.bounds == "whole" and (rows is None or rows.dim != axis.dim.id):
             dim = axis.dim.id
             origin = f" ({bound[dim]})" if dim in bound else ""
             # the tile spans the other grid axes' blocks too (the largest any config takes)
@@ -234,7 +237,12 @@ def _annotation(t: m.Tensor) -> str:
 
 
 def lower_launcher(
-    spec: m.Spec, kernel: KernelPlan, fallback: str | None = None, variant: str | None = None, fast: str = ""
+    spec: m.Spec,
+    kernel: KernelPlan,
+    fallback: str | None = None,
+    variant: str | None = None,
+    fast: str = "",
+    rows: RowsPlan | None = None,
 ) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
@@ -246,7 +254,9 @@ def lower_launcher(
     it on a Triton without block pointers (3.9 removed them). ``variant`` names such a second
     launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
     share the module's caches with the first; ``fast`` names what the first launcher uses
-    (for its docstring).
+    (for its docstring). With ``rows``, rows longer than ``_WHOLE_LIMIT`` return ``rows.call``,
+    the same spec with its whole axis in loops (:mod:`tilegen.lower.rows`), before any output
+    is made, and under ``torch.compile`` launch that kernel.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper
     (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -327,7 +337,7 @@ def lower_launcher(
         middle.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
     unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
     middle += [Line(line) for line in unpack]
-    for condition, message in shape_checks + _axis_checks(spec, name, bound):
+    for condition, message in shape_checks + _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
     for tensor in spec.outputs:
@@ -400,7 +410,13 @@ def lower_launcher(
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
     whole = len(kernel.whole_blocks)  # whole-axis tiles first: a descriptor's block shape may name one
-    body = [*head, device_guard, *middle, nothing, *without, *flags[:whole], *setup, *flags[whole:]]
+    route = []  # rows longer than one tile holds: the looped kernel (before the outputs are made)
+    if rows is not None:
+        why = f"rows too long for one tile: {rows.launcher}() loops over them"
+        route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why, (Line(f"return {rows.call}"),))]
+    made = len(middle) - len(spec.outputs)  # the outputs are made last
+    body = [*head, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *flags[:whole], *setup,
+            *flags[whole:]]
     body += _launch(spec, kernel, name, launch, call, variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
@@ -414,6 +430,8 @@ def lower_launcher(
             Line(f"{returns} = _{name}_fake({arguments})"),
             *(Line(line) for line in unpack),
             nothing,
+            *([IfBlock(f"{rows.dim} > _WHOLE_LIMIT", f"rows too long for one tile: {rows.launcher}()'s kernel",
+                       rows.traced)] if rows is not None else []),
             *([Line(f"device = {first}.device")] if spec.persistent or spec.split_tail else []),
             *setup,
             # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant

@@ -84,6 +84,7 @@ class TunePlan:
     default: int  # index of the config the interpreter runs
     name: str = "_CONFIGS"  # the module-level list the decorator takes
     post_hook: str | None = None  # run after each config's launch while tuning (and timed with it)
+    prune: str | None = None  # the autotuner's early_config_prune: only the configs it keeps compile (rows.py)
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,7 @@ class ModulePlan:
     reference: ReferencePlan
     fallbacks: tuple[FallbackPlan, ...] = ()  # the launcher returns through the first; each through the next
     dtype_vars: tuple[str, ...] = ()  # the spec's dtype variables (T), bound by the launcher
+    rows: RowsPlan | None = None  # a whole axis whose long rows run a looped kernel (tilegen.lower.rows)
 
     @property
     def descriptor_kernel(self) -> KernelPlan | None:
@@ -255,3 +257,19 @@ class FallbackPlan:
 
     kernel: KernelPlan
     launcher: LauncherPlan
+
+
+@dataclass(frozen=True)
+class RowsPlan:
+    """A ``whole`` axis whose rows may be too long for one tile (:mod:`tilegen.lower.rows`): the
+    launcher returns ``call`` (the looped kernel's launcher, one of the module's fallbacks) where
+    the axis's extent ``dim`` passes ``_WHOLE_LIMIT``, a module constant: ``limit`` unless the
+    environment variable ``TILEGEN_WHOLE_LIMIT`` sets it, never past ``hard_limit`` (Triton's
+    largest tile). ``traced`` is the looped kernel's launch as ``torch.compile`` traces it."""
+
+    dim: str
+    limit: int
+    hard_limit: int
+    call: str
+    traced: tuple
+    launcher: str  # the looped launcher's name

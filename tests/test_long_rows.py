@@ -1,0 +1,400 @@
+"""Rows longer than one tile (issue item 4): a ``whole`` axis runs as loops past ``_WHOLE_LIMIT``.
+
+The specs are compiled afresh (``tilegen.lower.rows`` writes the looped kernel ``_<kernel>_loops``
+beside the one-tile kernel); the interpreter runs both. The long rows of KernelBench's softmax
+(N = 393216) run in a few rows; the looped path is exercised cheaply at short rows by lowering the
+limit (the module constant ``_WHOLE_LIMIT``, which ``TILEGEN_WHOLE_LIMIT`` sets at import) and by
+calling the looped launcher with small chunks (its keyword ``BLOCK_N``).
+"""
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import ROOT
+from tilegen import model as m
+from tilegen.check import check
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.lower.rows import CHUNK, loop_rows
+from tilegen.parser import parse
+from tilegen.runner import load_module
+from tilegen.tolerance import assert_close
+
+SPECS = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+LONG = 393216  # KernelBench's softmax row (4096 x 393216 f32)
+
+
+def _spec(name: str) -> m.Spec:
+    path = ROOT / "specs" / f"{name}.tile"
+    return check(parse(path.read_text(encoding="utf-8"), f"specs/{path.name}"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The specs compiled now, each loaded once (under a name of its own: the committed module
+    of the same spec may be loaded too)."""
+    folder = tmp_path_factory.mktemp("long_rows")
+    cache = {}
+
+    def load(name: str):
+        if name not in cache:
+            path = ROOT / "specs" / f"{name}.tile"
+            module = compile_spec(path.read_text(encoding="utf-8"), f"specs/{path.name}")
+            target = folder / f"long_rows_{name}.py"
+            target.write_text(module.source, encoding="utf-8")
+            cache[name] = load_module(target)
+        return cache[name]
+
+    return load
+
+
+def _rand(*shape, dtype=torch.float32, seed=0, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(*shape, generator=g) * scale).to(dtype)
+
+
+def _inputs(name: str, rows: int, n: int, seed: int = 0):
+    """The launcher's arguments, and torch's answer computed in float32."""
+    if name in ("softmax", "log_softmax"):
+        x = _rand(rows, n, seed=seed, scale=4.0)
+        torch_fn = torch.softmax if name == "softmax" else torch.log_softmax
+        return (x,), (torch_fn(x, dim=-1),)
+    x = _rand(rows, n, dtype=torch.float16, seed=seed, scale=3.0) + 0.5  # a mean away from 0
+    w = _rand(n, dtype=torch.float16, seed=seed + 1)
+    if name == "rms_norm":
+        y = F.rms_norm(x.float(), (n,), w.float(), 1e-6)
+        return (x, w, 1e-6), (y.half(),)
+    b = _rand(n, dtype=torch.float16, seed=seed + 2)
+    xf = x.float()
+    mu = xf.mean(dim=1)
+    rstd = torch.rsqrt(xf.var(dim=1, unbiased=False) + 1e-5)
+    return (x, w, b, 1e-5), (F.layer_norm(xf, (n,), w.float(), b.float(), 1e-5).half(), mu, rstd)
+
+
+def _check(module, name, args, outputs, torch_expected):
+    """The outputs within tilegen's tolerance of the module's reference, and close to torch's."""
+    spec = _spec(name)
+    expected = module.reference(*args)
+    assert_close(spec, args, outputs, expected, module.reference)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    for out, ref in zip(outputs, torch_expected, strict=True):
+        tol = {"atol": 1e-2, "rtol": 1e-2} if out.dtype == torch.float16 else {"atol": 1e-5, "rtol": 1e-4}
+        torch.testing.assert_close(out, ref, **tol)
+
+
+# ----------------------------------------------------------------------------- the rewrite
+
+
+@pytest.mark.parametrize("name", [*SPECS, "add_single"])
+def test_rewrite_is_a_spec_the_checker_accepts(name):
+    """The looped spec passes every rule of the checker (the carried-value forms included) but
+    one: a local recomputed in several loops keeps its name there, where the checker wants each
+    name defined once (the kernel lowering scopes a loop's names to it)."""
+    looped = loop_rows(_spec(name))
+    assert looped is not None
+    try:
+        check(looped.spec)
+    except SpecError as error:
+        others = [d.message for d in error.diagnostics if not d.message.startswith("duplicate name")]
+        assert not others, others
+    assert not any(a.bounds == "whole" for a in looped.spec.grid)
+
+
+@pytest.mark.parametrize(
+    ("name", "loops"),
+    [("softmax", 2), ("log_softmax", 2), ("layer_norm", 3), ("rms_norm", 2), ("add_single", 1)],
+)
+def test_loops_per_spec(name, loops):
+    """The max and the sum of exp(x - max) share one loop (online softmax); layer norm's centred
+    variance needs the mean first; each spec ends with one loop of stores."""
+    looped = loop_rows(_spec(name))
+    assert sum(isinstance(s, m.Loop) for s in looped.spec.body) == loops
+
+
+def test_rewrite_declines_what_it_does_not_take():
+    for name in ("attention", "attention_causal", "cross_entropy", "matmul_fast"):
+        assert loop_rows(_spec(name)) is None
+    # a local assigned twice, and a reduction over the whole axis inside a loop: not taken
+    source = (ROOT / "specs" / "softmax.tile").read_text(encoding="utf-8")
+    twice = source.replace("  e = exp(z)\n", "  e = exp(z)\n  e = e * 2\n")
+    assert loop_rows(check(parse(twice, "twice.tile"))) is None
+
+
+def test_online_softmax_form():
+    """The online update is the one the checker's carried-value rule accepts, started at the
+    lowest float32 rather than -inf; the restore after the loop gives a row of -inf back its
+    -inf max and NaN sum."""
+    body = loop_rows(_spec("softmax")).spec.body
+    declares = [s for s in body if isinstance(s, m.Declare)]
+    assert [(d.name.id, d.dtype.id) for d in declares] == [("row_max", "f32"), ("row_sum", "f32")]
+    assert declares[0].init.operand.text == "3.4028234663852886e38"
+    first = next(s for s in body if isinstance(s, m.Loop))
+    assert [s.name.id for s in first.body] == ["row_max_new", "row_sum", "row_max"]
+
+
+# ----------------------------------------------------------------------------- the module
+
+
+def test_limits_and_pruning(built):
+    module = built("softmax")
+    assert module._WHOLE_LIMIT == 32768  # 64 elements a thread, 16 warps, one row per program
+    assert built("add_single")._WHOLE_LIMIT == 8192  # untuned: Triton's 4 warps
+
+    fits = module._whole_fits("BLOCK_N", ("BM",))
+    configs = module._CONFIGS
+
+    def kept(block):
+        return [(c.kwargs["BM"], c.num_warps) for c in fits(configs, {}, BLOCK_N=block)]
+
+    assert kept(1024) == [(c.kwargs["BM"], c.num_warps) for c in configs]  # every config fits
+    assert kept(4096) == [(1, 4), (1, 8), (1, 16), (2, 4), (2, 8), (4, 8)]  # BM = 4 at 4 warps: 128 a thread
+    assert kept(32768) == [(1, 16)]
+    assert kept(65536) == [(1, 16)]  # none fits: the one with the fewest elements a thread
+    assert [c.kwargs for c in module._LOOPS_CONFIGS] == [{"BM": 1}] * 3
+    # the autotuners prune, and _compile_configs compiles only what they keep
+    text = Path(module.__file__).read_text(encoding="utf-8")
+    assert text.count('prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}') == 2
+    assert "configs = autotuner.early_config_prune(configs, nargs, **kwargs)" in text
+
+
+def test_limit_from_the_environment(tmp_path, monkeypatch):
+    """TILEGEN_WHOLE_LIMIT, read at import, moves the limit (up to Triton's largest tile)."""
+    path = ROOT / "specs" / "softmax.tile"
+    target = tmp_path / "softmax_env.py"
+    target.write_text(compile_spec(path.read_text(encoding="utf-8"), "specs/softmax.tile").source, encoding="utf-8")
+    for value, limit in (("16", 16), ("10000000", 262144), ("", 32768)):
+        monkeypatch.setenv("TILEGEN_WHOLE_LIMIT", value)
+        module = load_module(target)
+        assert module._WHOLE_LIMIT == limit
+    x = _rand(2, 40, seed=4)
+    monkeypatch.setenv("TILEGEN_WHOLE_LIMIT", "16")
+    torch.testing.assert_close(load_module(target).softmax(x), torch.softmax(x, dim=-1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_launcher_routes_long_rows(built, monkeypatch, name):
+    """Past _WHOLE_LIMIT the launcher returns the looped launcher's outputs (no output is made
+    for the one-tile kernel); up to it, the one-tile kernel runs."""
+    module = built(name)
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    calls = []
+    looped = getattr(module, f"_{name}_loops")
+
+    def spy(*args, **kwargs):
+        calls.append(args[0].shape)
+        return looped(*args, **kwargs)
+
+    monkeypatch.setattr(module, f"_{name}_loops", spy)
+    for n, routed in ((16, False), (17, True), (100, True)):
+        args, expected = _inputs(name, 3, n, seed=n)
+        outputs = getattr(module, name)(*args)
+        assert bool(calls) == routed
+        calls.clear()
+        _check(module, name, args, outputs, expected)
+
+
+@pytest.mark.parametrize("block", [16, 32, 128])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 100, 257])
+@pytest.mark.parametrize("name", SPECS)
+def test_looped_kernel_at_chunk_sizes(built, name, n, block):
+    """The looped launcher at chunks smaller and larger than the row, with and without a tail."""
+    module = built(name)
+    args, expected = _inputs(name, 3, n, seed=n + block)
+    outputs = getattr(module, f"_{name}_loops")(*args, BLOCK_N=block)
+    _check(module, name, args, outputs, expected)
+
+
+def test_looped_kernel_of_strided_views(built):
+    module = built("softmax")
+    base = _rand(6, 400, seed=3)
+    for x in (base[::2, :181], base[:, ::2], base.t()[:30:3]):
+        torch.testing.assert_close(module._softmax_loops(x, BLOCK_N=64), torch.softmax(x, dim=-1),
+                                   atol=1e-6, rtol=1e-5)
+
+
+def _special_rows(n: int) -> torch.Tensor:
+    """Rows where the math makes infinities and NaN, at chunk 16: -inf in the whole first chunk,
+    a row of -inf alone, one +inf, two +inf, a NaN, -inf with one finite value in the tail, large
+    magnitudes, and an ordinary row."""
+    x = _rand(8, n, seed=7, scale=3.0)
+    inf = float("inf")
+    x[0, :40] = -inf
+    x[1] = -inf
+    x[2, 33] = inf
+    x[3, [5, 60]] = inf
+    x[4, 17] = float("nan")
+    x[5] = -inf
+    x[5, n - 1] = 2.0
+    x[6] = x[6] * 1e4
+    return x
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_infinities_and_nan(built, name):
+    """The looped kernel gives what torch and the one-tile kernel give, NaN where they do."""
+    module = built(name)
+    x = _special_rows(70)
+    torch_fn = torch.softmax if name == "softmax" else torch.log_softmax
+    one_tile = getattr(module, name)(x)  # 70 <= _WHOLE_LIMIT: the one-tile kernel
+    for block in (16, 64, 128):
+        looped = getattr(module, f"_{name}_loops")(x, BLOCK_N=block)
+        torch.testing.assert_close(looped, torch_fn(x, dim=-1), equal_nan=True, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(looped, one_tile, equal_nan=True, atol=1e-6, rtol=1e-6)
+        assert torch.equal(looped.isnan(), one_tile.isnan())
+
+
+def test_layer_norm_of_constant_and_infinite_rows(built):
+    """A constant row (variance 0: rstd = 1/sqrt(eps)) and a row with an infinity (NaN, as torch)."""
+    module = built("layer_norm")
+    n = 50
+    x = torch.full((3, n), 2.5, dtype=torch.float16)
+    x[1] = _rand(n, dtype=torch.float16, seed=1)
+    x[2, 7] = float("inf")
+    w, b = torch.ones(n, dtype=torch.float16), torch.zeros(n, dtype=torch.float16)
+    for got, want in zip(module._layer_norm_loops(x, w, b, 1e-5, BLOCK_N=16), module.layer_norm(x, w, b, 1e-5),
+                         strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2, rtol=1e-2)
+
+
+def test_fake_takes_long_rows(built):
+    """The custom op's fake implementation (torch.compile's shapes) no longer refuses long rows."""
+    module = built("layer_norm")
+    x = torch.empty(2, LONG, dtype=torch.float16)
+    w = torch.empty(LONG, dtype=torch.float16)
+    y, mu, rstd = module._layer_norm_fake(x, w, w, 1e-5)
+    assert y.shape == (2, LONG) and mu.shape == rstd.shape == (2,)
+
+
+def test_traced_body_routes_long_rows(built):
+    """Under torch.compile (on the GPU) long rows launch the looped kernel through wrap_triton."""
+    module = built("softmax")
+    import inspect
+
+    source = inspect.getsource(module._softmax_traced)
+    assert "if N > _WHOLE_LIMIT:" in source
+    assert f"BLOCK_N = {CHUNK}" in source and "wrap_triton(_softmax_loops_kernel)[grid](" in source
+
+
+def test_add_single_past_one_tile(built):
+    """A one-program add of a vector longer than the limit loops in one program."""
+    module = built("add_single")
+    x, y = _rand(20000, seed=1), _rand(20000, seed=2)
+    assert torch.equal(module.add_single(x, y), x + y)
+
+
+# ----------------------------------------------------------------------------- long rows
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_kernelbench_row_length(built, name):
+    """N = 393216 (KernelBench's softmax), two rows: the launcher loops (the one-tile kernel
+    would need a tile of 524288 elements, past what it refuses to compile); within tolerance of
+    the reference and of torch."""
+    module = built(name)
+    assert LONG > module._WHOLE_LIMIT
+    args, expected = _inputs(name, 2, LONG, seed=11)
+    outputs = getattr(module, name)(*args)
+    _check(module, name, args, outputs, expected)
+    if name == "softmax":
+        assert math.isclose(outputs.sum().item(), 2.0, rel_tol=1e-4)
+
+
+def test_looped_spec_keeps_the_reference(built):
+    """The reference stays the spec as written: one tile, whole-tensor torch."""
+    text = Path(built("softmax").__file__).read_text(encoding="utf-8")
+    reference = text[text.index("def reference(x):"):text.index("def _softmax_fake")]
+    assert "torch.amax(x, dim=1)" in reference and "_loops" not in reference
+
+
+# ----------------------------------------------------------------------------- other shapes of spec
+
+LOGSUMEXP = """\
+kernel lse
+  in  x: f32[B, M, N]
+  out y: f32[B, M]
+  block BM = 2
+  grid  b over B, r over M by BM, c over N whole
+  m = max(x[b, r, c], dim=c)
+  y[b, r] = m + log(sum(exp(x[b, r, c] - m), dim=c))
+"""
+
+STATS = """\
+kernel stats
+  in  x: f32[M, N]
+  out lo: f32[M]
+  out hi: f32[M]
+  out avg: f32[M]
+  out scaled: f32[M, N]
+  out spread: f32[M]
+  grid  r over M, c over N whole
+  lo[r] = min(x[r, c], dim=c)
+  hi[r] = max(x[r, c], dim=c)
+  avg[r] = mean(x[r, c], dim=c)
+  scaled[r, c] = (x[r, c] - mean(x[r, c], dim=c)) / (max(x[r, c], dim=c) - min(x[r, c], dim=c))
+  spread[r] = sum(abs(x[r, c] - max(x[r, c], dim=c)), dim=c)
+"""
+
+
+def _compiled(tmp_path, source: str, stem: str):
+    target = tmp_path / f"{stem}.py"
+    target.write_text(compile_spec(source, f"{stem}.tile").source, encoding="utf-8")
+    return load_module(target)
+
+
+def test_log_sum_exp_through_a_local_with_an_index_axis(tmp_path):
+    """The max held in a local (``m``) still runs online with its sum; a batch axis (no block)
+    and two rows per program; a row of -inf alone gives what one tile gives (NaN)."""
+    spec = check(parse(LOGSUMEXP, "lse.tile"))
+    assert sum(isinstance(s, m.Loop) for s in loop_rows(spec).spec.body) == 1  # no stores along c
+    module = _compiled(tmp_path, LOGSUMEXP, "lse")
+    x = _rand(2, 3, 70, seed=9, scale=5.0)
+    x[0, 1] = float("-inf")
+    x[1, 2, :50] = float("-inf")
+    one_tile = module.lse(x)
+    for block in (16, 32, 128):
+        looped = module._lse_loops(x, BLOCK_N=block)
+        torch.testing.assert_close(looped, one_tile, equal_nan=True)
+    finite = torch.ones_like(one_tile, dtype=torch.bool)
+    finite[0, 1] = False
+    torch.testing.assert_close(one_tile[finite], torch.logsumexp(x, dim=-1)[finite])
+    assert one_tile[0, 1].isnan()
+
+
+def test_min_max_mean_in_one_loop(tmp_path):
+    """Reductions that need nothing else share the first loop (min, max, mean); one that needs
+    the max follows in a second; per-row stores go after the loop that made their values."""
+    spec = check(parse(STATS, "stats.tile"))
+    body = loop_rows(spec).spec.body
+    loops = [s for s in body if isinstance(s, m.Loop)]
+    assert len(loops) == 3  # min, max, mean; the sum over |x - max|; the stores along c
+    assert {s.name.id for s in loops[0].body} == {"row_min", "row_max", "row_sum"}
+    module = _compiled(tmp_path, STATS, "stats")
+    x = _rand(3, 45, seed=2)
+    for block in (16, 64):
+        outputs = module._stats_loops(x, BLOCK_N=block)
+        expected = module.reference(x)
+        for got, want in zip(outputs, expected, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(outputs[0], x.amin(dim=1))
+    torch.testing.assert_close(outputs[2], x.mean(dim=1))
+
+
+@pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
+def test_norms_in_f32_at_kernelbench_row_length(tmp_path, name):
+    """The norm specs with float32 tensors (the spec text with f16 -> f32), N = 393216."""
+    source = (ROOT / "specs" / f"{name}.tile").read_text(encoding="utf-8").replace("f16", "f32")
+    module = _compiled(tmp_path, source, f"{name}_f32")
+    args, _ = _inputs(name, 2, LONG, seed=12)
+    args = tuple(a.float() if isinstance(a, torch.Tensor) else a for a in args)
+    outputs = getattr(module, name)(*args)
+    spec = check(parse(source, f"{name}_f32.tile"))
+    assert_close(spec, args, outputs, module.reference(*args), module.reference)
+    x, w = args[0], args[1]
+    if name == "rms_norm":
+        torch.testing.assert_close(outputs, F.rms_norm(x, (LONG,), w, 1e-6), atol=1e-5, rtol=1e-4)
+    else:
+        torch.testing.assert_close(outputs[0], F.layer_norm(x, (LONG,), w, args[2], 1e-5), atol=1e-4, rtol=1e-4)

@@ -1,0 +1,550 @@
+"""Rows longer than one tile: a ``whole`` axis as loops over tiles of it (a spec rewrite).
+
+``c over N whole`` makes one tile of all of ``N`` (tutorial 02's softmax row): the row is read
+once and held in registers. That is the fastest kernel while the row fits in registers, and
+past that it spills, compiles for minutes and then runs slowly (on the H100, softmax at N =
+393216 compiled for 284 s and ran at 0.35x torch), and past Triton's largest tile it cannot
+run at all. :func:`loop_rows` rewrites such a spec into one whose whole axis is gone from the
+grid and whose body runs in ``for c over N by BLOCK_N`` loops, as Helion's ``reduction_loops``
+do and as ``tests/specs/layer_norm_looped.tile`` is written by hand:
+
+* every reduction over ``c`` (``sum``, ``mean``, ``max``, ``min``) becomes an accumulator over
+  the other axes, declared before a loop and updated in it from the tiles of the step
+  (``row_sum += sum(e, dim=c)``, ``row_max = maximum(row_max, max(x, dim=c))``), the loop
+  recomputing the elementwise locals the reduction needs from loads; the kernel lowering masks
+  the tail tile, whose padding lanes take the reduction's identity;
+* reductions that do not depend on each other share a loop; the statements that use them
+  follow it, so each loop reads what the ones before it computed (layer norm: the mean, then
+  the centred variance, then the writes);
+* a ``sum`` of ``exp(x - m)`` with ``m = max(x, dim=c)`` (softmax, log-softmax, a log-sum-exp)
+  runs in the same loop as the max, online (Milakov and Gimelshein, 2018): ``row_sum =
+  row_sum * exp(row_max - row_max_new) + sum(exp(x - row_max_new), dim=c)``, which saves one
+  read of the row;
+* a last loop does the stores along ``c``; stores of per-row values go where their values are.
+
+The result passes the checker (``tests/test_long_rows.py`` checks each rewrite) but for one rule:
+a local recomputed in several loops keeps its name in each (the checker wants a name defined once
+in a spec; the kernel lowering scopes a loop's names to it). Its loops update carried values
+only in the forms :mod:`tilegen.carried` allows. The online max
+starts at the dtype's lowest finite value rather than ``-inf``, so that a row whose first tiles
+are all ``-inf`` (masked logits) adds ``exp(-inf - lowest) = 0`` rather than ``exp(-inf + inf)``
+= NaN; after the loop a row of ``-inf`` alone (the only row whose sum stays 0) gets back what
+one tile gives: a max of ``-inf`` and a NaN sum.
+
+:func:`lower_rows` lowers the rewrite as a second kernel and launcher of the module
+(``_<kernel>_loops``), which the launcher returns through where the row is longer than
+``_WHOLE_LIMIT`` elements (:class:`~tilegen.lower.plan.RowsPlan`); the one-tile kernel keeps
+the rows up to it, and its autotuner compiles and times only the configs whose tile fits the
+threads' registers (``_whole_fits`` in the generated module). The reference stays the spec
+as written: one tile, whole-tensor torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from tilegen import model as m
+from tilegen.dtypes import INDEX, expr_dtype, is_float
+from tilegen.functions import REDUCTIONS, spanned_axes
+from tilegen.lower.kernel import lower_kernel
+from tilegen.lower.launcher import MAX_TILE, lower_launcher
+from tilegen.lower.names import tuple_text
+from tilegen.lower.plan import Comment, FallbackPlan, ForLoop, IfBlock, KernelPlan, Line, Op, RowsPlan, WithBlock
+
+#: The chunk (``BLOCK_N``) the looped kernel takes by default: 4096 elements, 32 per thread at 4
+#: warps, 8 at 16; a launcher keyword of the private ``_<kernel>_loops`` launcher.
+CHUNK = 4096
+
+#: The most elements of a one-tile kernel's tile each thread may hold in a config worth compiling:
+#: 64 of its registers per tile (the H100's 65536 registers give each of 512 threads, 16 warps,
+#: 128), so that the kernel's few live tiles fit without spilling. With the specs' largest config
+#: (one row per program, 16 warps) the longest row held in one tile is 64 * 32 * 16 = 32768
+#: elements, the longest the H100 ran at copy bandwidth (benchmarks/results/reductions_h100.csv).
+#: The generated module's ``_THREAD_ELEMENTS`` (templates/rows.py.j2), which prunes configs, is the same.
+THREAD_ELEMENTS = 64
+
+#: The name of the looped kernel's variant: ``_<kernel>_loops``, with its launcher.
+VARIANT = "loops"
+
+#: The lowest finite value of each float dtype: the online max's start (see the module doc).
+LOWEST = {
+    "f16": "-65504.0",
+    "bf16": "-3.3895313892515355e38",
+    "f32": "-3.4028234663852886e38",
+    "f64": "-1.7976931348623157e308",
+}
+
+#: What a reduction's accumulator starts at (its identity) and how a step combines into it.
+_IDENTITY = {"sum": "0", "mean": "0", "max": "-inf", "min": "inf"}
+_COMBINE = {"max": "maximum", "min": "minimum"}
+
+
+@dataclass
+class _Reduction:
+    """One reduction over the whole axis: ``func(operand, dim=c)``, accumulated in ``acc``
+    (a ``mean`` in a sum, divided by the extent after the loop)."""
+
+    func: str
+    operand: m.Expr  # as written, with the reductions inside it replaced
+    span: m.Span  # the statement it is in
+    acc: str
+    dtype: str  # the accumulator's
+    axes: tuple[str, ...]  # the accumulator's (the operand's less c)
+    deps: frozenset[str]  # the accumulators its operand needs
+    level: int = 0  # the loop that computes it (0: the first)
+    online: _Reduction | None = None  # a sum of exp(x - this max), in the same loop
+    fused: list[_Reduction] = field(default_factory=list)  # (a max) the sums computed online with it
+
+
+@dataclass(frozen=True)
+class LoopedRows:
+    """The rewrite of a spec with a whole axis: the looped spec, and what the launcher needs."""
+
+    spec: m.Spec  # the looped spec (named like the original; the caller renames it)
+    dim: str  # the whole axis's dimension (``N``)
+    block: str  # the looped spec's chunk parameter (``BLOCK_N``)
+    rows: tuple[str, ...]  # the block parameters of the other tiled grid axes (``BM``)
+
+
+class _NotLooped(Exception):
+    """The spec has a form the rewrite does not take (it keeps its one-tile kernel alone)."""
+
+
+def loop_rows(spec: m.Spec) -> LoopedRows | None:
+    """The looped form of ``spec`` (see the module doc), or None where ``spec`` has no ``whole``
+    grid axis or has a form the rewrite does not take: more than one whole axis, a flat,
+    persistent or swizzled grid, TMA descriptors or block pointers, dtype variables, loops,
+    tile declarations or ``+=`` in the body, a local assigned twice, a ``dot`` or a gather."""
+    try:
+        return _Rewrite(spec).run()
+    except _NotLooped:
+        return None
+
+
+class _Rewrite:
+    def __init__(self, spec: m.Spec):
+        self.spec = spec
+        whole = [a for a in spec.grid if a.bounds == "whole"]
+        if (len(whole) != 1 or spec.flat or spec.persistent or spec.split_tail or spec.swizzle is not None
+                or spec.access_style != "pointers" or spec.dtype_vars):
+            raise _NotLooped
+        self.whole = whole[0]
+        self.c = self.whole.name.id
+        self.tile_axes = {a.name.id for a in spec.grid if not a.is_index}
+        self.taken = _identifiers(spec)
+        self.axes: dict[str, tuple[str, ...]] = {}  # local -> its tile axes
+        self.dtypes: dict[str, str | None] = {}  # local -> its dtype
+        self.varying: dict[str, m.Expr] = {}  # local spanning c -> its value (reductions replaced)
+        self.needs: dict[str, frozenset[str]] = {}  # local -> the accumulators it needs
+        self.reductions: dict[str, _Reduction] = {}  # accumulator -> its reduction, in order
+        self.keys: dict[tuple, str] = {}  # (func, operand key) -> accumulator: one per distinct reduction
+        self.stmts: list[tuple[m.Stmt, bool]] = []  # the body, reductions replaced; True: along c
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            name = f"{base}_{n}"
+            n += 1
+        self.taken.add(name)
+        return name
+
+    # what the body computes --------------------------------------------------------
+    def own_axes(self, part: m.Expr) -> tuple[str, ...] | None:
+        if isinstance(part, m.Load):
+            return tuple(i.id for i in part.index if isinstance(i, m.Name) and i.id in self.tile_axes)
+        if isinstance(part, m.Ref):
+            name = part.name.id
+            if name in self.axes:
+                return self.axes[name]
+            return (name,) if name in self.tile_axes else ()
+        if isinstance(part, m.Number):
+            return ()
+        return None
+
+    def dtype(self, expr: m.Expr) -> str | None:
+        def local(name: str) -> str | None:
+            if name in self.dtypes:
+                return self.dtypes[name]
+            tensor = self.spec.tensor(name)
+            return tensor.dtype.id if tensor is not None else INDEX
+
+        return expr_dtype(expr, self.spec, local)
+
+    def spans_c(self, expr: m.Expr) -> bool:
+        return self.c in spanned_axes(expr, self.own_axes)
+
+    def needed(self, expr: m.Expr) -> frozenset[str]:
+        """The accumulators ``expr`` needs, through the locals it reads."""
+        found: set[str] = set()
+        for part in m.subexpressions(expr):
+            if isinstance(part, m.Ref):
+                name = part.name.id
+                if name in self.reductions:
+                    found.add(name)
+                found |= self.needs.get(name, frozenset())
+        return frozenset(found)
+
+    def extract(self, expr: m.Expr, span: m.Span) -> m.Expr:
+        """``expr`` with each reduction over c replaced by its accumulator (a ``mean`` by the
+        accumulated sum over the extent), inner reductions first."""
+        if isinstance(expr, m.BinOp):
+            return dataclasses.replace(expr, left=self.extract(expr.left, span), right=self.extract(expr.right, span))
+        if isinstance(expr, m.Neg):
+            return dataclasses.replace(expr, operand=self.extract(expr.operand, span))
+        if isinstance(expr, m.Load):
+            if any(isinstance(i, m.Load) for i in expr.index):
+                raise _NotLooped  # a gather
+            return expr
+        if not isinstance(expr, m.Call):
+            return expr
+        if m.is_dot(expr):
+            raise _NotLooped
+        args = tuple(self.extract(a, span) for a in expr.args)
+        kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
+        call = dataclasses.replace(expr, args=args, kwargs=kwargs)
+        if expr.func.id not in REDUCTIONS or expr.word("dim") != self.c:
+            if expr.func.id in REDUCTIONS:
+                raise _NotLooped  # a reduction over another axis
+            return call
+        operand = args[0]
+        key = (expr.func.id, m.expr_key(operand))
+        acc = self.keys.get(key)
+        if acc is None:
+            func = expr.func.id
+            acc = self.keys[key] = self.fresh(f"row_{'sum' if func == 'mean' else func}")
+            axes = spanned_axes(call, self.own_axes)
+            dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id="sum"))
+                               if func == "mean" else call)
+            if dtype is None:
+                raise _NotLooped
+            self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
+            self.axes[acc], self.dtypes[acc] = axes, dtype
+        value: m.Expr = m.Ref(m.Name(acc, expr.span), expr.span)
+        if expr.func.id == "mean":
+            value = m.BinOp("/", value, m.Ref(m.Name(self.whole.dim.id, expr.span), expr.span), expr.span)
+        return value
+
+    def inline(self, expr: m.Expr) -> m.Expr:
+        """``expr`` with the locals along c replaced by their values (to compare operands)."""
+        if isinstance(expr, m.Ref) and expr.name.id in self.varying:
+            return self.inline(self.varying[expr.name.id])
+        if isinstance(expr, m.BinOp):
+            return dataclasses.replace(expr, left=self.inline(expr.left), right=self.inline(expr.right))
+        if isinstance(expr, m.Neg):
+            return dataclasses.replace(expr, operand=self.inline(expr.operand))
+        if isinstance(expr, m.Call):
+            kwargs = tuple((k, v if isinstance(v, m.Ref) else self.inline(v)) for k, v in expr.kwargs)
+            return dataclasses.replace(expr, args=tuple(self.inline(a) for a in expr.args), kwargs=kwargs)
+        return expr
+
+    def alias(self, expr: m.Expr) -> str | None:
+        """The accumulator ``expr`` is (a reference to it, or to a row local that is one)."""
+        while isinstance(expr, m.Ref):
+            name = expr.name.id
+            if name in self.reductions:
+                return name
+            expr = self.row_values.get(name)
+        return None
+
+    # the rewrite -----------------------------------------------------------------
+    def run(self) -> LoopedRows:
+        self.row_values: dict[str, m.Expr] = {}
+        assigned: set[str] = set()
+        for stmt in self.spec.body:
+            if not isinstance(stmt, (m.Assign, m.Store)):
+                raise _NotLooped  # a loop, a tile declaration or an accumulation
+            value = self.extract(stmt.value, stmt.span)
+            if isinstance(stmt, m.Assign):
+                name = stmt.name.id
+                if name in assigned:
+                    raise _NotLooped
+                assigned.add(name)
+                self.axes[name] = spanned_axes(value, self.own_axes)
+                self.dtypes[name] = self.dtype(value)
+                self.needs[name] = self.needed(value)
+                along = self.c in self.axes[name]
+                if along:
+                    self.varying[name] = value
+                else:
+                    self.row_values[name] = value
+            else:
+                along = any(isinstance(i, m.Name) and i.id == self.c for i in stmt.index)
+            self.stmts.append((dataclasses.replace(stmt, value=value), along))
+        self.levels()
+        return self.looped()
+
+    def levels(self) -> None:
+        """Each reduction's loop: after the loops of the reductions it needs; a sum of
+        ``exp(x - m)`` with ``m`` a max of the same ``x`` in the max's own loop (online)."""
+        for r in self.reductions.values():
+            r.level = 1 + max((self.reductions[d].level for d in r.deps), default=-1)
+            if r.func not in ("sum", "mean"):
+                continue
+            operand = self.inline(r.operand)
+            if not (isinstance(operand, m.Call) and operand.func.id == "exp" and len(operand.args) == 1):
+                continue
+            arg = operand.args[0]
+            if not (isinstance(arg, m.BinOp) and arg.op == "-"):
+                continue
+            top = self.alias(arg.right)
+            if top is None:
+                continue
+            peak = self.reductions[top]
+            if (peak.func != "max" or peak.dtype not in LOWEST or not is_float(self.dtype(arg.left))
+                    or m.expr_key(arg.left) != m.expr_key(self.inline(peak.operand))):
+                continue
+            r.online, r.level = peak, peak.level
+            peak.fused.append(r)
+
+    def looped(self) -> LoopedRows:
+        spec, span, c = self.spec, self.whole.span, self.c
+        dim = self.whole.dim.id
+        block = self.fresh(f"BLOCK_{dim}")
+        axis = m.Axis(m.Name(c, span), self.whole.dim, m.Name(block, span), "masked", span)
+        body: list[m.Stmt] = []
+        emitted: set[int] = set()  # the row statements placed so far (their index in self.stmts)
+        reductions = list(self.reductions.values())
+        last = max((r.level for r in reductions), default=-1)
+
+        def ready(level: int) -> list[m.Stmt]:
+            """The row statements whose accumulators the loops up to ``level`` computed."""
+            out = []
+            for number, (stmt, along) in enumerate(self.stmts):
+                if along or number in emitted:
+                    continue
+                needs = self.needed(stmt.value)
+                if all(self.reductions[n].level <= level for n in needs):
+                    emitted.add(number)
+                    out.append(stmt)
+            return out
+
+        body += ready(-1)
+        for level in range(last + 1):
+            here = [r for r in reductions if r.level == level]
+            for r in here:
+                init = LOWEST[r.dtype] if r.fused else _IDENTITY[r.func]
+                body.append(m.Declare(m.Name(r.acc, r.span), m.Name(r.dtype, r.span),
+                                      tuple(m.Name(a, r.span) for a in r.axes), _number(init, r.span), r.span))
+            operands = [r.operand for r in here if r.online is None]
+            steps = self.locals_for(operands)
+            for r in here:
+                if r.online is None:
+                    steps += self.step(r)
+            body.append(m.Loop(axis, tuple(steps), span))
+            for r in here:
+                body += self.restore(r)
+            body += ready(level)
+        stores = [stmt for stmt, along in self.stmts if along and isinstance(stmt, m.Store)]
+        if stores:
+            body.append(m.Loop(axis, tuple(self.locals_for([s.value for s in stores], stores)), span))
+        body += ready(last)  # row statements that need nothing (placed above), or no reduction at all
+        grid = tuple(a for a in spec.grid if a is not self.whole)
+        params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(CHUNK), span), span))
+        rows = tuple(a.block.id for a in grid if a.block is not None)
+        looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=self.tune(rows))
+        return LoopedRows(looped, dim, block, rows)
+
+    def locals_for(self, exprs: list[m.Expr], stores: list[m.Store] = ()) -> list[m.Stmt]:
+        """The statements along c that ``exprs`` need, in body order, then ``stores`` in theirs."""
+        wanted: set[str] = set()
+        pending = list(exprs)
+        while pending:
+            for part in m.subexpressions(pending.pop()):
+                if isinstance(part, m.Ref) and part.name.id in self.varying and part.name.id not in wanted:
+                    wanted.add(part.name.id)
+                    pending.append(self.varying[part.name.id])
+        keep = {id(s) for s in stores}
+        return [stmt for stmt, along in self.stmts
+                if along and ((isinstance(stmt, m.Assign) and stmt.name.id in wanted) or id(stmt) in keep)]
+
+    def step(self, r: _Reduction) -> list[m.Stmt]:
+        """The statements of one step of the loop that accumulate ``r`` (and, for a max, the
+        sums computed online with it)."""
+        span = r.span
+
+        def ref(name: str) -> m.Ref:
+            return m.Ref(m.Name(name, span), span)
+
+        def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
+            kwargs = ((m.Name("dim", span), ref(self.c)),) if dim else ()
+            return m.Call(m.Name(func, span), args, kwargs, span)
+
+        part = call("sum" if r.func == "mean" else r.func, r.operand, dim=True)
+        if r.func in ("sum", "mean"):
+            return [m.Accumulate(m.Name(r.acc, span), part, span)]
+        if not r.fused:
+            return [m.Assign(m.Name(r.acc, span), call(_COMBINE[r.func], ref(r.acc), part), span)]
+        new = self.fresh(f"{r.acc}_new")
+        steps: list[m.Stmt] = [m.Assign(m.Name(new, span), call("maximum", ref(r.acc), part), span)]
+        for s in r.fused:  # l = l * exp(m - m_new) + sum(exp(x - m_new), dim=c)
+            shifted = call("exp", m.BinOp("-", r.operand, ref(new), s.span))
+            rescale = m.BinOp("*", ref(s.acc), call("exp", m.BinOp("-", ref(r.acc), ref(new), span)), s.span)
+            steps.append(m.Assign(m.Name(s.acc, s.span), m.BinOp("+", rescale, call("sum", shifted, dim=True), s.span),
+                                  s.span))
+        steps.append(m.Assign(m.Name(r.acc, span), ref(new), span))
+        return steps
+
+    def restore(self, r: _Reduction) -> list[m.Stmt]:
+        """After an online max's loop: a row of ``-inf`` alone (its sums stayed 0) gets a max of
+        ``-inf`` and NaN sums, what one tile gives (``exp(-inf - -inf)``)."""
+        if not r.fused:
+            return []
+        span, first = r.span, r.fused[0].acc
+
+        def ref(name: str) -> m.Ref:
+            return m.Ref(m.Name(name, span), span)
+
+        def where(cond: m.Expr, a: m.Expr, b: m.Expr) -> m.Call:
+            return m.Call(m.Name("where", span), (cond, a, b), (), span)
+
+        inf = m.Number("inf", span)
+        out: list[m.Stmt] = [m.Assign(m.Name(r.acc, span), where(
+            m.BinOp("==", ref(first), m.Number("0", span), span), m.Neg(inf, span), ref(r.acc)), span)]
+        for s in r.fused:
+            nan = m.BinOp("-", inf, inf, span)
+            out.append(m.Assign(m.Name(s.acc, span), where(
+                m.BinOp("==", ref(r.acc), m.Neg(inf, span), span), nan, ref(s.acc)), span))
+        return out
+
+    def tune(self, rows: tuple[str, ...]) -> m.Tune | None:
+        """The spec's configs with the fewest rows per program (a long row is work enough for a
+        program, and more rows only multiply its tiles), keyed on the extent too."""
+        tune = self.spec.tune
+        if tune is None:
+            return None
+        defaults = {p.name.id: p.default for p in self.spec.params}
+
+        def count(config: m.Config) -> int:
+            total = 1
+            for block in rows:
+                value = config.get(block) or defaults.get(block)
+                total *= int(value.text) if value is not None else 1
+            return total
+
+        fewest = min(count(c) for c in tune.configs)
+        configs = [c for c in tune.configs if count(c) == fewest]
+        if not any(c.default for c in configs):
+            configs[0] = dataclasses.replace(configs[0], default=True)
+        key = tune.key
+        if self.whole.dim.id not in {k.id for k in key}:
+            key = (*key, self.whole.dim)
+        return dataclasses.replace(tune, key=key, configs=tuple(configs))
+
+
+def _number(text: str, span: m.Span) -> m.Expr:
+    if text.startswith("-"):
+        return m.Neg(m.Number(text[1:], span), span)
+    return m.Number(text, span)
+
+
+def _identifiers(spec: m.Spec) -> set[str]:
+    """Every name the spec defines or writes (a generated local must take none of them)."""
+    names = {spec.name.id, *(t.name.id for t in spec.tensors), *(p.name.id for p in spec.params)}
+    names |= {d.id for t in spec.tensors for d in t.dims if isinstance(d, m.Name)}
+    names |= {a.name.id for a in spec.axes()} | {v.name.id for v in spec.dtype_vars}
+    names |= {c.name.id for c in spec.choices}
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, (m.Declare, m.Assign, m.Accumulate)):
+            names.add(stmt.name.id)
+        for part in (m.subexpressions(stmt.value) if hasattr(stmt, "value") else ()):
+            if isinstance(part, m.Ref):
+                names.add(part.name.id)
+    return names
+
+
+# ----------------------------------------------------------------------------- lowering
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What :func:`lower_rows` gives the module: its one-tile kernel with the autotuner's
+    pruning, the looped kernel and launcher, and what the launcher routes on."""
+
+    kernel: KernelPlan
+    fallback: FallbackPlan
+    plan: RowsPlan
+
+
+def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
+    """The looped kernel and launcher of ``spec`` (``_<kernel>_loops``, see :func:`loop_rows`),
+    None where the rewrite does not take the spec. ``kernel`` is the spec's one-tile kernel; a
+    tuned one gets ``_whole_fits`` as its autotuner's ``early_config_prune``, and so does the
+    looped one: neither compiles a config whose tile would spill."""
+    looped = loop_rows(spec)
+    if looped is None:
+        return None
+    name = f"_{spec.name.id}_{VARIANT}"
+    other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
+    rows = tuple_text(f'"{r}"' for r in looped.rows)
+    loops = _dedupe_comments(lower_kernel(other))
+    if loops.tune is not None:
+        prune = f'_whole_fits("{looped.block}", {rows})'
+        loops = dataclasses.replace(loops, tune=dataclasses.replace(loops.tune, name="_LOOPS_CONFIGS", prune=prune))
+    launcher = lower_launcher(other, loops, None, variant=VARIANT)
+    dim = looped.dim
+    doc = (f"{spec.name.id}() where the rows are too long for one tile ({dim} > _WHOLE_LIMIT): the kernel of\n"
+           f"{spec.path} with its whole axis in loops over tiles of {looped.block} (a keyword, default {CHUNK}).\n"
+           f"Called by {spec.name.id}(), after its checks.")
+    if spec.tune is not None:
+        doc += f" Its tune configs are those of {spec.name.id}() with the fewest rows per program."
+    launcher = dataclasses.replace(launcher, docstring=doc)
+    keywords = [p.name.id for p in spec.params if p.name.id not in spec.tuned_params]
+    keywords += [c.name.id for c in spec.choices]
+    call = f"{name}({', '.join([*(t.name.id for t in spec.inputs), *(f'{k}={k}' for k in keywords)])})"
+    traced: tuple[Op, ...] = ()
+    if launcher.traced is not None:  # its launch after the outputs are made (the outer launcher made them)
+        start = next(i for i, op in enumerate(launcher.traced)
+                     if isinstance(op, IfBlock) and op.why == "nothing to compute: no launch") + 1
+        traced = (Line(f"{looped.block} = {CHUNK}"), *launcher.traced[start:])
+    if kernel.tune is not None:
+        whole = dict(kernel.whole_blocks)[dim]
+        prune = f'_whole_fits("{whole}", {rows})'
+        kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, prune=prune))
+    limit, hard = whole_limit(spec, looped.rows)
+    plan = RowsPlan(dim, limit, hard, call, traced, name)
+    return Rows(kernel, FallbackPlan(loops, launcher), plan)
+
+
+def whole_limit(spec: m.Spec, rows: tuple[str, ...]) -> tuple[int, int]:
+    """(the longest row the one-tile kernel holds by default, Triton's limit): the longest whose
+    tile some config holds at :data:`THREAD_ELEMENTS` per thread (a power of two; Triton's
+    default of 4 warps where the spec is not tuned), and the longest whose tile, times the
+    largest rows per program, Triton takes at all (``MAX_TILE`` elements)."""
+    defaults = {p.name.id: p.default for p in spec.params}
+
+    def count(config: m.Config | None) -> int:
+        total = 1
+        for block in rows:
+            value = (config.get(block) if config is not None else None) or defaults.get(block)
+            total *= int(value.text) if value is not None else 1
+        return total
+
+    configs = list(spec.tune.configs) if spec.tune is not None else [None]
+    warps = [int(c.get("num_warps").text) if c is not None and c.get("num_warps") is not None else 4 for c in configs]
+    held = max(THREAD_ELEMENTS * 32 * w // count(c) for c, w in zip(configs, warps, strict=True))
+    largest = max([count(c) for c in configs] + [count(None)])
+    hard = MAX_TILE // largest
+    return min(1 << max(held.bit_length() - 1, 0), hard), hard
+
+
+def _dedupe_comments(kernel: KernelPlan) -> KernelPlan:
+    """The looped kernel without a comment that repeats the one before it in the same block
+    (statements made from one spec line, such as the online max's updates, name it once)."""
+
+    def clean(ops: tuple) -> tuple:
+        out: list[Op] = []
+        last = None
+        for op in ops:
+            if isinstance(op, Comment):
+                if op.text == last:
+                    continue
+                last = op.text
+            elif isinstance(op, ForLoop | WithBlock):
+                op = dataclasses.replace(op, body=clean(op.body))
+            elif isinstance(op, IfBlock):
+                op = dataclasses.replace(op, body=clean(op.body), orelse=clean(op.orelse))
+            out.append(op)
+        return tuple(out)
+
+    return dataclasses.replace(kernel, body=clean(kernel.body))

@@ -114,7 +114,7 @@ def swizzle_kernel(
     x = tl.load(x_ptr + offs_m[:, None] * stride_x_m + offs_n[None, :] * stride_x_n, mask=mask_smsn)
     mask_smsn_1 = mask_sm[:, None] & mask_sn[None, :]
     z_ptrs = z_ptr + offs_sm[:, None] * stride_z_m + offs_sn[None, :] * stride_z_n
-    tl.store(z_ptrs, x, mask=mask_smsn_1)
+    tl.store(z_ptrs, x, mask=mask_smsn_1 & mask_m[:, None] & mask_n[None, :])
 
 
 def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
@@ -138,7 +138,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _bad_block("swizzle", "BN", BN)
     M, N = x.shape
-    z = torch.empty(M, N, device=device, dtype=torch.int64)
+    z = torch.zeros(M, N, device=device, dtype=torch.int64)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()
@@ -206,7 +206,7 @@ def reference(x, *, BM=1, BN=1, GROUP_SIZE=3):
     """specs/swizzle.tile evaluated with plain torch: same inputs and outputs as swizzle()."""
     M = x.shape[0]
     N = x.shape[1]
-    z = torch.empty((M, N), dtype=torch.int64, device=x.device)
+    z = torch.zeros((M, N), dtype=torch.int64, device=x.device)
     z_value = x.to(torch.int64)
     rows, cols = _swizzled_positions(M, N, BM, BN, GROUP_SIZE, z_value.device)
     keep = (rows < M) & (cols < N)
@@ -230,7 +230,7 @@ def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int 
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _bad_block("swizzle", "BN", BN)
     M, N = x.shape
-    z = torch.empty(M, N, device=device, dtype=torch.int64)
+    z = torch.zeros(M, N, device=device, dtype=torch.int64)
     return z
 
 

@@ -51,14 +51,7 @@ from tilegen import runner, tolerance
 
 #: Cases that fail today: test id -> why (each a real disagreement, marked strict so that a fix
 #: shows up as an unexpected pass).
-KNOWN_FAILURES: dict[str, str] = {
-    "specs/swizzle-BM=4,BN=4,GROUP_SIZE=3": (
-        "swizzle (z[sm, sn] = x[m, n]) at partial tiles (M = 13, N = 11 by 4 x 4 tiles, group 3) leaves 8 "
-        "elements of z, which no element of x is swizzled to, undefined on both sides: reference() never writes "
-        "them (torch.empty), and the kernel stores its masked load's lanes there (tl.load without other: "
-        "undefined in Triton, 0 in the interpreter); the result depends on the blocks"
-    ),
-}
+KNOWN_FAILURES: dict[str, str] = {}
 
 
 def _params() -> list:
@@ -120,7 +113,7 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
     args = []
     for tensor in spec.inputs:
         shape = [int(d.text) if isinstance(d, m.Number) else case.sizes[d.id] for d in tensor.dims]
-        if getattr(tensor, "sample", None) is not None:  # the spec states the input's domain
+        if tensor.sample is not None:  # the spec states the input's domain
             value = runner.sample(tensor, shape, generator)
             args.append(value.item() if tensor.is_scalar else value)
             continue
@@ -224,9 +217,8 @@ def test_spec_result_does_not_depend_on_blocks_or_configs(case, module_of, monke
 
 def _bf16_arithmetic(spec: m.Spec):
     """Where ``spec``'s kernel computes on bf16 values (:func:`tilegen.runner.bf16_arithmetic`),
-    or None (also where the runner does not say)."""
-    find = getattr(runner, "bf16_arithmetic", None)
-    return find(spec) if find is not None else None
+    or None."""
+    return runner.bf16_arithmetic(spec)
 
 
 def _disagreement(spec: m.Spec, args, outputs, expected, reference) -> str:

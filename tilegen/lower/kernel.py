@@ -19,6 +19,7 @@ from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.expressions import ExpressionLowering
 from tilegen.lower.names import (
     BF16_DOT_OPERAND,
+    broadcast,
     call_text,
     dtype_bindings,
     dtype_options,
@@ -739,6 +740,11 @@ class KernelLowering(AccessLowering, ExpressionLowering):
             ops.append(Line(f"tl.store({ptr}, {value}{extra})"))
             return ops
         ptr, mask = self.pointer_expr(stmt, context, ops, load=False)
+        sources = [self.canonical[i.id] for i in stmt.index if isinstance(i, m.Name) and i.id in self.canonical]
+        if sources:  # through swizzle aliases: only lanes whose source is inside (see swizzled_outputs)
+            canonical = tuple(self.canonical.get(a, a) for a in context)
+            masks = [broadcast(self.axes[a].mask, a, canonical) for a in sources if self.axes[a].mask]
+            mask = " & ".join(([mask] if mask else []) + masks) or None
         if len(context) > 1:
             ptrs = self.fresh(f"{tensor.name.id}_ptrs")
             ops.append(Line(f"{ptrs} = {ptr}"))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, torch_dtype, tuple_text
+from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, swizzled_outputs, torch_dtype, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
@@ -346,7 +346,8 @@ def lower_launcher(
         # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
         shape = ", ".join(dims) if dims else "()"
         dtype = torch_dtype(tensor.dtype)
-        middle.append(Line(f"{tensor.name.id} = torch.empty({shape}, device=device, dtype={dtype})"))
+        make = "zeros" if tensor.name.id in swizzled_outputs(spec) else "empty"  # see swizzled_outputs
+        middle.append(Line(f"{tensor.name.id} = torch.{make}({shape}, device=device, dtype={dtype})"))
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)

@@ -117,6 +117,21 @@ def size_symbols(spec: m.Spec) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def swizzled_outputs(spec: m.Spec) -> frozenset[str]:
+    """Outputs stored through ``swizzle ... as`` aliases (``z[sm, sn] = x[m, n]``): a partial edge
+    tile sent to an inner tile's place leaves some of its elements unwritten, so the launcher and
+    the reference make these outputs with zeros, and the kernel stores only the lanes whose
+    source is inside the tensor: what no element is sent to is 0 at every block size."""
+    if spec.swizzle is None or not spec.swizzle.aliases:
+        return frozenset()
+    aliases = {a.id for a in spec.swizzle.aliases}
+    return frozenset(
+        s.tensor.id
+        for s in m.statements(spec.body)
+        if isinstance(s, m.Store) and any(isinstance(i, m.Name) and i.id in aliases for i in s.index)
+    )
+
+
 def whole_dims(spec: m.Spec) -> tuple[str, ...]:
     """Dimensions tiled whole (``i over N whole``): their tile is the next power of two."""
     return tuple(dict.fromkeys(a.dim.id for a in spec.grid if a.bounds == "whole"))

@@ -13,7 +13,7 @@ import re
 from tilegen import model as m
 from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, is_float
 from tilegen.functions import lookup, spanned_axes
-from tilegen.lower.names import binop_text, dtype_bindings, number_text, torch_dtype, tuple_text
+from tilegen.lower.names import binop_text, dtype_bindings, number_text, swizzled_outputs, torch_dtype, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
 
@@ -270,7 +270,8 @@ class ReferenceLowering:
         bound = dtype_bindings(spec, "{name}.dtype")
         self.lines += [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
         for name, shape_text, dtype in self.launcher.outputs:
-            self.lines.append(f"{name} = torch.empty({shape_text}, dtype={dtype}, device={self.device})")
+            make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
+            self.lines.append(f"{name} = torch.{make}({shape_text}, dtype={dtype}, device={self.device})")
         self.walk(spec.body)
         keywords = tuple((p.name.id, p.default.text) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)

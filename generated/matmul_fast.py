@@ -327,6 +327,28 @@ def _compile_configs(autotuner, grid, args, kwargs):
             autotuner.fn.warmup(*args, grid=grid, **meta)
 
 
+def _graph_timing(call, **kwargs):
+    """``triton.testing.do_bench_cudagraph(call, **kwargs)`` on the current GPU. torch.cuda.graph
+    captures on one stream per process, made on the device current at the process's first capture
+    (``torch.cuda.graph.default_capture_stream``), and do_bench_cudagraph passes no stream of its
+    own: once a tune on cuda:0 had captured, a tune on cuda:1 captured on cuda:0's stream, which
+    made cuda:0 current and launched cuda:1's kernel there ("cannot be accessed from Triton", an
+    illegal memory access). So the capture stream is one of the current device's while timing."""
+    graph = torch.cuda.graph
+    saved = getattr(graph, "default_capture_stream", None)
+    device = torch.cuda.current_device() if saved is not None else None
+    if saved is None or saved.device.index == device:
+        return triton.testing.do_bench_cudagraph(call, **kwargs)
+    graph.default_capture_stream = _CAPTURE_STREAMS.setdefault(device, torch.cuda.Stream(device))
+    try:
+        return triton.testing.do_bench_cudagraph(call, **kwargs)
+    finally:
+        graph.default_capture_stream = saved
+
+
+_CAPTURE_STREAMS = {}  # device index -> the stream _graph_timing captures on there
+
+
 def _time_config(kernel_call, quantiles):
     """The autotuner's timing of one config (its ``do_bench``): milliseconds per call of
     ``kernel_call`` at ``quantiles``, replayed in a CUDA graph (``triton.testing.do_bench_cudagraph``),
@@ -336,7 +358,7 @@ def _time_config(kernel_call, quantiles):
     Where a graph cannot be captured (a RuntimeError), Triton's default timing between events."""
     try:
         triton.testing.do_bench(kernel_call, warmup=25, rep=1)  # the warmup
-        return triton.testing.do_bench_cudagraph(kernel_call, rep=20, quantiles=quantiles)
+        return _graph_timing(kernel_call, rep=20, quantiles=quantiles)
     except RuntimeError:
         return triton.testing.do_bench(kernel_call, quantiles=quantiles)
 
@@ -376,7 +398,7 @@ def _settle_ties(tune_key, autotuner, call):
             for index in near:
                 _TRIAL.pick = (tune_key, index)
                 try:
-                    rounds[index].append(triton.testing.do_bench_cudagraph(call, rep=20))
+                    rounds[index].append(_graph_timing(call, rep=20))
                 except RuntimeError:
                     rounds[index].append(triton.testing.do_bench(call))
     except Exception as error:  # any failure: the autotuner's pick stays

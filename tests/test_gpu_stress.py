@@ -35,6 +35,7 @@ import itertools
 import os
 import random
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +248,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.launch_blocking:
         os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+    # tune in this process, on whichever GPU runs a kernel first (tunes on disk would skip that):
+    # a tune on the other GPU than the process's first CUDA-graph capture once ran its kernel on
+    # the wrong device (the generated modules' _graph_timing)
+    os.environ.setdefault("TILEGEN_CACHE_DIR", tempfile.mkdtemp(prefix="tilegen-stress-"))
     kernels = tuple(k for k in args.kernels.split(",") if k)
     unknown = [k for k in kernels if k not in KERNELS]
     if unknown:

@@ -542,3 +542,35 @@ def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooke
     monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # no hook chain: the runner
     module._launcher(old)((3, 1, 1), 0, "x")
     assert old.calls == ["init", ("runner", (3, 1, 1), ("x",))]
+
+
+def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeypatch):
+    """torch.cuda.graph captures on one stream per process, made on the device current at the
+    first capture; triton.testing.do_bench_cudagraph passes none of its own. On two H100s a tune
+    on cuda:1 after one on cuda:0 captured on cuda:0's stream and ran cuda:1's kernel there ("cannot
+    be accessed from Triton", then an illegal memory access). The modules' _graph_timing points
+    the capture stream at one of the current device's while it times, and restores it after."""
+    import triton
+
+    module = generated("softmax")
+
+    class Stream:
+        def __init__(self, device):
+            self.device = torch.device("cuda", device)
+
+    first = Stream(0)  # the process's first capture was on cuda:0
+    monkeypatch.setattr(torch.cuda.graph, "default_capture_stream", first, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(module, "_CAPTURE_STREAMS", {})
+    seen = []
+    monkeypatch.setattr(
+        triton.testing, "do_bench_cudagraph", lambda call, **kw: seen.append(torch.cuda.graph.default_capture_stream)
+    )
+    module._graph_timing(lambda: None, rep=20)
+    module._graph_timing(lambda: None, rep=20)
+    assert [s.device for s in seen] == [torch.device("cuda", 1)] * 2 and seen[0] is seen[1]  # one stream per device
+    assert torch.cuda.graph.default_capture_stream is first  # restored
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    module._graph_timing(lambda: None, rep=20)
+    assert seen[-1] is first  # already the current device's: left alone

@@ -85,3 +85,10 @@ def test_an_integral_exponent_multiplies(tmp_path):
 def test_a_doubled_star_without_an_exponent_is_a_syntax_error():
     with pytest.raises(SpecError, match=r"tests/pow.tile:7:\d+: .*expected"):
         compile_spec(SPEC.format(expr="x[i] **", dtype="f32"), "tests/pow.tile")
+
+
+def test_a_first_power_of_a_compound_base_keeps_its_parentheses(tmp_path):
+    """``(x + 1) ** 1 * 2`` is ``(x + 1) * 2``, not ``x + 1 * 2`` (found by tests/test_expressions.py)."""
+    module = build(tmp_path, "(x[i] + 1.0) ** 1 * 2.0")
+    x = torch.tensor([-3.0, 0.5, 2.0])
+    torch.testing.assert_close(module.k(x, 1.0), (x + 1) * 2)

@@ -150,7 +150,7 @@ class ExpressionLowering:
             product = " * ".join(factors)
         if value < 0:
             return f"(1.0 / ({product}))"
-        return f"({product})" if count > 1 else product
+        return product if product.isidentifier() else f"({product})"  # (x + y) ** 1 * 2 keeps its parentheses
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,

@@ -539,7 +539,9 @@ def _layer_norm_loops_kernel(
     offs_r = pid_r * BM + tl.arange(0, BM)
     mask_r = offs_r < M
     # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
-    row_sum = tl.zeros((BM,), dtype=tl.float32)
+    row_count = tl.zeros((), dtype=tl.float32)
+    row_mean = tl.zeros((BM,), dtype=tl.float32)
+    row_m2 = tl.zeros((BM,), dtype=tl.float32)
     # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
     # tiles of c inside N: no masks
     for c in range(0, N // BLOCK_N):
@@ -550,8 +552,19 @@ def _layer_norm_loops_kernel(
         x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
         xf = x.to(tl.float32)
         # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
-        sum_c = tl.sum(xf, axis=1)
-        row_sum += sum_c
+        sum_c = tl.sum(tl.where(offs_c < N, 1.0, 0.0), axis=0)
+        tile_count = sum_c
+        sum_c_1 = tl.sum(xf, axis=1)
+        tile_mean = sum_c_1 / tile_count
+        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+        tile_dev = xf - tile_mean[:, None]
+        sum_c_2 = tl.sum(tile_dev * tile_dev, axis=1)
+        tile_m2 = sum_c_2
+        delta = tile_mean - row_mean
+        row_count_new = row_count + tile_count
+        row_m2 = row_m2 + tile_m2 + delta * (delta * (row_count * tile_count / row_count_new))
+        row_mean = tl.where(tl.abs(row_mean) == float("inf"), row_mean + tile_mean, row_mean + delta * tile_count / row_count_new)
+        row_count = row_count_new
     # the last tile, if N % BLOCK_N != 0: masked
     for c in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
         offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -563,14 +576,25 @@ def _layer_norm_loops_kernel(
         x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
         xf = x.to(tl.float32)
         # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
-        sum_c = tl.sum(tl.where(mask_c[None, :], xf, 0.0), axis=1)
-        row_sum += sum_c
-    # specs/layer_norm.tile:23: row_mean = mean(xf, dim=c)
-    row_mean = row_sum / N
+        sum_c = tl.sum(tl.where(mask_c, tl.where(offs_c < N, 1.0, 0.0), 0.0), axis=0)
+        tile_count = sum_c
+        sum_c_1 = tl.sum(tl.where(mask_c[None, :], xf, 0.0), axis=1)
+        tile_mean = sum_c_1 / tile_count
+        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+        tile_dev = xf - tile_mean[:, None]
+        sum_c_2 = tl.sum(tl.where(mask_c[None, :], tile_dev * tile_dev, 0.0), axis=1)
+        tile_m2 = sum_c_2
+        delta = tile_mean - row_mean
+        row_count_new = row_count + tile_count
+        row_m2 = row_m2 + tile_m2 + delta * (delta * (row_count * tile_count / row_count_new))
+        row_mean = tl.where(tl.abs(row_mean) == float("inf"), row_mean + tile_mean, row_mean + delta * tile_count / row_count_new)
+        row_count = row_count_new
+    # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
+    inv_std = tl.rsqrt(row_m2 / N + eps)
     # specs/layer_norm.tile:27: mu[r] = row_mean
     tl.store(mu_ptr + offs_r * stride_mu_m, row_mean, mask=mask_r)
-    # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
-    row_sum_1 = tl.zeros((BM,), dtype=tl.float32)
+    # specs/layer_norm.tile:28: rstd[r] = inv_std
+    tl.store(rstd_ptr + offs_r * stride_rstd_m, inv_std, mask=mask_r)
     # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
     # tiles of c inside N: no masks
     for c_1 in range(0, N // BLOCK_N):
@@ -582,9 +606,11 @@ def _layer_norm_loops_kernel(
         xf = x_1.to(tl.float32)
         # specs/layer_norm.tile:24: xc = xf - row_mean
         xc = xf - row_mean[:, None]
-        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
-        sum_c_1 = tl.sum(xc * xc, axis=1)
-        row_sum_1 += sum_c_1
+        # specs/layer_norm.tile:26: y[r, c] = xc * inv_std * weight[c] + bias[c]
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n)
+        bias = tl.load(bias_ptr + offs_c_1[None, :] * stride_bias_n)
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_r[:, None])
     # the last tile, if N % BLOCK_N != 0: masked
     for c_1 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
         offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -597,46 +623,11 @@ def _layer_norm_loops_kernel(
         xf = x_1.to(tl.float32)
         # specs/layer_norm.tile:24: xc = xf - row_mean
         xc = xf - row_mean[:, None]
-        # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
-        sum_c_1 = tl.sum(tl.where(mask_c_1[None, :], xc * xc, 0.0), axis=1)
-        row_sum_1 += sum_c_1
-    # specs/layer_norm.tile:25: inv_std = rsqrt(mean(xc * xc, dim=c) + eps)
-    inv_std = tl.rsqrt(row_sum_1 / N + eps)
-    # specs/layer_norm.tile:28: rstd[r] = inv_std
-    tl.store(rstd_ptr + offs_r * stride_rstd_m, inv_std, mask=mask_r)
-    # specs/layer_norm.tile:13: grid  r over M by BM, c over N whole
-    # tiles of c inside N: no masks
-    for c_2 in range(0, N // BLOCK_N):
-        offs_c_2 = c_2 * BLOCK_N + tl.arange(0, BLOCK_N)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_c_2 = offs_c_2.to(tl.int64)
-        # specs/layer_norm.tile:22: xf = f32(x[r, c])
-        x_2 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_2[None, :] * stride_x_n, mask=mask_r[:, None])
-        xf = x_2.to(tl.float32)
-        # specs/layer_norm.tile:24: xc = xf - row_mean
-        xc = xf - row_mean[:, None]
         # specs/layer_norm.tile:26: y[r, c] = xc * inv_std * weight[c] + bias[c]
-        weight = tl.load(weight_ptr + offs_c_2[None, :] * stride_weight_n)
-        bias = tl.load(bias_ptr + offs_c_2[None, :] * stride_bias_n)
-        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_2[None, :] * stride_y_n
-        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_r[:, None])
-    # the last tile, if N % BLOCK_N != 0: masked
-    for c_2 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
-        offs_c_2 = c_2 * BLOCK_N + tl.arange(0, BLOCK_N)
-        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
-            offs_c_2 = offs_c_2.to(tl.int64)
-        mask_c_2 = offs_c_2 < N
-        # specs/layer_norm.tile:22: xf = f32(x[r, c])
-        mask_rc_2 = mask_r[:, None] & mask_c_2[None, :]
-        x_2 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_2[None, :] * stride_x_n, mask=mask_rc_2)
-        xf = x_2.to(tl.float32)
-        # specs/layer_norm.tile:24: xc = xf - row_mean
-        xc = xf - row_mean[:, None]
-        # specs/layer_norm.tile:26: y[r, c] = xc * inv_std * weight[c] + bias[c]
-        weight = tl.load(weight_ptr + offs_c_2[None, :] * stride_weight_n, mask=mask_c_2[None, :])
-        bias = tl.load(bias_ptr + offs_c_2[None, :] * stride_bias_n, mask=mask_c_2[None, :])
-        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_2[None, :] * stride_y_n
-        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_rc_2)
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n, mask=mask_c_1[None, :])
+        bias = tl.load(bias_ptr + offs_c_1[None, :] * stride_bias_n, mask=mask_c_1[None, :])
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_rc_1)
 
 
 def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

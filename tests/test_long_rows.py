@@ -16,9 +16,10 @@ import torch.nn.functional as F
 
 from tests.conftest import ROOT
 from tilegen import model as m
+from tilegen.carried import check_carried
 from tilegen.check import check
 from tilegen.compiler import compile_spec
-from tilegen.errors import SpecError
+from tilegen.errors import Collector, SpecError
 from tilegen.lower.rows import CHUNK, loop_rows
 from tilegen.parser import parse
 from tilegen.runner import load_module
@@ -89,11 +90,32 @@ def _check(module, name, args, outputs, torch_expected):
 # ----------------------------------------------------------------------------- the rewrite
 
 
+#: The merge updates of each spec's rewrite (the running count, mean and M2 of a mean merged with
+#: the sum of squares about it: tilegen.lower.rows), which the carried-value rules do not know.
+MERGES = {"layer_norm": ["row_count", "row_m2", "row_mean"]}
+
+
+def _refused_merges(spec: m.Spec) -> list[str]:
+    """The carried values whose updates the carried-value rules refuse in ``spec``, asserting that
+    every refusal is of that kind (one per update)."""
+    errors = Collector()
+    check_carried(spec, errors)
+    names = []
+    for diagnostic in errors.diagnostics:
+        name = diagnostic.message.split("'")[1]
+        assert diagnostic.message.startswith(f"'{name}' is carried across the steps of the loop"), diagnostic.message
+        names.append(name)
+    return sorted(names)
+
+
 @pytest.mark.parametrize("name", [*SPECS, "add_single"])
 def test_rewrite_is_a_spec_the_checker_accepts(name):
     """The looped spec passes every rule of the checker (the carried-value forms included) but
-    one: a local recomputed in several loops keeps its name there, where the checker wants each
-    name defined once (the kernel lowering scopes a loop's names to it)."""
+    two: a local recomputed in several loops keeps its name there, where the checker wants each
+    name defined once (the kernel lowering scopes a loop's names to it); and the merge updates
+    of a mean merged with its centred sum of squares (layer norm's row_count, row_mean and
+    row_m2), which the carried-value rules do not know. The checker runs those rules only on an
+    otherwise valid body, so they run here on their own too."""
     looped = loop_rows(_spec(name))
     assert looped is not None
     try:
@@ -101,16 +123,17 @@ def test_rewrite_is_a_spec_the_checker_accepts(name):
     except SpecError as error:
         others = [d.message for d in error.diagnostics if not d.message.startswith("duplicate name")]
         assert not others, others
+    assert _refused_merges(looped.spec) == MERGES.get(name, [])
     assert not any(a.bounds == "whole" for a in looped.spec.grid)
 
 
 @pytest.mark.parametrize(
     ("name", "loops"),
-    [("softmax", 2), ("log_softmax", 2), ("layer_norm", 3), ("rms_norm", 2), ("add_single", 1)],
+    [("softmax", 2), ("log_softmax", 2), ("layer_norm", 2), ("rms_norm", 2), ("add_single", 1)],
 )
 def test_loops_per_spec(name, loops):
-    """The max and the sum of exp(x - max) share one loop (online softmax); layer norm's centred
-    variance needs the mean first; each spec ends with one loop of stores."""
+    """The max and the sum of exp(x - max) share one loop (online softmax); layer norm's mean and
+    the centred variance share one too (merged); each spec ends with one loop of stores."""
     looped = loop_rows(_spec(name))
     assert sum(isinstance(s, m.Loop) for s in looped.spec.body) == loops
 
@@ -134,6 +157,30 @@ def test_online_softmax_form():
     assert declares[0].init.operand.text == "3.4028234663852886e38"
     first = next(s for s in body if isinstance(s, m.Loop))
     assert [s.name.id for s in first.body] == ["row_max_new", "row_sum", "row_max"]
+
+
+def test_merged_variance_form():
+    """Layer norm's statistics loop: the tile's count of valid lanes, mean and M2 about its own
+    mean, merged into the row's (Chan et al.); the running mean takes the spec's name (row_mean,
+    whose assignment goes) and the variance reads M2."""
+    body = loop_rows(_spec("layer_norm")).spec.body
+    declares = [s for s in body if isinstance(s, m.Declare)]
+    assert [(d.name.id, d.dtype.id, tuple(a.id for a in d.axes)) for d in declares] == [
+        ("row_count", "f32", ()), ("row_mean", "f32", ("r",)), ("row_m2", "f32", ("r",))]
+    first = next(s for s in body if isinstance(s, m.Loop))
+    assert [s.name.id for s in first.body] == [
+        "xf", "tile_count", "tile_mean", "tile_dev", "tile_m2", "delta", "row_count_new", "row_m2", "row_mean",
+        "row_count"]
+    after = body[body.index(first) + 1:]
+    assert not any(isinstance(s, m.Assign) and s.name.id == "row_mean" for s in after)
+    path = ROOT / "specs" / "layer_norm.tile"
+    text = compile_spec(path.read_text(encoding="utf-8"), "specs/layer_norm.tile").source
+    kernel = text[text.index("def _layer_norm_loops_kernel("):text.index("def _layer_norm_loops(")]
+    assert "tile_count = sum_c" in kernel and "sum_c = tl.sum(tl.where(offs_c < N, 1.0, 0.0), axis=0)" in kernel
+    assert "row_m2 = row_m2 + tile_m2 + delta * (delta * (row_count * tile_count / row_count_new))" in kernel
+    assert "inv_std = tl.rsqrt(row_m2 / N + eps)" in kernel
+    assert kernel.count("for c in range(") == 2 and kernel.count("for c_1 in range(") == 2  # stats, stores
+    assert "for c_2 in" not in kernel
 
 
 # ----------------------------------------------------------------------------- the module
@@ -260,6 +307,138 @@ def test_layer_norm_of_constant_and_infinite_rows(built):
         torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2, rtol=1e-2)
 
 
+# Layer norm's merged statistics (Chan et al.'s merge of each tile's count, mean and M2): the
+# result must not depend on BLOCK_N, nor lose the variance where the mean is large.
+
+
+@pytest.fixture(scope="module")
+def layer_norm_f32(tmp_path_factory):
+    """specs/layer_norm.tile with f32 tensors (x in f32 holds 1e4 + small noise, which f16 cannot)."""
+    source = (ROOT / "specs" / "layer_norm.tile").read_text(encoding="utf-8").replace("f16", "f32")
+    target = tmp_path_factory.mktemp("long_rows_f32") / "layer_norm_f32.py"
+    target.write_text(compile_spec(source, "layer_norm_f32.tile").source, encoding="utf-8")
+    return load_module(target)
+
+
+def _stats64(x: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's mean and 1/std, from x's values in float64 (the exact answer, rounded once)."""
+    x64 = x.double()
+    return x64.mean(dim=1).float(), torch.rsqrt(x64.var(dim=1, unbiased=False) + eps).float()
+
+
+@pytest.mark.parametrize("n", [1, 2, 33, 257, 1000])
+def test_layer_norm_merge_does_not_depend_on_the_chunk(built, n):
+    """Chunks of 1 lane to more than the row, with and without a tail: within the file's
+    tolerances of torch and of the one-tile kernel, and of each other (statistics to 1e-5)."""
+    module = built("layer_norm")
+    args, expected = _inputs("layer_norm", 5, n, seed=n)
+    one_tile = module.layer_norm(*args)
+    stats = []
+    for block in (1, 4, 16, 64, 1024):
+        outputs = module._layer_norm_loops(*args, BLOCK_N=block)
+        _check(module, "layer_norm", args, outputs, expected)
+        for got, want in zip(outputs, one_tile, strict=True):
+            tol = {"atol": 1e-2, "rtol": 1e-2} if got.dtype == torch.float16 else {"atol": 1e-5, "rtol": 1e-5}
+            torch.testing.assert_close(got, want, **tol)
+        stats.append(outputs[1:])
+    for mu, rstd in stats[1:]:
+        torch.testing.assert_close(mu, stats[0][0], atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(rstd, stats[0][1], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [1000, 4099])
+def test_layer_norm_merge_keeps_the_variance_of_a_large_mean(layer_norm_f32, n):
+    """Rows of 1e4 + N(0, 1) in f32 (and one of -3e4 + N(0, 0.5)): E[x^2] is about 1e8, whose
+    float32 ulp is 8, so E[x^2] - E[x]^2 loses the variance of 1 (checked below); the merged
+    statistics keep it to the file's float32 tolerance at every chunk, as the one-tile kernel does."""
+    module = layer_norm_f32
+    x = _rand(4, n, seed=n, scale=1.0) + 1e4
+    x[3] = _rand(n, seed=n + 1, scale=0.5) - 3e4
+    w = _rand(n, seed=n + 2) + 1.0
+    b = _rand(n, seed=n + 3)
+    eps = 1e-5
+    mu64, rstd64 = _stats64(x, eps)
+    naive = (x * x).mean(dim=1) - x.mean(dim=1) ** 2  # in float32
+    assert ((naive - x.double().var(dim=1, unbiased=False)).abs() > 0.1).any()  # the cancellation is real
+    y64 = F.layer_norm(x.double(), (n,), w.double(), b.double(), eps).float()
+    one_tile = module.layer_norm(x, w, b, eps)
+    ulp = (mu64.abs() * 2.0**-23).max().item()  # float32's spacing at the means (about 1e-3 and 2e-3)
+    for block in (16, 128, 1024, 4096):
+        y, mu, rstd = module._layer_norm_loops(x, w, b, eps, BLOCK_N=block)
+        torch.testing.assert_close(rstd, rstd64, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(rstd, one_tile[2], atol=1e-5, rtol=1e-4)
+        # the running mean rounds to float32 once a step: a few ulps of it, which y's x - mu carries
+        # (times rstd * w: about 2 * 3); one tile rounds its mean once, torch's float32 mean too
+        assert (mu - mu64).abs().max().item() <= 4 * ulp
+        assert (one_tile[1] - mu64).abs().max().item() <= ulp
+        torch.testing.assert_close(y, y64, atol=4 * ulp * 8, rtol=1e-4)
+        torch.testing.assert_close(y, one_tile[0], atol=5 * ulp * 8, rtol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in multiply")  # 1e20's padding lanes, discarded
+def test_layer_norm_merge_of_constant_and_nearly_constant_rows(layer_norm_f32):
+    """Constant rows (delta is 0 at every step: the mean stays, and the variance is 0 where the
+    tiles' sums are exact, tiny otherwise; a row of 1e20, whose delta * delta would overflow at
+    the first step, stays finite) and rows of tiny spread, at chunks with tails."""
+    module = layer_norm_f32
+    n, eps = 100, 1e-5
+    x = torch.empty(7, n)
+    x[0] = 2.5
+    x[1] = 0.1  # tile sums round: a variance of 0 or tiny, as one tile's
+    x[2] = 1e4
+    x[3] = -3.0
+    x[4] = 1.0 + 1e-3 * _rand(n, seed=1)  # a variance of 1e-6, below eps
+    x[5] = 1e4 + 1e-2 * _rand(n, seed=2)
+    x[6] = 1e20  # delta * delta would overflow at a first step
+    w, b = _rand(n, seed=3) + 1.0, _rand(n, seed=4)
+    mu64, rstd64 = _stats64(x, eps)
+    one_tile = module.layer_norm(x, w, b, eps)
+    for block in (16, 32, 64, 128):
+        y, mu, rstd = module._layer_norm_loops(x, w, b, eps, BLOCK_N=block)
+        exact = [0, 2, 3]  # constant rows whose tiles' sums are exact
+        assert torch.equal(mu[exact], x[exact, 0])
+        assert torch.equal(rstd[exact], torch.full((len(exact),), eps).rsqrt())
+        assert torch.equal(y[exact], b.expand(len(exact), n))
+        # 1e20: sums of its tiles may round (as one tile's does), but nothing overflows to NaN
+        assert y[6].isfinite().all() and rstd[6].isfinite() and math.isclose(mu[6].item(), 1e20, rel_tol=1e-6)
+        torch.testing.assert_close(mu[:6], mu64[:6], atol=1e-5, rtol=1e-6)
+        torch.testing.assert_close(rstd[:5], rstd64[:5], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(rstd[:5], one_tile[2][:5], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(y[:5], one_tile[0][:5], atol=1e-4, rtol=1e-4)
+        # a spread of 1e-2 at 1e4 is 10 ulps: each rounding of a mean (once in one tile, once a
+        # step here) costs the variance about a percent; E[x^2] - E[x]^2 would lose all of it
+        torch.testing.assert_close(rstd[5], rstd64[5], atol=0, rtol=2e-2)
+        torch.testing.assert_close(one_tile[2][5], rstd64[5], atol=0, rtol=2e-2)
+
+
+def test_layer_norm_merge_of_infinities_and_nan(built):
+    """Rows with +inf in the first, a middle and the tail tile (the tail's only lane), -inf, +inf
+    and -inf, NaN, all +inf: at every chunk the looped kernel gives what the one-tile kernel and
+    the reference give (a mean of inf, -inf or NaN; NaN variance and y), NaN where they do."""
+    module = built("layer_norm")
+    n, inf = 65, float("inf")
+    x = _rand(9, n, dtype=torch.float16, seed=5, scale=3.0)
+    x[0, 3] = inf
+    x[1, 40] = inf
+    x[2, 64] = inf  # the tail's only lane at chunks of 16, 32 and 64
+    x[3, 20] = -inf
+    x[4, [2, 50]] = torch.tensor([inf, -inf], dtype=torch.float16)
+    x[5, 33] = float("nan")
+    x[6] = inf
+    x[7, [0, 64]] = inf
+    w, b = _rand(n, dtype=torch.float16, seed=6), _rand(n, dtype=torch.float16, seed=7)
+    args = (x, w, b, 1e-5)
+    one_tile = module.layer_norm(*args)
+    reference = module.reference(*args)
+    assert one_tile[1][[0, 1, 2, 6, 7]].eq(inf).all() and one_tile[1][3] == -inf
+    for block in (1, 16, 32, 64, 128):
+        looped = module._layer_norm_loops(*args, BLOCK_N=block)
+        for got, want, ref in zip(looped, one_tile, reference, strict=True):
+            torch.testing.assert_close(got, want, equal_nan=True, atol=1e-2, rtol=1e-2)
+            torch.testing.assert_close(got, ref, equal_nan=True, atol=1e-2, rtol=1e-2)
+            assert torch.equal(got.isnan(), want.isnan())
+
+
 def test_fake_takes_long_rows(built):
     """The custom op's fake implementation (torch.compile's shapes) no longer refuses long rows."""
     module = built("layer_norm")
@@ -381,6 +560,64 @@ def test_min_max_mean_in_one_loop(tmp_path):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(outputs[0], x.amin(dim=1))
     torch.testing.assert_close(outputs[2], x.mean(dim=1))
+
+
+VARIANCE = """\
+kernel spread
+  in  x: f32[B, M, N]
+  in  z: f32[B, M, N]
+  out mu: f32[B, M]
+  out var: f32[B, M]
+  block BM = 2
+  grid  b over B, r over M by BM, c over N whole
+  xf = x[b, r, c] * 2.0
+  m = mean(xf, dim=c)
+  mu[b, r] = m
+  STATEMENT
+"""
+
+#: The variance statement of VARIANCE, the loops of its rewrite (1: the mean's, merged), and the
+#: running mean's name in the looped spec (the spec's own ``m``, or a fresh one).
+FORMS = [
+    ("var[b, r] = mean((xf - m) * (xf - m), dim=c)", 1, "m"),
+    ("var[b, r] = mean((xf - m) ** 2, dim=c)", 1, "m"),
+    ("var[b, r] = sum(pow(xf - m, 2), dim=c) / N", 1, "m"),
+    ("d = xf - m\n  sq = d * d\n  var[b, r] = mean(sq, dim=c)", 1, "m"),  # through locals
+    ("a = m\n  var[b, r] = mean((xf - a) ** 2, dim=c)", 1, "m"),  # an alias of the mean
+    ("var[b, r] = mean((x[b, r, c] * 2.0 - mean(x[b, r, c] * 2.0, dim=c)) ** 2, dim=c)", 1, "row_mean"),
+    ("var[b, r] = mean((xf - m) * (xf - m), dim=c) + mean((xf - m) ** 2, dim=c)", 2, "m"),  # one per mean
+    # not a centred square of the mean's own operand: a loop after the mean's
+    ("var[b, r] = mean((z[b, r, c] - m) ** 2, dim=c)", 2, None),
+    ("var[b, r] = mean((xf - m) * (z[b, r, c] - m), dim=c)", 2, None),
+    ("var[b, r] = mean((xf - m) ** 3, dim=c)", 2, None),
+    ("var[b, r] = mean((m - xf) ** 2, dim=c)", 2, None),
+    ("var[b, r] = mean((xf - max(xf, dim=c)) ** 2, dim=c)", 2, None),
+]
+
+
+@pytest.mark.parametrize(("statement", "loops", "running"), FORMS)
+def test_merged_forms(tmp_path, statement, loops, running):
+    """The forms the merge takes (``* itself``, ``** 2``, ``pow(., 2)``, through locals and
+    aliases, a mean written inline, a sum) and those it leaves to a loop of their own; a batch
+    axis and two rows per program (one running count for them). Each at chunks with tails
+    gives what the one-tile kernel gives; the carried-value rules refuse the merge's three
+    updates and nothing else."""
+    source = VARIANCE.replace("STATEMENT", statement)
+    looped = loop_rows(check(parse(source, "spread.tile"))).spec
+    assert sum(isinstance(s, m.Loop) for s in looped.body) == loops
+    declared = [s.name.id for s in looped.body if isinstance(s, m.Declare)]
+    merged = ["row_count", "row_m2", running] if running is not None else []
+    assert _refused_merges(looped) == sorted(merged)
+    assert all(name in declared for name in merged)
+    module = _compiled(tmp_path, source, "spread")
+    x = _rand(2, 3, 45, seed=3) + 5.0
+    z = _rand(2, 3, 45, seed=4)
+    x[1, 2, 7] = float("inf")
+    one_tile = module.spread(x, z)
+    for block in (1, 16, 64):
+        for got, want in zip(module._spread_loops(x, z, BLOCK_N=block), one_tile, strict=True):
+            # atol: the product of (xf - m) and (z - m) cancels to about 0 (terms of 20)
+            torch.testing.assert_close(got, want, equal_nan=True, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])

@@ -14,18 +14,42 @@ do and as ``tests/specs/layer_norm_looped.tile`` is written by hand:
   recomputing the elementwise locals the reduction needs from loads; the kernel lowering masks
   the tail tile, whose padding lanes take the reduction's identity;
 * reductions that do not depend on each other share a loop; the statements that use them
-  follow it, so each loop reads what the ones before it computed (layer norm: the mean, then
-  the centred variance, then the writes);
+  follow it, so each loop reads what the ones before it computed (a sum over ``|x - max|``
+  after the max's loop);
 * a ``sum`` of ``exp(x - m)`` with ``m = max(x, dim=c)`` (softmax, log-softmax, a log-sum-exp)
   runs in the same loop as the max, online (Milakov and Gimelshein, 2018): ``row_sum =
   row_sum * exp(row_max - row_max_new) + sum(exp(x - row_max_new), dim=c)``, which saves one
   read of the row;
+* a ``sum`` or ``mean`` of ``(v - m) * (v - m)`` (``(v - m) ** 2``, ``pow(v - m, 2)``, through
+  locals) with ``m`` (an alias of) ``mean(v, dim=c)``, a centred variance (layer norm), runs in
+  the same loop as the mean, merged (Chan, Golub and LeVeque's parallel form of Welford's
+  algorithm, as Apex and PyTorch merge per-thread statistics), which saves one read of the
+  row. Each row keeps a running count ``n_a`` (one per program: every row has as many lanes),
+  mean and ``M2`` (its sum of squares about its mean), all in the accumulators' float32; a step
+  takes its tile's count of valid lanes ``n_b = sum(where(c < N, 1.0, 0.0), dim=c)``, mean
+  ``tile_mean = sum(v, dim=c) / n_b`` and ``tile_m2 = sum((v - tile_mean) ** 2, dim=c)`` (the
+  kernel lowering makes the padding lanes of these sums 0), then with ``delta = tile_mean -
+  mean`` and ``n = n_a + n_b``: ``M2 += tile_m2 + delta * (delta * (n_a * n_b / n))`` (so grouped
+  that a first step, ``n_a = 0``, adds 0 even where ``delta * delta`` would overflow) and ``mean
+  += delta * n_b / n``. The kernel's loops run over the tiles that start inside ``N``, so ``n_b
+  >= 1`` at every step and nothing divides by 0. After the loop the mean's value is the running
+  mean (which takes the name of the spec's local that holds the mean alone, whose assignment
+  goes) and the sum of squares is ``M2`` (a mean of them ``M2 / N``). Each tile centred on its
+  own mean, the variance keeps float32's accuracy where the mean is large against the spread
+  (``E[x^2] - E[x]^2`` would cancel it); in a constant row ``delta`` is 0, so its mean stays and
+  its variance is 0 where the tiles' sums are exact (as one tile's is where its sum is), tiny
+  otherwise. The running mean rounds once a step, so it may be a few ulps off where one tile's
+  is within one. A running mean that went infinite stays so (``mean + tile_mean``, where
+  ``delta`` would give ``inf - inf`` = NaN), so a row with an infinity or a NaN gets the one-tile
+  mean (``inf``, ``-inf`` or NaN) and a NaN variance;
 * a last loop does the stores along ``c``; stores of per-row values go where their values are.
 
-The result passes the checker (``tests/test_long_rows.py`` checks each rewrite) but for one rule:
-a local recomputed in several loops keeps its name in each (the checker wants a name defined once
-in a spec; the kernel lowering scopes a loop's names to it). Its loops update carried values
-only in the forms :mod:`tilegen.carried` allows. The online max
+The result passes the checker (``tests/test_long_rows.py`` checks each rewrite) but for two
+things: a local recomputed in several loops keeps its name in each (the checker wants a name
+defined once in a spec; the kernel lowering scopes a loop's names to it), and the merge's three
+updates of its running count, mean and ``M2``, which :mod:`tilegen.carried` does not know (its
+accepted forms are sums, extrema and the online-softmax rescaling). Its other updates of carried
+values are in the forms :mod:`tilegen.carried` allows. The online max
 starts at the dtype's lowest finite value rather than ``-inf``, so that a row whose first tiles
 are all ``-inf`` (masked logits) adds ``exp(-inf - lowest) = 0`` rather than ``exp(-inf + inf)``
 = NaN; after the loop a row of ``-inf`` alone (the only row whose sum stays 0) gets back what
@@ -95,6 +119,20 @@ class _Reduction:
     level: int = 0  # the loop that computes it (0: the first)
     online: _Reduction | None = None  # a sum of exp(x - this max), in the same loop
     fused: list[_Reduction] = field(default_factory=list)  # (a max) the sums computed online with it
+    merged: _Reduction | None = None  # a sum of (v - this mean) ** 2, merged into the mean's loop
+    merge: _Merge | None = None  # (a mean) the running statistics of its merge, if one is
+
+
+@dataclass
+class _Merge:
+    """A mean and the sum of squares about it in one loop (Chan et al.'s parallel merge): the
+    names of the running count, mean and sum of squares (``M2``), which replace the mean's value
+    (``acc / N``) and the sum's accumulator after the loop."""
+
+    squares: _Reduction  # the sum (or mean) over c of (v - mean) ** 2
+    count: str
+    mean: str
+    m2: str
 
 
 @dataclass(frozen=True)
@@ -276,26 +314,74 @@ class _Rewrite:
 
     def levels(self) -> None:
         """Each reduction's loop: after the loops of the reductions it needs; a sum of
-        ``exp(x - m)`` with ``m`` a max of the same ``x`` in the max's own loop (online)."""
+        ``exp(x - m)`` with ``m`` a max of the same ``x`` in the max's own loop (online); a sum of
+        ``(v - m) ** 2`` with ``m`` the mean of the same ``v`` in the mean's own loop (merged)."""
         for r in self.reductions.values():
             r.level = 1 + max((self.reductions[d].level for d in r.deps), default=-1)
-            if r.func not in ("sum", "mean"):
-                continue
-            operand = self.inline(r.operand)
-            if not (isinstance(operand, m.Call) and operand.func.id == "exp" and len(operand.args) == 1):
-                continue
-            arg = operand.args[0]
-            if not (isinstance(arg, m.BinOp) and arg.op == "-"):
-                continue
-            top = self.alias(arg.right)
-            if top is None:
-                continue
-            peak = self.reductions[top]
-            if (peak.func != "max" or peak.dtype not in LOWEST or not is_float(self.dtype(arg.left))
-                    or m.expr_key(arg.left) != m.expr_key(self.inline(peak.operand))):
-                continue
-            r.online, r.level = peak, peak.level
-            peak.fused.append(r)
+            if r.func in ("sum", "mean"):
+                operand = self.inline(r.operand)
+                if not self.fuse_online(r, operand):
+                    self.fuse_merge(r, operand)
+
+    def fuse_online(self, r: _Reduction, operand: m.Expr) -> bool:
+        """``r`` (a sum) computed online with a max: its operand is ``exp(x - m)``, ``m`` the max
+        of the same ``x``."""
+        if not (isinstance(operand, m.Call) and operand.func.id == "exp" and len(operand.args) == 1):
+            return False
+        arg = operand.args[0]
+        if not (isinstance(arg, m.BinOp) and arg.op == "-"):
+            return False
+        top = self.alias(arg.right)
+        if top is None:
+            return False
+        peak = self.reductions[top]
+        if (peak.func != "max" or peak.dtype not in LOWEST or not is_float(self.dtype(arg.left))
+                or m.expr_key(arg.left) != m.expr_key(self.inline(peak.operand))):
+            return False
+        r.online, r.level = peak, peak.level
+        peak.fused.append(r)
+        return True
+
+    def fuse_merge(self, r: _Reduction, operand: m.Expr) -> bool:
+        """``r`` (a sum or mean) merged into a mean's loop: its operand is ``(v - m) * (v - m)``
+        (``(v - m) ** 2``, ``pow(v - m, 2)``), ``m`` (an alias of) the mean of the same ``v``,
+        both accumulated in float32 (or float64); one such sum per mean."""
+        base = _squared(operand)
+        if not (isinstance(base, m.BinOp) and base.op == "-"):
+            return False
+        mean = self.mean_of(base.right)
+        if (mean is None or mean.merge is not None or mean.online is not None or mean.dtype not in ("f32", "f64")
+                or r.dtype != mean.dtype or r.axes != mean.axes
+                or m.expr_key(base.left) != m.expr_key(self.inline(mean.operand))):
+            return False
+        r.merged, r.level = mean, mean.level
+        mean.merge = _Merge(r, self.fresh("row_count"), self.mean_name(mean), self.fresh("row_m2"))
+        return True
+
+    def mean_of(self, expr: m.Expr) -> _Reduction | None:
+        """The mean over c whose value ``expr`` is (``acc / N``, or a row local holding it)."""
+        while isinstance(expr, m.Ref) and expr.name.id in self.row_values:
+            expr = self.row_values[expr.name.id]
+        if (isinstance(expr, m.BinOp) and expr.op == "/" and isinstance(expr.left, m.Ref)
+                and isinstance(expr.right, m.Ref) and expr.right.name.id == self.whole.dim.id):
+            r = self.reductions.get(expr.left.name.id)
+            if r is not None and r.func == "mean":
+                return r
+        return None
+
+    def mean_name(self, mean: _Reduction) -> str:
+        """The running mean's name: that of the first row local the spec assigns the mean to
+        alone (``row_mean = mean(xf, dim=c)``, whose statement then goes), else a fresh one."""
+        value = m.expr_key(self.mean_value(mean))
+        for stmt, along in self.stmts:
+            if not along and isinstance(stmt, m.Assign) and m.expr_key(stmt.value) == value:
+                return stmt.name.id
+        return self.fresh("row_mean")
+
+    def mean_value(self, mean: _Reduction) -> m.Expr:
+        """A mean's value as :meth:`extract` writes it: ``acc / N``."""
+        span = mean.span
+        return m.BinOp("/", m.Ref(m.Name(mean.acc, span), span), m.Ref(m.Name(self.whole.dim.id, span), span), span)
 
     def looped(self) -> LoopedRows:
         spec, span, c = self.spec, self.whole.span, self.c
@@ -323,14 +409,12 @@ class _Rewrite:
         for level in range(last + 1):
             here = [r for r in reductions if r.level == level]
             for r in here:
-                init = LOWEST[r.dtype] if r.fused else _IDENTITY[r.func]
-                body.append(m.Declare(m.Name(r.acc, r.span), m.Name(r.dtype, r.span),
-                                      tuple(m.Name(a, r.span) for a in r.axes), _number(init, r.span), r.span))
-            operands = [r.operand for r in here if r.online is None]
+                body += self.declare(r)
+            operands = [r.operand for r in here if r.online is None and r.merged is None]
             steps = self.locals_for(operands)
             for r in here:
-                if r.online is None:
-                    steps += self.step(r)
+                if r.online is None and r.merged is None:
+                    steps += self.merge_step(r) if r.merge is not None else self.step(r)
             body.append(m.Loop(axis, tuple(steps), span))
             for r in here:
                 body += self.restore(r)
@@ -339,6 +423,7 @@ class _Rewrite:
         if stores:
             body.append(m.Loop(axis, tuple(self.locals_for([s.value for s in stores], stores)), span))
         body += ready(last)  # row statements that need nothing (placed above), or no reduction at all
+        body = self.merged_names(body)
         grid = tuple(a for a in spec.grid if a is not self.whole)
         params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(CHUNK), span), span))
         rows = tuple(a.block.id for a in grid if a.block is not None)
@@ -357,6 +442,97 @@ class _Rewrite:
         keep = {id(s) for s in stores}
         return [stmt for stmt, along in self.stmts
                 if along and ((isinstance(stmt, m.Assign) and stmt.name.id in wanted) or id(stmt) in keep)]
+
+    def declare(self, r: _Reduction) -> list[m.Stmt]:
+        """The accumulators of ``r`` (none for a sum merged into its mean's loop), declared
+        before its loop: a merged mean's running count (one per program: every row has as many
+        lanes), mean and sum of squares start at 0."""
+        span = r.span
+
+        def declare(name: str, axes: tuple[str, ...], init: str) -> m.Declare:
+            return m.Declare(m.Name(name, span), m.Name(r.dtype, span), tuple(m.Name(a, span) for a in axes),
+                             _number(init, span), span)
+
+        if r.merged is not None:
+            return []
+        if r.merge is not None:
+            g = r.merge
+            return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
+        return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _IDENTITY[r.func])]
+
+    def merge_step(self, r: _Reduction) -> list[m.Stmt]:
+        """One step of a mean's loop merged with the sum of squares about it (Chan, Golub and
+        LeVeque's parallel form of Welford's algorithm, as Apex and PyTorch merge per-thread
+        statistics): the tile's count of valid lanes, its mean and its sum of squares about its
+        own mean, merged into the running ones. Every step has a valid lane (the kernel's loops
+        run over the tiles that start inside ``N``), so the counts are never 0."""
+        g, c, dim = r.merge, self.c, self.whole.dim.id
+        span, squares = r.span, r.merge.squares.span
+
+        def ref(name: str) -> m.Ref:
+            return m.Ref(m.Name(name, span), span)
+
+        def num(text: str) -> m.Number:
+            return m.Number(text, span)
+
+        def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
+            kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
+            return m.Call(m.Name(func, span), args, kwargs, span)
+
+        def op(symbol: str, left: m.Expr, right: m.Expr) -> m.BinOp:
+            return m.BinOp(symbol, left, right, span)
+
+        def assign(name: str, value: m.Expr, where: m.Span = span) -> m.Assign:
+            return m.Assign(m.Name(name, where), value, where)
+
+        count, mean, m2 = ref(g.count), ref(g.mean), ref(g.m2)
+        tile_count, tile_mean, tile_dev, tile_m2, delta, count_new = (
+            self.fresh(n) for n in ("tile_count", "tile_mean", "tile_dev", "tile_m2", "delta", f"{g.count}_new"))
+        valid = call("where", op("<", ref(c), ref(dim)), num("1.0"), num("0.0"))  # 0 on padding lanes
+        share = op("/", op("*", count, ref(tile_count)), ref(count_new))  # n_a * n_b / n
+        # a row mean that went infinite stays so (what the sum of one tile gives), not inf - inf = NaN
+        infinite = op("==", call("abs", mean), num("inf"))
+        moved = op("+", mean, op("/", op("*", ref(delta), ref(tile_count)), ref(count_new)))
+        return [
+            assign(tile_count, call("sum", valid, dim=True)),
+            assign(tile_mean, op("/", call("sum", r.operand, dim=True), ref(tile_count))),
+            assign(tile_dev, op("-", r.operand, ref(tile_mean)), squares),
+            assign(tile_m2, call("sum", op("*", ref(tile_dev), ref(tile_dev)), dim=True), squares),
+            assign(delta, op("-", ref(tile_mean), mean), squares),
+            assign(count_new, op("+", count, ref(tile_count)), squares),
+            # delta * (delta * ...): a first step (n_a = 0) adds 0 even where delta * delta overflows
+            assign(g.m2, op("+", op("+", m2, ref(tile_m2)), op("*", ref(delta), op("*", ref(delta), share))), squares),
+            assign(g.mean, call("where", infinite, op("+", mean, ref(tile_mean)), moved), squares),
+            assign(g.count, ref(count_new), squares),
+        ]
+
+    def merged_names(self, body: list[m.Stmt]) -> list[m.Stmt]:
+        """``body`` with each merged mean's value (``acc / N``) read from its running mean and
+        each merged sum of squares from its ``M2``; the spec's own assignment of the running
+        mean's name (``row_mean = row_mean``) goes."""
+        values: dict[tuple, str] = {}
+        for r in self.reductions.values():
+            if r.merge is not None:
+                values[m.expr_key(self.mean_value(r))] = r.merge.mean
+                values[m.expr_key(m.Ref(m.Name(r.merge.squares.acc, r.span), r.span))] = r.merge.m2
+        if not values:
+            return body
+
+        def swap(expr: m.Expr) -> m.Expr | None:
+            name = values.get(m.expr_key(expr))
+            return m.Ref(m.Name(name, expr.span), expr.span) if name is not None else None
+
+        out: list[m.Stmt] = []
+        for stmt in body:
+            if isinstance(stmt, m.Loop):
+                stmt = dataclasses.replace(stmt, body=tuple(self.merged_names(list(stmt.body))))
+            elif isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+                stmt = dataclasses.replace(stmt, value=_substitute(stmt.value, swap))
+                if (isinstance(stmt, m.Assign) and isinstance(stmt.value, m.Ref)
+                        and stmt.value.name.id == stmt.name.id):
+                    continue
+            out.append(stmt)
+        return out
 
     def step(self, r: _Reduction) -> list[m.Stmt]:
         """The statements of one step of the loop that accumulate ``r`` (and, for a max, the
@@ -430,6 +606,31 @@ class _Rewrite:
         if self.whole.dim.id not in {k.id for k in key}:
             key = (*key, self.whole.dim)
         return dataclasses.replace(tune, key=key, configs=tuple(configs))
+
+
+def _squared(expr: m.Expr) -> m.Expr | None:
+    """``e`` where ``expr`` is ``e * e``, ``e ** 2`` or ``pow(e, 2)``, else None."""
+    if isinstance(expr, m.BinOp) and expr.op == "*" and m.expr_key(expr.left) == m.expr_key(expr.right):
+        return expr.left
+    if (isinstance(expr, m.Call) and expr.func.id == "pow" and len(expr.args) == 2 and not expr.kwargs
+            and isinstance(expr.args[1], m.Number) and expr.args[1].value == 2):
+        return expr.args[0]
+    return None
+
+
+def _substitute(expr: m.Expr, swap) -> m.Expr:
+    """``expr`` with each part for which ``swap`` gives an expression replaced by it (outermost first)."""
+    found = swap(expr)
+    if found is not None:
+        return found
+    if isinstance(expr, m.BinOp):
+        return dataclasses.replace(expr, left=_substitute(expr.left, swap), right=_substitute(expr.right, swap))
+    if isinstance(expr, m.Neg):
+        return dataclasses.replace(expr, operand=_substitute(expr.operand, swap))
+    if isinstance(expr, m.Call):
+        kwargs = tuple((k, v if isinstance(v, m.Ref) else _substitute(v, swap)) for k, v in expr.kwargs)
+        return dataclasses.replace(expr, args=tuple(_substitute(a, swap) for a in expr.args), kwargs=kwargs)
+    return expr
 
 
 def _number(text: str, span: m.Span) -> m.Expr:

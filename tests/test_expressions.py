@@ -592,8 +592,11 @@ def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
     literal = node.op == "powc" and node.attr[1].op == "lit"
     if not literal or not ((p == int(p) and abs(p) <= 64) or abs(p) == 0.5):  # the power helper
         u = roundoff(rd)
-        if rd == "f64" and "f64-power" in ACTIVE_KNOWN:  # the helper computes in float32
+        if rd == "f64" and "f64-power" in ACTIVE_KNOWN:  # the helper computes in float32, in its range
             u = roundoff("f32")
+            magnitude = out.t.double().abs()
+            info = torch.finfo(torch.float32)
+            out.dc = out.dc | (magnitude > info.max) | ((magnitude > 0) & (magnitude < info.smallest_normal))
         logs = torch.nan_to_num((exponent * torch.log2(a.f64(rd).abs())).abs(), nan=0.0, posinf=0.0)
         out.err = torch.where(out.t.isfinite(), out.err + (8 + 2 * logs) * u * out.t.double().abs(), 0.0)
     out.dc = out.dc | ((a.f64(rd) == 0) & (exponent < 0))  # +-inf: the sign of a zero is not specified
@@ -1272,10 +1275,11 @@ def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
 
 
 def clamp_mixed(node: Node, xdt: str, ydt: str) -> bool:
-    """A clamp whose operands promote to another dtype than its first one's, or than its first two's."""
+    """A clamp whose operands promote to another dtype than its first one's, or than its first two's,
+    or of literals alone."""
     a, *bounds = (static_dtype(arg, xdt, ydt) for arg in node.args)
     whole = static_dtype(node, xdt, ydt)
-    return whole != a or promote(a, bounds[0]) != whole
+    return whole != a or promote(a, bounds[0]) != whole or all(literal_valued(arg) for arg in node.args)
 
 
 def is_square_root(node: Node) -> bool:
@@ -1368,8 +1372,10 @@ KNOWN = {
         "clamp's dtype is its first argument's in tilegen's rules (tilegen.dtypes.expr_dtype promotes "
         "maximum's and minimum's arguments, not clamp's): exp(clamp(10, x, x)) of an f16 x is not upcast "
         "and crashes the kernel (tl.exp of fp16), mish(clamp(1e3, x, x)) computes in f16 in the "
-        "reference, gelu(clamp(2, N, c)) calls torch's gelu on int64 (NotImplementedError); and the "
-        "kernel's tl.minimum(tl.maximum(x, 1e-3), hi) rounds the bound to f16 before promoting to hi's f32",
+        "reference, gelu(clamp(2, N, c)) calls torch's gelu on int64 (NotImplementedError); the "
+        "kernel's tl.minimum(tl.maximum(x, 1e-3), hi) rounds the bound to f16 before promoting to hi's f32; "
+        "and a clamp of literals alone, typed as a literal, is an f32 tile in the kernel "
+        "(minimum(x, clamp(0.1, 0, 2)) of an f16 x: 0.1 against f16's 0.09998)",
         avoid=lambda tree, xdt, ydt: any(n.op == "clamp" and clamp_mixed(n, xdt, ydt) for n in tree.walk()),
     ),
     "f64-sqrt": Known(
@@ -1413,6 +1419,15 @@ KNOWN = {
             and any(a.op == "lit" and a.attr.startswith("-") and static_dtype(a, xdt, ydt) == WEAK_INT
                     for a in n.args)
             for n in tree.walk()),
+    ),
+    "clamp-keyword-bound-axes": Known(
+        "a clamp bound given by name does not count in the clamp's axes (tilegen.functions.spanned_axes "
+        "reads call.args, not keywords): sum(clamp(r, max=c), dim=c) does not compile ('tuple.index(x): x "
+        "not in tuple'), min(clamp(f32(c), min=x[r, c]), dim=c) crashes the kernel ('Cannot "
+        "make_shape_compatible'); the same bounds by position work",
+        avoid=lambda tree, xdt, ydt: any(
+            n.op == "clamp" and clamp_bounds(n)[1]
+            and any(axes(bound, WIDE) - axes(n.args[0], WIDE) for bound in n.args[1:]) for n in tree.walk()),
     ),
     "reduction-of-float-literals": Known(
         "a max, min, mean or sum of a value made of float literals, max(where(x > 0, 2.5, 1.0), dim=c), "
@@ -1575,6 +1590,11 @@ REGRESSIONS = {
     "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0,
                                 "negative-literal-with-u8"),
     "f64-scalar-and-f32": ("(f64(s) + x[i]) ** 2", (13,), "f32", "f32", 3.0, "weak-scalars-in-reference"),
+    "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, "clamp-keyword-bound-axes"),
+    "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0,
+                                        "clamp-keyword-bound-axes"),
+    "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, "clamp-dtype"),
+    "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, "f64-power"),
     "reduction-of-float-literals": ("max(where(x[r, c] > 0, 2.5, 1.0), dim=c)", (5, 13), "f32", "f32", 2.0,
                                     "reduction-of-float-literals"),
     "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, "u8-with-i8"),

@@ -1414,14 +1414,6 @@ KNOWN = {
             n.op == "clamp" and clamp_bounds(n)[1]
             and any(axes(bound, WIDE) - axes(n.args[0], WIDE) for bound in n.args[1:]) for n in tree.walk()),
     ),
-    "reduction-of-float-literals": Known(
-        "a max, min, mean or sum of a value made of float literals, max(where(x > 0, 2.5, 1.0), dim=c), "
-        "does not compile: KeyError 'float' in tilegen/lower/rows.py (the looped kernel for long rows "
-        "declares its accumulator with the literal's dtype)",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op == "reduce" and literal_valued(n.args[0]) and static_dtype(n.args[0], xdt, ydt) == "f32"
-            for n in tree.walk()),
-    ),
     "integer-division-of-mixed-signs": Known(
         "an integer divided by an integer of the other signedness, i32(...) / u8(...), does not compile "
         "('Cannot use /, #, or % with int32 and uint8 because they have different signedness'): the docs "
@@ -1611,9 +1603,6 @@ REGRESSIONS = {
     "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, "clamp-keyword-bound-axes"),
     "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0,
                                         "clamp-keyword-bound-axes"),
-    # KNOWN["reduction-of-float-literals"]
-    "reduction-of-float-literals": ("max(where(x[r, c] > 0, 2.5, 1.0), dim=c)", (5, 13), "f32", "f32", 2.0,
-                                    "reduction-of-float-literals"),
     # KNOWN["integer-division-of-mixed-signs"]
     "integer-division-of-mixed-signs": ("i32(clamp(x[i], -30000, 30000)) / u8(clamp(y[i], 0, 200))", (13,), "f32",
                                         "f32", 2.0, "integer-division-of-mixed-signs"),

@@ -635,3 +635,25 @@ def test_norms_in_f32_at_kernelbench_row_length(tmp_path, name):
         torch.testing.assert_close(outputs, F.rms_norm(x, (LONG,), w, 1e-6), atol=1e-5, rtol=1e-4)
     else:
         torch.testing.assert_close(outputs[0], F.layer_norm(x, (LONG,), w, args[2], 1e-5), atol=1e-4, rtol=1e-4)
+
+
+def test_a_reduction_of_float_literals_loops_in_float32(tmp_path, monkeypatch):
+    """``max(where(x > 0, 2.5, 1.0), dim=c)`` reduces a value made of literals, whose dtype is a
+    weak float: the looped kernel's accumulator is float32, as the one-tile kernel computes it
+    (it raised KeyError 'float' at build time; found by tests/test_expressions.py)."""
+    from tilegen.compiler import compile_spec
+    from tilegen.runner import load_module
+
+    text = (
+        "kernel lit\n  in  x: f32[M, N]\n  out y: f32[M]\n  block BM = 1\n"
+        "  grid  r over M by BM, c over N whole\n  y[r] = max(where(x[r, c] > 0, 2.5, 1.0), dim=c)\n"
+    )
+    path = tmp_path / "lit.py"
+    path.write_text(compile_spec(text, "lit.tile").source)
+    module = load_module(path)
+    x = torch.randn(3, 37, generator=torch.Generator().manual_seed(0))
+    x[1] = -x[1].abs()
+    expected = torch.where(x > 0, 2.5, 1.0).amax(1)
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 1)  # the looped kernel
+    torch.testing.assert_close(module.lit(x), expected)
+    torch.testing.assert_close(module.reference(x), expected)

@@ -69,7 +69,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, expr_dtype, is_float
+from tilegen.dtypes import INDEX, WEAK_FLOAT, expr_dtype, is_float
 from tilegen.functions import REDUCTIONS, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
@@ -254,6 +254,8 @@ class _Rewrite:
             axes = spanned_axes(call, self.own_axes)
             dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id="sum"))
                                if func == "mean" else call)
+            if dtype == WEAK_FLOAT:  # a reduction of float literals (max(where(m, 2.5, 1.0))): float32, as the kernel
+                dtype = "f32"
             if dtype is None:
                 raise _NotLooped
             self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))

@@ -216,15 +216,11 @@ class _Loop:
                 return self.scaled_factor(expr.args[0])
         if isinstance(expr, m.BinOp) and expr.op in ("*", "/"):
             left = self.scaled_factor(expr.left)
-            if left is not None and self.steady_or_tile(expr.right):
+            if left is not None and not self.is_partial(expr.right):
                 return left
-            if expr.op == "*" and self.steady_or_tile(expr.left):
+            if expr.op == "*" and not self.is_partial(expr.left):
                 return self.scaled_factor(expr.right)
         return None
-
-    def steady_or_tile(self, expr: m.Expr) -> bool:
-        """Not partial (this step's tiles allowed)."""
-        return not self.is_partial(expr)
 
     def rescaled_additive(self, expr: m.Expr, new: str) -> bool:
         """A sum over the axis (or a ``dot`` contracting it) of a product with ``exp(x - new)``."""
@@ -235,7 +231,7 @@ class _Loop:
         if m.is_dot(expr) and len(expr.args) == 2 and self.reduces_over_axis(expr):
             factors = [self.scaled_factor(a) for a in expr.args]
             return any(
-                f == new and self.steady_or_tile(other) for f, other in zip(factors, expr.args[::-1], strict=True)
+                f == new and not self.is_partial(other) for f, other in zip(factors, expr.args[::-1], strict=True)
             )
         return False
 

@@ -49,9 +49,9 @@ def select_device() -> str:
     """
     import torch
 
-    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+    if torch.cuda.is_available() and not interpreted():
         return "cuda"
-    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+    if "triton" in sys.modules and not interpreted():
         raise RuntimeError("triton was imported before the interpreter could be selected")
     os.environ["TRITON_INTERPRET"] = "1"
     return "cpu"

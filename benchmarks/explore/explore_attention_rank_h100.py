@@ -3,7 +3,7 @@
 ``generated/attention*.py`` reads q, k, v and writes o through 4D descriptors over ``[B, H, S, D]``
 with blocks ``[1, 1, BM, D]`` (each index axis a block of 1), then reshapes the tile to 2D. Tutorial
 06 uses 2D descriptors over ``[Z * H * N_CTX, HEAD_DIM]``. At one config the generated causal kernel
-trails the tutorial by 2-3% at S = 1024 (``explore_attention_band_ns1_h100.log``). This times, at
+trails the tutorial by 2-3% at S = 1024 (a run of the constant-trip band study, since removed). This times, at
 one config each, hand copies of the generated causal kernel that differ only in how a tile is
 addressed:
 - ``d4``: as generated (4D descriptors, blocks ``[1, 1, BM, D]``);

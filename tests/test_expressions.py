@@ -356,7 +356,7 @@ def static_dtype(node: Node, xdt: str, ydt: str) -> str:
             return "f32" if first in ("f16", "bf16") or first in INTS else first
         if node.attr == "sum" and first in INTS:
             return "i64" if first == "i64" else "i32"
-        if node.attr == "sum":
+        if node.attr in ("sum", "prod"):
             return "f32" if first in ("f16", "bf16") else first
         return first
     raise AssertionError(node)
@@ -703,6 +703,24 @@ def reduce_oracle(name: str, a: Val, layout: Layout) -> Val:
         bound = bound + smallest(rd, True)
         finite = r.isfinite()
         dc = dc | (finite & ~bound.isfinite()) | (r.double().abs() + bound > torch.finfo(TORCH[rd]).max)
+        return Val(r, rd, torch.where(finite, torch.nan_to_num(bound, posinf=0.0), 0.0), dc)
+    if name == "prod":  # float operands only (the checker casts nothing; repaired() does)
+        rd = "f32" if source in ("f16", "bf16") else source
+        x = full.to(TORCH[rd])
+        r = x.prod(dim=-1, keepdim=True)
+        v = x.double().abs()
+        logs = v.log2()
+        finfo = torch.finfo(TORCH[rd])
+        # a partial product may overflow or underflow in one order of the factors and not in
+        # another (the kernel's tree, torch's loop): such rows are don't-care here (test_prod.py
+        # checks zeros, infinities and NaN on their own)
+        peak = torch.where(logs > 0, logs, 0.0).sum(dim=-1, keepdim=True)
+        floor = torch.where(logs < 0, logs, 0.0).sum(dim=-1, keepdim=True)
+        dc = dc | (peak >= math.log2(finfo.max)) | (floor <= math.log2(finfo.tiny))
+        relative = torch.where(err > 0, err / v, 0.0).sum(dim=-1, keepdim=True)
+        bound = r.double().abs() * (relative + (layout.N + 1) * roundoff(rd)) + smallest(rd, True)
+        finite = r.isfinite()
+        dc = dc | (finite & ~bound.isfinite())
         return Val(r, rd, torch.where(finite, torch.nan_to_num(bound, posinf=0.0), 0.0), dc)
     r = (full.amax if name == "max" else full.amin)(dim=-1, keepdim=True)
     if source in ("f16", "bf16") and "f16-kept-in-f32" in ACTIVE_KNOWN:
@@ -1192,6 +1210,8 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
         # refuse i8(...) clamped at -3000 alike)
         lo, hi = INT_CASTS[concrete(static_dtype(node.args[0], xdt, ydt))]
         node = replace(node, attr=(node.attr[0], max(lo, node.attr[1]), min(hi, node.attr[2])))
+    if node.op == "reduce" and FUNCTIONS[node.attr].floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
+        node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
     if "function-of-literal" in ACTIVE_KNOWN and literal_argument(node, xdt, ydt):
         node = replace(node, args=(Node("+", (node.args[0], X)), *node.args[1:]))
     if "scalar-mask" in ACTIVE_KNOWN and node.op in ("&", "|"):

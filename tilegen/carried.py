@@ -17,6 +17,8 @@ the tiles seen so far give, which depends on ``BN``. So the checker refuses, at 
     (``cnt += 1`` would count steps; ``acc += max(x, dim=c)`` would add the tiles' maxima);
   - ``m = maximum(m, max(x, dim=c))`` (``minimum``/``min``), directly or through a local
     (``m_new = maximum(m_i, max(s, dim=n))``, then ``m_i = m_new``);
+  - ``p = p * prod(x, dim=c)``: a carried value merged with a reduction over ``c`` by that
+    reduction's own ``combine`` (:mod:`tilegen.functions`);
   - the online-softmax rescaling (Milakov and Gimelshein, 2018; FlashAttention): ``l = l *
     exp(m_old - m_new) + A``, where ``m_new`` is such a running maximum of ``m_old`` (not yet
     advanced) and ``A`` is a ``sum`` over ``c`` (or a ``dot`` contracting ``c``) of a product
@@ -32,10 +34,19 @@ from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.errors import Collector
+from tilegen.functions import combining, reduction
 
-_REDUCTIONS = ("sum", "mean", "max", "min")
-_ADDITIVE = ("sum", "mean")
-_EXTREMA = {"maximum": "max", "minimum": "min"}
+
+def _additive_reduction(expr: m.Expr) -> bool:
+    """A reduction whose partial results add (``sum``, ``mean``)."""
+    return (function := reduction(expr)) is not None and function.combine == "+"
+
+
+def _extremum_of(name: str) -> str | None:
+    """The reduction whose partials the elementwise ``name`` merges, when merging is idempotent
+    (``maximum``: ``max``), else None."""
+    found = [f.name for f in combining(name) if f.idempotent and not f.averages]
+    return found[0] if found else None
 
 #: How the message names what says a running value properly.
 _SCAN_HINT = (
@@ -119,7 +130,7 @@ class _Loop:
     def reduces_over_axis(self, expr: m.Expr) -> bool:
         """A reduction over the loop's axis, or a ``dot`` contracting it (both operands are
         tiles along it): the current tile's share only."""
-        if isinstance(expr, m.Call) and expr.func.id in _REDUCTIONS:
+        if reduction(expr) is not None:
             return expr.word("dim") == self.axis
         return m.is_dot(expr) and len(expr.args) == 2 and all(self.varies(a) for a in expr.args)
 
@@ -153,7 +164,7 @@ class _Loop:
             return False
         if isinstance(expr, m.Call):
             name = expr.func.id
-            if name in _ADDITIVE:
+            if _additive_reduction(expr):
                 if expr.word("dim") == self.axis:
                     return not self.is_partial(expr.args[0])
                 return self.additive(expr.args[0])  # a sum over another axis of an additive tile
@@ -173,9 +184,9 @@ class _Loop:
     def running_extremum(self, expr: m.Expr, carried_name: str | None = None) -> tuple[str, str] | None:
         """``maximum(m, max(x, dim=c))`` (either order; ``minimum``/``min``) with ``m`` carried
         (``carried_name`` when given) and ``x`` not partial: (``max``, ``m``), else None."""
-        if not (isinstance(expr, m.Call) and expr.func.id in _EXTREMA and len(expr.args) == 2):
+        if not (isinstance(expr, m.Call) and len(expr.args) == 2 and _extremum_of(expr.func.id)):
             return None
-        reduction = _EXTREMA[expr.func.id]
+        extremum = _extremum_of(expr.func.id)
         for running, other in (expr.args, expr.args[::-1]):
             if not isinstance(running, m.Ref) or running.name.id not in self.partial:
                 continue
@@ -183,11 +194,11 @@ class _Loop:
                 continue
             if (
                 isinstance(other, m.Call)
-                and other.func.id == reduction
+                and other.func.id == extremum
                 and other.word("dim") == self.axis
                 and not self.is_partial(other.args[0])
             ):
-                return reduction, running.name.id
+                return extremum, running.name.id
         return None
 
     def rescaling(self, expr: m.Expr) -> tuple[str, str] | None:
@@ -226,7 +237,7 @@ class _Loop:
         """A sum over the axis (or a ``dot`` contracting it) of a product with ``exp(x - new)``."""
         if isinstance(expr, m.BinOp) and expr.op == "+":
             return self.rescaled_additive(expr.left, new) and self.rescaled_additive(expr.right, new)
-        if isinstance(expr, m.Call) and expr.func.id in _ADDITIVE and expr.word("dim") == self.axis:
+        if _additive_reduction(expr) and expr.word("dim") == self.axis:
             return self.scaled_factor(expr.args[0]) == new
         if m.is_dot(expr) and len(expr.args) == 2 and self.reduces_over_axis(expr):
             factors = [self.scaled_factor(a) for a in expr.args]
@@ -274,6 +285,13 @@ class _Loop:
                                 return True
         if self.running_extremum(value, name) is not None:
             return True  # m = maximum(m, max(x, dim=c))
+        if isinstance(value, m.BinOp) and value.op != "+":  # p = p * prod(x, dim=c): a reduction's own combine
+            for own, other in ((value.left, value.right), (value.right, value.left)):
+                function = reduction(other)
+                if (isinstance(own, m.Ref) and own.name.id == name and function is not None
+                        and function.combine == value.op and other.word("dim") == self.axis
+                        and not self.is_partial(other.args[0])):
+                    return True
         if isinstance(value, m.Ref) and self.extremum.get(value.name.id, ("", ""))[1] == name:
             self.advanced.add(name)  # m_i = m_new
             return True
@@ -290,7 +308,8 @@ class _Loop:
         self.errors.error(
             f"'{name}' is carried across the steps of {self.where()}, and this update would give a result "
             f"that depends on the block size; a carried value is added to ('{name} += sum(x, dim={axis})' or "
-            f"a 'dot' over '{axis}'), combined by maximum/minimum with a max/min over '{axis}', or rescaled "
+            f"a 'dot' over '{axis}'), combined by maximum/minimum with a max/min over '{axis}', multiplied by a "
+            f"prod over '{axis}', or rescaled "
             f"as online softmax does ('{name} = {name} * exp(m_old - m_new) + sum(exp(x - m_new), dim={axis})')",
             stmt.span,
         )

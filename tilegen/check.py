@@ -699,11 +699,11 @@ class Checker:
                     f"{name}(x, {dict(function.params)[param]})",
                     given.span,
                 )
-        if name == "where" and call.args and self.dtype(call.args[0], scope) != BOOL:
+        if function.selects and call.args and self.dtype(call.args[0], scope) != BOOL:
             self.errors.error(
-                "the first argument of 'where' is a mask, e.g. where(n <= m, acc, 0)", call.args[0].span
+                f"the first argument of '{name}' is a mask, e.g. where(n <= m, acc, 0)", call.args[0].span
             )
-        elif name != "where":
+        elif not function.selects:
             for arg in call.args:
                 if self.dtype(arg, scope) == BOOL:
                     self.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, a, b)", arg.span)
@@ -737,8 +737,12 @@ class Checker:
         if len(call.args) != 1:
             self.errors.error(f"'{name}' takes 1 argument and dim=, not {len(call.args)} arguments", call.span)
             return ()
-        if self.dtype(call.args[0], scope) == BOOL:
+        operand_dtype = self.dtype(call.args[0], scope)
+        if operand_dtype == BOOL:
             self.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, 1, 0)", call.args[0].span)
+        elif lookup(name).floats and is_int(operand_dtype):
+            self.errors.error(f"'{name}' takes a float tile; cast it first, e.g. {name}(f32(x), dim=c)",
+                              call.args[0].span)
         value, word = call.kwarg("dim"), call.word("dim")
         for key, _ in call.kwargs:
             if key.id != "dim":

@@ -168,9 +168,9 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
         if function.kind in ("math", "activation"):
             return math_dtype(first)
         if function.kind == "reduction":
-            if function.name in ("sum", "mean") and first in ("f16", "bf16"):
+            if function.widens and first in ("f16", "bf16"):
                 return "f32"
-            if function.name == "mean" and not is_float(first):
+            if function.averages and not is_float(first):
                 return "f32"
             return first
         if function.name == "where":
@@ -178,7 +178,7 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
             return promote(*values) if len(values) == 2 else None
         result = first
         for arg in expr.args[1:]:
-            if function.name in ("maximum", "minimum"):
+            if function.mirror is not None:  # maximum, minimum: the operands' promoted dtype
                 result = promote(result, expr_dtype(arg, spec, local))
         return result
     raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

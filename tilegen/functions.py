@@ -14,14 +14,17 @@ Kinds:
   (:data:`HELPERS`) so the kernel reads ``elu(x, 1.0)``;
 * ``elementwise``: computed in the operands' dtype (``maximum``, ``minimum``, ``where``,
   ``abs``, ``clamp``, ``relu``, ``leaky_relu``, ``hardtanh``);
-* ``reduction``: ``sum``, ``max``, ``min``, ``mean`` over one axis (``dim=``); ``sum`` and
-  ``mean`` accumulate f16/bf16 in float32;
+* ``reduction``: ``sum``, ``max``, ``min``, ``mean``, ``prod`` over one axis (``dim=``); each
+  entry says what a masked lane holds (``identity``), how two partial results merge
+  (``combine``: what a loop over tiles, a long row's chunks or a carried value uses), whether
+  f16/bf16 accumulate in float32 (``widens``) and whether the result rounds with the length;
 * ``cast``: a dtype's name converts (``f16(p)``);
 * ``dot``: the accumulate-dot of a ``for`` loop.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,7 +43,30 @@ class Function:
     ``numbers`` take a number (a literal or a scalar input), not a tile, as torch's do
     (``negative_slope``, ``alpha``). ``triton`` and
     ``torch`` are format strings over ``x`` (the first argument) and the params' names;
-    an empty ``triton`` means a helper of that name (``elu(x, alpha)``).
+    an empty ``triton`` means a helper of that name (``elu(x, alpha)``); ``helpers`` names
+    the :data:`HELPERS` a ``triton`` text calls (``prod``'s combine function); ``tensors``
+    the params torch takes only as tensors (``torch.maximum``'s ``other``), which the
+    reference passes as tensors even where the spec gives a number. ``selects``: the first
+    argument is a mask choosing between the others (``where``), so the result has their
+    shape and dtype, and only there may a mask be an argument. ``floats``: its operand must be
+    a float tile (``prod``: an integer product would wrap in the kernel's dtype where torch's
+    goes to int64).
+
+    What the lowerings ask of an operation instead of testing its name (a new reduction is one
+    entry with these filled in):
+
+    * ``identity``: the value a masked lane takes, so it changes nothing (``sum`` 0, ``max``
+      -inf, ``prod`` 1; ``maximum``'s -inf too);
+    * ``combine``: how two partial results merge, a binary operator (``"+"``, ``"*"``) or an
+      elementwise function's name (``"maximum"``): a reduction over tiles in a loop, over a long
+      row's chunks, or a value carried across steps is this of its parts;
+    * ``averages``: divides the combined partials by the count (``mean``: a ``sum`` per tile);
+    * ``widens``: f16/bf16 operands accumulate in float32, as torch's do (``sum``, ``mean``,
+      ``prod``); an ``averages`` reduction of integers is float32 too;
+    * ``rounds``: the result's rounding error grows with the reduced length
+      (:mod:`tilegen.tolerance`); ``max``/``min`` are exact;
+    * ``mirror``: ``f(x * c)`` is exactly ``f(x) * c`` for ``c >= 0`` and ``mirror(x) * c`` for
+      ``c < 0`` (``max`` and ``min``, ``maximum`` and ``minimum``), which lets a scale move out.
     """
 
     name: str
@@ -51,6 +77,16 @@ class Function:
     triton: str | Callable[[dict[str, str]], str] = ""
     torch: str | Callable[[dict[str, str]], str] = ""
     one_of: tuple[str, ...] = ()
+    helpers: tuple[str, ...] = ()
+    tensors: tuple[str, ...] = ()
+    selects: bool = False
+    floats: bool = False
+    identity: float | None = None
+    combine: str | None = None
+    averages: bool = False
+    widens: bool = False
+    rounds: bool = False
+    mirror: str | None = None
 
     def triton_text(self, **values: str) -> str:
         """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
@@ -59,6 +95,19 @@ class Function:
     def torch_text(self, **values: str) -> str:
         """The torch text of a call, from the torch texts of its arguments (omitted: ``""``)."""
         return self.torch(values) if callable(self.torch) else self.torch.format(**values)
+
+    @property
+    def identity_text(self) -> str:
+        """``identity`` as Triton text (``float("-inf")``, ``0.0``)."""
+        if self.identity is None or math.isnan(self.identity):
+            raise ValueError(f"{self.name} has no identity")
+        return f'float("{self.identity}")' if math.isinf(self.identity) else repr(float(self.identity))
+
+    @property
+    def idempotent(self) -> bool:
+        """Combining a value with itself gives it back (``max``, ``min``, ``mean``): a reduction
+        of a tile of one value is that value."""
+        return self.combine in ("maximum", "minimum") or self.averages
 
     @property
     def min_args(self) -> int:
@@ -97,20 +146,26 @@ FUNCTIONS: dict[str, Function] = {
     for f in (
         Function("dot", "dot", choices={"precision": m.PRECISIONS}),
         # reductions over one axis
-        Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})"),
-        Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})"),
-        Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})"),
-        Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})"),
+        Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})",
+                 identity=0.0, combine="+", widens=True, rounds=True),
+        Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})",
+                 identity=-math.inf, combine="maximum", mirror="min"),
+        Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})",
+                 identity=math.inf, combine="minimum", mirror="max"),
+        Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
+                 identity=0.0, combine="+", averages=True, widens=True, rounds=True),
+        Function("prod", "reduction", triton="tl.reduce({x}, {axis}, multiply)", torch="torch.prod({x}, dim={axis})",
+                 helpers=("multiply",), floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # elementwise in the operands' dtype
         Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
-                 torch="torch.maximum({x}, {other})"),
+                 torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum"),
         Function("minimum", "elementwise", (("other", None),), triton="tl.minimum({x}, {other})",
-                 torch="torch.minimum({x}, {other})"),
+                 torch="torch.minimum({x}, {other})", tensors=("other",), identity=math.inf, mirror="maximum"),
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
-                 torch="torch.where({x}, {input}, {other})"),
+                 torch="torch.where({x}, {input}, {other})", selects=True),
         Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})"),
         Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),
-                 triton=_clamp_triton,
+                 tensors=("min", "max"), triton=_clamp_triton,
                  torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})"),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})"),
         Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
@@ -151,6 +206,30 @@ CASTS = tuple(m.DTYPES)
 #: Reductions over one axis (``dim=`` names the axis).
 REDUCTIONS = tuple(name for name, f in FUNCTIONS.items() if f.kind == "reduction")
 
+
+def combining(name: str) -> tuple[Function, ...]:
+    """The reductions whose partial results ``name`` merges (``maximum``: ``max``; ``+``:
+    ``sum`` and ``mean``)."""
+    return tuple(f for f in FUNCTIONS.values() if f.kind == "reduction" and f.combine == name)
+
+
+def partial_reduction(function: Function) -> Function:
+    """What one tile of ``function`` contributes before its partials combine: itself, or for
+    an ``averages`` reduction the one that combines alike without dividing (``mean``: ``sum``)."""
+    if not function.averages:
+        return function
+    return next(f for f in combining(function.combine) if not f.averages)
+
+
+def reduction(expr: m.Expr) -> Function | None:
+    """The reduction ``expr`` calls (``sum(x, dim=c)``), or None for anything else."""
+    if isinstance(expr, m.Call) and not isinstance(expr.func, m.BoundDtype):
+        function = FUNCTIONS.get(expr.func.id)
+        if function is not None and function.kind == "reduction":
+            return function
+    return None
+
+
 #: Functions a ``choose`` line may offer (besides ``none``): the one-argument activations.
 CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 
@@ -159,6 +238,7 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 #: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
     "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (
@@ -264,11 +344,11 @@ def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
         parts = [expr.left, expr.right]
     elif isinstance(expr, m.Call):
         parts = list(expr.args)
-        if expr.func.id == "where":  # a where is shaped like its values; its condition comes last
+        if (function := lookup(expr.func)) is not None and function.selects:  # shaped like its values; mask last
             parts = parts[1:] + parts[:1]
     axes = axes or ()
     for part in parts:
         axes += tuple(a for a in spanned_axes(part, own) if a not in axes)
-    if isinstance(expr, m.Call) and expr.func.id in REDUCTIONS:
+    if reduction(expr) is not None:
         axes = tuple(a for a in axes if a != expr.word("dim"))
     return axes

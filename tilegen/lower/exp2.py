@@ -21,11 +21,16 @@ import math
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype
+from tilegen.functions import lookup
 
 #: log2(e): exp(x) = exp2(x * LOG2E).
 LOG2E = "1.4426950408889634"
 
-_EXTREMA = ("max", "min", "maximum", "minimum")
+
+def _exact_under_scale(expr) -> bool:
+    """A call that a positive scale passes through exactly (``max``, ``min``, ``maximum``,
+    ``minimum``: :attr:`~tilegen.functions.Function.mirror`)."""
+    return isinstance(expr, m.Call) and (f := lookup(expr.func)) is not None and f.mirror is not None
 
 
 def fold_exp2(spec: m.Spec) -> m.Spec:
@@ -64,13 +69,13 @@ def _is_domain(expr, domain: set[str]) -> bool:
     rewrite multiplies by log2(e)."""
     if isinstance(expr, (m.Number, m.Neg)) and not _refs(expr):
         return True
-    if not (_refs(expr) & domain) and not _is_call(expr, *_EXTREMA, "where"):
+    if not (_refs(expr) & domain) and not (_exact_under_scale(expr) or _is_call(expr, "where")):
         return True  # a root
     if isinstance(expr, m.Ref):
         return expr.name.id in domain
-    if _is_call(expr, "max", "min"):
+    if _exact_under_scale(expr) and lookup(expr.func).kind == "reduction":  # max(x, dim=c)
         return _is_domain(expr.args[0], domain)
-    if _is_call(expr, "maximum", "minimum"):
+    if _exact_under_scale(expr):  # maximum(x, y)
         return len(expr.args) == 2 and all(_is_domain(a, domain) for a in expr.args)
     if _is_call(expr, "where"):
         return not (_refs(expr.args[0]) & domain) and all(_is_domain(a, domain) for a in expr.args[1:])
@@ -154,7 +159,7 @@ def _roots(expr, domain: set[str]):
     if _is_call(expr, "where"):
         for arg in expr.args[1:]:
             yield from _roots(arg, domain)
-    elif _is_call(expr, *_EXTREMA) and _refs(expr) & domain:
+    elif _exact_under_scale(expr) and _refs(expr) & domain:
         for arg in expr.args:
             yield from _roots(arg, domain)
     else:
@@ -186,7 +191,7 @@ def _scaled(expr, domain: set[str], spec: m.Spec):
     if _is_call(expr, "where"):
         args = (expr.args[0], *(_scaled(a, domain, spec) for a in expr.args[1:]))
         return dataclasses.replace(expr, args=args)
-    if _is_call(expr, *_EXTREMA):
+    if _exact_under_scale(expr):
         return dataclasses.replace(expr, args=tuple(_scaled(a, domain, spec) for a in expr.args))
     log2e = m.Number(LOG2E, span)
     if isinstance(expr, m.BinOp) and expr.op == "*" and _is_scalar(expr.right, spec):

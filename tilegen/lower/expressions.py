@@ -92,6 +92,7 @@ class ExpressionLowering:
                 return self.power(call, values, ops)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
+        self.helpers.update(function.helpers)
         if function.kind == "activation" or name in HELPERS:
             if name == "gelu" and call.word("approximate") == "tanh":
                 name = "gelu_tanh"
@@ -155,7 +156,8 @@ class ExpressionLowering:
     def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,
         then the rest), lanes past the end of ``c`` replaced by the reduction's identity
-        (0, -inf, inf), reduced over ``c`` into a new variable, broadcast back to ``context``."""
+        (:attr:`~tilegen.functions.Function.identity`), reduced over ``c`` into a new variable,
+        broadcast back to ``context``."""
         dim = call.word("dim")
         operand = call.args[0]
         canonical = tuple(self.canonical.get(a, a) for a in context)
@@ -166,17 +168,18 @@ class ExpressionLowering:
         mask = self.lane_mask(dim)
 
         def reduce(name: str, x: str) -> str:
+            chosen = lookup(name)
             if mask is not None:
-                identity = {"max": 'float("-inf")', "min": 'float("inf")'}.get(name, "0.0")
-                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
-            return lookup(name).triton_text(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {chosen.identity_text})"
+            self.helpers.update(chosen.helpers)
+            return chosen.triton_text(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
 
-        if scaled is not None and function.name in ("max", "min"):  # max(x * c) = max(x) * c for c >= 0
+        if scaled is not None and function.mirror is not None:  # max(x * c) = max(x) * c for c >= 0
             raw, factor, sign = scaled
             ordered = tuple(a for a in inner if a in own)
             if ordered != own:
                 raw = f"tl.permute({raw}, {tuple_text(str(own.index(a)) for a in ordered)})"
-            other = "min" if function.name == "max" else "max"
+            other = function.mirror
             nonneg, negative = (function.name, other) if sign.sign > 0 else (other, function.name)
             if sign.scalar is None:
                 ops.append(Line(f"{result} = {reduce(nonneg, raw)} * {factor}"))
@@ -186,7 +189,7 @@ class ExpressionLowering:
                 ops.append(IfBlock(self.sign_flags[sign.scalar], why, *branches))
             return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
         x = self.expr(operand, inner, ops)
-        if function.name in ("sum", "mean"):
+        if function.widens:
             x = self.upcast(x, operand) if converts_to_f32(self.dtype_of(operand), self.spec, NARROW) else x
         ops.append(Line(f"{result} = {reduce(function.name, x)}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.functions import lookup
+from tilegen.functions import lookup, reduction
 
 #: The comparison with the loop axis on the left that each written form means.
 _FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
@@ -153,10 +153,6 @@ def _along(load: m.Load, axis: str) -> bool:
     return any(isinstance(i, m.Name) and i.id == axis for i in load.index)
 
 
-#: What a lane contributes nothing to, per reduction.
-_IDENTITY = {"sum": ("const", 0.0), "mean": ("const", 0.0), "max": ("const", -math.inf), "min": ("const", math.inf)}
-
-
 def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
     """True when every reduction over the loop's axis ``n`` takes, where the guard is false, the
     reduction's identity (0 for ``sum``, ``-inf`` for ``max``, ``inf`` for ``min``), and every
@@ -189,8 +185,8 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
             if not isinstance(part, m.Call):
                 continue
             if part.word("dim") == n and spans(part.args[0]):
-                identity = _IDENTITY.get(part.func.id)
-                if identity is None or _value(part.args[0], env, guard, True) != identity:
+                function = reduction(part)
+                if function is None or _value(part.args[0], env, guard, True) != ("const", function.identity):
                     return False
             if m.is_dot(part) and all(spans(a) for a in part.args[:2]):
                 if _ZERO not in [_value(a, env, guard, True) for a in part.args[:2]]:
@@ -275,8 +271,9 @@ def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
                       for a, e in zip(args, call.args, strict=True)]
             return _ZERO if any(a == _ZERO and finite[1 - i] for i, a in enumerate(args[:2])) else None
         return _ZERO if _ZERO in args else None
-    if name in ("maximum", "minimum"):
-        identity = ("const", -math.inf if name == "maximum" else math.inf)
+    function = lookup(name)
+    if function is not None and function.kind == "elementwise" and function.identity is not None:
+        identity = ("const", function.identity)  # maximum(x, -inf) = x
         if args[1] == identity:
             return args[0]
         if args[0] == identity:
@@ -284,11 +281,13 @@ def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
     if not args or any(a is None or a[0] != "const" for a in args):
         return None
     value = args[0][1]
-    if name in ("max", "min", "mean", "maximum", "minimum"):
-        pick = {"maximum": max, "minimum": min}.get(name)
-        return ("const", pick(a[1] for a in args) if pick else value)
-    if name == "sum":
-        return _ZERO if value == 0.0 else None
+    if function is not None and function.mirror is not None and function.kind == "elementwise":
+        pick = max if function.identity < 0 else min  # maximum, minimum
+        return ("const", pick(a[1] for a in args))
+    if function is not None and function.kind == "reduction":  # a tile of one value
+        if function.idempotent or value == function.identity:
+            return ("const", value)
+        return None
     if name in ("exp", "exp2"):
         try:
             return ("const", math.exp(value) if name == "exp" else 2.0**value)

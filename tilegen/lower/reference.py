@@ -151,7 +151,7 @@ class ReferenceLowering:
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             if given is None:
                 values[param] = default
-            elif name in ("maximum", "minimum", "clamp"):  # tensors only
+            elif param in function.tensors:  # torch takes a tensor there, not a number
                 values[param] = self.value(given, context)
             else:
                 values[param] = self.expr(given, context)
@@ -166,9 +166,9 @@ class ReferenceLowering:
         own = self.expr_axes(call.args[0])
         inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
         x = self.value(call.args[0], inner)
-        if function.name in ("sum", "mean") and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
+        if function.widens and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
             x = self.as_float(x, call.args[0])
-        elif function.name == "mean" and not is_float(self.dtype_of(call.args[0])):
+        elif function.averages and not is_float(self.dtype_of(call.args[0])):
             x = f"{x}.float()"
         text = function.torch_text(x=x, axis=inner.index(dim))
         return self.align(text, tuple(a for a in inner if a != dim), context)

@@ -66,11 +66,12 @@ as written: one tile, whole-tensor torch.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, WEAK_FLOAT, expr_dtype, is_float
-from tilegen.functions import REDUCTIONS, spanned_axes
+from tilegen.functions import lookup, partial_reduction, reduction, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
@@ -99,9 +100,11 @@ LOWEST = {
     "f64": "-1.7976931348623157e308",
 }
 
-#: What a reduction's accumulator starts at (its identity) and how a step combines into it.
-_IDENTITY = {"sum": "0", "mean": "0", "max": "-inf", "min": "inf"}
-_COMBINE = {"max": "maximum", "min": "minimum"}
+
+def _identity(func: str) -> str:
+    """What a reduction's accumulator starts at: its identity, as spec number text."""
+    value = lookup(func).identity
+    return str(value) if math.isinf(value) else str(int(value)) if value.is_integer() else repr(value)
 
 
 @dataclass
@@ -241,19 +244,18 @@ class _Rewrite:
         args = tuple(self.extract(a, span) for a in expr.args)
         kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
         call = dataclasses.replace(expr, args=args, kwargs=kwargs)
-        if expr.func.id not in REDUCTIONS or expr.word("dim") != self.c:
-            if expr.func.id in REDUCTIONS:
+        if reduction(expr) is None or expr.word("dim") != self.c:
+            if reduction(expr) is not None:
                 raise _NotLooped  # a reduction over another axis
             return call
         operand = args[0]
         key = (expr.func.id, m.expr_key(operand))
         acc = self.keys.get(key)
         if acc is None:
-            func = expr.func.id
-            acc = self.keys[key] = self.fresh(f"row_{'sum' if func == 'mean' else func}")
+            func, part = expr.func.id, partial_reduction(lookup(expr.func.id)).name
+            acc = self.keys[key] = self.fresh(f"row_{part}")
             axes = spanned_axes(call, self.own_axes)
-            dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id="sum"))
-                               if func == "mean" else call)
+            dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id=part)))
             if dtype == WEAK_FLOAT:  # a reduction of float literals (max(where(m, 2.5, 1.0))): float32, as the kernel
                 dtype = "f32"
             if dtype is None:
@@ -261,7 +263,7 @@ class _Rewrite:
             self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
             self.axes[acc], self.dtypes[acc] = axes, dtype
         value: m.Expr = m.Ref(m.Name(acc, expr.span), expr.span)
-        if expr.func.id == "mean":
+        if lookup(expr.func.id).averages:
             value = m.BinOp("/", value, m.Ref(m.Name(self.whole.dim.id, expr.span), expr.span), expr.span)
         return value
 
@@ -320,7 +322,7 @@ class _Rewrite:
         ``(v - m) ** 2`` with ``m`` the mean of the same ``v`` in the mean's own loop (merged)."""
         for r in self.reductions.values():
             r.level = 1 + max((self.reductions[d].level for d in r.deps), default=-1)
-            if r.func in ("sum", "mean"):
+            if lookup(r.func).combine == "+":  # sums: online with a max, merged with a mean
                 operand = self.inline(r.operand)
                 if not self.fuse_online(r, operand):
                     self.fuse_merge(r, operand)
@@ -367,7 +369,7 @@ class _Rewrite:
         if (isinstance(expr, m.BinOp) and expr.op == "/" and isinstance(expr.left, m.Ref)
                 and isinstance(expr.right, m.Ref) and expr.right.name.id == self.whole.dim.id):
             r = self.reductions.get(expr.left.name.id)
-            if r is not None and r.func == "mean":
+            if r is not None and lookup(r.func).averages:
                 return r
         return None
 
@@ -460,7 +462,7 @@ class _Rewrite:
         if r.merge is not None:
             g = r.merge
             return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
-        return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _IDENTITY[r.func])]
+        return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _identity(r.func))]
 
     def merge_step(self, r: _Reduction) -> list[m.Stmt]:
         """One step of a mean's loop merged with the sum of squares about it (Chan, Golub and
@@ -548,11 +550,14 @@ class _Rewrite:
             kwargs = ((m.Name("dim", span), ref(self.c)),) if dim else ()
             return m.Call(m.Name(func, span), args, kwargs, span)
 
-        part = call("sum" if r.func == "mean" else r.func, r.operand, dim=True)
-        if r.func in ("sum", "mean"):
+        function = lookup(r.func)
+        part = call(partial_reduction(function).name, r.operand, dim=True)
+        if function.combine == "+":
             return [m.Accumulate(m.Name(r.acc, span), part, span)]
         if not r.fused:
-            return [m.Assign(m.Name(r.acc, span), call(_COMBINE[r.func], ref(r.acc), part), span)]
+            combined = (m.BinOp(function.combine, ref(r.acc), part, span) if not function.combine.isidentifier()
+                        else call(function.combine, ref(r.acc), part))
+            return [m.Assign(m.Name(r.acc, span), combined, span)]
         new = self.fresh(f"{r.acc}_new")
         steps: list[m.Stmt] = [m.Assign(m.Name(new, span), call("maximum", ref(r.acc), part), span)]
         for s in r.fused:  # l = l * exp(m - m_new) + sum(exp(x - m_new), dim=c)

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilegen import model as m
+from tilegen.functions import reduction
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
         if value is None:
             continue
         for part in m.subexpressions(value):
-            if (isinstance(part, m.Call) and part.func.id in ("max", "min") and part.word("dim") is not None
+            if ((f := reduction(part)) is not None and f.mirror is not None and part.word("dim") is not None
                     and len(part.args) == 1 and isinstance(part.args[0], m.Ref)):
                 reduced.add(part.args[0].name.id)
     return frozenset(n for n in reduced if assigned.get(n) == 1 and n not in declared)

@@ -3,11 +3,14 @@
 Lowering decides every name, offset, mask, pointer expression and launcher check; the Jinja
 templates only place what it computed. One module per part of the generated file:
 
+* :mod:`tilegen.lower.passes`: the spec-to-spec rewrites, in the order they run;
 * :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops (signature, grid
   mapping, loops, statements), plus its autotune configs and helpers (with ``split tail``, the
-  body is a tile function the kernel calls at whole- and sub-tile block shapes); with
-  :mod:`tilegen.lower.access` (offsets, masks, pointers, gathers, loads) and
-  :mod:`tilegen.lower.expressions` (arithmetic, masks, functions, reductions) as its parts;
+  body is a tile function the kernel calls at whole- and sub-tile block shapes); its parts
+  share one :class:`~tilegen.lower.state.KernelState`: :mod:`~tilegen.lower.grid`,
+  :mod:`~tilegen.lower.pieces`, :mod:`~tilegen.lower.access` (offsets, masks, pointers, gathers,
+  loads), :mod:`~tilegen.lower.expressions` (arithmetic, masks, functions, reductions),
+  :mod:`~tilegen.lower.statements`, :mod:`~tilegen.lower.loops` and :mod:`~tilegen.lower.tail`;
 * :mod:`tilegen.lower.names`: the text helpers all three share (names, broadcasts, literals);
 * :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
 * :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;

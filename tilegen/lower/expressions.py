@@ -87,7 +87,7 @@ class Expressions:
                     state.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
         function = lookup(call.func)
-        if name == "where" and (known := self.known_branch(call)) is not None:
+        if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
@@ -115,7 +115,11 @@ class Expressions:
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
         everywhere (or nowhere), see :mod:`tilegen.lower.ranges`; None when it is not known, or
-        when the branch alone would have another shape or dtype than the ``where``."""
+        when the branch alone would have another shape or dtype than the ``where``, or when
+        ``call`` is not a ``where`` (:attr:`~tilegen.functions.Function.selects`)."""
+        function = lookup(call.func)
+        if function is None or not function.selects:
+            return None
         truth = self.state.known_conditions.get(m.expr_key(call.args[0]))
         if truth is None:
             return None
@@ -262,7 +266,7 @@ class Expressions:
             canonical = tuple(state.canonical.get(a, a) for a in context)  # an alias is its axis
             if name in state.locals:
                 axes = state.locals[name]
-                name = local_name(state, name)  # its second row piece's name there (kernel.py's pieces)
+                name = local_name(state, name)  # its second row piece's name there (tilegen.lower.pieces)
                 ordered = tuple(a for a in canonical if a in axes)
                 if name in state.scaled:  # kept unscaled for a max (see scaled.py): the factor applied here
                     raw, factor, _ = state.scaled[name]

@@ -61,7 +61,7 @@ def piece_rows(state: KernelState) -> str | None:
 def in_piece(state: KernelState, number: int):
     """Lower the statements of this block for row piece ``number`` (0 or 1): the rows axis
     has that piece's tile and first row; in the second, locals over it take their second
-    piece's names (:meth:`local_name`) and tensors tiled along it their ``_piece_desc``."""
+    piece's names (:func:`local_name`) and tensors tiled along it their ``_piece_desc``."""
     rows = state.spec.grid[0].name.id
     whole = state.axes[rows]
     state.axes[rows], state.piece = state.piece_infos[number], number

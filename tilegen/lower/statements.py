@@ -30,6 +30,8 @@ class Statements:
         self.loops = Loops(state, access, self.statement)
 
     def statement(self, stmt: m.Stmt) -> list[Op]:
+        """The ops of one statement of the body (or of a loop's body), recording in the state the
+        locals it defines (their axes and dtype) and the names it takes."""
         state = self.state
         ops: list[Op] = []
         if isinstance(stmt, m.Declare):
@@ -78,8 +80,7 @@ class Statements:
         if not isinstance(stmt, m.Assign) or name not in state.reduced:
             return False
         value = stmt.value
-        known = self.exprs.known_branch(value) if isinstance(value, m.Call) and value.func.id == "where" else None
-        if known is not None:
+        if isinstance(value, m.Call) and (known := self.exprs.known_branch(value)) is not None:
             value = known  # a causal guard known to hold in this range
         float_tile = lambda x: bool(self.exprs.expr_axes(x)) and self.exprs.dtype_of(x) in m.FLOAT_DTYPES  # noqa: E731
         found = split_product(value, state.spec, float_tile)
@@ -101,6 +102,8 @@ class Statements:
         return True
 
     def store(self, stmt: m.Store) -> list[Op]:
+        """The ops of ``tensor[index] = value``: the value in the tensor's dtype (a scalar filling
+        the tile), stored through the spec's access style, or as a split loop's partial sum."""
         state = self.state
         ops: list[Op] = []
         tensor = state.spec.tensor(stmt.tensor.id)

@@ -24,9 +24,9 @@ def tail_split(state: KernelState, params: tuple, body: list[Op]) -> tuple[TailP
     ``whole`` compute a tile each, in grouped order; the rest a sub-tile each of the ``tail``
     tiles of the last wave (``num_tiles % NUM_SMS``), so that the last wave fills the GPU. A
     descriptor kernel reads the sub-tiles (TAIL_M x TAIL_N, a constexpr) from the block shape of
-    a tail descriptor the launcher made for them (:meth:`descriptor_dispatch`); a pointer kernel
+    a tail descriptor the launcher made for them (:func:`descriptor_dispatch`); a pointer kernel
     reads their number from its grid and compiles a call for each split the launcher may
-    choose (:meth:`grid_dispatch`)."""
+    choose (:func:`grid_dispatch`)."""
     spec = state.spec
     first, second = spec.grid
     bm, bn = first.block.id, second.block.id

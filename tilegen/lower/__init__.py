@@ -3,11 +3,14 @@
 Lowering decides every name, offset, mask, pointer expression and launcher check; the Jinja
 templates only place what it computed. One module per part of the generated file:
 
+* :mod:`tilegen.lower.passes`: the spec-to-spec rewrites, in the order they run;
 * :mod:`tilegen.lower.kernel`: the ``@triton.jit`` kernel as a list of ops (signature, grid
   mapping, loops, statements), plus its autotune configs and helpers (with ``split tail``, the
-  body is a tile function the kernel calls at whole- and sub-tile block shapes); with
-  :mod:`tilegen.lower.access` (offsets, masks, pointers, gathers, loads) and
-  :mod:`tilegen.lower.expressions` (arithmetic, masks, functions, reductions) as its parts;
+  body is a tile function the kernel calls at whole- and sub-tile block shapes); its parts
+  share one :class:`~tilegen.lower.state.KernelState`: :mod:`~tilegen.lower.grid`,
+  :mod:`~tilegen.lower.pieces`, :mod:`~tilegen.lower.access` (offsets, masks, pointers, gathers,
+  loads), :mod:`~tilegen.lower.expressions` (arithmetic, masks, functions, reductions),
+  :mod:`~tilegen.lower.statements`, :mod:`~tilegen.lower.loops` and :mod:`~tilegen.lower.tail`;
 * :mod:`tilegen.lower.names`: the text helpers all three share (names, broadcasts, literals);
 * :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
 * :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;
@@ -31,23 +34,18 @@ from tilegen import model as m
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_launcher
-from tilegen.lower.names import pieced_block, printable
+from tilegen.lower.names import printable
+from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows
 
-__all__ = ["ModulePlan", "lower", "spec_hash"]
+__all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
 
 
 def spec_hash(source: str) -> str:
     """First 16 hex digits of the SHA-256 of the spec text (identifies the spec in headers)."""
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-
-
-def safe_path(path: str) -> str:
-    """The display path as it may appear in generated comments and docstrings: printable,
-    with no quotes or backslashes (``?`` instead), so no path can end a comment or a string."""
-    return "".join(c if c.isprintable() and c not in "\\\"'" else "?" for c in path)
 
 
 def lower(spec: m.Spec) -> ModulePlan:
@@ -59,7 +57,7 @@ def lower(spec: m.Spec) -> ModulePlan:
     compiles for each dtype it is called with. Raises :class:`~tilegen.errors.SpecError` (at the
     ``dtype`` line) where they differ, e.g. a dtype that needs other math than the rest.
     """
-    spec = dataclasses.replace(spec, path=safe_path(spec.path))
+    spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
     bindings = spec.bindings()
     plans = [_lower(m.specialize(spec, binding)) for binding in bindings]
     for binding, plan in zip(bindings[1:], plans[1:], strict=True):
@@ -78,32 +76,13 @@ def lower(spec: m.Spec) -> ModulePlan:
 
 def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, fast: str):
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
-    pointers), its autotune configs named ``configs``; its launcher returns ``fallback``."""
-    name = dataclasses.replace(spec.name, id=f"_{spec.name.id}_{variant}")
-    access_name = None if access is None else dataclasses.replace(spec.access, id=access)
-    other = dataclasses.replace(spec, access=access_name, name=name)
-    block = pieced_block(spec)
-    if block is not None and access != "descriptor":  # configs of two row pieces need descriptors: dropped
-        other = dataclasses.replace(other, tune=_power_of_two_configs(spec, block))
-    kernel = lower_kernel(other)
+    pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
+    ``configs``; its launcher returns ``fallback``."""
+    other = access_variant(spec, access, variant)
+    kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
     return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, fast=fast))
-
-
-def _power_of_two_configs(spec: m.Spec, block: str) -> m.Tune:
-    """``spec``'s tune without the configs that set ``block`` to a value that is not a power of
-    two: the pointer kernel's tiles are powers of two (the checker keeps the default config one,
-    so the interpreter's config, ``_CONFIGS[default]``, serves both kernels). Each config kept is
-    also in ``_CONFIGS``, where ``_config_index`` finds it by its keywords."""
-    default = next(p.default for p in spec.params if p.name.id == block)
-
-    def kept(config: m.Config) -> bool:
-        value = int((config.get(block) or default).text)
-        return not value & (value - 1)
-
-    tune = spec.tune
-    return dataclasses.replace(tune, configs=tuple(c for c in tune.configs if kept(c)))
 
 
 def _descriptors_serve(spec: m.Spec) -> bool:
@@ -119,7 +98,7 @@ def _descriptors_serve(spec: m.Spec) -> bool:
 
 def _lower(spec: m.Spec) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
-    kernel = lower_kernel(spec)
+    kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
         if spec.access_style == "block_ptr" and _descriptors_serve(spec):  # block pointers, else TMA, else pointers

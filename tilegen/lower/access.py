@@ -1,27 +1,34 @@
 """Memory access in the kernel: tile offsets of a tensor index, masks, pointer tiles, block
 pointers, tensor descriptors, gathers, and loads (reused within a scope).
 
-:class:`AccessLowering` is part of :class:`tilegen.lower.kernel.KernelLowering` (a mixin): it
-reads and extends that lowering's state (``spec``, ``axes``, ``masks``, ``loads``, ``fresh``).
+:class:`Access` holds the :class:`~tilegen.lower.state.KernelState` it reads (``spec``, ``axes``,
+``canonical``, the row pieces) and extends (``masks``, ``loads``, ``descriptor_blocks``, names).
 """
 
 from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.lower.names import broadcast, broadcast_tile, stride_name, tuple_text
+from tilegen.lower.pieces import pieced
 from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.state import KernelState
 
 
-class AccessLowering:
-    """Loads and the pointer, mask, block-pointer and descriptor expressions of accesses."""
+class Access:
+    """Loads and the pointer, mask, block-pointer and descriptor expressions of accesses
+    (``tensor[index]``: a :class:`~tilegen.model.Load` or a :class:`~tilegen.model.Store`)."""
+
+    def __init__(self, state: KernelState):
+        self.state = state
 
     def tile_axes(self, index) -> tuple[str, ...]:
         """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
-        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.axes[i.id].scalar)
+        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.state.axes[i.id].scalar)
 
     def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
         sequence, or a dict position -> item)."""
+        state = self.state
         terms = []
         items = index.items() if isinstance(index, dict) else enumerate(index)
         for position, item in items:
@@ -29,8 +36,8 @@ class AccessLowering:
             if isinstance(item, m.Number):
                 if item.text != "0":
                     terms.append(f"{item.text} * {stride}")
-            elif self.axes[item.id].scalar:
-                terms.append(f"{self.axes[item.id].offs} * {stride}")
+            elif state.axes[item.id].scalar:
+                terms.append(f"{state.axes[item.id].offs} * {stride}")
         return terms
 
     def pointer_expr(
@@ -41,9 +48,10 @@ class AccessLowering:
         With ``ops`` given, a mask combined from several axes is emitted there once (as
         ``mask_hw``) and reused by every later access over the same axes.
         """
-        tensor = self.spec.tensor(access.tensor.id)
+        state = self.state
+        tensor = state.spec.tensor(access.tensor.id)
         label = "".join(context)
-        context = tuple(self.canonical.get(a, a) for a in context)  # an alias takes its axis's place
+        context = tuple(state.canonical.get(a, a) for a in context)  # an alias takes its axis's place
         terms, masks = [], []
         for position, item in enumerate(access.index):
             if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
@@ -55,11 +63,11 @@ class AccessLowering:
                 # lanes the index tile masks, and indices outside the dimension, read nothing
                 masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
                 continue
-            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+            if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 terms += self.scalar_terms(tensor, {position: item})
                 continue
-            info = self.axes[item.id]
-            slot = self.canonical.get(item.id, item.id)
+            info = state.axes[item.id]
+            slot = state.canonical.get(item.id, item.id)
             offs, mask = (info.load_offs, info.load_mask) if load else (info.offs, info.mask)
             terms.append(f"{broadcast(offs, slot, context)} * {stride_name(tensor, position)}")
             if mask is not None:
@@ -68,23 +76,24 @@ class AccessLowering:
         masks = list(dict.fromkeys(masks))
         mask = " & ".join(masks) if masks else None
         if ops is not None and len(masks) > 1:
-            if mask not in self.masks:
-                self.masks[mask] = self.fresh("mask_" + (label or tensor.name.id))
-                ops.append(Line(f"{self.masks[mask]} = {mask}"))
-            mask = self.masks[mask]
+            if mask not in state.masks:
+                state.masks[mask] = state.fresh("mask_" + (label or tensor.name.id))
+                ops.append(Line(f"{state.masks[mask]} = {mask}"))
+            mask = state.masks[mask]
         return ptr, mask
 
     def block_ptr(self, access, ops: list[Op]) -> tuple[str, str]:
         """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis
         positions move the base pointer. Returns the variable and its ``boundary_check`` text."""
-        tensor = self.spec.tensor(access.tensor.id)
+        state = self.state
+        tensor = state.spec.tensor(access.tensor.id)
         base_terms = self.scalar_terms(tensor, access.index)
         base = " + ".join([f"{tensor.name.id}_ptr", *base_terms])
         shape, strides, offsets, blocks, checked = [], [], [], [], []
         for position, item in enumerate(access.index):
-            if not isinstance(item, m.Name) or self.axes[item.id].scalar:
+            if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 continue
-            info = self.axes[item.id]
+            info = state.axes[item.id]
             dim = tensor.dims[position]
             if info.mask is not None:
                 checked.append(str(len(shape)))
@@ -92,7 +101,7 @@ class AccessLowering:
             strides.append(stride_name(tensor, position))
             offsets.append(info.start)
             blocks.append(info.tile)
-        var = self.fresh(f"{tensor.name.id}_block_ptr")
+        var = state.fresh(f"{tensor.name.id}_block_ptr")
         order = tuple_text(str(i) for i in reversed(range(len(shape))))
         ops.append(
             Line(
@@ -109,7 +118,7 @@ class AccessLowering:
         blocks of 1, reshaped away: ``k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D)``."""
         desc, offsets = self.descriptor(access)
         load = Line(f"{var} = {desc}.load({offsets}){self.unit_reshape(access)}")
-        flag = self.transposed.get(access.tensor.id)
+        flag = self.state.transposed.get(access.tensor.id)
         if flag is None:
             return load
         swapped = "[" + ", ".join(reversed(offsets[1:-1].split(", "))) + "]"
@@ -121,25 +130,26 @@ class AccessLowering:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
         of this access's tile; records the descriptor's block shape for the launcher (1 where
         the index holds an index axis or a constant)."""
-        tensor = self.spec.tensor(access.tensor.id)
+        state = self.state
+        tensor = state.spec.tensor(access.tensor.id)
         blocks, offsets = [], []
-        pieces = dict.fromkeys(self.pieces.rows, self.pieces.block) if self.pieces is not None else {}
+        pieces = dict.fromkeys(state.pieces.rows, state.pieces.block) if state.pieces is not None else {}
         for item in access.index:
             if isinstance(item, m.Number):
                 blocks.append("1")
                 offsets.append(item.text)
             else:
-                tile = self.axes[item.id].tile
+                tile = state.axes[item.id].tile
                 blocks.append(pieces.get(tile, tile))  # a row piece's descriptor: the launcher sets its block
-                offsets.append(self.axes[item.id].start)
-        self.descriptor_blocks.setdefault(tensor.name.id, tuple(blocks))
-        second = self.piece == 1 and self.pieced(access.index)  # the second row piece's descriptor
+                offsets.append(state.axes[item.id].start)
+        state.descriptor_blocks.setdefault(tensor.name.id, tuple(blocks))
+        second = state.piece == 1 and pieced(state, access.index)  # the second row piece's descriptor
         return f"{tensor.name.id}_{'piece_desc' if second else 'desc'}", "[" + ", ".join(offsets) + "]"
 
     def unit_reshape(self, access) -> str:
         """``.reshape(...)`` from a descriptor's block to the access's tile, dropping the blocks
         of 1 of index axes and constants; empty where the index has tile axes only."""
-        tiles = [self.axes[a].tile for a in self.tile_axes(access.index)]
+        tiles = [self.state.axes[a].tile for a in self.tile_axes(access.index)]
         if len(tiles) == len(access.index):
             return ""
         return f".reshape({', '.join(tiles)})" if tiles else ".reshape(())"
@@ -152,7 +162,7 @@ class AccessLowering:
         for part in m.subexpressions(expr):
             if isinstance(part, m.Load):
                 used |= {i.id for i in part.index if isinstance(i, m.Name)}
-        for axis, preheader in reversed(self.hoists):
+        for axis, preheader in reversed(self.state.hoists):
             if axis in used:
                 break
             ops = preheader
@@ -163,23 +173,24 @@ class AccessLowering:
         lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
         tile loaded before in this scope (same tensor, index, context and fill) is not loaded
         again: inputs are read-only, so it still holds the same values."""
+        state = self.state
         key = (m.expr_key(expr), context, fill)
-        if key in self.loads:
-            return self.loads[key]
+        if key in state.loads:
+            return state.loads[key]
         target = self.hoisted(expr, ops)
         if target is not ops:  # before a loop: every range of the loop reuses it
-            self.hoisted_loads.add(key)
+            state.hoisted_loads.add(key)
         ops = target
         consts = [i.text for i in expr.index if isinstance(i, m.Number)]
-        var = self.fresh("_".join([expr.tensor.id, *consts]))
-        self.loads[key] = var
+        var = state.fresh("_".join([expr.tensor.id, *consts]))
+        state.loads[key] = var
         axes = self.tile_axes(expr.index)
-        if self.spec.access_style in ("block_ptr", "descriptor") and axes:
-            canonical = tuple(self.canonical.get(a, a) for a in context)
-            own = tuple(self.canonical.get(a, a) for a in axes)
+        if state.spec.access_style in ("block_ptr", "descriptor") and axes:
+            canonical = tuple(state.canonical.get(a, a) for a in context)
+            own = tuple(state.canonical.get(a, a) for a in axes)
             ordered = tuple(a for a in canonical if a in own)
             permute = f"tl.permute({var}, {tuple_text(str(own.index(a)) for a in ordered)})" if ordered != own else ""
-            if self.spec.access_style == "descriptor":
+            if state.spec.access_style == "descriptor":
                 load = self.descriptor_load(expr, var)
                 if permute and len(own) == 2 and isinstance(load, Line):  # a [d, n] tile of k: k_desc.load(..).T
                     load, permute = Line(f"{load.code}.T"), ""

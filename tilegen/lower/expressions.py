@@ -1,9 +1,10 @@
 """Expressions in the kernel: numbers, locals, index values, arithmetic and masks, and the
 calls of :mod:`tilegen.functions` (math in float32, helpers, reductions over one axis).
 
-:class:`ExpressionLowering` is part of :class:`tilegen.lower.kernel.KernelLowering` (a mixin):
-it reads that lowering's state (``spec``, ``axes``, ``locals``, ``dtypes``, ``canonical``) and
-emits the loads an expression needs through its :meth:`load`.
+:class:`Expressions` holds the :class:`~tilegen.lower.state.KernelState` it reads (``spec``,
+``axes``, ``locals``, ``dtypes``, ``canonical``, ``scaled``, ``known_conditions``) and extends
+(``helpers``, names), and emits the loads an expression needs through an
+:class:`~tilegen.lower.access.Access`.
 """
 
 from __future__ import annotations
@@ -11,40 +12,50 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
 from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
+from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
+from tilegen.lower.pieces import local_name
 from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.state import KernelState
 
 
-class ExpressionLowering:
-    """The Triton text of spec expressions, in the shape of a statement's tile (its context)."""
+class Expressions:
+    """The Triton text of spec expressions, in the shape of a statement's tile (its context:
+    the tile axes, in order, of the value being computed)."""
+
+    def __init__(self, state: KernelState, access: Access):
+        self.state = state
+        self.access = access
 
     def dtype_of(self, expr: m.Expr) -> str | None:
         """The spec dtype ``expr`` computes to (None for a literal), see :mod:`tilegen.dtypes`."""
+        state = self.state
 
         def local(name: str) -> str | None:
-            if name in self.locals:
-                return self.dtypes.get(name)
-            tensor = self.spec.tensor(name)
+            if name in state.locals:
+                return state.dtypes.get(name)
+            tensor = state.spec.tensor(name)
             return tensor.dtype.id if tensor is not None else INDEX  # an axis or a size
 
-        return expr_dtype(expr, self.spec, local)
+        return expr_dtype(expr, state.spec, local)
 
     def possible_dtypes(self, expr: m.Expr) -> tuple[str | None, ...]:
         """Every dtype ``expr`` may compute to over the spec's specializations
         (:func:`tilegen.dtypes.possible_dtypes`)."""
-        return possible_dtypes(self.dtype_of(expr), self.spec)
+        return possible_dtypes(self.dtype_of(expr), self.state.spec)
 
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """The tile axes ``expr`` spans in the kernel (index axes are scalars, not tile axes)."""
+        state = self.state
 
         def own(part: m.Expr) -> tuple[str, ...] | None:
             if isinstance(part, m.Load):
-                return self.tile_axes(part.index)
+                return self.access.tile_axes(part.index)
             if isinstance(part, m.Ref):
                 name = part.name.id
-                if name in self.locals:
-                    return self.locals[name]
-                return (name,) if name in self.axes and not self.axes[name].scalar else ()  # index values
+                if name in state.locals:
+                    return state.locals[name]
+                return (name,) if name in state.axes and not state.axes[name].scalar else ()  # index values
             if isinstance(part, m.Number):
                 return ()
             if m.is_dot(part):  # the first operand's other axis, then the second's
@@ -58,7 +69,7 @@ class ExpressionLowering:
         """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
         integer, under any binding of the spec's dtype variables: math computes in float32, as
         torch does (a no-op for the f32 binding, so one kernel serves every binding)."""
-        if not converts_to_f32(self.dtype_of(expr), self.spec):
+        if not converts_to_f32(self.dtype_of(expr), self.state.spec):
             return text
         if compound and isinstance(expr, (m.BinOp, m.Neg)):
             return f"({text}).to(tl.float32)"
@@ -66,16 +77,17 @@ class ExpressionLowering:
 
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
+        state = self.state
         name = call.func.id
-        choice = next((c for c in self.spec.choices if c.name.id == name), None)
+        choice = next((c for c in state.spec.choices if c.name.id == name), None)
         if choice is not None:
             arg = self.expr(call.args[0], context, ops)
             for option in choice.options:
                 if option.id != "none":
-                    self.helpers.add(option.id)
+                    state.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
         function = lookup(call.func)
-        if name == "where" and (known := self.known_branch(call)) is not None:
+        if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
@@ -92,19 +104,23 @@ class ExpressionLowering:
                 return self.power(call, values, ops)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
-        self.helpers.update(function.helpers)
+        state.helpers.update(function.helpers)
         if function.kind == "activation" or name in HELPERS:
             if name == "gelu" and call.word("approximate") == "tanh":
                 name = "gelu_tanh"
-            self.helpers.add(name)
+            state.helpers.add(name)
             return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
         return function.triton_text(**values)
 
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
         everywhere (or nowhere), see :mod:`tilegen.lower.ranges`; None when it is not known, or
-        when the branch alone would have another shape or dtype than the ``where``."""
-        truth = self.known_conditions.get(m.expr_key(call.args[0]))
+        when the branch alone would have another shape or dtype than the ``where``, or when
+        ``call`` is not a ``where`` (:attr:`~tilegen.functions.Function.selects`)."""
+        function = lookup(call.func)
+        if function is None or not function.selects:
+            return None
+        truth = self.state.known_conditions.get(m.expr_key(call.args[0]))
         if truth is None:
             return None
         branch = call.args[1] if truth else call.args[2]
@@ -120,6 +136,7 @@ class ExpressionLowering:
         negative one takes the reciprocal: ``pow(-2.0, 3.0)`` is ``-8``. Any other exponent (a
         fraction, a larger integer, a scalar input, a tile) calls the ``power`` helper, which
         applies torch's rules at run time (NaN for a finite negative ``x`` and a fraction)."""
+        state = self.state
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
         x, value = values["x"], literal_value(exponent)
         if isinstance(call.args[0], m.Number | m.Neg) and literal_value(call.args[0]) is not None:
@@ -127,13 +144,13 @@ class ExpressionLowering:
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
             return f"tl.sqrt_rn({x})" if value > 0 else f"(1.0 / tl.sqrt_rn({x}))"
         if value is None or not value.is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
-            self.helpers.add("power")
+            state.helpers.add("power")
             return f"power({x}, {values['exponent']})"
         count = int(abs(value))
         if count == 0:
             return f"(tl.zeros_like({x}) + 1.0)"  # 1 for every x, NaN and inf included (torch.pow)
         if count > 1 and not x.isidentifier():  # named once, not computed once per factor
-            base = self.fresh("pow_base")
+            base = state.fresh("pow_base")
             ops.append(Line(f"{base} = {x}"))
             x = base
         if count <= 4:
@@ -144,7 +161,7 @@ class ExpressionLowering:
                 if count & bit:
                     factors.append(square)
                 if bit * 2 <= count:
-                    name = self.fresh("pow_sq")
+                    name = state.fresh("pow_sq")
                     ops.append(Line(f"{name} = {square} * {square}"))
                     square = name
                 bit *= 2
@@ -158,21 +175,22 @@ class ExpressionLowering:
         then the rest), lanes past the end of ``c`` replaced by the reduction's identity
         (:attr:`~tilegen.functions.Function.identity`), reduced over ``c`` into a new variable,
         broadcast back to ``context``."""
+        state = self.state
         dim = call.word("dim")
         operand = call.args[0]
-        canonical = tuple(self.canonical.get(a, a) for a in context)
+        canonical = tuple(state.canonical.get(a, a) for a in context)
         own = self.expr_axes(operand)
         inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
-        scaled = self.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
-        result = self.fresh(f"{function.name}_{dim}")
+        scaled = state.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
+        result = state.fresh(f"{function.name}_{dim}")
         mask = self.lane_mask(dim)
 
         def reduce(name: str, x: str) -> str:
             chosen = lookup(name)
             if mask is not None:
                 x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {chosen.identity_text})"
-            self.helpers.update(chosen.helpers)
-            return chosen.triton_text(x=x, axis=inner.index(dim), size=self.axes[dim].dim)
+            state.helpers.update(chosen.helpers)
+            return chosen.triton_text(x=x, axis=inner.index(dim), size=state.axes[dim].dim)
 
         if scaled is not None and function.mirror is not None:  # max(x * c) = max(x) * c for c >= 0
             raw, factor, sign = scaled
@@ -186,25 +204,25 @@ class ExpressionLowering:
             else:
                 why = f"{sign.scalar} >= 0: {function.name}(x * c) = {nonneg}(x) * c, else {negative}(x) * c"
                 branches = [(Line(f"{result} = {reduce(name, raw)} * {factor}"),) for name in (nonneg, negative)]
-                ops.append(IfBlock(self.sign_flags[sign.scalar], why, *branches))
+                ops.append(IfBlock(state.sign_flags[sign.scalar], why, *branches))
             return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
         x = self.expr(operand, inner, ops)
         if function.widens:
-            x = self.upcast(x, operand) if converts_to_f32(self.dtype_of(operand), self.spec, NARROW) else x
+            x = self.upcast(x, operand) if converts_to_f32(self.dtype_of(operand), state.spec, NARROW) else x
         ops.append(Line(f"{result} = {reduce(function.name, x)}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 
     def offsets(self, axis: str) -> str:
         """The index values of ``axis``'s tile: its offsets (made inline where block pointers or
         descriptors left the axis without them)."""
-        info = self.axes[axis]
+        info = self.state.axes[axis]
         return info.offs or f"({info.start} + tl.arange(0, {info.tile}))"
 
     def lane_mask(self, axis: str) -> str | None:
         """Which lanes of ``axis``'s tile lie inside its dimension (None: all of them). Block
         pointers pad with zeros, which is not every reduction's identity, so their masked axes
         get the comparison too."""
-        info = self.axes[axis]
+        info = self.state.axes[axis]
         if info.mask == "checked":
             return f"({self.offsets(axis)} < {info.dim})"
         return info.mask
@@ -214,24 +232,25 @@ class ExpressionLowering:
         ``b`` as a ``[k, j]`` tile (a load builds its pointers in that order, so a transposed
         operand costs no copy; a local is permuted), lanes past the end of ``k`` zeroed, then
         ``tl.dot``. The result spans ``(i, j)``, broadcast (or transposed) into ``context``."""
+        state = self.state
         a_axes, b_axes = (self.expr_axes(arg) for arg in call.args)
         k = next(x for x in a_axes if x in b_axes)
         i, j = next(x for x in a_axes if x != k), next(x for x in b_axes if x != k)
         operands = []
         for arg, own in ((call.args[0], (i, k)), (call.args[1], (k, j))):
             if isinstance(arg, m.Load):  # padding lanes of k must add nothing: loaded as zeros
-                text = self.load(arg, own, ops, fill="0.0")
+                text = self.access.load(arg, own, ops, fill="0.0")
             else:
                 text = self.expr(arg, own, ops)
                 if (mask := self.lane_mask(k)) is not None:  # a computed tile: its padding lanes of k zeroed
                     text = f"tl.where({broadcast(mask, k, own)}, {text}, 0.0)"
             if "bf16" in self.possible_dtypes(arg):  # see BF16_DOT_FLAG: the interpreter upcasts it
-                self.bf16_dot, text = True, f"{BF16_DOT_OPERAND}({text})"
+                state.bf16_dot, text = True, f"{BF16_DOT_OPERAND}({text})"
             operands.append(text)
         precision = call.word("precision")
         extra = f', input_precision="{precision}"' if precision is not None else ""
         text = f"tl.dot({operands[0]}, {operands[1]}{extra})"
-        canonical = tuple(self.canonical.get(a, a) for a in context)
+        canonical = tuple(state.canonical.get(a, a) for a in context)
         ordered = tuple(a for a in canonical if a in (i, j))
         if ordered == (j, i):
             text = f"tl.trans({text})"
@@ -239,29 +258,30 @@ class ExpressionLowering:
 
     def expr(self, expr: m.Expr, context: tuple[str, ...], ops: list[Op]) -> str:
         """Emit loads into ``ops`` and return the Triton expression for ``expr``."""
+        state = self.state
         if isinstance(expr, m.Number):
             return number_text(expr)
         if isinstance(expr, m.Ref):
             name = expr.name.id
-            canonical = tuple(self.canonical.get(a, a) for a in context)  # an alias is its axis
-            if name in self.locals:
-                axes = self.locals[name]
-                name = self.local_name(name)  # its second row piece's name there (kernel.py's pieces)
+            canonical = tuple(state.canonical.get(a, a) for a in context)  # an alias is its axis
+            if name in state.locals:
+                axes = state.locals[name]
+                name = local_name(state, name)  # its second row piece's name there (tilegen.lower.pieces)
                 ordered = tuple(a for a in canonical if a in axes)
-                if name in self.scaled:  # kept unscaled for a max (see scaled.py): the factor applied here
-                    raw, factor, _ = self.scaled[name]
+                if name in state.scaled:  # kept unscaled for a max (see scaled.py): the factor applied here
+                    raw, factor, _ = state.scaled[name]
                     name = f"({raw} * {factor})"
                 if ordered != axes:  # a tile over (m, n) used as (n, m)
                     name = f"tl.permute({name}, {tuple_text(str(axes.index(a)) for a in ordered)})"
                 return broadcast_tile(name, ordered, canonical)
-            if name in self.axes:  # an axis's index values: its offsets (a program id for an index axis)
-                info = self.axes[name]
+            if name in state.axes:  # an axis's index values: its offsets (a program id for an index axis)
+                info = state.axes[name]
                 if info.scalar:
                     return info.offs
-                return broadcast(self.offsets(name), self.canonical.get(name, name), canonical)
+                return broadcast(self.offsets(name), state.canonical.get(name, name), canonical)
             return name  # a scalar input or a size symbol
         if isinstance(expr, m.Load):
-            return self.load(expr, context, ops)
+            return self.access.load(expr, context, ops)
         if isinstance(expr, m.Neg):
             if isinstance(expr.operand, m.Number):
                 return number_text(expr)
@@ -273,3 +293,4 @@ class ExpressionLowering:
         if isinstance(expr, m.Call):
             return self.call(expr, context, ops)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover
+

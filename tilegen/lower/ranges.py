@@ -16,7 +16,7 @@ skips the key blocks above the diagonal). The kernel lowering does the same from
   when :func:`skips_when_false` proves that the body leaves every variable the loop carries
   unchanged there.
 
-Plain functions of the model; :meth:`tilegen.lower.kernel.KernelLowering.tile_loop` uses them.
+Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses them.
 """
 
 from __future__ import annotations

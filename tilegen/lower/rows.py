@@ -75,6 +75,7 @@ from tilegen.functions import lookup, partial_reduction, reduction, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
+from tilegen.lower.passes import kernel_spec
 from tilegen.lower.plan import Comment, FallbackPlan, ForLoop, IfBlock, KernelPlan, Line, Op, RowsPlan, WithBlock
 
 #: The chunk (``BLOCK_N``) the looped kernel takes by default: 4096 elements, 32 per thread at 4
@@ -685,7 +686,7 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
     name = f"_{spec.name.id}_{VARIANT}"
     other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
     rows = tuple_text(f'"{r}"' for r in looped.rows)
-    loops = _dedupe_comments(lower_kernel(other))
+    loops = _dedupe_comments(lower_kernel(kernel_spec(other)))
     if loops.tune is not None:
         prune = f'_whole_fits("{looped.block}", {rows})'
         loops = dataclasses.replace(loops, tune=dataclasses.replace(loops.tune, name="_LOOPS_CONFIGS", prune=prune))

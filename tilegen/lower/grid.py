@@ -1,0 +1,170 @@
+"""Program ids -> tiles: each grid axis's program id, offsets and mask (after any swizzle, a
+flat grid's grouping, a persistent program's tile loop), and the 64-bit recasts of offsets.
+
+Functions of the :class:`~tilegen.lower.state.KernelState`: they fill ``state.axes`` with an
+:class:`~tilegen.lower.state.AxisInfo` per grid axis and name the flat grid's program and tile
+ids (``pid``, ``num_pid_m``, ``tile_id``, ...) in it.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.lower.names import stride_name
+from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.state import INT64_FLAG, AxisInfo, KernelState
+
+
+def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
+    """Program ids -> tile offsets and masks for every grid axis (after any swizzle).
+
+    Returns (setup, per-tile) ops: the same program's setup runs once; a persistent
+    program runs the per-tile part (and the body) once per tile it takes.
+    """
+    spec = state.spec
+    if not spec.grid:
+        return [], []
+    setup: list[Op] = [state.comment(spec.grid[0].span)]
+    ops: list[Op] = []
+    pids: dict[str, str] = {}
+    if spec.flat:
+        setup += flat_setup(state)
+        if spec.split_tail:  # the kernel maps programs to tiles; the tile function takes pid_m, pid_n
+            state.tile_map = flat_pids(state, pids)
+            state.tile_pids = tuple(pids.values())
+        else:
+            ops += flat_pids(state, pids)
+    else:
+        launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
+        for number, axis in enumerate(launched):
+            pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
+            setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
+        setup += swizzle2d(state, pids)
+    ops += int64_casts(state, list(dict.fromkeys(pids.values())), constant_strides(state))
+    grid_axes = {a.name.id: a for a in spec.grid}
+    names = list(pids) + [a.name.id for a in spec.grid if a.name.id not in pids]
+    for name in names:
+        axis = grid_axes[state.canonical.get(name, name)]
+        if axis.is_index:
+            state.axes[name] = AxisInfo(pids[name], None, axis.dim.id, "1", pids[name], scalar=True)
+            continue
+        whole = axis.bounds == "whole"
+        start = "0" if whole else f"{pids[name]} * {axis.block.id}"
+        if state.spec.access_style in ("block_ptr", "descriptor"):
+            # Block pointers and descriptors take the tile start and check bounds themselves.
+            mask = "checked" if axis.masked or whole else None
+            tile = state.whole_blocks[axis.dim.id] if whole else axis.block.id
+            state.axes[name] = AxisInfo("", mask, axis.dim.id, tile, start)
+            continue
+        offs = state.fresh(f"offs_{name}")
+        if whole:  # one tile of all of the dimension, padded to a power of two and masked
+            block = state.whole_blocks[axis.dim.id]
+            mask = state.fresh(f"mask_{name}")
+            ops += [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")]
+            state.axes[name] = AxisInfo(offs, mask, axis.dim.id, block, "0")
+            continue
+        ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))
+        info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
+        if axis.masked:
+            info.mask = info.load_mask = state.fresh(f"mask_{name}")
+            ops.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
+        if axis.bounds == "wrapped":  # loads wrap around (% dim); stores stay masked
+            info.load_offs = state.fresh(f"offs_{name}_wrapped")
+            info.load_mask = None
+            ops.append(Line(f"{info.load_offs} = {offs} % {axis.dim.id}"))
+        state.axes[name] = info
+    if not spec.persistent and not spec.split_tail:
+        return setup + ops, []
+    return setup, ops
+
+
+def int64_casts(state: KernelState, names: list[str], strides: list[str] = ()) -> list[Op]:
+    """``if INT64_OFFSETS:`` recast tensors ``names`` and scalar arguments ``strides`` to
+    int64 (``tl.cast`` also takes a stride Triton specialised to the constant 1). The
+    launcher sets the constexpr when some tensor spans 2**31 elements or more, where int32
+    offsets would wrap around."""
+    if (not names and not strides) or state.spec.access_style == "descriptor":
+        return []  # descriptors address with 64 bits themselves (TMA); coordinates fit int32
+    state.int64 = True
+    casts = tuple(Line(f"{n} = {n}.to(tl.int64)") for n in names)
+    casts += tuple(Line(f"{n} = tl.cast({n}, tl.int64)") for n in strides)
+    return [IfBlock(INT64_FLAG, "a tensor spans 2**31 elements or more: 64-bit offsets", casts)]
+
+
+def constant_strides(state: KernelState) -> list[str]:
+    """Strides multiplied by a constant index (``2 * stride_x_0``): int32 products too."""
+    found = []
+    for stmt in m.statements(state.spec.body):
+        for access in m.accesses(stmt):
+            tensor = state.spec.tensor(access.tensor.id)
+            for position, item in enumerate(access.index):
+                if isinstance(item, m.Number) and item.text != "0":
+                    found.append(stride_name(tensor, position))
+    return list(dict.fromkeys(found))
+
+
+def flat_setup(state: KernelState) -> list[Op]:
+    """The program-invariant part of a flat grid: tile counts (and, persistent, the
+    program's first tile)."""
+    spec = state.spec
+    first, second = spec.grid
+    a, b = first.name.id, second.name.id
+    state.pid = state.fresh("start_pid" if spec.persistent else "pid")
+    state.num_a, state.num_b = state.fresh(f"num_pid_{a}"), state.fresh(f"num_pid_{b}")
+    ops: list[Op] = [
+        Line(f"{state.pid} = tl.program_id(0)"),
+        Line(f"{state.num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
+        Line(f"{state.num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
+    ]
+    if spec.persistent or spec.split_tail:
+        state.num_tiles = state.fresh("num_tiles")
+        ops.append(Line(f"{state.num_tiles} = {state.num_a} * {state.num_b}"))
+    if spec.swizzle is not None:
+        state.in_group = state.fresh("num_pid_in_group")
+        ops.append(Line(f"{state.in_group} = {spec.swizzle.group_text} * {state.num_b}"))
+    return ops
+
+
+def flat_pids(state: KernelState, pids: dict[str, str]) -> list[Op]:
+    """Tile ids of a flat grid: row-major, or grouped by GROUP_SIZE_M (tutorial 03). A
+    persistent program maps each ``tile_id`` it loops over; others their program id."""
+    spec = state.spec
+    first, second = spec.grid
+    a, b = first.name.id, second.name.id
+    pid = state.fresh("tile_id") if spec.persistent or spec.split_tail else state.pid
+    state.tile_id = pid
+    pids[a], pids[b] = state.fresh(f"pid_{a}"), state.fresh(f"pid_{b}")
+    if spec.swizzle is None:
+        return [Line(f"{pids[a]} = {pid} // {state.num_b}"), Line(f"{pids[b]} = {pid} % {state.num_b}")]
+    group = spec.swizzle.group_text
+    in_group, group_id = state.in_group, state.fresh("group_id")
+    first_pid, size = state.fresh(f"first_pid_{a}"), state.fresh(f"group_size_{a}")
+    return [
+        state.comment(spec.swizzle.span),
+        Line(f"{group_id} = {pid} // {in_group}"),
+        Line(f"{first_pid} = {group_id} * {group}"),
+        Line(f"{size} = min({state.num_a} - {first_pid}, {group})"),
+        Line(f"{pids[a]} = {first_pid} + (({pid} % {in_group}) % {size})"),
+        Line(f"{pids[b]} = ({pid} % {in_group}) // {size}"),
+    ]
+
+
+def swizzle2d(state: KernelState, pids: dict[str, str]) -> list[Op]:
+    """``tl.swizzle2d`` on a 2D grid; with ``as`` the remapped ids get the alias names."""
+    swizzle = state.spec.swizzle
+    if swizzle is None:
+        return []
+    first, second = (a.id for a in swizzle.axes)
+    targets = (first, second)
+    if swizzle.aliases:
+        targets = tuple(a.id for a in swizzle.aliases)
+        for alias, axis in zip(targets, (first, second), strict=True):
+            state.canonical[alias] = axis
+            pids[alias] = state.fresh(f"pid_{alias}")
+    return [
+        state.comment(swizzle.span),
+        Line(
+            f"{pids[targets[0]]}, {pids[targets[1]]} = tl.swizzle2d("
+            f"{pids[first]}, {pids[second]}, tl.num_programs(0), tl.num_programs(1), {swizzle.group_text})"
+        ),
+    ]
+

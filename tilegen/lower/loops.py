@@ -1,0 +1,241 @@
+"""Loops in the kernel: a ``dot`` loop over tiles of K (pointers made once and advanced, or block
+pointers, or descriptors; a split loop's part of K), and a loop over tiles inside one program, in
+up to two ranges (see :mod:`tilegen.lower.ranges`) with the loads that do not change with its axis
+hoisted before it.
+
+:class:`Loops` holds the :class:`~tilegen.lower.state.KernelState` (it gives each loop's axis its
+:class:`~tilegen.lower.state.AxisInfo` and scopes ``masks``, ``loads`` and names to each range),
+an :class:`~tilegen.lower.access.Access`, and the function lowering one statement of a body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import nullcontext
+
+from tilegen import model as m
+from tilegen.lower.access import Access
+from tilegen.lower.grid import int64_casts
+from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
+from tilegen.lower.pieces import in_piece, local_name, pieced
+from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op
+from tilegen.lower.ranges import (
+    find_guard,
+    guard_steps,
+    lanes_past_end_are_guarded,
+    skips_when_false,
+    splits_full_tiles,
+)
+from tilegen.lower.state import AxisInfo, KernelState
+
+
+class Loops:
+    """The ops of a ``for`` statement: :meth:`dot_loop` or :meth:`tile_loop`. ``statement``
+    lowers one statement of a loop's body (:meth:`tilegen.lower.statements.Statements.statement`)."""
+
+    def __init__(self, state: KernelState, access: Access, statement: Callable[[m.Stmt], list[Op]]):
+        self.state = state
+        self.access = access
+        self.statement = statement
+
+    def dot_loop(self, loop: m.Loop) -> list[Op]:
+        """``acc += dot(a[m, k], b[k, n])`` over tiles of k: pointers (or block pointers) made
+        once before the loop and advanced each step; a masked loop masks the K tail."""
+        state = self.state
+        axis = loop.axis
+        k = axis.name.id
+        ops: list[Op] = [state.comment(loop.span)]
+        block_ptrs = state.spec.access_style == "block_ptr"
+        descriptors = state.spec.access_style == "descriptor"
+        step = state.fresh(k)
+        offs = mask_k = None
+        if not block_ptrs and not descriptors:
+            offs = state.fresh(f"offs_{k}")
+            ops.append(Line(f"{offs} = tl.arange(0, {axis.block.id})"))
+            mask_k = state.fresh(f"mask_{k}") if axis.masked else None
+        start = f"{step} * {axis.block.id}" if descriptors else "0"
+        state.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, start)
+        tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})"
+        first = "0"
+        iterable = f"range(0, {tiles})"
+        if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
+            pid, parts = state.fresh(f"pid_{k}"), state.fresh(f"split_{k}")
+            per_part, first = state.fresh(f"{k}_per_part"), state.fresh(f"{k}_first")
+            state.split_pid, state.split_parts = pid, parts
+            ops += [
+                Line(f"{pid} = tl.program_id({state.split.axis})"),
+                Line(f"{parts} = tl.num_programs({state.split.axis})  # 1 where the output tiles fill the GPU"),
+                Line(f"{per_part} = tl.cdiv({tiles}, {parts})"),
+                Line(f"{first} = {pid} * {per_part}"),
+                *int64_casts(state, [first]),
+            ]
+            iterable = f"range({first}, min({first} + {per_part}, {tiles}))"
+        if block_ptrs and axis.masked:
+            state.axes[k].mask = "checked"  # a block pointer checks the bounds of a masked axis
+        advances: list[str] = []
+        body: list[Op] = []
+        if mask_k:
+            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {axis.block.id}"))
+        def operand_tile(number: int, operand: m.Load, into: list[Op], bf16: bool) -> str:
+            """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile (for
+            a ``bf16`` dot, as the interpreter's upcast operand)."""
+            tensor = state.spec.tensor(operand.tensor.id)
+            tile = state.fresh(tensor.name.id)
+            position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
+            own = self.access.tile_axes(operand.index)
+            other = next(a for a in own if a != k)
+            context = (other, k) if number == 0 else (k, other)  # (M, K) @ (K, N): b read as [k, n]
+            if descriptors:  # bounds are checked by the descriptor (TMA): no masks
+                into.append(self.access.descriptor_load(operand, tile))
+            elif block_ptrs:
+                var, checked = self.access.block_ptr(operand, ops)
+                args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
+                into.append(Line(f"{tile} = tl.load({args})"))
+                moves = ["0"] * len(self.access.tile_axes(operand.index))
+                moves[self.access.tile_axes(operand.index).index(k)] = axis.block.id
+                advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
+            else:
+                ptr, mask = self.access.pointer_expr(operand, context, None, load=True)
+                var = state.fresh(f"{tensor.name.id}_ptrs")
+                ops.append(Line(f"{var} = {ptr}"))
+                load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
+                into.append(Line(load))
+                advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
+            if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
+                into.append(Line(f"{tile} = tl.trans({tile})"))
+            if bf16:  # see BF16_DOT_FLAG: the interpreter upcasts them
+                state.bf16_dot = True
+                return f"{BF16_DOT_OPERAND}({tile})"
+            return tile
+
+        for stmt in loop.body:  # the checker allows only ``acc += dot(x[.., k], y[k, ..])`` here
+            body.append(state.comment(stmt.span))
+            call = stmt.value
+            precision = call.word("precision")
+            extra = f', input_precision="{precision}"' if precision is not None else ""
+            bf16 = any("bf16" in dtype_options(state.spec.tensor(o.tensor.id).dtype) for o in call.args)
+            two = pieced(state, call.args[0].index)  # the rows in two pieces: the same tile of b for both
+            with in_piece(state, 0) if two else nullcontext():
+                tiles = [operand_tile(number, operand, body, bf16) for number, operand in enumerate(call.args)]
+                body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
+            if two:
+                second: list[Op] = []
+                with in_piece(state, 1):
+                    rows = operand_tile(0, call.args[0], second, bf16)
+                    second.append(Line(f"{local_name(state, stmt.name.id)} += tl.dot({rows}, {tiles[1]}{extra})"))
+                body.append(IfBlock(f"{state.pieces.rows[1]} > 0", "the second piece's rows", tuple(second)))
+        body += [Line(a) for a in advances]
+        if first != "0" and advances:  # pointers start at the part's first tile of k
+            ops += [Line(a.replace(" += ", f" += {first} * ", 1)) for a in advances]
+        ops.append(ForLoop(step, iterable, tuple(body)))
+        return ops
+
+    def tile_loop(self, loop: m.Loop) -> list[Op]:
+        """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
+        each step makes its own offsets and mask and runs the body on that tile.
+
+        The innermost loop of a nest runs in up to two ranges (see :mod:`tilegen.lower.ranges`):
+        first the tiles wholly inside the dimension (and, with a causal guard, wholly on its true
+        side), with no masks; then the edge tiles, masked. Tiles where a causal guard holds
+        nowhere are skipped when that provably changes nothing. A loop with a loop nested in it
+        runs as one masked loop over all its tiles (:func:`tilegen.lower.ranges.splits_full_tiles`:
+        the code stays linear in the depth of the nest). Loads that do not change with the
+        loop's axis go before the loop, once, for every range.
+        """
+        state = self.state
+        axis = loop.axis
+        k = axis.name.id
+        step = state.fresh(k)
+        offs = state.fresh(f"offs_{k}")
+        mask = state.fresh(f"mask_{k}") if axis.masked else None
+        tile_axes = {a for a, info in state.axes.items() if not info.scalar and a != k}
+        guard = find_guard(loop, tile_axes)
+        guarded = False  # lanes past the end are on the guard's false side: masked on loads only
+        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})", f"{axis.dim.id} // {axis.block.id}"
+        if not splits_full_tiles(loop):  # an outer level of a nest: one loop over every tile, masked
+            checks = ["masked"] if axis.masked else []
+            checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
+            why = f"every tile of {k}, {', '.join(checks)}: a loop around loops (only the innermost splits)"
+            ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
+        elif guard is not None:
+            other = state.axes[guard.axis]
+            full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
+            skip = skips_when_false(loop, guard, set(state.locals))
+            cond, split = f"{k} {guard.op} {guard.axis}", f"min({whole_tiles}, {full})"
+            end, skipped = tiles, ""
+            if skip:
+                end = f"min({tiles}, {live})"
+                skipped = f"; later tiles change nothing (where {cond} holds nowhere): skipped"
+            # block pointers check bounds from the same mask the tile's math uses: they keep it
+            guarded = axis.masked and state.spec.access_style != "block_ptr" and lanes_past_end_are_guarded(
+                loop, guard, set(state.locals), other.dim == axis.dim.id
+            )
+            if guarded:
+                dim = axis.dim.id
+                skipped += f"; lanes past {dim} fail {cond} in every row stored: only the loads check {dim}"
+            ranges = [
+                (
+                    f"range(0, {split})",
+                    True,
+                    f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks",
+                ),
+                (
+                    f"range({split}, {end})",
+                    False,
+                    f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}",
+                ),
+            ]
+        elif axis.masked:
+            ranges = [
+                (f"range(0, {whole_tiles})", True, f"tiles of {k} inside {axis.dim.id}: no masks"),
+                (
+                    f"range({whole_tiles}, {tiles})",
+                    False,
+                    f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked",
+                ),
+            ]
+        else:
+            ranges = [(f"range(0, {tiles})", True, "")]
+        outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
+        preheader: list[Op] = []  # loads that do not change with k go here, before the loop
+        loops: list[Op] = []
+        for iterable, inside, why in ranges:
+            body: list[Op] = [Line(f"{offs} = {step} * {axis.block.id} + tl.arange(0, {axis.block.id})")]
+            body += int64_casts(state, [offs])
+            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{step} * {axis.block.id}")
+            if mask is not None and not inside:
+                info.mask = None if guarded else mask
+                info.load_mask = mask
+                if not guarded or state.spec.access_style == "pointers":
+                    body.append(Line(f"{mask} = {offs} < {axis.dim.id}"))
+            state.axes[k] = info
+            if guard is not None:
+                state.known_conditions[guard.key] = True if inside else None
+            # each range sees the masks and loads of the enclosing scope, and the tiles hoisted
+            # before the loop; it names its own tiles as the other range does
+            hoisted = {key: state.loads[key] for key in state.hoisted_loads if key in state.loads}
+            state.masks, state.loads = dict(outer_masks), {**outer_loads, **hoisted}
+            state.taken = outer_taken | _defined(preheader)
+            state.hoists.append((k, preheader))
+            for stmt in loop.body:
+                if not isinstance(stmt, m.Loop):
+                    body.append(state.comment(stmt.span))
+                body.extend(self.statement(stmt))
+            state.hoists.pop()
+            if why:
+                loops.append(Comment(why))
+            loops.append(ForLoop(step, iterable, tuple(body)))
+        if guard is not None:
+            state.known_conditions.pop(guard.key, None)
+        state.masks, state.loads = outer_masks, outer_loads
+        state.taken |= _defined(preheader)
+        if preheader:
+            preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
+        return [state.comment(loop.span), *preheader, *loops]
+
+
+
+def _defined(ops: list[Op]) -> set[str]:
+    """The names the lines of ``ops`` assign (``q = tl.load(...)`` defines ``q``)."""
+    return {op.code.split(" = ", 1)[0] for op in ops if isinstance(op, Line) and " = " in op.code}
+

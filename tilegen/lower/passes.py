@@ -1,0 +1,117 @@
+"""Spec-to-spec rewrites: each a function from a checked :class:`~tilegen.model.Spec` to another
+(plain data, spans kept), listed here in the order :func:`tilegen.lower.lower` runs them.
+
+:data:`PASSES` holds the rewrites of one spec into one spec, each with its stage:
+
+1. ``printable_path`` (stage ``module``, :func:`printable_path`): the display path as generated
+   comments and docstrings may hold it. First, because every later part writes the path (kernel
+   comments, launcher and reference docstrings, error messages of specializations).
+2. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
+   base 2, ``log2(e)`` folded into the scalar factor they are scaled by. Last, and on the spec of
+   each kernel only (:func:`kernel_spec`, just before :func:`tilegen.lower.kernel.lower_kernel`):
+   the launcher and the torch reference are lowered from the spec without it (the reference is
+   the spec as written), and the kernel variants below are derived from the spec without it
+   (:func:`tilegen.lower.rows.loop_rows` recognises ``sum(exp(x - max(x)))`` as an online softmax,
+   which the rewrite would hide). It assumes a spec whose dtype variables are bound.
+
+Between the two stages :func:`tilegen.lower.lower` makes one spec per binding of the dtype
+variables (:func:`tilegen.model.specialize`) and derives from each the module's other kernels,
+rewrites that map one spec to another kernel's spec (each then goes through the ``kernel`` stage):
+
+* :func:`access_variant`: the same spec through plain pointers (``_<kernel>_pointers``, where TMA
+  descriptors or block pointers cannot serve) or through descriptors (``_<kernel>_descriptors``,
+  a block-pointer spec on a Triton without block pointers);
+* :func:`tilegen.lower.rows.loop_rows`: a ``whole`` axis as loops over its tiles
+  (``_<kernel>_loops``, rows too long for one tile), which also returns what the launcher routes on.
+
+Analyses that rewrite nothing stay with the lowering that uses them (:mod:`tilegen.lower.scaled`,
+:mod:`tilegen.lower.ranges`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from tilegen import model as m
+from tilegen.lower.exp2 import fold_exp2
+from tilegen.lower.names import pieced_block
+
+
+def safe_path(path: str) -> str:
+    """The display path as it may appear in generated comments and docstrings: printable,
+    with no quotes or backslashes (``?`` instead), so no path can end a comment or a string."""
+    return "".join(c if c.isprintable() and c not in "\\\"'" else "?" for c in path)
+
+
+def printable_path(spec: m.Spec) -> m.Spec:
+    """``spec`` with its display path made :func:`safe_path`."""
+    return dataclasses.replace(spec, path=safe_path(spec.path))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One spec rewrite: its ``name``, the function, and its ``stage``: ``module`` (the spec every
+    part of the module is lowered from) or ``kernel`` (each kernel's spec, just before kernel
+    lowering)."""
+
+    name: str
+    rewrite: Callable[[m.Spec], m.Spec]
+    stage: Literal["module", "kernel"]
+
+
+#: The spec rewrites, in the order they run (see the module docstring for why each is where it is).
+PASSES: tuple[Pass, ...] = (
+    Pass("printable_path", printable_path, "module"),
+    Pass("exp2", fold_exp2, "kernel"),
+)
+
+
+def _run(spec: m.Spec, stage: str) -> m.Spec:
+    for rewrite in PASSES:
+        if rewrite.stage == stage:
+            spec = rewrite.rewrite(spec)
+    return spec
+
+
+def module_spec(spec: m.Spec) -> m.Spec:
+    """A checked spec after the ``module`` passes: what the kernel, launcher and reference of the
+    module are lowered from."""
+    return _run(spec, "module")
+
+
+def kernel_spec(spec: m.Spec) -> m.Spec:
+    """A kernel's spec (the module's, or a variant's) after the ``kernel`` passes: what
+    :func:`tilegen.lower.kernel.lower_kernel` takes. Its dtype variables must be bound."""
+    return _run(spec, "kernel")
+
+
+def access_variant(spec: m.Spec, access: str | None, variant: str) -> m.Spec:
+    """``spec`` as the module's kernel ``_<kernel>_<variant>``, its tiles moving through ``access``
+    (``"descriptor"``; None: plain pointers). A spec whose rows' block may be a sum of two powers of
+    two keeps, for an access other than descriptors, only its configs whose block is a power of
+    two (only descriptors hold two row pieces: :func:`tilegen.lower.pieces.pieces_setup`)."""
+    name = dataclasses.replace(spec.name, id=f"_{spec.name.id}_{variant}")
+    access_name = None if access is None else dataclasses.replace(spec.access, id=access)
+    other = dataclasses.replace(spec, access=access_name, name=name)
+    block = pieced_block(spec)
+    if block is not None and access != "descriptor":  # configs of two row pieces need descriptors: dropped
+        other = dataclasses.replace(other, tune=_power_of_two_configs(spec, block))
+    return other
+
+
+def _power_of_two_configs(spec: m.Spec, block: str) -> m.Tune:
+    """``spec``'s tune without the configs that set ``block`` to a value that is not a power of
+    two: the pointer kernel's tiles are powers of two (the checker keeps the default config one,
+    so the interpreter's config, ``_CONFIGS[default]``, serves both kernels). Each config kept is
+    also in ``_CONFIGS``, where ``_config_index`` finds it by its keywords."""
+    default = next(p.default for p in spec.params if p.name.id == block)
+
+    def kept(config: m.Config) -> bool:
+        value = int((config.get(block) or default).text)
+        return not value & (value - 1)
+
+    tune = spec.tune
+    return dataclasses.replace(tune, configs=tuple(c for c in tune.configs if kept(c)))

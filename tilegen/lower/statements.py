@@ -1,0 +1,198 @@
+"""Statements in the kernel: declarations, assignments (scaled ones too, see
+:mod:`tilegen.lower.scaled`), ``+=``, stores (a split loop's partial sums included), and the
+dispatch of loops to :class:`~tilegen.lower.loops.Loops`.
+
+:class:`Statements` holds the :class:`~tilegen.lower.state.KernelState` (it records each local's
+axes and dtype there), an :class:`~tilegen.lower.access.Access` and an
+:class:`~tilegen.lower.expressions.Expressions`.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.lower.access import Access
+from tilegen.lower.expressions import Expressions
+from tilegen.lower.loops import Loops
+from tilegen.lower.names import broadcast, number_text, triton_dtype, tuple_text
+from tilegen.lower.pieces import each_piece, local_name, pieced
+from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.scaled import split_product
+from tilegen.lower.state import KernelState
+
+
+class Statements:
+    """The ops of each statement of the body, in order (:meth:`statement`)."""
+
+    def __init__(self, state: KernelState, access: Access, exprs: Expressions):
+        self.state = state
+        self.access = access
+        self.exprs = exprs
+        self.loops = Loops(state, access, self.statement)
+
+    def statement(self, stmt: m.Stmt) -> list[Op]:
+        """The ops of one statement of the body (or of a loop's body), recording in the state the
+        locals it defines (their axes and dtype) and the names it takes."""
+        state = self.state
+        ops: list[Op] = []
+        if isinstance(stmt, m.Declare):
+            axes = tuple(a.id for a in stmt.axes)
+            dtype = triton_dtype(stmt.dtype)
+            value = number_text(stmt.init)
+            state.locals[stmt.name.id] = axes
+
+            def declare() -> list[Op]:
+                name, shape = local_name(state, stmt.name.id), tuple_text(state.axes[a].tile for a in axes)
+                if value in ("0", "0.0"):
+                    return [Line(f"{name} = tl.zeros({shape}, dtype={dtype})")]
+                return [Line(f"{name} = tl.full({shape}, {value}, dtype={dtype})")]
+
+            ops += each_piece(state, declare, "the second piece's") if pieced(state, stmt.axes) else declare()
+            state.dtypes[stmt.name.id] = stmt.dtype.id
+            state.taken.add(stmt.name.id)
+        elif isinstance(stmt, (m.Assign, m.Accumulate)) and not self.scaled_assign(stmt, ops):
+            context = state.locals.get(stmt.name.id) or self.exprs.expr_axes(stmt.value)
+            value = self.exprs.expr(stmt.value, context, ops)
+            if isinstance(stmt, m.Assign) and set(self.exprs.expr_axes(stmt.value)) != set(context):
+                # a smaller value broadcast into a variable that keeps its shape (a loop carries it)
+                shape = tuple_text(state.axes[state.canonical.get(a, a)].tile for a in context)
+                value = f"tl.broadcast_to({value}, {shape})"
+            operator = "+=" if isinstance(stmt, m.Accumulate) else "="
+            ops.append(Line(f"{stmt.name.id} {operator} {value}"))
+            state.locals.setdefault(stmt.name.id, context)
+            state.dtypes.setdefault(stmt.name.id, self.exprs.dtype_of(stmt.value))
+            state.taken.add(stmt.name.id)
+        elif isinstance(stmt, m.Store):
+            if pieced(state, stmt.index):
+                ops += each_piece(state, lambda: self.store(stmt), "the second piece's rows")
+            else:
+                ops.extend(self.store(stmt))
+        elif isinstance(stmt, m.Loop):
+            ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
+        return ops
+
+    def scaled_assign(self, stmt: m.Assign | m.Accumulate, ops: list[Op]) -> bool:
+        """``s = x * c`` (``c`` a scalar factor) for a local some ``max``/``min`` reduces: emit
+        ``s_unscaled = x`` and apply ``c`` where ``s`` is used (:mod:`tilegen.lower.scaled`).
+        False, emitting nothing, when ``stmt`` is not such an assignment in this loop range."""
+        state = self.state
+        name = stmt.name.id
+        state.scaled.pop(name, None)
+        if not isinstance(stmt, m.Assign) or name not in state.reduced:
+            return False
+        value = stmt.value
+        if isinstance(value, m.Call) and (known := self.exprs.known_branch(value)) is not None:
+            value = known  # a causal guard known to hold in this range
+        float_tile = lambda x: bool(self.exprs.expr_axes(x)) and self.exprs.dtype_of(x) in m.FLOAT_DTYPES  # noqa: E731
+        found = split_product(value, state.spec, float_tile)
+        if found is None:
+            return False
+        x, factor, sign = found
+        context = self.exprs.expr_axes(stmt.value)
+        if set(self.exprs.expr_axes(x)) != set(context):
+            return False
+        raw = state.fresh(f"{name}_unscaled")
+        ops.append(Line(f"{raw} = {self.exprs.expr(x, context, ops)}"))
+        if sign.scalar is not None and sign.scalar not in state.sign_flags:
+            state.sign_flags[sign.scalar] = state.fresh(f"{sign.scalar.upper()}_NONNEG")
+        text = self.exprs.expr(factor, (), ops)
+        state.scaled[name] = (raw, f"({text})" if isinstance(factor, m.BinOp) else text, sign)
+        state.locals.setdefault(name, context)
+        state.dtypes.setdefault(name, self.exprs.dtype_of(stmt.value))
+        state.taken.add(name)
+        return True
+
+    def store(self, stmt: m.Store) -> list[Op]:
+        """The ops of ``tensor[index] = value``: the value in the tensor's dtype (a scalar filling
+        the tile), stored through the spec's access style, or as a split loop's partial sum."""
+        state = self.state
+        ops: list[Op] = []
+        tensor = state.spec.tensor(stmt.tensor.id)
+        context = self.access.tile_axes(stmt.index)
+        value = self.exprs.expr(stmt.value, context, ops)
+        dtype = triton_dtype(tensor.dtype)
+        # a dtype variable's store casts unless the value is a tile of a tensor typed with it
+        # (Triton's .to() of a tile already in that dtype is free)
+        if isinstance(tensor.dtype, m.BoundDtype):
+            typed = stmt.value.func if isinstance(stmt.value, m.Call) else None  # a cast: T(p)
+            if isinstance(stmt.value, m.Load):
+                typed = state.spec.tensor(stmt.value.tensor.id).dtype
+            same = isinstance(typed, m.BoundDtype) and typed.var == tensor.dtype.var
+        else:
+            same = self.exprs.dtype_of(stmt.value) == tensor.dtype.id
+        if context and not self.exprs.expr_axes(stmt.value):  # a scalar value fills the whole tile
+            shape = tuple_text(state.axes[a].tile for a in context)
+            if isinstance(stmt.value, m.Number):
+                value = f"tl.full({shape}, {value}, dtype={dtype})"
+            else:
+                value = f"tl.zeros({shape}, dtype={dtype}) + {value}"
+                if not same:
+                    value = f"({value}).to({dtype})"
+        elif not same:
+            if isinstance(stmt.value, (m.BinOp, m.Neg)):
+                value = f"({value})"
+            value = f"{value}.to({dtype})"
+        if state.split is not None and context:  # the store after a split loop (the checker allows no other)
+            return [*ops, self.partial_store(stmt, context, value)]
+        ops.extend(self.store_tile(stmt, context, value))
+        return ops
+
+    def store_tile(self, stmt: m.Store, context: tuple[str, ...], value: str) -> list[Op]:
+        """The store of the tile ``value`` (already lowered) into ``stmt``'s tensor."""
+        state = self.state
+        ops: list[Op] = []
+        tensor = state.spec.tensor(stmt.tensor.id)
+        if state.spec.access_style == "descriptor" and context:
+            desc, offsets = self.access.descriptor(stmt)
+            if self.access.unit_reshape(stmt):  # the tile as the descriptor's block: 1 for each index axis
+                blocks = dict(state.descriptor_blocks)[stmt.tensor.id]
+                value = f"({value}).reshape({', '.join(blocks)})"
+            ops.append(Line(f"{desc}.store({offsets}, {value})"))
+            return ops
+        if state.spec.access_style == "block_ptr" and context:
+            ptr, checked = self.access.block_ptr(stmt, ops)
+            extra = f", boundary_check={checked}" if checked else ""
+            ops.append(Line(f"tl.store({ptr}, {value}{extra})"))
+            return ops
+        ptr, mask = self.access.pointer_expr(stmt, context, ops, load=False)
+        sources = [state.canonical[i.id] for i in stmt.index if isinstance(i, m.Name) and i.id in state.canonical]
+        if sources:  # through swizzle aliases: only lanes whose source is inside (see swizzled_outputs)
+            canonical = tuple(state.canonical.get(a, a) for a in context)
+            masks = [broadcast(state.axes[a].mask, a, canonical) for a in sources if state.axes[a].mask]
+            mask = " & ".join(([mask] if mask else []) + masks) or None
+        if len(context) > 1:
+            ptrs = state.fresh(f"{tensor.name.id}_ptrs")
+            ops.append(Line(f"{ptrs} = {ptr}"))
+            ptr = ptrs
+        ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
+        return ops
+
+    def partial_store(self, stmt: m.Store, context: tuple[str, ...], value: str) -> IfBlock:
+        """The store after a split loop: with one part (``tl.num_programs`` of the split axis is
+        1) the spec's own store; with several, the part's f32 partial sum into the workspace
+        [parts, *output], which the launcher adds up into the output."""
+        state = self.state
+        acc = stmt.value.args[0] if isinstance(stmt.value, m.Call) else stmt.value
+        tensor = state.spec.tensor(stmt.tensor.id)
+        dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+        ops: list[Op] = []
+        offsets, masks = [], []
+        for axis, dim, index in zip(context, dims, ("[:, None]", "[None, :]"), strict=True):
+            info = state.axes[axis]
+            offs = info.offs
+            if not offs:  # descriptor and block-pointer tiles have no offsets of their own
+                offs = state.fresh(f"offs_{axis}")
+                ops.append(Line(f"{offs} = {info.start} + tl.arange(0, {info.tile})"))
+            offsets.append(offs)
+            has_mask = info.mask not in (None, "checked")
+            masks.append(f"{info.mask}{index}" if has_mask else f"({offs}{index} < {dim})")
+        om, on = offsets
+        mask = " & ".join(masks)
+        ptrs = state.fresh("partials_ptrs")
+        ops += [
+            Line(f"{ptrs} = {state.split.workspace} + ({state.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "
+                 f"+ {on}[None, :]"),
+            Line(f"tl.store({ptrs}, {local_name(state, acc.name.id)}, mask={mask})"),
+        ]
+        why = f"one of {state.split_parts} partial sums over {state.split.loop[0]}: to the f32 workspace, summed later"
+        return IfBlock(f"{state.split_parts} > 1", why, tuple(ops), tuple(self.store_tile(stmt, context, value)))
+

@@ -165,6 +165,10 @@ def loop_rows(spec: m.Spec) -> LoopedRows | None:
 
 
 class _Rewrite:
+    """The analysis of one spec for :func:`loop_rows` (which reductions over the whole axis it
+    has, which of them fuse online or merge, in which loop each goes) and the looped body it
+    builds; the statements of each loop's step come from the functions below the class."""
+
     def __init__(self, spec: m.Spec):
         self.spec = spec
         whole = [a for a in spec.grid if a.bounds == "whole"]
@@ -414,15 +418,16 @@ class _Rewrite:
         for level in range(last + 1):
             here = [r for r in reductions if r.level == level]
             for r in here:
-                body += self.declare(r)
+                body += _declare(r)
             operands = [r.operand for r in here if r.online is None and r.merged is None]
             steps = self.locals_for(operands)
             for r in here:
                 if r.online is None and r.merged is None:
-                    steps += self.merge_step(r) if r.merge is not None else self.step(r)
+                    steps += (_merge_step(r, c, dim, self.fresh) if r.merge is not None
+                              else _step(r, c, self.fresh))
             body.append(m.Loop(axis, tuple(steps), span))
             for r in here:
-                body += self.restore(r)
+                body += _restore(r)
             body += ready(level)
         stores = [stmt for stmt, along in self.stmts if along and isinstance(stmt, m.Store)]
         if stores:
@@ -432,7 +437,8 @@ class _Rewrite:
         grid = tuple(a for a in spec.grid if a is not self.whole)
         params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(CHUNK), span), span))
         rows = tuple(a.block.id for a in grid if a.block is not None)
-        looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=self.tune(rows))
+        tune = _row_tune(spec, self.whole.dim, rows)
+        looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=tune)
         return LoopedRows(looped, dim, block, rows)
 
     def locals_for(self, exprs: list[m.Expr], stores: list[m.Store] = ()) -> list[m.Stmt]:
@@ -447,69 +453,6 @@ class _Rewrite:
         keep = {id(s) for s in stores}
         return [stmt for stmt, along in self.stmts
                 if along and ((isinstance(stmt, m.Assign) and stmt.name.id in wanted) or id(stmt) in keep)]
-
-    def declare(self, r: _Reduction) -> list[m.Stmt]:
-        """The accumulators of ``r`` (none for a sum merged into its mean's loop), declared
-        before its loop: a merged mean's running count (one per program: every row has as many
-        lanes), mean and sum of squares start at 0."""
-        span = r.span
-
-        def declare(name: str, axes: tuple[str, ...], init: str) -> m.Declare:
-            return m.Declare(m.Name(name, span), m.Name(r.dtype, span), tuple(m.Name(a, span) for a in axes),
-                             _number(init, span), span)
-
-        if r.merged is not None:
-            return []
-        if r.merge is not None:
-            g = r.merge
-            return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
-        return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _identity(r.func))]
-
-    def merge_step(self, r: _Reduction) -> list[m.Stmt]:
-        """One step of a mean's loop merged with the sum of squares about it (Chan, Golub and
-        LeVeque's parallel form of Welford's algorithm, as Apex and PyTorch merge per-thread
-        statistics): the tile's count of valid lanes, its mean and its sum of squares about its
-        own mean, merged into the running ones. Every step has a valid lane (the kernel's loops
-        run over the tiles that start inside ``N``), so the counts are never 0."""
-        g, c, dim = r.merge, self.c, self.whole.dim.id
-        span, squares = r.span, r.merge.squares.span
-
-        def ref(name: str) -> m.Ref:
-            return m.Ref(m.Name(name, span), span)
-
-        def num(text: str) -> m.Number:
-            return m.Number(text, span)
-
-        def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
-            kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
-            return m.Call(m.Name(func, span), args, kwargs, span)
-
-        def op(symbol: str, left: m.Expr, right: m.Expr) -> m.BinOp:
-            return m.BinOp(symbol, left, right, span)
-
-        def assign(name: str, value: m.Expr, where: m.Span = span) -> m.Assign:
-            return m.Assign(m.Name(name, where), value, where)
-
-        count, mean, m2 = ref(g.count), ref(g.mean), ref(g.m2)
-        tile_count, tile_mean, tile_dev, tile_m2, delta, count_new = (
-            self.fresh(n) for n in ("tile_count", "tile_mean", "tile_dev", "tile_m2", "delta", f"{g.count}_new"))
-        valid = call("where", op("<", ref(c), ref(dim)), num("1.0"), num("0.0"))  # 0 on padding lanes
-        share = op("/", op("*", count, ref(tile_count)), ref(count_new))  # n_a * n_b / n
-        # a row mean that went infinite stays so (what the sum of one tile gives), not inf - inf = NaN
-        infinite = op("==", call("abs", mean), num("inf"))
-        moved = op("+", mean, op("/", op("*", ref(delta), ref(tile_count)), ref(count_new)))
-        return [
-            assign(tile_count, call("sum", valid, dim=True)),
-            assign(tile_mean, op("/", call("sum", r.operand, dim=True), ref(tile_count))),
-            assign(tile_dev, op("-", r.operand, ref(tile_mean)), squares),
-            assign(tile_m2, call("sum", op("*", ref(tile_dev), ref(tile_dev)), dim=True), squares),
-            assign(delta, op("-", ref(tile_mean), mean), squares),
-            assign(count_new, op("+", count, ref(tile_count)), squares),
-            # delta * (delta * ...): a first step (n_a = 0) adds 0 even where delta * delta overflows
-            assign(g.m2, op("+", op("+", m2, ref(tile_m2)), op("*", ref(delta), op("*", ref(delta), share))), squares),
-            assign(g.mean, call("where", infinite, op("+", mean, ref(tile_mean)), moved), squares),
-            assign(g.count, ref(count_new), squares),
-        ]
 
     def merged_names(self, body: list[m.Stmt]) -> list[m.Stmt]:
         """``body`` with each merged mean's value (``acc / N``) read from its running mean and
@@ -539,81 +482,145 @@ class _Rewrite:
             out.append(stmt)
         return out
 
-    def step(self, r: _Reduction) -> list[m.Stmt]:
-        """The statements of one step of the loop that accumulate ``r`` (and, for a max, the
-        sums computed online with it)."""
-        span = r.span
 
-        def ref(name: str) -> m.Ref:
-            return m.Ref(m.Name(name, span), span)
+def _declare(r: _Reduction) -> list[m.Stmt]:
+    """The accumulators of ``r`` (none for a sum merged into its mean's loop), declared
+    before its loop: a merged mean's running count (one per program: every row has as many
+    lanes), mean and sum of squares start at 0."""
+    span = r.span
 
-        def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
-            kwargs = ((m.Name("dim", span), ref(self.c)),) if dim else ()
-            return m.Call(m.Name(func, span), args, kwargs, span)
+    def declare(name: str, axes: tuple[str, ...], init: str) -> m.Declare:
+        return m.Declare(m.Name(name, span), m.Name(r.dtype, span), tuple(m.Name(a, span) for a in axes),
+                         _number(init, span), span)
 
-        function = lookup(r.func)
-        part = call(partial_reduction(function).name, r.operand, dim=True)
-        if function.combine == "+":
-            return [m.Accumulate(m.Name(r.acc, span), part, span)]
-        if not r.fused:
-            combined = (m.BinOp(function.combine, ref(r.acc), part, span) if not function.combine.isidentifier()
-                        else call(function.combine, ref(r.acc), part))
-            return [m.Assign(m.Name(r.acc, span), combined, span)]
-        new = self.fresh(f"{r.acc}_new")
-        steps: list[m.Stmt] = [m.Assign(m.Name(new, span), call("maximum", ref(r.acc), part), span)]
-        for s in r.fused:  # l = l * exp(m - m_new) + sum(exp(x - m_new), dim=c)
-            shifted = call("exp", m.BinOp("-", r.operand, ref(new), s.span))
-            rescale = m.BinOp("*", ref(s.acc), call("exp", m.BinOp("-", ref(r.acc), ref(new), span)), s.span)
-            steps.append(m.Assign(m.Name(s.acc, s.span), m.BinOp("+", rescale, call("sum", shifted, dim=True), s.span),
-                                  s.span))
-        steps.append(m.Assign(m.Name(r.acc, span), ref(new), span))
-        return steps
+    if r.merged is not None:
+        return []
+    if r.merge is not None:
+        g = r.merge
+        return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
+    return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _identity(r.func))]
 
-    def restore(self, r: _Reduction) -> list[m.Stmt]:
-        """After an online max's loop: a row of ``-inf`` alone (its sums stayed 0) gets a max of
-        ``-inf`` and NaN sums, what one tile gives (``exp(-inf - -inf)``)."""
-        if not r.fused:
-            return []
-        span, first = r.span, r.fused[0].acc
+def _merge_step(r: _Reduction, c: str, dim: str, fresh) -> list[m.Stmt]:
+    """One step of a mean's loop merged with the sum of squares about it (Chan, Golub and
+    LeVeque's parallel form of Welford's algorithm, as Apex and PyTorch merge per-thread
+    statistics): the tile's count of valid lanes, its mean and its sum of squares about its
+    own mean, merged into the running ones. Every step has a valid lane (the kernel's loops
+    run over the tiles that start inside ``N``), so the counts are never 0."""
+    g = r.merge
+    span, squares = r.span, r.merge.squares.span
 
-        def ref(name: str) -> m.Ref:
-            return m.Ref(m.Name(name, span), span)
+    def ref(name: str) -> m.Ref:
+        return m.Ref(m.Name(name, span), span)
 
-        def where(cond: m.Expr, a: m.Expr, b: m.Expr) -> m.Call:
-            return m.Call(m.Name("where", span), (cond, a, b), (), span)
+    def num(text: str) -> m.Number:
+        return m.Number(text, span)
 
-        inf = m.Number("inf", span)
-        out: list[m.Stmt] = [m.Assign(m.Name(r.acc, span), where(
-            m.BinOp("==", ref(first), m.Number("0", span), span), m.Neg(inf, span), ref(r.acc)), span)]
-        for s in r.fused:
-            nan = m.BinOp("-", inf, inf, span)
-            out.append(m.Assign(m.Name(s.acc, span), where(
-                m.BinOp("==", ref(r.acc), m.Neg(inf, span), span), nan, ref(s.acc)), span))
-        return out
+    def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
+        kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
+        return m.Call(m.Name(func, span), args, kwargs, span)
 
-    def tune(self, rows: tuple[str, ...]) -> m.Tune | None:
-        """The spec's configs with the fewest rows per program (a long row is work enough for a
-        program, and more rows only multiply its tiles), keyed on the extent too."""
-        tune = self.spec.tune
-        if tune is None:
-            return None
-        defaults = {p.name.id: p.default for p in self.spec.params}
+    def op(symbol: str, left: m.Expr, right: m.Expr) -> m.BinOp:
+        return m.BinOp(symbol, left, right, span)
 
-        def count(config: m.Config) -> int:
-            total = 1
-            for block in rows:
-                value = config.get(block) or defaults.get(block)
-                total *= int(value.text) if value is not None else 1
-            return total
+    def assign(name: str, value: m.Expr, where: m.Span = span) -> m.Assign:
+        return m.Assign(m.Name(name, where), value, where)
 
-        fewest = min(count(c) for c in tune.configs)
-        configs = [c for c in tune.configs if count(c) == fewest]
-        if not any(c.default for c in configs):
-            configs[0] = dataclasses.replace(configs[0], default=True)
-        key = tune.key
-        if self.whole.dim.id not in {k.id for k in key}:
-            key = (*key, self.whole.dim)
-        return dataclasses.replace(tune, key=key, configs=tuple(configs))
+    count, mean, m2 = ref(g.count), ref(g.mean), ref(g.m2)
+    tile_count, tile_mean, tile_dev, tile_m2, delta, count_new = (
+        fresh(n) for n in ("tile_count", "tile_mean", "tile_dev", "tile_m2", "delta", f"{g.count}_new"))
+    valid = call("where", op("<", ref(c), ref(dim)), num("1.0"), num("0.0"))  # 0 on padding lanes
+    share = op("/", op("*", count, ref(tile_count)), ref(count_new))  # n_a * n_b / n
+    # a row mean that went infinite stays so (what the sum of one tile gives), not inf - inf = NaN
+    infinite = op("==", call("abs", mean), num("inf"))
+    moved = op("+", mean, op("/", op("*", ref(delta), ref(tile_count)), ref(count_new)))
+    return [
+        assign(tile_count, call("sum", valid, dim=True)),
+        assign(tile_mean, op("/", call("sum", r.operand, dim=True), ref(tile_count))),
+        assign(tile_dev, op("-", r.operand, ref(tile_mean)), squares),
+        assign(tile_m2, call("sum", op("*", ref(tile_dev), ref(tile_dev)), dim=True), squares),
+        assign(delta, op("-", ref(tile_mean), mean), squares),
+        assign(count_new, op("+", count, ref(tile_count)), squares),
+        # delta * (delta * ...): a first step (n_a = 0) adds 0 even where delta * delta overflows
+        assign(g.m2, op("+", op("+", m2, ref(tile_m2)), op("*", ref(delta), op("*", ref(delta), share))), squares),
+        assign(g.mean, call("where", infinite, op("+", mean, ref(tile_mean)), moved), squares),
+        assign(g.count, ref(count_new), squares),
+    ]
+
+def _step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
+    """The statements of one step of the loop that accumulate ``r`` (and, for a max, the
+    sums computed online with it)."""
+    span = r.span
+
+    def ref(name: str) -> m.Ref:
+        return m.Ref(m.Name(name, span), span)
+
+    def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
+        kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
+        return m.Call(m.Name(func, span), args, kwargs, span)
+
+    function = lookup(r.func)
+    part = call(partial_reduction(function).name, r.operand, dim=True)
+    if function.combine == "+":
+        return [m.Accumulate(m.Name(r.acc, span), part, span)]
+    if not r.fused:
+        combined = (m.BinOp(function.combine, ref(r.acc), part, span) if not function.combine.isidentifier()
+                    else call(function.combine, ref(r.acc), part))
+        return [m.Assign(m.Name(r.acc, span), combined, span)]
+    new = fresh(f"{r.acc}_new")
+    steps: list[m.Stmt] = [m.Assign(m.Name(new, span), call("maximum", ref(r.acc), part), span)]
+    for s in r.fused:  # l = l * exp(m - m_new) + sum(exp(x - m_new), dim=c)
+        shifted = call("exp", m.BinOp("-", r.operand, ref(new), s.span))
+        rescale = m.BinOp("*", ref(s.acc), call("exp", m.BinOp("-", ref(r.acc), ref(new), span)), s.span)
+        steps.append(m.Assign(m.Name(s.acc, s.span), m.BinOp("+", rescale, call("sum", shifted, dim=True), s.span),
+                              s.span))
+    steps.append(m.Assign(m.Name(r.acc, span), ref(new), span))
+    return steps
+
+def _restore(r: _Reduction) -> list[m.Stmt]:
+    """After an online max's loop: a row of ``-inf`` alone (its sums stayed 0) gets a max of
+    ``-inf`` and NaN sums, what one tile gives (``exp(-inf - -inf)``)."""
+    if not r.fused:
+        return []
+    span, first = r.span, r.fused[0].acc
+
+    def ref(name: str) -> m.Ref:
+        return m.Ref(m.Name(name, span), span)
+
+    def where(cond: m.Expr, a: m.Expr, b: m.Expr) -> m.Call:
+        return m.Call(m.Name("where", span), (cond, a, b), (), span)
+
+    inf = m.Number("inf", span)
+    out: list[m.Stmt] = [m.Assign(m.Name(r.acc, span), where(
+        m.BinOp("==", ref(first), m.Number("0", span), span), m.Neg(inf, span), ref(r.acc)), span)]
+    for s in r.fused:
+        nan = m.BinOp("-", inf, inf, span)
+        out.append(m.Assign(m.Name(s.acc, span), where(
+            m.BinOp("==", ref(r.acc), m.Neg(inf, span), span), nan, ref(s.acc)), span))
+    return out
+
+def _row_tune(spec: m.Spec, dim: m.Name, rows: tuple[str, ...]) -> m.Tune | None:
+    """The spec's configs with the fewest rows per program (a long row is work enough for a
+    program, and more rows only multiply its tiles), keyed on the extent too."""
+    tune = spec.tune
+    if tune is None:
+        return None
+    defaults = {p.name.id: p.default for p in spec.params}
+
+    def count(config: m.Config) -> int:
+        total = 1
+        for block in rows:
+            value = config.get(block) or defaults.get(block)
+            total *= int(value.text) if value is not None else 1
+        return total
+
+    fewest = min(count(c) for c in tune.configs)
+    configs = [c for c in tune.configs if count(c) == fewest]
+    if not any(c.default for c in configs):
+        configs[0] = dataclasses.replace(configs[0], default=True)
+    key = tune.key
+    if dim.id not in {k.id for k in key}:
+        key = (*key, dim)
+    return dataclasses.replace(tune, key=key, configs=tuple(configs))
 
 
 def _squared(expr: m.Expr) -> m.Expr | None:

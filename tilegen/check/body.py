@@ -13,6 +13,12 @@ from tilegen.check.state import CheckState, Scope
 
 
 def check_body(state: CheckState, body, scope: Scope) -> None:
+    """Check ``body``'s statements in order, updating ``scope`` as they define names: a tile
+    declaration (known dtype and axes, a constant initial value), an assignment (a new name,
+    or a value within the variable's axes), ``+=`` (onto a declared tile, a ``dot`` into an
+    accumulator of a dtype it may add into), a store (recorded in ``state.written``; the value
+    spans only the axes the store indexes) and a loop (its axis, then its body in a scope of
+    its own whose updated variables stay visible after it)."""
     for stmt in body:
         if isinstance(stmt, m.Declare):
             check_dtype(state, stmt.dtype)

@@ -16,6 +16,7 @@ from tilegen.functions import CHOICE_OPTIONS
 
 
 def check_dtype(state: CheckState, dtype: m.Name) -> None:
+    """A dtype written in the spec (a tensor's, a tile declaration's) is one the language has."""
     if dtype.id not in m.DTYPES:
         known = ", ".join(m.DTYPES)
         state.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
@@ -93,6 +94,11 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
 
 
 def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
+    """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
+    loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
+    tiled by a declared block parameter whose every value is a power of two. A flat grid's
+    first axis may take a sum of two powers of two, kept in ``state.pieced`` for
+    :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and cannot wrap."""
     earlier = state.loop_axes.get(axis.name.id)
     if what == "loop axis" and earlier is not None and scope is not None and axis.name.id not in scope.axes:
         # a later loop may take an ended loop's axis name, over the same dimension
@@ -140,10 +146,11 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
             value.span,
         )
 
-# declarations ----------------------------------------------------------------
-
-
 def check_declarations(state: CheckState) -> dict[str, m.Axis]:
+    """Check every declaration, in the order of the diagnostics: the kernel's name, dtype
+    variables, tensors, dimensions, block parameters, that there are outputs and shaped inputs,
+    the grid, swizzle, tune configs, choices and the access style. Returns the grid's axes by
+    name (swizzle aliases included): the axes in scope at the top of the body."""
     spec = state.spec
     # The kernel name lives at module level (``<name>``, ``<name>_kernel``), apart from the
     # kernel's own names, so it only has to avoid reserved and private names.
@@ -154,48 +161,12 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
     for var in spec.dtype_vars:
         check_dtype_var(state, var)
     for tensor in spec.tensors:
-        state.define(tensor.name, "tensor")
-        check_dtype(state, tensor.dtype)
-        if tensor.zero_dim:
-            state.errors.error(
-                f"'{tensor.name.id}: {tensor.dtype.id}[]' is a 0-dim tensor, which the language does not have "
-                f"yet (it comes with reductions across programs); until then declare '{tensor.name.id}: "
-                f"{tensor.dtype.id}[1]' and store '{tensor.name.id}[0]'",
-                tensor.span,
-            )
-        elif tensor.is_scalar and tensor.role == "out":
-            state.errors.error(
-                f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
-            )
-        if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16", "f64"):
-            # Triton passes a Python float to a kernel as fp32, whatever the spec says
-            state.errors.error(
-                f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32; "
-                "declare it f32",
-                tensor.dtype.span,
-            )
-        for dim in tensor.dims:
-            if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
-                state.errors.error("a literal dimension must be a positive integer", dim.span)
-        if tensor.sample is not None:
-            check_sample(state, tensor)
+        check_tensor(state, tensor)
     for dim in sorted(state.dims):
         span = next(d.span for t in spec.tensors for d in t.dims if isinstance(d, m.Name) and d.id == dim)
         state.define(m.Name(dim, span), "dimension")
     for param in spec.params:
-        state.define(param.name, "parameter")
-        if param.default is None:
-            if spec.tune is None:
-                state.errors.error(
-                    f"'{param.name.id}' needs a value: 'block {param.name.id} = 64' (only tuned specs "
-                    "may leave block sizes to their configs)",
-                    param.name.span,
-                )
-        elif not param.default.is_int or int(param.default.text) < 1:
-            state.errors.error(
-                f"'{param.name.id}' must be a positive integer, not {param.default.text}",
-                param.default.span,
-            )
+        check_param(state, param)
     if not spec.outputs:
         state.errors.error("the kernel has no 'out' tensor", spec.name.span)
     if not any(not t.is_scalar for t in spec.inputs):
@@ -203,6 +174,71 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
             "the kernel has no 'in' tensor with a shape; outputs are made on the inputs' device",
             spec.name.span,
         )
+    axes = check_grid(state)
+    if spec.swizzle is not None:
+        check_swizzle(state, spec.swizzle, axes)
+    if spec.tune is not None:
+        check_tune(state, spec.tune)
+    for choice in spec.choices:
+        check_choice(state, choice)
+    if spec.access is not None:
+        check_access(state, spec.access)
+    return axes
+
+
+def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
+    """A tensor declaration: a new name, a known dtype, a shape (0-dim tensors and shapeless
+    outputs are refused), an f32 dtype for a scalar, positive literal dimensions, and an input
+    range (:func:`check_sample`) where one is given."""
+    state.define(tensor.name, "tensor")
+    check_dtype(state, tensor.dtype)
+    if tensor.zero_dim:
+        state.errors.error(
+            f"'{tensor.name.id}: {tensor.dtype.id}[]' is a 0-dim tensor, which the language does not have "
+            f"yet (it comes with reductions across programs); until then declare '{tensor.name.id}: "
+            f"{tensor.dtype.id}[1]' and store '{tensor.name.id}[0]'",
+            tensor.span,
+        )
+    elif tensor.is_scalar and tensor.role == "out":
+        state.errors.error(
+            f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
+        )
+    if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16", "f64"):
+        # Triton passes a Python float to a kernel as fp32, whatever the spec says
+        state.errors.error(
+            f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32; "
+            "declare it f32",
+            tensor.dtype.span,
+        )
+    for dim in tensor.dims:
+        if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
+            state.errors.error("a literal dimension must be a positive integer", dim.span)
+    if tensor.sample is not None:
+        check_sample(state, tensor)
+
+
+def check_param(state: CheckState, param: m.Param) -> None:
+    """``block BM = 64``: a new name whose default is a positive integer; only a tuned spec may
+    leave the value to its configs."""
+    state.define(param.name, "parameter")
+    if param.default is None:
+        if state.spec.tune is None:
+            state.errors.error(
+                f"'{param.name.id}' needs a value: 'block {param.name.id} = 64' (only tuned specs "
+                "may leave block sizes to their configs)",
+                param.name.span,
+            )
+    elif not param.default.is_int or int(param.default.text) < 1:
+        state.errors.error(
+            f"'{param.name.id}' must be a positive integer, not {param.default.text}",
+            param.default.span,
+        )
+
+
+def check_grid(state: CheckState) -> dict[str, m.Axis]:
+    """The grid: at most 3 launched axes (Triton's program ids), two tiled ones for a flat or
+    persistent grid, and each axis by :func:`check_axis_decl`. Returns the axes by name."""
+    spec = state.spec
     axes: dict[str, m.Axis] = {}
     launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
     if len(launched) > 3:
@@ -219,38 +255,39 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
     for axis in spec.grid:
         check_axis_decl(state, axis, "grid axis")
         axes[axis.name.id] = axis
-    if spec.swizzle is not None:
-        check_swizzle(state, spec.swizzle, axes)
-    if spec.tune is not None:
-        check_tune(state, spec.tune)
-    for choice in spec.choices:
-        check_choice(state, choice)
-    if spec.access is not None:
-        if spec.access.id not in m.ACCESS_STYLES:
-            state.errors.error(
-                f"unknown access style '{spec.access.id}'; expected one of {', '.join(m.ACCESS_STYLES)}",
-                spec.access.span,
-            )
-        elif spec.access.id in ("block_ptr", "descriptor"):
-            what = "block pointers" if spec.access.id == "block_ptr" else "tensor descriptors"
-            for axis in spec.grid:
-                if axis.bounds == "wrapped":
-                    state.errors.error(
-                        f"{what} cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
-                        axis.span,
-                    )
-            if spec.access.id == "descriptor":
-                for tensor in spec.tensors:
-                    if len(tensor.dims) > 5:
-                        state.errors.error(
-                            f"tensor descriptors (TMA) address at most 5 dimensions; '{tensor.name.id}' has "
-                            f"{len(tensor.dims)}: use 'access pointers'",
-                            tensor.name.span,
-                        )
     return axes
 
 
+def check_access(state: CheckState, access: m.Name) -> None:
+    """``access STYLE``: a known style; block pointers and tensor descriptors cannot wrap a grid
+    axis's offsets, and tensor descriptors (TMA) address at most 5 dimensions."""
+    spec = state.spec
+    if access.id not in m.ACCESS_STYLES:
+        state.errors.error(
+            f"unknown access style '{access.id}'; expected one of {', '.join(m.ACCESS_STYLES)}",
+            access.span,
+        )
+    elif access.id in ("block_ptr", "descriptor"):
+        what = "block pointers" if access.id == "block_ptr" else "tensor descriptors"
+        for axis in spec.grid:
+            if axis.bounds == "wrapped":
+                state.errors.error(
+                    f"{what} cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
+                    axis.span,
+                )
+        if access.id == "descriptor":
+            for tensor in spec.tensors:
+                if len(tensor.dims) > 5:
+                    state.errors.error(
+                        f"tensor descriptors (TMA) address at most 5 dimensions; '{tensor.name.id}' has "
+                        f"{len(tensor.dims)}: use 'access pointers'",
+                        tensor.name.span,
+                    )
+
+
 def check_choice(state: CheckState, choice: m.Choice) -> None:
+    """``choose activation from relu, gelu``: new names (the choice's and its kernel constexpr's)
+    and known options, each once."""
     state.define(choice.name, "choice")
     # The kernel's constexpr ACTIVATION for 'choose activation' must not clash either.
     state.define(m.Name(choice.constexpr, choice.name.span), "choice constexpr")
@@ -266,6 +303,9 @@ def check_choice(state: CheckState, choice: m.Choice) -> None:
 
 
 def check_swizzle(state: CheckState, swizzle: m.Swizzle, axes: dict[str, m.Axis]) -> None:
+    """``swizzle m, n group G [as mm, nn]``: a 2D grid's axes in order, a positive or declared
+    group, and aliases (not on a flat grid) as new names, added to ``axes`` and recorded in
+    ``state.alias_of``."""
     grid_names = tuple(a.name.id for a in state.spec.grid)
     if len(grid_names) != 2:
         state.errors.error(

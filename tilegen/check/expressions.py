@@ -86,6 +86,9 @@ def check_operands(state: CheckState, expr: m.BinOp, scope: Scope) -> None:
 
 
 def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
+    """Check a call of a choice or of a function of :mod:`tilegen.functions` (by its entry:
+    ``dot`` and reductions by their kind, the argument counts, parameters, keywords, number
+    arguments and masks by the entry's fields) and return the axes of its result."""
     name = call.func.id
     choice = next((c for c in state.spec.choices if c.name.id == name), None)
     function = lookup(name)

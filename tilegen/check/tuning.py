@@ -9,6 +9,9 @@ from tilegen.check.state import CheckState, is_power_of_two
 
 
 def check_tune(state: CheckState, tune: m.Tune) -> None:
+    """``tune``: a key of distinct sizes, at most one default config, no config listed twice,
+    each setting once per config and of a block parameter or launch option, positive integers
+    (a power of two for ``num_warps``), and every block parameter without a default set."""
     sizes = {d.id for t in state.spec.tensors for d in t.dims if isinstance(d, m.Name)}
     for position, key in enumerate(tune.key):
         if any(earlier.id == key.id for earlier in tune.key[:position]):

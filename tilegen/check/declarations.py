@@ -1,0 +1,337 @@
+"""Declaration rules: the kernel's name, dtype variables, tensors (dtypes, shapes, input
+ranges), dimensions, block parameters, the grid and its axes, swizzle, tune configs (through
+:mod:`tilegen.check.tuning`), choices and the access style. Each function reports to the
+:class:`~tilegen.check.state.CheckState` it is given and raises nothing.
+"""
+
+from __future__ import annotations
+
+import keyword
+
+from tilegen import model as m
+from tilegen.check.state import KEYWORDS, MIN_DOT_TILE, RESERVED, CheckState, Scope, is_power_of_two, is_two_pieces
+from tilegen.check.tuning import check_tune
+from tilegen.dtypes import DTYPE_LIMITS, integer_value
+from tilegen.functions import CHOICE_OPTIONS
+
+
+def check_dtype(state: CheckState, dtype: m.Name) -> None:
+    """A dtype written in the spec (a tensor's, a tile declaration's) is one the language has."""
+    if dtype.id not in m.DTYPES:
+        known = ", ".join(m.DTYPES)
+        state.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
+
+
+def check_sample(state: CheckState, tensor: m.Tensor) -> None:
+    """``in x: f32[N] in [low, high]``, the range ``tilegen run`` draws an input from: an input's,
+    not empty, of values of the tensor's dtype (integers for an integer dtype)."""
+    low, high = tensor.sample
+    name, dtype = tensor.name.id, tensor.dtype.id
+    if tensor.role != "in":
+        state.errors.error(
+            f"'{name}' is an output; a range (`in [low, high]`) says how `tilegen run` draws an input, "
+            "so only 'in' declarations take one",
+            low.span,
+        )
+        return
+    limits = DTYPE_LIMITS.get(dtype)
+    if limits is None:
+        return  # not a dtype: check_dtype says so
+    for bound in (low, high):
+        if isinstance(limits, tuple):
+            value = integer_value(bound)
+            if value is None:
+                state.errors.error(f"'{name}' is {dtype}: its range takes integers, not {bound.text}", bound.span)
+                return
+            if not limits[0] <= value <= limits[1]:
+                state.errors.error(
+                    f"'{name}' is {dtype}, which holds {limits[0]} to {limits[1]}: {bound.text} is outside",
+                    bound.span,
+                )
+                return
+        elif not abs(bound.value) <= limits:
+            state.errors.error(
+                f"'{name}' is {dtype}, whose largest value is {limits:.6g}: {bound.text} is outside", bound.span
+            )
+            return
+    exact = (integer_value(low), integer_value(high))
+    if exact[0] > exact[1] if None not in exact else low.value > high.value:
+        message = f"the range [{low.text}, {high.text}] is empty: {low.text} is above {high.text}"
+        state.errors.error(message, low.span)
+
+
+def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
+    """``dtype T in f16, bf16``: a new name standing for two or more distinct float dtypes,
+    which the launcher can read off an input tensor."""
+    state.define(var.name, "dtype variable")
+    seen: set[str] = set()
+    for option in var.options:
+        if option.id not in m.FLOAT_DTYPES:
+            floats = ", ".join(d for d in m.DTYPES if d in m.FLOAT_DTYPES)
+            state.errors.error(
+                f"dtype variable '{var.name.id}' may stand for float dtypes ({floats}), not '{option.id}'",
+                option.span,
+            )
+        elif option.id in seen:
+            state.errors.error(f"'{option.id}' is listed twice for dtype variable '{var.name.id}'", option.span)
+        seen.add(option.id)
+    if len(var.options) < 2:
+        state.errors.error(
+            f"dtype variable '{var.name.id}' needs two or more dtypes; for one, write it in place of "
+            f"'{var.name.id}'",
+            var.span,
+        )
+    typed = [
+        t for t in state.spec.inputs
+        if not t.is_scalar and isinstance(t.dtype, m.BoundDtype) and t.dtype.var == var.name.id
+    ]
+    if not typed:
+        state.errors.error(
+            f"no input tensor is typed '{var.name.id}'; the launcher takes '{var.name.id}' from an input's "
+            f"dtype (in a: {var.name.id}[...])",
+            var.name.span,
+        )
+
+
+def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
+    """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
+    loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
+    tiled by a declared block parameter whose every value is a power of two. A flat grid's
+    first axis may take a sum of two powers of two, kept in ``state.pieced`` for
+    :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and cannot wrap."""
+    earlier = state.loop_axes.get(axis.name.id)
+    if what == "loop axis" and earlier is not None and scope is not None and axis.name.id not in scope.axes:
+        # a later loop may take an ended loop's axis name, over the same dimension
+        if earlier.dim.id != axis.dim.id:
+            state.errors.error(
+                f"loop axis '{axis.name.id}' was over '{earlier.dim.id}' (line {earlier.span.line}); "
+                f"a later loop may reuse the name only over the same dimension",
+                axis.dim.span,
+            )
+    else:
+        state.define(axis.name, what)
+    if what == "loop axis":
+        state.loop_axes.setdefault(axis.name.id, axis)
+    if axis.dim.id not in state.dims:
+        state.errors.error(
+            f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
+            axis.dim.span,
+        )
+    if what == "loop axis" and axis.block is None:
+        state.errors.error(
+            f"a loop axis needs a block: 'for {axis.name.id} over {axis.dim.id} by B'", axis.span
+        )
+        return
+    if axis.block is None:
+        return
+    if axis.bounds == "wrapped" and what == "loop axis":
+        state.errors.error("only grid axes can be 'wrapped'; a loop's tail is masked", axis.span)
+    param = state.params.get(axis.block.id)
+    if param is None:
+        state.errors.error(
+            f"unknown block size '{axis.block.id}'; declare it with 'block {axis.block.id} = ...'",
+            axis.block.span,
+        )
+        return
+    rows = state.spec.flat and what == "grid axis" and axis is state.spec.grid[0]
+    for value in state.param_values(param.name.id):
+        if is_power_of_two(int(value.text)):
+            continue
+        if rows and is_two_pieces(int(value.text)):  # see check_pieces
+            state.pieced.setdefault(param.name.id, []).append(value)
+            continue
+        state.errors.error(
+            f"block size '{param.name.id}' = {value.text} is not a power of two"
+            + (f" or a sum of two each {MIN_DOT_TILE} or more (192 = 128 + 64)" if rows else ""),
+            value.span,
+        )
+
+def check_declarations(state: CheckState) -> dict[str, m.Axis]:
+    """Check every declaration, in the order of the diagnostics: the kernel's name, dtype
+    variables, tensors, dimensions, block parameters, that there are outputs and shaped inputs,
+    the grid, swizzle, tune configs, choices and the access style. Returns the grid's axes by
+    name (swizzle aliases included): the axes in scope at the top of the body."""
+    spec = state.spec
+    # The kernel name lives at module level (``<name>``, ``<name>_kernel``), apart from the
+    # kernel's own names, so it only has to avoid reserved and private names.
+    # A kernel may share a language word's name (kernel swizzle), not a Python keyword's.
+    name = spec.name.id
+    if name in RESERVED - KEYWORDS or keyword.iskeyword(name) or name.startswith(("_", "apply_")):
+        state.errors.error(f"kernel name '{spec.name.id}' is reserved; choose another name", spec.name.span)
+    for var in spec.dtype_vars:
+        check_dtype_var(state, var)
+    for tensor in spec.tensors:
+        check_tensor(state, tensor)
+    for dim in sorted(state.dims):
+        span = next(d.span for t in spec.tensors for d in t.dims if isinstance(d, m.Name) and d.id == dim)
+        state.define(m.Name(dim, span), "dimension")
+    for param in spec.params:
+        check_param(state, param)
+    if not spec.outputs:
+        state.errors.error("the kernel has no 'out' tensor", spec.name.span)
+    if not any(not t.is_scalar for t in spec.inputs):
+        state.errors.error(
+            "the kernel has no 'in' tensor with a shape; outputs are made on the inputs' device",
+            spec.name.span,
+        )
+    axes = check_grid(state)
+    if spec.swizzle is not None:
+        check_swizzle(state, spec.swizzle, axes)
+    if spec.tune is not None:
+        check_tune(state, spec.tune)
+    for choice in spec.choices:
+        check_choice(state, choice)
+    if spec.access is not None:
+        check_access(state, spec.access)
+    return axes
+
+
+def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
+    """A tensor declaration: a new name, a known dtype, a shape (0-dim tensors and shapeless
+    outputs are refused), an f32 dtype for a scalar, positive literal dimensions, and an input
+    range (:func:`check_sample`) where one is given."""
+    state.define(tensor.name, "tensor")
+    check_dtype(state, tensor.dtype)
+    if tensor.zero_dim:
+        state.errors.error(
+            f"'{tensor.name.id}: {tensor.dtype.id}[]' is a 0-dim tensor, which the language does not have "
+            f"yet (it comes with reductions across programs); until then declare '{tensor.name.id}: "
+            f"{tensor.dtype.id}[1]' and store '{tensor.name.id}[0]'",
+            tensor.span,
+        )
+    elif tensor.is_scalar and tensor.role == "out":
+        state.errors.error(
+            f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
+        )
+    if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16", "f64"):
+        # Triton passes a Python float to a kernel as fp32, whatever the spec says
+        state.errors.error(
+            f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32; "
+            "declare it f32",
+            tensor.dtype.span,
+        )
+    for dim in tensor.dims:
+        if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
+            state.errors.error("a literal dimension must be a positive integer", dim.span)
+    if tensor.sample is not None:
+        check_sample(state, tensor)
+
+
+def check_param(state: CheckState, param: m.Param) -> None:
+    """``block BM = 64``: a new name whose default is a positive integer; only a tuned spec may
+    leave the value to its configs."""
+    state.define(param.name, "parameter")
+    if param.default is None:
+        if state.spec.tune is None:
+            state.errors.error(
+                f"'{param.name.id}' needs a value: 'block {param.name.id} = 64' (only tuned specs "
+                "may leave block sizes to their configs)",
+                param.name.span,
+            )
+    elif not param.default.is_int or int(param.default.text) < 1:
+        state.errors.error(
+            f"'{param.name.id}' must be a positive integer, not {param.default.text}",
+            param.default.span,
+        )
+
+
+def check_grid(state: CheckState) -> dict[str, m.Axis]:
+    """The grid: at most 3 launched axes (Triton's program ids), two tiled ones for a flat or
+    persistent grid, and each axis by :func:`check_axis_decl`. Returns the axes by name."""
+    spec = state.spec
+    axes: dict[str, m.Axis] = {}
+    launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
+    if len(launched) > 3:
+        state.errors.error(
+            f"a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not {len(launched)}",
+            launched[3].span,
+        )
+    if spec.flat and (len(spec.grid) != 2 or any(a.block is None for a in spec.grid)):
+        kind = "persistent" if spec.persistent else "flat"
+        state.errors.error(
+            f"a {kind} grid flattens two tiled axes: 'grid {kind} m over M by BM, n over N by BN'",
+            spec.grid[0].span,
+        )
+    for axis in spec.grid:
+        check_axis_decl(state, axis, "grid axis")
+        axes[axis.name.id] = axis
+    return axes
+
+
+def check_access(state: CheckState, access: m.Name) -> None:
+    """``access STYLE``: a known style; block pointers and tensor descriptors cannot wrap a grid
+    axis's offsets, and tensor descriptors (TMA) address at most 5 dimensions."""
+    spec = state.spec
+    if access.id not in m.ACCESS_STYLES:
+        state.errors.error(
+            f"unknown access style '{access.id}'; expected one of {', '.join(m.ACCESS_STYLES)}",
+            access.span,
+        )
+    elif access.id in ("block_ptr", "descriptor"):
+        what = "block pointers" if access.id == "block_ptr" else "tensor descriptors"
+        for axis in spec.grid:
+            if axis.bounds == "wrapped":
+                state.errors.error(
+                    f"{what} cannot wrap offsets; use 'access pointers' or drop 'wrapped'",
+                    axis.span,
+                )
+        if access.id == "descriptor":
+            for tensor in spec.tensors:
+                if len(tensor.dims) > 5:
+                    state.errors.error(
+                        f"tensor descriptors (TMA) address at most 5 dimensions; '{tensor.name.id}' has "
+                        f"{len(tensor.dims)}: use 'access pointers'",
+                        tensor.name.span,
+                    )
+
+
+def check_choice(state: CheckState, choice: m.Choice) -> None:
+    """``choose activation from relu, gelu``: new names (the choice's and its kernel constexpr's)
+    and known options, each once."""
+    state.define(choice.name, "choice")
+    # The kernel's constexpr ACTIVATION for 'choose activation' must not clash either.
+    state.define(m.Name(choice.constexpr, choice.name.span), "choice constexpr")
+    seen: set[str] = set()
+    for option in choice.options:
+        if option.id not in CHOICE_OPTIONS:
+            state.errors.error(
+                f"'{option.id}' cannot be chosen; options are {', '.join(CHOICE_OPTIONS)}", option.span
+            )
+        elif option.id in seen:
+            state.errors.error(f"option '{option.id}' is listed twice", option.span)
+        seen.add(option.id)
+
+
+def check_swizzle(state: CheckState, swizzle: m.Swizzle, axes: dict[str, m.Axis]) -> None:
+    """``swizzle m, n group G [as mm, nn]``: a 2D grid's axes in order, a positive or declared
+    group, and aliases (not on a flat grid) as new names, added to ``axes`` and recorded in
+    ``state.alias_of``."""
+    grid_names = tuple(a.name.id for a in state.spec.grid)
+    if len(grid_names) != 2:
+        state.errors.error(
+            f"swizzle needs a 2D grid; this grid has {len(grid_names)} axes", swizzle.span
+        )
+    elif tuple(a.id for a in swizzle.axes) != grid_names:
+        state.errors.error(
+            f"swizzle must name the grid axes in order: 'swizzle {grid_names[0]}, {grid_names[1]}'",
+            swizzle.axes[0].span,
+        )
+    if isinstance(swizzle.group, m.Number) and (
+        not swizzle.group.is_int or int(swizzle.group.text) < 1
+    ):
+        state.errors.error("the swizzle group must be a positive integer", swizzle.group.span)
+    if isinstance(swizzle.group, m.Name) and swizzle.group.id not in state.params:
+        state.errors.error(
+            f"unknown parameter '{swizzle.group.id}'; declare it or write 'group {swizzle.group.id} = 8'",
+            swizzle.group.span,
+        )
+    if state.spec.flat and swizzle.aliases:
+        state.errors.error("'as' aliases need a 2D grid, not a flat one", swizzle.aliases[0].span)
+    if swizzle.aliases:
+        for alias, axis in zip(swizzle.aliases, swizzle.axes, strict=True):
+            state.define(alias, "swizzled axis")
+            if axis.id in axes:
+                axes[alias.id] = axes[axis.id]
+                state.alias_of[alias.id] = axis.id
+
+# expressions -----------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Indexing rules: ``tensor[index]`` (rank, roles, axes over the dimensions they index,
+constant indices), gathers through a loaded index, and the one block shape of a TMA
+descriptor. Each function reports to the :class:`~tilegen.check.state.CheckState` it is given
+and raises nothing.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.check.state import MAX_TMA_BOX, CheckState, Scope, is_two_pieces
+from tilegen.dtypes import is_int
+
+
+def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writing: bool) -> tuple[str, ...]:
+    """Check ``tensor[index]`` and return the axes it spans, in index order."""
+    tensor = state.spec.tensor(tensor_name.id)
+    if tensor is None:
+        state.errors.error(f"unknown tensor '{tensor_name.id}'", tensor_name.span)
+        return ()
+    if writing and tensor.role == "in":
+        state.errors.error(
+            f"input tensor '{tensor.name.id}' is written; only 'out' tensors can be stored to", tensor_name.span
+        )
+    if not writing and tensor.role == "out":
+        state.errors.error(
+            f"output tensor '{tensor.name.id}' is read; only 'in' tensors can be loaded", tensor_name.span
+        )
+    if tensor.is_scalar:
+        state.errors.error(f"'{tensor.name.id}' is a scalar; use it without an index", tensor_name.span)
+        return ()
+    if len(index) != len(tensor.dims):
+        state.errors.error(
+            f"tensor '{tensor.name.id}' has rank {len(tensor.dims)} but is indexed with {len(index)} "
+            f"{'index' if len(index) == 1 else 'indices'}",
+            tensor_name.span,
+        )
+        return ()
+    result = []
+    for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
+        if isinstance(item, m.Load):
+            result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
+            continue
+        if isinstance(item, m.Number):
+            if not item.is_int:
+                state.errors.error("a constant index must be an integer", item.span)
+            elif isinstance(dim, m.Number) and dim.is_int and int(item.text) >= int(dim.text):
+                state.errors.error(
+                    f"index {item.text} is out of range for dimension {position} of "
+                    f"'{tensor.name.id}' (size {dim.text})",
+                    item.span,
+                )
+            continue
+        axis = scope.axes.get(item.id)
+        if axis is None:
+            state.errors.error(f"unknown axis '{item.id}'", item.span)
+            continue
+        if item.id in state.alias_of and not writing:
+            state.errors.error(
+                f"swizzled axis '{item.id}' can only index the tensor a statement stores to; "
+                f"load with '{state.alias_of[item.id]}'",
+                item.span,
+            )
+        if not isinstance(dim, m.Name) or dim.id != axis.dim.id:
+            dim_text = dim.id if isinstance(dim, m.Name) else dim.text
+            state.errors.error(
+                f"axis '{item.id}' tiles '{axis.dim.id}', but dimension {position} of "
+                f"'{tensor.name.id}' is '{dim_text}'",
+                item.span,
+            )
+        if item.id in result:
+            state.errors.error(f"axis '{item.id}' indexes '{tensor.name.id}' twice", item.span)
+        if not axis.is_index:  # an index axis is a scalar offset, not a tile dimension
+            result.append(item.id)
+    known = all(not isinstance(i, m.Name) or i.id in scope.axes for i in index)  # else: reported above
+    if state.spec.access_style == "descriptor" and known and not any(isinstance(i, m.Load) for i in index):
+        check_descriptor_block(state, tensor, index, scope, tensor_name.span)
+    return tuple(result)
+
+
+def check_descriptor_block(state: CheckState, tensor: m.Tensor, index, scope: Scope, span: m.Span) -> None:
+    """A TMA descriptor has one block shape (index axes and constants are blocks of 1), and
+    its rows are at least 16 bytes: every access of a tensor takes tiles of one shape, and
+    its last index is a tile axis."""
+    blocks = []
+    for item in index:
+        axis = scope.axes.get(item.id) if isinstance(item, m.Name) else None
+        if axis is None or axis.is_index:
+            blocks.append("1")
+        else:
+            blocks.append(f"all of {axis.dim.id}" if axis.bounds == "whole" else axis.block.id)
+    name = tensor.name.id
+    if all(b == "1" for b in blocks):
+        state.errors.error(
+            f"'{name}[...]' is one element; tensor descriptors move tiles: index a tile axis or use "
+            "'access pointers'",
+            span,
+        )
+    elif blocks[-1] == "1":
+        state.errors.error(
+            f"the last index of '{name}' is not a tile axis: a tensor descriptor moves rows of 16 bytes or "
+            "more (TMA); index the last dimension with a tile axis or use 'access pointers'",
+            span,
+        )
+    for block in blocks:  # tuned or default values past a TMA box (a row piece's first piece)
+        for value in state.param_values(block) if block in state.params else ():
+            rows = int(value.text)
+            rows -= rows & -rows if is_two_pieces(rows) else 0
+            if rows > MAX_TMA_BOX and (value.span, block) not in state.boxes:
+                state.boxes.add((value.span, block))
+                state.errors.error(
+                    f"block size '{block}' = {value.text} moves {rows} elements along a dimension of a tensor "
+                    f"descriptor; TMA moves at most {MAX_TMA_BOX} (use a smaller block or 'access pointers')",
+                    value.span,
+                )
+    first = state.descriptor_blocks.setdefault(name, tuple(blocks))
+    if first != tuple(blocks):
+        state.errors.error(
+            f"'{name}' is accessed in blocks of [{', '.join(first)}] and of [{', '.join(blocks)}]: a tensor "
+            "descriptor has one block shape; use one or 'access pointers'",
+            span,
+        )
+
+
+def gather_axes(state: CheckState, tensor: m.Tensor, index: m.Load, scope: Scope, writing: bool) -> tuple[str, ...]:
+    """Check a gather ``tensor[.., idx[..], ..]`` and return the axes of its index tile."""
+    if writing:
+        state.errors.error("a store cannot scatter through a loaded index; index it with axes", index.span)
+    if state.spec.access_style != "pointers":
+        state.errors.error(
+            f"a gather needs 'access pointers'; {state.spec.access_style} cannot index by a loaded tile",
+            index.span,
+        )
+    axes = index_axes(state, index.tensor, index.index, scope, writing=False)
+    source = state.spec.tensor(index.tensor.id)
+    if source is not None and not source.is_scalar and not is_int(source.dtype.id):
+        state.errors.error(
+            f"a gather index must be an integer tensor; '{source.name.id}' is {source.dtype.id}", index.span
+        )
+    return axes

@@ -1,0 +1,60 @@
+"""Tuning rules: the autotune key and the configs of a ``tune`` block. Reports to the
+:class:`~tilegen.check.state.CheckState` it is given and raises nothing.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.check.state import CheckState, is_power_of_two
+
+
+def check_tune(state: CheckState, tune: m.Tune) -> None:
+    """``tune``: a key of distinct sizes, at most one default config, no config listed twice,
+    each setting once per config and of a block parameter or launch option, positive integers
+    (a power of two for ``num_warps``), and every block parameter without a default set."""
+    sizes = {d.id for t in state.spec.tensors for d in t.dims if isinstance(d, m.Name)}
+    for position, key in enumerate(tune.key):
+        if any(earlier.id == key.id for earlier in tune.key[:position]):
+            state.errors.error(f"'{key.id}' is in the autotune key twice", key.span)
+        elif key.id not in sizes:
+            state.errors.error(
+                f"autotune key '{key.id}' is not a size; use dimensions such as {', '.join(sorted(sizes))}",
+                key.span,
+            )
+    defaults = [c for c in tune.configs if c.default]
+    for extra in defaults[1:]:
+        if extra.span == defaults[0].span:  # one line: 'default config BM in [...]'
+            state.errors.error("the default config gives one value per setting, not a list", extra.span)
+            break
+        state.errors.error("only one config can be the default", extra.span)
+    written: dict[frozenset, m.Config] = {}
+    for config in tune.configs:
+        values = frozenset((s.name.id, s.default.text) for s in config.settings)
+        first = written.setdefault(values, config)
+        if first is not config and not (config.default and first.default):
+            again = "again on its line" if first.span == config.span else f"as on line {first.span.line}"
+            shown = ", ".join(f"{s.name.id} = {s.default.text}" for s in config.settings)
+            state.errors.error(f"config {shown} is listed twice ({again}); each config is timed once", config.span)
+    for config in tune.configs:
+        seen: set[str] = set()
+        for setting in config.settings:
+            name = setting.name.id
+            if name in seen:
+                state.errors.error(f"'{name}' is set twice in this config", setting.name.span)
+            seen.add(name)
+            if name not in state.params and name not in m.LAUNCH_OPTIONS:
+                state.errors.error(
+                    f"config sets '{name}', which is not a block parameter or one of "
+                    f"{', '.join(m.LAUNCH_OPTIONS)}",
+                    setting.name.span,
+                )
+            value = setting.default
+            if not value.is_int or int(value.text) < 1:
+                state.errors.error(f"'{name}' must be a positive integer, not {value.text}", value.span)
+            elif name == "num_warps" and not is_power_of_two(int(value.text)):
+                state.errors.error(f"num_warps = {value.text} is not a power of two", value.span)
+        for param in state.spec.params:
+            if param.default is None and param.name.id not in seen:
+                state.errors.error(
+                    f"this config leaves '{param.name.id}' unset, and it has no default", config.span
+                )

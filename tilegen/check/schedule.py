@@ -130,7 +130,7 @@ def check_pieces(state: CheckState) -> None:
     """A block of the rows of a flat grid's output that is a sum of two powers of two (192 =
     128 + 64) where Triton's tiles are powers of two: the kernel holds each tile as two
     row pieces, each its own accumulator, ``a`` tile and store, sharing each ``b`` tile of the
-    loop (:meth:`tilegen.lower.kernel.KernelLowering.pieces_setup`). This needs TMA
+    loop (:func:`tilegen.lower.pieces.pieces_setup`). This needs TMA
     descriptors (a descriptor per piece), tune configs (the pieces' descriptors take their
     block shapes per config), and a body of tile declarations, dot loops whose first operand
     holds the rows, and stores of a local over them. Raises nothing: problems go to

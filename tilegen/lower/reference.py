@@ -112,7 +112,7 @@ class ReferenceLowering:
 
     def as_float(self, text: str, expr: m.Expr) -> str:
         """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints,
-        under any binding of the dtype variables, as :meth:`ExpressionLowering.upcast`)."""
+        under any binding of the dtype variables, as :meth:`tilegen.lower.expressions.Expressions.upcast`)."""
         if not converts_to_f32(self.dtype_of(expr), self.spec):
             return text
         return f"({text}).float()" if isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.float()"

@@ -34,7 +34,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("1bc9d98bd5001463")
+_rt = _runtime("16feb9a731da5264")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time

@@ -84,8 +84,10 @@ def test_a_runtime_of_another_build_is_refused_and_a_missing_one_is_tilegens(tmp
     from tilegen.runner import load_module
 
     shutil.copy(GENERATED / "copy.py", tmp_path / "copy.py")
-    alone = load_module(tmp_path / "copy.py")
-    assert alone._rt.__name__ == "tilegen.runtime"
+    alone = "from tilegen.runner import load_module; import sys; print(load_module(sys.argv[1])._rt.__name__)"
+    result = subprocess.run([sys.executable, "-c", alone, str(tmp_path / "copy.py")], capture_output=True, text=True,
+                            env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert result.returncode == 0 and result.stdout.split() == ["tilegen.runtime"], result.stderr
     text = (GENERATED / "_tilegen_runtime.py").read_text()
     build = text.split("sha256 ")[1][:16]
     (tmp_path / "_tilegen_runtime.py").write_text(text.replace(f'BUILD = "{build}"', 'BUILD = "0000000000000000"'))

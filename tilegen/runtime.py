@@ -88,7 +88,7 @@ def launcher(compiled):
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
         current_stream = triton.runtime.driver.active.get_current_stream
         runtime = triton.knobs.runtime
-        runtime.launch_enter_hook.calls
+        runtime.launch_enter_hook.calls  # noqa: B018 (an AttributeError on a Triton without the hook chain)
     except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
         return lambda grid, device_index, *args: compiled[grid](*args)
 
@@ -105,6 +105,8 @@ class Compiled(dict):
     """One module's compiled kernels: specialization key -> ``launch`` (see :func:`launcher`),
     made once per key. ``lock`` (reentrant) is held while the module tunes or compiles, so that
     threads calling first at once do it once."""
+
+    __slots__ = ("lock",)
 
     def __init__(self):
         super().__init__()
@@ -165,7 +167,7 @@ def check_scalar(launcher, name, value, kind):
     return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def num_sms(device):
     """The SMs of ``device`` (4 in the interpreter): the programs a persistent kernel launches, the
     programs a split loop fills, the programs of one wave."""
@@ -226,7 +228,7 @@ def dot_operand(x):
 _COMPILED = Compiled()  # the runtime's own kernels (the sum of partial sums), per dtype and sizes
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def no_partials(device):
     """The workspace a loop run in one part is given: an empty f32 tensor, made once per device."""
     return torch.empty(0, device=device, dtype=torch.float32)
@@ -314,7 +316,7 @@ def cache_dir():
     return os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def device_name(device):
     """The name the on-disk cache knows ``device`` (a torch.device) by: the GPU's, or its type."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
@@ -467,7 +469,7 @@ def compile_configs(autotuner, grid, args, kwargs):
         from triton.runtime._async_compile import AsyncCompileMode
     except ImportError:
         return
-    nargs = dict(zip(autotuner.arg_names, args))
+    nargs = dict(zip(autotuner.arg_names, args, strict=False))
     configs = autotuner.configs
     prune = getattr(autotuner, "early_config_prune", None)
     if prune is not None:  # the configs it times: no other compiles

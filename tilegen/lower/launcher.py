@@ -734,7 +734,7 @@ def _launch(
         Comment("the compiled kernel for Triton's specialization of these arguments (compiled on a new one)"),
         Line("device_index = device.index"),
         Line(_specialization_key(spec, launch, variant, tail_desc)),
-        Line(_call(f"launch = _COMPILED.get(key) or _COMPILED.make",
+        Line(_call("launch = _COMPILED.get(key) or _COMPILED.make",
                    (("key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
         *summed,

@@ -33,10 +33,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -108,8 +108,8 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
         *map(_int_class, (N, *_x_strides, *_y_strides)),
         BLOCK_SIZE, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, add_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, add_kernel, grid,
         x, y, z,
         N,
         *_x_strides, *_y_strides, 1,

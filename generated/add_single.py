@@ -34,10 +34,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 #: The longest row (along N) that add_single() holds in one tile: longer rows run _add_single_loops(),
 #: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
@@ -109,8 +109,8 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         *map(_int_class, (N, *_x_strides, *_y_strides)),
         BLOCK_N,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, add_single_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, add_single_kernel, grid,
         x, y, z,
         N,
         *_x_strides, *_y_strides, 1,
@@ -202,8 +202,8 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
         *map(_int_class, (N, *_x_strides, *_y_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _add_single_loops_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _add_single_loops_kernel, grid,
         x, y, z,
         N,
         *_x_strides, *_y_strides, 1,

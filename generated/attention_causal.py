@@ -54,14 +54,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 def _descriptor_blocks(nargs):
@@ -241,7 +241,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     tune_key = (device, S, D, DT)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("attention_causal", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 attention_causal_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
@@ -273,8 +273,8 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, *_o_strides)),
         BLOCK_D, SCALE_NONNEG,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, attention_causal_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, attention_causal_kernel.fn, grid,
         q_desc, k_desc, v_desc, o_desc,
         B, H, S, D,
         scale,
@@ -464,7 +464,7 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     tune_key = (device, "pointers", S, D, DT)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("_attention_causal_pointers", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
@@ -497,8 +497,8 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
         BLOCK_D, SCALE_NONNEG, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _attention_causal_pointers_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _attention_causal_pointers_kernel.fn, grid,
         q, k, v, o,
         B, H, S, D,
         scale,

@@ -32,10 +32,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -99,8 +99,8 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         *map(_int_class, (N, *_x_strides)),
         BS, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, copy_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, copy_kernel, grid,
         x, z,
         N,
         *_x_strides, 1,

@@ -49,10 +49,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 _CONFIGS = [
@@ -159,7 +159,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     tune_key = (device, V)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("cross_entropy", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (M, 1, 1)
@@ -190,8 +190,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         *map(_int_class, (M, V, *_logits_strides, *_target_strides)),
         int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, cross_entropy_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, cross_entropy_kernel.fn, grid,
         logits, target, loss,
         M, V,
         *_logits_strides, *_target_strides, 1,

@@ -53,11 +53,11 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 #: The longest row (along N) that layer_norm() holds in one tile: longer rows run _layer_norm_loops(),
 #: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -169,7 +169,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("layer_norm", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
@@ -202,8 +202,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         *map(_int_class, (M, N, *_x_strides, *_weight_strides, *_bias_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, layer_norm_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, layer_norm_kernel.fn, grid,
         x, weight, bias, y, mu, rstd,
         M, N,
         eps,
@@ -381,7 +381,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     tune_key = (device, "loops", N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("_layer_norm_loops", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
@@ -414,8 +414,8 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         *map(_int_class, (M, N, *_x_strides, *_weight_strides, *_bias_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _layer_norm_loops_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _layer_norm_loops_kernel.fn, grid,
         x, weight, bias, y, mu, rstd,
         M, N,
         eps,

@@ -39,13 +39,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -144,8 +144,8 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_block_ptr_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_block_ptr_kernel, grid,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,
@@ -259,8 +259,8 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _matmul_block_ptr_descriptors_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _matmul_block_ptr_descriptors_kernel, grid,
         a_desc, b_desc, c_desc,
         M, K, N,
         BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
@@ -370,8 +370,8 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _matmul_block_ptr_pointers_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _matmul_block_ptr_pointers_kernel, grid,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

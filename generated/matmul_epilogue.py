@@ -41,12 +41,12 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -178,8 +178,8 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides)),
         BM, BN, BK, GROUP_SIZE_M, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_epilogue_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_epilogue_kernel, grid,
         a, b, bias, residual, c,
         M, K, N,
         alpha,

@@ -81,7 +81,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -92,7 +92,7 @@ _has_tma = _rt.has_tma
 _pieces = _rt.pieces
 _no_partials = _rt.no_partials
 _sum_partials = _rt.sum_partials
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 def _descriptor_blocks(nargs):
@@ -335,7 +335,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     tune_key = (device, triton.next_power_of_2(M), N, K, A_T, B_T, T)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("matmul_fast", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 matmul_fast_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
@@ -410,8 +410,8 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
         GROUP_SIZE_M, A_T, B_T, NUM_SMS,
         tail_m, tail_n,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_fast_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_fast_kernel.fn, grid,
         a_desc, b_desc, c_desc, a_piece_desc, c_piece_desc, a_tail_desc, b_tail_desc, c_tail_desc, partials,
         M, K, N,
         GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T, NUM_SMS=NUM_SMS, **_CONFIGS[config_index].all_kwargs(),
@@ -608,7 +608,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
     tune_key = (device, "pointers", triton.next_power_of_2(M), N, K, T)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("_matmul_fast_pointers", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _POINTER_CONFIGS)  # the most parts any config runs
@@ -648,8 +648,8 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         GROUP_SIZE_M, NUM_SMS, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _matmul_fast_pointers_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _matmul_fast_pointers_kernel.fn, grid,
         a, b, c, partials,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

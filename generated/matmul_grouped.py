@@ -37,10 +37,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -137,8 +137,8 @@ def matmul_grouped(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         BM, BN, BK, GROUP_SIZE, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_grouped_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_grouped_kernel, grid,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

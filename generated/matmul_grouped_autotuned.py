@@ -47,10 +47,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 _CONFIGS = [
@@ -144,7 +144,7 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     tune_key = (device, M, N, K)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("matmul_grouped_autotuned", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
@@ -175,8 +175,8 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_grouped_autotuned_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_grouped_autotuned_kernel.fn, grid,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

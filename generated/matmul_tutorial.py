@@ -51,10 +51,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -172,7 +172,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
     tune_key = (device, M, N, K)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("matmul_tutorial", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
@@ -203,8 +203,8 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
         *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
         GROUP_SIZE_M, activation, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, matmul_tutorial_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, matmul_tutorial_kernel.fn, grid,
         a, b, c,
         M, K, N,
         *_a_strides, *_b_strides, N, 1,

@@ -33,10 +33,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -113,8 +113,8 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         *map(_int_class, (H, W, *_x_strides)),
         BH, BW, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, rgb2grey_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, rgb2grey_kernel, grid,
         x, y,
         H, W,
         *_x_strides, W, 1,

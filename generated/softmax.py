@@ -45,10 +45,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 #: The longest row (along N) that softmax() holds in one tile: longer rows run _softmax_loops(),
 #: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -129,7 +129,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("softmax", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
@@ -160,8 +160,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         *map(_int_class, (M, N, *_x_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, softmax_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, softmax_kernel.fn, grid,
         x, y,
         M, N,
         *_x_strides, N, 1,
@@ -293,7 +293,7 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     tune_key = (device, "loops", N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _COMPILED.lock:
+        with _tuner.lock:
             config_index = _tuned_index("_softmax_loops", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
@@ -324,8 +324,8 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         *map(_int_class, (M, N, *_x_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, _softmax_loops_kernel.fn, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _softmax_loops_kernel.fn, grid,
         x, y,
         M, N,
         *_x_strides, N, 1,

@@ -34,10 +34,10 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
 
 
-_rt = _runtime("16feb9a731da5264")
+_rt = _runtime("2ef2992c397bf170")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
-_COMPILED = _rt.Compiled()  # specialization key -> launch of the compiled kernel; its lock: one tune or compile at a time
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -118,8 +118,8 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         *map(_int_class, (M, N, *_x_strides)),
         BM, BN, GROUP_SIZE, int64,
     )
-    launch = _COMPILED.get(key) or _COMPILED.make(
-        key, swizzle_kernel, grid,
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, swizzle_kernel, grid,
         x, z,
         M, N,
         *_x_strides, N, 1,

@@ -5,7 +5,7 @@
 its own file, once per process; so a generated module needs only torch and Triton. It imports
 nothing of tilegen but itself: no lark, jinja or typer.
 
-What it holds: the direct launch of a compiled kernel (:func:`launcher`, :class:`Compiled`), the
+What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
 helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
 (:class:`Tuner`: the tuned-config cache in the process and on disk, :func:`autotune`, the timing
 of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
@@ -101,26 +101,22 @@ def launcher(compiled):
     return launch
 
 
-class Compiled(dict):
-    """One module's compiled kernels: specialization key -> ``launch`` (see :func:`launcher`),
-    made once per key. ``lock`` (reentrant) is held while the module tunes or compiles, so that
-    threads calling first at once do it once."""
+#: Held while a kernel compiles for a new specialization (reentrant): threads calling first at once compile once.
+COMPILE_LOCK = threading.RLock()
 
-    __slots__ = ("lock",)
 
-    def __init__(self):
-        super().__init__()
-        self.lock = threading.RLock()
-
-    def make(self, key, kernel, grid, /, *args, **meta):
-        """The launch for ``key``: ``kernel`` (a JITFunction) compiled by Triton's ``warmup`` for
-        ``kernel[grid](*args, **meta)`` with :data:`COMPILE_OPTIONS` (or loaded from Triton's
-        cache), once per key; a thread that finds it compiled meanwhile takes that one."""
-        with self.lock:
-            launch = self.get(key)
-            if launch is None:  # not compiled by another thread meanwhile
-                launch = self[key] = launcher(kernel.warmup(*args, grid=grid, **meta, **COMPILE_OPTIONS))
-            return launch
+def compile_launch(compiled, key, kernel, grid, /, *args, **meta):
+    """The launch for ``key`` in ``compiled`` (a module's dict: specialization key -> launch,
+    see :func:`launcher`), made there on a new key: ``kernel`` (a JITFunction) compiled by
+    Triton's ``warmup`` for ``kernel[grid](*args, **meta)`` with :data:`COMPILE_OPTIONS` (or
+    loaded from Triton's cache). A thread that finds it made meanwhile takes that one. A
+    launcher calls it where ``compiled.get(key)`` has none: a plain dict's ``get`` is the
+    fastest lookup on the launch's path."""
+    with COMPILE_LOCK:
+        launch = compiled.get(key)
+        if launch is None:  # not compiled by another thread meanwhile
+            launch = compiled[key] = launcher(kernel.warmup(*args, grid=grid, **meta, **COMPILE_OPTIONS))
+        return launch
 
 
 def int_class(value):
@@ -225,7 +221,7 @@ def dot_operand(x):
 # ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 
-_COMPILED = Compiled()  # the runtime's own kernels (the sum of partial sums), per dtype and sizes
+_COMPILED = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
 
 
 @functools.cache
@@ -256,8 +252,8 @@ def sum_partials(partials, out, parts):
         return
     device_index = out.device.index
     key = (device_index, out.dtype, int_class(size), int_class(parts))
-    launch = _COMPILED.get(key) or _COMPILED.make(key, _sum_partials_kernel, grid, partials, out, size, parts,
-                                                 BLOCK=1024)
+    launch = _COMPILED.get(key) or compile_launch(_COMPILED, key, _sum_partials_kernel, grid, partials, out, size,
+                                                  parts, BLOCK=1024)
     launch(grid, device_index, partials, out, size, parts, 1024)
 
 
@@ -328,7 +324,9 @@ class Tuner:
     index of the config to run for each tune key ``(device, *sizes)``, in this process
     (``tuned``) and on disk, in ``path`` (``<cache_dir()>/<name>-<spec_hash>.json``: a spec
     edited is tuned afresh). Under the interpreter, which cannot time configs, every key runs
-    config ``default``. ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times."""
+    config ``default``. ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times.
+    ``lock`` (reentrant) is held while the module's launchers tune: threads calling first with
+    the same sizes at once tune once."""
 
     def __init__(self, name, spec_hash, configs, default=0):
         self.configs = configs
@@ -339,6 +337,7 @@ class Tuner:
         self.trial = threading.local()  # .pick = (tune_key, index): the near tie settle_ties times on this thread
         self.notified = set()  # the launchers told which config the interpreter runs
         self.disk = None  # the on-disk cache as this process first read it (see before)
+        self.lock = threading.RLock()
 
     def load(self):
         """Configs tuned by earlier processes (the file ``path``): "<device>|<sizes>" -> config keywords."""

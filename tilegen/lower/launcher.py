@@ -634,7 +634,7 @@ def _launch(
     spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, call: str, variant: str | None = None
 ) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
-    this specialization, made once by ``_COMPILED.make`` (Triton's ``warmup``: its compile and
+    this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
     cache) and launched by the runtime's ``launcher`` (the fused-softmax tutorial's
     ``compiled[grid](*args)`` without its per-call lookups), which skips the JIT's per-call
     binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
@@ -682,7 +682,7 @@ def _launch(
                 "first call with these sizes on this device (one thread at a time)",
                 (
                     WithBlock(
-                        "_COMPILED.lock",
+                        "_tuner.lock",
                         "",
                         (
                             Line(f'config_index = _tuned_index("{name}", tune_key)'),
@@ -734,8 +734,8 @@ def _launch(
         Comment("the compiled kernel for Triton's specialization of these arguments (compiled on a new one)"),
         Line("device_index = device.index"),
         Line(_specialization_key(spec, launch, variant, tail_desc)),
-        Line(_call("launch = _COMPILED.get(key) or _COMPILED.make",
-                   (("key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
+        Line(_call("launch = _COMPILED.get(key) or _rt.compile_launch",
+                   (("_COMPILED", "key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
         *summed,
         Line(f"return {returns}"),

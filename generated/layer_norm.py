@@ -42,15 +42,13 @@ from torch.library import wrap_triton
 
 
 def _runtime(build):
-    """tilegen's runtime (launches, checks, tuning, op registration), loaded once per process: the file
-    _tilegen_runtime.py beside this module, or tilegen.runtime where there is none. Raises ImportError
-    where it is not of ``build``, the runtime this module was built with (run `tilegen build`)."""
+    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
     name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
     if name not in sys.modules and os.path.isfile(path):
         spec = importlib.util.spec_from_file_location(name, path)
         spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
         sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)
+    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
 _rt = _runtime("2ef2992c397bf170")

@@ -17,74 +17,30 @@
 #   y[b, n] = p
 """prod_reduction: Triton kernel, launcher and torch reference generated from specs/prod_reduction.tile."""
 
+import importlib.util
 import os
-import threading
-import warnings
+import sys
 
 import torch
 import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+def _runtime(build):
+    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
+    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
+    if name not in sys.modules and os.path.isfile(path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
+        sys.modules.setdefault(name, module)
+    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
-_LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
-
-
-def _launcher(compiled):
-    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
-    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
-    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
-    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
-    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
-    Proton), it launches through that runner, which builds the hook's metadata."""
-    compiled._init_handles()
-    try:
-        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        current_stream = triton.runtime.driver.active.get_current_stream
-        runtime = triton.knobs.runtime
-        runtime.launch_enter_hook.calls
-    except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
-        return lambda grid, device_index, *args: compiled[grid](*args)
-
-    def launch(grid, device_index, *args):
-        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
-            compiled[grid](*args)
-        else:
-            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
-
-    return launch
-
-
-def _int_class(value):
-    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
-    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
-    return value % 16 == 0 if 1 < value < 2**31 else (value,)
-
-
-def _bad_input(launcher, name, tensor, dtype, rank):
-    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.dtype != dtype:
-        raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
-
-
-def _bad_device(launcher, **tensors):
-    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
-    devices = {tensor.device for tensor in tensors.values()}
-    if len(devices) != 1:
-        where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
-        raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
-
-
-def _bad_block(launcher, name, value):
-    """Raise the ValueError for a block size that is not a positive power of two."""
-    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+_rt = _runtime("2ef2992c397bf170")
+_INTERPRET = _rt.INTERPRET
+_int_class = _rt.int_class
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 
 
 @triton.jit
@@ -146,17 +102,17 @@ def prod_reduction(x: torch.Tensor, *, BK: int = 32, BN: int = 64) -> torch.Tens
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _bad_input("prod_reduction", "x", x, torch.float32, 3)
+        _rt.bad_input("prod_reduction", "x", x, torch.float32, 3)
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
-        _bad_device("prod_reduction", x=x)
+        _rt.bad_device("prod_reduction", x=x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return prod_reduction(x, BK=BK, BN=BN)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _bad_block("prod_reduction", "BN", BN)
+        _rt.bad_block("prod_reduction", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _bad_block("prod_reduction", "BK", BK)
+        _rt.bad_block("prod_reduction", "BK", BK)
     B, D1, D2 = x.shape
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
@@ -172,7 +128,7 @@ def prod_reduction(x: torch.Tensor, *, BK: int = 32, BN: int = 64) -> torch.Tens
             BK=BK, BN=BN, INT64_OFFSETS=int64,
         )
         return y
-    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
     key = (
         device_index,
@@ -180,17 +136,13 @@ def prod_reduction(x: torch.Tensor, *, BK: int = 32, BN: int = 64) -> torch.Tens
         *map(_int_class, (B, D1, D2, *_x_strides)),
         BK, BN, int64,
     )
-    launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
-        with _LOCK:
-            launch = _COMPILED.get(key)
-            if launch is None:  # not compiled by another thread meanwhile
-                launch = _COMPILED[key] = _launcher(prod_reduction_kernel.warmup(
-                    x, y,
-                    B, D1, D2,
-                    *_x_strides, D2, 1,
-                    BK=BK, BN=BN, INT64_OFFSETS=int64, enable_fp_fusion=True, grid=grid,
-                ))
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, prod_reduction_kernel, grid,
+        x, y,
+        B, D1, D2,
+        *_x_strides, D2, 1,
+        BK=BK, BN=BN, INT64_OFFSETS=int64,
+    )
     launch(
         grid, device_index,
         x, y,
@@ -218,14 +170,14 @@ def _prod_reduction_fake(x: torch.Tensor, *, BK: int = 32, BN: int = 64) -> torc
     BK = int(BK)
     BN = int(BN)
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _bad_input("prod_reduction", "x", x, torch.float32, 3)
+        _rt.bad_input("prod_reduction", "x", x, torch.float32, 3)
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
-        _bad_device("prod_reduction", x=x)
+        _rt.bad_device("prod_reduction", x=x)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _bad_block("prod_reduction", "BN", BN)
+        _rt.bad_block("prod_reduction", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _bad_block("prod_reduction", "BK", BK)
+        _rt.bad_block("prod_reduction", "BK", BK)
     B, D1, D2 = x.shape
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     return y
@@ -252,39 +204,4 @@ def _prod_reduction_traced(x: torch.Tensor, *, BK: int = 32, BN: int = 64) -> to
     return y
 
 
-def _register_op(name, spec_hash, launcher, fake, traced):
-    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
-    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
-
-    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
-    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
-    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel), for a kernel
-    taking TMA descriptors, and for a block-pointer kernel on a Triton without block pointers
-    (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
-    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
-    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
-    same spec again returns the op registered first.
-    """
-    namespace = torch.ops.tilegen
-    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
-    if owners is None:
-        owners = namespace._spec_hashes = {}
-    if owners.get(name, spec_hash) != spec_hash:
-        warnings.warn(
-            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
-            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
-            stacklevel=3,
-        )
-        name = f"{name}_{spec_hash}"
-    if name not in owners:
-        if traced is None or _INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
-            custom.register_fake(fake)
-        else:
-            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
-            custom.register_kernel("cuda", launcher)
-        owners[name] = spec_hash
-    return getattr(namespace, name)
-
-
-op = _register_op("prod_reduction", "61e9d8ad10ab7203", prod_reduction, _prod_reduction_fake, _prod_reduction_traced)
+op = _rt.register_op("prod_reduction", "61e9d8ad10ab7203", prod_reduction, _prod_reduction_fake, _prod_reduction_traced)

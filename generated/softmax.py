@@ -23,317 +23,34 @@
 #   y[r, c] = e / sum(e, dim=c)
 """softmax: Triton kernel, launcher and torch reference generated from specs/softmax.tile."""
 
-import concurrent.futures
-import functools
-import json
+import importlib.util
 import os
-import statistics
-import threading
-import warnings
+import sys
 
 import torch
 import triton
 import triton.language as tl
 from torch.library import wrap_triton
 
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+def _runtime(build):
+    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
+    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
+    if name not in sys.modules and os.path.isfile(path):
+        spec = importlib.util.spec_from_file_location(name, path)
+        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
+        sys.modules.setdefault(name, module)
+    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_COMPILED = {}  # specialization key -> _launcher(compiled kernel), made once per key
-_LOCK = threading.RLock()  # held while tuning or compiling: threads calling first at once do it once
-
-
-def _launcher(compiled):
-    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
-    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
-    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
-    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
-    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
-    Proton), it launches through that runner, which builds the hook's metadata."""
-    compiled._init_handles()
-    try:
-        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-        current_stream = triton.runtime.driver.active.get_current_stream
-        runtime = triton.knobs.runtime
-        runtime.launch_enter_hook.calls
-    except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
-        return lambda grid, device_index, *args: compiled[grid](*args)
-
-    def launch(grid, device_index, *args):
-        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
-            compiled[grid](*args)
-        else:
-            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
-
-    return launch
-
-
-def _int_class(value):
-    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
-    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
-    return value % 16 == 0 if 1 < value < 2**31 else (value,)
-
-
-def _bad_input(launcher, name, tensor, dtype, rank):
-    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of ``rank``."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
-    if tensor.dtype != dtype:
-        raise TypeError(f"{launcher}: {name} must have dtype {dtype}, got {tensor.dtype}")
-    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
-
-
-def _bad_device(launcher, **tensors):
-    """Raise the ValueError for tensors on several devices, or on the CPU outside the interpreter."""
-    devices = {tensor.device for tensor in tensors.values()}
-    if len(devices) != 1:
-        where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
-        raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
-    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
-
-
-def _bad_block(launcher, name, value):
-    """Raise the ValueError for a block size that is not a positive power of two."""
-    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
-
-
-_INTERPRETER_NOTICE = set()
-_TUNE_CACHE = os.path.join(
-    os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen"),
-    "softmax-a4c0a7f934867c10.json",
-)
-_TUNED = {}  # (device, *sizes) -> index in _CONFIGS of the config to run, in this process
-_TRIAL = threading.local()  # .pick = (tune_key, index): the near tie _settle_ties times on this thread
-
-
-def _load_tuned():
-    """Configs tuned by earlier processes (tilegen's cache on disk): "<device>|<sizes>" -> config keywords."""
-    try:
-        with open(_TUNE_CACHE, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
-
-
-@functools.lru_cache(maxsize=None)
-def _tuned_before():
-    """tilegen's cache on disk as this process first needs it: read once, on the first sizes the
-    process has not tuned (its own choices are in _TUNED)."""
-    return _load_tuned()
-
-
-@functools.lru_cache(maxsize=None)
-def _device_name(device):
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
-
-
-def _disk_key(tune_key):
-    """The on-disk cache key of ``tune_key`` = (device, *sizes): the device's name and the sizes."""
-    device, *sizes = tune_key
-    return f"{_device_name(device)}|{','.join(map(str, sizes))}"
-
-
-def _config_index(kwargs):
-    """The index in _CONFIGS of the config with these keywords (None if no config has them)."""
-    return next((i for i, config in enumerate(_CONFIGS) if config.all_kwargs() == kwargs), None)
-
-
-def _tuned_index(launcher, tune_key):
-    """The config to run for ``tune_key`` = (device, *sizes), as an index in _CONFIGS: under the
-    interpreter, which cannot time configs, the spec's default config (said once); on the GPU,
-    the config an earlier process tuned (tilegen's cache on disk), or None: tune now. While
-    _settle_ties times a near tie on this thread, that config (other threads wait for the lock)."""
-    trial = getattr(_TRIAL, "pick", None)
-    if trial is not None and trial[0] == tune_key:
-        return trial[1]
-    if tune_key in _TUNED:  # tuned by another thread while this one waited for the lock
-        return _TUNED[tune_key]
-    if _INTERPRET:
-        index = 0
-        if launcher not in _INTERPRETER_NOTICE:
-            _INTERPRETER_NOTICE.add(launcher)
-            warnings.warn(
-                f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
-                f"of {len(_CONFIGS)}: {_CONFIGS[index].kwargs}",
-                stacklevel=3,
-            )
-    else:
-        index = _config_index(_tuned_before().get(_disk_key(tune_key)))
-    if index is not None:
-        _TUNED[tune_key] = index
-    return index
-
-
-def _remember(tune_key, config):
-    """Keep the autotuner's choice for ``tune_key`` in this process and in the on-disk cache
-    (keyed by the spec's hash through the file name), written atomically."""
-    _TUNED[tune_key] = _config_index(config.all_kwargs())
-    try:
-        os.makedirs(os.path.dirname(_TUNE_CACHE), exist_ok=True)
-        cached = {**_load_tuned(), _disk_key(tune_key): config.all_kwargs()}
-        temporary = f"{_TUNE_CACHE}.{os.getpid()}.tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(cached, handle, indent=1, sort_keys=True)
-        os.replace(temporary, _TUNE_CACHE)
-    except OSError:  # a read-only home: tune again next process
-        pass
-
-
-def _compiled_first(autotuner, grid):
-    """``autotuner[grid]`` (a ``triton.autotune``'d kernel over ``grid``) whose call first
-    compiles every config at once (``_compile_configs``), then tunes as Triton's autotuner does."""
-
-    def launch(*args, **kwargs):
-        _compile_configs(autotuner, grid, args, kwargs)
-        return autotuner[grid](*args, **kwargs)
-
-    return launch
-
-
-def _compile_configs(autotuner, grid, args, kwargs):
-    """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
-    thread per CPU core (at most one per config), before the autotuner times them: it compiles a
-    config only when it first runs it, one after another. Each config's ``pre_hook`` runs first
-    (it sets the block shapes of the tensor descriptors, which the compiled kernel is specialized
-    on), then ``warmup`` (Triton's compile without a launch) hands the compile to Triton's
-    AsyncCompileMode, which waits for all of them on leaving. A config that fails to compile is
-    left to the autotuner, which compiles it again and reports it as it would have; a Triton
-    without AsyncCompileMode compiles as before."""
-    try:
-        from triton.runtime._async_compile import AsyncCompileMode
-    except ImportError:
-        return
-    nargs = dict(zip(autotuner.arg_names, args))
-    configs = autotuner.configs
-    if autotuner.early_config_prune is not None:  # the configs it times (_whole_fits): no other compiles
-        configs = autotuner.early_config_prune(configs, nargs, **kwargs)
-    workers = min(len(configs), os.cpu_count() or 1)
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
-        for config in configs:
-            meta = {**kwargs, **config.all_kwargs()}
-            if config.pre_hook is not None:
-                config.pre_hook({**nargs, **meta})
-            autotuner.fn.warmup(*args, grid=grid, **meta)
-
-
-def _graph_timing(call, **kwargs):
-    """``triton.testing.do_bench_cudagraph(call, **kwargs)`` on the current GPU. torch.cuda.graph
-    captures on one stream per process, made on the device current at the process's first capture
-    (``torch.cuda.graph.default_capture_stream``), and do_bench_cudagraph passes no stream of its
-    own: once a tune on cuda:0 had captured, a tune on cuda:1 captured on cuda:0's stream, which
-    made cuda:0 current and launched cuda:1's kernel there ("cannot be accessed from Triton", an
-    illegal memory access). So the capture stream is one of the current device's while timing."""
-    graph = torch.cuda.graph
-    saved = getattr(graph, "default_capture_stream", None)
-    device = torch.cuda.current_device() if saved is not None else None
-    if saved is None or saved.device.index == device:
-        return triton.testing.do_bench_cudagraph(call, **kwargs)
-    graph.default_capture_stream = _CAPTURE_STREAMS.setdefault(device, torch.cuda.Stream(device))
-    try:
-        return triton.testing.do_bench_cudagraph(call, **kwargs)
-    finally:
-        graph.default_capture_stream = saved
-
-
-_CAPTURE_STREAMS = {}  # device index -> the stream _graph_timing captures on there
-
-
-def _time_config(kernel_call, quantiles):
-    """The autotuner's timing of one config (its ``do_bench``): milliseconds per call of
-    ``kernel_call`` at ``quantiles``, replayed in a CUDA graph (``triton.testing.do_bench_cudagraph``),
-    so that the host's launch cost, which for a kernel of a few microseconds is as long as the
-    kernel, does not hide the differences between configs. The graph replays after 25 ms of calls
-    (Triton's own warmup), so that each config is timed at the clocks the GPU runs at under load.
-    Where a graph cannot be captured (a RuntimeError), Triton's default timing between events."""
-    try:
-        triton.testing.do_bench(kernel_call, warmup=25, rep=1)  # the warmup
-        return _graph_timing(kernel_call, rep=20, quantiles=quantiles)
-    except RuntimeError:
-        return triton.testing.do_bench(kernel_call, quantiles=quantiles)
-
-
-#: Near ties of a tune: the configs the autotuner timed within _NEAR_TIE (a fraction) of its
-#: fastest, at most _NEAR_TIE_CONFIGS of them, timed again in _NEAR_TIE_ROUNDS interleaved rounds.
-_NEAR_TIE = 0.05
-_NEAR_TIE_CONFIGS = 4
-_NEAR_TIE_ROUNDS = 5
-
-
-def _settle_ties(tune_key, autotuner, call):
-    """The config to keep for ``tune_key`` once ``autotuner`` (Triton's) has timed each config
-    once: its pick, unless another config it timed within _NEAR_TIE of the pick runs faster
-    when they are timed again side by side. One timing of a config scatters by a few percent
-    from run to run (the GPU's clock, other work), as much as the best configs of a spec differ,
-    so the autotuner's pick among near ties is a draw. Each near tie (at most
-    _NEAR_TIE_CONFIGS, fastest first) runs ``call`` (the launcher on the inputs being tuned for,
-    set to that config through _TRIAL on this thread while others wait for the lock) in
-    _NEAR_TIE_ROUNDS interleaved rounds of CUDA-graph replays (Triton's event timing where a
-    graph cannot be captured); the lowest median wins. Times the whole launch: a split loop's sum
-    kernel and a split tail's sub-tiles too. Where timing fails otherwise it warns and keeps the
-    pick: the call being tuned has its output already."""
-    # _time_config's quantiles (median first) of each config Triton timed for this key
-    timings = {config: timing[0] for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
-    autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
-    best = autotuner.best_config
-    if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now
-        return best
-    near = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + _NEAR_TIE)), key=timings.get)
-    near = [i for i in (_config_index(config.all_kwargs()) for config in near[:_NEAR_TIE_CONFIGS]) if i is not None]
-    if len(near) < 2:
-        return best
-    rounds = {index: [] for index in near}
-    try:
-        for _ in range(_NEAR_TIE_ROUNDS):
-            for index in near:
-                _TRIAL.pick = (tune_key, index)
-                try:
-                    rounds[index].append(_graph_timing(call, rep=20))
-                except RuntimeError:
-                    rounds[index].append(triton.testing.do_bench(call))
-    except Exception as error:  # any failure: the autotuner's pick stays
-        warnings.warn(f"timing the autotuner's near ties failed ({type(error).__name__}: {error}); "
-                      f"keeping its pick {best.all_kwargs()}", stacklevel=3)
-        return best
-    finally:
-        _TRIAL.pick = None
-    return _CONFIGS[min(near, key=lambda index: statistics.median(rounds[index]))]
-
-
-#: The longest row (along N) that softmax() holds in one tile: longer rows run
-#: _softmax_loops(), whose kernel loops over tiles of them. 32768 is the longest row whose tile
-#: one of the configs holds at 64 elements per thread (_THREAD_ELEMENTS). The environment variable
-#: TILEGEN_WHOLE_LIMIT, read when the module is imported, sets it (up to 262144, Triton's largest
-#: tile); TILEGEN_WHOLE_LIMIT=1 runs the looped kernel for every row longer than one element.
-_WHOLE_LIMIT = min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or 32768), 262144)
-
-#: The most elements of a tile each thread holds in a config worth compiling: 64 of its registers
-#: per tile, so that a kernel's few live tiles fit (16 warps leave each thread 128 of the H100's);
-#: a config past it spills to memory and compiles for minutes.
-_THREAD_ELEMENTS = 64
-
-
-def _whole_fits(block, rows):
-    """The autotuner's ``early_config_prune`` for a kernel whose tile is ``block`` (a constexpr)
-    wide and ``rows`` (block parameters) high: the configs in which each thread holds at most
-    _THREAD_ELEMENTS elements of it, or else the one in which it holds the fewest. The autotuner
-    times only these, and _compile_configs compiles only these. (A Triton that does not pass the
-    call's keywords to the prune keeps every config.)"""
-
-    def fits(configs, named_args, **kwargs):
-        if block not in kwargs:
-            return configs
-
-        def per_thread(config):
-            meta = {**named_args, **kwargs, **config.kwargs}
-            tile = meta[block]
-            for name in rows:
-                tile *= meta[name]
-            return tile / (32 * config.num_warps)
-
-        kept = [config for config in configs if per_thread(config) <= _THREAD_ELEMENTS]
-        return kept or [min(configs, key=per_thread)]
-
-    return fits
+_rt = _runtime("2ef2992c397bf170")
+_INTERPRET = _rt.INTERPRET
+_int_class = _rt.int_class
+_COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+#: The longest row (along N) that softmax() holds in one tile: longer rows run _softmax_loops(),
+#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
+#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+_WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
 _CONFIGS = [
@@ -347,7 +64,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
+@triton.autotune(configs=_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}, do_bench=_rt.time_config)
 @triton.jit
 def softmax_kernel(
     x_ptr, y_ptr,
@@ -378,6 +95,10 @@ def softmax_kernel(
     tl.store(y_ptrs, e / sum_c[:, None], mask=mask_rc)
 
 
+_tuner = _rt.Tuner("softmax", "a4c0a7f934867c10", _CONFIGS, default=0)
+_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/softmax.tile and return its output.
 
@@ -387,10 +108,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _bad_input("softmax", "x", x, torch.float32, 2)
+        _rt.bad_input("softmax", "x", x, torch.float32, 2)
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
-        _bad_device("softmax", x=x)
+        _rt.bad_device("softmax", x=x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return softmax(x)
@@ -406,15 +127,16 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     tune_key = (device, N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _LOCK:
+        with _tuner.lock:
             config_index = _tuned_index("softmax", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _compiled_first(softmax_kernel, grid)(
+                _rt.autotune(
+                    softmax_kernel, grid,
                     x, y,
                     M, N,
                     *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
                 )
                 _remember(tune_key, _settle_ties(tune_key, softmax_kernel, lambda: softmax(x)))
                 return y
@@ -428,7 +150,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
         return y
-    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
     key = (
         device_index, config_index,
@@ -436,17 +158,13 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
         *map(_int_class, (M, N, *_x_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
-        with _LOCK:
-            launch = _COMPILED.get(key)
-            if launch is None:  # not compiled by another thread meanwhile
-                launch = _COMPILED[key] = _launcher(softmax_kernel.fn.warmup(
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-                ))
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, softmax_kernel.fn, grid,
+        x, y,
+        M, N,
+        *_x_strides, N, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+    )
     launch(
         grid, device_index,
         x, y,
@@ -464,7 +182,7 @@ _LOOPS_CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}, do_bench=_time_config)
+@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}, do_bench=_rt.time_config)
 @triton.jit
 def _softmax_loops_kernel(
     x_ptr, y_ptr,
@@ -555,15 +273,15 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     Called by softmax(), after its checks. Its tune configs are those of softmax() with the fewest rows per program.
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _bad_input("_softmax_loops", "x", x, torch.float32, 2)
+        _rt.bad_input("_softmax_loops", "x", x, torch.float32, 2)
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
-        _bad_device("_softmax_loops", x=x)
+        _rt.bad_device("_softmax_loops", x=x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _softmax_loops(x, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _bad_block("_softmax_loops", "BLOCK_N", BLOCK_N)
+        _rt.bad_block("_softmax_loops", "BLOCK_N", BLOCK_N)
     M, N = x.shape
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -573,15 +291,16 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     tune_key = (device, "loops", N)
     config_index = _TUNED.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _LOCK:
+        with _tuner.lock:
             config_index = _tuned_index("_softmax_loops", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _compiled_first(_softmax_loops_kernel, grid)(
+                _rt.autotune(
+                    _softmax_loops_kernel, grid,
                     x, y,
                     M, N,
                     *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
                 )
                 _remember(tune_key, _settle_ties(tune_key, _softmax_loops_kernel, lambda: _softmax_loops(x, BLOCK_N=BLOCK_N)))
                 return y
@@ -595,7 +314,7 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
         return y
-    # the compiled kernel for Triton's specialization of these arguments, launched directly
+    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
     key = (
         device_index, config_index, "loops",
@@ -603,17 +322,13 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         *map(_int_class, (M, N, *_x_strides)),
         BLOCK_N, int64,
     )
-    launch = _COMPILED.get(key)
-    if launch is None:  # a new specialization: Triton compiles it once (or loads it from its cache)
-        with _LOCK:
-            launch = _COMPILED.get(key)
-            if launch is None:  # not compiled by another thread meanwhile
-                launch = _COMPILED[key] = _launcher(_softmax_loops_kernel.fn.warmup(
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, enable_fp_fusion=True, **_CONFIGS[config_index].all_kwargs(), grid=grid,
-                ))
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _softmax_loops_kernel.fn, grid,
+        x, y,
+        M, N,
+        *_x_strides, N, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+    )
     launch(
         grid, device_index,
         x, y,
@@ -639,10 +354,10 @@ def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of softmax(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _bad_input("softmax", "x", x, torch.float32, 2)
+        _rt.bad_input("softmax", "x", x, torch.float32, 2)
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
-        _bad_device("softmax", x=x)
+        _rt.bad_device("softmax", x=x)
     M, N = x.shape
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
@@ -680,39 +395,4 @@ def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-def _register_op(name, spec_hash, launcher, fake, traced):
-    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
-    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
-
-    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
-    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
-    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel), for a kernel
-    taking TMA descriptors, and for a block-pointer kernel on a Triton without block pointers
-    (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
-    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
-    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>``; importing the
-    same spec again returns the op registered first.
-    """
-    namespace = torch.ops.tilegen
-    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
-    if owners is None:
-        owners = namespace._spec_hashes = {}
-    if owners.get(name, spec_hash) != spec_hash:
-        warnings.warn(
-            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
-            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
-            stacklevel=3,
-        )
-        name = f"{name}_{spec_hash}"
-    if name not in owners:
-        if traced is None or _INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
-            custom.register_fake(fake)
-        else:
-            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
-            custom.register_kernel("cuda", launcher)
-        owners[name] = spec_hash
-    return getattr(namespace, name)
-
-
-op = _register_op("softmax", "a4c0a7f934867c10", softmax, _softmax_fake, _softmax_traced)
+op = _rt.register_op("softmax", "a4c0a7f934867c10", softmax, _softmax_fake, _softmax_traced)

@@ -250,7 +250,7 @@ def main(argv=None) -> int:
         os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
     # tune in this process, on whichever GPU runs a kernel first (tunes on disk would skip that):
     # a tune on the other GPU than the process's first CUDA-graph capture once ran its kernel on
-    # the wrong device (the generated modules' _graph_timing)
+    # the wrong device (the runtime's graph_timing)
     os.environ.setdefault("TILEGEN_CACHE_DIR", tempfile.mkdtemp(prefix="tilegen-stress-"))
     kernels = tuple(k for k in args.kernels.split(",") if k)
     unknown = [k for k in kernels if k not in KERNELS]

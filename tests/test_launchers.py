@@ -109,39 +109,42 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     import json
 
     module = generated("matmul_fast")
-    monkeypatch.setattr(module, "_INTERPRET", False)
-    monkeypatch.setattr(module, "_TUNE_CACHE", str(tmp_path / "tilegen" / "matmul_fast-0123.json"))
-    monkeypatch.setattr(module, "_TUNED", {})
-    module._tuned_before.cache_clear()  # a new process: nothing read yet
+    monkeypatch.setenv("TILEGEN_CACHE_DIR", str(tmp_path / "tilegen"))
+    tuner = module._rt.Tuner("matmul_fast", "0123", module._CONFIGS)  # a new process: nothing read yet
+    tuner.interpret = False
     tune_key = (torch.device("cpu"), 64, 32, 16)
-    assert module._tuned_index("matmul_fast", tune_key) is None  # nothing tuned yet: tune now
+    assert tuner.tuned_index("matmul_fast", tune_key) is None  # nothing tuned yet: tune now
     chosen = module._CONFIGS[3]
-    module._remember(tune_key, chosen)
-    assert module._TUNED == {tune_key: 3}
+    tuner.remember(tune_key, chosen)
+    assert tuner.tuned == {tune_key: 3}
     on_disk = json.loads((tmp_path / "tilegen" / "matmul_fast-0123.json").read_text())
     assert on_disk == {"cpu|64,32,16": chosen.all_kwargs()}
-    # The next process starts with an empty _TUNED and reads the disk cache afresh.
-    monkeypatch.setattr(module, "_TUNED", {})
-    module._tuned_before.cache_clear()
-    assert module._tuned_index("matmul_fast", tune_key) == 3
-    assert module._TUNED == {tune_key: 3}
-    assert module._tuned_index("matmul_fast", (torch.device("cpu"), 64, 32, 32)) is None  # other sizes
+    # The next process starts with nothing tuned and reads the disk cache afresh.
+    tuner = module._rt.Tuner("matmul_fast", "0123", module._CONFIGS)
+    tuner.interpret = False
+    assert tuner.tuned_index("matmul_fast", tune_key) == 3
+    assert tuner.tuned == {tune_key: 3}
+    assert tuner.tuned_index("matmul_fast", (torch.device("cpu"), 64, 32, 32)) is None  # other sizes
     # A config the spec no longer has (a hand-edited cache) is tuned again, not trusted.
     (tmp_path / "tilegen" / "matmul_fast-0123.json").write_text(json.dumps({"cpu|8,8,8": {"BM": 7}}))
-    module._tuned_before.cache_clear()
-    assert module._tuned_index("matmul_fast", (torch.device("cpu"), 8, 8, 8)) is None
+    tuner.disk = None  # read it again
+    assert tuner.tuned_index("matmul_fast", (torch.device("cpu"), 8, 8, 8)) is None
+    # The module's own cache file is named by its kernel and spec hash; its launchers share its tuner.
     spec_hash = (ROOT / "generated" / "matmul_fast.py").read_text().split("spec sha256 ")[1][:16]
-    assert f'"matmul_fast-{spec_hash}.json"' in (ROOT / "generated" / "matmul_fast.py").read_text()
+    assert module._tuner.path.endswith(f"matmul_fast-{spec_hash}.json")
+    assert module._TUNED is module._tuner.tuned and module._tuned_index == module._tuner.tuned_index
 
 
 @pytest.mark.parametrize("b_layout", ["row-major", "odd K (pointers)"])
-def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, monkeypatch, b_layout):
+def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, request, b_layout):
     """matmul_fast's key is next_power_of_2(M), N, K: the Ms of one power of two (a model's
     batches of tokens) share the tune of the first of them; N and K stay exact."""
     import warnings
 
     module = generated("matmul_fast")
-    monkeypatch.setattr(module, "_TUNED", {})
+    saved = dict(module._TUNED)
+    module._TUNED.clear()  # the launchers' own dict (the tuner's): filled below
+    request.addfinalizer(lambda: module._TUNED.update(saved))
     k = 33 if b_layout == "odd K (pointers)" else 32
     b = torch.randn(k, 24).half()
     with warnings.catch_warnings():
@@ -156,15 +159,15 @@ def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, monkeypatch, b_
 
 
 def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monkeypatch):
-    """Every tuned kernel's autotuner times a config with _time_config: 25 ms of calls first
+    """Every tuned kernel's autotuner times a config with the runtime's time_config: 25 ms of calls first
     (triton.testing.do_bench's warmup), then a CUDA graph replay; Triton's event timing where a
     graph cannot be captured."""
     import triton
 
     module = generated("matmul_fast")
-    assert module.matmul_fast_kernel._do_bench is module._time_config
-    assert module._matmul_fast_pointers_kernel._do_bench is module._time_config
-    assert generated("softmax").softmax_kernel._do_bench.__name__ == "_time_config"
+    assert module.matmul_fast_kernel._do_bench is module._rt.time_config
+    assert module._matmul_fast_pointers_kernel._do_bench is module._rt.time_config
+    assert generated("softmax").softmax_kernel._do_bench is module._rt.time_config  # one runtime for all
     calls = []
 
     def do_bench(fn, warmup=25, rep=100, quantiles=None):
@@ -180,7 +183,7 @@ def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monke
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", graph)
     launches = []
-    assert module._time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [0.5, 0.4, 0.6]
+    assert module._rt.time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [0.5, 0.4, 0.6]
     assert calls == [("events", 25, 1, None), ("graph", 20, (0.5, 0.2, 0.8))] and len(launches) == 2
 
     def no_graph(fn, rep=20, quantiles=None):
@@ -188,7 +191,7 @@ def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monke
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
     calls.clear()
-    assert module._time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [2.0, 1.0, 3.0]
+    assert module._rt.time_config(lambda: launches.append(1), (0.5, 0.2, 0.8)) == [2.0, 1.0, 3.0]
     assert calls == [("events", 25, 1, None), ("events", 25, 100, (0.5, 0.2, 0.8))]
 
 
@@ -202,11 +205,11 @@ class _TimedAutotuner:
 
 def _graph_timing(module, tune_key, speed, timed):
     """A do_bench_cudagraph that runs the call once and returns the time ``speed`` gives the
-    config the launcher is set to (through _TRIAL), recording which config it timed."""
+    config the launcher is set to (through the tuner's trial), recording which config it timed."""
 
     def graph(fn, rep=20, quantiles=None):
         fn()
-        key, index = module._TRIAL.pick
+        key, index = module._tuner.trial.pick
         assert key == tune_key
         timed.append(index)
         return speed[index]
@@ -218,7 +221,7 @@ def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch
     """The configs the autotuner timed within 5% of its pick (at most 4, fastest first) run the
     launcher again in 5 interleaved rounds; the lowest median wins, though the autotuner's one
     timing ranked it second. Configs further off are not run again, and neither _TUNED nor
-    _TRIAL holds the key afterwards (the launcher's _remember sets _TUNED)."""
+    the trial holds the key afterwards (the launcher's _remember sets _TUNED)."""
     import triton
 
     module = generated("attention_causal")
@@ -231,7 +234,7 @@ def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch
     config = module._settle_ties(key, _TimedAutotuner(module, first), lambda: calls.append(1))
     assert config is module._CONFIGS[7]
     assert timed == [5, 7, 9, 4] * 5  # interleaved rounds, fastest first; 12 is the fifth near tie: left out
-    assert len(calls) == 20 and key not in module._TUNED and module._TRIAL.pick is None
+    assert len(calls) == 20 and key not in module._TUNED and module._tuner.trial.pick is None
 
 
 def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monkeypatch):
@@ -278,7 +281,7 @@ def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generate
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
     monkeypatch.setattr(triton.testing, "do_bench", _graph_timing(module, key, {1: 2.0, 2: 1.0}, timed))
     assert module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None) is module._CONFIGS[2]
-    assert timed == [1, 2] * 5 and key not in module._TUNED and module._TRIAL.pick is None
+    assert timed == [1, 2] * 5 and key not in module._TUNED and module._tuner.trial.pick is None
 
     def broken(fn, rep=20, quantiles=None):
         raise ValueError("a launch failed")
@@ -286,7 +289,7 @@ def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generate
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", broken)
     with pytest.warns(UserWarning, match="near ties failed .*ValueError: a launch failed.*keeping its pick"):
         config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
-    assert config is module._CONFIGS[1] and key not in module._TUNED and module._TRIAL.pick is None
+    assert config is module._CONFIGS[1] and key not in module._TUNED and module._tuner.trial.pick is None
 
 
 def test_near_ties_of_the_pointer_kernel_map_to_the_modules_configs(generated, monkeypatch):
@@ -312,21 +315,21 @@ def test_a_near_tie_being_timed_is_seen_by_this_thread_only(generated):
 
     module = generated("attention_causal")
     key = ("cuda", 4096, 64, "test-trial")
-    module._TRIAL.pick = (key, 5)
+    module._tuner.trial.pick = (key, 5)
     try:
         assert module._tuned_index("attention_causal", key) == 5 and key not in module._TUNED
         seen = []
-        other = threading.Thread(target=lambda: seen.append(getattr(module._TRIAL, "pick", None)))
+        other = threading.Thread(target=lambda: seen.append(getattr(module._tuner.trial, "pick", None)))
         other.start()
         other.join()
         assert seen == [None]
     finally:
-        module._TRIAL.pick = None
+        module._tuner.trial.pick = None
 
 
 def test_settling_runs_the_launcher_itself_at_each_near_tie(generated, monkeypatch):
     """End to end through the real launcher (in the interpreter): each timed call runs the kernel
-    at the near tie being timed (the launcher's lookup takes it from _TRIAL), computes the right
+    at the near tie being timed (the launcher's lookup takes it from the tuner's trial), computes the right
     output, and leaves no config remembered for the key."""
     import triton
 
@@ -356,7 +359,7 @@ def test_settling_runs_the_launcher_itself_at_each_near_tie(generated, monkeypat
     outputs = []
     speed = {1: 1.0, 4: 0.5}  # config 4 (BM = BN = 64) is the faster one side by side
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, speed, []))
-    monkeypatch.setattr(module, "_NEAR_TIE_ROUNDS", 2)
+    monkeypatch.setattr(module._rt, "NEAR_TIE_ROUNDS", 2)
     config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 4: 1.01}),
                                  lambda: outputs.append(module.attention_causal(q, k, v, 0.25)))
     assert config is module._CONFIGS[4] and key not in module._TUNED
@@ -409,7 +412,7 @@ def _fake_autotuner(compile_fn):
 
 @pytest.mark.parametrize("name", ["matmul_fast", "attention"])
 def test_compile_configs_compiles_every_config_on_pool_threads(generated, name):
-    """Before a first tune, _compile_configs runs each config's pre_hook and then Triton's
+    """Before a first tune, the runtime's compile_configs runs each config's pre_hook and then Triton's
     ``warmup`` with the call's keywords and the config's, under AsyncCompileMode; the compiles run
     on other threads, at once, and have all finished when it returns."""
     pytest.importorskip("triton.runtime._async_compile")
@@ -427,7 +430,7 @@ def test_compile_configs_compiles_every_config_on_pool_threads(generated, name):
     autotuner, seen, finished = _fake_autotuner(compile_fn)
     desc = {"block": None}
     grid = object()
-    generated(name)._compile_configs(autotuner, grid, (desc, 7), {"GROUP_SIZE_M": 8})
+    generated(name)._rt.compile_configs(autotuner, grid, (desc, 7), {"GROUP_SIZE_M": 8})
     assert [s["block"] for s in seen] == [16, 32, 64]  # each warmup saw its own config's descriptor
     assert [s["meta"] for s in seen] == [{"GROUP_SIZE_M": 8, **c.all_kwargs()} for c in autotuner.configs]
     assert all(s["async"] and s["grid"] is grid and s["args"] == (desc, 7) for s in seen)
@@ -448,19 +451,19 @@ def test_compile_configs_leaves_a_failed_compile_to_the_autotuner(generated):
         return meta["BM"], None
 
     autotuner, seen, finished = _fake_autotuner(compile_fn)
-    generated("matmul_fast")._compile_configs(autotuner, None, ({"block": None}, 7), {})
+    generated("matmul_fast")._rt.compile_configs(autotuner, None, ({"block": None}, 7), {})
     assert len(seen) == 3
     assert finished.count(None) == 1  # 32's cleanup ran
     assert sorted(f for f in finished if f is not None) == [(16, None), (64, None)]
 
 
 def test_compile_configs_without_async_compile_leaves_compiling_to_the_autotuner(generated, monkeypatch):
-    """On a Triton without AsyncCompileMode, _compile_configs compiles nothing ahead."""
+    """On a Triton without AsyncCompileMode, compile_configs compiles nothing ahead."""
     import sys
 
     autotuner, seen, finished = _fake_autotuner(lambda meta: None)
     monkeypatch.setitem(sys.modules, "triton.runtime._async_compile", None)  # the import raises ImportError
-    generated("matmul_fast")._compile_configs(autotuner, None, ({"block": None}, 7), {})
+    generated("matmul_fast")._rt.compile_configs(autotuner, None, ({"block": None}, 7), {})
     assert seen == [] and finished == []
 
 
@@ -518,7 +521,7 @@ class _FakeDriver:
 
 
 def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooked(generated, monkeypatch):
-    """_launcher: the kernel's own launcher on the device's current stream, every argument by
+    """The runtime's launcher: the kernel's own launcher on the device's current stream, every argument by
     position, no launch metadata; through ``compiled[grid]`` (which calls hooks) while a launch
     hook is installed; and the runner alone on a Triton without the knobs hook chain."""
     import triton
@@ -526,7 +529,7 @@ def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooke
     monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver())
     module = generated("copy")
     compiled = _FakeCompiled()
-    launch = module._launcher(compiled)
+    launch = module._rt.launcher(compiled)
     launch((4, 1, 1), 1, "x", "z", 4096, 1024, False)
     assert compiled.calls == ["init", ("run", (4, 1, 1, 101, "function", "metadata", None, None, None,
                                                "x", "z", 4096, 1024, False))]
@@ -540,7 +543,7 @@ def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooke
     assert compiled.calls[-1] == ("runner", (2, 1, 1), ("x", "z", 7))
     old = _FakeCompiled()
     monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # no hook chain: the runner
-    module._launcher(old)((3, 1, 1), 0, "x")
+    module._rt.launcher(old)((3, 1, 1), 0, "x")
     assert old.calls == ["init", ("runner", (3, 1, 1), ("x",))]
 
 
@@ -548,7 +551,7 @@ def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeyp
     """torch.cuda.graph captures on one stream per process, made on the device current at the
     first capture; triton.testing.do_bench_cudagraph passes none of its own. On two H100s a tune
     on cuda:1 after one on cuda:0 captured on cuda:0's stream and ran cuda:1's kernel there ("cannot
-    be accessed from Triton", then an illegal memory access). The modules' _graph_timing points
+    be accessed from Triton", then an illegal memory access). The runtime's graph_timing points
     the capture stream at one of the current device's while it times, and restores it after."""
     import triton
 
@@ -562,15 +565,15 @@ def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeyp
     monkeypatch.setattr(torch.cuda.graph, "default_capture_stream", first, raising=False)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
     monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(module, "_CAPTURE_STREAMS", {})
+    monkeypatch.setattr(module._rt, "CAPTURE_STREAMS", {})
     seen = []
     monkeypatch.setattr(
         triton.testing, "do_bench_cudagraph", lambda call, **kw: seen.append(torch.cuda.graph.default_capture_stream)
     )
-    module._graph_timing(lambda: None, rep=20)
-    module._graph_timing(lambda: None, rep=20)
+    module._rt.graph_timing(lambda: None, rep=20)
+    module._rt.graph_timing(lambda: None, rep=20)
     assert [s.device for s in seen] == [torch.device("cuda", 1)] * 2 and seen[0] is seen[1]  # one stream per device
     assert torch.cuda.graph.default_capture_stream is first  # restored
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    module._graph_timing(lambda: None, rep=20)
+    module._rt.graph_timing(lambda: None, rep=20)
     assert seen[-1] is first  # already the current device's: left alone

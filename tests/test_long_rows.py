@@ -191,7 +191,7 @@ def test_limits_and_pruning(built):
     assert module._WHOLE_LIMIT == 32768  # 64 elements a thread, 16 warps, one row per program
     assert built("add_single")._WHOLE_LIMIT == 8192  # untuned: Triton's 4 warps
 
-    fits = module._whole_fits("BLOCK_N", ("BM",))
+    fits = module._rt.whole_fits("BLOCK_N", ("BM",))
     configs = module._CONFIGS
 
     def kept(block):
@@ -202,10 +202,10 @@ def test_limits_and_pruning(built):
     assert kept(32768) == [(1, 16)]
     assert kept(65536) == [(1, 16)]  # none fits: the one with the fewest elements a thread
     assert [c.kwargs for c in module._LOOPS_CONFIGS] == [{"BM": 1}] * 3
-    # the autotuners prune, and _compile_configs compiles only what they keep
+    # the autotuners prune, and the runtime's compile_configs compiles only what they keep
     text = Path(module.__file__).read_text(encoding="utf-8")
-    assert text.count('prune_configs_by={"early_config_prune": _whole_fits("BLOCK_N", ("BM",))}') == 2
-    assert "configs = autotuner.early_config_prune(configs, nargs, **kwargs)" in text
+    assert text.count('prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}') == 2
+    assert "configs = prune(configs, nargs, **kwargs)" in Path(module._rt.__file__).read_text(encoding="utf-8")
 
 
 def test_limit_from_the_environment(tmp_path, monkeypatch):

@@ -215,7 +215,7 @@ def test_the_range_leaves_the_generated_module_alone():
     # the header's spec hash, the header's copy of the spec, the op's registration (the hash)
     assert len(changed) == 3, changed
     assert changed[1] == ("#   in  x: f32[M, N]", "#   in  x: f32[M, N] in [0.01, 10]")
-    assert "spec sha256" in changed[0][0] and changed[2][0].startswith("op = _register_op(")
+    assert "spec sha256" in changed[0][0] and changed[2][0].startswith("op = _rt.register_op(")
 
 
 @pytest.mark.parametrize(

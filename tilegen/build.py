@@ -3,6 +3,8 @@
 A build never leaves a partial module: each file is written to a temporary file in the
 output folder and renamed over the old one. Unchanged modules are not rewritten (same bytes,
 same mtime). Specs that fail keep their previous module untouched; the others still build.
+Beside the modules a build writes ``<out>/_tilegen_runtime.py``, the runtime they all load
+(:mod:`tilegen.runtime`), once.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tilegen import __version__
 from tilegen import model as m
 from tilegen.compiler import GeneratedModule, check_spec, compile_spec
 from tilegen.errors import SpecError
+from tilegen.resources import RUNTIME_MODULE, runtime_module
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,15 @@ class BuildResult:
     module: Path | None
     status: str  # "written" | "unchanged" | "stale" | "current" | "error"
     error: SpecError | None = None
+
+    @property
+    def is_runtime(self) -> bool:
+        """True for the result of ``_tilegen_runtime.py`` (its ``spec`` is tilegen/runtime.py)."""
+        return self.spec == RUNTIME_SOURCE
+
+
+#: The "spec" of the runtime copy: tilegen's own runtime.py, named the same on every machine.
+RUNTIME_SOURCE = SpecFile(Path(__file__).resolve().with_name("runtime.py"), "tilegen/runtime.py", "tilegen/runtime.py")
 
 
 def find_specs(paths: list[str | os.PathLike]) -> list[SpecFile]:
@@ -112,9 +125,11 @@ def write_atomic(path: Path, text: str) -> bool:
 
 
 def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
-    """Compile every spec under ``paths`` into ``out_dir/<kernel>.py``.
+    """Compile every spec under ``paths`` into ``out_dir/<kernel>.py``, and write the runtime
+    they load, ``out_dir/_tilegen_runtime.py``, where at least one spec compiled (its result is
+    last, :attr:`BuildResult.is_runtime`).
 
-    With ``check_only`` nothing is written; each module is reported ``current`` or ``stale``.
+    With ``check_only`` nothing is written; each file is reported ``current`` or ``stale``.
     Every spec is attempted; failures are returned with status ``error`` and leave the
     existing module as it was.
     """
@@ -125,12 +140,17 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
         except SpecError as err:
             results.append(BuildResult(spec, None, "error", err))
             continue
-        module = out_dir / f"{generated.kernel}.py"
-        text = generated.source
-        if check_only:
-            current = module.is_file() and module.read_text(encoding="utf-8") == text
-            results.append(BuildResult(spec, module, "current" if current else "stale"))
-        else:
-            written = write_atomic(module, text)
-            results.append(BuildResult(spec, module, "written" if written else "unchanged"))
+        results.append(_write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only))
+    if any(result.error is None for result in results):
+        results.append(_write(RUNTIME_SOURCE, out_dir / RUNTIME_MODULE, runtime_module(__version__), check_only))
     return results
+
+
+def _write(spec: SpecFile, module: Path, text: str, check_only: bool) -> BuildResult:
+    """Write ``text`` to ``module`` (``written``/``unchanged``), or with ``check_only`` compare
+    it (``current``/``stale``)."""
+    if check_only:
+        current = module.is_file() and module.read_text(encoding="utf-8") == text
+        return BuildResult(spec, module, "current" if current else "stale")
+    written = write_atomic(module, text)
+    return BuildResult(spec, module, "written" if written else "unchanged")

@@ -215,7 +215,7 @@ def demo(
     photo = image or runner.sample_photo()
     rows = []
     for result in results:
-        if result.error is not None:
+        if result.error is not None or result.is_runtime:  # the runtime the modules load: nothing to run
             continue
         out.print(f"running {result.spec.given} on {device} ...", markup=False)
         try:

@@ -12,14 +12,12 @@ import functools
 import jinja2
 
 from tilegen.lower import ModulePlan
-from tilegen.lower.launcher import FP_FUSION
 from tilegen.resources import data_path
 
 
 @functools.lru_cache(maxsize=1)
 def make_env() -> jinja2.Environment:
-    """The Jinja environment for ``templates/`` (strict, trimmed blocks, trailing newline kept);
-    its one global, ``FP_FUSION``, is the compile option the lowered launches name too."""
+    """The Jinja environment for ``templates/`` (strict, trimmed blocks, trailing newline kept)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(data_path("templates"))),
         undefined=jinja2.StrictUndefined,
@@ -28,7 +26,6 @@ def make_env() -> jinja2.Environment:
         keep_trailing_newline=True,
         autoescape=False,
     )
-    env.globals["FP_FUSION"] = FP_FUSION
     return env
 
 

@@ -35,6 +35,7 @@ RESERVED = frozenset(
     | {"name"}  # torch.ops.tilegen.name is the op namespace's own attribute
     | {"NUM_SMS", "INT64_OFFSETS"}  # launcher locals, module imports, kernel constexprs
     | {"partials", "parts"}  # a split loop's launcher locals
+    | {"sys", "importlib"}  # the generated module loads its runtime by path
     | {"TAIL_M", "TAIL_N", "tail_m", "tail_n"}  # split tail's kernel constexprs and launcher locals
     | set(dir(builtins))  # the launchers call isinstance, type, abs, min, ValueError, ...
 )

@@ -33,12 +33,13 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.kernel import lower_kernel
-from tilegen.lower.launcher import lower_launcher
+from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows
+from tilegen.resources import runtime_build
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
 
@@ -118,6 +119,8 @@ def _lower(spec: m.Spec) -> ModulePlan:
         fallbacks.append(rows.fallback)
     launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)
     reference = lower_reference(spec, launcher)
+    described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)
+    blocks = lower_descriptor_blocks(described) if described is not None and spec.tune is not None else None
     return ModulePlan(
         kernel_name=spec.name.id,
         spec_path=spec.path,
@@ -130,4 +133,6 @@ def _lower(spec: m.Spec) -> ModulePlan:
         fallbacks=tuple(fallbacks),
         dtype_vars=tuple(v.name.id for v in spec.dtype_vars),
         rows=rows.plan if rows is not None else None,
+        runtime_build=runtime_build(),
+        descriptor_blocks=blocks,
     )

@@ -13,7 +13,7 @@ from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, swizzled_outputs, torch_dtype, tuple_text
-from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, WithBlock
+from tilegen.lower.plan import Comment, HookPlan, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -258,8 +258,8 @@ def lower_launcher(
     the same spec with its whole axis in loops (:mod:`tilegen.lower.rows`), before any output
     is made, and under ``torch.compile`` launch that kernel.
 
-    Every check is an inline condition on the fast path; only a failing check calls a helper
-    (``_bad_input`` and friends) to build its message. A tuned launcher remembers the config
+    Every check is an inline condition on the fast path; only a failing check calls a helper of
+    the runtime (``_rt.bad_input`` and friends) to build its message. A tuned launcher remembers the config
     the autotuner picked for each key and then launches the compiled kernel directly. Tensors on
     a GPU other than the current one run under ``torch.cuda.device`` of theirs; tuning and
     compiling hold the module's lock, so concurrent first calls tune and compile once.
@@ -298,7 +298,7 @@ def lower_launcher(
             IfBlock(
                 f"not isinstance({x}, torch.Tensor) or {test} or {x}.dim() != {rank}",
                 "",
-                (Line(f'_bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),),
+                (Line(f'_rt.bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),),
             )
         )
         if source == x:
@@ -311,7 +311,7 @@ def lower_launcher(
         IfBlock(
             " or ".join([*others, f"(not {first}.is_cuda and not _INTERPRET)"]),
             "",
-            (Line(f'_bad_device("{name}", {tensors})'),),
+            (Line(f'_rt.bad_device("{name}", {tensors})'),),
         )
     )
     device_guard = IfBlock(
@@ -325,7 +325,7 @@ def lower_launcher(
             IfBlock(
                 f"type({block}) is not int or {block} < 1 or {block} & ({block} - 1)",
                 "",
-                (Line(f'_bad_block("{name}", "{block}", {block})'),),
+                (Line(f'_rt.bad_block("{name}", "{block}", {block})'),),
             )
         )
     for choice in spec.choices:
@@ -630,23 +630,17 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
-#: The compile option every GPU compile of a generated kernel names (the autotuner's and
-#: ``warmup``'s): fused multiply-adds, Triton's default up to 3.9, which warns that 3.10 turns
-#: it off. Named, the kernels compile the same on every Triton and the warning does not show.
-#: (The interpreter runs no compiler; ``torch.compile`` compiles with Inductor's options.)
-FP_FUSION = "enable_fp_fusion=True"
-
-
 def _launch(
     spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, call: str, variant: str | None = None
 ) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
-    this specialization, made once by ``warmup`` (Triton's compile and cache) and launched by
-    ``_launcher`` (the fused-softmax tutorial's ``compiled[grid](*args)`` without its per-call
-    lookups), which skips the JIT's per-call binding and cache lookup. A tuned kernel runs the
-    autotuner on the first call per device and sizes (or takes the config from tilegen's cache on
-    disk), settles the autotuner's near ties by timing ``call`` (this launcher's call of itself)
-    at each (``_settle_ties``), and after that its remembered config is one more part of the key."""
+    this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
+    cache) and launched by the runtime's ``launcher`` (the fused-softmax tutorial's
+    ``compiled[grid](*args)`` without its per-call lookups), which skips the JIT's per-call
+    binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
+    sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
+    autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
+    (``_settle_ties``), and after that its remembered config is one more part of the key."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -679,7 +673,7 @@ def _launch(
             tune_launch = [*_make_descriptors(spec, kernel, tail=True), *tune_launch]
         if kernel.pieces is not None:  # each config's second row piece: the pre_hook sets their blocks
             tune_launch = [*_make_descriptors(spec, kernel, piece=True), *tune_launch]
-        tune_launch.append(Line(_call(f"_compiled_first({jit}, grid)", (*launch.groups, (*launch.meta, FP_FUSION)))))
+        tune_launch.append(Line(_call("_rt.autotune", ((jit, "grid"), *launch.groups, launch.meta))))
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),
@@ -688,7 +682,7 @@ def _launch(
                 "first call with these sizes on this device (one thread at a time)",
                 (
                     WithBlock(
-                        "_LOCK",
+                        "_tuner.lock",
                         "",
                         (
                             Line(f'config_index = _tuned_index("{name}", tune_key)'),
@@ -735,32 +729,13 @@ def _launch(
         )
     )
     tail_desc = kernel.tail is not None and bool(kernel.tail.carrier)
-    options = f"{FP_FUSION}, **_CONFIGS[config_index].all_kwargs(), grid=grid" if spec.tune is not None else (
-        f"{FP_FUSION}, grid=grid")
+    options = ("**_CONFIGS[config_index].all_kwargs()",) if spec.tune is not None else ()
     ops += [
-        Comment("the compiled kernel for Triton's specialization of these arguments, launched directly"),
+        Comment("the compiled kernel for Triton's specialization of these arguments (compiled on a new one)"),
         Line("device_index = device.index"),
         Line(_specialization_key(spec, launch, variant, tail_desc)),
-        Line("launch = _COMPILED.get(key)"),
-        IfBlock(
-            "launch is None",
-            "a new specialization: Triton compiles it once (or loads it from its cache)",
-            (
-                WithBlock(
-                    "_LOCK",
-                    "",
-                    (
-                        Line("launch = _COMPILED.get(key)"),
-                        IfBlock(
-                            "launch is None",
-                            "not compiled by another thread meanwhile",
-                            (Line(_call(f"launch = _COMPILED[key] = _launcher({jit}.warmup",
-                                        (*launch.groups, (*launch.meta, options))) + ")"),),
-                        ),
-                    ),
-                ),
-            ),
-        ),
+        Line(_call("launch = _COMPILED.get(key) or _rt.compile_launch",
+                   (("_COMPILED", "key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
         *summed,
         Line(f"return {returns}"),
@@ -839,3 +814,61 @@ def _sum(kernel: KernelPlan) -> IfBlock:
         "partial sums over parts of the loop: added up",
         (Line(f"_sum_partials(partials, {kernel.split.output}, parts)"),),
     )
+
+
+def lower_descriptor_blocks(kernel: KernelPlan) -> HookPlan:
+    """``_descriptor_blocks(nargs)``, the autotune ``pre_hook`` of a tuned kernel that takes TMA
+    descriptors (``kernel``): it gives each descriptor in ``nargs`` the block shape of the config
+    about to run. With row pieces (:class:`~tilegen.lower.plan.PiecePlan`) the first descriptor of
+    a tensor tiled along the rows takes the first piece's rows and its ``_piece_desc`` the
+    second's (where there is one); with ``split tail`` each ``_tail_desc`` takes the sub-tiles'
+    block shape (``_tail_split`` of the call's sizes), unless the call has none (a direct launch
+    makes its tail descriptors with their blocks). A transposed input's block shape is reversed
+    where its flag is set."""
+    flags = dict(kernel.transposed)
+    pieces, tail = kernel.pieces, kernel.tail
+    block_m = block_n = None
+    if tail is not None:
+        (dim_m, block_m), (dim_n, block_n) = tail.tiles
+
+    def item(block: str, suffix: str) -> str:
+        """The text of one block dimension for descriptors ``<tensor>_<suffix>``."""
+        if block.isdigit():
+            return block
+        if pieces is not None and block == pieces.block:
+            return {"piece_desc": "second", "tail_desc": "first // tail_m"}.get(suffix, "first")
+        divided = {block_m: "tail_m", block_n: "tail_n"}.get(block) if suffix == "tail_desc" else None
+        return f'nargs["{block}"] // {divided}' if divided else f'nargs["{block}"]'
+
+    def assignments(suffix: str, tensors) -> tuple[Op, ...]:
+        lines = []
+        for tensor, shape in kernel.descriptors:
+            if tensors is not None and tensor not in tensors:
+                continue
+            items = [item(b, suffix) for b in shape]
+            block = f"[{', '.join(items)}]"
+            if tensor in flags:
+                block = f'[{", ".join(reversed(items))}] if nargs["{flags[tensor]}"] else {block}'
+            lines.append(Line(f'nargs["{tensor}_{suffix}"].block_shape = {block}'))
+        return tuple(lines)
+
+    body: list[Op] = []
+    doc = "Autotune pre_hook: give each tensor descriptor the block shape of the config about to run"
+    if pieces is not None:
+        body.append(Line(f'first, second = _pieces(nargs["{pieces.block}"])'))
+        doc += (f" (the\nfirst row piece's rows where {pieces.block} is two pieces, and the second piece's to each "
+                "_piece_desc: see _pieces)")
+    body += assignments("desc", None)
+    if pieces is not None:
+        body.append(IfBlock(f'nargs.get("{pieces.descriptors[0]}_piece_desc") is not None',
+                            "the second row piece's (None: one piece)", assignments("piece_desc", pieces.descriptors)))
+    if tail is not None:
+        doc += ", and each tail\ndescriptor the block shape of the sub-tiles of the last partial wave (see _tail_split)"
+        body += [
+            IfBlock(f'nargs.get("{tail.carrier}_tail_desc") is None',
+                    "a direct launch: it makes its tail descriptors with their blocks", (Line("return"),)),
+            Line(f'_, tail_m, tail_n = _tail_split(nargs["{dim_m}"], nargs["{dim_n}"], nargs["{block_m}"], '
+                 f'nargs["{block_n}"], nargs["NUM_SMS"])'),
+            *assignments("tail_desc", tail.descriptors),
+        ]
+    return HookPlan(docstring=doc + ".", body=tuple(body))

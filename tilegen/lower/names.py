@@ -10,12 +10,13 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
 
-#: Module constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies the
-#: raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
+#: The runtime's constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies
+#: the raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
 #: there bf16 operands are upcast to f32 first (exact: bf16 products fit in f32). On the GPU
 #: the branch is a false constexpr and compiles away.
 BF16_DOT_FLAG = "_INTERPRETER_BF16_DOT"
-#: The module's ``@triton.jit`` helper that applies it to one ``tl.dot`` operand.
+#: The module's name for the runtime's ``@triton.jit`` helper (``tilegen.runtime.dot_operand``)
+#: that applies it to one ``tl.dot`` operand.
 BF16_DOT_OPERAND = "_dot_operand"
 
 #: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
@@ -79,8 +80,9 @@ def printable(text: str, strip: bool = True) -> str:
 
 
 def call_text(function: str, groups) -> str:
-    """A call with one argument group per line (a launch, or a kernel's call of its tile function)."""
-    lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups]
+    """A call with one argument group per line (a launch, or a kernel's call of its tile function);
+    an empty group writes no line."""
+    lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups if group]
     return "\n".join([*lines, ")"])
 
 

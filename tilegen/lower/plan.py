@@ -208,6 +208,15 @@ class LauncherPlan:
 
 
 @dataclass(frozen=True)
+class HookPlan:
+    """A module-level function of ``nargs`` (an autotune hook, ``_descriptor_blocks``): its
+    docstring (lines after the first unindented) and its body ops."""
+
+    docstring: str
+    body: tuple[Op, ...]
+
+
+@dataclass(frozen=True)
 class ReferencePlan:
     """``reference(*inputs)``: size bindings and whole-tensor torch statements."""
 
@@ -235,6 +244,30 @@ class ModulePlan:
     fallbacks: tuple[FallbackPlan, ...] = ()  # the launcher returns through the first; each through the next
     dtype_vars: tuple[str, ...] = ()  # the spec's dtype variables (T), bound by the launcher
     rows: RowsPlan | None = None  # a whole axis whose long rows run a looped kernel (tilegen.lower.rows)
+    runtime_build: str = ""  # the build of tilegen's runtime the module loads (tilegen.resources.runtime_build)
+    descriptor_blocks: HookPlan | None = None  # the descriptor kernel's autotune pre_hook, where it is tuned
+
+    @property
+    def runtime_names(self) -> tuple[tuple[str, str], ...]:
+        """(module name, runtime attribute) of each runtime function or constant the module binds
+        to a name of its own: what its launchers and kernels use on every call (a global name
+        costs less than an attribute of ``_rt``), and what tests replace on the module."""
+        kernels = (self.kernel, *(f.kernel for f in self.fallbacks))
+        launchers = (self.launcher, *(f.launcher for f in self.fallbacks))
+        names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")]
+        wanted = [
+            (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
+            (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),
+            (any(lr.scalars for lr in launchers), "_check_scalar", "check_scalar"),
+            (self.launcher.num_sms or self.kernel.split is not None, "_num_sms", "num_sms"),
+            (self.kernel.tail is not None, "_tail_split", "tail_split"),
+            (self.uses_descriptors, "TensorDescriptor", "TensorDescriptor"),
+            (self.uses_descriptors, "_has_tma", "has_tma"),
+            (self.descriptor_blocks is not None and self.descriptor_kernel.pieces is not None, "_pieces", "pieces"),
+            (self.kernel.split is not None, "_no_partials", "no_partials"),
+            (self.kernel.split is not None, "_sum_partials", "sum_partials"),
+        ]
+        return (*names, *((name, attribute) for used, name, attribute in wanted if used))
 
     @property
     def descriptor_kernel(self) -> KernelPlan | None:

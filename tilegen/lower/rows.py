@@ -59,7 +59,7 @@ one tile gives: a max of ``-inf`` and a NaN sum.
 (``_<kernel>_loops``), which the launcher returns through where the row is longer than
 ``_WHOLE_LIMIT`` elements (:class:`~tilegen.lower.plan.RowsPlan`); the one-tile kernel keeps
 the rows up to it, and its autotuner compiles and times only the configs whose tile fits the
-threads' registers (``_whole_fits`` in the generated module). The reference stays the spec
+threads' registers (``whole_fits`` of the runtime, tilegen/runtime.py). The reference stays the spec
 as written: one tile, whole-tensor torch.
 """
 
@@ -685,7 +685,7 @@ class Rows:
 def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
     """The looped kernel and launcher of ``spec`` (``_<kernel>_loops``, see :func:`loop_rows`),
     None where the rewrite does not take the spec. ``kernel`` is the spec's one-tile kernel; a
-    tuned one gets ``_whole_fits`` as its autotuner's ``early_config_prune``, and so does the
+    tuned one gets the runtime's ``whole_fits`` as its autotuner's ``early_config_prune``, and so does the
     looped one: neither compiles a config whose tile would spill."""
     looped = loop_rows(spec)
     if looped is None:
@@ -695,7 +695,7 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
     rows = tuple_text(f'"{r}"' for r in looped.rows)
     loops = _dedupe_comments(lower_kernel(kernel_spec(other)))
     if loops.tune is not None:
-        prune = f'_whole_fits("{looped.block}", {rows})'
+        prune = f'_rt.whole_fits("{looped.block}", {rows})'
         loops = dataclasses.replace(loops, tune=dataclasses.replace(loops.tune, name="_LOOPS_CONFIGS", prune=prune))
     launcher = lower_launcher(other, loops, None, variant=VARIANT)
     dim = looped.dim
@@ -715,7 +715,7 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
         traced = (Line(f"{looped.block} = {CHUNK}"), *launcher.traced[start:])
     if kernel.tune is not None:
         whole = dict(kernel.whole_blocks)[dim]
-        prune = f'_whole_fits("{whole}", {rows})'
+        prune = f'_rt.whole_fits("{whole}", {rows})'
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, prune=prune))
     limit, hard = whole_limit(spec, looped.rows)
     plan = RowsPlan(dim, limit, hard, call, traced, name)

@@ -1,0 +1,557 @@
+"""tilegen's runtime: what every generated module calls, written once.
+
+``tilegen build`` copies this file into its output folder as ``_tilegen_runtime.py`` (with
+:data:`BUILD` set to this file's sha256), and each generated module loads that copy, found beside
+its own file, once per process; so a generated module needs only torch and Triton. It imports
+nothing of tilegen but itself: no lark, jinja or typer.
+
+What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
+helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
+(:class:`Tuner`: the tuned-config cache in the process and on disk, :func:`autotune`, the timing
+of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
+tile would not fit (:func:`whole_fits`), the split loop's sum of partial sums
+(:func:`sum_partials`), ``split tail``'s wave arithmetic (:func:`tail_split`), and the
+registration of a launcher as a PyTorch custom op (:func:`register_op`). What one spec needs
+(its name, spec hash, configs) is passed as arguments, or held by an instance per module.
+"""
+
+import concurrent.futures
+import functools
+import hashlib
+import json
+import os
+import statistics
+import sys
+import threading
+import warnings
+
+import torch
+import triton
+import triton.language as tl
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+except ImportError:  # a Triton without host-side tensor descriptors: the pointer kernels run
+    TensorDescriptor = None
+
+#: The sha256 (16 hex digits) of tilegen/runtime.py that ``tilegen build`` wrote this copy from;
+#: None in tilegen's own copy (see :func:`require`).
+BUILD = None
+
+#: True where kernels run in Triton's CPU interpreter (``TRITON_INTERPRET=1`` when imported).
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+#: The compile options every GPU compile of a generated kernel names (the autotuner's and
+#: ``warmup``'s): fused multiply-adds, Triton's default up to 3.9, which warns that 3.10 turns
+#: it off. Named, the kernels compile the same on every Triton and the warning does not show.
+#: (The interpreter runs no compiler; ``torch.compile`` compiles with Inductor's options.)
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
+
+#: Triton 3.9 removed block pointers (tl.make_block_ptr raises, tl.advance is gone): there a
+#: block-pointer launcher runs the same spec through TMA descriptors, or pointers where TMA cannot serve.
+BLOCK_POINTERS = hasattr(tl, "advance")
+
+#: Triton's interpreter multiplies the raw bits of bf16 tiles in tl.dot (triton-lang/triton#11584):
+#: under it a kernel upcasts bf16 dot operands to f32 (exact). False on the GPU, compiled away.
+_INTERPRETER_BF16_DOT = tl.constexpr(INTERPRET)
+
+
+def require(build):
+    """This module, if it is the runtime of ``build`` (the 16 hex digits a generated module was
+    built with): ``tilegen build``'s copy of that build, or tilegen's own copy of the same source.
+    Raises ImportError otherwise (a runtime copy older or newer than the module)."""
+    mine = BUILD or source_hash()
+    if mine != build:
+        raise ImportError(
+            f"{__file__} is tilegen's runtime {mine}, but the module loading it was built with runtime {build}: "
+            "run `tilegen build` to write both again"
+        )
+    return sys.modules[__name__]
+
+
+@functools.cache
+def source_hash():
+    """The sha256 (16 hex digits) of this file's bytes: the build of tilegen's own copy."""
+    with open(__file__, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()[:16]
+
+
+def launcher(compiled):
+    """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
+    ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
+    (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
+    fused-softmax tutorial does, with the handles looked up once, and calls the kernel's launcher
+    directly as PyTorch Inductor does; while a launch hook is installed (a profiler such as
+    Proton), it launches through that runner, which builds the hook's metadata."""
+    compiled._init_handles()
+    try:
+        run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+        current_stream = triton.runtime.driver.active.get_current_stream
+        runtime = triton.knobs.runtime
+        runtime.launch_enter_hook.calls  # noqa: B018 (an AttributeError on a Triton without the hook chain)
+    except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
+        return lambda grid, device_index, *args: compiled[grid](*args)
+
+    def launch(grid, device_index, *args):
+        if runtime.launch_enter_hook.calls:  # a HookChain: the hooks installed now
+            compiled[grid](*args)
+        else:
+            run(grid[0], grid[1], grid[2], current_stream(device_index), function, metadata, None, None, None, *args)
+
+    return launch
+
+
+#: Held while a kernel compiles for a new specialization (reentrant): threads calling first at once compile once.
+COMPILE_LOCK = threading.RLock()
+
+
+def compile_launch(compiled, key, kernel, grid, /, *args, **meta):
+    """The launch for ``key`` in ``compiled`` (a module's dict: specialization key -> launch,
+    see :func:`launcher`), made there on a new key: ``kernel`` (a JITFunction) compiled by
+    Triton's ``warmup`` for ``kernel[grid](*args, **meta)`` with :data:`COMPILE_OPTIONS` (or
+    loaded from Triton's cache). A thread that finds it made meanwhile takes that one. A
+    launcher calls it where ``compiled.get(key)`` has none: a plain dict's ``get`` is the
+    fastest lookup on the launch's path."""
+    with COMPILE_LOCK:
+        launch = compiled.get(key)
+        if launch is None:  # not compiled by another thread meanwhile
+            launch = compiled[key] = launcher(kernel.warmup(*args, grid=grid, **meta, **COMPILE_OPTIONS))
+        return launch
+
+
+def int_class(value):
+    """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
+    divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
+    return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
+def bad_input(launcher, name, tensor, dtype, rank, like=None):
+    """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of
+    ``rank`` for the launcher named ``launcher`` (``dtype``: a torch dtype, or a tuple of the
+    dtypes it may have; ``like``: the input whose dtype it must match, if any)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"{launcher}: {name} must be a torch.Tensor, got {type(tensor).__name__}")
+    if isinstance(dtype, tuple) and tensor.dtype not in dtype:
+        raise TypeError(f"{launcher}: {name} must have dtype {' or '.join(map(str, dtype))}, got {tensor.dtype}")
+    if not isinstance(dtype, tuple) and tensor.dtype != dtype:
+        like = "" if like is None else f" like {like}"
+        raise TypeError(f"{launcher}: {name} must have dtype {dtype}{like}, got {tensor.dtype}")
+    raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
+
+
+def bad_device(launcher, **tensors):
+    """Raise the ValueError for ``tensors`` (name -> tensor) on several devices, or on the CPU
+    outside the interpreter."""
+    devices = {tensor.device for tensor in tensors.values()}
+    if len(devices) != 1:
+        where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
+        raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
+    raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
+
+
+def bad_block(launcher, name, value):
+    """Raise the ValueError for a block size ``name`` = ``value`` that is not a positive power of two."""
+    raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
+
+
+def check_scalar(launcher, name, value, kind):
+    """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise.
+    Under torch.compile a number may be symbolic (torch.SymInt, torch.SymFloat): kept as it is."""
+    allowed = (int, float, torch.SymInt, torch.SymFloat) if kind is float else (int, torch.SymInt)
+    if isinstance(value, bool) or not isinstance(value, allowed):
+        raise TypeError(f"{launcher}: {name} must be a Python {kind.__name__}, got {type(value).__name__}")
+    return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
+
+
+@functools.cache
+def num_sms(device):
+    """The SMs of ``device`` (4 in the interpreter): the programs a persistent kernel launches, the
+    programs a split loop fills, the programs of one wave."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.cache
+def has_tma(device):
+    """Whether kernels on ``device`` can use TMA tensor descriptors: a Triton that has them, and
+    a GPU of compute capability 9.0 (Hopper) or newer; Triton's interpreter emulates them."""
+    if TensorDescriptor is None:
+        return False
+    return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
+
+
+def pieces(block):
+    """(rows of the first piece, rows of the second) of a block of rows that a kernel holds as
+    two power-of-two pieces where it is a sum of two (192 -> (128, 64), 320 -> (256, 64)); a power
+    of two is one piece: (block, block), the second unused."""
+    second = block & -block
+    return (block, block) if second == block else (block - second, second)
+
+
+def tail_split(size_m, size_n, block_m, block_n, sms):
+    """(programs, TAIL_M, TAIL_N) of ``split tail`` for sizes ``size_m``, ``size_n`` (the two grid
+    axes), blocks ``block_m``, ``block_n`` and ``sms`` SMs: the output tiles beyond the last whole
+    wave (tiles % sms, where there are more tiles than SMs) each run as TAIL_M x TAIL_N sub-tiles,
+    a program each, so that the last wave fills the GPU instead of leaving it partly idle (wave
+    quantization). 2 x 2 quarters where they fit one round of programs (4 sub-tiles per tail tile
+    <= sms), else 2 halves of the longer side where they do, else whole tiles; no sub-tile block
+    below 16; whole tiles where ``block_m`` is not a power of two (a tile in two row pieces, see
+    :func:`pieces`). benchmarks/explore/explore_tail_rule_h100.log measured this rule against a
+    fixed 2 x 2 split on the H100."""
+    tiles = ((size_m + block_m - 1) // block_m) * ((size_n + block_n - 1) // block_n)
+    if block_m & (block_m - 1):  # a tile in two row pieces (see pieces): whole tiles
+        return tiles, 1, 1
+    tail = tiles % sms if tiles > sms else 0
+    if tail and 4 * tail <= sms and min(block_m, block_n) >= 32:
+        return tiles + 3 * tail, 2, 2
+    if tail and 2 * tail <= sms and max(block_m, block_n) >= 32:
+        return (tiles + tail, 2, 1) if block_m >= block_n else (tiles + tail, 1, 2)
+    return tiles, 1, 1
+
+
+@triton.jit
+def dot_operand(x):
+    """``x`` as a tl.dot operand: itself on the GPU; upcast to f32 under the interpreter."""
+    if _INTERPRETER_BF16_DOT:
+        x = x.to(tl.float32)
+    return x
+
+
+# ---------------------------------------------------------------------------------------------
+# A split loop (``for k over K by BK split``): the sum of its partial sums.
+
+_COMPILED = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
+
+
+@functools.cache
+def no_partials(device):
+    """The workspace a loop run in one part is given: an empty f32 tensor, made once per device."""
+    return torch.empty(0, device=device, dtype=torch.float32)
+
+
+@triton.jit
+def _sum_partials_kernel(partials_ptr, out_ptr, size, parts, BLOCK: tl.constexpr):
+    """out[i] = the sum over p < parts of partials[p * size + i], in f32, stored in out's dtype:
+    the partial sums of a split loop added up (one program per BLOCK elements)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < size
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for p in range(parts):
+        total += tl.load(partials_ptr + p * size + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def sum_partials(partials, out, parts):
+    """Add the ``parts`` f32 partial sums in ``partials`` (flat, [parts, *out.shape]) into ``out``
+    (new, contiguous, any float dtype): one launch of _sum_partials_kernel."""
+    size = out.numel()
+    grid = ((size + 1023) // 1024, 1, 1)
+    if INTERPRET:
+        _sum_partials_kernel[grid](partials, out, size, parts, BLOCK=1024)
+        return
+    device_index = out.device.index
+    key = (device_index, out.dtype, int_class(size), int_class(parts))
+    launch = _COMPILED.get(key) or compile_launch(_COMPILED, key, _sum_partials_kernel, grid, partials, out, size,
+                                                  parts, BLOCK=1024)
+    launch(grid, device_index, partials, out, size, parts, 1024)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rows too long for one tile (``c over N whole``): the limit and the autotuner's pruning.
+
+#: The most elements of a tile each thread holds in a config worth compiling: 64 of its registers
+#: per tile, so that a kernel's few live tiles fit (16 warps leave each thread 128 of the H100's);
+#: a config past it spills to memory and compiles for minutes.
+THREAD_ELEMENTS = 64
+
+
+def whole_limit(limit, hard_limit):
+    """The longest row a kernel holds in one tile: ``limit``, unless the environment variable
+    TILEGEN_WHOLE_LIMIT sets it, never past ``hard_limit`` (Triton's largest tile). Longer rows
+    run the looped kernel; TILEGEN_WHOLE_LIMIT=1 runs it for every row longer than one element."""
+    return min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or limit), hard_limit)
+
+
+def whole_fits(block, rows):
+    """The autotuner's ``early_config_prune`` for a kernel whose tile is ``block`` (a constexpr)
+    wide and ``rows`` (block parameters) high: the configs in which each thread holds at most
+    THREAD_ELEMENTS elements of it, or else the one in which it holds the fewest. The autotuner
+    times only these, and :func:`autotune` compiles only these. (A Triton that does not pass the
+    call's keywords to the prune keeps every config.)"""
+
+    def fits(configs, named_args, **kwargs):
+        if block not in kwargs:
+            return configs
+
+        def per_thread(config):
+            meta = {**named_args, **kwargs, **config.kwargs}
+            tile = meta[block]
+            for name in rows:
+                tile *= meta[name]
+            return tile / (32 * config.num_warps)
+
+        kept = [config for config in configs if per_thread(config) <= THREAD_ELEMENTS]
+        return kept or [min(configs, key=per_thread)]
+
+    return fits
+
+
+# ---------------------------------------------------------------------------------------------
+# Autotuning: the first call per device and sizes tunes; the choice is kept in the process and on disk.
+
+#: Near ties of a tune: the configs the autotuner timed within NEAR_TIE (a fraction) of its
+#: fastest, at most NEAR_TIE_CONFIGS of them, timed again in NEAR_TIE_ROUNDS interleaved rounds.
+NEAR_TIE = 0.05
+NEAR_TIE_CONFIGS = 4
+NEAR_TIE_ROUNDS = 5
+
+
+def cache_dir():
+    """tilegen's cache folder: $TILEGEN_CACHE_DIR, else ~/.cache/tilegen."""
+    return os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen")
+
+
+@functools.cache
+def device_name(device):
+    """The name the on-disk cache knows ``device`` (a torch.device) by: the GPU's, or its type."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+
+
+class Tuner:
+    """The tuned configs of one module's launchers, whose configs are ``configs`` (the module's
+    ``_CONFIGS``, a list of ``triton.Config``; a fallback kernel's configs are among them): the
+    index of the config to run for each tune key ``(device, *sizes)``, in this process
+    (``tuned``) and on disk, in ``path`` (``<cache_dir()>/<name>-<spec_hash>.json``: a spec
+    edited is tuned afresh). Under the interpreter, which cannot time configs, every key runs
+    config ``default``. ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times.
+    ``lock`` (reentrant) is held while the module's launchers tune: threads calling first with
+    the same sizes at once tune once."""
+
+    def __init__(self, name, spec_hash, configs, default=0):
+        self.configs = configs
+        self.default = default
+        self.interpret = INTERPRET
+        self.path = os.path.join(cache_dir(), f"{name}-{spec_hash}.json")
+        self.tuned = {}  # (device, *sizes) -> index in configs of the config to run, in this process
+        self.trial = threading.local()  # .pick = (tune_key, index): the near tie settle_ties times on this thread
+        self.notified = set()  # the launchers told which config the interpreter runs
+        self.disk = None  # the on-disk cache as this process first read it (see before)
+        self.lock = threading.RLock()
+
+    def load(self):
+        """Configs tuned by earlier processes (the file ``path``): "<device>|<sizes>" -> config keywords."""
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                return json.load(handle)
+        except (OSError, ValueError):
+            return {}
+
+    def before(self):
+        """The on-disk cache as this process first needs it: read once, on the first sizes the
+        process has not tuned (its own choices are in ``tuned``); ``disk = None`` reads it again."""
+        if self.disk is None:
+            self.disk = self.load()
+        return self.disk
+
+    @staticmethod
+    def disk_key(tune_key):
+        """The on-disk cache key of ``tune_key`` = (device, *sizes): the device's name and the sizes."""
+        device, *sizes = tune_key
+        return f"{device_name(device)}|{','.join(map(str, sizes))}"
+
+    def config_index(self, kwargs):
+        """The index in ``configs`` of the config with these keywords (None if no config has them)."""
+        return next((i for i, config in enumerate(self.configs) if config.all_kwargs() == kwargs), None)
+
+    def tuned_index(self, launcher, tune_key):
+        """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``: under
+        the interpreter, which cannot time configs, the spec's default config (said once per
+        launcher); on the GPU, the config an earlier process tuned (the cache on disk), or None:
+        tune now. While settle_ties times a near tie on this thread, that config (other threads
+        wait for the module's lock)."""
+        trial = getattr(self.trial, "pick", None)
+        if trial is not None and trial[0] == tune_key:
+            return trial[1]
+        if tune_key in self.tuned:  # tuned by another thread while this one waited for the lock
+            return self.tuned[tune_key]
+        if self.interpret:
+            index = self.default
+            if launcher not in self.notified:
+                self.notified.add(launcher)
+                warnings.warn(
+                    f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
+                    f"of {len(self.configs)}: {self.configs[index].kwargs}",
+                    stacklevel=3,
+                )
+        else:
+            index = self.config_index(self.before().get(self.disk_key(tune_key)))
+        if index is not None:
+            self.tuned[tune_key] = index
+        return index
+
+    def remember(self, tune_key, config):
+        """Keep the autotuner's choice ``config`` for ``tune_key`` in this process and in the
+        on-disk cache (keyed by the spec's hash through the file name), written atomically."""
+        self.tuned[tune_key] = self.config_index(config.all_kwargs())
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            cached = {**self.load(), self.disk_key(tune_key): config.all_kwargs()}
+            temporary = f"{self.path}.{os.getpid()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(cached, handle, indent=1, sort_keys=True)
+            os.replace(temporary, self.path)
+        except OSError:  # a read-only home: tune again next process
+            pass
+
+    def settle_ties(self, tune_key, autotuner, call):
+        """The config to keep for ``tune_key`` once ``autotuner`` (Triton's) has timed each config
+        once: its pick, unless another config it timed within NEAR_TIE of the pick runs faster
+        when they are timed again side by side. One timing of a config scatters by a few percent
+        from run to run (the GPU's clock, other work), as much as the best configs of a spec
+        differ, so the autotuner's pick among near ties is a draw. Each near tie (at most
+        NEAR_TIE_CONFIGS, fastest first) runs ``call`` (the launcher on the inputs being tuned
+        for, set to that config through ``trial`` on this thread while others wait for the lock)
+        in NEAR_TIE_ROUNDS interleaved rounds of CUDA-graph replays (Triton's event timing where
+        a graph cannot be captured); the lowest median wins. Times the whole launch: a split
+        loop's sum kernel and a split tail's sub-tiles too. Where timing fails otherwise it warns
+        and keeps the pick: the call being tuned has its output already."""
+        # time_config's quantiles (median first) of each config Triton timed for this key
+        timings = {config: timing[0] for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
+        autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
+        best = autotuner.best_config
+        if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now
+            return best
+        near = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + NEAR_TIE)), key=timings.get)
+        near = [i for i in (self.config_index(config.all_kwargs()) for config in near[:NEAR_TIE_CONFIGS])
+                if i is not None]
+        if len(near) < 2:
+            return best
+        rounds = {index: [] for index in near}
+        try:
+            for _ in range(NEAR_TIE_ROUNDS):
+                for index in near:
+                    self.trial.pick = (tune_key, index)
+                    try:
+                        rounds[index].append(graph_timing(call, rep=20))
+                    except RuntimeError:
+                        rounds[index].append(triton.testing.do_bench(call))
+        except Exception as error:  # any failure: the autotuner's pick stays
+            warnings.warn(f"timing the autotuner's near ties failed ({type(error).__name__}: {error}); "
+                          f"keeping its pick {best.all_kwargs()}", stacklevel=3)
+            return best
+        finally:
+            self.trial.pick = None
+        return self.configs[min(near, key=lambda index: statistics.median(rounds[index]))]
+
+
+def autotune(autotuner, grid, /, *args, **meta):
+    """``autotuner[grid](*args, **meta)`` (a ``triton.autotune``'d kernel over ``grid``, a
+    function of the config's keywords) with :data:`COMPILE_OPTIONS`: Triton's autotuner times
+    each config and runs the fastest, after :func:`compile_configs` has compiled them all at once."""
+    meta.update(COMPILE_OPTIONS)
+    compile_configs(autotuner, grid, args, meta)
+    return autotuner[grid](*args, **meta)
+
+
+def compile_configs(autotuner, grid, args, kwargs):
+    """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
+    thread per CPU core (at most one per config), before the autotuner times them: it compiles a
+    config only when it first runs it, one after another. Only the configs its
+    ``early_config_prune`` keeps (:func:`whole_fits`) compile. Each config's ``pre_hook`` runs
+    first (it sets the block shapes of the tensor descriptors, which the compiled kernel is
+    specialized on), then ``warmup`` (Triton's compile without a launch) hands the compile to
+    Triton's AsyncCompileMode, which waits for all of them on leaving. A config that fails to
+    compile is left to the autotuner, which compiles it again and reports it as it would have; a
+    Triton without AsyncCompileMode compiles as before."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return
+    nargs = dict(zip(autotuner.arg_names, args, strict=False))
+    configs = autotuner.configs
+    prune = getattr(autotuner, "early_config_prune", None)
+    if prune is not None:  # the configs it times: no other compiles
+        configs = prune(configs, nargs, **kwargs)
+    workers = min(len(configs), os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool, AsyncCompileMode(pool, ignore_errors=True):
+        for config in configs:
+            meta = {**kwargs, **config.all_kwargs()}
+            if config.pre_hook is not None:
+                config.pre_hook({**nargs, **meta})
+            autotuner.fn.warmup(*args, grid=grid, **meta)
+
+
+CAPTURE_STREAMS = {}  # device index -> the stream graph_timing captures on there
+
+
+def graph_timing(call, **kwargs):
+    """``triton.testing.do_bench_cudagraph(call, **kwargs)`` on the current GPU. torch.cuda.graph
+    captures on one stream per process, made on the device current at the process's first capture
+    (``torch.cuda.graph.default_capture_stream``), and do_bench_cudagraph passes no stream of its
+    own: once a tune on cuda:0 had captured, a tune on cuda:1 captured on cuda:0's stream, which
+    made cuda:0 current and launched cuda:1's kernel there ("cannot be accessed from Triton", an
+    illegal memory access). So the capture stream is one of the current device's while timing."""
+    graph = torch.cuda.graph
+    saved = getattr(graph, "default_capture_stream", None)
+    device = torch.cuda.current_device() if saved is not None else None
+    if saved is None or saved.device.index == device:
+        return triton.testing.do_bench_cudagraph(call, **kwargs)
+    graph.default_capture_stream = CAPTURE_STREAMS.setdefault(device, torch.cuda.Stream(device))
+    try:
+        return triton.testing.do_bench_cudagraph(call, **kwargs)
+    finally:
+        graph.default_capture_stream = saved
+
+
+def time_config(kernel_call, quantiles):
+    """The autotuner's timing of one config (its ``do_bench``): milliseconds per call of
+    ``kernel_call`` at ``quantiles``, replayed in a CUDA graph (``triton.testing.do_bench_cudagraph``),
+    so that the host's launch cost, which for a kernel of a few microseconds is as long as the
+    kernel, does not hide the differences between configs. The graph replays after 25 ms of calls
+    (Triton's own warmup), so that each config is timed at the clocks the GPU runs at under load.
+    Where a graph cannot be captured (a RuntimeError), Triton's default timing between events."""
+    try:
+        triton.testing.do_bench(kernel_call, warmup=25, rep=1)  # the warmup
+        return graph_timing(kernel_call, rep=20, quantiles=quantiles)
+    except RuntimeError:
+        return triton.testing.do_bench(kernel_call, quantiles=quantiles)
+
+
+# ---------------------------------------------------------------------------------------------
+# The PyTorch custom op torch.ops.tilegen.<name>.
+
+
+def register_op(name, spec_hash, launcher, fake, traced):
+    """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
+    (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
+
+    On the GPU, a kernel launched through pointers becomes a ``torch.library.triton_op``:
+    torch.compile traces ``traced`` and Inductor sees the Triton kernel; eager calls run
+    ``launcher``. Under the interpreter (torch cannot trace an interpreted kernel), for a kernel
+    taking TMA descriptors, and for a block-pointer kernel on a Triton without block pointers
+    (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
+    run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
+    registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>`` (with a
+    warning); importing the same spec again returns the op registered first.
+    """
+    namespace = torch.ops.tilegen
+    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
+    if owners is None:
+        owners = namespace._spec_hashes = {}
+    if owners.get(name, spec_hash) != spec_hash:
+        warnings.warn(
+            f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
+            f"torch.ops.tilegen.{name}_{spec_hash} (its module attribute `op`)",
+            stacklevel=3,
+        )
+        name = f"{name}_{spec_hash}"
+    if name not in owners:
+        if traced is None or INTERPRET:
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom.register_fake(fake)
+        else:
+            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            custom.register_kernel("cuda", launcher)
+        owners[name] = spec_hash
+    return getattr(namespace, name)

@@ -211,11 +211,17 @@ def tail_split(size_m, size_n, block_m, block_n, sms):
 
 
 @triton.jit
-def dot_operand(x):
+def _dot_operand(x):
     """``x`` as a tl.dot operand: itself on the GPU; upcast to f32 under the interpreter."""
     if _INTERPRETER_BF16_DOT:
         x = x.to(tl.float32)
     return x
+
+
+#: The public name of :func:`_dot_operand`. Its ``def`` keeps the name that generated kernels call it by
+#: (``_dot_operand``, bound in their module): torch.compile's Inductor copies a called ``@triton.jit``
+#: function's source, under its ``def`` name, into the code it compiles.
+dot_operand = _dot_operand
 
 
 # ---------------------------------------------------------------------------------------------

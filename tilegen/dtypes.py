@@ -167,7 +167,7 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
             return "i32" if first == "i8" else "f32"
         if function.kind in ("math", "activation"):
             return math_dtype(first)
-        if function.kind == "reduction":
+        if function.kind in ("reduction", "scan"):
             if function.widens and first in ("f16", "bf16"):
                 return "f32"
             if function.averages and not is_float(first):

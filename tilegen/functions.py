@@ -18,6 +18,9 @@ Kinds:
   entry says what a masked lane holds (``identity``), how two partial results merge
   (``combine``: what a loop over tiles, a long row's chunks or a carried value uses), whether
   f16/bf16 accumulate in float32 (``widens``) and whether the result rounds with the length;
+* ``scan``: ``cumsum``, ``cumprod`` along one axis (``dim=``, ``reverse=true`` from the end),
+  as torch.cumsum/cumprod; the result spans the operand's axes. They take ``identity``,
+  ``combine``, ``widens`` and ``rounds`` as reductions do;
 * ``cast``: a dtype's name converts (``f16(p)``);
 * ``dot``: the accumulate-dot of a ``for`` loop.
 """
@@ -132,6 +135,13 @@ def _clamp_triton(v: dict[str, str]) -> str:
     return f"tl.minimum({x}, {v['max']})" if v["max"] else x
 
 
+def _torch_scan(name: str, v: dict[str, str]) -> str:
+    """``torch.cumsum(x, dim=a)``; from the end (``reverse``) it flips ``x`` and the result."""
+    if v["reverse"] != "True":
+        return f"torch.{name}({v['x']}, dim={v['axis']})"
+    return f"torch.flip(torch.{name}(torch.flip({v['x']}, ({v['axis']},)), dim={v['axis']}), ({v['axis']},))"
+
+
 def _math(name: str, triton: str, torch: str) -> Function:
     return Function(name, "math", triton=triton, torch=torch)
 
@@ -156,6 +166,13 @@ FUNCTIONS: dict[str, Function] = {
                  identity=0.0, combine="+", averages=True, widens=True, rounds=True),
         Function("prod", "reduction", triton="tl.reduce({x}, {axis}, multiply)", torch="torch.prod({x}, dim={axis})",
                  helpers=("multiply",), floats=True, identity=1.0, combine="*", widens=True, rounds=True),
+        # scans along one axis
+        Function("cumsum", "scan", choices={"reverse": ("false", "true")},
+                 triton="tl.cumsum({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumsum", v),
+                 floats=True, identity=0.0, combine="+", widens=True, rounds=True),
+        Function("cumprod", "scan", choices={"reverse": ("false", "true")},
+                 triton="tl.cumprod({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumprod", v),
+                 floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # elementwise in the operands' dtype
         Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
                  torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum"),
@@ -219,6 +236,15 @@ def partial_reduction(function: Function) -> Function:
     if not function.averages:
         return function
     return next(f for f in combining(function.combine) if not f.averages)
+
+
+def scan(expr: m.Expr) -> Function | None:
+    """The scan ``expr`` calls (``cumsum(x, dim=c)``), or None for anything else."""
+    if isinstance(expr, m.Call) and not isinstance(expr.func, m.BoundDtype):
+        function = FUNCTIONS.get(expr.func.id)
+        if function is not None and function.kind == "scan":
+            return function
+    return None
 
 
 def reduction(expr: m.Expr) -> Function | None:

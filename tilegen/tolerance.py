@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
-from tilegen.functions import reduction, spanned_axes
+from tilegen.functions import reduction, scan, spanned_axes
 
 #: (atol, rtol) by output dtype: the output's rounding and elementwise math, independent of size.
 BASE: dict[str, tuple[float, float]] = {
@@ -87,7 +87,7 @@ class Accumulation:
     of unit roundoff ``unit``, after ``operand_unit`` rounding of each of its two factors (0
     when the products are exact, as for f16/bf16 operands in a float32 accumulator)."""
 
-    kind: str  # "dot" or a rounding reduction's name ("sum", "mean", "prod")
+    kind: str  # "dot" or a rounding reduction's or scan's name ("sum", "mean", "prod", "cumsum")
     dim: str
     unit: float
     operand_unit: float = 0.0
@@ -163,7 +163,7 @@ class _Walk:
                 precision = call.word("precision") or "tf32"  # Triton's default for float32 dots
                 operand_unit = UNIT_ROUNDOFF[precision] if precision in ("tf32", "tf32x3") else 0.0
             return Accumulation("dot", self.axes[shared[0]].dim.id, unit, operand_unit)
-        if (function := reduction(call)) is not None and function.rounds:
+        if (function := reduction(call) or scan(call)) is not None and function.rounds:
             dtype = self.dtype(call)
             axis = self.axes.get(call.word("dim") or "")
             if axis is None or not is_float(dtype):

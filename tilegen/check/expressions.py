@@ -115,7 +115,7 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
             return ()
         check_keywords(state, call, function, ())
         return dot_axes(state, call, operands[:2], scope)
-    if function.kind == "reduction":
+    if function.kind in ("reduction", "scan"):
         return reduction_axes(state, call, operands, scope)
     count = len(call.args)
     if not function.min_args <= count <= function.max_args:
@@ -177,23 +177,31 @@ def check_keywords(state: CheckState, call: m.Call, function, positional: list[s
 
 def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
     """``sum(x, dim=c)``: ``c`` is a tile axis of ``x`` that one program covers (a whole
-    axis or the current tile of a loop axis); the result spans ``x``'s other axes."""
+    axis or the current tile of a loop axis); the result spans ``x``'s other axes. A scan
+    (``cumsum(x, dim=c, reverse=true)``) runs along a whole axis and keeps every axis of ``x``."""
     name = call.func.id
+    function = lookup(name)
+    is_scan = function.kind == "scan"
     if len(call.args) != 1:
         state.errors.error(f"'{name}' takes 1 argument and dim=, not {len(call.args)} arguments", call.span)
         return ()
     operand_dtype = dtype_of(state, call.args[0], scope)
     if operand_dtype == BOOL:
         state.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, 1, 0)", call.args[0].span)
-    elif lookup(name).floats and is_int(operand_dtype):
+    elif function.floats and is_int(operand_dtype):
         state.errors.error(f"'{name}' takes a float tile; cast it first, e.g. {name}(f32(x), dim=c)",
                           call.args[0].span)
     value, word = call.kwarg("dim"), call.word("dim")
-    for key, _ in call.kwargs:
-        if key.id != "dim":
-            state.errors.error(f"unknown argument '{key.id}' to '{name}'; expected 'dim'", key.span)
+    for key, given in call.kwargs:
+        if key.id in function.choices:
+            if call.word(key.id) not in function.choices[key.id]:
+                state.errors.error(f"{key.id}= is one of {', '.join(function.choices[key.id])}", given.span)
+        elif key.id != "dim":
+            expected = ", ".join(repr(k) for k in ("dim", *function.choices))
+            state.errors.error(f"unknown argument '{key.id}' to '{name}'; expected {expected}", key.span)
     if value is None:
-        state.errors.error(f"'{name}' needs the axis it reduces: {name}(x, dim=<axis>)", call.span)
+        what = "runs along" if is_scan else "reduces"
+        state.errors.error(f"'{name}' needs the axis it {what}: {name}(x, dim=<axis>)", call.span)
         return operands[0]
     if word is None or word not in scope.axes or scope.axes[word].is_index:
         what = f"'{word}' is not a tile axis in scope" if word else "not an expression"
@@ -206,6 +214,17 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         state.errors.error(
             f"'{name}' reduces over '{dim.id}', but its operand spans {spans}", dim.span
         )
+        return operands[0]
+    if is_scan and axis.bounds != "whole":
+        where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
+        state.errors.error(
+            f"'{name}' runs along a 'whole' axis (one program holds the row); '{dim.id}' is {where}, "
+            f"and a scan whose running value carries across tiles is not in the language yet: "
+            f"write 'grid ... {dim.id} over {axis.dim.id} whole'",
+            dim.span,
+        )
+        return operands[0]
+    if is_scan:
         return operands[0]
     if dim.id not in scope.loop_axes and axis.bounds != "whole":
         state.errors.error(

@@ -91,6 +91,8 @@ class Expressions:
             return self.expr(known, context, ops)
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
+        if function.kind == "scan":
+            return self.scan(call, function, context, ops)
         if function.kind == "dot":
             return self.dot(call, context, ops)
         x = self.expr(call.args[0], context, ops)
@@ -169,6 +171,28 @@ class Expressions:
         if value < 0:
             return f"(1.0 / ({product}))"
         return product if product.isidentifier() else f"({product})"  # (x + y) ** 1 * 2 keeps its parentheses
+
+    def scan(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
+        """``cumsum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s
+        order), lanes past the end of ``c`` replaced by the scan's identity (so a scan from the
+        end, ``reverse=true``, starts at the last element), scanned along ``c`` into a new
+        variable (``tl.cumsum``/``tl.cumprod``; f16/bf16 in float32), broadcast to ``context``."""
+        state = self.state
+        dim = call.word("dim")
+        operand = call.args[0]
+        canonical = tuple(state.canonical.get(a, a) for a in context)
+        own = self.expr_axes(operand)
+        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        x = self.expr(operand, inner, ops)
+        if function.widens and converts_to_f32(self.dtype_of(operand), state.spec, NARROW):
+            x = self.upcast(x, operand)
+        mask = self.lane_mask(dim)
+        if mask is not None:
+            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {function.identity_text})"
+        result = state.fresh(f"{function.name}_{dim}")
+        reverse = "True" if call.word("reverse") == "true" else "False"
+        ops.append(Line(f"{result} = {function.triton_text(x=x, axis=inner.index(dim), reverse=reverse)}"))
+        return broadcast_tile(result, inner, canonical)
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``sum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s order,

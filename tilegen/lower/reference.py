@@ -145,6 +145,8 @@ class ReferenceLowering:
         function = lookup(call.func)
         if function.kind == "reduction":
             return self.reduction(call, function, context)
+        if function.kind == "scan":
+            return self.scan(call, function, context)
         x = self.value(call.args[0], context)
         values = {"x": x}
         for position, (param, default) in enumerate(function.params, start=1):
@@ -159,6 +161,18 @@ class ReferenceLowering:
             values["x"] = self.as_float(x, call.args[0])
         values["approximate"] = call.word("approximate") or "none"
         return function.torch_text(**values)
+
+    def scan(self, call: m.Call, function, context: tuple[str, ...]) -> str:
+        """``torch.cumsum(x, dim=i)`` over the operand's own axes (``context``'s order), aligned
+        back; ``reverse=true`` flips before and after (torch has no reverse scan)."""
+        dim = call.word("dim")
+        own = self.expr_axes(call.args[0])
+        inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
+        x = self.value(call.args[0], inner)
+        if function.widens and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
+            x = self.as_float(x, call.args[0])
+        reverse = "True" if call.word("reverse") == "true" else "False"
+        return self.align(function.torch_text(x=x, axis=inner.index(dim), reverse=reverse), inner, context)
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...]) -> str:
         """``torch.sum(x, dim=i)`` over the operand's own axes (``context``'s first), aligned back."""

@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, WEAK_FLOAT, expr_dtype, is_float
-from tilegen.functions import lookup, partial_reduction, reduction, spanned_axes
+from tilegen.functions import lookup, partial_reduction, reduction, scan, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
@@ -249,6 +249,8 @@ class _Rewrite:
         args = tuple(self.extract(a, span) for a in expr.args)
         kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
         call = dataclasses.replace(expr, args=args, kwargs=kwargs)
+        if scan(expr) is not None:
+            raise _NotLooped  # a scan along c needs the whole row in order: no chunks
         if reduction(expr) is None or expr.word("dim") != self.c:
             if reduction(expr) is not None:
                 raise _NotLooped  # a reduction over another axis

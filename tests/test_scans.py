@@ -1,0 +1,134 @@
+"""Scans: ``cumsum`` and ``cumprod`` along a whole axis, forward and from the end
+(``reverse=true``), against torch.cumsum/cumprod in Triton's interpreter.
+
+The specs are KernelBench level 1's problems 89 (``torch.cumsum(x, dim=1)``), 91 (the reverse
+cumsum, ``x.flip(1).cumsum(1).flip(1)``) and 90 (``torch.cumprod``). Rows of 1, 7, 100 and 781
+elements (each tile has masked padding lanes, which must hold the scan's identity, or a scan
+from the end would start in them), every config of the spec forced in turn, inputs of both
+signs, and NaN/inf, which a scan carries forward (or backward) from where it appears.
+"""
+
+import pytest
+import torch
+
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.runner import load_module
+
+ROWS = [1, 7, 100, 781]
+
+
+def _rand(*shape, seed=0, low=None):
+    g = torch.Generator().manual_seed(seed)
+    if low is not None:  # factors of both signs near 1: products stay finite
+        magnitude = torch.empty(*shape).uniform_(low, 2 - low, generator=g)
+        return magnitude * torch.where(torch.rand(*shape, generator=g) < 0.5, -1.0, 1.0)
+    return torch.randn(*shape, generator=g) * 3
+
+
+def _oracle(kernel, x):
+    """The torch expression each spec stands for, written here, independently of the spec."""
+    xd = x.double()
+    if kernel == "row_cumsum":
+        return torch.cumsum(xd, dim=1)
+    if kernel == "row_cumsum_reverse":
+        return xd.flip(1).cumsum(1).flip(1)
+    return torch.cumprod(xd, dim=1)
+
+
+def _forced(monkeypatch, module, index):
+    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: index)
+
+
+@pytest.mark.parametrize("kernel", ["row_cumsum", "row_cumsum_reverse", "row_cumprod"])
+@pytest.mark.parametrize("n", ROWS)
+def test_scan_matches_torch_at_every_config(generated, monkeypatch, kernel, n):
+    module = generated(kernel)
+    x = _rand(5, n, seed=n, low=0.9 if kernel == "row_cumprod" else None)
+    want = _oracle(kernel, x)
+    for index in range(len(module._CONFIGS)):
+        _forced(monkeypatch, module, index)
+        module._TUNED.clear()
+        y = getattr(module, kernel)(x)
+        scale = torch.cumsum(x.double().abs(), dim=1).amax() if kernel != "row_cumprod" else want.abs()
+        torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=float((1e-5 * scale).max()) + 1e-6)
+    torch.testing.assert_close(module.reference(x).double(), want, rtol=1e-5, atol=1e-3)
+
+
+def test_a_scan_carries_nan_and_inf_from_where_they_appear(generated):
+    x = torch.ones(3, 9)
+    x[0, 4] = float("nan")
+    x[1, 2] = float("inf")
+    x[2, 6] = float("-inf")
+    forward = generated("row_cumsum").row_cumsum(x)
+    backward = generated("row_cumsum_reverse").row_cumsum_reverse(x)
+    torch.testing.assert_close(forward, torch.cumsum(x, dim=1), equal_nan=True)
+    torch.testing.assert_close(backward, x.flip(1).cumsum(1).flip(1), equal_nan=True)
+    assert torch.isnan(forward[0, 4:]).all() and not torch.isnan(forward[0, :4]).any()
+    assert torch.isnan(backward[0, :5]).all() and not torch.isnan(backward[0, 5:]).any()
+    product = generated("row_cumprod").row_cumprod(torch.tensor([[2.0, 0.0, float("inf"), 3.0]]))
+    torch.testing.assert_close(product, torch.tensor([[2.0, 0.0, float("nan"), float("nan")]]), equal_nan=True)
+
+
+def _build(source, tmp_path, name="k"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(compile_spec(source, f"{name}.tile").source)
+    return load_module(path)
+
+
+SCAN_3D = """kernel k
+  in  x: {dtype}[B, S, D]
+  out y: f32[B, S, D]
+  block BB = 2, BD = 4
+  grid  b over B by BB, s over S whole, d over D by BD
+  y[b, s, d] = {scan}(x[b, s, d], dim=s{reverse})
+"""
+
+
+@pytest.mark.parametrize("reverse", ["", ", reverse=true", ", reverse=false"])
+@pytest.mark.parametrize("scan", ["cumsum", "cumprod"])
+def test_a_scan_along_the_middle_axis_of_f16(tmp_path, scan, reverse):
+    """Along the middle axis of [B, S, D] (the tile is [BB, S, BD]), f16 input scanned in float32
+    as torch's CPU scans accumulate it: 40 factors of 1.5 give 1.1e7, past f16's range."""
+    module = _build(SCAN_3D.format(dtype="f16", scan=scan, reverse=reverse), tmp_path)
+    x = torch.full((3, 40, 5), 1.5, dtype=torch.float16)
+    x[1] = -x[1]
+    x[2, ::3] = 0.25
+    xf = x.float()
+    if "true" in reverse:
+        want = getattr(torch, scan)(xf.flip(1), dim=1).flip(1)
+    else:
+        want = getattr(torch, scan)(xf, dim=1)
+    torch.testing.assert_close(module.k(x), want, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(module.reference(x), want, rtol=1e-5, atol=1e-4)
+
+
+def test_a_scan_along_a_loop_axis_is_refused_with_what_to_write():
+    source = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 2, BN = 16
+  grid  r over M by BM
+  for c over N by BN
+    y[r, c] = cumsum(x[r, c], dim=c)
+"""
+    with pytest.raises(SpecError, match=r"'cumsum' runs along a 'whole' axis .* write 'grid \.\.\. c over N whole'"):
+        compile_spec(source, "k.tile")
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    ("cumsum(x[r, c], dim=c, reverse=yes)", "reverse= is one of false, true"),
+    ("cumsum(x[r, c], dim=c, flip=true)", "unknown argument 'flip' to 'cumsum'; expected 'dim', 'reverse'"),
+    ("cumsum(x[r, c])", r"'cumsum' needs the axis it runs along: cumsum\(x, dim=<axis>\)"),
+    ("cumprod(i32(x[r, c]), dim=c)", "'cumprod' takes a float tile; cast it first"),
+])
+def test_bad_scans_get_a_message(call, message):
+    source = f"""kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r, c] = {call}
+"""
+    with pytest.raises(SpecError, match=message):
+        compile_spec(source, "k.tile")

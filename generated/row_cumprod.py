@@ -53,7 +53,7 @@ _CONFIGS = [
 ]
 
 
-@triton.autotune(configs=_CONFIGS, key=["N"], do_bench=_rt.time_config)
+@triton.autotune(configs=_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}, do_bench=_rt.time_config)
 @triton.jit
 def row_cumprod_kernel(
     x_ptr, y_ptr,

@@ -290,6 +290,9 @@ def render(node: Node, layout: Layout) -> tuple[str, int]:
         return f"{dtype}(clamp({render(args[0], layout)[0]}, {lo}, {hi}))", LEVEL_ATOM
     if op == "reduce":
         return f"{node.attr}({render(args[0], layout)[0]}, dim=c)", LEVEL_ATOM
+    if op == "scan":
+        name, reverse = node.attr
+        return f"{name}({render(args[0], layout)[0]}, dim=c{', reverse=true' if reverse else ''})", LEVEL_ATOM
     raise AssertionError(node)
 
 
@@ -350,6 +353,9 @@ def static_dtype(node: Node, xdt: str, ydt: str) -> str:
         return node.attr
     if op == "icast":
         return node.attr[0]
+    if op == "scan":  # float operands (repaired() casts integers), f16 scanned in float32
+        first = concrete(inner[0])
+        return "f32" if first in ("f16", "bf16") else first
     if op == "reduce":
         first = concrete(inner[0])
         if node.attr == "mean":
@@ -578,6 +584,8 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
         return Val(r, dtype, torch.zeros(r.shape, dtype=torch.float64), dc)
     if op == "reduce":
         return reduce_oracle(node.attr, vals[0], layout)
+    if op == "scan":
+        return scan_oracle(*node.attr, vals[0], layout)
     raise AssertionError(node)
 
 
@@ -677,6 +685,38 @@ def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
     if name == "rsqrt":
         out.dc = out.dc | (a.f64(rd) == 0)
     return out
+
+
+def scan_oracle(name: str, reverse: bool, a: Val, layout: Layout) -> Val:
+    """``name(a, dim=c)`` (``cumsum``/``cumprod``; from the end when ``reverse``) along the last
+    dimension. A cumsum's element k carries the roundings of the k + 1 terms before it (bounded
+    by N of them, Higham's bound as for ``sum``); a cumprod's is relative to its magnitude. A
+    prefix whose partial products could overflow or underflow in some order is don't-care."""
+    source = concrete(a.dt)
+    rd = "f32" if source in ("f16", "bf16") else source
+    full = a.tensor(source).expand(layout.shape).to(TORCH[rd])
+    err = a.err.expand(layout.shape)
+    dc = a.dc.expand(layout.shape)
+
+    def along(t, fn):
+        return fn(t.flip(-1), dim=-1).flip(-1) if reverse else fn(t, dim=-1)
+
+    r = along(full, torch.cumsum if name == "cumsum" else torch.cumprod)
+    dc = along(dc.to(torch.int32), torch.cumsum) > 0  # a don't-care term spoils every later prefix
+    v = full.double().abs()
+    if name == "cumsum":
+        bound = along(err, torch.cumsum) + layout.N * roundoff(rd) * along(v, torch.cumsum) + smallest(rd, True)
+    else:
+        logs = v.log2()
+        finfo = torch.finfo(TORCH[rd])
+        peak = along(torch.where(logs > 0, logs, 0.0), torch.cumsum)
+        floor = along(torch.where(logs < 0, logs, 0.0), torch.cumsum)
+        dc = dc | (peak >= math.log2(finfo.max)) | (floor <= math.log2(finfo.tiny))
+        relative = along(torch.where(err > 0, err / v, 0.0), torch.cumsum)
+        bound = r.double().abs() * (relative + (layout.N + 1) * roundoff(rd)) + smallest(rd, True)
+    finite = r.isfinite()
+    dc = dc | (finite & ~bound.isfinite()) | (r.double().abs() + bound.nan_to_num(0.0) > torch.finfo(TORCH[rd]).max)
+    return Val(r, rd, torch.where(finite, torch.nan_to_num(bound, posinf=0.0), 0.0), dc)
 
 
 def reduce_oracle(name: str, a: Val, layout: Layout) -> Val:
@@ -987,7 +1027,7 @@ def parse_expr(text: str) -> Node:
             if position + 1 < len(tokens) and tokens[position + 1] == "=" and re.fullmatch(r"[A-Za-z_]\w*", peek()):
                 key = take()
                 take("=")
-                keywords.append((key, take() if key in ("approximate", "dim") else or_expr()))
+                keywords.append((key, take() if key in ("approximate", "dim", "reverse") else or_expr()))
             else:
                 args.append(or_expr())
             if peek() == ",":
@@ -1024,6 +1064,8 @@ def call_node(name: str, args: list[Node], keywords: list[tuple[str, object]]) -
         return Node("icast", (inner.args[0],), (name, lit_value(inner.args[1].attr), lit_value(inner.args[2].attr)))
     if name in REDUCTIONS:
         return Node("reduce", (args[0],), name)
+    if name in SCANS:
+        return Node("scan", (args[0],), (name, dict(keywords).get("reverse") == "true"))
     choice = next((value for key, value in keywords if key == "approximate"), None)
     params = [("", a) for a in args[1:]] + [(k, v) for k, v in keywords if k != "approximate"]
     return Node("call", (args[0],), (name, tuple(params), choice))
@@ -1036,6 +1078,7 @@ UNARY = sorted(n for n, f in FUNCTIONS.items()
                if f.kind in ("math", "activation", "elementwise")
                and n not in ("pow", "maximum", "minimum", "where", "clamp"))
 REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "reduction")
+SCANS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "scan")
 FLOAT_CASTS = [c for c in CASTS if c in FLOATS]
 INT_CASTS = {"i8": (-100, 100), "i16": (-3000, 3000), "i32": (-30000, 30000), "i64": (-30000, 30000), "u8": (0, 200)}
 #: Exponent literals: integral (multiplied out, by squaring above 4, reciprocal when negative), ±0.5
@@ -1114,7 +1157,7 @@ def expression(draw, layout: Layout, depth: int, kind: str | None = None, name: 
     if depth <= 0 and kind is None:
         return draw(leaf(layout))
     if kind is None:
-        kind = draw(st.sampled_from(KINDS + (["reduce", "reduce"] if layout.dims == 2 else [])))
+        kind = draw(st.sampled_from(KINDS + (["reduce", "reduce", "scan"] if layout.dims == 2 else [])))
     sub = expression(layout, depth - 1)
     if kind == "leaf":
         return draw(leaf(layout))
@@ -1154,6 +1197,11 @@ def expression(draw, layout: Layout, depth: int, kind: str | None = None, name: 
         if "c" not in axes(operand, layout):  # a reduction over c needs an operand over c
             operand = Node("+", (operand, draw(st.sampled_from([X, Y]))))
         return Node("reduce", (operand,), name or draw(st.sampled_from(REDUCTIONS)))
+    if kind == "scan":
+        operand = draw(sub)
+        if "c" not in axes(operand, layout):  # a scan along c needs an operand along c
+            operand = Node("+", (operand, draw(st.sampled_from([X, Y]))))
+        return Node("scan", (operand,), (name or draw(st.sampled_from(SCANS)), draw(st.booleans())))
     raise AssertionError(kind)
 
 
@@ -1185,7 +1233,7 @@ def usable(tree: Node, layout: Layout, xdt: str, ydt: str) -> bool:
     spanning ``c``; a stored value spanning a tile axis; no literal-only division by 0 (Python's
     ZeroDivisionError); none that a bug of :data:`KNOWN` still in effect steps around."""
     for node in tree.walk():
-        if node.op == "reduce" and (layout.dims == 1 or "c" not in axes(node.args[0], layout)):
+        if node.op in ("reduce", "scan") and (layout.dims == 1 or "c" not in axes(node.args[0], layout)):
             return False
         if node.op == "axis" and (node.attr == "i") != (layout.dims == 1):
             return False
@@ -1210,7 +1258,8 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
         # refuse i8(...) clamped at -3000 alike)
         lo, hi = INT_CASTS[concrete(static_dtype(node.args[0], xdt, ydt))]
         node = replace(node, attr=(node.attr[0], max(lo, node.attr[1]), min(hi, node.attr[2])))
-    if node.op == "reduce" and FUNCTIONS[node.attr].floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
+    function = FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan") else None
+    if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
         node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
     if "function-of-literal" in ACTIVE_KNOWN and literal_argument(node, xdt, ydt):
         node = replace(node, args=(Node("+", (node.args[0], X)), *node.args[1:]))
@@ -1230,7 +1279,7 @@ WIDE = Layout(2, 1, 1)
 
 #: What the property test is parametrized by: a function, cast or operator at the root of every
 #: tree it draws, so each is run whatever the draws.
-FOCUS = ([("call", n) for n in UNARY] + [("reduce", n) for n in REDUCTIONS]
+FOCUS = ([("call", n) for n in UNARY] + [("reduce", n) for n in REDUCTIONS] + [("scan", n) for n in SCANS]
          + [("pow", None), ("powc", None), ("pair", "maximum"), ("pair", "minimum"), ("clamp", None), ("where", None)]
          + [("cast", c) for c in FLOAT_CASTS] + [("icast", c) for c in sorted(INT_CASTS)]
          + [("arith", op) for op in ARITHMETIC] + [("neg", None)])
@@ -1246,7 +1295,7 @@ def focus_id(focus: tuple[str, str | None]) -> str:
 def examples(draw, focus: tuple[str, str | None] | None = None, max_depth: int = 4) -> Example:
     """An example: layout, dtypes, inputs' seed, ``s`` and a tree (``focus``: its root's kind and name)."""
     kind, name = focus or (None, None)
-    dims = 2 if kind == "reduce" else draw(st.sampled_from([1, 2]))
+    dims = 2 if kind in ("reduce", "scan") else draw(st.sampled_from([1, 2]))
     layout = Layout(dims, draw(st.sampled_from([5, 3])) if dims == 2 else 1,
                     draw(st.sampled_from([13, 21] if dims == 1 else [13, 6])))
     xdt = draw(st.sampled_from(["f32", "f16"]))
@@ -1270,7 +1319,7 @@ def _typed_scalar_widens(tree: Node, xdt: str, ydt: str) -> bool:
 
     def typed_scalar(a: Node) -> bool:
         return not axes(a, WIDE) and any(
-            n.op in ("s", "size", "call", "cast", "icast", "pow", "powc", "reduce", "where") for n in a.walk())
+            n.op in ("s", "size", "call", "cast", "icast", "pow", "powc", "reduce", "scan", "where") for n in a.walk())
 
     for node in tree.walk():
         if node.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where"):
@@ -1299,7 +1348,7 @@ def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
             continue
         if node.op == "call" and node.attr[0] not in ELEMENTWISE:
             continue
-        if node.op in ("cast", "pow", "powc") or (node.op == "reduce" and node.attr in ("sum", "mean")):
+        if node.op in ("cast", "pow", "powc", "scan") or (node.op == "reduce" and node.attr in ("sum", "mean")):
             continue
         if node.op in (*ARITHMETIC, *COMPARISONS) and promote(*dtypes, divide=node.op == "/") != "bf16":
             continue
@@ -1535,7 +1584,7 @@ _SETTINGS = {
 
 def test_the_generator_covers_every_function():
     """Every function of the table but dot is generated, and every cast; the oracle has each."""
-    generated = set(UNARY) | set(REDUCTIONS) | {"pow", "maximum", "minimum", "clamp", "where"}
+    generated = set(UNARY) | set(REDUCTIONS) | set(SCANS) | {"pow", "maximum", "minimum", "clamp", "where"}
     assert generated == {n for n, f in FUNCTIONS.items() if f.kind != "dot"}
     assert set(FLOAT_CASTS) | set(INT_CASTS) == set(CASTS)
     assert set(FUNCTION_ORACLES) == set(UNARY)
@@ -1733,7 +1782,7 @@ def simpler(example: Example):
             seen.add(tree)
             if usable(tree, example.layout, example.xdt, example.ydt):
                 yield replace(example, tree=tree)
-    if example.layout.dims == 2 and all(n.op not in ("reduce", "axis") for n in example.tree.walk()):
+    if example.layout.dims == 2 and all(n.op not in ("reduce", "scan", "axis") for n in example.tree.walk()):
         yield replace(example, layout=Layout(1, 1, 13))
     for xdt, ydt in (("f32", example.ydt), (example.xdt, "f32")):
         if (xdt, ydt) != (example.xdt, example.ydt):
@@ -1756,7 +1805,7 @@ def shrink(example: Example, key: str, budget: float) -> Example:
 
 
 def ops_of(tree: Node) -> frozenset[str]:
-    return frozenset(n.attr[0] if n.op == "call" else n.attr if n.op in ("reduce", "cast") else n.op
+    return frozenset(n.attr[0] if n.op in ("call", "scan") else n.attr if n.op in ("reduce", "cast") else n.op
                      for n in tree.walk())
 
 

@@ -67,7 +67,7 @@ def build(tmp_path, text, name="k"):
 
 
 def test_every_elementwise_function_has_an_oracle():
-    elementwise = {n for n, f in FUNCTIONS.items() if f.kind not in ("dot", "reduction")}
+    elementwise = {n for n, f in FUNCTIONS.items() if f.kind not in ("dot", "reduction", "scan")}  # test_scans
     assert elementwise == set(ORACLES)
 
 

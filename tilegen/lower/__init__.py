@@ -38,7 +38,7 @@ from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, ModulePlan
 from tilegen.lower.reference import lower_reference
-from tilegen.lower.rows import lower_rows
+from tilegen.lower.rows import lower_rows, whole_pruned
 from tilegen.resources import runtime_build
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
@@ -115,8 +115,9 @@ def _lower(spec: m.Spec) -> ModulePlan:
     fallback = fallbacks[0].launcher.call if fallbacks else None
     rows = lower_rows(spec, kernel)  # rows too long for one tile: a second kernel that loops over them
     if rows is not None:
-        kernel = rows.kernel  # its autotuner prunes the configs whose tile would not fit
+        kernel = rows.kernel
         fallbacks.append(rows.fallback)
+    kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
     launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)
     reference = lower_reference(spec, launcher)
     described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)

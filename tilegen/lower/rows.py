@@ -692,6 +692,7 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
     looped = loop_rows(spec)
     if looped is None:
         return None
+    kernel = whole_pruned(spec, kernel)
     name = f"_{spec.name.id}_{VARIANT}"
     other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
     rows = tuple_text(f'"{r}"' for r in looped.rows)
@@ -715,13 +716,27 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
         start = next(i for i, op in enumerate(launcher.traced)
                      if isinstance(op, IfBlock) and op.why == "nothing to compute: no launch") + 1
         traced = (Line(f"{looped.block} = {CHUNK}"), *launcher.traced[start:])
-    if kernel.tune is not None:
-        whole = dict(kernel.whole_blocks)[dim]
-        prune = f'_rt.whole_fits("{whole}", {rows})'
-        kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, prune=prune))
     limit, hard = whole_limit(spec, looped.rows)
     plan = RowsPlan(dim, limit, hard, call, traced, name)
     return Rows(kernel, FallbackPlan(loops, launcher), plan)
+
+
+def whole_pruned(spec: m.Spec, kernel: KernelPlan) -> KernelPlan:
+    """``kernel`` with the runtime's ``whole_fits`` as its autotuner's ``early_config_prune``
+    where it is tuned and holds one ``whole`` axis as a tile (a row, whether or not the spec has a
+    looped variant: a scan's row has none) and no ``dot``, so that no config whose tile would
+    spill is compiled or timed; ``kernel`` unchanged otherwise."""
+    whole = [a for a in spec.grid if a.bounds == "whole"]
+    if kernel.tune is None or len(whole) != 1 or kernel.tune.prune:
+        return kernel
+    if any(m.is_dot(p) for s in m.statements(spec.body) if hasattr(s, "value") for p in m.subexpressions(s.value)):
+        return kernel  # a whole axis of a dot (attention's head dimension) is not a row: its configs stand
+    block = dict(kernel.whole_blocks).get(whole[0].dim.id)
+    if block is None:
+        return kernel
+    rows = tuple_text(f'"{a.block.id}"' for a in spec.grid if a is not whole[0] and a.block is not None)
+    prune = f'_rt.whole_fits("{block}", {rows})'
+    return dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, prune=prune))
 
 
 def whole_limit(spec: m.Spec, rows: tuple[str, ...]) -> tuple[int, int]:

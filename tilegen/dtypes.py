@@ -168,6 +168,8 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
         if function.kind in ("math", "activation"):
             return math_dtype(first)
         if function.kind in ("reduction", "scan"):
+            if function.result is not None:
+                return function.result
             if function.widens and first in ("f16", "bf16"):
                 return "f32"
             if function.averages and not is_float(first):

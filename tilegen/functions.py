@@ -14,7 +14,8 @@ Kinds:
   (:data:`HELPERS`) so the kernel reads ``elu(x, 1.0)``;
 * ``elementwise``: computed in the operands' dtype (``maximum``, ``minimum``, ``where``,
   ``abs``, ``clamp``, ``relu``, ``leaky_relu``, ``hardtanh``);
-* ``reduction``: ``sum``, ``max``, ``min``, ``mean``, ``prod`` over one axis (``dim=``); each
+* ``reduction``: ``sum``, ``max``, ``min``, ``mean``, ``prod``, ``argmax``, ``argmin`` over one
+  axis (``dim=``); each
   entry says what a masked lane holds (``identity``), how two partial results merge
   (``combine``: what a loop over tiles, a long row's chunks or a carried value uses), whether
   f16/bf16 accumulate in float32 (``widens``) and whether the result rounds with the length;
@@ -69,7 +70,10 @@ class Function:
     * ``rounds``: the result's rounding error grows with the reduced length
       (:mod:`tilegen.tolerance`); ``max``/``min`` are exact;
     * ``mirror``: ``f(x * c)`` is exactly ``f(x) * c`` for ``c >= 0`` and ``mirror(x) * c`` for
-      ``c < 0`` (``max`` and ``min``, ``maximum`` and ``minimum``), which lets a scale move out.
+      ``c < 0`` (``max`` and ``min``, ``maximum`` and ``minimum``), which lets a scale move out;
+    * ``result``: the result's dtype where it is not the operand's (``argmax``: ``i64``, torch's
+      index dtype). A reduction without ``combine`` (``argmax``) cannot merge partial results, so
+      it reduces a ``whole`` axis only.
     """
 
     name: str
@@ -90,6 +94,7 @@ class Function:
     widens: bool = False
     rounds: bool = False
     mirror: str | None = None
+    result: str | None = None
 
     def triton_text(self, **values: str) -> str:
         """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
@@ -164,6 +169,10 @@ FUNCTIONS: dict[str, Function] = {
                  identity=math.inf, combine="minimum", mirror="max"),
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
                  identity=0.0, combine="+", averages=True, widens=True, rounds=True),
+        Function("argmax", "reduction", triton="first_argmax({x}, {axis})", torch="torch.argmax({x}, dim={axis})",
+                 helpers=("first_argmax",), floats=True, identity=-math.inf, result="i64"),
+        Function("argmin", "reduction", triton="first_argmin({x}, {axis})", torch="torch.argmin({x}, dim={axis})",
+                 helpers=("first_argmin",), floats=True, identity=math.inf, result="i64"),
         Function("prod", "reduction", triton="tl.reduce({x}, {axis}, multiply)", torch="torch.prod({x}, dim={axis})",
                  helpers=("multiply",), floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # scans along one axis
@@ -265,6 +274,16 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
+    "first_argmax": (("axis: tl.constexpr",), (
+        "nan = (x != x).to(tl.int32)",
+        "found = tl.argmax(x, axis, tie_break_left=True)",
+        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
+    ), "torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."),
+    "first_argmin": (("axis: tl.constexpr",), (
+        "nan = (x != x).to(tl.int32)",
+        "found = tl.argmin(x, axis, tie_break_left=True)",
+        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
+    ), "torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."),
     "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (

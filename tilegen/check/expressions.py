@@ -226,6 +226,15 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         return operands[0]
     if is_scan:
         return operands[0]
+    if function.combine is None and axis.bounds != "whole":
+        where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
+        state.errors.error(
+            f"'{name}' reduces a 'whole' axis (one program holds the row); '{dim.id}' is {where}, and "
+            f"merging the indices of several tiles is not in the language yet: write "
+            f"'grid ... {dim.id} over {axis.dim.id} whole'",
+            dim.span,
+        )
+        return tuple(a for a in operands[0] if a != dim.id)
     if dim.id not in scope.loop_axes and axis.bounds != "whole":
         state.errors.error(
             f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "

@@ -284,7 +284,7 @@ def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
     if function is not None and function.mirror is not None and function.kind == "elementwise":
         pick = max if function.identity < 0 else min  # maximum, minimum
         return ("const", pick(a[1] for a in args))
-    if function is not None and function.kind == "reduction":  # a tile of one value
+    if function is not None and function.kind == "reduction" and function.combine is not None:  # a tile of one value
         if function.idempotent or value == function.identity:
             return ("const", value)
         return None

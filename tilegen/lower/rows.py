@@ -249,8 +249,8 @@ class _Rewrite:
         args = tuple(self.extract(a, span) for a in expr.args)
         kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
         call = dataclasses.replace(expr, args=args, kwargs=kwargs)
-        if scan(expr) is not None:
-            raise _NotLooped  # a scan along c needs the whole row in order: no chunks
+        if scan(expr) is not None or ((found := reduction(expr)) is not None and found.combine is None):
+            raise _NotLooped  # a scan along c needs the whole row in order, an argmax its partials' indices
         if reduction(expr) is None or expr.word("dim") != self.c:
             if reduction(expr) is not None:
                 raise _NotLooped  # a reduction over another axis

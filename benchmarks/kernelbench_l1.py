@@ -1,0 +1,158 @@
+"""KernelBench level 1 problems written as specs, on the GPU against torch at the suite's
+``get_inputs`` shapes (and smaller, odd ones): cumsum (89), cumprod (90), reverse cumsum (91) at
+32768 x 32768 float32 (``torch.rand``); sum (47), mean (48), max (49), argmax (51), argmin (52)
+and min (53) over the middle dimension of 128 x 4096 x 4095 (``torch.rand``); the product over
+that dimension, problem 50 until the suite replaced it with a convolution (``torch.randn``).
+
+``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL ...]`` (every kernel when none is named)
+prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header
+with the device, torch and Triton versions first when the file is new). Per case: the tilegen
+function and torch's expression (KernelBench's own ``forward``), each timed eager (launches back
+to back, ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA
+graph (``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager);
+tilegen's first call in this process (autotuning and compiling included) and its max error
+against torch. Ratios are torch's time over tilegen's (above 1: tilegen faster).
+``python benchmarks/kernelbench_l1.py --plot CSV`` draws a CSV's eager and graphed ratios as bars
+beside it; it needs matplotlib, not a GPU.
+"""
+
+import csv
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.testing
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-kernelbench-")
+
+from tilegen.runner import load_module  # noqa: E402
+
+ROUNDS = 5
+ROWS = [(32768, 32768), (4096, 4097), (4096, 1000), (1000, 777)]
+MIDDLE = [(128, 4096, 4095), (16, 1000, 777)]
+
+
+def _rand(shape):
+    return torch.rand(shape, device="cuda")
+
+
+def _factors(shape):
+    return torch.rand(shape, device="cuda") * 0.2 + 0.9  # in [0.9, 1.1]: products stay in range
+
+
+#: kernel -> (KernelBench problem, torch's forward, input maker, shapes)
+CASES = {
+    "row_cumsum": ("89_cumsum", lambda x: torch.cumsum(x, dim=1), _rand, ROWS),
+    "row_cumsum_reverse": ("91_cumsum_reverse", lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), _rand, ROWS),
+    "row_cumprod": ("90_cumprod", lambda x: torch.cumprod(x, dim=1), _factors, ROWS),
+    "sum_dim1": ("47_Sum_reduction", lambda x: torch.sum(x, dim=1), _rand, MIDDLE),
+    "mean_dim1": ("48_Mean_reduction", lambda x: torch.mean(x, dim=1), _rand, MIDDLE),
+    "max_dim1": ("49_Max_reduction", lambda x: torch.max(x, dim=1)[0], _rand, MIDDLE),
+    "argmax_dim1": ("51_Argmax", lambda x: torch.argmax(x, dim=1), _rand, MIDDLE),
+    "argmin_dim1": ("52_Argmin", lambda x: torch.argmin(x, dim=1), _rand, MIDDLE),
+    "min_dim1": ("53_Min_reduction", lambda x: torch.min(x, dim=1)[0], _rand, MIDDLE),
+    "prod_reduction": ("50_Product_reduction (former)", lambda x: torch.prod(x, dim=1),
+                       lambda shape: torch.randn(shape, device="cuda"), MIDDLE),
+}
+
+
+def interleaved(functions: dict, bench) -> dict:
+    """Median ms of each function over ROUNDS rounds in which they take turns."""
+    times = {name: [] for name in functions}
+    for _ in range(ROUNDS):
+        for name, fn in functions.items():
+            times[name].append(bench(fn))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def case(kernel: str, x: torch.Tensor) -> dict:
+    problem, reference, _, _ = CASES[kernel]
+    ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    y = ours(x)
+    torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    want = reference(x)
+    error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
+    out = torch.empty_like(x)
+    eager = interleaved({"tilegen": lambda: ours(x), "torch": lambda: reference(x), "copy": lambda: out.copy_(x)},
+                        lambda fn: triton.testing.do_bench(fn, warmup=10, rep=100))
+    graph = interleaved({"tilegen": lambda: ours(x), "torch": lambda: reference(x)},
+                        lambda fn: triton.testing.do_bench_cudagraph(fn, rep=100))
+    moved = x.numel() * x.element_size() + y.numel() * y.element_size()  # read x once, write y once
+    return {
+        "problem": problem, "kernel": kernel, "shape": "x".join(map(str, x.shape)), "dtype": "f32",
+        "tilegen_ms": eager["tilegen"], "torch_ms": eager["torch"], "ratio_eager": eager["torch"] / eager["tilegen"],
+        "tilegen_graph_ms": graph["tilegen"], "torch_graph_ms": graph["torch"],
+        "ratio_graph": graph["torch"] / graph["tilegen"],
+        "tilegen_TBps": moved / eager["tilegen"] / 1e9,
+        "copy_TBps": 2 * x.numel() * x.element_size() / eager["copy"] / 1e9,
+        "first_call_s": first, "max_error": error,
+    }
+
+
+def main(out: Path, kernels: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "kernelbench_l1.csv"
+    new = not path.exists()
+    torch.manual_seed(0)
+    with open(path, "a", newline="") as f:
+        if new:
+            f.write(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
+            f.write("# ratio = torch ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph); "
+                    "TB/s = (bytes of x + bytes of y) / eager time; copy_TBps = copy_ of x's bytes\n")
+        writer = None
+        for kernel, (_, _, make, shapes) in CASES.items():
+            if kernels and kernel not in kernels:
+                continue
+            for shape in shapes:
+                x = make(shape)
+                row = case(kernel, x)
+                if writer is None:
+                    writer = csv.DictWriter(f, fieldnames=list(row))
+                    if new:
+                        writer.writeheader()
+                writer.writerow(row)
+                f.flush()
+                print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+                del x
+                torch.cuda.empty_cache()
+
+
+def plot(path: Path) -> Path:
+    """Bars of torch ms / tilegen ms per case, eager and graphed, with 1.0 marked; ``<csv>.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    labels = [f"{r['kernel']}\n{r['shape']}" for r in rows]
+    figure, axes = plt.subplots(figsize=(14, 5))
+    positions = range(len(rows))
+    axes.bar([p - 0.2 for p in positions], [float(r["ratio_eager"]) for r in rows], 0.4, label="eager")
+    axes.bar([p + 0.2 for p in positions], [float(r["ratio_graph"]) for r in rows], 0.4, label="CUDA graph")
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_xticks(list(positions), labels, rotation=60, ha="right", fontsize=7)
+    axes.set_ylabel("torch ms / tilegen ms")
+    axes.set_title(f"KernelBench level 1 specs vs torch ({lines[0][2:]})", fontsize=10)
+    axes.legend(fontsize=8)
+    out = path.with_suffix(".png")
+    figure.savefig(out, dpi=110, bbox_inches="tight")
+    return out
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--plot":
+        print(plot(Path(sys.argv[2])))
+    else:
+        main(Path(sys.argv[1]), sys.argv[2:])

@@ -48,6 +48,8 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 @triton.jit
 def first_argmax(x, axis: tl.constexpr):
     """torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmax
+        x = x.to(tl.float32)
     nan = (x != x).to(tl.int32)
     found = tl.argmax(x, axis, tie_break_left=True)
     return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)

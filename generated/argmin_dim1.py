@@ -48,6 +48,8 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 @triton.jit
 def first_argmin(x, axis: tl.constexpr):
     """torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmin
+        x = x.to(tl.float32)
     nan = (x != x).to(tl.int32)
     found = tl.argmin(x, axis, tie_break_left=True)
     return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)

@@ -89,3 +89,37 @@ def test_bad_arg_reductions_get_a_message(grid, body, message):
 """
     with pytest.raises(SpecError, match=message):
         compile_spec(source, "k.tile")
+
+
+def test_argmax_of_bf16(tmp_path):
+    """bf16 rows (with a tail): the helper compares them in float32, exactly; Triton's interpreter
+    orders raw bf16 wrongly in tl.argmax, which gave the padding lane's index before."""
+    module = _build("""kernel k
+  in  x: bf16[M, N]
+  out y: i64[M]
+  out z: i64[M]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r] = argmax(x[r, c], dim=c)
+  z[r] = argmin(x[r, c], dim=c)
+""", tmp_path)
+    x = (torch.stack([torch.randperm(9, generator=torch.Generator().manual_seed(i)) for i in range(7)]) - 4).bfloat16()
+    y, z = module.k(x)
+    assert torch.equal(y, torch.argmax(x, dim=1)) and torch.equal(z, torch.argmin(x, dim=1))
+
+
+def test_integer_max_over_a_padded_row_stays_exact(tmp_path):
+    """Padding lanes of an integer max hold the dtype's lowest value, not -inf (which made the tile
+    float32 and rounded values past 2**24)."""
+    module = _build("""kernel k
+  in  x: i32[M, N]
+  out y: i32[M]
+  out z: i32[M]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r] = max(x[r, c], dim=c)
+  z[r] = min(x[r, c], dim=c)
+""", tmp_path)
+    x = torch.randint(50_000_000, 50_000_100, (5, 37), dtype=torch.int32)
+    y, z = module.k(x)
+    assert torch.equal(y, x.amax(dim=1)) and torch.equal(z, x.amin(dim=1))

@@ -132,3 +132,15 @@ def test_bad_scans_get_a_message(call, message):
 """
     with pytest.raises(SpecError, match=message):
         compile_spec(source, "k.tile")
+
+
+def test_a_scan_given_reverse_by_position_says_how_to_call_it():
+    source = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r, c] = cumsum(x[r, c], true, dim=c)
+"""
+    with pytest.raises(SpecError, match="'cumsum' takes 1 argument and dim=, optionally reverse=, not 2 arguments"):
+        compile_spec(source, "k.tile")

@@ -275,11 +275,15 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
     "first_argmax": (("axis: tl.constexpr",), (
+        "if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmax",
+        "    x = x.to(tl.float32)",
         "nan = (x != x).to(tl.int32)",
         "found = tl.argmax(x, axis, tie_break_left=True)",
         "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
     ), "torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."),
     "first_argmin": (("axis: tl.constexpr",), (
+        "if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmin",
+        "    x = x.to(tl.float32)",
         "nan = (x != x).to(tl.int32)",
         "found = tl.argmin(x, axis, tie_break_left=True)",
         "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",

@@ -183,7 +183,8 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
     function = lookup(name)
     is_scan = function.kind == "scan"
     if len(call.args) != 1:
-        state.errors.error(f"'{name}' takes 1 argument and dim=, not {len(call.args)} arguments", call.span)
+        optional = "".join(f", optionally {k}=" for k in function.choices)
+        state.errors.error(f"'{name}' takes 1 argument and dim={optional}, not {len(call.args)} arguments", call.span)
         return ()
     operand_dtype = dtype_of(state, call.args[0], scope)
     if operand_dtype == BOOL:
@@ -212,7 +213,8 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
     if dim.id not in operands[0]:
         spans = ", ".join(operands[0]) or "no axis"
         state.errors.error(
-            f"'{name}' reduces over '{dim.id}', but its operand spans {spans}", dim.span
+            f"'{name}' {'runs along' if is_scan else 'reduces over'} '{dim.id}', but its operand spans {spans}",
+            dim.span
         )
         return operands[0]
     if is_scan and axis.bounds != "whole":

@@ -9,8 +9,10 @@ calls of :mod:`tilegen.functions` (math in float32, helpers, reductions over one
 
 from __future__ import annotations
 
+import math
+
 from tilegen import model as m
-from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
+from tilegen.dtypes import DTYPE_LIMITS, INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
 from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
@@ -212,7 +214,11 @@ class Expressions:
         def reduce(name: str, x: str) -> str:
             chosen = lookup(name)
             if mask is not None:
-                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {chosen.identity_text})"
+                identity = chosen.identity_text
+                limits = DTYPE_LIMITS.get(self.dtype_of(operand))
+                if isinstance(limits, tuple) and math.isinf(chosen.identity):  # an integer max: its lowest value
+                    identity = str(limits[0] if chosen.identity < 0 else limits[1])  # (-inf would make it float)
+                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
             state.helpers.update(chosen.helpers)
             return chosen.triton_text(x=x, axis=inner.index(dim), size=state.axes[dim].dim)
 

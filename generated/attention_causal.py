@@ -521,6 +521,7 @@ def reference(q, k, v, scale):
     S = q.shape[2]
     D = q.shape[3]
     DT = q.dtype
+    scale = torch.as_tensor(scale, dtype=torch.float32, device=q.device)
     o = torch.empty((B, H, S, D), dtype=DT, device=q.device)
     m_i = torch.full((B, H, S), float("-inf"), dtype=torch.float32, device=q.device)
     l_i = torch.zeros((B, H, S), dtype=torch.float32, device=q.device)

@@ -435,6 +435,7 @@ def reference(x, weight, bias, eps):
     """specs/layer_norm.tile evaluated with plain torch: same inputs and outputs as layer_norm()."""
     M = x.shape[0]
     N = x.shape[1]
+    eps = torch.as_tensor(eps, dtype=torch.float32, device=x.device)
     y = torch.empty((M, N), dtype=torch.float16, device=x.device)
     mu = torch.empty((M,), dtype=torch.float32, device=x.device)
     rstd = torch.empty((M,), dtype=torch.float32, device=x.device)
@@ -442,7 +443,7 @@ def reference(x, weight, bias, eps):
     row_mean = torch.mean(xf, dim=1)
     xc = xf - row_mean[:, None]
     inv_std = torch.rsqrt((torch.mean((xc * xc), dim=1) + eps))
-    y[:, :] = (xc * inv_std[:, None] * weight[None, :] + bias[None, :]).to(torch.float16)
+    y[:, :] = (xc * inv_std[:, None] * weight[None, :].to(torch.float32) + bias[None, :].to(torch.float32)).to(torch.float16)
     mu[:] = row_mean.to(torch.float32)
     rstd[:] = inv_std.to(torch.float32)
     return y, mu, rstd

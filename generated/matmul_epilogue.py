@@ -199,10 +199,11 @@ def reference(a, b, bias, residual, alpha):
     """specs/matmul_epilogue.tile evaluated with plain torch: same inputs and outputs as matmul_epilogue()."""
     M = a.shape[0]
     N = b.shape[1]
+    alpha = torch.as_tensor(alpha, dtype=torch.float32, device=a.device)
     c = torch.empty((M, N), dtype=torch.bfloat16, device=a.device)
     acc = torch.zeros((M, N), dtype=torch.float32, device=a.device)
     acc += torch.einsum("ab,bc->ac", a.to(torch.float32), b.to(torch.float32))
-    c[:, :] = (torch.nn.functional.gelu((alpha * acc + bias[None, :]), approximate="tanh") + residual).to(torch.bfloat16)
+    c[:, :] = (torch.nn.functional.gelu((alpha * acc + bias[None, :]), approximate="tanh") + residual.to(torch.float32)).to(torch.bfloat16)
     return c
 
 

@@ -356,9 +356,10 @@ def reference(x, weight, eps):
     """specs/rms_norm.tile evaluated with plain torch: same inputs and outputs as rms_norm()."""
     M = x.shape[0]
     N = x.shape[1]
+    eps = torch.as_tensor(eps, dtype=torch.float32, device=x.device)
     y = torch.empty((M, N), dtype=torch.float16, device=x.device)
     xf = x.to(torch.float32)
-    y[:, :] = (xf * torch.rsqrt((torch.mean((xf * xf), dim=1)[:, None] + eps)) * weight[None, :]).to(torch.float16)
+    y[:, :] = (xf * torch.rsqrt((torch.mean((xf * xf), dim=1)[:, None] + eps)) * weight[None, :].to(torch.float32)).to(torch.float16)
     return y
 
 

@@ -1313,31 +1313,6 @@ def examples(draw, focus: tuple[str, str | None] | None = None, max_depth: int =
 
 # --------------------------------------------------------------------------- known bugs
 
-def _typed_scalar_widens(tree: Node, xdt: str, ydt: str) -> bool:
-    """A value over no tile axis with a dtype of its own (``s``, ``N``, ``exp(s)``, ``N * 0.1``,
-    ``1 ** 2``, ``f64(s)``, ``where(0.1 > -1, 0.5, inf)``: not a bare literal) meeting a tile of a
-    narrower dtype of its kind (``s + x`` of an f16 ``x``, ``f64(s) + x`` of an f32 one, ``u * N`` of
-    a u8 ``u``) in arithmetic, a comparison, ``where``, ``maximum``, ``minimum`` or ``clamp``; or a
-    ``pow`` of a base over no tile axis and an f16 exponent."""
-
-    def typed_scalar(a: Node) -> bool:
-        return not axes(a, WIDE) and any(
-            n.op in ("s", "size", "call", "cast", "icast", "pow", "powc", "reduce", "scan", "where") for n in a.walk())
-
-    for node in tree.walk():
-        if node.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where"):
-            operands = node.args[1:] if node.op == "where" else node.args
-            dtypes = [concrete(static_dtype(a, xdt, ydt)) for a in operands]
-            scalars = [d for a, d in zip(operands, dtypes, strict=True) if typed_scalar(a) and d not in (BOOL,)]
-            tiles = [d for a, d in zip(operands, dtypes, strict=True) if axes(a, WIDE)]
-            if any(promote(d, t) != t and (d in FLOATS) == (t in FLOATS) for d in scalars for t in tiles):
-                return True
-        if node.op == "pow" and not axes(node.args[0], WIDE) \
-                and static_dtype(node.args[1], xdt, ydt) in ("f16", "bf16"):
-            return True
-    return False
-
-
 def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
     """A node computing in bf16 (arithmetic, negation, comparisons, ``where``, ``maximum``, ``minimum``,
     ``clamp``, the elementwise functions, ``max``/``min`` reductions, an integer cast of bf16), or a
@@ -1466,8 +1441,7 @@ KNOWN = {
         "a function of a literal alone crashes the kernel: helpers call x.to(tl.float32) on a Python "
         "number (gelu(2.0), tanh(1e-3)), casts too (f16(0.1)), pow too ((1.0 + 0.1) ** x), and math of "
         "an integer literal makes a 64-bit constant (exp(2): 'numpy data itemsize (64 bits) exceeds dtype "
-        "primitive_bitwidth'); where(m, 0, 0), which tilegen's rules type as a literal, is an int32 tile "
-        "that math does not upcast (erf of it: 'Expected dtype fp32, fp64 but got int32'); the reference "
+        "primitive_bitwidth'); the reference "
         "calls torch's activations on an int64 tensor (silu(2): NotImplementedError)",
         avoid=lambda tree, xdt, ydt: any(literal_argument(n, xdt, ydt) for n in tree.walk()),
     ),
@@ -1512,35 +1486,12 @@ KNOWN = {
             for n in tree.walk()),
     ),
     # the reference computes something else than the spec says, or raises
-    "weak-scalars-in-reference": Known(
-        "the reference keeps scalars weak, as torch does with Python numbers and 0-d tensors, where the "
-        "kernel follows the spec's dtypes: s (f32), exp(s), N * 0.1 met with an f16 tile compute in f16 in "
-        "the reference, in f32 in the kernel (f64(s) + x of an f32 x: f32 against f64; u * N of a u8 u "
-        "wraps in u8 there, not in the kernel's i32: 24 against 1560); and pow(0.5, x), "
-        "pow(N, x) of an f16 x stay f16 there, where pow computes in float32",
-        skip_reference=_typed_scalar_widens,
-    ),
     "literal-over-f16-in-reference": Known(
         "the reference writes a literal divided by an f16 tile as Python does, -0.1 / y, which torch computes "
         "as reciprocal(y) * -0.1: for |y| < 1 / 65504 the reciprocal overflows f16 and the reference is inf "
         "where the division is finite (-0.1 / -3e-6 is 33536 in f16; the kernel gives 33333)",
         skip_reference=lambda tree, xdt, ydt: any(
             n.op == "/" and literal_only(n.args[0]) and static_dtype(n.args[1], xdt, ydt) in ("f16", "bf16")
-            for n in tree.walk()),
-    ),
-    "scalar-division-in-python": Known(
-        "the reference divides scalars as Python floats: -4.0 / s with s = 0.0 raises ZeroDivisionError "
-        "(the kernel gives -inf, as torch would)",
-        skip_reference=lambda tree, xdt, ydt: any(
-            n.op == "/" and not axes(n.args[1], WIDE) and not literal_only(n.args[1]) for n in tree.walk()),
-    ),
-    "integer-pow-in-reference": Known(
-        "the reference raises an integer literal to an integer power in integers, where pow computes in "
-        "float32: 2 ** -1 raises 'Integers to negative integer powers are not allowed', 3 ** (N * i) "
-        "overflows int64; the kernel computes them in float32",
-        skip_reference=lambda tree, xdt, ydt: any(
-            n.op in ("pow", "powc") and static_dtype(n.args[0], xdt, ydt) == WEAK_INT
-            and concrete(static_dtype(n.args[1] if n.op == "pow" else n.attr[1], xdt, ydt)) in INTS
             for n in tree.walk()),
     ),
     "leaky-relu-of-integer": Known(
@@ -1667,7 +1618,7 @@ REGRESSIONS = {
     "activation-of-literal": ("maximum(x[i], tanh(1e-3))", (13,), "f16", "f32", -0.25, "function-of-literal"),
     "activation-of-integer-literal": ("x[i] + silu(2)", (13,), "f32", "f32", 2.0, "function-of-literal"),
     "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, "function-of-literal"),
-    "math-of-integer-where": ("erf(where(x[i] >= y[i], 0, 0))", (13,), "f32", "f32", 1.0, "function-of-literal"),
+    "math-of-integer-where": ("erf(where(x[i] >= y[i], 0, 0))", (13,), "f32", "f32", 1.0, None),  # fixed: an i32 tile
     "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, "function-of-literal"),
     # KNOWN["scalar-mask"]
     "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, "scalar-mask"),
@@ -1684,24 +1635,24 @@ REGRESSIONS = {
     # KNOWN["negative-literal-with-u8"]
     "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0,
                                 "negative-literal-with-u8"),
-    # KNOWN["weak-scalars-in-reference"]
-    "scalar-input-and-f16": ("s + x[i]", (13,), "f16", "f16", 1.0, "weak-scalars-in-reference"),
-    "math-of-scalar-and-f16": ("exp(s) - x[i]", (13,), "f16", "f32", 1.0, "weak-scalars-in-reference"),
-    "size-and-f16": ("x[i] - N * 0.1", (13,), "f16", "f32", 100.0, "weak-scalars-in-reference"),
-    "literal-base-pow-of-f16": ("0.5 ** x[i]", (13,), "f16", "f16", 2.0, "weak-scalars-in-reference"),
-    "pow-of-literals-and-f16": ("f64(1 ** 2 + x[i]) + x[i]", (13,), "f16", "f16", 2.0, "weak-scalars-in-reference"),
-    "scalar-where-and-f16": ("where(0.1 > -1, 0.5, inf) + x[i]", (13,), "f16", "f32", 2.0, "weak-scalars-in-reference"),
-    "size-and-u8": ("u8(clamp(x[i], 0, 200)) * N", (13,), "f32", "f32", 2.0, "weak-scalars-in-reference"),
-    "f64-scalar-and-f32": ("f64(s) + x[i] - x[i]", (13,), "f32", "f32", 0.1, "weak-scalars-in-reference"),
-    "size-base-pow-of-f16": ("pow(N, x[i])", (13,), "f16", "f32", 1.0, "weak-scalars-in-reference"),
-    "mean-of-axis-and-f16": ("mean(c, dim=c) + x[r, c]", (5, 13), "f16", "f32", 2.5, "weak-scalars-in-reference"),
+    # fixed (the reference casts the operand of another dtype first, as the spec's dtype rules do)
+    "scalar-input-and-f16": ("s + x[i]", (13,), "f16", "f16", 1.0, None),
+    "math-of-scalar-and-f16": ("exp(s) - x[i]", (13,), "f16", "f32", 1.0, None),
+    "size-and-f16": ("x[i] - N * 0.1", (13,), "f16", "f32", 100.0, None),
+    "literal-base-pow-of-f16": ("0.5 ** x[i]", (13,), "f16", "f16", 2.0, None),
+    "pow-of-literals-and-f16": ("f64(1 ** 2 + x[i]) + x[i]", (13,), "f16", "f16", 2.0, None),
+    "scalar-where-and-f16": ("where(0.1 > -1, 0.5, inf) + x[i]", (13,), "f16", "f32", 2.0, None),
+    "size-and-u8": ("u8(clamp(x[i], 0, 200)) * N", (13,), "f32", "f32", 2.0, None),
+    "f64-scalar-and-f32": ("f64(s) + x[i] - x[i]", (13,), "f32", "f32", 0.1, None),
+    "size-base-pow-of-f16": ("pow(N, x[i])", (13,), "f16", "f32", 1.0, None),
+    "mean-of-axis-and-f16": ("mean(c, dim=c) + x[r, c]", (5, 13), "f16", "f32", 2.5, None),
     # KNOWN["literal-over-f16-in-reference"]
     "literal-over-f16": ("-0.1 / y[i]", (13,), "f16", "f16", 0.5, "literal-over-f16-in-reference"),
-    # KNOWN["scalar-division-in-python"]
-    "scalar-division-by-zero": ("-4.0 / s + x[i]", (13,), "f32", "f32", 0.0, "scalar-division-in-python"),
-    # KNOWN["integer-pow-in-reference"]
-    "integer-pow-negative": ("where(x[i] < 0 ** -1, x[i], y[i])", (13,), "f32", "f32", 1.0, "integer-pow-in-reference"),
-    "integer-pow-overflow": ("3 ** (N * i) + x[i]", (13,), "f32", "f32", 1.0, "integer-pow-in-reference"),
+    # fixed (the reference's float scalars are 0-d tensors of their dtype: s / 0.0 is inf)
+    "scalar-division-by-zero": ("-4.0 / s + x[i]", (13,), "f32", "f32", 0.0, None),
+    # fixed (the reference raises integer literals in float32, as the kernel's pow)
+    "integer-pow-negative": ("where(x[i] < 0 ** -1, x[i], y[i])", (13,), "f32", "f32", 1.0, None),
+    "integer-pow-overflow": ("3 ** (N * i) + x[i]", (13,), "f32", "f32", 1.0, None),
     # KNOWN["leaky-relu-of-integer"]
     "leaky-relu-of-integer": ("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)", (13,), "f32", "f32", 2.0,
                               "leaky-relu-of-integer"),

@@ -175,9 +175,12 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
             if function.averages and not is_float(first):
                 return "f32"
             return first
-        if function.name == "where":
+        if function.selects:  # where: a tile, so literals alone have a dtype (tl.where(m, 0.5, 1.0) is f32)
             values = [expr_dtype(a, spec, local) for a in expr.args[1:3]]
-            return promote(*values) if len(values) == 2 else None
+            if len(values) != 2:
+                return None
+            result = promote(*values)
+            return "f32" if result == WEAK_FLOAT else "i32" if result is None else result
         result = first
         for arg in expr.args[1:]:
             if function.mirror is not None:  # maximum, minimum: the operands' promoted dtype

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, NARROW, converts_to_f32, expr_dtype, is_float
+from tilegen.dtypes import INDEX, LOGIC, NARROW, converts_to_f32, expr_dtype, is_float, possible_dtypes, promote
 from tilegen.functions import lookup, spanned_axes
 from tilegen.lower.names import binop_text, dtype_bindings, number_text, swizzled_outputs, torch_dtype, tuple_text
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
@@ -111,9 +111,13 @@ class ReferenceLowering:
         return expr_dtype(expr, self.spec, local)
 
     def as_float(self, text: str, expr: m.Expr) -> str:
-        """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints,
-        under any binding of the dtype variables, as :meth:`tilegen.lower.expressions.Expressions.upcast`)."""
-        if not converts_to_f32(self.dtype_of(expr), self.spec):
+        """``text`` in float32 where the kernel computes ``expr`` in float32 (f16, bf16, ints and
+        integer literals, under any binding of the dtype variables, as
+        :meth:`tilegen.lower.expressions.Expressions.upcast`)."""
+        dtype = self.dtype_of(expr)
+        if dtype is None and not self.expr_axes(expr):  # integer literals: float32 math too (2 ** -1 is 0.5)
+            return f"({text}).float()"
+        if not converts_to_f32(dtype, self.spec):
             return text
         return f"({text}).float()" if isinstance(expr, (m.BinOp, m.Neg)) else f"{text}.float()"
 
@@ -155,12 +159,37 @@ class ReferenceLowering:
                 values[param] = default
             elif param in function.tensors:  # torch takes a tensor there, not a number
                 values[param] = self.value(given, context)
+            elif param in function.numbers and not self.expr_axes(given) and not isinstance(given, m.Number):
+                values[param] = f"float({self.expr(given, context)})"  # a scalar input: torch wants a number
             else:
                 values[param] = self.expr(given, context)
         if function.kind in ("math", "activation"):
             values["x"] = self.as_float(x, call.args[0])
+        if function.kind == "math":  # pow's exponent too: the kernel computes it in float32
+            for position, (param, _) in enumerate(function.params, start=1):
+                given = call.args[position] if position < len(call.args) else call.kwarg(param)
+                if given is not None and param not in function.numbers and self.expr_axes(given):
+                    values[param] = self.as_float(values[param], given)
+        if function.kind == "elementwise" and (function.selects or function.mirror is not None):
+            self.typed_values(call, function, values)  # where, maximum, minimum: in the spec's dtype
         values["approximate"] = call.word("approximate") or "none"
         return function.torch_text(**values)
+
+    def typed_values(self, call: m.Call, function, values: dict[str, str]) -> None:
+        """``values`` (the texts of ``call``'s arguments by name) with each value of another dtype
+        than the call's (the spec's rules: ``where(m, x, s)`` of an f16 ``x`` and an f32 ``s`` is
+        f32) cast to it, as :meth:`typed` does for arithmetic; a ``where``'s mask stays."""
+        target = self.dtype_of(call)
+        if not self.fixed(target):
+            return
+        names = ["x", *(p for p, _ in function.params)][1 if function.selects else 0:]
+        for position, name in enumerate(names, start=1 if function.selects else 0):
+            given = call.args[position] if position < len(call.args) else call.kwarg(name)
+            dtype = self.dtype_of(given) if given is not None else None
+            if self.fixed(dtype) and dtype != target:
+                text = f"({values[name]})" if isinstance(given, (m.BinOp, m.Neg)) else values[name]
+                text = text if self.expr_axes(given) else f"torch.as_tensor({text})"
+                values[name] = f"{text}.to({m.DTYPES[target][1]})"
 
     def scan(self, call: m.Call, function, context: tuple[str, ...]) -> str:
         """``torch.cumsum(x, dim=i)`` over the operand's own axes (``context``'s order), aligned
@@ -205,10 +234,37 @@ class ReferenceLowering:
             inner = self.expr(expr.operand, context)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
-            return binop_text(expr, self.expr(expr.left, context), self.expr(expr.right, context))
+            left, right = self.expr(expr.left, context), self.expr(expr.right, context)
+            return binop_text(expr, *self.typed(expr, left, right))
         if isinstance(expr, m.Call):
             return self.call(expr, context, acc_dtype)
         raise AssertionError(expr)  # pragma: no cover
+
+    def fixed(self, dtype: str | None) -> bool:
+        """A dtype that is the same under every binding of the spec's dtype variables (the casts
+        of :meth:`typed` must not differ between bindings: one reference serves them all)."""
+        return dtype in m.DTYPES and possible_dtypes(dtype, self.spec) == (dtype,)
+
+    def typed(self, expr: m.BinOp, left: str, right: str) -> tuple[str, str]:
+        """The operands of ``expr`` in the dtype the spec's rules give it (:func:`tilegen.dtypes.promote`)
+        where both have a dtype of their own and they differ: torch keeps a 0-d tensor or a number
+        weak (``s + x`` of an f32 ``s`` and an f16 ``x`` is f16 there, f32 in the kernel), so the
+        side of the other dtype is cast first. Literals, masks and dtypes of a dtype variable's
+        options (:meth:`fixed`) stay as they are."""
+        if expr.op in LOGIC:
+            return left, right
+        dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
+        if dl == dr or not self.fixed(dl) or not self.fixed(dr):
+            return left, right
+        target = promote(dl, dr, divide=expr.op == "/")
+        texts = []
+        for text, dtype, side in ((left, dl, expr.left), (right, dr, expr.right)):
+            if dtype != target:
+                text = f"({text})" if isinstance(side, (m.BinOp, m.Neg)) else text
+                text = text if self.expr_axes(side) else f"torch.as_tensor({text})"  # a number: a 0-d tensor
+                text = f"{text}.to({m.DTYPES[target][1]})"
+            texts.append(text)
+        return texts[0], texts[1]
 
     def declare(self, stmt: m.Declare) -> None:
         # In the kernel a tile lives in one program; over whole tensors it spans every
@@ -283,6 +339,11 @@ class ReferenceLowering:
         spec = self.spec
         bound = dtype_bindings(spec, "{name}.dtype")
         self.lines += [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
+        for tensor in spec.inputs:  # a float scalar is a float32 (or f64) number, as in the kernel: 0-d
+            if tensor.is_scalar and is_float(tensor.dtype.id):  # (s / 0.0 is inf, not ZeroDivisionError)
+                name = tensor.name.id
+                self.lines.append(
+                    f"{name} = torch.as_tensor({name}, dtype={torch_dtype(tensor.dtype)}, device={self.device})")
         for name, shape_text, dtype in self.launcher.outputs:
             make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
             self.lines.append(f"{name} = torch.{make}({shape_text}, dtype={dtype}, device={self.device})")

@@ -247,22 +247,23 @@ def partial_reduction(function: Function) -> Function:
     return next(f for f in combining(function.combine) if not f.averages)
 
 
-def scan(expr: m.Expr) -> Function | None:
-    """The scan ``expr`` calls (``cumsum(x, dim=c)``), or None for anything else."""
+def _called(expr: m.Expr, kind: str) -> Function | None:
+    """The function of ``kind`` that ``expr`` calls, or None for anything else."""
     if isinstance(expr, m.Call) and not isinstance(expr.func, m.BoundDtype):
         function = FUNCTIONS.get(expr.func.id)
-        if function is not None and function.kind == "scan":
+        if function is not None and function.kind == kind:
             return function
     return None
+
+
+def scan(expr: m.Expr) -> Function | None:
+    """The scan ``expr`` calls (``cumsum(x, dim=c)``), or None for anything else."""
+    return _called(expr, "scan")
 
 
 def reduction(expr: m.Expr) -> Function | None:
     """The reduction ``expr`` calls (``sum(x, dim=c)``), or None for anything else."""
-    if isinstance(expr, m.Call) and not isinstance(expr.func, m.BoundDtype):
-        function = FUNCTIONS.get(expr.func.id)
-        if function is not None and function.kind == "reduction":
-            return function
-    return None
+    return _called(expr, "reduction")
 
 
 #: Functions a ``choose`` line may offer (besides ``none``): the one-argument activations.

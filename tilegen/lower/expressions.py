@@ -174,6 +174,13 @@ class Expressions:
             return f"(1.0 / ({product}))"
         return product if product.isidentifier() else f"({product})"  # (x + y) ** 1 * 2 keeps its parentheses
 
+    def operand_axes(self, operand: m.Expr, context: tuple[str, ...]):
+        """(``context`` in canonical names, the operand's own axes, the order its tile takes:
+        ``context``'s axes first, then the rest) for a reduction or scan of ``operand``."""
+        canonical = tuple(self.state.canonical.get(a, a) for a in context)
+        own = self.expr_axes(operand)
+        return canonical, own, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+
     def scan(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``cumsum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s
         order), lanes past the end of ``c`` replaced by the scan's identity (so a scan from the
@@ -182,9 +189,7 @@ class Expressions:
         state = self.state
         dim = call.word("dim")
         operand = call.args[0]
-        canonical = tuple(state.canonical.get(a, a) for a in context)
-        own = self.expr_axes(operand)
-        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        canonical, _, inner = self.operand_axes(operand, context)
         x = self.expr(operand, inner, ops)
         if function.widens and converts_to_f32(self.dtype_of(operand), state.spec, NARROW):
             x = self.upcast(x, operand)
@@ -204,9 +209,7 @@ class Expressions:
         state = self.state
         dim = call.word("dim")
         operand = call.args[0]
-        canonical = tuple(state.canonical.get(a, a) for a in context)
-        own = self.expr_axes(operand)
-        inner = tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
+        canonical, own, inner = self.operand_axes(operand, context)
         scaled = state.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
         result = state.fresh(f"{function.name}_{dim}")
         mask = self.lane_mask(dim)

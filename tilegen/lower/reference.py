@@ -191,27 +191,29 @@ class ReferenceLowering:
                 text = text if self.expr_axes(given) else f"torch.as_tensor({text})"
                 values[name] = f"{text}.to({m.DTYPES[target][1]})"
 
-    def scan(self, call: m.Call, function, context: tuple[str, ...]) -> str:
-        """``torch.cumsum(x, dim=i)`` over the operand's own axes (``context``'s order), aligned
-        back; ``reverse=true`` flips before and after (torch has no reverse scan)."""
-        dim = call.word("dim")
+    def operand(self, call: m.Call, function, context: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        """A reduction's or scan's operand: the order of its axes (``context``'s first) and its
+        text over them, in float32 where the function widens f16/bf16."""
         own = self.expr_axes(call.args[0])
         inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
         x = self.value(call.args[0], inner)
         if function.widens and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
             x = self.as_float(x, call.args[0])
+        return inner, x
+
+    def scan(self, call: m.Call, function, context: tuple[str, ...]) -> str:
+        """``torch.cumsum(x, dim=i)`` over the operand's own axes (``context``'s order), aligned
+        back; ``reverse=true`` flips before and after (torch has no reverse scan)."""
+        dim = call.word("dim")
+        inner, x = self.operand(call, function, context)
         reverse = "True" if call.word("reverse") == "true" else "False"
         return self.align(function.torch_text(x=x, axis=inner.index(dim), reverse=reverse), inner, context)
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...]) -> str:
         """``torch.sum(x, dim=i)`` over the operand's own axes (``context``'s first), aligned back."""
         dim = call.word("dim")
-        own = self.expr_axes(call.args[0])
-        inner = tuple(a for a in context if a in own) + tuple(a for a in own if a not in context)
-        x = self.value(call.args[0], inner)
-        if function.widens and converts_to_f32(self.dtype_of(call.args[0]), self.spec, NARROW):
-            x = self.as_float(x, call.args[0])
-        elif function.averages and not is_float(self.dtype_of(call.args[0])):
+        inner, x = self.operand(call, function, context)
+        if function.averages and not is_float(self.dtype_of(call.args[0])):  # a mean of integers
             x = f"{x}.float()"
         text = function.torch_text(x=x, axis=inner.index(dim))
         return self.align(text, tuple(a for a in inner if a != dim), context)

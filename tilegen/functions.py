@@ -3,8 +3,8 @@
 Each :class:`Function` says how it is called (positional and keyword arguments, the checker's
 business), what it computes to (its result's dtype, the lowering's business) and how it is
 written in Triton and in torch. Names and defaults are torch's (``torch.nn.functional`` for
-the activations), so a spec reads like the torch code its author knows; see
-``../shared/design/language-next.md``.
+the activations), so a spec reads like the torch code its author knows; docs/language.md lists
+them, and its "Adding an operation" says what an entry holds.
 
 Kinds:
 

@@ -144,3 +144,21 @@ def test_a_scan_given_reverse_by_position_says_how_to_call_it():
 """
     with pytest.raises(SpecError, match="'cumsum' takes 1 argument and dim=, optionally reverse=, not 2 arguments"):
         compile_spec(source, "k.tile")
+
+
+def test_a_scan_spec_prunes_the_configs_whose_row_would_spill(generated):
+    """A tuned whole-row spec with no looped variant (a scan) still prunes: its autotuner keeps
+    the configs whose tile holds at most 64 elements a thread (tilegen.lower.rows.whole_pruned)."""
+    module = generated("row_cumsum")
+    assert not hasattr(module, "_row_cumsum_loops")  # a scan needs its row whole: no chunks
+    assert module.row_cumsum_kernel.early_config_prune is not None
+    configs = module._CONFIGS
+
+    def kept(block):
+        pruned = module.row_cumsum_kernel.early_config_prune(configs, {}, BLOCK_N=block)
+        return [(c.kwargs["BM"], c.num_warps) for c in pruned]
+
+    assert kept(1024) == [(c.kwargs["BM"], c.num_warps) for c in configs]
+    assert kept(32768) == [(1, 16)]  # the KernelBench row: 64 elements a thread at 16 warps
+    # attention's configs stand: its whole axis is a dot's, not a row
+    assert generated("attention").attention_kernel.early_config_prune is None

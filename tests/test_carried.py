@@ -99,3 +99,40 @@ def test_exact_running_forms_give_one_result_at_every_block(tmp_path, body, orac
     _, s = module.k(x, BN=block)
     torch.testing.assert_close(s, oracle(x), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(module.reference(x)[1], oracle(x), rtol=1e-5, atol=1e-5)
+
+
+NESTED = """kernel k
+  in  x: f32[B, I, J]
+  out y: f32[B]
+  block BB = 2, BI = {bi}, BJ = {bj}
+  grid  b over B by BB
+  p: f32[b] = {init}
+  for i over I by BI
+    for j over J by BJ
+      {update}
+  y[b] = p
+"""
+
+
+@pytest.mark.parametrize(("init", "update", "oracle"), [
+    ("1", "p = p * prod(prod(x[b, i, j], dim=j), dim=i)", lambda x: x.double().prod(2).prod(1)),
+    ("-inf", "p = maximum(p, max(max(x[b, i, j], dim=j), dim=i))", lambda x: x.double().amax((1, 2))),
+])
+@pytest.mark.parametrize(("bi", "bj"), [(1, 1), (2, 8), (16, 4)])
+def test_nested_loops_merge_a_reduction_of_a_reduction_by_its_combine(tmp_path, init, update, oracle, bi, bj):
+    """A reduction over the outer loop's axis of one over the inner loop's, merged into the carried
+    value by the reductions' own combine: one result at every pair of blocks."""
+    path = tmp_path / "k.py"
+    path.write_text(compile_spec(NESTED.format(bi=bi, bj=bj, init=init, update=update), "k.tile").source)
+    module = load_module(path)
+    g = torch.Generator().manual_seed(bi * 100 + bj)
+    signs = torch.where(torch.rand(3, 5, 7, generator=g) < 0.5, -1.0, 1.0)
+    x = torch.empty(3, 5, 7).uniform_(0.9, 1.1, generator=g) * signs
+    torch.testing.assert_close(module.k(x).double(), oracle(x), rtol=1e-5, atol=0)
+
+
+def test_a_reduction_over_another_axis_alone_is_still_refused():
+    """``p * prod(y, dim=i)`` inside the loop over j multiplies once per step of j: refused."""
+    text = NESTED.format(bi=2, bj=8, init="1", update="p = p * prod(x[b, i, 0], dim=i)")
+    with pytest.raises(SpecError, match="'p' is carried"):
+        compile_spec(text, "k.tile")

@@ -192,14 +192,21 @@ class _Loop:
                 continue
             if carried_name is not None and running.name.id != carried_name:
                 continue
-            if (
-                isinstance(other, m.Call)
-                and other.func.id == extremum
-                and other.word("dim") == self.axis
-                and not self.is_partial(other.args[0])
-            ):
+            if self.merges_over_axis(other, expr.func.id):
                 return extremum, running.name.id
         return None
+
+    def merges_over_axis(self, expr: m.Expr, combine: str) -> bool:
+        """``expr`` is a reduction whose partials ``combine`` merges (``*``: ``prod``;
+        ``maximum``: ``max``) over the loop's axis of values that are not partial, or such a
+        reduction over another axis of one (``prod(prod(x, dim=j), dim=i)`` in a loop over ``j``):
+        what the steps give, merged by ``combine``, is the same for every tiling."""
+        function = reduction(expr)
+        if function is None or function.combine != combine or function.averages:
+            return False
+        if expr.word("dim") == self.axis:
+            return not self.is_partial(expr.args[0])
+        return self.merges_over_axis(expr.args[0], combine)
 
     def rescaling(self, expr: m.Expr) -> tuple[str, str] | None:
         """``exp(old - new)`` (or a local holding it) with ``new`` a running extremum of ``old``
@@ -287,10 +294,7 @@ class _Loop:
             return True  # m = maximum(m, max(x, dim=c))
         if isinstance(value, m.BinOp) and value.op != "+":  # p = p * prod(x, dim=c): a reduction's own combine
             for own, other in ((value.left, value.right), (value.right, value.left)):
-                function = reduction(other)
-                if (isinstance(own, m.Ref) and own.name.id == name and function is not None
-                        and function.combine == value.op and other.word("dim") == self.axis
-                        and not self.is_partial(other.args[0])):
+                if isinstance(own, m.Ref) and own.name.id == name and self.merges_over_axis(other, value.op):
                     return True
         if isinstance(value, m.Ref) and self.extremum.get(value.name.id, ("", ""))[1] == name:
             self.advanced.add(name)  # m_i = m_new

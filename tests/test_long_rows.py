@@ -638,9 +638,9 @@ def test_norms_in_f32_at_kernelbench_row_length(tmp_path, name):
 
 
 def test_a_reduction_of_float_literals_loops_in_float32(tmp_path, monkeypatch):
-    """``max(where(x > 0, 2.5, 1.0), dim=c)`` reduces a value made of literals, whose dtype is a
-    weak float: the looped kernel's accumulator is float32, as the one-tile kernel computes it
-    (it raised KeyError 'float' at build time; found by tests/test_expressions.py)."""
+    """``max(where(x > 0, 2.5, 1.0), dim=c)`` reduces a value made of literals (a ``where`` of them
+    is an f32 tile, tilegen.dtypes): the looped kernel's accumulator is float32, as the one-tile
+    kernel computes it (it raised KeyError 'float' at build time; found by tests/test_expressions.py)."""
     from tilegen.compiler import compile_spec
     from tilegen.runner import load_module
 

@@ -184,9 +184,9 @@ class _Loop:
     def running_extremum(self, expr: m.Expr, carried_name: str | None = None) -> tuple[str, str] | None:
         """``maximum(m, max(x, dim=c))`` (either order; ``minimum``/``min``) with ``m`` carried
         (``carried_name`` when given) and ``x`` not partial: (``max``, ``m``), else None."""
-        if not (isinstance(expr, m.Call) and len(expr.args) == 2 and _extremum_of(expr.func.id)):
+        extremum = _extremum_of(expr.func.id) if isinstance(expr, m.Call) and len(expr.args) == 2 else None
+        if extremum is None:
             return None
-        extremum = _extremum_of(expr.func.id)
         for running, other in (expr.args, expr.args[::-1]):
             if not isinstance(running, m.Ref) or running.name.id not in self.partial:
                 continue

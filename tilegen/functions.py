@@ -229,9 +229,6 @@ FUNCTIONS: dict[str, Function] = {
 #: Casts: every dtype's name is a function converting to it (``f16(p)``).
 CASTS = tuple(m.DTYPES)
 
-#: Reductions over one axis (``dim=`` names the axis).
-REDUCTIONS = tuple(name for name, f in FUNCTIONS.items() if f.kind == "reduction")
-
 
 def combining(name: str) -> tuple[Function, ...]:
     """The reductions whose partial results ``name`` merges (``maximum``: ``max``; ``+``:
@@ -270,25 +267,25 @@ def reduction(expr: m.Expr) -> Function | None:
 CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 
 
+def _first_index(name: str, what: str, nan: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The helper of ``argmax``/``argmin`` (``name``): torch's index along ``axis``, the first
+    of equal values or of the first NaN, as int64 (a :data:`HELPERS` entry)."""
+    return (("axis: tl.constexpr",), (
+        f"if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.{name}",
+        "    x = x.to(tl.float32)",
+        "nan = (x != x).to(tl.int32)",
+        f"found = tl.{name}(x, axis, tie_break_left=True)",
+        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
+    ), f"torch.{name} along axis: the first index of the {what}, or of the first NaN ({nan}).")
+
+
 #: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
 #: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
-    "first_argmax": (("axis: tl.constexpr",), (
-        "if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmax",
-        "    x = x.to(tl.float32)",
-        "nan = (x != x).to(tl.int32)",
-        "found = tl.argmax(x, axis, tie_break_left=True)",
-        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
-    ), "torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."),
-    "first_argmin": (("axis: tl.constexpr",), (
-        "if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmin",
-        "    x = x.to(tl.float32)",
-        "nan = (x != x).to(tl.int32)",
-        "found = tl.argmin(x, axis, tie_break_left=True)",
-        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
-    ), "torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."),
+    "first_argmax": _first_index("argmax", "largest value", "torch's NaN is largest"),
+    "first_argmin": _first_index("argmin", "smallest value", "torch's NaN wins"),
     "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (

@@ -217,33 +217,27 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
             dim.span
         )
         return operands[0]
-    if is_scan and axis.bounds != "whole":
+    result = operands[0] if is_scan else tuple(a for a in operands[0] if a != dim.id)
+    if (is_scan or function.combine is None) and axis.bounds != "whole":  # no partial results to merge
         where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
+        missing = ("a scan whose running value carries across tiles" if is_scan
+                   else "merging the indices of several tiles")
         state.errors.error(
-            f"'{name}' runs along a 'whole' axis (one program holds the row); '{dim.id}' is {where}, "
-            f"and a scan whose running value carries across tiles is not in the language yet: "
+            f"'{name}' {'runs along' if is_scan else 'reduces'} a 'whole' axis (one program holds the row); "
+            f"'{dim.id}' is {where}, and {missing} is not in the language yet: "
             f"write 'grid ... {dim.id} over {axis.dim.id} whole'",
             dim.span,
         )
-        return operands[0]
+        return result
     if is_scan:
-        return operands[0]
-    if function.combine is None and axis.bounds != "whole":
-        where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
-        state.errors.error(
-            f"'{name}' reduces a 'whole' axis (one program holds the row); '{dim.id}' is {where}, and "
-            f"merging the indices of several tiles is not in the language yet: write "
-            f"'grid ... {dim.id} over {axis.dim.id} whole'",
-            dim.span,
-        )
-        return tuple(a for a in operands[0] if a != dim.id)
+        return result
     if dim.id not in scope.loop_axes and axis.bounds != "whole":
         state.errors.error(
             f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
             f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis",
             dim.span,
         )
-    return tuple(a for a in operands[0] if a != dim.id)
+    return result
 
 
 def dot_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:

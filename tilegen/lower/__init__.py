@@ -113,9 +113,8 @@ def _lower(spec: m.Spec) -> ModulePlan:
             fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
             fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, fast)]
     fallback = fallbacks[0].launcher.call if fallbacks else None
-    rows = lower_rows(spec, kernel)  # rows too long for one tile: a second kernel that loops over them
+    rows = lower_rows(spec)  # rows too long for one tile: a second kernel that loops over them
     if rows is not None:
-        kernel = rows.kernel
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
     launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)

@@ -181,6 +181,26 @@ class Expressions:
         own = self.expr_axes(operand)
         return canonical, own, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
 
+    def widened(self, x: str, operand: m.Expr, function) -> str:
+        """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
+        if function.widens and converts_to_f32(self.dtype_of(operand), self.state.spec, NARROW):
+            return self.upcast(x, operand)
+        return x
+
+    def padded(self, x: str, operand: m.Expr, function, dim: str, inner: tuple[str, ...]) -> str:
+        """``x`` (``operand``'s tile over ``inner``) with the lanes past the end of ``dim`` set to
+        ``function``'s identity. An integer tile takes an integer (its dtype's lowest or highest
+        value for -inf or inf): a float would make the whole tile float, inexact past 2**24."""
+        mask = self.lane_mask(dim)
+        if mask is None:
+            return x
+        identity = function.identity_text
+        limits = DTYPE_LIMITS.get(self.dtype_of(operand))
+        if isinstance(limits, tuple):
+            value = function.identity
+            identity = str(limits[0] if value < 0 else limits[1]) if math.isinf(value) else str(int(value))
+        return f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
+
     def scan(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``cumsum(x, dim=c)``: the operand as a tile over its own axes (in ``context``'s
         order), lanes past the end of ``c`` replaced by the scan's identity (so a scan from the
@@ -190,12 +210,7 @@ class Expressions:
         dim = call.word("dim")
         operand = call.args[0]
         canonical, _, inner = self.operand_axes(operand, context)
-        x = self.expr(operand, inner, ops)
-        if function.widens and converts_to_f32(self.dtype_of(operand), state.spec, NARROW):
-            x = self.upcast(x, operand)
-        mask = self.lane_mask(dim)
-        if mask is not None:
-            x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {function.identity_text})"
+        x = self.padded(self.widened(self.expr(operand, inner, ops), operand, function), operand, function, dim, inner)
         result = state.fresh(f"{function.name}_{dim}")
         reverse = "True" if call.word("reverse") == "true" else "False"
         ops.append(Line(f"{result} = {function.triton_text(x=x, axis=inner.index(dim), reverse=reverse)}"))
@@ -212,16 +227,10 @@ class Expressions:
         canonical, own, inner = self.operand_axes(operand, context)
         scaled = state.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
         result = state.fresh(f"{function.name}_{dim}")
-        mask = self.lane_mask(dim)
 
         def reduce(name: str, x: str) -> str:
             chosen = lookup(name)
-            if mask is not None:
-                identity = chosen.identity_text
-                limits = DTYPE_LIMITS.get(self.dtype_of(operand))
-                if isinstance(limits, tuple) and math.isinf(chosen.identity):  # an integer max: its lowest value
-                    identity = str(limits[0] if chosen.identity < 0 else limits[1])  # (-inf would make it float)
-                x = f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
+            x = self.padded(x, operand, chosen, dim, inner)
             state.helpers.update(chosen.helpers)
             return chosen.triton_text(x=x, axis=inner.index(dim), size=state.axes[dim].dim)
 
@@ -239,9 +248,7 @@ class Expressions:
                 branches = [(Line(f"{result} = {reduce(name, raw)} * {factor}"),) for name in (nonneg, negative)]
                 ops.append(IfBlock(state.sign_flags[sign.scalar], why, *branches))
             return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
-        x = self.expr(operand, inner, ops)
-        if function.widens:
-            x = self.upcast(x, operand) if converts_to_f32(self.dtype_of(operand), state.spec, NARROW) else x
+        x = self.widened(self.expr(operand, inner, ops), operand, function)
         ops.append(Line(f"{result} = {reduce(function.name, x)}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 

@@ -161,15 +161,12 @@ class ReferenceLowering:
                 values[param] = self.value(given, context)
             elif param in function.numbers and not self.expr_axes(given) and not isinstance(given, m.Number):
                 values[param] = f"float({self.expr(given, context)})"  # a scalar input: torch wants a number
+            elif function.kind == "math" and self.expr_axes(given):  # pow's exponent: float32, as the kernel
+                values[param] = self.as_float(self.expr(given, context), given)
             else:
                 values[param] = self.expr(given, context)
         if function.kind in ("math", "activation"):
             values["x"] = self.as_float(x, call.args[0])
-        if function.kind == "math":  # pow's exponent too: the kernel computes it in float32
-            for position, (param, _) in enumerate(function.params, start=1):
-                given = call.args[position] if position < len(call.args) else call.kwarg(param)
-                if given is not None and param not in function.numbers and self.expr_axes(given):
-                    values[param] = self.as_float(values[param], given)
         if function.kind == "elementwise" and (function.selects or function.mirror is not None):
             self.typed_values(call, function, values)  # where, maximum, minimum: in the spec's dtype
         values["approximate"] = call.word("approximate") or "none"
@@ -186,10 +183,8 @@ class ReferenceLowering:
         for position, name in enumerate(names, start=1 if function.selects else 0):
             given = call.args[position] if position < len(call.args) else call.kwarg(name)
             dtype = self.dtype_of(given) if given is not None else None
-            if self.fixed(dtype) and dtype != target:
-                text = f"({values[name]})" if isinstance(given, (m.BinOp, m.Neg)) else values[name]
-                text = text if self.expr_axes(given) else f"torch.as_tensor({text})"
-                values[name] = f"{text}.to({m.DTYPES[target][1]})"
+            if self.fixed(dtype):
+                values[name] = self.cast(values[name], given, dtype, target)
 
     def operand(self, call: m.Call, function, context: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         """A reduction's or scan's operand: the order of its axes (``context``'s first) and its
@@ -259,14 +254,16 @@ class ReferenceLowering:
         if dl == dr or not self.fixed(dl) or not self.fixed(dr):
             return left, right
         target = promote(dl, dr, divide=expr.op == "/")
-        texts = []
-        for text, dtype, side in ((left, dl, expr.left), (right, dr, expr.right)):
-            if dtype != target:
-                text = f"({text})" if isinstance(side, (m.BinOp, m.Neg)) else text
-                text = text if self.expr_axes(side) else f"torch.as_tensor({text})"  # a number: a 0-d tensor
-                text = f"{text}.to({m.DTYPES[target][1]})"
-            texts.append(text)
-        return texts[0], texts[1]
+        return self.cast(left, expr.left, dl, target), self.cast(right, expr.right, dr, target)
+
+    def cast(self, text: str, expr: m.Expr, dtype: str, target: str) -> str:
+        """``text`` (of ``expr``, of ``dtype``) converted to ``target`` where they differ; a
+        number becomes a 0-d tensor first."""
+        if dtype == target:
+            return text
+        text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
+        text = text if self.expr_axes(expr) else f"torch.as_tensor({text})"
+        return f"{text}.to({m.DTYPES[target][1]})"
 
     def declare(self, stmt: m.Declare) -> None:
         # In the kernel a tile lives in one program; over whole tensors it spans every

@@ -70,7 +70,7 @@ import math
 from dataclasses import dataclass, field
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, WEAK_FLOAT, expr_dtype, is_float
+from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import lookup, partial_reduction, reduction, scan, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
@@ -249,12 +249,13 @@ class _Rewrite:
         args = tuple(self.extract(a, span) for a in expr.args)
         kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
         call = dataclasses.replace(expr, args=args, kwargs=kwargs)
-        if scan(expr) is not None or ((found := reduction(expr)) is not None and found.combine is None):
+        found = reduction(expr)
+        if scan(expr) is not None or (found is not None and found.combine is None):
             raise _NotLooped  # a scan along c needs the whole row in order, an argmax its partials' indices
-        if reduction(expr) is None or expr.word("dim") != self.c:
-            if reduction(expr) is not None:
-                raise _NotLooped  # a reduction over another axis
+        if found is None:
             return call
+        if expr.word("dim") != self.c:
+            raise _NotLooped  # a reduction over another axis
         operand = args[0]
         key = (expr.func.id, m.expr_key(operand))
         acc = self.keys.get(key)
@@ -263,8 +264,6 @@ class _Rewrite:
             acc = self.keys[key] = self.fresh(f"row_{part}")
             axes = spanned_axes(call, self.own_axes)
             dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id=part)))
-            if dtype == WEAK_FLOAT:  # a reduction of float literals (max(where(m, 2.5, 1.0))): float32, as the kernel
-                dtype = "f32"
             if dtype is None:
                 raise _NotLooped
             self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
@@ -676,23 +675,21 @@ def _identifiers(spec: m.Spec) -> set[str]:
 
 @dataclass(frozen=True)
 class Rows:
-    """What :func:`lower_rows` gives the module: its one-tile kernel with the autotuner's
-    pruning, the looped kernel and launcher, and what the launcher routes on."""
+    """What :func:`lower_rows` gives the module: the looped kernel and launcher, and what the
+    launcher routes on."""
 
-    kernel: KernelPlan
     fallback: FallbackPlan
     plan: RowsPlan
 
 
-def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
+def lower_rows(spec: m.Spec) -> Rows | None:
     """The looped kernel and launcher of ``spec`` (``_<kernel>_loops``, see :func:`loop_rows`),
-    None where the rewrite does not take the spec. ``kernel`` is the spec's one-tile kernel; a
-    tuned one gets the runtime's ``whole_fits`` as its autotuner's ``early_config_prune``, and so does the
-    looped one: neither compiles a config whose tile would spill."""
+    None where the rewrite does not take the spec. A tuned looped kernel gets the runtime's
+    ``whole_fits`` as its autotuner's ``early_config_prune`` (as :func:`whole_pruned` gives the
+    one-tile kernel): no config whose tile would spill is compiled."""
     looped = loop_rows(spec)
     if looped is None:
         return None
-    kernel = whole_pruned(spec, kernel)
     name = f"_{spec.name.id}_{VARIANT}"
     other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
     rows = tuple_text(f'"{r}"' for r in looped.rows)
@@ -718,7 +715,7 @@ def lower_rows(spec: m.Spec, kernel: KernelPlan) -> Rows | None:
         traced = (Line(f"{looped.block} = {CHUNK}"), *launcher.traced[start:])
     limit, hard = whole_limit(spec, looped.rows)
     plan = RowsPlan(dim, limit, hard, call, traced, name)
-    return Rows(kernel, FallbackPlan(loops, launcher), plan)
+    return Rows(FallbackPlan(loops, launcher), plan)
 
 
 def whole_pruned(spec: m.Spec, kernel: KernelPlan) -> KernelPlan:
@@ -727,7 +724,7 @@ def whole_pruned(spec: m.Spec, kernel: KernelPlan) -> KernelPlan:
     looped variant: a scan's row has none) and no ``dot``, so that no config whose tile would
     spill is compiled or timed; ``kernel`` unchanged otherwise."""
     whole = [a for a in spec.grid if a.bounds == "whole"]
-    if kernel.tune is None or len(whole) != 1 or kernel.tune.prune:
+    if kernel.tune is None or len(whole) != 1:
         return kernel
     if any(m.is_dot(p) for s in m.statements(spec.body) if hasattr(s, "value") for p in m.subexpressions(s.value)):
         return kernel  # a whole axis of a dot (attention's head dimension) is not a row: its configs stand

@@ -33,6 +33,21 @@ def generated():
     return load
 
 
+@pytest.fixture
+def compiled(tmp_path):
+    """Compile a ``.tile`` source and load its module from ``tmp_path``: ``compiled(source).k(x)``
+    (a bad spec raises :class:`tilegen.errors.SpecError`; ``name`` names the file and module)."""
+    from tilegen.compiler import compile_spec
+    from tilegen.runner import load_module
+
+    def build(source: str, name: str = "k"):
+        path = tmp_path / f"{name}.py"
+        path.write_text(compile_spec(source, f"{name}.tile").source, encoding="utf-8")
+        return load_module(path)
+
+    return build
+
+
 @functools.cache
 def spec_named(kernel: str):
     """The checked :class:`tilegen.model.Spec` of the spec in specs/ whose kernel is ``kernel``

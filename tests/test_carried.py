@@ -119,12 +119,10 @@ NESTED = """kernel k
     ("-inf", "p = maximum(p, max(max(x[b, i, j], dim=j), dim=i))", lambda x: x.double().amax((1, 2))),
 ])
 @pytest.mark.parametrize(("bi", "bj"), [(1, 1), (2, 8), (16, 4)])
-def test_nested_loops_merge_a_reduction_of_a_reduction_by_its_combine(tmp_path, init, update, oracle, bi, bj):
+def test_nested_loops_merge_a_reduction_of_a_reduction_by_its_combine(compiled, init, update, oracle, bi, bj):
     """A reduction over the outer loop's axis of one over the inner loop's, merged into the carried
     value by the reductions' own combine: one result at every pair of blocks."""
-    path = tmp_path / "k.py"
-    path.write_text(compile_spec(NESTED.format(bi=bi, bj=bj, init=init, update=update), "k.tile").source)
-    module = load_module(path)
+    module = compiled(NESTED.format(bi=bi, bj=bj, init=init, update=update))
     g = torch.Generator().manual_seed(bi * 100 + bj)
     signs = torch.where(torch.rand(3, 5, 7, generator=g) < 0.5, -1.0, 1.0)
     x = torch.empty(3, 5, 7).uniform_(0.9, 1.1, generator=g) * signs

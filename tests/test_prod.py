@@ -12,7 +12,6 @@ import torch
 
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
-from tilegen.runner import load_module
 
 
 def _values(*shape, seed=0):
@@ -23,10 +22,6 @@ def _values(*shape, seed=0):
     return magnitude * sign
 
 
-def _build(source, tmp_path):
-    path = tmp_path / "rowprod.py"
-    path.write_text(compile_spec(source, "rowprod.tile").source)
-    return load_module(path)
 
 
 @pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (3, 100, 33), (1, 129, 70)])
@@ -53,7 +48,7 @@ def test_prod_of_zeros_infinities_and_nan(generated):
     assert y[1, 4].item() == -1.0 and torch.isnan(y[0, 2]) and torch.isnan(y[1, 3])
 
 
-def test_prod_of_f16_accumulates_in_float32(tmp_path):
+def test_prod_of_f16_accumulates_in_float32(compiled):
     """f16 factors multiply in float32 (as torch's CPU prod does for f16): 40 factors of 1.5
     give 1.1e7, past f16's range, in a float32 output."""
     source = """kernel rowprod
@@ -66,7 +61,7 @@ def test_prod_of_f16_accumulates_in_float32(tmp_path):
     p = p * prod(x[r, c], dim=c)
   y[r] = p
 """
-    module = _build(source, tmp_path)
+    module = compiled(source)
     x = torch.full((3, 40), 1.5, dtype=torch.float16)
     x[1] = -x[1]
     y = module.rowprod(x)
@@ -74,7 +69,7 @@ def test_prod_of_f16_accumulates_in_float32(tmp_path):
     torch.testing.assert_close(module.reference(x), y, rtol=1e-6, atol=0)
 
 
-def test_a_whole_row_prod_masks_its_tail_with_one(tmp_path):
+def test_a_whole_row_prod_masks_its_tail_with_one(compiled):
     source = """kernel rowprod
   in  x: f32[M, N]
   out y: f32[M]
@@ -82,7 +77,7 @@ def test_a_whole_row_prod_masks_its_tail_with_one(tmp_path):
   grid  r over M by BM, c over N whole
   y[r] = prod(x[r, c], dim=c)
 """
-    module = _build(source, tmp_path)
+    module = compiled(source)
     x = _values(5, 37, seed=2)  # a tile of 64 lanes, 27 of them masked
     torch.testing.assert_close(module.rowprod(x, BM=2), torch.prod(x, dim=1), rtol=1e-6, atol=0)
 

@@ -193,3 +193,35 @@ def test_the_whole_tile_constexpr_goes_around_spec_names(tmp_path, tensor, local
     x, b = _rand(3, 7, seed=1), _rand(3, seed=2)
     expected = 2 * x - (2 * x).amax(-1, keepdim=True) + b[:, None]
     torch.testing.assert_close(module.clash(x, b), expected)
+
+
+
+
+def test_integer_max_over_a_padded_row_stays_exact(compiled):
+    """Padding lanes of an integer max hold the dtype's lowest value, not -inf (which made the tile
+    float32 and rounded values past 2**24)."""
+    module = compiled("""kernel k
+  in  x: i32[M, N]
+  out y: i32[M]
+  out z: i32[M]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r] = max(x[r, c], dim=c)
+  z[r] = min(x[r, c], dim=c)
+""")
+    x = torch.randint(50_000_000, 50_000_100, (5, 37), dtype=torch.int32)
+    y, z = module.k(x)
+    assert torch.equal(y, x.amax(dim=1)) and torch.equal(z, x.amin(dim=1))
+
+
+def test_integer_sum_over_a_padded_row_stays_exact(compiled):
+    """Padding lanes of an integer sum hold the integer 0, not 0.0 (which made the tile float32)."""
+    module = compiled("""kernel k
+  in  x: i32[M, N]
+  out y: i32[M]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  y[r] = sum(x[r, c], dim=c)
+""")
+    x = torch.randint(20_000_000, 20_000_100, (5, 37), dtype=torch.int32)
+    assert torch.equal(module.k(x), x.sum(dim=1, dtype=torch.int32))

@@ -13,7 +13,6 @@ import torch
 
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
-from tilegen.runner import load_module
 
 ROWS = [1, 7, 100, 781]
 
@@ -70,10 +69,6 @@ def test_a_scan_carries_nan_and_inf_from_where_they_appear(generated):
     torch.testing.assert_close(product, torch.tensor([[2.0, 0.0, float("nan"), float("nan")]]), equal_nan=True)
 
 
-def _build(source, tmp_path, name="k"):
-    path = tmp_path / f"{name}.py"
-    path.write_text(compile_spec(source, f"{name}.tile").source)
-    return load_module(path)
 
 
 SCAN_3D = """kernel k
@@ -87,10 +82,10 @@ SCAN_3D = """kernel k
 
 @pytest.mark.parametrize("reverse", ["", ", reverse=true", ", reverse=false"])
 @pytest.mark.parametrize("scan", ["cumsum", "cumprod"])
-def test_a_scan_along_the_middle_axis_of_f16(tmp_path, scan, reverse):
+def test_a_scan_along_the_middle_axis_of_f16(compiled, scan, reverse):
     """Along the middle axis of [B, S, D] (the tile is [BB, S, BD]), f16 input scanned in float32
     as torch's CPU scans accumulate it: 40 factors of 1.5 give 1.1e7, past f16's range."""
-    module = _build(SCAN_3D.format(dtype="f16", scan=scan, reverse=reverse), tmp_path)
+    module = compiled(SCAN_3D.format(dtype="f16", scan=scan, reverse=reverse))
     x = torch.full((3, 40, 5), 1.5, dtype=torch.float16)
     x[1] = -x[1]
     x[2, ::3] = 0.25

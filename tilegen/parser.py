@@ -13,11 +13,12 @@ import itertools
 from typing import ClassVar
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import DedentError, Indenter
 
 from tilegen import model as m
 from tilegen.errors import Diagnostic, SpecError
+from tilegen.functions import FUNCTIONS
 from tilegen.resources import data_path
 
 
@@ -239,10 +240,34 @@ class ToModel(Transformer):
         key, value = items
         return ("kwarg", _name(key), value)
 
+    def kwarg_axes(self, meta, items):
+        key, *axes = items
+        return ("kwarg", _name(key), tuple(m.Ref(_name(a), _span(a)) for a in axes))
+
     def call(self, meta, items):
+        """``f(args, key=value)``. ``dim=(r, c)`` reduces over each axis named, the first
+        outermost: ``sum(x, dim=(r, c))`` is ``sum(sum(x, dim=c), dim=r)`` (a reduction whose
+        partial results merge, so the order changes nothing but rounding)."""
         args = tuple(i for i in items[1:] if not (isinstance(i, tuple) and i[0] == "kwarg"))
         kwargs = tuple((i[1], i[2]) for i in items[1:] if isinstance(i, tuple) and i[0] == "kwarg")
-        return m.Call(_name(items[0]), args, kwargs, _span(meta))
+        func, span = _name(items[0]), _span(meta)
+        several = next(((k, v) for k, v in kwargs if isinstance(v, tuple)), None)
+        if several is None:
+            return m.Call(func, args, kwargs, span)
+        key, axes = several
+        function = FUNCTIONS.get(func.id)
+        if key.id != "dim" or function is None or function.kind != "reduction" or function.combine is None:
+            names = ", ".join(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is not None)
+            raise SpecError(
+                [Diagnostic(f"a tuple of axes is dim= of a reduction ({names}), not {key.id}= of '{func.id}'",
+                            key.span)],
+                self.path,
+                self.source,
+            )
+        rest = tuple((k, v) for k, v in kwargs if k is not key)
+        for axis in reversed(axes):  # the last named innermost
+            args = (m.Call(func, args, ((key, axis), *rest), span),)
+        return args[0]
 
     # the kernel ----------------------------------------------------------------
     def kernel(self, meta, items):
@@ -277,6 +302,12 @@ class ToModel(Transformer):
                 tails.append(item[1])
             else:
                 stmts.append(item)
+        # `loss = value` where loss is a 0-dim output: its store (it has no index)
+        scalars_out = {t.name.id for t in tensors if t.zero_dim and t.role == "out"}
+        stmts = [
+            m.Store(s.name, (), s.value, s.span) if isinstance(s, m.Assign) and s.name.id in scalars_out else s
+            for s in stmts
+        ]
         return m.Spec(
             _name(name),
             tuple(tensors),
@@ -388,7 +419,12 @@ def parse(source: str, path: str = "<spec>") -> m.Spec:
         raise SpecError(
             [Diagnostic(f"indentation does not match any outer block ({err})", span)], path, source
         ) from None
-    return ToModel(path, source).transform(tree)
+    try:
+        return ToModel(path, source).transform(tree)
+    except VisitError as err:  # a construct the grammar accepts and the model cannot hold
+        if isinstance(err.orig_exc, SpecError):
+            raise err.orig_exc from None
+        raise
 
 
 def _dedent_line(text: str) -> int:

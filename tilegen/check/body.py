@@ -6,9 +6,11 @@
 from __future__ import annotations
 
 from tilegen import model as m
+from tilegen.across import across
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
 from tilegen.check.indexing import index_axes
+from tilegen.check.programs import check_across
 from tilegen.check.state import CheckState, Scope
 
 
@@ -75,6 +77,9 @@ def check_body(state: CheckState, body, scope: Scope) -> None:
                     )
         elif isinstance(stmt, m.Store):
             state.written.add(stmt.tensor.id)
+            found = across(stmt, state.spec.grid) if not scope.loop_axes else None
+            if found is not None:
+                check_across(state, found, scope)
             target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True)
             axes = expr_axes(state, stmt.value, scope)
             canonical = {state.alias_of.get(a, a) for a in target}

@@ -204,12 +204,15 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         what = "runs along" if is_scan else "reduces"
         state.errors.error(f"'{name}' needs the axis it {what}: {name}(x, dim=<axis>)", call.span)
         return operands[0]
-    if word is None or word not in scope.axes or scope.axes[word].is_index:
+    across = id(call) in state.across  # a reduction across programs (programs.py accepted it)
+    if word is None or word not in scope.axes or (scope.axes[word].is_index and not across):
         what = f"'{word}' is not a tile axis in scope" if word else "not an expression"
         state.errors.error(f"dim= names a tile axis of the operand; {what}", value.span)
         return operands[0]
     dim = value.name
     axis = scope.axes[dim.id]
+    if axis.is_index:  # across programs, each holding one index of it
+        return operands[0]
     if dim.id not in operands[0]:
         spans = ", ".join(operands[0]) or "no axis"
         state.errors.error(
@@ -231,10 +234,11 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         return result
     if is_scan:
         return result
-    if dim.id not in scope.loop_axes and axis.bounds != "whole":
+    if dim.id not in scope.loop_axes and axis.bounds != "whole" and not across:
         state.errors.error(
             f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
-            f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis",
+            f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis, or store "
+            f"the reduction itself (out[...] = sum(x, dim={dim.id}) at the top level reduces across programs)",
             dim.span,
         )
     return result

@@ -93,6 +93,7 @@ class CheckState:
     boxes: set = field(default_factory=set)  # (value span, block) of block values refused as past a TMA box, once each
     pieced: dict[str, list[m.Number]] = field(default_factory=dict)  # block parameter -> its values of two pieces
     descriptor_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tensor -> its first access's blocks
+    across: set[int] = field(default_factory=set)  # ids of the reductions across programs accepted (programs.py)
 
     def __post_init__(self) -> None:
         self.dims = {d.id for t in self.spec.tensors for d in t.dims if isinstance(d, m.Name)}

@@ -39,6 +39,7 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
             pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
             setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
         setup += swizzle2d(state, pids)
+    state.pids = dict(pids)
     ops += int64_casts(state, list(dict.fromkeys(pids.values())), constant_strides(state))
     grid_axes = {a.name.id: a for a in spec.grid}
     names = list(pids) + [a.name.id for a in spec.grid if a.name.id not in pids]

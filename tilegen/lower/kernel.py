@@ -24,6 +24,7 @@ from tilegen import model as m
 from tilegen.functions import HELPERS, lookup
 from tilegen.lower.access import Access
 from tilegen.lower.expressions import Expressions
+from tilegen.lower.finish import across_stores, lower_finish, partials_name
 from tilegen.lower.grid import grid_ops
 from tilegen.lower.names import dtype_bindings, size_symbols, stride_name, whole_dims
 from tilegen.lower.pieces import pieces_setup
@@ -99,6 +100,9 @@ def kernel_params(state: KernelState) -> tuple[tuple[KernelParam, ...], ...]:
             (loop.axis.dim.id, loop.axis.block.id),
             1 if spec.flat else len(tiled),
         )
+    for found in across_stores(spec):  # the f32 workspaces of reductions across programs, after the tensors
+        state.across[id(found.store)] = found
+        pointers += tuple(KernelParam(f"{partials_name(found, i)}_ptr") for i in range(len(found.partials)))
     groups = (pointers, sizes, scalars, *strides, consts)
     for group in groups:
         state.taken |= {p.name for p in group}
@@ -207,5 +211,6 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         tuple(state.sign_flags.items()),
         tail,
         state.pieces,
+        tuple(lower_finish(state.spec, found, lower_kernel) for found in state.across.values()),
     )
 

@@ -175,7 +175,7 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
         dtype = m.as_written(t.dtype)
         if t.is_scalar:
             return f"{t.name.id}: {dtype} (a number)"
-        dims = ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
+        dims = "" if t.zero_dim else ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
         return f"{t.name.id}: {dtype}[{dims}]"
 
     plural = "s" if len(spec.outputs) > 1 else ""
@@ -341,7 +341,7 @@ def lower_launcher(
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
     for tensor in spec.outputs:
-        dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+        dims = [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         outputs.append((tensor.name.id, tuple_text(dims), torch_dtype(tensor.dtype)))
         # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
         shape = ", ".join(dims) if dims else "()"
@@ -400,6 +400,8 @@ def lower_launcher(
         meta += ("NUM_SMS=NUM_SMS",)
     if kernel.split is not None:  # the f32 workspace of a split loop's partial sums
         groups[0] = (*groups[0], "partials")
+    for finish in kernel.finishes:  # the f32 workspaces of the partials of reductions across programs
+        groups[0] = (*groups[0], *finish.workspaces)
     launch = _LaunchArgs(
         groups=tuple(g for g in groups if g),
         meta=meta,
@@ -424,8 +426,8 @@ def lower_launcher(
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
     traced = None
     # torch traces a pointer kernel's launch; a TMA descriptor's it cannot, nor a split loop's sum
-    # (the parts depend on the config the autotuner picks)
-    if not descriptors and kernel.split is None:
+    # nor a finish kernel (the parts and the programs depend on the config the autotuner picks)
+    if not descriptors and kernel.split is None and not kernel.finishes:
         traced = (
             *constant,
             Line(f"{returns} = _{name}_fake({arguments})"),
@@ -673,6 +675,7 @@ def _launch(
             tune_launch = [*_make_descriptors(spec, kernel, tail=True), *tune_launch]
         if kernel.pieces is not None:  # each config's second row piece: the pre_hook sets their blocks
             tune_launch = [*_make_descriptors(spec, kernel, piece=True), *tune_launch]
+        tune_launch += _workspaces(spec, kernel, smallest=True)
         tune_launch.append(Line(_call("_rt.autotune", ((jit, "grid"), *launch.groups, launch.meta))))
         ops += [
             Line(f"tune_key = {key}"),
@@ -694,7 +697,8 @@ def _launch(
                                     *tune_launch,
                                     *summed,
                                     Line(f"_remember(tune_key, _settle_ties(tune_key, {jit}, lambda: {call}))"),
-                                    Line(f"return {returns}"),
+                                    # the partials of the config picked (the last run's may be another's)
+                                    Line(f"return {call if kernel.finishes else returns}"),
                                 ),
                             ),
                         ),
@@ -710,12 +714,13 @@ def _launch(
         ops.append(_set_blocks(spec, kernel))
     if kernel.descriptors and kernel.tail is not None:
         ops += _tail_descriptors(spec, kernel)
-    summed = []
+    summed = _finished(kernel)
     if kernel.split is None:
         ops.append(Line(f"grid = {_grid(spec, 'config')}"))
     else:  # the loop's parts, and their workspace
         ops += [Line(f"grid, parts = _split_grid({_split_args(spec, kernel, 'config')}, device)"), _workspace(kernel)]
         summed = [_sum(kernel)]
+    ops += _workspaces(spec, kernel)
     config = (("**config",) if spec.tune is not None else ())
     ops.append(
         IfBlock(
@@ -798,6 +803,31 @@ def _split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
     dims = (*kernel.split.tiles, kernel.split.loop)
     blocks = [f'{config}["{b}"]' if b in tuned else b for _, b in dims]
     return ", ".join([*(d for d, _ in dims), *blocks])
+
+
+def _workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> list[Op]:
+    """The f32 workspaces of the partials of each reduction across programs: one row per
+    program along the reduced axes (counted with ``config``'s blocks, or with ``smallest``, the
+    least block of any config: room for every config the autotuner runs)."""
+    tuned = set(spec.tuned_params)
+    ops: list[Op] = []
+    for finish in kernel.finishes:
+        counts = []
+        for dim, block in finish.programs:
+            if block is not None and block in tuned:
+                block = _smallest_block(spec, block) if smallest else f'config["{block}"]'
+            counts.append(dim if block is None else f"({cdiv(dim, block)})")
+        programs, along = f"{finish.output}_programs", ", ".join(d for d, _ in finish.programs)
+        ops.append(Line(f"{programs} = {' * '.join(counts)}  # programs along {along}"))
+        size = programs if finish.elements == "1" else f"{programs} * {finish.elements}"
+        for name in finish.workspaces:
+            ops.append(Line(f"{name} = torch.empty({size}, device=device, dtype=torch.float32)"))
+    return ops
+
+
+def _finished(kernel: KernelPlan) -> list[Op]:
+    """The finish kernels' launches: each merges its workspaces' partials into its output."""
+    return [Line(f"{f.kernel.name}[{f.grid}]({', '.join(f.args)})") for f in kernel.finishes]
 
 
 def _workspace(kernel: KernelPlan) -> Line:

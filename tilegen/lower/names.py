@@ -44,9 +44,10 @@ def dtype_options(dtype: m.Name) -> tuple[str, ...]:
 def dtype_bindings(spec: m.Spec, pointer: str = "{name}") -> dict[str, str]:
     """Dtype variable -> where it is read: the first input tensor typed with it, through
     ``pointer`` (``"{name}"``: the input's name; ``"{name}.dtype"`` on the host,
-    ``"{name}_ptr.dtype.element_ty"`` in a kernel)."""
+    ``"{name}_ptr.dtype.element_ty"`` in a kernel); where no input is, the first output (a
+    finish kernel's, :mod:`tilegen.lower.finish`, whose inputs are float32 partials)."""
     found: dict[str, str] = {}
-    for t in spec.inputs:
+    for t in (*spec.inputs, *spec.outputs):
         if not t.is_scalar and isinstance(t.dtype, m.BoundDtype):
             found.setdefault(t.dtype.var, pointer.format(name=t.name.id))
     return found

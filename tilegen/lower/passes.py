@@ -6,7 +6,10 @@
 1. ``printable_path`` (stage ``module``, :func:`printable_path`): the display path as generated
    comments and docstrings may hold it. First, because every later part writes the path (kernel
    comments, launcher and reference docstrings, error messages of specializations).
-2. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
+2. ``one_element`` (stage ``module``, :func:`one_element`): a 0-dim output as a tensor of one
+   element, stored at index 0, which every later part lowers as it lowers any tensor (only the
+   launcher's allocation and the reference's shape read ``zero_dim``).
+3. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
    base 2, ``log2(e)`` folded into the scalar factor they are scaled by. Last, and on the spec of
    each kernel only (:func:`kernel_spec`, just before :func:`tilegen.lower.kernel.lower_kernel`):
    the launcher and the torch reference are lowered from the spec without it (the reference is
@@ -62,9 +65,28 @@ class Pass:
     stage: Literal["module", "kernel"]
 
 
+def one_element(spec: m.Spec) -> m.Spec:
+    """``spec`` with each 0-dim output (``loss: f32[]``) a tensor of one element (``[1]``), its
+    store ``loss[0] = ...``: the kernel's view of it. The tensor keeps ``zero_dim``, so the
+    launcher makes it and the reference returns it with torch's shape ``()``."""
+    outputs = {t.name.id for t in spec.outputs if t.zero_dim}
+    if not outputs:
+        return spec
+    tensors = tuple(
+        dataclasses.replace(t, dims=(m.Number("1", t.span),)) if t.name.id in outputs else t for t in spec.tensors
+    )
+    body = tuple(
+        dataclasses.replace(s, index=(m.Number("0", s.span),))
+        if isinstance(s, m.Store) and s.tensor.id in outputs else s
+        for s in spec.body
+    )
+    return dataclasses.replace(spec, tensors=tensors, body=body)
+
+
 #: The spec rewrites, in the order they run (see the module docstring for why each is where it is).
 PASSES: tuple[Pass, ...] = (
     Pass("printable_path", printable_path, "module"),
+    Pass("one_element", one_element, "module"),
     Pass("exp2", fold_exp2, "kernel"),
 )
 

@@ -160,6 +160,24 @@ class PiecePlan:
 
 
 @dataclass(frozen=True)
+class FinishPlan:
+    """A store that reduces across programs (:mod:`tilegen.lower.finish`): the workspaces its
+    kernel stores the partials in (launcher locals; the kernel takes them as ``<name>_ptr``),
+    each float32 of ``programs`` times ``elements``, where ``programs`` is the product over the
+    reduced grid axes of their program counts ((dimension, block) each; block None for an index
+    axis), and the finish kernel the launcher launches after the spec's, on ``grid``, with
+    ``args`` (text of the launcher's locals; ``programs`` is one of them)."""
+
+    output: str
+    workspaces: tuple[str, ...]
+    programs: tuple[tuple[str, str | None], ...]
+    elements: str
+    kernel: KernelPlan
+    args: tuple[str, ...]
+    grid: str
+
+
+@dataclass(frozen=True)
 class KernelPlan:
     """The ``@triton.jit`` function: name, argument groups (one line each) and body ops."""
 
@@ -179,6 +197,7 @@ class KernelPlan:
     sign_flags: tuple[tuple[str, str], ...] = ()  # (float scalar input, constexpr: it is >= 0), see scaled.py
     tail: TailPlan | None = None  # ``split tail``: the tile function and the tail descriptors
     pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
+    finishes: tuple[FinishPlan, ...] = ()  # the stores that reduce across programs, each finished by a kernel
 
 
 @dataclass(frozen=True)

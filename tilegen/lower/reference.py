@@ -290,6 +290,8 @@ class ReferenceLowering:
             return
         value = self.expr(stmt.value, index_axes)
         target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
+        if tensor.zero_dim:  # one element in the kernel, torch's shape () here
+            target = "()"
         if not self.expr_axes(stmt.value):  # a number (or scalar): fills the whole target
             value = f"torch.as_tensor({value})"
         elif isinstance(stmt.value, (m.BinOp, m.Neg)):

@@ -102,6 +102,8 @@ class KernelState:
     piece_infos: tuple = ()  # the rows axis's AxisInfo in each piece
     piece: int | None = None  # the piece being lowered (see pieces.in_piece)
     renames: dict = field(default_factory=dict)  # local -> its name in the piece being lowered
+    pids: dict = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
+    across: dict = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
 
     def __post_init__(self) -> None:
         spec = self.spec

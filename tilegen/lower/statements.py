@@ -12,6 +12,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.lower.access import Access
 from tilegen.lower.expressions import Expressions
+from tilegen.lower.finish import partial_stores
 from tilegen.lower.loops import Loops
 from tilegen.lower.names import broadcast, number_text, triton_dtype, tuple_text
 from tilegen.lower.pieces import each_piece, local_name, pieced
@@ -108,6 +109,8 @@ class Statements:
         ops: list[Op] = []
         tensor = state.spec.tensor(stmt.tensor.id)
         context = self.access.tile_axes(stmt.index)
+        if id(stmt) in state.across:  # each program's partial, into the workspace
+            return partial_stores(state, stmt, state.across[id(stmt)], context, self.exprs, self.access)
         value = self.exprs.expr(stmt.value, context, ops)
         dtype = triton_dtype(tensor.dtype)
         # a dtype variable's store casts unless the value is a tile of a tensor typed with it

@@ -1,0 +1,237 @@
+"""Reductions across programs and 0-dim outputs (``loss = mean(x[r, c], dim=(r, c))`` over grid
+axes), checked in Triton's interpreter against torch expressions written here, independently of
+the specs' own references.
+
+Each program stores the partial result of its tile in a float32 workspace and a finish kernel
+merges the partials in program order (tilegen.lower.finish), so a result must not depend on the
+block sizes (up to rounding) and must be bitwise the same run to run. Shapes have tails at every
+block size; inputs have both signs.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+
+
+def _randn(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _softmaxed(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=g).softmax(dim=-1)
+
+
+# name -> (inputs of an [M, N] problem, the loss in torch, as KernelBench level 1 writes it)
+LOSSES = {
+    "mse_loss": (lambda m, n, s: (_randn(m, n, seed=s), _randn(m, n, seed=s + 1)),
+                 lambda p, t: torch.mean((p - t) ** 2)),
+    "huber_loss": (lambda m, n, s: (_randn(m, n, seed=s) * 2, _randn(m, n, seed=s + 1)),
+                   lambda p, t: F.smooth_l1_loss(p, t)),
+    "hinge_loss": (lambda m, n, s: (_randn(m, n, seed=s), torch.randint(0, 2, (n,)).float() * 2 - 1),
+                   lambda p, t: torch.mean(torch.clamp(1 - p * t, min=0))),
+    "kl_div": (lambda m, n, s: (_softmaxed(m, n, seed=s), _softmaxed(m, n, seed=s + 1)),
+               lambda p, t: F.kl_div(torch.log(p), t, reduction="batchmean")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (5, 7), (37, 1030)])
+def test_losses_match_torch_at_every_config(generated, monkeypatch, name, m, n):
+    module = generated(name)
+    make, loss = LOSSES[name]
+    inputs = make(m, n, m + n)
+    expected = loss(*(x.double() for x in inputs)).float()
+    results = []
+    for index in range(len(module._CONFIGS)):  # tiles from [4, 2048] to [32, 256]: tails everywhere
+        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
+        module._TUNED.clear()
+        result = getattr(module, name)(*inputs)
+        assert result.shape == () and result.dtype == torch.float32
+        torch.testing.assert_close(result, expected, rtol=2e-6, atol=1e-7)
+        results.append(result)
+    torch.testing.assert_close(module.reference(*inputs), expected, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_loss_of_half_precision_inputs_is_computed_in_float32(generated, dtype):
+    module = generated("mse_loss")
+    p, t = _randn(19, 300, seed=3, dtype=dtype), _randn(19, 300, seed=4, dtype=dtype)
+    expected = torch.mean((p.double() - t.double()) ** 2).float()
+    torch.testing.assert_close(module.mse_loss(p, t), expected, rtol=2e-6, atol=0)
+    torch.testing.assert_close(module.reference(p, t), expected, rtol=2e-6, atol=0)
+
+
+def test_a_reduction_across_programs_is_bitwise_the_same_run_to_run(generated):
+    module = generated("huber_loss")
+    p, t = _randn(61, 700, seed=5), _randn(61, 700, seed=6)
+    first = module.huber_loss(p, t)
+    assert all(torch.equal(module.huber_loss(p, t), first) for _ in range(3))
+
+
+@pytest.mark.parametrize("block", [1, 2, 4, 8])
+def test_cosine_similarity_loss_at_every_block(generated, block):
+    module = generated("cosine_similarity_loss")
+    p, t = _randn(13, 33, seed=7), _randn(13, 33, seed=8)
+    p[2] = 0.0  # a zero row: its similarity is 0 (the norms' product clamped at eps), its loss 1
+    expected = torch.mean(1 - F.cosine_similarity(p.double(), t.double(), dim=1)).float()
+    torch.testing.assert_close(module.cosine_similarity_loss(p, t, BM=block), expected, rtol=2e-6, atol=1e-7)
+
+
+COLUMNS = """\
+kernel columns
+  in  x: f32[M, N]
+  out total: f32[N]
+  out top: f32[N]
+  out bottom: f32[N]
+  out product: f32[N]
+  block BM = 4, BN = 8
+  grid  r over M by BM, c over N by BN
+  total[c] = sum(x[r, c], dim=r)
+  top[c] = max(x[r, c], dim=r)
+  bottom[c] = min(x[r, c], dim=r)
+  product[c] = prod(x[r, c], dim=r)
+"""
+
+
+@pytest.mark.parametrize(("bm", "bn"), [(1, 1), (2, 8), (4, 4), (16, 2)])
+def test_column_reductions_across_programs_at_several_blocks(compiled, bm, bn):
+    module = compiled(COLUMNS)
+    g = torch.Generator().manual_seed(bm * bn)
+    x = torch.empty(11, 9).uniform_(0.8, 1.2, generator=g) * torch.where(torch.rand(11, 9, generator=g) < 0.5, -1, 1)
+    x[3, 2] = float("inf")
+    x[5, 4] = float("-inf")
+    total, top, bottom, product = module.columns(x, BM=bm, BN=bn)
+    torch.testing.assert_close(total, x.sum(dim=0), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(top, x.amax(dim=0), rtol=0, atol=0)
+    torch.testing.assert_close(bottom, x.amin(dim=0), rtol=0, atol=0)
+    torch.testing.assert_close(product, x.prod(dim=0), rtol=1e-6, atol=1e-6)
+    for ours, theirs in zip(module.reference(x), (total, top, bottom, product), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+
+
+def test_a_reduction_over_an_index_axis_and_a_whole_axis(compiled):
+    source = """kernel batch_mean
+  in  x: f32[B, N]
+  out y: f32[N]
+  out s: f32[]
+  grid  b over B, c over N whole
+  y[c] = mean(x[b, c], dim=b)
+  s = sum(x[b, c], dim=(b, c))
+"""
+    module = compiled(source)
+    x = _randn(6, 10, seed=9)
+    y, s = module.batch_mean(x)
+    torch.testing.assert_close(y, x.mean(dim=0))
+    torch.testing.assert_close(s, x.sum())
+    assert s.shape == ()
+
+
+def test_an_epilogue_of_several_reductions_scalars_and_sizes(compiled):
+    source = """kernel ratio
+  in  x: f32[M, N]
+  in  y: f32[M, N]
+  in  scale: f32
+  out q: f32[]
+  block BM = 4, BN = 4
+  grid  r over M by BM, c over N by BN
+  q = scale * sqrt(sum(x[r, c] * x[r, c], dim=(r, c))) / max(abs(y[r, c]), dim=(c, r)) - M
+"""
+    module = compiled(source)
+    x, y = _randn(9, 7, seed=10), _randn(9, 7, seed=11)
+    expected = 0.5 * torch.sqrt((x * x).sum()) / y.abs().max() - 9
+    torch.testing.assert_close(module.ratio(x, y, 0.5), expected)
+    torch.testing.assert_close(module.reference(x, y, 0.5), expected)
+
+
+def test_a_mean_of_no_elements_is_nan_as_in_torch(generated):
+    module = generated("mse_loss")
+    empty = torch.empty(0, 5)
+    assert torch.isnan(module.mse_loss(empty, empty))
+    assert torch.isnan(torch.mean((empty - empty) ** 2))
+
+
+def test_a_zero_dim_output_of_one_program(compiled):
+    source = """kernel total
+  in  x: f32[N]
+  out s: f32[]
+  grid  c over N whole
+  s = sum(x[c], dim=c)
+"""
+    module = compiled(source)
+    x = _randn(37, seed=12)
+    s = module.total(x)
+    assert s.shape == ()
+    torch.testing.assert_close(s, x.sum())
+    assert module.reference(x).shape == ()
+
+
+def test_several_axes_name_one_reduction_each():
+    nested = parse("kernel k\n  in x: f32[M, N]\n  out s: f32[]\n  grid r over M by BM\n"
+                   "  s = sum(sum(x[r, c], dim=c), dim=r)\n", "k.tile")
+    tupled = parse("kernel k\n  in x: f32[M, N]\n  out s: f32[]\n  grid r over M by BM\n"
+                   "  s = sum(x[r, c], dim=(r, c))\n", "k.tile")
+
+    def shape(expr):  # the calls and the axes they reduce, spans aside
+        if hasattr(expr, "func"):
+            return (expr.func.id, expr.word("dim"), tuple(shape(a) for a in expr.args))
+        return type(expr).__name__
+
+    assert shape(nested.body[0].value) == shape(tupled.body[0].value)
+
+
+def _errors(text):
+    from tilegen.compiler import compile_spec
+
+    with pytest.raises(SpecError) as caught:
+        compile_spec(text, "t.tile")
+    return [(d.span.line, d.message) for d in caught.value.diagnostics]
+
+
+HEAD = "kernel k\n  in  x: f32[M, N]\n  out s: f32[]\n  out v: f32[M]\n  block BM = 4, BN = 8\n"
+
+
+@pytest.mark.parametrize(("body", "line", "words"), [
+    # a reduction across programs is what a top-level store writes, not a local
+    ("  grid r over M by BM, c over N by BN\n  t = sum(x[r, c], dim=(r, c))\n  s = t\n  v[r] = x[r, 0]\n",
+     7, "store the reduction itself"),
+    # nor one inside another reduction
+    ("  grid r over M by BM, c over N whole\n  s = sum(max(x[r, c], dim=r), dim=c)\n  v[r] = x[r, 0]\n",
+     7, "store the reduction itself"),
+    # outside its reductions, the stored value has no tile
+    ("  grid r over M by BM, c over N whole\n  s = sum(x[r, c], dim=(r, c))\n  v[r] = sum(x[r, c], dim=r) + x[r, 0]\n",
+     8, "not a tile"),
+    # every chain of a store reduces the same grid axes
+    ("  grid r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=(r, c)) + sum(max(x[r, c], dim=c), dim=r)\n"
+     "  v[r] = x[r, 0]\n", 7, "store the reduction itself"),
+    # a grid the finish kernel cannot read its partials from
+    ("  grid flat r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=(r, c))\n  v[r] = x[r, 0]\n",
+     7, "this spec has a flat grid"),
+    # argmax merges no partials: it reduces a whole axis only
+    ("  grid r over M by BM, c over N whole\n  s = 0\n  v[r] = f32(argmax(x[r, c], dim=r))\n", 8, "whole"),
+])
+def test_what_a_reduction_across_programs_may_not_say(body, line, words):
+    found = _errors(HEAD + body)
+    assert any(at == line and words in message for at, message in found), found
+
+
+def test_a_store_indexed_by_the_axis_it_reduces_is_refused():
+    text = ("kernel k\n  in  x: f32[M, N]\n  out y: f32[M, N]\n  block BM = 4, BN = 8\n"
+            "  grid r over M by BM, c over N by BN\n  y[r, c] = sum(x[r, c], dim=r)\n")
+    assert any("indexed by 'r', which its value reduces over" in message for _, message in _errors(text))
+
+
+def test_a_tuple_of_axes_is_for_reductions_that_merge():
+    text = ("kernel k\n  in  x: f32[M, N]\n  out y: i64[]\n  grid r over M whole, c over N whole\n"
+            "  y = argmax(x[r, c], dim=(r, c))\n")
+    [(line, message)] = _errors(text)
+    assert line == 5 and "not dim= of 'argmax'" in message
+
+
+def test_a_zero_dim_input_is_refused():
+    text = "kernel k\n  in  x: f32[]\n  out y: f32[]\n  grid c over N whole\n  y = x\n"
+    assert any("0-dim input" in message for _, message in _errors(text))

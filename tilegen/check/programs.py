@@ -1,0 +1,59 @@
+"""Rules of reductions across programs (:mod:`tilegen.across`): a top-level store whose value
+reduces over grid axes. Reports to the :class:`~tilegen.check.state.CheckState` it is given;
+records the reductions it accepts in ``state.across``, which
+:func:`~tilegen.check.expressions.reduction_axes` reads (a reduction over a grid axis anywhere
+else is refused there)."""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.across import Across, chain
+from tilegen.check.state import CheckState, Scope
+
+
+def check_across(state: CheckState, found: Across, scope: Scope) -> None:
+    """``out[index] = f(sum(x, dim=r), ...)`` with ``r`` a grid axis: a plain grid of pointer
+    tiles (the finish kernel reads each program's partial at its place in the grid), every chain
+    over the same grid axes, none of which the store indexes, and outside the chains only
+    numbers, scalar inputs and sizes (the finish kernel has nothing else)."""
+    spec, store = state.spec, found.store
+    for partial in found.partials:
+        state.across.update(id(c) for c in chain(partial.call))
+    first = found.partials[0]
+    what = f"'{store.tensor.id}' reduces across programs (over {', '.join(first.axes)})"
+    plain = [
+        (spec.flat, "a flat grid"),
+        (spec.persistent, "a persistent grid"),
+        (spec.swizzle is not None, "a swizzle"),
+        (bool(spec.split_tail), "'split tail'"),
+        (spec.access_style != "pointers", f"'access {spec.access_style}'"),
+        (any(isinstance(s, m.Loop) and s.split for s in m.statements(spec.body)), "a split loop"),
+    ]
+    for bad, name in plain:
+        if bad:
+            state.errors.error(f"{what}, which needs a plain grid of pointer tiles; this spec has {name}", store.span)
+    for partial in found.partials[1:]:
+        if partial.axes != first.axes:
+            state.errors.error(
+                f"every reduction across programs in one store reduces the same grid axes: "
+                f"{', '.join(partial.axes)} here, {', '.join(first.axes)} before",
+                partial.call.span,
+            )
+    for item in store.index:
+        if isinstance(item, m.Name) and item.id in first.axes:
+            state.errors.error(
+                f"the store to '{store.tensor.id}' is indexed by '{item.id}', which its value reduces over",
+                item.span,
+            )
+    placeholders = [m.Number("0", p.call.span) for p in found.partials]
+    for sub in m.subexpressions(found.epilogue(placeholders)):
+        tile = isinstance(sub, m.Load) or (
+            isinstance(sub, m.Ref) and (sub.name.id in scope.locals or sub.name.id in scope.axes)
+        )
+        if tile:
+            state.errors.error(
+                f"{what}; outside those reductions its value may use numbers, scalar inputs and sizes, "
+                "not a tile: move it inside the reduction, or store it from another kernel",
+                sub.span,
+            )
+            break

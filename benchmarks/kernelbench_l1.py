@@ -2,7 +2,10 @@
 ``get_inputs`` shapes (and smaller, odd ones): cumsum (89), cumprod (90), reverse cumsum (91) at
 32768 x 32768 float32 (``torch.rand``); sum (47), mean (48), max (49), argmax (51), argmin (52)
 and min (53) over the middle dimension of 128 x 4096 x 4095 (``torch.rand``); the product over
-that dimension, problem 50 until the suite replaced it with a convolution (``torch.randn``).
+that dimension, problem 50 until the suite replaced it with a convolution (``torch.randn``); L1
+normalisation (38) of 32768 x 65535 rows; the losses reduced across programs to one number: MSE
+(94), Huber (96), hinge (100) at 32768 x 32768, KL divergence (98) at 16384 x 16384, and the
+cosine similarity loss of the suite's former problem 97 (128 x 4096).
 
 ``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL ...]`` (every kernel when none is named)
 prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header
@@ -47,6 +50,22 @@ def _factors(shape):
     return torch.rand(shape, device="cuda") * 0.2 + 0.9  # in [0.9, 1.1]: products stay in range
 
 
+def _pair(shape):  # KernelBench's MSE and Huber inputs: torch.rand scaled by a random scale, torch.rand
+    return torch.rand(shape, device="cuda") * torch.rand((), device="cuda"), torch.rand(shape, device="cuda")
+
+
+def _hinge(shape):  # predictions, and targets of +-1 along the last dimension
+    return torch.rand(shape, device="cuda"), torch.randint(0, 2, shape[1:], device="cuda").float() * 2 - 1
+
+
+def _distributions(shape):  # KernelBench's KL inputs: rows softmaxed
+    scale = torch.rand((), device="cuda")
+    return (torch.rand(shape, device="cuda") * scale).softmax(dim=-1), torch.rand(shape, device="cuda").softmax(dim=-1)
+
+
+LOSSES = [(32768, 32768), (4096, 4097), (1000, 777)]
+
+
 #: kernel -> (KernelBench problem, torch's forward, input maker, shapes)
 CASES = {
     "row_cumsum": ("89_cumsum", lambda x: torch.cumsum(x, dim=1), _rand, ROWS),
@@ -60,6 +79,17 @@ CASES = {
     "min_dim1": ("53_Min_reduction", lambda x: torch.min(x, dim=1)[0], _rand, MIDDLE),
     "prod_reduction": ("50_Product_reduction (former)", lambda x: torch.prod(x, dim=1),
                        lambda shape: torch.randn(shape, device="cuda"), MIDDLE),
+    "l1_norm": ("38_L1Norm_", lambda x: x / torch.mean(torch.abs(x), dim=1, keepdim=True), _rand,
+                [(32768, 65535), (4096, 4097), (1000, 777)]),
+    "mse_loss": ("94_MSELoss", lambda p, t: torch.mean((p - t) ** 2), _pair, LOSSES),
+    "huber_loss": ("96_HuberLoss", lambda p, t: torch.nn.functional.smooth_l1_loss(p, t), _pair, LOSSES),
+    "kl_div": ("98_KLDivLoss", lambda p, t: torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean"),
+               _distributions, [(16384, 16384), (4096, 4097), (1000, 777)]),
+    "hinge_loss": ("100_HingeLoss", lambda p, t: torch.mean(torch.clamp(1 - p * t, min=0)), _hinge, LOSSES),
+    "cosine_similarity_loss": (
+        "97_CosineSimilarityLoss (former)",
+        lambda p, t: torch.mean(1 - torch.nn.functional.cosine_similarity(p, t, dim=1)), _pair,
+        [(128, 4096), (4096, 4096), (1000, 777)]),
 }
 
 
@@ -72,29 +102,35 @@ def interleaved(functions: dict, bench) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def case(kernel: str, x: torch.Tensor) -> dict:
+def case(kernel: str, xs: tuple) -> dict:
     problem, reference, _, _ = CASES[kernel]
     ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
     torch.cuda.synchronize()
     start = time.perf_counter()
-    y = ours(x)
+    y = ours(*xs)
     torch.cuda.synchronize()
     first = time.perf_counter() - start
-    want = reference(x)
+    want = reference(*xs)
     error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
-    out = torch.empty_like(x)
-    eager = interleaved({"tilegen": lambda: ours(x), "torch": lambda: reference(x), "copy": lambda: out.copy_(x)},
+    outs = [torch.empty_like(x) for x in xs]
+
+    def copy():
+        for out, x in zip(outs, xs, strict=True):
+            out.copy_(x)
+
+    eager = interleaved({"tilegen": lambda: ours(*xs), "torch": lambda: reference(*xs), "copy": copy},
                         lambda fn: triton.testing.do_bench(fn, warmup=10, rep=100))
-    graph = interleaved({"tilegen": lambda: ours(x), "torch": lambda: reference(x)},
+    graph = interleaved({"tilegen": lambda: ours(*xs), "torch": lambda: reference(*xs)},
                         lambda fn: triton.testing.do_bench_cudagraph(fn, rep=100))
-    moved = x.numel() * x.element_size() + y.numel() * y.element_size()  # read x once, write y once
+    read = sum(x.numel() * x.element_size() for x in xs)
+    moved = read + y.numel() * y.element_size()  # read the inputs once, write y once
     return {
-        "problem": problem, "kernel": kernel, "shape": "x".join(map(str, x.shape)), "dtype": "f32",
+        "problem": problem, "kernel": kernel, "shape": "x".join(map(str, xs[0].shape)), "dtype": "f32",
         "tilegen_ms": eager["tilegen"], "torch_ms": eager["torch"], "ratio_eager": eager["torch"] / eager["tilegen"],
         "tilegen_graph_ms": graph["tilegen"], "torch_graph_ms": graph["torch"],
         "ratio_graph": graph["torch"] / graph["tilegen"],
         "tilegen_TBps": moved / eager["tilegen"] / 1e9,
-        "copy_TBps": 2 * x.numel() * x.element_size() / eager["copy"] / 1e9,
+        "copy_TBps": 2 * read / eager["copy"] / 1e9,
         "first_call_s": first, "max_error": error,
     }
 
@@ -114,8 +150,9 @@ def main(out: Path, kernels: list[str]) -> None:
             if kernels and kernel not in kernels:
                 continue
             for shape in shapes:
-                x = make(shape)
-                row = case(kernel, x)
+                xs = make(shape)
+                xs = xs if isinstance(xs, tuple) else (xs,)
+                row = case(kernel, xs)
                 if writer is None:
                     writer = csv.DictWriter(f, fieldnames=list(row))
                     if new:
@@ -123,7 +160,7 @@ def main(out: Path, kernels: list[str]) -> None:
                 writer.writerow(row)
                 f.flush()
                 print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-                del x
+                del xs
                 torch.cuda.empty_cache()
 
 

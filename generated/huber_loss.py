@@ -65,8 +65,6 @@ def huber_loss_kernel(
     BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/huber_loss.tile; launch it through huber_loss()."""
-    # specs/huber_loss.tile:5: dtype T in f32, f16, bf16
-    T = predictions_ptr.dtype.element_ty
     # specs/huber_loss.tile:10: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -230,7 +228,6 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
 
 def reference(predictions, targets):
     """specs/huber_loss.tile evaluated with plain torch: same inputs and outputs as huber_loss()."""
-    T = predictions.dtype
     loss = torch.empty((), dtype=torch.float32, device=predictions.device)
     d = predictions.to(torch.float32) - targets.to(torch.float32)
     a = torch.abs(d)

@@ -66,8 +66,6 @@ def mse_loss_kernel(
     BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/mse_loss.tile; launch it through mse_loss()."""
-    # specs/mse_loss.tile:7: dtype T in f32, f16, bf16
-    T = predictions_ptr.dtype.element_ty
     # specs/mse_loss.tile:12: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -229,7 +227,6 @@ def mse_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 def reference(predictions, targets):
     """specs/mse_loss.tile evaluated with plain torch: same inputs and outputs as mse_loss()."""
-    T = predictions.dtype
     loss = torch.empty((), dtype=torch.float32, device=predictions.device)
     d = predictions.to(torch.float32) - targets.to(torch.float32)
     loss[()] = torch.as_tensor(torch.mean(torch.mean(((d * d)).float(), dim=1).float(), dim=0)).to(torch.float32)

@@ -181,7 +181,10 @@ def errors(text):
         ),
         ("y[r, c] = sum(x[r, c], dim=q)", "dim= names a tile axis of the operand; 'q' is not a tile axis in scope"),
         ("y[r, c] = sum(x[r, c])", "'sum' needs the axis it reduces: sum(x, dim=<axis>)"),
-        ("y[r, c] = sum(x[r, c], dim=r)", "'r' is a grid axis tiled by BM, so one program sees one tile of M"),
+        ("y[r, c] = sum(x[r, c], dim=r)", "the store to 'y' is indexed by 'r', which its value reduces over"),
+        ("y[r, c] = x[r, c] * exp(sum(x[r, c], dim=r))", "outside those reductions its value may use numbers"),
+        ("y[r, c] = sum(x[r, c] * sum(x[r, c], dim=r), dim=c)",
+         "'r' is a grid axis tiled by BM, so one program sees one tile of M"),
         ("y[r, c] = x[r, f[r]]", "a gather index must be an integer tensor; 'f' is f32"),
         ("y[r, c] = (x[r, c] > 0) * 2", "a comparison is a mask and cannot be used as a number"),
         ("y[r, c] = x[r, c] & 1", "'&' combines masks (comparisons such as 'n <= m'), not numbers"),
@@ -204,7 +207,9 @@ def test_new_forms_are_checked(line, message):
 def test_every_problem_is_reported_at_once():
     text = BASE.replace("y[r, c] = x[r, c]", "y[r, c] = sum(x[r, c], dim=r) + (x[r, c] > 0) * x[r, f[r]]")
     rendered = errors(text)
-    assert rendered.count("error:") == 3
+    # the store reduces across programs but indexes r, keeps tiles outside its reduction, a mask
+    # used as a number, a float gather index
+    assert rendered.count("error:") == 4
 
 
 def test_a_later_loop_reuses_an_axis_name_over_the_same_dimension_only():

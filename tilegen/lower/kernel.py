@@ -20,6 +20,8 @@ be shadowed.
 
 from __future__ import annotations
 
+import re
+
 from tilegen import model as m
 from tilegen.functions import HELPERS, lookup
 from tilegen.lower.access import Access
@@ -32,6 +34,7 @@ from tilegen.lower.plan import (
     ChoicePlan,
     ForLoop,
     HelperPlan,
+    IfBlock,
     KernelParam,
     KernelPlan,
     Line,
@@ -147,6 +150,20 @@ def _after_descriptors(params: tuple, names: tuple[str, ...]) -> tuple:
     return ((*first[:last], *extra, *first[last:]), *params[1:])
 
 
+def _mentions(ops, name: str) -> bool:
+    """Whether any op of ``ops`` (or of the blocks inside them) names ``name``."""
+    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    for op in ops:
+        if isinstance(op, Line) and pattern.search(op.code):
+            return True
+        if isinstance(op, (ForLoop, IfBlock)) and (
+            pattern.search(op.iterable if isinstance(op, ForLoop) else op.condition)
+            or _mentions(op.body, name) or _mentions(getattr(op, "orelse", ()), name)
+        ):
+            return True
+    return False
+
+
 def lower_kernel(spec: m.Spec) -> KernelPlan:
     """The ``@triton.jit`` kernel of a checked spec, as the kernel passes of
     :mod:`tilegen.lower.passes` left it (:func:`~tilegen.lower.passes.kernel_spec`: its exponentials
@@ -176,8 +193,9 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     # a dtype variable is the dtype of the first input typed with it
     pointer = "{name}_desc.dtype" if state.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
     bound = dtype_bindings(state.spec, pointer)
-    for var in state.spec.dtype_vars:
-        prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
+    for var in state.spec.dtype_vars:  # where the kernel names it (a store into a workspace need not)
+        if _mentions(tile, var.name.id):
+            prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
     # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
     flags = (*state.sign_flags.values(), *([INT64_FLAG] if state.int64 else []))
     if flags:

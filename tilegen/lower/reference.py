@@ -339,7 +339,7 @@ class ReferenceLowering:
     def plan(self) -> ReferencePlan:
         spec = self.spec
         bound = dtype_bindings(spec, "{name}.dtype")
-        self.lines += [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
+        bindings = [f"{var.name.id} = {bound[var.name.id]}" for var in spec.dtype_vars]
         for tensor in spec.inputs:  # a float scalar is a float32 (or f64) number, as in the kernel: 0-d
             if tensor.is_scalar and is_float(tensor.dtype.id):  # (s / 0.0 is inf, not ZeroDivisionError)
                 name = tensor.name.id
@@ -349,6 +349,8 @@ class ReferenceLowering:
             make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
             self.lines.append(f"{name} = torch.{make}({shape_text}, dtype={dtype}, device={self.device})")
         self.walk(spec.body)
+        # a dtype variable where the reference names it (a float32 loss of T inputs need not)
+        self.lines[:0] = [b for b in bindings if _mentions(self.lines, b.split(" = ")[0])]
         keywords = tuple((p.name.id, p.default.text) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
         return ReferencePlan(

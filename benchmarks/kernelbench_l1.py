@@ -3,9 +3,10 @@
 32768 x 32768 float32 (``torch.rand``); sum (47), mean (48), max (49), argmax (51), argmin (52)
 and min (53) over the middle dimension of 128 x 4096 x 4095 (``torch.rand``); the product over
 that dimension, problem 50 until the suite replaced it with a convolution (``torch.randn``); L1
-normalisation (38) of 32768 x 65535 rows; the losses reduced across programs to one number: MSE
-(94), Huber (96), hinge (100) at 32768 x 32768, KL divergence (98) at 16384 x 16384, and the
-cosine similarity loss of the suite's former problem 97 (128 x 4096).
+normalisation (38) of 32768 x 65535 rows; RMS norm over the channels of 112 x 64 x 512 x 512
+(36); the losses reduced across programs to one number: MSE (94), Huber (96), hinge (100) at
+32768 x 32768, KL divergence (98) at 16384 x 16384, and the cosine similarity loss of the
+suite's former problem 97 (128 x 4096).
 
 ``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL ...]`` (every kernel when none is named)
 prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header
@@ -81,6 +82,8 @@ CASES = {
                        lambda shape: torch.randn(shape, device="cuda"), MIDDLE),
     "l1_norm": ("38_L1Norm_", lambda x: x / torch.mean(torch.abs(x), dim=1, keepdim=True), _rand,
                 [(32768, 65535), (4096, 4097), (1000, 777)]),
+    "rms_norm_channels": ("36_RMSNorm_", lambda x, eps: x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps),
+                          lambda shape: (_rand(shape), 1e-5), [(112, 64, 512, 512), (16, 64, 256, 257)]),
     "mse_loss": ("94_MSELoss", lambda p, t: torch.mean((p - t) ** 2), _pair, LOSSES),
     "huber_loss": ("96_HuberLoss", lambda p, t: torch.nn.functional.smooth_l1_loss(p, t), _pair, LOSSES),
     "kl_div": ("98_KLDivLoss", lambda p, t: torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean"),
@@ -112,17 +115,18 @@ def case(kernel: str, xs: tuple) -> dict:
     first = time.perf_counter() - start
     want = reference(*xs)
     error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
-    outs = [torch.empty_like(x) for x in xs]
+    tensors = [x for x in xs if isinstance(x, torch.Tensor)]  # not a scalar input (eps)
+    outs = [torch.empty_like(x) for x in tensors]
 
     def copy():
-        for out, x in zip(outs, xs, strict=True):
+        for out, x in zip(outs, tensors, strict=True):
             out.copy_(x)
 
     eager = interleaved({"tilegen": lambda: ours(*xs), "torch": lambda: reference(*xs), "copy": copy},
                         lambda fn: triton.testing.do_bench(fn, warmup=10, rep=100))
     graph = interleaved({"tilegen": lambda: ours(*xs), "torch": lambda: reference(*xs)},
                         lambda fn: triton.testing.do_bench_cudagraph(fn, rep=100))
-    read = sum(x.numel() * x.element_size() for x in xs)
+    read = sum(x.numel() * x.element_size() for x in tensors)
     moved = read + y.numel() * y.element_size()  # read the inputs once, write y once
     return {
         "problem": problem, "kernel": kernel, "shape": "x".join(map(str, xs[0].shape)), "dtype": "f32",

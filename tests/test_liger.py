@@ -1,0 +1,68 @@
+"""Liger-Kernel's forward ops as specs (swiglu, geglu, fused_add_rms_norm) and KernelBench's RMS
+norm over the channels of [B, C, H, W], checked in Triton's interpreter at every tune config
+against torch written here the way Liger computes them: the activation in float32 rounded to the
+inputs' dtype, then the product in that dtype.
+
+bf16 is left to the GPU runs: Triton's interpreter holds bf16 tiles as uint16 and its arithmetic
+on them (a bf16 product) is not bf16 arithmetic.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def _randn(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _each_config(module, monkeypatch):
+    for index in range(len(module._CONFIGS)):
+        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
+        module._TUNED.clear()
+        yield index
+
+
+GATES = {
+    "swiglu": lambda a: F.silu(a.float()),
+    "geglu": lambda a: F.gelu(a.float(), approximate="tanh"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GATES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_gated_activations_at_every_config(generated, monkeypatch, name, dtype):
+    module = generated(name)
+    a, b = _randn(6, 1030, seed=1, dtype=dtype), _randn(6, 1030, seed=2, dtype=dtype)
+    expected = GATES[name](a).to(dtype) * b
+    # the activation's float32 math (exp, tanh) may differ from torch's by an ulp, which the
+    # rounding to f16 may carry into one ulp of f16
+    ulp = 2e-3 if dtype == torch.float16 else 1e-6
+    for _ in _each_config(module, monkeypatch):
+        torch.testing.assert_close(getattr(module, name)(a, b), expected, rtol=ulp, atol=1e-6)
+    torch.testing.assert_close(module.reference(a, b), expected, rtol=ulp, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_fused_add_rms_norm_returns_the_sum_and_the_normalised_rows(generated, monkeypatch, dtype):
+    module = generated("fused_add_rms_norm")
+    x, residual = _randn(5, 333, seed=3, dtype=dtype), _randn(5, 333, seed=4, dtype=dtype)
+    weight, eps = _randn(333, seed=5, dtype=dtype), 1e-6
+    s = x + residual
+    h = s.double()
+    expected = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)).to(dtype) * weight
+    ulp = 2e-3 if dtype == torch.float16 else 2e-6  # the rstd's float32 rounding, moved by one f16 rounding
+    for _ in _each_config(module, monkeypatch):
+        y, total = module.fused_add_rms_norm(x, residual, weight, eps)
+        assert torch.equal(total, s)
+        torch.testing.assert_close(y, expected, rtol=ulp, atol=ulp)
+
+
+def test_rms_norm_over_channels_at_every_config(generated, monkeypatch):
+    module = generated("rms_norm_channels")
+    x = _randn(2, 6, 3, 37, seed=6)
+    expected = x / torch.sqrt(torch.mean(x.double() ** 2, dim=1, keepdim=True) + 1e-5).float()
+    for _ in _each_config(module, monkeypatch):
+        torch.testing.assert_close(module.rms_norm_channels(x, 1e-5), expected, rtol=2e-6, atol=1e-7)
+    torch.testing.assert_close(module.reference(x, 1e-5), expected, rtol=2e-6, atol=1e-7)

@@ -70,8 +70,8 @@ def is_float(dtype: str | None) -> bool:
 
 
 def is_int(dtype: str | None) -> bool:
-    """True for the integer dtypes (i8 ... i64, u8)."""
-    return dtype is not None and dtype in m.DTYPES and not is_float(dtype)
+    """True for the integer dtypes (i8 ... i64, u8); not bool, a mask."""
+    return dtype is not None and dtype in m.DTYPES and not is_float(dtype) and dtype != BOOL
 
 
 def promote(left: str | None, right: str | None, *, divide: bool = False) -> str | None:

@@ -14,7 +14,7 @@ Kinds:
   (:data:`HELPERS`) so the kernel reads ``elu(x, 1.0)``;
 * ``elementwise``: computed in the operands' dtype (``maximum``, ``minimum``, ``where``,
   ``abs``, ``clamp``, ``relu``, ``leaky_relu``, ``hardtanh``);
-* ``reduction``: ``sum``, ``max``, ``min``, ``mean``, ``prod``, ``argmax``, ``argmin`` over one
+* ``reduction``: ``sum``, ``max``, ``min``, ``mean``, ``prod``, ``argmax``, ``argmin``, ``any``, ``all`` over one
   axis (``dim=``); each
   entry says what a masked lane holds (``identity``), how two partial results merge
   (``combine``: what a loop over tiles, a long row's chunks or a carried value uses), whether
@@ -71,6 +71,8 @@ class Function:
       (:mod:`tilegen.tolerance`); ``max``/``min`` are exact;
     * ``mirror``: ``f(x * c)`` is exactly ``f(x) * c`` for ``c >= 0`` and ``mirror(x) * c`` for
       ``c < 0`` (``max`` and ``min``, ``maximum`` and ``minimum``), which lets a scale move out;
+    * ``masks``: its operand is a mask (a comparison or a ``bool`` tile), as ``any`` and ``all``
+      take; every other reduction takes numbers;
     * ``result``: the result's dtype where it is not the operand's (``argmax``: ``i64``, torch's
       index dtype). A reduction without ``combine`` (``argmax``) cannot merge partial results, so
       it reduces a ``whole`` axis only.
@@ -95,6 +97,7 @@ class Function:
     rounds: bool = False
     mirror: str | None = None
     result: str | None = None
+    masks: bool = False
 
     def triton_text(self, **values: str) -> str:
         """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
@@ -175,6 +178,10 @@ FUNCTIONS: dict[str, Function] = {
                  helpers=("first_argmin",), floats=True, identity=math.inf, result="i64"),
         Function("prod", "reduction", triton="tl.reduce({x}, {axis}, multiply)", torch="torch.prod({x}, dim={axis})",
                  helpers=("multiply",), floats=True, identity=1.0, combine="*", widens=True, rounds=True),
+        Function("any", "reduction", triton="tl.max({x}.to(tl.int8), axis={axis}) != 0",
+                 torch="torch.any({x}, dim={axis})", identity=0.0, masks=True, result="bool"),
+        Function("all", "reduction", triton="tl.min({x}.to(tl.int8), axis={axis}) != 0",
+                 torch="torch.all({x}, dim={axis})", identity=1.0, masks=True, result="bool"),
         # scans along one axis
         Function("cumsum", "scan", choices={"reverse": ("false", "true")},
                  triton="tl.cumsum({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumsum", v),

@@ -22,12 +22,13 @@ DTYPES: dict[str, tuple[str, str]] = {
     "i32": ("tl.int32", "torch.int32"),
     "i64": ("tl.int64", "torch.int64"),
     "u8": ("tl.uint8", "torch.uint8"),
+    "bool": ("tl.int1", "torch.bool"),  # a mask: comparisons give one, where() and any/all take one
 }
 
 FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
 
 #: Bytes per element of each dtype.
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1}
+DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1, "bool": 1}
 
 #: ``dot(..., precision=...)`` values, as Triton's ``input_precision`` spells them.
 PRECISIONS = ("ieee", "tf32", "tf32x3")

@@ -126,6 +126,8 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             value = sample(tensor, shape, generator)
         elif tensor.dtype.id in m.FLOAT_DTYPES:
             value = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+        elif tensor.dtype.id == "bool":  # a mask: True or False, equally likely
+            value = torch.rand(shape, generator=generator) < 0.5
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
         elif tensor.name.id in ranges:  # gather indices: valid positions of the gathered dimension

@@ -187,8 +187,11 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         state.errors.error(f"'{name}' takes 1 argument and dim={optional}, not {len(call.args)} arguments", call.span)
         return ()
     operand_dtype = dtype_of(state, call.args[0], scope)
-    if operand_dtype == BOOL:
+    if operand_dtype == BOOL and not function.masks:
         state.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, 1, 0)", call.args[0].span)
+    elif function.masks and operand_dtype != BOOL:
+        state.errors.error(f"'{name}' takes a mask (a comparison or a bool tile), e.g. {name}(x != 0, dim=c)",
+                           call.args[0].span)
     elif function.floats and is_int(operand_dtype):
         state.errors.error(f"'{name}' takes a float tile; cast it first, e.g. {name}(f32(x), dim=c)",
                           call.args[0].span)

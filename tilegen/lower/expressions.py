@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from tilegen import model as m
-from tilegen.dtypes import DTYPE_LIMITS, INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
+from tilegen.dtypes import BOOL, DTYPE_LIMITS, INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
 from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
@@ -196,7 +196,9 @@ class Expressions:
             return x
         identity = function.identity_text
         limits = DTYPE_LIMITS.get(self.dtype_of(operand))
-        if isinstance(limits, tuple):
+        if self.dtype_of(operand) == BOOL:  # a mask (any, all): False or True as an integer
+            identity = str(int(function.identity))
+        elif isinstance(limits, tuple):
             value = function.identity
             identity = str(limits[0] if value < 0 else limits[1]) if math.isinf(value) else str(int(value))
         return f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"

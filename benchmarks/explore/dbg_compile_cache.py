@@ -34,7 +34,8 @@ for name in ('sum_dim1', 'min_dim1', 'max_dim1'):
         torch.full((3, 97), float('nan'), device='cuda')
     y = f(x)
     verdict = 'ok' if torch.allclose(y, wants[name], atol=1e-5) else 'WRONG'
-    out.append(f"{name} {verdict} nan={torch.isnan(y).sum().item()} err={(y - wants[name]).abs().nan_to_num(-1).max().item():.3g}")
+    err = (y - wants[name]).abs().nan_to_num(-1).max().item()
+    out.append(f"{name} {verdict} nan={torch.isnan(y).sum().item()} err={err:.3g}")
 print(variant, '; '.join(out), flush=True)
 """
 for variant in ("default", "no_caches", "default"):

@@ -35,7 +35,8 @@ y = f(x)
 for stop in (16, 32, 33):
     for start in (0, 16, 32):
         if start < stop:
-            print(f'rows {start}:{stop}', 'equal' if torch.equal(y, torch.amin(x[:, start:stop], dim=1)) else '', flush=True)
+            same = torch.equal(y, torch.amin(x[:, start:stop], dim=1))
+            print(f'rows {start}:{stop}', 'equal' if same else '', flush=True)
 print('y[0, :8]', y[0, :8].tolist())
 print('want[0, :8]', want[0, :8].tolist())
 print('min rows 0:16', torch.amin(x[:, 0:16], dim=1)[0, :8].tolist())

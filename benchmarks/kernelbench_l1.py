@@ -1,12 +1,12 @@
 """KernelBench level 1 problems written as specs, on the GPU against torch at the suite's
-``get_inputs`` shapes (and smaller, odd ones): cumsum (89), cumprod (90), reverse cumsum (91) at
-32768 x 32768 float32 (``torch.rand``); sum (47), mean (48), max (49), argmax (51), argmin (52)
-and min (53) over the middle dimension of 128 x 4096 x 4095 (``torch.rand``); the product over
-that dimension, problem 50 until the suite replaced it with a convolution (``torch.randn``); L1
-normalisation (38) of 32768 x 65535 rows; RMS norm over the channels of 112 x 64 x 512 x 512
-(36); the losses reduced across programs to one number: MSE (94), Huber (96), hinge (100) at
-32768 x 32768, KL divergence (98) at 16384 x 16384, and the cosine similarity loss of the
-suite's former problem 97 (128 x 4096).
+``get_inputs`` shapes (and smaller, odd ones): cumsum (89), cumprod (90), reverse cumsum (91),
+masked cumsum (93, a torch.bool mask) at 32768 x 32768 float32 (``torch.rand``); sum (47), mean
+(48), max (49), argmax (51), argmin (52) and min (53) over the middle dimension of 128 x 4096 x
+4095 (``torch.rand``); the product over that dimension, problem 50 until the suite replaced it
+with a convolution (``torch.randn``); L1 normalisation (38) of 32768 x 65535 rows; RMS norm over
+the channels of 112 x 64 x 512 x 512 (36); the losses reduced across programs to one number: MSE
+(94), Huber (96), hinge (100) at 32768 x 32768, KL divergence (98) at 16384 x 16384, and the
+cosine similarity loss of the suite's former problem 97 (128 x 4096).
 
 ``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL ...]`` (every kernel when none is named)
 prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header
@@ -71,6 +71,8 @@ LOSSES = [(32768, 32768), (4096, 4097), (1000, 777)]
 CASES = {
     "row_cumsum": ("89_cumsum", lambda x: torch.cumsum(x, dim=1), _rand, ROWS),
     "row_cumsum_reverse": ("91_cumsum_reverse", lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), _rand, ROWS),
+    "cumsum_masked": ("93_masked_cumsum", lambda x, mask: torch.cumsum(x * mask, dim=1),
+                      lambda shape: (_rand(shape), torch.randint(0, 2, shape, device="cuda").bool()), ROWS),
     "row_cumprod": ("90_cumprod", lambda x: torch.cumprod(x, dim=1), _factors, ROWS),
     "sum_dim1": ("47_Sum_reduction", lambda x: torch.sum(x, dim=1), _rand, MIDDLE),
     "mean_dim1": ("48_Mean_reduction", lambda x: torch.mean(x, dim=1), _rand, MIDDLE),

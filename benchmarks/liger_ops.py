@@ -1,6 +1,8 @@
-"""Liger-Kernel's forward ops written as specs (swiglu, geglu, fused_add_rms_norm), on the GPU at
-Llama-3-8B shapes (hidden 4096, MLP 14336; 4096 and 16384 tokens, bf16 and f16), against torch
-eager and ``torch.compile`` (Inductor, the choice a user would make instead), timed in the same run.
+"""Liger-Kernel's forward ops written as specs (swiglu, geglu, fused_add_rms_norm, rope), on the GPU
+at Llama-3-8B shapes (hidden 4096, MLP 14336, 32 query and 8 key heads of 128; 4096 and 16384
+tokens, bf16 and f16), against torch eager (Hugging Face's form for rope: ``q * cos +
+rotate_half(q) * sin``) and ``torch.compile`` (Inductor, the choice a user would make instead),
+timed in the same run.
 
 ``python benchmarks/liger_ops.py OUT_DIR [KERNEL ...]`` appends one row per case to
 ``OUT_DIR/liger_ops.csv`` (a header with the device, torch and Triton versions first when the file
@@ -50,11 +52,30 @@ def _fused_add_rms_norm(x, residual, weight, eps):
     return (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight, s
 
 
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rope(q, k, cos, sin):
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
+def _rope_inputs(shape, dtype):  # shape: (tokens, head dim); one sequence of that many tokens
+    tokens, d = shape
+    q = torch.randn(1, 32, tokens, d, device="cuda", dtype=dtype)
+    k = torch.randn(1, 8, tokens, d, device="cuda", dtype=dtype)
+    angles = torch.randn(tokens, d // 2, device="cuda")
+    emb = torch.cat((angles, angles), dim=-1)
+    return q, k, emb.cos().to(dtype), emb.sin().to(dtype)
+
+
 #: kernel -> (torch's forward, as Liger's tests write it; input maker; the row length)
 CASES = {
     "swiglu": (lambda a, b: F.silu(a) * b, _gate, MLP),
     "geglu": (lambda a, b: F.gelu(a, approximate="tanh") * b, _gate, MLP),
     "fused_add_rms_norm": (_fused_add_rms_norm, _residual, HIDDEN),
+    "rope": (_rope, _rope_inputs, 128),
 }
 
 

@@ -126,6 +126,8 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
             value = torch.randn(shape, generator=generator).to(dtype)
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
+        elif tensor.dtype.id == "bool":  # a mask: True and False alike
+            value = torch.rand(shape, generator=generator) < 0.5
         elif tensor.name.id in ranges:  # gather indices: positions inside the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else case.sizes[dim.id]

@@ -233,8 +233,9 @@ FUNCTIONS: dict[str, Function] = {
     )
 }
 
-#: Casts: every dtype's name is a function converting to it (``f16(p)``).
-CASTS = tuple(m.DTYPES)
+#: Casts: every dtype's name is a function converting to it (``f16(p)``); not ``bool``, a mask,
+#: which a comparison makes (``x != 0``).
+CASTS = tuple(d for d in m.DTYPES if d != "bool")
 
 
 def combining(name: str) -> tuple[Function, ...]:

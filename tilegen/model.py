@@ -276,8 +276,10 @@ class Ref:
 
 @dataclass(frozen=True)
 class Load:
-    """``x[0, h, w]``: a tile of tensor ``tensor``; each index is an axis name, an integer, or
-    a gather: a :class:`Load` of an integer tensor (``logits[r, target[r]]``)."""
+    """``x[0, h, w]``: a tile of tensor ``tensor``; each index is an axis name, an integer, a
+    gather: a :class:`Load` of an integer tensor (``logits[r, target[r]]``), or an offset axis:
+    arithmetic of one axis with sizes and integers (``x[r, c + N / 2]``, :func:`is_offset`), whose
+    lanes outside the tensor read 0."""
 
     tensor: Name
     index: tuple[Name | Number | Load, ...]
@@ -497,6 +499,16 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
 
 
 # ------------------------------------------------------------------------- walking the tree
+
+
+def is_offset(item) -> bool:
+    """True for an index item that is arithmetic (``c + N / 2``): an offset axis."""
+    return isinstance(item, (BinOp, Neg))
+
+
+def offset_names(item) -> list[str]:
+    """The names an offset index item refers to (axes, sizes, scalar inputs), in order."""
+    return [e.name.id for e in subexpressions(item) if isinstance(e, Ref)]
 
 
 def statements(body: tuple[Stmt, ...]):

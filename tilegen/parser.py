@@ -201,15 +201,13 @@ class ToModel(Transformer):
         split = bool(body) and isinstance(body[0], Token) and body[0].type == "SPLIT"
         return m.Loop(axis, tuple(body[1:] if split else body), _span(meta), split)
 
-    def index_axis(self, meta, items):
-        return _name(items[0])
-
-    def index_const(self, meta, items):
-        return _number(items[0])
-
-    def index_gather(self, meta, items):
-        name, *index = items
-        return m.Load(_name(name), tuple(index), _span(meta))
+    def index(self, meta, items):
+        """An index: an axis (a :class:`~tilegen.model.Name`), a constant, a gather (a
+        :class:`~tilegen.model.Load`) or an offset axis (the arithmetic as written)."""
+        (item,) = items
+        if isinstance(item, m.Ref):
+            return item.name
+        return item
 
     # expressions ---------------------------------------------------------------
     def number(self, meta, items):

@@ -40,6 +40,9 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
         if isinstance(item, m.Load):
             result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
+        if m.is_offset(item):
+            result += [a for a in offset_axes(state, tensor, item, scope, writing) if a not in result]
+            continue
         if isinstance(item, m.Number):
             if not item.is_int:
                 state.errors.error("a constant index must be an integer", item.span)
@@ -75,6 +78,52 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
     if state.spec.access_style == "descriptor" and known and not any(isinstance(i, m.Load) for i in index):
         check_descriptor_block(state, tensor, index, scope, tensor_name.span)
     return tuple(result)
+
+
+def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope, writing: bool) -> list[str]:
+    """``x[r, c + N / 2]``: an offset axis, in a load through pointers: one tile axis (or none)
+    plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
+    c``), with ``+ - * /`` (``/`` of integers rounds down, as the sizes are whole). The tile axis
+    enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
+    lanes outside it read 0. Returns the tile axis, if any."""
+    where = f"the index of '{tensor.name.id}'"
+    if writing:
+        state.errors.error(f"{where} is an offset; a store's index takes axes and constants", item.span)
+        return []
+    if state.spec.access_style != "pointers":
+        state.errors.error(f"{where} is an offset, which loads through pointers only (this spec has "
+                           f"'access {state.spec.access_style}')", item.span)
+        return []
+    scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
+    tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1
+
+    def walk(expr, linear: bool) -> None:
+        if isinstance(expr, m.Number):
+            if not expr.is_int:
+                state.errors.error(f"{where} takes integers, not {expr.text}", expr.span)
+        elif isinstance(expr, m.Ref):
+            name = expr.name.id
+            if name in scope.axes and not scope.axes[name].is_index:
+                tiles.append((name, linear))
+            elif name not in scope.axes and name not in state.dims and name not in scalars:
+                state.errors.error(f"'{name}' in {where} is not an axis, a size or an integer scalar input",
+                                   expr.span)
+        elif isinstance(expr, m.Neg):
+            walk(expr.operand, False)
+        elif isinstance(expr, m.BinOp) and expr.op in ("+", "-", "*", "/"):
+            walk(expr.left, linear and expr.op in ("+", "-"))
+            walk(expr.right, linear and expr.op == "+")
+        else:
+            state.errors.error(f"{where} is arithmetic (+ - * /) of axes, sizes and integers", expr.span)
+
+    walk(item, True)
+    if len(tiles) > 1:
+        state.errors.error(f"{where} offsets one tile axis, not {len(tiles)} ({', '.join(t for t, _ in tiles)})",
+                           item.span)
+    elif tiles and not tiles[0][1]:
+        state.errors.error(f"in {where}, '{tiles[0][0]}' must enter with a factor of 1: the axis plus or minus an "
+                           "offset (c + N / 2, c - 1)", item.span)
+    return [t for t, _ in tiles[:1]]
 
 
 def check_descriptor_block(state: CheckState, tensor: m.Tensor, index, scope: Scope, span: m.Span) -> None:

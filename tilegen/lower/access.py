@@ -22,8 +22,31 @@ class Access:
         self.state = state
 
     def tile_axes(self, index) -> tuple[str, ...]:
-        """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars)."""
-        return tuple(i.id for i in index if isinstance(i, m.Name) and not self.state.axes[i.id].scalar)
+        """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars), an
+        offset axis's (``c`` of ``c + N / 2``) included."""
+        names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i)
+                                            else [])]
+        return tuple(n for n in names if n in self.state.axes and not self.state.axes[n].scalar)
+
+    def offset(self, item, context: tuple[str, ...]) -> str:
+        """The index values of an offset axis (``c + N / 2``) as a tile over ``context``: axes
+        their offsets (an index axis its program id), sizes and scalars themselves, ``/`` as
+        ``//`` (sizes are whole numbers)."""
+        state = self.state
+        if isinstance(item, m.Number):
+            return item.text
+        if isinstance(item, m.Ref):
+            info = state.axes.get(item.name.id)
+            if info is None:  # a size or an integer scalar input
+                return item.name.id
+            if info.scalar:
+                return info.offs
+            canonical = tuple(state.canonical.get(a, a) for a in context)
+            return broadcast(info.offs, state.canonical.get(item.name.id, item.name.id), canonical)
+        if isinstance(item, m.Neg):
+            return f"-({self.offset(item.operand, context)})"
+        op = "//" if item.op == "/" else item.op
+        return f"({self.offset(item.left, context)} {op} {self.offset(item.right, context)})"
 
     def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
@@ -62,6 +85,17 @@ class Access:
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
                 # lanes the index tile masks, and indices outside the dimension, read nothing
                 masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
+                continue
+            if m.is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
+                index = self.offset(item, context)
+                dim = tensor.dims[position]
+                bound = dim.text if isinstance(dim, m.Number) else dim.id
+                terms.append(f"{index} * {stride_name(tensor, position)}")
+                for axis in self.tile_axes((item,)):
+                    info = state.axes[axis]
+                    if info.mask is not None:
+                        masks.append(broadcast(info.mask, state.canonical.get(axis, axis), context))
+                masks += [f"({index} >= 0)", f"({index} < {bound})"]
                 continue
             if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 terms += self.scalar_terms(tensor, {position: item})
@@ -203,6 +237,8 @@ class Access:
                 ops.append(Line(f"{var} = {permute}"))
             return broadcast_tile(var, ordered, canonical)
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
+        if fill is None and any(m.is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
+            fill = "0"
         other = f", other={fill}" if fill is not None else ""
         ops.append(Line(f"{var} = tl.load({ptr}, mask={mask}{other})" if mask else f"{var} = tl.load({ptr})"))
         return var

@@ -40,7 +40,30 @@ class ReferenceLowering:
         raise KeyError(axis_name)  # pragma: no cover - the checker guarantees it
 
     def load_axes(self, load) -> tuple[str, ...]:
-        return tuple(self.aliases.get(i.id, i.id) for i in load.index if isinstance(i, m.Name))
+        axes, names = set(self.axis_names), []
+        for item in load.index:
+            if isinstance(item, m.Name):
+                names.append(item.id)
+            elif m.is_offset(item):  # an offset axis spans its axes
+                names += [n for n in m.offset_names(item) if n in axes]
+        return tuple(dict.fromkeys(self.aliases.get(n, n) for n in names))
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """Every axis of the spec (grid and loops)."""
+        return tuple(a.name.id for a in self.spec.axes())
+
+    def offset(self, item, own: tuple[str, ...]) -> str:
+        """An offset axis's index values (``c + N / 2``) over ``own``: each axis its ``arange``."""
+        if isinstance(item, m.Number):
+            return item.text
+        if isinstance(item, m.Ref):
+            name = item.name.id
+            return self.arange(self.aliases.get(name, name), own) if name in self.axis_names else name
+        if isinstance(item, m.Neg):
+            return f"-({self.offset(item.operand, own)})"
+        op = "//" if item.op == "/" else item.op
+        return f"({self.offset(item.left, own)} {op} {self.offset(item.right, own)})"
 
     @staticmethod
     def align(text: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
@@ -57,25 +80,59 @@ class ReferenceLowering:
         return self.align(f"torch.arange({self.dim_of(axis)}, device={self.device})", (axis,), context)
 
     def load(self, load: m.Load, context: tuple[str, ...]) -> str:
-        if any(isinstance(i, m.Load) for i in load.index):
+        offsets = [i for i in load.index if m.is_offset(i)]
+        if len(offsets) == 1 and not any(isinstance(i, m.Load) for i in load.index):
+            axes = [n for n in m.offset_names(offsets[0]) if n in self.axis_names]
+            if len(axes) == 1:  # x[:, idx] with idx over the offset's one axis: the axes keep their order
+                return self.shifted(load, offsets[0], self.aliases.get(axes[0], axes[0]), context)
+        if any(isinstance(i, m.Load) or m.is_offset(i) for i in load.index):
             return self.gather(load, context)
         index = [i.text if isinstance(i, m.Number) else ":" for i in load.index]
         text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
         return self.align(text, self.load_axes(load), context)
 
+    def shifted(self, load: m.Load, item, axis: str, context: tuple[str, ...]) -> str:
+        """``x[r, c + N / 2]``: the dimension of the offset indexed by its values along ``axis``,
+        clamped into the dimension, the lanes outside it 0 (as the kernel reads them)."""
+        tensor = self.spec.tensor(load.tensor.id)
+        position = load.index.index(item)
+        dim = tensor.dims[position]
+        bound = dim.text if isinstance(dim, m.Number) else dim.id
+        offset = self.offset(item, (axis,))
+        name, n = f"{axis}_index", 1
+        while _mentions(self.lines, name) or name in self.locals:  # another offset's
+            name, n = f"{axis}_index_{n}", n + 1
+        index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item else ":"
+                 for i in load.index]
+        inside = f"(({name} >= 0) & ({name} < {bound}))"
+        self.lines.append(f"{name} = {offset}")
+        axes = self.load_axes(load)
+        mask = self.align(inside, (axis,), axes)
+        return self.align(f"torch.where({mask}, {load.tensor.id}[{', '.join(index)}], 0)", axes, context)
+
     def gather(self, load: m.Load, context: tuple[str, ...]) -> str:
         """``x[r, idx[r]]`` as advanced indexing: an index tensor per dimension, each over the
         load's axes (an axis is its ``arange``, a gather its loaded index tensor)."""
         own = self.expr_axes(load)
-        index = []
-        for item in load.index:
+        tensor = self.spec.tensor(load.tensor.id)
+        index, inside = [], []
+        for position, item in enumerate(load.index):
             if isinstance(item, m.Number):
                 index.append(item.text)
             elif isinstance(item, m.Load):
                 index.append(self.load(item, own))
+            elif m.is_offset(item):  # clamped into the dimension; the lanes outside it read 0, as the kernel's
+                dim = tensor.dims[position]
+                bound = dim.text if isinstance(dim, m.Number) else dim.id
+                offset = self.offset(item, own)
+                index.append(f"{offset}.clamp(0, {bound} - 1)")
+                inside.append(f"({offset} >= 0) & ({offset} < {bound})")
             else:
                 index.append(self.arange(self.aliases.get(item.id, item.id), own))
-        return self.align(f"{load.tensor.id}[{', '.join(index)}]", own, context)
+        text = f"{load.tensor.id}[{', '.join(index)}]"
+        if inside:
+            text = f"torch.where({' & '.join(inside)}, {text}, 0)"
+        return self.align(text, own, context)
 
     def expr_axes(self, expr: m.Expr) -> tuple[str, ...]:
         """Axes of ``expr`` as a whole tensor (index axes included)."""

@@ -172,8 +172,9 @@ class _Rewrite:
     def __init__(self, spec: m.Spec):
         self.spec = spec
         whole = [a for a in spec.grid if a.bounds == "whole"]
+        offsets = any(m.is_offset(i) for s in m.statements(spec.body) for a in m.accesses(s) for i in a.index)
         if (len(whole) != 1 or spec.flat or spec.persistent or spec.split_tail or spec.swizzle is not None
-                or spec.access_style != "pointers" or spec.dtype_vars):
+                or spec.access_style != "pointers" or spec.dtype_vars or offsets):
             raise _NotLooped
         self.whole = whole[0]
         self.c = self.whole.name.id

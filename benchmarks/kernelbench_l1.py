@@ -141,34 +141,41 @@ def case(kernel: str, xs: tuple) -> dict:
     }
 
 
-def main(out: Path, kernels: list[str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "kernelbench_l1.csv"
+def append_rows(path: Path, note: str, rows) -> None:
+    """Append each row (a dict) of ``rows`` to the CSV at ``path`` as it comes, and print it; a
+    new file starts with the device, torch and Triton versions and ``note``."""
     new = not path.exists()
-    torch.manual_seed(0)
     with open(path, "a", newline="") as f:
         if new:
             f.write(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
-            f.write("# ratio = torch ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph); "
-                    "TB/s = (bytes of x + bytes of y) / eager time; copy_TBps = copy_ of x's bytes\n")
+            f.write(f"# {note}\n")
         writer = None
+        for row in rows:
+            if writer is None:
+                writer = csv.DictWriter(f, fieldnames=list(row))
+                if new:
+                    writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+            torch.cuda.empty_cache()
+
+
+def main(out: Path, kernels: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+
+    def rows():
         for kernel, (_, _, make, shapes) in CASES.items():
             if kernels and kernel not in kernels:
                 continue
             for shape in shapes:
                 xs = make(shape)
-                xs = xs if isinstance(xs, tuple) else (xs,)
-                row = case(kernel, xs)
-                if writer is None:
-                    writer = csv.DictWriter(f, fieldnames=list(row))
-                    if new:
-                        writer.writeheader()
-                writer.writerow(row)
-                f.flush()
-                print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-                del xs
-                torch.cuda.empty_cache()
+                yield case(kernel, xs if isinstance(xs, tuple) else (xs,))
 
+    note = ("ratio = torch ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph); "
+            "TB/s = (bytes of the inputs + bytes of y) / eager time; copy_TBps = copy_ of the inputs' bytes")
+    append_rows(out / "kernelbench_l1.csv", note, rows())
 
 def plot(path: Path) -> Path:
     """Bars of torch ms / tilegen ms per case, eager and graphed, with 1.0 marked; ``<csv>.png``."""

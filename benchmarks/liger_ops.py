@@ -13,9 +13,7 @@ process (tuning and compiling included); the max error against torch eager. Rati
 time over tilegen's (above 1: tilegen faster).
 """
 
-import csv
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -30,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-liger-")
 
+from benchmarks.kernelbench_l1 import append_rows, interleaved  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
-ROUNDS = 5
 HIDDEN, MLP = 4096, 14336
 TOKENS = (4096, 16384)
 
@@ -79,15 +77,6 @@ CASES = {
 }
 
 
-def interleaved(functions: dict, bench) -> dict:
-    """Median ms of each function over ROUNDS rounds in which they take turns."""
-    times = {name: [] for name in functions}
-    for _ in range(ROUNDS):
-        for name, fn in functions.items():
-            times[name].append(bench(fn))
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def case(kernel: str, inputs: tuple) -> dict:
     reference, _, _ = CASES[kernel]
     ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
@@ -117,29 +106,18 @@ def case(kernel: str, inputs: tuple) -> dict:
 
 def main(out: Path, kernels: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "liger_ops.csv"
-    new = not path.exists()
     torch.manual_seed(0)
-    with open(path, "a", newline="") as f:
-        if new:
-            f.write(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
-            f.write("# vs_* = that way's ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph)\n")
-        writer = None
+
+    def rows():
         for kernel, (_, make, width) in CASES.items():
             if kernels and kernel not in kernels:
                 continue
             for tokens in TOKENS:
                 for dtype in (torch.bfloat16, torch.float16):
-                    row = case(kernel, make((tokens, width), dtype))
-                    if writer is None:
-                        writer = csv.DictWriter(f, fieldnames=list(row))
-                        if new:
-                            writer.writeheader()
-                    writer.writerow(row)
-                    f.flush()
-                    print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
-                    torch.cuda.empty_cache()
+                    yield case(kernel, make((tokens, width), dtype))
 
+    note = "vs_* = that way's ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph)"
+    append_rows(out / "liger_ops.csv", note, rows())
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]), sys.argv[2:])

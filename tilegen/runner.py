@@ -415,7 +415,9 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     the largest block over it (defaults, or any tune config's value), plus a partial tile when
     every axis over it is masked (so tails are exercised and unmasked launchers accept the
     size). A ``whole`` extent is 3 short of a power of two (a masked tail), 61 where a ``dot``
-    operand spans it (a head dimension); an index (batch) extent is 3."""
+    operand spans it (a head dimension); an index (batch) extent is 3. Where the grid holds several
+    whole axes, or blocks of other axes beside one, a whole extent is smaller, so that one
+    program's tile stays within 2**17 elements (a rope's [H, D] tiles, a [C, BW] tile)."""
     given = dict(given or {})
     blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
     largest = dict(blocks)  # unmasked axes must divide by every config's block
@@ -436,6 +438,11 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
         for operand in call.args for load in m.subexpressions(operand) if isinstance(load, m.Load)
         for i in load.index if isinstance(i, m.Name) and i.id in by_name
     }
+    wholes = [a for a in spec.grid if a.bounds == "whole"]
+    beside = math.prod(blocks.get(a.block.id, 1) for a in spec.grid if a.block is not None)
+    bits = max(programs, 1).bit_length() + 7  # of one whole extent, alone in its tile
+    if len(wholes) > 1 or beside > 1:
+        bits = max(3, min(bits // max(len(wholes), 1), (17 - (beside.bit_length() - 1)) // max(len(wholes), 1)))
     sizes = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:
@@ -443,7 +450,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
                 continue
             over = [a for a in axes if a.dim.id == dim.id]
             if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
-                extent = 61 if dim.id in dot_dims else (1 << max(programs, 1).bit_length() + 7) - 3
+                extent = 61 if dim.id in dot_dims else (1 << bits) - 3
                 sizes[dim.id] = given.get(dim.id, extent)
                 continue
             if over and all(a.is_index for a in over):

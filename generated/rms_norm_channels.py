@@ -258,9 +258,9 @@ def _rms_norm_channels_loops_kernel(
         tl.store(y_ptrs, v / tl.sqrt_rn(row_sum[None, :] / C + eps), mask=mask_cw_1)
 
 
-def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 4096) -> torch.Tensor:
+def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
     """rms_norm_channels() where the rows are too long for one tile (C > _WHOLE_LIMIT): the kernel of
-    specs/rms_norm_channels.tile with its whole axis in loops over tiles of BLOCK_C (a keyword, default 4096).
+    specs/rms_norm_channels.tile with its whole axis in loops over tiles of BLOCK_C (a keyword, default 128).
     Called by rms_norm_channels(), after its checks. Its tune configs are those of rms_norm_channels() with the fewest rows per program.
     """
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
@@ -370,7 +370,7 @@ def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops()'s kernel
-        BLOCK_C = 4096
+        BLOCK_C = 128
         _x_strides = x.stride()
         int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
         grid = lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"])

@@ -79,7 +79,8 @@ from tilegen.lower.passes import kernel_spec
 from tilegen.lower.plan import Comment, FallbackPlan, ForLoop, IfBlock, KernelPlan, Line, Op, RowsPlan, WithBlock
 
 #: The chunk (``BLOCK_N``) the looped kernel takes by default: 4096 elements, 32 per thread at 4
-#: warps, 8 at 16; a launcher keyword of the private ``_<kernel>_loops`` launcher.
+#: warps, 8 at 16 (less where blocks of other axes share the tile: the row one tile holds, as
+#: :func:`whole_limit` has it); a launcher keyword of the private ``_<kernel>_loops`` launcher.
 CHUNK = 4096
 
 #: The most elements of a one-tile kernel's tile each thread may hold in a config worth compiling:
@@ -437,8 +438,11 @@ class _Rewrite:
         body += ready(last)  # row statements that need nothing (placed above), or no reduction at all
         body = self.merged_names(body)
         grid = tuple(a for a in spec.grid if a is not self.whole)
-        params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(CHUNK), span), span))
         rows = tuple(a.block.id for a in grid if a.block is not None)
+        # a chunk no longer than the row one tile holds: beside blocks of other axes (a [C, BW]
+        # tile) that is less than CHUNK, which would spill
+        chunk = min(CHUNK, whole_limit(spec, rows)[0])
+        params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(chunk), span), span))
         tune = _row_tune(spec, self.whole.dim, rows)
         looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=tune)
         return LoopedRows(looped, dim, block, rows)
@@ -693,6 +697,7 @@ def lower_rows(spec: m.Spec) -> Rows | None:
         return None
     name = f"_{spec.name.id}_{VARIANT}"
     other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
+    chunk = next(p.default.text for p in other.params if p.name.id == looped.block)
     rows = tuple_text(f'"{r}"' for r in looped.rows)
     loops = _dedupe_comments(lower_kernel(kernel_spec(other)))
     if loops.tune is not None:
@@ -701,7 +706,7 @@ def lower_rows(spec: m.Spec) -> Rows | None:
     launcher = lower_launcher(other, loops, None, variant=VARIANT)
     dim = looped.dim
     doc = (f"{spec.name.id}() where the rows are too long for one tile ({dim} > _WHOLE_LIMIT): the kernel of\n"
-           f"{spec.path} with its whole axis in loops over tiles of {looped.block} (a keyword, default {CHUNK}).\n"
+           f"{spec.path} with its whole axis in loops over tiles of {looped.block} (a keyword, default {chunk}).\n"
            f"Called by {spec.name.id}(), after its checks.")
     if spec.tune is not None:
         doc += f" Its tune configs are those of {spec.name.id}() with the fewest rows per program."
@@ -713,7 +718,7 @@ def lower_rows(spec: m.Spec) -> Rows | None:
     if launcher.traced is not None:  # its launch after the outputs are made (the outer launcher made them)
         start = next(i for i, op in enumerate(launcher.traced)
                      if isinstance(op, IfBlock) and op.why == "nothing to compute: no launch") + 1
-        traced = (Line(f"{looped.block} = {CHUNK}"), *launcher.traced[start:])
+        traced = (Line(f"{looped.block} = {chunk}"), *launcher.traced[start:])
     limit, hard = whole_limit(spec, looped.rows)
     plan = RowsPlan(dim, limit, hard, call, traced, name)
     return Rows(FallbackPlan(loops, launcher), plan)

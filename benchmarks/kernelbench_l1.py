@@ -107,14 +107,20 @@ def interleaved(functions: dict, bench) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def case(kernel: str, xs: tuple) -> dict:
-    problem, reference, _, _ = CASES[kernel]
+def first_call(kernel: str, inputs: tuple):
+    """The generated function of ``kernel``, its result on ``inputs`` and the seconds that first
+    call took in this process (tuning and compiling included)."""
     ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
     torch.cuda.synchronize()
     start = time.perf_counter()
-    y = ours(*xs)
+    result = ours(*inputs)
     torch.cuda.synchronize()
-    first = time.perf_counter() - start
+    return ours, result, time.perf_counter() - start
+
+
+def case(kernel: str, xs: tuple) -> dict:
+    problem, reference, _, _ = CASES[kernel]
+    ours, y, first = first_call(kernel, xs)
     want = reference(*xs)
     error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]  # not a scalar input (eps)

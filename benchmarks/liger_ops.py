@@ -16,7 +16,6 @@ time over tilegen's (above 1: tilegen faster).
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -28,8 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-liger-")
 
-from benchmarks.kernelbench_l1 import append_rows, interleaved  # noqa: E402
-from tilegen.runner import load_module  # noqa: E402
+from benchmarks.kernelbench_l1 import append_rows, first_call, interleaved  # noqa: E402
 
 HIDDEN, MLP = 4096, 14336
 TOKENS = (4096, 16384)
@@ -79,12 +77,7 @@ CASES = {
 
 def case(kernel: str, inputs: tuple) -> dict:
     reference, _, _ = CASES[kernel]
-    ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    got = ours(*inputs)
-    torch.cuda.synchronize()
-    first = time.perf_counter() - start
+    ours, got, first = first_call(kernel, inputs)
     want = reference(*inputs)
     got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
     error = max((g.double() - w.double()).abs().max().item() for g, w in zip(got, want, strict=True))

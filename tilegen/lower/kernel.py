@@ -20,15 +20,13 @@ be shadowed.
 
 from __future__ import annotations
 
-import re
-
 from tilegen import model as m
 from tilegen.functions import HELPERS, lookup
 from tilegen.lower.access import Access
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import across_stores, lower_finish, partials_name
 from tilegen.lower.grid import grid_ops
-from tilegen.lower.names import dtype_bindings, size_symbols, stride_name, whole_dims
+from tilegen.lower.names import dtype_bindings, mentions, size_symbols, stride_name, whole_dims
 from tilegen.lower.pieces import pieces_setup
 from tilegen.lower.plan import (
     ChoicePlan,
@@ -150,18 +148,15 @@ def _after_descriptors(params: tuple, names: tuple[str, ...]) -> tuple:
     return ((*first[:last], *extra, *first[last:]), *params[1:])
 
 
-def _mentions(ops, name: str) -> bool:
-    """Whether any op of ``ops`` (or of the blocks inside them) names ``name``."""
-    pattern = re.compile(rf"\b{re.escape(name)}\b")
+def _code(ops):
+    """The generated lines of ``ops`` and of the blocks inside them (loop headers, conditions)."""
     for op in ops:
-        if isinstance(op, Line) and pattern.search(op.code):
-            return True
-        if isinstance(op, (ForLoop, IfBlock)) and (
-            pattern.search(op.iterable if isinstance(op, ForLoop) else op.condition)
-            or _mentions(op.body, name) or _mentions(getattr(op, "orelse", ()), name)
-        ):
-            return True
-    return False
+        if isinstance(op, Line):
+            yield op.code
+        elif isinstance(op, (ForLoop, IfBlock)):
+            yield op.iterable if isinstance(op, ForLoop) else op.condition
+            yield from _code(op.body)
+            yield from _code(getattr(op, "orelse", ()))
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:
@@ -194,7 +189,7 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     pointer = "{name}_desc.dtype" if state.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
     bound = dtype_bindings(state.spec, pointer)
     for var in state.spec.dtype_vars:  # where the kernel names it (a store into a workspace need not)
-        if _mentions(tile, var.name.id):
+        if mentions(_code(tile), var.name.id):
             prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
     # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
     flags = (*state.sign_flags.values(), *([INT64_FLAG] if state.int64 else []))

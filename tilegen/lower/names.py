@@ -7,6 +7,8 @@ them so that the same spec piece is written the same way in each.
 
 from __future__ import annotations
 
+import re
+
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
 
@@ -164,3 +166,9 @@ def dim_label(tensor: m.Tensor, position: int) -> str:
 def stride_name(tensor: m.Tensor, position: int) -> str:
     """The kernel's stride argument for one dimension (``stride_a_m``)."""
     return f"stride_{tensor.name.id}_{dim_label(tensor, position)}"
+
+
+def mentions(lines, name: str) -> bool:
+    """True when ``name`` appears as a whole word in any of ``lines`` (generated code)."""
+    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    return any(pattern.search(line) for line in lines)

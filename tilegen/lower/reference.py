@@ -8,12 +8,18 @@ spec, a user's too, is checked against.
 
 from __future__ import annotations
 
-import re
-
 from tilegen import model as m
 from tilegen.dtypes import INDEX, LOGIC, NARROW, converts_to_f32, expr_dtype, is_float, possible_dtypes, promote
 from tilegen.functions import lookup, spanned_axes
-from tilegen.lower.names import binop_text, dtype_bindings, number_text, swizzled_outputs, torch_dtype, tuple_text
+from tilegen.lower.names import (
+    binop_text,
+    dtype_bindings,
+    mentions,
+    number_text,
+    swizzled_outputs,
+    torch_dtype,
+    tuple_text,
+)
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
 
@@ -100,7 +106,7 @@ class ReferenceLowering:
         bound = dim.text if isinstance(dim, m.Number) else dim.id
         offset = self.offset(item, (axis,))
         name, n = f"{axis}_index", 1
-        while _mentions(self.lines, name) or name in self.locals:  # another offset's
+        while mentions(self.lines, name) or name in self.locals:  # another offset's
             name, n = f"{axis}_index_{n}", n + 1
         index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item else ":"
                  for i in load.index]
@@ -407,23 +413,18 @@ class ReferenceLowering:
             self.lines.append(f"{name} = torch.{make}({shape_text}, dtype={dtype}, device={self.device})")
         self.walk(spec.body)
         # a dtype variable where the reference names it (a float32 loss of T inputs need not)
-        self.lines[:0] = [b for b in bindings if _mentions(self.lines, b.split(" = ")[0])]
+        self.lines[:0] = [b for b in bindings if mentions(self.lines, b.split(" = ")[0])]
         keywords = tuple((p.name.id, p.default.text) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
         return ReferencePlan(
             inputs=self.launcher.inputs,
             keywords=keywords,
-            sizes=tuple((k, v) for k, v in self.launcher.sizes if _mentions(self.lines, k)),
+            sizes=tuple((k, v) for k, v in self.launcher.sizes if mentions(self.lines, k)),
             lines=tuple(self.lines),
             returns=self.launcher.returns,
             uses_swizzle=bool(self.aliases),
             uses_choice=bool(spec.choices),
         )
-
-
-def _mentions(lines: list[str], name: str) -> bool:
-    """True when ``name`` appears as a whole word in any of ``lines``."""
-    return any(re.search(rf"\b{re.escape(name)}\b", line) for line in lines)
 
 
 def lower_reference(spec: m.Spec, launcher: LauncherPlan) -> ReferencePlan:

@@ -441,8 +441,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     wholes = [a for a in spec.grid if a.bounds == "whole"]
     beside = math.prod(blocks.get(a.block.id, 1) for a in spec.grid if a.block is not None)
     bits = max(programs, 1).bit_length() + 7  # of one whole extent, alone in its tile
-    if len(wholes) > 1 or beside > 1:
-        bits = max(3, min(bits // max(len(wholes), 1), (17 - (beside.bit_length() - 1)) // max(len(wholes), 1)))
+    if len(wholes) > 1 or beside > 1:  # the tile's 2**17 elements shared by its whole axes
+        bits = max(3, min(bits, 17 - (beside.bit_length() - 1)) // max(len(wholes), 1))
     sizes = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:

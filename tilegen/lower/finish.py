@@ -51,6 +51,12 @@ def partials_name(found: Across, i: int) -> str:
     return name if len(found.partials) == 1 else f"{name}_{i}"
 
 
+def merged_name(found: Across, i: int) -> str:
+    """The finish kernel's local holding chain ``i``'s merged partials."""
+    name = f"{found.store.tensor.id}_merged"
+    return name if len(found.partials) == 1 else f"{name}_{i}"
+
+
 def elements(tensor: m.Tensor) -> str:
     """The element count of a new contiguous output, as text of its sizes."""
     return " * ".join(d.text if isinstance(d, m.Number) else d.id for d in tensor.dims)
@@ -116,7 +122,7 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
     values: list[m.Expr] = []
     declares, steps = [], []
     for i, partial in enumerate(found.partials):
-        merged = f"{store.tensor.id}_merged" if len(found.partials) == 1 else f"{store.tensor.id}_merged_{i}"
+        merged = merged_name(found, i)
         function = partial.function
         init = number("inf") if function.identity in (float("inf"), float("-inf")) else number(
             str(int(function.identity)))
@@ -183,22 +189,18 @@ def lower_finish(spec: m.Spec, found: Across, lower_kernel) -> FinishPlan:
     grid_axes = {a.name.id: a for a in spec.grid}
     programs = tuple((grid_axes[a].dim.id, None if grid_axes[a].is_index else grid_axes[a].block.id)
                      for a in found.axes)
-    counts = {}
-    for i, partial in enumerate(found.partials):
-        if partial.averaged:
-            merged = f"{out.name.id}_merged" if len(found.partials) == 1 else f"{out.name.id}_merged_{i}"
-            counts[f"{merged}_count"] = f"float({' * '.join(partial.averaged)})"
-    texts = {f"{partials_name(found, i)}_ptr": partials_name(found, i) for i in range(len(found.partials))}
-    texts |= {f"{out.name.id}_ptr": out.name.id, PROGRAMS: f"{out.name.id}_programs", ELEMENTS: elements(out)}
-    texts |= counts
+    workspaces = tuple(partials_name(found, i) for i in range(len(found.partials)))
+    plan = FinishPlan(out.name.id, workspaces, programs, elements(out), kernel, (), "")
+    texts = {f"{w}_ptr": w for w in workspaces}
+    texts |= {f"{out.name.id}_ptr": out.name.id, PROGRAMS: plan.count, ELEMENTS: plan.elements}
+    texts |= {f"{merged_name(found, i)}_count": f"float({' * '.join(p.averaged)})"
+              for i, p in enumerate(found.partials) if p.averaged}
     for t in finish.arrays:
         for position in range(len(t.dims)):
-            texts[stride_name(t, position)] = "1" if position == len(t.dims) - 1 else elements(out)
+            texts[stride_name(t, position)] = "1" if position == len(t.dims) - 1 else plan.elements
     texts |= {p.name.id: p.default.text for p in finish.params}
-    size = f"{out.name.id}_programs" if elements(out) == "1" else f"{out.name.id}_programs * {elements(out)}"
-    texts[INT64_FLAG] = f"{size} >= 2**31"
+    texts[INT64_FLAG] = f"{plan.size} >= 2**31"
     args = tuple(texts.get(p.name, p.name) for group in kernel.param_groups for p in group)
     block = texts["BQ"]
-    grid = f"(({elements(out)} + {block} - 1) // {block},)" if block != "1" else f"({elements(out)},)"
-    return FinishPlan(out.name.id, tuple(partials_name(found, i) for i in range(len(found.partials))), programs,
-                      elements(out), kernel, args, grid)
+    grid = f"(({plan.elements} + {block} - 1) // {block},)" if block != "1" else f"({plan.elements},)"
+    return dataclasses.replace(plan, args=args, grid=grid)

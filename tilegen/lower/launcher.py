@@ -817,11 +817,10 @@ def _workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> lis
             if block is not None and block in tuned:
                 block = _smallest_block(spec, block) if smallest else f'config["{block}"]'
             counts.append(dim if block is None else f"({cdiv(dim, block)})")
-        programs, along = f"{finish.output}_programs", ", ".join(d for d, _ in finish.programs)
-        ops.append(Line(f"{programs} = {' * '.join(counts)}  # programs along {along}"))
-        size = programs if finish.elements == "1" else f"{programs} * {finish.elements}"
+        along = ", ".join(d for d, _ in finish.programs)
+        ops.append(Line(f"{finish.count} = {' * '.join(counts)}  # programs along {along}"))
         for name in finish.workspaces:
-            ops.append(Line(f"{name} = torch.empty({size}, device=device, dtype=torch.float32)"))
+            ops.append(Line(f"{name} = torch.empty({finish.size}, device=device, dtype=torch.float32)"))
     return ops
 
 

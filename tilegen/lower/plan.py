@@ -176,6 +176,16 @@ class FinishPlan:
     args: tuple[str, ...]
     grid: str
 
+    @property
+    def count(self) -> str:
+        """The launcher's local holding the number of programs whose partials are merged."""
+        return f"{self.output}_programs"
+
+    @property
+    def size(self) -> str:
+        """The elements of each workspace, as launcher text."""
+        return self.count if self.elements == "1" else f"{self.count} * {self.elements}"
+
 
 @dataclass(frozen=True)
 class KernelPlan:

@@ -8,7 +8,7 @@ pointers, tensor descriptors, gathers, and loads (reused within a scope).
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.lower.names import broadcast, broadcast_tile, stride_name, tuple_text
+from tilegen.lower.names import broadcast, broadcast_tile, offset_text, stride_name, tuple_text
 from tilegen.lower.pieces import pieced
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import KernelState
@@ -33,20 +33,15 @@ class Access:
         their offsets (an index axis its program id), sizes and scalars themselves, ``/`` as
         ``//`` (sizes are whole numbers)."""
         state = self.state
-        if isinstance(item, m.Number):
-            return item.text
-        if isinstance(item, m.Ref):
-            info = state.axes.get(item.name.id)
+        canonical = tuple(state.canonical.get(a, a) for a in context)
+
+        def name(n: str) -> str:
+            info = state.axes.get(n)
             if info is None:  # a size or an integer scalar input
-                return item.name.id
-            if info.scalar:
-                return info.offs
-            canonical = tuple(state.canonical.get(a, a) for a in context)
-            return broadcast(info.offs, state.canonical.get(item.name.id, item.name.id), canonical)
-        if isinstance(item, m.Neg):
-            return f"-({self.offset(item.operand, context)})"
-        op = "//" if item.op == "/" else item.op
-        return f"({self.offset(item.left, context)} {op} {self.offset(item.right, context)})"
+                return n
+            return info.offs if info.scalar else broadcast(info.offs, state.canonical.get(n, n), canonical)
+
+        return offset_text(item, name)
 
     def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a

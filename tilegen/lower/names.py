@@ -172,3 +172,17 @@ def mentions(lines, name: str) -> bool:
     """True when ``name`` appears as a whole word in any of ``lines`` (generated code)."""
     pattern = re.compile(rf"\b{re.escape(name)}\b")
     return any(pattern.search(line) for line in lines)
+
+
+def offset_text(item, name) -> str:
+    """An offset index (``c + N / 2``, :func:`tilegen.model.is_offset`) as Python text for the
+    kernel or the reference: each name written by ``name(name)`` (an axis as its offsets or its
+    ``arange``, a size or scalar as itself), ``/`` as ``//`` (sizes are whole numbers)."""
+    if isinstance(item, m.Number):
+        return item.text
+    if isinstance(item, m.Ref):
+        return name(item.name.id)
+    if isinstance(item, m.Neg):
+        return f"-({offset_text(item.operand, name)})"
+    op = "//" if item.op == "/" else item.op
+    return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"

@@ -16,6 +16,7 @@ from tilegen.lower.names import (
     dtype_bindings,
     mentions,
     number_text,
+    offset_text,
     swizzled_outputs,
     torch_dtype,
     tuple_text,
@@ -61,15 +62,11 @@ class ReferenceLowering:
 
     def offset(self, item, own: tuple[str, ...]) -> str:
         """An offset axis's index values (``c + N / 2``) over ``own``: each axis its ``arange``."""
-        if isinstance(item, m.Number):
-            return item.text
-        if isinstance(item, m.Ref):
-            name = item.name.id
-            return self.arange(self.aliases.get(name, name), own) if name in self.axis_names else name
-        if isinstance(item, m.Neg):
-            return f"-({self.offset(item.operand, own)})"
-        op = "//" if item.op == "/" else item.op
-        return f"({self.offset(item.left, own)} {op} {self.offset(item.right, own)})"
+
+        def name(n: str) -> str:
+            return self.arange(self.aliases.get(n, n), own) if n in self.axis_names else n
+
+        return offset_text(item, name)
 
     @staticmethod
     def align(text: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:

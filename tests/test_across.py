@@ -196,18 +196,24 @@ HEAD = "kernel k\n  in  x: f32[M, N]\n  out s: f32[]\n  out v: f32[M]\n  block B
 
 
 @pytest.mark.parametrize(("body", "line", "words"), [
-    # a reduction across programs is what a top-level store writes, not a local
-    ("  grid r over M by BM, c over N by BN\n  t = sum(x[r, c], dim=(r, c))\n  s = t\n  v[r] = x[r, 0]\n",
-     7, "store the reduction itself"),
+    # a value reduced across programs comes from assignments, which its stage recomputes
+    ("  grid r over M by BM, c over N by BN\n  acc: f32[r, c] = 0\n  acc += x[r, c]\n  t = sum(acc, dim=(r, c))\n"
+     "  s = t\n  v[r] = x[r, 0]\n", 9, "it reads what '+=' at line 8 sets"),
+    # and is held in float32
+    ("  grid r over M by BM, c over N by BN\n  t = f16(sum(x[r, c], dim=(r, c)))\n  s = t\n  v[r] = x[r, 0]\n",
+     7, "wrap it in f32(...)"),
+    # a reduction across programs is at the top level, not in a loop
+    ("  grid r over M by BM, c over N by BN\n  for k over M by BM\n    t = sum(x[r, c], dim=(r, c))\n"
+     "  s = 0\n  v[r] = x[r, 0]\n", 8, "or assign the reduction itself"),
     # nor one inside another reduction
     ("  grid r over M by BM, c over N whole\n  s = sum(max(x[r, c], dim=r), dim=c)\n  v[r] = x[r, 0]\n",
-     7, "store the reduction itself"),
+     7, "assign the reduction itself"),
     # outside its reductions, the stored value has no tile
     ("  grid r over M by BM, c over N whole\n  s = sum(x[r, c], dim=(r, c))\n  v[r] = sum(x[r, c], dim=r) + x[r, 0]\n",
      8, "not a tile"),
     # every chain of a store reduces the same grid axes
     ("  grid r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=(r, c)) + sum(max(x[r, c], dim=c), dim=r)\n"
-     "  v[r] = x[r, 0]\n", 7, "store the reduction itself"),
+     "  v[r] = x[r, 0]\n", 7, "assign the reduction itself"),
     # a grid the finish kernel cannot read its partials from
     ("  grid flat r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=(r, c))\n  v[r] = x[r, 0]\n",
      7, "this spec has a flat grid"),

@@ -40,7 +40,7 @@ REFUSED = {
     "undeclared": "kernel k\n  in  x: f32[N]\n  out z: f32[N]\n  block BS = 64\n  grid i over N by BS\n  z[i] = y[i]\n",
     "partial_reduction": (
         "kernel k\n  in  x: f32[M, N]\n  out z: f32[M]\n  block BM = 4, BN = 8\n"
-        "  grid r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=c)\n  z[r] = s\n"
+        "  grid r over M by BM, c over N by BN\n  s = sum(x[r, c], dim=c) * x[r, c]\n  z[r] = s\n"
     ),
     "two_kernels": SWIGLU.replace("f16, bf16, f32", "f16, f64"),
 }

@@ -143,3 +143,55 @@ def across(store: m.Store, grid: tuple[m.Axis, ...]) -> Across | None:
     order = [a.name.id for a in grid]
     return Across(store, tuple(_partial(calls, axes, order) for calls in chains))
 
+
+
+def assigned(stmt: m.Assign, grid: tuple[m.Axis, ...]) -> Across | None:
+    """The reductions across programs of a top-level assignment ``v = f(sum(x, dim=r))``, read
+    as the store ``v = ...`` would be, or None. Every program uses ``v``, which none can compute:
+    the compiler computes it in a kernel of its own, a *stage*, which stores it (through the
+    partials and the finish kernel of a store), and the spec's kernel loads it
+    (:mod:`tilegen.lower.stages`)."""
+    return across(m.Store(stmt.name, (), stmt.value, stmt.span), grid)
+
+
+def names_in(expr: m.Expr) -> set[str]:
+    """The names ``expr`` reads: locals, axes, sizes and scalars, those of offset indices too."""
+    found: set[str] = set()
+    for sub in m.subexpressions(expr):
+        if isinstance(sub, m.Ref):
+            found.add(sub.name.id)
+        elif isinstance(sub, m.Load):
+            for item in sub.index:
+                if isinstance(item, m.Name):
+                    found.add(item.id)
+                elif not isinstance(item, m.Number | m.Load):  # an offset index: c + N / 2
+                    found |= names_in(item)
+    return found
+
+
+def defined(stmt: m.Stmt) -> set[str]:
+    """The local names a top-level statement sets (a loop: those its body sets)."""
+    if isinstance(stmt, m.Assign | m.Declare | m.Accumulate):
+        return {stmt.name.id}
+    if isinstance(stmt, m.Loop):
+        return {n for s in stmt.body for n in defined(s)}
+    return set()
+
+
+def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = frozenset()) -> list[int]:
+    """The positions in ``body`` (top-level statements) before ``position`` that set a local the
+    statement at ``position`` reads, directly or through them, in body order. A position in
+    ``leaves`` is taken but what it reads is not followed (a value another stage computes)."""
+    wanted = set(names_in(body[position].value))
+    found: list[int] = []
+    for i in range(position - 1, -1, -1):
+        if not defined(body[i]) & wanted:
+            continue
+        found.append(i)
+        stmt = body[i]
+        if isinstance(stmt, m.Assign | m.Declare):  # it sets the name afresh
+            wanted.discard(stmt.name.id)
+        if i not in leaves:
+            reads = [s.value for s in m.statements((stmt,)) if isinstance(s, m.Assign | m.Accumulate | m.Store)]
+            wanted |= {n for value in reads for n in names_in(value)}
+    return sorted(found)

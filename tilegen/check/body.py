@@ -6,11 +6,11 @@
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.across import across
+from tilegen.across import across, assigned
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
 from tilegen.check.indexing import index_axes
-from tilegen.check.programs import check_across
+from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
 
 
@@ -21,7 +21,7 @@ def check_body(state: CheckState, body, scope: Scope) -> None:
     accumulator of a dtype it may add into), a store (recorded in ``state.written``; the value
     spans only the axes the store indexes) and a loop (its axis, then its body in a scope of
     its own whose updated variables stay visible after it)."""
-    for stmt in body:
+    for position, stmt in enumerate(body):
         if isinstance(stmt, m.Declare):
             check_dtype(state, stmt.dtype)
             for axis in stmt.axes:
@@ -39,6 +39,10 @@ def check_body(state: CheckState, body, scope: Scope) -> None:
             scope.declared.add(stmt.name.id)
             scope.dtypes[stmt.name.id] = stmt.dtype.id
         elif isinstance(stmt, m.Assign):
+            found = assigned(stmt, state.spec.grid) if not scope.loop_axes else None
+            if found is not None:  # a value every program uses and none can compute: a stage
+                check_across(state, found, scope)
+                check_stage(state, body, position, scope)
             axes = expr_axes(state, stmt.value, scope)
             dtype = dtype_of(state, stmt.value, scope)
             name = stmt.name.id

@@ -241,7 +241,8 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         state.errors.error(
             f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
             f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis, or store "
-            f"the reduction itself (out[...] = sum(x, dim={dim.id}) at the top level reduces across programs)",
+            f"or assign the reduction itself (out[...] = sum(x, dim={dim.id}) or v = sum(x, dim={dim.id}) at the top "
+            "level reduces across programs)",
             dim.span,
         )
     return result

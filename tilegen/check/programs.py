@@ -7,7 +7,8 @@ else is refused there)."""
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.across import Across, chain
+from tilegen.across import Across, chain, needed
+from tilegen.check.expressions import dtype_of
 from tilegen.check.state import CheckState, Scope
 
 
@@ -57,3 +58,24 @@ def check_across(state: CheckState, found: Across, scope: Scope) -> None:
                 sub.span,
             )
             break
+
+
+def check_stage(state: CheckState, body: tuple[m.Stmt, ...], position: int, scope: Scope) -> None:
+    """``v = f(sum(x, dim=r))`` at the top level, ``r`` a grid axis: a kernel of its own (a
+    stage, :mod:`tilegen.lower.stages`) computes ``v`` before the spec's kernel runs, from the
+    assignments before it, and holds it in float32 for the spec's kernel to load."""
+    stmt = body[position]
+    what = f"'{stmt.name.id}' reduces across programs, so a kernel of its own computes it before this one"
+    for i in reversed(needed(body, position)):  # the nearest first
+        if not isinstance(body[i], m.Assign):
+            kind = "a loop" if isinstance(body[i], m.Loop) else "'+='" if isinstance(body[i], m.Accumulate) else "a tile declaration"
+            state.errors.error(
+                f"{what}, from the assignments before it; it reads what {kind} at line {body[i].span.line} sets: "
+                "compute it with plain assignments, or in another spec",
+                stmt.span,
+            )
+            return
+    dtype = dtype_of(state, stmt.value, scope)
+    if dtype in m.DTYPES and dtype != "f32":
+        state.errors.error(f"{what}, which holds it in float32; its value here is {dtype}: wrap it in f32(...)",
+                           stmt.value.span)

@@ -36,9 +36,10 @@ from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
-from tilegen.lower.plan import FallbackPlan, ModulePlan
+from tilegen.lower.plan import FallbackPlan, ModulePlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows, whole_pruned
+from tilegen.lower.stages import Staging, stage_specs
 from tilegen.resources import runtime_build
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
@@ -99,6 +100,9 @@ def _descriptors_serve(spec: m.Spec) -> bool:
 
 def _lower(spec: m.Spec) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
+    staging = stage_specs(spec)  # values reduced across programs that every program uses
+    if staging is not None:
+        return _staged(spec, staging)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -118,6 +122,29 @@ def _lower(spec: m.Spec) -> ModulePlan:
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
     launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)
+    return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None)
+
+
+def _staged(spec: m.Spec, staging: Staging) -> ModulePlan:
+    """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
+    kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
+    stages = []
+    for stage, values in zip(staging.stages, staging.values, strict=True):
+        kernel = whole_pruned(stage, lower_kernel(kernel_spec(stage)))
+        variant = stage.name.id.removeprefix(f"_{spec.name.id}_")
+        if kernel.tune is not None:  # the spec's configs, under a name of their own
+            kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=f"_{variant.upper()}_CONFIGS"))
+        held = ", ".join(f"'{s.tensor.id}'" for s in stage.body if isinstance(s, m.Store) and s.tensor.id in values)
+        doc = (f"Computes {held}: what every program of {spec.name.id}_kernel loads, reduced across programs (no "
+               f"program of it\nsees all it reduces).  Called by {spec.name.id}(), after its checks.")
+        stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
+    kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
+    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages))
+    return _module(spec, kernel, launcher, stages=tuple(stages))
+
+
+def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=()) -> ModulePlan:
+    """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered."""
     reference = lower_reference(spec, launcher)
     described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)
     blocks = lower_descriptor_blocks(described) if described is not None and spec.tune is not None else None
@@ -132,7 +159,8 @@ def _lower(spec: m.Spec) -> ModulePlan:
         reference=reference,
         fallbacks=tuple(fallbacks),
         dtype_vars=tuple(v.name.id for v in spec.dtype_vars),
-        rows=rows.plan if rows is not None else None,
+        rows=rows,
         runtime_build=runtime_build(),
         descriptor_blocks=blocks,
+        stages=stages,
     )

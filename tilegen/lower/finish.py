@@ -71,7 +71,8 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
     place = ""
     for axis in found.axes:  # row-major over the reduced axes, in grid order
         pid = state.pids[axis]
-        place = pid if not place else f"{place} * tl.num_programs({launched.index(axis)}) + {pid}"
+        outer = f"({place})" if "+" in place else place
+        place = pid if not place else f"{outer} * tl.num_programs({launched.index(axis)}) + {pid}"
     tensor = state.spec.tensor(stmt.tensor.id)
     ptr, mask = access.pointer_expr(stmt, context, ops, load=False)
     prefix = f"{tensor.name.id}_ptr"

@@ -7,13 +7,14 @@ and launches. Every error message names the spec's tensor and dimension.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, swizzled_outputs, torch_dtype, tuple_text
-from tilegen.lower.plan import Comment, HookPlan, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, WithBlock
+from tilegen.lower.plan import Comment, HookPlan, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -25,6 +26,8 @@ def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
     for stmt in m.statements(spec.body):
         for access in m.accesses(stmt):
             tensor = spec.tensor(access.tensor.id)
+            if tensor is None:  # a value a stage computes, not an input of the launcher
+                continue
             for position, item in enumerate(access.index):
                 if isinstance(item, m.Number):
                     largest = max(int(item.text), found.get((tensor.name.id, position), (None, None, -1))[2])
@@ -243,6 +246,8 @@ def lower_launcher(
     variant: str | None = None,
     fast: str = "",
     rows: RowsPlan | None = None,
+    stages: tuple[StagePlan, ...] = (),
+    docstring: str | None = None,
 ) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
@@ -256,7 +261,9 @@ def lower_launcher(
     share the module's caches with the first; ``fast`` names what the first launcher uses
     (for its docstring). With ``rows``, rows longer than ``_WHOLE_LIMIT`` return ``rows.call``,
     the same spec with its whole axis in loops (:mod:`tilegen.lower.rows`), before any output
-    is made, and under ``torch.compile`` launch that kernel.
+    is made, and under ``torch.compile`` launch that kernel. With ``stages``, the inputs of
+    ``spec`` that they return (:mod:`tilegen.lower.stages`) are not the launcher's: it calls the
+    stages' launchers after its checks, in order. ``docstring`` replaces the one it writes.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper of
     the runtime (``_rt.bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -264,6 +271,8 @@ def lower_launcher(
     a GPU other than the current one run under ``torch.cuda.device`` of theirs; tuning and
     compiling hold the module's lock, so concurrent first calls tune and compile once.
     """
+    values = {v for stage in stages for v in stage.values}
+    full, spec = spec, dataclasses.replace(spec, tensors=tuple(t for t in spec.tensors if t.name.id not in values))
     name = spec.name.id
     tuned = set(spec.tuned_params)
     arrays_in = [t for t in spec.inputs if not t.is_scalar]
@@ -357,7 +366,7 @@ def lower_launcher(
     setup: list[Op] = []  # what the launch passes: strides, whole-axis tiles, descriptors, flags
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
-    bound_strides = [t for t in spec.arrays if descriptors or t.role == "in"]
+    bound_strides = [t for t in full.arrays if descriptors or t.role == "in"]
     for t in bound_strides:
         setup.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
     sizes_passed = size_symbols(spec)
@@ -374,10 +383,10 @@ def lower_launcher(
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
         strides = tuple(
-            ", ".join(_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in spec.arrays
+            ", ".join(_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in full.arrays
         )
-        groups = [tuple(t.name.id for t in spec.arrays), sizes_passed, scalars, strides]
-        pointers = tuple(t.name.id for t in spec.arrays)
+        groups = [tuple(t.name.id for t in full.arrays), sizes_passed, scalars, strides]
+        pointers = tuple(t.name.id for t in full.arrays)
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in bound_strides)]
         for t in spec.outputs:  # a new output's strides: products of the later sizes; literal ones never vary
             ints += [stride for i, stride in enumerate(_strides(t))
@@ -393,7 +402,7 @@ def lower_launcher(
         flags.append(Line(f"{flag} = bool({scalar} >= 0)  # the kernel reduces {scalar}-scaled tiles unscaled"))
         meta += (f"{flag}={flag}",)
     if kernel.int64:
-        flags.append(Line(f"int64 = {_int64_condition(spec)}  # offsets past 2**31 elements"))
+        flags.append(Line(f"int64 = {_int64_condition(full)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)
     if spec.persistent or spec.split_tail:
         flags.append(Line("NUM_SMS = _num_sms(device)"))
@@ -405,7 +414,7 @@ def lower_launcher(
     launch = _LaunchArgs(
         groups=tuple(g for g in groups if g),
         meta=meta,
-        constexprs=_constexpr_values(spec, kernel),
+        constexprs=_constexpr_values(full, kernel),
         pointers=pointers,
         ints=tuple(ints),
     )
@@ -418,16 +427,19 @@ def lower_launcher(
         why = f"rows too long for one tile: {rows.launcher}() loops over them"
         route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why, (Line(f"return {rows.call}"),))]
     made = len(middle) - len(spec.outputs)  # the outputs are made last
-    body = [*head, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *flags[:whole], *setup,
-            *flags[whole:]]
-    body += _launch(spec, kernel, name, launch, call, variant)
+    staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
+    if staged:
+        staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
+    body = [*head, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *staged,
+            *flags[:whole], *setup, *flags[whole:]]
+    body += _launch(full, kernel, name, launch, call, variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
     traced = None
     # torch traces a pointer kernel's launch; a TMA descriptor's it cannot, nor a split loop's sum
     # nor a finish kernel (the parts and the programs depend on the config the autotuner picks)
-    if not descriptors and kernel.split is None and not kernel.finishes:
+    if not descriptors and kernel.split is None and not kernel.finishes and not stages:
         traced = (
             *constant,
             Line(f"{returns} = _{name}_fake({arguments})"),
@@ -459,7 +471,7 @@ def lower_launcher(
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=_docstring(spec, variant, fast),
+        docstring=docstring or _docstring(spec, variant, fast),
         fake=fake,
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile

@@ -275,14 +275,21 @@ class ModulePlan:
     rows: RowsPlan | None = None  # a whole axis whose long rows run a looped kernel (tilegen.lower.rows)
     runtime_build: str = ""  # the build of tilegen's runtime the module loads (tilegen.resources.runtime_build)
     descriptor_blocks: HookPlan | None = None  # the descriptor kernel's autotune pre_hook, where it is tuned
+    stages: tuple[StagePlan, ...] = ()  # kernels the launcher runs first: values every program uses (stages.py)
+
+    @property
+    def helpers(self) -> tuple[HelperPlan, ...]:
+        """The ``@triton.jit`` helpers the module's kernels call (the spec's and its stages'), once each."""
+        found = {h.name: h for k in (self.kernel, *(s.kernel for s in self.stages)) for h in k.helpers}
+        return tuple(found.values())
 
     @property
     def runtime_names(self) -> tuple[tuple[str, str], ...]:
         """(module name, runtime attribute) of each runtime function or constant the module binds
         to a name of its own: what its launchers and kernels use on every call (a global name
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
-        kernels = (self.kernel, *(f.kernel for f in self.fallbacks))
-        launchers = (self.launcher, *(f.launcher for f in self.fallbacks))
+        kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
+        launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
@@ -319,6 +326,17 @@ class FallbackPlan:
 
     kernel: KernelPlan
     launcher: LauncherPlan
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A kernel the spec's launcher runs before its own (:mod:`tilegen.lower.stages`): it computes
+    values reduced across programs, which the later kernels load. ``launcher`` is its private
+    launcher (it returns ``values``, the tensors holding them, as the spec's launcher names them)."""
+
+    kernel: KernelPlan
+    launcher: LauncherPlan
+    values: tuple[str, ...]
 
 
 @dataclass(frozen=True)

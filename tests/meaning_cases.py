@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
+from tilegen.runner import scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIRS = ("specs", "tests/specs")
@@ -246,52 +247,52 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             raise CannotDerive(f"{spec.path}: no block value for {[a.name.id for a in over]} in shape {shape}")
         return max(values)
 
-    for tensor in spec.tensors:
-        for dim in tensor.dims:
-            if not isinstance(dim, m.Name) or dim.id in sizes:
-                continue
-            over = [a for a in axes if a.dim.id == dim.id]
-            kinds = {a.bounds for a in over}
-            unknown = kinds - {"masked", "wrapped", "unmasked", "whole", "index"}
-            if unknown:
-                raise CannotDerive(f"{spec.path}: no size rule for axes of bounds {sorted(unknown)} over {dim.id}")
-            align = alignment.get(dim.id, 1)
-            if "whole" in kinds:
-                dot = any(a.name.id in dots for a in over)
-                if tiny:
-                    size = _aligned(5 if dot else 3, align, sizes.values()) if align > 1 else (5 if dot else 3)
-                elif dot:
-                    size = DOT_WHOLE_ALIGNED if align > 1 else DOT_WHOLE_EXTENT
-                else:
-                    size = _aligned(WHOLE_EXTENTS[scale], align, sizes.values()) if align > 1 else WHOLE_EXTENTS[scale]
-            elif "unmasked" in kinds:  # a multiple of every block the launcher may be given for it
-                tuned = max((largest.get(a.block.id, 0) for a in over if a.block is not None), default=0)
-                size = 2 * tuned if tuned else UNMASKED_EXTENT
-                if dim.id in split:
-                    size = max(size, 8 * block_of(over), SPLIT_MIN_EXTENT)
-            elif kinds and kinds <= {"index"}:
-                size = 1 if tiny else INDEX_EXTENT
-            elif dim.id in split:  # 8 or more tiles of the loop, and a tail
-                block = block_of(over)
-                size = max(8 * block, SPLIT_MIN_EXTENT) + (align if align > 1 else block // 2 + 1)
-            elif dim.id == rows:  # SPLIT_TAIL_TILES tiles, the last one partial
-                block = block_of(over)
-                size = (SPLIT_TAIL_TILES - 1) * block + _below(block, align)
-            elif dim.id in columns:  # one partial tile
-                size = _below(block_of(over), align)
-            else:  # masked or wrapped tiles (or no axis at all): an odd extent, a tail for every block
-                size = next(odd, 41)
-                floor = 0 if tiny else min(
-                    (smallest[a.block.id] for a in over if a.block is not None and a.block.id in smallest), default=0)
-                if size < floor + floor // 2 + 1:
-                    size = floor + floor // 2 + 1
-                    size += 1 - size % 2
-                    while size in sizes.values():  # distinct extents: a swapped pair of sizes shows
-                        size += 2
-                if align > 1:
-                    size = _aligned(size, align, sizes.values())
-            sizes[dim.id] = size
-    return sizes
+    sizes.update(scalar_sizes(spec))  # g over G, c over C / G: G's value first
+    for dim in size_names(spec):
+        if dim.id in sizes:
+            continue
+        over = [a for a in axes if a.dim.id == dim.id]
+        kinds = {a.bounds for a in over}
+        unknown = kinds - {"masked", "wrapped", "unmasked", "whole", "index"}
+        if unknown:
+            raise CannotDerive(f"{spec.path}: no size rule for axes of bounds {sorted(unknown)} over {dim.id}")
+        align = alignment.get(dim.id, 1)
+        if "whole" in kinds:
+            dot = any(a.name.id in dots for a in over)
+            if tiny:
+                size = _aligned(5 if dot else 3, align, sizes.values()) if align > 1 else (5 if dot else 3)
+            elif dot:
+                size = DOT_WHOLE_ALIGNED if align > 1 else DOT_WHOLE_EXTENT
+            else:
+                size = _aligned(WHOLE_EXTENTS[scale], align, sizes.values()) if align > 1 else WHOLE_EXTENTS[scale]
+        elif "unmasked" in kinds:  # a multiple of every block the launcher may be given for it
+            tuned = max((largest.get(a.block.id, 0) for a in over if a.block is not None), default=0)
+            size = 2 * tuned if tuned else UNMASKED_EXTENT
+            if dim.id in split:
+                size = max(size, 8 * block_of(over), SPLIT_MIN_EXTENT)
+        elif kinds and kinds <= {"index"}:
+            size = 1 if tiny else INDEX_EXTENT
+        elif dim.id in split:  # 8 or more tiles of the loop, and a tail
+            block = block_of(over)
+            size = max(8 * block, SPLIT_MIN_EXTENT) + (align if align > 1 else block // 2 + 1)
+        elif dim.id == rows:  # SPLIT_TAIL_TILES tiles, the last one partial
+            block = block_of(over)
+            size = (SPLIT_TAIL_TILES - 1) * block + _below(block, align)
+        elif dim.id in columns:  # one partial tile
+            size = _below(block_of(over), align)
+        else:  # masked or wrapped tiles (or no axis at all): an odd extent, a tail for every block
+            size = next(odd, 41)
+            floor = 0 if tiny else min(
+                (smallest[a.block.id] for a in over if a.block is not None and a.block.id in smallest), default=0)
+            if size < floor + floor // 2 + 1:
+                size = floor + floor // 2 + 1
+                size += 1 - size % 2
+                while size in sizes.values():  # distinct extents: a swapped pair of sizes shows
+                    size += 2
+            if align > 1:
+                size = _aligned(size, align, sizes.values())
+        sizes[dim.id] = size
+    return solve_derived(spec, sizes)
 
 
 def _aligned(size: int, align: int, taken) -> int:

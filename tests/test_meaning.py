@@ -113,6 +113,9 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
     args = []
     for tensor in spec.inputs:
         shape = [int(d.text) if isinstance(d, m.Number) else case.sizes[d.id] for d in tensor.dims]
+        if tensor.is_scalar and tensor.name.id in case.sizes:  # an integer scalar used as a size (g over G)
+            args.append(case.sizes[tensor.name.id])
+            continue
         if tensor.sample is not None:  # the spec states the input's domain
             value = runner.sample(tensor, shape, generator)
             args.append(value.item() if tensor.is_scalar else value)

@@ -74,7 +74,7 @@ HEAD = ("kernel k\n  in  x: f32[M, N]\n  in  s: f32\n  out y: f32[M, N]\n  block
 
 
 @pytest.mark.parametrize(("line", "words"), [
-    ("  y[r, c + 1] = x[r, c]\n", "a store's index takes axes and constants"),
+    ("  y[r + 1, c + 1] = x[r, c]\n", "takes one offset index, not several"),
     ("  y[r, c] = x[r, 2 * c]\n", "'c' must enter with a factor of 1"),
     ("  y[r, c] = x[r, N - c]\n", "'c' must enter with a factor of 1"),
     ("  y[r, c] = x[r, c + 0.5]\n", "takes integers, not 0.5"),
@@ -87,4 +87,89 @@ def test_what_an_offset_may_not_say(line, words):
 
 def test_an_offset_loads_through_pointers_only():
     text = HEAD.replace("block BN = 8\n", "block BN = 8\n  access block_ptr\n") + "  y[r, c] = x[r, c + 1]\n"
-    assert any("loads through pointers only" in message for message in _errors(text))
+    assert any("goes through pointers only" in message for message in _errors(text))
+
+
+# Stores at offsets: the shifted row, lanes that fall outside the output left out (each element is
+# stored by one program only: two stores to overlapping places from different programs would race).
+STORED = """
+kernel shifted
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  out halves: f32[M, N]
+  block BM = 2, BN = 4
+  grid  r over M by BM, c over N by BN
+  y[r, c + 2] = x[r, c] * 2
+  halves[r, (c + N / 2) - N / 2] = x[r, c]
+"""
+
+
+@pytest.mark.parametrize(("bm", "bn"), [(1, 1), (2, 4), (4, 16)])
+def test_stores_at_offsets_leave_out_the_lanes_outside(tmp_path, bm, bn):
+    from tilegen.runner import load_module
+
+    path = tmp_path / "shifted.py"
+    path.write_text(compile_spec(STORED, "shifted.tile").source, encoding="utf-8")
+    module = load_module(path)
+    x = _randn(5, 9, seed=bm * bn)
+    expected = torch.zeros(5, 9)
+    expected[:, 2:] = x[:, :7] * 2
+    y, halves = module.shifted(x, BM=bm, BN=bn)
+    torch.testing.assert_close(halves, x)
+    torch.testing.assert_close(y[:, 2:], expected[:, 2:])  # its first two columns: nothing stores them
+    ours, copy = module.reference(x)
+    torch.testing.assert_close(ours[:, 2:], expected[:, 2:])
+    torch.testing.assert_close(copy, x)
+
+
+# A derived extent: an axis over C / G (G an integer input), the launcher checking that G divides C.
+GROUPS = """
+kernel group_sums
+  in  x: f32[B, C]
+  in  G: i32 in [2, 2]
+  out y: f32[B, G]
+  out spread: f32[B, C]
+  grid  b over B, g over G, c over C / G whole
+  total = sum(x[b, g * (C / G) + c], dim=c)
+  y[b, g] = total
+  spread[b, g * (C / G) + c] = x[b, g * (C / G) + c] - total / (C / G)
+"""
+
+
+@pytest.mark.parametrize(("c", "groups"), [(6, 2), (6, 3), (7, 7), (12, 1)])
+def test_an_axis_over_a_derived_extent(tmp_path, c, groups):
+    from tilegen.runner import load_module
+
+    path = tmp_path / "group_sums.py"
+    path.write_text(compile_spec(GROUPS, "group_sums.tile").source, encoding="utf-8")
+    module = load_module(path)
+    x = _randn(3, c, seed=c + groups)
+    grouped = x.reshape(3, groups, c // groups)
+    y, spread = module.group_sums(x, groups)
+    torch.testing.assert_close(y, grouped.sum(-1))
+    torch.testing.assert_close(spread, (grouped - grouped.mean(-1, keepdim=True)).reshape(3, c))
+    for ours, theirs in zip(module.reference(x, groups), (y, spread), strict=True):
+        torch.testing.assert_close(ours, theirs)
+    assert "C_over_G = (C // G)" in path.read_text()  # computed once by the launcher, passed as a size
+
+
+@pytest.mark.parametrize(("c", "groups"), [(6, 4), (6, 0)])
+def test_a_derived_extent_that_does_not_divide_is_refused(tmp_path, c, groups):
+    from tilegen.runner import load_module
+
+    path = tmp_path / "group_sums.py"
+    path.write_text(compile_spec(GROUPS, "group_sums.tile").source, encoding="utf-8")
+    module = load_module(path)
+    with pytest.raises(ValueError, match=rf"group_sums: the extent \(C / G\) needs C \({c}\) to be a multiple of G"):
+        module.group_sums(torch.zeros(2, c), groups)
+
+
+@pytest.mark.parametrize(("grid", "words"), [
+    ("  grid  b over B, g over G, c over C / eps whole\n", "integer scalar inputs and positive integers"),
+    ("  grid  b over B, g over G, c over C / 0 whole\n", "integer scalar inputs and positive integers"),
+    ("  grid  b over B, g over G, c over C < G whole\n", "unexpected"),
+])
+def test_what_a_derived_extent_may_not_say(grid, words):
+    text = GROUPS.replace("  grid  b over B, g over G, c over C / G whole\n", grid).replace(
+        "  in  G: i32 in [2, 2]\n", "  in  G: i32 in [2, 2]\n  in  eps: f32\n")
+    assert any(words in message for message in _errors(text))

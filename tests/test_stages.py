@@ -27,6 +27,12 @@ NORMS = {
                           _rand(shape[1], seed=s + 2), 1e-5),
         lambda x, w, b, eps: F.batch_norm(x, None, None, w, b, training=True, eps=eps),
     ),
+    "group_norm": (
+        # groups of 2 channels where C is even, else one channel each
+        lambda shape, s: (_rand(*shape, seed=s, offset=300.0), _rand(shape[1], seed=s + 1),
+                          _rand(shape[1], seed=s + 2), shape[1] // 2 if shape[1] % 2 == 0 else shape[1], 1e-5),
+        lambda x, w, b, groups, eps: F.group_norm(x, groups, w, b, eps=eps),
+    ),
 }
 
 
@@ -58,7 +64,8 @@ def test_a_norm_of_half_precision_tensors_is_reduced_in_float32(generated, dtype
     torch.testing.assert_close(result, expected)
 
 
-HEAD = "kernel k\n  in  x: f32[M, N]\n  out y: f32[M, N]\n  block BM = 4, BN = 8\n  grid r over M by BM, c over N by BN\n"
+HEAD = ("kernel k\n  in  x: f32[M, N]\n  out y: f32[M, N]\n  block BM = 4, BN = 8\n"
+        "  grid r over M by BM, c over N by BN\n")
 
 
 @pytest.mark.parametrize(("body", "torch_of"), [

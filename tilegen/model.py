@@ -174,6 +174,7 @@ class Axis:
     block: Name | None
     bounds: str
     span: Span
+    extent: Expr | None = None  # ``c over C / G``: the extent as written; ``dim`` names it (derived_name)
 
     @property
     def masked(self) -> bool:
@@ -450,6 +451,13 @@ class Spec:
         """Every axis: the grid's, then each loop's in body order (nested loops included)."""
         return self.grid + tuple(s.axis for s in statements(self.body) if isinstance(s, Loop))
 
+    @property
+    def derived(self) -> tuple[tuple[str, Expr], ...]:
+        """The derived sizes: (its name, the expression of sizes, integer scalar inputs and
+        integers it is) of each axis over one (``c over C / G whole``), once each, in order."""
+        found = {a.dim.id: a.extent for a in self.axes() if a.extent is not None}
+        return tuple(found.items())
+
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
         return next((t for t in self.tensors if t.name.id == name), None)
@@ -499,6 +507,21 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
 
 
 # ------------------------------------------------------------------------- walking the tree
+
+
+_OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "over"}
+
+
+def derived_name(extent: Expr) -> str:
+    """The size symbol of a derived extent, as the generated code names it: ``C / G`` is
+    ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``."""
+    if isinstance(extent, BinOp):
+        return f"{derived_name(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{derived_name(extent.right)}"
+    if isinstance(extent, Neg):
+        return f"minus_{derived_name(extent.operand)}"
+    if isinstance(extent, Ref):
+        return extent.name.id
+    return extent.text if isinstance(extent, Number) else "size"
 
 
 def is_offset(item) -> bool:

@@ -118,12 +118,17 @@ class ToModel(Transformer):
         return str(items[0])
 
     def axis(self, meta, items):
-        names = [i for i in items if isinstance(i, Token)]
-        bounds = next((i for i in items if isinstance(i, str) and not isinstance(i, Token)), None)
-        name, dim, *block = names
+        name, extent, *rest = items
+        block = [i for i in rest if isinstance(i, Token)]
+        bounds = next((i for i in rest if isinstance(i, str) and not isinstance(i, Token)), None)
         if bounds is None:
             bounds = "masked" if block else "index"
-        return m.Axis(_name(name), _name(dim), _name(block[0]) if block else None, bounds, _span(meta))
+        block_name = _name(block[0]) if block else None
+        if isinstance(extent, m.Ref):  # a size symbol
+            return m.Axis(_name(name), extent.name, block_name, bounds, _span(meta))
+        # a derived extent (C / G): a size symbol of its own, which the launcher computes
+        dim = m.Name(m.derived_name(extent), _span(meta) if not hasattr(extent, "span") else extent.span)
+        return m.Axis(_name(name), dim, block_name, bounds, _span(meta), extent=extent)
 
     def grid_decl(self, meta, items):
         kind = items[0].type if items and isinstance(items[0], Token) else None

@@ -108,7 +108,9 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     inputs = {}
     for tensor in spec.inputs:
         if tensor.is_scalar:  # a number passed by value
-            if tensor.sample is not None:
+            if tensor.name.id in sizes:  # an integer scalar used as a size (g over G, c over C / G)
+                inputs[tensor.name.id] = sizes[tensor.name.id]
+            elif tensor.sample is not None:
                 inputs[tensor.name.id] = sample(tensor, (), generator).item()
             else:
                 inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
@@ -443,29 +445,100 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     bits = max(programs, 1).bit_length() + 7  # of one whole extent, alone in its tile
     if len(wholes) > 1 or beside > 1:  # the tile's 2**17 elements shared by its whole axes
         bits = max(3, min(bits, 17 - (beside.bit_length() - 1)) // max(len(wholes), 1))
-    sizes = {}
+    sizes = scalar_sizes(spec, given)
+    for dim in size_names(spec):
+        if dim.id in sizes:
+            continue
+        over = [a for a in axes if a.dim.id == dim.id]
+        if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
+            extent = 61 if dim.id in dot_dims else (1 << bits) - 3
+            sizes[dim.id] = given.get(dim.id, extent)
+            continue
+        if over and all(a.is_index for a in over):
+            sizes[dim.id] = given.get(dim.id, 3)
+            continue
+        step = max(
+            (
+                (largest if a.bounds == "unmasked" else blocks).get(a.block.id, 1)
+                for a in over
+                if a.block is not None
+            ),
+            default=16,
+        )
+        tail = step // 2 + 1 if all(a.masked for a in over) else 0
+        if spec.access_style == "descriptor":  # TMA rows must be 16-byte aligned
+            tail = 16 if step > 16 else 0
+        sizes[dim.id] = given.get(dim.id, step * programs + tail)
+    return solve_derived(spec, sizes, given)
+
+
+def size_names(spec: m.Spec) -> list[m.Name]:
+    """The size symbols a run chooses, each once: the tensors' shapes (but the numerator of a
+    derived extent ``C / G``, which follows from it and ``G``) and the derived ones."""
+    numerators = {n for n, _ in divided(spec).values()}
+    names: dict[str, m.Name] = {}
     for tensor in spec.tensors:
         for dim in tensor.dims:
-            if not isinstance(dim, m.Name) or dim.id in sizes:
-                continue
-            over = [a for a in axes if a.dim.id == dim.id]
-            if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
-                extent = 61 if dim.id in dot_dims else (1 << bits) - 3
-                sizes[dim.id] = given.get(dim.id, extent)
-                continue
-            if over and all(a.is_index for a in over):
-                sizes[dim.id] = given.get(dim.id, 3)
-                continue
-            step = max(
-                (
-                    (largest if a.bounds == "unmasked" else blocks).get(a.block.id, 1)
-                    for a in over
-                    if a.block is not None
-                ),
-                default=16,
-            )
-            tail = step // 2 + 1 if all(a.masked for a in over) else 0
-            if spec.access_style == "descriptor":  # TMA rows must be 16-byte aligned
-                tail = 16 if step > 16 else 0
-            sizes[dim.id] = given.get(dim.id, step * programs + tail)
+            if isinstance(dim, m.Name) and dim.id not in numerators and not is_scalar_input(spec, dim.id):
+                names.setdefault(dim.id, dim)
+    for axis in spec.axes():
+        if axis.extent is not None:
+            names.setdefault(axis.dim.id, axis.dim)
+    return list(names.values())
+
+
+def is_scalar_input(spec: m.Spec, name: str) -> bool:
+    """Whether ``name`` is a scalar input of ``spec`` (``in G: i32``)."""
+    tensor = spec.tensor(name)
+    return tensor is not None and tensor.is_scalar
+
+
+def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
+    """Derived extents of the form ``A / S`` (a size over an integer scalar input or an integer):
+    derived name -> (``A``, ``S``)."""
+    found = {}
+    for name, extent in spec.derived:
+        if isinstance(extent, m.BinOp) and extent.op == "/" and isinstance(extent.left, m.Ref):
+            right = extent.right
+            if isinstance(right, m.Ref) or (isinstance(right, m.Number) and right.is_int):
+                found[name] = (extent.left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
+    return found
+
+
+def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:
+    """A value for each integer scalar input a size is made of (``g over G``, ``C / G``): given,
+    else its sample range's low end, else 3 (what :func:`random_inputs` passes for it)."""
+    given = given or {}
+    used = {a.dim.id for a in spec.axes()} | {n for _, e in spec.derived for n in m.offset_names(e)}
+    values = {}
+    for t in spec.inputs:
+        if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES and t.name.id in used:
+            low = int(t.sample[0].value) if t.sample is not None else 3
+            values[t.name.id] = given.get(t.name.id, max(low, 1))
+    return values
+
+
+def solve_derived(spec: m.Spec, sizes: dict[str, int], given: dict[str, int] | None = None) -> dict[str, int]:
+    """``sizes`` with the numerator of each derived extent ``A / S`` made ``A = (A / S) * S``
+    (given values win: then the derived one follows from them), and every other derived size
+    computed from the sizes it is made of."""
+    given = given or {}
+    for name, (numerator, divisor) in divided(spec).items():
+        factor = divisor if isinstance(divisor, int) else sizes[divisor]
+        if numerator in given:
+            sizes[name] = given[numerator] // factor
+        sizes[numerator] = sizes[name] * factor
+    for name, extent in spec.derived:
+        if name not in divided(spec):
+            sizes[name] = _evaluate(extent, sizes)
     return sizes
+
+
+def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
+    """A derived extent's value at ``sizes`` (``/`` rounds down, as the launcher's ``//``)."""
+    if isinstance(extent, m.Number):
+        return int(extent.text)
+    if isinstance(extent, m.Ref):
+        return sizes[extent.name.id]
+    left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
+    return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

@@ -221,6 +221,13 @@ def extents(spec: m.Spec, args: Sequence, outputs: Sequence = ()) -> dict[str, i
             for dim, extent in zip(tensor.dims, shape, strict=True):
                 if isinstance(dim, m.Name):
                     sizes.setdefault(dim.id, int(extent))
+    for tensor, value in zip(spec.inputs, args, strict=False):  # an integer scalar a size is made of
+        if tensor.is_scalar and isinstance(value, int):
+            sizes.setdefault(tensor.name.id, value)
+    from tilegen.runner import solve_derived  # the derived sizes (C / G), as the launcher computes them
+
+    if all(n in sizes for _, extent in spec.derived for n in m.offset_names(extent)):
+        sizes = solve_derived(spec, dict(sizes), given=sizes)
     return sizes
 
 

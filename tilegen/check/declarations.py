@@ -93,6 +93,29 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
         )
 
 
+def check_extent(state: CheckState, axis: m.Axis) -> None:
+    """A derived extent, ``c over C / G``: ``+ - * /`` of sizes of the tensors' shapes, integer
+    scalar inputs and positive integers (``/`` divides exactly: the launcher checks it)."""
+    scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
+
+    def visit(e: m.Expr) -> None:
+        if isinstance(e, m.BinOp) and e.op in ("+", "-", "*", "/"):
+            visit(e.left)
+            visit(e.right)
+        elif isinstance(e, m.Ref) and (e.name.id in state.tensor_dims or e.name.id in scalars):
+            pass
+        elif isinstance(e, m.Number) and e.is_int and e.value > 0:
+            pass
+        else:
+            state.errors.error(
+                f"the extent of '{axis.name.id}' is arithmetic (+ - * /) of sizes of the tensors' shapes, "
+                "integer scalar inputs and positive integers",
+                e.span,
+            )
+
+    visit(axis.extent)
+
+
 def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
     """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
     loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
@@ -112,7 +135,9 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         state.define(axis.name, what)
     if what == "loop axis":
         state.loop_axes.setdefault(axis.name.id, axis)
-    if axis.dim.id not in state.dims:
+    if axis.extent is not None:
+        check_extent(state, axis)
+    elif axis.dim.id not in state.dims:
         state.errors.error(
             f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
             axis.dim.span,
@@ -162,9 +187,12 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
         check_dtype_var(state, var)
     for tensor in spec.tensors:
         check_tensor(state, tensor)
-    for dim in sorted(state.dims):
+    for dim in sorted(state.tensor_dims):
         span = next(d.span for t in spec.tensors for d in t.dims if isinstance(d, m.Name) and d.id == dim)
         state.define(m.Name(dim, span), "dimension")
+    for dim, _ in spec.derived:  # the generated code's name of a derived extent (C_over_G)
+        if dim not in state.tensor_dims:
+            state.define(next(a.dim for a in spec.axes() if a.dim.id == dim), "dimension")
     for param in spec.params:
         check_param(state, param)
     if not spec.outputs:
@@ -213,6 +241,10 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
     for dim in tensor.dims:
         if isinstance(dim, m.Number) and (not dim.is_int or int(dim.text) < 1):
             state.errors.error("a literal dimension must be a positive integer", dim.span)
+        scalar = state.spec.tensor(dim.id) if isinstance(dim, m.Name) else None
+        if tensor.role == "in" and scalar is not None and scalar.is_scalar:  # an output's may be: y: f32[B, G]
+            state.errors.error(f"'{dim.id}' is a scalar input; an input's shape gives sizes of its own, "
+                               "so name this dimension otherwise", dim.span)
     if tensor.sample is not None:
         check_sample(state, tensor)
 

@@ -35,6 +35,8 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
             tensor_name.span,
         )
         return ()
+    if writing and sum(m.is_offset(i) for i in index) > 1:
+        state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several", tensor_name.span)
     result = []
     for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
         if isinstance(item, m.Load):
@@ -81,17 +83,15 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
 
 
 def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope, writing: bool) -> list[str]:
-    """``x[r, c + N / 2]``: an offset axis, in a load through pointers: one tile axis (or none)
+    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
     c``), with ``+ - * /`` (``/`` of integers rounds down, as the sizes are whole). The tile axis
     enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
-    lanes outside it read 0. Returns the tile axis, if any."""
+    lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
+    tile axis, if any."""
     where = f"the index of '{tensor.name.id}'"
-    if writing:
-        state.errors.error(f"{where} is an offset; a store's index takes axes and constants", item.span)
-        return []
     if state.spec.access_style != "pointers":
-        state.errors.error(f"{where} is an offset, which loads through pointers only (this spec has "
+        state.errors.error(f"{where} is an offset, which goes through pointers only (this spec has "
                            f"'access {state.spec.access_style}')", item.span)
         return []
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}

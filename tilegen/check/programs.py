@@ -68,7 +68,8 @@ def check_stage(state: CheckState, body: tuple[m.Stmt, ...], position: int, scop
     what = f"'{stmt.name.id}' reduces across programs, so a kernel of its own computes it before this one"
     for i in reversed(needed(body, position)):  # the nearest first
         if not isinstance(body[i], m.Assign):
-            kind = "a loop" if isinstance(body[i], m.Loop) else "'+='" if isinstance(body[i], m.Accumulate) else "a tile declaration"
+            kind = ("a loop" if isinstance(body[i], m.Loop) else "'+='" if isinstance(body[i], m.Accumulate)
+                    else "a tile declaration")
             state.errors.error(
                 f"{what}, from the assignments before it; it reads what {kind} at line {body[i].span.line} sets: "
                 "compute it with plain assignments, or in another spec",

@@ -84,7 +84,8 @@ class CheckState:
 
     spec: m.Spec
     errors: Collector = field(default_factory=Collector)
-    dims: set[str] = field(init=False)  # the size symbols of the tensors' shapes
+    dims: set[str] = field(init=False)  # the size symbols: the tensors' shapes, derived ones, integer scalars
+    tensor_dims: set[str] = field(init=False)  # the size symbols of the tensors' shapes
     params: dict[str, m.Param] = field(init=False)  # block parameter name -> its declaration
     written: set[str] = field(default_factory=set)  # tensors stored to
     names: dict[str, m.Span] = field(default_factory=dict)  # every name defined -> where
@@ -96,7 +97,11 @@ class CheckState:
     across: set[int] = field(default_factory=set)  # ids of the reductions across programs accepted (programs.py)
 
     def __post_init__(self) -> None:
+        scalars = {t.name.id for t in self.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
         self.dims = {d.id for t in self.spec.tensors for d in t.dims if isinstance(d, m.Name)}
+        self.tensor_dims = self.dims - scalars  # sizes the inputs' shapes give
+        # sizes the launcher computes (c over C / G) and integer scalar inputs (g over G, out y: f32[B, G])
+        self.dims |= {name for name, _ in self.spec.derived} | scalars
         self.params = {p.name.id: p for p in self.spec.params}
 
     def define(self, name: m.Name, what: str) -> None:

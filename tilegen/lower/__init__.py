@@ -133,7 +133,8 @@ def _staged(spec: m.Spec, staging: Staging) -> ModulePlan:
         kernel = whole_pruned(stage, lower_kernel(kernel_spec(stage)))
         variant = stage.name.id.removeprefix(f"_{spec.name.id}_")
         if kernel.tune is not None:  # the spec's configs, under a name of their own
-            kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=f"_{variant.upper()}_CONFIGS"))
+            named = dataclasses.replace(kernel.tune, name=f"_{variant.upper()}_CONFIGS")
+            kernel = dataclasses.replace(kernel, tune=named)
         held = ", ".join(f"'{s.tensor.id}'" for s in stage.body if isinstance(s, m.Store) and s.tensor.id in values)
         doc = (f"Computes {held}: what every program of {spec.name.id}_kernel loads, reduced across programs (no "
                f"program of it\nsees all it reduces).  Called by {spec.name.id}(), after its checks.")

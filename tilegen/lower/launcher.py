@@ -13,8 +13,21 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.names import dtype_bindings, dtype_options, size_symbols, swizzled_outputs, torch_dtype, tuple_text
-from tilegen.lower.plan import Comment, HookPlan, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
+from tilegen.lower.names import (
+    dtype_bindings, dtype_options, offset_text, size_symbols, swizzled_outputs, torch_dtype, tuple_text,
+)
+from tilegen.lower.plan import (
+    Comment,
+    HookPlan,
+    IfBlock,
+    KernelPlan,
+    LauncherPlan,
+    Line,
+    Op,
+    RowsPlan,
+    StagePlan,
+    WithBlock,
+)
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -80,6 +93,25 @@ def _bind_sizes(spec: m.Spec, name: str):
                 )
             )
     return lines, checks, sizes, bound
+
+
+def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """The checks of the derived sizes (``c over C / G``: ``G`` at least 1 and dividing ``C``)
+    and the Python text of each (``C // G``), in :attr:`~tilegen.model.Spec.derived` order."""
+    checks: list[tuple[str, str]] = []
+    texts: list[str] = []
+    for _, extent in spec.derived:
+        texts.append(offset_text(extent, lambda n: n))
+        written = texts[-1].replace("//", "/")
+        for sub in m.subexpressions(extent):
+            if isinstance(sub, m.BinOp) and sub.op == "/":
+                a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
+                checks.append((
+                    f"{b} < 1 or ({a}) % ({b})",
+                    f"f\"{name}: the extent {written} needs {a} ({{{a}}}) to be a multiple of {b} ({{{b}}}), "
+                    f"and {b} at least 1\"",
+                ))
+    return checks, texts
 
 
 def _largest(spec: m.Spec, param: str) -> str | None:
@@ -345,8 +377,14 @@ def lower_launcher(
         )
         middle.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
     unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
+    derived_checks, derived = _derived_sizes(spec, name)
+    sizes += [(size, text) for size, text in zip((s for s, _ in spec.derived), derived, strict=True)]
+    derived = [f"{size} = {text}" for (size, _), text in zip(spec.derived, derived, strict=True)]
     middle += [Line(line) for line in unpack]
-    for condition, message in shape_checks + _axis_checks(spec, name, bound, rows):
+    for condition, message in shape_checks + derived_checks:
+        middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
+    middle += [Line(line) for line in derived]
+    for condition, message in _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
     for tensor in spec.outputs:
@@ -361,7 +399,8 @@ def lower_launcher(
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
     }
-    empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=size_symbols(spec).index)) or "False"
+    order = (*size_symbols(spec), *(t.name.id for t in spec.inputs if t.is_scalar))  # g over G: G a scalar
+    empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=order.index)) or "False"
     nothing = IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),))
     setup: list[Op] = []  # what the launch passes: strides, whole-axis tiles, descriptors, flags
     descriptors = spec.access_style == "descriptor"
@@ -443,7 +482,7 @@ def lower_launcher(
         traced = (
             *constant,
             Line(f"{returns} = _{name}_fake({arguments})"),
-            *(Line(line) for line in unpack),
+            *(Line(line) for line in (*unpack, *derived)),
             nothing,
             *([IfBlock(f"{rows.dim} > _WHOLE_LIMIT", f"rows too long for one tile: {rows.launcher}()'s kernel",
                        rows.traced)] if rows is not None else []),

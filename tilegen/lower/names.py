@@ -113,12 +113,14 @@ def broadcast_tile(var: str, axes: tuple[str, ...], context: tuple[str, ...]) ->
 
 
 def size_symbols(spec: m.Spec) -> tuple[str, ...]:
-    """Symbolic dimensions in order of first appearance."""
+    """Symbolic dimensions in order of first appearance, then the derived ones (``C_over_G``)."""
     seen: list[str] = []
+    scalars = {t.name.id for t in spec.inputs if t.is_scalar}  # g over G: G is passed as a scalar
     for tensor in spec.tensors:
         for dim in tensor.dims:
-            if isinstance(dim, m.Name) and dim.id not in seen:
+            if isinstance(dim, m.Name) and dim.id not in seen and dim.id not in scalars:
                 seen.append(dim.id)
+    seen += [name for name, _ in spec.derived if name not in seen]
     return tuple(seen)
 
 

@@ -9,7 +9,10 @@
 2. ``one_element`` (stage ``module``, :func:`one_element`): a 0-dim output as a tensor of one
    element, stored at index 0, which every later part lowers as it lowers any tensor (only the
    launcher's allocation and the reference's shape read ``zero_dim``).
-3. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
+3. ``derived_refs`` (stage ``module``, :func:`derived_refs`): an offset's arithmetic that is a
+   derived extent (``C / G``) as the size naming it (``C_over_G``), in the kernel and the
+   reference alike.
+4. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
    base 2, ``log2(e)`` folded into the scalar factor they are scaled by. Last, and on the spec of
    each kernel only (:func:`kernel_spec`, just before :func:`tilegen.lower.kernel.lower_kernel`):
    the launcher and the torch reference are lowered from the spec without it (the reference is
@@ -83,10 +86,53 @@ def one_element(spec: m.Spec) -> m.Spec:
     return dataclasses.replace(spec, tensors=tensors, body=body)
 
 
+def derived_refs(spec: m.Spec) -> m.Spec:
+    """``spec`` with each offset index's arithmetic that is a derived extent (``C / G`` in
+    ``x[b, g * (C / G) + c]`` where an axis is over ``C / G``) the size that names it
+    (``C_over_G``), which the launcher computes once and passes, as it does the other sizes."""
+    names = {name for name, _ in spec.derived}
+    if not names:
+        return spec
+
+    def named(e):
+        if isinstance(e, m.BinOp):
+            if m.derived_name(e) in names:
+                return m.Ref(m.Name(m.derived_name(e), e.span), e.span)
+            return dataclasses.replace(e, left=named(e.left), right=named(e.right))
+        if isinstance(e, m.Neg):
+            return dataclasses.replace(e, operand=named(e.operand))
+        return e
+
+    def index(item):
+        return named(item) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
+            index(i) for i in item.index)) if isinstance(item, m.Load) else item
+
+    def expr(e):
+        if isinstance(e, m.Load):
+            return index(e)
+        if isinstance(e, m.BinOp):
+            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
+        if isinstance(e, m.Neg):
+            return dataclasses.replace(e, operand=expr(e.operand))
+        if isinstance(e, m.Call):
+            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args))
+        return e
+
+    def stmt(s):
+        if isinstance(s, m.Loop):
+            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
+        if isinstance(s, m.Store):
+            s = dataclasses.replace(s, index=tuple(index(i) for i in s.index))
+        return dataclasses.replace(s, value=expr(s.value)) if hasattr(s, "value") else s
+
+    return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
+
+
 #: The spec rewrites, in the order they run (see the module docstring for why each is where it is).
 PASSES: tuple[Pass, ...] = (
     Pass("printable_path", printable_path, "module"),
     Pass("one_element", one_element, "module"),
+    Pass("derived_refs", derived_refs, "module"),
     Pass("exp2", fold_exp2, "kernel"),
 )
 

@@ -348,6 +348,9 @@ class ReferenceLowering:
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
+        if any(m.is_offset(i) for i in stmt.index):
+            self.offset_store(stmt, tensor, dtype)
+            return
         value = self.expr(stmt.value, index_axes)
         target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
         if tensor.zero_dim:  # one element in the kernel, torch's shape () here
@@ -357,6 +360,31 @@ class ReferenceLowering:
         elif isinstance(stmt.value, (m.BinOp, m.Neg)):
             value = f"({value})"
         self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
+
+    def offset_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str) -> None:
+        """``y[b, g * CG + c] = value``: the value over the store's axes (the offset's in its
+        place), and of it the lanes whose index falls inside the dimension, as the kernel stores
+        them, put at their indices."""
+        position, item = next((p, i) for p, i in enumerate(stmt.index) if m.is_offset(i))
+        own = tuple(dict.fromkeys(n for n in m.offset_names(item) if n in self.axis_names))
+        context: list[str] = []
+        for i in stmt.index:
+            context += [i.id] if isinstance(i, m.Name) else list(own) if i is item else []
+        dim = tensor.dims[position]
+        bound = dim.text if isinstance(dim, m.Number) else dim.id
+        name, n = f"{own[-1] if own else 'offset'}_index", 1
+        while mentions(self.lines, name) or name in self.locals:
+            name, n = f"{name.rsplit('_', 1)[0] if n > 1 else name}_{n}", n + 1
+        inside = f"{name}_inside"
+        self.lines.append(f"{name} = torch.as_tensor({self.offset(item, own)}, device={self.device})")
+        self.lines.append(f"{inside} = ({name} >= 0) & ({name} < {bound})")
+        extents = ", ".join(self.dim_of(a) for a in context)
+        value = f"torch.as_tensor({self.expr(stmt.value, tuple(context))}, device={self.device})"
+        before = sum(isinstance(i, m.Name) for i in stmt.index[:position])
+        picked = ", ".join([":"] * before + [inside])
+        target = ", ".join(i.text if isinstance(i, m.Number) else f"{name}[{inside}]" if i is item else ":"
+                           for i in stmt.index)
+        self.lines.append(f"{stmt.tensor.id}[{target}] = torch.broadcast_to({value}, ({extents},))[{picked}].to({dtype})")
 
     def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes) -> None:
         """A store through ``as`` aliases: scatter each element to where its tile is sent."""

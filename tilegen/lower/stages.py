@@ -114,6 +114,8 @@ def _inputs(spec: m.Spec, body, extra: tuple[m.Tensor, ...], outputs: tuple[m.Te
     kept = [t for t in spec.inputs if t.name.id in read]
     sizes = {a.dim.id for a in spec.grid} | {d.id for t in (*extra, *outputs) for d in t.dims if isinstance(d, m.Name)}
     sizes |= read & {d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name)}
+    sizes |= {n for _, extent in spec.derived for n in m.offset_names(extent)}  # c over C / G: C and G
+    kept += [t for t in spec.inputs if t.is_scalar and t.name.id in sizes and t not in kept]  # g over G
     for size in sorted(sizes):
         if not any(isinstance(d, m.Name) and d.id == size for t in kept for d in t.dims):
             binder = next((t for t in spec.inputs if any(isinstance(d, m.Name) and d.id == size for d in t.dims)), None)

@@ -67,6 +67,14 @@ def _distributions(shape):  # KernelBench's KL inputs: rows softmaxed
 LOSSES = [(32768, 32768), (4096, 4097), (1000, 777)]
 
 
+def _affine(groups=None):  # KernelBench's norm inputs: x = torch.rand, the module's weight 1 and bias 0 per channel
+    def make(shape):
+        weight, bias = torch.ones(shape[1], device="cuda"), torch.zeros(shape[1], device="cuda")
+        return (_rand(shape), weight, bias, *(() if groups is None else (groups,)), 1e-5)
+
+    return make
+
+
 #: kernel -> (KernelBench problem, torch's forward, input maker, shapes)
 CASES = {
     "row_cumsum": ("89_cumsum", lambda x: torch.cumsum(x, dim=1), _rand, ROWS),
@@ -86,6 +94,13 @@ CASES = {
                 [(32768, 65535), (4096, 4097), (1000, 777)]),
     "rms_norm_channels": ("36_RMSNorm_", lambda x, eps: x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps),
                           lambda shape: (_rand(shape), 1e-5), [(112, 64, 512, 512), (16, 64, 256, 257)]),
+    "frobenius_norm": ("37_FrobeniusNorm_", lambda x: x / torch.norm(x, p="fro"), _rand,
+                       [(112, 64, 512, 512), (16, 64, 256, 257)]),
+    "batch_norm": ("33_BatchNorm", lambda x, w, b, eps: torch.nn.functional.batch_norm(
+                       x, None, None, w, b, training=True, eps=eps),
+                   _affine(), [(64, 64, 512, 512), (16, 32, 256, 257)]),
+    "group_norm": ("35_GroupNorm_", lambda x, w, b, groups, eps: torch.nn.functional.group_norm(x, groups, w, b, eps),
+                   _affine(groups=8), [(112, 64, 512, 512), (16, 64, 256, 257)]),
     "mse_loss": ("94_MSELoss", lambda p, t: torch.mean((p - t) ** 2), _pair, LOSSES),
     "huber_loss": ("96_HuberLoss", lambda p, t: torch.nn.functional.smooth_l1_loss(p, t), _pair, LOSSES),
     "kl_div": ("98_KLDivLoss", lambda p, t: torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean"),

@@ -14,7 +14,13 @@ from tilegen import model as m
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
-    dtype_bindings, dtype_options, offset_text, size_symbols, swizzled_outputs, torch_dtype, tuple_text,
+    dtype_bindings,
+    dtype_options,
+    offset_text,
+    size_symbols,
+    swizzled_outputs,
+    torch_dtype,
+    tuple_text,
 )
 from tilegen.lower.plan import (
     Comment,

@@ -384,7 +384,8 @@ class ReferenceLowering:
         picked = ", ".join([":"] * before + [inside])
         target = ", ".join(i.text if isinstance(i, m.Number) else f"{name}[{inside}]" if i is item else ":"
                            for i in stmt.index)
-        self.lines.append(f"{stmt.tensor.id}[{target}] = torch.broadcast_to({value}, ({extents},))[{picked}].to({dtype})")
+        value = f"torch.broadcast_to({value}, ({extents},))[{picked}]"
+        self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
 
     def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes) -> None:
         """A store through ``as`` aliases: scatter each element to where its tile is sent."""

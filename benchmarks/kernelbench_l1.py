@@ -208,7 +208,7 @@ def plot(path: Path) -> Path:
     lines = path.read_text(encoding="utf-8").splitlines()
     rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
     labels = [f"{r['kernel']}\n{r['shape']}" for r in rows]
-    figure, axes = plt.subplots(figsize=(14, 5))
+    figure, axes = plt.subplots(figsize=(max(14, 0.35 * len(rows)), 6))  # room for each label
     positions = range(len(rows))
     axes.bar([p - 0.2 for p in positions], [float(r["ratio_eager"]) for r in rows], 0.4, label="eager")
     axes.bar([p + 0.2 for p in positions], [float(r["ratio_graph"]) for r in rows], 0.4, label="CUDA graph")

@@ -260,8 +260,8 @@ def _batch_norm_shift_finish_square_reduced_kernel(
 
 
 def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Computes 'shift_reduced', 'square_reduced': what every program of batch_norm_kernel loads, reduced across programs (no program of it
-    sees all it reduces).  Called by batch_norm(), after its checks.
+    """Computes shift, square (into shift_reduced, square_reduced), which every program of batch_norm_kernel loads:
+    each reduces across programs, so none of them could. Called by batch_norm(), after its checks.
     """
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
         _rt.bad_input("_batch_norm_shift", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)

@@ -180,8 +180,8 @@ def _frobenius_norm_norm_finish_kernel(
 
 
 def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
-    """Computes 'norm_reduced': what every program of frobenius_norm_kernel loads, reduced across programs (no program of it
-    sees all it reduces).  Called by frobenius_norm(), after its checks.
+    """Computes norm (into norm_reduced), which every program of frobenius_norm_kernel loads:
+    each reduces across programs, so none of them could. Called by frobenius_norm(), after its checks.
     """
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
         _rt.bad_input("_frobenius_norm_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)

@@ -135,9 +135,11 @@ def _staged(spec: m.Spec, staging: Staging) -> ModulePlan:
         if kernel.tune is not None:  # the spec's configs, under a name of their own
             named = dataclasses.replace(kernel.tune, name=f"_{variant.upper()}_CONFIGS")
             kernel = dataclasses.replace(kernel, tune=named)
-        held = ", ".join(f"'{s.tensor.id}'" for s in stage.body if isinstance(s, m.Store) and s.tensor.id in values)
-        doc = (f"Computes {held}: what every program of {spec.name.id}_kernel loads, reduced across programs (no "
-               f"program of it\nsees all it reduces).  Called by {spec.name.id}(), after its checks.")
+        stores = [s for s in stage.body if isinstance(s, m.Store) and s.tensor.id in values]
+        names = ", ".join(next(a.name.id for a in spec.body if isinstance(a, m.Assign) and a.value is s.value)
+                          for s in stores)
+        doc = (f"Computes {names} (into {', '.join(values)}), which every program of {spec.name.id}_kernel loads:\n"
+               f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
     launcher = lower_launcher(staging.main, kernel, stages=tuple(stages))

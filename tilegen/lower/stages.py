@@ -113,6 +113,7 @@ def _inputs(spec: m.Spec, body, extra: tuple[m.Tensor, ...], outputs: tuple[m.Te
     read = _tensors_read(body)
     kept = [t for t in spec.inputs if t.name.id in read]
     sizes = {a.dim.id for a in spec.grid} | {d.id for t in (*extra, *outputs) for d in t.dims if isinstance(d, m.Name)}
+    sizes |= {k.id for k in spec.tune.key} if spec.tune is not None else set()  # the autotuner's key
     sizes |= read & {d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name)}
     sizes |= {n for _, extent in spec.derived for n in m.offset_names(extent)}  # c over C / G: C and G
     kept += [t for t in spec.inputs if t.is_scalar and t.name.id in sizes and t not in kept]  # g over G

@@ -523,13 +523,14 @@ def solve_derived(spec: m.Spec, sizes: dict[str, int], given: dict[str, int] | N
     (given values win: then the derived one follows from them), and every other derived size
     computed from the sizes it is made of."""
     given = given or {}
-    for name, (numerator, divisor) in divided(spec).items():
+    quotients = divided(spec)
+    for name, (numerator, divisor) in quotients.items():
         factor = divisor if isinstance(divisor, int) else sizes[divisor]
         if numerator in given:
             sizes[name] = given[numerator] // factor
         sizes[numerator] = sizes[name] * factor
     for name, extent in spec.derived:
-        if name not in divided(spec):
+        if name not in quotients:
             sizes[name] = _evaluate(extent, sizes)
     return sizes
 

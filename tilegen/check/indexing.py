@@ -43,7 +43,7 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
             result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if m.is_offset(item):
-            result += [a for a in offset_axes(state, tensor, item, scope, writing) if a not in result]
+            result += [a for a in offset_axes(state, tensor, item, scope) if a not in result]
             continue
         if isinstance(item, m.Number):
             if not item.is_int:
@@ -82,7 +82,7 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
     return tuple(result)
 
 
-def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope, writing: bool) -> list[str]:
+def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
     c``), with ``+ - * /`` (``/`` of integers rounds down, as the sizes are whole). The tile axis

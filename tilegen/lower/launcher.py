@@ -101,14 +101,15 @@ def _bind_sizes(spec: m.Spec, name: str):
     return lines, checks, sizes, bound
 
 
-def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[str]]:
+def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The checks of the derived sizes (``c over C / G``: ``G`` at least 1 and dividing ``C``)
-    and the Python text of each (``C // G``), in :attr:`~tilegen.model.Spec.derived` order."""
+    and each size with its Python text (``("C_over_G", "(C // G)")``), in
+    :attr:`~tilegen.model.Spec.derived` order."""
     checks: list[tuple[str, str]] = []
-    texts: list[str] = []
-    for _, extent in spec.derived:
-        texts.append(offset_text(extent, lambda n: n))
-        written = texts[-1].replace("//", "/")
+    texts: list[tuple[str, str]] = []
+    for size, extent in spec.derived:
+        texts.append((size, offset_text(extent, lambda n: n)))
+        written = texts[-1][1].replace("//", "/")
         for sub in m.subexpressions(extent):
             if isinstance(sub, m.BinOp) and sub.op == "/":
                 a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
@@ -383,9 +384,9 @@ def lower_launcher(
         )
         middle.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
     unpack, shape_checks, sizes, bound = _bind_sizes(spec, name)
-    derived_checks, derived = _derived_sizes(spec, name)
-    sizes += [(size, text) for size, text in zip((s for s, _ in spec.derived), derived, strict=True)]
-    derived = [f"{size} = {text}" for (size, _), text in zip(spec.derived, derived, strict=True)]
+    derived_checks, derived_sizes = _derived_sizes(spec, name)
+    sizes += derived_sizes
+    derived = [f"{size} = {text}" for size, text in derived_sizes]
     middle += [Line(line) for line in unpack]
     for condition, message in shape_checks + derived_checks:
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))

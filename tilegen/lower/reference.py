@@ -94,6 +94,14 @@ class ReferenceLowering:
         text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
         return self.align(text, self.load_axes(load), context)
 
+    def fresh(self, base: str) -> str:
+        """``base``, or ``base_1``, ``base_2``, ... where an earlier line or a local takes it (another
+        offset's index)."""
+        name, n = base, 1
+        while mentions(self.lines, name) or name in self.locals:
+            name, n = f"{base}_{n}", n + 1
+        return name
+
     def shifted(self, load: m.Load, item, axis: str, context: tuple[str, ...]) -> str:
         """``x[r, c + N / 2]``: the dimension of the offset indexed by its values along ``axis``,
         clamped into the dimension, the lanes outside it 0 (as the kernel reads them)."""
@@ -102,9 +110,7 @@ class ReferenceLowering:
         dim = tensor.dims[position]
         bound = dim.text if isinstance(dim, m.Number) else dim.id
         offset = self.offset(item, (axis,))
-        name, n = f"{axis}_index", 1
-        while mentions(self.lines, name) or name in self.locals:  # another offset's
-            name, n = f"{axis}_index_{n}", n + 1
+        name = self.fresh(f"{axis}_index")
         index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item else ":"
                  for i in load.index]
         inside = f"(({name} >= 0) & ({name} < {bound}))"
@@ -372,9 +378,7 @@ class ReferenceLowering:
             context += [i.id] if isinstance(i, m.Name) else list(own) if i is item else []
         dim = tensor.dims[position]
         bound = dim.text if isinstance(dim, m.Number) else dim.id
-        name, n = f"{own[-1] if own else 'offset'}_index", 1
-        while mentions(self.lines, name) or name in self.locals:
-            name, n = f"{name.rsplit('_', 1)[0] if n > 1 else name}_{n}", n + 1
+        name = self.fresh(f"{own[-1] if own else 'offset'}_index")
         inside = f"{name}_inside"
         self.lines.append(f"{name} = torch.as_tensor({self.offset(item, own)}, device={self.device})")
         self.lines.append(f"{inside} = ({name} >= 0) & ({name} < {bound})")

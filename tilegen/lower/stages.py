@@ -63,8 +63,6 @@ def reduced_name(spec: m.Spec, value: str) -> str:
 
 def _axes(expr: m.Expr, local_axes: dict[str, tuple[str, ...]], grid: tuple[str, ...]) -> tuple[str, ...]:
     """The grid axes ``expr`` spans (index axes included: a value per index), in grid order."""
-    found: list[str] = []
-
     def visit(e: m.Expr) -> list[str]:
         if isinstance(e, m.Ref):
             return list(local_axes.get(e.name.id, (e.name.id,) if e.name.id in grid else ()))

@@ -93,9 +93,9 @@ def argmax_dim1_kernel(
     offs_k = tl.arange(0, BLOCK_D1)
     mask_k = offs_k < D1
     # specs/argmax_dim1.tile:22: y[b, n] = argmax(x[b, k, n], dim=k)
-    mask_nk = mask_k[None, :] & mask_n[:, None]
-    x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_nk)
-    argmax_k = first_argmax(tl.where(mask_k[None, :], x, float("-inf")), 1)
+    mask_kn = mask_k[:, None] & mask_n[None, :]
+    x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
+    argmax_k = first_argmax(tl.where(mask_k[:, None], x, float("-inf")), 0)
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, argmax_k, mask=mask_n)
 
 

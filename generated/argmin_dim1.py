@@ -93,9 +93,9 @@ def argmin_dim1_kernel(
     offs_k = tl.arange(0, BLOCK_D1)
     mask_k = offs_k < D1
     # specs/argmin_dim1.tile:22: y[b, n] = argmin(x[b, k, n], dim=k)
-    mask_nk = mask_k[None, :] & mask_n[:, None]
-    x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_nk)
-    argmin_k = first_argmin(tl.where(mask_k[None, :], x, float("inf")), 1)
+    mask_kn = mask_k[:, None] & mask_n[None, :]
+    x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
+    argmin_k = first_argmin(tl.where(mask_k[:, None], x, float("inf")), 0)
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, argmin_k, mask=mask_n)
 
 

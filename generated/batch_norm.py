@@ -197,8 +197,8 @@ def _batch_norm_shift_finish_shift_reduced_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/batch_norm.tile:24: shift = mean(d, dim=(b, h, w))
-        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[None, :] * stride_shift_reduced_partials_programs + offs_q[:, None] * stride_shift_reduced_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(shift_reduced_partials, axis=1)
+        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[:, None] * stride_shift_reduced_partials_programs + offs_q[None, :] * stride_shift_reduced_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(shift_reduced_partials, axis=0)
         shift_reduced_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -207,9 +207,9 @@ def _batch_norm_shift_finish_shift_reduced_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/batch_norm.tile:24: shift = mean(d, dim=(b, h, w))
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[None, :] * stride_shift_reduced_partials_programs + offs_q[:, None] * stride_shift_reduced_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], shift_reduced_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[:, None] * stride_shift_reduced_partials_programs + offs_q[None, :] * stride_shift_reduced_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], shift_reduced_partials, 0.0), axis=0)
         shift_reduced_merged += sum_p
     # specs/batch_norm.tile:24: shift = mean(d, dim=(b, h, w))
     tl.store(shift_reduced_ptr + offs_q * stride_shift_reduced_elements, shift_reduced_merged / shift_reduced_merged_count, mask=mask_q)
@@ -241,8 +241,8 @@ def _batch_norm_shift_finish_square_reduced_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/batch_norm.tile:25: square = mean(d * d, dim=(b, h, w))
-        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[None, :] * stride_square_reduced_partials_programs + offs_q[:, None] * stride_square_reduced_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(square_reduced_partials, axis=1)
+        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[:, None] * stride_square_reduced_partials_programs + offs_q[None, :] * stride_square_reduced_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(square_reduced_partials, axis=0)
         square_reduced_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -251,9 +251,9 @@ def _batch_norm_shift_finish_square_reduced_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/batch_norm.tile:25: square = mean(d * d, dim=(b, h, w))
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[None, :] * stride_square_reduced_partials_programs + offs_q[:, None] * stride_square_reduced_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], square_reduced_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[:, None] * stride_square_reduced_partials_programs + offs_q[None, :] * stride_square_reduced_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], square_reduced_partials, 0.0), axis=0)
         square_reduced_merged += sum_p
     # specs/batch_norm.tile:25: square = mean(d * d, dim=(b, h, w))
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)

@@ -105,8 +105,8 @@ def cosine_similarity_loss_finish_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/cosine_similarity_loss.tile:15: loss = mean(1 - sum(p * t, dim=c) / maximum(norms, 1e-8), dim=r)
-        loss_partials = tl.load(loss_partials_ptr + offs_p[None, :] * stride_loss_partials_programs + offs_q[:, None] * stride_loss_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(loss_partials, axis=1)
+        loss_partials = tl.load(loss_partials_ptr + offs_p[:, None] * stride_loss_partials_programs + offs_q[None, :] * stride_loss_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(loss_partials, axis=0)
         loss_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -115,9 +115,9 @@ def cosine_similarity_loss_finish_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/cosine_similarity_loss.tile:15: loss = mean(1 - sum(p * t, dim=c) / maximum(norms, 1e-8), dim=r)
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        loss_partials = tl.load(loss_partials_ptr + offs_p[None, :] * stride_loss_partials_programs + offs_q[:, None] * stride_loss_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], loss_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        loss_partials = tl.load(loss_partials_ptr + offs_p[:, None] * stride_loss_partials_programs + offs_q[None, :] * stride_loss_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], loss_partials, 0.0), axis=0)
         loss_merged += sum_p
     # specs/cosine_similarity_loss.tile:15: loss = mean(1 - sum(p * t, dim=c) / maximum(norms, 1e-8), dim=r)
     tl.store(loss_ptr + offs_q * stride_loss_elements, loss_merged / loss_merged_count, mask=mask_q)

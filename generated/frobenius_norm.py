@@ -161,8 +161,8 @@ def _frobenius_norm_norm_finish_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/frobenius_norm.tile:18: norm = sqrt(sum(v * v, dim=(b, c, h, w)))
-        norm_reduced_partials = tl.load(norm_reduced_partials_ptr + offs_p[None, :] * stride_norm_reduced_partials_programs + offs_q[:, None] * stride_norm_reduced_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(norm_reduced_partials, axis=1)
+        norm_reduced_partials = tl.load(norm_reduced_partials_ptr + offs_p[:, None] * stride_norm_reduced_partials_programs + offs_q[None, :] * stride_norm_reduced_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(norm_reduced_partials, axis=0)
         norm_reduced_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -171,9 +171,9 @@ def _frobenius_norm_norm_finish_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/frobenius_norm.tile:18: norm = sqrt(sum(v * v, dim=(b, c, h, w)))
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        norm_reduced_partials = tl.load(norm_reduced_partials_ptr + offs_p[None, :] * stride_norm_reduced_partials_programs + offs_q[:, None] * stride_norm_reduced_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], norm_reduced_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        norm_reduced_partials = tl.load(norm_reduced_partials_ptr + offs_p[:, None] * stride_norm_reduced_partials_programs + offs_q[None, :] * stride_norm_reduced_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], norm_reduced_partials, 0.0), axis=0)
         norm_reduced_merged += sum_p
     # specs/frobenius_norm.tile:18: norm = sqrt(sum(v * v, dim=(b, c, h, w)))
     tl.store(norm_reduced_ptr + offs_q * stride_norm_reduced_elements, tl.sqrt_rn(norm_reduced_merged), mask=mask_q)

@@ -181,8 +181,8 @@ def _group_norm_shift_finish_shift_reduced_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/group_norm.tile:21: shift = mean(d, dim=(c, h, w))
-        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[None, :] * stride_shift_reduced_partials_programs + offs_q[:, None] * stride_shift_reduced_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(shift_reduced_partials, axis=1)
+        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[:, None] * stride_shift_reduced_partials_programs + offs_q[None, :] * stride_shift_reduced_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(shift_reduced_partials, axis=0)
         shift_reduced_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -191,9 +191,9 @@ def _group_norm_shift_finish_shift_reduced_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/group_norm.tile:21: shift = mean(d, dim=(c, h, w))
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[None, :] * stride_shift_reduced_partials_programs + offs_q[:, None] * stride_shift_reduced_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], shift_reduced_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        shift_reduced_partials = tl.load(shift_reduced_partials_ptr + offs_p[:, None] * stride_shift_reduced_partials_programs + offs_q[None, :] * stride_shift_reduced_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], shift_reduced_partials, 0.0), axis=0)
         shift_reduced_merged += sum_p
     # specs/group_norm.tile:21: shift = mean(d, dim=(c, h, w))
     tl.store(shift_reduced_ptr + offs_q * stride_shift_reduced_elements, shift_reduced_merged / shift_reduced_merged_count, mask=mask_q)
@@ -225,8 +225,8 @@ def _group_norm_shift_finish_square_reduced_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_p = offs_p.to(tl.int64)
         # specs/group_norm.tile:22: square = mean(d * d, dim=(c, h, w))
-        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[None, :] * stride_square_reduced_partials_programs + offs_q[:, None] * stride_square_reduced_partials_elements, mask=mask_q[:, None])
-        sum_p = tl.sum(square_reduced_partials, axis=1)
+        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[:, None] * stride_square_reduced_partials_programs + offs_q[None, :] * stride_square_reduced_partials_elements, mask=mask_q[None, :])
+        sum_p = tl.sum(square_reduced_partials, axis=0)
         square_reduced_merged += sum_p
     # the last tile, if PROGRAMS % BP != 0: masked
     for p in range(PROGRAMS // BP, tl.cdiv(PROGRAMS, BP)):
@@ -235,9 +235,9 @@ def _group_norm_shift_finish_square_reduced_kernel(
             offs_p = offs_p.to(tl.int64)
         mask_p = offs_p < PROGRAMS
         # specs/group_norm.tile:22: square = mean(d * d, dim=(c, h, w))
-        mask_qp = mask_p[None, :] & mask_q[:, None]
-        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[None, :] * stride_square_reduced_partials_programs + offs_q[:, None] * stride_square_reduced_partials_elements, mask=mask_qp)
-        sum_p = tl.sum(tl.where(mask_p[None, :], square_reduced_partials, 0.0), axis=1)
+        mask_pq = mask_p[:, None] & mask_q[None, :]
+        square_reduced_partials = tl.load(square_reduced_partials_ptr + offs_p[:, None] * stride_square_reduced_partials_programs + offs_q[None, :] * stride_square_reduced_partials_elements, mask=mask_pq)
+        sum_p = tl.sum(tl.where(mask_p[:, None], square_reduced_partials, 0.0), axis=0)
         square_reduced_merged += sum_p
     # specs/group_norm.tile:22: square = mean(d * d, dim=(c, h, w))
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)

@@ -88,8 +88,8 @@ def max_dim1_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_k = offs_k.to(tl.int64)
         # specs/max_dim1.tile:20: acc = maximum(acc, max(x[b, k, n], dim=k))
-        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_n[:, None])
-        max_k = tl.max(x, axis=1)
+        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_n[None, :])
+        max_k = tl.max(x, axis=0)
         acc = tl.maximum(acc, max_k)
     # the last tile, if D1 % BK != 0: masked
     for k in range(D1 // BK, tl.cdiv(D1, BK)):
@@ -98,9 +98,9 @@ def max_dim1_kernel(
             offs_k = offs_k.to(tl.int64)
         mask_k = offs_k < D1
         # specs/max_dim1.tile:20: acc = maximum(acc, max(x[b, k, n], dim=k))
-        mask_nk = mask_k[None, :] & mask_n[:, None]
-        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_nk)
-        max_k = tl.max(tl.where(mask_k[None, :], x, float("-inf")), axis=1)
+        mask_kn = mask_k[:, None] & mask_n[None, :]
+        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
+        max_k = tl.max(tl.where(mask_k[:, None], x, float("-inf")), axis=0)
         acc = tl.maximum(acc, max_k)
     # specs/max_dim1.tile:21: y[b, n] = acc
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, acc, mask=mask_n)

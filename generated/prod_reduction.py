@@ -96,8 +96,8 @@ def prod_reduction_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_k = offs_k.to(tl.int64)
         # specs/prod_reduction.tile:22: p = p * prod(x[b, k, n], dim=k)
-        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_n[:, None])
-        prod_k = tl.reduce(x, 1, multiply)
+        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_n[None, :])
+        prod_k = tl.reduce(x, 0, multiply)
         p = p * prod_k
     # the last tile, if D1 % BK != 0: masked
     for k in range(D1 // BK, tl.cdiv(D1, BK)):
@@ -106,9 +106,9 @@ def prod_reduction_kernel(
             offs_k = offs_k.to(tl.int64)
         mask_k = offs_k < D1
         # specs/prod_reduction.tile:22: p = p * prod(x[b, k, n], dim=k)
-        mask_nk = mask_k[None, :] & mask_n[:, None]
-        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[None, :] * stride_x_d1 + offs_n[:, None] * stride_x_d2, mask=mask_nk)
-        prod_k = tl.reduce(tl.where(mask_k[None, :], x, 1.0), 1, multiply)
+        mask_kn = mask_k[:, None] & mask_n[None, :]
+        x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
+        prod_k = tl.reduce(tl.where(mask_k[:, None], x, 1.0), 0, multiply)
         p = p * prod_k
     # specs/prod_reduction.tile:23: y[b, n] = p
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, p, mask=mask_n)

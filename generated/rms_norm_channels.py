@@ -216,7 +216,7 @@ def _rms_norm_channels_loops_kernel(
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_c[:, None] * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_w[None, :])
         v = x
         # specs/rms_norm_channels.tile:16: y[b, c, h, w] = v / sqrt(mean(v * v, dim=c) + eps)
-        sum_c = tl.sum(tl.permute(v, (1, 0)) * tl.permute(v, (1, 0)), axis=1)
+        sum_c = tl.sum(v * v, axis=0)
         row_sum += sum_c
     # the last tile, if C % BLOCK_C != 0: masked
     for c in range(C // BLOCK_C, tl.cdiv(C, BLOCK_C)):
@@ -229,7 +229,7 @@ def _rms_norm_channels_loops_kernel(
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_c[:, None] * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw)
         v = x
         # specs/rms_norm_channels.tile:16: y[b, c, h, w] = v / sqrt(mean(v * v, dim=c) + eps)
-        sum_c = tl.sum(tl.where(mask_c[None, :], tl.permute(v, (1, 0)) * tl.permute(v, (1, 0)), 0.0), axis=1)
+        sum_c = tl.sum(tl.where(mask_c[:, None], v * v, 0.0), axis=0)
         row_sum += sum_c
     # specs/rms_norm_channels.tile:9: grid  b over B, c over C whole, h over H, w over W by BW
     # tiles of c inside C: no masks

@@ -298,3 +298,34 @@ def test_symbolic_ints_under_compile(tmp_path):
     for k, bs in ((3, 64), (4, 64), (5, 128), (6, 256)):
         torch.testing.assert_close(compiled(x, k, bs), x + k)
     torch.library.opcheck(module.op.default, (x, 7), {"BS": 32})
+
+
+MIDDLE_DIM = {
+    "sum_dim1": lambda x: torch.sum(x, dim=1),
+    "mean_dim1": lambda x: torch.mean(x, dim=1),
+    "max_dim1": lambda x: torch.max(x, dim=1)[0],
+    "min_dim1": lambda x: torch.min(x, dim=1)[0],
+    "prod_reduction": lambda x: torch.prod(x, dim=1),
+    "argmax_dim1": lambda x: torch.argmax(x, dim=1),
+    "argmin_dim1": lambda x: torch.argmin(x, dim=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MIDDLE_DIM))
+def test_every_config_of_a_middle_dim_reduction_on_unaligned_rows(generated, monkeypatch, name):
+    """Each tune config forced, rows of 97 floats (not 16-byte aligned): on the H100, Triton 3.6
+    summed a [BN, BK] tile (the contiguous axis first) wrongly at BK <= 16, BN >= 128 there, a
+    config the autotuner could pick in one process and not in another
+    (benchmarks/explore/dbg_sum_dim1_unaligned.py); the tile is now [BK, BN]."""
+    module = generated(name)
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(3, 33, 97, generator=g) + 0.5).to(DEVICE)  # products of 33 factors near 1 stay finite
+    expected = MIDDLE_DIM[name](x.double())
+    for index in range(len(module._CONFIGS)):
+        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
+        module._TUNED.clear()
+        got = getattr(module, name)(x)
+        if got.dtype == torch.int64:
+            assert torch.equal(got, expected), module._CONFIGS[index]
+        else:
+            torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5, msg=str(module._CONFIGS[index]))

@@ -174,14 +174,20 @@ class Expressions:
             return f"(1.0 / ({product}))"
         return product if product.isidentifier() else f"({product})"  # (x + y) ** 1 * 2 keeps its parentheses
 
-    def operand_axes(self, operand: m.Expr, context: tuple[str, ...]):
-        """(``context`` in canonical names, the operand's own axes) for a reduction or scan of
-        ``operand``, whose tile takes its own axes' order: a load's is its index's, so the
-        tensor's contiguous last dimension stays the tile's last. (A tile whose contiguous axis
-        came first, ``[n, k]`` reduced over ``k``, miscompiled in Triton 3.6 on the H100 where rows
-        are not 16-byte aligned: wrong sums at ``BK <= 16, BN >= 128``,
+    def operand_axes(self, operand: m.Expr, context: tuple[str, ...], dim: str | None = None):
+        """(``context`` in canonical names, the order the tile of ``operand`` takes) for a reduction
+        over ``dim`` (None: a scan) of ``operand``. The operand's own axes' order (a load's is its
+        index's, so the tensor's contiguous last dimension stays the tile's last) where the result
+        keeps ``context``'s order, else ``context``'s axes first, then the rest. (A tile whose
+        contiguous axis came first, ``[n, k]`` reduced over ``k``, miscompiled in Triton 3.6 on the
+        H100 where rows are not 16-byte aligned: wrong sums at ``BK <= 16, BN >= 128``,
         benchmarks/explore/dbg_sum_dim1_unaligned.py.)"""
-        return tuple(self.state.canonical.get(a, a) for a in context), self.expr_axes(operand)
+        canonical = tuple(self.state.canonical.get(a, a) for a in context)
+        own = self.expr_axes(operand)
+        kept = [a for a in own if a != dim]
+        if kept == [a for a in canonical if a in kept]:  # the result needs no transposing
+            return canonical, own
+        return canonical, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
 
     def widened(self, x: str, operand: m.Expr, function) -> str:
         """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
@@ -206,10 +212,10 @@ class Expressions:
         return f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
 
     def scan(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
-        """``cumsum(x, dim=c)``: the operand as a tile over its own axes (in their order), lanes
-        past the end of ``c`` replaced by the scan's identity (so a scan from the end,
-        ``reverse=true``, starts at the last element), scanned along ``c`` into a new
-        variable (``tl.cumsum``/``tl.cumprod``; f16/bf16 in float32), broadcast to ``context``."""
+        """``cumsum(x, dim=c)``: the operand as a tile over its own axes (ordered by
+        :meth:`operand_axes`), lanes past the end of ``c`` replaced by the scan's identity (so a
+        scan from the end, ``reverse=true``, starts at the last element), scanned along ``c`` into
+        a new variable (``tl.cumsum``/``tl.cumprod``; f16/bf16 in float32), broadcast to ``context``."""
         state = self.state
         dim = call.word("dim")
         operand = call.args[0]
@@ -221,14 +227,14 @@ class Expressions:
         return broadcast_tile(result, inner, canonical)
 
     def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
-        """``sum(x, dim=c)``: the operand as a tile over its own axes (in their order), lanes past
-        the end of ``c`` replaced by the reduction's identity
+        """``sum(x, dim=c)``: the operand as a tile over its own axes (ordered by
+        :meth:`operand_axes`), lanes past the end of ``c`` replaced by the reduction's identity
         (:attr:`~tilegen.functions.Function.identity`), reduced over ``c`` into a new variable,
         broadcast back to ``context``."""
         state = self.state
         dim = call.word("dim")
         operand = call.args[0]
-        canonical, inner = self.operand_axes(operand, context)
+        canonical, inner = self.operand_axes(operand, context, dim)
         scaled = state.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
         result = state.fresh(f"{function.name}_{dim}")
 
@@ -239,7 +245,10 @@ class Expressions:
             return chosen.triton_text(x=x, axis=inner.index(dim), size=state.axes[dim].dim)
 
         if scaled is not None and function.mirror is not None:  # max(x * c) = max(x) * c for c >= 0
-            raw, factor, sign = scaled  # raw spans the operand's own axes, as the tile does
+            raw, factor, sign = scaled
+            own = self.expr_axes(operand)  # what raw spans
+            if inner != own:
+                raw = f"tl.permute({raw}, {tuple_text(str(own.index(a)) for a in inner)})"
             other = function.mirror
             nonneg, negative = (function.name, other) if sign.sign > 0 else (other, function.name)
             if sign.scalar is None:

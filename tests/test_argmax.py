@@ -1,7 +1,9 @@
 """``argmax`` and ``argmin`` (reductions to torch's int64 index) against torch.argmax/argmin in
 Triton's interpreter: KernelBench level 1's problems 51 and 52 (over the middle dimension of
 [B, D1, D2]) at every config, with tails, ties (torch's index is the first), NaN (torch's index
-is the first NaN, for both), infinities and a row of one value; and the checker's refusals.
+is the first NaN, for both), infinities and a row of one value; a whole axis walked in tiles
+(``k over D1 by BK whole``: indices merged across tiles) at tiles of 1 to 64; and the checker's
+refusals.
 
 Values are drawn without near ties (distinct multiples of 1/8), so the index is unambiguous.
 """
@@ -69,8 +71,10 @@ def test_argmax_of_f16_rows_and_its_use_in_arithmetic(compiled):
 
 
 @pytest.mark.parametrize(("grid", "body", "message"), [
-    ("grid  r over M by BM\n  for c over N by BN\n    i = argmax(x[r, c], dim=c)\n  y[r] = 0",
-     "", r"'argmax' reduces a 'whole' axis .* merging the indices of several tiles is not in the language yet"),
+    ("grid  r over M by BM\n  best: i64[r] = 0\n  for c over N by BN\n    best = maximum(best, argmax(x[r, c], dim=c))",
+     "  y[r] = best", r"'best' is carried across the steps of the loop"),
+    ("grid  r over M by BM, c over N by BN", "  y[r] = argmax(x[r, c], dim=c)",
+     r"'c' is a grid axis tiled by BN, so one program sees one tile of N"),
     ("grid  r over M by BM, c over N whole", "  y[r] = argmax(i32(x[r, c]), dim=c)",
      r"'argmax' takes a float tile; cast it first"),
 ])
@@ -101,3 +105,82 @@ def test_argmax_of_bf16(compiled):
     x = (torch.stack([torch.randperm(9, generator=torch.Generator().manual_seed(i)) for i in range(7)]) - 4).bfloat16()
     y, z = module.k(x)
     assert torch.equal(y, torch.argmax(x, dim=1)) and torch.equal(z, torch.argmin(x, dim=1))
+
+
+def _hard(b, d1, d2, seed):
+    """Small integers (ties everywhere) with NaN, inf and -inf sprinkled in, and every fifth draw
+    a tensor of -inf alone (torch's index 0)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(-3, 4, (b, d1, d2), generator=g).float()
+    r = torch.rand(x.shape, generator=g)
+    x[r < 0.03] = float("nan")
+    x[(r >= 0.03) & (r < 0.08)] = float("inf")
+    x[(r >= 0.08) & (r < 0.12)] = float("-inf")
+    if seed % 5 == 0:
+        x[:] = float("-inf")
+    return x
+
+
+@pytest.mark.parametrize("func", ["argmax", "argmin"])
+@pytest.mark.parametrize("bk", [1, 2, 8, 64])
+def test_indices_merged_across_tiles(compiled, func, bk):
+    """``k over D1 by BK whole``: each program walks D1 in tiles of BK, a tile replacing the running
+    index where its value is strictly better (ties keep the earlier tile's, torch's first) or it
+    holds the first NaN; the same index as torch's for every tile size, ties, NaN and infinities
+    across tiles, tails, and a column of -inf alone."""
+    module = compiled(f"""kernel k
+  in  x: f32[B, D1, D2]
+  out y: i64[B, D2]
+  block BK = {bk}, BN = 4
+  grid  b over B, n over D2 by BN, k over D1 by BK whole
+  y[b, n] = {func}(x[b, k, n], dim=k)
+""")
+    torch_fn = getattr(torch, func)
+    for seed, (b, d1, d2) in enumerate([(2, 1, 3), (1, 7, 5), (2, 33, 9), (1, 65, 4), (2, 100, 6)]):
+        x = _hard(b, d1, d2, seed)
+        assert torch.equal(module.k(x), torch_fn(x, dim=1)), (seed, b, d1, d2)
+        assert torch.equal(module.reference(x), torch_fn(x, dim=1))
+
+
+@pytest.mark.parametrize("kernel", ["argmax_dim1", "argmin_dim1"])
+def test_specs_walk_d1_in_tiles(generated, monkeypatch, kernel):
+    """The KernelBench specs' configs tile D1 by 8 to 64: hard inputs (ties, NaN, inf) at each."""
+    module = generated(kernel)
+    torch_fn = torch.argmax if kernel == "argmax_dim1" else torch.argmin
+    x = _hard(2, 97, 5, seed=3)
+    for index in range(len(module._CONFIGS)):
+        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
+        module._TUNED.clear()
+        assert torch.equal(getattr(module, kernel)(x), torch_fn(x, dim=1)), index
+
+
+@pytest.mark.parametrize(("axis", "body", "message"), [
+    ("k over D1 by BK whole", "  y[b, n] = sum(cumsum(x[b, k, n], dim=k), dim=k)",
+     r"'k over D1 by BK whole' walks D1 in tiles of BK, which this spec's body cannot take"),
+    ("k over D1 by BQ whole", "  y[b, n] = sum(x[b, k, n], dim=k)", r"unknown block size 'BQ'"),
+])
+def test_bad_whole_axes_in_tiles_get_a_message(axis, body, message):
+    source = f"""kernel k
+  in  x: f32[B, D1, D2]
+  out y: f32[B, D2]
+  block BK = 8, BN = 4
+  grid  b over B, n over D2 by BN, {axis}
+{body}
+"""
+    with pytest.raises(SpecError, match=message):
+        compile_spec(source, "k.tile")
+
+
+def test_a_loop_axis_is_not_whole():
+    source = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M]
+  block BM = 2, BN = 8
+  grid  r over M by BM
+  s: f32[r] = 0
+  for c over N by BN whole
+    s += sum(x[r, c], dim=c)
+  y[r] = s
+"""
+    with pytest.raises(SpecError, match=r"'whole' is for grid axes"):
+        compile_spec(source, "k.tile")

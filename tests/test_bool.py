@@ -72,3 +72,37 @@ HEAD = "kernel k\n  in  x: f32[M, N]\n  in  keep: bool[M, N]\n  out y: bool[M]\n
 ])
 def test_what_masks_may_not_do(body, words):
     assert any(words in message for message in _errors(HEAD + body))
+
+
+@pytest.mark.parametrize("bc", [1, 4, 16])
+def test_any_all_across_tiles(compiled, bc):
+    """``any``/``all`` merge across tiles with ``|``/``&`` (their ``combine``): a row walked in
+    tiles of BC (``c over N by BC whole``), and a value carried in a ``for`` loop, both as torch's."""
+    walked = compiled(ROWS.replace("block BM = 2", f"block BM = 2, BC = {bc}").replace(
+        "c over N whole", "c over N by BC whole"), name="walked")
+    carried = compiled(f"""kernel carried
+  in  x: f32[M, N]
+  in  keep: bool[M, N]
+  out some: bool[M]
+  out every: bool[M]
+  block BM = 2, BC = {bc}
+  grid  r over M by BM
+  s: bool[r] = 0
+  e: bool[r] = 1
+  for c over N by BC
+    s = s | any(x[r, c] > 0, dim=c)
+    e = e & all(keep[r, c], dim=c)
+  some[r] = s
+  every[r] = e
+""", name="carried")
+    for n in (1, 7, 33):
+        x, keep = _values(5, n, seed=n)
+        x[0], keep[1] = -1.0, True
+        keep[2, -1] = False
+        some, every, positive = walked.rows(x, keep)
+        assert torch.equal(some, (x > 0).any(dim=1)) and torch.equal(every, keep.all(dim=1))
+        assert torch.equal(positive, (x > 0) & keep)
+        some, every = carried.carried(x, keep)
+        assert torch.equal(some, (x > 0).any(dim=1)) and torch.equal(every, keep.all(dim=1))
+        for ours, theirs in zip(carried.reference(x, keep), (some, every), strict=True):
+            assert torch.equal(ours, theirs)

@@ -1077,10 +1077,10 @@ def call_node(name: str, args: list[Node], keywords: list[tuple[str, object]]) -
 UNARY = sorted(n for n, f in FUNCTIONS.items()
                if f.kind in ("math", "activation", "elementwise")
                and n not in ("pow", "maximum", "minimum", "where", "clamp"))
-REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is not None)
+REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is not None and not f.masks)
 #: Reductions to an index (argmax, argmin): near ties make the index of computed values ambiguous
 #: within rounding, so tests/test_argmax.py checks them on values with no near ties.
-ARG_REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is None and not f.masks)
+ARG_REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.picks is not None)
 #: Reductions of masks (any, all): the generator draws numbers; tests/test_bool.py checks these.
 MASK_REDUCTIONS = sorted(n for n, f in FUNCTIONS.items() if f.masks)
 SCANS = sorted(n for n, f in FUNCTIONS.items() if f.kind == "scan")

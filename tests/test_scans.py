@@ -4,8 +4,10 @@
 The specs are KernelBench level 1's problems 89 (``torch.cumsum(x, dim=1)``), 91 (the reverse
 cumsum, ``x.flip(1).cumsum(1).flip(1)``) and 90 (``torch.cumprod``). Rows of 1, 7, 100 and 781
 elements (each tile has masked padding lanes, which must hold the scan's identity, or a scan
-from the end would start in them), every config of the spec forced in turn, inputs of both
-signs, and NaN/inf, which a scan carries forward (or backward) from where it appears.
+from the end would start in them), every config of the spec forced in turn (the specs walk each
+row in tiles of 256 to 4096, so the longer rows span several), inputs of both signs, and NaN/inf,
+which a scan carries forward (or backward) from where it appears; scans walked in tiles of 1 to
+8 (the carry across tiles), and the looped kernel of a whole-row scan.
 """
 
 import pytest
@@ -141,19 +143,72 @@ def test_a_scan_given_reverse_by_position_says_how_to_call_it():
         compile_spec(source, "k.tile")
 
 
-def test_a_scan_spec_prunes_the_configs_whose_row_would_spill(generated):
-    """A tuned whole-row spec with no looped variant (a scan) still prunes: its autotuner keeps
-    the configs whose tile holds at most 64 elements a thread (tilegen.lower.rows.whole_pruned)."""
-    module = generated("row_cumsum")
-    assert not hasattr(module, "_row_cumsum_loops")  # a scan needs its row whole: no chunks
-    assert module.row_cumsum_kernel.early_config_prune is not None
+WHOLE_TUNED = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM
+  grid  r over M by BM, c over N whole
+  tune key N
+    default config BM = 1, num_warps = 4
+    config BM = 1, num_warps = 16
+    config BM = 4, num_warps = 4
+  y[r, c] = cumsum(x[r, c], dim=c)
+"""
+
+
+def test_a_whole_row_scan_prunes_and_loops_past_one_tile(compiled):
+    """A tuned scan over a whole row keeps the one-tile kernel's prune (the configs whose tile holds
+    at most 64 elements a thread, tilegen.lower.rows.whole_pruned) and gets the looped kernel for
+    rows past one tile, its carry taken across the chunks."""
+    module = compiled(WHOLE_TUNED)
     configs = module._CONFIGS
 
     def kept(block):
-        pruned = module.row_cumsum_kernel.early_config_prune(configs, {}, BLOCK_N=block)
+        pruned = module.k_kernel.early_config_prune(configs, {}, BLOCK_N=block)
         return [(c.kwargs["BM"], c.num_warps) for c in pruned]
 
     assert kept(1024) == [(c.kwargs["BM"], c.num_warps) for c in configs]
     assert kept(32768) == [(1, 16)]  # the KernelBench row: 64 elements a thread at 16 warps
-    # attention's configs stand: its whole axis is a dot's, not a row
-    assert generated("attention").attention_kernel.early_config_prune is None
+    x = _rand(3, 37, seed=5)
+    for block in (1, 4, 16):
+        torch.testing.assert_close(module._k_loops(x, BLOCK_N=block), torch.cumsum(x, dim=1), rtol=1e-5, atol=1e-4)
+
+
+TILED = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 2, BC = {bc}
+  grid  r over M by BM, c over N by BC whole
+  y[r, c] = {scan}(x[r, c], dim=c{reverse})
+"""
+
+
+@pytest.mark.parametrize("bc", [1, 2, 8])
+@pytest.mark.parametrize(("scan", "reverse"), [("cumsum", ""), ("cumsum", ", reverse=true"), ("cumprod", ""),
+                                               ("cumprod", ", reverse=true")])
+def test_a_scan_walked_in_tiles_carries_across_them(compiled, scan, reverse, bc):
+    """``c over N by BC whole``: each tile's scan merged with the carry of the tiles before it (from
+    the end for ``reverse=true``), the same as torch's at every tile size, across tails, and
+    with NaN and inf carried on from where they appear."""
+    module = compiled(TILED.format(bc=bc, scan=scan, reverse=reverse))
+    for n in (1, 7, 33):
+        x = _rand(3, n, seed=n, low=0.9 if scan == "cumprod" else None)
+        if n > 4:
+            x[1, n // 2] = float("nan")
+            x[2, 3] = float("inf") if scan == "cumsum" else 0.0
+        xd = x.double()
+        want = getattr(torch, scan)(xd.flip(1), dim=1).flip(1) if reverse else getattr(torch, scan)(xd, dim=1)
+        torch.testing.assert_close(module.k(x).double(), want, rtol=1e-5, atol=1e-4, equal_nan=True)
+        torch.testing.assert_close(module.reference(x).double(), want, rtol=1e-5, atol=1e-4, equal_nan=True)
+
+
+def test_scans_from_both_ends_in_one_tiled_row_are_refused():
+    source = """kernel k
+  in  x: f32[M, N]
+  out y: f32[M, N]
+  block BM = 2, BC = 8
+  grid  r over M by BM, c over N by BC whole
+  y[r, c] = cumsum(x[r, c], dim=c) + cumsum(x[r, c], dim=c, reverse=true)
+"""
+    with pytest.raises(SpecError, match=r"walks N in tiles of BC, which this spec's body cannot take"):
+        compile_spec(source, "k.tile")

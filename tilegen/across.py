@@ -82,10 +82,10 @@ def _replace(expr: m.Expr, swap: dict[int, m.Expr]) -> m.Expr:
 
 def chain(call: m.Call) -> list[m.Call]:
     """The nested reductions starting at ``call`` that merge alike (``sum`` and ``mean`` by
-    ``+``; ``max`` by ``maximum``), outermost first. A reduction that cannot merge (``argmax``)
-    is a chain of none."""
+    ``+``; ``max`` by ``maximum``), outermost first. A reduction that cannot merge (``argmax``),
+    or whose partials are masks (``any``; the partials' tensors are float32), is a chain of none."""
     function = reduction(call)
-    if function is None or function.combine is None:
+    if function is None or function.combine is None or function.masks:
         return []
     calls = [call]
     while (inner := reduction(calls[-1].args[0])) is not None and inner.combine == function.combine:

@@ -74,8 +74,12 @@ class Function:
     * ``masks``: its operand is a mask (a comparison or a ``bool`` tile), as ``any`` and ``all``
       take; every other reduction takes numbers;
     * ``result``: the result's dtype where it is not the operand's (``argmax``: ``i64``, torch's
-      index dtype). A reduction without ``combine`` (``argmax``) cannot merge partial results, so
-      it reduces a ``whole`` axis only.
+      index dtype);
+    * ``picks``: for an arg-reduction, the reduction whose value its index points at (``argmax``:
+      ``max``). Its partials merge as (value, index) pairs, which no ``combine`` says: inside a
+      loop over its axis it gives the index along the whole dimension (the tile's start added),
+      and a long row's chunks merge by the pairs (:mod:`tilegen.lower.rows`). A reduction with
+      neither ``combine`` nor ``picks`` reduces a ``whole`` axis only.
     """
 
     name: str
@@ -98,6 +102,7 @@ class Function:
     mirror: str | None = None
     result: str | None = None
     masks: bool = False
+    picks: str | None = None
 
     def triton_text(self, **values: str) -> str:
         """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
@@ -143,6 +148,23 @@ def _clamp_triton(v: dict[str, str]) -> str:
     return f"tl.minimum({x}, {v['max']})" if v["max"] else x
 
 
+def _atom(text: str) -> str:
+    """Triton text that a method call may follow: ``text`` itself where it is a name or one call
+    (``x``, ``tl.where(m, a, b)``), else in parentheses (``(x != x)``)."""
+    head = text.split("(", 1)[0]
+    if head.replace(".", "").replace("_", "").isalnum() and "(" not in text:
+        return text
+    if head and head.replace(".", "").replace("_", "").isalnum() and text.endswith(")"):
+        depth = 0
+        for i, char in enumerate(text):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if depth == 0 and char == ")":
+                if i == len(text) - 1:
+                    return text
+                break
+    return f"({text})"
+
+
 def _torch_scan(name: str, v: dict[str, str]) -> str:
     """``torch.cumsum(x, dim=a)``; from the end (``reverse``) it flips ``x`` and the result."""
     if v["reverse"] != "True":
@@ -173,15 +195,15 @@ FUNCTIONS: dict[str, Function] = {
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
                  identity=0.0, combine="+", averages=True, widens=True, rounds=True),
         Function("argmax", "reduction", triton="first_argmax({x}, {axis})", torch="torch.argmax({x}, dim={axis})",
-                 helpers=("first_argmax",), floats=True, identity=-math.inf, result="i64"),
+                 helpers=("first_argmax",), floats=True, identity=-math.inf, result="i64", picks="max"),
         Function("argmin", "reduction", triton="first_argmin({x}, {axis})", torch="torch.argmin({x}, dim={axis})",
-                 helpers=("first_argmin",), floats=True, identity=math.inf, result="i64"),
+                 helpers=("first_argmin",), floats=True, identity=math.inf, result="i64", picks="min"),
         Function("prod", "reduction", triton="tl.reduce({x}, {axis}, multiply)", torch="torch.prod({x}, dim={axis})",
                  helpers=("multiply",), floats=True, identity=1.0, combine="*", widens=True, rounds=True),
-        Function("any", "reduction", triton="tl.max({x}.to(tl.int8), axis={axis}) != 0",
-                 torch="torch.any({x}, dim={axis})", identity=0.0, masks=True, result="bool"),
-        Function("all", "reduction", triton="tl.min({x}.to(tl.int8), axis={axis}) != 0",
-                 torch="torch.all({x}, dim={axis})", identity=1.0, masks=True, result="bool"),
+        Function("any", "reduction", triton=lambda v: f"tl.max({_atom(v['x'])}.to(tl.int8), axis={v['axis']}) != 0",
+                 torch="torch.any({x}, dim={axis})", identity=0.0, combine="|", masks=True, result="bool"),
+        Function("all", "reduction", triton=lambda v: f"tl.min({_atom(v['x'])}.to(tl.int8), axis={v['axis']}) != 0",
+                 torch="torch.all({x}, dim={axis})", identity=1.0, combine="&", masks=True, result="bool"),
         # scans along one axis
         Function("cumsum", "scan", choices={"reverse": ("false", "true")},
                  triton="tl.cumsum({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumsum", v),
@@ -282,7 +304,7 @@ def _first_index(name: str, what: str, nan: str) -> tuple[tuple[str, ...], tuple
         f"if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.{name}",
         "    x = x.to(tl.float32)",
         "nan = (x != x).to(tl.int32)",
-        f"found = tl.{name}(x, axis, tie_break_left=True)",
+        f"found = tl.{name}(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's",
         "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
     ), f"torch.{name} along axis: the first index of the {what}, or of the first NaN ({nan}).")
 

@@ -167,6 +167,10 @@ class Axis:
       Intel guide's add_kernel, tutorial 02's softmax row); the tile is the extent rounded up to
       a power of two, masked;
     * ``"index"``: no ``block``: one program per index, a scalar offset (a batch axis).
+
+    ``chunk``: a whole grid axis walked in tiles (``k over D1 by BK whole``): each program still
+    covers all of ``dim`` (its reductions see the whole row), in a loop over tiles of ``chunk``
+    (:mod:`tilegen.lower.rows` writes the loops); ``block`` stays None.
     """
 
     name: Name
@@ -175,6 +179,7 @@ class Axis:
     bounds: str
     span: Span
     extent: Expr | None = None  # ``c over C / G``: the extent as written; ``dim`` names it (derived_name)
+    chunk: Name | None = None
 
     @property
     def masked(self) -> bool:
@@ -376,12 +381,15 @@ class Store:
 class Loop:
     """``for k over K by BK [unmasked] [split]`` with an indented body: a loop over tiles of
     ``K``. ``split``: the launcher may run each output tile's loop in several programs, each
-    over a part of ``K`` (split-K), and add up their partial sums."""
+    over a part of ``K`` (split-K), and add up their partial sums. ``reverse``: the tiles run
+    from the last to the first (no spec writes it: a long row's scan from the end,
+    :mod:`tilegen.lower.rows`)."""
 
     axis: Axis
     body: tuple[Stmt, ...]
     span: Span
     split: bool = False
+    reverse: bool = False
 
 
 Stmt = Declare | Assign | Accumulate | Store | Loop

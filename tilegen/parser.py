@@ -124,11 +124,14 @@ class ToModel(Transformer):
         if bounds is None:
             bounds = "masked" if block else "index"
         block_name = _name(block[0]) if block else None
+        chunk = None
+        if bounds == "whole" and block_name is not None:  # k over D1 by BK whole: all of D1, in tiles of BK
+            chunk, block_name = block_name, None
         if isinstance(extent, m.Ref):  # a size symbol
-            return m.Axis(_name(name), extent.name, block_name, bounds, _span(meta))
+            return m.Axis(_name(name), extent.name, block_name, bounds, _span(meta), chunk=chunk)
         # a derived extent (C / G): a size symbol of its own, which the launcher computes
         dim = m.Name(m.derived_name(extent), _span(meta) if not hasattr(extent, "span") else extent.span)
-        return m.Axis(_name(name), dim, block_name, bounds, _span(meta), extent=extent)
+        return m.Axis(_name(name), dim, block_name, bounds, _span(meta), extent=extent, chunk=chunk)
 
     def grid_decl(self, meta, items):
         kind = items[0].type if items and isinstance(items[0], Token) else None

@@ -27,7 +27,7 @@ from tilegen.carried import check_carried
 from tilegen.check.body import check_body
 from tilegen.check.declarations import check_declarations
 from tilegen.check.expressions import DOT_ACCUMULATORS
-from tilegen.check.schedule import check_pieces, check_split, check_split_tail
+from tilegen.check.schedule import check_chunks, check_pieces, check_split, check_split_tail
 from tilegen.check.state import (
     GENERATED_PREFIXES,
     GENERATED_SUFFIXES,
@@ -76,6 +76,7 @@ def check_state(spec: m.Spec) -> CheckState:
         check_split(state)
         check_split_tail(state)
         check_pieces(state)
+        check_chunks(state)
     for tensor in spec.outputs:
         if tensor.name.id not in state.written:
             state.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

@@ -142,21 +142,26 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
             f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
             axis.dim.span,
         )
+    if what == "loop axis" and axis.bounds == "whole":
+        state.errors.error(
+            f"'whole' is for grid axes; a loop walks all of its dimension: "
+            f"'for {axis.name.id} over {axis.dim.id} by B'",
+            axis.span,
+        )
+        return
     if what == "loop axis" and axis.block is None:
         state.errors.error(
             f"a loop axis needs a block: 'for {axis.name.id} over {axis.dim.id} by B'", axis.span
         )
         return
-    if axis.block is None:
+    block = axis.block or axis.chunk  # a whole axis walked in tiles has a chunk
+    if block is None:
         return
     if axis.bounds == "wrapped" and what == "loop axis":
         state.errors.error("only grid axes can be 'wrapped'; a loop's tail is masked", axis.span)
-    param = state.params.get(axis.block.id)
+    param = state.params.get(block.id)
     if param is None:
-        state.errors.error(
-            f"unknown block size '{axis.block.id}'; declare it with 'block {axis.block.id} = ...'",
-            axis.block.span,
-        )
+        state.errors.error(f"unknown block size '{block.id}'; declare it with 'block {block.id} = ...'", block.span)
         return
     rows = state.spec.flat and what == "grid axis" and axis is state.spec.grid[0]
     for value in state.param_values(param.name.id):

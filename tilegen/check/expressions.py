@@ -224,10 +224,10 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         )
         return operands[0]
     result = operands[0] if is_scan else tuple(a for a in operands[0] if a != dim.id)
-    if (is_scan or function.combine is None) and axis.bounds != "whole":  # no partial results to merge
+    merges = function.combine is not None or function.picks is not None
+    if (is_scan or not merges) and axis.bounds != "whole":  # no partial results to merge
         where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
-        missing = ("a scan whose running value carries across tiles" if is_scan
-                   else "merging the indices of several tiles")
+        missing = "a scan whose running value carries across tiles" if is_scan else "merging its partials"
         state.errors.error(
             f"'{name}' {'runs along' if is_scan else 'reduces'} a 'whole' axis (one program holds the row); "
             f"'{dim.id}' is {where}, and {missing} is not in the language yet: "

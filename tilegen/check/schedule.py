@@ -182,3 +182,23 @@ def check_pieces(state: CheckState) -> None:
                 f"pieces) needs {why}",
                 value.span,
             )
+
+
+def check_chunks(state: CheckState) -> None:
+    """``k over D1 by BK whole``: each program covers all of ``D1`` in a loop over tiles of ``BK``,
+    which :func:`tilegen.lower.rows.loop_rows` writes; the body must be one it takes (reductions
+    that merge across tiles, elementwise work, stores), and so must the grid: one whole axis,
+    pointers. Raises nothing: problems go to ``state.errors``."""
+    from tilegen.lower.rows import loop_rows  # the rewrite's own rules, not repeated here
+
+    chunked = [a for a in state.spec.grid if a.chunk is not None]
+    if not chunked or loop_rows(state.spec) is not None:
+        return
+    axis = chunked[0]
+    state.errors.error(
+        f"'{axis.name.id} over {axis.dim.id} by {axis.chunk.id} whole' walks {axis.dim.id} in tiles of "
+        f"{axis.chunk.id}, which this spec's body cannot take: it needs one whole axis, pointer access, "
+        "no dtype variables, offsets, loops, tile declarations, '+=', gathers, dots or scans, each local "
+        f"assigned once; write '{axis.name.id} over {axis.dim.id} whole' to hold the row in one tile",
+        axis.span,
+    )

@@ -38,7 +38,7 @@ from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, ModulePlan, StagePlan
 from tilegen.lower.reference import lower_reference
-from tilegen.lower.rows import lower_rows, whole_pruned
+from tilegen.lower.rows import loop_rows, lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
 from tilegen.resources import runtime_build
 
@@ -103,6 +103,10 @@ def _lower(spec: m.Spec) -> ModulePlan:
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
         return _staged(spec, staging)
+    if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
+        looped = loop_rows(spec)
+        kernel = lower_kernel(kernel_spec(looped.spec))
+        return _module(spec, kernel, lower_launcher(looped.spec, kernel))
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers

@@ -259,7 +259,11 @@ class Expressions:
                 ops.append(IfBlock(state.sign_flags[sign.scalar], why, *branches))
             return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
         x = self.widened(self.expr(operand, inner, ops), operand, function)
-        ops.append(Line(f"{result} = {reduce(function.name, x)}"))
+        text = reduce(function.name, x)
+        start = state.axes[dim].start
+        if function.picks is not None and start != "0":  # an index along the dimension, not the tile
+            text = f"{text} + {start}"
+        ops.append(Line(f"{result} = {text}"))
         return broadcast_tile(result, tuple(a for a in inner if a != dim), canonical)
 
     def offsets(self, axis: str) -> str:

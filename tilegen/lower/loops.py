@@ -185,6 +185,13 @@ class Loops:
                     f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}",
                 ),
             ]
+        elif axis.masked and loop.reverse:  # the last tile first; step i takes tile tiles - 1 - i
+            ranges = [
+                (f"range(0, {tiles} - {whole_tiles})", False,
+                 f"from the end: the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"),
+                (f"range({tiles} - {whole_tiles}, {tiles})", True,
+                 f"the tiles of {k} inside {axis.dim.id}, from the last: no masks"),
+            ]
         elif axis.masked:
             ranges = [
                 (f"range(0, {whole_tiles})", True, f"tiles of {k} inside {axis.dim.id}: no masks"),
@@ -195,14 +202,15 @@ class Loops:
                 ),
             ]
         else:
-            ranges = [(f"range(0, {tiles})", True, "")]
+            ranges = [(f"range(0, {tiles})", True, "from the end" if loop.reverse else "")]
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
+        tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
         for iterable, inside, why in ranges:
-            body: list[Op] = [Line(f"{offs} = {step} * {axis.block.id} + tl.arange(0, {axis.block.id})")]
+            body: list[Op] = [Line(f"{offs} = {tile} * {axis.block.id} + tl.arange(0, {axis.block.id})")]
             body += int64_casts(state, [offs])
-            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{step} * {axis.block.id}")
+            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{tile} * {axis.block.id}")
             if mask is not None and not inside:
                 info.mask = None if guarded else mask
                 info.load_mask = mask

@@ -279,8 +279,10 @@ class ModulePlan:
 
     @property
     def helpers(self) -> tuple[HelperPlan, ...]:
-        """The ``@triton.jit`` helpers the module's kernels call (the spec's and its stages'), once each."""
-        found = {h.name: h for k in (self.kernel, *(s.kernel for s in self.stages)) for h in k.helpers}
+        """The ``@triton.jit`` helpers the module's kernels call (the spec's, its fallbacks' and its
+        stages'), once each."""
+        kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
+        found = {h.name: h for k in kernels for h in k.helpers}
         return tuple(found.values())
 
     @property

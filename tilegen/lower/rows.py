@@ -42,7 +42,16 @@ do and as ``tests/specs/layer_norm_looped.tile`` is written by hand:
   is within one. A running mean that went infinite stays so (``mean + tile_mean``, where
   ``delta`` would give ``inf - inf`` = NaN), so a row with an infinity or a NaN gets the one-tile
   mean (``inf``, ``-inf`` or NaN) and a NaN variance;
-* a last loop does the stores along ``c``; stores of per-row values go where their values are.
+* an ``argmax`` (``argmin``) keeps each row's index and the value it points at: a step takes the
+  tile's ``max``, whether it holds a NaN and its index along ``N`` (:func:`_pick_step`), so ties
+  keep the first index and the first NaN wins, as torch's;
+* a last loop does the stores along ``c``; stores of per-row values go where their values are. A
+  scan along ``c`` runs there with a carry per row (:func:`_carry_step`): its value is the
+  carry merged with the tile's scan (``row_cumsum + cumsum(x, dim=c)``), the loop walking the
+  tiles from the last for ``reverse=true``.
+
+A spec may ask for the looped form itself, ``k over D1 by BK whole`` (a whole axis walked in
+tiles of its own block ``BK``, with the spec's own configs): then it is the spec's only kernel.
 
 The result passes the checker (``tests/test_long_rows.py`` checks each rewrite) but for two
 things: a local recomputed in several loops keeps its name in each (the checker wants a name
@@ -71,7 +80,7 @@ from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
-from tilegen.functions import lookup, partial_reduction, reduction, scan, spanned_axes
+from tilegen.functions import combining, lookup, partial_reduction, reduction, scan, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
@@ -126,6 +135,8 @@ class _Reduction:
     fused: list[_Reduction] = field(default_factory=list)  # (a max) the sums computed online with it
     merged: _Reduction | None = None  # a sum of (v - this mean) ** 2, merged into the mean's loop
     merge: _Merge | None = None  # (a mean) the running statistics of its merge, if one is
+    value: str = ""  # (an argmax) the running value its index points at
+    value_dtype: str = ""
 
 
 @dataclass
@@ -150,6 +161,20 @@ class LoopedRows:
     rows: tuple[str, ...]  # the block parameters of the other tiled grid axes (``BM``)
 
 
+@dataclass
+class _Scan:
+    """One scan along the whole axis, ``func(operand, dim=c, reverse=...)``: its carry ``carry``
+    (over the operand's other axes, in ``dtype``) holds the scan of the tiles walked so far."""
+
+    func: str
+    operand: m.Expr  # as written, with the reductions inside it replaced
+    reverse: bool
+    carry: str
+    dtype: str
+    axes: tuple[str, ...]
+    span: m.Span
+
+
 class _NotLooped(Exception):
     """The spec has a form the rewrite does not take (it keeps its one-tile kernel alone)."""
 
@@ -158,7 +183,8 @@ def loop_rows(spec: m.Spec) -> LoopedRows | None:
     """The looped form of ``spec`` (see the module doc), or None where ``spec`` has no ``whole``
     grid axis or has a form the rewrite does not take: more than one whole axis, a flat,
     persistent or swizzled grid, TMA descriptors or block pointers, dtype variables, loops,
-    tile declarations or ``+=`` in the body, a local assigned twice, a ``dot`` or a gather."""
+    tile declarations or ``+=`` in the body, a local assigned twice, a ``dot`` or a gather, a
+    reduction of a scan, a scan of a scan, or scans from both ends."""
     try:
         return _Rewrite(spec).run()
     except _NotLooped:
@@ -188,6 +214,8 @@ class _Rewrite:
         self.reductions: dict[str, _Reduction] = {}  # accumulator -> its reduction, in order
         self.keys: dict[tuple, str] = {}  # (func, operand key) -> accumulator: one per distinct reduction
         self.stmts: list[tuple[m.Stmt, bool]] = []  # the body, reductions replaced; True: along c
+        self.scans: dict[str, _Scan] = {}  # carry -> its scan along c, in order
+        self.scan_keys: dict[tuple, str] = {}  # (func, reverse, operand key) -> carry
 
     def fresh(self, base: str) -> str:
         name, n = base, 1
@@ -252,13 +280,17 @@ class _Rewrite:
         kwargs = tuple((k, v if isinstance(v, m.Ref) else self.extract(v, span)) for k, v in expr.kwargs)
         call = dataclasses.replace(expr, args=args, kwargs=kwargs)
         found = reduction(expr)
-        if scan(expr) is not None or (found is not None and found.combine is None):
-            raise _NotLooped  # a scan along c needs the whole row in order, an argmax its partials' indices
+        if scan(expr) is not None:
+            return self.scanned(expr, call)
+        if found is not None and found.combine is None and found.picks is None:
+            raise _NotLooped  # a reduction whose partials do not merge
         if found is None:
             return call
         if expr.word("dim") != self.c:
             raise _NotLooped  # a reduction over another axis
         operand = args[0]
+        if self.reads_scan(operand):
+            raise _NotLooped  # a reduction of a scan: the scan's carry runs in the stores' loop only
         key = (expr.func.id, m.expr_key(operand))
         acc = self.keys.get(key)
         if acc is None:
@@ -268,12 +300,40 @@ class _Rewrite:
             dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id=part)))
             if dtype is None:
                 raise _NotLooped
-            self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
+            r = self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
+            if lookup(func).picks is not None:  # an argmax: its index and the value it points at
+                r.value, r.value_dtype = self.fresh(f"{acc}_value"), "f64" if self.dtype(operand) == "f64" else "f32"
             self.axes[acc], self.dtypes[acc] = axes, dtype
         value: m.Expr = m.Ref(m.Name(acc, expr.span), expr.span)
         if lookup(expr.func.id).averages:
             value = m.BinOp("/", value, m.Ref(m.Name(self.whole.dim.id, expr.span), expr.span), expr.span)
         return value
+
+    def scanned(self, expr: m.Call, call: m.Call) -> m.Expr:
+        """A scan along c (``cumsum(x, dim=c)``) as its carry, the scan of the rows' tiles before
+        this one, merged with the scan of this tile: ``row_cumsum + cumsum(x, dim=c)`` (``*`` for
+        ``cumprod``), the tiles walked from the last where ``reverse=true``."""
+        if expr.word("dim") != self.c or self.reads_scan(call.args[0]):
+            raise _NotLooped  # a scan along another axis, or of a scan
+        function = lookup(expr.func.id)
+        reverse = expr.word("reverse") == "true"
+        key = (expr.func.id, reverse, m.expr_key(call.args[0]))
+        carry = self.scan_keys.get(key)
+        if carry is None:
+            carry = self.scan_keys[key] = self.fresh(f"row_{expr.func.id}")
+            axes = tuple(a for a in spanned_axes(call, self.own_axes) if a != self.c)
+            dtype = self.dtype(call)
+            if dtype in ("f16", "bf16") and function.widens:
+                dtype = "f32"
+            if dtype is None:
+                raise _NotLooped
+            self.scans[carry] = _Scan(expr.func.id, call.args[0], reverse, carry, dtype, axes, expr.span)
+            self.axes[carry], self.dtypes[carry] = axes, dtype
+        return m.BinOp(function.combine, m.Ref(m.Name(carry, expr.span), expr.span), call, expr.span)
+
+    def reads_scan(self, expr: m.Expr) -> bool:
+        """``expr`` reads a scan's carry, through the locals along c."""
+        return any(isinstance(p, m.Ref) and p.name.id in self.scans for p in m.subexpressions(self.inline(expr)))
 
     def inline(self, expr: m.Expr) -> m.Expr:
         """``expr`` with the locals along c replaced by their values (to compare operands)."""
@@ -398,7 +458,8 @@ class _Rewrite:
     def looped(self) -> LoopedRows:
         spec, span, c = self.spec, self.whole.span, self.c
         dim = self.whole.dim.id
-        block = self.fresh(f"BLOCK_{dim}")
+        chunked = self.whole.chunk is not None  # k over D1 by BK whole: the spec's own block and configs
+        block = self.whole.chunk.id if chunked else self.fresh(f"BLOCK_{dim}")
         axis = m.Axis(m.Name(c, span), self.whole.dim, m.Name(block, span), "masked", span)
         body: list[m.Stmt] = []
         emitted: set[int] = set()  # the row statements placed so far (their index in self.stmts)
@@ -434,7 +495,12 @@ class _Rewrite:
             body += ready(level)
         stores = [stmt for stmt, along in self.stmts if along and isinstance(stmt, m.Store)]
         if stores:
-            body.append(m.Loop(axis, tuple(self.locals_for([s.value for s in stores], stores)), span))
+            scans = list(self.scans.values())
+            if len({s.reverse for s in scans}) > 1:
+                raise _NotLooped  # scans from both ends: no one order of the tiles serves both
+            body += [_declare_carry(s) for s in scans]
+            steps = self.locals_for([s.value for s in stores], stores) + [_carry_step(s, c, dim) for s in scans]
+            body.append(m.Loop(axis, tuple(steps), span, reverse=any(s.reverse for s in scans)))
         body += ready(last)  # row statements that need nothing (placed above), or no reduction at all
         body = self.merged_names(body)
         grid = tuple(a for a in spec.grid if a is not self.whole)
@@ -442,8 +508,10 @@ class _Rewrite:
         # a chunk no longer than the row one tile holds: beside blocks of other axes (a [C, BW]
         # tile) that is less than CHUNK, which would spill
         chunk = min(CHUNK, whole_limit(spec, rows)[0])
-        params = (*spec.params, m.Param(m.Name(block, span), m.Number(str(chunk), span), span))
-        tune = _row_tune(spec, self.whole.dim, rows)
+        params = spec.params
+        if not chunked:  # the chunk is a keyword of the looped launcher
+            params = (*params, m.Param(m.Name(block, span), m.Number(str(chunk), span), span))
+        tune = spec.tune if chunked else _row_tune(spec, self.whole.dim, rows)
         looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=tune)
         return LoopedRows(looped, dim, block, rows)
 
@@ -501,6 +569,10 @@ def _declare(r: _Reduction) -> list[m.Stmt]:
 
     if r.merged is not None:
         return []
+    if r.value:  # the index starts at 0, pointing at the picked reduction's identity
+        value = m.Declare(m.Name(r.value, span), m.Name(r.value_dtype, span), tuple(m.Name(a, span) for a in r.axes),
+                          _number(_identity(lookup(r.func).picks), span), span)
+        return [declare(r.acc, r.axes, "0"), value]
     if r.merge is not None:
         g = r.merge
         return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
@@ -565,6 +637,8 @@ def _step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
         return m.Call(m.Name(func, span), args, kwargs, span)
 
     function = lookup(r.func)
+    if function.picks is not None:
+        return _pick_step(r, c, fresh)
     part = call(partial_reduction(function).name, r.operand, dim=True)
     if function.combine == "+":
         return [m.Accumulate(m.Name(r.acc, span), part, span)]
@@ -581,6 +655,71 @@ def _step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
                               s.span))
     steps.append(m.Assign(m.Name(r.acc, span), ref(new), span))
     return steps
+
+def _declare_carry(s: _Scan) -> m.Declare:
+    """A scan's carry, declared before the stores' loop at the scan's identity (0, or 1 for ``cumprod``)."""
+    span = s.span
+    return m.Declare(m.Name(s.carry, span), m.Name(s.dtype, span), tuple(m.Name(a, span) for a in s.axes),
+                     _number(_identity(s.func), span), span)
+
+
+def _carry_step(s: _Scan, c: str, dim: str) -> m.Assign:
+    """The end of a step of the stores' loop: the carry merged with the tile's whole scan, the
+    reduction that combines as the scan does: ``row_cumsum = row_cumsum + sum(where(c < N, x, 0),
+    dim=c)``. The ``where`` changes no lane (padding lanes take the identity anyway); it keeps the
+    sum from reducing a load directly, the form in which Triton 3.6's thread-locality pass
+    (TritonGPUOptimizeThreadLocality) defers a carried sum's cross-thread reduction past the
+    loop although the carry is read in the same step (the store): a miscompile, every tile after
+    the first wrong on the H100 (benchmarks/explore/dbg_scan_loops_h100.log), which later Tritons
+    fix by leaving such a carry alone."""
+    span = s.span
+    function = lookup(s.func)
+    whole = next(f for f in combining(function.combine) if f.kind == "reduction" and not f.averages)
+
+    def ref(name: str) -> m.Ref:
+        return m.Ref(m.Name(name, span), span)
+
+    inside = m.Call(m.Name("where", span), (m.BinOp("<", ref(c), ref(dim), span), s.operand,
+                                             _number(_identity(s.func), span)), (), span)
+    part = m.Call(m.Name(whole.name, span), (inside,), ((m.Name("dim", span), ref(c)),), span)
+    return m.Assign(m.Name(s.carry, span), m.BinOp(function.combine, ref(s.carry), part, span), span)
+
+
+def _pick_step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
+    """One step of an arg-reduction's loop (``argmax``): the tile's index along the dimension
+    and its value (the picked reduction, ``max``) replace the running ones where the tile's
+    value is strictly better (an equal value keeps the earlier index, torch's first) or the
+    tile holds a NaN, unless the running value is already NaN (torch's first NaN); a NaN taken
+    makes the running value NaN (``inf - inf``), so no later tile replaces it."""
+    span = r.span
+    picked = lookup(lookup(r.func).picks)
+
+    def ref(name: str) -> m.Ref:
+        return m.Ref(m.Name(name, span), span)
+
+    def call(func: str, *args: m.Expr, dim: bool = False) -> m.Call:
+        kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
+        return m.Call(m.Name(func, span), args, kwargs, span)
+
+    def op(symbol: str, left: m.Expr, right: m.Expr) -> m.BinOp:
+        return m.BinOp(symbol, left, right, span)
+
+    def assign(name: str, value: m.Expr) -> m.Assign:
+        return m.Assign(m.Name(name, span), value, span)
+
+    tile_value, tile_nan, take = fresh(f"tile_{picked.name}"), fresh("tile_nan"), fresh("take")
+    better = ">" if picked.identity < 0 else "<"  # max starts at -inf: a larger value is better
+    value = ref(r.value)
+    inf = m.Number("inf", span)
+    return [
+        assign(tile_value, call(picked.name, r.operand, dim=True)),
+        assign(tile_nan, call("any", op("!=", r.operand, r.operand), dim=True)),
+        assign(take, op("&", op("|", ref(tile_nan), op(better, ref(tile_value), value)), op("==", value, value))),
+        assign(r.acc, call("where", ref(take), call(r.func, r.operand, dim=True), ref(r.acc))),
+        assign(r.value, call("where", ref(take), call("where", ref(tile_nan), op("-", inf, inf), ref(tile_value)),
+                             value)),
+    ]
+
 
 def _restore(r: _Reduction) -> list[m.Stmt]:
     """After an online max's loop: a row of ``-inf`` alone (its sums stayed 0) gets a max of
@@ -727,8 +866,8 @@ def lower_rows(spec: m.Spec) -> Rows | None:
 def whole_pruned(spec: m.Spec, kernel: KernelPlan) -> KernelPlan:
     """``kernel`` with the runtime's ``whole_fits`` as its autotuner's ``early_config_prune``
     where it is tuned and holds one ``whole`` axis as a tile (a row, whether or not the spec has a
-    looped variant: a scan's row has none) and no ``dot``, so that no config whose tile would
-    spill is compiled or timed; ``kernel`` unchanged otherwise."""
+    looped variant) and no ``dot``, so that no config whose tile would spill is compiled or timed;
+    ``kernel`` unchanged otherwise."""
     whole = [a for a in spec.grid if a.bounds == "whole"]
     if kernel.tune is None or len(whole) != 1:
         return kernel

@@ -56,7 +56,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -203,6 +203,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
     device = q.device
     if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention", q=q, k=k, v=v)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("attention")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)

@@ -47,7 +47,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -141,6 +141,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     device = logits.device
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy", logits=logits, target=target)
+    if torch.is_grad_enabled() and (logits.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("cross_entropy")
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target)

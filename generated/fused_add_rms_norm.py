@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
@@ -131,6 +131,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     device = x.device
     if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
+    if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("fused_add_rms_norm")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps)

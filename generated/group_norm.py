@@ -47,7 +47,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
@@ -342,6 +342,8 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     device = x.device
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("group_norm")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm(x, weight, bias, G, eps)

@@ -37,7 +37,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -145,6 +145,8 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("hinge_loss")
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return hinge_loss(predictions, targets)

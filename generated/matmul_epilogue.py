@@ -39,7 +39,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -129,6 +129,8 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     device = a.device
     if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_epilogue")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_epilogue(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)

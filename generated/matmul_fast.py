@@ -79,7 +79,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -301,6 +301,8 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_fast", a=a, b=b)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_fast")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)

@@ -44,7 +44,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("86ba11a30043ef26")
+_rt = _runtime("84de791d7a8c9347")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -123,6 +123,8 @@ def sum_dim1(x: torch.Tensor) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("sum_dim1", x=x)
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("sum_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return sum_dim1(x)

@@ -18,6 +18,14 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def specs_find(name: str):
+    """The finder of the specs in ``specs/`` (:func:`tilegen.compiler.beside`): what a spec's
+    ``backward`` line names, for tests compiling a spec's text under another path."""
+    from tilegen.compiler import beside
+
+    return beside(ROOT / "specs" / "any.tile", "specs/any.tile")(name)
+
+
 @pytest.fixture(scope="session")
 def generated():
     """Load a committed generated module by kernel name: ``generated("copy").copy(x)``."""

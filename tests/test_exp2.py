@@ -3,13 +3,13 @@ log2(e) folded into the scale, only where every value reaching the exponent can 
 
 import torch
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, specs_find
 from tilegen.compiler import compile_spec
 from tilegen.runner import load_module
 
 
 def _kernel(source, name="t"):
-    text = compile_spec(source, f"{name}.tile").source
+    text = compile_spec(source, f"{name}.tile", specs_find).source
     return text[text.index(f"def {name}_kernel"):text.index(f"def {name}(")]
 
 

@@ -31,10 +31,11 @@ if str(ROOT) not in sys.path:  # for ``python tests/test_fuzz.py`` without an in
 
 from tilegen import model  # noqa: E402
 from tilegen.check import CHOICE_OPTIONS, FUNCTIONS, KEYWORDS  # noqa: E402
-from tilegen.compiler import compile_spec  # noqa: E402
+from tilegen.compiler import beside, compile_spec  # noqa: E402
 from tilegen.errors import SpecError  # noqa: E402
 
 PATH = "fuzz.tile"
+SPECS_FIND = beside(ROOT / "specs" / "fuzz.tile", "specs/fuzz.tile")  # a backward line names a spec in specs/
 
 SPEC_FILES = sorted((ROOT / "specs").glob("*.tile")) + sorted((ROOT / "tests" / "specs").glob("*.tile"))
 SPECS = [p.read_text(encoding="utf-8") for p in SPEC_FILES]
@@ -85,7 +86,7 @@ COUNTS = {"ok": 0, "error": 0}
 def check_outcome(text: str) -> str:
     """Compile ``text``; fail unless it builds a compilable module or raises SpecError."""
     try:
-        module = compile_spec(text, PATH)
+        module = compile_spec(text, PATH, SPECS_FIND)
     except SpecError as err:
         rendered = err.render()
         assert isinstance(rendered, str) and rendered.startswith(f"{PATH}:"), rendered

@@ -16,7 +16,7 @@ from tilegen.build import build, check_file, find_specs
 from tilegen.cli import app
 
 #: A tuned spec (the notice) and the tanh-GELU epilogue (exp overflows in NumPy).
-SPECS = ("softmax.tile", "matmul_epilogue.tile")
+SPECS = ("softmax.tile", "softmax_backward.tile", "matmul_epilogue.tile")
 NOTE = "note: the Triton interpreter cannot time autotune configs, so each tuned spec ran its default config"
 
 
@@ -80,9 +80,9 @@ def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path)
     assert result.exit_code == 0, result.output
     assert escaped == [], [str(w.message) for w in escaped]
     assert "Warning" not in result.output and "warnings.warn" not in result.output
-    assert result.output.count("PASS") == 2
+    assert result.output.count("PASS") == 3
     notes = [line for line in result.output.splitlines() if line.startswith("note:")]
-    assert notes == [f"{NOTE} (softmax)"]
+    assert notes == [f"{NOTE} (softmax, softmax_backward)"]
 
 
 def test_run_output_is_quiet_and_notes_the_default_config(tmp_path):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tilegen import __version__
 from tilegen import model as m
-from tilegen.compiler import GeneratedModule, check_spec, compile_spec
+from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec
 from tilegen.errors import SpecError
 from tilegen.resources import RUNTIME_MODULE, runtime_module
 
@@ -89,7 +89,7 @@ def compile_file(spec: SpecFile) -> GeneratedModule:
     ``spec.given`` (``given:line:col: error: ...``) for an invalid spec."""
     source = spec.path.read_text(encoding="utf-8")
     try:
-        return compile_spec(source, spec.display)
+        return compile_spec(source, spec.display, beside(spec.path, spec.display))
     except SpecError as error:
         raise error.at(spec.given) from None
 
@@ -100,7 +100,7 @@ def check_file(spec: SpecFile) -> m.Spec:
     ``spec.given`` for an invalid spec."""
     source = spec.path.read_text(encoding="utf-8")
     try:
-        return check_spec(source, spec.display)
+        return check_spec(source, spec.display, beside(spec.path, spec.display))
     except SpecError as error:
         raise error.at(spec.given) from None
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from tilegen import model as m
 from tilegen.check import check
+from tilegen.check.backward import Finder, check_backward
 from tilegen.lower import lower
 from tilegen.parser import parse
 from tilegen.render import render
@@ -19,21 +22,39 @@ class GeneratedModule:
     source: str
 
 
-def compile_spec(source: str, path: str = "<spec>") -> GeneratedModule:
+def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> GeneratedModule:
     """Compile one ``.tile`` text to its generated module.
 
-    ``path`` is the display path written in errors and in the generated header. Raises
-    :class:`tilegen.errors.SpecError` listing every problem when the spec is invalid.
+    ``path`` is the display path written in errors and in the generated header. ``find`` finds
+    the spec a ``backward`` line names (its kernel name -> (source, display path), or None):
+    the build looks beside the spec's file; by default, beside ``path`` taken from the current
+    folder. Raises :class:`tilegen.errors.SpecError` listing every problem when the spec is
+    invalid.
     """
-    plan = lower(check(parse(source, path)))
+    spec = check(parse(source, path))
+    plan = lower(spec, check_backward(spec, find if find is not None else beside(path, path)))
     return GeneratedModule(plan.kernel_name, render(plan))
 
 
-def check_spec(source: str, path: str = "<spec>") -> m.Spec:
+def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
     """Validate one ``.tile`` text by every rule :func:`compile_spec` applies, lowering and
     rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
     spec = check(parse(source, path))
-    render(lower(spec))
+    render(lower(spec, check_backward(spec, find if find is not None else beside(path, path))))
     return spec
+
+
+def beside(path: str | os.PathLike, display: str) -> Finder:
+    """The :data:`~tilegen.check.backward.Finder` of the spec file at ``path`` (displayed as
+    ``display``): a kernel ``name`` is ``<name>.tile`` in the same folder."""
+    folder, shown = Path(path).parent, Path(display).parent
+
+    def find(name: str) -> tuple[str, str] | None:
+        other = folder / f"{name}.tile"
+        if not other.is_file():
+            return None
+        return other.read_text(encoding="utf-8"), (shown / f"{name}.tile").as_posix()
+
+    return find

@@ -420,6 +420,9 @@ class Spec:
     # ``split tail`` (the span of each such line; the checker allows one): on a flat grid, the
     # tiles of the last partial wave run as 2 or 4 sub-tiles each
     split_tail: tuple[Span, ...] = ()
+    # ``backward softmax_backward``: the kernel (a spec of that name beside this one) computing
+    # this kernel's gradients, which the generated module registers with torch.autograd
+    backward: Name | None = None
 
     @property
     def access_style(self) -> str:

@@ -175,6 +175,9 @@ class ToModel(Transformer):
     def tail_decl(self, meta, items):
         return ("tail", _span(meta))
 
+    def backward_decl(self, meta, items):
+        return ("backward", _name(items[0]))
+
     def group_size(self, meta, items):
         return _number(items[0])
 
@@ -283,6 +286,7 @@ class ToModel(Transformer):
         swizzle = tune = access = None
         flat = persistent = False
         tails: list[m.Span] = []
+        backwards: list[m.Name] = []
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -306,6 +310,8 @@ class ToModel(Transformer):
                 access = item[1]
             elif isinstance(item, tuple) and item[0] == "tail":
                 tails.append(item[1])
+            elif isinstance(item, tuple) and item[0] == "backward":
+                backwards.append(item[1])
             else:
                 stmts.append(item)
         # `loss = value` where loss is a 0-dim output: its store (it has no index)
@@ -330,6 +336,7 @@ class ToModel(Transformer):
             access=access,
             dtype_vars=tuple(dtype_vars),
             split_tail=tuple(tails),
+            backward=backwards[0] if backwards else None,
         )
 
     def start(self, meta, items):

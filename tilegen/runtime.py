@@ -18,6 +18,7 @@ registration of a launcher as a PyTorch custom op (:func:`register_op`). What on
 import concurrent.futures
 import functools
 import hashlib
+import importlib.util
 import json
 import os
 import statistics
@@ -147,6 +148,17 @@ def bad_device(launcher, **tensors):
         where = ", ".join(f"{name} on {tensor.device}" for name, tensor in tensors.items())
         raise ValueError(f"{launcher}: inputs must be on one device, got {where}")
     raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
+
+
+def no_backward(launcher):
+    """Raise the RuntimeError for a call of ``launcher`` that autograd would record (grad mode on
+    and an input that requires grad) where its spec names no backward: its outputs would be cut
+    from the graph (no ``grad_fn``) if it ran."""
+    raise RuntimeError(
+        f"{launcher}: an input requires grad, but the spec has no backward, so the output would have no "
+        f"grad_fn; write '{launcher}_backward.tile' and 'backward {launcher}_backward' in the spec, or call "
+        "it on detached inputs or under torch.no_grad()"
+    )
 
 
 def bad_block(launcher, name, value):
@@ -526,6 +538,42 @@ def time_config(kernel_call, quantiles):
 
 # ---------------------------------------------------------------------------------------------
 # The PyTorch custom op torch.ops.tilegen.<name>.
+
+
+SIBLINGS = {}  # path of a generated module -> the module, loaded by sibling()
+
+
+def sibling(file, name):
+    """The generated module ``<name>.py`` beside ``file`` (a generated module's ``__file__``): the
+    module of a spec's backward, imported on first use (once per process; a module already
+    imported from that path is reused, so its custom op is registered once)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(file)), f"{name}.py")
+    module = SIBLINGS.get(path)
+    if module is None:
+        module = next((m for m in list(sys.modules.values())
+                       if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(f"tilegen_generated_{name}", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        SIBLINGS[path] = module
+    return module
+
+
+def register_backward(op, backward, setup_context):
+    """Register ``backward`` and ``setup_context`` as the autograd formula of ``op`` (a
+    ``torch.ops.tilegen`` op, :func:`register_op`; ``torch.library.register_autograd``), once per
+    op in a process: importing the same module again keeps the first."""
+    namespace = torch.ops.tilegen
+    done = getattr(namespace, "_autograd", None)
+    if done is None:
+        done = namespace._autograd = set()
+    name = op._qualified_op_name
+    if name not in done:
+        torch.library.register_autograd(name, backward, setup_context=setup_context)
+        done.add(name)
+    return op
 
 
 def register_op(name, spec_hash, launcher, fake, traced):

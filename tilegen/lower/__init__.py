@@ -32,6 +32,7 @@ import hashlib
 from tilegen import __version__
 from tilegen import model as m
 from tilegen.errors import Collector, SpecError
+from tilegen.lower.autograd import lower_autograd
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
@@ -50,7 +51,7 @@ def spec_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def lower(spec: m.Spec) -> ModulePlan:
+def lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
     """Turn a checked spec into the :class:`ModulePlan` the templates render.
 
     The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate. A spec
@@ -58,10 +59,12 @@ def lower(spec: m.Spec) -> ModulePlan:
     writes the variable, not its dtype, so all must give one plan: one kernel, which Triton
     compiles for each dtype it is called with. Raises :class:`~tilegen.errors.SpecError` (at the
     ``dtype`` line) where they differ, e.g. a dtype that needs other math than the rest.
+    ``backward``: the checked spec that ``spec``'s ``backward`` line names
+    (:func:`tilegen.check.backward.check_backward`), registered as its autograd formula.
     """
     spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
     bindings = spec.bindings()
-    plans = [_lower(m.specialize(spec, binding)) for binding in bindings]
+    plans = [_lower(m.specialize(spec, binding), backward) for binding in bindings]
     for binding, plan in zip(bindings[1:], plans[1:], strict=True):
         if plan != plans[0]:
             var = next(v for v in spec.dtype_vars if binding[v.name.id] != bindings[0][v.name.id])
@@ -98,15 +101,16 @@ def _descriptors_serve(spec: m.Spec) -> bool:
     return True
 
 
-def _lower(spec: m.Spec) -> ModulePlan:
+def _lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
+    grad = "route" if backward is not None else "refuse"
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
-        return _staged(spec, staging)
+        return _staged(spec, staging, backward)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)
         kernel = lower_kernel(kernel_spec(looped.spec))
-        return _module(spec, kernel, lower_launcher(looped.spec, kernel))
+        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad), backward=backward)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -125,11 +129,12 @@ def _lower(spec: m.Spec) -> ModulePlan:
     if rows is not None:
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
-    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None)
-    return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None)
+    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None, grad=grad)
+    return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
+                   backward=backward)
 
 
-def _staged(spec: m.Spec, staging: Staging) -> ModulePlan:
+def _staged(spec: m.Spec, staging: Staging, backward: m.Spec | None) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -146,12 +151,14 @@ def _staged(spec: m.Spec, staging: Staging) -> ModulePlan:
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
-    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages))
-    return _module(spec, kernel, launcher, stages=tuple(stages))
+    grad = "route" if backward is not None else "refuse"
+    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad)
+    return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward)
 
 
-def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=()) -> ModulePlan:
-    """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered."""
+def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=None) -> ModulePlan:
+    """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered (and its
+    autograd formula where ``backward`` is its backward's spec)."""
     reference = lower_reference(spec, launcher)
     described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)
     blocks = lower_descriptor_blocks(described) if described is not None and spec.tune is not None else None
@@ -170,4 +177,6 @@ def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=()) 
         runtime_build=runtime_build(),
         descriptor_blocks=blocks,
         stages=stages,
+        autograd=lower_autograd(spec, backward, tuple(k for k, _ in launcher.keywords))
+        if backward is not None else None,
     )

@@ -287,6 +287,7 @@ def lower_launcher(
     rows: RowsPlan | None = None,
     stages: tuple[StagePlan, ...] = (),
     docstring: str | None = None,
+    grad: str | None = None,
 ) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
@@ -303,6 +304,10 @@ def lower_launcher(
     is made, and under ``torch.compile`` launch that kernel. With ``stages``, the inputs of
     ``spec`` that they return (:mod:`tilegen.lower.stages`) are not the launcher's: it calls the
     stages' launchers after its checks, in order. ``docstring`` replaces the one it writes.
+    ``grad`` is what a call autograd would record does (grad mode on, a float input requiring
+    grad): ``"route"`` returns the custom op's call, whose autograd formula runs the spec's backward
+    (:mod:`tilegen.lower.autograd`); ``"refuse"`` raises, naming the kernel (a spec without a
+    backward); None (a second launcher of the spec) checks nothing.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper of
     the runtime (``_rt.bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -362,6 +367,15 @@ def lower_launcher(
             (Line(f'_rt.bad_device("{name}", {tensors})'),),
         )
     )
+    differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
+    if grad is not None and differentiable:
+        needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
+        action = (Line(f"return op({arguments})") if grad == "route" else Line(f'_rt.no_backward("{name}")'))
+        why = ("autograd records this call: through the custom op, whose backward is the spec's"
+               if grad == "route" else "autograd would record this call, and the spec has no backward")
+        autograd = [IfBlock(f"torch.is_grad_enabled() and ({needs})", why, (action,))]
+    else:
+        autograd = []
     device_guard = IfBlock(
         f"{first}.is_cuda and device.index != torch.cuda.current_device()",
         "tensors on another GPU: run there, on its current stream",
@@ -476,7 +490,7 @@ def lower_launcher(
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*head, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *staged,
+    body = [*head, *autograd, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *staged,
             *flags[:whole], *setup, *flags[whole:]]
     body += _launch(full, kernel, name, launch, call, variant)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one

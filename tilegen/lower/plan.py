@@ -276,6 +276,7 @@ class ModulePlan:
     runtime_build: str = ""  # the build of tilegen's runtime the module loads (tilegen.resources.runtime_build)
     descriptor_blocks: HookPlan | None = None  # the descriptor kernel's autotune pre_hook, where it is tuned
     stages: tuple[StagePlan, ...] = ()  # kernels the launcher runs first: values every program uses (stages.py)
+    autograd: AutogradPlan | None = None  # the backward registered with torch.autograd (autograd.py)
 
     @property
     def helpers(self) -> tuple[HelperPlan, ...]:
@@ -328,6 +329,19 @@ class FallbackPlan:
 
     kernel: KernelPlan
     launcher: LauncherPlan
+
+
+@dataclass(frozen=True)
+class AutogradPlan:
+    """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`), written
+    into its module by ``templates/autograd.py.j2`` as plain Python lines."""
+
+    backward: str  # the backward's kernel (its generated module sits beside this one)
+    backward_path: str  # its spec, for docstrings
+    setup: tuple[str, ...]  # the body of setup_context(ctx, inputs, output)
+    grads: tuple[str, ...]  # backward(ctx, *grads): the gradients of the outputs, by name
+    body: tuple[str, ...]  # the body of backward(ctx, ...)
+    saved: tuple[str, ...]  # the names the forward call saves (for docstrings)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,157 @@
+"""Forward + backward through tilegen kernels against torch eager, on the GPU (issue 33's table).
+
+Each case builds its inputs (leaves that require grad), runs one training step's worth of work,
+``y = f(inputs); y.backward(dy)``, through the generated function (whose autograd formula is the
+backward spec, ``backward ..._backward`` in the forward spec) and through torch's own ops, and
+times both eager (``triton.testing.do_bench``, launches back to back, L2 flushed, gradients reset
+to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
+(``do_bench_cudagraph``, where capture works). It checks the gradients against torch's first.
+
+``python benchmarks/backward.py OUT_DIR [OP ...]`` appends one row per case to
+``OUT_DIR/backward.csv`` (op, shape, dtype, tilegen ms, torch ms, ratios, max gradient error).
+Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows), MLP width 14336
+(SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope).
+"""
+
+import csv
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.testing
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tilegen.runner import load_module  # noqa: E402
+
+ROUNDS = 5
+
+
+def _module(name):
+    return load_module(ROOT / "generated" / f"{name}.py")
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def _cases():
+    """op -> (dtype, shape, make inputs, tilegen step output, torch step output)."""
+    softmax, log_softmax = _module("softmax"), _module("log_softmax")
+    rms, layer = _module("rms_norm"), _module("layer_norm")
+    swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
+
+    def rows(m, n, dtype):
+        return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
+
+    def norm(m, n, bias):
+        def make():
+            x = torch.randn(m, n, device="cuda", dtype=torch.float16)
+            w = (1 + torch.randn(n, device="cuda") / 4).half()
+            return (x, w, (torch.randn(n, device="cuda") / 4).half()) if bias else (x, w)
+        return make
+
+    def pair(m, n):
+        return lambda: tuple(torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+
+    def rotary(s, heads, kv_heads, d):
+        def make():
+            q = torch.randn(1, heads, s, d, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(1, kv_heads, s, d, device="cuda", dtype=torch.bfloat16)
+            angle = torch.randn(s, d // 2, device="cuda")
+            angle = torch.cat([angle, angle], dim=-1)
+            return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
+        return make
+
+    return {
+        "softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
+                    lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
+        "log_softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
+                        lambda x: log_softmax.log_softmax(x), lambda x: torch.log_softmax(x, dim=1)),
+        "rms_norm": ("f16", (4096, 4096), norm(4096, 4096, False),
+                     lambda x, w: rms.rms_norm(x, w, 1e-6), lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
+        "layer_norm": ("f16", (4096, 4096), norm(4096, 4096, True),
+                       lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
+                       lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
+        "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
+                   lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
+        "geglu": ("bf16", (4096, 14336), pair(4096, 14336),
+                  lambda a, b: geglu.geglu(a, b), lambda a, b: F.gelu(a, approximate="tanh") * b),
+        "rope": ("bf16", (4096, 32, 8, 128), rotary(4096, 32, 8, 128),
+                 lambda q, k, c, s: torch.cat([t.flatten() for t in rope.rope(q, k, c, s)]),
+                 lambda q, k, c, s: torch.cat([(q * c + _rotate_half(q) * s).flatten(),
+                                               (k * c + _rotate_half(k) * s).flatten()])),
+    }
+
+
+#: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
+LEAVES = {"softmax": 1, "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2}
+
+
+def _step(fn, inputs, dy):
+    def run():
+        fn(*inputs).backward(dy)
+    return run
+
+
+def case(op, dtype, shape, make, ours, theirs):
+    base = make()
+    mine = [t.clone().requires_grad_(i < LEAVES[op]) for i, t in enumerate(base)]
+    ref = [t.clone().requires_grad_(i < LEAVES[op]) for i, t in enumerate(base)]
+    dy = torch.randn_like(theirs(*base))
+    ours(*mine).backward(dy)
+    theirs(*ref).backward(dy)
+    error = max((a.grad.float() - b.grad.float()).abs().max().item()
+                for a, b in zip(mine, ref, strict=True) if a.grad is not None)
+    grads = [t for t in mine + ref if t.requires_grad]
+    steps = {"tilegen": _step(ours, mine, dy), "torch": _step(theirs, ref, dy)}
+    eager = {name: [] for name in steps}
+    graph = {name: [] for name in steps}
+    for _ in range(ROUNDS):
+        for name, run in steps.items():
+            eager[name].append(triton.testing.do_bench(run, grad_to_none=grads, warmup=10, rep=100))
+    for name, run in steps.items():
+        try:
+            graph[name].append(triton.testing.do_bench_cudagraph(run, rep=100, grad_to_none=grads))
+        except Exception as failure:  # autograd's backward cannot always be captured
+            print(f"{op}: no CUDA graph for {name}: {type(failure).__name__}: {str(failure)[:120]}", flush=True)
+    e = {k: statistics.median(v) for k, v in eager.items()}
+    g = {k: statistics.median(v) if v else float("nan") for k, v in graph.items()}
+    return {"op": op, "shape": "x".join(map(str, shape)), "dtype": dtype,
+            "tilegen_ms": e["tilegen"], "torch_ms": e["torch"], "ratio_eager": e["torch"] / e["tilegen"],
+            "tilegen_graph_ms": g["tilegen"], "torch_graph_ms": g["torch"],
+            "ratio_graph": g["torch"] / g["tilegen"], "max_grad_error": error}
+
+
+def main(out: Path, ops: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    path = out / "backward.csv"
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        if new:
+            f.write(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
+            f.write("# forward + backward (y = f(x); y.backward(dy)); ratio = torch ms / tilegen ms; "
+                    "eager: do_bench, L2 flushed; graph: do_bench_cudagraph\n")
+        writer = None
+        for op, (dtype, shape, make, ours, theirs) in _cases().items():
+            if ops and op not in ops:
+                continue
+            row = case(op, dtype, shape, make, ours, theirs)
+            if writer is None:
+                writer = csv.DictWriter(f, fieldnames=list(row))
+                if new:
+                    writer.writeheader()
+            writer.writerow(row)
+            f.flush()
+            print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+            torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), sys.argv[2:])

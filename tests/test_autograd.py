@@ -1,0 +1,200 @@
+"""Autograd through generated kernels: a spec's ``backward`` line registers its backward spec
+(``softmax_backward.tile``) as the custom op's autograd formula, so the generated function and
+``torch.ops.tilegen.*`` both differentiate. Checked in Triton's interpreter against torch's own
+autograd, written here: softmax, log_softmax, RMS norm and layer norm (dx, and the weight and
+bias gradients reduced across programs), SwiGLU, GeGLU and rotary embeddings, at rows with tails
+and every config of the backward;
+the op, ``torch.no_grad``, ``torch.compile(fullgraph=True)``; a spec without a backward refusing
+inputs that require grad; and the build's refusals of backward specs that do not fit."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+
+
+def _forced(monkeypatch, module, index):
+    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: index)
+    module._TUNED.clear()
+
+
+def _rows(m, n, seed, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(m, n, generator=g) * 2).to(dtype)
+
+
+@pytest.mark.parametrize("kernel", ["softmax", "log_softmax"])
+@pytest.mark.parametrize(("m", "n"), [(3, 1), (5, 37), (2, 130)])
+def test_softmax_gradients_match_torch(generated, monkeypatch, kernel, m, n):
+    module, backward = generated(kernel), generated(f"{kernel}_backward")
+    x = _rows(m, n, seed=n)
+    dy = _rows(m, n, seed=n + 1)
+    ours = x.clone().requires_grad_()
+    theirs = x.clone().requires_grad_()
+    want_y = getattr(torch, kernel)(theirs, dim=1)
+    want_y.backward(dy)
+    for index in range(len(backward._CONFIGS)):
+        _forced(monkeypatch, backward, index)
+        ours.grad = None
+        y = getattr(module, kernel)(ours)
+        assert y.grad_fn is not None
+        torch.testing.assert_close(y, want_y.detach(), rtol=1e-5, atol=1e-6)
+        y.backward(dy)
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 7), (5, 37), (6, 130)])
+def test_rms_norm_gradients_match_torch(generated, monkeypatch, m, n):
+    """dx along each row, and dweight summed over the rows across programs, at every config of
+    the backward (1, 2 and 4 rows per program), against torch's F.rms_norm in float32 on the
+    same f16 values; f16 results, so a tolerance of f16's rounding."""
+    module, backward = generated("rms_norm"), generated("rms_norm_backward")
+    x, w, dy = _rows(m, n, 1, torch.float16), (1 + _rows(1, n, 2) / 4).half()[0], _rows(m, n, 3, torch.float16)
+    xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
+    F.rms_norm(xf, (n,), wf, 1e-6).backward(dy.float())
+    for index in range(len(backward._CONFIGS)):
+        _forced(monkeypatch, backward, index)
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        module.rms_norm(xs, ws, 1e-6).backward(dy)
+        assert xs.grad.dtype == ws.grad.dtype == torch.float16
+        torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(ws.grad.float(), wf.grad, rtol=2e-2, atol=2e-2 * m)
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 7), (5, 37), (6, 130)])
+def test_layer_norm_gradients_match_torch(generated, monkeypatch, m, n):
+    """dx, dweight and dbias from the forward's saved row statistics (mu, rstd), at every config
+    of the backward, against torch's F.layer_norm in float32 on the same f16 values."""
+    module, backward = generated("layer_norm"), generated("layer_norm_backward")
+    x, dy = _rows(m, n, 4, torch.float16) + 3, _rows(m, n, 5, torch.float16)
+    w, b = (1 + _rows(1, n, 6) / 4).half()[0], (_rows(1, n, 7) / 4).half()[0]
+    xf, wf, bf = (t.float().requires_grad_() for t in (x, w, b))
+    F.layer_norm(xf, (n,), wf, bf, 1e-5).backward(dy.float())
+    for index in range(len(backward._CONFIGS)):
+        _forced(monkeypatch, backward, index)
+        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
+        module.layer_norm(xs, ws, bs, 1e-5)[0].backward(dy)  # mu and rstd: statistics, not followed
+        torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(ws.grad.float(), wf.grad, rtol=2e-2, atol=2e-2 * m)
+        torch.testing.assert_close(bs.grad.float(), bf.grad, rtol=2e-2, atol=2e-2 * m)
+
+
+@pytest.mark.parametrize("kernel", ["swiglu", "geglu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gated_mlp_gradients_match_torch(generated, monkeypatch, kernel, dtype):
+    """Liger's SwiGLU and GeGLU: da and db recomputing the gate from the saved inputs, in float32,
+    at every config of the backward, against torch's autograd of F.silu(a) * b and
+    F.gelu(a, approximate="tanh") * b (in float32 on the same values; bf16 results within bf16's
+    rounding)."""
+    module, backward = generated(kernel), generated(f"{kernel}_backward")
+    act = F.silu if kernel == "swiglu" else (lambda t: F.gelu(t, approximate="tanh"))
+    a, b, dy = (_rows(5, 37, seed, dtype) for seed in (10, 11, 12))
+    af, bf = a.float().clone().requires_grad_(), b.float().clone().requires_grad_()  # leaves of their own
+    (act(af) * bf).backward(dy.float())
+    tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    for index in range(len(backward._CONFIGS)):
+        _forced(monkeypatch, backward, index)
+        ours_a, ours_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        getattr(module, kernel)(ours_a, ours_b).backward(dy)
+        assert ours_a.grad.dtype == dtype
+        torch.testing.assert_close(ours_a.grad.float(), af.grad, **tolerance)
+        torch.testing.assert_close(ours_b.grad.float(), bf.grad, **tolerance)
+
+
+def test_rope_gradients_rotate_back(generated):
+    """The rotary embedding's gradient is the rotation by -theta (rotate_half transposed), for q
+    and for k with fewer heads; cos and sin get none, as Liger's."""
+    module = generated("rope")
+    g = torch.Generator().manual_seed(13)
+    q, k = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+    angle = torch.randn(5, 4, generator=g)
+    cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()
+    dq, dk = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
+
+    def rotate_half(x):
+        return torch.cat([-x[..., 4:], x[..., :4]], dim=-1)
+
+    want_q, want_k = q.clone().requires_grad_(), k.clone().requires_grad_()
+    ((want_q * cos + rotate_half(want_q) * sin) * dq).sum().backward()
+    ((want_k * cos + rotate_half(want_k) * sin) * dk).sum().backward()
+    ours_q, ours_k = q.clone().requires_grad_(), k.clone().requires_grad_()
+    q_rotated, k_rotated = module.rope(ours_q, ours_k, cos, sin)
+    torch.autograd.backward([q_rotated, k_rotated], [dq, dk])
+    torch.testing.assert_close(ours_q.grad, want_q.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(ours_k.grad, want_k.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_the_op_no_grad_and_compile(generated):
+    """torch.ops.tilegen.softmax differentiates as the function does; under torch.no_grad the
+    output has no grad_fn; a compiled training step (fullgraph, aot_eager) gives torch's gradient."""
+    module = generated("softmax")
+    x, dy = _rows(4, 19, 8), _rows(4, 19, 9)
+    want = x.clone().requires_grad_()
+    torch.softmax(want, dim=1).backward(dy)
+    through_op = x.clone().requires_grad_()
+    module.op(through_op).backward(dy)
+    torch.testing.assert_close(through_op.grad, want.grad, rtol=1e-5, atol=1e-6)
+    with torch.no_grad():
+        assert module.softmax(x.clone().requires_grad_()).grad_fn is None
+
+    def step(x, dy):
+        return (module.softmax(x) * dy).sum()
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    leaf = x.clone().requires_grad_()
+    compiled(leaf, dy).backward()
+    torch.testing.assert_close(leaf.grad, want.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_kernel_without_a_backward_refuses_inputs_that_require_grad(generated):
+    module = generated("copy")
+    x = torch.randn(8, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"copy: an input requires grad, but the spec has no backward"):
+        module.copy(x)
+    with torch.no_grad():
+        torch.testing.assert_close(module.copy(x), x.detach())
+    torch.testing.assert_close(module.copy(x.detach()), x.detach())
+
+
+FORWARD = """kernel k
+  in  x: f32[M, N]
+  in  eps: f32
+  out y: f32[M, N]
+  block BM = 2
+  backward {name}
+  grid  r over M by BM, c over N whole
+  y[r, c] = x[r, c] * eps
+"""
+
+BACKWARD = """kernel k_backward
+  in  {inputs}
+  out {outputs}
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  {body}
+"""
+
+
+@pytest.mark.parametrize(("inputs", "outputs", "body", "message"), [
+    ("dy: f32[M, N]\n  in  z: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = dy[r, c] + z[r, c]",
+     r"takes 'z', which is neither a value of this kernel nor the gradient of one of its outputs \(x, eps, y, dy\)"),
+    ("dy: f16[M, N]", "dx: f32[M, N]", "dx[r, c] = f32(dy[r, c])",
+     r"takes 'dy' as f16\[M, N\], but the gradient of 'y' is f32\[M, N\] here"),
+    ("dy: f32[M, N]", "dw: f32[M, N]", "dw[r, c] = dy[r, c]",
+     r"returns 'dw', which is not the gradient of an input of this kernel \(dx\)"),
+    ("x: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = x[r, c]", r"takes no output's gradient \(dy\)"),
+])
+def test_backward_specs_that_do_not_fit_are_refused_at_the_line(inputs, outputs, body, message):
+    backward = BACKWARD.format(inputs=inputs, outputs=outputs, body=body)
+    with pytest.raises(SpecError, match=message) as caught:
+        compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (backward, "k_backward.tile")}.get)
+    assert caught.value.diagnostics[0].span.line == 6
+
+
+def test_a_missing_backward_spec_is_refused():
+    with pytest.raises(SpecError, match=r"backward 'k_backward': no spec 'k_backward.tile' beside this one"):
+        compile_spec(FORWARD.format(name="k_backward"), "k.tile", {}.get)
+    with pytest.raises(SpecError, match=r"'k' is this kernel"):
+        compile_spec(FORWARD.format(name="k"), "k.tile", {}.get)

@@ -1,0 +1,47 @@
+"""The autograd formula of a spec with a backward (``backward softmax_backward``).
+
+The generated module registers, with ``torch.library.register_autograd`` on its custom op
+(``tilegen.runtime.register_backward``), a ``setup_context`` that saves what the backward spec
+reads of the forward call (its inputs named as the forward's tensors and scalars: tensors through
+``ctx.save_for_backward``, scalars as attributes of ``ctx``) and a ``backward`` that calls the
+backward spec's custom op (its module, generated beside this one, imported on first use; the op,
+not the launcher, so that torch.compile traces the backward through the op's fake implementation)
+with those and the outputs' gradients (``d<out>``), and returns a gradient per input of the op: the
+backward's ``d<in>`` where it has one, else None (scalars, keywords, inputs without a gradient).
+The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.lower.plan import AutogradPlan
+
+
+def lower_autograd(spec: m.Spec, backward: m.Spec, keywords: tuple[str, ...]) -> AutogradPlan:
+    """The :class:`AutogradPlan` of ``spec`` whose checked backward spec is ``backward``;
+    ``keywords`` are the forward launcher's keyword arguments (also inputs of its op)."""
+    forward = {t.name.id: t for t in spec.tensors}
+    needs = [t.name.id for t in backward.inputs if t.name.id in forward]
+    saved = tuple(n for n in needs if not forward[n].is_scalar)
+    scalars = tuple(n for n in needs if forward[n].is_scalar)
+    inputs = [t.name.id for t in spec.inputs]
+    outputs = [t.name.id for t in spec.outputs]
+    setup = [f"{n} = inputs[{i}]" for i, n in enumerate(inputs) if n in needs]
+    setup += [(f"{n} = output[{i}]" if len(outputs) > 1 else f"{n} = output")
+              for i, n in enumerate(outputs) if n in needs]
+    if saved:
+        setup.append(f"ctx.save_for_backward({', '.join(saved)})")
+    setup += [f"ctx.{n} = {n}" for n in scalars]
+    body = []
+    if saved:
+        body.append(f"{', '.join(saved)}, = ctx.saved_tensors")
+    body += [f"{n} = ctx.{n}" for n in scalars]
+    args = ", ".join(t.name.id for t in backward.inputs)
+    call = f'_rt.sibling(__file__, "{backward.name.id}").op({args})'
+    results = [t.name.id for t in backward.outputs]
+    body.append(f"{', '.join(results)} = {call}")
+    given = set(results)
+    grads = [f"d{n}" if f"d{n}" in given else "None" for n in inputs] + ["None"] * len(keywords)
+    body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
+    return AutogradPlan(backward.name.id, backward.path, tuple(setup), tuple(f"d{n}" for n in outputs),
+                        tuple(body), saved + scalars)

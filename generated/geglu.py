@@ -118,7 +118,7 @@ def geglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("geglu", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(a, b)
+        return _GegluAutograd.apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return geglu(a, b)
@@ -249,12 +249,29 @@ def _geglu_setup_context(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _geglu_backward(ctx, dy):
-    """The gradients of geglu()'s inputs: the custom op of geglu_backward() (specs/geglu_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _geglu_backward(ctx, dy, eager=False):
+    """The gradients of geglu()'s inputs: geglu_backward() of specs/geglu_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     a, b, = ctx.saved_tensors
-    da, db = _rt.sibling(__file__, "geglu_backward").op(dy, a, b)
+    module = _rt.sibling(__file__, "geglu_backward")
+    da, db = (module.geglu_backward if eager else module.op)(dy, a, b)
     return da, db
 
 
 _rt.register_backward(op, _geglu_backward, _geglu_setup_context)
+
+
+class _GegluAutograd(torch.autograd.Function):
+    """geglu() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b):
+        return geglu(a, b)
+
+    setup_context = staticmethod(_geglu_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _geglu_backward(ctx, *grads, eager=True)

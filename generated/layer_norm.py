@@ -144,7 +144,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(x, weight, bias, eps)
+        return _LayerNormAutograd.apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm(x, weight, bias, eps)
@@ -531,12 +531,29 @@ def _layer_norm_setup_context(ctx, inputs, output):
     ctx.save_for_backward(x, weight, mu, rstd)
 
 
-def _layer_norm_backward(ctx, dy, dmu, drstd):
-    """The gradients of layer_norm()'s inputs: the custom op of layer_norm_backward() (specs/layer_norm_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _layer_norm_backward(ctx, dy, dmu, drstd, eager=False):
+    """The gradients of layer_norm()'s inputs: layer_norm_backward() of specs/layer_norm_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     x, weight, mu, rstd, = ctx.saved_tensors
-    dx, dweight, dbias = _rt.sibling(__file__, "layer_norm_backward").op(dy, x, weight, mu, rstd)
+    module = _rt.sibling(__file__, "layer_norm_backward")
+    dx, dweight, dbias = (module.layer_norm_backward if eager else module.op)(dy, x, weight, mu, rstd)
     return dx, dweight, dbias, None
 
 
 _rt.register_backward(op, _layer_norm_backward, _layer_norm_setup_context)
+
+
+class _LayerNormAutograd(torch.autograd.Function):
+    """layer_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, weight, bias, eps):
+        return layer_norm(x, weight, bias, eps)
+
+    setup_context = staticmethod(_layer_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _layer_norm_backward(ctx, *grads, eager=True)

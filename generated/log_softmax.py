@@ -109,7 +109,7 @@ def log_softmax(x: torch.Tensor) -> torch.Tensor:
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("log_softmax", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(x)
+        return _LogSoftmaxAutograd.apply(x) if not torch.compiler.is_compiling() else op(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return log_softmax(x)
@@ -398,12 +398,29 @@ def _log_softmax_setup_context(ctx, inputs, output):
     ctx.save_for_backward(y)
 
 
-def _log_softmax_backward(ctx, dy):
-    """The gradients of log_softmax()'s inputs: the custom op of log_softmax_backward() (specs/log_softmax_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _log_softmax_backward(ctx, dy, eager=False):
+    """The gradients of log_softmax()'s inputs: log_softmax_backward() of specs/log_softmax_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     y, = ctx.saved_tensors
-    dx = _rt.sibling(__file__, "log_softmax_backward").op(dy, y)
+    module = _rt.sibling(__file__, "log_softmax_backward")
+    dx = (module.log_softmax_backward if eager else module.op)(dy, y)
     return dx
 
 
 _rt.register_backward(op, _log_softmax_backward, _log_softmax_setup_context)
+
+
+class _LogSoftmaxAutograd(torch.autograd.Function):
+    """log_softmax() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x):
+        return log_softmax(x)
+
+    setup_context = staticmethod(_log_softmax_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _log_softmax_backward(ctx, *grads, eager=True)

@@ -118,7 +118,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm", x=x, weight=weight)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(x, weight, eps)
+        return _RmsNormAutograd.apply(x, weight, eps) if not torch.compiler.is_compiling() else op(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps)
@@ -435,13 +435,30 @@ def _rms_norm_setup_context(ctx, inputs, output):
     ctx.eps = eps
 
 
-def _rms_norm_backward(ctx, dy):
-    """The gradients of rms_norm()'s inputs: the custom op of rms_norm_backward() (specs/rms_norm_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _rms_norm_backward(ctx, dy, eager=False):
+    """The gradients of rms_norm()'s inputs: rms_norm_backward() of specs/rms_norm_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     x, weight, = ctx.saved_tensors
     eps = ctx.eps
-    dx, dweight = _rt.sibling(__file__, "rms_norm_backward").op(dy, x, weight, eps)
+    module = _rt.sibling(__file__, "rms_norm_backward")
+    dx, dweight = (module.rms_norm_backward if eager else module.op)(dy, x, weight, eps)
     return dx, dweight, None
 
 
 _rt.register_backward(op, _rms_norm_backward, _rms_norm_setup_context)
+
+
+class _RmsNormAutograd(torch.autograd.Function):
+    """rms_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, weight, eps):
+        return rms_norm(x, weight, eps)
+
+    setup_context = staticmethod(_rms_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _rms_norm_backward(ctx, *grads, eager=True)

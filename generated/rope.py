@@ -123,7 +123,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(q, k, cos, sin)
+        return _RopeAutograd.apply(q, k, cos, sin) if not torch.compiler.is_compiling() else op(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope(q, k, cos, sin)
@@ -301,12 +301,29 @@ def _rope_setup_context(ctx, inputs, output):
     ctx.save_for_backward(cos, sin)
 
 
-def _rope_backward(ctx, dq_rotated, dk_rotated):
-    """The gradients of rope()'s inputs: the custom op of rope_backward() (specs/rope_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _rope_backward(ctx, dq_rotated, dk_rotated, eager=False):
+    """The gradients of rope()'s inputs: rope_backward() of specs/rope_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     cos, sin, = ctx.saved_tensors
-    dq, dk = _rt.sibling(__file__, "rope_backward").op(dq_rotated, dk_rotated, cos, sin)
+    module = _rt.sibling(__file__, "rope_backward")
+    dq, dk = (module.rope_backward if eager else module.op)(dq_rotated, dk_rotated, cos, sin)
     return dq, dk, None, None
 
 
 _rt.register_backward(op, _rope_backward, _rope_setup_context)
+
+
+class _RopeAutograd(torch.autograd.Function):
+    """rope() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(q, k, cos, sin):
+        return rope(q, k, cos, sin)
+
+    setup_context = staticmethod(_rope_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _rope_backward(ctx, *grads, eager=True)

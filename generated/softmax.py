@@ -114,7 +114,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("softmax", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(x)
+        return _SoftmaxAutograd.apply(x) if not torch.compiler.is_compiling() else op(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return softmax(x)
@@ -408,12 +408,29 @@ def _softmax_setup_context(ctx, inputs, output):
     ctx.save_for_backward(y)
 
 
-def _softmax_backward(ctx, dy):
-    """The gradients of softmax()'s inputs: the custom op of softmax_backward() (specs/softmax_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _softmax_backward(ctx, dy, eager=False):
+    """The gradients of softmax()'s inputs: softmax_backward() of specs/softmax_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     y, = ctx.saved_tensors
-    dx = _rt.sibling(__file__, "softmax_backward").op(dy, y)
+    module = _rt.sibling(__file__, "softmax_backward")
+    dx = (module.softmax_backward if eager else module.op)(dy, y)
     return dx
 
 
 _rt.register_backward(op, _softmax_backward, _softmax_setup_context)
+
+
+class _SoftmaxAutograd(torch.autograd.Function):
+    """softmax() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x):
+        return softmax(x)
+
+    setup_context = staticmethod(_softmax_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _softmax_backward(ctx, *grads, eager=True)

@@ -117,7 +117,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("swiglu", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
-        return op(a, b)
+        return _SwigluAutograd.apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swiglu(a, b)
@@ -248,12 +248,29 @@ def _swiglu_setup_context(ctx, inputs, output):
     ctx.save_for_backward(a, b)
 
 
-def _swiglu_backward(ctx, dy):
-    """The gradients of swiglu()'s inputs: the custom op of swiglu_backward() (specs/swiglu_backward.tile), generated beside
-    this module, on the saved values and the outputs' gradients."""
+def _swiglu_backward(ctx, dy, eager=False):
+    """The gradients of swiglu()'s inputs: swiglu_backward() of specs/swiglu_backward.tile, generated beside this
+    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    traces, unless the call was eager)."""
     a, b, = ctx.saved_tensors
-    da, db = _rt.sibling(__file__, "swiglu_backward").op(dy, a, b)
+    module = _rt.sibling(__file__, "swiglu_backward")
+    da, db = (module.swiglu_backward if eager else module.op)(dy, a, b)
     return da, db
 
 
 _rt.register_backward(op, _swiglu_backward, _swiglu_setup_context)
+
+
+class _SwigluAutograd(torch.autograd.Function):
+    """swiglu() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b):
+        return swiglu(a, b)
+
+    setup_context = staticmethod(_swiglu_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _swiglu_backward(ctx, *grads, eager=True)

@@ -6,7 +6,9 @@ reads of the forward call (its inputs named as the forward's tensors and scalars
 ``ctx.save_for_backward``, scalars as attributes of ``ctx``) and a ``backward`` that calls the
 backward spec's custom op (its module, generated beside this one, imported on first use; the op,
 not the launcher, so that torch.compile traces the backward through the op's fake implementation)
-with those and the outputs' gradients (``d<out>``), and returns a gradient per input of the op: the
+with those and the outputs' gradients (``d<out>``) (its launcher where the call was eager, through
+``_<Kernel>Autograd``, a ``torch.autograd.Function`` over the launchers that skips the custom ops'
+dispatch, about 75 us a call on the H100), and returns a gradient per input of the op: the
 backward's ``d<in>`` where it has one, else None (scalars, keywords, inputs without a gradient).
 The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
 """
@@ -15,6 +17,11 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.lower.plan import AutogradPlan
+
+
+def autograd_class(kernel: str) -> str:
+    """The name of the generated ``torch.autograd.Function`` of ``kernel`` (``_SoftmaxAutograd``)."""
+    return "_" + "".join(part.capitalize() for part in kernel.split("_")) + "Autograd"
 
 
 def lower_autograd(spec: m.Spec, backward: m.Spec, keywords: tuple[str, ...]) -> AutogradPlan:
@@ -37,11 +44,12 @@ def lower_autograd(spec: m.Spec, backward: m.Spec, keywords: tuple[str, ...]) ->
         body.append(f"{', '.join(saved)}, = ctx.saved_tensors")
     body += [f"{n} = ctx.{n}" for n in scalars]
     args = ", ".join(t.name.id for t in backward.inputs)
-    call = f'_rt.sibling(__file__, "{backward.name.id}").op({args})'
+    body.append(f'module = _rt.sibling(__file__, "{backward.name.id}")')
+    call = f"(module.{backward.name.id} if eager else module.op)({args})"
     results = [t.name.id for t in backward.outputs]
     body.append(f"{', '.join(results)} = {call}")
     given = set(results)
     grads = [f"d{n}" if f"d{n}" in given else "None" for n in inputs] + ["None"] * len(keywords)
     body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
     return AutogradPlan(backward.name.id, backward.path, tuple(setup), tuple(f"d{n}" for n in outputs),
-                        tuple(body), saved + scalars)
+                        tuple(body), saved + scalars, autograd_class(spec.name.id), tuple(inputs), not keywords)

@@ -11,6 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tilegen import model as m
+from tilegen.lower.autograd import autograd_class
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
@@ -370,7 +371,10 @@ def lower_launcher(
     differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
     if grad is not None and differentiable:
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
-        action = (Line(f"return op({arguments})") if grad == "route" else Line(f'_rt.no_backward("{name}")'))
+        eager = f"{autograd_class(name)}.apply({', '.join(inputs)})"
+        action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
+                  else Line(f"return op({arguments})") if keywords
+                  else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
         why = ("autograd records this call: through the custom op, whose backward is the spec's"
                if grad == "route" else "autograd would record this call, and the spec has no backward")
         autograd = [IfBlock(f"torch.is_grad_enabled() and ({needs})", why, (action,))]

@@ -342,6 +342,9 @@ class AutogradPlan:
     grads: tuple[str, ...]  # backward(ctx, *grads): the gradients of the outputs, by name
     body: tuple[str, ...]  # the body of backward(ctx, ...)
     saved: tuple[str, ...]  # the names the forward call saves (for docstrings)
+    function: str  # the torch.autograd.Function over the launchers (eager calls)
+    inputs: tuple[str, ...]  # the launcher's inputs, the Function's forward arguments
+    eager: bool  # the launcher routes eager calls through ``function`` (not with keyword arguments)
 
 
 @dataclass(frozen=True)

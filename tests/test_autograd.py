@@ -3,9 +3,9 @@
 ``torch.ops.tilegen.*`` both differentiate. Checked in Triton's interpreter against torch's own
 autograd, written here: softmax, log_softmax, RMS norm and layer norm (dx, and the weight and
 bias gradients reduced across programs), SwiGLU, GeGLU and rotary embeddings, at rows with tails
-and every config of the backward;
-the op, ``torch.no_grad``, ``torch.compile(fullgraph=True)``, activation checkpointing; a spec without a backward refusing
-inputs that require grad; and the build's refusals of backward specs that do not fit."""
+and every config of the backward; the op, ``torch.no_grad``, ``torch.compile(fullgraph=True)``,
+activation checkpointing; a spec without a backward refusing inputs that require grad; and the
+build's refusals of backward specs that do not fit."""
 
 import pytest
 import torch

@@ -553,6 +553,9 @@ def sibling(file, name):
         module = next((m for m in list(sys.modules.values())
                        if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
         if module is None:
+            if not os.path.isfile(path):
+                raise ImportError(f"{name}.py is not beside {os.path.basename(file)}: build {name}.tile into the same "
+                                  "folder (tilegen build the specs' folder)")
             spec = importlib.util.spec_from_file_location(f"tilegen_generated_{name}", path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module

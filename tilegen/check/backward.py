@@ -33,10 +33,6 @@ def _typed(tensor: m.Tensor) -> str:
     return tensor.dtype.id + (f"[{', '.join(_shape(tensor))}]" if not tensor.is_scalar else "")
 
 
-def _dtype(tensor: m.Tensor) -> str:
-    return tensor.dtype.id
-
-
 def check_backward(spec: m.Spec, find: Finder | None) -> m.Spec | None:
     """The checked backward spec that ``spec`` names (None where it names none). Raises
     :class:`~tilegen.errors.SpecError` at ``spec``'s ``backward`` line where the backward spec
@@ -74,9 +70,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> m.Spec | None:
             names = ", ".join([*forward, *outputs])
             errors.error(f"backward '{name.id}' takes '{key}', which is neither a value of this kernel nor the "
                          f"gradient of one of its outputs ({names})", name.span)
-        elif key in outputs and key not in forward and like.is_scalar != tensor.is_scalar:
-            errors.error(f"backward '{name.id}' takes '{key}' as the gradient of output '{like.name.id}'", name.span)
-        elif (_dtype(like), _shape(like), like.is_scalar) != (_dtype(tensor), _shape(tensor), tensor.is_scalar):
+        elif _typed(like) != _typed(tensor):
             what = f"the gradient of '{like.name.id}'" if key in outputs and key not in forward else f"'{key}'"
             errors.error(f"backward '{name.id}' takes '{key}' as {_typed(tensor)}, but {what} is {_typed(like)} here",
                          name.span)
@@ -87,7 +81,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> m.Spec | None:
             names = ", ".join(inputs) or "none: this kernel has no tensor input"
             errors.error(f"backward '{name.id}' returns '{key}', which is not the gradient of an input of this "
                          f"kernel ({names})", name.span)
-        elif (_dtype(like), _shape(like)) != (_dtype(tensor), _shape(tensor)):
+        elif _typed(like) != _typed(tensor):
             errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
                          f"{_typed(like)}", name.span)
     if not any(t.name.id in outputs and t.name.id not in forward for t in backward.inputs):
@@ -96,4 +90,4 @@ def check_backward(spec: m.Spec, find: Finder | None) -> m.Spec | None:
     return backward
 
 
-__all__ = ["Finder", "SpecError", "check_backward"]
+__all__ = ["Finder", "check_backward"]

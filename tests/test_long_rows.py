@@ -335,7 +335,7 @@ def test_layer_norm_merge_does_not_depend_on_the_chunk(built, n):
     args, expected = _inputs("layer_norm", 5, n, seed=n)
     one_tile = module.layer_norm(*args)
     stats = []
-    for block in (1, 4, 16, 64, 1024):
+    for block in (1, 4, 16, 64, 1024) if n <= 64 else (4, 16, 64, 1024):  # one lane a step: the short rows
         outputs = module._layer_norm_loops(*args, BLOCK_N=block)
         _check(module, "layer_norm", args, outputs, expected)
         for got, want in zip(outputs, one_tile, strict=True):

@@ -10,7 +10,8 @@ to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
 ``python benchmarks/backward.py OUT_DIR [OP ...]`` appends one row per case to
 ``OUT_DIR/backward.csv`` (op, shape, dtype, tilegen ms, torch ms, ratios, max gradient error).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows), MLP width 14336
-(SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope).
+(SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy).
+Each row also gives the step's peak memory above what its inputs hold (MiB).
 """
 
 import csv
@@ -45,6 +46,7 @@ def _cases():
     softmax, log_softmax = _module("softmax"), _module("log_softmax")
     rms, layer = _module("rms_norm"), _module("layer_norm")
     swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
+    entropy = _module("cross_entropy")
 
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
@@ -68,7 +70,13 @@ def _cases():
             return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
         return make
 
+    def classes(m, v):
+        return lambda: (torch.randn(m, v, device="cuda") * 3, torch.randint(0, v, (m,), device="cuda"))
+
     return {
+        "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
+                          lambda x, t: entropy.cross_entropy(x, t),
+                          lambda x, t: F.cross_entropy(x, t, reduction="none")),
         "softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
                     lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
         "log_softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
@@ -90,7 +98,8 @@ def _cases():
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
-LEAVES = {"softmax": 1, "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2}
+LEAVES = {"cross_entropy": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2,
+          "geglu": 2, "rope": 2}
 
 
 def _step(fn, inputs, dy):
@@ -109,6 +118,16 @@ def case(op, dtype, shape, make, ours, theirs):
     error = max((a.grad.float() - b.grad.float()).abs().max().item()
                 for a, b in zip(mine, ref, strict=True) if a.grad is not None)
     grads = [t for t in mine + ref if t.requires_grad]
+    peaks = {}
+    for name, (fn, inputs) in {"tilegen": (ours, mine), "torch": (theirs, ref)}.items():
+        for t in grads:
+            t.grad = None
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn(*inputs).backward(dy)
+        torch.cuda.synchronize()
+        peaks[name] = (torch.cuda.max_memory_allocated() - base) / 2**20  # MiB above the inputs
     steps = {"tilegen": _step(ours, mine, dy), "torch": _step(theirs, ref, dy)}
     eager = {name: [] for name in steps}
     graph = {name: [] for name in steps}
@@ -125,7 +144,8 @@ def case(op, dtype, shape, make, ours, theirs):
     return {"op": op, "shape": "x".join(map(str, shape)), "dtype": dtype,
             "tilegen_ms": e["tilegen"], "torch_ms": e["torch"], "ratio_eager": e["torch"] / e["tilegen"],
             "tilegen_graph_ms": g["tilegen"], "torch_graph_ms": g["torch"],
-            "ratio_graph": g["torch"] / g["tilegen"], "max_grad_error": error}
+            "ratio_graph": g["torch"] / g["tilegen"], "max_grad_error": error,
+            "tilegen_peak_MiB": peaks["tilegen"], "torch_peak_MiB": peaks["torch"]}
 
 
 def main(out: Path, ops: list[str]) -> None:

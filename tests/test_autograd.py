@@ -2,7 +2,7 @@
 (``softmax_backward.tile``) as the custom op's autograd formula, so the generated function and
 ``torch.ops.tilegen.*`` both differentiate. Checked in Triton's interpreter against torch's own
 autograd, written here: softmax, log_softmax, RMS norm and layer norm (dx, and the weight and
-bias gradients reduced across programs), SwiGLU, GeGLU and rotary embeddings, at rows with tails
+bias gradients reduced across programs), SwiGLU, GeGLU, rotary embeddings and cross-entropy, at rows with tails
 and every config of the backward; the op, ``torch.no_grad``, ``torch.compile(fullgraph=True)``,
 activation checkpointing; a spec without a backward refusing inputs that require grad; and the
 build's refusals of backward specs that do not fit."""
@@ -125,6 +125,24 @@ def test_rope_gradients_rotate_back(generated):
     torch.autograd.backward([q_rotated, k_rotated], [dq, dk])
     torch.testing.assert_close(ours_q.grad, want_q.grad, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(ours_k.grad, want_k.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("m", "v"), [(1, 5), (4, 37), (3, 1100)])
+def test_cross_entropy_gradients_match_torch(generated, monkeypatch, m, v):
+    """dlogits = (softmax - onehot(target)) * dloss per row, the row's log-sum-exp taken back from
+    the forward's loss; every config of the backward (tiles of 1024-8192 over V, so 1100 spans
+    two), against torch's F.cross_entropy(reduction="none")."""
+    module, backward = generated("cross_entropy"), generated("cross_entropy_backward")
+    logits = _rows(m, v, 20) * 3
+    target = torch.randint(0, v, (m,), generator=torch.Generator().manual_seed(21))
+    dloss = _rows(1, m, 22)[0]
+    theirs = logits.clone().requires_grad_()
+    F.cross_entropy(theirs, target, reduction="none").backward(dloss)
+    for index in range(len(backward._CONFIGS)):
+        _forced(monkeypatch, backward, index)
+        ours = logits.clone().requires_grad_()
+        module.cross_entropy(ours, target).backward(dloss)
+        torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-5, atol=1e-6)
 
 
 def test_the_op_no_grad_and_compile(generated):

@@ -254,3 +254,21 @@ def test_readme_kernel_listing_matches_generated_module():
     listing = readme.split("```python\n")[1].split("\n```")[0]
     assert listing.startswith("@triton.jit\ndef matmul_grouped_kernel(")
     assert listing in (ROOT / "generated" / "matmul_grouped.py").read_text()
+
+
+def test_a_spec_builds_its_backward_beside_it(tmp_path):
+    """`tilegen build specs/softmax.tile` writes softmax_backward.py too (named by its `backward`
+    line), and the module built there differentiates through it; naming both builds each once."""
+    import torch
+
+    from tilegen.runner import load_module
+
+    out = tmp_path / "gen"
+    results = build([SPECS / "softmax.tile"], out)
+    assert [r.module.name for r in results if not r.is_runtime] == ["softmax.py", "softmax_backward.py"]
+    module = load_module(out / "softmax.py")
+    x = torch.randn(3, 9, requires_grad=True)
+    module.softmax(x).backward(torch.ones(3, 9))
+    torch.testing.assert_close(x.grad, torch.zeros(3, 9), atol=1e-6, rtol=0)  # softmax rows sum to 1
+    twice = build([SPECS / "softmax.tile", SPECS / "softmax_backward.tile"], out)
+    assert [r.module.name for r in twice if not r.is_runtime] == ["softmax.py", "softmax_backward.py"]

@@ -18,6 +18,7 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec
 from tilegen.errors import SpecError
+from tilegen.parser import parse
 from tilegen.resources import RUNTIME_MODULE, runtime_module
 
 
@@ -131,19 +132,36 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
 
     With ``check_only`` nothing is written; each file is reported ``current`` or ``stale``.
     Every spec is attempted; failures are returned with status ``error`` and leave the
-    existing module as it was.
+    existing module as it was. A spec whose ``backward`` line names another builds that one
+    too (its module must sit beside this one), where the paths did not already name it.
     """
     results = []
-    for spec in find_specs(paths):
+    specs = find_specs(paths)
+    queued = {spec.path for spec in specs}
+    for spec in specs:  # grows: a spec's backward, where a file alone was named, is built beside it
         try:
             generated = compile_file(spec)
         except SpecError as err:
             results.append(BuildResult(spec, None, "error", err))
             continue
         results.append(_write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only))
+        backward = _backward_file(spec)
+        if backward is not None and backward.path not in queued:
+            queued.add(backward.path)
+            specs.append(backward)
     if any(result.error is None for result in results):
         results.append(_write(RUNTIME_SOURCE, out_dir / RUNTIME_MODULE, runtime_module(__version__), check_only))
     return results
+
+
+def _backward_file(spec: SpecFile) -> SpecFile | None:
+    """The spec file that ``spec``'s ``backward`` line names (it compiled, so the file is there),
+    given beside ``spec.given``; None where it names none."""
+    backward = parse(spec.path.read_text(encoding="utf-8"), spec.display).backward
+    if backward is None:
+        return None
+    path = spec.path.parent / f"{backward.id}.tile"
+    return SpecFile(path, f"{path.parent.name}/{path.name}", os.path.join(os.path.dirname(spec.given), path.name))
 
 
 def _write(spec: SpecFile, module: Path, text: str, check_only: bool) -> BuildResult:

@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("dd01bdee7dba156d")
+_rt = _runtime("bd054735295f283f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -142,7 +142,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     device = logits.device
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy", logits=logits, target=target)
-    if torch.is_grad_enabled() and (logits.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
+    if torch.is_grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _CrossEntropyAutograd.apply(logits, target) if not torch.compiler.is_compiling() else op(logits, target)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

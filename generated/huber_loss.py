@@ -40,7 +40,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("dd01bdee7dba156d")
+_rt = _runtime("bd054735295f283f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)

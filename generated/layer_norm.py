@@ -52,7 +52,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("dd01bdee7dba156d")
+_rt = _runtime("bd054735295f283f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
@@ -143,7 +143,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     device = x.device
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _LayerNormAutograd.apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

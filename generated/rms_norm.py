@@ -43,7 +43,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("dd01bdee7dba156d")
+_rt = _runtime("bd054735295f283f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
@@ -117,7 +117,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     device = x.device
     if weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm", x=x, weight=weight)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _RmsNormAutograd.apply(x, weight, eps) if not torch.compiler.is_compiling() else op(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

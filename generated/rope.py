@@ -43,7 +43,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("dd01bdee7dba156d")
+_rt = _runtime("bd054735295f283f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -122,7 +122,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     device = q.device
     if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through the custom op, whose backward is the spec's
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _RopeAutograd.apply(q, k, cos, sin) if not torch.compiler.is_compiling() else op(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

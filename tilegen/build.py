@@ -18,7 +18,6 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec
 from tilegen.errors import SpecError
-from tilegen.parser import parse
 from tilegen.resources import RUNTIME_MODULE, runtime_module
 
 
@@ -145,7 +144,7 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
             results.append(BuildResult(spec, None, "error", err))
             continue
         results.append(_write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only))
-        backward = _backward_file(spec)
+        backward = _backward_file(spec, generated.backward)
         if backward is not None and backward.path not in queued:
             queued.add(backward.path)
             specs.append(backward)
@@ -154,13 +153,12 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
     return results
 
 
-def _backward_file(spec: SpecFile) -> SpecFile | None:
-    """The spec file that ``spec``'s ``backward`` line names (it compiled, so the file is there),
-    given beside ``spec.given``; None where it names none."""
-    backward = parse(spec.path.read_text(encoding="utf-8"), spec.display).backward
+def _backward_file(spec: SpecFile, backward: str | None) -> SpecFile | None:
+    """The spec file of ``backward``, the kernel ``spec``'s ``backward`` line names (it compiled,
+    so the file is there), given beside ``spec.given``; None where it names none."""
     if backward is None:
         return None
-    path = spec.path.parent / f"{backward.id}.tile"
+    path = spec.path.parent / f"{backward}.tile"
     return SpecFile(path, f"{path.parent.name}/{path.name}", os.path.join(os.path.dirname(spec.given), path.name))
 
 

@@ -16,10 +16,12 @@ from tilegen.render import render
 
 @dataclass(frozen=True)
 class GeneratedModule:
-    """A compiled spec: the kernel's name (the module is ``<kernel>.py``) and its source."""
+    """A compiled spec: the kernel's name (the module is ``<kernel>.py``), its source, and the
+    kernel its ``backward`` line names (None: none), whose module must sit beside it."""
 
     kernel: str
     source: str
+    backward: str | None = None
 
 
 def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> GeneratedModule:
@@ -31,9 +33,9 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) 
     folder. Raises :class:`tilegen.errors.SpecError` listing every problem when the spec is
     invalid.
     """
-    spec = check(parse(source, path))
-    plan = lower(spec, check_backward(spec, find if find is not None else beside(path, path)))
-    return GeneratedModule(plan.kernel_name, render(plan))
+    spec, backward = _checked(source, path, find)
+    plan = lower(spec, backward)
+    return GeneratedModule(plan.kernel_name, render(plan), spec.backward.id if spec.backward else None)
 
 
 def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
@@ -41,9 +43,16 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
-    spec = check(parse(source, path))
-    render(lower(spec, check_backward(spec, find if find is not None else beside(path, path))))
+    spec, backward = _checked(source, path, find)
+    render(lower(spec, backward))
     return spec
+
+
+def _checked(source: str, path: str, find: Finder | None) -> tuple[m.Spec, m.Spec | None]:
+    """The checked spec of ``source`` and the checked backward spec it names (found by ``find``,
+    by default beside ``path``)."""
+    spec = check(parse(source, path))
+    return spec, check_backward(spec, find if find is not None else beside(path, path))
 
 
 def beside(path: str | os.PathLike, display: str) -> Finder:

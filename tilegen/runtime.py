@@ -540,16 +540,17 @@ def time_config(kernel_call, quantiles):
 # The PyTorch custom op torch.ops.tilegen.<name>.
 
 
-SIBLINGS = {}  # path of a generated module -> the module, loaded by sibling()
+SIBLINGS = {}  # (file, name) of a sibling() call -> the module it loaded
 
 
 def sibling(file, name):
     """The generated module ``<name>.py`` beside ``file`` (a generated module's ``__file__``): the
     module of a spec's backward, imported on first use (once per process; a module already
-    imported from that path is reused, so its custom op is registered once)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(file)), f"{name}.py")
-    module = SIBLINGS.get(path)
+    imported from that path is reused, so its custom op is registered once). Every backward
+    calls it: after the first, one dict lookup."""
+    module = SIBLINGS.get((file, name))
     if module is None:
+        path = os.path.join(os.path.dirname(os.path.abspath(file)), f"{name}.py")
         module = next((m for m in list(sys.modules.values())
                        if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
         if module is None:
@@ -560,7 +561,7 @@ def sibling(file, name):
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
-        SIBLINGS[path] = module
+        SIBLINGS[file, name] = module
     return module
 
 

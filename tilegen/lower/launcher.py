@@ -306,9 +306,11 @@ def lower_launcher(
     ``spec`` that they return (:mod:`tilegen.lower.stages`) are not the launcher's: it calls the
     stages' launchers after its checks, in order. ``docstring`` replaces the one it writes.
     ``grad`` is what a call autograd would record does (grad mode on, a float input requiring
-    grad): ``"route"`` returns the custom op's call, whose autograd formula runs the spec's backward
-    (:mod:`tilegen.lower.autograd`); ``"refuse"`` raises, naming the kernel (a spec without a
-    backward); None (a second launcher of the spec) checks nothing.
+    grad): ``"route"`` returns through the module's ``torch.autograd.Function`` over the
+    launchers, or the custom op while torch.compile traces (or where the launcher takes keyword
+    arguments), both running the spec's backward (:mod:`tilegen.lower.autograd`); ``"refuse"``
+    raises, naming the kernel (a spec without a backward); None (a second launcher of the spec)
+    checks nothing.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper of
     the runtime (``_rt.bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -375,7 +377,7 @@ def lower_launcher(
         action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
                   else Line(f"return op({arguments})") if keywords
                   else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
-        why = ("autograd records this call: through the custom op, whose backward is the spec's"
+        why = ("autograd records this call: through a Function whose backward is the spec's"
                if grad == "route" else "autograd would record this call, and the spec has no backward")
         autograd = [IfBlock(f"torch.is_grad_enabled() and ({needs})", why, (action,))]
     else:

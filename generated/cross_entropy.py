@@ -264,7 +264,7 @@ def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor) -> torch.T
 op = _rt.register_op("cross_entropy", "7b6ec5c32b184a47", cross_entropy, _cross_entropy_fake, _cross_entropy_traced)
 
 
-def _cross_entropy_setup_context(ctx, inputs, output):
+def _cross_entropy_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what cross_entropy_backward() reads of a cross_entropy() call (logits, target, loss):
     torch.autograd's setup_context for torch.ops.tilegen.cross_entropy."""
     logits = inputs[0]
@@ -275,7 +275,7 @@ def _cross_entropy_setup_context(ctx, inputs, output):
 
 def _cross_entropy_backward(ctx, dloss, eager=False):
     """The gradients of cross_entropy()'s inputs: cross_entropy_backward() of specs/cross_entropy_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     logits, target, loss, = ctx.saved_tensors
     module = _rt.sibling(__file__, "cross_entropy_backward")

@@ -241,7 +241,7 @@ def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_fake, _geglu_traced)
 
 
-def _geglu_setup_context(ctx, inputs, output):
+def _geglu_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what geglu_backward() reads of a geglu() call (a, b):
     torch.autograd's setup_context for torch.ops.tilegen.geglu."""
     a = inputs[0]
@@ -251,7 +251,7 @@ def _geglu_setup_context(ctx, inputs, output):
 
 def _geglu_backward(ctx, dy, eager=False):
     """The gradients of geglu()'s inputs: geglu_backward() of specs/geglu_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     a, b, = ctx.saved_tensors
     module = _rt.sibling(__file__, "geglu_backward")

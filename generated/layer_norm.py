@@ -521,7 +521,7 @@ def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 op = _rt.register_op("layer_norm", "fda2a0b8bb5f4a77", layer_norm, _layer_norm_fake, _layer_norm_traced)
 
 
-def _layer_norm_setup_context(ctx, inputs, output):
+def _layer_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what layer_norm_backward() reads of a layer_norm() call (x, weight, mu, rstd):
     torch.autograd's setup_context for torch.ops.tilegen.layer_norm."""
     x = inputs[0]
@@ -533,7 +533,7 @@ def _layer_norm_setup_context(ctx, inputs, output):
 
 def _layer_norm_backward(ctx, dy, dmu, drstd, eager=False):
     """The gradients of layer_norm()'s inputs: layer_norm_backward() of specs/layer_norm_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     x, weight, mu, rstd, = ctx.saved_tensors
     module = _rt.sibling(__file__, "layer_norm_backward")

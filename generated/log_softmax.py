@@ -391,7 +391,7 @@ def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("log_softmax", "32618361ce934ad8", log_softmax, _log_softmax_fake, _log_softmax_traced)
 
 
-def _log_softmax_setup_context(ctx, inputs, output):
+def _log_softmax_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what log_softmax_backward() reads of a log_softmax() call (y):
     torch.autograd's setup_context for torch.ops.tilegen.log_softmax."""
     y = output
@@ -400,7 +400,7 @@ def _log_softmax_setup_context(ctx, inputs, output):
 
 def _log_softmax_backward(ctx, dy, eager=False):
     """The gradients of log_softmax()'s inputs: log_softmax_backward() of specs/log_softmax_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     y, = ctx.saved_tensors
     module = _rt.sibling(__file__, "log_softmax_backward")

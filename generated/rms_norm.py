@@ -425,7 +425,7 @@ def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
 op = _rt.register_op("rms_norm", "6e41ac6de7df01b3", rms_norm, _rms_norm_fake, _rms_norm_traced)
 
 
-def _rms_norm_setup_context(ctx, inputs, output):
+def _rms_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what rms_norm_backward() reads of a rms_norm() call (x, weight, eps):
     torch.autograd's setup_context for torch.ops.tilegen.rms_norm."""
     x = inputs[0]
@@ -437,7 +437,7 @@ def _rms_norm_setup_context(ctx, inputs, output):
 
 def _rms_norm_backward(ctx, dy, eager=False):
     """The gradients of rms_norm()'s inputs: rms_norm_backward() of specs/rms_norm_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     x, weight, = ctx.saved_tensors
     eps = ctx.eps

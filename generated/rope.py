@@ -293,7 +293,7 @@ def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 op = _rt.register_op("rope", "62c4b9aac25be421", rope, _rope_fake, _rope_traced)
 
 
-def _rope_setup_context(ctx, inputs, output):
+def _rope_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what rope_backward() reads of a rope() call (cos, sin):
     torch.autograd's setup_context for torch.ops.tilegen.rope."""
     cos = inputs[2]
@@ -303,7 +303,7 @@ def _rope_setup_context(ctx, inputs, output):
 
 def _rope_backward(ctx, dq_rotated, dk_rotated, eager=False):
     """The gradients of rope()'s inputs: rope_backward() of specs/rope_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     cos, sin, = ctx.saved_tensors
     module = _rt.sibling(__file__, "rope_backward")

@@ -401,7 +401,7 @@ def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("softmax", "51292ebfebc6ea66", softmax, _softmax_fake, _softmax_traced)
 
 
-def _softmax_setup_context(ctx, inputs, output):
+def _softmax_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what softmax_backward() reads of a softmax() call (y):
     torch.autograd's setup_context for torch.ops.tilegen.softmax."""
     y = output
@@ -410,7 +410,7 @@ def _softmax_setup_context(ctx, inputs, output):
 
 def _softmax_backward(ctx, dy, eager=False):
     """The gradients of softmax()'s inputs: softmax_backward() of specs/softmax_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     y, = ctx.saved_tensors
     module = _rt.sibling(__file__, "softmax_backward")

@@ -240,7 +240,7 @@ def _swiglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("swiglu", "6a4a4763362db0af", swiglu, _swiglu_fake, _swiglu_traced)
 
 
-def _swiglu_setup_context(ctx, inputs, output):
+def _swiglu_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     """Save what swiglu_backward() reads of a swiglu() call (a, b):
     torch.autograd's setup_context for torch.ops.tilegen.swiglu."""
     a = inputs[0]
@@ -250,7 +250,7 @@ def _swiglu_setup_context(ctx, inputs, output):
 
 def _swiglu_backward(ctx, dy, eager=False):
     """The gradients of swiglu()'s inputs: swiglu_backward() of specs/swiglu_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (its custom op, which torch.compile
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
     a, b, = ctx.saved_tensors
     module = _rt.sibling(__file__, "swiglu_backward")

@@ -171,6 +171,33 @@ def test_the_op_no_grad_and_compile(generated):
     torch.testing.assert_close(checkpointed.grad, want.grad, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("m", "k", "n"), [(1, 1, 1), (37, 45, 29), (64, 48, 33)])
+@pytest.mark.parametrize("layout", ["row-major", "column-major"])
+def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
+    """matmul_fast's backward of two kernels: da = dc @ b^T and db = a^T @ dc, at sizes with
+    tails in every dimension and every config of each (float32: exact products in the
+    interpreter), with a and b given row-major and as transposed views (the saved inputs keep
+    their strides)."""
+    module = generated("matmul_fast")
+    da_module, db_module = generated("matmul_fast_backward_da"), generated("matmul_fast_backward_db")
+    a, b, dc = _rows(m, k, 1), _rows(k, n, 2), _rows(m, n, 3)
+    if layout == "column-major":
+        a, b = a.t().contiguous().t(), b.t().contiguous().t()
+    theirs_a, theirs_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+    (theirs_a @ theirs_b).backward(dc)
+    for index in range(max(len(da_module._CONFIGS), len(db_module._CONFIGS))):
+        _forced(monkeypatch, da_module, index % len(da_module._CONFIGS))
+        _forced(monkeypatch, db_module, index % len(db_module._CONFIGS))
+        ours_a, ours_b = a.detach().requires_grad_(), b.detach().requires_grad_()
+        c = module.matmul_fast(ours_a, ours_b)
+        c.backward(dc)
+        torch.testing.assert_close(ours_a.grad, theirs_a.grad, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(ours_b.grad, theirs_b.grad, rtol=1e-5, atol=1e-4)
+    through_op_a, through_op_b = a.detach().requires_grad_(), b.detach().requires_grad_()
+    module.op(through_op_a, through_op_b).backward(dc)  # the custom op's formula, with its keyword argument
+    torch.testing.assert_close(through_op_b.grad, theirs_b.grad, rtol=1e-5, atol=1e-4)
+
+
 def test_a_kernel_without_a_backward_refuses_inputs_that_require_grad(generated):
     module = generated("copy")
     x = torch.randn(8, requires_grad=True)
@@ -213,6 +240,45 @@ def test_backward_specs_that_do_not_fit_are_refused_at_the_line(inputs, outputs,
     backward = BACKWARD.format(inputs=inputs, outputs=outputs, body=body)
     with pytest.raises(SpecError, match=message) as caught:
         compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (backward, "k_backward.tile")}.get)
+    assert caught.value.diagnostics[0].span.line == 6
+
+
+PIPELINE = """kernel k_{name}
+  in  {inputs}
+  out {outputs}
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  {body}
+"""
+
+
+@pytest.mark.parametrize(("first", "second", "message"), [
+    (("dy: f32[M, N]", "s: f32[M, N]", "s[r, c] = dy[r, c]"), ("s: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = s[r, c]"),
+     None),
+    (("dy: f32[M, N]", "s: f32[M, N]", "s[r, c] = dy[r, c]"), ("dy: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = dy[r, c]"),
+     r"returns 's', which is not the gradient of an input of this kernel \(dx\) nor read by a later backward"),
+    (("dy: f32[M, N]", "s: f32[M, N]", "s[r, c] = dy[r, c]"), ("s: f32[M]", "dx: f32[M, N]", "dx[r, c] = s[r]"),
+     r"backward 'k_second' takes 's' as f32\[M\], but 's' of backward 'k_first' is f32\[M, N\] here"),
+    (("dy: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = dy[r, c]"),
+     ("dy: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = dy[r, c]"),
+     r"backward 'k_second' returns 'dx', which backward 'k_first' returns too"),
+    (("dy: f32[M, N]", "y: f32[M, N]", "y[r, c] = dy[r, c]"), ("y: f32[M, N]", "dx: f32[M, N]", "dx[r, c] = y[r, c]"),
+     r"backward 'k_first' returns 'y', a name of this kernel's values"),
+])
+def test_a_backward_of_several_kernels_passes_values_by_name(first, second, message):
+    """``backward k_first, k_second``: an output of the first that is not a gradient is an input of
+    the second, by name and type; it must be read, and each gradient comes from one kernel."""
+    found = {f"k_{name}": (PIPELINE.format(name=name, inputs=i, outputs=o, body=b), f"k_{name}.tile")
+             for name, (i, o, b) in (("first", first), ("second", second))}
+    forward = FORWARD.format(name="k_first, k_second")
+    if message is None:
+        generated = compile_spec(forward, "k.tile", found.get)
+        assert generated.backward == ("k_first", "k_second")
+        assert 's = (module.k_first if eager else module.op)(dy)' in generated.source
+        assert 'dx = (module.k_second if eager else module.op)(s)' in generated.source
+        return
+    with pytest.raises(SpecError, match=message) as caught:
+        compile_spec(forward, "k.tile", found.get)
     assert caught.value.diagnostics[0].span.line == 6
 
 

@@ -144,22 +144,21 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
             results.append(BuildResult(spec, None, "error", err))
             continue
         results.append(_write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only))
-        backward = _backward_file(spec, generated.backward)
-        if backward is not None and backward.path not in queued:
-            queued.add(backward.path)
-            specs.append(backward)
+        for backward in _backward_files(spec, generated.backward):
+            if backward.path not in queued:
+                queued.add(backward.path)
+                specs.append(backward)
     if any(result.error is None for result in results):
         results.append(_write(RUNTIME_SOURCE, out_dir / RUNTIME_MODULE, runtime_module(__version__), check_only))
     return results
 
 
-def _backward_file(spec: SpecFile, backward: str | None) -> SpecFile | None:
-    """The spec file of ``backward``, the kernel ``spec``'s ``backward`` line names (it compiled,
-    so the file is there), given beside ``spec.given``; None where it names none."""
-    if backward is None:
-        return None
-    path = spec.path.parent / f"{backward}.tile"
-    return SpecFile(path, f"{path.parent.name}/{path.name}", os.path.join(os.path.dirname(spec.given), path.name))
+def _backward_files(spec: SpecFile, backward: tuple[str, ...]) -> list[SpecFile]:
+    """The spec files of ``backward``, the kernels ``spec``'s ``backward`` line names (it compiled,
+    so the files are there), given beside ``spec.given``."""
+    paths = [spec.path.parent / f"{name}.tile" for name in backward]
+    return [SpecFile(path, f"{path.parent.name}/{path.name}", os.path.join(os.path.dirname(spec.given), path.name))
+            for path in paths]
 
 
 def _write(spec: SpecFile, module: Path, text: str, check_only: bool) -> BuildResult:

@@ -17,11 +17,11 @@ from tilegen.render import render
 @dataclass(frozen=True)
 class GeneratedModule:
     """A compiled spec: the kernel's name (the module is ``<kernel>.py``), its source, and the
-    kernel its ``backward`` line names (None: none), whose module must sit beside it."""
+    kernels its ``backward`` line names (none: ()), whose modules must sit beside it."""
 
     kernel: str
     source: str
-    backward: str | None = None
+    backward: tuple[str, ...] = ()
 
 
 def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> GeneratedModule:
@@ -35,7 +35,7 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) 
     """
     spec, backward = _checked(source, path, find)
     plan = lower(spec, backward)
-    return GeneratedModule(plan.kernel_name, render(plan), spec.backward.id if spec.backward else None)
+    return GeneratedModule(plan.kernel_name, render(plan), tuple(n.id for n in spec.backward))
 
 
 def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
@@ -48,8 +48,8 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     return spec
 
 
-def _checked(source: str, path: str, find: Finder | None) -> tuple[m.Spec, m.Spec | None]:
-    """The checked spec of ``source`` and the checked backward spec it names (found by ``find``,
+def _checked(source: str, path: str, find: Finder | None) -> tuple[m.Spec, tuple[m.Spec, ...]]:
+    """The checked spec of ``source`` and the checked backward specs it names (found by ``find``,
     by default beside ``path``)."""
     spec = check(parse(source, path))
     return spec, check_backward(spec, find if find is not None else beside(path, path))

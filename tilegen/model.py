@@ -420,9 +420,10 @@ class Spec:
     # ``split tail`` (the span of each such line; the checker allows one): on a flat grid, the
     # tiles of the last partial wave run as 2 or 4 sub-tiles each
     split_tail: tuple[Span, ...] = ()
-    # ``backward softmax_backward``: the kernel (a spec of that name beside this one) computing
-    # this kernel's gradients, which the generated module registers with torch.autograd
-    backward: Name | None = None
+    # ``backward softmax_backward``: the kernels (specs of those names beside this one, run in
+    # order) computing this kernel's gradients, which the generated module registers with
+    # torch.autograd; () where the spec names none
+    backward: tuple[Name, ...] = ()
 
     @property
     def access_style(self) -> str:

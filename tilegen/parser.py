@@ -176,7 +176,7 @@ class ToModel(Transformer):
         return ("tail", _span(meta))
 
     def backward_decl(self, meta, items):
-        return ("backward", _name(items[0]))
+        return ("backward", tuple(_name(item) for item in items))
 
     def group_size(self, meta, items):
         return _number(items[0])
@@ -286,7 +286,7 @@ class ToModel(Transformer):
         swizzle = tune = access = None
         flat = persistent = False
         tails: list[m.Span] = []
-        backwards: list[m.Name] = []
+        backwards: list[tuple[m.Name, ...]] = []
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -336,7 +336,7 @@ class ToModel(Transformer):
             access=access,
             dtype_vars=tuple(dtype_vars),
             split_tail=tuple(tails),
-            backward=backwards[0] if backwards else None,
+            backward=tuple(name for names in backwards for name in names),
         )
 
     def start(self, meta, items):

@@ -10,6 +10,11 @@ and tested like any other; the forward's generated module registers it with torc
   shape as ``out``, as torch's gradients are);
 * each output ``d<in>`` is the gradient of the forward's tensor input ``in`` (same dtype and shape);
   inputs without one get no gradient (an index tensor, a target).
+
+A backward of several kernels (``backward matmul_fast_backward_da, matmul_fast_backward_db``) runs
+them in order; an output of one that is not a gradient (``lse``, a row's statistics) is an input
+of a later one, by name and with the same dtype and shape, and must be read by one. Each gradient
+comes from one kernel.
 """
 
 from __future__ import annotations
@@ -33,60 +38,89 @@ def _typed(tensor: m.Tensor) -> str:
     return tensor.dtype.id + (f"[{', '.join(_shape(tensor))}]" if not tensor.is_scalar else "")
 
 
-def check_backward(spec: m.Spec, find: Finder | None) -> m.Spec | None:
-    """The checked backward spec that ``spec`` names (None where it names none). Raises
-    :class:`~tilegen.errors.SpecError` at ``spec``'s ``backward`` line where the backward spec
-    cannot be found or its signature does not fit the forward's (the rules above), and the
-    backward's own first error where it is not a valid spec (its own check reports them all)."""
+def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
+    """The checked backward specs that ``spec`` names, in the order they run (() where it names
+    none). Raises :class:`~tilegen.errors.SpecError` at ``spec``'s ``backward`` line where a
+    backward spec cannot be found or the signatures do not fit the forward's (the rules above),
+    and a backward's own first error where it is not a valid spec (its own check reports them all)."""
+    if not spec.backward:
+        return ()
+    errors = Collector()
+    found = []
+    for name in spec.backward:
+        if name.id == spec.name.id:
+            errors.error(f"'{name.id}' is this kernel; the backward is another spec ('{name.id}_backward')",
+                         name.span)
+        elif name.id in [n.id for n in spec.backward[:spec.backward.index(name)]]:
+            errors.error(f"backward '{name.id}' is named twice", name.span)
+        else:
+            found.append((name, _load(spec, name, find, errors)))
+    errors.raise_if_any(spec.path, spec.source)
+    forward = {t.name.id: t for t in spec.tensors}
+    outputs = {f"d{t.name.id}": t for t in spec.outputs}
+    inputs = {f"d{t.name.id}": t for t in spec.inputs if not t.is_scalar}
+    made: dict[str, tuple[m.Tensor, m.Name]] = {}  # an earlier backward's output -> it, the kernel
+    read: set[str] = set()
+    for name, backward in found:
+        for tensor in backward.inputs:
+            key = tensor.name.id
+            read.add(key)
+            like = forward.get(key) or outputs.get(key) or made.get(key, (None,))[0]
+            if like is None:
+                names = ", ".join([*forward, *outputs, *made])
+                earlier = ", an output of an earlier backward" if made else ""
+                errors.error(f"backward '{name.id}' takes '{key}', which is neither a value of this kernel{earlier} "
+                             f"nor the gradient of one of its outputs ({names})", name.span)
+            elif _typed(like) != _typed(tensor):
+                what = (f"the gradient of '{like.name.id}'" if key in outputs and key not in forward
+                        else f"'{key}' of backward '{made[key][1].id}'" if key in made else f"'{key}'")
+                errors.error(f"backward '{name.id}' takes '{key}' as {_typed(tensor)}, but {what} is "
+                             f"{_typed(like)} here", name.span)
+        for tensor in backward.outputs:
+            key = tensor.name.id
+            like = inputs.get(key)
+            if key in made:
+                errors.error(f"backward '{name.id}' returns '{key}', which backward '{made[key][1].id}' "
+                             f"returns too", name.span)
+            elif like is None and (key in forward or key in outputs):
+                errors.error(f"backward '{name.id}' returns '{key}', a name of this kernel's values; a gradient "
+                             f"is named d<input> ({', '.join(inputs) or 'none: no tensor input'})", name.span)
+            elif like is not None and _typed(like) != _typed(tensor):
+                errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
+                             f"{_typed(like)}", name.span)
+            made[key] = (tensor, name)
+    for key, (_, name) in made.items():
+        if key not in inputs and key not in read:
+            names = ", ".join(inputs) or "none: this kernel has no tensor input"
+            errors.error(f"backward '{name.id}' returns '{key}', which is not the gradient of an input of this "
+                         f"kernel ({names})" + (" nor read by a later backward" if len(found) > 1 else ""),
+                         name.span)
+    if not any(key in outputs and key not in forward for key in read):
+        errors.error(f"backward '{spec.backward[0].id}' takes no output's gradient ({', '.join(outputs)})",
+                     spec.backward[0].span)
+    errors.raise_if_any(spec.path, spec.source)
+    return tuple(backward for _, backward in found)
+
+
+def _load(spec: m.Spec, name: m.Name, find: Finder | None, errors: Collector) -> m.Spec | None:
+    """The checked spec of the backward ``name`` (None, with an error at its name, where it cannot be
+    found, is invalid, or is another kernel)."""
     from tilegen.check import check
     from tilegen.parser import parse
 
-    if spec.backward is None:
-        return None
-    errors = Collector()
-    name = spec.backward
     found = find(name.id) if find is not None else None
-    if name.id == spec.name.id:
-        errors.error(f"'{name.id}' is this kernel; the backward is another spec ('{name.id}_backward')", name.span)
-    elif found is None:
+    if found is None:
         errors.error(f"backward '{name.id}': no spec '{name.id}.tile' beside this one", name.span)
-    errors.raise_if_any(spec.path, spec.source)
+        return None
     try:
         backward = check(parse(*found))
     except SpecError as error:  # its own build reports them at its own lines
         first = error.diagnostics[0].message if error.diagnostics else ""
         errors.error(f"backward '{name.id}': {found[1]} is not a valid spec ({first}); run "
                      f"'tilegen check {found[1]}'", name.span)
-        errors.raise_if_any(spec.path, spec.source)
+        return None
     if backward.name.id != name.id:
         errors.error(f"backward '{name.id}': {backward.path} is kernel '{backward.name.id}'", name.span)
-    forward = {t.name.id: t for t in spec.tensors}
-    outputs = {f"d{t.name.id}": t for t in spec.outputs}
-    inputs = {f"d{t.name.id}": t for t in spec.inputs if not t.is_scalar}
-    for tensor in backward.inputs:
-        key = tensor.name.id
-        like = forward.get(key) or outputs.get(key)
-        if like is None:
-            names = ", ".join([*forward, *outputs])
-            errors.error(f"backward '{name.id}' takes '{key}', which is neither a value of this kernel nor the "
-                         f"gradient of one of its outputs ({names})", name.span)
-        elif _typed(like) != _typed(tensor):
-            what = f"the gradient of '{like.name.id}'" if key in outputs and key not in forward else f"'{key}'"
-            errors.error(f"backward '{name.id}' takes '{key}' as {_typed(tensor)}, but {what} is {_typed(like)} here",
-                         name.span)
-    for tensor in backward.outputs:
-        key = tensor.name.id
-        like = inputs.get(key)
-        if like is None:
-            names = ", ".join(inputs) or "none: this kernel has no tensor input"
-            errors.error(f"backward '{name.id}' returns '{key}', which is not the gradient of an input of this "
-                         f"kernel ({names})", name.span)
-        elif _typed(like) != _typed(tensor):
-            errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
-                         f"{_typed(like)}", name.span)
-    if not any(t.name.id in outputs and t.name.id not in forward for t in backward.inputs):
-        errors.error(f"backward '{name.id}' takes no output's gradient ({', '.join(outputs)})", name.span)
-    errors.raise_if_any(spec.path, spec.source)
     return backward
 
 

@@ -51,7 +51,7 @@ def spec_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
+def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """Turn a checked spec into the :class:`ModulePlan` the templates render.
 
     The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate. A spec
@@ -59,7 +59,7 @@ def lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
     writes the variable, not its dtype, so all must give one plan: one kernel, which Triton
     compiles for each dtype it is called with. Raises :class:`~tilegen.errors.SpecError` (at the
     ``dtype`` line) where they differ, e.g. a dtype that needs other math than the rest.
-    ``backward``: the checked spec that ``spec``'s ``backward`` line names
+    ``backward``: the checked specs that ``spec``'s ``backward`` line names
     (:func:`tilegen.check.backward.check_backward`), registered as its autograd formula.
     """
     spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
@@ -101,9 +101,9 @@ def _descriptors_serve(spec: m.Spec) -> bool:
     return True
 
 
-def _lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
+def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
-    grad = "route" if backward is not None else "refuse"
+    grad = "route" if backward else "refuse"
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
         return _staged(spec, staging, backward)
@@ -134,7 +134,7 @@ def _lower(spec: m.Spec, backward: m.Spec | None = None) -> ModulePlan:
                    backward=backward)
 
 
-def _staged(spec: m.Spec, staging: Staging, backward: m.Spec | None) -> ModulePlan:
+def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...]) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -151,14 +151,14 @@ def _staged(spec: m.Spec, staging: Staging, backward: m.Spec | None) -> ModulePl
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
-    grad = "route" if backward is not None else "refuse"
+    grad = "route" if backward else "refuse"
     launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad)
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward)
 
 
-def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=None) -> ModulePlan:
+def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=()) -> ModulePlan:
     """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered (and its
-    autograd formula where ``backward`` is its backward's spec)."""
+    autograd formula where ``backward`` holds its backward's specs)."""
     reference = lower_reference(spec, launcher)
     described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)
     blocks = lower_descriptor_blocks(described) if described is not None and spec.tune is not None else None
@@ -178,5 +178,5 @@ def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), 
         descriptor_blocks=blocks,
         stages=stages,
         autograd=lower_autograd(spec, backward, tuple(k for k, _ in launcher.keywords))
-        if backward is not None else None,
+        if backward else None,
     )

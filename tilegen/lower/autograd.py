@@ -24,11 +24,12 @@ def autograd_class(kernel: str) -> str:
     return "_" + "".join(part.capitalize() for part in kernel.split("_")) + "Autograd"
 
 
-def lower_autograd(spec: m.Spec, backward: m.Spec, keywords: tuple[str, ...]) -> AutogradPlan:
-    """The :class:`AutogradPlan` of ``spec`` whose checked backward spec is ``backward``;
+def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...]) -> AutogradPlan:
+    """The :class:`AutogradPlan` of ``spec`` whose checked backward specs are ``backward`` (run in
+    order, each on what the forward saved, the outputs' gradients and the earlier ones' outputs);
     ``keywords`` are the forward launcher's keyword arguments (also inputs of its op)."""
     forward = {t.name.id: t for t in spec.tensors}
-    needs = [t.name.id for t in backward.inputs if t.name.id in forward]
+    needs = list(dict.fromkeys(t.name.id for b in backward for t in b.inputs if t.name.id in forward))
     saved = tuple(n for n in needs if not forward[n].is_scalar)
     scalars = tuple(n for n in needs if forward[n].is_scalar)
     inputs = [t.name.id for t in spec.inputs]
@@ -43,13 +44,16 @@ def lower_autograd(spec: m.Spec, backward: m.Spec, keywords: tuple[str, ...]) ->
     if saved:
         body.append(f"{', '.join(saved)}, = ctx.saved_tensors")
     body += [f"{n} = ctx.{n}" for n in scalars]
-    args = ", ".join(t.name.id for t in backward.inputs)
-    body.append(f'module = _rt.sibling(__file__, "{backward.name.id}")')
-    call = f"(module.{backward.name.id} if eager else module.op)({args})"
-    results = [t.name.id for t in backward.outputs]
-    body.append(f"{', '.join(results)} = {call}")
-    given = set(results)
-    grads = [f"d{n}" if f"d{n}" in given else "None" for n in inputs] + ["None"] * len(keywords)
+    given = set()
+    for kernel in backward:
+        args = ", ".join(t.name.id for t in kernel.inputs)
+        body.append(f'module = _rt.sibling(__file__, "{kernel.name.id}")')
+        call = f"(module.{kernel.name.id} if eager else module.op)({args})"
+        results = [t.name.id for t in kernel.outputs]
+        body.append(f"{', '.join(results)} = {call}")
+        given.update(results)
+    grads = [f"d{n}" if f"d{n}" in given else "None" for n in inputs]  # keyword-only inputs get none
     body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
-    return AutogradPlan(backward.name.id, backward.path, tuple(setup), tuple(f"d{n}" for n in outputs),
-                        tuple(body), saved + scalars, autograd_class(spec.name.id), tuple(inputs), not keywords)
+    return AutogradPlan(tuple(b.name.id for b in backward), tuple(b.path for b in backward), tuple(setup),
+                        tuple(f"d{n}" for n in outputs), tuple(body), saved + scalars, autograd_class(spec.name.id),
+                        tuple(inputs), keywords)

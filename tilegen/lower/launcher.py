@@ -307,8 +307,8 @@ def lower_launcher(
     stages' launchers after its checks, in order. ``docstring`` replaces the one it writes.
     ``grad`` is what a call autograd would record does (grad mode on, a float input requiring
     grad): ``"route"`` returns through the module's ``torch.autograd.Function`` over the
-    launchers, or the custom op while torch.compile traces (or where the launcher takes keyword
-    arguments), both running the spec's backward (:mod:`tilegen.lower.autograd`); ``"refuse"``
+    launchers (its keyword arguments passed as positional ones), or the custom op while
+    torch.compile traces, both running the spec's backward (:mod:`tilegen.lower.autograd`); ``"refuse"``
     raises, naming the kernel (a spec without a backward); None (a second launcher of the spec)
     checks nothing.
 
@@ -373,9 +373,8 @@ def lower_launcher(
     differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
     if grad is not None and differentiable:
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
-        eager = f"{autograd_class(name)}.apply({', '.join(inputs)})"
+        eager = f"{autograd_class(name)}.apply({', '.join([*inputs, *(k for k, _ in keywords)])})"
         action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
-                  else Line(f"return op({arguments})") if keywords
                   else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
         why = ("autograd records this call: through a Function whose backward is the spec's"
                if grad == "route" else "autograd would record this call, and the spec has no backward")

@@ -336,15 +336,15 @@ class AutogradPlan:
     """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`), written
     into its module by ``templates/autograd.py.j2`` as plain Python lines."""
 
-    backward: str  # the backward's kernel (its generated module sits beside this one)
-    backward_path: str  # its spec, for docstrings
+    backward: tuple[str, ...]  # the backward's kernels, run in order (their modules sit beside this one)
+    backward_path: tuple[str, ...]  # their specs, for docstrings
     setup: tuple[str, ...]  # the body of setup_context(ctx, inputs, output)
     grads: tuple[str, ...]  # backward(ctx, *grads): the gradients of the outputs, by name
     body: tuple[str, ...]  # the body of backward(ctx, ...)
     saved: tuple[str, ...]  # the names the forward call saves (for docstrings)
     function: str  # the torch.autograd.Function over the launchers (eager calls)
     inputs: tuple[str, ...]  # the launcher's inputs, the Function's forward arguments
-    eager: bool  # the launcher routes eager calls through ``function`` (not with keyword arguments)
+    keywords: tuple[str, ...]  # its keyword arguments, the Function's last forward arguments (no gradient)
 
 
 @dataclass(frozen=True)

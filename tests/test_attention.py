@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, specs_find
 from tilegen.compiler import compile_spec
 from tilegen.runner import load_module
 
@@ -55,7 +55,7 @@ def test_causal_attention_matches_sdpa(attention_causal, s):
 
 
 def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
-    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile").source
+    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile", specs_find).source
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
     pointers = source[source.index("def _attention_pointers_kernel"):source.index("def _attention_pointers(")]
     # TMA: 4D descriptors, index axes z and h as blocks of 1, reshaped away; k's [n, d] tile transposed
@@ -126,14 +126,16 @@ def test_any_sign_of_scale(attention, attention_causal, causal, scale, s, d):
 
 
 def test_the_row_max_is_taken_before_the_scale():
-    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile").source
+    source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile", specs_find).source
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
     factor = "(scale * 1.4426950408889634)"
     assert "s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k))\n" in kernel  # never multiplied on its own
     assert "        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c\n" in kernel
     assert f"max_n = tl.max(s_unscaled, axis=1) * {factor}\n        else:\n" in kernel
     assert f"max_n = tl.min(s_unscaled, axis=1) * {factor}\n" in kernel
-    assert f"p = tl.exp2((s_unscaled * {factor}) - m_new[:, None])" in kernel  # one fused multiply-add
+    # one fused multiply-add (the cast, a no-op in float32, is there for the f16 and bf16 bindings' sake:
+    # the dtypes of this one kernel are decided over every binding of DT, f32 among them)
+    assert f"p = tl.exp2(((s_unscaled * {factor}) - m_new[:, None]).to(tl.float32))" in kernel
     assert "    SCALE_NONNEG = bool(scale >= 0)" in source and "SCALE_NONNEG: tl.constexpr" in kernel
 
 

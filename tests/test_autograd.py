@@ -198,6 +198,37 @@ def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
     torch.testing.assert_close(through_op_b.grad, theirs_b.grad, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("s", "t", "d", "dtype"), [(37, 37, 16, torch.float32), (70, 45, 32, torch.float32),
+                                                    (33, 33, 16, torch.float16)])
+def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d, dtype):
+    """FlashAttention-2's backward as three specs (the rows' log-sum-exp and delta, then dk and dv
+    per key tile over the query tiles at or after it, then dq per query tile), at sizes with tails
+    and configs whose key and query tiles differ (16 x 16, 64 x 32, 64 x 64, 128 x 32, 128 x 64),
+    against torch's SDPA differentiated in float32; also through the op."""
+    name = "attention_causal" if causal else "attention"
+    t = s if causal else t
+    module = generated(name)
+    kernels = [generated(f"{name}_backward_{part}") for part in ("stats", "dkdv", "dq")]
+    g = torch.Generator().manual_seed(s + t + d)
+    q, k, v = (torch.randn(2, 2, n, d, generator=g).to(dtype) for n in (s, t, t))
+    do = torch.randn(2, 2, s, d, generator=g).to(dtype)
+    theirs = [x.float().clone().requires_grad_() for x in (q, k, v)]
+    F.scaled_dot_product_attention(*theirs, is_causal=causal, scale=0.3).backward(do.float())
+    tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
+    for index in (0, 1, 5, 9, 13):
+        for kernel in kernels:
+            _forced(monkeypatch, kernel, index)
+        ours = [x.clone().requires_grad_() for x in (q, k, v)]
+        getattr(module, name)(*ours, 0.3).backward(do)
+        for got, want in zip(ours, theirs, strict=True):
+            torch.testing.assert_close(got.grad.float(), want.grad, **tolerance)
+    through_op = [x.clone().requires_grad_() for x in (q, k, v)]
+    module.op(*through_op, 0.3).backward(do)
+    for got, want in zip(through_op, theirs, strict=True):
+        torch.testing.assert_close(got.grad.float(), want.grad, **tolerance)
+
+
 def test_a_kernel_without_a_backward_refuses_inputs_that_require_grad(generated):
     module = generated("copy")
     x = torch.randn(8, requires_grad=True)

@@ -7,23 +7,23 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, specs_find
 from tilegen import model as m
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
-from tilegen.lower.ranges import find_guard, skips_when_false
+from tilegen.lower.ranges import find_guard, from_below, skips_when_false
 from tilegen.parser import parse
 from tilegen.runner import load_module
 
 
 def _load(tmp_path, name, source):
     path = tmp_path / f"{name}.py"
-    path.write_text(compile_spec(source, f"{name}.tile").source)
+    path.write_text(compile_spec(source, f"{name}.tile", specs_find).source)
     return load_module(path)
 
 
 def _kernel_source(source, name):
-    text = compile_spec(source, f"{name}.tile").source
+    text = compile_spec(source, f"{name}.tile", specs_find).source
     return text[text.index(f"def {name}_kernel"):text.index(f"def {name}(")]
 
 
@@ -55,8 +55,15 @@ def test_guard_forms_of_the_lower_triangle(cond, op):
     assert skips_when_false(_loop(ONLINE_SOFTMAX.format(cond=cond)), guard, {"m_i", "l_i"})
 
 
-@pytest.mark.parametrize("cond", ["n >= m", "n == m", "m <= n"])
-def test_upper_triangle_and_other_comparisons_are_not_guards(cond):
+@pytest.mark.parametrize("cond,op", [("n >= m", ">="), ("m <= n", ">="), ("n > m", ">"), ("m < n", ">")])
+def test_guard_forms_that_bound_the_loop_from_below(cond, op):
+    guard = find_guard(_loop(ONLINE_SOFTMAX.format(cond=cond)), {"m"})
+    assert guard is not None and guard.op == op and guard.axis == "m" and from_below(guard)
+    assert skips_when_false(_loop(ONLINE_SOFTMAX.format(cond=cond)), guard, {"m_i", "l_i"})
+
+
+@pytest.mark.parametrize("cond", ["n == m", "n != m", "n <= 3"])
+def test_other_comparisons_are_not_guards(cond):
     assert find_guard(_loop(ONLINE_SOFTMAX.format(cond=cond)), {"m"}) is None
 
 
@@ -114,7 +121,7 @@ def test_full_tiles_run_without_masks_and_the_edge_with_them():
     # the query rows' index values, made where the guard needs them (descriptors take no offsets)
     assert "offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None]" in edge
     # lanes past S are past every stored row's diagonal too: descriptors zero-fill them, no mask_n
-    assert "mask_n" not in edge and "tl.max(s, axis=1)" in edge and "tl.sum(p, axis=1)" in edge
+    assert "mask_n" not in edge and "tl.max(s, axis=1)" in edge and "tl.sum(p.to(tl.float32), axis=1)" in edge
     # q is loaded once for both ranges (the descriptor reads zeros past S and D for the dot)
     assert kernel.count("q = q_desc.load(") == 1 and kernel.index("q = q_desc.load(") < kernel.index("for n in")
 
@@ -150,6 +157,42 @@ def test_guarded_loops_at_every_diagonal_position(tmp_path, bm, bn, rows, cols):
     index = torch.arange(rows)[:, None], torch.arange(cols)[None, :]
     torch.testing.assert_close(later, (index[1] > index[0]).sum(1).float())
     torch.testing.assert_close(top, x.masked_fill(index[1] >= index[0], float("-inf")).amax(1))
+
+
+COUNT_BELOW = """kernel count_earlier
+  in  x: f32[M, N]
+  out y: f32[M]
+  out z: f32[M]
+  block BM = 16, BN = 16
+  grid  m over M by BM
+  earlier: f32[m] = 0
+  top: f32[m] = -inf
+  for n over N by BN
+    earlier = earlier + sum(where(n >= m, 0.0, 1.0), dim=n)
+  for n over N by BN
+    top = maximum(top, max(where(m < n, x[m, n], -inf), dim=n))
+  y[m] = earlier
+  z[m] = top
+"""
+
+
+@pytest.mark.parametrize("bm,bn", [(16, 16), (16, 32), (32, 16), (16, 64)])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (40, 100), (100, 40), (64, 64)])
+def test_guards_from_below_at_every_diagonal_position(tmp_path, bm, bn, rows, cols):
+    """A guard that bounds the loop from below (FlashAttention-2's backward walks the queries at
+    or after a key tile): ``earlier`` counts keys before the diagonal (its first tiles must run);
+    ``top`` is a running max under ``m < n`` (its tiles before the diagonal are skipped, then the
+    diagonal's are masked, the ones after run without the guard, and the last is masked)."""
+    source = COUNT_BELOW.replace("BM = 16, BN = 16", f"BM = {bm}, BN = {bn}")
+    kernel = _kernel_source(source, "count_earlier")
+    assert kernel.count("skipped") == 1  # the loop of top only
+    assert "where n > m holds everywhere: no masks" in kernel
+    module = _load(tmp_path, "count_earlier", source)
+    x = torch.randn(rows, cols)
+    earlier, top = module.count_earlier(x)
+    index = torch.arange(rows)[:, None], torch.arange(cols)[None, :]
+    torch.testing.assert_close(earlier, (index[1] < index[0]).sum(1).float())
+    torch.testing.assert_close(top, x.masked_fill(index[1] <= index[0], float("-inf")).amax(1))
 
 
 @pytest.mark.parametrize("bm,bn", [(16, 32), (32, 16), (64, 16)])

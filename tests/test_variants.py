@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT, spec_named
+from tests.conftest import ROOT, spec_named, specs_find
 from tests.reference import add as ref_add
 from tests.reference import matmul as ref_matmul
 from tests.reference import matmul_intel as ref_intel
@@ -545,7 +545,7 @@ def test_an_untuned_descriptor_spec_with_a_whole_axis_launches(tmp_path):
     text = text[:text.index("  tune key")] + text[text.index("  m_i: f32[m]"):]
     text = text.replace("block BM, BN", "block BM = 16, BN = 16")
     path = tmp_path / "attention.py"
-    path.write_text(compile_spec(text, "attention.tile").source)
+    path.write_text(compile_spec(text, "attention.tile", specs_find).source)
     q, k, v = (torch.randn(1, 2, n, 32).half() for n in (20, 33, 33))
     out = load_module(path).attention(q, k, v, 0.2)
     expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.2)

@@ -230,7 +230,8 @@ class Access:
                 ops.append(Line(f"{var} = tl.load({args})"))
             if permute:
                 ops.append(Line(f"{var} = {permute}"))
-            return broadcast_tile(var, ordered, canonical)
+            state.loads[key] = broadcast_tile(var, ordered, canonical)  # a later use broadcasts it alike
+            return state.loads[key]
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
         if fill is None and any(m.is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"

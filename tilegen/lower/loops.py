@@ -21,6 +21,7 @@ from tilegen.lower.pieces import in_piece, local_name, pieced
 from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op
 from tilegen.lower.ranges import (
     find_guard,
+    from_below,
     guard_steps,
     lanes_past_end_are_guarded,
     skips_when_false,
@@ -157,6 +158,22 @@ class Loops:
             checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
             why = f"every tile of {k}, {', '.join(checks)}: a loop around loops (only the innermost splits)"
             ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
+        elif guard is not None and from_below(guard):  # skipped tiles first, then masked ones, then whole ones
+            other = state.axes[guard.axis]
+            full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
+            cond = f"{k} {guard.op} {guard.axis}"
+            first, skipped = "0", ""
+            if skips_when_false(loop, guard, set(state.locals)):
+                first, skipped = live, f"; earlier tiles change nothing (where {cond} holds nowhere): skipped"
+            ranges = [
+                (f"range({first}, min({tiles}, {full}))", False,
+                 f"tiles where {cond} holds for some lanes: masked{skipped}"),
+                (f"range({full}, {whole_tiles})", True,
+                 f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks"),
+            ]
+            if axis.masked:
+                ranges.append((f"range(max({full}, {whole_tiles}), {tiles})", False,
+                               f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"))
         elif guard is not None:
             other = state.axes[guard.axis]
             full, live = guard_steps(guard, other.start, other.tile, axis.block.id)

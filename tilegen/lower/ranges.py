@@ -14,7 +14,9 @@ skips the key blocks above the diagonal). The kernel lowering does the same from
   further: tiles where the comparison holds for every lane take ``x`` with no comparison, tiles
   where it holds for some lanes evaluate it, and tiles where it holds for no lane are skipped
   when :func:`skips_when_false` proves that the body leaves every variable the loop carries
-  unchanged there.
+  unchanged there. The guard may also bound the loop's axis from below (``n >= m``, ``m <= n``:
+  FlashAttention-2's backward walks, for a tile of keys, the queries at or after it): then the
+  tiles it skips come first and those where it holds everywhere last.
 
 Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses them.
 """
@@ -33,8 +35,9 @@ _FLIPPED = {"<=": ">=", "<": ">", ">=": "<=", ">": "<"}
 
 @dataclass(frozen=True)
 class Guard:
-    """A causal guard of a loop over ``n``: ``n <= m`` or ``n < m`` (``op``) with ``m`` another
-    tile axis (``axis``); ``key`` identifies the comparison as written (see :func:`tilegen.model.expr_key`)."""
+    """A causal guard of a loop over ``n``: ``n <= m``, ``n < m``, ``n >= m`` or ``n > m`` (``op``,
+    the loop's axis on the left) with ``m`` another tile axis (``axis``); ``key`` identifies the
+    comparison as written (see :func:`tilegen.model.expr_key`)."""
 
     key: tuple
     op: str
@@ -59,9 +62,15 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
             left, right, op = cond.left.name.id, cond.right.name.id, cond.op
             if right == n and left != n:
                 left, right, op = right, left, _FLIPPED.get(op, op)
-            if left == n and right in tile_axes and right != n and op in ("<=", "<"):
+            if left == n and right in tile_axes and right != n and op in _FLIPPED:
                 return Guard(m.expr_key(cond), op, right)
     return None
+
+
+def from_below(guard: Guard) -> bool:
+    """Whether ``guard`` bounds the loop's axis from below (``n >= m``, ``n > m``): its true
+    side is the loop's last tiles."""
+    return guard.op in (">=", ">")
 
 
 def splits_full_tiles(loop: m.Loop) -> bool:
@@ -84,11 +93,19 @@ def splits_full_tiles(loop: m.Loop) -> bool:
 def guard_steps(guard: Guard, start: str, tile: str, block: str) -> tuple[str, str]:
     """``(full, live)``: the number of loop tiles (of ``block`` lanes) from the first where the
     guard holds for every lane of the other axis's tile (``tile`` lanes from ``start``), and the
-    number where it holds for some lane. For ``n <= m`` a key tile ``[n0, n0 + block)`` is wholly
+    number where it holds for some lane (a guard :func:`from_below`: the first tile of each).
+    For ``n <= m`` a key tile ``[n0, n0 + block)`` is wholly
     inside when ``n0 + block - 1 <= start`` and touched when ``n0 <= start + tile - 1``."""
     if guard.op == "<=":
         return f"({start} + 1) // {block}", f"tl.cdiv({start} + {tile}, {block})"
-    return f"{start} // {block}", f"tl.cdiv({start} + {tile} - 1, {block})"
+    if guard.op == "<":
+        return f"{start} // {block}", f"tl.cdiv({start} + {tile} - 1, {block})"
+    # from below, the other way round: ``full`` is the first tile where the guard holds for every
+    # lane, ``live`` the first where it holds for some (for n >= m: n0 >= start + tile - 1, and
+    # n0 + block - 1 >= start)
+    if guard.op == ">=":
+        return f"tl.cdiv({start} + {tile} - 1, {block})", f"{start} // {block}"
+    return f"tl.cdiv({start} + {tile}, {block})", f"({start} + 1) // {block}"
 
 
 # ----------------------------------------------------------------------- the no-op proof

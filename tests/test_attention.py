@@ -7,15 +7,17 @@ import torch
 import torch.nn.functional as F
 
 from tests.conftest import ROOT, specs_find
+from tilegen.build import build
 from tilegen.compiler import compile_spec
 from tilegen.runner import load_module
 
 
 def _module(tmp_path_factory, name):
-    spec = ROOT / "specs" / f"{name}.tile"
-    path = tmp_path_factory.mktemp(name) / f"{name}.py"
-    path.write_text(compile_spec(spec.read_text(), f"specs/{name}.tile").source)
-    return load_module(path)
+    """The spec compiled now, with its backward's modules beside it (the op's autograd formula,
+    registered once per process, is this module's when it is imported first)."""
+    folder = tmp_path_factory.mktemp(name)
+    assert all(result.error is None for result in build([ROOT / "specs" / f"{name}.tile"], folder))
+    return load_module(folder / f"{name}.py")
 
 
 @pytest.fixture(scope="module")

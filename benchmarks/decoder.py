@@ -1,0 +1,203 @@
+"""A small decoder language model whose every kernel is a tilegen spec, beside the same model in torch.
+
+The model (a Llama-style decoder, as in nanoGPT's and Hugging Face's Llama): token embedding, then per
+layer ``x += attn(rms_norm(x))`` and ``x += mlp(rms_norm(x))``, a final rms_norm and a linear head,
+trained on the mean cross-entropy of the next token. The attention projects to q, k, v with one
+matmul, rotates q and k (rope, Hugging Face's ``rotate_half`` form), takes causal attention
+(FlashAttention-2) and projects back; the MLP is SwiGLU (``down(silu(gate(x)) * up(x))``).
+
+Two implementations of the same math, chosen by :class:`Ops`:
+
+* :data:`TILEGEN`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
+  ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``, ``swiglu``,
+  ``cross_entropy``), each differentiated by its backward specs (``backward ...`` in the spec);
+* :data:`TORCH`: torch eager (``F.embedding``, ``F.rms_norm``, ``@``, ``F.scaled_dot_product_attention``,
+  ``F.silu``, ``F.cross_entropy``).
+
+What stays torch in both: the glue between kernels (residual adds, views and transposes between
+the heads' layout and the rows', the mean of the per-token losses) and the optimizer.
+
+The data (:func:`corpus`) is the Python standard library's own ``.py`` sources as bytes (a
+vocabulary of 256), so a run needs no download. Parameters are float32 (tensor-core matmuls in
+TF32 on the GPU, as torch's with ``allow_tf32``).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import sysconfig
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tilegen.runner import load_module  # noqa: E402
+
+
+@dataclass(frozen=True)
+class Config:
+    """The model's sizes: ``vocab`` tokens (256: bytes), ``dim`` wide (``heads`` heads of
+    ``dim // heads``), ``layers`` blocks, an MLP of ``hidden``, sequences of ``context`` tokens."""
+
+    vocab: int = 256
+    dim: int = 256
+    heads: int = 4
+    layers: int = 2
+    hidden: int = 704
+    context: int = 128
+    eps: float = 1e-5
+
+
+@dataclass(frozen=True)
+class Ops:
+    """One implementation of every operation the model takes (see the module docstring). Shapes:
+    ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
+    ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [T, D],
+    sin [T, D]) -> (q, k)``; ``attention(q, k, v [B, H, T, D], scale) -> [B, H, T, D]`` (causal);
+    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``cross_entropy(logits [N, V], target i64[N]) -> [N]``."""
+
+    name: str
+    embedding: Callable
+    rms_norm: Callable
+    linear: Callable
+    rope: Callable
+    attention: Callable
+    swiglu: Callable
+    cross_entropy: Callable
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+TORCH = Ops(
+    "torch",
+    embedding=F.embedding,
+    rms_norm=lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
+    linear=lambda x, w: x @ w,
+    rope=lambda q, k, cos, sin: (q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin),
+    attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
+    swiglu=lambda a, b: F.silu(a) * b,
+    cross_entropy=lambda logits, target: F.cross_entropy(logits, target, reduction="none"),
+)
+
+
+def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
+    """The :class:`Ops` of the generated modules in ``folder`` (the committed build by default)."""
+
+    def kernel(name):
+        return getattr(load_module(folder / f"{name}.py"), name)
+
+    return Ops(
+        "tilegen",
+        embedding=kernel("embedding"),
+        rms_norm=kernel("rms_norm"),
+        linear=kernel("matmul_fast"),
+        rope=kernel("rope"),
+        attention=kernel("attention_causal"),
+        swiglu=kernel("swiglu"),
+        cross_entropy=kernel("cross_entropy"),
+    )
+
+
+def init_params(cfg: Config, seed: int = 0, device: str = "cpu") -> dict[str, torch.Tensor]:
+    """float32 parameters (leaves that require grad): normal(0, 0.02) matrices, the output
+    projections scaled by 1/sqrt(2 * layers) (GPT-2's init), norm weights of ones."""
+    g = torch.Generator().manual_seed(seed)
+
+    def normal(*shape, std=0.02):
+        return torch.randn(*shape, generator=g) * std
+
+    params = {"embedding": normal(cfg.vocab, cfg.dim), "norm": torch.ones(cfg.dim),
+              "head": normal(cfg.dim, cfg.vocab)}
+    out_std = 0.02 / math.sqrt(2 * cfg.layers)
+    for i in range(cfg.layers):
+        params |= {
+            f"{i}.attn_norm": torch.ones(cfg.dim),
+            f"{i}.qkv": normal(cfg.dim, 3 * cfg.dim),
+            f"{i}.out": normal(cfg.dim, cfg.dim, std=out_std),
+            f"{i}.mlp_norm": torch.ones(cfg.dim),
+            f"{i}.gate": normal(cfg.dim, cfg.hidden),
+            f"{i}.up": normal(cfg.dim, cfg.hidden),
+            f"{i}.down": normal(cfg.hidden, cfg.dim, std=out_std),
+        }
+    return {k: v.to(device).requires_grad_() for k, v in params.items()}
+
+
+def rope_tables(cfg: Config, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``cos`` and ``sin`` of shape [context, head dim] (Hugging Face's Llama: base 10000, the
+    frequencies repeated over both halves)."""
+    d = cfg.dim // cfg.heads
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    freqs = torch.outer(torch.arange(cfg.context, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(device), emb.sin().to(device)
+
+
+def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: Config, tables) -> torch.Tensor:
+    """The mean next-token cross-entropy of ``idx`` (i64[B, T], T <= context) against ``target``
+    (i64[B, T]) through ``ops``: a 0-dim float32 tensor."""
+    b, t = idx.shape
+    heads, d = cfg.heads, cfg.dim // cfg.heads
+    cos, sin = (table[:t] for table in tables)
+    x = ops.embedding(idx.reshape(-1), params["embedding"])  # [B * T, C]
+    for i in range(cfg.layers):
+        h = ops.rms_norm(x, params[f"{i}.attn_norm"], cfg.eps)
+        qkv = ops.linear(h, params[f"{i}.qkv"]).view(b, t, 3, heads, d)
+        q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))  # [B, H, T, D] views
+        q, k = ops.rope(q, k, cos, sin)
+        a = ops.attention(q, k, v, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(b * t, cfg.dim)
+        x = x + ops.linear(a, params[f"{i}.out"])
+        h = ops.rms_norm(x, params[f"{i}.mlp_norm"], cfg.eps)
+        gated = ops.swiglu(ops.linear(h, params[f"{i}.gate"]), ops.linear(h, params[f"{i}.up"]))
+        x = x + ops.linear(gated, params[f"{i}.down"])
+    logits = ops.linear(ops.rms_norm(x, params["norm"], cfg.eps), params["head"])
+    return ops.cross_entropy(logits, target.reshape(-1)).mean()
+
+
+def corpus(limit: int | None = None) -> torch.Tensor:
+    """The bytes of the standard library's ``.py`` files (sorted by path, top folder only), as
+    i64[N]; the first ``limit`` bytes where given."""
+    folder = Path(sysconfig.get_paths()["stdlib"])
+    data = bytearray()
+    for path in sorted(folder.glob("*.py")):
+        data += path.read_bytes()
+        if limit is not None and len(data) >= limit:
+            break
+    return torch.tensor(list(data[:limit] if limit is not None else data), dtype=torch.int64)
+
+
+def batches(data: torch.Tensor, cfg: Config, batch: int, steps: int, seed: int = 0):
+    """``steps`` pairs ``(idx, target)`` of i64[batch, context]: windows of ``data`` at random
+    offsets (one seeded generator, so every run and both models see the same batches), the target
+    the window shifted by one byte."""
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        starts = torch.randint(0, len(data) - cfg.context - 1, (batch,), generator=g)
+        windows = torch.stack([data[s:s + cfg.context + 1] for s in starts.tolist()])
+        yield windows[:, :-1], windows[:, 1:]
+
+
+def train(ops: Ops, cfg: Config, data: torch.Tensor, steps: int, batch: int, device: str = "cpu",
+          lr: float = 3e-3, seed: int = 0) -> list[float]:
+    """Train a fresh model (:func:`init_params` of ``seed``) through ``ops`` for ``steps`` AdamW
+    steps on :func:`batches` of ``data``; returns each step's loss (before its update)."""
+    params = init_params(cfg, seed, device)
+    tables = rope_tables(cfg, device)
+    optimizer = torch.optim.AdamW(params.values(), lr=lr, weight_decay=0.0)
+    losses = []
+    for idx, target in batches(data, cfg, batch, steps, seed):
+        value = loss(ops, params, idx.to(device), target.to(device), cfg, tables)
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+        losses.append(value.item())
+    return losses

@@ -8,13 +8,20 @@ to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
 (``do_bench_cudagraph``, where capture works). It checks the gradients against torch's first.
 
 ``python benchmarks/backward.py OUT_DIR [OP ...]`` appends one row per case to
-``OUT_DIR/backward.csv`` (op, shape, dtype, tilegen ms, torch ms, ratios, max gradient error).
+``OUT_DIR/backward.csv`` (op, shape, dtype, tilegen ms, torch ms, ratios, max gradient error);
+``python benchmarks/backward.py OUT_DIR products`` times matmul's two backward products alone
+against cuBLAS (``OUT_DIR/matmul_backward.csv``).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy).
+Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
+of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
+cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
+against cuBLAS (torch's @) at squares of 2048-8192 and Llama's MLP projection 4096 x 14336 x 4096.
 Each row also gives the step's peak memory above what its inputs hold (MiB).
 """
 
 import csv
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -23,6 +30,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.testing
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -73,6 +81,37 @@ def _cases():
     def classes(m, v):
         return lambda: (torch.randn(m, v, device="cuda") * 3, torch.randint(0, v, (m,), device="cuda"))
 
+    def heads(b, h, s, d):
+        return lambda: tuple(torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+
+    def sdpa(backend, causal):
+        def run(q, k, v):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.125)
+        return run
+
+    def matrices(m, n, k):
+        return lambda: (torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                        torch.randn(k, n, device="cuda", dtype=torch.bfloat16))
+
+    def ours(function):
+        return lambda q, k, v: function(q, k, v, 0.125)
+
+    attention = {}
+    for causal in (False, True):
+        name = "attention_causal" if causal else "attention"
+        function = getattr(_module(name), name)
+        for d in (64, 128):
+            for backend, label in ((SDPBackend.FLASH_ATTENTION, "flash"), (SDPBackend.CUDNN_ATTENTION, "cudnn")):
+                attention[f"{name}_d{d}_vs_{label}"] = (
+                    "bf16", (4, 32 if d == 64 else 16, 4096, d), heads(4, 32 if d == 64 else 16, 4096, d),
+                    ours(function), sdpa(backend, causal))
+    matmul = _module("matmul_fast")
+    products = {f"matmul_{n}": ("bf16", (n, n, n), matrices(n, n, n), lambda a, b: matmul.matmul_fast(a, b),
+                                lambda a, b: a @ b) for n in (2048, 4096, 8192)}
+    products["matmul_4096x14336x4096"] = ("bf16", (4096, 14336, 4096), matrices(4096, 14336, 4096),
+                                          lambda a, b: matmul.matmul_fast(a, b), lambda a, b: a @ b)
+
     return {
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
                           lambda x, t: entropy.cross_entropy(x, t),
@@ -94,12 +133,18 @@ def _cases():
                  lambda q, k, c, s: torch.cat([t.flatten() for t in rope.rope(q, k, c, s)]),
                  lambda q, k, c, s: torch.cat([(q * c + _rotate_half(q) * s).flatten(),
                                                (k * c + _rotate_half(k) * s).flatten()])),
+        **attention,
+        **products,
     }
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
 LEAVES = {"cross_entropy": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2,
-          "geglu": 2, "rope": 2}
+          "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
+
+
+def _leaves(op):
+    return LEAVES.get(op, LEAVES.get(op.split("_")[0], 0))
 
 
 def _step(fn, inputs, dy):
@@ -110,8 +155,8 @@ def _step(fn, inputs, dy):
 
 def case(op, dtype, shape, make, ours, theirs):
     base = make()
-    mine = [t.clone().requires_grad_(i < LEAVES[op]) for i, t in enumerate(base)]
-    ref = [t.clone().requires_grad_(i < LEAVES[op]) for i, t in enumerate(base)]
+    mine = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
+    ref = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
     dy = torch.randn_like(theirs(*base))
     ours(*mine).backward(dy)
     theirs(*ref).backward(dy)
@@ -148,6 +193,46 @@ def case(op, dtype, shape, make, ours, theirs):
             "tilegen_peak_MiB": peaks["tilegen"], "torch_peak_MiB": peaks["torch"]}
 
 
+def products(out: Path) -> None:
+    """The two products of matmul_fast's backward alone, da = dc b^T (matmul_fast_backward_da) and
+    db = a^T dc (matmul_fast_backward_db), against cuBLAS on the same transposed views (torch's
+    ``@``), bf16, eager and graphed; rows appended to ``out/matmul_backward.csv``."""
+    da, db = _module("matmul_fast_backward_da"), _module("matmul_fast_backward_db")
+    path = out / "matmul_backward.csv"
+    new = not path.exists()
+    with open(path, "a", newline="") as f:
+        if new:
+            f.write(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}\n")
+            f.write("# ratio = cuBLAS ms / tilegen ms; eager: do_bench (median of 5); graph: do_bench_cudagraph\n")
+        writer = csv.DictWriter(f, fieldnames=["product", "M", "N", "K", "dtype", "tilegen_ms", "cublas_ms",
+                                               "ratio_eager", "tilegen_graph_ms", "cublas_graph_ms", "ratio_graph",
+                                               "max_error"])
+        if new:
+            writer.writeheader()
+        for m, n, k in [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (3000, 3000, 3000),
+                        (4096, 14336, 4096), (4096, 4096, 14336)]:
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+            b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+            dc = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+            partial = functools.partial
+            pairs = (("da = dc b^T", partial(da.matmul_fast_backward_da, dc, b), partial(torch.mm, dc, b.T)),
+                     ("db = a^T dc", partial(db.matmul_fast_backward_db, a, dc), partial(torch.mm, a.T, dc)))
+            for product, ours, theirs in pairs:
+                error = (ours().float() - theirs().float()).abs().max().item()
+                eager = {name: statistics.median(triton.testing.do_bench(fn, warmup=10, rep=100) for _ in range(ROUNDS))
+                         for name, fn in (("tilegen", ours), ("cublas", theirs))}
+                graph = {name: triton.testing.do_bench_cudagraph(fn, rep=100)
+                         for name, fn in (("tilegen", ours), ("cublas", theirs))}
+                row = {"product": product, "M": m, "N": n, "K": k, "dtype": "bf16",
+                       "tilegen_ms": eager["tilegen"], "cublas_ms": eager["cublas"],
+                       "ratio_eager": eager["cublas"] / eager["tilegen"], "tilegen_graph_ms": graph["tilegen"],
+                       "cublas_graph_ms": graph["cublas"], "ratio_graph": graph["cublas"] / graph["tilegen"],
+                       "max_error": error}
+                writer.writerow(row)
+                f.flush()
+                print({key: (f"{v:.4g}" if isinstance(v, float) else v) for key, v in row.items()}, flush=True)
+
+
 def main(out: Path, ops: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
@@ -174,4 +259,8 @@ def main(out: Path, ops: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2:])
+    if sys.argv[2:] == ["products"]:
+        Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
+        products(Path(sys.argv[1]))
+    else:
+        main(Path(sys.argv[1]), sys.argv[2:])

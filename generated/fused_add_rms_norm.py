@@ -53,6 +53,10 @@ _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+#: The longest row (along N) that fused_add_rms_norm() holds in one tile: longer rows run _fused_add_rms_norm_loops(),
+#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
+#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+_WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
 _CONFIGS = [
@@ -145,8 +149,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
     if _weight0 != N:
         raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
+        return _fused_add_rms_norm_loops(x, residual, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -211,6 +215,206 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     return y, s
 
 
+_LOOPS_CONFIGS = [
+    triton.Config({"BM": 1}, num_warps=4),
+    triton.Config({"BM": 1}, num_warps=8),
+]
+
+
+@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}, do_bench=_rt.time_config)
+@triton.jit
+def _fused_add_rms_norm_loops_kernel(
+    x_ptr, residual_ptr, weight_ptr, y_ptr, s_ptr,
+    M, N,
+    eps,
+    stride_x_m, stride_x_n,
+    stride_residual_m, stride_residual_n,
+    stride_weight_n,
+    stride_y_m, stride_y_n,
+    stride_s_m, stride_s_n,
+    BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/fused_add_rms_norm.tile; launch it through _fused_add_rms_norm_loops()."""
+    eps = tl.cast(eps, tl.float32)
+    # specs/fused_add_rms_norm.tile:7: dtype T in f16, bf16, f32
+    T = x_ptr.dtype.element_ty
+    # specs/fused_add_rms_norm.tile:15: grid  r over M by BM, c over N whole
+    pid_r = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_r = pid_r.to(tl.int64)
+    offs_r = pid_r * BM + tl.arange(0, BM)
+    mask_r = offs_r < M
+    # specs/fused_add_rms_norm.tile:24: normed = T(hf * rsqrt(mean(hf * hf, dim=c) + eps))
+    row_sum = tl.zeros((BM,), dtype=tl.float32)
+    # specs/fused_add_rms_norm.tile:15: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c in range(0, N // BLOCK_N):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/fused_add_rms_norm.tile:21: h = T(f32(x[r, c]) + f32(residual[r, c]))
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
+        residual = tl.load(residual_ptr + offs_r[:, None] * stride_residual_m + offs_c[None, :] * stride_residual_n, mask=mask_r[:, None])
+        h = (x.to(tl.float32) + residual.to(tl.float32)).to(T)
+        # specs/fused_add_rms_norm.tile:23: hf = f32(h)
+        hf = h.to(tl.float32)
+        # specs/fused_add_rms_norm.tile:24: normed = T(hf * rsqrt(mean(hf * hf, dim=c) + eps))
+        sum_c = tl.sum((hf * hf).to(tl.float32), axis=1)
+        row_sum += sum_c
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < N
+        # specs/fused_add_rms_norm.tile:21: h = T(f32(x[r, c]) + f32(residual[r, c]))
+        mask_rc = mask_r[:, None] & mask_c[None, :]
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
+        residual = tl.load(residual_ptr + offs_r[:, None] * stride_residual_m + offs_c[None, :] * stride_residual_n, mask=mask_rc)
+        h = (x.to(tl.float32) + residual.to(tl.float32)).to(T)
+        # specs/fused_add_rms_norm.tile:23: hf = f32(h)
+        hf = h.to(tl.float32)
+        # specs/fused_add_rms_norm.tile:24: normed = T(hf * rsqrt(mean(hf * hf, dim=c) + eps))
+        sum_c = tl.sum(tl.where(mask_c[None, :], (hf * hf).to(tl.float32), 0.0), axis=1)
+        row_sum += sum_c
+    # specs/fused_add_rms_norm.tile:15: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c_1 in range(0, N // BLOCK_N):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        # specs/fused_add_rms_norm.tile:21: h = T(f32(x[r, c]) + f32(residual[r, c]))
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_r[:, None])
+        residual_1 = tl.load(residual_ptr + offs_r[:, None] * stride_residual_m + offs_c_1[None, :] * stride_residual_n, mask=mask_r[:, None])
+        h = (x_1.to(tl.float32) + residual_1.to(tl.float32)).to(T)
+        # specs/fused_add_rms_norm.tile:22: s[r, c] = h
+        s_ptrs = s_ptr + offs_r[:, None] * stride_s_m + offs_c_1[None, :] * stride_s_n
+        tl.store(s_ptrs, h.to(T), mask=mask_r[:, None])
+        # specs/fused_add_rms_norm.tile:23: hf = f32(h)
+        hf = h.to(tl.float32)
+        # specs/fused_add_rms_norm.tile:24: normed = T(hf * rsqrt(mean(hf * hf, dim=c) + eps))
+        normed = (hf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32))).to(T)
+        # specs/fused_add_rms_norm.tile:25: y[r, c] = T(f32(normed) * f32(weight[c]))
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n)
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (normed.to(tl.float32) * weight.to(tl.float32)).to(T), mask=mask_r[:, None])
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c_1 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        mask_c_1 = offs_c_1 < N
+        # specs/fused_add_rms_norm.tile:21: h = T(f32(x[r, c]) + f32(residual[r, c]))
+        mask_rc_1 = mask_r[:, None] & mask_c_1[None, :]
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_rc_1)
+        residual_1 = tl.load(residual_ptr + offs_r[:, None] * stride_residual_m + offs_c_1[None, :] * stride_residual_n, mask=mask_rc_1)
+        h = (x_1.to(tl.float32) + residual_1.to(tl.float32)).to(T)
+        # specs/fused_add_rms_norm.tile:22: s[r, c] = h
+        s_ptrs = s_ptr + offs_r[:, None] * stride_s_m + offs_c_1[None, :] * stride_s_n
+        tl.store(s_ptrs, h.to(T), mask=mask_rc_1)
+        # specs/fused_add_rms_norm.tile:23: hf = f32(h)
+        hf = h.to(tl.float32)
+        # specs/fused_add_rms_norm.tile:24: normed = T(hf * rsqrt(mean(hf * hf, dim=c) + eps))
+        normed = (hf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32))).to(T)
+        # specs/fused_add_rms_norm.tile:25: y[r, c] = T(f32(normed) * f32(weight[c]))
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n, mask=mask_c_1[None, :])
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (normed.to(tl.float32) * weight.to(tl.float32)).to(T), mask=mask_rc_1)
+
+
+def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """fused_add_rms_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
+    specs/fused_add_rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
+    Called by fused_add_rms_norm(), after its checks. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
+        _rt.bad_input("_fused_add_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = x.dtype
+    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
+        _rt.bad_input("_fused_add_rms_norm_loops", "residual", residual, T, 2, "x")
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("_fused_add_rms_norm_loops", "weight", weight, T, 1, "x")
+    eps = _check_scalar("_fused_add_rms_norm_loops", "eps", eps, float)
+    device = x.device
+    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("_fused_add_rms_norm_loops", x=x, residual=residual, weight=weight)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _fused_add_rms_norm_loops(x, residual, weight, eps, BLOCK_N=BLOCK_N)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    M, N = x.shape
+    _residual0, _residual1 = residual.shape
+    _weight0, = weight.shape
+    if _residual0 != M:
+        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
+    if _residual1 != N:
+        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
+    if _weight0 != N:
+        raise ValueError(f"_fused_add_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y, s
+    _x_strides = x.stride()
+    _residual_strides = residual.stride()
+    _weight_strides = weight.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    tune_key = (device, "loops", N, T)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _tuner.lock:
+            config_index = _tuned_index("_fused_add_rms_norm_loops", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                _rt.autotune(
+                    _fused_add_rms_norm_loops_kernel, grid,
+                    x, residual, weight, y, s,
+                    M, N,
+                    eps,
+                    *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, _settle_ties(tune_key, _fused_add_rms_norm_loops_kernel, lambda: _fused_add_rms_norm_loops(x, residual, weight, eps, BLOCK_N=BLOCK_N)))
+                return y, s
+    config = _CONFIGS[config_index].kwargs
+    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _fused_add_rms_norm_loops_kernel.fn[grid](
+            x, residual, weight, y, s,
+            M, N,
+            eps,
+            *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
+        )
+        return y, s
+    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
+    device_index = device.index
+    key = (
+        device_index, config_index, "loops", T,
+        x.data_ptr() % 16, residual.data_ptr() % 16, weight.data_ptr() % 16, y.data_ptr() % 16, s.data_ptr() % 16,
+        *map(_int_class, (M, N, *_x_strides, *_residual_strides, *_weight_strides)),
+        BLOCK_N, int64,
+    )
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _fused_add_rms_norm_loops_kernel.fn, grid,
+        x, residual, weight, y, s,
+        M, N,
+        eps,
+        *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+    )
+    launch(
+        grid, device_index,
+        x, residual, weight, y, s,
+        M, N,
+        eps,
+        *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
+        config["BM"], BLOCK_N, int64,
+    )
+    return y, s
+
+
 def reference(x, residual, weight, eps):
     """specs/fused_add_rms_norm.tile evaluated with plain torch: same inputs and outputs as fused_add_rms_norm()."""
     M = x.shape[0]
@@ -250,8 +454,6 @@ def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: to
         raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
     if _weight0 != N:
         raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     return y, s
@@ -265,6 +467,21 @@ def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: 
     _residual0, _residual1 = residual.shape
     _weight0, = weight.shape
     if M == 0 or N == 0:  # nothing to compute: no launch
+        return y, s
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops()'s kernel
+        BLOCK_N = 4096
+        _x_strides = x.stride()
+        _residual_strides = residual.stride()
+        _weight_strides = weight.stride()
+        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+        wrap_triton(_fused_add_rms_norm_loops_kernel)[grid](
+            x, residual, weight, y, s,
+            M, N,
+            eps,
+            *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
         return y, s
     _x_strides = x.stride()
     _residual_strides = residual.stride()

@@ -49,6 +49,10 @@ _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+#: The longest row (along N) that rms_norm() holds in one tile: longer rows run _rms_norm_loops(),
+#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
+#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+_WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
 _CONFIGS = [
@@ -127,8 +131,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     _weight0, = weight.shape
     if _weight0 != N:
         raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"rms_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
+        return _rms_norm_loops(x, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -191,6 +195,174 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return y
 
 
+_LOOPS_CONFIGS = [
+    triton.Config({"BM": 1}, num_warps=4),
+    triton.Config({"BM": 1}, num_warps=8),
+    triton.Config({"BM": 1}, num_warps=16),
+]
+
+
+@triton.autotune(configs=_LOOPS_CONFIGS, key=["N"], prune_configs_by={"early_config_prune": _rt.whole_fits("BLOCK_N", ("BM",))}, do_bench=_rt.time_config)
+@triton.jit
+def _rms_norm_loops_kernel(
+    x_ptr, weight_ptr, y_ptr,
+    M, N,
+    eps,
+    stride_x_m, stride_x_n,
+    stride_weight_n,
+    stride_y_m, stride_y_n,
+    BM: tl.constexpr, BLOCK_N: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+):
+    """Triton kernel generated from specs/rms_norm.tile; launch it through _rms_norm_loops()."""
+    eps = tl.cast(eps, tl.float32)
+    # specs/rms_norm.tile:4: dtype T in f16, bf16, f32
+    T = x_ptr.dtype.element_ty
+    # specs/rms_norm.tile:11: grid  r over M by BM, c over N whole
+    pid_r = tl.program_id(0)
+    if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+        pid_r = pid_r.to(tl.int64)
+    offs_r = pid_r * BM + tl.arange(0, BM)
+    mask_r = offs_r < M
+    # specs/rms_norm.tile:21: y[r, c] = xf * rsqrt(mean(xf * xf, dim=c) + eps) * f32(weight[c])
+    row_sum = tl.zeros((BM,), dtype=tl.float32)
+    # specs/rms_norm.tile:11: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c in range(0, N // BLOCK_N):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        # specs/rms_norm.tile:20: xf = f32(x[r, c])
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
+        xf = x.to(tl.float32)
+        # specs/rms_norm.tile:21: y[r, c] = xf * rsqrt(mean(xf * xf, dim=c) + eps) * f32(weight[c])
+        sum_c = tl.sum((xf * xf).to(tl.float32), axis=1)
+        row_sum += sum_c
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c = c * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c = offs_c.to(tl.int64)
+        mask_c = offs_c < N
+        # specs/rms_norm.tile:20: xf = f32(x[r, c])
+        mask_rc = mask_r[:, None] & mask_c[None, :]
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
+        xf = x.to(tl.float32)
+        # specs/rms_norm.tile:21: y[r, c] = xf * rsqrt(mean(xf * xf, dim=c) + eps) * f32(weight[c])
+        sum_c = tl.sum(tl.where(mask_c[None, :], (xf * xf).to(tl.float32), 0.0), axis=1)
+        row_sum += sum_c
+    # specs/rms_norm.tile:11: grid  r over M by BM, c over N whole
+    # tiles of c inside N: no masks
+    for c_1 in range(0, N // BLOCK_N):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        # specs/rms_norm.tile:20: xf = f32(x[r, c])
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_r[:, None])
+        xf = x_1.to(tl.float32)
+        # specs/rms_norm.tile:21: y[r, c] = xf * rsqrt(mean(xf * xf, dim=c) + eps) * f32(weight[c])
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n)
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (xf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32)) * weight.to(tl.float32)).to(T), mask=mask_r[:, None])
+    # the last tile, if N % BLOCK_N != 0: masked
+    for c_1 in range(N // BLOCK_N, tl.cdiv(N, BLOCK_N)):
+        offs_c_1 = c_1 * BLOCK_N + tl.arange(0, BLOCK_N)
+        if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
+            offs_c_1 = offs_c_1.to(tl.int64)
+        mask_c_1 = offs_c_1 < N
+        # specs/rms_norm.tile:20: xf = f32(x[r, c])
+        mask_rc_1 = mask_r[:, None] & mask_c_1[None, :]
+        x_1 = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c_1[None, :] * stride_x_n, mask=mask_rc_1)
+        xf = x_1.to(tl.float32)
+        # specs/rms_norm.tile:21: y[r, c] = xf * rsqrt(mean(xf * xf, dim=c) + eps) * f32(weight[c])
+        weight = tl.load(weight_ptr + offs_c_1[None, :] * stride_weight_n, mask=mask_c_1[None, :])
+        y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c_1[None, :] * stride_y_n
+        tl.store(y_ptrs, (xf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32)) * weight.to(tl.float32)).to(T), mask=mask_rc_1)
+
+
+def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> torch.Tensor:
+    """rms_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
+    specs/rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
+    Called by rms_norm(), after its checks. Its tune configs are those of rms_norm() with the fewest rows per program.
+    """
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
+        _rt.bad_input("_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = x.dtype
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("_rms_norm_loops", "weight", weight, T, 1, "x")
+    eps = _check_scalar("_rms_norm_loops", "eps", eps, float)
+    device = x.device
+    if weight.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("_rms_norm_loops", x=x, weight=weight)
+    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return _rms_norm_loops(x, weight, eps, BLOCK_N=BLOCK_N)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    M, N = x.shape
+    _weight0, = weight.shape
+    if _weight0 != N:
+        raise ValueError(f"_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    y = torch.empty(M, N, device=device, dtype=T)
+    if M == 0 or N == 0:  # nothing to compute: no launch
+        return y
+    _x_strides = x.stride()
+    _weight_strides = weight.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    tune_key = (device, "loops", N, T)
+    config_index = _TUNED.get(tune_key)
+    if config_index is None:  # first call with these sizes on this device (one thread at a time)
+        with _tuner.lock:
+            config_index = _tuned_index("_rms_norm_loops", tune_key)
+            if config_index is None:  # tune, and remember the choice on disk
+                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+                _rt.autotune(
+                    _rms_norm_loops_kernel, grid,
+                    x, weight, y,
+                    M, N,
+                    eps,
+                    *_x_strides, *_weight_strides, N, 1,
+                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+                )
+                _remember(tune_key, _settle_ties(tune_key, _rms_norm_loops_kernel, lambda: _rms_norm_loops(x, weight, eps, BLOCK_N=BLOCK_N)))
+                return y
+    config = _CONFIGS[config_index].kwargs
+    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
+    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+        _rms_norm_loops_kernel.fn[grid](
+            x, weight, y,
+            M, N,
+            eps,
+            *_x_strides, *_weight_strides, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
+        )
+        return y
+    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
+    device_index = device.index
+    key = (
+        device_index, config_index, "loops", T,
+        x.data_ptr() % 16, weight.data_ptr() % 16, y.data_ptr() % 16,
+        *map(_int_class, (M, N, *_x_strides, *_weight_strides)),
+        BLOCK_N, int64,
+    )
+    launch = _COMPILED.get(key) or _rt.compile_launch(
+        _COMPILED, key, _rms_norm_loops_kernel.fn, grid,
+        x, weight, y,
+        M, N,
+        eps,
+        *_x_strides, *_weight_strides, N, 1,
+        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+    )
+    launch(
+        grid, device_index,
+        x, weight, y,
+        M, N,
+        eps,
+        *_x_strides, *_weight_strides, N, 1,
+        config["BM"], BLOCK_N, int64,
+    )
+    return y
+
+
 def reference(x, weight, eps):
     """specs/rms_norm.tile evaluated with plain torch: same inputs and outputs as rms_norm()."""
     M = x.shape[0]
@@ -219,8 +391,6 @@ def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
     _weight0, = weight.shape
     if _weight0 != N:
         raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"rms_norm: 'c over N whole' makes one tile of all of N, so N (x dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
@@ -232,6 +402,20 @@ def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
     M, N = x.shape
     _weight0, = weight.shape
     if M == 0 or N == 0:  # nothing to compute: no launch
+        return y
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops()'s kernel
+        BLOCK_N = 4096
+        _x_strides = x.stride()
+        _weight_strides = weight.stride()
+        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
+        wrap_triton(_rms_norm_loops_kernel)[grid](
+            x, weight, y,
+            M, N,
+            eps,
+            *_x_strides, *_weight_strides, N, 1,
+            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
+        )
         return y
     _x_strides = x.stride()
     _weight_strides = weight.stride()

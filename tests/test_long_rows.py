@@ -623,9 +623,11 @@ def test_merged_forms(tmp_path, statement, loops, running):
 
 @pytest.mark.parametrize("name", ["layer_norm", "rms_norm"])
 def test_norms_in_f32_at_kernelbench_row_length(tmp_path, name):
-    """The norm specs with float32 tensors (the spec text with f16 -> f32), N = 393216."""
-    source = (ROOT / "specs" / f"{name}.tile").read_text(encoding="utf-8").replace("f16", "f32")
-    source = source.replace(f"  backward {name}_backward\n", "")  # an f16 backward: not this variant's
+    """The norm specs with float32 tensors (rms_norm's dtype T bound to f32; layer_norm's spec text
+    with f16 -> f32), N = 393216."""
+    source = (ROOT / "specs" / f"{name}.tile").read_text(encoding="utf-8")
+    source = source if "dtype T in f16, bf16, f32" in source else source.replace("f16", "f32")
+    source = source.replace(f"  backward {name}_backward\n", "")  # its backward: not built beside this variant
     module = _compiled(tmp_path, source, f"{name}_f32")
     args, _ = _inputs(name, 2, LONG, seed=12)
     args = tuple(a.float() if isinstance(a, torch.Tensor) else a for a in args)
@@ -659,3 +661,19 @@ def test_a_reduction_of_float_literals_loops_in_float32(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "_WHOLE_LIMIT", 1)  # the looped kernel
     torch.testing.assert_close(module.lit(x), expected)
     torch.testing.assert_close(module.reference(x), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_a_spec_with_a_dtype_variable_loops_over_long_rows(generated, monkeypatch, dtype):
+    """fused_add_rms_norm (``dtype T in f16, bf16, f32``) past its whole-row limit: the looped
+    kernel of the same spec, for each binding, against its reference and torch."""
+    module = generated("fused_add_rms_norm")
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    x, residual, w = _rand(5, 100, dtype=dtype, seed=1), _rand(5, 100, dtype=dtype, seed=2), _rand(100, dtype=dtype)
+    y, s = module.fused_add_rms_norm(x, residual, w, 1e-6)
+    want_s = (x.float() + residual.float()).to(dtype)
+    torch.testing.assert_close(s, want_s, atol=0, rtol=0)
+    want_y = F.rms_norm(want_s.float(), (100,), None, 1e-6).to(dtype).float() * w.float()
+    torch.testing.assert_close(y.float(), want_y.to(dtype).float(), atol=2e-3, rtol=2e-3)
+    args = (x, residual, w, 1e-6)
+    assert_close(_spec("fused_add_rms_norm"), args, (y, s), module.reference(*args), module.reference)

@@ -147,10 +147,10 @@ def test_computed_dot_operands_past_the_end_keep_the_bounds_mask(tmp_path, opera
 def test_block_pointers_keep_the_bounds_check_on_diagonal_tiles():
     """Block pointers bound-check from the mask the tile's math uses: the causal loop's masked
     tiles still check S on k and v (here a loop over S with 16-row tiles: dimensions (0, 1))."""
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, specs_find
 
     text = (ROOT / "specs" / "attention_causal.tile").read_text().replace("access descriptor", "access block_ptr")
-    source = compile_spec(text, "attention_causal.tile").source
+    source = compile_spec(text, "attention_causal.tile", specs_find).source
     kernel = source[source.index("def attention_causal_kernel"):source.index("def attention_causal(")]
     edge = kernel.split("# tiles where n <= m holds for some lanes")[1]
     assert "lanes past S" not in edge.splitlines()[0]

@@ -182,7 +182,7 @@ class _NotLooped(Exception):
 def loop_rows(spec: m.Spec) -> LoopedRows | None:
     """The looped form of ``spec`` (see the module doc), or None where ``spec`` has no ``whole``
     grid axis or has a form the rewrite does not take: more than one whole axis, a flat,
-    persistent or swizzled grid, TMA descriptors or block pointers, dtype variables, loops,
+    persistent or swizzled grid, TMA descriptors or block pointers, loops,
     tile declarations or ``+=`` in the body, a local assigned twice, a ``dot`` or a gather, a
     reduction of a scan, a scan of a scan, or scans from both ends."""
     try:
@@ -201,7 +201,7 @@ class _Rewrite:
         whole = [a for a in spec.grid if a.bounds == "whole"]
         offsets = any(m.is_offset(i) for s in m.statements(spec.body) for a in m.accesses(s) for i in a.index)
         if (len(whole) != 1 or spec.flat or spec.persistent or spec.split_tail or spec.swizzle is not None
-                or spec.access_style != "pointers" or spec.dtype_vars or offsets):
+                or spec.access_style != "pointers" or offsets):
             raise _NotLooped
         self.whole = whole[0]
         self.c = self.whole.name.id

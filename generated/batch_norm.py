@@ -321,8 +321,8 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             *_x_strides, 1, 1,
             BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
         )
-        _batch_norm_shift_finish_shift_reduced_kernel[((C + 64 - 1) // 64,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 16, 64, shift_reduced_programs * C >= 2**31)
-        _batch_norm_shift_finish_square_reduced_kernel[((C + 64 - 1) // 64,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 16, 64, square_reduced_programs * C >= 2**31)
+        _batch_norm_shift_finish_shift_reduced_kernel[((C + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
+        _batch_norm_shift_finish_square_reduced_kernel[((C + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -346,8 +346,8 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         *_x_strides, 1, 1,
         config["BH"], BLOCK_W, int64,
     )
-    _batch_norm_shift_finish_shift_reduced_kernel[((C + 64 - 1) // 64,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 16, 64, shift_reduced_programs * C >= 2**31)
-    _batch_norm_shift_finish_square_reduced_kernel[((C + 64 - 1) // 64,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 16, 64, square_reduced_programs * C >= 2**31)
+    _batch_norm_shift_finish_shift_reduced_kernel[((C + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
+    _batch_norm_shift_finish_square_reduced_kernel[((C + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
     return shift_reduced, square_reduced
 
 

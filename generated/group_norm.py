@@ -290,8 +290,8 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
             *_x_strides, G, 1, G, 1,
             BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
         )
-        _group_norm_shift_finish_shift_reduced_kernel[((B * G + 64 - 1) // 64,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 16, 64, shift_reduced_programs * B * G >= 2**31)
-        _group_norm_shift_finish_square_reduced_kernel[((B * G + 64 - 1) // 64,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 16, 64, square_reduced_programs * B * G >= 2**31)
+        _group_norm_shift_finish_shift_reduced_kernel[((B * G + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
+        _group_norm_shift_finish_square_reduced_kernel[((B * G + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -317,8 +317,8 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         *_x_strides, G, 1, G, 1,
         BLOCK_C_over_G, BLOCK_W, int64,
     )
-    _group_norm_shift_finish_shift_reduced_kernel[((B * G + 64 - 1) // 64,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 16, 64, shift_reduced_programs * B * G >= 2**31)
-    _group_norm_shift_finish_square_reduced_kernel[((B * G + 64 - 1) // 64,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 16, 64, square_reduced_programs * B * G >= 2**31)
+    _group_norm_shift_finish_shift_reduced_kernel[((B * G + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
+    _group_norm_shift_finish_square_reduced_kernel[((B * G + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
     return shift_reduced, square_reduced
 
 

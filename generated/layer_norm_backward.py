@@ -293,8 +293,8 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             *_dy_strides, *_x_strides, *_weight_strides, *_mu_strides, *_rstd_strides, N, 1, 1, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
-        layer_norm_backward_finish_dweight_kernel[((N + 64 - 1) // 64,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 16, 64, dweight_programs * N >= 2**31)
-        layer_norm_backward_finish_dbias_kernel[((N + 64 - 1) // 64,)](dbias_partials, dbias, dbias_programs, N, N, 1, 1, 16, 64, dbias_programs * N >= 2**31)
+        layer_norm_backward_finish_dweight_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+        layer_norm_backward_finish_dbias_kernel[((N + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, N, N, 1, 1, 128, 32, dbias_programs * N >= 2**31)
         return dx, dweight, dbias
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -318,8 +318,8 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         *_dy_strides, *_x_strides, *_weight_strides, *_mu_strides, *_rstd_strides, N, 1, 1, 1,
         config["BM"], BLOCK_N, int64,
     )
-    layer_norm_backward_finish_dweight_kernel[((N + 64 - 1) // 64,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 16, 64, dweight_programs * N >= 2**31)
-    layer_norm_backward_finish_dbias_kernel[((N + 64 - 1) // 64,)](dbias_partials, dbias, dbias_programs, N, N, 1, 1, 16, 64, dbias_programs * N >= 2**31)
+    layer_norm_backward_finish_dweight_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+    layer_norm_backward_finish_dbias_kernel[((N + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, N, N, 1, 1, 128, 32, dbias_programs * N >= 2**31)
     return dx, dweight, dbias
 
 

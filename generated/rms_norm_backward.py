@@ -238,7 +238,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
             *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
-        rms_norm_backward_finish_kernel[((N + 64 - 1) // 64,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 16, 64, dweight_programs * N >= 2**31)
+        rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
         return dx, dweight
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -264,7 +264,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
         *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1,
         config["BM"], BLOCK_N, int64,
     )
-    rms_norm_backward_finish_kernel[((N + 64 - 1) // 64,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 16, 64, dweight_programs * N >= 2**31)
+    rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     return dx, dweight
 
 

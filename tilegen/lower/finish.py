@@ -114,8 +114,11 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
         return m.Number(text, span)
 
     one = len(out.dims) == 1 and isinstance(out.dims[0], m.Number) and out.dims[0].text == "1"
-    blocks = (m.Param(name("BP"), number("1024" if one else "16"), span),
-              m.Param(name("BQ"), number("1" if one else "64"), span))
+    # a [128, 32] tile of partials a step (16 KiB): a program per 32 elements, each walking the
+    # programs' partials 128 at a time (16 at a time, 64 elements a program, left RMS norm's
+    # backward at 4096 x 4096 latency-bound: 256 steps in each of 64 programs)
+    blocks = (m.Param(name("BP"), number("1024" if one else "128"), span),
+              m.Param(name("BQ"), number("1" if one else "32"), span))
     q = m.Axis(name("q"), name(ELEMENTS), name("BQ"), "masked", span)
     p = m.Axis(name("p"), name(PROGRAMS), name("BP"), "masked", span)
     tensors = [m.Tensor("in", name(partials_name(found, i)), name("f32"), (name(PROGRAMS), name(ELEMENTS)), span)

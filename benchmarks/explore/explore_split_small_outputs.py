@@ -1,0 +1,37 @@
+"""Products with few output tiles and a long contraction, where split-K decides: a weight's
+gradient of the decoder (benchmarks/decoder.py: 8192 tokens into 384 x 1152, 384 x 384,
+384 x 1024, 1024 x 384, 384 x 256) through matmul_fast_backward_db, the forward at deep K, against
+cuBLAS (torch's @ on the same views), bf16, eager (do_bench) and graphed.
+
+``python benchmarks/explore/explore_split_small_outputs.py`` (GPU)."""
+
+import functools
+import sys
+from pathlib import Path
+
+import torch
+import triton.testing
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tilegen.runner import load_module  # noqa: E402
+
+db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py")
+fwd = load_module(ROOT / "generated" / "matmul_fast.py")
+print(f"# {torch.cuda.get_device_name()}; ratio = cuBLAS / tilegen")
+for what, m, n, k in [("db", 8192, 1152, 384), ("db", 8192, 384, 384), ("db", 8192, 1024, 384),
+                      ("db", 8192, 384, 1024), ("db", 8192, 256, 384), ("forward", 384, 1152, 8192),
+                      ("forward", 1024, 1024, 8192), ("forward", 512, 512, 16384)]:
+    if what == "db":  # db[k, n] = a[m, k]^T dc[m, n]
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        dc = torch.randn(m, n, device="cuda", dtype=torch.bfloat16)
+        ours, theirs = functools.partial(db.matmul_fast_backward_db, a, dc), functools.partial(torch.mm, a.T, dc)
+    else:  # c[m, n] = a[m, k] b[k, n]
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        ours, theirs = functools.partial(fwd.matmul_fast, a, b), functools.partial(torch.mm, a, b)
+    torch.testing.assert_close(ours().float(), theirs().float(), rtol=2e-2, atol=1.0)
+    e = [triton.testing.do_bench(f, warmup=10, rep=100) for f in (ours, theirs)]
+    g = [triton.testing.do_bench_cudagraph(f, rep=100) for f in (ours, theirs)]
+    print(f"{what} M={m} N={n} K={k}: tilegen {e[0] * 1e3:.1f} us, cuBLAS {e[1] * 1e3:.1f} us, "
+          f"eager {e[1] / e[0]:.2f}x; graphed {g[0] * 1e3:.1f} / {g[1] * 1e3:.1f} us, {g[1] / g[0]:.2f}x", flush=True)

@@ -10,7 +10,8 @@ to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
 ``python benchmarks/backward.py OUT_DIR [OP ...]`` appends one row per case to
 ``OUT_DIR/backward.csv`` (op, shape, dtype, tilegen ms, torch ms, ratios, max gradient error);
 ``python benchmarks/backward.py OUT_DIR products`` times matmul's two backward products alone
-against cuBLAS (``OUT_DIR/matmul_backward.csv``).
+against cuBLAS (``OUT_DIR/matmul_backward.csv``); ``python benchmarks/backward.py plot CSV`` draws a
+backward.csv's ratios beside it (``.png``).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy).
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
@@ -258,8 +259,37 @@ def main(out: Path, ops: list[str]) -> None:
             torch.cuda.empty_cache()
 
 
+def plot(path: Path) -> Path:
+    """``path`` (a backward.csv) as horizontal bars, one pair per row: torch ms / tilegen ms eager
+    and in CUDA graphs, with 1.0 marked; written beside it as ``.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    labels = [f"{r['op']} ({r['dtype']}, {r['shape']})" for r in rows]
+    figure, axes = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
+    ys = range(len(rows))
+    axes.barh([y + 0.2 for y in ys], [float(r["ratio_graph"]) for r in rows], height=0.4, label="CUDA graphs")
+    axes.barh([y - 0.2 for y in ys], [float(r["ratio_eager"]) for r in rows], height=0.4, label="eager")
+    axes.axvline(1.0, color="black", linewidth=0.8)
+    axes.set_yticks(list(ys), labels, fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel("torch ms / tilegen ms, forward + backward (higher: tilegen faster)")
+    axes.set_title(lines[0].lstrip("# "), fontsize=9)
+    axes.legend(fontsize=8)
+    out = path.with_suffix(".png")
+    figure.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return out
+
+
 if __name__ == "__main__":
-    if sys.argv[2:] == ["products"]:
+    if sys.argv[1:2] == ["plot"]:
+        print(plot(Path(sys.argv[2])))
+    elif sys.argv[2:] == ["products"]:
         Path(sys.argv[1]).mkdir(parents=True, exist_ok=True)
         products(Path(sys.argv[1]))
     else:

@@ -322,3 +322,42 @@ def test_a_missing_backward_spec_is_refused():
         compile_spec(FORWARD.format(name="k_backward"), "k.tile", {}.get)
     with pytest.raises(SpecError, match=r"'k' is this kernel"):
         compile_spec(FORWARD.format(name="k"), "k.tile", {}.get)
+
+
+SOFTMAX64 = """kernel softmax64
+  in  x: f64[M, N]
+  out y: f64[M, N]
+  block BM = 2
+  backward softmax64_backward
+  grid  r over M by BM, c over N whole
+  e = exp(x[r, c] - max(x[r, c], dim=c))
+  y[r, c] = e / sum(e, dim=c)
+"""
+
+SOFTMAX64_BACKWARD = """kernel softmax64_backward
+  in  dy: f64[M, N]
+  in  y: f64[M, N]
+  out dx: f64[M, N]
+  block BM = 2
+  grid  r over M by BM, c over N whole
+  g = dy[r, c] * y[r, c]
+  dx[r, c] = g - y[r, c] * sum(g, dim=c)
+"""
+
+
+def test_gradcheck_in_float64(tmp_path):
+    """torch.autograd.gradcheck (finite differences against the backward spec, in float64, which
+    the interpreter computes in float64) through a softmax pair built into one folder, the
+    function and the op; a second derivative is refused (the backward spec names no backward)."""
+    from tilegen.build import build
+    from tilegen.runner import load_module
+
+    for name, text in (("softmax64", SOFTMAX64), ("softmax64_backward", SOFTMAX64_BACKWARD)):
+        (tmp_path / f"{name}.tile").write_text(text)
+    assert all(result.error is None for result in build([tmp_path / "softmax64.tile"], tmp_path / "out"))
+    module = load_module(tmp_path / "out" / "softmax64.py")
+    x = torch.randn(5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3), requires_grad=True)
+    assert torch.autograd.gradcheck(module.softmax64, (x,), eps=1e-6, atol=1e-8, rtol=1e-6)
+    assert torch.autograd.gradcheck(module.op, (x,), eps=1e-6, atol=1e-8, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="softmax64_backward: an input requires grad, but the spec has no backward"):
+        torch.autograd.grad(module.softmax64(x)[:, 0].sum(), x, create_graph=True)

@@ -141,8 +141,8 @@ def test_sum_partials_hook_adds_up_a_configs_parts(fast):
     st.sampled_from([16, 32, 64, 128, 256]), st.sampled_from([32, 64, 128]), st.sampled_from([4, 78, 132]),
 )
 def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, sms):
-    """The parts: one wave of programs at most, 4 or more k tiles each, and partial sums within an
-    eighth of the operands' bytes; none while the tiles fill half the SMs."""
+    """The parts: one wave of programs at most, 4 or more k tiles each, and partial sums within
+    half the operands' bytes; none while the tiles fill half the SMs."""
     module = generated("matmul_fast")
     with mock.patch.object(module, "_num_sms", lambda device: sms):
         (programs, parts, one), parts_again = module._split_grid(m, n, k, bm, bn, bk, torch.device("cpu"))
@@ -155,9 +155,9 @@ def test_split_grid_fills_the_sms_once_at_most(generated, m, n, k, bm, bn, bk, s
         assert tiles * parts <= sms
         per_part = -(-k_tiles // parts)
         assert per_part >= 4 and (parts - 1) * per_part < k_tiles  # no part without tiles of k
-        assert parts * m * n * 8 <= (m + n) * k * 2 / 8
+        assert parts * m * n * 8 <= (m + n) * k * 2 / 2
     else:
-        assert tiles * 2 > sms or k_tiles < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 8
+        assert tiles * 2 > sms or k_tiles < 8 or 2 * m * n * 8 > (m + n) * k * 2 / 2
 
 
 # An f16 matmul with a split loop; each case below changes one line of it.

@@ -18,8 +18,10 @@ What stays torch in both: the glue between kernels (residual adds, views and tra
 the heads' layout and the rows', the mean of the per-token losses) and the optimizer.
 
 The data (:func:`corpus`) is the Python standard library's own ``.py`` sources as bytes (a
-vocabulary of 256), so a run needs no download. Parameters are float32 (tensor-core matmuls in
-TF32 on the GPU, as torch's with ``allow_tf32``).
+vocabulary of 256), so a run needs no download. Parameters are float32; the model computes in
+``Config.compute`` (float32: tensor-core matmuls in TF32 on the GPU, as torch's with
+``allow_tf32``; or bfloat16/float16, the parameters cast where used and their gradients float32,
+as under torch.autocast).
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ class Config:
     hidden: int = 704
     context: int = 128
     eps: float = 1e-5
+    #: the dtype the model computes in (``"float32"``, ``"bfloat16"``, ``"float16"``): the float32
+    #: parameters are cast to it where they are used, as torch.autocast does (their gradients come
+    #: back float32 through the cast); the logits are float32 for the loss
+    compute: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -147,20 +153,25 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
     (i64[B, T]) through ``ops``: a 0-dim float32 tensor."""
     b, t = idx.shape
     heads, d = cfg.heads, cfg.dim // cfg.heads
-    cos, sin = (table[:t] for table in tables)
-    x = ops.embedding(idx.reshape(-1), params["embedding"])  # [B * T, C]
+    compute = getattr(torch, cfg.compute)
+
+    def w(name):  # a parameter in the compute dtype (a no-op in float32)
+        return params[name].to(compute)
+
+    cos, sin = (table[:t].to(compute) for table in tables)
+    x = ops.embedding(idx.reshape(-1), w("embedding"))  # [B * T, C]
     for i in range(cfg.layers):
-        h = ops.rms_norm(x, params[f"{i}.attn_norm"], cfg.eps)
-        qkv = ops.linear(h, params[f"{i}.qkv"]).view(b, t, 3, heads, d)
+        h = ops.rms_norm(x, w(f"{i}.attn_norm"), cfg.eps)
+        qkv = ops.linear(h, w(f"{i}.qkv")).view(b, t, 3, heads, d)
         q, k, v = (qkv[:, :, j].transpose(1, 2) for j in range(3))  # [B, H, T, D] views
         q, k = ops.rope(q, k, cos, sin)
         a = ops.attention(q, k, v, 1.0 / math.sqrt(d)).transpose(1, 2).reshape(b * t, cfg.dim)
-        x = x + ops.linear(a, params[f"{i}.out"])
-        h = ops.rms_norm(x, params[f"{i}.mlp_norm"], cfg.eps)
-        gated = ops.swiglu(ops.linear(h, params[f"{i}.gate"]), ops.linear(h, params[f"{i}.up"]))
-        x = x + ops.linear(gated, params[f"{i}.down"])
-    logits = ops.linear(ops.rms_norm(x, params["norm"], cfg.eps), params["head"])
-    return ops.cross_entropy(logits, target.reshape(-1)).mean()
+        x = x + ops.linear(a, w(f"{i}.out"))
+        h = ops.rms_norm(x, w(f"{i}.mlp_norm"), cfg.eps)
+        gated = ops.swiglu(ops.linear(h, w(f"{i}.gate")), ops.linear(h, w(f"{i}.up")))
+        x = x + ops.linear(gated, w(f"{i}.down"))
+    logits = ops.linear(ops.rms_norm(x, w("norm"), cfg.eps), w("head"))
+    return ops.cross_entropy(logits.float(), target.reshape(-1)).mean()
 
 
 def corpus(limit: int | None = None) -> torch.Tensor:

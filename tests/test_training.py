@@ -5,6 +5,7 @@ of the standard library's sources, and every step's loss equals that of the same
 eager, from the same initial weights on the same batches; a training step compiled with
 ``torch.compile(fullgraph=True)`` through the tilegen ops gives the same loss and gradients."""
 
+import dataclasses
 import importlib.util
 import sys
 
@@ -48,3 +49,21 @@ def test_a_compiled_training_step_through_tilegen_ops(decoder, tiny):
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     for name, value in params.items():
         torch.testing.assert_close(value.grad, theirs[name].grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_mixed_precision_gives_float32_weight_gradients(decoder, tiny):
+    """The model computing in float16 from float32 parameters (each cast where it is used, as
+    torch.autocast does): every parameter's gradient is float32, and each is close to that of the
+    same computation in torch (float16 rounding apart: relative to the gradient's norm)."""
+    cfg = dataclasses.replace(tiny, compute="float16")
+    idx, target = next(decoder.batches(decoder.corpus(limit=20000), cfg, batch=2, steps=1, seed=2))
+    tables = decoder.rope_tables(cfg)
+    grads = {}
+    for ops in (decoder.TORCH, decoder.tilegen_ops()):
+        params = decoder.init_params(cfg, seed=2)
+        decoder.loss(ops, params, idx, target, cfg, tables).backward()
+        grads[ops.name] = {name: value.grad for name, value in params.items()}
+    for name, want in grads["torch"].items():
+        got = grads["tilegen"][name]
+        assert got.dtype == torch.float32, name
+        assert (got - want).norm() <= 2e-2 * want.norm(), name

@@ -2,9 +2,10 @@
 torch.profiler over 5 settled steps of each, the CUDA kernels summed by name (top 25), and the
 step's wall time against the sum of its kernels' time (the rest: the host, launches).
 
-``python benchmarks/explore/profile_decoder_step.py`` (GPU; run benchmarks/train_decoder.py first
-so that tilegen's tuning is cached)."""
+``python benchmarks/explore/profile_decoder_step.py [COMPUTE]`` (GPU; run benchmarks/train_decoder.py
+first so that tilegen's tuning is cached; COMPUTE: the model's compute dtype, float32 by default)."""
 
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -17,16 +18,17 @@ import decoder
 from train_decoder import BATCH, CONFIG
 
 
-def main() -> None:
+def main(compute: str) -> None:
     torch.backends.cuda.matmul.allow_tf32 = True
+    config = dataclasses.replace(CONFIG, compute=compute)
     data = decoder.corpus(limit=2_000_000)
     for ops in (decoder.TORCH, decoder.tilegen_ops()):
-        params = decoder.init_params(CONFIG, 0, "cuda")
-        tables = decoder.rope_tables(CONFIG, "cuda")
-        batches = [(i.cuda(), t.cuda()) for i, t in decoder.batches(data, CONFIG, BATCH, 8)]
+        params = decoder.init_params(config, 0, "cuda")
+        tables = decoder.rope_tables(config, "cuda")
+        batches = [(i.cuda(), t.cuda()) for i, t in decoder.batches(data, config, BATCH, 8)]
 
         def step(idx, target, params=params, tables=tables, ops=ops):
-            value = decoder.loss(ops, params, idx, target, CONFIG, tables)
+            value = decoder.loss(ops, params, idx, target, config, tables)
             for p in params.values():
                 p.grad = None
             value.backward()
@@ -43,9 +45,10 @@ def main() -> None:
             wall = (time.perf_counter() - start) / 5 * 1e3
         events = prof.key_averages()
         kernel_ms = sum(e.device_time_total for e in events) / 5 / 1e3
-        print(f"== {ops.name}: {wall:.2f} ms a step (forward + backward, no optimizer), kernels {kernel_ms:.2f} ms")
+        print(f"== {ops.name}, {compute}: {wall:.2f} ms a step (forward + backward, no optimizer), "
+              f"kernels {kernel_ms:.2f} ms")
         print(events.table(sort_by="device_time_total", row_limit=25, max_name_column_width=70))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1] if len(sys.argv) > 1 else "float32")

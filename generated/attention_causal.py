@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("bd054735295f283f")
+_rt = _runtime("335450c2a7a5bff1")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -609,7 +609,7 @@ def _attention_causal_backward(ctx, do, eager=False):
     return dq, dk, dv, None
 
 
-_rt.register_backward(op, _attention_causal_backward, _attention_causal_setup_context)
+_rt.register_backward(op, _attention_causal_backward, _attention_causal_setup_context, __file__, ('attention_causal_backward_stats', 'attention_causal_backward_dkdv', 'attention_causal_backward_dq'))
 
 
 class _AttentionCausalAutograd(torch.autograd.Function):

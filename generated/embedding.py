@@ -39,7 +39,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("bd054735295f283f")
+_rt = _runtime("335450c2a7a5bff1")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -241,7 +241,7 @@ def _embedding_backward(ctx, dy, eager=False):
     return None, dweight
 
 
-_rt.register_backward(op, _embedding_backward, _embedding_setup_context)
+_rt.register_backward(op, _embedding_backward, _embedding_setup_context, __file__, ('embedding_backward',))
 
 
 class _EmbeddingAutograd(torch.autograd.Function):

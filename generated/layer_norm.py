@@ -52,7 +52,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("bd054735295f283f")
+_rt = _runtime("335450c2a7a5bff1")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _check_scalar = _rt.check_scalar
@@ -541,7 +541,7 @@ def _layer_norm_backward(ctx, dy, dmu, drstd, eager=False):
     return dx, dweight, dbias, None
 
 
-_rt.register_backward(op, _layer_norm_backward, _layer_norm_setup_context)
+_rt.register_backward(op, _layer_norm_backward, _layer_norm_setup_context, __file__, ('layer_norm_backward',))
 
 
 class _LayerNormAutograd(torch.autograd.Function):

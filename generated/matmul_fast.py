@@ -80,7 +80,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("bd054735295f283f")
+_rt = _runtime("335450c2a7a5bff1")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _dot_operand = _rt.dot_operand
@@ -724,7 +724,7 @@ def _matmul_fast_backward(ctx, dc, eager=False):
     return da, db
 
 
-_rt.register_backward(op, _matmul_fast_backward, _matmul_fast_setup_context)
+_rt.register_backward(op, _matmul_fast_backward, _matmul_fast_setup_context, __file__, ('matmul_fast_backward_da', 'matmul_fast_backward_db'))
 
 
 class _MatmulFastAutograd(torch.autograd.Function):

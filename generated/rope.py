@@ -43,7 +43,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("bd054735295f283f")
+_rt = _runtime("335450c2a7a5bff1")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -311,7 +311,7 @@ def _rope_backward(ctx, dq_rotated, dk_rotated, eager=False):
     return dq, dk, None, None
 
 
-_rt.register_backward(op, _rope_backward, _rope_setup_context)
+_rt.register_backward(op, _rope_backward, _rope_setup_context, __file__, ('rope_backward',))
 
 
 class _RopeAutograd(torch.autograd.Function):

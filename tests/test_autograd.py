@@ -202,16 +202,15 @@ def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
     torch.testing.assert_close(through_op_b.grad, theirs_b.grad, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(("s", "t", "d", "dtype"), [(37, 37, 16, torch.float32), (70, 45, 32, torch.float32),
-                                                    (33, 33, 16, torch.float16)])
+@pytest.mark.parametrize(("causal", "s", "t", "d", "dtype"), [
+    (False, 37, 37, 16, torch.float32), (True, 37, 37, 16, torch.float32), (False, 70, 45, 32, torch.float32),
+    (True, 70, 70, 32, torch.float32), (True, 33, 33, 16, torch.float16)])
 def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d, dtype):
     """FlashAttention-2's backward as three specs (the rows' log-sum-exp and delta, then dk and dv
     per key tile over the query tiles at or after it, then dq per query tile), at sizes with tails
     and every config of each (key and query tiles of 16 x 16 to 128 x 64, unequal ones included),
     against torch's SDPA differentiated in float32; also through the op."""
     name = "attention_causal" if causal else "attention"
-    t = s if causal else t
     module = generated(name)
     kernels = [generated(f"{name}_backward_{part}") for part in ("stats", "dkdv", "dq")]
     g = torch.Generator().manual_seed(s + t + d)
@@ -361,3 +360,26 @@ def test_gradcheck_in_float64(tmp_path):
     assert torch.autograd.gradcheck(module.op, (x,), eps=1e-6, atol=1e-8, rtol=1e-6)
     with pytest.raises(RuntimeError, match="softmax64_backward: an input requires grad, but the spec has no backward"):
         torch.autograd.grad(module.softmax64(x)[:, 0].sum(), x, create_graph=True)
+
+
+def test_the_op_finds_its_backward_beside_another_module_of_the_spec(tmp_path):
+    """The op's autograd formula is that of the first module of the spec imported in the process.
+    Where that module was built alone (its backward not beside it) and another build of the same
+    spec has the backward beside it, the op's backward runs that one instead of failing."""
+    from tilegen.build import build
+    from tilegen.compiler import compile_spec
+    from tilegen.runner import load_module
+
+    forward = SOFTMAX64.replace("softmax64", "softmax_alone")
+    backward = SOFTMAX64_BACKWARD.replace("softmax64", "softmax_alone")
+    for name, text in (("softmax_alone", forward), ("softmax_alone_backward", backward)):
+        (tmp_path / f"{name}.tile").write_text(text)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "softmax_alone.py").write_text(compile_spec(forward, str(tmp_path / "softmax_alone.tile")).source)
+    assert all(result.error is None for result in build([tmp_path / "softmax_alone.tile"], tmp_path / "full"))
+    first = load_module(alone / "softmax_alone.py")  # registers the op, and its formula
+    load_module(tmp_path / "full" / "softmax_alone.py")
+    x = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
+    first.op(x).backward(torch.ones(3, 5, dtype=torch.float64))
+    torch.testing.assert_close(x.grad, torch.zeros(3, 5, dtype=torch.float64), atol=1e-12, rtol=0)

@@ -541,22 +541,27 @@ def time_config(kernel_call, quantiles):
 
 
 SIBLINGS = {}  # (file, name) of a sibling() call -> the module it loaded
+BESIDE = {}  # a backward's kernel name -> the folders of the modules that registered it (register_backward)
 
 
 def sibling(file, name):
     """The generated module ``<name>.py`` beside ``file`` (a generated module's ``__file__``): the
     module of a spec's backward, imported on first use (once per process; a module already
-    imported from that path is reused, so its custom op is registered once). Every backward
-    calls it: after the first, one dict lookup."""
+    imported from that path is reused, so its custom op is registered once). Where it is not
+    beside ``file``, the folder of another module of the same spec that names it
+    (:func:`register_backward`: the op's formula is the first module's, which may have been built
+    alone into a folder of its own). Every backward calls it: after the first, one dict lookup."""
     module = SIBLINGS.get((file, name))
     if module is None:
-        path = os.path.join(os.path.dirname(os.path.abspath(file)), f"{name}.py")
-        module = next((m for m in list(sys.modules.values())
-                       if os.path.abspath(getattr(m, "__file__", None) or "") == path), None)
+        folders = dict.fromkeys([os.path.dirname(os.path.abspath(file)), *BESIDE.get(name, ())])
+        paths = [os.path.join(folder, f"{name}.py") for folder in folders]
+        loaded = {os.path.abspath(getattr(m, "__file__", None) or ""): m for m in list(sys.modules.values())}
+        path = next((p for p in paths if p in loaded or os.path.isfile(p)), None)
+        if path is None:
+            raise ImportError(f"{name}.py is not beside {os.path.basename(file)}: build {name}.tile into the same "
+                              "folder (tilegen build the specs' folder)")
+        module = loaded.get(path)
         if module is None:
-            if not os.path.isfile(path):
-                raise ImportError(f"{name}.py is not beside {os.path.basename(file)}: build {name}.tile into the same "
-                                  "folder (tilegen build the specs' folder)")
             spec = importlib.util.spec_from_file_location(f"tilegen_generated_{name}", path)
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
@@ -565,10 +570,14 @@ def sibling(file, name):
     return module
 
 
-def register_backward(op, backward, setup_context):
+def register_backward(op, backward, setup_context, file=None, names=()):
     """Register ``backward`` and ``setup_context`` as the autograd formula of ``op`` (a
     ``torch.ops.tilegen`` op, :func:`register_op`; ``torch.library.register_autograd``), once per
-    op in a process: importing the same module again keeps the first."""
+    op in a process: importing the same module again keeps the first. ``file`` (the module's) and
+    ``names`` (its backward's kernels) record where those kernels' modules lie, for :func:`sibling`."""
+    if file is not None:
+        for name in names:
+            BESIDE.setdefault(name, []).append(os.path.dirname(os.path.abspath(file)))
     namespace = torch.ops.tilegen
     done = getattr(namespace, "_autograd", None)
     if done is None:

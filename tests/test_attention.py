@@ -131,8 +131,8 @@ def test_the_row_max_is_taken_before_the_scale():
     source = compile_spec((ROOT / "specs" / "attention.tile").read_text(), "attention.tile", specs_find).source
     kernel = source[source.index("def attention_kernel"):source.index("def attention(")]
     factor = "(scale * 1.4426950408889634)"
-    # never multiplied on its own; tf32x3 (three TF32 products) where the inputs are float32
-    assert 's_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")\n' in kernel
+    # never multiplied on its own; in full float32 (ieee) where the inputs are float32
+    assert 's_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")\n' in kernel
     assert "        if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c\n" in kernel
     assert f"max_n = tl.max(s_unscaled, axis=1) * {factor}\n        else:\n" in kernel
     assert f"max_n = tl.min(s_unscaled, axis=1) * {factor}\n" in kernel

@@ -116,7 +116,7 @@ def test_full_tiles_run_without_masks_and_the_edge_with_them():
     full = full[full.index("for n in range(0, min(S // BN, (pid_m * BM + 1) // BN)):"):]
     assert "mask_n" not in full and "tl.where" not in full and "offs_m" not in full
     # no guard: scaled after the max
-    assert 's_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")\n' in full
+    assert 's_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")\n' in full
     assert "tl.trans(" not in kernel
     assert "min(tl.cdiv(S, BN), tl.cdiv(pid_m * BM + BM, BN))" in edge  # tiles past the diagonal: skipped
     # the query rows' index values, made where the guard needs them (descriptors take no offsets)

@@ -1,7 +1,7 @@
 """Test setup: run every kernel in Triton's CPU interpreter (set before triton is imported).
 
 ``TILEGEN_TEST_GPU=1`` leaves the interpreter off, for the tests written for both (the GPU-only
-tests of tests/test_ops.py: ``TILEGEN_TEST_GPU=1 python -m pytest tests/test_ops.py`` on a
+tests of tests/test_ops.py: ``TILEGEN_TEST_GPU=1 python -m pytest -n 0 tests/test_ops.py`` on a
 machine with one or two GPUs); the rest of the suite expects the interpreter.
 """
 

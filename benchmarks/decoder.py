@@ -26,6 +26,7 @@ as under torch.autocast).
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import sysconfig
@@ -96,8 +97,10 @@ TORCH = Ops(
 )
 
 
+@functools.cache
 def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
-    """The :class:`Ops` of the generated modules in ``folder`` (the committed build by default)."""
+    """The :class:`Ops` of the generated modules in ``folder`` (the committed build by default),
+    each module loaded once per process (so its tuning cache and compiled launches persist)."""
 
     def kernel(name):
         return getattr(load_module(folder / f"{name}.py"), name)

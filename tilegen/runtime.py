@@ -544,9 +544,10 @@ SIBLINGS = {}  # (file, name) of a sibling() call -> the module it loaded
 
 
 def _beside():
-    """A backward's kernel name -> the folders of the modules that registered it
-    (:func:`register_backward`), one dict per process: kept on ``torch.ops.tilegen``, as the ops'
-    owners are, since modules built in different folders may load different copies of this runtime."""
+    """A backward's kernel name -> the folders of the modules that registered it, in the order
+    they did (:func:`register_backward`; a dict as an ordered set), one dict per process: kept on
+    ``torch.ops.tilegen``, as the ops' owners are, since modules built in different folders may
+    load different copies of this runtime."""
     namespace = torch.ops.tilegen
     beside = getattr(namespace, "_beside", None)
     if beside is None:
@@ -563,7 +564,7 @@ def sibling(file, name):
     alone into a folder of its own). Every backward calls it: after the first, one dict lookup."""
     module = SIBLINGS.get((file, name))
     if module is None:
-        folders = dict.fromkeys([os.path.dirname(os.path.abspath(file)), *_beside().get(name, ())])
+        folders = dict.fromkeys([os.path.dirname(os.path.abspath(file)), *_beside().get(name, {})])
         paths = [os.path.join(folder, f"{name}.py") for folder in folders]
         loaded = {os.path.abspath(getattr(m, "__file__", None) or ""): m for m in list(sys.modules.values())}
         path = next((p for p in paths if p in loaded or os.path.isfile(p)), None)
@@ -587,7 +588,7 @@ def register_backward(op, backward, setup_context, file=None, names=()):
     ``names`` (its backward's kernels) record where those kernels' modules lie, for :func:`sibling`."""
     if file is not None:
         for name in names:
-            _beside().setdefault(name, []).append(os.path.dirname(os.path.abspath(file)))
+            _beside().setdefault(name, {})[os.path.dirname(os.path.abspath(file))] = None
     namespace = torch.ops.tilegen
     done = getattr(namespace, "_autograd", None)
     if done is None:

@@ -46,15 +46,16 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
     if not spec.backward:
         return ()
     errors = Collector()
-    found = []
+    found, named = [], set()
     for name in spec.backward:
         if name.id == spec.name.id:
             errors.error(f"'{name.id}' is this kernel; the backward is another spec ('{name.id}_backward')",
                          name.span)
-        elif name.id in [n.id for n in spec.backward[:spec.backward.index(name)]]:
+        elif name.id in named:
             errors.error(f"backward '{name.id}' is named twice", name.span)
         else:
             found.append((name, _load(spec, name, find, errors)))
+        named.add(name.id)
     errors.raise_if_any(spec.path, spec.source)
     forward = {t.name.id: t for t in spec.tensors}
     outputs = {f"d{t.name.id}": t for t in spec.outputs}

@@ -106,7 +106,7 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     grad = "route" if backward else "refuse"
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
-        return _staged(spec, staging, backward)
+        return _staged(spec, staging, backward, grad)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)
         kernel = lower_kernel(kernel_spec(looped.spec))
@@ -134,7 +134,7 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
                    backward=backward)
 
 
-def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...]) -> ModulePlan:
+def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -151,7 +151,6 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...]) -> Mod
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
-    grad = "route" if backward else "refuse"
     launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad)
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward)
 

@@ -32,10 +32,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -78,6 +81,22 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
     Keyword arguments: BLOCK_SIZE=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "add_loop",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
+            BLOCK_SIZE,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad or y.requires_grad)):
+        launch, grid, device_index, device, args, _z_shape = fast
+        z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, z, *args)
+        return z
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
         _rt.bad_input("add_loop", "x", x, torch.float32, 1)
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
@@ -110,6 +129,7 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
             *_x_strides, *_y_strides, 1,
             BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(add_loop_kernel), grid, None, device, (N, *_x_strides, *_y_strides, 1, BLOCK_SIZE, int64), (N,)))
         return z
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -133,6 +153,7 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
         *_x_strides, *_y_strides, 1,
         BLOCK_SIZE, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, *_y_strides, 1, BLOCK_SIZE, int64), (N,)))
     return z
 
 

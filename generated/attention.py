@@ -57,14 +57,17 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 def _descriptor_blocks(nargs):
@@ -180,7 +183,7 @@ def attention_kernel(
     o_desc.store([pid_z, pid_h, pid_m * BM, 0], ((acc / l_i[:, None]).to(DT)).reshape(1, 1, BM, BLOCK_D))
 
 
-_tuner = _rt.Tuner("attention", "8179719196e7516f", _CONFIGS, default=0)
+_tuner = _rt.Tuner("attention", "8179719196e7516f", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -205,7 +208,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -
     if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention", q=q, k=k, v=v)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _AttentionAutograd.apply(q, k, v, scale) if not torch.compiler.is_compiling() else op(q, k, v, scale)
+        return _attention_apply(q, k, v, scale) if not torch.compiler.is_compiling() else op(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)
@@ -424,9 +427,27 @@ def _attention_pointers_kernel(
 
 
 def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """attention() where its TMA descriptors cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
+    """attention() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _o_shape = fast'), Line(code='DT = q.dtype'), Line(code='o = torch.empty(*_o_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, o, *args)'), Line(code='return o')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)') cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
     Called by attention(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_attention_pointers",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
+            scale, type(scale),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _o_shape = fast
+        DT = q.dtype
+        o = torch.empty(*_o_shape, device=device, dtype=DT)
+        launch(grid, device_index, q, k, v, o, *args)
+        return o
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("_attention_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -496,6 +517,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
             *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
             BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_pointers_kernel.fn), grid, None, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)), _tuner)
         return o
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -521,6 +543,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
         *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
         config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)), _tuner)
     return o
 
 
@@ -630,3 +653,6 @@ class _AttentionAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _attention_backward(ctx, *grads, eager=True)
+
+
+_attention_apply = _rt.autograd_apply(_AttentionAutograd)  # _AttentionAutograd.apply without its per-call signature binding

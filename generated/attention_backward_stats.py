@@ -53,14 +53,17 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 def _descriptor_blocks(nargs):
@@ -147,7 +150,7 @@ def attention_backward_stats_kernel(
     delta_desc.store([pid_z, pid_h, pid_m * BM], (sum_d).reshape(1, 1, BM))
 
 
-_tuner = _rt.Tuner("attention_backward_stats", "4d046fa7a4c6d7d7", _CONFIGS, default=0)
+_tuner = _rt.Tuner("attention_backward_stats", "4d046fa7a4c6d7d7", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -376,9 +379,28 @@ def _attention_backward_stats_pointers_kernel(
 
 
 def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """attention_backward_stats() where its TMA descriptors cannot serve: the kernel of specs/attention_backward_stats.tile through pointers, with the same tune configs.
+    """attention_backward_stats() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_stats_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    scale, type(scale),\n    o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _lse_shape, _delta_shape = fast'), Line(code='lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)'), Line(code='delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, q, k, o, do, lse, delta, *args)'), Line(code='return lse, delta')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)') cannot serve: the kernel of specs/attention_backward_stats.tile through pointers, with the same tune configs.
     Called by attention_backward_stats(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_attention_backward_stats_pointers",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            scale, type(scale),
+            o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
+            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _lse_shape, _delta_shape = fast
+        lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
+        delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, q, k, o, do, lse, delta, *args)
+        return lse, delta
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("_attention_backward_stats_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -461,6 +483,7 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
             *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
             BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_backward_stats_pointers_kernel.fn), grid, None, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)), _tuner)
         return lse, delta
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -486,6 +509,7 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
         *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
         config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)), _tuner)
     return lse, delta
 
 

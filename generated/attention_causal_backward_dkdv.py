@@ -58,14 +58,17 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 def _descriptor_blocks(nargs):
@@ -167,7 +170,7 @@ def attention_causal_backward_dkdv_kernel(
     dv_desc.store([pid_z, pid_h, pid_n * BN, 0], (dv_acc.to(DT)).reshape(1, 1, BN, BLOCK_D))
 
 
-_tuner = _rt.Tuner("attention_causal_backward_dkdv", "9c2aedbe0a891c8c", _CONFIGS, default=0)
+_tuner = _rt.Tuner("attention_causal_backward_dkdv", "9c2aedbe0a891c8c", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -439,9 +442,31 @@ def _attention_causal_backward_dkdv_pointers_kernel(
 
 
 def _attention_causal_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """attention_causal_backward_dkdv() where its TMA descriptors cannot serve: the kernel of specs/attention_causal_backward_dkdv.tile through pointers, with the same tune configs.
+    """attention_causal_backward_dkdv() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_causal_backward_dkdv_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,\n    delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _dk_shape, _dv_shape = fast'), Line(code='DT = q.dtype'), Line(code='dk = torch.empty(*_dk_shape, device=device, dtype=DT)'), Line(code='dv = torch.empty(*_dv_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args)'), Line(code='return dk, dv')), orelse=())), entry='(B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, H * S * D, S * D, D, 1, config["BN"], config["BM"], BLOCK_D, int64), (B, H, S, D), (B, H, S, D)') cannot serve: the kernel of specs/attention_causal_backward_dkdv.tile through pointers, with the same tune configs.
     Called by attention_causal_backward_dkdv(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_attention_causal_backward_dkdv_pointers",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
+            scale, type(scale),
+            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
+            lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
+            delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _dk_shape, _dv_shape = fast
+        DT = q.dtype
+        dk = torch.empty(*_dk_shape, device=device, dtype=DT)
+        dv = torch.empty(*_dv_shape, device=device, dtype=DT)
+        launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args)
+        return dk, dv
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("_attention_causal_backward_dkdv_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -545,6 +570,7 @@ def _attention_causal_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v
             *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, H * S * D, S * D, D, 1,
             BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_causal_backward_dkdv_pointers_kernel.fn), grid, None, device, (B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, H * S * D, S * D, D, 1, config["BN"], config["BM"], BLOCK_D, int64), (B, H, S, D), (B, H, S, D)), _tuner)
         return dk, dv
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -570,6 +596,7 @@ def _attention_causal_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v
         *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, H * S * D, S * D, D, 1,
         config["BN"], config["BM"], BLOCK_D, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, H * S * D, S * D, D, 1, config["BN"], config["BM"], BLOCK_D, int64), (B, H, S, D), (B, H, S, D)), _tuner)
     return dk, dv
 
 

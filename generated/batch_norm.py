@@ -50,11 +50,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 _CONFIGS = [
@@ -117,7 +120,7 @@ def batch_norm_kernel(
     tl.store(y_ptrs, ((v - mu) * rstd * weight.to(tl.float32) + bias.to(tl.float32)).to(T), mask=mask_hw)
 
 
-_tuner = _rt.Tuner("batch_norm", "ec96d55bcf8faa2f", _CONFIGS, default=0)
+_tuner = _rt.Tuner("batch_norm", "ec96d55bcf8faa2f", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 

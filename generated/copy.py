@@ -30,10 +30,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -64,6 +67,21 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     Keyword arguments: BS=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "copy",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            BS,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _z_shape = fast
+        z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, z, *args)
+        return z
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
         _rt.bad_input("copy", "x", x, torch.float32, 1)
     device = x.device
@@ -90,6 +108,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
             *_x_strides, 1,
             BS=BS, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(copy_kernel), grid, None, device, (N, *_x_strides, 1, BS, int64), (N,)))
         return z
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -113,6 +132,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         *_x_strides, 1,
         BS, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, 1, BS, int64), (N,)))
     return z
 
 

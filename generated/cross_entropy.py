@@ -48,10 +48,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 _CONFIGS = [
@@ -123,7 +126,7 @@ def cross_entropy_kernel(
     tl.store(loss_ptr + pid_r * stride_loss_m, m_i + tl.log(l_i) - logits_1)
 
 
-_tuner = _rt.Tuner("cross_entropy", "7b6ec5c32b184a47", _CONFIGS, default=0)
+_tuner = _rt.Tuner("cross_entropy", "7b6ec5c32b184a47", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -135,6 +138,21 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     Tuned: BV come from 5 autotune configs keyed on V; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "cross_entropy",
+            logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
+            target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (logits.requires_grad)):
+        launch, grid, device_index, device, args, _loss_shape = fast
+        loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, logits, target, loss, *args)
+        return loss
     if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
         _rt.bad_input("cross_entropy", "logits", logits, torch.float32, 2)
     if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
@@ -143,7 +161,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy", logits=logits, target=target)
     if torch.is_grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _CrossEntropyAutograd.apply(logits, target) if not torch.compiler.is_compiling() else op(logits, target)
+        return _cross_entropy_apply(logits, target) if not torch.compiler.is_compiling() else op(logits, target)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target)
@@ -182,6 +200,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
             *_logits_strides, *_target_strides, 1,
             INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(cross_entropy_kernel.fn), grid, None, device, (M, V, *_logits_strides, *_target_strides, 1, config["BV"], int64), (M,)), _tuner)
         return loss
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -205,6 +224,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         *_logits_strides, *_target_strides, 1,
         config["BV"], int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, V, *_logits_strides, *_target_strides, 1, config["BV"], int64), (M,)), _tuner)
     return loss
 
 
@@ -299,3 +319,6 @@ class _CrossEntropyAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _cross_entropy_backward(ctx, *grads, eager=True)
+
+
+_cross_entropy_apply = _rt.autograd_apply(_CrossEntropyAutograd)  # _CrossEntropyAutograd.apply without its per-call signature binding

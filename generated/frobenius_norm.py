@@ -41,10 +41,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 _CONFIGS = [
@@ -92,7 +95,7 @@ def frobenius_norm_kernel(
     tl.store(y_ptrs, (v / norm).to(T), mask=mask_hw)
 
 
-_tuner = _rt.Tuner("frobenius_norm", "e2ef40f1ac2bc408", _CONFIGS, default=0)
+_tuner = _rt.Tuner("frobenius_norm", "e2ef40f1ac2bc408", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 

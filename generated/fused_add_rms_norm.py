@@ -48,11 +48,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that fused_add_rms_norm() holds in one tile: longer rows run _fused_add_rms_norm_loops(),
 #: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -111,7 +114,7 @@ def fused_add_rms_norm_kernel(
     tl.store(y_ptrs, (normed.to(tl.float32) * weight.to(tl.float32)).to(T), mask=mask_rc)
 
 
-_tuner = _rt.Tuner("fused_add_rms_norm", "54bea2505b1b676c", _CONFIGS, default=0)
+_tuner = _rt.Tuner("fused_add_rms_norm", "54bea2505b1b676c", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -124,6 +127,25 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     Tuned: BM come from 4 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "fused_add_rms_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape, _s_shape = fast
+        T = x.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        s = torch.empty(*_s_shape, device=device, dtype=T)
+        launch(grid, device_index, x, residual, weight, y, s, *args)
+        return y, s
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
         _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = x.dtype
@@ -187,6 +209,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(fused_add_rms_norm_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1, config["BM"], BLOCK_N, int64), (M, N), (M, N)), _tuner)
         return y, s
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -212,6 +235,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1, config["BM"], BLOCK_N, int64), (M, N), (M, N)), _tuner)
     return y, s
 
 
@@ -327,6 +351,26 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
     specs/fused_add_rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
     Called by fused_add_rms_norm(), after its checks. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_fused_add_rms_norm_loops",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            BLOCK_N,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape, _s_shape = fast
+        T = x.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        s = torch.empty(*_s_shape, device=device, dtype=T)
+        launch(grid, device_index, x, residual, weight, y, s, *args)
+        return y, s
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
         _rt.bad_input("_fused_add_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = x.dtype
@@ -387,6 +431,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
             *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_fused_add_rms_norm_loops_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1, config["BM"], BLOCK_N, int64), (M, N), (M, N)), _tuner)
         return y, s
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -412,6 +457,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
         *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1, config["BM"], BLOCK_N, int64), (M, N), (M, N)), _tuner)
     return y, s
 
 

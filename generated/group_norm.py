@@ -47,11 +47,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit

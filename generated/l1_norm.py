@@ -32,10 +32,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along D) that l1_norm() holds in one tile: longer rows run _l1_norm_loops(),
 #: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
@@ -70,6 +73,20 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     Returns: y: f32[B, D] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "l1_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
         _rt.bad_input("l1_norm", "x", x, torch.float32, 2)
     device = x.device
@@ -97,6 +114,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
             *_x_strides, D, 1,
             BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(l1_norm_kernel), grid, None, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -120,6 +138,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
         *_x_strides, D, 1,
         BLOCK_D, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return y
 
 
@@ -183,6 +202,21 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     specs/l1_norm.tile with its whole axis in loops over tiles of BLOCK_D (a keyword, default 4096).
     Called by l1_norm(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_l1_norm_loops",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            BLOCK_D,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
         _rt.bad_input("_l1_norm_loops", "x", x, torch.float32, 2)
     device = x.device
@@ -207,6 +241,7 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
             *_x_strides, D, 1,
             BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_l1_norm_loops_kernel), grid, None, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -230,6 +265,7 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
         *_x_strides, D, 1,
         BLOCK_D, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return y
 
 

@@ -52,11 +52,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that layer_norm() holds in one tile: longer rows run _layer_norm_loops(),
 #: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -121,7 +124,7 @@ def layer_norm_kernel(
     tl.store(rstd_ptr + offs_r * stride_rstd_m, inv_std, mask=mask_r)
 
 
-_tuner = _rt.Tuner("layer_norm", "fda2a0b8bb5f4a77", _CONFIGS, default=0)
+_tuner = _rt.Tuner("layer_norm", "fda2a0b8bb5f4a77", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -133,6 +136,25 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     Tuned: BM come from 7 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "layer_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape, _mu_shape, _rstd_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float16)
+        mu = torch.empty(*_mu_shape, device=device, dtype=torch.float32)
+        rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
+        return y, mu, rstd
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
         _rt.bad_input("layer_norm", "x", x, torch.float16, 2)
     if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
@@ -144,7 +166,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _LayerNormAutograd.apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
+        return _layer_norm_apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm(x, weight, bias, eps)
@@ -194,6 +216,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
             *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(layer_norm_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
         return y, mu, rstd
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -219,6 +242,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
     return y, mu, rstd
 
 
@@ -348,6 +372,26 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     specs/layer_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
     Called by layer_norm(), after its checks. Its tune configs are those of layer_norm() with the fewest rows per program.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_layer_norm_loops",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
+            eps, type(eps),
+            BLOCK_N,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape, _mu_shape, _rstd_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float16)
+        mu = torch.empty(*_mu_shape, device=device, dtype=torch.float32)
+        rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
+        return y, mu, rstd
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
         _rt.bad_input("_layer_norm_loops", "x", x, torch.float16, 2)
     if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
@@ -406,6 +450,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
             *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_loops_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
         return y, mu, rstd
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -431,6 +476,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
     return y, mu, rstd
 
 
@@ -557,3 +603,6 @@ class _LayerNormAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _layer_norm_backward(ctx, *grads, eager=True)
+
+
+_layer_norm_apply = _rt.autograd_apply(_LayerNormAutograd)  # _LayerNormAutograd.apply without its per-call signature binding

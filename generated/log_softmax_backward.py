@@ -41,10 +41,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that log_softmax_backward() holds in one tile: longer rows run _log_softmax_backward_loops(),
 #: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -90,7 +93,7 @@ def log_softmax_backward_kernel(
     tl.store(dx_ptrs, dy - tl.exp(y) * sum_c[:, None], mask=mask_rc)
 
 
-_tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default=0)
+_tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -102,6 +105,21 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Tuned: BM come from 7 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "log_softmax_backward",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or y.requires_grad)):
+        launch, grid, device_index, device, args, _dx_shape = fast
+        dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, dy, y, dx, *args)
+        return dx
     if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
         _rt.bad_input("log_softmax_backward", "dy", dy, torch.float32, 2)
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
@@ -154,6 +172,7 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             *_dy_strides, *_y_strides, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(log_softmax_backward_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
         return dx
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -177,6 +196,7 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         *_dy_strides, *_y_strides, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 
@@ -257,6 +277,22 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
     specs/log_softmax_backward.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
     Called by log_softmax_backward(), after its checks. Its tune configs are those of log_softmax_backward() with the fewest rows per program.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_log_softmax_backward_loops",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
+            BLOCK_N,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _dx_shape = fast
+        dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, dy, y, dx, *args)
+        return dx
     if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
         _rt.bad_input("_log_softmax_backward_loops", "dy", dy, torch.float32, 2)
     if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
@@ -306,6 +342,7 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
             *_dy_strides, *_y_strides, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_log_softmax_backward_loops_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
         return dx
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -329,6 +366,7 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
         *_dy_strides, *_y_strides, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 

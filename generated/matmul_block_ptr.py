@@ -37,13 +37,16 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -95,6 +98,22 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_block_ptr",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _c_shape = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, a, b, c, *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -135,6 +154,7 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
             *_a_strides, *_b_strides, N, 1,
             BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_block_ptr_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -158,6 +178,7 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
         *_a_strides, *_b_strides, N, 1,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 
@@ -198,7 +219,7 @@ def _matmul_block_ptr_descriptors_kernel(
 
 
 def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile through descriptors.
+    """matmul_block_ptr() where its None cannot serve: the kernel of specs/matmul_block_ptr.tile through descriptors.
     Called by matmul_block_ptr(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
@@ -322,9 +343,25 @@ def _matmul_block_ptr_pointers_kernel(
 
 
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
+    """matmul_block_ptr() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape = fast'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, a, b, c, *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)') cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
     Called by matmul_block_ptr(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_matmul_block_ptr_pointers",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _c_shape = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, a, b, c, *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("_matmul_block_ptr_pointers", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -361,6 +398,7 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
             *_a_strides, *_b_strides, N, 1,
             BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_pointers_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -384,6 +422,7 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
         *_a_strides, *_b_strides, N, 1,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 

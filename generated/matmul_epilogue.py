@@ -39,12 +39,15 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -117,6 +120,25 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     Keyword arguments: BM=64, BN=64, BK=32, GROUP_SIZE_M=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_epilogue",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
+            residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
+            alpha, type(alpha),
+            BM, BN, BK, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):
+        launch, grid, device_index, device, args, _c_shape = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
+        launch(grid, device_index, a, b, bias, residual, c, *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
         _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
@@ -169,6 +191,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
             *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
             BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_epilogue_kernel), grid, None, device, (M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1, BM, BN, BK, GROUP_SIZE_M, int64), (M, N)))
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -194,6 +217,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
         BM, BN, BK, GROUP_SIZE_M, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1, BM, BN, BK, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 

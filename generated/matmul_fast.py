@@ -80,9 +80,11 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _num_sms = _rt.num_sms
 _tail_split = _rt.tail_split
@@ -92,6 +94,7 @@ _pieces = _rt.pieces
 _no_partials = _rt.no_partials
 _sum_partials = _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 def _descriptor_blocks(nargs):
@@ -281,7 +284,7 @@ def matmul_fast_kernel(
         )
 
 
-_tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23)
+_tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -304,7 +307,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> t
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_fast", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _MatmulFastAutograd.apply(a, b, GROUP_SIZE_M) if not torch.compiler.is_compiling() else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+        return _matmul_fast_apply(a, b, GROUP_SIZE_M) if not torch.compiler.is_compiling() else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -582,7 +585,7 @@ def _matmul_fast_pointers_kernel(
 
 
 def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
+    """matmul_fast() where its None cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
     Called by matmul_fast(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
@@ -741,3 +744,6 @@ class _MatmulFastAutograd(torch.autograd.Function):
     def backward(ctx, *grads):
         grads = _matmul_fast_backward(ctx, *grads, eager=True)
         return *grads, None  # no gradient for GROUP_SIZE_M
+
+
+_matmul_fast_apply = _rt.autograd_apply(_MatmulFastAutograd)  # _MatmulFastAutograd.apply without its per-call signature binding

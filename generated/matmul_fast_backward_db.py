@@ -68,9 +68,11 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _dot_operand = _rt.dot_operand
 _num_sms = _rt.num_sms
 _tail_split = _rt.tail_split
@@ -80,6 +82,7 @@ _pieces = _rt.pieces
 _no_partials = _rt.no_partials
 _sum_partials = _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 def _descriptor_blocks(nargs):
@@ -271,7 +274,7 @@ def matmul_fast_backward_db_kernel(
         )
 
 
-_tuner = _rt.Tuner("matmul_fast_backward_db", "b7ea1e0c25ed0052", _CONFIGS, default=23)
+_tuner = _rt.Tuner("matmul_fast_backward_db", "b7ea1e0c25ed0052", _CONFIGS, default=23, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -572,7 +575,7 @@ def _matmul_fast_backward_db_pointers_kernel(
 
 
 def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast_backward_db() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
+    """matmul_fast_backward_db() where its None cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
     Called by matmul_fast_backward_db(), after its checks.
     """
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:

@@ -35,10 +35,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -90,6 +93,22 @@ def matmul_grouped(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
     Keyword arguments: BM=64, BN=64, BK=64, GROUP_SIZE=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_grouped",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BM, BN, BK, GROUP_SIZE,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _c_shape = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, a, b, c, *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("matmul_grouped", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -128,6 +147,7 @@ def matmul_grouped(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
             *_a_strides, *_b_strides, N, 1,
             BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_grouped_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BM, BN, BK, GROUP_SIZE, int64), (M, N)))
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -151,6 +171,7 @@ def matmul_grouped(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
         *_a_strides, *_b_strides, N, 1,
         BM, BN, BK, GROUP_SIZE, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BM, BN, BK, GROUP_SIZE, int64), (M, N)))
     return c
 
 

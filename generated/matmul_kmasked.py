@@ -44,10 +44,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 _CONFIGS = [
@@ -104,7 +107,7 @@ def matmul_kmasked_kernel(
     tl.store(c_ptrs, accumulator.to(tl.float16), mask=mask_mn)
 
 
-_tuner = _rt.Tuner("matmul_kmasked", "c02b917b852a733a", _CONFIGS, default=6)
+_tuner = _rt.Tuner("matmul_kmasked", "c02b917b852a733a", _CONFIGS, default=6, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -116,6 +119,21 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K; the Triton interpreter runs config 6.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_kmasked",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _c_shape = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, a, b, c, *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("matmul_kmasked", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -163,6 +181,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             *_a_strides, *_b_strides, N, 1,
             INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_kmasked_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, N)), _tuner)
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -186,6 +205,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         *_a_strides, *_b_strides, N, 1,
         config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, N)), _tuner)
     return c
 
 

@@ -44,10 +44,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 _CONFIGS = [
@@ -106,7 +109,7 @@ def mean_dim1_kernel(
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, acc, mask=mask_n)
 
 
-_tuner = _rt.Tuner("mean_dim1", "586e32143b1d8a01", _CONFIGS, default=0)
+_tuner = _rt.Tuner("mean_dim1", "586e32143b1d8a01", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -118,6 +121,20 @@ def mean_dim1(x: torch.Tensor) -> torch.Tensor:
     Tuned: BK, BN come from 7 autotune configs keyed on D1, D2; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "mean_dim1",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
         _rt.bad_input("mean_dim1", "x", x, torch.float32, 3)
     device = x.device
@@ -159,6 +176,7 @@ def mean_dim1(x: torch.Tensor) -> torch.Tensor:
             *_x_strides, D2, 1,
             INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(mean_dim1_kernel.fn), grid, None, device, (B, D1, D2, *_x_strides, D2, 1, config["BK"], config["BN"], int64), (B, D2)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -182,6 +200,7 @@ def mean_dim1(x: torch.Tensor) -> torch.Tensor:
         *_x_strides, D2, 1,
         config["BK"], config["BN"], int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D1, D2, *_x_strides, D2, 1, config["BK"], config["BN"], int64), (B, D2)), _tuner)
     return y
 
 

@@ -31,10 +31,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -74,6 +77,21 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     Keyword arguments: BH=2, BW=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rgb2grey",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            BH, BW,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.uint8)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
         _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
     device = x.device
@@ -102,6 +120,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
             *_x_strides, W, 1,
             BH=BH, BW=BW, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rgb2grey_kernel), grid, None, device, (H, W, *_x_strides, W, 1, BH, BW, int64), (H, W)))
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -125,6 +144,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         *_x_strides, W, 1,
         BH, BW, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (H, W, *_x_strides, W, 1, BH, BW, int64), (H, W)))
     return y
 
 

@@ -44,11 +44,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that rms_norm() holds in one tile: longer rows run _rms_norm_loops(),
 #: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
@@ -100,7 +103,7 @@ def rms_norm_kernel(
     tl.store(y_ptrs, (xf * tl.rsqrt((mean_c[:, None] + eps).to(tl.float32)) * weight.to(tl.float32)).to(T), mask=mask_rc)
 
 
-_tuner = _rt.Tuner("rms_norm", "caaebd71e70d61e5", _CONFIGS, default=0)
+_tuner = _rt.Tuner("rms_norm", "caaebd71e70d61e5", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -113,6 +116,23 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     Tuned: BM come from 7 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rms_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        T = x.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        launch(grid, device_index, x, weight, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
         _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = x.dtype
@@ -123,7 +143,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     if weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm", x=x, weight=weight)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _RmsNormAutograd.apply(x, weight, eps) if not torch.compiler.is_compiling() else op(x, weight, eps)
+        return _rms_norm_apply(x, weight, eps) if not torch.compiler.is_compiling() else op(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps)
@@ -167,6 +187,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
             *_x_strides, *_weight_strides, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rms_norm_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -192,6 +213,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         *_x_strides, *_weight_strides, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -284,6 +306,24 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_
     specs/rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
     Called by rms_norm(), after its checks. Its tune configs are those of rms_norm() with the fewest rows per program.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_rms_norm_loops",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            BLOCK_N,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape = fast
+        T = x.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        launch(grid, device_index, x, weight, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
         _rt.bad_input("_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = x.dtype
@@ -335,6 +375,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_
             *_x_strides, *_weight_strides, N, 1,
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_rms_norm_loops_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -360,6 +401,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_
         *_x_strides, *_weight_strides, N, 1,
         config["BM"], BLOCK_N, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -472,3 +514,6 @@ class _RmsNormAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _rms_norm_backward(ctx, *grads, eager=True)
+
+
+_rms_norm_apply = _rt.autograd_apply(_RmsNormAutograd)  # _RmsNormAutograd.apply without its per-call signature binding

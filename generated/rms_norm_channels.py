@@ -39,11 +39,14 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along C) that rms_norm_channels() holds in one tile: longer rows run _rms_norm_channels_loops(),
 #: whose kernel loops over tiles of them. 128 is the longest row whose tile one of the configs holds
 #: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 4096, Triton's largest tile).
@@ -92,7 +95,7 @@ def rms_norm_channels_kernel(
     tl.store(y_ptrs, v / tl.sqrt_rn(mean_c[None, :] + eps), mask=mask_cw)
 
 
-_tuner = _rt.Tuner("rms_norm_channels", "236f626ce406c07a", _CONFIGS, default=0)
+_tuner = _rt.Tuner("rms_norm_channels", "236f626ce406c07a", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -104,6 +107,21 @@ def rms_norm_channels(x: torch.Tensor, eps: float) -> torch.Tensor:
     Tuned: BW come from 4 autotune configs keyed on C, W; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rms_norm_channels",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
         _rt.bad_input("rms_norm_channels", "x", x, torch.float32, 4)
     eps = _check_scalar("rms_norm_channels", "eps", eps, float)
@@ -151,6 +169,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float) -> torch.Tensor:
             *_x_strides, C * H * W, H * W, W, 1,
             BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rms_norm_channels_kernel.fn), grid, None, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -176,6 +195,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float) -> torch.Tensor:
         *_x_strides, C * H * W, H * W, W, 1,
         config["BW"], BLOCK_C, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
     return y
 
 
@@ -265,6 +285,22 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
     specs/rms_norm_channels.tile with its whole axis in loops over tiles of BLOCK_C (a keyword, default 128).
     Called by rms_norm_channels(), after its checks. Its tune configs are those of rms_norm_channels() with the fewest rows per program.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_rms_norm_channels_loops",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            eps, type(eps),
+            BLOCK_C,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
         _rt.bad_input("_rms_norm_channels_loops", "x", x, torch.float32, 4)
     eps = _check_scalar("_rms_norm_channels_loops", "eps", eps, float)
@@ -309,6 +345,7 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
             *_x_strides, C * H * W, H * W, W, 1,
             BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_rms_norm_channels_loops_kernel.fn), grid, None, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -334,6 +371,7 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
         *_x_strides, C * H * W, H * W, W, 1,
         config["BW"], BLOCK_C, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
     return y
 
 

@@ -43,10 +43,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -110,6 +113,25 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     Dtypes: T is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rope",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            cos.shape, cos.stride(), cos.dtype, cos.device, cos.data_ptr() & 15,
+            sin.shape, sin.stride(), sin.dtype, sin.device, sin.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
+        launch, grid, device_index, device, args, _q_rotated_shape, _k_rotated_shape = fast
+        T = q.dtype
+        q_rotated = torch.empty(*_q_rotated_shape, device=device, dtype=T)
+        k_rotated = torch.empty(*_k_rotated_shape, device=device, dtype=T)
+        launch(grid, device_index, q, k, cos, sin, q_rotated, k_rotated, *args)
+        return q_rotated, k_rotated
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     T = q.dtype
@@ -123,7 +145,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _RopeAutograd.apply(q, k, cos, sin) if not torch.compiler.is_compiling() else op(q, k, cos, sin)
+        return _rope_apply(q, k, cos, sin) if not torch.compiler.is_compiling() else op(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope(q, k, cos, sin)
@@ -171,6 +193,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
             *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
             BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rope_kernel), grid, None, device, (B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
         return q_rotated, k_rotated
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -194,6 +217,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
         BLOCK_H, BLOCK_HK, BLOCK_D, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
     return q_rotated, k_rotated
 
 
@@ -327,3 +351,6 @@ class _RopeAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _rope_backward(ctx, *grads, eager=True)
+
+
+_rope_apply = _rt.autograd_apply(_RopeAutograd)  # _RopeAutograd.apply without its per-call signature binding

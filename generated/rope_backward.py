@@ -41,10 +41,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -113,6 +116,25 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
     Dtypes: T is f16 or bf16 or f32, the dtype of dq_rotated; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rope_backward",
+            dq_rotated.shape, dq_rotated.stride(), dq_rotated.dtype, dq_rotated.device, dq_rotated.data_ptr() & 15,
+            dk_rotated.shape, dk_rotated.stride(), dk_rotated.dtype, dk_rotated.device, dk_rotated.data_ptr() & 15,
+            cos.shape, cos.stride(), cos.dtype, cos.device, cos.data_ptr() & 15,
+            sin.shape, sin.stride(), sin.dtype, sin.device, sin.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad)):
+        launch, grid, device_index, device, args, _dq_shape, _dk_shape = fast
+        T = dq_rotated.dtype
+        dq = torch.empty(*_dq_shape, device=device, dtype=T)
+        dk = torch.empty(*_dk_shape, device=device, dtype=T)
+        launch(grid, device_index, dq_rotated, dk_rotated, cos, sin, dq, dk, *args)
+        return dq, dk
     if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
         _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
     T = dq_rotated.dtype
@@ -174,6 +196,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
             *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
             BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rope_backward_kernel), grid, None, device, (B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
         return dq, dk
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -197,6 +220,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
         BLOCK_H, BLOCK_HK, BLOCK_D, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
     return dq, dk
 
 

@@ -44,10 +44,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -117,7 +120,7 @@ def row_cumprod_kernel(
         row_cumprod_1 = row_cumprod_1 * prod_c
 
 
-_tuner = _rt.Tuner("row_cumprod", "fa9dc5a3e4107254", _CONFIGS, default=0)
+_tuner = _rt.Tuner("row_cumprod", "fa9dc5a3e4107254", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -129,6 +132,20 @@ def row_cumprod(x: torch.Tensor) -> torch.Tensor:
     Tuned: BM, BC come from 8 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "row_cumprod",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
         _rt.bad_input("row_cumprod", "x", x, torch.float32, 2)
     device = x.device
@@ -170,6 +187,7 @@ def row_cumprod(x: torch.Tensor) -> torch.Tensor:
             *_x_strides, N, 1,
             INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(row_cumprod_kernel.fn), grid, None, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -193,6 +211,7 @@ def row_cumprod(x: torch.Tensor) -> torch.Tensor:
         *_x_strides, N, 1,
         config["BM"], config["BC"], int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
     return y
 
 

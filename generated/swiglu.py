@@ -42,10 +42,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -95,7 +98,7 @@ def swiglu_kernel(
     tl.store(y_ptrs, (gate.to(tl.float32) * b.to(tl.float32)).to(T), mask=mask_rn)
 
 
-_tuner = _rt.Tuner("swiglu", "6a4a4763362db0af", _CONFIGS, default=0)
+_tuner = _rt.Tuner("swiglu", "6a4a4763362db0af", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
@@ -108,6 +111,22 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     Tuned: BM, BN come from 4 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "swiglu",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        T = a.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        launch(grid, device_index, a, b, y, *args)
+        return y
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
         _rt.bad_input("swiglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = a.dtype
@@ -117,7 +136,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("swiglu", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _SwigluAutograd.apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
+        return _swiglu_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swiglu(a, b)
@@ -158,6 +177,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             *_a_strides, *_b_strides, N, 1,
             INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(swiglu_kernel.fn), grid, None, device, (M, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], int64), (M, N)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -181,6 +201,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         *_a_strides, *_b_strides, N, 1,
         config["BM"], config["BN"], int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], int64), (M, N)), _tuner)
     return y
 
 
@@ -274,3 +295,6 @@ class _SwigluAutograd(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         return _swiglu_backward(ctx, *grads, eager=True)
+
+
+_swiglu_apply = _rt.autograd_apply(_SwigluAutograd)  # _SwigluAutograd.apply without its per-call signature binding

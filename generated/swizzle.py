@@ -32,10 +32,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("e0db1c409ab9f929")
+_rt = _runtime("4046eee36c1a9dc4")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
+_current_device = _rt.current_device
+_keep_launch = _rt.keep_launch
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
+_FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
 @triton.jit
@@ -81,6 +84,21 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
     Keyword arguments: BM=1, BN=1, GROUP_SIZE=3.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "swizzle",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            BM, BN, GROUP_SIZE,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _z_shape = fast
+        z = torch.zeros(*_z_shape, device=device, dtype=torch.int64)
+        launch(grid, device_index, x, z, *args)
+        return z
     if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
         _rt.bad_input("swizzle", "x", x, torch.int64, 2)
     device = x.device
@@ -107,6 +125,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
             *_x_strides, N, 1,
             BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(swizzle_kernel), grid, None, device, (M, N, *_x_strides, N, 1, BM, BN, GROUP_SIZE, int64), (M, N)))
         return z
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -130,6 +149,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         *_x_strides, N, 1,
         BM, BN, GROUP_SIZE, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, BM, BN, GROUP_SIZE, int64), (M, N)))
     return z
 
 

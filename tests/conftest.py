@@ -69,3 +69,14 @@ def spec_named(kernel: str):
         if spec.name.id == kernel:
             return spec
     raise KeyError(f"no spec in specs/ defines kernel {kernel!r}")
+
+
+def force_config(monkeypatch, module, index):
+    """Make the tuned launchers of ``module`` run ``_CONFIGS[index]`` from their next call
+    (``index``: an int, or a function of the launcher's name and tune key giving one): every tune
+    key asked of ``_tuned_index``, none remembered (``_TUNED``) and no launch kept for the fast path
+    (``_FAST``), each replaced until the test ends."""
+    pick = index if callable(index) else (lambda launcher, key: index)
+    monkeypatch.setattr(module, "_tuned_index", pick)
+    monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module, "_FAST", {})

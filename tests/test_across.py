@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.conftest import force_config
 from tilegen.errors import SpecError
 from tilegen.parser import parse
 
@@ -48,8 +49,7 @@ def test_losses_match_torch_at_every_config(generated, monkeypatch, name, m, n):
     expected = loss(*(x.double() for x in inputs)).float()
     results = []
     for index in range(len(module._CONFIGS)):  # tiles from [4, 2048] to [32, 256]: tails everywhere
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         result = getattr(module, name)(*inputs)
         assert result.shape == () and result.dtype == torch.float32
         torch.testing.assert_close(result, expected, rtol=2e-6, atol=1e-7)

@@ -11,6 +11,7 @@ Values are drawn without near ties (distinct multiples of 1/8), so the index is 
 import pytest
 import torch
 
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 
@@ -31,8 +32,7 @@ def test_arg_reduction_matches_torch_at_every_config(generated, monkeypatch, ker
     x = _distinct(b, d1, d2, seed=d1 * d2)
     want = (torch.argmax if kernel == "argmax_dim1" else torch.argmin)(x, dim=1)
     for index in range(len(module._CONFIGS)):
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         y = getattr(module, kernel)(x)
         assert y.dtype == torch.int64 and torch.equal(y, want), (index, y, want)
     assert torch.equal(module.reference(x), want)
@@ -150,8 +150,7 @@ def test_specs_walk_d1_in_tiles(generated, monkeypatch, kernel):
     torch_fn = torch.argmax if kernel == "argmax_dim1" else torch.argmin
     x = _hard(2, 97, 5, seed=3)
     for index in range(len(module._CONFIGS)):
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         assert torch.equal(getattr(module, kernel)(x), torch_fn(x, dim=1)), index
 
 

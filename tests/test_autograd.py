@@ -12,13 +12,9 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
-
-
-def _forced(monkeypatch, module, index):
-    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: index)
-    module._TUNED.clear()
 
 
 def _rows(m, n, seed, dtype=torch.float32):
@@ -37,7 +33,7 @@ def test_softmax_gradients_match_torch(generated, monkeypatch, kernel, m, n):
     want_y = getattr(torch, kernel)(theirs, dim=1)
     want_y.backward(dy)
     for index in range(len(backward._CONFIGS)):
-        _forced(monkeypatch, backward, index)
+        force_config(monkeypatch, backward, index)
         ours.grad = None
         y = getattr(module, kernel)(ours)
         assert type(y.grad_fn).__name__.endswith("AutogradBackward")  # eager: the Function over the launchers
@@ -56,7 +52,7 @@ def test_rms_norm_gradients_match_torch(generated, monkeypatch, m, n):
     xf, wf = x.float().requires_grad_(), w.float().requires_grad_()
     F.rms_norm(xf, (n,), wf, 1e-6).backward(dy.float())
     for index in range(len(backward._CONFIGS)):
-        _forced(monkeypatch, backward, index)
+        force_config(monkeypatch, backward, index)
         xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
         module.rms_norm(xs, ws, 1e-6).backward(dy)
         assert xs.grad.dtype == ws.grad.dtype == torch.float16
@@ -74,7 +70,7 @@ def test_layer_norm_gradients_match_torch(generated, monkeypatch, m, n):
     xf, wf, bf = (t.float().requires_grad_() for t in (x, w, b))
     F.layer_norm(xf, (n,), wf, bf, 1e-5).backward(dy.float())
     for index in range(len(backward._CONFIGS)):
-        _forced(monkeypatch, backward, index)
+        force_config(monkeypatch, backward, index)
         xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
         module.layer_norm(xs, ws, bs, 1e-5)[0].backward(dy)  # mu and rstd: statistics, not followed
         torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2e-2, atol=2e-2)
@@ -96,7 +92,7 @@ def test_gated_mlp_gradients_match_torch(generated, monkeypatch, kernel, dtype):
     (act(af) * bf).backward(dy.float())
     tolerance = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
     for index in range(len(backward._CONFIGS)):
-        _forced(monkeypatch, backward, index)
+        force_config(monkeypatch, backward, index)
         ours_a, ours_b = a.clone().requires_grad_(), b.clone().requires_grad_()
         getattr(module, kernel)(ours_a, ours_b).backward(dy)
         assert ours_a.grad.dtype == dtype
@@ -139,7 +135,7 @@ def test_cross_entropy_gradients_match_torch(generated, monkeypatch, m, v):
     theirs = logits.clone().requires_grad_()
     F.cross_entropy(theirs, target, reduction="none").backward(dloss)
     for index in range(len(backward._CONFIGS)):
-        _forced(monkeypatch, backward, index)
+        force_config(monkeypatch, backward, index)
         ours = logits.clone().requires_grad_()
         module.cross_entropy(ours, target).backward(dloss)
         torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-5, atol=1e-6)
@@ -190,8 +186,8 @@ def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
     indices = [i for i, c in enumerate(da_module._CONFIGS) if all(v & (v - 1) == 0 for v in c.kwargs.values())]
     assert indices == [i for i, c in enumerate(db_module._CONFIGS) if all(v & (v - 1) == 0 for v in c.kwargs.values())]
     for index in indices:
-        _forced(monkeypatch, da_module, index)
-        _forced(monkeypatch, db_module, index)
+        force_config(monkeypatch, da_module, index)
+        force_config(monkeypatch, db_module, index)
         ours_a, ours_b = a.detach().requires_grad_(), b.detach().requires_grad_()
         c = module.matmul_fast(ours_a, ours_b)
         c.backward(dc)
@@ -221,7 +217,7 @@ def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
     for index in range(max(len(kernel._CONFIGS) for kernel in kernels)):
         for kernel in kernels:
-            _forced(monkeypatch, kernel, index % len(kernel._CONFIGS))
+            force_config(monkeypatch, kernel, index % len(kernel._CONFIGS))
         ours = [x.clone().requires_grad_() for x in (q, k, v)]
         getattr(module, name)(*ours, 0.3).backward(do)
         for got, want in zip(ours, theirs, strict=True):

@@ -11,6 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.conftest import force_config
+
 
 def _randn(*shape, seed=0, dtype=torch.float32):
     g = torch.Generator().manual_seed(seed)
@@ -19,8 +21,7 @@ def _randn(*shape, seed=0, dtype=torch.float32):
 
 def _each_config(module, monkeypatch):
     for index in range(len(module._CONFIGS)):
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         yield index
 
 

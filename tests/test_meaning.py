@@ -163,6 +163,7 @@ def _force_config(monkeypatch, module, spec: m.Spec, case: Case) -> list:
     asked = []
     monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: asked.append(key) or case.config)
     monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module, "_FAST", {})  # no launch kept from another config
     return asked
 
 

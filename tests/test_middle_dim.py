@@ -7,6 +7,8 @@ sizes with tails at every tile shape, values of both signs, infinities.
 import pytest
 import torch
 
+from tests.conftest import force_config
+
 ORACLES = {
     "sum_dim1": lambda x: torch.sum(x.double(), dim=1),
     "mean_dim1": lambda x: torch.mean(x.double(), dim=1),
@@ -24,8 +26,7 @@ def test_middle_dim_reduction_matches_torch_at_every_config(generated, monkeypat
     want = ORACLES[kernel](x)
     scale = float(x.abs().sum(dim=1).max())
     for index in range(len(module._CONFIGS)):
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         y = getattr(module, kernel)(x)
         torch.testing.assert_close(y.double(), want, rtol=0, atol=1e-6 * scale)
     torch.testing.assert_close(module.reference(x).double(), want, rtol=0, atol=1e-6 * scale)

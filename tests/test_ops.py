@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import force_config
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
@@ -324,8 +325,7 @@ def test_every_config_of_a_middle_dim_reduction_on_unaligned_rows(generated, mon
     x = (torch.rand(3, 33, 97, generator=g) + 0.5).to(DEVICE)  # products of 33 factors near 1 stay finite
     expected = MIDDLE_DIM[name](x.double())
     for index in range(len(module._CONFIGS)):
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         got = getattr(module, name)(x)
         if got.dtype == torch.int64:
             assert torch.equal(got, expected), module._CONFIGS[index]

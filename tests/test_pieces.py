@@ -15,6 +15,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.runner import load_module
@@ -56,8 +57,7 @@ def _errors(text):
 def _force(monkeypatch, module, launcher, index):
     """``launcher`` runs ``_CONFIGS[index]``; its pointer launcher the default (a power of two)."""
     real = module._tuned_index
-    monkeypatch.setattr(module, "_tuned_index", lambda name, key: index if name == launcher else real(name, key))
-    module._TUNED.clear()
+    force_config(monkeypatch, module, lambda name, key: index if name == launcher else real(name, key))
 
 
 @pytest.fixture
@@ -246,6 +246,7 @@ def test_pieces_in_other_kernels(tmp_path, monkeypatch, variant):
         a = torch.randint(-3, 4, (m, k), generator=g).to(dtype)
         b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
         module._TUNED.clear()
+        module._FAST.clear()
         assert torch.equal(module.mm_pieces(a, b), (a.float() @ b.float()).to(dtype))
 
 

@@ -10,6 +10,7 @@ tails at every block size, and NaN/inf where the product makes them.
 import pytest
 import torch
 
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 
@@ -30,8 +31,7 @@ def test_prod_over_the_middle_dim_at_every_config(generated, monkeypatch, b, d1,
     x = _values(b, d1, d2, seed=d1 + d2)
     expected = torch.prod(x.double(), dim=1).float()
     for index in range(len(module._CONFIGS)):  # BK from 8 to 64, BN from 64 to 512: tails everywhere
-        monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         torch.testing.assert_close(module.prod_reduction(x), expected, rtol=1e-5, atol=0)
     torch.testing.assert_close(module.reference(x), torch.prod(x, dim=1))
 

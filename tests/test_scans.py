@@ -13,6 +13,7 @@ which a scan carries forward (or backward) from where it appears; scans walked i
 import pytest
 import torch
 
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 
@@ -37,10 +38,6 @@ def _oracle(kernel, x):
     return torch.cumprod(xd, dim=1)
 
 
-def _forced(monkeypatch, module, index):
-    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: index)
-
-
 @pytest.mark.parametrize("kernel", ["row_cumsum", "row_cumsum_reverse", "row_cumprod"])
 @pytest.mark.parametrize("n", ROWS)
 def test_scan_matches_torch_at_every_config(generated, monkeypatch, kernel, n):
@@ -48,8 +45,7 @@ def test_scan_matches_torch_at_every_config(generated, monkeypatch, kernel, n):
     x = _rand(5, n, seed=n, low=0.9 if kernel == "row_cumprod" else None)
     want = _oracle(kernel, x)
     for index in range(len(module._CONFIGS)):
-        _forced(monkeypatch, module, index)
-        module._TUNED.clear()
+        force_config(monkeypatch, module, index)
         y = getattr(module, kernel)(x)
         scale = torch.cumsum(x.double().abs(), dim=1).amax() if kernel != "row_cumprod" else want.abs()
         torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=float((1e-5 * scale).max()) + 1e-6)

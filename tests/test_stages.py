@@ -12,6 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tests.conftest import force_config
+
 
 def _rand(*shape, seed=0, dtype=torch.float32, offset=0.0):
     g = torch.Generator().manual_seed(seed)
@@ -48,8 +50,7 @@ def test_norms_match_torch_at_every_config(generated, monkeypatch, name, shape):
     configs = range(len(module._CONFIGS)) if hasattr(module, "_CONFIGS") else [None]
     for index in configs:  # BH from 2 to 16: tails everywhere
         if index is not None:  # a tuned spec at each of its configs
-            monkeypatch.setattr(module, "_tuned_index", lambda launcher, key, index=index: index)
-            module._TUNED.clear()
+            force_config(monkeypatch, module, index)
         result = getattr(module, name)(*inputs)
         assert (result.double() - exact).abs().max().item() <= allowed
         assert torch.equal(result, getattr(module, name)(*inputs))  # bitwise the same run to run

@@ -24,6 +24,12 @@ def autograd_class(kernel: str) -> str:
     return "_" + "".join(part.capitalize() for part in kernel.split("_")) + "Autograd"
 
 
+def autograd_apply(kernel: str) -> str:
+    """The name of the module's ``apply`` of ``kernel``'s Function (``_softmax_apply``: see
+    ``tilegen.runtime.autograd_apply``), which the launcher calls for a call autograd records."""
+    return f"_{kernel}_apply"
+
+
 def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...]) -> AutogradPlan:
     """The :class:`AutogradPlan` of ``spec`` whose checked backward specs are ``backward`` (run in
     order, each on what the forward saved, the outputs' gradients and the earlier ones' outputs);

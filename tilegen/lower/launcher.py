@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.lower.autograd import autograd_class
+from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
@@ -33,6 +33,7 @@ from tilegen.lower.plan import (
     Op,
     RowsPlan,
     StagePlan,
+    TryBlock,
     WithBlock,
 )
 
@@ -373,7 +374,7 @@ def lower_launcher(
     differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
     if grad is not None and differentiable:
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
-        eager = f"{autograd_class(name)}.apply({', '.join([*inputs, *(k for k, _ in keywords)])})"
+        eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords)])})"
         action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
                   else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
         why = ("autograd records this call: through a Function whose backward is the spec's"
@@ -483,6 +484,8 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
+    fast = None if stages else _fast_path(spec, kernel, name, keywords, launch,
+                                          differentiable if grad is not None else [])
     without = []  # a Triton without block pointers runs the pointer launcher
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
@@ -495,9 +498,9 @@ def lower_launcher(
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*head, *autograd, device_guard, *middle[:made], *route, *middle[made:], nothing, *without, *staged,
-            *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(full, kernel, name, launch, call, variant)
+    body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle[:made], *route, *middle[made:],
+            nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
+    body += _launch(full, kernel, name, launch, call, variant, fast.entry if fast else None)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
@@ -710,7 +713,13 @@ def _specialization_key(spec: m.Spec, launch: _LaunchArgs, variant: str | None =
 
 
 def _launch(
-    spec: m.Spec, kernel: KernelPlan, name: str, launch: _LaunchArgs, call: str, variant: str | None = None
+    spec: m.Spec,
+    kernel: KernelPlan,
+    name: str,
+    launch: _LaunchArgs,
+    call: str,
+    variant: str | None = None,
+    entry: str | None = None,
 ) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
@@ -719,7 +728,8 @@ def _launch(
     binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
     sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
-    (``_settle_ties``), and after that its remembered config is one more part of the key."""
+    (``_settle_ties``), and after that its remembered config is one more part of the key. With
+    ``entry`` (see :func:`_fast_path`), the launch is kept for the launcher's fast path."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -799,6 +809,13 @@ def _launch(
         summed = [_sum(kernel)]
     ops += _workspaces(spec, kernel)
     config = (("**config",) if spec.tune is not None else ())
+    tuner = ", _tuner" if spec.tune is not None else ""
+
+    def keep(launcher: str, index: str) -> list[Op]:  # the launch kept for the fast path
+        if entry is None:
+            return []
+        return [Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {entry}){tuner})")]
+
     ops.append(
         IfBlock(
             "_INTERPRET",
@@ -806,6 +823,7 @@ def _launch(
             (
                 Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, *config)))),
                 *summed,
+                *keep(f"_rt.interpreted({jit})", "None"),
                 Line(f"return {returns}"),
             ),
         )
@@ -820,9 +838,81 @@ def _launch(
                    (("_COMPILED", "key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
         *summed,
+        *keep("launch", "device_index"),
         Line(f"return {returns}"),
     ]
     return ops
+
+
+@dataclass(frozen=True)
+class _FastPath:
+    """A launcher's fast path: ``ops`` open the launcher (the key of the call; for a key seen
+    before, the outputs made and the kept launch run again), ``entry`` is the text of what the
+    launch keeps after ``(launch, grid, device_index, device,``: the kernel's arguments after
+    its pointers, then each output's shape."""
+
+    ops: tuple[Op, ...]
+    entry: str
+
+
+def _fast_path(
+    spec: m.Spec,
+    kernel: KernelPlan,
+    name: str,
+    keywords: tuple[tuple[str, str], ...],
+    launch: _LaunchArgs,
+    differentiable: list[str],
+) -> _FastPath | None:
+    """The fast path of a launcher that launches one kernel through pointers (no TMA descriptors,
+    no split loop's sum, no finish kernel, no stages; None for others): a call whose key (the
+    launcher's name; each input's shape, strides, dtype, device and pointer alignment, each
+    scalar and its type, the keywords, the current device) matches an earlier call's that
+    launched makes its outputs and launches as that call did, with everything that call computed
+    from the key (grid, config, sizes, strides, flags) kept by ``_rt.keep_launch``; the checks
+    are not repeated, since an input that passed them once passes them again with the same key.
+    A call autograd would record (grad mode on, ``differentiable`` inputs requiring grad) and
+    anything not hashable (an input that is not a tensor) take the full path, whose checks raise.
+    Measured on the H100 (issue 34): a softmax launch at 8 x 512 costs ... us on the host."""
+    if kernel.descriptors or kernel.split is not None or kernel.finishes or spec.access_style == "descriptor":
+        return None
+    terms = [f'"{name}"']  # one group of terms per line
+    for t in spec.inputs:
+        x = t.name.id
+        terms.append(f"{x}, type({x})" if t.is_scalar else
+                     f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15")
+    if keywords:
+        terms.append(", ".join(k for k, _ in keywords))
+    terms.append("_current_device()")
+    key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
+    shaped = [t for t in spec.outputs if not t.zero_dim]
+    shapes = [f"_{t.name.id}_shape" for t in shaped]
+    body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in shapes)} = fast")]
+    sources = dtype_bindings(spec)
+    for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
+        body.append(Line(f"{var} = {sources[var]}.dtype"))
+    swizzled = swizzled_outputs(spec)
+    for t in spec.outputs:
+        make = "zeros" if t.name.id in swizzled else "empty"
+        shape = "()" if t.zero_dim else f"*_{t.name.id}_shape"
+        body.append(Line(f"{t.name.id} = torch.{make}({shape}, device=device, dtype={torch_dtype(t.dtype)})"))
+    pointers = ", ".join(launch.groups[0])
+    body += [Line(f"launch(grid, device_index, {pointers}, *args)"),
+             Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
+    grad = " or ".join(f"{x}.requires_grad" for x in differentiable)
+    condition = f"fast is not None and not (torch.is_grad_enabled() and ({grad}))" if grad else "fast is not None"
+    ops = (
+        TryBlock(
+            "a call like an earlier one that launched (see _rt.keep_launch) launches as it did",
+            (Line(key), Line("fast = _FAST.get(fast_key)")),
+            "(AttributeError, TypeError, RuntimeError)",
+            (Line("fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: "
+                  "the checks say why"),),
+        ),
+        IfBlock(condition, "", tuple(body)),
+    )
+    args = [a for group in launch.groups[1:] for a in group] + list(launch.constexprs)
+    outputs = [tuple_text([d.text if isinstance(d, m.Number) else d.id for d in t.dims]) for t in shaped]
+    return _FastPath(ops, ", ".join([tuple_text(args), *outputs]))
 
 
 def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:

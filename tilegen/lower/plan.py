@@ -59,7 +59,19 @@ class WithBlock:
     macro: ClassVar[str] = "with_block"
 
 
-Op = Comment | Line | ForLoop | IfBlock | WithBlock
+@dataclass(frozen=True)
+class TryBlock:
+    """``try:  # <why>`` with a body of ops, then ``except <errors>:`` and its body (the
+    launcher's fast path: inputs that are not tensors fall through to the checks)."""
+
+    why: str
+    body: tuple
+    errors: str
+    handler: tuple
+    macro: ClassVar[str] = "try_block"
+
+
+Op = Comment | Line | ForLoop | IfBlock | WithBlock | TryBlock
 
 
 @dataclass(frozen=True)
@@ -293,7 +305,8 @@ class ModulePlan:
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
         launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
-        names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")]
+        names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class"), ("_current_device", "current_device"),
+                 ("_keep_launch", "keep_launch")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
             (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),

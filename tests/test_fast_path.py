@@ -1,0 +1,159 @@
+"""The launchers' fast path (issue 34): a call whose inputs look like an earlier call's (shapes,
+strides, dtypes, devices, pointer alignment, scalars, keywords, current device) launches as that
+call did without repeating its checks. What changed after a cached call must still get the right
+kernel or the right error; the results of the fast path are those of the full one."""
+
+import pytest
+import torch
+
+from tilegen import runtime
+
+
+def _counted(module):
+    """Wrap every launch kept in ``module._FAST`` so that the test sees the fast path taken:
+    returns the list each fast launch appends to."""
+    seen = []
+
+    def wrap(launch):
+        def counted(*args):
+            seen.append(1)
+            return launch(*args)
+        return counted
+
+    for key, (launch, *rest) in list(module._FAST.items()):
+        module._FAST[key] = (wrap(launch), *rest)
+    return seen
+
+
+def test_a_second_call_takes_the_fast_path_and_computes_the_same(generated):
+    rms = generated("rms_norm")
+    x, w = torch.randn(5, 37), torch.randn(37)
+    first = rms.rms_norm(x, w, 1e-6)
+    seen = _counted(rms)
+    second = rms.rms_norm(x, w, 1e-6)
+    assert seen == [1]
+    assert torch.equal(first, second)
+    torch.testing.assert_close(second, rms.reference(x, w, 1e-6))
+    other = torch.randn(5, 37)  # other values, same key: the fast path, its own output
+    torch.testing.assert_close(rms.rms_norm(other, w, 1e-6), rms.reference(other, w, 1e-6))
+    assert seen == [1, 1]
+
+
+@pytest.mark.parametrize("change", ["size", "strides", "dtype", "alignment", "scalar"])
+def test_a_changed_input_gets_its_own_launch(generated, change):
+    rms = generated("rms_norm")
+    x, w = torch.randn(6, 40), torch.randn(40)
+    rms.rms_norm(x, w, 1e-6)
+    rms.rms_norm(x, w, 1e-6)  # kept
+    eps = 1e-6
+    if change == "size":
+        x, w = torch.randn(3, 24), torch.randn(24)
+    elif change == "strides":  # the same shape, column-major
+        x = torch.randn(40, 6).t()
+    elif change == "dtype":
+        x, w = x.half(), w.half()
+    elif change == "alignment":  # a pointer 4 bytes past a 16-byte boundary
+        x = torch.randn(6, 41)[:, 1:]
+    else:
+        eps = 0.5
+    expected = rms.reference(x, w, eps)
+    got = rms.rms_norm(x, w, eps)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, atol=2e-3 if x.dtype == torch.float16 else 1e-5, rtol=1e-3)
+    torch.testing.assert_close(rms.rms_norm(x, w, eps), expected, atol=2e-3 if x.dtype == torch.float16 else 1e-5,
+                               rtol=1e-3)  # and again, through its own fast path
+
+
+def test_bad_input_after_a_cached_call_still_gets_its_message(generated):
+    rms = generated("rms_norm")
+    x, w = torch.randn(4, 16), torch.randn(16)
+    rms.rms_norm(x, w, 1e-6)
+    rms.rms_norm(x, w, 1e-6)
+    with pytest.raises(TypeError, match=r"weight must have dtype torch\.float32 like x"):
+        rms.rms_norm(x, w.half(), 1e-6)
+    with pytest.raises(ValueError, match="weight dimension 0"):
+        rms.rms_norm(x, torch.randn(17), 1e-6)
+    with pytest.raises(TypeError, match="eps must be a Python float"):
+        rms.rms_norm(x, w, "1e-6")
+    with pytest.raises(TypeError, match="eps must be a Python float"):
+        rms.rms_norm(x, w, [1e-6])  # not hashable: the full path's check
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor"):
+        rms.rms_norm(x.tolist(), w, 1e-6)
+
+
+def test_a_keyword_is_part_of_the_key(generated):
+    copy = generated("copy")
+    x = torch.randn(1000)
+    assert torch.equal(copy.copy(x, BS=256), x)
+    assert torch.equal(copy.copy(x, BS=256), x)
+    assert torch.equal(copy.copy(x, BS=64), x)
+    with pytest.raises(ValueError, match="block size BS must be a power of two"):
+        copy.copy(x, BS=100)
+
+
+def test_outputs_of_several_and_empty_inputs(generated):
+    layer = generated("layer_norm")
+    x, w, b = torch.randn(3, 20).half(), torch.randn(20).half(), torch.randn(20).half()
+    first = layer.layer_norm(x, w, b, 1e-5)
+    second = layer.layer_norm(x, w, b, 1e-5)
+    assert len(second) == 3 and all(torch.equal(a, c) for a, c in zip(first, second, strict=True))
+    empty = layer.layer_norm(torch.randn(0, 20).half(), w, b, 1e-5)
+    assert [t.shape for t in empty] == [(0, 20), (0,), (0,)]
+
+
+def test_an_input_requiring_grad_after_a_cached_call_is_recorded(generated):
+    softmax = generated("softmax")
+    x = torch.randn(4, 33)
+    softmax.softmax(x)
+    softmax.softmax(x)
+    leaf = x.clone().requires_grad_()
+    y = softmax.softmax(leaf)
+    assert y.grad_fn is not None
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    expected = torch.autograd.grad(torch.softmax(leaf, dim=1), leaf, dy)[0]
+    torch.testing.assert_close(leaf.grad, expected)
+    with torch.no_grad():  # grad mode off: the fast path, no graph
+        assert softmax.softmax(leaf).grad_fn is None
+
+
+def test_keep_launch_keeps_nothing_for_a_trial_or_a_key_of_none_and_starts_afresh_when_full(monkeypatch):
+    class Tuner:
+        trial = type("Trial", (), {"pick": None})()
+
+    fast, tuner = {}, Tuner()
+    runtime.keep_launch(fast, None, "entry")
+    assert fast == {}
+    tuner.trial.pick = (("key",), 3)  # settle_ties times config 3: not the config to keep
+    runtime.keep_launch(fast, "a", "entry", tuner)
+    assert fast == {}
+    tuner.trial.pick = None
+    runtime.keep_launch(fast, "a", "entry", tuner)
+    assert fast == {"a": "entry"}
+    monkeypatch.setattr(runtime, "FAST_LIMIT", 2)
+    runtime.keep_launch(fast, "b", "entry")
+    runtime.keep_launch(fast, "c", "entry")
+    assert fast == {"c": "entry"}
+
+
+def test_a_remembered_config_clears_the_launches_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEGEN_CACHE_DIR", str(tmp_path))
+    import triton
+
+    fast = {"a": "entry"}
+    tuner = runtime.Tuner("k", "0" * 16, [triton.Config({"B": 1}), triton.Config({"B": 2})], fast=fast)
+    key = (torch.device("cpu"), 8)
+    tuner.remember(key, triton.Config({"B": 2}))
+    assert fast == {} and tuner.tuned[key] == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or runtime.INTERPRET, reason="a GPU")
+def test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error(generated):
+    rms = generated("rms_norm")
+    x, w = torch.randn(4, 16, device="cuda"), torch.randn(16, device="cuda")
+    rms.rms_norm(x, w, 1e-6)
+    rms.rms_norm(x, w, 1e-6)
+    with pytest.raises(ValueError, match="inputs must be on one device"):
+        rms.rms_norm(x, w.cpu(), 1e-6)
+    with pytest.raises(ValueError, match="inputs are on the CPU"):
+        rms.rms_norm(x.cpu(), w.cpu(), 1e-6)

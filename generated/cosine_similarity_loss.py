@@ -37,7 +37,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("4046eee36c1a9dc4")
+_rt = _runtime("8c2e675c517e1eae")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -134,6 +134,25 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     Keyword arguments: BM=4.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "cosine_similarity_loss",
+            predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
+            targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
+            BM,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
+        launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
+        loss = torch.empty((), device=device, dtype=torch.float32)
+        loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
+        launch(grid, device_index, predictions, targets, loss, loss_partials, *args)
+        finish, finish_grid, finish_args = _loss_finish
+        finish(finish_grid, device_index, loss_partials, loss, *finish_args)
+        return loss
     if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
         _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
     if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
@@ -174,6 +193,7 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
             BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
         )
         cosine_similarity_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(cosine_similarity_loss_kernel), grid, None, device, (M, N, *_predictions_strides, *_targets_strides, 1, BM, BLOCK_N, int64), loss_programs, (_rt.interpreted(cosine_similarity_loss_finish_kernel), (1,), (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))))
         return loss
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -197,7 +217,11 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
         *_predictions_strides, *_targets_strides, 1,
         BM, BLOCK_N, int64,
     )
-    cosine_similarity_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
+    loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
+    loss_finish_key = ("cosine_similarity_loss_finish_kernel", device_index, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
+    loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, cosine_similarity_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
+    loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, BM, BLOCK_N, int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))))
     return loss
 
 

@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("4046eee36c1a9dc4")
+_rt = _runtime("8c2e675c517e1eae")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -186,6 +186,23 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     """Computes norm (into norm_reduced), which every program of frobenius_norm_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_frobenius_norm_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _norm_reduced_shape, _norm_reduced_partials_size, _norm_reduced_finish = fast
+        norm_reduced = torch.empty(*_norm_reduced_shape, device=device, dtype=torch.float32)
+        norm_reduced_partials = torch.empty(_norm_reduced_partials_size, device=device, dtype=torch.float32)
+        launch(grid, device_index, x, norm_reduced, norm_reduced_partials, *args)
+        finish, finish_grid, finish_args = _norm_reduced_finish
+        finish(finish_grid, device_index, norm_reduced_partials, norm_reduced, *finish_args)
+        return norm_reduced
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
         _rt.bad_input("_frobenius_norm_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
     T = x.dtype
@@ -234,6 +251,7 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
             BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
         )
         _frobenius_norm_norm_finish_kernel[(1,)](norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_frobenius_norm_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64), (1,), norm_reduced_programs, (_rt.interpreted(_frobenius_norm_norm_finish_kernel), (1,), (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
         return norm_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -257,7 +275,11 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
         *_x_strides, 1,
         config["BH"], BLOCK_W, int64,
     )
-    _frobenius_norm_norm_finish_kernel[(1,)](norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
+    norm_reduced_finish_grid = (1, 1, 1)  # the launch takes three sizes
+    norm_reduced_finish_key = ("_frobenius_norm_norm_finish_kernel", device_index, *map(_int_class, (norm_reduced_programs, 1, 1, 1, 1)), 1024, 1, norm_reduced_programs >= 2**31)
+    norm_reduced_finish = _COMPILED.get(norm_reduced_finish_key) or _rt.compile_launch(_COMPILED, norm_reduced_finish_key, _frobenius_norm_norm_finish_kernel, norm_reduced_finish_grid, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
+    norm_reduced_finish(norm_reduced_finish_grid, device_index, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64), (1,), norm_reduced_programs, (norm_reduced_finish, norm_reduced_finish_grid, (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
     return norm_reduced
 
 

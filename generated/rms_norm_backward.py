@@ -55,7 +55,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("4046eee36c1a9dc4")
+_rt = _runtime("8c2e675c517e1eae")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -183,6 +183,28 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
     Tuned: BM come from 11 autotune configs keyed on N; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "rms_norm_backward",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
+        launch, grid, device_index, device, args, _dx_shape, _dweight_shape, _dweight_partials_size, _dweight_finish = fast
+        T = dy.dtype
+        dx = torch.empty(*_dx_shape, device=device, dtype=T)
+        dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
+        dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
+        launch(grid, device_index, dy, x, weight, dx, dweight, dweight_partials, *args)
+        finish, finish_grid, finish_args = _dweight_finish
+        finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
+        return dx, dweight
     if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
         _rt.bad_input("rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = dy.dtype
@@ -251,6 +273,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
         )
         rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(rms_norm_backward_kernel.fn), grid, None, device, (M, N, eps, *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (N,), dweight_programs * N, (_rt.interpreted(rms_norm_backward_finish_kernel), ((N + 32 - 1) // 32,), (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
         return dx, dweight
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -276,7 +299,11 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
         *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1,
         config["BM"], BLOCK_N, int64,
     )
-    rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+    dweight_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
+    dweight_finish_key = ("rms_norm_backward_finish_kernel", device_index, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
+    dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, rms_norm_backward_finish_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+    dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (N,), dweight_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
     return dx, dweight
 
 

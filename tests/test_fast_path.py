@@ -157,3 +157,28 @@ def test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error(generated):
         rms.rms_norm(x, w.cpu(), 1e-6)
     with pytest.raises(ValueError, match="inputs are on the CPU"):
         rms.rms_norm(x.cpu(), w.cpu(), 1e-6)
+
+
+@pytest.mark.parametrize("kernel", ["rms_norm_backward", "mse_loss", "layer_norm_backward"])
+def test_a_launcher_with_finish_kernels_takes_the_fast_path(generated, kernel):
+    """Reductions across programs: the kept launch makes the workspaces and runs the finish
+    kernels too (a weight gradient's column sums, a loss's one number)."""
+    module = generated(kernel)
+    g = torch.Generator().manual_seed(7)
+    if kernel == "rms_norm_backward":
+        args = (torch.randn(9, 40, generator=g), torch.randn(9, 40, generator=g), torch.randn(40, generator=g), 1e-6)
+    elif kernel == "mse_loss":
+        args = (torch.randn(13, 70, generator=g), torch.randn(13, 70, generator=g))
+    else:
+        x = torch.randn(9, 40, generator=g).half()
+        args = (torch.randn(9, 40, generator=g).half(), x, torch.randn(40, generator=g).half(),
+                x.float().mean(dim=1), x.float().var(dim=1, unbiased=False).add(1e-5).rsqrt())
+    launcher = getattr(module, kernel)
+    first = launcher(*args)
+    seen = _counted(module)
+    second = launcher(*args)
+    assert seen == [1]
+    first, second, expected = (t if isinstance(t, tuple) else (t,) for t in (first, second, module.reference(*args)))
+    for a, b, c in zip(first, second, expected, strict=True):
+        assert torch.equal(a, b)
+        torch.testing.assert_close(b.float(), c.float(), atol=2e-2 if b.dtype == torch.float16 else 1e-5, rtol=1e-3)

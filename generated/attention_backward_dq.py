@@ -52,7 +52,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("8c2e675c517e1eae")
+_rt = _runtime("ea75ee3e4a0cf359")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -152,6 +152,27 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
     Tuned: BM, BN come from 6 autotune configs keyed on S, T, D; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "attention_backward_dq",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
+            scale, type(scale),
+            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
+            lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
+            delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
+        launch, grid, device_index, device, args, _dq_shape, descriptors = fast
+        DT = q.dtype
+        dq = torch.empty(*_dq_shape, device=device, dtype=DT)
+        launch(grid, device_index, *_rt.rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args)
+        return dq
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("attention_backward_dq", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -265,6 +286,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
             scale,
             BLOCK_D=BLOCK_D, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_backward_dq_kernel.fn), grid, None, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc), (q, k, v, do, lse, delta, dq))), _tuner)
         return dq
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -287,6 +309,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
         scale,
         config["BM"], config["BN"], BLOCK_D,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc), (q, k, v, do, lse, delta, dq))), _tuner)
     return dq
 
 
@@ -378,7 +401,7 @@ def _attention_backward_dq_pointers_kernel(
 
 
 def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    """attention_backward_dq() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_dq_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,\n    delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _dq_shape = fast'), Line(code='DT = q.dtype'), Line(code='dq = torch.empty(*_dq_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)'), Line(code='return dq')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, int64), (B, H, S, D)') cannot serve: the kernel of specs/attention_backward_dq.tile through pointers, with the same tune configs.
+    """attention_backward_dq() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_dq_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,\n    delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _dq_shape = fast'), Line(code='DT = q.dtype'), Line(code='dq = torch.empty(*_dq_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)'), Line(code='return dq')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, int64), (B, H, S, D)', descriptors=(), arrays=('q', 'k', 'v', 'do', 'lse', 'delta', 'dq')) cannot serve: the kernel of specs/attention_backward_dq.tile through pointers, with the same tune configs.
     Called by attention_backward_dq(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

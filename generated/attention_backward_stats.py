@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("8c2e675c517e1eae")
+_rt = _runtime("ea75ee3e4a0cf359")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -163,6 +163,25 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     Tuned: BM, BN come from 5 autotune configs keyed on S, T, D; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "attention_backward_stats",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            scale, type(scale),
+            o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
+            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):
+        launch, grid, device_index, device, args, _lse_shape, _delta_shape, descriptors = fast
+        lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
+        delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, *_rt.rebased(descriptors, (q, k, o, do, lse, delta)), *args)
+        return lse, delta
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("attention_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -258,6 +277,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
             scale,
             BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_backward_stats_kernel.fn), grid, None, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S), (B, H, S), _rt.descriptor_templates((q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc), (q, k, o, do, lse, delta))), _tuner)
         return lse, delta
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -280,6 +300,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
         scale,
         config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S), (B, H, S), _rt.descriptor_templates((q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc), (q, k, o, do, lse, delta))), _tuner)
     return lse, delta
 
 
@@ -379,7 +400,7 @@ def _attention_backward_stats_pointers_kernel(
 
 
 def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """attention_backward_stats() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_stats_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    scale, type(scale),\n    o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _lse_shape, _delta_shape = fast'), Line(code='lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)'), Line(code='delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, q, k, o, do, lse, delta, *args)'), Line(code='return lse, delta')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)') cannot serve: the kernel of specs/attention_backward_stats.tile through pointers, with the same tune configs.
+    """attention_backward_stats() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_stats_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    scale, type(scale),\n    o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _lse_shape, _delta_shape = fast'), Line(code='lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)'), Line(code='delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, q, k, o, do, lse, delta, *args)'), Line(code='return lse, delta')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)', descriptors=(), arrays=('q', 'k', 'o', 'do', 'lse', 'delta')) cannot serve: the kernel of specs/attention_backward_stats.tile through pointers, with the same tune configs.
     Called by attention_backward_stats(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("8c2e675c517e1eae")
+_rt = _runtime("ea75ee3e4a0cf359")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -188,6 +188,24 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     Tuned: BM, BN come from 23 autotune configs keyed on S, D; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "attention_causal",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
+            scale, type(scale),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+        launch, grid, device_index, device, args, _o_shape, descriptors = fast
+        DT = q.dtype
+        o = torch.empty(*_o_shape, device=device, dtype=DT)
+        launch(grid, device_index, *_rt.rebased(descriptors, (q, k, v, o)), *args)
+        return o
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("attention_causal", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -269,6 +287,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             scale,
             BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_causal_kernel.fn), grid, None, device, (B, H, S, D, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, o_desc), (q, k, v, o))), _tuner)
         return o
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -291,6 +310,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         scale,
         config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, o_desc), (q, k, v, o))), _tuner)
     return o
 
 
@@ -418,7 +438,7 @@ def _attention_causal_pointers_kernel(
 
 
 def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """attention_causal() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_causal_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _o_shape = fast'), Line(code='DT = q.dtype'), Line(code='o = torch.empty(*_o_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, o, *args)'), Line(code='return o')), orelse=())), entry='(B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)') cannot serve: the kernel of specs/attention_causal.tile through pointers, with the same tune configs.
+    """attention_causal() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_causal_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _o_shape = fast'), Line(code='DT = q.dtype'), Line(code='o = torch.empty(*_o_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, o, *args)'), Line(code='return o')), orelse=())), entry='(B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)', descriptors=(), arrays=('q', 'k', 'v', 'o')) cannot serve: the kernel of specs/attention_causal.tile through pointers, with the same tune configs.
     Called by attention_causal(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -37,7 +37,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("8c2e675c517e1eae")
+_rt = _runtime("ea75ee3e4a0cf359")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -219,9 +219,25 @@ def _matmul_block_ptr_descriptors_kernel(
 
 
 def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where its None cannot serve: the kernel of specs/matmul_block_ptr.tile through descriptors.
+    """matmul_block_ptr() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_descriptors",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape, descriptors = fast'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, *_rt.rebased(descriptors, (a, b, c)), *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T), (M, N)', descriptors=('a_desc', 'b_desc', 'c_desc'), arrays=('a', 'b', 'c')) cannot serve: the kernel of specs/matmul_block_ptr.tile through descriptors.
     Called by matmul_block_ptr(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_matmul_block_ptr_descriptors",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _c_shape, descriptors = fast
+        c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
+        launch(grid, device_index, *_rt.rebased(descriptors, (a, b, c)), *args)
+        return c
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("_matmul_block_ptr_descriptors", "a", a, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -272,6 +288,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
             M, K, N,
             BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_descriptors_kernel), grid, None, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc), (a, b, c))))
         return c
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -292,6 +309,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         M, K, N,
         BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc), (a, b, c))))
     return c
 
 
@@ -343,7 +361,7 @@ def _matmul_block_ptr_pointers_kernel(
 
 
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape = fast'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, a, b, c, *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)') cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
+    """matmul_block_ptr() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape = fast'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, a, b, c, *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)', descriptors=(), arrays=('a', 'b', 'c')) cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
     Called by matmul_block_ptr(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -68,7 +68,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("8c2e675c517e1eae")
+_rt = _runtime("ea75ee3e4a0cf359")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -288,6 +288,23 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     Tuned: BK, BN, BM come from 24 autotune configs keyed on next_power_of_2(M), N, K; the Triton interpreter runs config 23.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_fast_backward_db",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad)):
+        launch, grid, device_index, device, args, _db_shape, descriptors, partials = fast
+        T = a.dtype
+        db = torch.empty(*_db_shape, device=device, dtype=T)
+        launch(grid, device_index, *_rt.rebased(descriptors, (a, dc, db)), partials, *args)
+        return db
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
         _rt.bad_input("matmul_fast_backward_db", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = a.dtype
@@ -396,6 +413,8 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, db, parts)
+        if parts == 1:
+            _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_fast_backward_db_kernel.fn), grid, None, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), partials), _tuner)
         return db
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -419,6 +438,8 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, db, parts)
+    if parts == 1:
+        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, A_T, DC_T, NUM_SMS), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc, a_piece_desc, db_piece_desc, a_tail_desc, dc_tail_desc, db_tail_desc), (a, dc, db)), partials), _tuner)
     return db
 
 
@@ -575,9 +596,26 @@ def _matmul_fast_backward_db_pointers_kernel(
 
 
 def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast_backward_db() where its None cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
+    """matmul_fast_backward_db() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_db_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _db_shape, partials = fast'), Line(code='T = a.dtype'), Line(code='db = torch.empty(*_db_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, a, dc, db, partials, *args)'), Line(code='return db')), orelse=())), entry='(M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N)', descriptors=(), arrays=('a', 'dc', 'db')) cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
     Called by matmul_fast_backward_db(), after its checks.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "_matmul_fast_backward_db_pointers",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None:
+        launch, grid, device_index, device, args, _db_shape, partials = fast
+        T = a.dtype
+        db = torch.empty(*_db_shape, device=device, dtype=T)
+        launch(grid, device_index, a, dc, db, partials, *args)
+        return db
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
         _rt.bad_input("_matmul_fast_backward_db_pointers", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = a.dtype
@@ -634,6 +672,8 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
         )
         if parts > 1:  # partial sums over parts of the loop: added up
             _sum_partials(partials, db, parts)
+        if parts == 1:
+            _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_fast_backward_db_pointers_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), partials), _tuner)
         return db
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -659,6 +699,8 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
     )
     if parts > 1:  # partial sums over parts of the loop: added up
         _sum_partials(partials, db, parts)
+    if parts == 1:
+        _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N), partials), _tuner)
     return db
 
 

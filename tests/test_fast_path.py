@@ -182,3 +182,25 @@ def test_a_launcher_with_finish_kernels_takes_the_fast_path(generated, kernel):
     for a, b, c in zip(first, second, expected, strict=True):
         assert torch.equal(a, b)
         torch.testing.assert_close(b.float(), c.float(), atol=2e-2 if b.dtype == torch.float16 else 1e-5, rtol=1e-3)
+
+
+@pytest.mark.parametrize("change", ["none", "b column-major", "dtype", "odd K (pointers)"])
+def test_a_matmul_with_descriptors_takes_the_fast_path(generated, change):
+    """matmul_fast launches through TMA descriptors: the kept launch makes them again on the new
+    call's tensors (shapes, strides, block shapes kept); another layout, dtype or a K that TMA
+    cannot address gets its own launch."""
+    module = generated("matmul_fast")
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(40, 32, generator=g).half(), torch.randn(32, 24, generator=g).half()
+    module.matmul_fast(a, b)
+    module.matmul_fast(a, b)
+    if change == "b column-major":
+        b = torch.randn(24, 32, generator=g).half().t()
+    elif change == "dtype":
+        a, b = a.float(), b.float()
+    elif change == "odd K (pointers)":
+        a, b = torch.randn(40, 33, generator=g).half(), torch.randn(33, 24, generator=g).half()
+    other = torch.randn(a.shape, generator=g).to(a.dtype)  # new values, the same key as a
+    for x in (a, other, other):
+        expected = (x.double() @ b.double()).to(x.dtype)
+        torch.testing.assert_close(module.matmul_fast(x, b), expected, atol=2e-2, rtol=1e-2)

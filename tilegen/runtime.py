@@ -16,6 +16,7 @@ registration of a launcher as a PyTorch custom op (:func:`register_op`). What on
 """
 
 import concurrent.futures
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -142,6 +143,42 @@ def keep_launch(fast, key, entry, tuner=None):
     if len(fast) >= FAST_LIMIT:
         fast.clear()
     fast[key] = entry
+
+
+def descriptor_templates(descriptors, tensors):
+    """What a fast path keeps of a launch's TMA ``descriptors`` (TensorDescriptors or None) to make
+    them again on another call's ``tensors`` (:func:`rebased`): for each, None, or the index in
+    ``tensors`` of its base and its other fields (shape, strides, block shape, ...)."""
+    templates = []
+    for descriptor in descriptors:
+        if descriptor is None:
+            templates.append(None)
+            continue
+        index = next(i for i, tensor in enumerate(tensors) if tensor is descriptor.base)
+        fields = {f.name: getattr(descriptor, f.name) for f in dataclasses.fields(descriptor) if f.name != "base"}
+        templates.append((index, fields))
+    return tuple(templates)
+
+
+def rebased(templates, tensors):
+    """The descriptors of ``templates`` (:func:`descriptor_templates`) on ``tensors``: copies of
+    the kept fields with this call's base, made without TensorDescriptor's per-call checks
+    (about 2.5 us each on the H100's host), which the kept call passed with the same sizes,
+    strides, dtypes and alignment."""
+    made = []
+    for template in templates:
+        if template is None:
+            made.append(None)
+            continue
+        index, fields = template
+        if hasattr(TensorDescriptor, "__slots__"):  # a Triton whose descriptors have no __dict__: checked again
+            made.append(TensorDescriptor(tensors[index], **fields))
+            continue
+        descriptor = object.__new__(TensorDescriptor)
+        descriptor.__dict__.update(fields)
+        descriptor.base = tensors[index]
+        made.append(descriptor)
+    return made
 
 
 def interpreted(kernel):

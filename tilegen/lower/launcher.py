@@ -501,7 +501,7 @@ def lower_launcher(
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
     body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle[:made], *route, *middle[made:],
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(full, kernel, name, launch, call, variant, fast.entry if fast else None)
+    body += _launch(full, kernel, name, launch, call, variant, fast)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, Line(f"return {returns}"))
@@ -720,7 +720,7 @@ def _launch(
     launch: _LaunchArgs,
     call: str,
     variant: str | None = None,
-    entry: str | None = None,
+    fast: _FastPath | None = None,
 ) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
@@ -730,7 +730,8 @@ def _launch(
     sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
     (``_settle_ties``), and after that its remembered config is one more part of the key. With
-    ``entry`` (see :func:`_fast_path`), the launch is kept for the launcher's fast path."""
+    ``fast`` (see :func:`_fast_path`), the launch is kept for the launcher's fast path (a split
+    loop's only where it runs in one part)."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -813,15 +814,21 @@ def _launch(
     tuner = ", _tuner" if spec.tune is not None else ""
 
     def keep(launcher: str, index: str) -> list[Op]:  # the launch kept for the fast path
-        if entry is None:
+        if fast is None:
             return []
+        entry = fast.entry
         finishes = [f"({f.output}_finish, {f.output}_finish_grid, {tuple_text(_finish_args(f)[1])})"
                     for f in kernel.finishes]
         if index == "None":  # under the interpreter: the JIT functions
             finishes = [f"(_rt.interpreted({f.kernel.name}), {f.grid}, {tuple_text(_finish_args(f)[1])})"
                         for f in kernel.finishes]
-        kept = ", ".join([entry, *(f.size for f in kernel.finishes for _ in f.workspaces), *finishes])
-        return [Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {kept}){tuner})")]
+        kept = [entry, *(f.size for f in kernel.finishes for _ in f.workspaces), *finishes]
+        if fast.descriptors:
+            kept.append(f"_rt.descriptor_templates({tuple_text(fast.descriptors)}, {tuple_text(fast.arrays)})")
+        if kernel.split is not None:
+            kept.append("partials")
+        line = Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {', '.join(kept)}){tuner})")
+        return [IfBlock("parts == 1", "", (line,))] if kernel.split is not None else [line]
 
     ops.append(
         IfBlock(
@@ -860,6 +867,8 @@ class _FastPath:
 
     ops: tuple[Op, ...]
     entry: str
+    descriptors: tuple[str, ...] = ()  # the TMA descriptors the launch takes (kept as templates)
+    arrays: tuple[str, ...] = ()  # the tensors they may be made on, in the spec's order
 
 
 def _fast_path(
@@ -882,7 +891,8 @@ def _fast_path(
     anything not hashable (an input that is not a tensor) take the full path, whose checks raise.
     On the H100 (issue 34) it brought softmax at 8 x 512 from 17.9 to 11.0 us a call on the host
     (the launch alone, Triton's, is 5.4 us; torch.empty 2.2)."""
-    if kernel.descriptors or kernel.split is not None or spec.access_style == "descriptor":
+    descriptors = [a for a in launch.groups[0] if a.endswith("_desc")]
+    if descriptors and kernel.finishes:
         return None
     terms = [f'"{name}"']  # one group of terms per line
     for t in spec.inputs:
@@ -897,6 +907,8 @@ def _fast_path(
     shapes = [f"_{t.name.id}_shape" for t in shaped]
     shapes += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
     shapes += [f"_{f.output}_finish" for f in kernel.finishes]
+    shapes += ["descriptors"] if descriptors else []
+    shapes += ["partials"] if kernel.split is not None else []  # the empty workspace of a loop in one part
     body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in shapes)} = fast")]
     sources = dtype_bindings(spec)
     for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
@@ -909,6 +921,10 @@ def _fast_path(
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
     pointers = ", ".join(launch.groups[0])
+    if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
+        rest = [a for a in launch.groups[0] if not a.endswith("_desc")]
+        arrays = tuple_text(t.name.id for t in spec.arrays)
+        pointers = ", ".join([f"*_rt.rebased(descriptors, {arrays})", *rest])
     body.append(Line(f"launch(grid, device_index, {pointers}, *args)"))
     for finish in kernel.finishes:  # each merges its workspaces' partials into its output
         name = f"_{finish.output}_finish"
@@ -929,7 +945,8 @@ def _fast_path(
     )
     args = [a for group in launch.groups[1:] for a in group] + list(launch.constexprs)
     outputs = [tuple_text([d.text if isinstance(d, m.Number) else d.id for d in t.dims]) for t in shaped]
-    return _FastPath(ops, ", ".join([tuple_text(args), *outputs]))
+    return _FastPath(ops, ", ".join([tuple_text(args), *outputs]), tuple(descriptors),
+                     tuple(t.name.id for t in spec.arrays))
 
 
 def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:

@@ -218,7 +218,7 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
         BM, BLOCK_N, int64,
     )
     loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    loss_finish_key = ("cosine_similarity_loss_finish_kernel", device_index, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
+    loss_finish_key = ("cosine_similarity_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
     loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, cosine_similarity_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
     loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
     _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, BM, BLOCK_N, int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M), 1, 1, 1, 1024, 1, loss_programs >= 2**31))))

@@ -276,7 +276,7 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
         config["BH"], BLOCK_W, int64,
     )
     norm_reduced_finish_grid = (1, 1, 1)  # the launch takes three sizes
-    norm_reduced_finish_key = ("_frobenius_norm_norm_finish_kernel", device_index, *map(_int_class, (norm_reduced_programs, 1, 1, 1, 1)), 1024, 1, norm_reduced_programs >= 2**31)
+    norm_reduced_finish_key = ("_frobenius_norm_norm_finish_kernel", device_index, norm_reduced_partials.dtype, norm_reduced.dtype, *map(_int_class, (norm_reduced_programs, 1, 1, 1, 1)), 1024, 1, norm_reduced_programs >= 2**31)
     norm_reduced_finish = _COMPILED.get(norm_reduced_finish_key) or _rt.compile_launch(_COMPILED, norm_reduced_finish_key, _frobenius_norm_norm_finish_kernel, norm_reduced_finish_grid, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
     norm_reduced_finish(norm_reduced_finish_grid, device_index, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
     _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64), (1,), norm_reduced_programs, (norm_reduced_finish, norm_reduced_finish_grid, (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)

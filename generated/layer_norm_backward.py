@@ -358,11 +358,11 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         config["BM"], BLOCK_N, int64,
     )
     dweight_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dweight_finish_key = ("layer_norm_backward_finish_dweight_kernel", device_index, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
+    dweight_finish_key = ("layer_norm_backward_finish_dweight_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
     dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, layer_norm_backward_finish_dweight_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     dbias_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dbias_finish_key = ("layer_norm_backward_finish_dbias_kernel", device_index, *map(_int_class, (dbias_programs, N, N, 1, 1)), 128, 32, dbias_programs * N >= 2**31)
+    dbias_finish_key = ("layer_norm_backward_finish_dbias_kernel", device_index, dbias_partials.dtype, dbias.dtype, *map(_int_class, (dbias_programs, N, N, 1, 1)), 128, 32, dbias_programs * N >= 2**31)
     dbias_finish = _COMPILED.get(dbias_finish_key) or _rt.compile_launch(_COMPILED, dbias_finish_key, layer_norm_backward_finish_dbias_kernel, dbias_finish_grid, dbias_partials, dbias, dbias_programs, N, N, 1, 1, 128, 32, dbias_programs * N >= 2**31)
     dbias_finish(dbias_finish_grid, device_index, dbias_partials, dbias, dbias_programs, N, N, 1, 1, 128, 32, dbias_programs * N >= 2**31)
     _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_x_strides, *_weight_strides, *_mu_strides, *_rstd_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (N,), (N,), dweight_programs * N, dbias_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, N, N, 1, 1, 128, 32, dbias_programs * N >= 2**31))), _tuner)

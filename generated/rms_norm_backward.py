@@ -300,7 +300,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
         config["BM"], BLOCK_N, int64,
     )
     dweight_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
-    dweight_finish_key = ("rms_norm_backward_finish_kernel", device_index, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
+    dweight_finish_key = ("rms_norm_backward_finish_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
     dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, rms_norm_backward_finish_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (N,), dweight_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)

@@ -1053,8 +1053,8 @@ def _finished_compiled(kernel: KernelPlan) -> list[Op]:
         pointers, rest, ints = _finish_args(finish)
         constexprs = [a for p, a in zip([p for g in finish.kernel.param_groups for p in g], finish.args, strict=True)
                       if p.constexpr]
-        key = ", ".join([f'"{finish.kernel.name}"', "device_index", f"*map(_int_class, {tuple_text(ints)})",
-                         *constexprs])
+        key = ", ".join([f'"{finish.kernel.name}"', "device_index", *(f"{p}.dtype" for p in pointers),
+                         f"*map(_int_class, {tuple_text(ints)})", *constexprs])  # the pointers' dtypes: Triton's too
         assert finish.grid.endswith(",)"), "a finish kernel's grid is one axis"
         ops += [
             Line(f"{name}_grid = {finish.grid[:-2]}, 1, 1)  # the launch takes three sizes"),

@@ -292,6 +292,22 @@ def frobenius_norm(x: torch.Tensor) -> torch.Tensor:
     Tuned: BH come from 4 autotune configs keyed on H, W; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "frobenius_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+        launch, grid, device_index, device, args, _y_shape = fast
+        T = x.dtype
+        y = torch.empty(*_y_shape, device=device, dtype=T)
+        norm_reduced = _frobenius_norm_norm(x)
+        launch(grid, device_index, x, norm_reduced, y, *args)
+        return y
     if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
         _rt.bad_input("frobenius_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
     T = x.dtype
@@ -340,6 +356,7 @@ def frobenius_norm(x: torch.Tensor) -> torch.Tensor:
             *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
             BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
         )
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(frobenius_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
         return y
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -363,6 +380,7 @@ def frobenius_norm(x: torch.Tensor) -> torch.Tensor:
         *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
         config["BH"], BLOCK_W, int64,
     )
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
     return y
 
 

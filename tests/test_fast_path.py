@@ -204,3 +204,17 @@ def test_a_matmul_with_descriptors_takes_the_fast_path(generated, change):
     for x in (a, other, other):
         expected = (x.double() @ b.double()).to(x.dtype)
         torch.testing.assert_close(module.matmul_fast(x, b), expected, atol=2e-2, rtol=1e-2)
+
+
+def test_a_launcher_with_stages_takes_the_fast_path(generated):
+    """batch_norm's stage (each channel's shift and scale, a kernel of its own) runs first on the
+    fast path too, through its own launcher."""
+    module = generated("batch_norm")
+    g = torch.Generator().manual_seed(5)
+    args = (torch.randn(3, 4, 5, 7, generator=g), torch.randn(4, generator=g), torch.randn(4, generator=g), 1e-5)
+    first = module.batch_norm(*args)
+    seen = _counted(module)
+    second = module.batch_norm(*args)
+    assert len(seen) == 2  # the stage's launch and the kernel's, both kept
+    assert torch.equal(first, second)
+    torch.testing.assert_close(second, module.reference(*args), atol=1e-5, rtol=1e-4)

@@ -485,8 +485,7 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
-    fast = None if stages else _fast_path(spec, kernel, name, keywords, launch,
-                                          differentiable if grad is not None else [])
+    fast = _fast_path(spec, kernel, name, keywords, launch, differentiable if grad is not None else [], stages)
     without = []  # a Triton without block pointers runs the pointer launcher
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
@@ -878,19 +877,20 @@ def _fast_path(
     keywords: tuple[tuple[str, str], ...],
     launch: _LaunchArgs,
     differentiable: list[str],
+    stages: tuple[StagePlan, ...] = (),
 ) -> _FastPath | None:
-    """The fast path of a launcher that launches its kernel through pointers, then its finish
-    kernels, if any (no TMA descriptors, no split loop's sum, no stages; None for others): a call whose key (the
+    """The fast path of a launcher (None for one taking TMA descriptors with finish kernels): a call whose key (the
     launcher's name; each input's shape, strides, dtype, device and pointer alignment, each
     scalar and its type, the keywords, the current device) matches an earlier call's that
     launched makes its outputs and launches as that call did, with everything that call computed
     from the key (grid, config, sizes, strides, flags, the workspaces' sizes, each finish
     kernel's launch, grid and arguments after its pointers) kept by ``_rt.keep_launch``; the
     checks are not repeated, since an input that passed them once passes them again with the same key.
+    ``stages`` run first, as on the full path, each through its own launcher (and fast path).
     A call autograd would record (grad mode on, ``differentiable`` inputs requiring grad) and
     anything not hashable (an input that is not a tensor) take the full path, whose checks raise.
-    On the H100 (issue 34) it brought softmax at 8 x 512 from 17.9 to 11.0 us a call on the host
-    (the launch alone, Triton's, is 5.4 us; torch.empty 2.2)."""
+    On the H100 (issue 34) it took softmax at 8 x 512 from 21.5 to 16.7 us a call on the host, in
+    one process (Triton's launch of the compiled kernel alone is 5.4 us, torch.empty 2.2)."""
     descriptors = [a for a in launch.groups[0] if a.endswith("_desc")]
     if descriptors and kernel.finishes:
         return None
@@ -920,6 +920,7 @@ def _fast_path(
         body.append(Line(f"{t.name.id} = torch.{make}({shape}, device=device, dtype={torch_dtype(t.dtype)})"))
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
+    body += [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     pointers = ", ".join(launch.groups[0])
     if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
         rest = [a for a in launch.groups[0] if not a.endswith("_desc")]

@@ -134,8 +134,11 @@ def keep_launch(fast, key, entry, tuner=None):
     what a launcher's fast path needs to launch again for a call whose key is ``key`` (the
     launcher's name; each input's shape, strides, dtype, device and pointer alignment; scalars
     and their types; keywords; the current device), that is, everything the launch computed
-    from those: ``(launch, grid, device_index, device, args, *output shapes)``, ``args`` the
-    kernel's arguments after its pointers. A key of None (an unhashable input) keeps nothing;
+    from those: ``(launch, grid, device_index, device, args, *output shapes, ...)``, ``args`` the
+    kernel's arguments after its pointers, then each finish kernel's workspace sizes and
+    ``(launch, grid, args)``, TMA descriptors' templates (:func:`descriptor_templates`), a split
+    loop's empty workspace (tilegen.lower.launcher's ``_fast_path`` writes both ends). It holds
+    no tensor of the call. A key of None (an unhashable input) keeps nothing;
     nor does a call of ``tuner``'s near-tie settling (its config is a trial). The table is
     cleared when full (:data:`FAST_LIMIT`) and when ``tuner`` remembers a new config."""
     if key is None or (tuner is not None and getattr(tuner.trial, "pick", None) is not None):
@@ -727,13 +730,13 @@ _SHORTCUTS = []
 
 def _eager_shortcut(name, custom, launcher):
     """Make an eager call of ``torch.ops.tilegen.<name>`` on plain tensors that autograd does not
-    record run ``launcher`` straight from the op's Autograd dispatch key: about 3 us over the
-    launcher on the H100, where torch's custom-op path (its Python autograd kernel, a redispatch,
-    the backend wrapper's checks) costs 13-18 us more. Every other call (an input requiring grad
-    in grad mode, a tensor subclass such as torch.compile's fake and functional tensors, an active
-    dispatch mode or functorch transform) takes torch's own autograd kernel of ``custom`` (its
-    CustomOpDef), which runs the registered formula. Where torch's private pieces this needs are
-    missing (another torch), the op keeps torch's path."""
+    record run ``launcher`` straight from the op's Autograd dispatch key: 2-14 us over the
+    launcher on the H100 (median 6.5 over every spec), where torch's custom-op path (its Python
+    autograd kernel, a redispatch, the backend wrapper's checks) cost 13-20 us. Every other call
+    (an input requiring grad in grad mode, a tensor subclass such as torch.compile's fake and
+    functional tensors, an active dispatch mode or functorch transform) takes torch's own
+    autograd kernel of ``custom`` (its CustomOpDef), which runs the registered formula. Where
+    torch's private pieces this needs are missing (another torch), the op keeps torch's path."""
     try:
         from torch._library.autograd import make_autograd_impl
 

@@ -314,8 +314,10 @@ _COMPILED = {}  # the runtime's own kernels (the sum of partial sums): key -> la
 
 
 @functools.cache
+@functools.cache
 def no_partials(device):
-    """The workspace a loop run in one part is given: an empty f32 tensor, made once per device."""
+    """The workspace a loop run in one part is given: an empty f32 tensor, made once per device
+    (the kernel never touches it)."""
     return torch.empty(0, device=device, dtype=torch.float32)
 
 

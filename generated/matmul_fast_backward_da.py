@@ -67,7 +67,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("b3dec460d0febdc8")
+_rt = _runtime("7cb2db4bea8812f6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -594,7 +594,7 @@ def _matmul_fast_backward_da_pointers_kernel(
 
 
 def _matmul_fast_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast_backward_da() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_da_pointers",\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _da_shape, partials = fast'), Line(code='T = dc.dtype'), Line(code='da = torch.empty(*_da_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, dc, b, da, partials, *args)'), Line(code='return da')), orelse=())), entry='(M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K)', descriptors=(), arrays=('dc', 'b', 'da')) cannot serve: the kernel of specs/matmul_fast_backward_da.tile through pointers, with the same tune configs.
+    """matmul_fast_backward_da() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_da_pointers",\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _da_shape, partials = fast'), Line(code='T = dc.dtype'), Line(code='da = torch.empty(*_da_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, dc, b, da, partials, *args)'), Line(code='return da')), orelse=())), entry='(M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K)', finishes=(), descriptors=(), arrays=('dc', 'b', 'da'), split=True, tuned=True) cannot serve: the kernel of specs/matmul_fast_backward_da.tile through pointers, with the same tune configs.
     Called by matmul_fast_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -68,7 +68,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("b3dec460d0febdc8")
+_rt = _runtime("7cb2db4bea8812f6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -596,7 +596,7 @@ def _matmul_fast_backward_db_pointers_kernel(
 
 
 def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast_backward_db() where its _FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_db_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _db_shape, partials = fast'), Line(code='T = a.dtype'), Line(code='db = torch.empty(*_db_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, a, dc, db, partials, *args)'), Line(code='return db')), orelse=())), entry='(M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N)', descriptors=(), arrays=('a', 'dc', 'db')) cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
+    """matmul_fast_backward_db() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_db_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _db_shape, partials = fast'), Line(code='T = a.dtype'), Line(code='db = torch.empty(*_db_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, a, dc, db, partials, *args)'), Line(code='return db')), orelse=())), entry='(M, K, N, *_a_strides, *_dc_strides, N, 1, config["BK"], config["BN"], config["BM"], GROUP_SIZE_M, NUM_SMS, int64), (K, N)', finishes=(), descriptors=(), arrays=('a', 'dc', 'db'), split=True, tuned=True) cannot serve: the kernel of specs/matmul_fast_backward_db.tile through pointers, with the same tune configs.
     Called by matmul_fast_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -137,7 +137,7 @@ def keep_launch(fast, key, entry, tuner=None):
     from those: ``(launch, grid, device_index, device, args, *output shapes, ...)``, ``args`` the
     kernel's arguments after its pointers, then each finish kernel's workspace sizes and
     ``(launch, grid, args)``, TMA descriptors' templates (:func:`descriptor_templates`), a split
-    loop's empty workspace (tilegen.lower.launcher's ``_fast_path`` writes both ends). It holds
+    loop's empty workspace (:mod:`tilegen.lower.fast` writes both ends). It holds
     no tensor of the call. A key of None (an unhashable input) keeps nothing;
     nor does a call of ``tuner``'s near-tie settling (its config is a trial). The table is
     cleared when full (:data:`FAST_LIMIT`) and when ``tuner`` remembers a new config."""

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.autograd import autograd_apply
+from tilegen.lower.fast import FastPath, lower_fast_path
+from tilegen.lower.finish import launch_args
 from tilegen.lower.kernel import INT64_FLAG
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
@@ -25,7 +27,6 @@ from tilegen.lower.names import (
 )
 from tilegen.lower.plan import (
     Comment,
-    FinishPlan,
     HookPlan,
     IfBlock,
     KernelPlan,
@@ -34,7 +35,6 @@ from tilegen.lower.plan import (
     Op,
     RowsPlan,
     StagePlan,
-    TryBlock,
     WithBlock,
 )
 
@@ -485,7 +485,9 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
-    fast = _fast_path(spec, kernel, name, keywords, launch, differentiable if grad is not None else [], stages)
+    fast = lower_fast_path(spec, kernel, keywords, launch.groups[0],
+                           tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
+                           differentiable if grad is not None else [], stages)
     without = []  # a Triton without block pointers runs the pointer launcher
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
@@ -719,7 +721,7 @@ def _launch(
     launch: _LaunchArgs,
     call: str,
     variant: str | None = None,
-    fast: _FastPath | None = None,
+    fast: FastPath | None = None,
 ) -> list[Op]:
     """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
     this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
@@ -729,8 +731,7 @@ def _launch(
     sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
     (``_settle_ties``), and after that its remembered config is one more part of the key. With
-    ``fast`` (see :func:`_fast_path`), the launch is kept for the launcher's fast path (a split
-    loop's only where it runs in one part)."""
+    ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -810,24 +811,7 @@ def _launch(
         summed = [_sum(kernel)]
     ops += _workspaces(spec, kernel)
     config = (("**config",) if spec.tune is not None else ())
-    tuner = ", _tuner" if spec.tune is not None else ""
-
-    def keep(launcher: str, index: str) -> list[Op]:  # the launch kept for the fast path
-        if fast is None:
-            return []
-        entry = fast.entry
-        finishes = [f"({f.output}_finish, {f.output}_finish_grid, {tuple_text(_finish_args(f)[1])})"
-                    for f in kernel.finishes]
-        if index == "None":  # under the interpreter: the JIT functions
-            finishes = [f"(_rt.interpreted({f.kernel.name}), {f.grid}, {tuple_text(_finish_args(f)[1])})"
-                        for f in kernel.finishes]
-        kept = [entry, *(f.size for f in kernel.finishes for _ in f.workspaces), *finishes]
-        if fast.descriptors:
-            kept.append(f"_rt.descriptor_templates({tuple_text(fast.descriptors)}, {tuple_text(fast.arrays)})")
-        if kernel.split is not None:
-            kept.append("partials")
-        line = Line(f"_keep_launch(_FAST, fast_key, ({launcher}, grid, {index}, device, {', '.join(kept)}){tuner})")
-        return [IfBlock("parts == 1", "", (line,))] if kernel.split is not None else [line]
+    keep = fast.keep if fast is not None else (lambda launcher, index: [])  # the launch kept for the fast path
 
     ops.append(
         IfBlock(
@@ -855,99 +839,6 @@ def _launch(
         Line(f"return {returns}"),
     ]
     return ops
-
-
-@dataclass(frozen=True)
-class _FastPath:
-    """A launcher's fast path: ``ops`` open the launcher (the key of the call; for a key seen
-    before, the outputs made and the kept launch run again), ``entry`` is the text of what the
-    launch keeps after ``(launch, grid, device_index, device,``: the kernel's arguments after
-    its pointers, then each output's shape."""
-
-    ops: tuple[Op, ...]
-    entry: str
-    descriptors: tuple[str, ...] = ()  # the TMA descriptors the launch takes (kept as templates)
-    arrays: tuple[str, ...] = ()  # the tensors they may be made on, in the spec's order
-
-
-def _fast_path(
-    spec: m.Spec,
-    kernel: KernelPlan,
-    name: str,
-    keywords: tuple[tuple[str, str], ...],
-    launch: _LaunchArgs,
-    differentiable: list[str],
-    stages: tuple[StagePlan, ...] = (),
-) -> _FastPath | None:
-    """The fast path of a launcher (None for one taking TMA descriptors with finish kernels): a call whose key (the
-    launcher's name; each input's shape, strides, dtype, device and pointer alignment, each
-    scalar and its type, the keywords, the current device) matches an earlier call's that
-    launched makes its outputs and launches as that call did, with everything that call computed
-    from the key (grid, config, sizes, strides, flags, the workspaces' sizes, each finish
-    kernel's launch, grid and arguments after its pointers) kept by ``_rt.keep_launch``; the
-    checks are not repeated, since an input that passed them once passes them again with the same key.
-    ``stages`` run first, as on the full path, each through its own launcher (and fast path).
-    A call autograd would record (grad mode on, ``differentiable`` inputs requiring grad) and
-    anything not hashable (an input that is not a tensor) take the full path, whose checks raise.
-    On the H100 (issue 34) it took softmax at 8 x 512 from 21.5 to 16.7 us a call on the host, in
-    one process (Triton's launch of the compiled kernel alone is 5.4 us, torch.empty 2.2)."""
-    descriptors = [a for a in launch.groups[0] if a.endswith("_desc")]
-    if descriptors and kernel.finishes:
-        return None
-    terms = [f'"{name}"']  # one group of terms per line
-    for t in spec.inputs:
-        x = t.name.id
-        terms.append(f"{x}, type({x})" if t.is_scalar else
-                     f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15")
-    if keywords:
-        terms.append(", ".join(k for k, _ in keywords))
-    terms.append("_current_device()")
-    key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
-    shaped = [t for t in spec.outputs if not t.zero_dim]
-    shapes = [f"_{t.name.id}_shape" for t in shaped]
-    shapes += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
-    shapes += [f"_{f.output}_finish" for f in kernel.finishes]
-    shapes += ["descriptors"] if descriptors else []
-    shapes += ["partials"] if kernel.split is not None else []  # the empty workspace of a loop in one part
-    body: list[Op] = [Line(f"launch, grid, device_index, device, args{''.join(', ' + n for n in shapes)} = fast")]
-    sources = dtype_bindings(spec)
-    for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
-        body.append(Line(f"{var} = {sources[var]}.dtype"))
-    swizzled = swizzled_outputs(spec)
-    for t in spec.outputs:
-        make = "zeros" if t.name.id in swizzled else "empty"
-        shape = "()" if t.zero_dim else f"*_{t.name.id}_shape"
-        body.append(Line(f"{t.name.id} = torch.{make}({shape}, device=device, dtype={torch_dtype(t.dtype)})"))
-    for finish in kernel.finishes:
-        body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
-    body += [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
-    pointers = ", ".join(launch.groups[0])
-    if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
-        rest = [a for a in launch.groups[0] if not a.endswith("_desc")]
-        arrays = tuple_text(t.name.id for t in spec.arrays)
-        pointers = ", ".join([f"*_rt.rebased(descriptors, {arrays})", *rest])
-    body.append(Line(f"launch(grid, device_index, {pointers}, *args)"))
-    for finish in kernel.finishes:  # each merges its workspaces' partials into its output
-        name = f"_{finish.output}_finish"
-        body += [Line(f"finish, finish_grid, finish_args = {name}"),
-                 Line(f"finish(finish_grid, device_index, {', '.join(_finish_args(finish)[0])}, *finish_args)")]
-    body.append(Line(f"return {', '.join(t.name.id for t in spec.outputs)}"))
-    grad = " or ".join(f"{x}.requires_grad" for x in differentiable)
-    condition = f"fast is not None and not (torch.is_grad_enabled() and ({grad}))" if grad else "fast is not None"
-    ops = (
-        TryBlock(
-            "a call like an earlier one that launched (see _rt.keep_launch) launches as it did",
-            (Line(key), Line("fast = _FAST.get(fast_key)")),
-            "(AttributeError, TypeError, RuntimeError)",
-            (Line("fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: "
-                  "the checks say why"),),
-        ),
-        IfBlock(condition, "", tuple(body)),
-    )
-    args = [a for group in launch.groups[1:] for a in group] + list(launch.constexprs)
-    outputs = [tuple_text([d.text if isinstance(d, m.Number) else d.id for d in t.dims]) for t in shaped]
-    return _FastPath(ops, ", ".join([tuple_text(args), *outputs]), tuple(descriptors),
-                     tuple(t.name.id for t in spec.arrays))
 
 
 def _set_blocks(spec: m.Spec, kernel: KernelPlan) -> Line:
@@ -1032,18 +923,6 @@ def _finished(kernel: KernelPlan) -> list[Op]:
     return [Line(f"{f.kernel.name}[{f.grid}]({', '.join(f.args)})") for f in kernel.finishes]
 
 
-def _finish_args(finish: FinishPlan) -> tuple[list[str], list[str], list[str]]:
-    """The finish kernel's arguments as launcher text: (pointers, the rest, the integers Triton
-    specializes on); the pointers come first in its signature."""
-    params = [p for group in finish.kernel.param_groups for p in group]
-    pointers = [a for p, a in zip(params, finish.args, strict=True) if p.name.endswith("_ptr")]
-    rest = list(finish.args[len(pointers):])
-    ints = [a for p, a in zip(params, finish.args, strict=True)
-            if not p.name.endswith("_ptr") and not p.constexpr and not a.startswith("float(")]
-    assert finish.args[:len(pointers)] == tuple(pointers), "a finish kernel takes its pointers first"
-    return pointers, rest, ints
-
-
 def _finished_compiled(kernel: KernelPlan) -> list[Op]:
     """The finish kernels' launches on the GPU: each compiled once per specialization (as the
     spec's kernel is: ``_rt.compile_launch``) and launched directly, without the JIT's per-call
@@ -1051,7 +930,7 @@ def _finished_compiled(kernel: KernelPlan) -> list[Op]:
     ops: list[Op] = []
     for finish in kernel.finishes:
         name = f"{finish.output}_finish"
-        pointers, rest, ints = _finish_args(finish)
+        pointers, rest, ints = launch_args(finish)
         constexprs = [a for p, a in zip([p for g in finish.kernel.param_groups for p in g], finish.args, strict=True)
                       if p.constexpr]
         key = ", ".join([f'"{finish.kernel.name}"', "device_index", *(f"{p}.dtype" for p in pointers),

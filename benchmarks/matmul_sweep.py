@@ -15,7 +15,9 @@ appends to ``OUT_DIR/matmul_sweep_<device>.csv``, one row per case, and prints e
 Kernel time in CUDA graphs (``triton.testing.do_bench_cudagraph``: no host launch cost on
 either side), the launcher and ``torch.matmul`` (cuBLAS) on the same tensors in the same run,
 each after a first call (the launcher's autotuning). ``ratio`` is tilegen's speed over cuBLAS's
-(cuBLAS time / tilegen time); ``max error`` is against ``torch.matmul`` in f32 of the same
+(cuBLAS time / tilegen time); ``ratio eager`` the same of eager calls (``triton.testing.do_bench``:
+launches back to back, L2 flushed; where a kernel is shorter than the host's cost of a call, the
+host's cost); ``max error`` is against ``torch.matmul`` in f32 of the same
 inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-bound cases);
 ``config`` is the config the launcher tuned to (``pointers`` where TMA could not serve).
 ``python benchmarks/matmul_sweep.py --plot CSV`` draws ``matmul_sweep_<device>.png`` beside it
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 FIELDS = ["part", "case", "dtype", "a", "b", "M", "N", "K", "tilegen ms", "cuBLAS ms", "ratio", "tilegen TFLOP/s",
-          "cuBLAS TFLOP/s", "TB/s", "max error", "config"]
+          "cuBLAS TFLOP/s", "TB/s", "max error", "config", "tilegen eager ms", "cuBLAS eager ms", "ratio eager"]
 
 
 def _picked(launcher) -> str:
@@ -60,6 +62,10 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
     torch.cuda.synchronize()
     ours = triton.testing.do_bench_cudagraph(lambda: launcher(a, b), rep=100)
     cublas = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b), rep=100)
+    # eager, what a user without graphs sees: launches back to back (the host's cost shows where
+    # the kernel is shorter than it), L2 flushed between calls (Triton's do_bench)
+    ours_eager = triton.testing.do_bench(lambda: launcher(a, b), rep=100)
+    cublas_eager = triton.testing.do_bench(lambda: torch.matmul(a, b), rep=100)
     flops = 2 * m * n * k
     size = a.element_size()
     row = {
@@ -69,6 +75,8 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
         "tilegen TFLOP/s": round(flops / ours * 1e-9, 1), "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
         "TB/s": round((m * k + k * n + m * n) * size / ours * 1e-9, 3), "max error": round(error, 4),
         "config": config,
+        "tilegen eager ms": round(ours_eager, 5), "cuBLAS eager ms": round(cublas_eager, 5),
+        "ratio eager": round(cublas_eager / ours_eager, 3),
     }
     print(row, flush=True)
     return row
@@ -156,6 +164,12 @@ def main(argv: list[str]) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"matmul_sweep_{device}.csv"
     new = not path.exists()
+    if not new:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(line for line in handle if not line.startswith("#")), [])
+        if header != FIELDS:  # a file of an earlier version of this script: no eager columns
+            raise SystemExit(f"{path} has other columns ({len(header)}, this script writes {len(FIELDS)}): "
+                             "write into another OUT_DIR")
     with open(path, "a", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, FIELDS)
         if new:

@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("7cb2db4bea8812f6")
+_rt = _runtime("c68d01f37db598f9")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -62,6 +62,7 @@ _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
+_rebased = _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -204,7 +205,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         launch, grid, device_index, device, args, _o_shape, descriptors = fast
         DT = q.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
-        launch(grid, device_index, *_rt.rebased(descriptors, (q, k, v, o)), *args)
+        launch(grid, device_index, *_rebased(descriptors, (q, k, v, o)), *args)
         return o
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("attention_causal", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)

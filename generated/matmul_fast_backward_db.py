@@ -68,7 +68,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("7cb2db4bea8812f6")
+_rt = _runtime("c68d01f37db598f9")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -78,6 +78,7 @@ _num_sms = _rt.num_sms
 _tail_split = _rt.tail_split
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
+_rebased = _rt.rebased
 _pieces = _rt.pieces
 _no_partials = _rt.no_partials
 _sum_partials = _rt.sum_partials
@@ -303,7 +304,7 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
         launch, grid, device_index, device, args, _db_shape, descriptors, partials = fast
         T = a.dtype
         db = torch.empty(*_db_shape, device=device, dtype=T)
-        launch(grid, device_index, *_rt.rebased(descriptors, (a, dc, db)), partials, *args)
+        launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), partials, *args)
         return db
     if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
         _rt.bad_input("matmul_fast_backward_db", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)

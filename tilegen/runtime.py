@@ -148,6 +148,10 @@ def keep_launch(fast, key, entry, tuner=None):
     fast[key] = entry
 
 
+#: TensorDescriptor keeps its fields in slots (no ``__dict__`` to copy): :func:`rebased` constructs.
+_DESCRIPTOR_SLOTS = hasattr(TensorDescriptor, "__slots__")
+
+
 def descriptor_templates(descriptors, tensors):
     """What a fast path keeps of a launch's TMA ``descriptors`` (TensorDescriptors or None) to make
     them again on another call's ``tensors`` (:func:`rebased`): for each, None, or the index in
@@ -174,7 +178,7 @@ def rebased(templates, tensors):
             made.append(None)
             continue
         index, fields = template
-        if hasattr(TensorDescriptor, "__slots__"):  # a Triton whose descriptors have no __dict__: checked again
+        if _DESCRIPTOR_SLOTS:  # a Triton whose descriptors have no __dict__: made (and checked) again
             made.append(TensorDescriptor(tensors[index], **fields))
             continue
         descriptor = object.__new__(TensorDescriptor)

@@ -128,7 +128,7 @@ def lower_fast_path(
     if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
         rest = [a for a in pointers if not a.endswith("_desc")]
         arrays = tuple_text(t.name.id for t in spec.arrays)
-        passed = ", ".join([f"*_rt.rebased(descriptors, {arrays})", *rest])
+        passed = ", ".join([f"*_rebased(descriptors, {arrays})", *rest])
     body.append(Line(f"launch(grid, device_index, {passed}, *args)"))
     for finish in kernel.finishes:  # each merges its workspaces' partials into its output
         body += [Line(f"finish, finish_grid, finish_args = _{finish.output}_finish"),

@@ -210,13 +210,14 @@ def lower_finish(spec: m.Spec, found: Across, lower_kernel) -> FinishPlan:
     return dataclasses.replace(plan, args=args, grid=grid)
 
 
-def launch_args(finish: FinishPlan) -> tuple[list[str], list[str], list[str]]:
+def launch_args(finish: FinishPlan) -> tuple[list[str], list[str], list[str], list[str]]:
     """The finish kernel's arguments as launcher text: (pointers, the rest, the integers Triton
-    specializes on); the pointers come first in its signature."""
+    specializes on, the constexprs); the pointers come first in its signature."""
     params = [p for group in finish.kernel.param_groups for p in group]
     pointers = [a for p, a in zip(params, finish.args, strict=True) if p.name.endswith("_ptr")]
     rest = list(finish.args[len(pointers):])
     ints = [a for p, a in zip(params, finish.args, strict=True)
             if not p.name.endswith("_ptr") and not p.constexpr and not a.startswith("float(")]
+    constexprs = [a for p, a in zip(params, finish.args, strict=True) if p.constexpr]
     assert finish.args[:len(pointers)] == tuple(pointers), "a finish kernel takes its pointers first"
-    return pointers, rest, ints
+    return pointers, rest, ints, constexprs

@@ -930,9 +930,7 @@ def _finished_compiled(kernel: KernelPlan) -> list[Op]:
     ops: list[Op] = []
     for finish in kernel.finishes:
         name = f"{finish.output}_finish"
-        pointers, rest, ints = launch_args(finish)
-        constexprs = [a for p, a in zip([p for g in finish.kernel.param_groups for p in g], finish.args, strict=True)
-                      if p.constexpr]
+        pointers, rest, ints, constexprs = launch_args(finish)
         key = ", ".join([f'"{finish.kernel.name}"', "device_index", *(f"{p}.dtype" for p in pointers),
                          f"*map(_int_class, {tuple_text(ints)})", *constexprs])  # the pointers' dtypes: Triton's too
         assert finish.grid.endswith(",)"), "a finish kernel's grid is one axis"

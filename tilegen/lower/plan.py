@@ -315,6 +315,7 @@ class ModulePlan:
             (self.kernel.tail is not None, "_tail_split", "tail_split"),
             (self.uses_descriptors, "TensorDescriptor", "TensorDescriptor"),
             (self.uses_descriptors, "_has_tma", "has_tma"),
+            (self.uses_descriptors, "_rebased", "rebased"),
             (self.descriptor_blocks is not None and self.descriptor_kernel.pieces is not None, "_pieces", "pieces"),
             (self.kernel.split is not None, "_no_partials", "no_partials"),
             (self.kernel.split is not None, "_sum_partials", "sum_partials"),

@@ -31,7 +31,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -93,8 +93,8 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
     device = x.device
     if y.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("add", x=x, y=y)
-    if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("add")
+    if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _add_apply(x, y, BLOCK_SIZE) if not torch.compiler.is_compiling() else op(x, y, BLOCK_SIZE=BLOCK_SIZE)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add(x, y, BLOCK_SIZE=BLOCK_SIZE)
@@ -198,3 +198,39 @@ def _add_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> 
 
 
 op = _rt.register_op("add", "c68ff404ef296919", add, _add_fake, _add_traced)
+
+
+def _add_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what add_backward() reads of a add() call (nothing):
+    torch.autograd's setup_context for torch.ops.tilegen.add."""
+
+
+def _add_backward(ctx, dz, eager=False):
+    """The gradients of add()'s inputs: add_backward() of specs/add.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    module = _rt.sibling(__file__, "add_backward")
+    dx, dy = (module.add_backward if eager else module.op)(dz)
+    return dx, dy
+
+
+_rt.register_backward(op, _add_backward, _add_setup_context, __file__, ('add_backward',))
+
+
+class _AddAutograd(torch.autograd.Function):
+    """add() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, y, BLOCK_SIZE):
+        return add(x, y, BLOCK_SIZE=BLOCK_SIZE)
+
+    setup_context = staticmethod(_add_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _add_backward(ctx, *grads, eager=True)
+        return *grads, None  # no gradient for BLOCK_SIZE
+
+
+_add_apply = _rt.autograd_apply(_AddAutograd)  # _AddAutograd.apply without its per-call signature binding

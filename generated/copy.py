@@ -30,7 +30,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -87,8 +87,8 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("copy", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("copy")
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _copy_apply(x, BS) if not torch.compiler.is_compiling() else op(x, BS=BS)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return copy(x, BS=BS)
@@ -181,3 +181,39 @@ def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
 
 
 op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_fake, _copy_traced)
+
+
+def _copy_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what copy_backward() reads of a copy() call (nothing):
+    torch.autograd's setup_context for torch.ops.tilegen.copy."""
+
+
+def _copy_backward(ctx, dz, eager=False):
+    """The gradients of copy()'s inputs: copy_backward() of specs/copy.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    module = _rt.sibling(__file__, "copy_backward")
+    dx = (module.copy_backward if eager else module.op)(dz)
+    return dx
+
+
+_rt.register_backward(op, _copy_backward, _copy_setup_context, __file__, ('copy_backward',))
+
+
+class _CopyAutograd(torch.autograd.Function):
+    """copy() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, BS):
+        return copy(x, BS=BS)
+
+    setup_context = staticmethod(_copy_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _copy_backward(ctx, *grads, eager=True)
+        return grads, None  # no gradient for BS
+
+
+_copy_apply = _rt.autograd_apply(_CopyAutograd)  # _CopyAutograd.apply without its per-call signature binding

@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -314,8 +314,8 @@ def frobenius_norm(x: torch.Tensor) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("frobenius_norm", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("frobenius_norm")
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _frobenius_norm_apply(x) if not torch.compiler.is_compiling() else op(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)
@@ -415,3 +415,41 @@ def _frobenius_norm_fake(x: torch.Tensor) -> torch.Tensor:
 
 
 op = _rt.register_op("frobenius_norm", "e2ef40f1ac2bc408", frobenius_norm, _frobenius_norm_fake, None)
+
+
+def _frobenius_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what frobenius_norm_backward() reads of a frobenius_norm() call (x):
+    torch.autograd's setup_context for torch.ops.tilegen.frobenius_norm."""
+    x = inputs[0]
+    ctx.save_for_backward(x)
+
+
+def _frobenius_norm_backward(ctx, dy, eager=False):
+    """The gradients of frobenius_norm()'s inputs: frobenius_norm_backward() of specs/frobenius_norm.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "frobenius_norm_backward")
+    dx = (module.frobenius_norm_backward if eager else module.op)(dy, x)
+    return dx
+
+
+_rt.register_backward(op, _frobenius_norm_backward, _frobenius_norm_setup_context, __file__, ('frobenius_norm_backward',))
+
+
+class _FrobeniusNormAutograd(torch.autograd.Function):
+    """frobenius_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x):
+        return frobenius_norm(x)
+
+    setup_context = staticmethod(_frobenius_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _frobenius_norm_backward(ctx, *grads, eager=True)
+
+
+_frobenius_norm_apply = _rt.autograd_apply(_FrobeniusNormAutograd)  # _FrobeniusNormAutograd.apply without its per-call signature binding

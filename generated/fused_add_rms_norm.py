@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -157,8 +157,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     device = x.device
     if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
-    if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("fused_add_rms_norm")
+    if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _fused_add_rms_norm_apply(x, residual, weight, eps) if not torch.compiler.is_compiling() else op(x, residual, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps)
@@ -546,3 +546,46 @@ def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: 
 
 
 op = _rt.register_op("fused_add_rms_norm", "54bea2505b1b676c", fused_add_rms_norm, _fused_add_rms_norm_fake, _fused_add_rms_norm_traced)
+
+
+def _fused_add_rms_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what fused_add_rms_norm_backward() reads of a fused_add_rms_norm() call (x, residual, weight, eps):
+    torch.autograd's setup_context for torch.ops.tilegen.fused_add_rms_norm."""
+    x = inputs[0]
+    residual = inputs[1]
+    weight = inputs[2]
+    eps = inputs[3]
+    ctx.save_for_backward(x, residual, weight)
+    ctx.eps = eps
+
+
+def _fused_add_rms_norm_backward(ctx, dy, ds, eager=False):
+    """The gradients of fused_add_rms_norm()'s inputs: fused_add_rms_norm_backward() of specs/fused_add_rms_norm.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, residual, weight, = ctx.saved_tensors
+    eps = ctx.eps
+    module = _rt.sibling(__file__, "fused_add_rms_norm_backward")
+    dx, dresidual, dweight = (module.fused_add_rms_norm_backward if eager else module.op)(dy, ds, x, residual, weight, eps)
+    return dx, dresidual, dweight, None
+
+
+_rt.register_backward(op, _fused_add_rms_norm_backward, _fused_add_rms_norm_setup_context, __file__, ('fused_add_rms_norm_backward',))
+
+
+class _FusedAddRmsNormAutograd(torch.autograd.Function):
+    """fused_add_rms_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, residual, weight, eps):
+        return fused_add_rms_norm(x, residual, weight, eps)
+
+    setup_context = staticmethod(_fused_add_rms_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _fused_add_rms_norm_backward(ctx, *grads, eager=True)
+
+
+_fused_add_rms_norm_apply = _rt.autograd_apply(_FusedAddRmsNormAutograd)  # _FusedAddRmsNormAutograd.apply without its per-call signature binding

@@ -32,7 +32,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -92,8 +92,8 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("l1_norm", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("l1_norm")
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _l1_norm_apply(x) if not torch.compiler.is_compiling() else op(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return l1_norm(x)
@@ -324,3 +324,41 @@ def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
 
 
 op = _rt.register_op("l1_norm", "1aee3d59dd338419", l1_norm, _l1_norm_fake, _l1_norm_traced)
+
+
+def _l1_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what l1_norm_backward() reads of a l1_norm() call (x):
+    torch.autograd's setup_context for torch.ops.tilegen.l1_norm."""
+    x = inputs[0]
+    ctx.save_for_backward(x)
+
+
+def _l1_norm_backward(ctx, dy, eager=False):
+    """The gradients of l1_norm()'s inputs: l1_norm_backward() of specs/l1_norm.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "l1_norm_backward")
+    dx = (module.l1_norm_backward if eager else module.op)(dy, x)
+    return dx
+
+
+_rt.register_backward(op, _l1_norm_backward, _l1_norm_setup_context, __file__, ('l1_norm_backward',))
+
+
+class _L1NormAutograd(torch.autograd.Function):
+    """l1_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x):
+        return l1_norm(x)
+
+    setup_context = staticmethod(_l1_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _l1_norm_backward(ctx, *grads, eager=True)
+
+
+_l1_norm_apply = _rt.autograd_apply(_L1NormAutograd)  # _L1NormAutograd.apply without its per-call signature binding

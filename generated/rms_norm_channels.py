@@ -39,7 +39,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -128,8 +128,8 @@ def rms_norm_channels(x: torch.Tensor, eps: float) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm_channels", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("rms_norm_channels")
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _rms_norm_channels_apply(x, eps) if not torch.compiler.is_compiling() else op(x, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_channels(x, eps)
@@ -437,3 +437,44 @@ def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 op = _rt.register_op("rms_norm_channels", "236f626ce406c07a", rms_norm_channels, _rms_norm_channels_fake, _rms_norm_channels_traced)
+
+
+def _rms_norm_channels_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what rms_norm_channels_backward() reads of a rms_norm_channels() call (x, eps):
+    torch.autograd's setup_context for torch.ops.tilegen.rms_norm_channels."""
+    x = inputs[0]
+    eps = inputs[1]
+    ctx.save_for_backward(x)
+    ctx.eps = eps
+
+
+def _rms_norm_channels_backward(ctx, dy, eager=False):
+    """The gradients of rms_norm_channels()'s inputs: rms_norm_channels_backward() of specs/rms_norm_channels.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, = ctx.saved_tensors
+    eps = ctx.eps
+    module = _rt.sibling(__file__, "rms_norm_channels_backward")
+    dx = (module.rms_norm_channels_backward if eager else module.op)(dy, x, eps)
+    return dx, None
+
+
+_rt.register_backward(op, _rms_norm_channels_backward, _rms_norm_channels_setup_context, __file__, ('rms_norm_channels_backward',))
+
+
+class _RmsNormChannelsAutograd(torch.autograd.Function):
+    """rms_norm_channels() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, eps):
+        return rms_norm_channels(x, eps)
+
+    setup_context = staticmethod(_rms_norm_channels_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _rms_norm_channels_backward(ctx, *grads, eager=True)
+
+
+_rms_norm_channels_apply = _rt.autograd_apply(_RmsNormChannelsAutograd)  # _RmsNormChannelsAutograd.apply without its per-call signature binding

@@ -47,7 +47,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c68d01f37db598f9")
+_rt = _runtime("857688a4b1f7d03c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -148,8 +148,8 @@ def row_cumsum_reverse(x: torch.Tensor) -> torch.Tensor:
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("row_cumsum_reverse", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("row_cumsum_reverse")
+    if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _row_cumsum_reverse_apply(x) if not torch.compiler.is_compiling() else op(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return row_cumsum_reverse(x)
@@ -254,3 +254,38 @@ def _row_cumsum_reverse_traced(x: torch.Tensor) -> torch.Tensor:
 
 
 op = _rt.register_op("row_cumsum_reverse", "a08d5d90d74bda77", row_cumsum_reverse, _row_cumsum_reverse_fake, _row_cumsum_reverse_traced)
+
+
+def _row_cumsum_reverse_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what row_cumsum_reverse_backward() reads of a row_cumsum_reverse() call (nothing):
+    torch.autograd's setup_context for torch.ops.tilegen.row_cumsum_reverse."""
+
+
+def _row_cumsum_reverse_backward(ctx, dy, eager=False):
+    """The gradients of row_cumsum_reverse()'s inputs: row_cumsum_reverse_backward() of specs/row_cumsum_reverse.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    module = _rt.sibling(__file__, "row_cumsum_reverse_backward")
+    dx = (module.row_cumsum_reverse_backward if eager else module.op)(dy)
+    return dx
+
+
+_rt.register_backward(op, _row_cumsum_reverse_backward, _row_cumsum_reverse_setup_context, __file__, ('row_cumsum_reverse_backward',))
+
+
+class _RowCumsumReverseAutograd(torch.autograd.Function):
+    """row_cumsum_reverse() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x):
+        return row_cumsum_reverse(x)
+
+    setup_context = staticmethod(_row_cumsum_reverse_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _row_cumsum_reverse_backward(ctx, *grads, eager=True)
+
+
+_row_cumsum_reverse_apply = _rt.autograd_apply(_RowCumsumReverseAutograd)  # _RowCumsumReverseAutograd.apply without its per-call signature binding

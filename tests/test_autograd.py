@@ -229,13 +229,15 @@ def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d
 
 
 def test_a_kernel_without_a_backward_refuses_inputs_that_require_grad(generated):
-    module = generated("copy")
-    x = torch.randn(8, requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"copy: an input requires grad, but the spec has no backward"):
-        module.copy(x)
+    """row_cumprod names no backward and has none derived (cumprod has no gradient rule)."""
+    module = generated("row_cumprod")
+    x = torch.randn(3, 8, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"row_cumprod: an input requires grad, but the spec has no backward and "
+                                           r"none could be derived \(`tilegen show --grad`"):
+        module.row_cumprod(x)
     with torch.no_grad():
-        torch.testing.assert_close(module.copy(x), x.detach())
-    torch.testing.assert_close(module.copy(x.detach()), x.detach())
+        torch.testing.assert_close(module.row_cumprod(x), torch.cumprod(x.detach(), dim=1))
+    torch.testing.assert_close(module.row_cumprod(x.detach()), torch.cumprod(x.detach(), dim=1))
 
 
 FORWARD = """kernel k

@@ -98,7 +98,9 @@ def test_a_runtime_of_another_build_is_refused_and_a_missing_one_is_tilegens(tmp
 
 def test_build_writes_the_runtime_once_and_check_finds_it_stale(tmp_path):
     results = build([SPECS / "copy.tile", SPECS / "add.tile"], tmp_path)
-    assert [r.module.name for r in results] == ["copy.py", "add.py", "_tilegen_runtime.py"]
+    # each with its derived backward beside it
+    assert [r.module.name for r in results] == ["copy.py", "copy_backward.py", "add.py", "add_backward.py",
+                                                "_tilegen_runtime.py"]
     assert results[-1].is_runtime and not results[0].is_runtime
     (tmp_path / "_tilegen_runtime.py").write_text("# edited\n")
     result = CliRunner().invoke(app, ["build", "--check", str(SPECS / "copy.tile"), "-o", str(tmp_path)])
@@ -235,7 +237,7 @@ def test_build_interrupted_before_the_rename_leaves_the_old_module_and_no_temp_f
     with pytest.raises(KeyboardInterrupt):
         build([spec], out)
     assert (out / "copy.py").read_text() == old
-    assert sorted(p.name for p in out.iterdir()) == ["_tilegen_runtime.py", "copy.py"]
+    assert sorted(p.name for p in out.iterdir()) == ["_tilegen_runtime.py", "copy.py", "copy_backward.py"]
 
 
 def test_demo_runs_every_spec_in_the_interpreter(tmp_path):

@@ -9,6 +9,7 @@ Beside the modules a build writes ``<out>/_tilegen_runtime.py``, the runtime the
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from tilegen import __version__
 from tilegen import model as m
-from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec
+from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec, derived_path
 from tilegen.errors import SpecError
 from tilegen.resources import RUNTIME_MODULE, runtime_module
 
@@ -46,6 +47,7 @@ class BuildResult:
     module: Path | None
     status: str  # "written" | "unchanged" | "stale" | "current" | "error"
     error: SpecError | None = None
+    note: str | None = None  # a kernel's: why it has no backward (no backward line, none derived)
 
     @property
     def is_runtime(self) -> bool:
@@ -132,7 +134,9 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
     With ``check_only`` nothing is written; each file is reported ``current`` or ``stale``.
     Every spec is attempted; failures are returned with status ``error`` and leave the
     existing module as it was. A spec whose ``backward`` line names another builds that one
-    too (its module must sit beside this one), where the paths did not already name it.
+    too (its module must sit beside this one), where the paths did not already name it; one
+    without a ``backward`` line gets its derived backward's module beside it, or a result whose
+    ``note`` says why it has none.
     """
     results = []
     specs = find_specs(paths)
@@ -143,7 +147,12 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
         except SpecError as err:
             results.append(BuildResult(spec, None, "error", err))
             continue
-        results.append(_write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only))
+        result = _write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only)
+        results.append(dataclasses.replace(result, note=generated.note))
+        if generated.derived is not None:  # its derived backward, beside it
+            derived = SpecFile(spec.path, derived_path(spec.display), derived_path(spec.given))
+            results.append(_write(derived, out_dir / f"{generated.derived.kernel}.py", generated.derived.source,
+                                  check_only))
         for backward in _backward_files(spec, generated.backward):
             if backward.path not in queued:
                 queued.add(backward.path)

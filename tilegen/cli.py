@@ -22,6 +22,7 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.build import build as build_specs
 from tilegen.build import check_file, compile_file, find_specs
+from tilegen.derive import NoBackward, derive_backward
 from tilegen.errors import SpecError
 
 app = typer.Typer(
@@ -62,8 +63,11 @@ def build(
     paths: Annotated[list[str], typer.Argument(help="Spec files or folders of specs.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")] = Path("generated"),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if any module is stale.")] = False,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Say why a kernel has no backward.")] = False,
 ) -> None:
-    """Compile specs into OUTPUT/<kernel>.py (atomically; unchanged files are not rewritten)."""
+    """Compile specs into OUTPUT/<kernel>.py (atomically; unchanged files are not rewritten); a spec
+    without a backward line gets its derived backward beside it, OUTPUT/<kernel>_backward.py, where
+    its operations all have gradient rules (-v says why a kernel has none)."""
     specs = _specs(paths)
     if not specs:
         _fail(f"error: no .tile specs found in {', '.join(paths)}")
@@ -78,6 +82,8 @@ def build(
             failed = True
         else:
             out.print(f"{result.status:>9}  {result.module}  ({result.spec.given})", markup=False)
+            if result.note and verbose:
+                out.print(f"{'':>9}  {result.note}", markup=False, style="dim")
     if failed:
         raise typer.Exit(1)
 
@@ -98,13 +104,24 @@ def check(paths: Annotated[list[str], typer.Argument(help="Spec files or folders
 
 
 @app.command()
-def show(path: Annotated[str, typer.Argument(help="One spec file.")]) -> None:
-    """Print the module a spec generates."""
+def show(
+    path: Annotated[str, typer.Argument(help="One spec file.")],
+    grad: Annotated[bool, typer.Option("--grad", help="Print the backward spec derived from it instead.")] = False,
+) -> None:
+    """Print the module a spec generates, or with --grad the .tile backward derived from it (exit 1
+    with the reason where its operations do not all have gradient rules)."""
     spec = _one_spec(path, "show")
     try:
-        sys.stdout.write(compile_file(spec).source)
+        if not grad:
+            sys.stdout.write(compile_file(spec).source)
+            return
+        checked = check_file(spec)
+        sys.stdout.write(derive_backward(checked))
     except SpecError as error:
         _fail(error.render())
+    except NoBackward as reason:
+        line = f"{reason.span.line}:{reason.span.column}: " if reason.span is not None else ""
+        _fail(f"{spec.given}:{line}no backward: {reason.reason}")
 
 
 def _one_spec(path: str, command: str):

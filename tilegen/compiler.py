@@ -1,7 +1,15 @@
-"""The pipeline in one call: text -> parse -> check -> lower -> render -> module source."""
+"""The pipeline in one call: text -> parse -> check -> lower -> render -> module source.
+
+A spec whose ``backward`` line names no backward gets one derived (:mod:`tilegen.derive`) where
+its operations all have rules: the derived spec is checked by the rules a hand-written backward
+meets (:mod:`tilegen.check.backward`) and compiled beside the forward's module; where it cannot be
+derived, the module says why (:attr:`GeneratedModule.note`) and the kernel refuses inputs that
+require grad, as before.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,6 +17,8 @@ from pathlib import Path
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.check.backward import Finder, check_backward
+from tilegen.derive import NoBackward, backward_name, derive_backward
+from tilegen.errors import SpecError
 from tilegen.lower import lower
 from tilegen.parser import parse
 from tilegen.render import render
@@ -22,20 +32,41 @@ class GeneratedModule:
     kernel: str
     source: str
     backward: tuple[str, ...] = ()
+    derived: GeneratedModule | None = None  # the module of the derived backward, written beside this one
+    note: str | None = None  # why the kernel has no backward (no backward line, and none derived)
 
 
-def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> GeneratedModule:
+@dataclass(frozen=True)
+class _Checked:
+    spec: m.Spec
+    backward: tuple[m.Spec, ...]
+    derived: tuple[str, str] | None = None  # the derived backward's (source, display path)
+    note: str | None = None
+
+
+def derived_path(path: str) -> str:
+    """The display path of the backward derived from the spec at ``path``."""
+    return f"{path}, derived backward"
+
+
+def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
+                 derive: bool = True) -> GeneratedModule:
     """Compile one ``.tile`` text to its generated module.
 
     ``path`` is the display path written in errors and in the generated header. ``find`` finds
     the spec a ``backward`` line names (its kernel name -> (source, display path), or None):
     the build looks beside the spec's file; by default, beside ``path`` taken from the current
-    folder. Raises :class:`tilegen.errors.SpecError` listing every problem when the spec is
-    invalid.
+    folder. With ``derive`` (the default), a spec without a ``backward`` line gets its derived
+    backward, compiled too (``derived``), or the reason it has none (``note``). Raises
+    :class:`tilegen.errors.SpecError` listing every problem when the spec is invalid.
     """
-    spec, backward = _checked(source, path, find)
-    plan = lower(spec, backward)
-    return GeneratedModule(plan.kernel_name, render(plan), tuple(n.id for n in spec.backward))
+    checked = _checked(source, path, find, derive)
+    plan = lower(checked.spec, checked.backward)
+    derived = None
+    if checked.derived is not None:
+        derived = compile_spec(*checked.derived, derive=False)
+    written = tuple(n.id for n in checked.spec.backward) if derived is None else ()  # specs beside this one
+    return GeneratedModule(plan.kernel_name, render(plan), written, derived, checked.note)
 
 
 def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
@@ -43,16 +74,39 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
-    spec, backward = _checked(source, path, find)
-    render(lower(spec, backward))
-    return spec
+    checked = _checked(source, path, find, derive=True)
+    render(lower(checked.spec, checked.backward))  # a derived backward was lowered where it was derived
+    return checked.spec
 
 
-def _checked(source: str, path: str, find: Finder | None) -> tuple[m.Spec, tuple[m.Spec, ...]]:
+def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Checked:
     """The checked spec of ``source`` and the checked backward specs it names (found by ``find``,
-    by default beside ``path``)."""
+    by default beside ``path``), or where it names none and ``derive``, its derived one."""
     spec = check(parse(source, path))
-    return spec, check_backward(spec, find if find is not None else beside(path, path))
+    find = find if find is not None else beside(path, path)
+    backward = check_backward(spec, find)
+    if backward or not derive:
+        return _Checked(spec, backward)
+    name = backward_name(spec.name.id)
+    if spec.name.id.endswith("_backward"):
+        return _Checked(spec, (), note="no backward: a backward spec's own backward (a second derivative) is "
+                                       "not derived")
+    if find(name) is not None:
+        return _Checked(spec, (), note=f"no backward line, and a spec '{name}.tile' beside it that it does not name")
+    try:
+        text = derive_backward(spec, name)
+    except NoBackward as reason:
+        where = f" (line {reason.span.line})" if reason.span is not None else ""
+        return _Checked(spec, (), note=f"no backward: {reason.reason}{where}")
+    derived = (text, derived_path(path))
+    named = dataclasses.replace(spec, backward=(m.Name(name, spec.name.span),))
+    try:
+        backward = check_backward(named, lambda kernel: derived if kernel == name else None)
+        render(lower(backward[0], ()))
+    except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
+        first = error.diagnostics[0].message if error.diagnostics else str(error)
+        return _Checked(spec, (), note=f"no backward: the derived one does not build ({first})")
+    return _Checked(named, backward, derived)
 
 
 def beside(path: str | os.PathLike, display: str) -> Finder:

@@ -80,6 +80,16 @@ class Function:
       loop over its axis it gives the index along the whole dimension (the tile's start added),
       and a long row's chunks merge by the pairs (:mod:`tilegen.lower.rows`). A reduction with
       neither ``combine`` nor ``picks`` reduces a ``whole`` axis only.
+
+    ``grad``: its gradient rule, for :mod:`tilegen.derive`: per differentiable argument (``x``,
+    or a param's name), the adjoint of that argument as spec text over ``{g}`` (the adjoint of the
+    call's result, float32), ``{y}`` (its result), ``{x}`` and the params' texts, each in
+    parentheses where it is not one term; ``{g_}``, ``{x_}``, ... are the texts as they are, for a
+    whole argument of a call. A reduction's or scan's rule also reads ``{axis}``, ``{size}`` (the
+    axis's extent) and ``{flip}`` (the other direction of a scan). A callable takes those values
+    and gives the text. Rules follow torch's autograd formulas (``tools/autograd/derivatives.yaml``),
+    ties included (``maximum`` splits a tie's gradient in halves; ``max`` over an axis among its
+    maxima). An operation without a rule has no derived backward.
     """
 
     name: str
@@ -103,6 +113,15 @@ class Function:
     result: str | None = None
     masks: bool = False
     picks: str | None = None
+    grad: dict[str, str | Callable[[dict[str, str]], str]] = field(default_factory=dict)
+
+    def grad_text(self, operand: str, values: dict[str, str]) -> str | None:
+        """The adjoint of argument ``operand`` by :attr:`grad` (None: no rule), from the texts
+        ``values`` (``g``, ``y``, ``x``, the params', each also as ``g_``, ...: see :attr:`grad`)."""
+        rule = self.grad.get(operand)
+        if rule is None:
+            return None
+        return rule(values) if callable(rule) else rule.format(**values)
 
     def triton_text(self, **values: str) -> str:
         """The Triton text of a call, from the Triton texts of its arguments (omitted: ``""``)."""
@@ -172,12 +191,57 @@ def _torch_scan(name: str, v: dict[str, str]) -> str:
     return f"torch.flip(torch.{name}(torch.flip({v['x']}, ({v['axis']},)), dim={v['axis']}), ({v['axis']},))"
 
 
-def _math(name: str, triton: str, torch: str) -> Function:
-    return Function(name, "math", triton=triton, torch=torch)
+def _math(name: str, triton: str, torch: str, grad: str) -> Function:
+    return Function(name, "math", triton=triton, torch=torch, grad={"x": grad})
 
 
-def _activation(name: str, torch: str, *params: tuple[str, str | None]) -> Function:
-    return Function(name, "activation", params=params, numbers=tuple(p for p, _ in params), torch=torch)
+def _activation(name: str, torch: str, grad: str, *params: tuple[str, str | None]) -> Function:
+    return Function(name, "activation", params=params, numbers=tuple(p for p, _ in params), torch=torch,
+                    grad={"x": grad})
+
+
+def _pow_grad(v: dict[str, str]) -> str:
+    """torch's pow_backward for the base: ``g * p * x ** (p - 1)``, 0 where ``p == 0``; a literal
+    exponent is folded (``2``: ``g * 2.0 * x``)."""
+    try:
+        p = float(v["exponent_"])
+    except ValueError:
+        return f"where({v['exponent_']} == 0, 0.0, {v['g']} * {v['exponent']} * pow({v['x_']}, {v['exponent']} - 1.0))"
+    if p == 0:
+        return f"0.0 * {v['g']}"
+    if p == 1:
+        return v["g_"]
+    if p == 2:
+        return f"{v['g']} * 2.0 * {v['x']}"
+    return f"{v['g']} * {p!r} * pow({v['x_']}, {p - 1!r})"
+
+
+def _clamp_grad(v: dict[str, str]) -> str:
+    """torch's clamp_backward: the gradient where ``min <= x <= max``, else 0."""
+    inside = [f"{v['x']} >= {v['min']}" if v["min_"] else "", f"{v['x']} <= {v['max']}" if v["max_"] else ""]
+    return f"where({' & '.join(c for c in inside if c)}, {v['g_']}, 0.0)"
+
+
+def _gelu_grad(v: dict[str, str]) -> str:
+    """torch's gelu_backward: ``Phi(x) + x * phi(x)``; the tanh form's derivative as torch writes it."""
+    g, x = v["g"], v["x"]
+    if v["approximate_"] != "tanh":
+        return f"{g} * (0.5 * (1.0 + erf({x} * 0.7071067811865476)) + {x} * 0.3989422804014327 * exp(-0.5 * {x} * {x}))"
+    t = f"tanh(0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x}))"
+    slope = f"0.7978845608028654 * (1.0 + 0.134145 * {x} * {x})"
+    return f"{g} * (0.5 * (1.0 + {t}) + 0.5 * {x} * (1.0 - {t} * {t}) * {slope})"
+
+
+def _extreme_grad(sign: str) -> dict[str, str]:
+    """``maximum``/``minimum`` (``sign`` ``>``/``<``): the larger (smaller) operand takes the
+    gradient; a tie splits it in halves, as torch's."""
+    def rule(mine: str, theirs: str) -> str:
+        return (f"where({{{mine}}} {sign} {{{theirs}}}, {{g_}}, where({{{mine}}} == {{{theirs}}}, 0.5 * {{g}}, 0.0))")
+    return {"x": rule("x", "other"), "other": rule("other", "x")}
+
+
+#: A reduction over an axis whose gradient goes to its extreme lanes, split among ties (torch's amax/amin).
+_AMONG_EXTREMES = {"x": "where({x} == {y}, {g_}, 0.0) / sum(where({x} == {y}, 1.0, 0.0), dim={axis})"}
 
 
 #: Every function, by name. The activations' torch forms take ``x`` in float32, as the helpers do.
@@ -187,13 +251,13 @@ FUNCTIONS: dict[str, Function] = {
         Function("dot", "dot", choices={"precision": m.PRECISIONS}),
         # reductions over one axis
         Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})",
-                 identity=0.0, combine="+", widens=True, rounds=True),
+                 identity=0.0, combine="+", widens=True, rounds=True, grad={"x": "{g_}"}),
         Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})",
-                 identity=-math.inf, combine="maximum", mirror="min"),
+                 identity=-math.inf, combine="maximum", mirror="min", grad=_AMONG_EXTREMES),
         Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})",
-                 identity=math.inf, combine="minimum", mirror="max"),
+                 identity=math.inf, combine="minimum", mirror="max", grad=_AMONG_EXTREMES),
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
-                 identity=0.0, combine="+", averages=True, widens=True, rounds=True),
+                 identity=0.0, combine="+", averages=True, widens=True, rounds=True, grad={"x": "{g} / {size}"}),
         Function("argmax", "reduction", triton="first_argmax({x}, {axis})", torch="torch.argmax({x}, dim={axis})",
                  helpers=("first_argmax",), floats=True, identity=-math.inf, result="i64", picks="max"),
         Function("argmin", "reduction", triton="first_argmin({x}, {axis})", torch="torch.argmin({x}, dim={axis})",
@@ -207,51 +271,68 @@ FUNCTIONS: dict[str, Function] = {
         # scans along one axis
         Function("cumsum", "scan", choices={"reverse": ("false", "true")},
                  triton="tl.cumsum({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumsum", v),
-                 floats=True, identity=0.0, combine="+", widens=True, rounds=True),
+                 floats=True, identity=0.0, combine="+", widens=True, rounds=True,
+                 grad={"x": "cumsum({g_}, dim={axis}, reverse={flip})"}),
         Function("cumprod", "scan", choices={"reverse": ("false", "true")},
                  triton="tl.cumprod({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumprod", v),
                  floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # elementwise in the operands' dtype
         Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
-                 torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum"),
+                 torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum",
+                 grad=_extreme_grad(">")),
         Function("minimum", "elementwise", (("other", None),), triton="tl.minimum({x}, {other})",
-                 torch="torch.minimum({x}, {other})", tensors=("other",), identity=math.inf, mirror="maximum"),
+                 torch="torch.minimum({x}, {other})", tensors=("other",), identity=math.inf, mirror="maximum",
+                 grad=_extreme_grad("<")),
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
-                 torch="torch.where({x}, {input}, {other})", selects=True),
-        Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})"),
+                 torch="torch.where({x}, {input}, {other})", selects=True,
+                 grad={"input": "where({x_}, {g_}, 0.0)", "other": "where({x_}, 0.0, {g_})"}),
+        Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})",
+                 grad={"x": "where({x} > 0, {g_}, where({x} < 0, -{g}, 0.0))"}),
         Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),
                  tensors=("min", "max"), triton=_clamp_triton,
-                 torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})"),
-        Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})"),
+                 torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})",
+                 grad={"x": _clamp_grad}),
+        Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})",
+                 grad={"x": "where({x} > 0, {g_}, 0.0)"}),
         Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
                  triton="leaky_relu({x}, {negative_slope})",
-                 torch="torch.nn.functional.leaky_relu({x}, {negative_slope})"),
+                 torch="torch.nn.functional.leaky_relu({x}, {negative_slope})",
+                 grad={"x": "where({x} > 0, {g_}, {g} * {negative_slope})"}),
         Function("hardtanh", "elementwise", (("min_val", "-1.0"), ("max_val", "1.0")), numbers=("min_val", "max_val"),
                  triton="tl.minimum(tl.maximum({x}, {min_val}), {max_val})",
-                 torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})"),
+                 torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})",
+                 grad={"x": "where({x} > {min_val} & {x} < {max_val}, {g_}, 0.0)"}),
         # math, in float32
-        _math("exp", "tl.exp({x})", "torch.exp({x})"),
-        _math("exp2", "tl.exp2({x})", "torch.exp2({x})"),
-        _math("log", "tl.log({x})", "torch.log({x})"),
-        _math("log2", "tl.log2({x})", "torch.log2({x})"),
-        _math("sqrt", "tl.sqrt_rn({x})", "torch.sqrt({x})"),
-        _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})"),
-        _math("erf", "tl.erf({x})", "torch.erf({x})"),
-        Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})"),
+        _math("exp", "tl.exp({x})", "torch.exp({x})", "{g} * {y}"),
+        _math("exp2", "tl.exp2({x})", "torch.exp2({x})", "{g} * {y} * 0.6931471805599453"),
+        _math("log", "tl.log({x})", "torch.log({x})", "{g} / {x}"),
+        _math("log2", "tl.log2({x})", "torch.log2({x})", "{g} / ({x} * 0.6931471805599453)"),
+        _math("sqrt", "tl.sqrt_rn({x})", "torch.sqrt({x})", "{g} / (2.0 * {y})"),
+        _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})", "-0.5 * {g} * {y} * {y} * {y}"),
+        _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
+        Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
         # activations (helpers), in float32
-        _activation("tanh", "torch.tanh({x})"),
-        _activation("sigmoid", "torch.sigmoid({x})"),
-        _activation("silu", "torch.nn.functional.silu({x})"),
+        _activation("tanh", "torch.tanh({x})", "{g} * (1.0 - {y} * {y})"),
+        _activation("sigmoid", "torch.sigmoid({x})", "{g} * {y} * (1.0 - {y})"),
+        _activation("silu", "torch.nn.functional.silu({x})",
+                    "{g} * sigmoid({x_}) * (1.0 + {x} * (1.0 - sigmoid({x_})))"),
         Function("gelu", "activation", choices={"approximate": ("none", "tanh")},
-                 torch='torch.nn.functional.gelu({x}, approximate="{approximate}")'),
-        _activation("elu", "torch.nn.functional.elu({x}, {alpha})", ("alpha", "1.0")),
-        _activation("selu", "torch.nn.functional.selu({x})"),
+                 torch='torch.nn.functional.gelu({x}, approximate="{approximate}")', grad={"x": _gelu_grad}),
+        _activation("elu", "torch.nn.functional.elu({x}, {alpha})", "where({x} > 0, {g_}, {g} * {alpha} * exp({x_}))",
+                    ("alpha", "1.0")),
+        _activation("selu", "torch.nn.functional.selu({x})",
+                    "where({x} > 0, {g} * 1.0507009873554805, {g} * 1.7580993408473766 * exp({x_}))"),
         _activation("softplus", "torch.nn.functional.softplus({x}, {beta}, {threshold})",
+                    "where({x} * {beta} > {threshold}, {g_}, {g} * sigmoid({x} * {beta}))",
                     ("beta", "1.0"), ("threshold", "20.0")),
-        _activation("softsign", "torch.nn.functional.softsign({x})"),
-        _activation("hardsigmoid", "torch.nn.functional.hardsigmoid({x})"),
-        _activation("hardswish", "torch.nn.functional.hardswish({x})"),
-        _activation("mish", "torch.nn.functional.mish({x})"),
+        _activation("softsign", "torch.nn.functional.softsign({x})", "{g} / ((1.0 + abs({x_})) * (1.0 + abs({x_})))"),
+        _activation("hardsigmoid", "torch.nn.functional.hardsigmoid({x})",
+                    "where({x} > -3.0 & {x} < 3.0, {g} / 6.0, 0.0)"),
+        _activation("hardswish", "torch.nn.functional.hardswish({x})",
+                    "where({x} < -3.0, 0.0, where({x} <= 3.0, {g} * ({x} / 3.0 + 0.5), {g_}))"),
+        _activation("mish", "torch.nn.functional.mish({x})",
+                    "{g} * (tanh(softplus({x_})) + {x} * sigmoid({x_})"
+                    " * (1.0 - tanh(softplus({x_})) * tanh(softplus({x_}))))"),
     )
 }
 

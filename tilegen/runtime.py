@@ -227,12 +227,13 @@ def bad_device(launcher, **tensors):
 
 def no_backward(launcher):
     """Raise the RuntimeError for a call of ``launcher`` that autograd would record (grad mode on
-    and an input that requires grad) where its spec names no backward: its outputs would be cut
-    from the graph (no ``grad_fn``) if it ran."""
+    and an input that requires grad) where its spec names no backward and none could be derived:
+    its outputs would be cut from the graph (no ``grad_fn``) if it ran."""
     raise RuntimeError(
-        f"{launcher}: an input requires grad, but the spec has no backward, so the output would have no "
-        f"grad_fn; write '{launcher}_backward.tile' and 'backward {launcher}_backward' in the spec, or call "
-        "it on detached inputs or under torch.no_grad()"
+        f"{launcher}: an input requires grad, but the spec has no backward and none could be derived "
+        f"(`tilegen show --grad` on the spec says why), so the output would have no grad_fn; write "
+        f"'{launcher}_backward.tile' and 'backward {launcher}_backward' in the spec, or call it on detached "
+        "inputs or under torch.no_grad()"
     )
 
 

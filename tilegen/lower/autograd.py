@@ -16,6 +16,7 @@ The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
 from __future__ import annotations
 
 from tilegen import model as m
+from tilegen.lower.passes import safe_path
 from tilegen.lower.plan import AutogradPlan
 
 
@@ -60,6 +61,6 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
         given.update(results)
     grads = [f"d{n}" if f"d{n}" in given else "None" for n in inputs]  # keyword-only inputs get none
     body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
-    return AutogradPlan(tuple(b.name.id for b in backward), tuple(b.path for b in backward), tuple(setup),
+    return AutogradPlan(tuple(b.name.id for b in backward), tuple(safe_path(b.path) for b in backward), tuple(setup),
                         tuple(f"d{n}" for n in outputs), tuple(body), saved + scalars, autograd_class(spec.name.id),
                         tuple(inputs), keywords)

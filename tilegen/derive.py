@@ -1,0 +1,537 @@
+"""The backward of a spec, derived from the forward by reverse-mode differentiation.
+
+``tilegen show --grad specs/rms_norm.tile`` prints it; the build uses it for a kernel whose spec
+names no ``backward``. The result is ``.tile`` text, parsed and checked like a hand-written
+backward (:mod:`tilegen.check.backward`'s rules: it takes ``d<out>`` for each float output and the
+forward's inputs it reads, and returns ``d<in>`` for each float tensor input that reaches an
+output), on the forward's grid, blocks and tune configs.
+
+What it does, for a body of assignments and stores over the grid's axes (the row kernels:
+elementwise math, reductions over ``whole`` axes and across programs, scans, ``where``):
+
+* **recompute, save the inputs.** The backward reads the forward's inputs (which autograd keeps)
+  and recomputes every value it needs, a row's statistics included; nothing else is saved, so a
+  forward + backward holds no more than the inputs and the gradients. A value a rule reads (the
+  ``y`` of ``exp``'s ``dy * y``, the other factor of a product) that the forward computes inside an
+  expression gets a name of its own (``rsqrt1``), so the backward says it once.
+* **one rule per operation**, each in its operation's one home: the functions' ``grad`` templates
+  in :data:`tilegen.functions.FUNCTIONS` (``exp``: ``{g} * {y}``; ``max`` over an axis: the
+  gradient split among the maxima, as torch's ``amax``), the operators' here (``+ - * /``). A
+  reduction's gradient is its operand's broadcast (``sum``; ``mean`` divides by the extent); a
+  cast passes the gradient through, in float32.
+* **the adjoints** of a value used more than once add up (``dxf = ... + ...``); a load's adjoint
+  is its tensor's gradient, stored at the load's index, summed over the axes the index lacks: a
+  ``whole`` axis inside the program, a grid axis across programs (``dweight[c] = sum(..., dim=r)``,
+  the reduction across programs of the language: deterministic).
+
+Where it cannot, :class:`NoBackward` says why, at the construct: a loop or an accumulator, a value
+assigned twice, a tensor read at two different indices (a gather's or an offset's gradient is a
+scatter), an operation without a rule (``prod``, ``dot`` outside a matmul).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from tilegen import model as m
+from tilegen.check.state import RESERVED
+from tilegen.dtypes import BOOL, expr_dtype, is_float
+from tilegen.functions import lookup, spanned_axes
+from tilegen.lower.passes import safe_path
+from tilegen.spec_text import ATOM_LEVEL, binary, expr_text, index_text, negate, wrap
+
+#: Declarations the backward takes from the forward as written, by a line's first word (with the
+#: indented ``config`` lines under ``tune``).
+_COPIED = ("dtype", "block", "grid", "swizzle", "tune", "access", "split")
+
+
+class NoBackward(Exception):
+    """The forward has no derived backward: ``reason`` says why, at ``span`` (a construct of the
+    forward's spec, or None for the spec as a whole)."""
+
+    def __init__(self, reason: str, span: m.Span | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.span = span
+
+
+@dataclass(frozen=True)
+class _Adjoint:
+    """An adjoint: float32 spec text and the axes it spans (it may span more than its value, a
+    broadcast's axes, which the gradient's store sums over)."""
+
+    text: str
+    axes: frozenset[str]
+
+    def map(self, text: str, *more: tuple[str, ...]) -> _Adjoint:
+        """Another adjoint, ``text``, spanning these axes and ``more``'s."""
+        return _Adjoint(text, self.axes.union(*more))
+
+
+def _total(terms: list[_Adjoint]) -> _Adjoint:
+    """The sum of ``terms`` (``a - b`` for a negated one; a term twice: ``2.0 * a``)."""
+    counted: dict[str, int] = {}
+    for term in terms:
+        counted[term.text] = counted.get(term.text, 0) + 1
+    axes = {term.text: term.axes for term in terms}
+    terms = [_Adjoint(text if n == 1 else binary("*", f"{float(n)!r}", text), axes[text])
+             for text, n in counted.items()]
+    text = terms[0].text
+    for term in terms[1:]:
+        if term.text.startswith("-") and negate(term.text) != term.text:
+            text = binary("-", text, negate(term.text))
+        else:
+            text = binary("+", text, term.text)
+    return _Adjoint(text, frozenset().union(*(t.axes for t in terms)))
+
+
+@dataclass
+class _Value:
+    """A named value of the recomputed forward: its defining expression (hoisted parts named)."""
+
+    name: str
+    expr: m.Expr
+    span: m.Span
+
+
+def backward_name(kernel: str) -> str:
+    """The name of ``kernel``'s derived backward (``rms_norm_backward``)."""
+    return f"{kernel}_backward"
+
+
+def derive_backward(spec: m.Spec, name: str | None = None) -> str:
+    """The ``.tile`` text of the backward of the checked ``spec``, kernel ``name`` (default
+    :func:`backward_name`). It takes ``d<out>`` for each float output, then the forward's inputs it
+    reads; it returns ``d<in>`` for each float tensor input that reaches a float output, in the
+    inputs' dtypes, computed in float32. Raises :class:`NoBackward` where the forward has a
+    construct without a rule (see the module's docstring)."""
+    return _Deriver(spec, name or backward_name(spec.name.id)).text()
+
+
+class _Deriver:
+    """One derivation: the forward's values (hoisted), then the reverse pass, then the text."""
+
+    def __init__(self, spec: m.Spec, name: str):
+        # one specialization for the dtypes the rules ask about; its casts and tensors write their
+        # dtype variable as the spec does (``T(p)``), so the text serves every binding
+        self.spec = m.specialize(spec, spec.bindings()[0])
+        self.name = name
+        self.axes = {a.name.id: a for a in spec.grid}
+        self.local_dtypes: dict[str, str | None] = {}
+        self.local_axes: dict[str, tuple[str, ...]] = {}
+        self.values: list[_Value] = []
+        self.taken = {t.name.id for t in spec.tensors} | set(self.axes) | {p.name.id for p in spec.params}
+        self.taken |= {d.id for t in spec.tensors for d in t.dims if isinstance(d, m.Name)}
+        self.taken |= {v.name.id for v in spec.dtype_vars} | {"d" + t.name.id for t in spec.tensors}
+        self.value_of: dict[tuple, str] = {}  # a named value's expression -> its name
+        self.active: set[str] = set()  # locals that depend on a float input
+        self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and _float_tensor(t)}
+
+    # ------------------------------------------------------------------ the forward, hoisted
+
+    def _refuse(self) -> None:
+        if self.spec.choices:
+            raise NoBackward("a 'choose' line: the chosen function is not known until the launch",
+                             self.spec.choices[0].span)
+        assigned: dict[str, m.Span] = {}
+        for stmt in self.spec.body:
+            if isinstance(stmt, m.Loop):
+                raise NoBackward(f"a loop ('for {stmt.axis.name.id} over {stmt.axis.dim.id}'): loops are not derived "
+                                 f"yet; write the backward by hand ('backward <kernel>')", stmt.span)
+            if isinstance(stmt, (m.Declare, m.Accumulate)):
+                raise NoBackward(f"'{stmt.name.id}' is an accumulator, which is not derived yet; write the backward "
+                                 f"by hand", stmt.span)
+            if isinstance(stmt, m.Assign):
+                if stmt.name.id in assigned:
+                    raise NoBackward(f"'{stmt.name.id}' is assigned twice (line {assigned[stmt.name.id].line} and "
+                                     f"here): its gradient would need the value it had at each use", stmt.span)
+                assigned[stmt.name.id] = stmt.span
+        stored: dict[str, m.Span] = {}
+        for stmt in self.spec.body:
+            if isinstance(stmt, m.Store):
+                if stmt.tensor.id in stored:
+                    raise NoBackward(f"output '{stmt.tensor.id}' is stored twice", stmt.span)
+                stored[stmt.tensor.id] = stmt.span
+        if not self.differentiable:
+            raise NoBackward("no float tensor input: nothing has a gradient")
+        names = {t.name.id: t for t in self.spec.tensors}
+        for tensor in self.spec.tensors:
+            if tensor.role == "out" or tensor.name.id in self.differentiable:
+                other = names.get("d" + tensor.name.id)
+                if other is not None:
+                    raise NoBackward(f"the gradient of '{tensor.name.id}' would be 'd{tensor.name.id}', which names "
+                                     f"another tensor of this kernel", other.span)
+        if not any(_float_tensor(t) for t in self.spec.outputs):
+            raise NoBackward("no float output: nothing to take the gradient of")
+
+    def dtype(self, expr: m.Expr) -> str | None:
+        return expr_dtype(expr, self.spec, self._local_dtype)
+
+    def _local_dtype(self, name: str) -> str | None:
+        if name in self.local_dtypes:
+            return self.local_dtypes[name]
+        tensor = self.spec.tensor(name)
+        if tensor is not None:
+            return tensor.dtype.id
+        return "i32"  # an axis or a size
+
+    def is_active(self, expr: m.Expr) -> bool:
+        """True where ``expr`` is a float value that depends on a float tensor input."""
+        if not _floaty(self.dtype(expr)):
+            return False
+        for sub in m.subexpressions(expr):
+            if isinstance(sub, m.Load) and sub.tensor.id in self.differentiable:
+                return True
+            if isinstance(sub, m.Ref) and sub.name.id in self.active:
+                return True
+        return False
+
+    def fresh(self, stem: str) -> str:
+        """A name no value of the spec has: ``stem``, else ``stem1``, ``stem2``, ..."""
+        candidates = [stem, *(f"{stem}{i}" for i in range(1, 1000))]
+        found = next(c for c in candidates if c not in self.taken and c not in RESERVED)
+        self.taken.add(found)
+        return found
+
+    def hoist(self, expr: m.Expr, span: m.Span, top: bool = False) -> m.Expr:
+        """``expr`` with the parts a rule reads named (each a :class:`_Value` appended); ``top``: the
+        whole value of an assignment, which its own name holds."""
+        if isinstance(expr, m.Neg):
+            return dataclasses.replace(expr, operand=self.hoist(expr.operand, span))
+        if isinstance(expr, m.BinOp):
+            left, right = self.hoist(expr.left, span), self.hoist(expr.right, span)
+            active_left, active_right = self.is_active(left), self.is_active(right)
+            if expr.op == "*":  # each factor's adjoint reads the other
+                left = self.named(left, "t", span) if active_right else left
+                right = self.named(right, "t", span) if active_left else right
+            elif expr.op == "/":  # the dividend's adjoint reads the divisor; the divisor's both
+                left = self.named(left, "t", span) if active_right else left
+                right = self.named(right, "t", span) if active_left or active_right else right
+            return dataclasses.replace(expr, left=left, right=right)
+        if isinstance(expr, m.Call):
+            args = tuple(self.hoist(a, span) for a in expr.args)
+            kwargs = tuple((k, v if isinstance(v, m.Ref) else self.hoist(v, span)) for k, v in expr.kwargs)
+            call = dataclasses.replace(expr, args=args, kwargs=kwargs)
+            function = lookup(expr.func)
+            if function is None or function.kind == "cast" or not self.is_active(call):
+                return call
+            reads = _reads(function)
+            names = ["x", *[p for p, _ in function.params]]
+            args = list(call.args)
+            for i, arg in enumerate(args):
+                if i < len(names) and names[i] in reads and not function.selects:
+                    args[i] = self.named(arg, "t", span)
+            call = dataclasses.replace(call, args=tuple(args))
+            if "y" in reads and not top:
+                return self.named(call, "t", span)
+            return call
+        return expr
+
+    def named(self, expr: m.Expr, stem: str, span: m.Span) -> m.Expr:
+        """``expr`` itself where a rule may repeat it (a name, a number, a load, a cast of one), else a
+        reference to a new value holding it."""
+        if _simple(expr):
+            return expr
+        stem = m.as_written(expr.func) if isinstance(expr, m.Call) and lookup(expr.func).kind != "cast" else stem
+        name = self.fresh(stem)
+        self.define(name, expr, span)
+        return m.Ref(m.Name(name, span), span)
+
+    def define(self, name: str, expr: m.Expr, span: m.Span) -> None:
+        self.local_dtypes[name] = self.dtype(expr)
+        self.local_axes[name] = self.spanned(expr)
+        if self.is_active(expr):
+            self.active.add(name)
+        self.values.append(_Value(name, expr, span))
+        self.value_of.setdefault(m.expr_key(expr), name)
+
+    def spanned(self, expr: m.Expr) -> tuple[str, ...]:
+        def own(e: m.Expr):
+            if isinstance(e, m.Load):
+                found = []
+                for item in e.index:
+                    if isinstance(item, m.Name) and item.id in self.axes:
+                        found.append(item.id)
+                    elif m.is_offset(item):
+                        found += [n for n in m.offset_names(item) if n in self.axes]
+                return tuple(a for a in found if not self.axes[a].is_index)
+            if isinstance(e, m.Ref):
+                if e.name.id in self.local_axes:
+                    return self.local_axes[e.name.id]
+                axis = self.axes.get(e.name.id)
+                return (axis.name.id,) if axis is not None and not axis.is_index else ()
+            if isinstance(e, m.Number):
+                return ()
+            if m.is_dot(e):
+                return None
+            return None
+
+        return spanned_axes(expr, own)
+
+    # ------------------------------------------------------------------ the reverse pass
+
+    def text(self) -> str:
+        self._refuse()
+        stores: list[tuple[m.Store, m.Expr]] = []
+        for stmt in self.spec.body:
+            if isinstance(stmt, m.Assign):
+                value = self.hoist(stmt.value, stmt.span, top=True)
+                self.taken.add(stmt.name.id)
+                self.define(stmt.name.id, value, stmt.span)
+            else:
+                stores.append((stmt, self.hoist(stmt.value, stmt.span)))
+        self.adjoints: dict[str, list[_Adjoint]] = {}
+        self.gradients: dict[str, list[tuple[tuple, _Adjoint, m.Load]]] = {}
+        seeds = []
+        for store, value in stores:
+            tensor = self.spec.tensor(store.tensor.id)
+            if not _float_tensor(tensor) or not self.is_active(value):
+                continue
+            grad = "d" + tensor.name.id
+            index = ", ".join(index_text(i) for i in store.index)
+            seeds.append(tensor)
+            axes = frozenset(i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes
+                             and not self.axes[i.id].is_index)
+            self.visit(value, _Adjoint(f"f32({grad}[{index}])" if store.index else f"f32({grad})", axes))
+        if not seeds:
+            raise NoBackward("no float output depends on a float input")
+        seeds = [t for t in self.spec.outputs if t in seeds]  # in the order the outputs are declared
+        lines: list[str] = []
+        for value in reversed(self.values):
+            terms = self.adjoints.get(value.name)
+            if not terms:
+                continue
+            total = _total([self.reduced(t, self.local_axes[value.name]) for t in terms])
+            adjoint = self.fresh("d" + value.name)
+            lines.append(f"{adjoint} = {total.text}")
+            self.visit(value.expr, _Adjoint(adjoint, total.axes))
+        stores_text = self.store_gradients()
+        used = self.used_values(lines + stores_text)
+        body = [f"{v.name} = {expr_text(v.expr)}" for v in self.values if v.name in used]
+        statements = body + lines + stores_text
+        return self.header(seeds, used, lines + stores_text) + "".join(f"  {line}\n" for line in statements)
+
+    def visit(self, expr: m.Expr, g: _Adjoint) -> None:
+        """Add ``g``, the adjoint of ``expr``, to the adjoints of what it reads."""
+        if not self.is_active(expr):
+            return
+        if isinstance(expr, m.Ref):
+            self.adjoints.setdefault(expr.name.id, []).append(g)
+        elif isinstance(expr, m.Load):
+            self.gradients.setdefault(expr.tensor.id, []).append((m.expr_key(expr), g, expr))
+        elif isinstance(expr, m.Neg):
+            self.visit(expr.operand, g.map(negate(g.text)))
+        elif isinstance(expr, m.BinOp):
+            left, right = expr_text(expr.left), expr_text(expr.right)
+            if expr.op == "+":
+                self.visit(expr.left, g)
+                self.visit(expr.right, g)
+            elif expr.op == "-":
+                self.visit(expr.left, g)
+                self.visit(expr.right, g.map(negate(g.text)))
+            elif expr.op == "*":
+                self.visit(expr.left, g.map(binary("*", g.text, right), self.spanned(expr.right)))
+                self.visit(expr.right, g.map(binary("*", g.text, left), self.spanned(expr.left)))
+            elif expr.op == "/":
+                self.visit(expr.left, g.map(binary("/", g.text, right), self.spanned(expr.right)))
+                product = binary("/", binary("*", g.text, left), binary("*", right, right))
+                self.visit(expr.right, g.map(negate(product), self.spanned(expr)))
+        elif isinstance(expr, m.Call):
+            self.call(expr, g)
+
+    def reduced(self, g: _Adjoint, axes: tuple[str, ...]) -> _Adjoint:
+        """``g`` summed over the ``whole`` axes it spans that ``axes`` (its value's) do not: a value
+        broadcast along an axis inside the program gets the sum of its lanes' adjoints. A grid axis
+        stays (the program holds a tile of it): the gradient's store sums it across programs."""
+        text, kept = g.text, set(g.axes)
+        negated = text.startswith("-") and negate(text) != text
+        text = negate(text) if negated else text
+        summed = False
+        for axis in self.spec.grid:
+            if axis.name.id in g.axes and axis.name.id not in axes and axis.bounds == "whole":
+                text, kept, summed = f"sum({text}, dim={axis.name.id})", kept - {axis.name.id}, True
+        if negated:
+            text = negate(text) if summed else g.text
+        return _Adjoint(text, frozenset(kept))
+
+    def call(self, call: m.Call, g: _Adjoint) -> None:
+        """Visit the operands of ``call`` with the adjoints its function's ``grad`` rules give."""
+        function = lookup(call.func)
+        if function is None:
+            raise NoBackward(f"'{call.func.id}' has no gradient rule", call.span)
+        if function.kind == "cast":
+            self.visit(call.args[0], g)
+            return
+        names = ["x", *[p for p, _ in function.params]]
+        values = dict.fromkeys(names, "") | {n: options[0] for n, options in function.choices.items()}
+        operands: dict[str, m.Expr] = {}
+        for key, arg in zip(names, call.args, strict=False):
+            values[key], operands[key] = expr_text(arg), arg
+        for key, value in call.kwargs:
+            values[key.id] = value.name.id if isinstance(value, m.Ref) else expr_text(value)
+            if not isinstance(value, m.Ref):
+                operands[key.id] = value
+        for key, default in function.params:
+            values[key] = values[key] or (default or "")
+        values["g"] = g.text
+        values["y"] = self.value_of.get(m.expr_key(call)) or expr_text(call)
+        if function.kind == "reduction":  # a broadcast's adjoint is summed before it is spread again
+            g = self.reduced(g, self.spanned(call))
+            values["g"] = g.text
+        if function.kind in ("reduction", "scan"):
+            axis = self.axes[call.word("dim")]
+            values["axis"] = axis.name.id
+            values["size"] = expr_text(axis.extent) if axis.extent is not None else axis.dim.id
+            values["flip"] = "false" if values.get("reverse") == "true" else "true"
+        for key, arg in operands.items():
+            if (function.selects and key == "x") or not self.is_active(arg):
+                continue
+            texts = {k: wrap(v, ATOM_LEVEL) for k, v in values.items()} | {f"{k}_": v for k, v in values.items()}
+            text = function.grad_text(key, texts)
+            if text is None:
+                which = f"its argument '{key}'" if key != "x" else "its operand"
+                raise NoBackward(f"'{function.name}' has no gradient rule for {which}", call.span)
+            reads = _reads(function, key)
+            axes = set(g.axes)
+            for name, operand in operands.items():
+                if name in reads:
+                    axes |= set(self.spanned(operand))
+            if "y" in reads:
+                axes |= set(self.spanned(call))
+            self.visit(arg, _Adjoint(text, frozenset(axes)))
+
+    # ------------------------------------------------------------------ the gradients' stores
+
+    def store_gradients(self) -> list[str]:
+        """The stores of the inputs' gradients: each load's adjoints added, summed over the axes
+        the load's index lacks (the ``whole`` ones in the program, then the grid's across programs)."""
+        lines = []
+        for tensor in self.spec.inputs:
+            found = self.gradients.get(tensor.name.id)
+            if not found:
+                continue
+            load = found[0][2]
+            if len({key for key, _, _ in found}) > 1 or not all(isinstance(i, (m.Name, m.Number)) for i in load.index):
+                loads = [ld for _, _, ld in found]
+                how = ("through a gather" if any(isinstance(i, m.Load) for ld in loads for i in ld.index)
+                       else "at a shifted index" if any(m.is_offset(i) for ld in loads for i in ld.index)
+                       else "at two different indices")
+                raise NoBackward(f"'{tensor.name.id}' is read {how}: its gradient is a scatter, which is not "
+                                 f"derived yet; write the backward by hand", load.span)
+            adjoint = _total([g for _, g, _ in found])
+            index_axes = {i.id for i in load.index if isinstance(i, m.Name)}
+            extra = adjoint.axes - index_axes
+            value = adjoint.text
+            whole = [a for a in self.spec.grid if a.name.id in extra and a.bounds == "whole"]
+            grid = [a for a in self.spec.grid if a.name.id in extra and a.bounds != "whole"]
+            for axis in whole + list(reversed(grid)):
+                value = f"sum({value}, dim={axis.name.id})"
+            index = ", ".join(index_text(i) for i in load.index)
+            lines.append(f"d{tensor.name.id}[{index}] = {value}")
+        return lines
+
+    def used_values(self, lines: list[str]) -> set[str]:
+        """The values the backward's ``lines`` read, directly or through other values."""
+        import re
+
+        words = set(re.findall(r"[A-Za-z_]\w*", " ".join(lines)))
+        by_name = {v.name: v for v in self.values}
+        used, todo = set(), [w for w in words if w in by_name]
+        while todo:
+            name = todo.pop()
+            if name in used:
+                continue
+            used.add(name)
+            todo += [e.name.id for e in m.subexpressions(by_name[name].expr) if isinstance(e, m.Ref)
+                     and e.name.id in by_name]
+        return used
+
+    def header(self, seeds: list[m.Tensor], used: set[str], lines: list[str]) -> str:
+        import re
+
+        spec = self.spec
+        words = set(re.findall(r"[A-Za-z_]\w*", " ".join(lines + [expr_text(v.expr) for v in self.values
+                                                                       if v.name in used])))
+        ins = [f"  in  d{t.name.id}: {_typed(t)}\n" for t in seeds]
+        needed = [t for t in spec.inputs if t.name.id in words]
+        sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}
+        for axis in spec.grid:  # a size the grid needs that no tensor read so far has
+            if axis.dim.id not in sizes and axis.extent is None:
+                extra = next(t for t in spec.tensors if any(isinstance(d, m.Name) and d.id == axis.dim.id
+                                                            for d in t.dims))
+                if extra.role == "in" and extra not in needed:
+                    needed.append(extra)
+                sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)}
+        ins += [f"  in  {t.name.id}: {_typed(t)}\n" for t in spec.inputs if t in needed]
+        outs = [f"  out d{t.name.id}: {_typed(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
+        declarations = _declarations(spec)
+        return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
+                f"# recomputed from its inputs, then each value's adjoint, in reverse order.\n"
+                f"kernel {self.name}\n" + "".join(declarations[:1] if declarations and declarations[0].strip()
+                                                    .startswith("dtype") else [])
+                + "".join(ins + outs)
+                + "".join(d for d in declarations if not d.strip().startswith("dtype")))
+
+
+def _reads(function, operand: str | None = None) -> set[str]:
+    """The values ``function``'s gradient rule for ``operand`` (None: any) reads besides ``g``: ``x``,
+    ``y``, params' names (a callable rule: ``x`` and every param)."""
+    import string
+
+    rules = [function.grad[operand]] if operand is not None else list(function.grad.values())
+    found: set[str] = set()
+    for rule in rules:
+        if callable(rule):
+            found |= {"x", *(p for p, _ in function.params)}
+        else:
+            found |= {f.rstrip("_") for _, f, _, _ in string.Formatter().parse(rule) if f}
+    return found - {"g"}
+
+
+def _float_tensor(tensor: m.Tensor) -> bool:
+    if isinstance(tensor.dtype, m.BoundDtype):
+        return all(is_float(o) for o in tensor.dtype.options)
+    return is_float(tensor.dtype.id)
+
+
+def _floaty(dtype: str | None) -> bool:
+    return dtype is not None and dtype != BOOL and (is_float(dtype) or dtype == "float")
+
+
+def _simple(expr: m.Expr) -> bool:
+    """A value a rule may write twice: a name, a number, a load, a cast or negation of one."""
+    if isinstance(expr, (m.Ref, m.Number, m.Load)):
+        return True
+    if isinstance(expr, m.Neg):
+        return _simple(expr.operand)
+    if isinstance(expr, m.Call) and (function := lookup(expr.func)) is not None and function.kind == "cast":
+        return _simple(expr.args[0])
+    return False
+
+
+def _typed(tensor: m.Tensor) -> str:
+    dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
+    shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
+    return f"{m.as_written(tensor.dtype)}{shape}"
+
+
+def _declarations(spec: m.Spec) -> list[str]:
+    """The forward's declaration lines the backward keeps as written (dtype variables, blocks, the
+    grid, swizzle, tune with its configs, access, split tail)."""
+    kept, inside = [], False
+    for line in m.source_lines(spec.source):
+        words = line.split()
+        if not words:
+            continue
+        if inside and line.startswith("    "):
+            kept.append(line + "\n")
+            continue
+        inside = False
+        if words[0] in _COPIED and line.startswith("  ") and not line.startswith("   "):
+            kept.append(line + "\n")
+            inside = words[0] == "tune"
+    return kept
+
+
+__all__ = ["NoBackward", "backward_name", "derive_backward"]

@@ -160,8 +160,8 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cosine_similarity_loss")
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _cosine_similarity_loss_apply(predictions, targets, BM) if not torch.compiler.is_compiling() else op(predictions, targets, BM=BM)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cosine_similarity_loss(predictions, targets, BM=BM)
@@ -261,3 +261,43 @@ def _cosine_similarity_loss_fake(predictions: torch.Tensor, targets: torch.Tenso
 
 
 op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_similarity_loss, _cosine_similarity_loss_fake, None)
+
+
+def _cosine_similarity_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what cosine_similarity_loss_backward() reads of a cosine_similarity_loss() call (predictions, targets):
+    torch.autograd's setup_context for torch.ops.tilegen.cosine_similarity_loss."""
+    predictions = inputs[0]
+    targets = inputs[1]
+    ctx.save_for_backward(predictions, targets)
+
+
+def _cosine_similarity_loss_backward(ctx, dloss, eager=False):
+    """The gradients of cosine_similarity_loss()'s inputs: cosine_similarity_loss_backward() of specs/cosine_similarity_loss.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    predictions, targets, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "cosine_similarity_loss_backward")
+    dpredictions, dtargets = (module.cosine_similarity_loss_backward if eager else module.op)(dloss, predictions, targets)
+    return dpredictions, dtargets
+
+
+_rt.register_backward(op, _cosine_similarity_loss_backward, _cosine_similarity_loss_setup_context, __file__, ('cosine_similarity_loss_backward',))
+
+
+class _CosineSimilarityLossAutograd(torch.autograd.Function):
+    """cosine_similarity_loss() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(predictions, targets, BM):
+        return cosine_similarity_loss(predictions, targets, BM=BM)
+
+    setup_context = staticmethod(_cosine_similarity_loss_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _cosine_similarity_loss_backward(ctx, *grads, eager=True)
+        return *grads, None  # no gradient for BM
+
+
+_cosine_similarity_loss_apply = _rt.autograd_apply(_CosineSimilarityLossAutograd)  # _CosineSimilarityLossAutograd.apply without its per-call signature binding

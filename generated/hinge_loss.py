@@ -166,8 +166,8 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("hinge_loss")
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _hinge_loss_apply(predictions, targets) if not torch.compiler.is_compiling() else op(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return hinge_loss(predictions, targets)
@@ -269,3 +269,42 @@ def _hinge_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.
 
 
 op = _rt.register_op("hinge_loss", "696bdaaaab9ba3c5", hinge_loss, _hinge_loss_fake, None)
+
+
+def _hinge_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what hinge_loss_backward() reads of a hinge_loss() call (predictions, targets):
+    torch.autograd's setup_context for torch.ops.tilegen.hinge_loss."""
+    predictions = inputs[0]
+    targets = inputs[1]
+    ctx.save_for_backward(predictions, targets)
+
+
+def _hinge_loss_backward(ctx, dloss, eager=False):
+    """The gradients of hinge_loss()'s inputs: hinge_loss_backward() of specs/hinge_loss.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    predictions, targets, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "hinge_loss_backward")
+    dpredictions, dtargets = (module.hinge_loss_backward if eager else module.op)(dloss, predictions, targets)
+    return dpredictions, dtargets
+
+
+_rt.register_backward(op, _hinge_loss_backward, _hinge_loss_setup_context, __file__, ('hinge_loss_backward',))
+
+
+class _HingeLossAutograd(torch.autograd.Function):
+    """hinge_loss() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(predictions, targets):
+        return hinge_loss(predictions, targets)
+
+    setup_context = staticmethod(_hinge_loss_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _hinge_loss_backward(ctx, *grads, eager=True)
+
+
+_hinge_loss_apply = _rt.autograd_apply(_HingeLossAutograd)  # _HingeLossAutograd.apply without its per-call signature binding

@@ -175,8 +175,8 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("huber_loss", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("huber_loss")
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _huber_loss_apply(predictions, targets) if not torch.compiler.is_compiling() else op(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return huber_loss(predictions, targets)
@@ -285,3 +285,42 @@ def _huber_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.
 
 
 op = _rt.register_op("huber_loss", "ade5ee156db8bd16", huber_loss, _huber_loss_fake, None)
+
+
+def _huber_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what huber_loss_backward() reads of a huber_loss() call (predictions, targets):
+    torch.autograd's setup_context for torch.ops.tilegen.huber_loss."""
+    predictions = inputs[0]
+    targets = inputs[1]
+    ctx.save_for_backward(predictions, targets)
+
+
+def _huber_loss_backward(ctx, dloss, eager=False):
+    """The gradients of huber_loss()'s inputs: huber_loss_backward() of specs/huber_loss.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    predictions, targets, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "huber_loss_backward")
+    dpredictions, dtargets = (module.huber_loss_backward if eager else module.op)(dloss, predictions, targets)
+    return dpredictions, dtargets
+
+
+_rt.register_backward(op, _huber_loss_backward, _huber_loss_setup_context, __file__, ('huber_loss_backward',))
+
+
+class _HuberLossAutograd(torch.autograd.Function):
+    """huber_loss() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(predictions, targets):
+        return huber_loss(predictions, targets)
+
+    setup_context = staticmethod(_huber_loss_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _huber_loss_backward(ctx, *grads, eager=True)
+
+
+_huber_loss_apply = _rt.autograd_apply(_HuberLossAutograd)  # _HuberLossAutograd.apply without its per-call signature binding

@@ -170,8 +170,8 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("kl_div", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("kl_div")
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _kl_div_apply(predictions, targets) if not torch.compiler.is_compiling() else op(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return kl_div(predictions, targets)
@@ -279,3 +279,42 @@ def _kl_div_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tens
 
 
 op = _rt.register_op("kl_div", "6eb1c0ef4d12655f", kl_div, _kl_div_fake, None)
+
+
+def _kl_div_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what kl_div_backward() reads of a kl_div() call (predictions, targets):
+    torch.autograd's setup_context for torch.ops.tilegen.kl_div."""
+    predictions = inputs[0]
+    targets = inputs[1]
+    ctx.save_for_backward(predictions, targets)
+
+
+def _kl_div_backward(ctx, dloss, eager=False):
+    """The gradients of kl_div()'s inputs: kl_div_backward() of specs/kl_div.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    predictions, targets, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "kl_div_backward")
+    dpredictions, dtargets = (module.kl_div_backward if eager else module.op)(dloss, predictions, targets)
+    return dpredictions, dtargets
+
+
+_rt.register_backward(op, _kl_div_backward, _kl_div_setup_context, __file__, ('kl_div_backward',))
+
+
+class _KlDivAutograd(torch.autograd.Function):
+    """kl_div() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(predictions, targets):
+        return kl_div(predictions, targets)
+
+    setup_context = staticmethod(_kl_div_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _kl_div_backward(ctx, *grads, eager=True)
+
+
+_kl_div_apply = _rt.autograd_apply(_KlDivAutograd)  # _KlDivAutograd.apply without its per-call signature binding

@@ -174,8 +174,8 @@ def mse_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("mse_loss", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("mse_loss")
+    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _mse_loss_apply(predictions, targets) if not torch.compiler.is_compiling() else op(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return mse_loss(predictions, targets)
@@ -283,3 +283,42 @@ def _mse_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Te
 
 
 op = _rt.register_op("mse_loss", "1764b9ba2b4bc26a", mse_loss, _mse_loss_fake, None)
+
+
+def _mse_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what mse_loss_backward() reads of a mse_loss() call (predictions, targets):
+    torch.autograd's setup_context for torch.ops.tilegen.mse_loss."""
+    predictions = inputs[0]
+    targets = inputs[1]
+    ctx.save_for_backward(predictions, targets)
+
+
+def _mse_loss_backward(ctx, dloss, eager=False):
+    """The gradients of mse_loss()'s inputs: mse_loss_backward() of specs/mse_loss.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    predictions, targets, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "mse_loss_backward")
+    dpredictions, dtargets = (module.mse_loss_backward if eager else module.op)(dloss, predictions, targets)
+    return dpredictions, dtargets
+
+
+_rt.register_backward(op, _mse_loss_backward, _mse_loss_setup_context, __file__, ('mse_loss_backward',))
+
+
+class _MseLossAutograd(torch.autograd.Function):
+    """mse_loss() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(predictions, targets):
+        return mse_loss(predictions, targets)
+
+    setup_context = staticmethod(_mse_loss_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _mse_loss_backward(ctx, *grads, eager=True)
+
+
+_mse_loss_apply = _rt.autograd_apply(_MseLossAutograd)  # _MseLossAutograd.apply without its per-call signature binding

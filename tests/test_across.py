@@ -238,6 +238,19 @@ def test_a_tuple_of_axes_is_for_reductions_that_merge():
     assert line == 5 and "not dim= of 'argmax'" in message
 
 
-def test_a_zero_dim_input_is_refused():
-    text = "kernel k\n  in  x: f32[]\n  out y: f32[]\n  grid c over N whole\n  y = x\n"
-    assert any("0-dim input" in message for _, message in _errors(text))
+def test_a_zero_dim_input_is_read_by_its_name_not_indexed():
+    text = "kernel k\n  in  x: f32[N]\n  in  s: f32[]\n  out y: f32[N]\n  grid c over N whole\n  y[c] = x[c] * s[0]\n"
+    [(line, message)] = _errors(text)
+    assert line == 6 and "'s' is a 0-dim input; read it by its name, without an index" in message
+
+
+def test_a_zero_dim_input_scales_a_row(compiled):
+    """``in s: f32[]``, read as ``s``: torch's shape () in, in the kernel, the reference and the
+    checks; another rank is refused by name."""
+    module = compiled("kernel k\n  in  x: f32[N]\n  in  s: f32[]\n  out y: f32[N]\n  block BN = 16\n"
+                      "  grid c over N by BN\n  y[c] = x[c] * s - s\n")
+    x, s = torch.randn(37), torch.tensor(-1.25)
+    torch.testing.assert_close(module.k(x, s), x * s - s)
+    torch.testing.assert_close(module.reference(x, s), x * s - s)
+    with pytest.raises(ValueError, match=r"k: s must have rank 0, got shape \(1,\)"):
+        module.k(x, s.reshape(1))

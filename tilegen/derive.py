@@ -183,8 +183,8 @@ class _Deriver:
         for sub in m.subexpressions(expr):
             if isinstance(sub, m.Load) and sub.tensor.id in self.differentiable:
                 return True
-            if isinstance(sub, m.Ref) and sub.name.id in self.active:
-                return True
+            if isinstance(sub, m.Ref) and (sub.name.id in self.active or sub.name.id in self.differentiable):
+                return True  # a local that depends on an input, or a 0-dim input (read by its name)
         return False
 
     def fresh(self, stem: str) -> str:
@@ -316,7 +316,9 @@ class _Deriver:
         """Add ``g``, the adjoint of ``expr``, to the adjoints of what it reads."""
         if not self.is_active(expr):
             return
-        if isinstance(expr, m.Ref):
+        if isinstance(expr, m.Ref) and expr.name.id in self.differentiable:  # a 0-dim input's one element
+            self.gradients.setdefault(expr.name.id, []).append((("zero_dim",), g, m.Load(expr.name, (), expr.span)))
+        elif isinstance(expr, m.Ref):
             self.adjoints.setdefault(expr.name.id, []).append(g)
         elif isinstance(expr, m.Load):
             self.gradients.setdefault(expr.tensor.id, []).append((m.expr_key(expr), g, expr))
@@ -428,7 +430,7 @@ class _Deriver:
             for axis in whole + list(reversed(grid)):
                 value = f"sum({value}, dim={axis.name.id})"
             index = ", ".join(index_text(i) for i in load.index)
-            lines.append(f"d{tensor.name.id}[{index}] = {value}")
+            lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
         return lines
 
     def used_values(self, lines: list[str]) -> set[str]:

@@ -225,14 +225,7 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
     range (:func:`check_sample`) where one is given."""
     state.define(tensor.name, "tensor")
     check_dtype(state, tensor.dtype)
-    if tensor.zero_dim and tensor.role == "in":
-        state.errors.error(
-            f"'{tensor.name.id}: {tensor.dtype.id}[]' is a 0-dim input, which the language does not have yet; "
-            f"take a number ('in {tensor.name.id}: {tensor.dtype.id}') or a tensor of one element "
-            f"('{tensor.name.id}: {tensor.dtype.id}[1]', read as {tensor.name.id}[0])",
-            tensor.span,
-        )
-    elif tensor.is_scalar and tensor.role == "out":
+    if tensor.is_scalar and tensor.role == "out":
         state.errors.error(
             f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
         )

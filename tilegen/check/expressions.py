@@ -43,8 +43,8 @@ def expr_axes(state: CheckState, expr: m.Expr, scope: Scope) -> tuple[str, ...]:
         if name in state.dims:  # a size symbol's value
             return ()
         tensor = state.spec.tensor(name)
-        if tensor is not None and tensor.is_scalar:
-            return ()
+        if tensor is not None and (tensor.is_scalar or (tensor.zero_dim and tensor.role == "in")):
+            return ()  # a number: a scalar, or a 0-dim input's one element
         if tensor is not None:
             state.errors.error(f"tensor '{name}' must be indexed, e.g. '{name}[...]'", expr.span)
         elif name in state.params:

@@ -28,6 +28,10 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
     if tensor.is_scalar:
         state.errors.error(f"'{tensor.name.id}' is a scalar; use it without an index", tensor_name.span)
         return ()
+    if tensor.zero_dim and not writing:
+        state.errors.error(f"'{tensor.name.id}' is a 0-dim input; read it by its name, without an index",
+                           tensor_name.span)
+        return ()
     if len(index) != len(tensor.dims):
         state.errors.error(
             f"tensor '{tensor.name.id}' has rank {len(tensor.dims)} but is indexed with {len(index)} "

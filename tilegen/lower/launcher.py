@@ -68,7 +68,7 @@ def _bind_sizes(spec: m.Spec, name: str):
     sizes: list[tuple[str, str]] = []
     bound: dict[str, str] = {}
     for tensor in spec.arrays:
-        if tensor.role != "in":
+        if tensor.role != "in" or tensor.zero_dim:  # a 0-dim input has no dimension to bind (its rank is checked)
             continue
         targets = []
         for position, dim in enumerate(tensor.dims):
@@ -344,7 +344,7 @@ def lower_launcher(
             kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
             head.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
             continue
-        x, rank = t.name.id, len(t.dims)
+        x, rank = t.name.id, 0 if t.zero_dim else len(t.dims)
         dtype, like, test = torch_dtype(t.dtype), "", f"{x}.dtype != {torch_dtype(t.dtype)}"
         source = sources.get(t.dtype.var) if isinstance(t.dtype, m.BoundDtype) else None
         if source == x:  # the input T is read from
@@ -434,8 +434,8 @@ def lower_launcher(
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
     bound_strides = [t for t in full.arrays if descriptors or t.role == "in"]
-    for t in bound_strides:
-        setup.append(Line(f"_{t.name.id}_strides = {t.name.id}.stride()"))
+    for t in bound_strides:  # a 0-dim input: the kernel's one element, at index 0, whatever its stride
+        setup.append(Line(f"_{t.name.id}_strides = " + ("(0,)" if t.zero_dim else f"{t.name.id}.stride()")))
     sizes_passed = size_symbols(spec)
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)

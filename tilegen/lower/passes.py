@@ -69,21 +69,40 @@ class Pass:
 
 
 def one_element(spec: m.Spec) -> m.Spec:
-    """``spec`` with each 0-dim output (``loss: f32[]``) a tensor of one element (``[1]``), its
-    store ``loss[0] = ...``: the kernel's view of it. The tensor keeps ``zero_dim``, so the
-    launcher makes it and the reference returns it with torch's shape ``()``."""
+    """``spec`` with each 0-dim tensor (``loss: f32[]``) a tensor of one element (``[1]``): an
+    output's store ``loss[0] = ...``, an input's reads (its name, ``dloss``) ``dloss[0]``: the
+    kernel's view of it. The tensor keeps ``zero_dim``, so the launcher makes and checks it, and
+    the reference takes and returns it, with torch's shape ``()``."""
     outputs = {t.name.id for t in spec.outputs if t.zero_dim}
-    if not outputs:
+    inputs = {t.name.id for t in spec.inputs if t.zero_dim}
+    if not outputs and not inputs:
         return spec
     tensors = tuple(
-        dataclasses.replace(t, dims=(m.Number("1", t.span),)) if t.name.id in outputs else t for t in spec.tensors
+        dataclasses.replace(t, dims=(m.Number("1", t.span),)) if t.zero_dim else t for t in spec.tensors
     )
-    body = tuple(
-        dataclasses.replace(s, index=(m.Number("0", s.span),))
-        if isinstance(s, m.Store) and s.tensor.id in outputs else s
-        for s in spec.body
-    )
-    return dataclasses.replace(spec, tensors=tensors, body=body)
+
+    def expr(e: m.Expr) -> m.Expr:
+        if isinstance(e, m.Ref) and e.name.id in inputs:
+            return m.Load(e.name, (m.Number("0", e.span),), e.span)
+        if isinstance(e, m.BinOp):
+            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
+        if isinstance(e, m.Neg):
+            return dataclasses.replace(e, operand=expr(e.operand))
+        if isinstance(e, m.Call):
+            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args),
+                                       kwargs=tuple((k, v if isinstance(v, m.Ref) else expr(v)) for k, v in e.kwargs))
+        return e
+
+    def stmt(s: m.Stmt) -> m.Stmt:
+        if isinstance(s, m.Loop):
+            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
+        if isinstance(s, m.Declare):
+            return dataclasses.replace(s, init=expr(s.init))
+        if isinstance(s, m.Store) and s.tensor.id in outputs:
+            s = dataclasses.replace(s, index=(m.Number("0", s.span),))
+        return dataclasses.replace(s, value=expr(s.value))
+
+    return dataclasses.replace(spec, tensors=tensors, body=tuple(stmt(s) for s in spec.body))
 
 
 def derived_refs(spec: m.Spec) -> m.Spec:

@@ -83,6 +83,9 @@ class ReferenceLowering:
         return self.align(f"torch.arange({self.dim_of(axis)}, device={self.device})", (axis,), context)
 
     def load(self, load: m.Load, context: tuple[str, ...]) -> str:
+        tensor = self.spec.tensor(load.tensor.id)
+        if tensor is not None and tensor.zero_dim:  # a 0-dim input's one element: torch's shape () broadcasts
+            return load.tensor.id
         offsets = [i for i in load.index if m.is_offset(i)]
         if len(offsets) == 1 and not any(isinstance(i, m.Load) for i in load.index):
             axes = [n for n in m.offset_names(offsets[0]) if n in self.axis_names]

@@ -422,8 +422,8 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     device = x.device
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("batch_norm", x=x, weight=weight, bias=bias)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("batch_norm")
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _batch_norm_apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return batch_norm(x, weight, bias, eps)
@@ -564,3 +564,45 @@ def _batch_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
 
 op = _rt.register_op("batch_norm", "ec96d55bcf8faa2f", batch_norm, _batch_norm_fake, None)
+
+
+def _batch_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what batch_norm_backward() reads of a batch_norm() call (x, weight, eps):
+    torch.autograd's setup_context for torch.ops.tilegen.batch_norm."""
+    x = inputs[0]
+    weight = inputs[1]
+    eps = inputs[3]
+    ctx.save_for_backward(x, weight)
+    ctx.eps = eps
+
+
+def _batch_norm_backward(ctx, dy, eager=False):
+    """The gradients of batch_norm()'s inputs: batch_norm_backward() of specs/batch_norm.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, weight, = ctx.saved_tensors
+    eps = ctx.eps
+    module = _rt.sibling(__file__, "batch_norm_backward")
+    dx, dweight, dbias = (module.batch_norm_backward if eager else module.op)(dy, x, weight, eps)
+    return dx, dweight, dbias, None
+
+
+_rt.register_backward(op, _batch_norm_backward, _batch_norm_setup_context, __file__, ('batch_norm_backward',))
+
+
+class _BatchNormAutograd(torch.autograd.Function):
+    """batch_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, weight, bias, eps):
+        return batch_norm(x, weight, bias, eps)
+
+    setup_context = staticmethod(_batch_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _batch_norm_backward(ctx, *grads, eager=True)
+
+
+_batch_norm_apply = _rt.autograd_apply(_BatchNormAutograd)  # _BatchNormAutograd.apply without its per-call signature binding

@@ -49,6 +49,12 @@ DERIVED = _derived_kernels()
 #: compared with the hand-written one.
 HAND_WRITTEN = ["softmax", "log_softmax", "rms_norm", "layer_norm", "swiglu", "geglu"]
 
+#: Gradients compared at a looser tolerance than 1e-4 of their largest element, and why:
+#: batch_norm's shift (the variance taken about x[0, c, 0, 0], for stability) gives that element
+#: the shift's terms, which cancel exactly in real arithmetic and to about 5e-4 of the gradient
+#: in float32 sums over B * H * W elements, in torch's autograd of the reference as in ours.
+LOOSER = {"batch_norm": 2e-3}
+
 
 def _binding(spec: m.Spec) -> dict[str, str]:
     """The float32 binding of the spec's dtype variables where they take one (the interpreter's
@@ -65,12 +71,13 @@ def _grads(function, args: list, names: list[str], cotangents=None, seed: int = 
     outputs = function(*args)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     floats = [o for o in outputs if o.is_floating_point()]
-    if cotangents is None:
+    if cotangents is None:  # the output plus noise: a cotangent along the output counts every term
         generator = torch.Generator().manual_seed(seed)
-        cotangents = [torch.randn(o.shape, generator=generator).to(o.dtype) for o in floats]
+        cotangents = [(o.detach().float() + torch.randn(o.shape, generator=generator)).to(o.dtype) for o in floats]
     total = sum((o.float() * c.float()).sum() for o, c in zip(floats, cotangents, strict=True))
     total.backward()
     return [args[i].grad for i in names], cotangents
+
 
 
 def _case(spec: m.Spec, seed: int = 0):
@@ -87,13 +94,37 @@ def test_specs_get_derived_backwards():
     assert {"add", "copy", "l1_norm", "fused_add_rms_norm", "frobenius_norm", "row_cumsum"} <= set(DERIVED)
 
 
-@pytest.mark.parametrize("file", DERIVED)
-def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, file):
+def _build(tmp_path, source: str, name: str = "k"):
+    """Compile ``source`` with its derived backward beside it in ``tmp_path``; the forward module."""
+    generated = compile_spec(source, f"{name}.tile")
+    assert generated.derived is not None, generated.note
+    (tmp_path / f"{name}.py").write_text(generated.source, encoding="utf-8")
+    (tmp_path / f"{generated.derived.kernel}.py").write_text(generated.derived.source, encoding="utf-8")
+    return load_module(tmp_path / f"{name}.py")
+
+
+def _without_backward(tmp_path, file: str):
+    """``specs/<file>.tile`` built without its ``backward`` line (so the build derives one) into
+    ``tmp_path``: the forward module and the derived backward's."""
+    source = (ROOT / "specs" / f"{file}.tile").read_text(encoding="utf-8")
+    source = "\n".join(line for line in source.split("\n") if not line.strip().startswith("backward "))
+    forward = _build(tmp_path, source, file)
+    return forward, load_module(tmp_path / f"{file}_backward.py")
+
+
+@pytest.mark.parametrize("file", DERIVED + HAND_WRITTEN)
+def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp_path, file):
     """The op's gradients (its derived backward's kernel) against torch's autograd through the
-    module's reference, at every config of the backward."""
+    module's reference, at every config of the backward; the cotangent is the output plus noise,
+    so that every term of the gradient counts (with a cotangent uncorrelated with the output, a
+    norm's term through its statistics is a thousandth of the rest). A spec with a hand-written
+    backward is built without its backward line."""
     spec = _spec(ROOT / "specs" / f"{file}.tile")
     kernel = spec.name.id
-    module, backward = generated(kernel), generated(f"{kernel}_backward")
+    if file in HAND_WRITTEN:
+        module, backward = _without_backward(tmp_path, file)
+    else:
+        module, backward = generated(kernel), generated(f"{kernel}_backward")
     typed, args, names = _case(spec)
     want, cotangents = _grads(module.reference, args, names)
     for index in range(len(getattr(backward, "_CONFIGS", [None]))):
@@ -102,7 +133,8 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, fil
         got, _ = _grads(getattr(module, kernel), args, names, cotangents)
         for i, ours, theirs in zip(names, got, want, strict=True):
             assert ours is not None, f"no gradient for {typed.inputs[i].name.id}"
-            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4,
+            scale = theirs.abs().max().item() if theirs.numel() else 1.0
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5 + LOOSER.get(file, 1e-4) * scale,
                                        msg=lambda text, i=i: f"d{typed.inputs[i].name.id}: {text}")
 
 
@@ -175,15 +207,6 @@ def test_constructs_without_a_rule_are_named(body, reason, line):
     with pytest.raises(NoBackward, match=re.escape(reason)) as raised:
         derive_backward(spec)
     assert raised.value.span.line == line
-
-
-def _build(tmp_path, source: str, name: str = "k"):
-    """Compile ``source`` with its derived backward beside it in ``tmp_path``; the forward module."""
-    generated = compile_spec(source, f"{name}.tile")
-    assert generated.derived is not None, generated.note
-    (tmp_path / f"{name}.py").write_text(generated.source, encoding="utf-8")
-    (tmp_path / f"{generated.derived.kernel}.py").write_text(generated.derived.source, encoding="utf-8")
-    return load_module(tmp_path / f"{name}.py")
 
 
 #: One expression per gradient rule (every function with one, the operators, the reductions

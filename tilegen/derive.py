@@ -247,6 +247,8 @@ class _Deriver:
         self.value_of.setdefault(m.expr_key(expr), name)
 
     def spanned(self, expr: m.Expr) -> tuple[str, ...]:
+        """The grid axes ``expr`` varies along, an index axis (``b over B``, one per program) included:
+        an adjoint summed over an axis sums across programs along an index axis too."""
         def own(e: m.Expr):
             if isinstance(e, m.Load):
                 found = []
@@ -255,12 +257,11 @@ class _Deriver:
                         found.append(item.id)
                     elif m.is_offset(item):
                         found += [n for n in m.offset_names(item) if n in self.axes]
-                return tuple(a for a in found if not self.axes[a].is_index)
+                return tuple(dict.fromkeys(found))
             if isinstance(e, m.Ref):
                 if e.name.id in self.local_axes:
                     return self.local_axes[e.name.id]
-                axis = self.axes.get(e.name.id)
-                return (axis.name.id,) if axis is not None and not axis.is_index else ()
+                return (e.name.id,) if e.name.id in self.axes else ()
             if isinstance(e, m.Number):
                 return ()
             if m.is_dot(e):
@@ -291,18 +292,21 @@ class _Deriver:
             grad = "d" + tensor.name.id
             index = ", ".join(index_text(i) for i in store.index)
             seeds.append(tensor)
-            axes = frozenset(i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes
-                             and not self.axes[i.id].is_index)
+            axes = frozenset(i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes)
             self.visit(value, _Adjoint(f"f32({grad}[{index}])" if store.index else f"f32({grad})", axes))
         if not seeds:
             raise NoBackward("no float output depends on a float input")
         seeds = [t for t in self.spec.outputs if t in seeds]  # in the order the outputs are declared
-        lines: list[str] = []
+        lines = self.lines = []
         for value in reversed(self.values):
             terms = self.adjoints.get(value.name)
             if not terms:
                 continue
-            total = _total([self.reduced(t, self.local_axes[value.name]) for t in terms])
+            own = set(self.local_axes[value.name])
+            terms = [self.reduced(t, tuple(own)) for t in terms]
+            if len({t.axes - own for t in terms}) > 1:  # broadcast along other grid axes: each summed on its own
+                terms = [self.total(t, own, "d" + value.name) if t.axes - own else t for t in terms]
+            total = _total(terms)
             adjoint = self.fresh("d" + value.name)
             lines.append(f"{adjoint} = {total.text}")
             self.visit(value.expr, _Adjoint(adjoint, total.axes))
@@ -342,10 +346,22 @@ class _Deriver:
         elif isinstance(expr, m.Call):
             self.call(expr, g)
 
+    def total(self, g: _Adjoint, keep: set[str], stem: str) -> _Adjoint:
+        """``g`` summed over every axis it spans outside ``keep`` (its value's axes): inline where
+        those are ``whole`` axes, else a value of its own (``dsum1 = sum(..., dim=h)``: a reduction
+        across programs is a whole value in the language)."""
+        text = self.summed(g, keep)
+        if all(self.axes[a].bounds == "whole" for a in g.axes - keep):
+            return _Adjoint(text, frozenset(g.axes & keep))
+        name = self.fresh(stem)
+        self.lines.append(f"{name} = {text}")
+        return _Adjoint(name, frozenset(g.axes & keep))
+
     def reduced(self, g: _Adjoint, axes: tuple[str, ...]) -> _Adjoint:
         """``g`` summed over the ``whole`` axes it spans that ``axes`` (its value's) do not: a value
         broadcast along an axis inside the program gets the sum of its lanes' adjoints. A grid axis
-        stays (the program holds a tile of it): the gradient's store sums it across programs."""
+        stays (the program holds a tile of it): the gradient's store sums it across programs, and a
+        reduction over it sums it first (:meth:`total`)."""
         text, kept = g.text, set(g.axes)
         negated = text.startswith("-") and negate(text) != text
         text = negate(text) if negated else text
@@ -379,7 +395,8 @@ class _Deriver:
         values["g"] = g.text
         values["y"] = self.value_of.get(m.expr_key(call)) or expr_text(call)
         if function.kind == "reduction":  # a broadcast's adjoint is summed before it is spread again
-            g = self.reduced(g, self.spanned(call))
+            if call.word("dim") in g.axes:
+                g = self.total(g, set(self.spanned(call)), "d" + function.name)
             values["g"] = g.text
         if function.kind in ("reduction", "scan"):
             axis = self.axes[call.word("dim")]
@@ -406,32 +423,71 @@ class _Deriver:
     # ------------------------------------------------------------------ the gradients' stores
 
     def store_gradients(self) -> list[str]:
-        """The stores of the inputs' gradients: each load's adjoints added, summed over the axes
-        the load's index lacks (the ``whole`` ones in the program, then the grid's across programs)."""
+        """The stores of the inputs' gradients. A tensor read at one index: its loads' adjoints added,
+        summed over the axes the index lacks (the ``whole`` ones in the program, then the grid's
+        across programs). Read also at a constant index (``x[0, c, 0, 0]``) or through a gather
+        (``x[r, target[r]]``) beside a read at the grid's axes (``x[r, c]``): each such read's
+        adjoint, summed over the axes it does not span, is added where the axes meet it
+        (``where(c == target[r], ...)``), a scatter the one store says."""
         lines = []
         for tensor in self.spec.inputs:
             found = self.gradients.get(tensor.name.id)
             if not found:
                 continue
-            load = found[0][2]
-            if len({key for key, _, _ in found}) > 1 or not all(isinstance(i, (m.Name, m.Number)) for i in load.index):
+            groups: dict[tuple, list[tuple[_Adjoint, m.Load]]] = {}
+            for key, g, load in found:
+                groups.setdefault(key, []).append((g, load))
+            main = next((key for key, reads in groups.items()
+                         if all(isinstance(i, m.Name) and i.id in self.axes for i in reads[0][1].index)), None)
+            if main is None:
+                main = next(iter(groups)) if len(groups) == 1 else None
+            if main is None or not all(isinstance(i, (m.Name, m.Number)) for i in groups[main][0][1].index):
                 loads = [ld for _, _, ld in found]
                 how = ("through a gather" if any(isinstance(i, m.Load) for ld in loads for i in ld.index)
                        else "at a shifted index" if any(m.is_offset(i) for ld in loads for i in ld.index)
                        else "at two different indices")
                 raise NoBackward(f"'{tensor.name.id}' is read {how}: its gradient is a scatter, which is not "
-                                 f"derived yet; write the backward by hand", load.span)
-            adjoint = _total([g for _, g, _ in found])
+                                 f"derived yet; write the backward by hand", found[0][2].span)
+            load = groups[main][0][1]
+            terms = [g for g, _ in groups[main]]
+            for key, reads in groups.items():
+                if key != main:
+                    terms.append(self.scattered(tensor, load, reads))
             index_axes = {i.id for i in load.index if isinstance(i, m.Name)}
-            extra = adjoint.axes - index_axes
-            value = adjoint.text
-            whole = [a for a in self.spec.grid if a.name.id in extra and a.bounds == "whole"]
-            grid = [a for a in self.spec.grid if a.name.id in extra and a.bounds != "whole"]
-            for axis in whole + list(reversed(grid)):
-                value = f"sum({value}, dim={axis.name.id})"
+            value = _total([_Adjoint(self.summed(t, index_axes), t.axes & index_axes) for t in terms]).text
             index = ", ".join(index_text(i) for i in load.index)
             lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
         return lines
+
+    def summed(self, adjoint: _Adjoint, keep: set[str]) -> str:
+        """``adjoint``'s text summed over the axes it spans outside ``keep``: the ``whole`` ones (in
+        the program) innermost, then the grid's (across programs), the last axis first."""
+        extra = adjoint.axes - keep
+        value = adjoint.text
+        whole = [a for a in self.spec.grid if a.name.id in extra and a.bounds == "whole"]
+        grid = [a for a in self.spec.grid if a.name.id in extra and a.bounds != "whole"]
+        for axis in whole + list(reversed(grid)):
+            value = f"sum({value}, dim={axis.name.id})"
+        return value
+
+    def scattered(self, tensor: m.Tensor, main: m.Load, reads: list[tuple[_Adjoint, m.Load]]) -> _Adjoint:
+        """The adjoint of ``reads`` (loads of ``tensor`` at another index than ``main``'s, which is
+        all axes) at ``main``'s lanes: summed over the axes the read does not span, kept where each
+        axis of ``main`` equals the read's index there (a constant, or a gather's loaded index)."""
+        read = reads[0][1]
+        conditions = []
+        for mine, theirs in zip(main.index, read.index, strict=True):
+            if isinstance(theirs, m.Name) and theirs.id == mine.id:
+                continue
+            if m.is_offset(theirs) or isinstance(theirs, m.Name):
+                raise NoBackward(f"'{tensor.name.id}' is read at a shifted index: its gradient is a scatter, which "
+                                 f"is not derived yet; write the backward by hand", read.span)
+            conditions.append(f"{mine.id} == {index_text(theirs)}")
+        own = set(self.spanned(read))
+        terms = [self.total(g, own, f"d{tensor.name.id}_read") for g, _ in reads]
+        total = _total(terms)
+        mask = " & ".join(conditions)
+        return _Adjoint(f"where({mask}, {total.text}, 0.0)", frozenset(own | {i.id for i in main.index}))
 
     def used_values(self, lines: list[str]) -> set[str]:
         """The values the backward's ``lines`` read, directly or through other values."""

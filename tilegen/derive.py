@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.check.state import RESERVED
 from tilegen.dtypes import BOOL, expr_dtype, is_float
-from tilegen.functions import lookup, spanned_axes
+from tilegen.functions import lookup, reduction, spanned_axes
 from tilegen.lower.passes import safe_path
 from tilegen.spec_text import ATOM_LEVEL, binary, expr_text, index_text, negate, wrap
 
@@ -309,8 +309,10 @@ class _Deriver:
             total = _total(terms)
             adjoint = self.fresh("d" + value.name)
             lines.append(f"{adjoint} = {total.text}")
+            self.local_axes[adjoint] = tuple(total.axes)
             self.visit(value.expr, _Adjoint(adjoint, total.axes))
         stores_text = self.store_gradients()
+        lines[:] = _live(lines, stores_text)
         used = self.used_values(lines + stores_text)
         body = [f"{v.name} = {expr_text(v.expr)}" for v in self.values if v.name in used]
         statements = body + lines + stores_text
@@ -355,6 +357,7 @@ class _Deriver:
             return _Adjoint(text, frozenset(g.axes & keep))
         name = self.fresh(stem)
         self.lines.append(f"{name} = {text}")
+        self.local_axes[name] = tuple(g.axes & keep)
         return _Adjoint(name, frozenset(g.axes & keep))
 
     def reduced(self, g: _Adjoint, axes: tuple[str, ...]) -> _Adjoint:
@@ -475,19 +478,90 @@ class _Deriver:
         all axes) at ``main``'s lanes: summed over the axes the read does not span, kept where each
         axis of ``main`` equals the read's index there (a constant, or a gather's loaded index)."""
         read = reads[0][1]
-        conditions = []
-        for mine, theirs in zip(main.index, read.index, strict=True):
+        conditions, shifts = [], []
+        for position, (mine, theirs) in enumerate(zip(main.index, read.index, strict=True)):
             if isinstance(theirs, m.Name) and theirs.id == mine.id:
                 continue
+            offset = _offset(theirs, mine.id)
+            if offset is not None:  # x[d + K]: its adjoint at d is x's gradient at d + K
+                dim = tensor.dims[position]
+                shifts.append((mine.id, offset, dim.id if isinstance(dim, m.Name) else dim.text))
+                continue
             if m.is_offset(theirs) or isinstance(theirs, m.Name):
-                raise NoBackward(f"'{tensor.name.id}' is read at a shifted index: its gradient is a scatter, which "
-                                 f"is not derived yet; write the backward by hand", read.span)
+                raise NoBackward(f"'{tensor.name.id}' is read at an index of another axis: its gradient is a "
+                                 f"scatter, which is not derived yet; write the backward by hand", read.span)
             conditions.append(f"{mine.id} == {index_text(theirs)}")
         own = set(self.spanned(read))
         terms = [self.total(g, own, f"d{tensor.name.id}_read") for g, _ in reads]
-        total = _total(terms)
+        total = _total(terms).text
+        for axis, (op, amount), _ in shifts:  # the adjoint at d - K (d + K for x[d - K])
+            back = "-" if op == "+" else "+"
+            moved = self.shifted(_parse_expression(total), axis, back, amount, read)
+            if not _vanishes(moved):  # outside the row it must be 0, as the forward's read there was
+                raise NoBackward(f"'{tensor.name.id}' is read at a shifted index, and its gradient there is not a "
+                                 f"product with a value read at the shifted index (0 outside the row); write the "
+                                 f"backward by hand", read.span)
+            total = expr_text(moved)
+        if not conditions:
+            return _Adjoint(total, frozenset(own | {i.id for i in main.index}))
         mask = " & ".join(conditions)
-        return _Adjoint(f"where({mask}, {total.text}, 0.0)", frozenset(own | {i.id for i in main.index}))
+        return _Adjoint(f"where({mask}, {total}, 0.0)", frozenset(own | {i.id for i in main.index}))
+
+    def shifted(self, expr: m.Expr, axis: str, op: str, amount: m.Expr, read: m.Load) -> m.Expr:
+        """``expr`` at ``axis op amount`` instead of ``axis``: its loads' indices moved, the values it
+        reads along ``axis`` written out (recomputed there), ``axis`` itself moved; what does not vary
+        along ``axis`` (a row's statistic, a reduction over it) as it is."""
+        if axis not in self.spanned(expr):
+            return expr
+        span = expr.span
+
+        def moved(item):
+            if isinstance(item, m.Name) and item.id == axis:
+                return m.BinOp(op, m.Ref(item, span), amount, span)
+            if m.is_offset(item) and axis in m.offset_names(item):
+                cancelled = _offset(item, axis)
+                if cancelled is not None and cancelled[0] != op and m.expr_key(cancelled[1]) == m.expr_key(amount):
+                    return m.Name(axis, span)
+                return m.BinOp(op, item, amount, span)
+            return item
+
+        if isinstance(expr, m.Load):
+            return dataclasses.replace(expr, index=tuple(moved(i) for i in expr.index))
+        if isinstance(expr, m.Ref):
+            if expr.name.id == axis:
+                return m.BinOp(op, expr, amount, span)
+            definition = self.definition(expr.name.id)
+            if definition is None:
+                raise NoBackward(f"'{read.tensor.id}' is read at a shifted index whose gradient needs "
+                                 f"'{expr.name.id}' elsewhere along '{axis}'; write the backward by hand", read.span)
+            return self.shifted(definition, axis, op, amount, read)
+        if isinstance(expr, m.Neg):
+            return dataclasses.replace(expr, operand=self.shifted(expr.operand, axis, op, amount, read))
+        if isinstance(expr, m.BinOp):
+            return dataclasses.replace(expr, left=self.shifted(expr.left, axis, op, amount, read),
+                                       right=self.shifted(expr.right, axis, op, amount, read))
+        if isinstance(expr, m.Call):
+            if (function := lookup(expr.func)) is not None and function.kind == "scan":
+                raise NoBackward(f"'{read.tensor.id}' is read at a shifted index and its gradient scans along "
+                                 f"'{axis}'; write the backward by hand", read.span)
+            return dataclasses.replace(expr, args=tuple(self.shifted(a, axis, op, amount, read) for a in expr.args))
+        return expr
+
+    def definition(self, name: str) -> m.Expr | None:
+        """The expression a value of the backward is (a recomputed forward value, or an adjoint
+        line that is not a reduction across programs), to be written out elsewhere; None if none."""
+        value = next((v for v in self.values if v.name == name), None)
+        if value is not None:
+            return value.expr
+        for line in self.lines:
+            target, text = line.split(" = ", 1)
+            if target == name:
+                expr = _parse_expression(text)
+                grid = {a.name.id for a in self.spec.grid if a.bounds != "whole"}
+                if any(reduction(e) is not None and e.word("dim") in grid for e in m.subexpressions(expr)):
+                    return None
+                return expr
+        return None
 
     def used_values(self, lines: list[str]) -> set[str]:
         """The values the backward's ``lines`` read, directly or through other values."""
@@ -530,6 +604,51 @@ class _Deriver:
                                                     .startswith("dtype") else [])
                 + "".join(ins + outs)
                 + "".join(d for d in declarations if not d.strip().startswith("dtype")))
+
+
+def _live(lines: list[str], stores: list[str]) -> list[str]:
+    """The adjoint ``lines`` (``name = text``, in order) that the ``stores`` read, directly or
+    through later lines: an adjoint every use of which another rule wrote out is dropped."""
+    import re
+
+    read = set(re.findall(r"[A-Za-z_]\w*", " ".join(stores)))
+    kept = []
+    for line in reversed(lines):
+        target, text = line.split(" = ", 1)
+        if target in read:
+            kept.append(line)
+            read |= set(re.findall(r"[A-Za-z_]\w*", text))
+    return kept[::-1]
+
+
+def _vanishes(expr: m.Expr) -> bool:
+    """True where ``expr`` is 0 wherever a load of it at a shifted index reads outside its tensor
+    (which reads 0): a product, quotient or cast with such a load as a factor."""
+    if isinstance(expr, m.Load):
+        return any(m.is_offset(i) for i in expr.index)
+    if isinstance(expr, m.Neg):
+        return _vanishes(expr.operand)
+    if isinstance(expr, m.BinOp):
+        return (expr.op == "*" and (_vanishes(expr.left) or _vanishes(expr.right))) or (
+            expr.op == "/" and _vanishes(expr.left))
+    if isinstance(expr, m.Call) and (function := lookup(expr.func)) is not None and function.kind == "cast":
+        return _vanishes(expr.args[0])
+    return False
+
+
+def _offset(item, axis: str) -> tuple[str, m.Expr] | None:
+    """``(op, K)`` of an index item ``axis + K`` or ``axis - K`` (K free of axes), else None."""
+    if (isinstance(item, m.BinOp) and item.op in "+-" and isinstance(item.left, m.Ref)
+            and item.left.name.id == axis and axis not in m.offset_names(item.right)):
+        return item.op, item.right
+    return None
+
+
+def _parse_expression(text: str) -> m.Expr:
+    """Spec text of one expression as the model (through the spec parser: a one-line body)."""
+    from tilegen.parser import parse
+
+    return parse(f"kernel e\n  e = {text}\n", "<derived>").body[0].value
 
 
 def _reads(function, operand: str | None = None) -> set[str]:

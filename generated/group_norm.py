@@ -395,8 +395,8 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     device = x.device
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("group_norm")
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _group_norm_apply(x, weight, bias, G, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm(x, weight, bias, G, eps)
@@ -532,3 +532,48 @@ def _group_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
 
 op = _rt.register_op("group_norm", "f72c846c57e0e1a1", group_norm, _group_norm_fake, None)
+
+
+def _group_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what group_norm_backward() reads of a group_norm() call (x, weight, G, eps):
+    torch.autograd's setup_context for torch.ops.tilegen.group_norm."""
+    x = inputs[0]
+    weight = inputs[1]
+    G = inputs[3]
+    eps = inputs[4]
+    ctx.save_for_backward(x, weight)
+    ctx.G = G
+    ctx.eps = eps
+
+
+def _group_norm_backward(ctx, dy, eager=False):
+    """The gradients of group_norm()'s inputs: group_norm_backward() of specs/group_norm.tile, derived backward, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    x, weight, = ctx.saved_tensors
+    G = ctx.G
+    eps = ctx.eps
+    module = _rt.sibling(__file__, "group_norm_backward")
+    dx, dweight, dbias = (module.group_norm_backward if eager else module.op)(dy, x, weight, G, eps)
+    return dx, dweight, dbias, None, None
+
+
+_rt.register_backward(op, _group_norm_backward, _group_norm_setup_context, __file__, ('group_norm_backward',))
+
+
+class _GroupNormAutograd(torch.autograd.Function):
+    """group_norm() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(x, weight, bias, G, eps):
+        return group_norm(x, weight, bias, G, eps)
+
+    setup_context = staticmethod(_group_norm_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _group_norm_backward(ctx, *grads, eager=True)
+
+
+_group_norm_apply = _rt.autograd_apply(_GroupNormAutograd)  # _GroupNormAutograd.apply without its per-call signature binding

@@ -98,6 +98,8 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Chec
     except NoBackward as reason:
         where = f" (line {reason.span.line})" if reason.span is not None else ""
         return _Checked(spec, (), note=f"no backward: {reason.reason}{where}")
+    except Exception as bug:
+        return _Checked(spec, (), note=f"no backward: deriving it failed ({type(bug).__name__}: {bug}); a tilegen bug")
     derived = (text, derived_path(path))
     named = dataclasses.replace(spec, backward=(m.Name(name, spec.name.span),))
     try:

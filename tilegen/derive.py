@@ -441,10 +441,11 @@ class _Deriver:
             for key, g, load in found:
                 groups.setdefault(key, []).append((g, load))
             main = next((key for key, reads in groups.items()
-                         if all(isinstance(i, m.Name) and i.id in self.axes for i in reads[0][1].index)), None)
+                         if all(_along(i, self.axes) for i in reads[0][1].index)), None)
             if main is None:
                 main = next(iter(groups)) if len(groups) == 1 else None
-            if main is None or not all(isinstance(i, (m.Name, m.Number)) for i in groups[main][0][1].index):
+            if main is None or not all(isinstance(i, m.Number) or _along(i, self.axes)
+                                       for i in groups[main][0][1].index):
                 loads = [ld for _, _, ld in found]
                 how = ("through a gather" if any(isinstance(i, m.Load) for ld in loads for i in ld.index)
                        else "at a shifted index" if any(m.is_offset(i) for ld in loads for i in ld.index)
@@ -456,7 +457,7 @@ class _Deriver:
             for key, reads in groups.items():
                 if key != main:
                     terms.append(self.scattered(tensor, load, reads))
-            index_axes = {i.id for i in load.index if isinstance(i, m.Name)}
+            index_axes = set(self.spanned(load))
             value = _total([_Adjoint(self.summed(t, index_axes), t.axes & index_axes) for t in terms]).text
             index = ", ".join(index_text(i) for i in load.index)
             lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
@@ -480,8 +481,15 @@ class _Deriver:
         read = reads[0][1]
         conditions, shifts = [], []
         for position, (mine, theirs) in enumerate(zip(main.index, read.index, strict=True)):
-            if isinstance(theirs, m.Name) and theirs.id == mine.id:
+            if m.expr_key(theirs) == m.expr_key(mine):
                 continue
+            if m.is_offset(mine):  # x[g * CG + c] beside x[g * CG]: the read is where c == 0
+                if (isinstance(mine, m.BinOp) and mine.op == "+" and isinstance(mine.right, m.Ref)
+                        and m.expr_key(mine.left) == m.expr_key(theirs)):
+                    conditions.append(f"{mine.right.name.id} == 0")
+                    continue
+                raise NoBackward(f"'{tensor.name.id}' is read at two different offsets: its gradient is a scatter, "
+                                 f"which is not derived yet; write the backward by hand", read.span)
             offset = _offset(theirs, mine.id)
             if offset is not None:  # x[d + K]: its adjoint at d is x's gradient at d + K
                 dim = tensor.dims[position]
@@ -503,9 +511,9 @@ class _Deriver:
                                  f"backward by hand", read.span)
             total = expr_text(moved)
         if not conditions:
-            return _Adjoint(total, frozenset(own | {i.id for i in main.index}))
+            return _Adjoint(total, frozenset(own | set(self.spanned(main))))
         mask = " & ".join(conditions)
-        return _Adjoint(f"where({mask}, {total}, 0.0)", frozenset(own | {i.id for i in main.index}))
+        return _Adjoint(f"where({mask}, {total}, 0.0)", frozenset(own | set(self.spanned(main))))
 
     def shifted(self, expr: m.Expr, axis: str, op: str, amount: m.Expr, read: m.Load) -> m.Expr:
         """``expr`` at ``axis op amount`` instead of ``axis``: its loads' indices moved, the values it
@@ -588,13 +596,18 @@ class _Deriver:
         ins = [f"  in  d{t.name.id}: {_typed(t)}\n" for t in seeds]
         needed = [t for t in spec.inputs if t.name.id in words]
         sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}
-        for axis in spec.grid:  # a size the grid needs that no tensor read so far has
-            if axis.dim.id not in sizes and axis.extent is None:
-                extra = next(t for t in spec.tensors if any(isinstance(d, m.Name) and d.id == axis.dim.id
-                                                            for d in t.dims))
-                if extra.role == "in" and extra not in needed:
-                    needed.append(extra)
-                sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)}
+        sizes |= {t.name.id for t in needed if t.is_scalar}
+        wanted = [a.dim.id for a in spec.grid if a.extent is None]
+        wanted += [n for a in spec.grid if a.extent is not None for n in m.offset_names(a.extent)]
+        for name in wanted:  # a size (or a scalar the grid is over) that no input taken so far gives
+            if name in sizes:
+                continue
+            extra = next((t for t in spec.inputs if (t.is_scalar and t.name.id == name)
+                          or any(isinstance(d, m.Name) and d.id == name for d in t.dims)), None)
+            if extra is None:
+                raise NoBackward(f"the grid's size '{name}' comes from no input of the backward")
+            needed.append(extra)
+            sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         ins += [f"  in  {t.name.id}: {_typed(t)}\n" for t in spec.inputs if t in needed]
         outs = [f"  out d{t.name.id}: {_typed(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
         declarations = _declarations(spec)
@@ -619,6 +632,13 @@ def _live(lines: list[str], stores: list[str]) -> list[str]:
             kept.append(line)
             read |= set(re.findall(r"[A-Za-z_]\w*", text))
     return kept[::-1]
+
+
+def _along(item, axes) -> bool:
+    """True for an index item that walks the grid: an axis, or an offset over one (``g * CG + c``)."""
+    if isinstance(item, m.Name):
+        return item.id in axes
+    return m.is_offset(item) and any(n in axes for n in m.offset_names(item))
 
 
 def _vanishes(expr: m.Expr) -> bool:
@@ -688,9 +708,11 @@ def _simple(expr: m.Expr) -> bool:
 
 
 def _typed(tensor: m.Tensor) -> str:
+    """``T[M, N]`` as the spec declares it (a scalar's range kept: ``i32 in [4, 4]``)."""
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
-    return f"{m.as_written(tensor.dtype)}{shape}"
+    sample = f" in [{tensor.sample[0].text}, {tensor.sample[1].text}]" if tensor.sample and tensor.is_scalar else ""
+    return f"{m.as_written(tensor.dtype)}{shape}{sample}"
 
 
 def _declarations(spec: m.Spec) -> list[str]:

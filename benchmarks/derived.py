@@ -2,16 +2,17 @@
 (issue 36's table).
 
 For each spec with a hand-written backward whose forward the derivation covers (softmax,
-log_softmax, rms_norm, layer_norm, swiglu, geglu), the spec is built again without its
+log_softmax, rms_norm, layer_norm, swiglu, geglu, rope), the spec is built again without its
 ``backward`` line and under another kernel name (``softmax_derived``), so that the build derives
 its backward (``softmax_derived_backward``, :mod:`tilegen.derive`), into a temporary folder. One
 step, ``y = f(inputs); y.backward(dy)``, runs through the committed module (hand-written
 backward), the derived one and torch's ops; each is timed eager (``triton.testing.do_bench``,
 launches back to back, gradients reset each call; median of 5 interleaved rounds) and in a CUDA
 graph (``do_bench_cudagraph``). Gradients are checked against torch's first (max abs error).
-Kernels that only have a derived backward (the KernelBench losses, l1_norm, fused_add_rms_norm)
-are timed against torch alone. Shapes are backward.py's (Llama-3-8B: 4096 tokens of 4096, MLP
-14336) and a small one (4096 x 1024 / 8192 x 512 rows).
+Kernels that only have a derived backward (the KernelBench losses and norms, fused_add_rms_norm)
+are timed against torch alone (batch_norm and group_norm at KernelBench's 16 x 64 x 256 x 256).
+Shapes are backward.py's (Llama-3-8B: 4096 tokens of 4096, MLP 14336) and a small one (4096 x 1024,
+8192 x 512 rows).
 
 ``python benchmarks/derived.py OUT_DIR [OP ...]`` writes ``OUT_DIR/derived.csv`` (op, shape, dtype,
 hand-written / derived / torch ms eager and graphed, derived-vs-hand-written and
@@ -80,7 +81,21 @@ def _cases():
     softmax, log_softmax = _committed("softmax"), _committed("log_softmax")
     rms, layer = _committed("rms_norm"), _committed("layer_norm")
     swiglu, geglu = _committed("swiglu"), _committed("geglu")
-    d = {f: _derived(f) for f in ("softmax", "log_softmax", "rms_norm", "layer_norm", "swiglu", "geglu")}
+    d = {f: _derived(f) for f in ("softmax", "log_softmax", "rms_norm", "layer_norm", "swiglu", "geglu", "rope")}
+    rope = _committed("rope")
+
+    def rotary(s, heads, kv_heads, dim):
+        def make():
+            q = torch.randn(1, heads, s, dim, device="cuda", dtype=torch.bfloat16)
+            k = torch.randn(1, kv_heads, s, dim, device="cuda", dtype=torch.bfloat16)
+            angle = torch.randn(s, dim // 2, device="cuda")
+            angle = torch.cat([angle, angle], dim=-1)
+            return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
+        return make
+
+    def rotate_half(x):
+        half = x.shape[-1] // 2
+        return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
     cases = {}
     for m, n in ((4096, 4096), (8192, 512)):
         cases[f"softmax_{m}x{n}"] = ("f32", (m, n), rows(m, n, torch.float32), 1, {
@@ -100,7 +115,26 @@ def _cases():
             "hand": swiglu.swiglu, "derived": d["swiglu"], "torch": lambda a, b: F.silu(a) * b})
         cases[f"geglu_{m}x{n}"] = ("bf16", (m, n), pair(m, n), 2, {
             "hand": geglu.geglu, "derived": d["geglu"], "torch": lambda a, b: F.gelu(a, approximate="tanh") * b})
+    cases["rope_4096x32x8x128"] = ("bf16", (4096, 32, 8, 128), rotary(4096, 32, 8, 128), 2, {
+        "hand": lambda q, k, c, s: torch.cat([t.flatten() for t in rope.rope(q, k, c, s)]),
+        "derived": lambda q, k, c, s: torch.cat([t.flatten() for t in d["rope"](q, k, c, s)]),
+        "torch": lambda q, k, c, s: torch.cat([(q * c + rotate_half(q) * s).flatten(),
+                                               (k * c + rotate_half(k) * s).flatten()])})
     # derived only: against torch
+    batch, group = _committed("batch_norm"), _committed("group_norm")
+
+    def image(b, c, h, w):
+        def make():
+            return (torch.randn(b, c, h, w, device="cuda"), 1 + torch.randn(c, device="cuda") / 4,
+                    torch.randn(c, device="cuda") / 4)
+        return make
+
+    cases["batch_norm_16x64x256x256"] = ("f32", (16, 64, 256, 256), image(16, 64, 256, 256), 3, {
+        "derived": lambda x, w, b: batch.batch_norm(x, w, b, 1e-5),
+        "torch": lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-5)})
+    cases["group_norm_16x64x256x256_g8"] = ("f32", (16, 64, 256, 256), image(16, 64, 256, 256), 3, {
+        "derived": lambda x, w, b: group.group_norm(x, w, b, 8, 1e-5),
+        "torch": lambda x, w, b: F.group_norm(x, 8, w, b, 1e-5)})
     mse, huber, l1 = _committed("mse_loss"), _committed("huber_loss"), _committed("l1_norm")
     fused = _committed("fused_add_rms_norm")
     cases["mse_loss_4096x4096"] = ("f32", (4096, 4096), pair(4096, 4096, torch.float32), 2, {

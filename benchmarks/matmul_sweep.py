@@ -1,8 +1,10 @@
 """``matmul_fast`` against cuBLAS over the shapes users have, on the GPU (issue 12).
 
 ``python benchmarks/matmul_sweep.py OUT_DIR [square|llm|thin ...]`` (default: all three parts;
-``square:f16``, ``square:bt`` or ``square:bf16`` runs one of the square sweeps)
-appends to ``OUT_DIR/matmul_sweep_<device>.csv``, one row per case, and prints each row:
+``square:f16``, ``square:bt`` or ``square:bf16`` runs one of the square sweeps, ``square:f16@512-2048``
+its sizes from 512 to 2048 alone, so that a sweep cut off by a time limit can go on in another call)
+appends to ``OUT_DIR/matmul_sweep_<device>.csv`` (a new file starts with a ``#`` line naming the
+device, torch and Triton), one row per case, and prints each row:
 
 * ``square``: M = N = K = 256, 384, ..., 4096 (31 sizes) in f16 with row-major operands, again
   with a column-major ``b`` (``b = w.t()``, an ``nn.Linear`` weight), and in bf16;
@@ -27,6 +29,7 @@ inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import sys
 from pathlib import Path
@@ -82,8 +85,9 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
     return row
 
 
-def square(launcher, which: str = "f16 bt bf16") -> list[dict]:
-    """The square sweeps named in ``which``: ``f16``, ``bt`` (f16, ``b`` column-major), ``bf16``."""
+def square(launcher, which: str = "f16 bt bf16", low: int = 256, high: int = 4096) -> list[dict]:
+    """The square sweeps named in ``which``: ``f16``, ``bt`` (f16, ``b`` column-major), ``bf16``;
+    sizes from ``low`` to ``high``, both included, of the sweep's 256, 384, ..., 4096."""
     import torch
 
     rows = []
@@ -93,6 +97,8 @@ def square(launcher, which: str = "f16 bt bf16") -> list[dict]:
         if name not in which.split():
             continue
         for size in range(256, 4096 + 1, 128):
+            if not low <= size <= high:
+                continue
             rows.append(measure(launcher, "square", case, size, size, size, dtype, b_col))
     return rows
 
@@ -128,19 +134,27 @@ def plot(path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     with open(path, newline="", encoding="utf-8") as handle:
-        rows = [r for r in csv.DictReader(handle) if r["part"] == "square"]
-    figure, axes = plt.subplots(figsize=(9, 4.5))
-    for case in dict.fromkeys(r["case"] for r in rows):
-        points = [(int(r["M"]), float(r["ratio"])) for r in rows if r["case"] == case]
-        ratios = [p[1] for p in points]
-        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        axes.plot(*zip(*points, strict=True), marker="o", markersize=3, label=f"{case} (geomean {geomean:.3f})")
+        lines = list(handle)
+    device = next((line[1:].split(",")[0].strip() for line in lines if line.startswith("#")), "")
+    rows = [r for r in csv.DictReader(line for line in lines if not line.startswith("#")) if r["part"] == "square"]
+    figure, axes = plt.subplots(figsize=(13, 4.8))
+    for index, case in enumerate(dict.fromkeys(r["case"] for r in rows)):
+        # graphed (solid) and, where the CSV has it, eager (dashed, the same colour)
+        for column, style, way in (("ratio", "-", "graphs"), ("ratio eager", "--", "eager")):
+            points = [(int(r["M"]), float(r[column])) for r in rows if r["case"] == case and r.get(column)]
+            if not points:
+                continue
+            ratios = [p[1] for p in points]
+            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            axes.plot(*zip(*points, strict=True), linestyle=style, color=f"C{index}", marker="o", markersize=3,
+                      label=f"{case}, {way} ({points[0][0]}..{points[-1][0]}: geomean {geomean:.3f})")
     axes.axhline(1.0, color="grey", linewidth=0.8)
     axes.axhline(0.9, color="grey", linewidth=0.8, linestyle=":")
     axes.set_xlabel("M = N = K")
-    axes.set_ylabel("speed / cuBLAS (CUDA graphs)")
-    axes.set_title("matmul_fast vs cuBLAS, square sizes step 128")
-    axes.legend()
+    axes.set_ylabel("speed / cuBLAS")
+    axes.set_title(f"matmul_fast vs cuBLAS, square sizes step 128: CUDA graphs (solid), eager do_bench (dashed)"
+                   f"{chr(10) + device if device else ''}", fontsize=10)
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
     out = path.with_suffix(".png")
     figure.savefig(out, dpi=120)
@@ -159,8 +173,8 @@ def main(argv: list[str]) -> None:
     parts = argv[1:] or ["square", "llm", "thin"]
     launcher = load_module(ROOT / "generated" / "matmul_fast.py").matmul_fast
     device = torch.cuda.get_device_name().replace(" ", "_")
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, Triton "
-          f"{__import__('triton').__version__}", flush=True)
+    about = f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, Triton {__import__('triton').__version__}"
+    print(about, flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"matmul_sweep_{device}.csv"
     new = not path.exists()
@@ -173,10 +187,15 @@ def main(argv: list[str]) -> None:
     with open(path, "a", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, FIELDS)
         if new:
+            handle.write(about + "\n")
             writer.writeheader()
         for part in parts:
+            part, _, sizes = part.partition("@")  # square:f16@512-2048: those sizes alone
             name, _, which = part.partition(":")  # square:f16 (or bt, bf16) runs one square sweep
             sweep = {"square": square, "llm": llm, "thin": thin}[name]
+            if sizes:  # the square sweeps alone take sizes
+                low, _, high = sizes.partition("-")
+                sweep = functools.partial(square, low=int(low), high=int(high or low))
             for row in sweep(launcher, which) if which else sweep(launcher):
                 writer.writerow(row)
                 handle.flush()

@@ -125,6 +125,7 @@ class _Deriver:
         self.taken |= {d.id for t in spec.tensors for d in t.dims if isinstance(d, m.Name)}
         self.taken |= {v.name.id for v in spec.dtype_vars} | {"d" + t.name.id for t in spec.tensors}
         self.value_of: dict[tuple, str] = {}  # a named value's expression -> its name
+        self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
         self.active: set[str] = set()  # locals that depend on a float input
         self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and _float_tensor(t)}
 
@@ -470,6 +471,7 @@ class _Deriver:
         value = adjoint.text
         whole = [a for a in self.spec.grid if a.name.id in extra and a.bounds == "whole"]
         grid = [a for a in self.spec.grid if a.name.id in extra and a.bounds != "whole"]
+        self.across |= {a.name.id for a in grid if a.block is not None}
         for axis in whole + list(reversed(grid)):
             value = f"sum({value}, dim={axis.name.id})"
         return value
@@ -587,6 +589,30 @@ class _Deriver:
                      and e.name.id in by_name]
         return used
 
+    def wider_configs(self) -> list[str]:
+        """Configs the backward adds to the forward's where a gradient is summed across programs
+        along a tiled axis (a weight's, over the rows): that axis's block at 2 and 4 times the
+        configs' largest, with their most warps, so that fewer programs each store a partial sum
+        (as the hand-written rms_norm_backward's configs do)."""
+        if self.spec.tune is None:
+            return []
+        lines = []
+        for axis in self.spec.grid:
+            if axis.name.id not in self.across:
+                continue
+            block = axis.block.id
+            values = [int(c.get(block).text) for c in self.spec.tune.configs if c.get(block) is not None]
+            warps = [int(c.get("num_warps").text) for c in self.spec.tune.configs if c.get("num_warps") is not None]
+            if not values or any(len(c.settings) > 2 for c in self.spec.tune.configs):
+                continue  # the block is not tuned alone (with num_warps): leave the configs as written
+            most = max(warps, default=4)
+            for factor in (2, 4):
+                setting = f"{block} = {max(values) * factor}"
+                lines.append(f"    config {setting}" + (f", num_warps = {most}" if warps else "") + "\n")
+            lines[-2:] = ["    # more rows a program: fewer partial sums of the gradients summed across programs\n",
+                          *lines[-2:]]
+        return lines
+
     def header(self, seeds: list[m.Tensor], used: set[str], lines: list[str]) -> str:
         import re
 
@@ -610,7 +636,7 @@ class _Deriver:
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         ins += [f"  in  {t.name.id}: {_typed(t)}\n" for t in spec.inputs if t in needed]
         outs = [f"  out d{t.name.id}: {_typed(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
-        declarations = _declarations(spec)
+        declarations = _declarations(spec, self.wider_configs())
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
                 f"# recomputed from its inputs, then each value's adjoint, in reverse order.\n"
                 f"kernel {self.name}\n" + "".join(declarations[:1] if declarations and declarations[0].strip()
@@ -715,9 +741,9 @@ def _typed(tensor: m.Tensor) -> str:
     return f"{m.as_written(tensor.dtype)}{shape}{sample}"
 
 
-def _declarations(spec: m.Spec) -> list[str]:
+def _declarations(spec: m.Spec, configs: list[str] = ()) -> list[str]:
     """The forward's declaration lines the backward keeps as written (dtype variables, blocks, the
-    grid, swizzle, tune with its configs, access, split tail)."""
+    grid, swizzle, tune with its configs, access, split tail), and ``configs`` after the tune's."""
     kept, inside = [], False
     for line in m.source_lines(spec.source):
         words = line.split()
@@ -726,10 +752,14 @@ def _declarations(spec: m.Spec) -> list[str]:
         if inside and line.startswith("    "):
             kept.append(line + "\n")
             continue
+        if inside:
+            kept += configs
         inside = False
         if words[0] in _COPIED and line.startswith("  ") and not line.startswith("   "):
             kept.append(line + "\n")
             inside = words[0] == "tune"
+    if inside:
+        kept += configs
     return kept
 
 

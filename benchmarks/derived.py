@@ -2,9 +2,10 @@
 (issue 36's table).
 
 For each spec with a hand-written backward whose forward the derivation covers (softmax,
-log_softmax, rms_norm, layer_norm, swiglu, geglu, rope), the spec is built again without its
-``backward`` line and under another kernel name (``softmax_derived``), so that the build derives
-its backward (``softmax_derived_backward``, :mod:`tilegen.derive`), into a temporary folder. One
+log_softmax, rms_norm, layer_norm, swiglu, geglu, rope, matmul_fast: its two products), the spec
+is built again without its ``backward`` line and under another kernel name (``softmax_derived``),
+so that the build derives its backward (``softmax_derived_backward``, :mod:`tilegen.derive`), into a
+temporary folder. One
 step, ``y = f(inputs); y.backward(dy)``, runs through the committed module (hand-written
 backward), the derived one and torch's ops; each is timed eager (``triton.testing.do_bench``,
 launches back to back, gradients reset each call; median of 5 interleaved rounds) and in a CUDA
@@ -52,9 +53,10 @@ def _derived(file: str):
     kernel = next(line.split()[1] for line in lines if line.startswith("kernel "))
     text = "\n".join(lines).replace(f"kernel {kernel}\n", f"kernel {kernel}_derived\n")
     generated = compile_spec(text, f"specs/{file}_derived.tile")
-    assert generated.derived is not None, generated.note
+    assert generated.derived, generated.note
     (BUILD / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
-    (BUILD / f"{generated.derived.kernel}.py").write_text(generated.derived.source, encoding="utf-8")
+    for kernel in generated.derived:
+        (BUILD / f"{kernel.kernel}.py").write_text(kernel.source, encoding="utf-8")
     return getattr(load_module(BUILD / f"{generated.kernel}.py"), f"{kernel}_derived")
 
 
@@ -81,7 +83,13 @@ def _cases():
     softmax, log_softmax = _committed("softmax"), _committed("log_softmax")
     rms, layer = _committed("rms_norm"), _committed("layer_norm")
     swiglu, geglu = _committed("swiglu"), _committed("geglu")
-    d = {f: _derived(f) for f in ("softmax", "log_softmax", "rms_norm", "layer_norm", "swiglu", "geglu", "rope")}
+    d = {f: _derived(f) for f in ("softmax", "log_softmax", "rms_norm", "layer_norm", "swiglu", "geglu", "rope",
+                                  "matmul_fast")}
+    matmul = _committed("matmul_fast")
+
+    def matrices(m_, n_, k_):
+        return lambda: (torch.randn(m_, k_, device="cuda", dtype=torch.bfloat16),
+                        torch.randn(k_, n_, device="cuda", dtype=torch.bfloat16))
     rope = _committed("rope")
 
     def rotary(s, heads, kv_heads, dim):
@@ -120,6 +128,9 @@ def _cases():
         "derived": lambda q, k, c, s: torch.cat([t.flatten() for t in d["rope"](q, k, c, s)]),
         "torch": lambda q, k, c, s: torch.cat([(q * c + rotate_half(q) * s).flatten(),
                                                (k * c + rotate_half(k) * s).flatten()])})
+    for size in (2048, 4096):
+        cases[f"matmul_fast_{size}"] = ("bf16", (size, size, size), matrices(size, size, size), 2, {
+            "hand": matmul.matmul_fast, "derived": d["matmul_fast"], "torch": lambda a, b: a @ b})
     # derived only: against torch
     batch, group = _committed("batch_norm"), _committed("group_norm")
 

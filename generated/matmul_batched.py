@@ -117,8 +117,8 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_batched", a=a, b=b)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_batched")
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _matmul_batched_apply(a, b, BM, BN, BK) if not torch.compiler.is_compiling() else op(a, b, BM=BM, BN=BN, BK=BK)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_batched(a, b, BM=BM, BN=BN, BK=BK)
@@ -242,3 +242,45 @@ def _matmul_batched_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN
 
 
 op = _rt.register_op("matmul_batched", "5efe361dda19b168", matmul_batched, _matmul_batched_fake, _matmul_batched_traced)
+
+
+def _matmul_batched_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what matmul_batched_backward_da(), matmul_batched_backward_db() read of a matmul_batched() call (b, a):
+    torch.autograd's setup_context for torch.ops.tilegen.matmul_batched."""
+    a = inputs[0]
+    b = inputs[1]
+    ctx.save_for_backward(b, a)
+
+
+def _matmul_batched_backward(ctx, dc, eager=False):
+    """The gradients of matmul_batched()'s inputs: matmul_batched_backward_da(), matmul_batched_backward_db() of specs/matmul_batched.tile, derived backward matmul_batched_backward_da, specs/matmul_batched.tile, derived backward matmul_batched_backward_db, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    b, a, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "matmul_batched_backward_da")
+    da = (module.matmul_batched_backward_da if eager else module.op)(dc, b)
+    module = _rt.sibling(__file__, "matmul_batched_backward_db")
+    db = (module.matmul_batched_backward_db if eager else module.op)(a, dc)
+    return da, db
+
+
+_rt.register_backward(op, _matmul_batched_backward, _matmul_batched_setup_context, __file__, ('matmul_batched_backward_da', 'matmul_batched_backward_db'))
+
+
+class _MatmulBatchedAutograd(torch.autograd.Function):
+    """matmul_batched() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b, BM, BN, BK):
+        return matmul_batched(a, b, BM=BM, BN=BN, BK=BK)
+
+    setup_context = staticmethod(_matmul_batched_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _matmul_batched_backward(ctx, *grads, eager=True)
+        return *grads, None, None, None  # no gradient for BM, BN, BK
+
+
+_matmul_batched_apply = _rt.autograd_apply(_MatmulBatchedAutograd)  # _MatmulBatchedAutograd.apply without its per-call signature binding

@@ -122,8 +122,8 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_block_ptr", a=a, b=b)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_block_ptr")
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _matmul_block_ptr_apply(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M) if not torch.compiler.is_compiling() else op(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_block_ptr(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -512,3 +512,45 @@ def _matmul_block_ptr_traced(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: 
 
 
 op = _rt.register_op("matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced if _BLOCK_POINTERS else None)
+
+
+def _matmul_block_ptr_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what matmul_block_ptr_backward_da(), matmul_block_ptr_backward_db() read of a matmul_block_ptr() call (b, a):
+    torch.autograd's setup_context for torch.ops.tilegen.matmul_block_ptr."""
+    a = inputs[0]
+    b = inputs[1]
+    ctx.save_for_backward(b, a)
+
+
+def _matmul_block_ptr_backward(ctx, dc, eager=False):
+    """The gradients of matmul_block_ptr()'s inputs: matmul_block_ptr_backward_da(), matmul_block_ptr_backward_db() of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da, specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    b, a, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "matmul_block_ptr_backward_da")
+    da = (module.matmul_block_ptr_backward_da if eager else module.op)(dc, b)
+    module = _rt.sibling(__file__, "matmul_block_ptr_backward_db")
+    db = (module.matmul_block_ptr_backward_db if eager else module.op)(a, dc)
+    return da, db
+
+
+_rt.register_backward(op, _matmul_block_ptr_backward, _matmul_block_ptr_setup_context, __file__, ('matmul_block_ptr_backward_da', 'matmul_block_ptr_backward_db'))
+
+
+class _MatmulBlockPtrAutograd(torch.autograd.Function):
+    """matmul_block_ptr() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M):
+        return matmul_block_ptr(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+
+    setup_context = staticmethod(_matmul_block_ptr_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = _matmul_block_ptr_backward(ctx, *grads, eager=True)
+        return *grads, None, None, None, None  # no gradient for BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M
+
+
+_matmul_block_ptr_apply = _rt.autograd_apply(_MatmulBlockPtrAutograd)  # _MatmulBlockPtrAutograd.apply without its per-call signature binding

@@ -142,8 +142,8 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_grouped_autotuned", a=a, b=b)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_grouped_autotuned")
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _matmul_grouped_autotuned_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_grouped_autotuned(a, b)
@@ -265,3 +265,44 @@ def _matmul_grouped_autotuned_traced(a: torch.Tensor, b: torch.Tensor) -> torch.
 
 
 op = _rt.register_op("matmul_grouped_autotuned", "38d50275d2169170", matmul_grouped_autotuned, _matmul_grouped_autotuned_fake, _matmul_grouped_autotuned_traced)
+
+
+def _matmul_grouped_autotuned_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what matmul_grouped_autotuned_backward_da(), matmul_grouped_autotuned_backward_db() read of a matmul_grouped_autotuned() call (b, a):
+    torch.autograd's setup_context for torch.ops.tilegen.matmul_grouped_autotuned."""
+    a = inputs[0]
+    b = inputs[1]
+    ctx.save_for_backward(b, a)
+
+
+def _matmul_grouped_autotuned_backward(ctx, dc, eager=False):
+    """The gradients of matmul_grouped_autotuned()'s inputs: matmul_grouped_autotuned_backward_da(), matmul_grouped_autotuned_backward_db() of specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_da, specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_db, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    b, a, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "matmul_grouped_autotuned_backward_da")
+    da = (module.matmul_grouped_autotuned_backward_da if eager else module.op)(dc, b)
+    module = _rt.sibling(__file__, "matmul_grouped_autotuned_backward_db")
+    db = (module.matmul_grouped_autotuned_backward_db if eager else module.op)(a, dc)
+    return da, db
+
+
+_rt.register_backward(op, _matmul_grouped_autotuned_backward, _matmul_grouped_autotuned_setup_context, __file__, ('matmul_grouped_autotuned_backward_da', 'matmul_grouped_autotuned_backward_db'))
+
+
+class _MatmulGroupedAutotunedAutograd(torch.autograd.Function):
+    """matmul_grouped_autotuned() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b):
+        return matmul_grouped_autotuned(a, b)
+
+    setup_context = staticmethod(_matmul_grouped_autotuned_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _matmul_grouped_autotuned_backward(ctx, *grads, eager=True)
+
+
+_matmul_grouped_autotuned_apply = _rt.autograd_apply(_MatmulGroupedAutotunedAutograd)  # _MatmulGroupedAutotunedAutograd.apply without its per-call signature binding

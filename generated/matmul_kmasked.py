@@ -141,8 +141,8 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_kmasked", a=a, b=b)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_kmasked")
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+        return _matmul_kmasked_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_kmasked(a, b)
@@ -260,3 +260,44 @@ def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_fake, _matmul_kmasked_traced)
+
+
+def _matmul_kmasked_setup_context(ctx, inputs, output, keyword_only_inputs=None):
+    """Save what matmul_kmasked_backward_da(), matmul_kmasked_backward_db() read of a matmul_kmasked() call (b, a):
+    torch.autograd's setup_context for torch.ops.tilegen.matmul_kmasked."""
+    a = inputs[0]
+    b = inputs[1]
+    ctx.save_for_backward(b, a)
+
+
+def _matmul_kmasked_backward(ctx, dc, eager=False):
+    """The gradients of matmul_kmasked()'s inputs: matmul_kmasked_backward_da(), matmul_kmasked_backward_db() of specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_da, specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db, generated beside this
+    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
+    traces, unless the call was eager)."""
+    b, a, = ctx.saved_tensors
+    module = _rt.sibling(__file__, "matmul_kmasked_backward_da")
+    da = (module.matmul_kmasked_backward_da if eager else module.op)(dc, b)
+    module = _rt.sibling(__file__, "matmul_kmasked_backward_db")
+    db = (module.matmul_kmasked_backward_db if eager else module.op)(a, dc)
+    return da, db
+
+
+_rt.register_backward(op, _matmul_kmasked_backward, _matmul_kmasked_setup_context, __file__, ('matmul_kmasked_backward_da', 'matmul_kmasked_backward_db'))
+
+
+class _MatmulKmaskedAutograd(torch.autograd.Function):
+    """matmul_kmasked() as autograd records an eager call: the launchers themselves, without the custom
+    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
+
+    @staticmethod
+    def forward(a, b):
+        return matmul_kmasked(a, b)
+
+    setup_context = staticmethod(_matmul_kmasked_setup_context)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return _matmul_kmasked_backward(ctx, *grads, eager=True)
+
+
+_matmul_kmasked_apply = _rt.autograd_apply(_MatmulKmaskedAutograd)  # _MatmulKmaskedAutograd.apply without its per-call signature binding

@@ -31,16 +31,24 @@ def _spec(path: Path) -> m.Spec:
     return check(parse(path.read_text(encoding="utf-8"), f"specs/{path.name}"))
 
 
-def _derived_kernels() -> list[str]:
-    """The kernels whose committed build holds a derived backward (``<kernel>_backward.py`` made
-    from ``specs/<file>.tile, derived backward``), by spec file stem."""
-    found = []
-    for module in sorted((ROOT / "generated").glob("*_backward.py")):
+def _derived_modules() -> dict[str, list[str]]:
+    """The specs whose committed build holds a derived backward, by file stem: the module names of
+    its kernels (``rms_norm_channels_backward``; a matmul's ``..._backward_da``, ``..._backward_db``),
+    read from the modules' headers (made ``from specs/<file>.tile, derived backward``)."""
+    found: dict[str, list[str]] = {}
+    for module in sorted((ROOT / "generated").glob("*_backward*.py")):
         head = module.read_text(encoding="utf-8").split("\n", 1)[0]
         match = re.search(r"from specs/(\w+)\.tile, derived backward", head)
         if match:
-            found.append(match.group(1))
+            found.setdefault(match.group(1), []).append(module.stem)
     return found
+
+
+DERIVED_MODULES = _derived_modules()
+
+
+def _derived_kernels() -> list[str]:
+    return sorted(DERIVED_MODULES)
 
 
 DERIVED = _derived_kernels()
@@ -97,19 +105,21 @@ def test_specs_get_derived_backwards():
 def _build(tmp_path, source: str, name: str = "k"):
     """Compile ``source`` with its derived backward beside it in ``tmp_path``; the forward module."""
     generated = compile_spec(source, f"{name}.tile")
-    assert generated.derived is not None, generated.note
+    assert generated.derived, generated.note
     (tmp_path / f"{name}.py").write_text(generated.source, encoding="utf-8")
-    (tmp_path / f"{generated.derived.kernel}.py").write_text(generated.derived.source, encoding="utf-8")
+    for kernel in generated.derived:
+        (tmp_path / f"{kernel.kernel}.py").write_text(kernel.source, encoding="utf-8")
     return load_module(tmp_path / f"{name}.py")
 
 
-def _without_backward(tmp_path, file: str):
+def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] | None = None):
     """``specs/<file>.tile`` built without its ``backward`` line (so the build derives one) into
-    ``tmp_path``: the forward module and the derived backward's."""
+    ``tmp_path``: the forward module and the derived backward's (``kernels``: their names, default
+    ``<file>_backward``)."""
     source = (ROOT / "specs" / f"{file}.tile").read_text(encoding="utf-8")
     source = "\n".join(line for line in source.split("\n") if not line.strip().startswith("backward "))
     forward = _build(tmp_path, source, file)
-    return forward, load_module(tmp_path / f"{file}_backward.py")
+    return forward, [load_module(tmp_path / f"{name}.py") for name in kernels or (f"{file}_backward",)]
 
 
 @pytest.mark.parametrize("file", DERIVED + HAND_WRITTEN)
@@ -122,19 +132,23 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp
     spec = _spec(ROOT / "specs" / f"{file}.tile")
     kernel = spec.name.id
     if file in HAND_WRITTEN:
-        module, backward = _without_backward(tmp_path, file)
+        module, backwards = _without_backward(tmp_path, file)
     else:
-        module, backward = generated(kernel), generated(f"{kernel}_backward")
+        module, backwards = generated(kernel), [generated(name) for name in DERIVED_MODULES[file]]
     typed, args, names = _case(spec)
     want, cotangents = _grads(module.reference, args, names)
-    for index in range(len(getattr(backward, "_CONFIGS", [None]))):
-        if hasattr(backward, "_CONFIGS"):
+    forced = [(b, i) for b in backwards for i in range(len(getattr(b, "_CONFIGS", [])))] or [(None, None)]
+    for backward, index in forced:  # each config of each backward kernel, the others at their default
+        monkeypatch.undo()
+        if backward is not None:
             force_config(monkeypatch, backward, index)
         got, _ = _grads(getattr(module, kernel), args, names, cotangents)
         for i, ours, theirs in zip(names, got, want, strict=True):
             assert ours is not None, f"no gradient for {typed.inputs[i].name.id}"
             scale = theirs.abs().max().item() if theirs.numel() else 1.0
-            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5 + LOOSER.get(file, 1e-4) * scale,
+            # 1e-4 of the largest gradient; in f16 (a spec without an f32 binding), two units in its last place
+            relative = max(LOOSER.get(file, 1e-4), 2 * torch.finfo(theirs.dtype).eps)
+            torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5 + relative * scale,
                                        msg=lambda text, i=i: f"d{typed.inputs[i].name.id}: {text}")
 
 
@@ -256,3 +270,24 @@ def test_each_rule_matches_torch_autograd(tmp_path, expr, sample):
             assert ours is None or not ours.any(), name
             continue
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4, msg=lambda text, n=name: f"d{n}: {text}")
+
+
+def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path):
+    """matmul_fast's derived backward (two products: da = dc b^T on a grid over m and k, db = a^T dc
+    over k and n, each with the forward's TMA access, swizzle and configs) built without the spec's
+    backward line, against torch's autograd and against the hand-written products, at the default
+    configs (every config of a TMA matmul in the interpreter is the GPU suite's)."""
+    forward, backwards = _without_backward(tmp_path, "matmul_fast", kernels=("matmul_fast_backward_da",
+                                                                              "matmul_fast_backward_db"))
+    assert [Path(b.__file__).parent for b in backwards] == [tmp_path, tmp_path]  # derived, not the committed ones
+    generator = torch.Generator().manual_seed(2)
+    a, b = torch.randn(37, 45, generator=generator), torch.randn(45, 29, generator=generator)
+    want, cotangents = _grads(forward.reference, [a, b], [0, 1])
+    got, _ = _grads(forward.matmul_fast, [a, b], [0, 1], cotangents)
+    for ours, theirs in zip(got, want, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
+    dc = cotangents[0]
+    hand_da = load_module(ROOT / "generated" / "matmul_fast_backward_da.py").matmul_fast_backward_da(dc, b)
+    hand_db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py").matmul_fast_backward_db(a, dc)
+    torch.testing.assert_close(backwards[0].matmul_fast_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(backwards[1].matmul_fast_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)

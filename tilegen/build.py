@@ -149,10 +149,10 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
             continue
         result = _write(spec, out_dir / f"{generated.kernel}.py", generated.source, check_only)
         results.append(dataclasses.replace(result, note=generated.note))
-        if generated.derived is not None:  # its derived backward, beside it
-            derived = SpecFile(spec.path, derived_path(spec.display), derived_path(spec.given))
-            results.append(_write(derived, out_dir / f"{generated.derived.kernel}.py", generated.derived.source,
-                                  check_only))
+        for kernel in generated.derived:  # its derived backward, beside it
+            several = kernel.kernel if len(generated.derived) > 1 else None
+            derived = SpecFile(spec.path, derived_path(spec.display, several), derived_path(spec.given, several))
+            results.append(_write(derived, out_dir / f"{kernel.kernel}.py", kernel.source, check_only))
         for backward in _backward_files(spec, generated.backward):
             if backward.path not in queued:
                 queued.add(backward.path)

@@ -22,7 +22,7 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.build import build as build_specs
 from tilegen.build import check_file, compile_file, find_specs
-from tilegen.derive import NoBackward, derive_backward
+from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
 
 app = typer.Typer(
@@ -116,7 +116,7 @@ def show(
             sys.stdout.write(compile_file(spec).source)
             return
         checked = check_file(spec)
-        sys.stdout.write(derive_backward(checked))
+        sys.stdout.write("\n".join(text for _, text in derive_backwards(checked)))
     except SpecError as error:
         _fail(error.render())
     except NoBackward as reason:

@@ -17,7 +17,7 @@ from pathlib import Path
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.check.backward import Finder, check_backward
-from tilegen.derive import NoBackward, backward_name, derive_backward
+from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
 from tilegen.lower import lower
 from tilegen.parser import parse
@@ -32,7 +32,7 @@ class GeneratedModule:
     kernel: str
     source: str
     backward: tuple[str, ...] = ()
-    derived: GeneratedModule | None = None  # the module of the derived backward, written beside this one
+    derived: tuple[GeneratedModule, ...] = ()  # the modules of the derived backward, written beside this one
     note: str | None = None  # why the kernel has no backward (no backward line, and none derived)
 
 
@@ -40,13 +40,14 @@ class GeneratedModule:
 class _Checked:
     spec: m.Spec
     backward: tuple[m.Spec, ...]
-    derived: tuple[str, str] | None = None  # the derived backward's (source, display path)
+    derived: tuple[tuple[str, str], ...] = ()  # the derived backward kernels' (source, display path)
     note: str | None = None
 
 
-def derived_path(path: str) -> str:
-    """The display path of the backward derived from the spec at ``path``."""
-    return f"{path}, derived backward"
+def derived_path(path: str, kernel: str | None = None) -> str:
+    """The display path of the backward derived from the spec at ``path`` (one ``kernel`` of it,
+    where it is several)."""
+    return f"{path}, derived backward" + (f" {kernel}" if kernel else "")
 
 
 def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
@@ -62,10 +63,8 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     """
     checked = _checked(source, path, find, derive)
     plan = lower(checked.spec, checked.backward)
-    derived = None
-    if checked.derived is not None:
-        derived = compile_spec(*checked.derived, derive=False)
-    written = tuple(n.id for n in checked.spec.backward) if derived is None else ()  # specs beside this one
+    derived = tuple(compile_spec(*kernel, derive=False) for kernel in checked.derived)
+    written = tuple(n.id for n in checked.spec.backward) if not derived else ()  # specs beside this one
     return GeneratedModule(plan.kernel_name, render(plan), written, derived, checked.note)
 
 
@@ -87,28 +86,30 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Chec
     backward = check_backward(spec, find)
     if backward or not derive:
         return _Checked(spec, backward)
-    name = backward_name(spec.name.id)
-    if spec.name.id.endswith("_backward"):
+    if "_backward" in spec.name.id:
         return _Checked(spec, (), note="no backward: a backward spec's own backward (a second derivative) is "
                                        "not derived")
-    if find(name) is not None:
-        return _Checked(spec, (), note=f"no backward line, and a spec '{name}.tile' beside it that it does not name")
     try:
-        text = derive_backward(spec, name)
+        kernels = derive_backwards(spec)
     except NoBackward as reason:
         where = f" (line {reason.span.line})" if reason.span is not None else ""
         return _Checked(spec, (), note=f"no backward: {reason.reason}{where}")
     except Exception as bug:
         return _Checked(spec, (), note=f"no backward: deriving it failed ({type(bug).__name__}: {bug}); a tilegen bug")
-    derived = (text, derived_path(path))
-    named = dataclasses.replace(spec, backward=(m.Name(name, spec.name.span),))
+    taken = [name for name, _ in kernels if find(name) is not None]
+    if taken:
+        return _Checked(spec, (), note=f"no backward line, and a spec '{taken[0]}.tile' beside it that it does not "
+                                       f"name")
+    derived = {name: (text, derived_path(path, name if len(kernels) > 1 else None)) for name, text in kernels}
+    named = dataclasses.replace(spec, backward=tuple(m.Name(name, spec.name.span) for name in derived))
     try:
-        backward = check_backward(named, lambda kernel: derived if kernel == name else None)
-        render(lower(backward[0], ()))
+        backward = check_backward(named, derived.get)
+        for kernel in backward:
+            render(lower(kernel, ()))
     except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
         first = error.diagnostics[0].message if error.diagnostics else str(error)
         return _Checked(spec, (), note=f"no backward: the derived one does not build ({first})")
-    return _Checked(named, backward, derived)
+    return _Checked(named, backward, tuple(derived.values()))
 
 
 def beside(path: str | os.PathLike, display: str) -> Finder:

@@ -100,6 +100,20 @@ def backward_name(kernel: str) -> str:
     return f"{kernel}_backward"
 
 
+def derive_backwards(spec: m.Spec, kernel: str | None = None) -> tuple[tuple[str, str], ...]:
+    """The backward kernels of the checked ``spec`` as (kernel name, ``.tile`` text), in the order
+    they run: one (:func:`derive_backward`), or for a matmul's accumulate-dot loop two, ``da`` and
+    ``db`` (:mod:`tilegen.derive_dot`); ``kernel`` names the forward (default its own name). Raises
+    :class:`NoBackward` as they do."""
+    from tilegen.derive_dot import derive_dot_backwards, is_dot_body
+
+    if is_dot_body(spec):
+        named = spec if kernel is None else dataclasses.replace(spec, name=m.Name(kernel, spec.name.span))
+        return derive_dot_backwards(named)
+    name = backward_name(kernel or spec.name.id)
+    return ((name, derive_backward(spec, name)),)
+
+
 def derive_backward(spec: m.Spec, name: str | None = None) -> str:
     """The ``.tile`` text of the backward of the checked ``spec``, kernel ``name`` (default
     :func:`backward_name`). It takes ``d<out>`` for each float output, then the forward's inputs it
@@ -763,4 +777,4 @@ def _declarations(spec: m.Spec, configs: list[str] = ()) -> list[str]:
     return kept
 
 
-__all__ = ["NoBackward", "backward_name", "derive_backward"]
+__all__ = ["NoBackward", "backward_name", "derive_backward", "derive_backwards"]

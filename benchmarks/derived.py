@@ -55,8 +55,8 @@ def _derived(file: str):
     generated = compile_spec(text, f"specs/{file}_derived.tile")
     assert generated.derived, generated.note
     (BUILD / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
-    for kernel in generated.derived:
-        (BUILD / f"{kernel.kernel}.py").write_text(kernel.source, encoding="utf-8")
+    for module in generated.derived:
+        (BUILD / f"{module.kernel}.py").write_text(module.source, encoding="utf-8")
     return getattr(load_module(BUILD / f"{generated.kernel}.py"), f"{kernel}_derived")
 
 

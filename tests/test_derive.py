@@ -112,14 +112,16 @@ def _build(tmp_path, source: str, name: str = "k"):
     return load_module(tmp_path / f"{name}.py")
 
 
-def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] | None = None):
-    """``specs/<file>.tile`` built without its ``backward`` line (so the build derives one) into
-    ``tmp_path``: the forward module and the derived backward's (``kernels``: their names, default
-    ``<file>_backward``)."""
+def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] = ("backward",)):
+    """``specs/<file>.tile`` built without its ``backward`` line (so the build derives one), as kernel
+    ``<file>_derived`` (its ops must not take the committed modules' names, ``torch.ops.tilegen.softmax``,
+    in this process), into ``tmp_path``: the forward module, whose function is ``<file>_derived``, and
+    the derived backward's (``kernels``: their names after ``<file>_derived_``)."""
     source = (ROOT / "specs" / f"{file}.tile").read_text(encoding="utf-8")
     source = "\n".join(line for line in source.split("\n") if not line.strip().startswith("backward "))
-    forward = _build(tmp_path, source, file)
-    return forward, [load_module(tmp_path / f"{name}.py") for name in kernels or (f"{file}_backward",)]
+    source = source.replace(f"kernel {file}\n", f"kernel {file}_derived\n")
+    forward = _build(tmp_path, source, f"{file}_derived")
+    return forward, [load_module(tmp_path / f"{file}_derived_{name}.py") for name in kernels]
 
 
 @pytest.mark.parametrize("file", DERIVED + HAND_WRITTEN)
@@ -133,6 +135,7 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp
     kernel = spec.name.id
     if file in HAND_WRITTEN:
         module, backwards = _without_backward(tmp_path, file)
+        kernel = f"{kernel}_derived"
     else:
         module, backwards = generated(kernel), [generated(name) for name in DERIVED_MODULES[file]]
     typed, args, names = _case(spec)
@@ -158,9 +161,9 @@ def test_the_derived_backward_agrees_with_the_hand_written_one(tmp_path, file):
     gradients (through torch's autograd of the reference: the same numbers both take)."""
     path = ROOT / "specs" / f"{file}.tile"
     spec = _spec(path)
-    text = derive_backward(spec, f"{spec.name.id}_derived")
-    derived_module = tmp_path / f"{spec.name.id}_derived.py"
-    derived_module.write_text(compile_spec(text, f"specs/{file}_derived.tile").source, encoding="utf-8")
+    text = derive_backward(spec, f"{spec.name.id}_grad")  # named apart from every other op of the process
+    derived_module = tmp_path / f"{spec.name.id}_grad.py"
+    derived_module.write_text(compile_spec(text, f"specs/{file}_grad.tile", derive=False).source, encoding="utf-8")
     derived = load_module(derived_module)
     hand = load_module(ROOT / "generated" / f"{spec.backward[0].id}.py")
     forward = load_module(ROOT / "generated" / f"{spec.name.id}.py")
@@ -183,7 +186,7 @@ def test_the_derived_backward_agrees_with_the_hand_written_one(tmp_path, file):
 
     hand_spec = _spec(ROOT / "specs" / f"{spec.backward[0].id}.tile")
     ours = dict(zip([t.name.id for t in check(parse(text, "d.tile")).outputs],
-                    call(derived, f"{spec.name.id}_derived"), strict=True))
+                    call(derived, f"{spec.name.id}_grad"), strict=True))
     theirs = dict(zip([t.name.id for t in hand_spec.outputs], call(hand, spec.backward[0].id), strict=True))
     assert set(theirs) <= set(ours)  # the derived may give more (rope's dcos, dsin)
     for name, b in theirs.items():
@@ -256,15 +259,16 @@ def test_each_rule_matches_torch_autograd(tmp_path, expr, sample):
     """Each function's and operator's rule, through a derived backward built and run, against
     torch's autograd of the module's reference: x and w both get gradients; the weight gradient
     ``dv`` (v read along c only) is summed across programs."""
-    source = (f"kernel k\n  in  x: f32[M, N]{' in ' + sample if sample else ''}\n  in  w: f32[M, N]\n"
+    kernel = f"rule{RULES.index((expr, sample))}"  # one op name per rule: none replaces another's
+    source = (f"kernel {kernel}\n  in  x: f32[M, N]{' in ' + sample if sample else ''}\n  in  w: f32[M, N]\n"
               f"  in  v: f32[N]\n  in  s: f32\n  out y: f32[M, N]\n  block BM = 2\n"
               f"  grid  r over M by BM, c over N whole\n  y[r, c] = ({expr}) * v[c]\n")
-    module = _build(tmp_path, source)
+    module = _build(tmp_path, source, kernel)
     generator = torch.Generator().manual_seed(11)
     x = torch.rand(5, 37, generator=generator) * 1.5 + 0.5 if sample else torch.randn(5, 37, generator=generator)
     args = [x, torch.randn(5, 37, generator=generator), torch.randn(37, generator=generator), 1.7]
     want, cotangents = _grads(module.reference, args, [0, 1, 2])
-    got, _ = _grads(module.k, args, [0, 1, 2], cotangents)
+    got, _ = _grads(getattr(module, kernel), args, [0, 1, 2], cotangents)
     for name, ours, theirs in zip("xwv", got, want, strict=True):
         if theirs is None:
             assert ours is None or not ours.any(), name
@@ -277,17 +281,15 @@ def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path
     over k and n, each with the forward's TMA access, swizzle and configs) built without the spec's
     backward line, against torch's autograd and against the hand-written products, at the default
     configs (every config of a TMA matmul in the interpreter is the GPU suite's)."""
-    forward, backwards = _without_backward(tmp_path, "matmul_fast", kernels=("matmul_fast_backward_da",
-                                                                              "matmul_fast_backward_db"))
-    assert [Path(b.__file__).parent for b in backwards] == [tmp_path, tmp_path]  # derived, not the committed ones
+    forward, backwards = _without_backward(tmp_path, "matmul_fast", kernels=("backward_da", "backward_db"))
     generator = torch.Generator().manual_seed(2)
     a, b = torch.randn(37, 45, generator=generator), torch.randn(45, 29, generator=generator)
     want, cotangents = _grads(forward.reference, [a, b], [0, 1])
-    got, _ = _grads(forward.matmul_fast, [a, b], [0, 1], cotangents)
+    got, _ = _grads(forward.matmul_fast_derived, [a, b], [0, 1], cotangents)
     for ours, theirs in zip(got, want, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
     dc = cotangents[0]
     hand_da = load_module(ROOT / "generated" / "matmul_fast_backward_da.py").matmul_fast_backward_da(dc, b)
     hand_db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py").matmul_fast_backward_db(a, dc)
-    torch.testing.assert_close(backwards[0].matmul_fast_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(backwards[1].matmul_fast_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(backwards[0].matmul_fast_derived_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(backwards[1].matmul_fast_derived_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)

@@ -84,6 +84,10 @@ def build(
             out.print(f"{result.status:>9}  {result.module}  ({result.spec.given})", markup=False)
             if result.note and verbose:
                 out.print(f"{'':>9}  {result.note}", markup=False, style="dim")
+    without = sum(1 for result in results if result.note)
+    if without and not verbose:
+        out.print(f"{without} kernel{'s' if without > 1 else ''} without a backward (`tilegen build -v` says why)",
+                  markup=False, style="dim")
     if failed:
         raise typer.Exit(1)
 

@@ -48,6 +48,7 @@ class BuildResult:
     status: str  # "written" | "unchanged" | "stale" | "current" | "error"
     error: SpecError | None = None
     note: str | None = None  # a kernel's: why it has no backward (no backward line, none derived)
+    derived: str | None = None  # a derived backward's: its spec text (the module's own reference runs it)
 
     @property
     def is_runtime(self) -> bool:
@@ -152,7 +153,8 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
         for kernel in generated.derived:  # its derived backward, beside it
             several = kernel.kernel if len(generated.derived) > 1 else None
             derived = SpecFile(spec.path, derived_path(spec.display, several), derived_path(spec.given, several))
-            results.append(_write(derived, out_dir / f"{kernel.kernel}.py", kernel.source, check_only))
+            result = _write(derived, out_dir / f"{kernel.kernel}.py", kernel.source, check_only)
+            results.append(dataclasses.replace(result, derived=kernel.spec_text))
         for backward in _backward_files(spec, generated.backward):
             if backward.path not in queued:
                 queued.add(backward.path)

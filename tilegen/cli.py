@@ -22,8 +22,10 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.build import build as build_specs
 from tilegen.build import check_file, compile_file, find_specs
+from tilegen.check import check as check_model
 from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
+from tilegen.parser import parse
 
 app = typer.Typer(
     help="Compile declarative .tile kernel specs to Triton.",
@@ -163,10 +165,13 @@ def _results_table(results) -> Table:
     return table
 
 
-def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir):
+def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir,
+              derived: str | None = None):
+    """Run the kernel of ``spec_file`` (or of the backward ``derived`` from it: that spec's text),
+    whose module is in ``module_dir``, against its reference: the rows."""
     from tilegen import runner
 
-    spec = check_file(spec_file)
+    spec = check_file(spec_file) if derived is None else check_model(parse(derived, spec_file.display))
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)
     return runner.run_module(
@@ -240,7 +245,8 @@ def demo(
             continue
         out.print(f"running {result.spec.given} on {device} ...", markup=False)
         try:
-            rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir)
+            rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir,
+                              result.derived)
         except Exception as error:  # any error: one kernel's failure is reported, the rest still run
             from tilegen.runner import RunResult
 

@@ -34,6 +34,7 @@ class GeneratedModule:
     backward: tuple[str, ...] = ()
     derived: tuple[GeneratedModule, ...] = ()  # the modules of the derived backward, written beside this one
     note: str | None = None  # why the kernel has no backward (no backward line, and none derived)
+    spec_text: str | None = None  # a derived backward's: the spec text it was compiled from
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     """
     checked = _checked(source, path, find, derive)
     plan = lower(checked.spec, checked.backward)
-    derived = tuple(compile_spec(*kernel, derive=False) for kernel in checked.derived)
+    derived = tuple(dataclasses.replace(compile_spec(*kernel, derive=False), spec_text=kernel[0])
+                    for kernel in checked.derived)
     written = tuple(n.id for n in checked.spec.backward) if not derived else ()  # specs beside this one
     return GeneratedModule(plan.kernel_name, render(plan), written, derived, checked.note)
 

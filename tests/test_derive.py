@@ -293,3 +293,19 @@ def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path
     hand_db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py").matmul_fast_backward_db(a, dc)
     torch.testing.assert_close(backwards[0].matmul_fast_derived_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(backwards[1].matmul_fast_derived_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)
+
+
+def test_build_says_which_kernels_have_no_backward_and_why(tmp_path):
+    """The build writes a derived backward beside its forward, counts the kernels without one, and
+    with -v says why each has none, at its line."""
+    from typer.testing import CliRunner
+
+    from tilegen.cli import app
+
+    specs = [str(ROOT / "specs" / "row_cumprod.tile"), str(ROOT / "specs" / "add.tile")]
+    quiet = CliRunner().invoke(app, ["build", *specs, "-o", str(tmp_path)])
+    assert quiet.exit_code == 0, quiet.output
+    assert "1 kernel without a backward (`tilegen build -v` says why)" in quiet.output
+    assert (tmp_path / "add_backward.py").is_file() and not (tmp_path / "row_cumprod_backward.py").exists()
+    verbose = CliRunner().invoke(app, ["build", *specs, "-o", str(tmp_path), "-v"])
+    assert "no backward: 'cumprod' has no gradient rule for its operand (line 21)" in verbose.output

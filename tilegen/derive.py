@@ -22,11 +22,16 @@ elementwise math, reductions over ``whole`` axes and across programs, scans, ``w
 * **the adjoints** of a value used more than once add up (``dxf = ... + ...``); a load's adjoint
   is its tensor's gradient, stored at the load's index, summed over the axes the index lacks: a
   ``whole`` axis inside the program, a grid axis across programs (``dweight[c] = sum(..., dim=r)``,
-  the reduction across programs of the language: deterministic).
+  the reduction across programs of the language: deterministic). An adjoint a reduction over a
+  grid axis needs summed first is a value of its own (``dmean = sum(sum(..., dim=h), dim=b)``).
+* **scatters the store says**: beside its read at the grid's axes, a tensor read at a constant
+  index or through a gather adds that read's adjoint where the axes meet it (``where(c == 0 & ...,
+  ...)``); one read at a shifted index (``x[r, c + 1]``) adds its adjoint moved back along the axis.
 
-Where it cannot, :class:`NoBackward` says why, at the construct: a loop or an accumulator, a value
-assigned twice, a tensor read at two different indices (a gather's or an offset's gradient is a
-scatter), an operation without a rule (``prod``, ``dot`` outside a matmul).
+A matmul's accumulate-dot loop derives two products (:mod:`tilegen.derive_dot`,
+:func:`derive_backwards`). Where neither can, :class:`NoBackward` says why, at the construct: another
+loop or an accumulator, a value assigned twice, a tensor read only through a gather or at two
+offsets, an operation without a rule (``prod``, ``cumprod``).
 """
 
 from __future__ import annotations

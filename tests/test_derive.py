@@ -9,18 +9,22 @@ one is built too and the two agree. The derived text parses back and checks; the
 kernel gets none are stated.
 """
 
+import hashlib
 import inspect
 import re
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import force_config
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
 from tilegen.derive import NoBackward, derive_backward
+from tilegen.errors import SpecError
 from tilegen.parser import parse
 from tilegen.runner import default_sizes, load_module, random_inputs
 
@@ -309,3 +313,60 @@ def test_build_says_which_kernels_have_no_backward_and_why(tmp_path):
     assert (tmp_path / "add_backward.py").is_file() and not (tmp_path / "row_cumprod_backward.py").exists()
     verbose = CliRunner().invoke(app, ["build", *specs, "-o", str(tmp_path), "-v"])
     assert "no backward: 'cumprod' has no gradient rule for its operand (line 21)" in verbose.output
+
+
+#: What random bodies are made of: values of both signs with bounded magnitude, so every function
+#: stays in its domain and away from its kinks by chance only (each rule's own test covers kinks).
+_LEAVES = ["x[r, c]", "w[r, c]", "v[c]", "f32(h[r, c])"]
+_UNARY = ["exp(0.25 * {})", "tanh({})", "sigmoid({})", "silu({})", "gelu({})", "softsign({})", "sqrt(1.0 + {} * {})",
+          "rsqrt(2.0 + {} * {})", "log(3.0 + tanh({}))", "erf({})", "{} ** 2"]
+_ROWS = ["sum({}, dim=c)", "mean({}, dim=c)", "max({}, dim=c)", "min({}, dim=c)", "cumsum({}, dim=c)"]
+
+
+@st.composite
+def _bodies(draw, depth=3):
+    """A spec body: one or two named values and a store, built from :data:`_LEAVES` by functions,
+    operators and reductions along the row."""
+    def expression(level):
+        if level == 0 or draw(st.integers(0, 3)) == 0:
+            return draw(st.sampled_from(_LEAVES))
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "row"]))
+        if kind == "unary":
+            return draw(st.sampled_from(_UNARY)).replace("{}", f"({expression(level - 1)})")
+        if kind == "row":
+            return draw(st.sampled_from(_ROWS)).format(expression(level - 1))
+        return f"({expression(level - 1)}) {draw(st.sampled_from(['+', '-', '*']))} ({expression(level - 1)})"
+
+    first = expression(depth)
+    second = expression(depth).replace("x[r, c]", "t")
+    return f"  t = {first}\n  y[r, c] = {second} + 0.5 * t\n"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_bodies())
+def test_random_bodies_derive_what_torch_autograd_computes(tmp_path_factory, body):
+    """Random compositions of rules (hoisted values, a value used twice, reductions broadcast back,
+    a weight read along the row, an f16 input cast to f32): the derived backward, built and run,
+    against torch's autograd of the module's reference."""
+    tmp_path = tmp_path_factory.mktemp("body")
+    kernel = "random_" + hashlib.sha256(body.encode()).hexdigest()[:10]
+    source = (f"kernel {kernel}\n  in  x: f32[M, N]\n  in  w: f32[M, N]\n  in  v: f32[N]\n  in  h: f16[M, N]\n"
+              f"  out y: f32[M, N]\n  block BM = 2\n  grid  r over M by BM, c over N whole\n{body}")
+    try:
+        check(parse(source, f"{kernel}.tile"))
+    except SpecError:  # a reduction of what does not span its axis: not a spec
+        assume(False)
+    module = _build(tmp_path, source, kernel)
+    generator = torch.Generator().manual_seed(3)
+    args = [torch.randn(5, 19, generator=generator), torch.randn(5, 19, generator=generator),
+            torch.randn(19, generator=generator), torch.randn(5, 19, generator=generator).half()]
+    want, cotangents = _grads(module.reference, args, [0, 1, 2, 3])
+    got, _ = _grads(getattr(module, kernel), args, [0, 1, 2, 3], cotangents)
+    for name, ours, theirs in zip("xwvh", got, want, strict=True):
+        if theirs is None:
+            continue
+        assert ours is not None, f"no gradient for {name}"
+        scale = theirs.abs().max().item()
+        relative = max(1e-4, 2 * torch.finfo(theirs.dtype).eps)
+        torch.testing.assert_close(ours.float(), theirs.float(), rtol=1e-3, atol=1e-5 + relative * scale,
+                                   msg=lambda text, n=name: f"d{n}: {text}\n{body}")

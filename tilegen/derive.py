@@ -64,14 +64,18 @@ class NoBackward(Exception):
 @dataclass(frozen=True)
 class _Adjoint:
     """An adjoint: float32 spec text and the axes it spans (it may span more than its value, a
-    broadcast's axes, which the gradient's store sums over)."""
+    broadcast's axes, which the gradient's store sums over). Along the ``implicit`` ones (of
+    ``axes``) its text does not vary, though its value's lanes do (a reduction's operand takes the
+    reduction's adjoint in every lane): summed over one, it is multiplied by the extent."""
 
     text: str
     axes: frozenset[str]
+    implicit: frozenset[str] = frozenset()
 
     def map(self, text: str, *more: tuple[str, ...]) -> _Adjoint:
-        """Another adjoint, ``text``, spanning these axes and ``more``'s."""
-        return _Adjoint(text, self.axes.union(*more))
+        """Another adjoint, ``text``, spanning these axes and ``more``'s (which its text now varies along)."""
+        real = frozenset().union(*more)
+        return _Adjoint(text, self.axes | real, self.implicit - real)
 
 
 def _total(terms: list[_Adjoint]) -> _Adjoint:
@@ -79,8 +83,8 @@ def _total(terms: list[_Adjoint]) -> _Adjoint:
     counted: dict[str, int] = {}
     for term in terms:
         counted[term.text] = counted.get(term.text, 0) + 1
-    axes = {term.text: term.axes for term in terms}
-    terms = [_Adjoint(text if n == 1 else binary("*", f"{float(n)!r}", text), axes[text])
+    first = {term.text: term for term in terms}
+    terms = [_Adjoint(text if n == 1 else binary("*", f"{float(n)!r}", text), first[text].axes, first[text].implicit)
              for text, n in counted.items()]
     text = terms[0].text
     for term in terms[1:]:
@@ -88,7 +92,9 @@ def _total(terms: list[_Adjoint]) -> _Adjoint:
             text = binary("-", text, negate(term.text))
         else:
             text = binary("+", text, term.text)
-    return _Adjoint(text, frozenset().union(*(t.axes for t in terms)))
+    real = frozenset().union(*(t.axes - t.implicit for t in terms))
+    return _Adjoint(text, frozenset().union(*(t.axes for t in terms)),
+                    frozenset().union(*(t.implicit for t in terms)) - real)
 
 
 @dataclass
@@ -145,6 +151,7 @@ class _Deriver:
         self.taken |= {v.name.id for v in spec.dtype_vars} | {"d" + t.name.id for t in spec.tensors}
         self.value_of: dict[tuple, str] = {}  # a named value's expression -> its name
         self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
+        self.lines: list[str] = []  # the adjoints' lines, in the order the backward computes them
         self.active: set[str] = set()  # locals that depend on a float input
         self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and _float_tensor(t)}
 
@@ -295,6 +302,7 @@ class _Deriver:
     def text(self) -> str:
         self._refuse()
         stores: list[tuple[m.Store, m.Expr]] = []
+        self.taken |= {s.name.id for s in self.spec.body if isinstance(s, m.Assign)}  # no hoisted value takes one
         for stmt in self.spec.body:
             if isinstance(stmt, m.Assign):
                 value = self.hoist(stmt.value, stmt.span, top=True)
@@ -317,7 +325,7 @@ class _Deriver:
         if not seeds:
             raise NoBackward("no float output depends on a float input")
         seeds = [t for t in self.spec.outputs if t in seeds]  # in the order the outputs are declared
-        lines = self.lines = []
+        lines = self.lines
         for value in reversed(self.values):
             terms = self.adjoints.get(value.name)
             if not terms:
@@ -330,7 +338,7 @@ class _Deriver:
             adjoint = self.fresh("d" + value.name)
             lines.append(f"{adjoint} = {total.text}")
             self.local_axes[adjoint] = tuple(total.axes)
-            self.visit(value.expr, _Adjoint(adjoint, total.axes))
+            self.visit(value.expr, _Adjoint(adjoint, total.axes, total.implicit))
         stores_text = self.store_gradients()
         lines[:] = _live(lines, stores_text)
         used = self.used_values(lines + stores_text)
@@ -373,12 +381,12 @@ class _Deriver:
         those are ``whole`` axes, else a value of its own (``dsum1 = sum(..., dim=h)``: a reduction
         across programs is a whole value in the language)."""
         text = self.summed(g, keep)
-        if all(self.axes[a].bounds == "whole" for a in g.axes - keep):
-            return _Adjoint(text, frozenset(g.axes & keep))
+        if all(self.axes[a].bounds == "whole" or a in g.implicit for a in g.axes - keep):
+            return _Adjoint(text, frozenset(g.axes & keep), g.implicit & keep)
         name = self.fresh(stem)
         self.lines.append(f"{name} = {text}")
         self.local_axes[name] = tuple(g.axes & keep)
-        return _Adjoint(name, frozenset(g.axes & keep))
+        return _Adjoint(name, frozenset(g.axes & keep), g.implicit & keep)
 
     def reduced(self, g: _Adjoint, axes: tuple[str, ...]) -> _Adjoint:
         """``g`` summed over the ``whole`` axes it spans that ``axes`` (its value's) do not: a value
@@ -391,10 +399,14 @@ class _Deriver:
         summed = False
         for axis in self.spec.grid:
             if axis.name.id in g.axes and axis.name.id not in axes and axis.bounds == "whole":
-                text, kept, summed = f"sum({text}, dim={axis.name.id})", kept - {axis.name.id}, True
+                if axis.name.id in g.implicit:
+                    text = binary("*", text, self.extent(axis))
+                else:
+                    text = f"sum({text}, dim={axis.name.id})"
+                kept, summed = kept - {axis.name.id}, True
         if negated:
             text = negate(text) if summed else g.text
-        return _Adjoint(text, frozenset(kept))
+        return _Adjoint(text, frozenset(kept), g.implicit & frozenset(kept))
 
     def call(self, call: m.Call, g: _Adjoint) -> None:
         """Visit the operands of ``call`` with the adjoints its function's ``grad`` rules give."""
@@ -426,6 +438,13 @@ class _Deriver:
             values["axis"] = axis.name.id
             values["size"] = expr_text(axis.extent) if axis.extent is not None else axis.dim.id
             values["flip"] = "false" if values.get("reverse") == "true" else "true"
+        if function.kind == "scan" and (call.word("dim") not in g.axes or call.word("dim") in g.implicit):
+            # a scan's adjoint constant along its axis: its scan the other way is that times a count
+            axis = self.axes[call.word("dim")]
+            count = (binary("-", self.extent(axis), axis.name.id) if values["flip"] == "true"
+                     else binary("+", axis.name.id, "1"))
+            self.visit(call.args[0], g.map(binary("*", g.text, count), (axis.name.id,)))
+            return
         for key, arg in operands.items():
             if (function.selects and key == "x") or not self.is_active(arg):
                 continue
@@ -435,13 +454,17 @@ class _Deriver:
                 which = f"its argument '{key}'" if key != "x" else "its operand"
                 raise NoBackward(f"'{function.name}' has no gradient rule for {which}", call.span)
             reads = _reads(function, key)
-            axes = set(g.axes)
+            real: set[str] = set()
             for name, operand in operands.items():
                 if name in reads:
-                    axes |= set(self.spanned(operand))
+                    real |= set(self.spanned(operand))
             if "y" in reads:
-                axes |= set(self.spanned(call))
-            self.visit(arg, _Adjoint(text, frozenset(axes)))
+                real |= set(self.spanned(call))
+            adjoint = g.map(text, tuple(real))
+            if function.kind == "reduction" and call.word("dim") not in adjoint.axes:  # spread along it
+                axis = call.word("dim")
+                adjoint = _Adjoint(adjoint.text, adjoint.axes | {axis}, adjoint.implicit | {axis})
+            self.visit(arg, adjoint)
 
     # ------------------------------------------------------------------ the gradients' stores
 
@@ -478,22 +501,53 @@ class _Deriver:
                 if key != main:
                     terms.append(self.scattered(tensor, load, reads))
             index_axes = set(self.spanned(load))
-            value = _total([_Adjoint(self.summed(t, index_axes), t.axes & index_axes) for t in terms]).text
+            value = self.stored(terms, index_axes)
             index = ", ".join(index_text(i) for i in load.index)
             lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
         return lines
+
+    def stored(self, terms: list[_Adjoint], keep: set[str]) -> str:
+        """The value a gradient's store writes: ``terms`` added, each summed over the axes it spans
+        outside ``keep``. Where one is summed across programs along a grid axis, the store is that
+        one reduction (the language's rule for a store across programs): every term goes inside it,
+        one constant along the axis divided by its extent (``sum(dt + dsum / M, dim=r)``)."""
+        across = {a for t in terms for a in t.axes - t.implicit - keep if self.axes[a].bounds != "whole"}
+        if len(terms) == 1 or not across:
+            return _total([_Adjoint(self.summed(t, keep), t.axes & keep) for t in terms]).text
+        inside = []
+        for term in terms:
+            text = self.summed(term, keep | across)
+            for axis in self.spec.grid:
+                if axis.name.id in across and axis.name.id not in term.axes:
+                    text = binary("/", text, self.extent(axis))
+            inside.append(_Adjoint(text, frozenset()))
+        value = _total(inside).text
+        grid = [a for a in self.spec.grid if a.name.id in across]
+        self.across |= {a.name.id for a in grid if a.block is not None}
+        for axis in reversed(grid):
+            value = f"sum({value}, dim={axis.name.id})"
+        return value
 
     def summed(self, adjoint: _Adjoint, keep: set[str]) -> str:
         """``adjoint``'s text summed over the axes it spans outside ``keep``: the ``whole`` ones (in
         the program) innermost, then the grid's (across programs), the last axis first."""
         extra = adjoint.axes - keep
         value = adjoint.text
+        for axis in self.spec.grid:  # constant along it: the sum of its lanes is the extent's multiple
+            if axis.name.id in extra & adjoint.implicit:
+                value = binary("*", value, self.extent(axis))
+        extra -= adjoint.implicit
         whole = [a for a in self.spec.grid if a.name.id in extra and a.bounds == "whole"]
         grid = [a for a in self.spec.grid if a.name.id in extra and a.bounds != "whole"]
         self.across |= {a.name.id for a in grid if a.block is not None}
         for axis in whole + list(reversed(grid)):
             value = f"sum({value}, dim={axis.name.id})"
         return value
+
+    @staticmethod
+    def extent(axis: m.Axis) -> str:
+        """The number of lanes of ``axis`` as spec text (``N``, ``(C / G)``)."""
+        return wrap(expr_text(axis.extent), ATOM_LEVEL) if axis.extent is not None else axis.dim.id
 
     def scattered(self, tensor: m.Tensor, main: m.Load, reads: list[tuple[_Adjoint, m.Load]]) -> _Adjoint:
         """The adjoint of ``reads`` (loads of ``tensor`` at another index than ``main``'s, which is

@@ -41,7 +41,7 @@ class GeneratedModule:
 class _Checked:
     spec: m.Spec
     backward: tuple[m.Spec, ...]
-    derived: tuple[tuple[str, str], ...] = ()  # the derived backward kernels' (source, display path)
+    derived: tuple[GeneratedModule, ...] = ()  # the derived backward's modules (with their spec texts)
     note: str | None = None
 
 
@@ -64,10 +64,8 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     """
     checked = _checked(source, path, find, derive)
     plan = lower(checked.spec, checked.backward)
-    derived = tuple(dataclasses.replace(compile_spec(*kernel, derive=False), spec_text=kernel[0])
-                    for kernel in checked.derived)
-    written = tuple(n.id for n in checked.spec.backward) if not derived else ()  # specs beside this one
-    return GeneratedModule(plan.kernel_name, render(plan), written, derived, checked.note)
+    written = tuple(n.id for n in checked.spec.backward) if not checked.derived else ()  # specs beside this one
+    return GeneratedModule(plan.kernel_name, render(plan), written, checked.derived, checked.note)
 
 
 def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
@@ -106,12 +104,12 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Chec
     named = dataclasses.replace(spec, backward=tuple(m.Name(name, spec.name.span) for name in derived))
     try:
         backward = check_backward(named, derived.get)
-        for kernel in backward:
-            render(lower(kernel, ()))
+        modules = tuple(GeneratedModule(kernel.name.id, render(lower(kernel, ())), spec_text=derived[kernel.name.id][0])
+                        for kernel in backward)
     except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
         first = error.diagnostics[0].message if error.diagnostics else str(error)
         return _Checked(spec, (), note=f"no backward: the derived one does not build ({first})")
-    return _Checked(named, backward, tuple(derived.values()))
+    return _Checked(named, backward, modules)
 
 
 def beside(path: str | os.PathLike, display: str) -> Finder:

@@ -37,6 +37,8 @@ offsets, an operation without a rule (``prod``, ``cumprod``).
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilegen import model as m
@@ -103,7 +105,6 @@ class _Value:
 
     name: str
     expr: m.Expr
-    span: m.Span
 
 
 def backward_name(kernel: str) -> str:
@@ -153,7 +154,7 @@ class _Deriver:
         self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
         self.lines: list[str] = []  # the adjoints' lines, in the order the backward computes them
         self.active: set[str] = set()  # locals that depend on a float input
-        self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and _float_tensor(t)}
+        self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and float_tensor(t)}
 
     # ------------------------------------------------------------------ the forward, hoisted
 
@@ -189,7 +190,7 @@ class _Deriver:
                 if other is not None:
                     raise NoBackward(f"the gradient of '{tensor.name.id}' would be 'd{tensor.name.id}', which names "
                                      f"another tensor of this kernel", other.span)
-        if not any(_float_tensor(t) for t in self.spec.outputs):
+        if not any(float_tensor(t) for t in self.spec.outputs):
             raise NoBackward("no float output: nothing to take the gradient of")
 
     def dtype(self, expr: m.Expr) -> str | None:
@@ -262,15 +263,15 @@ class _Deriver:
             return expr
         stem = m.as_written(expr.func) if isinstance(expr, m.Call) and lookup(expr.func).kind != "cast" else stem
         name = self.fresh(stem)
-        self.define(name, expr, span)
+        self.define(name, expr)
         return m.Ref(m.Name(name, span), span)
 
-    def define(self, name: str, expr: m.Expr, span: m.Span) -> None:
+    def define(self, name: str, expr: m.Expr) -> None:
         self.local_dtypes[name] = self.dtype(expr)
         self.local_axes[name] = self.spanned(expr)
         if self.is_active(expr):
             self.active.add(name)
-        self.values.append(_Value(name, expr, span))
+        self.values.append(_Value(name, expr))
         self.value_of.setdefault(m.expr_key(expr), name)
 
     def spanned(self, expr: m.Expr) -> tuple[str, ...]:
@@ -289,11 +290,7 @@ class _Deriver:
                 if e.name.id in self.local_axes:
                     return self.local_axes[e.name.id]
                 return (e.name.id,) if e.name.id in self.axes else ()
-            if isinstance(e, m.Number):
-                return ()
-            if m.is_dot(e):
-                return None
-            return None
+            return () if isinstance(e, m.Number) else None
 
         return spanned_axes(expr, own)
 
@@ -307,7 +304,7 @@ class _Deriver:
             if isinstance(stmt, m.Assign):
                 value = self.hoist(stmt.value, stmt.span, top=True)
                 self.taken.add(stmt.name.id)
-                self.define(stmt.name.id, value, stmt.span)
+                self.define(stmt.name.id, value)
             else:
                 stores.append((stmt, self.hoist(stmt.value, stmt.span)))
         self.adjoints: dict[str, list[_Adjoint]] = {}
@@ -315,7 +312,7 @@ class _Deriver:
         seeds = []
         for store, value in stores:
             tensor = self.spec.tensor(store.tensor.id)
-            if not _float_tensor(tensor) or not self.is_active(value):
+            if not float_tensor(tensor) or not self.is_active(value):
                 continue
             grad = "d" + tensor.name.id
             index = ", ".join(index_text(i) for i in store.index)
@@ -648,9 +645,7 @@ class _Deriver:
 
     def used_values(self, lines: list[str]) -> set[str]:
         """The values the backward's ``lines`` read, directly or through other values."""
-        import re
-
-        words = set(re.findall(r"[A-Za-z_]\w*", " ".join(lines)))
+        words = _words(" ".join(lines))
         by_name = {v.name: v for v in self.values}
         used, todo = set(), [w for w in words if w in by_name]
         while todo:
@@ -687,12 +682,9 @@ class _Deriver:
         return lines
 
     def header(self, seeds: list[m.Tensor], used: set[str], lines: list[str]) -> str:
-        import re
-
         spec = self.spec
-        words = set(re.findall(r"[A-Za-z_]\w*", " ".join(lines + [expr_text(v.expr) for v in self.values
-                                                                       if v.name in used])))
-        ins = [f"  in  d{t.name.id}: {_typed(t)}\n" for t in seeds]
+        words = _words(" ".join(lines + [expr_text(v.expr) for v in self.values if v.name in used]))
+        ins = [f"  in  d{t.name.id}: {declared(t)}\n" for t in seeds]
         needed = [t for t in spec.inputs if t.name.id in words]
         sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}
         sizes |= {t.name.id for t in needed if t.is_scalar}
@@ -707,29 +699,28 @@ class _Deriver:
                 raise NoBackward(f"the grid's size '{name}' comes from no input of the backward")
             needed.append(extra)
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
-        ins += [f"  in  {t.name.id}: {_typed(t)}\n" for t in spec.inputs if t in needed]
-        outs = [f"  out d{t.name.id}: {_typed(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
-        declarations = _declarations(spec, self.wider_configs())
+        ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in spec.inputs if t in needed]
+        outs = [f"  out d{t.name.id}: {declared(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
                 f"# recomputed from its inputs, then each value's adjoint, in reverse order.\n"
-                f"kernel {self.name}\n" + "".join(declarations[:1] if declarations and declarations[0].strip()
-                                                    .startswith("dtype") else [])
-                + "".join(ins + outs)
-                + "".join(d for d in declarations if not d.strip().startswith("dtype")))
+                f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs())))
+
+
+def _words(text: str) -> set[str]:
+    """The names spec text mentions (values, tensors, functions, axes)."""
+    return set(re.findall(r"[A-Za-z_]\w*", text))
 
 
 def _live(lines: list[str], stores: list[str]) -> list[str]:
     """The adjoint ``lines`` (``name = text``, in order) that the ``stores`` read, directly or
     through later lines: an adjoint every use of which another rule wrote out is dropped."""
-    import re
-
-    read = set(re.findall(r"[A-Za-z_]\w*", " ".join(stores)))
+    read = _words(" ".join(stores))
     kept = []
     for line in reversed(lines):
         target, text = line.split(" = ", 1)
         if target in read:
             kept.append(line)
-            read |= set(re.findall(r"[A-Za-z_]\w*", text))
+            read |= _words(text)
     return kept[::-1]
 
 
@@ -785,7 +776,8 @@ def _reads(function, operand: str | None = None) -> set[str]:
     return found - {"g"}
 
 
-def _float_tensor(tensor: m.Tensor) -> bool:
+def float_tensor(tensor: m.Tensor) -> bool:
+    """True for a tensor of a float dtype (a dtype variable: every dtype it may stand for)."""
     if isinstance(tensor.dtype, m.BoundDtype):
         return all(is_float(o) for o in tensor.dtype.options)
     return is_float(tensor.dtype.id)
@@ -806,7 +798,7 @@ def _simple(expr: m.Expr) -> bool:
     return False
 
 
-def _typed(tensor: m.Tensor) -> str:
+def declared(tensor: m.Tensor) -> str:
     """``T[M, N]`` as the spec declares it (a scalar's range kept: ``i32 in [4, 4]``)."""
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
@@ -814,26 +806,31 @@ def _typed(tensor: m.Tensor) -> str:
     return f"{m.as_written(tensor.dtype)}{shape}{sample}"
 
 
-def _declarations(spec: m.Spec, configs: list[str] = ()) -> list[str]:
-    """The forward's declaration lines the backward keeps as written (dtype variables, blocks, the
-    grid, swizzle, tune with its configs, access, split tail), and ``configs`` after the tune's."""
-    kept, inside = [], False
+def declarations(spec: m.Spec, tensors: list[str], configs: list[str] = (),
+                 keep: Callable[[str], bool] = lambda line: True,
+                 rewrite: Callable[[str, str], str] = lambda word, line: line) -> list[str]:
+    """A backward's declaration lines (each ending in a newline): the forward's dtype variables,
+    then ``tensors`` (the backward's ``in``/``out`` lines), then the forward's blocks, grid, swizzle,
+    tune with the configs ``keep`` keeps and then ``configs``, access and split tail, each line as
+    written or as ``rewrite(first word, line)`` makes it."""
+    head, rest, inside = [], [], False
     for line in m.source_lines(spec.source):
         words = line.split()
         if not words:
             continue
         if inside and line.startswith("    "):
-            kept.append(line + "\n")
+            rest += [line + "\n"] if keep(line) else []
             continue
         if inside:
-            kept += configs
+            rest += configs
         inside = False
         if words[0] in _COPIED and line.startswith("  ") and not line.startswith("   "):
-            kept.append(line + "\n")
+            (head if words[0] == "dtype" else rest).append(rewrite(words[0], line) + "\n")
             inside = words[0] == "tune"
     if inside:
-        kept += configs
-    return kept
+        rest += configs
+    return head + list(tensors) + rest
 
 
-__all__ = ["NoBackward", "backward_name", "derive_backward", "derive_backwards"]
+__all__ = ["NoBackward", "backward_name", "declarations", "declared", "derive_backward", "derive_backwards",
+           "float_tensor"]

@@ -22,8 +22,7 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.derive import NoBackward, backward_name, safe_path
-from tilegen.dtypes import is_float
+from tilegen.derive import NoBackward, backward_name, declarations, declared, float_tensor, safe_path
 from tilegen.functions import lookup
 from tilegen.spec_text import expr_text, index_text
 
@@ -58,7 +57,7 @@ def derive_dot_backwards(spec: m.Spec) -> tuple[tuple[str, str], ...]:
     tensors = {t.name.id: t for t in spec.tensors}
     for load in (a, b):
         tensor = tensors[load.tensor.id]
-        if tensor.role != "in" or not _float(tensor) or not all(isinstance(i, m.Name) for i in load.index):
+        if tensor.role != "in" or not float_tensor(tensor) or not all(isinstance(i, m.Name) for i in load.index):
             raise NoBackward(f"the dot reads '{load.tensor.id}', which is not a float input read at axes",
                              load.span)
     out = tensors[store.tensor.id]
@@ -81,7 +80,7 @@ def derive_dot_backwards(spec: m.Spec) -> tuple[tuple[str, str], ...]:
     dc_a, b_in = operand(dc, out.name.id), operand(b_text, b.tensor.id)
     a_in, dc_b = operand(a_text, a.tensor.id), operand(dc, out.name.id)
     a_name, b_name, c_name = a.tensor.id, b.tensor.id, out.name.id
-    typed = {name: f"{name}: {_typed(tensors[name])}" for name in (a_name, b_name, c_name)}
+    typed = {name: f"{name}: {declared(tensors[name])}" for name in (a_name, b_name, c_name)}
     da = _kernel(spec, f"{backward_name(spec.name.id)}_d{a_name}", replaced=j, by=loop.axis, loop=grid[j],
                  split=loop.split, ins=[f"d{typed[c_name]}", typed[b_name]], out=f"d{typed[a_name]}", acc=(i, k),
                  body=f"dot({dc_a}, {b_in}{kwargs})", store=f"d{a_text}", what=f"d{a_name} = d{c_name} @ {b_name}^T")
@@ -95,35 +94,20 @@ def _kernel(spec: m.Spec, name: str, *, replaced: str, by: m.Axis, loop: m.Axis,
             out: str, acc: tuple[str, str], body: str, store: str, what: str) -> tuple[str, str]:
     """One backward product: ``spec``'s declarations with the grid axis ``replaced`` swapped for the
     forward loop's axis ``by``, and a loop over ``loop`` (the replaced axis)."""
-    lines = [f"# A backward product of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): {what}.",
-             f"kernel {name}"]
-    tune = False
-    for line in m.source_lines(spec.source):
-        words = line.split()
-        if not words or not line.startswith("  ") or line.startswith("   "):
-            if words and tune and line.startswith("    ") and _fits(line, loop):
-                lines.append(line)  # a tune's configs
-            continue
-        tune = words[0] == "tune"
-        if words[0] == "dtype":
-            lines.append(line)
-            lines += [f"  in  {text}" for text in ins] + [f"  out {out}"]
-        elif words[0] in ("block", "access", "split"):
-            lines.append(line)
-        elif words[0] == "tune":
-            lines.append(line)
-        elif words[0] == "grid":
-            lines.append(line.replace(_axis_text(loop), _axis_text(by)))
-        elif words[0] == "swizzle":
-            lines.append(re.sub(rf"\b{replaced}\b", by.name.id, line))
-    if not any(line.lstrip().startswith("in ") for line in lines):  # no dtype line: the tensors after the name
-        lines[2:2] = [f"  in  {text}" for text in ins] + [f"  out {out}"]
+    def rewrite(word: str, line: str) -> str:
+        if word == "grid":
+            return line.replace(_axis_text(loop), _axis_text(by))
+        return re.sub(rf"\b{replaced}\b", by.name.id, line) if word == "swizzle" else line
+
+    tensors = [f"  in  {text}\n" for text in ins] + [f"  out {out}\n"]
     bounds = " unmasked" if loop.bounds == "unmasked" else ""  # a wrapped grid axis's loop is masked
-    lines += [f"  acc: f32[{acc[0]}, {acc[1]}] = 0",
-              f"  for {loop.name.id} over {loop.dim.id} by {loop.block.id}{bounds}{' split' if split else ''}",
-              f"    acc += {body}",
-              f"  {store} = acc"]
-    return name, "\n".join(lines) + "\n"
+    lines = [f"# A backward product of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): {what}.\n",
+             f"kernel {name}\n", *declarations(spec, tensors, keep=lambda line: _fits(line, loop), rewrite=rewrite),
+             f"  acc: f32[{acc[0]}, {acc[1]}] = 0\n",
+             f"  for {loop.name.id} over {loop.dim.id} by {loop.block.id}{bounds}{' split' if split else ''}\n",
+             f"    acc += {body}\n",
+             f"  {store} = acc\n"]
+    return name, "".join(lines)
 
 
 def _fits(line: str, loop: m.Axis) -> bool:
@@ -137,17 +121,6 @@ def _axis_text(axis: m.Axis) -> str:
     """``n over N by BN`` (with its bounds) as a grid line writes it."""
     bounds = f" {axis.bounds}" if axis.bounds in ("unmasked", "wrapped") else ""
     return f"{axis.name.id} over {axis.dim.id} by {axis.block.id}{bounds}"
-
-
-def _float(tensor: m.Tensor) -> bool:
-    if isinstance(tensor.dtype, m.BoundDtype):
-        return all(is_float(o) for o in tensor.dtype.options)
-    return is_float(tensor.dtype.id)
-
-
-def _typed(tensor: m.Tensor) -> str:
-    dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
-    return f"{m.as_written(tensor.dtype)}[{dims}]"
 
 
 __all__ = ["derive_dot_backwards", "is_dot_body"]

@@ -6,6 +6,7 @@ float32 and on f16 inputs. The checks' messages carry ``file:line:col``.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -57,6 +58,7 @@ ORACLES = {
     "hardsigmoid": ("hardsigmoid(x[i])", lambda x, y: F.hardsigmoid(x), "any"),
     "hardswish": ("hardswish(x[i])", lambda x, y: F.hardswish(x), "any"),
     "mish": ("mish(x[i])", lambda x, y: F.mish(x), "any"),
+    "detach": ("detach(x[i] - y[i]) * 2.0", lambda x, y: (x - y) * 2.0, "any"),
 }
 
 
@@ -258,3 +260,24 @@ def test_clamp_takes_either_bound_alone(tmp_path, expr, oracle):
 def test_clamp_needs_a_bound():
     with pytest.raises(SpecError, match=r"k.tile:7:10: error: 'clamp' needs 'min' or 'max' \(or both\)"):
         compile_spec(SPEC.format(dtype="f32", expr="clamp(x[i])"), "k.tile")
+
+
+def test_detach_changes_no_kernel_only_the_reference():
+    """``detach`` marks what a gradient does not flow through: the kernels of softmax are the same
+    with it and without it (its online-softmax loop kernel included, which recognises
+    ``x - max(x)``), and only the reference (``torch.detach``) and the spec's echo differ."""
+    from pathlib import Path
+
+    source = (Path(__file__).resolve().parents[1] / "specs" / "softmax.tile").read_text(encoding="utf-8")
+    assert "detach(max(" in source
+    with_it = compile_spec(source, "specs/softmax.tile", derive=False).source
+    without = compile_spec(source.replace("detach(max(x[r, c], dim=c))", "max(x[r, c], dim=c)"),
+                           "specs/softmax.tile", derive=False).source
+
+    def code(text):  # the kernels and launchers: no comments, no hash, no reference
+        text = text.split("\ndef reference(", 1)[0]
+        return [line for line in text.split("\n") if not line.lstrip().startswith("#") and "sha256" not in line
+                and not re.search(r"[0-9a-f]{16}", line)]
+
+    assert code(with_it) == code(without)
+    assert "torch.detach(torch.amax(" in with_it and "torch.detach" not in without

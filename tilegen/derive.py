@@ -205,10 +205,11 @@ class _Deriver:
         return "i32"  # an axis or a size
 
     def is_active(self, expr: m.Expr) -> bool:
-        """True where ``expr`` is a float value that depends on a float tensor input."""
+        """True where ``expr`` is a float value that depends on a float tensor input other than
+        through ``detach`` (whose gradient is zero: torch's detach, JAX's stop_gradient)."""
         if not _floaty(self.dtype(expr)):
             return False
-        for sub in m.subexpressions(expr):
+        for sub in m.subexpressions(expr, prune=_detached):
             if isinstance(sub, m.Load) and sub.tensor.id in self.differentiable:
                 return True
             if isinstance(sub, m.Ref) and (sub.name.id in self.active or sub.name.id in self.differentiable):
@@ -237,6 +238,8 @@ class _Deriver:
                 left = self.named(left, "t", span) if active_right else left
                 right = self.named(right, "t", span) if active_left or active_right else right
             return dataclasses.replace(expr, left=left, right=right)
+        if _detached(expr):  # no rule reads what is inside
+            return expr
         if isinstance(expr, m.Call):
             args = tuple(self.hoist(a, span) for a in expr.args)
             kwargs = tuple((k, v if isinstance(v, m.Ref) else self.hoist(v, span)) for k, v in expr.kwargs)
@@ -320,7 +323,8 @@ class _Deriver:
             axes = frozenset(i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes)
             self.visit(value, _Adjoint(f"f32({grad}[{index}])" if store.index else f"f32({grad})", axes))
         if not seeds:
-            raise NoBackward("no float output depends on a float input")
+            raise NoBackward("no float output depends on a float input (other than through 'detach')",
+                             stores[0][0].span if stores else None)
         seeds = [t for t in self.spec.outputs if t in seeds]  # in the order the outputs are declared
         lines = self.lines
         for value in reversed(self.values):
@@ -704,6 +708,11 @@ class _Deriver:
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
                 f"# recomputed from its inputs, then each value's adjoint, in reverse order.\n"
                 f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs())))
+
+
+def _detached(expr: m.Expr) -> bool:
+    """``detach(...)``: nothing inside it has a gradient."""
+    return isinstance(expr, m.Call) and expr.func.id == "detach"
 
 
 def _words(text: str) -> set[str]:

@@ -286,6 +286,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
                  torch="torch.where({x}, {input}, {other})", selects=True,
                  grad={"input": "where({x_}, {g_}, 0.0)", "other": "where({x_}, 0.0, {g_})"}),
+        Function("detach", "elementwise", triton=lambda v: _atom(v["x"]), torch="torch.detach({x})"),
         Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})",
                  grad={"x": "where({x} > 0, {g_}, where({x} < 0, -{g}, 0.0))"}),
         Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),

@@ -554,24 +554,27 @@ def statements(body: tuple[Stmt, ...]):
             yield from statements(stmt.body)
 
 
-def subexpressions(expr: Expr):
-    """``expr`` and every expression inside it, depth first."""
+def subexpressions(expr: Expr, prune=None):
+    """``expr`` and every expression inside it, depth first; with ``prune`` (a predicate), not
+    the expressions inside one for which it holds (it is yielded itself)."""
     yield expr
+    if prune is not None and prune(expr):
+        return
     if isinstance(expr, Load):
         for item in expr.index:
             if isinstance(item, Load):  # a gather's index tile
-                yield from subexpressions(item)
+                yield from subexpressions(item, prune)
     elif isinstance(expr, BinOp):
-        yield from subexpressions(expr.left)
-        yield from subexpressions(expr.right)
+        yield from subexpressions(expr.left, prune)
+        yield from subexpressions(expr.right, prune)
     elif isinstance(expr, Neg):
-        yield from subexpressions(expr.operand)
+        yield from subexpressions(expr.operand, prune)
     elif isinstance(expr, Call):
         for arg in expr.args:
-            yield from subexpressions(arg)
+            yield from subexpressions(arg, prune)
         for _, value in expr.kwargs:
             if not isinstance(value, Ref):  # a bare word is a choice or an axis, not a value
-                yield from subexpressions(value)
+                yield from subexpressions(value, prune)
 
 
 def accesses(stmt: Stmt):

@@ -36,7 +36,7 @@ from tilegen.lower.autograd import lower_autograd
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
-from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path
+from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
 from tilegen.lower.plan import FallbackPlan, ModulePlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import loop_rows, lower_rows, whole_pruned
@@ -102,15 +102,19 @@ def _descriptors_serve(spec: m.Spec) -> bool:
 
 
 def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
-    """:func:`lower` of a spec whose dtype variables are bound (or that has none)."""
+    """:func:`lower` of a spec whose dtype variables are bound (or that has none). The kernels are
+    lowered from it without ``detach`` (:func:`~tilegen.lower.passes.without_detach`), the
+    reference from it as written."""
     grad = "route" if backward else "refuse"
+    written, spec = spec, without_detach(spec)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
-        return _staged(spec, staging, backward, grad)
+        return _staged(spec, staging, backward, grad, written)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)
         kernel = lower_kernel(kernel_spec(looped.spec))
-        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad), backward=backward)
+        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad), backward=backward,
+                       written=written)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -131,10 +135,10 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
     launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None, grad=grad)
     return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
-                   backward=backward)
+                   backward=backward, written=written)
 
 
-def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str) -> ModulePlan:
+def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str, written: m.Spec) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -152,13 +156,15 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
     launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad)
-    return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward)
+    return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written)
 
 
-def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=()) -> ModulePlan:
+def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=(),
+            written=None) -> ModulePlan:
     """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered (and its
-    autograd formula where ``backward`` holds its backward's specs)."""
-    reference = lower_reference(spec, launcher)
+    autograd formula where ``backward`` holds its backward's specs); its torch reference is
+    lowered from ``written`` (the spec with its ``detach`` calls), else from ``spec``."""
+    reference = lower_reference(written or spec, launcher)
     described = next((k for k in (kernel, *(f.kernel for f in fallbacks)) if k.descriptors), None)
     blocks = lower_descriptor_blocks(described) if described is not None and spec.tune is not None else None
     return ModulePlan(

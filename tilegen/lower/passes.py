@@ -105,6 +105,44 @@ def one_element(spec: m.Spec) -> m.Spec:
     return dataclasses.replace(spec, tensors=tensors, body=tuple(stmt(s) for s in spec.body))
 
 
+def without_detach(spec: m.Spec) -> m.Spec:
+    """``spec`` with each ``detach(e)`` as ``e``: ``detach`` changes no value, only what a gradient
+    flows through (:mod:`tilegen.derive`), so the kernels are lowered from this and see the
+    expressions they recognise (``x - max(x)``, :mod:`tilegen.lower.rows`); the torch reference is
+    lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
+
+    def expr(e: m.Expr) -> m.Expr:
+        if isinstance(e, m.Call) and e.func.id == "detach":
+            return expr(e.args[0])
+        if isinstance(e, m.BinOp):
+            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
+        if isinstance(e, m.Neg):
+            return dataclasses.replace(e, operand=expr(e.operand))
+        if isinstance(e, m.Call):
+            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args),
+                                       kwargs=tuple((k, v if isinstance(v, m.Ref) else expr(v)) for k, v in e.kwargs))
+        return e
+
+    def stmt(s: m.Stmt) -> m.Stmt:
+        if isinstance(s, m.Loop):
+            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
+        if isinstance(s, m.Declare):
+            return dataclasses.replace(s, init=expr(s.init))
+        return dataclasses.replace(s, value=expr(s.value))
+
+    if not any(isinstance(e, m.Call) and e.func.id == "detach" for s in m.statements(spec.body)
+               for e in _values(s)):
+        return spec
+    return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
+
+
+def _values(stmt: m.Stmt):
+    """Every expression of one statement (a loop's body is not included)."""
+    for value in (getattr(stmt, "value", None), getattr(stmt, "init", None)):
+        if value is not None:
+            yield from m.subexpressions(value)
+
+
 def derived_refs(spec: m.Spec) -> m.Spec:
     """``spec`` with each offset index's arithmetic that is a derived extent (``C / G`` in
     ``x[b, g * (C / G) + c]`` where an axis is over ``C / G``) the size that names it

@@ -406,6 +406,7 @@ FUNCTION_ORACLES = {
     "rsqrt": (torch.rsqrt, 8, None),
     "erf": (torch.erf, 8, None),
     "abs": (torch.abs, 0, None),
+    "detach": (torch.detach, 0, None),
     "relu": (torch.relu, 0, None),
     "leaky_relu": (lambda x, slope=0.01: F.leaky_relu(x, slope), 3, None),
     "hardtanh": (lambda x, lo=-1.0, hi=1.0: F.hardtanh(x, lo, hi), 0, None),

@@ -262,7 +262,28 @@ RULES = [
     ("cumsum(x[r, c] * w[r, c], dim=c) + cumsum(x[r, c], dim=c, reverse=true)", ""),
     ("x[r, c] * w[r, c] + x[r, c + 1] * w[r, c] - x[r, c - 2] + 0.5 * w[r, c + N / 2]", ""),
     ("exp(x[r, c] - detach(max(x[r, c], dim=c))) * detach(w[r, c] * x[r, c])", ""),
+    ("exp(x[r, c] * w[r, c]) / sum(exp(x[r, c] * w[r, c]), dim=c) + x[r, c] - log(sum(exp(x[r, c]), dim=c))", ""),
 ]
+
+
+def test_softmax_and_log_softmax_stored_read_their_outputs_back(tmp_path):
+    """A softmax and a log-softmax stored as outputs: their derived backward reads them back (the
+    saved outputs, as torch's softmax backward does) instead of recomputing the exponentials and
+    their sums, and gives torch's autograd's gradients."""
+    source = ("kernel normalized\n  in  x: f32[M, N]\n  in  w: f32[N]\n  out p: f32[M, N]\n  out q: f32[M, N]\n"
+              "  block BM = 2\n  grid  r over M by BM, c over N whole\n  z = x[r, c] * w[c]\n"
+              "  e = exp(z - detach(max(z, dim=c)))\n  p[r, c] = e / sum(e, dim=c)\n"
+              "  q[r, c] = x[r, c] - log(sum(exp(x[r, c]), dim=c))\n")
+    text = derive_backward(check(parse(source, "normalized.tile")))
+    assert "  in  p: f32[M, N]\n  in  q: f32[M, N]\n" in text
+    assert "exp(" not in text.split("block BM")[1].replace("exp(f32(q[r, c]))", ""), text  # nothing recomputed
+    module = _build(tmp_path, source, "normalized")
+    generator = torch.Generator().manual_seed(3)
+    args = [torch.randn(5, 37, generator=generator) * 3, torch.randn(37, generator=generator)]
+    want, cotangents = _grads(module.reference, args, [0, 1])
+    got, _ = _grads(module.normalized, args, [0, 1], cotangents)
+    for name, ours, theirs in zip("xw", got, want, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5, msg=lambda text, n=name: f"d{n}: {text}")
 
 
 @pytest.mark.parametrize(("expr", "sample"), RULES)

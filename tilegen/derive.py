@@ -13,7 +13,8 @@ elementwise math, reductions over ``whole`` axes and across programs, scans, ``w
   and recomputes every value it needs, a row's statistics included; nothing else is saved, so a
   forward + backward holds no more than the inputs and the gradients. A value a rule reads (the
   ``y`` of ``exp``'s ``dy * y``, the other factor of a product) that the forward computes inside an
-  expression gets a name of its own (``rsqrt1``), so the backward says it once.
+  expression gets a name of its own (``rsqrt1``), so the backward says it once. A softmax or
+  log-softmax stored as an output is read back instead (:meth:`_Deriver.normalized`).
 * **one rule per operation**, each in its operation's one home: the functions' ``grad`` templates
   in :data:`tilegen.functions.FUNCTIONS` (``exp``: ``{g} * {y}``; ``max`` over an axis: the
   gradient split among the maxima, as torch's ``amax``), the operators' here (``+ - * /``). A
@@ -312,6 +313,11 @@ class _Deriver:
                 stores.append((stmt, self.hoist(stmt.value, stmt.span)))
         self.adjoints: dict[str, list[_Adjoint]] = {}
         self.gradients: dict[str, list[tuple[tuple, _Adjoint, m.Load]]] = {}
+        # a float output stored at the grid's axes: its value, which the backward may read back (saved)
+        self.saved = {m.expr_key(value): store for store, value in stores
+                      if float_tensor(self.spec.tensor(store.tensor.id))
+                      and all(isinstance(i, m.Name) and i.id in self.axes for i in store.index)}
+        self.read_outputs: set[str] = set()
         seeds = []
         for store, value in stores:
             tensor = self.spec.tensor(store.tensor.id)
@@ -359,6 +365,8 @@ class _Deriver:
             self.gradients.setdefault(expr.tensor.id, []).append((m.expr_key(expr), g, expr))
         elif isinstance(expr, m.Neg):
             self.visit(expr.operand, g.map(negate(g.text)))
+        elif isinstance(expr, m.BinOp) and self.normalized(expr, g):
+            pass
         elif isinstance(expr, m.BinOp):
             left, right = expr_text(expr.left), expr_text(expr.right)
             if expr.op == "+":
@@ -376,6 +384,58 @@ class _Deriver:
                 self.visit(expr.right, g.map(negate(product), self.spanned(expr)))
         elif isinstance(expr, m.Call):
             self.call(expr, g)
+
+    def normalized(self, expr: m.BinOp, g: _Adjoint) -> bool:
+        """Softmax and log-softmax along a ``whole`` axis ``c``, whose adjoints read their result
+        ``y`` alone: ``exp(z) / sum(exp(z), dim=c)`` gives ``z`` the adjoint ``y * (g - sum(g * y,
+        dim=c))``, ``z - log(sum(exp(z), dim=c))`` gives it ``g - exp(y) * sum(g, dim=c)`` (torch's
+        ``_softmax_backward_data`` and ``_log_softmax_backward_data``). Where the forward stores
+        ``y`` as an output (at the grid's axes), the backward reads it back, saved by autograd, and
+        recomputes neither the exponentials nor their sum. False (nothing visited) where ``expr`` is
+        not one of the two."""
+        def plain(e: m.Expr) -> m.Expr:  # through the names of hoisted and assigned values
+            while isinstance(e, m.Ref) and (found := self.definition(e.name.id)) is not None:
+                e = found
+            return e
+
+        def exp_of(e: m.Expr) -> m.Expr | None:
+            e = plain(e)
+            return e.args[0] if isinstance(e, m.Call) and e.func.id == "exp" and len(e.args) == 1 else None
+
+        def summed(e: m.Expr) -> tuple[m.Expr, str] | None:
+            e = plain(e)
+            if reduction(e) is None or e.func.id != "sum" or len(e.args) != 1:
+                return None
+            axis = e.word("dim")
+            return (e.args[0], axis) if axis in self.axes and self.axes[axis].bounds == "whole" else None
+
+        same = m.expr_key
+        if expr.op == "/" and (total := summed(expr.right)) is not None and (z := exp_of(expr.left)) is not None:
+            operand, axis = total
+            if same(plain(operand)) != same(plain(expr.left)):
+                return False
+            form = "{y} * ({g} - sum({g} * {y}, dim={c}))"
+        elif expr.op == "-" and isinstance(log := plain(expr.right), m.Call) and log.func.id == "log" \
+                and len(log.args) == 1 and (total := summed(log.args[0])) is not None:
+            operand, axis = total
+            z = expr.left
+            inner = exp_of(operand)
+            if inner is None or same(plain(inner)) != same(plain(z)):
+                return False
+            form = "{g} - exp({y}) * sum({g}, dim={c})"
+        else:
+            return False
+        if axis not in g.axes or axis in g.implicit:
+            return False
+        store = self.saved.get(same(expr))
+        if store is not None:
+            self.read_outputs.add(store.tensor.id)
+            y = f"f32({store.tensor.id}[{', '.join(index_text(i) for i in store.index)}])"
+        else:
+            y = expr_text(self.named(expr, "t", expr.span))
+        y, gt = wrap(y, ATOM_LEVEL), wrap(g.text, ATOM_LEVEL)
+        self.visit(z, g.map(form.format(y=y, g=gt, c=axis), self.spanned(expr)))
+        return True
 
     def total(self, g: _Adjoint, keep: set[str], stem: str) -> _Adjoint:
         """``g`` summed over every axis it spans outside ``keep`` (its value's axes): inline where
@@ -704,9 +764,12 @@ class _Deriver:
             needed.append(extra)
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in spec.inputs if t in needed]
+        ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in spec.outputs if t.name.id in self.read_outputs]
         outs = [f"  out d{t.name.id}: {declared(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
+        saved = [t.name.id for t in spec.outputs if t.name.id in self.read_outputs]
+        source = "its inputs" + (f" and its output{'s' if len(saved) > 1 else ''} {', '.join(saved)}" if saved else "")
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
-                f"# recomputed from its inputs, then each value's adjoint, in reverse order.\n"
+                f"# recomputed from {source}, then each value's adjoint, in reverse order.\n"
                 f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs())))
 
 

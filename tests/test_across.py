@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.conftest import force_config
+from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
 
@@ -254,3 +255,67 @@ def test_a_zero_dim_input_scales_a_row(compiled):
     torch.testing.assert_close(module.reference(x, s), x * s - s)
     with pytest.raises(ValueError, match=r"k: s must have rank 0, got shape \(1,\)"):
         module.k(x, s.reshape(1))
+
+
+PERSISTENT = """\
+kernel walked
+  in  dy: f32[M, N]
+  in  x: f32[M, N]
+  in  w: f32[N]
+  out dx: f32[M, N]
+  out dw: f32[N]
+  out top: f32[N]
+  out total: f32[]
+  block BM = 2
+  grid  persistent r over M by BM, c over N whole
+  rstd = rsqrt(mean(x[r, c] * x[r, c], dim=c) + 1e-5)
+  g = dy[r, c] * w[c]
+  dx[r, c] = rstd * (g - x[r, c] * (rstd * rstd) * mean(g * x[r, c], dim=c))
+  dw[c] = sum(dy[r, c] * x[r, c] * rstd, dim=r)
+  top[c] = max(x[r, c], dim=r)
+  total = sum(sum(dy[r, c], dim=c), dim=r) / M
+"""
+
+
+@pytest.mark.parametrize(("m", "bm"), [(1, 1), (7, 1), (37, 2), (64, 4), (9, 16)])
+def test_a_persistent_grid_walks_the_row_tiles_carrying_its_partials(compiled, m, bm):
+    """``grid persistent r over M by BM, c over N whole``: at most one program per SM (4 in the
+    interpreter) walks the row tiles, carrying each reduction's partial over them (a sum, a max,
+    a mean over every element), and stores one partial a program: the rows a program walks (37
+    rows of 2: 19 tiles over 4 programs, a tail tile) and those it does not (9 rows in one tile of
+    16) give the reference's dx, dw, top and total."""
+    module = compiled(PERSISTENT)
+    g = torch.Generator().manual_seed(m * bm)
+    dy, x = torch.randn(m, 19, generator=g), torch.randn(m, 19, generator=g)
+    w = torch.randn(19, generator=g)
+    got = module.walked(dy, x, w, BM=bm)
+    want = module.reference(dy, x, w)
+    for name, ours, theirs in zip(("dx", "dw", "top", "total"), got, want, strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=lambda text, n=name: f"{n}: {text}")
+    rstd = torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5)
+    torch.testing.assert_close(got[1], (dy * x * rstd).sum(dim=0), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[2], x.amax(dim=0), rtol=0, atol=0)
+
+
+def test_the_generated_persistent_grid_stores_one_partial_a_program():
+    """The kernel loops over its tiles NUM_SMS apart with the partials started before the loop and
+    stored after it, at its own row (start_pid); the launcher sizes the workspace for at most
+    NUM_SMS programs."""
+    source = compile_spec(PERSISTENT, "walked.tile", derive=False).source
+    assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):" in source
+    before, loop = source.split("for tile_id in tl.range(", 1)
+    assert "dw_partials_carried = tl.full([BLOCK_N], 0.0, tl.float32)" in before
+    assert 'top_partials_carried = tl.full([BLOCK_N], float("-inf"), tl.float32)' in before
+    assert "tl.store(dw_partials_ptr + start_pid * N + offs_c" in loop.split("\n\n\n")[0]
+    assert "dw_programs = min(NUM_SMS, ((M + BM - 1) // BM))  # programs walking M" in source
+
+
+@pytest.mark.parametrize(("grid", "words"), [
+    ("persistent r over M by BM, c over N by BN, k over K whole", "or of one tiled axis beside whole ones"),
+    ("persistent b over B, c over N whole", "or of one tiled axis beside whole ones"),
+])
+def test_a_persistent_grid_walks_one_tiled_axis_or_two(grid, words):
+    text = (f"kernel k\n  in  x: f32[B, M, N, K]\n  out y: f32[N]\n  block BM = 4, BN = 8\n  grid {grid}\n"
+            "  y[c] = 0.0\n")
+    found = _errors(text)
+    assert any(line == 5 and words in message for line, message in found), found

@@ -412,7 +412,9 @@ class Spec:
     path: str
     source: str
     flat: bool = False
-    persistent: bool = False  # one program per SM looping over the (flat) tiles; implies flat
+    # one program per SM looping over the tiles: of a flat grid (``flat`` too), or, with whole axes,
+    # of the one tiled axis (the rows: ``grid persistent r over M by BM, c over N whole``)
+    persistent: bool = False
     tune: Tune | None = None
     choices: tuple[Choice, ...] = ()
     access: Name | None = None

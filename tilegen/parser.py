@@ -136,7 +136,10 @@ class ToModel(Transformer):
     def grid_decl(self, meta, items):
         kind = items[0].type if items and isinstance(items[0], Token) else None
         axes = tuple(i for i in items if isinstance(i, m.Axis))
-        return ("grid", axes, kind in ("FLAT", "PERSISTENT"), kind == "PERSISTENT")
+        # a persistent grid of two tiled axes is flat (one launch over their tiles); one with whole
+        # axes walks the tiles of its one tiled axis (rows), and is not
+        rows = kind == "PERSISTENT" and any(a.bounds == "whole" for a in axes)
+        return ("grid", axes, kind == "FLAT" or (kind == "PERSISTENT" and not rows), kind == "PERSISTENT")
 
     def param_values(self, meta, items):
         name, *values = items

@@ -276,6 +276,14 @@ def check_grid(state: CheckState) -> dict[str, m.Axis]:
             f"a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not {len(launched)}",
             launched[3].span,
         )
+    if spec.persistent and not spec.flat:  # a persistent walk over the tiles of one axis (rows)
+        tiled = [a for a in spec.grid if a.bounds != "whole"]
+        if len(tiled) != 1 or tiled[0].block is None or tiled[0].is_index:
+            state.errors.error(
+                "a persistent grid walks the tiles of two tiled axes ('grid persistent m over M by BM, n over N by "
+                "BN') or of one tiled axis beside whole ones ('grid persistent r over M by BM, c over N whole')",
+                spec.grid[0].span,
+            )
     if spec.flat and (len(spec.grid) != 2 or any(a.block is None for a in spec.grid)):
         kind = "persistent" if spec.persistent else "flat"
         state.errors.error(

@@ -24,7 +24,7 @@ def check_across(state: CheckState, found: Across, scope: Scope) -> None:
     what = f"'{store.tensor.id}' reduces across programs (over {', '.join(first.axes)})"
     plain = [
         (spec.flat, "a flat grid"),
-        (spec.persistent, "a persistent grid"),
+        (spec.persistent and spec.flat, "a flat persistent grid"),
         (spec.swizzle is not None, "a swizzle"),
         (bool(spec.split_tail), "'split tail'"),
         (spec.access_style != "pointers", f"'access {spec.access_style}'"),

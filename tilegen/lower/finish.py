@@ -66,6 +66,8 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
     """The kernel's ops for a store that reduces across programs: each chain reduced over the
     program's own tile (:attr:`~tilegen.across.Partial.value`) and stored, in float32, into its
     workspace at this program's place among the programs along the reduced axes."""
+    if state.spec.persistent and not state.spec.flat:
+        return _carried_partials(state, stmt, found, context, exprs, access)
     ops: list[Op] = []
     launched = [a.name.id for a in state.spec.grid if a.bounds != "whole"]
     place = ""
@@ -88,6 +90,40 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
         why = f"this program's {partial.function.name} over its tile of {', '.join(found.axes)}"
         ops.append(Comment(f"{why}: its partial, merged by {finish_name(state.spec, found)}_kernel"))
         ops.append(Line(f"tl.store({target}, {value}, mask={mask})" if mask else f"tl.store({target}, {value})"))
+    return ops
+
+
+def _carried_partials(state: KernelState, stmt: m.Store, found: Across, context, exprs, access) -> list[Op]:
+    """A persistent program's partials (``grid persistent r over M by BM, c over N whole``): each
+    chain's value over the tile is merged into a float32 accumulator the program carries over
+    every tile it walks (started at the chain's identity before the tile loop), which it stores
+    once, after the loop, at its own row of the workspace (``start_pid``): one row per program
+    (at most one per SM) rather than one per row tile, as Liger-Kernel's RMSNorm backward does."""
+    tensor = state.spec.tensor(stmt.tensor.id)
+    ptr, mask = access.pointer_expr(stmt, context, None, load=False)
+    prefix = f"{tensor.name.id}_ptr"
+    assert ptr.startswith(prefix), ptr  # the workspace's row is laid out as the (new, contiguous) output
+    offsets = ptr[len(prefix):]
+    shape = ", ".join(state.axes[a].tile for a in context)  # the store's axes: whole ones, tile-invariant
+    size = elements(tensor)
+    row = state.pid if size == "1" else f"{state.pid} * {size}"
+    ops: list[Op] = []
+    for i, partial in enumerate(found.partials):
+        value = exprs.expr(partial.value, context, ops)
+        if exprs.dtype_of(partial.value) != "f32":
+            value = f"({value}).to(tl.float32)"
+        carried = state.fresh(f"{partials_name(found, i)}_carried")
+        function = partial.function
+        state.carried.append(Line(f"{carried} = tl.full([{shape}], {function.identity_text}, tl.float32)"))
+        if function.combine in ("+", "*"):
+            ops.append(Line(f"{carried} {function.combine}= {value}"))
+        else:
+            ops.append(Line(f"{carried} = tl.{function.combine}({carried}, {value})"))
+        why = f"this program's {function.name} over its tiles of {', '.join(found.axes)}"
+        state.after_tiles.append(Comment(f"{why}: its partial, merged by {finish_name(state.spec, found)}_kernel"))
+        target = f"{partials_name(found, i)}_ptr + {row}{offsets}"
+        state.after_tiles.append(Line(f"tl.store({target}, {carried}, mask={mask})" if mask
+                                      else f"tl.store({target}, {carried})"))
     return ops
 
 

@@ -33,6 +33,15 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
             state.tile_pids = tuple(pids.values())
         else:
             ops += flat_pids(state, pids)
+    elif spec.persistent:  # rows: one program per SM walks the tiles of the one tiled axis
+        axis = next(a for a in spec.grid if a.bounds != "whole")
+        state.pid = state.fresh("start_pid")
+        state.num_tiles = state.fresh("num_tiles")
+        setup += [Line(f"{state.pid} = tl.program_id(0)"),
+                  Line(f"{state.num_tiles} = tl.cdiv({axis.dim.id}, {axis.block.id})")]
+        state.tile_id = state.fresh("tile_id")
+        pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
+        ops.append(Line(f"{pids[axis.name.id]} = {state.tile_id}"))
     else:
         launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
         for number, axis in enumerate(launched):
@@ -60,7 +69,9 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
         if whole:  # one tile of all of the dimension, padded to a power of two and masked
             block = state.whole_blocks[axis.dim.id]
             mask = state.fresh(f"mask_{name}")
-            ops += [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")]
+            # the same in every tile: a persistent program makes them once (its partials' store reads them)
+            (setup if spec.persistent and not spec.flat else ops).extend(
+                [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")])
             state.axes[name] = AxisInfo(offs, mask, axis.dim.id, block, "0")
             continue
         ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))

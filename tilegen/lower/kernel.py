@@ -207,7 +207,7 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
             params = _after_descriptors(params, tuple(f"{t}_tail_desc" for t in tail.descriptors))
     elif state.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
         loop = f"tl.range({state.pid}, {state.num_tiles}, NUM_SMS, flatten=True)"
-        body = [*prelude, *setup, ForLoop(state.tile_id, loop, tuple(tile))]
+        body = [*prelude, *setup, *state.carried, ForLoop(state.tile_id, loop, tuple(tile)), *state.after_tiles]
     else:
         body = [*prelude, *setup, *tile]
     name = f"{state.spec.name.id}_kernel"

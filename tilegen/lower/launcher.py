@@ -203,6 +203,8 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
                 sizes.append(axis.dim.id)
             elif axis.bounds == "whole":  # one program along it: no grid dimension
                 continue
+            elif spec.persistent:  # rows walked by at most one program per SM
+                sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(axis.block.id))})")
             else:
                 sizes.append(cdiv(axis.dim.id, block(axis.block.id)))
     sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
@@ -911,7 +913,10 @@ def _workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> lis
                 block = _smallest_block(spec, block) if smallest else f'config["{block}"]'
             counts.append(dim if block is None else f"({cdiv(dim, block)})")
         along = ", ".join(d for d, _ in finish.programs)
-        ops.append(Line(f"{finish.count} = {' * '.join(counts)}  # programs along {along}"))
+        if spec.persistent:  # at most one program per SM, each storing its one partial
+            ops.append(Line(f"{finish.count} = min(NUM_SMS, {' * '.join(counts)})  # programs walking {along}"))
+        else:
+            ops.append(Line(f"{finish.count} = {' * '.join(counts)}  # programs along {along}"))
         for name in finish.workspaces:
             ops.append(Line(f"{name} = torch.empty({finish.size}, device=device, dtype=torch.float32)"))
     return ops

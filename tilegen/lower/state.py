@@ -104,6 +104,10 @@ class KernelState:
     renames: dict = field(default_factory=dict)  # local -> its name in the piece being lowered
     pids: dict = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
     across: dict = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
+    # a persistent walk over rows: each across-programs partial carried over the program's tiles,
+    # started before the tile loop (``carried``) and stored after it (``after_tiles``)
+    carried: list = field(default_factory=list)
+    after_tiles: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
         spec = self.spec

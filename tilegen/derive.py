@@ -770,7 +770,21 @@ class _Deriver:
         source = "its inputs" + (f" and its output{'s' if len(saved) > 1 else ''} {', '.join(saved)}" if saved else "")
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"
                 f"# recomputed from {source}, then each value's adjoint, in reverse order.\n"
-                f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs())))
+                f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs(),
+                                                                rewrite=self.persistent_rows)))
+
+    def persistent_rows(self, word: str, line: str) -> str:
+        """The grid line, made persistent (``grid  persistent r over M by BM, c over N whole``)
+        where a gradient is summed across programs along the grid's one tiled axis beside whole
+        ones: each program then walks row tiles and stores one partial of the sum, not one per row
+        tile (on the H100, rms_norm's backward went from 46% to 66% of DRAM peak so)."""
+        spec = self.spec
+        launched = [a for a in spec.grid if a.bounds != "whole"]
+        rows = (len(launched) == 1 and launched[0].block is not None and not launched[0].is_index
+                and launched[0].name.id in self.across)
+        if word != "grid" or spec.flat or spec.persistent or spec.swizzle is not None or not rows:
+            return line
+        return line.replace("grid", "grid  persistent", 1).replace("persistent  ", "persistent ", 1)
 
 
 def _detached(expr: m.Expr) -> bool:

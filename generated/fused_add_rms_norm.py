@@ -549,13 +549,12 @@ op = _rt.register_op("fused_add_rms_norm", "54bea2505b1b676c", fused_add_rms_nor
 
 
 def _fused_add_rms_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what fused_add_rms_norm_backward() reads of a fused_add_rms_norm() call (x, residual, weight, eps):
+    """Save what fused_add_rms_norm_backward() reads of a fused_add_rms_norm() call (weight, s, eps):
     torch.autograd's setup_context for torch.ops.tilegen.fused_add_rms_norm."""
-    x = inputs[0]
-    residual = inputs[1]
     weight = inputs[2]
     eps = inputs[3]
-    ctx.save_for_backward(x, residual, weight)
+    s = output[1]
+    ctx.save_for_backward(weight, s)
     ctx.eps = eps
 
 
@@ -563,10 +562,10 @@ def _fused_add_rms_norm_backward(ctx, dy, ds, eager=False):
     """The gradients of fused_add_rms_norm()'s inputs: fused_add_rms_norm_backward() of specs/fused_add_rms_norm.tile, derived backward, generated beside this
     module, on the saved values and the outputs' gradients (custom ops, which torch.compile
     traces, unless the call was eager)."""
-    x, residual, weight, = ctx.saved_tensors
+    weight, s, = ctx.saved_tensors
     eps = ctx.eps
     module = _rt.sibling(__file__, "fused_add_rms_norm_backward")
-    dx, dresidual, dweight = (module.fused_add_rms_norm_backward if eager else module.op)(dy, ds, x, residual, weight, eps)
+    dx, dresidual, dweight = (module.fused_add_rms_norm_backward if eager else module.op)(dy, ds, weight, eps, s)
     return dx, dresidual, dweight, None
 
 

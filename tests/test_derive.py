@@ -280,6 +280,18 @@ def test_softmax_and_log_softmax_stored_read_their_outputs_back(tmp_path):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5, msg=lambda text, n=name: f"d{n}: {text}")
 
 
+def test_values_the_forward_stores_are_read_back_not_recomputed():
+    """A row statistic the forward stores exactly (layer_norm's mu and rstd, float32 both) and a
+    value stored in its own dtype (fused_add_rms_norm's sum s) are read from the saved outputs:
+    the derived backward neither reduces the row for them again nor reads x and residual for s."""
+    layer = derive_backward(_spec(ROOT / "specs" / "layer_norm.tile"))
+    assert "  row_mean = mu[r]\n" in layer and "  inv_std = rstd[r]\n" in layer
+    assert "  in  mu: f32[M]\n" in layer and "  in  rstd: f32[M]\n" in layer
+    assert "mean(" not in layer.split("  grid")[1] and "eps" not in layer
+    fused = derive_backward(_spec(ROOT / "specs" / "fused_add_rms_norm.tile"))
+    assert "  h = s[r, c]\n" in fused and "residual[" not in fused.split("  grid")[1].replace("dresidual[", "")
+
+
 @pytest.mark.parametrize(("expr", "sample"), RULES)
 def test_each_rule_matches_torch_autograd(tmp_path, expr, sample):
     """Each function's and operator's rule, through a derived backward built and run, against

@@ -348,8 +348,11 @@ class _Deriver:
             self.visit(value.expr, _Adjoint(adjoint, total.axes, total.implicit))
         stores_text = self.store_gradients()
         lines[:] = _live(lines, stores_text)
+        self.read_back = self.saved_values(stores)
         used = self.used_values(lines + stores_text)
-        body = [f"{v.name} = {expr_text(v.expr)}" for v in self.values if v.name in used]
+        self.read_outputs |= {self.read_back[v.name].split("[")[0] for v in self.values
+                              if v.name in used and v.name in self.read_back}
+        body = [f"{v.name} = {self.read_back.get(v.name) or expr_text(v.expr)}" for v in self.values if v.name in used]
         statements = body + lines + stores_text
         return self.header(seeds, used, lines + stores_text) + "".join(f"  {line}\n" for line in statements)
 
@@ -707,6 +710,23 @@ class _Deriver:
                 return expr
         return None
 
+    def saved_values(self, stores: list[tuple[m.Store, m.Expr]]) -> dict[str, str]:
+        """The assigned values the forward stores exactly (a float32 row statistic, ``mu[r] =
+        row_mean``: the output's dtype is the value's, its index the value's axes): the backward
+        reads them back from the output, saved by autograd, instead of recomputing them (layer
+        norm's mean and rstd, two reductions of each row). Their adjoints still follow the
+        expressions that computed them. Name -> the load's text."""
+        found = {}
+        for store, value in stores:
+            tensor = self.spec.tensor(store.tensor.id)
+            if not isinstance(value, m.Ref) or value.name.id not in self.local_axes or not float_tensor(tensor):
+                continue
+            index = [i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes]
+            exact = tensor.dtype.id == self.local_dtypes.get(value.name.id)
+            if exact and len(index) == len(store.index) and set(index) == set(self.local_axes[value.name.id]):
+                found[value.name.id] = f"{tensor.name.id}[{', '.join(index)}]"
+        return found
+
     def used_values(self, lines: list[str]) -> set[str]:
         """The values the backward's ``lines`` read, directly or through other values."""
         words = _words(" ".join(lines))
@@ -717,6 +737,8 @@ class _Deriver:
             if name in used:
                 continue
             used.add(name)
+            if name in getattr(self, "read_back", {}):  # read from its output: nothing recomputed
+                continue
             todo += [e.name.id for e in m.subexpressions(by_name[name].expr) if isinstance(e, m.Ref)
                      and e.name.id in by_name]
         return used
@@ -747,7 +769,8 @@ class _Deriver:
 
     def header(self, seeds: list[m.Tensor], used: set[str], lines: list[str]) -> str:
         spec = self.spec
-        words = _words(" ".join(lines + [expr_text(v.expr) for v in self.values if v.name in used]))
+        words = _words(" ".join(lines + [self.read_back.get(v.name) or expr_text(v.expr)
+                                         for v in self.values if v.name in used]))
         ins = [f"  in  d{t.name.id}: {declared(t)}\n" for t in seeds]
         needed = [t for t in spec.inputs if t.name.id in words]
         sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}

@@ -13,8 +13,10 @@ elementwise math, reductions over ``whole`` axes and across programs, scans, ``w
   and recomputes every value it needs, a row's statistics included; nothing else is saved, so a
   forward + backward holds no more than the inputs and the gradients. A value a rule reads (the
   ``y`` of ``exp``'s ``dy * y``, the other factor of a product) that the forward computes inside an
-  expression gets a name of its own (``rsqrt1``), so the backward says it once. A softmax or
-  log-softmax stored as an output is read back instead (:meth:`_Deriver.normalized`).
+  expression gets a name of its own (``rsqrt1``), so the backward says it once. A value the
+  forward stores exactly (layer_norm's ``mu[r] = row_mean``) is read back from that output
+  (:meth:`_Deriver.saved_values`), and so is a softmax or log-softmax stored as an output
+  (:meth:`_Deriver.normalized`).
 * **one rule per operation**, each in its operation's one home: the functions' ``grad`` templates
   in :data:`tilegen.functions.FUNCTIONS` (``exp``: ``{g} * {y}``; ``max`` over an axis: the
   gradient split among the maxima, as torch's ``amax``), the operators' here (``+ - * /``). A
@@ -750,6 +752,8 @@ class _Deriver:
         (as the hand-written rms_norm_backward's configs do)."""
         if self.spec.tune is None:
             return []
+        if self.persistent_rows("grid", "grid") != "grid":  # a persistent walk: few partials already
+            return self.pipelined_configs()
         lines = []
         for axis in self.spec.grid:
             if axis.name.id not in self.across:
@@ -795,6 +799,20 @@ class _Deriver:
                 f"# recomputed from {source}, then each value's adjoint, in reverse order.\n"
                 f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs(),
                                                                 rewrite=self.persistent_rows)))
+
+    def pipelined_configs(self) -> list[str]:
+        """A persistent backward's added configs: the forward's configs of its largest row block,
+        again with ``num_stages = 2``, so that a program loads its next row tile while it
+        computes this one (on the H100 the hand-written norm backwards' best configs were so,
+        ``benchmarks/explore/explore_persistent_norm_h100.log``)."""
+        block = next(a.block.id for a in self.spec.grid if a.bounds != "whole")
+        configs = [c for c in self.spec.tune.configs if c.get(block) is not None]
+        if not configs or any(c.get("num_stages") is not None for c in configs):
+            return []
+        largest = max(int(c.get(block).text) for c in configs)
+        lines = [f"    config {', '.join(f'{p.name.id} = {p.default.text}' for p in c.settings)}, num_stages = 2\n"
+                 for c in configs if int(c.get(block).text) == largest]
+        return ["    # a persistent program walks several row tiles: the next one's loads pipelined\n", *lines]
 
     def persistent_rows(self, word: str, line: str) -> str:
         """The grid line, made persistent (``grid  persistent r over M by BM, c over N whole``)

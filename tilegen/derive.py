@@ -752,7 +752,7 @@ class _Deriver:
         (as the hand-written rms_norm_backward's configs do)."""
         if self.spec.tune is None:
             return []
-        if self.persistent_rows("grid", "grid") != "grid":  # a persistent walk: few partials already
+        if self.walks_rows():  # a persistent walk: few partials already
             return self.pipelined_configs()
         lines = []
         for axis in self.spec.grid:
@@ -819,13 +819,18 @@ class _Deriver:
         where a gradient is summed across programs along the grid's one tiled axis beside whole
         ones: each program then walks row tiles and stores one partial of the sum, not one per row
         tile (on the H100, rms_norm's backward went from 46% to 66% of DRAM peak so)."""
+        if word != "grid" or not self.walks_rows():
+            return line
+        return line.replace("grid", "grid  persistent", 1).replace("persistent  ", "persistent ", 1)
+
+    def walks_rows(self) -> bool:
+        """Whether the backward's grid is made persistent (:meth:`persistent_rows`): a plain grid
+        of one tiled axis beside whole ones, along which a gradient is summed across programs."""
         spec = self.spec
         launched = [a for a in spec.grid if a.bounds != "whole"]
         rows = (len(launched) == 1 and launched[0].block is not None and not launched[0].is_index
                 and launched[0].name.id in self.across)
-        if word != "grid" or spec.flat or spec.persistent or spec.swizzle is not None or not rows:
-            return line
-        return line.replace("grid", "grid  persistent", 1).replace("persistent  ", "persistent ", 1)
+        return rows and not spec.flat and not spec.persistent and spec.swizzle is None
 
 
 def _detached(expr: m.Expr) -> bool:

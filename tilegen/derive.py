@@ -157,6 +157,8 @@ class _Deriver:
         self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
         self.lines: list[str] = []  # the adjoints' lines, in the order the backward computes them
         self.active: set[str] = set()  # locals that depend on a float input
+        self.read_outputs: set[str] = set()  # outputs the backward reads back (autograd saves them)
+        self.read_back: dict[str, m.Store] = {}  # a value the forward stores exactly -> that store
         self.differentiable = {t.name.id for t in self.spec.inputs if not t.is_scalar and float_tensor(t)}
 
     # ------------------------------------------------------------------ the forward, hoisted
@@ -212,7 +214,7 @@ class _Deriver:
         through ``detach`` (whose gradient is zero: torch's detach, JAX's stop_gradient)."""
         if not _floaty(self.dtype(expr)):
             return False
-        for sub in m.subexpressions(expr, prune=_detached):
+        for sub in m.subexpressions(expr, prune=m.is_detach):
             if isinstance(sub, m.Load) and sub.tensor.id in self.differentiable:
                 return True
             if isinstance(sub, m.Ref) and (sub.name.id in self.active or sub.name.id in self.differentiable):
@@ -241,7 +243,7 @@ class _Deriver:
                 left = self.named(left, "t", span) if active_right else left
                 right = self.named(right, "t", span) if active_left or active_right else right
             return dataclasses.replace(expr, left=left, right=right)
-        if _detached(expr):  # no rule reads what is inside
+        if m.is_detach(expr):  # no rule reads what is inside
             return expr
         if isinstance(expr, m.Call):
             args = tuple(self.hoist(a, span) for a in expr.args)
@@ -316,10 +318,9 @@ class _Deriver:
         self.adjoints: dict[str, list[_Adjoint]] = {}
         self.gradients: dict[str, list[tuple[tuple, _Adjoint, m.Load]]] = {}
         # a float output stored at the grid's axes: its value, which the backward may read back (saved)
-        self.saved = {m.expr_key(value): store for store, value in stores
+        self.saved = {m.expr_key(value): (store, value) for store, value in stores
                       if float_tensor(self.spec.tensor(store.tensor.id))
                       and all(isinstance(i, m.Name) and i.id in self.axes for i in store.index)}
-        self.read_outputs: set[str] = set()
         seeds = []
         for store, value in stores:
             tensor = self.spec.tensor(store.tensor.id)
@@ -350,11 +351,10 @@ class _Deriver:
             self.visit(value.expr, _Adjoint(adjoint, total.axes, total.implicit))
         stores_text = self.store_gradients()
         lines[:] = _live(lines, stores_text)
-        self.read_back = self.saved_values(stores)
+        self.read_back = self.saved_values()
         used = self.used_values(lines + stores_text)
-        self.read_outputs |= {self.read_back[v.name].split("[")[0] for v in self.values
-                              if v.name in used and v.name in self.read_back}
-        body = [f"{v.name} = {self.read_back.get(v.name) or expr_text(v.expr)}" for v in self.values if v.name in used]
+        self.read_outputs |= {self.read_back[name].tensor.id for name in used if name in self.read_back}
+        body = [f"{v.name} = {self.value_text(v)}" for v in self.values if v.name in used]
         statements = body + lines + stores_text
         return self.header(seeds, used, lines + stores_text) + "".join(f"  {line}\n" for line in statements)
 
@@ -432,10 +432,10 @@ class _Deriver:
             return False
         if axis not in g.axes or axis in g.implicit:
             return False
-        store = self.saved.get(same(expr))
-        if store is not None:
-            self.read_outputs.add(store.tensor.id)
-            y = f"f32({store.tensor.id}[{', '.join(index_text(i) for i in store.index)}])"
+        found = self.saved.get(same(expr))
+        if found is not None:
+            self.read_outputs.add(found[0].tensor.id)
+            y = f"f32({_read(found[0])})"
         else:
             y = expr_text(self.named(expr, "t", expr.span))
         y, gt = wrap(y, ATOM_LEVEL), wrap(g.text, ATOM_LEVEL)
@@ -712,22 +712,25 @@ class _Deriver:
                 return expr
         return None
 
-    def saved_values(self, stores: list[tuple[m.Store, m.Expr]]) -> dict[str, str]:
+    def saved_values(self) -> dict[str, m.Store]:
         """The assigned values the forward stores exactly (a float32 row statistic, ``mu[r] =
-        row_mean``: the output's dtype is the value's, its index the value's axes): the backward
-        reads them back from the output, saved by autograd, instead of recomputing them (layer
-        norm's mean and rstd, two reductions of each row). Their adjoints still follow the
-        expressions that computed them. Name -> the load's text."""
+        row_mean``: of :attr:`saved`, those whose output has the value's dtype and whose index is
+        the value's axes): the backward reads them back from the output, saved by autograd,
+        instead of recomputing them (layer norm's mean and rstd, two reductions of each row).
+        Their adjoints still follow the expressions that computed them. Name -> the store."""
         found = {}
-        for store, value in stores:
-            tensor = self.spec.tensor(store.tensor.id)
-            if not isinstance(value, m.Ref) or value.name.id not in self.local_axes or not float_tensor(tensor):
+        for store, value in self.saved.values():
+            if not isinstance(value, m.Ref) or value.name.id not in self.local_axes:
                 continue
-            index = [i.id for i in store.index if isinstance(i, m.Name) and i.id in self.axes]
-            exact = tensor.dtype.id == self.local_dtypes.get(value.name.id)
-            if exact and len(index) == len(store.index) and set(index) == set(self.local_axes[value.name.id]):
-                found[value.name.id] = f"{tensor.name.id}[{', '.join(index)}]"
+            exact = self.spec.tensor(store.tensor.id).dtype.id == self.local_dtypes.get(value.name.id)
+            if exact and {i.id for i in store.index} == set(self.local_axes[value.name.id]):
+                found[value.name.id] = store
         return found
+
+    def value_text(self, value: _Value) -> str:
+        """The text a value's line of the backward computes it by: its read-back output, if any."""
+        store = self.read_back.get(value.name)
+        return _read(store) if store is not None else expr_text(value.expr)
 
     def used_values(self, lines: list[str]) -> set[str]:
         """The values the backward's ``lines`` read, directly or through other values."""
@@ -739,7 +742,7 @@ class _Deriver:
             if name in used:
                 continue
             used.add(name)
-            if name in getattr(self, "read_back", {}):  # read from its output: nothing recomputed
+            if name in self.read_back:  # read from its output: nothing recomputed
                 continue
             todo += [e.name.id for e in m.subexpressions(by_name[name].expr) if isinstance(e, m.Ref)
                      and e.name.id in by_name]
@@ -752,7 +755,7 @@ class _Deriver:
         (as the hand-written rms_norm_backward's configs do)."""
         if self.spec.tune is None:
             return []
-        if self.walks_rows():  # a persistent walk: few partials already
+        if self.walk_rows():  # a persistent walk: few partials already
             return self.pipelined_configs()
         lines = []
         for axis in self.spec.grid:
@@ -773,8 +776,7 @@ class _Deriver:
 
     def header(self, seeds: list[m.Tensor], used: set[str], lines: list[str]) -> str:
         spec = self.spec
-        words = _words(" ".join(lines + [self.read_back.get(v.name) or expr_text(v.expr)
-                                         for v in self.values if v.name in used]))
+        words = _words(" ".join(lines + [self.value_text(v) for v in self.values if v.name in used]))
         ins = [f"  in  d{t.name.id}: {declared(t)}\n" for t in seeds]
         needed = [t for t in spec.inputs if t.name.id in words]
         sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}
@@ -819,11 +821,11 @@ class _Deriver:
         where a gradient is summed across programs along the grid's one tiled axis beside whole
         ones: each program then walks row tiles and stores one partial of the sum, not one per row
         tile (on the H100, rms_norm's backward went from 46% to 66% of DRAM peak so)."""
-        if word != "grid" or not self.walks_rows():
+        if word != "grid" or not self.walk_rows():
             return line
-        return line.replace("grid", "grid  persistent", 1).replace("persistent  ", "persistent ", 1)
+        return re.sub(r"^(\s*grid)\s+", r"\1  persistent ", line)
 
-    def walks_rows(self) -> bool:
+    def walk_rows(self) -> bool:
         """Whether the backward's grid is made persistent (:meth:`persistent_rows`): a plain grid
         of one tiled axis beside whole ones, along which a gradient is summed across programs."""
         spec = self.spec
@@ -833,9 +835,9 @@ class _Deriver:
         return rows and not spec.flat and not spec.persistent and spec.swizzle is None
 
 
-def _detached(expr: m.Expr) -> bool:
-    """``detach(...)``: nothing inside it has a gradient."""
-    return isinstance(expr, m.Call) and expr.func.id == "detach"
+def _read(store: m.Store) -> str:
+    """The load of what ``store`` wrote, at its index (``mu[r]``)."""
+    return f"{store.tensor.id}[{', '.join(index_text(i) for i in store.index)}]"
 
 
 def _words(text: str) -> set[str]:

@@ -433,6 +433,12 @@ class Spec:
         return self.access.id if self.access is not None else "pointers"
 
     @property
+    def walks_rows(self) -> bool:
+        """A persistent grid over one tiled axis beside whole ones (``grid persistent r over M by
+        BM, c over N whole``): each program walks row tiles, NUM_SMS apart."""
+        return self.persistent and not self.flat
+
+    @property
     def tuned_params(self) -> tuple[str, ...]:
         """Parameters set by the tune configs (not launcher keywords), in declaration order."""
         if self.tune is None:
@@ -613,6 +619,11 @@ def expr_key(expr: Expr | Name) -> tuple:
 def is_dot(expr: Expr) -> bool:
     """True for a ``dot(...)`` call."""
     return isinstance(expr, Call) and expr.func.id == "dot"
+
+
+def is_detach(expr: Expr) -> bool:
+    """True for a ``detach(...)`` call: nothing inside it has a gradient."""
+    return isinstance(expr, Call) and expr.func.id == "detach"
 
 
 def is_dot_loop(stmt: Stmt) -> bool:

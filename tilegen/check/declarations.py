@@ -276,7 +276,7 @@ def check_grid(state: CheckState) -> dict[str, m.Axis]:
             f"a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not {len(launched)}",
             launched[3].span,
         )
-    if spec.persistent and not spec.flat:  # a persistent walk over the tiles of one axis (rows)
+    if spec.walks_rows:  # a persistent walk over the tiles of one axis (rows)
         tiled = [a for a in spec.grid if a.bounds != "whole"]
         if len(tiled) != 1 or tiled[0].block is None or tiled[0].is_index:
             state.errors.error(

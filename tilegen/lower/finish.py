@@ -66,7 +66,7 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
     """The kernel's ops for a store that reduces across programs: each chain reduced over the
     program's own tile (:attr:`~tilegen.across.Partial.value`) and stored, in float32, into its
     workspace at this program's place among the programs along the reduced axes."""
-    if state.spec.persistent and not state.spec.flat:
+    if state.spec.walks_rows:
         return _carried_partials(state, stmt, found, context, exprs, access)
     ops: list[Op] = []
     launched = [a.name.id for a in state.spec.grid if a.bounds != "whole"]

@@ -70,7 +70,7 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
             block = state.whole_blocks[axis.dim.id]
             mask = state.fresh(f"mask_{name}")
             # the same in every tile: a persistent program makes them once (its partials' store reads them)
-            (setup if spec.persistent and not spec.flat else ops).extend(
+            (setup if spec.walks_rows else ops).extend(
                 [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")])
             state.axes[name] = AxisInfo(offs, mask, axis.dim.id, block, "0")
             continue

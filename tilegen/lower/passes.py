@@ -112,7 +112,7 @@ def without_detach(spec: m.Spec) -> m.Spec:
     lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
 
     def expr(e: m.Expr) -> m.Expr:
-        if isinstance(e, m.Call) and e.func.id == "detach":
+        if m.is_detach(e):
             return expr(e.args[0])
         if isinstance(e, m.BinOp):
             return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
@@ -130,8 +130,7 @@ def without_detach(spec: m.Spec) -> m.Spec:
             return dataclasses.replace(s, init=expr(s.init))
         return dataclasses.replace(s, value=expr(s.value))
 
-    if not any(isinstance(e, m.Call) and e.func.id == "detach" for s in m.statements(spec.body)
-               for e in _values(s)):
+    if not any(m.is_detach(e) for s in m.statements(spec.body) for e in _values(s)):
         return spec
     return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
 

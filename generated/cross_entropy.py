@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("857688a4b1f7d03c")
+_rt = _runtime("b7470c30df28ed84")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -130,11 +130,12 @@ _tuner = _rt.Tuner("cross_entropy", "7b6ec5c32b184a47", _CONFIGS, default=0, fas
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backward: bool = False) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy.tile and return its output.
 
     Inputs: logits: f32[M, V]; target: i64[M] (tensors may have any strides).
     Returns: loss: f32[M] (new, contiguous).
+    With inplace_backward=True, the backward writes the gradient of logits over logits (flash-attn's inplace_backward: no second tensor of that size) where autograd computed it (not a leaf, nor a view of one); its values are then gone, and a copy autograd saved of it elsewhere is refused when its backward reads it.
     Tuned: BV come from 5 autotune configs keyed on V; the Triton interpreter runs config 0.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
@@ -161,7 +162,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy", logits=logits, target=target)
     if torch.is_grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _cross_entropy_apply(logits, target) if not torch.compiler.is_compiling() else op(logits, target)
+        return _cross_entropy_apply(logits, target, inplace_backward) if not torch.compiler.is_compiling() else op(logits, target)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target)
@@ -291,6 +292,7 @@ def _cross_entropy_setup_context(ctx, inputs, output, keyword_only_inputs=None):
     target = inputs[1]
     loss = output
     ctx.save_for_backward(logits, target, loss)
+    ctx.inplace = len(inputs) > 2 and bool(inputs[2]) and _rt.overwritable(inputs[0])
 
 
 def _cross_entropy_backward(ctx, dloss, eager=False):
@@ -299,7 +301,7 @@ def _cross_entropy_backward(ctx, dloss, eager=False):
     traces, unless the call was eager)."""
     logits, target, loss, = ctx.saved_tensors
     module = _rt.sibling(__file__, "cross_entropy_backward")
-    dlogits = (module.cross_entropy_backward if eager else module.op)(dloss, logits, target, loss)
+    dlogits = module.cross_entropy_backward(dloss, logits, target, loss, inplace=ctx.inplace) if eager else module.op(dloss, logits, target, loss)
     return dlogits, None
 
 
@@ -311,14 +313,15 @@ class _CrossEntropyAutograd(torch.autograd.Function):
     ops' dispatch; torch.compile goes through the op, whose formula is the same."""
 
     @staticmethod
-    def forward(logits, target):
-        return cross_entropy(logits, target)
+    def forward(logits, target, inplace_backward):
+        return cross_entropy(logits, target, inplace_backward=inplace_backward)
 
     setup_context = staticmethod(_cross_entropy_setup_context)
 
     @staticmethod
     def backward(ctx, *grads):
-        return _cross_entropy_backward(ctx, *grads, eager=True)
+        grads = _cross_entropy_backward(ctx, *grads, eager=True)
+        return *grads, None  # no gradient for inplace_backward
 
 
 _cross_entropy_apply = _rt.autograd_apply(_CrossEntropyAutograd)  # _CrossEntropyAutograd.apply without its per-call signature binding

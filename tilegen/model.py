@@ -122,6 +122,9 @@ class Tensor:
     span: Span
     sample: tuple[Number, Number] | None = None
     zero_dim: bool = False  # ``loss: f32[]``, a 0-dim tensor: parsed, refused by the checker for now
+    # ``out dx: f32[M, N] in place of x``: the input this output may be written over (the
+    # launcher's ``inplace=True``; :mod:`tilegen.check.in_place` proves it safe)
+    in_place_of: Name | None = None
 
     @property
     def is_scalar(self) -> bool:

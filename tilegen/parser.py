@@ -8,6 +8,7 @@ the expected tokens named in words (``a name``, ``end of line``), not Lark termi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from typing import ClassVar
@@ -65,6 +66,12 @@ def _number(token: Token) -> m.Number:
     return m.Number(text, _span(token))
 
 
+@dataclasses.dataclass(frozen=True)
+class _InPlace:
+    """``in place of x`` after an output's shape: the input it may be written over."""
+
+    name: m.Name
+
 
 @v_args(meta=True)
 class ToModel(Transformer):
@@ -78,10 +85,14 @@ class ToModel(Transformer):
     # declarations --------------------------------------------------------------
     def tensor_decl(self, meta, items):
         role, name, dtype, *dims = items
+        in_place = dims.pop().name if dims and isinstance(dims[-1], _InPlace) else None  # `in place of x`
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
         zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
         dims = dims[1:] if zero_dim else dims
-        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim)
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place)
+
+    def in_place(self, meta, items):
+        return _InPlace(_name(items[0]))
 
     def empty_shape(self, meta, items):
         return _span(meta)

@@ -30,6 +30,7 @@ import warnings
 import torch
 import triton
 import triton.language as tl
+from torch.autograd.graph import increment_version
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -693,6 +694,22 @@ def register_backward(op, backward, setup_context, file=None, names=()):
         torch.library.register_autograd(name, backward, setup_context=setup_context)
         done.add(name)
     return op
+
+
+def overwritten(*tensors):
+    """Count a write over ``tensors`` (a launcher's ``inplace=True``) in their autograd version
+    counters, as a torch in-place op does: a copy autograd saved before is then refused when read
+    ("modified by an inplace operation") instead of handing its backward the overwritten values.
+    Tensors made under ``torch.inference_mode`` have no counter; they are left as they are."""
+    increment_version(tensors)
+
+
+def overwritable(tensor):
+    """True where a backward may write a gradient over ``tensor`` (``inplace_backward=True``): a
+    value autograd computed (not a leaf, whose values are a parameter's or an input's), nor a view
+    of a leaf."""
+    base = tensor._base
+    return tensor.grad_fn is not None and (base is None or base.grad_fn is not None)
 
 
 def register_op(name, spec_hash, launcher, fake, traced):

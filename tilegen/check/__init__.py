@@ -17,6 +17,7 @@ learned: names, swizzle aliases, loop axes, blocks of two pieces, descriptor blo
   :mod:`tilegen.check.expressions`: an expression's dtype and axes, calls, reductions, ``dot``;
 * :mod:`tilegen.check.body`: the body's statements in order, with the names in scope;
 * :mod:`tilegen.check.schedule`: ``split``, ``split tail`` and blocks of two pieces;
+* :mod:`tilegen.check.in_place`: outputs written over an input (``in place of``);
 * :mod:`tilegen.carried`: values carried across a loop's steps.
 """
 
@@ -27,6 +28,7 @@ from tilegen.carried import check_carried
 from tilegen.check.body import check_body
 from tilegen.check.declarations import check_declarations
 from tilegen.check.expressions import DOT_ACCUMULATORS
+from tilegen.check.in_place import check_in_place, check_in_place_declarations
 from tilegen.check.schedule import check_chunks, check_pieces, check_split, check_split_tail
 from tilegen.check.state import (
     GENERATED_PREFIXES,
@@ -70,6 +72,7 @@ def check_state(spec: m.Spec) -> CheckState:
     ``split tail`` and pieces, and last the outputs never written. Raises nothing."""
     state = CheckState(spec)
     axes = check_declarations(state)
+    check_in_place_declarations(state)
     check_body(state, spec.body, Scope(dict(axes)))
     if not state.errors.diagnostics:  # these rules assume an otherwise valid body
         check_carried(spec, state.errors)
@@ -77,6 +80,7 @@ def check_state(spec: m.Spec) -> CheckState:
         check_split_tail(state)
         check_pieces(state)
         check_chunks(state)
+        check_in_place(state)
     for tensor in spec.outputs:
         if tensor.name.id not in state.written:
             state.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

@@ -32,7 +32,7 @@ import hashlib
 from tilegen import __version__
 from tilegen import model as m
 from tilegen.errors import Collector, SpecError
-from tilegen.lower.autograd import lower_autograd
+from tilegen.lower.autograd import backward_overwrites, lower_autograd
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
@@ -106,14 +106,15 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     lowered from it without ``detach`` (:func:`~tilegen.lower.passes.without_detach`), the
     reference from it as written."""
     grad = "route" if backward else "refuse"
+    over = backward_overwrites(spec, backward)  # inputs its backward may write over: inplace_backward=True
     written, spec = spec, without_detach(spec)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
-        return _staged(spec, staging, backward, grad, written)
+        return _staged(spec, staging, backward, grad, written, over)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)
         kernel = lower_kernel(kernel_spec(looped.spec))
-        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad), backward=backward,
+        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad, over=over), backward=backward,
                        written=written)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
@@ -133,12 +134,14 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     if rows is not None:
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
-    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None, grad=grad)
+    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None, grad=grad,
+                              over=over)
     return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
                    backward=backward, written=written)
 
 
-def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str, written: m.Spec) -> ModulePlan:
+def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str, written: m.Spec,
+            over: tuple[str, ...] = ()) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -155,7 +158,7 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
         stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
-    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad)
+    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad, over=over)
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written)
 
 

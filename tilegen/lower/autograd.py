@@ -10,6 +10,8 @@ with those and the outputs' gradients (``d<out>``) (its launcher where the call 
 ``_<Kernel>Autograd``, a ``torch.autograd.Function`` over the launchers that skips the custom ops'
 dispatch, about 75 us a call on the H100), and returns a gradient per input of the op: the
 backward's ``d<in>`` where it has one, else None (scalars, keywords, inputs without a gradient).
+A backward kernel that may write a gradient over a forward input (``in place of``) does so on an
+eager call made with ``inplace_backward=True`` (:func:`backward_overwrites`).
 The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
 """
 
@@ -31,11 +33,24 @@ def autograd_apply(kernel: str) -> str:
     return f"_{kernel}_apply"
 
 
+def backward_overwrites(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str, ...]:
+    """The inputs of ``spec`` that a kernel of its ``backward`` may write a gradient over (``out
+    dlogits: f32[M, V] in place of logits``, ``logits`` an input of both): with the forward
+    launcher's ``inplace_backward=True``, the eager backward passes ``inplace=True``."""
+    inputs = {t.name.id for t in spec.inputs if not t.is_scalar}
+    return tuple(dict.fromkeys(t.in_place_of.id for b in backward for t in b.outputs
+                               if t.in_place_of is not None and t.in_place_of.id in inputs))
+
+
 def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...]) -> AutogradPlan:
     """The :class:`AutogradPlan` of ``spec`` whose checked backward specs are ``backward`` (run in
     order, each on what the forward saved, the outputs' gradients and the earlier ones' outputs);
-    ``keywords`` are the forward launcher's keyword arguments (also inputs of its op)."""
+    ``keywords`` are the forward launcher's keyword arguments (also inputs of its op). Where the
+    backward may write over inputs (:func:`backward_overwrites`), the Function also takes
+    ``inplace_backward`` (last; the op does not): ``ctx.inplace`` is it, where every such input is
+    one autograd computed (``_rt.overwritable``), and the eager backward passes it as ``inplace``."""
     forward = {t.name.id: t for t in spec.tensors}
+    over = backward_overwrites(spec, backward)
     needs = list(dict.fromkeys(t.name.id for b in backward for t in b.inputs if t.name.id in forward))
     saved = tuple(n for n in needs if not forward[n].is_scalar)
     scalars = tuple(n for n in needs if forward[n].is_scalar)
@@ -47,6 +62,10 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
     if saved:
         setup.append(f"ctx.save_for_backward({', '.join(saved)})")
     setup += [f"ctx.{n} = {n}" for n in scalars]
+    if over:  # the Function's last input, which the op's inputs lack
+        n = len(inputs) + len(keywords)
+        safe = " and ".join(f"_rt.overwritable(inputs[{inputs.index(x)}])" for x in over)
+        setup.append(f"ctx.inplace = len(inputs) > {n} and bool(inputs[{n}]) and {safe}")
     body = []
     if saved:
         body.append(f"{', '.join(saved)}, = ctx.saved_tensors")
@@ -56,6 +75,8 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
         args = ", ".join(t.name.id for t in kernel.inputs)
         body.append(f'module = _rt.sibling(__file__, "{kernel.name.id}")')
         call = f"(module.{kernel.name.id} if eager else module.op)({args})"
+        if any(t.in_place_of is not None and t.in_place_of.id in over for t in kernel.outputs):
+            call = f"module.{kernel.name.id}({args}, inplace=ctx.inplace) if eager else module.op({args})"
         results = [t.name.id for t in kernel.outputs]
         body.append(f"{', '.join(results)} = {call}")
         given.update(results)
@@ -63,4 +84,4 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
     body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
     return AutogradPlan(tuple(b.name.id for b in backward), tuple(safe_path(b.path) for b in backward), tuple(setup),
                         tuple(f"d{n}" for n in outputs), tuple(body), saved + scalars, autograd_class(spec.name.id),
-                        tuple(inputs), keywords)
+                        tuple(inputs), keywords + (("inplace_backward",) if over else ()))

@@ -19,6 +19,7 @@ from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
     dtype_bindings,
     dtype_options,
+    in_place_marks,
     offset_text,
     size_symbols,
     swizzled_outputs,
@@ -211,7 +212,7 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
     return tuple_text(sizes)
 
 
-def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
+def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "", over: tuple[str, ...] = ()) -> str:
     if variant is not None:
         name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
         configs = ", with the same tune configs" if spec.tune is not None else ""
@@ -235,6 +236,11 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
     )
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
+    for t in spec.outputs:
+        if t.in_place_of is not None:
+            lines.append(f"With inplace=True, {t.name.id} is written over {t.in_place_of.id} and returned: "
+                         f"{t.in_place_of.id}'s storage, its strides, its values overwritten (the custom op "
+                         "always makes a new tensor).")
     for var, source in dtype_bindings(spec).items():
         options = " or ".join(next(t.dtype.options for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
@@ -244,6 +250,12 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "") -> str:
     ]
     if overrides:
         lines.append("Keyword arguments: " + ", ".join(overrides) + ".")
+    if over:
+        names = " and ".join(over)
+        lines.append(f"With inplace_backward=True, the backward writes the gradient of {names} over {names} "
+                     "(flash-attn's inplace_backward: no second tensor of that size) where autograd computed it "
+                     "(not a leaf, nor a view of one); its values are then gone, and a copy autograd saved of it "
+                     "elsewhere is refused when its backward reads it.")
     if spec.tune is not None:
         lines.append(
             f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
@@ -293,6 +305,7 @@ def lower_launcher(
     stages: tuple[StagePlan, ...] = (),
     docstring: str | None = None,
     grad: str | None = None,
+    over: tuple[str, ...] = (),
 ) -> LauncherPlan:
     """The host launcher of a checked spec whose kernel is ``kernel``, with the two functions its
     PyTorch custom op needs (the fake implementation and, for pointer kernels, the body
@@ -314,7 +327,8 @@ def lower_launcher(
     launchers (its keyword arguments passed as positional ones), or the custom op while
     torch.compile traces, both running the spec's backward (:mod:`tilegen.lower.autograd`); ``"refuse"``
     raises, naming the kernel (a spec without a backward); None (a second launcher of the spec)
-    checks nothing.
+    checks nothing. ``over``: the inputs the spec's backward may write its gradients over (``in
+    place of``); the launcher takes ``inplace_backward=False``, passed to the Function.
 
     Every check is an inline condition on the fast path; only a failing check calls a helper of
     the runtime (``_rt.bad_input`` and friends) to build its message. A tuned launcher remembers the config
@@ -377,7 +391,8 @@ def lower_launcher(
     differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
     if grad is not None and differentiable:
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
-        eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords)])})"
+        flag = ["inplace_backward"] if over else []
+        eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords), *flag])})"
         action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
                   else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
         why = ("autograd records this call: through a Function whose backward is the spec's"
@@ -417,6 +432,8 @@ def lower_launcher(
     for condition, message in _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     outputs = []
+    made_new: list[Op] = []  # the outputs, new (the op's fake implementation makes them so too)
+    made: list[Op] = []  # the outputs as the launcher makes them: over their inputs with inplace=True
     for tensor in spec.outputs:
         dims = [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         outputs.append((tensor.name.id, tuple_text(dims), torch_dtype(tensor.dtype)))
@@ -424,7 +441,11 @@ def lower_launcher(
         shape = ", ".join(dims) if dims else "()"
         dtype = torch_dtype(tensor.dtype)
         make = "zeros" if tensor.name.id in swizzled_outputs(spec) else "empty"  # see swizzled_outputs
-        middle.append(Line(f"{tensor.name.id} = torch.{make}({shape}, device=device, dtype={dtype})"))
+        new = f"torch.{make}({shape}, device=device, dtype={dtype})"
+        made_new.append(Line(f"{tensor.name.id} = {new}"))
+        made.append(Line(f"{tensor.name.id} = {tensor.in_place_of.id} if inplace else {new}"
+                         if tensor.in_place_of is not None else f"{tensor.name.id} = {new}"))
+    made += in_place_marks(spec)
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
@@ -435,7 +456,7 @@ def lower_launcher(
     setup: list[Op] = []  # what the launch passes: strides, whole-axis tiles, descriptors, flags
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
-    bound_strides = [t for t in full.arrays if descriptors or t.role == "in"]
+    bound_strides = [t for t in full.arrays if descriptors or t.role == "in" or t.in_place_of is not None]
     for t in bound_strides:  # a 0-dim input: the kernel's one element, at index 0, whatever its stride
         setup.append(Line(f"_{t.name.id}_strides = " + ("(0,)" if t.zero_dim else f"{t.name.id}.stride()")))
     sizes_passed = size_symbols(spec)
@@ -458,7 +479,7 @@ def lower_launcher(
         pointers = tuple(t.name.id for t in full.arrays)
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in bound_strides)]
         for t in spec.outputs:  # a new output's strides: products of the later sizes; literal ones never vary
-            ints += [stride for i, stride in enumerate(_strides(t))
+            ints += [] if t.in_place_of is not None else [stride for i, stride in enumerate(_strides(t))
                      if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
     flags: list[Op] = []  # whole-axis tiles, 64-bit offsets, SM count: the same in the traced body
     for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
@@ -498,16 +519,15 @@ def lower_launcher(
     if rows is not None:
         why = f"rows too long for one tile: {rows.launcher}() loops over them"
         route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why, (Line(f"return {rows.call}"),))]
-    made = len(middle) - len(spec.outputs)  # the outputs are made last
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle[:made], *route, *middle[made:],
+    body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle, *route, *made,
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
     body += _launch(full, kernel, name, launch, call, variant, fast)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
-    fake = (*constant, *head, *middle, Line(f"return {returns}"))
+    fake = (*constant, *head, *middle, *made_new, Line(f"return {returns}"))
     traced = None
     # torch traces a pointer kernel's launch; a TMA descriptor's it cannot, nor a split loop's sum
     # nor a finish kernel (the parts and the programs depend on the config the autotuner picks)
@@ -526,11 +546,17 @@ def lower_launcher(
             *flags[whole:],
             *_traced_launch(spec, kernel, launch),
         )
+    in_place = any(t.in_place_of is not None for t in spec.outputs)
+    switches = [*(["inplace: bool = False"] if in_place else []),
+                *(["inplace_backward: bool = False"] if over else [])]
+    own = [*annotated, *([] if keywords or not switches else ["*"]), *switches]
     return LauncherPlan(
         name=name,
         inputs=inputs,
         keywords=keywords,
         signature=", ".join(annotated),
+        own_signature=", ".join(own),
+        in_place=in_place,
         annotation=annotation,
         call=call,
         sizes=tuple(sizes),
@@ -543,7 +569,7 @@ def lower_launcher(
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=docstring or _docstring(spec, variant, fast),
+        docstring=docstring or _docstring(spec, variant, fast, over),
         fake=fake,
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
@@ -771,6 +797,10 @@ def _launch(
         ops += [
             Line(f"tune_key = {key}"),
             Line("config_index = _TUNED.get(tune_key)"),
+            *([IfBlock("config_index is None and inplace",
+                       "tuned with new outputs first: the trials must not read what they overwrote",
+                       (Line(call), Line("config_index = _TUNED.get(tune_key)")))]
+              if any(t.in_place_of is not None for t in spec.outputs) else []),
             IfBlock(
                 "config_index is None",
                 "first call with these sizes on this device (one thread at a time)",

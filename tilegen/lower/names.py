@@ -11,6 +11,7 @@ import re
 
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
+from tilegen.lower.plan import IfBlock, Line, Op
 
 #: The runtime's constant, true only under TRITON_INTERPRET=1: Triton's interpreter multiplies
 #: the raw bits of bf16 tiles in ``tl.dot`` (triton-lang/triton#11584, "not supported yet"), so
@@ -188,3 +189,15 @@ def offset_text(item, name) -> str:
         return f"-({offset_text(item.operand, name)})"
     op = "//" if item.op == "/" else item.op
     return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"
+
+
+def in_place_marks(spec: m.Spec) -> list[Op]:
+    """The launcher's lines after it makes its outputs, where some may be written over an input
+    (``out dx: f32[N] in place of x``): with ``inplace=True``, each such input's version counter
+    goes up (``_rt.overwritten``), as a torch in-place op's does, so that autograd refuses a saved
+    copy of it instead of reading the overwritten values."""
+    sources = [t.in_place_of.id for t in spec.outputs if t.in_place_of is not None]
+    if not sources:
+        return []
+    why = "the inputs written over: autograd's saved copies of them are stale"
+    return [IfBlock("inplace", why, (Line(f"_rt.overwritten({', '.join(sources)})"),))]

@@ -230,6 +230,8 @@ class LauncherPlan:
     inputs: tuple[str, ...]
     keywords: tuple[tuple[str, str], ...]  # (keyword argument, default as Python text)
     signature: str  # the parameters with type annotations (the custom op's schema comes from them)
+    own_signature: str  # the launcher's: ``signature``, and ``inplace`` where an output may be written over an input
+    in_place: bool  # an output may be written over an input (``in place of``): the op calls a wrapper making it new
     annotation: str  # the return annotation: torch.Tensor, or a tuple of them
     call: str  # the launcher called with its own arguments (in the device guard; the op's fake calls)
     sizes: tuple[tuple[str, str], ...]  # (size symbol, expression binding it), for the reference

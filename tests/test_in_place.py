@@ -1,0 +1,185 @@
+"""Outputs written over an input (``out dx: f32[M, N] in place of x``, the launcher's
+``inplace=True``) and cross-entropy's ``inplace_backward=True``, in Triton's interpreter.
+
+The checker proves an in-place write safe on the spec's text (tilegen.check.in_place), so the
+tests below are of two kinds: specs it must refuse (each at the read or store that is not safe),
+and launches whose in-place result must equal the same launch into a new tensor, at every config,
+on strided inputs, with the input's version counter raised. The gradients are checked against
+torch's own cross-entropy, written here.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import force_config
+from tilegen.errors import SpecError
+
+HEAD = "kernel k\n  in  x: f32[M, N]\n  out y: f32[M, N] in place of x\n  block BN = 4\n  grid r over M\n"
+
+
+def _errors(text):
+    from tilegen.compiler import compile_spec
+
+    with pytest.raises(SpecError) as caught:
+        compile_spec(text, "t.tile")
+    return [(d.span.line, d.span.column, d.message) for d in caught.value.diagnostics]
+
+
+@pytest.mark.parametrize(("body", "line", "words"), [
+    # a read of another element, after the store began
+    ("  for c over N by BN\n    y[r, c] = x[r, c] + x[r, 0]\n", 7, "at another index than the store's"),
+    # a read the stored value does not depend on: nothing orders it before the store
+    ("  t: f32[] = 0\n  for c over N by BN\n    t += sum(x[r, c], dim=c)\n  for c over N by BN\n"
+     "    y[r, c] = x[r, c] * 2\n", 8, "does not depend on the read"),
+    # every step of the loop writes the same row
+    ("  for c over N by BN\n    y[r, 0] = x[r, c]\n", 7, "indexed by axis names alone"),
+    # the rows of other programs
+    ("  s = x[0, 0]\n  for c over N by BN\n    y[r, c] = x[r, c] * s\n", 6, "outside the program's own tiles"),
+])
+def test_unsafe_writes_are_refused_at_the_read(body, line, words):
+    errors = _errors(HEAD + body)
+    assert [(where, words in message) for where, _, message in errors] == [(line, True)], errors
+
+
+def test_a_store_every_program_writes_is_refused():
+    text = ("kernel k\n  in  x: f32[M, N]\n  in  w: f32[S]\n  out y: f32[M, N] in place of x\n"
+            "  block BM = 2, BN = 4\n  grid s over S, r over M by BM\n  for c over N by BN\n"
+            "    y[r, c] = x[r, c] + w[s]\n")
+    [(line, _, message)] = _errors(text)
+    assert line == 8 and "programs along grid axis 's' would all write" in message
+
+
+@pytest.mark.parametrize(("decl", "words"), [
+    ("  in  w: f32[N]\n  out y: f32[M, N] in place of w\n", "differ in shape"),
+    ("  out y: f16[M, N] in place of x\n", "is f16 but 'x' is f32"),
+    ("  out y: f32[M, N] in place of z\n", "'z' is not an input tensor"),
+])
+def test_declarations_are_checked(decl, words):
+    text = (f"kernel k\n  in  x: f32[M, N]\n{decl}  block BN = 4\n  grid r over M\n  for c over N by BN\n"
+            "    y[r, c] = x[r, c]\n")
+    errors = _errors(text)
+    assert any(words in message for _, _, message in errors), errors
+
+
+def test_an_input_in_place_of_another_is_refused():
+    text = ("kernel k\n  in  x: f32[N]\n  in  w: f32[N] in place of x\n  out y: f32[N]\n  block BN = 4\n"
+            "  grid i over N by BN\n  y[i] = x[i] + w[i]\n")
+    [(line, column, message)] = _errors(text)
+    assert (line, column) == (3, 29) and "'in place of' is for outputs" in message
+
+
+# ------------------------------------------------------------------------------ launches
+
+NORMALIZE = """kernel normalize
+  in  x: f32[M, N]
+  out y: f32[M, N] in place of x
+  block BN = 4
+  grid r over M
+  s: f32[] = 0
+  for c over N by BN
+    s += sum(x[r, c] * x[r, c], dim=c)
+  for c over N by BN
+    y[r, c] = x[r, c] / sqrt(s + 1.0)
+"""
+
+
+@pytest.mark.parametrize("strided", [False, True])
+def test_in_place_equals_a_new_output(compiled, strided):
+    """Each row read whole (a first loop), then written in tiles over itself: the same values as
+    into a new tensor, in the input's own storage and strides, its version counter raised."""
+    module = compiled(NORMALIZE, "normalize")
+    x = torch.randn(7, 13) if not strided else torch.randn(13, 7).t()
+    expected = x / torch.sqrt((x * x).sum(dim=1, keepdim=True) + 1.0)
+    new = module.normalize(x)
+    assert new.data_ptr() != x.data_ptr()
+    version = x._version
+    out = module.normalize(x, inplace=True)
+    assert out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
+    assert x._version > version
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(new, expected)
+    again = torch.randn(7, 13) if not strided else torch.randn(13, 7).t()  # the fast path's call
+    kept = again.clone()
+    torch.testing.assert_close(module.normalize(again, inplace=True), kept / torch.sqrt((kept * kept).sum(1, True) + 1))
+    assert torch.equal(module.normalize(kept), again) and not torch.equal(kept, again)  # False: x untouched
+
+
+def _problem(m, v, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(m, v, generator=g) * 4
+    target = torch.randint(0, v, (m,), generator=g)
+    return logits, target
+
+
+@pytest.mark.parametrize("config", range(5))
+def test_cross_entropy_backward_in_place_at_every_config(generated, monkeypatch, config):
+    forward, backward = generated("cross_entropy"), generated("cross_entropy_backward")
+    force_config(monkeypatch, backward, config)
+    logits, target = _problem(3, 9000 + config)  # a tail at every block
+    loss = forward.cross_entropy(logits, target)
+    dloss = torch.randn(3, generator=torch.Generator().manual_seed(config))
+    leaf = logits.clone().requires_grad_()
+    F.cross_entropy(leaf, target, reduction="none").backward(dloss)
+    out = backward.cross_entropy_backward(dloss, logits, target, loss, inplace=True)
+    assert out.data_ptr() == logits.data_ptr()
+    torch.testing.assert_close(out, leaf.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_the_op_makes_a_new_tensor(generated):
+    backward = generated("cross_entropy_backward")
+    logits, target = _problem(2, 300)
+    kept = logits.clone()
+    loss = generated("cross_entropy").cross_entropy(logits, target)
+    out = backward.op(torch.ones(2), logits, target, loss)
+    assert torch.equal(logits, kept) and out.data_ptr() != logits.data_ptr()
+
+
+def _head(seed=1, m=4, v=700, d=8):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(m, d, generator=g).requires_grad_()
+    w = torch.randn(v, d, generator=g).requires_grad_()
+    return h, w, torch.randint(0, v, (m,), generator=g)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_inplace_backward_of_an_lm_head(generated, inplace):
+    """logits = h @ w.T, as a language model's head makes them: the gradients equal torch's, and
+    with inplace_backward the logits' storage holds d(loss)/d(logits) afterwards."""
+    ce = generated("cross_entropy")
+    h, w, target = _head()
+    logits = h @ w.t()
+    ce.cross_entropy(logits, target, inplace_backward=inplace).mean().backward()
+    h2, w2 = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    logits2 = h2 @ w2.t()
+    logits2.retain_grad()
+    F.cross_entropy(logits2, target).backward()
+    torch.testing.assert_close(h.grad, h2.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(w.grad, w2.grad, rtol=1e-5, atol=1e-6)
+    if inplace:
+        torch.testing.assert_close(logits.detach(), logits2.grad, rtol=1e-5, atol=1e-7)
+    else:
+        torch.testing.assert_close(logits.detach(), logits2.detach())
+
+
+def test_a_leaf_is_never_written_over(generated):
+    ce = generated("cross_entropy")
+    logits, target = _problem(3, 500)
+    leaf = logits.clone().requires_grad_()
+    ce.cross_entropy(leaf, target, inplace_backward=True).sum().backward()
+    assert torch.equal(leaf.detach(), logits)
+    view = leaf[:, :400]  # nor a view of one
+    ce.cross_entropy(view, target % 400, inplace_backward=True).sum().backward()
+    assert torch.equal(leaf.detach(), logits)
+
+
+def test_a_copy_saved_elsewhere_is_refused_not_read_stale(generated):
+    """A z-loss beside the cross-entropy saves the logits for its own backward: after they are
+    written over, torch's version check refuses them instead of computing with gradients."""
+    ce = generated("cross_entropy")
+    h, w, target = _head(seed=2)
+    logits = h @ w.t()
+    z = torch.logsumexp(logits, dim=1).pow(2).mean()
+    loss = ce.cross_entropy(logits, target, inplace_backward=True).mean() + z
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()

@@ -18,7 +18,9 @@ Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
 against cuBLAS (torch's @) at squares of 2048-8192 and Llama's MLP projection 4096 x 14336 x 4096.
-Each row also gives the step's peak memory above what its inputs hold (MiB).
+Each row also gives the step's peak memory above what its inputs hold (MiB). The row
+``cross_entropy_inplace_lm_head`` (memory only) is cross-entropy with ``inplace_backward=True`` on
+logits from a language model's head (``h @ w.T``), its peak above the inputs and the logits.
 """
 
 import csv
@@ -194,6 +196,39 @@ def case(op, dtype, shape, make, ours, theirs):
             "tilegen_peak_MiB": peaks["tilegen"], "torch_peak_MiB": peaks["torch"]}
 
 
+def inplace_memory(m: int = 4096, v: int = 128256, d: int = 256) -> dict:
+    """cross_entropy(..., inplace_backward=True) where a language model's head makes the logits
+    (``logits = h @ w.T``, f32, hidden ``d``): the peak memory of one cross-entropy forward and the
+    backward through it into the head, above the inputs and the logits (which both sides hold).
+    The dlogits go into the logits' storage, so what remains is the head's gradients (dh, dw), which
+    torch allocates too. Not timed: the kernels are the leaf row's, into another pointer."""
+    entropy = _module("cross_entropy")
+    h = torch.randn(m, d, device="cuda", requires_grad=True)
+    w = (torch.randn(v, d, device="cuda") / d**0.5).requires_grad_()
+    t = torch.randint(0, v, (m,), device="cuda")
+    dy = torch.randn(m, device="cuda")
+    functions = {"tilegen": lambda x: entropy.cross_entropy(x, t, inplace_backward=True),
+                 "torch": lambda x: F.cross_entropy(x, t, reduction="none")}
+    peaks, grads = {}, {}
+    for name, fn in functions.items():
+        h.grad = w.grad = None
+        logits = h @ w.T
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn(logits).backward(dy)
+        torch.cuda.synchronize()
+        peaks[name] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        grads[name] = (h.grad.clone(), w.grad.clone())
+        del logits
+    error = max((a - b).abs().max().item() for a, b in zip(grads["tilegen"], grads["torch"], strict=True))
+    nan = float("nan")
+    return {"op": "cross_entropy_inplace_lm_head", "shape": f"{m}x{v}", "dtype": "f32",
+            "tilegen_ms": nan, "torch_ms": nan, "ratio_eager": nan, "tilegen_graph_ms": nan, "torch_graph_ms": nan,
+            "ratio_graph": nan, "max_grad_error": error, "tilegen_peak_MiB": peaks["tilegen"],
+            "torch_peak_MiB": peaks["torch"]}
+
+
 def products(out: Path) -> None:
     """The two products of matmul_fast's backward alone, da = dc b^T (matmul_fast_backward_da) and
     db = a^T dc (matmul_fast_backward_db), against cuBLAS on the same transposed views (torch's
@@ -245,10 +280,12 @@ def main(out: Path, ops: list[str]) -> None:
             f.write("# forward + backward (y = f(x); y.backward(dy)); ratio = torch ms / tilegen ms; "
                     "eager: do_bench, L2 flushed; graph: do_bench_cudagraph\n")
         writer = None
-        for op, (dtype, shape, make, ours, theirs) in _cases().items():
+        cases = {op: functools.partial(case, op, *spec) for op, spec in _cases().items()}
+        cases["cross_entropy_inplace_lm_head"] = inplace_memory
+        for op, run in cases.items():
             if ops and op not in ops:
                 continue
-            row = case(op, dtype, shape, make, ours, theirs)
+            row = run()
             if writer is None:
                 writer = csv.DictWriter(f, fieldnames=list(row))
                 if new:
@@ -269,6 +306,7 @@ def plot(path: Path) -> Path:
 
     lines = path.read_text(encoding="utf-8").splitlines()
     rows = list(csv.DictReader(line for line in lines if not line.startswith("#")))
+    rows = [r for r in rows if r["ratio_eager"] != "nan"]  # not the memory-only rows
     labels = [f"{r['op']} ({r['dtype']}, {r['shape']})" for r in rows]
     figure, axes = plt.subplots(figsize=(9, 0.35 * len(rows) + 1.5))
     ys = range(len(rows))

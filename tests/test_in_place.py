@@ -5,8 +5,12 @@ The checker proves an in-place write safe on the spec's text (tilegen.check.in_p
 tests below are of two kinds: specs it must refuse (each at the read or store that is not safe),
 and launches whose in-place result must equal the same launch into a new tensor, at every config,
 on strided inputs, with the input's version counter raised. The gradients are checked against
-torch's own cross-entropy, written here.
+torch's own cross-entropy, written here. The launches run on the GPU under ``TILEGEN_TEST_GPU=1``
+(where the first in-place call of a tuned kernel tunes on a new output first), else in the
+interpreter.
 """
+
+import os
 
 import pytest
 import torch
@@ -15,6 +19,7 @@ import torch.nn.functional as F
 from tests.conftest import force_config
 from tilegen.errors import SpecError
 
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
 HEAD = "kernel k\n  in  x: f32[M, N]\n  out y: f32[M, N] in place of x\n  block BN = 4\n  grid r over M\n"
 
 
@@ -89,7 +94,7 @@ def test_in_place_equals_a_new_output(compiled, strided):
     """Each row read whole (a first loop), then written in tiles over itself: the same values as
     into a new tensor, in the input's own storage and strides, its version counter raised."""
     module = compiled(NORMALIZE, "normalize")
-    x = torch.randn(7, 13) if not strided else torch.randn(13, 7).t()
+    x = (torch.randn(7, 13) if not strided else torch.randn(13, 7).t()).to(DEVICE)
     expected = x / torch.sqrt((x * x).sum(dim=1, keepdim=True) + 1.0)
     new = module.normalize(x)
     assert new.data_ptr() != x.data_ptr()
@@ -99,7 +104,7 @@ def test_in_place_equals_a_new_output(compiled, strided):
     assert x._version > version
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(new, expected)
-    again = torch.randn(7, 13) if not strided else torch.randn(13, 7).t()  # the fast path's call
+    again = (torch.randn(7, 13) if not strided else torch.randn(13, 7).t()).to(DEVICE)  # the fast path's call
     kept = again.clone()
     torch.testing.assert_close(module.normalize(again, inplace=True), kept / torch.sqrt((kept * kept).sum(1, True) + 1))
     assert torch.equal(module.normalize(kept), again) and not torch.equal(kept, again)  # False: x untouched
@@ -109,7 +114,7 @@ def _problem(m, v, seed=0):
     g = torch.Generator().manual_seed(seed)
     logits = torch.randn(m, v, generator=g) * 4
     target = torch.randint(0, v, (m,), generator=g)
-    return logits, target
+    return logits.to(DEVICE), target.to(DEVICE)
 
 
 @pytest.mark.parametrize("config", range(5))
@@ -118,7 +123,29 @@ def test_cross_entropy_backward_in_place_at_every_config(generated, monkeypatch,
     force_config(monkeypatch, backward, config)
     logits, target = _problem(3, 9000 + config)  # a tail at every block
     loss = forward.cross_entropy(logits, target)
-    dloss = torch.randn(3, generator=torch.Generator().manual_seed(config))
+    dloss = torch.randn(3, generator=torch.Generator().manual_seed(config)).to(DEVICE)
+    leaf = logits.clone().requires_grad_()
+    F.cross_entropy(leaf, target, reduction="none").backward(dloss)
+    out = backward.cross_entropy_backward(dloss, logits, target, loss, inplace=True)
+    assert out.data_ptr() == logits.data_ptr()
+    torch.testing.assert_close(out, leaf.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_first_in_place_call_tunes_on_a_new_output(generated, monkeypatch, tmp_path):
+    """On the GPU the first call for a size tunes (every config runs, several times): with
+    inplace=True it must not read the gradients its trials wrote, so it tunes on a new output
+    first, then writes in place once. (The interpreter runs the default config.)"""
+    forward, backward = generated("cross_entropy"), generated("cross_entropy_backward")
+    tuner, tuned, fast = backward._tuner, {}, {}
+    monkeypatch.setattr(tuner, "tuned", tuned)
+    monkeypatch.setattr(backward, "_TUNED", tuned)
+    monkeypatch.setattr(tuner, "fast", fast)
+    monkeypatch.setattr(backward, "_FAST", fast)
+    monkeypatch.setattr(tuner, "path", str(tmp_path / "tuned.json"))  # nothing tuned on disk
+    monkeypatch.setattr(tuner, "disk", None)
+    logits, target = _problem(5, 3001, seed=7)
+    loss = forward.cross_entropy(logits, target)
+    dloss = torch.randn(5).to(DEVICE)
     leaf = logits.clone().requires_grad_()
     F.cross_entropy(leaf, target, reduction="none").backward(dloss)
     out = backward.cross_entropy_backward(dloss, logits, target, loss, inplace=True)
@@ -131,15 +158,15 @@ def test_the_op_makes_a_new_tensor(generated):
     logits, target = _problem(2, 300)
     kept = logits.clone()
     loss = generated("cross_entropy").cross_entropy(logits, target)
-    out = backward.op(torch.ones(2), logits, target, loss)
+    out = backward.op(torch.ones(2, device=DEVICE), logits, target, loss)
     assert torch.equal(logits, kept) and out.data_ptr() != logits.data_ptr()
 
 
 def _head(seed=1, m=4, v=700, d=8):
     g = torch.Generator().manual_seed(seed)
-    h = torch.randn(m, d, generator=g).requires_grad_()
-    w = torch.randn(v, d, generator=g).requires_grad_()
-    return h, w, torch.randint(0, v, (m,), generator=g)
+    h = torch.randn(m, d, generator=g).to(DEVICE).requires_grad_()
+    w = torch.randn(v, d, generator=g).to(DEVICE).requires_grad_()
+    return h, w, torch.randint(0, v, (m,), generator=g).to(DEVICE)
 
 
 @pytest.mark.parametrize("inplace", [False, True])

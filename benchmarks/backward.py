@@ -158,24 +158,25 @@ def _step(fn, inputs, dy):
 
 def case(op, dtype, shape, make, ours, theirs):
     base = make()
+    with torch.no_grad():
+        dy = torch.randn_like(theirs(*base))
+    peaks = {}  # first, each on inputs of its own that nothing else has touched yet
+    for name, fn in {"tilegen": ours, "torch": theirs}.items():
+        inputs = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        fn(*inputs).backward(dy)
+        torch.cuda.synchronize()
+        peaks[name] = (torch.cuda.max_memory_allocated() - before) / 2**20  # MiB above the inputs
+        del inputs
     mine = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
     ref = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
-    dy = torch.randn_like(theirs(*base))
     ours(*mine).backward(dy)
     theirs(*ref).backward(dy)
     error = max((a.grad.float() - b.grad.float()).abs().max().item()
                 for a, b in zip(mine, ref, strict=True) if a.grad is not None)
     grads = [t for t in mine + ref if t.requires_grad]
-    peaks = {}
-    for name, (fn, inputs) in {"tilegen": (ours, mine), "torch": (theirs, ref)}.items():
-        for t in grads:
-            t.grad = None
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        fn(*inputs).backward(dy)
-        torch.cuda.synchronize()
-        peaks[name] = (torch.cuda.max_memory_allocated() - base) / 2**20  # MiB above the inputs
     steps = {"tilegen": _step(ours, mine, dy), "torch": _step(theirs, ref, dy)}
     eager = {name: [] for name in steps}
     graph = {name: [] for name in steps}

@@ -12,8 +12,12 @@ All four specs take several minutes (compiles, tunes, fresh processes); to stay 
     python benchmarks/long_rows.py --specs layer_norm --append
     python benchmarks/long_rows.py --specs rms_norm --append
 
-For each spec and row length N it times, with ``triton.testing.do_bench`` (eager launches, L2
-flushed, the median of ``--rounds`` interleaved rounds):
+For each spec and row length N it times, with ``tilegen.bench.interleaved``, eager
+(``triton.testing.do_bench``: launches back to back, L2 flushed, the median of ``--rounds``
+interleaved rounds; ``ms``, ``TB_per_s``, ``tilegen_over_torch``) and replayed in a CUDA graph
+(``triton.testing.do_bench_cudagraph``: the kernels alone, no host launch cost, L2 not flushed,
+``nan`` where a call cannot be captured; ``graph_ms``, ``TB_per_s_graph``,
+``tilegen_over_torch_graph``):
 
 * ``tilegen``: the generated launcher as a user calls it: the one-tile kernel up to
   ``_WHOLE_LIMIT`` (32768 for these specs), the looped kernel ``_<kernel>_loops`` past it;
@@ -24,18 +28,20 @@ flushed, the median of ``--rounds`` interleaved rounds):
 * ``torch``: ``torch.softmax``, ``torch.log_softmax``, ``F.layer_norm``, ``F.rms_norm``.
 
 Each row of the CSV also gives the bandwidth over the least traffic (x read once, y written once,
-the weights, layer norm's mean and 1/std), the ratio to torch, the max error against torch in
-float32 (the specs' own dtypes: softmax and log-softmax take f32, the norms f16), and the config
-the launcher tuned to. ``first_call`` rows give the seconds of the first call in a fresh process
+the weights, layer norm's mean and 1/std) and the ratio to torch, both eager and graphed, the max
+error against torch in float32 (the specs' own dtypes: softmax and log-softmax take f32, the norms
+f16), and the config the launcher tuned to. ``first_call`` rows give the seconds of the first call in a fresh process
 (a fresh Triton cache and tilegen tune cache, so compiling and tuning are included; the inputs
 are made before the clock starts) for ``--first-call-ns``. ``--chunks`` times the looped
 kernel at other chunks (its launcher keyword ``BLOCK_N``, 4096 by default) at the largest N, each
 in a fresh process (the tune key is N alone, so one process would keep the warps tuned for the
-first chunk).
+first chunk). The ``first_call`` and ``loops_chunk`` rows are timed eagerly alone (their
+graphed columns stay empty).
 
 The modules are compiled from specs/ into a temporary folder (``--generated DIR`` uses modules
 built already, such as generated/). Every case runs in its own try/except: a failure prints and
-lands in the CSV's ``error`` column, and the rows are written as they come.
+lands in the CSV's ``error`` column, and the rows are written as they come. ``--append`` refuses
+a CSV whose columns differ from this script's (one written before the graphed columns).
 """
 
 from __future__ import annotations
@@ -44,7 +50,6 @@ import argparse
 import csv
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,7 +62,7 @@ sys.path.insert(0, str(ROOT))
 
 SPECS = ["softmax", "log_softmax", "layer_norm", "rms_norm"]
 FIELDS = ["spec", "dtype", "M", "N", "impl", "ms", "TB_per_s", "tilegen_over_torch", "max_abs_error", "path",
-          "config", "first_call_s", "chunk", "error"]
+          "config", "first_call_s", "chunk", "error", "graph_ms", "TB_per_s_graph", "tilegen_over_torch_graph"]
 
 
 def build(folder: Path, specs: list[str]) -> Path:
@@ -127,17 +132,6 @@ def tuned_config(module, key) -> str:
     return "" if index is None else json.dumps(module._CONFIGS[index].all_kwargs(), sort_keys=True)
 
 
-def time_cases(functions: dict, rounds: int) -> dict:
-    """Median ms of each function over ``rounds`` rounds in which they take turns."""
-    import triton
-
-    times = {name: [] for name in functions}
-    for _ in range(rounds):
-        for name, fn in functions.items():
-            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=200))
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 FIRST_CALL = r"""
 import os, sys, time, json
 sys.path.insert(0, {root!r})
@@ -182,6 +176,8 @@ def time_row_length(module, name: str, rows: int, n: int, options) -> list[dict]
     launcher), whole (the one-tile kernel forced past its limit, up to ``--whole-max``), torch."""
     import torch
 
+    from tilegen.bench import interleaved
+
     args, torch_fn, nbytes = inputs(name, rows, n)
     device = args[0].device
     limit = module._WHOLE_LIMIT
@@ -213,17 +209,27 @@ def time_row_length(module, name: str, rows: int, n: int, options) -> list[dict]
         "loops": tuned_config(module, (device, "loops", n)),
         "whole": tuned_config(module, (device, n)),
     }
-    ms = time_cases(functions, options.rounds)
+    ms, graph = interleaved(functions, rounds=options.rounds, warmup=25, rep=200)
     out = []
     for impl, t in ms.items():
+        g = graph[impl]
         ratio = ms["torch"] / t if impl != "torch" else None
+        ratio_graph = graph["torch"] / g if impl != "torch" else None
         out.append({
             "impl": impl, "ms": f"{t:.5f}", "TB_per_s": f"{nbytes / (t * 1e-3) / 1e12:.3f}",
             "tilegen_over_torch": f"{ratio:.3f}" if ratio else "",
             "max_abs_error": f"{errors[impl]:.3g}" if impl in errors else "",
             "path": path if impl == "tilegen" else "", "config": configs.get(impl, ""),
+            "graph_ms": f"{g:.5f}", "TB_per_s_graph": f"{nbytes / (g * 1e-3) / 1e12:.3f}",
+            "tilegen_over_torch_graph": f"{ratio_graph:.3f}" if ratio_graph is not None else "",
         })
     return out
+
+
+def existing_columns(path: Path) -> list[str] | None:
+    """The header row of the CSV at ``path`` (its first line not starting with ``#``), or None."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        return next(csv.reader(line for line in handle if not line.startswith("#")), None)
 
 
 def main() -> None:
@@ -247,6 +253,11 @@ def main() -> None:
                         help="add rows to an existing CSV (a run per spec fills one file: each run stays within "
                              "a time limit)")
     options = parser.parse_args()
+    if options.append and options.csv.exists():
+        columns = existing_columns(options.csv)
+        if columns is not None and columns != FIELDS:
+            parser.error(f"{options.csv} has the columns {','.join(columns)}, not this script's {','.join(FIELDS)} "
+                         "(written before the graphed columns?): append to a new CSV")
 
     import torch
     import triton
@@ -270,8 +281,10 @@ def main() -> None:
     if header:
         handle.write(f"# device: {torch.cuda.get_device_name()}\n")
         handle.write(f"# torch {torch.__version__}, triton {triton.__version__}\n")
-        handle.write(f"# M = {rows}; eager launches, median of {options.rounds} interleaved rounds of do_bench "
-                     "(L2 flushed); first_call: a fresh process with empty caches\n")
+        handle.write(f"# M = {rows}; ms, TB_per_s, tilegen_over_torch: eager launches, median of {options.rounds} "
+                     "interleaved rounds of do_bench (L2 flushed); graph_ms, TB_per_s_graph, "
+                     "tilegen_over_torch_graph: replayed in a CUDA graph, do_bench_cudagraph (nan where capture "
+                     "failed); first_call: a fresh process with empty caches\n")
         writer.writeheader()
 
     def emit(**row):

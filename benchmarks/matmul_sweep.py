@@ -19,7 +19,8 @@ either side), the launcher and ``torch.matmul`` (cuBLAS) on the same tensors in 
 each after a first call (the launcher's autotuning). ``ratio`` is tilegen's speed over cuBLAS's
 (cuBLAS time / tilegen time); ``ratio eager`` the same of eager calls (``triton.testing.do_bench``:
 launches back to back, L2 flushed; where a kernel is shorter than the host's cost of a call, the
-host's cost); ``max error`` is against ``torch.matmul`` in f32 of the same
+host's cost; the median of 5 rounds in which the two take turns: ``tilegen.bench.interleaved``;
+rows before 2026-11-27 took the mean of one do_bench each); ``max error`` is against ``torch.matmul`` in f32 of the same
 inputs; ``TB/s`` is the bytes of a, b and c over tilegen's time (for the memory-bound cases);
 ``config`` is the config the launcher tuned to (``pointers`` where TMA could not serve).
 ``python benchmarks/matmul_sweep.py --plot CSV`` draws ``matmul_sweep_<device>.png`` beside it
@@ -53,8 +54,9 @@ def _picked(launcher) -> str:
 def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col: bool = False) -> dict:
     """One row: ``launcher(a, b)`` and ``torch.matmul(a, b)`` timed in CUDA graphs."""
     import torch
-    import triton
     from matmul_layouts import operand
+
+    from tilegen import bench
 
     a = operand(m, k, False, dtype)
     b = operand(k, n, b_col, dtype)
@@ -63,12 +65,11 @@ def measure(launcher, part: str, case: str, m: int, n: int, k: int, dtype, b_col
     expected = a.float() @ b.float()
     error = float((c.float() - expected).abs().max()) if c.numel() else 0.0
     torch.cuda.synchronize()
-    ours = triton.testing.do_bench_cudagraph(lambda: launcher(a, b), rep=100)
-    cublas = triton.testing.do_bench_cudagraph(lambda: torch.matmul(a, b), rep=100)
-    # eager, what a user without graphs sees: launches back to back (the host's cost shows where
-    # the kernel is shorter than it), L2 flushed between calls (Triton's do_bench)
-    ours_eager = triton.testing.do_bench(lambda: launcher(a, b), rep=100)
-    cublas_eager = triton.testing.do_bench(lambda: torch.matmul(a, b), rep=100)
+    # graphed (do_bench_cudagraph), and eager, what a user without graphs sees: launches back to back
+    # (the host's cost shows where the kernel is shorter than it), L2 flushed between calls (Triton's
+    # do_bench), the median of 5 rounds in which tilegen and cuBLAS take turns
+    eager, graph = bench.interleaved({"tilegen": lambda: launcher(a, b), "cuBLAS": lambda: torch.matmul(a, b)})
+    ours, cublas, ours_eager, cublas_eager = graph["tilegen"], graph["cuBLAS"], eager["tilegen"], eager["cuBLAS"]
     flops = 2 * m * n * k
     size = a.element_size()
     row = {

@@ -2,12 +2,17 @@
 
 ``python benchmarks/reductions.py OUT_DIR`` prints one line per case and writes
 ``OUT_DIR/reductions.csv`` (kernel, dtype, M, N, implementation, ms, TB/s, ratio to torch,
-ratio to the hand-written tutorial kernel) with the device, torch and Triton versions in its
-``#`` header lines, and ``OUT_DIR/reductions.png``.
+ratio to the hand-written tutorial kernel, then the same ms, TB/s and ratios in a CUDA graph)
+with the device, torch and Triton versions in its ``#`` header lines, and
+``OUT_DIR/reductions.png``.
 
-Each time is the median of 5 rounds of ``triton.testing.do_bench`` (L2 flushed before every
-call) in which tilegen, torch and the hand-written kernel take turns, so clock drift reaches
-all alike. Bandwidth is bytes read plus bytes written over the time: x read once and y written
+Every implementation is timed two ways (``tilegen.bench.interleaved``): eager, the median of 5
+rounds of ``triton.testing.do_bench`` (launches back to back, L2 flushed before every call) in
+which tilegen, torch and the hand-written kernel take turns, so clock drift reaches all alike;
+and replayed in a CUDA graph, ``triton.testing.do_bench_cudagraph`` (the kernels alone, no host
+launch cost, L2 not flushed; ``nan`` where a call cannot be captured). ``ms``, ``TB_per_s`` and
+``tilegen_over_*`` are eager; ``graph_ms``, ``TB_per_s_graph`` and ``tilegen_over_*_graph``
+graphed. The plot draws the eager bandwidth. Bandwidth is bytes read plus bytes written over the time: x read once and y written
 once (the norms also read their weights; layer norm writes each row's mean and 1/std; the
 cross-entropy reads logits and targets and writes one loss per row).
 
@@ -20,7 +25,6 @@ norms), and ``x.sum()`` of the logits (a plain read of them). Baselines: ``torch
 import csv
 import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -36,6 +40,7 @@ os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-reductions-")
 
 from tests.reference import layer_norm as ref_layer_norm  # noqa: E402
 from tests.reference import softmax as ref_softmax  # noqa: E402
+from tilegen.bench import interleaved  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 ROUNDS = 5
@@ -45,13 +50,10 @@ VOCABS = [32000, 128256]
 gen = {n: load_module(ROOT / "generated" / f"{n}.py") for n in ["softmax", "layer_norm", "rms_norm", "cross_entropy"]}
 
 
-def interleaved(functions: dict) -> dict:
-    """Median ms of each function over ROUNDS rounds in which they take turns."""
-    times = {name: [] for name in functions}
-    for _ in range(ROUNDS):
-        for name, fn in functions.items():
-            times[name].append(triton.testing.do_bench(fn, warmup=25, rep=100))
-    return {name: statistics.median(t) for name, t in times.items()}
+def geomean(values: list[float]) -> float:
+    """Geometric mean of the finite values (nan where there is none)."""
+    finite = [v for v in values if math.isfinite(v) and v > 0]
+    return math.exp(sum(map(math.log, finite)) / len(finite)) if finite else math.nan
 
 
 def main(out: Path) -> None:
@@ -97,33 +99,50 @@ def main(out: Path) -> None:
             if impl == "tilegen":
                 print(f"{kernel:14s} {dtype} {m}x{n:<7d} first call (compile and tune): "
                       f"{time.perf_counter() - start:.2f} s", flush=True)
-        ms = interleaved(functions)
+        ms, graph = interleaved(functions, rounds=ROUNDS, warmup=25, rep=100)
         for impl, t in ms.items():
-            tbps = nbytes / (t * 1e-3) / 1e12
+            g = graph[impl]
+            tbps, tbps_graph = nbytes / (t * 1e-3) / 1e12, nbytes / (g * 1e-3) / 1e12
             vs_torch = ms["torch"] / t if impl == "tilegen" else ""
             vs_tutorial = ms["tutorial"] / t if impl == "tilegen" and "tutorial" in ms else ""
+            vs_torch_graph = graph["torch"] / g if impl == "tilegen" else ""
+            vs_tutorial_graph = graph["tutorial"] / g if impl == "tilegen" and "tutorial" in graph else ""
             rows.append((kernel, dtype, m, n, impl, f"{t:.5f}", f"{tbps:.3f}",
-                         f"{vs_torch:.3f}" if vs_torch else "", f"{vs_tutorial:.3f}" if vs_tutorial else ""))
+                         f"{vs_torch:.3f}" if vs_torch else "", f"{vs_tutorial:.3f}" if vs_tutorial else "",
+                         f"{g:.5f}", f"{tbps_graph:.3f}",
+                         f"{vs_torch_graph:.3f}" if vs_torch_graph else "",
+                         f"{vs_tutorial_graph:.3f}" if vs_tutorial_graph else ""))
             extra = f"  x{vs_torch:.3f} torch" if vs_torch else ""
             extra += f"  x{vs_tutorial:.3f} tutorial" if vs_tutorial else ""
-            print(f"{kernel:14s} {dtype} {m}x{n:<7d} {impl:9s} {t:8.4f} ms {tbps:6.3f} TB/s{extra}", flush=True)
+            extra_graph = f"  x{vs_torch_graph:.3f} torch" if vs_torch_graph else ""
+            extra_graph += f"  x{vs_tutorial_graph:.3f} tutorial" if vs_tutorial_graph else ""
+            print(f"{kernel:14s} {dtype} {m}x{n:<7d} {impl:9s} eager {t:8.4f} ms {tbps:6.3f} TB/s{extra} | "
+                  f"graph {g:8.4f} ms {tbps_graph:6.3f} TB/s{extra_graph}", flush=True)
     header = [f"# device: {torch.cuda.get_device_name()}", f"# torch {torch.__version__}, triton {triton.__version__}",
-              f"# M = {M}; median of {ROUNDS} interleaved rounds of triton.testing.do_bench (L2 flushed)"]
+              f"# M = {M}; ms, TB_per_s, tilegen_over_*: eager, median of {ROUNDS} interleaved rounds of "
+              "triton.testing.do_bench (L2 flushed)",
+              "# graph_ms, TB_per_s_graph, tilegen_over_*_graph: replayed in a CUDA graph, "
+              "triton.testing.do_bench_cudagraph (nan where capture failed)"]
     with open(out / "reductions.csv", "w", newline="") as handle:
         handle.write("\n".join(header) + "\n")
         writer = csv.writer(handle)
         writer.writerow(
-            ["kernel", "dtype", "M", "N", "impl", "ms", "TB_per_s", "tilegen_over_torch", "tilegen_over_tutorial"]
+            ["kernel", "dtype", "M", "N", "impl", "ms", "TB_per_s", "tilegen_over_torch", "tilegen_over_tutorial",
+             "graph_ms", "TB_per_s_graph", "tilegen_over_torch_graph", "tilegen_over_tutorial_graph"]
         )
         writer.writerows(rows)
     for kernel in ["softmax", "layer_norm", "rms_norm", "cross_entropy"]:
         ratios = [float(r[7]) for r in rows if r[0] == kernel and r[7]]
-        print(f"{kernel}: geomean tilegen/torch {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}")
+        ratios_graph = [float(r[11]) for r in rows if r[0] == kernel and r[11]]
+        lost = sum(not math.isfinite(r) for r in ratios_graph)
+        missing = f" ({lost} of {len(ratios_graph)} not captured)" if lost else ""
+        print(f"{kernel}: geomean tilegen/torch eager {geomean(ratios):.3f}, graph {geomean(ratios_graph):.3f}{missing}")
     plot(rows, out / "reductions.png")
 
 
 def plot(rows, path: Path) -> None:
-    """Bandwidth against row length, one panel per kernel, one line per implementation."""
+    """Eager bandwidth against row length, one panel per kernel, one line per implementation; ``rows``
+    as in the CSV (the graphed columns after ``tilegen_over_tutorial`` are not read)."""
     from benchmarks.plot import plot_panels
 
     panels = []

@@ -2,11 +2,12 @@
 
 Used by ``tilegen bench`` and the studies in ``benchmarks/``. Follows the seeds'
 ``triton.testing.perf_report`` benchmarks (lecture 14, Triton tutorial 03): every provider is
-timed with ``triton.testing.do_bench`` (median and 20/80% quantiles, in ms) in the same
-process, and results are reported as ms, TFLOP/s (specs with ``dot``) or GB/s (bytes read plus
-written), and the ratio to each baseline. Needs a CUDA GPU: interpreter timings say nothing
-about kernel speed.
-"""
+timed in the same process with ``triton.testing.do_bench`` (eager calls, as a user without CUDA
+graphs makes them: median and 20/80% quantiles, in ms) and with ``do_bench_cudagraph`` (the call
+replayed in a CUDA graph: the kernels alone, the mean of the replays). Results are reported as
+ms, TFLOP/s (specs with ``dot``) or GB/s (bytes read plus written), and the ratio to each
+baseline, eager and graphed. Needs a CUDA GPU: interpreter timings say nothing about kernel
+speed."""
 
 from __future__ import annotations
 
@@ -29,12 +30,15 @@ class NoGPUError(RuntimeError):
 
 @dataclass(frozen=True)
 class Timing:
-    """One provider at one point of a sweep: median and 20/80% quantile times in ms."""
+    """One provider at one point of a sweep: median and 20/80% quantile times in ms of eager
+    calls (launches back to back, L2 flushed before each), and the median ms of the call replayed
+    in a CUDA graph (nan where capture failed)."""
 
     provider: str
     ms: float
     ms_low: float
     ms_high: float
+    graph_ms: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -134,11 +138,45 @@ def torch_baseline(spec: m.Spec, module: ModuleType) -> tuple[str, Callable]:
 
 
 def time_call(fn: Callable[[], object], warmup: int = 25, rep: int = 100) -> tuple[float, float, float]:
-    """(median, 20%, 80%) milliseconds of ``fn()`` by ``triton.testing.do_bench``."""
+    """(median, 20%, 80%) milliseconds of ``fn()`` by ``triton.testing.do_bench``: eager calls,
+    launched back to back, the L2 cache flushed before each."""
     import triton
 
     ms, low, high = triton.testing.do_bench(fn, warmup=warmup, rep=rep, quantiles=list(QUANTILES))
     return ms, low, high
+
+
+def time_graphed(fn: Callable[[], object], rep: int = 100) -> float:
+    """Milliseconds of ``fn()`` replayed in a CUDA graph (``triton.testing.do_bench_cudagraph``, the
+    mean of its replays: no host work between calls, L2 not flushed), or nan where ``fn`` cannot
+    be captured (its error printed)."""
+    import triton
+
+    try:
+        return triton.testing.do_bench_cudagraph(fn, rep=rep)
+    except Exception as failure:  # a call that synchronizes, allocates on the host, or tunes
+        print(f"no CUDA graph: {type(failure).__name__}: {str(failure)[:120]}", flush=True)
+        return math.nan
+
+
+def timed(provider: str, fn: Callable[[], object]) -> Timing:
+    """``provider``'s :class:`Timing` of ``fn()``: eager (``time_call``) and graphed (``time_graphed``)."""
+    return Timing(provider, *time_call(fn), graph_ms=time_graphed(fn))
+
+
+def interleaved(functions: dict[str, Callable[[], object]], rounds: int = 5, warmup: int = 25,
+                rep: int = 100) -> tuple[dict[str, float], dict[str, float]]:
+    """Median milliseconds of each function, eager (``time_call``) over ``rounds`` rounds in which
+    the functions take turns, so clock drift reaches all alike; then each in a CUDA graph
+    (``time_graphed``, nan where capture fails). Returns (eager, graphed), keyed as ``functions``."""
+    import statistics
+
+    times: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(rounds):
+        for name, fn in functions.items():
+            times[name].append(time_call(fn, warmup=warmup, rep=rep)[0])
+    eager = {name: statistics.median(t) for name, t in times.items()}
+    return eager, {name: time_graphed(fn, rep=rep) for name, fn in functions.items()}
 
 
 def run_sweep(
@@ -173,9 +211,9 @@ def run_sweep(
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         tensors = [a for a in args if hasattr(a, "numel")] + list(outputs)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        timings = [Timing(label, *time_call(lambda args=args: launcher(*args)))]
-        for provider, fn in providers.items():
-            timings.append(Timing(provider, *time_call(lambda fn=fn, args=args: fn(*args))))
+        calls = {label: lambda args=args: launcher(*args)}
+        calls |= {provider: lambda fn=fn, args=args: fn(*args) for provider, fn in providers.items()}
+        timings = [timed(name, call) for name, call in calls.items()]
         sweep.points.append(Point(dict(sizes), flop_count(spec, sizes), nbytes, tuple(timings)))
     return sweep
 
@@ -192,16 +230,20 @@ def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> N
         writer = csv.writer(handle)
         header = list(size_names)
         for provider in sweep.providers:
-            header += [f"{provider} ms", f"{provider} ms 20%", f"{provider} ms 80%", f"{provider} {sweep.unit}"]
+            header += [f"{provider} ms", f"{provider} ms 20%", f"{provider} ms 80%", f"{provider} {sweep.unit}",
+                       f"{provider} graph ms"]
         header += [f"{sweep.providers[0]} / {p}" for p in sweep.providers[1:]]
+        header += [f"{sweep.providers[0]} / {p} graph" for p in sweep.providers[1:]]
         writer.writerow(header)
         for point in sweep.points:
             row = [point.sizes[n] for n in size_names]
             for provider in sweep.providers:
                 t = point.timing(provider)
-                row += [f"{t.ms:.5f}", f"{t.ms_low:.5f}", f"{t.ms_high:.5f}", f"{point.rate(t):.2f}"]
-            ours = point.timings[0].ms
-            row += [f"{point.timing(p).ms / ours:.3f}" for p in sweep.providers[1:]]
+                row += [f"{t.ms:.5f}", f"{t.ms_low:.5f}", f"{t.ms_high:.5f}", f"{point.rate(t):.2f}",
+                        f"{t.graph_ms:.5f}"]
+            ours = point.timings[0]
+            row += [f"{point.timing(p).ms / ours.ms:.3f}" for p in sweep.providers[1:]]
+            row += [f"{point.timing(p).graph_ms / ours.graph_ms:.3f}" for p in sweep.providers[1:]]
             writer.writerow(row)
 
 

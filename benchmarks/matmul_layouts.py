@@ -7,11 +7,18 @@ sizes 1024 2048 4096) prints and writes ``matmul_layouts_<device>.csv``:
    each layout of ``a`` and ``b`` (row-major, or column-major as ``x.t()`` of a row-major
    tensor, an ``nn.Linear`` weight's layout): the max error
    against ``torch.matmul`` of the same views, and TFLOP/s of ``matmul_fast`` and of cuBLAS
-   (``torch.matmul``, with TF32 allowed for f32) timed in the same run, median of
-   ``triton.testing.do_bench`` (L2 flushed); ``ratio`` is tilegen's speed over cuBLAS's.
+   (``torch.matmul``, with TF32 allowed for f32) timed in the same run two ways
+   (``tilegen.bench.interleaved``, one round): eager, the median of ``triton.testing.do_bench``
+   (launches back to back, L2 flushed; ``tilegen TFLOP/s``, ``cuBLAS TFLOP/s``), and replayed in
+   a CUDA graph, ``triton.testing.do_bench_cudagraph`` (the kernels alone, no host launch cost;
+   ``tilegen TFLOP/s graph``, ``cuBLAS TFLOP/s graph``, ``nan`` where a call cannot be captured);
+   ``ratio`` is tilegen's eager speed over cuBLAS's, ``ratio_graph`` the same of the graphed
+   times.
 2. Correctness of the inputs TMA cannot address (odd K, K = 0, a misaligned base, a view with
    two unit strides), in each dtype, which run the spec's pointer kernel, and of ``matmul_block_ptr`` forced
    onto its pointer kernel (as on a Triton without block pointers).
+
+The CSV's trailing ``#`` lines say how it was timed and give part 2's results.
 """
 
 from __future__ import annotations
@@ -27,9 +34,14 @@ import triton
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tilegen.bench import interleaved  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+ROUNDS = 1  # one do_bench of each per layout, tilegen then cuBLAS
+TIMING = ("tilegen TFLOP/s, cuBLAS TFLOP/s, ratio: eager, median of triton.testing.do_bench (L2 flushed); "
+          "tilegen TFLOP/s graph, cuBLAS TFLOP/s graph, ratio_graph: replayed in a CUDA graph, "
+          "triton.testing.do_bench_cudagraph (nan where capture failed)")
 
 
 def operand(rows: int, cols: int, column_major: bool, dtype=torch.float16) -> torch.Tensor:
@@ -48,8 +60,9 @@ def layouts(sizes: list[int]) -> list[dict]:
         a, b = operand(size, size, a_col, dtype), operand(size, size, b_col, dtype)
         c = module.matmul_fast(a, b)
         error = float((c.double() - (a.double() @ b.double())).abs().max())
-        ours = triton.testing.do_bench(lambda a=a, b=b: module.matmul_fast(a, b))
-        cublas = triton.testing.do_bench(lambda a=a, b=b: torch.matmul(a, b))
+        eager, graph = interleaved({"tilegen": lambda a=a, b=b: module.matmul_fast(a, b),
+                                    "cuBLAS": lambda a=a, b=b: torch.matmul(a, b)}, rounds=ROUNDS, warmup=25, rep=100)
+        ours, cublas = eager["tilegen"], eager["cuBLAS"]
         flops = 2 * size**3
         row = {
             "size": size,
@@ -60,6 +73,9 @@ def layouts(sizes: list[int]) -> list[dict]:
             "tilegen TFLOP/s": round(flops / ours * 1e-9, 1),
             "cuBLAS TFLOP/s": round(flops / cublas * 1e-9, 1),
             "ratio": round(cublas / ours, 3),
+            "tilegen TFLOP/s graph": round(flops / graph["tilegen"] * 1e-9, 1),
+            "cuBLAS TFLOP/s graph": round(flops / graph["cuBLAS"] * 1e-9, 1),
+            "ratio_graph": round(graph["cuBLAS"] / graph["tilegen"], 3),
         }
         rows.append(row)
         print(row, flush=True)
@@ -107,7 +123,7 @@ def main(out: Path, sizes: list[int]) -> None:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-        handle.writelines(f"# {line}\n" for line in notes)
+        handle.writelines(f"# {line}\n" for line in [TIMING, *notes])
     print(f"wrote {path}")
 
 

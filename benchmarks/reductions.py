@@ -12,9 +12,9 @@ which tilegen, torch and the hand-written kernel take turns, so clock drift reac
 and replayed in a CUDA graph, ``triton.testing.do_bench_cudagraph`` (the kernels alone, no host
 launch cost, L2 not flushed; ``nan`` where a call cannot be captured). ``ms``, ``TB_per_s`` and
 ``tilegen_over_*`` are eager; ``graph_ms``, ``TB_per_s_graph`` and ``tilegen_over_*_graph``
-graphed. The plot draws the eager bandwidth. Bandwidth is bytes read plus bytes written over the time: x read once and y written
-once (the norms also read their weights; layer norm writes each row's mean and 1/std; the
-cross-entropy reads logits and targets and writes one loss per row).
+graphed. The plot draws the eager bandwidth. Bandwidth is bytes read plus bytes written over the
+time: x read once and y written once (the norms also read their weights; layer norm writes each
+row's mean and 1/std; the cross-entropy reads logits and targets and writes one loss per row).
 
 Roofs timed beside them: ``copy_`` of x (the same bytes read and written as softmax and the
 norms), and ``x.sum()`` of the logits (a plain read of them). Baselines: ``torch.softmax``,
@@ -136,7 +136,8 @@ def main(out: Path) -> None:
         ratios_graph = [float(r[11]) for r in rows if r[0] == kernel and r[11]]
         lost = sum(not math.isfinite(r) for r in ratios_graph)
         missing = f" ({lost} of {len(ratios_graph)} not captured)" if lost else ""
-        print(f"{kernel}: geomean tilegen/torch eager {geomean(ratios):.3f}, graph {geomean(ratios_graph):.3f}{missing}")
+        print(f"{kernel}: geomean tilegen/torch eager {geomean(ratios):.3f}, "
+              f"graph {geomean(ratios_graph):.3f}{missing}")
     plot(rows, out / "reductions.png")
 
 

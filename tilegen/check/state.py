@@ -17,7 +17,7 @@ from tilegen.functions import CASTS, FUNCTIONS
 KEYWORDS = frozenset(
     {"kernel", "in", "out", "block", "grid", "over", "by", "unmasked", "wrapped", "whole", "flat", "persistent"}
     | {"swizzle", "group", "as", "for", "tune", "key", "config", "default", "choose", "from", "access", "dtype"}
-    | {"split", "backward"}
+    | {"split", "backward", "place", "of"}
 )
 
 #: Names a spec may not use: Python and language keywords, and names the generated module

@@ -4,7 +4,8 @@
 The checker proves an in-place write safe on the spec's text (tilegen.check.in_place), so the
 tests below are of two kinds: specs it must refuse (each at the read or store that is not safe),
 and launches whose in-place result must equal the same launch into a new tensor, at every config,
-on strided inputs, with the input's version counter raised. The gradients are checked against
+on strided inputs, with the input's version counter raised, and over tests/test_expressions.py's
+random expressions. The gradients are checked against
 torch's own cross-entropy, written here. The launches run on the GPU under ``TILEGEN_TEST_GPU=1``
 (where the first in-place call of a tuned kernel tunes on a new output first), else in the
 interpreter.
@@ -15,7 +16,9 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import HealthCheck, Phase, assume, given, settings
 
+from tests import test_expressions as expressions
 from tests.conftest import force_config
 from tilegen.errors import SpecError
 
@@ -210,3 +213,34 @@ def test_a_copy_saved_elsewhere_is_refused_not_read_stale(generated):
     loss = ce.cross_entropy(logits, target, inplace_backward=True).mean() + z
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+# --------------------------------------------------------------------------- generated expressions
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck),
+          phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(example=expressions.examples())
+def test_generated_expressions_in_place_equal_a_new_output(example, tmp_path_factory):
+    """tests/test_expressions.py's random expressions of every function, 1D over f32 inputs, with
+    ``z`` written in place of ``x``: where the checker accepts, inplace=True writes bit for bit what
+    a new output holds, into x's storage; where it refuses, it says why in place is unsafe."""
+    from tilegen.compiler import compile_spec
+    from tilegen.runner import load_module
+
+    assume(example.layout.dims == 1 and example.xdt == "f32")
+    text = example.spec("k").replace("  out z: f32[N]\n", "  out z: f32[N] in place of x\n")
+    try:
+        source = compile_spec(text, "k.tile").source
+    except SpecError as error:
+        assert all("in place of 'x'" in d.message for d in error.diagnostics), error
+        return
+    path = tmp_path_factory.mktemp("in_place") / "k.py"
+    path.write_text(source, encoding="utf-8")
+    module = load_module(path)
+    inputs = example.inputs()
+    x = inputs.x.clone()
+    new = module.k(x, inputs.y, inputs.s)
+    assert torch.equal(x, inputs.x)
+    out = module.k(x, inputs.y, inputs.s, inplace=True)
+    assert out.data_ptr() == x.data_ptr()
+    torch.testing.assert_close(out, new, rtol=0, atol=0, equal_nan=True)

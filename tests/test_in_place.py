@@ -244,3 +244,22 @@ def test_generated_expressions_in_place_equal_a_new_output(example, tmp_path_fac
     out = module.k(x, inputs.y, inputs.s, inplace=True)
     assert out.data_ptr() == x.data_ptr()
     torch.testing.assert_close(out, new, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("grid", [
+    "grid m over M by BM, n over N by BN",
+    "grid flat m over M by BM, n over N by BN\n  swizzle m, n group 2",
+    "grid persistent m over M by BM, n over N by BN",
+])
+def test_in_place_on_every_grid_of_tiles(compiled, grid):
+    """A 2D elementwise tile written over its input on a 2D grid, a flat one with grouped ordering
+    and a persistent one (programs walking the tiles): each equals a new output, with tails."""
+    text = ("kernel scaled\n  in  x: f32[M, N]\n  in  w: f32[N]\n  out y: f32[M, N] in place of x\n"
+            f"  block BM = 4, BN = 8\n  {grid}\n  y[m, n] = x[m, n] * w[n] + 1.0\n")
+    module = compiled(text, "scaled")
+    x = torch.randn(11, 19).to(DEVICE)
+    w = torch.randn(19).to(DEVICE)
+    expected = x * w + 1.0
+    out = module.scaled(x, w, inplace=True)
+    assert out.data_ptr() == x.data_ptr()
+    torch.testing.assert_close(out, expected)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,8 +170,6 @@ def interleaved(functions: dict[str, Callable[[], object]], rounds: int = 5, war
     """Median milliseconds of each function, eager (``time_call``) over ``rounds`` rounds in which
     the functions take turns, so clock drift reaches all alike; then each in a CUDA graph
     (``time_graphed``, nan where capture fails). Returns (eager, graphed), keyed as ``functions``."""
-    import statistics
-
     times: dict[str, list[float]] = {name: [] for name in functions}
     for _ in range(rounds):
         for name, fn in functions.items():

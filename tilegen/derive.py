@@ -186,10 +186,9 @@ class _Deriver:
                 if stmt.tensor.id in stored:
                     raise NoBackward(f"output '{stmt.tensor.id}' is stored twice", stmt.span)
                 stored[stmt.tensor.id] = stmt.span
-        for tensor in self.spec.outputs:
-            if tensor.in_place_of is not None:
-                raise NoBackward(f"'{tensor.name.id}' may be written in place of '{tensor.in_place_of.id}', "
-                                 "whose values a backward would read", tensor.in_place_of.span)
+        for tensor in self.spec.in_place:
+            raise NoBackward(f"'{tensor.name.id}' may be written in place of '{tensor.in_place_of.id}', "
+                             "whose values a backward would read", tensor.in_place_of.span)
         if not self.differentiable:
             raise NoBackward("no float tensor input: nothing has a gradient")
         names = {t.name.id: t for t in self.spec.tensors}

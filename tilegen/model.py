@@ -442,6 +442,11 @@ class Spec:
         return self.persistent and not self.flat
 
     @property
+    def in_place(self) -> tuple[Tensor, ...]:
+        """The outputs the launcher may write over an input (``out dx: f32[N] in place of x``)."""
+        return tuple(t for t in self.outputs if t.in_place_of is not None)
+
+    @property
     def tuned_params(self) -> tuple[str, ...]:
         """Parameters set by the tune configs (not launcher keywords), in declaration order."""
         if self.tune is None:

@@ -57,9 +57,9 @@ def check_in_place(state: CheckState) -> None:
     """The body (a valid one): each output written in place of an input is safe to write there
     (the rules of this module), else an error at the read or store that is not."""
     spec = state.spec
-    for tensor in spec.outputs:
+    for tensor in spec.in_place:
         source = tensor.in_place_of
-        if source is None or spec.tensor(source.id) is None:
+        if spec.tensor(source.id) is None:
             continue
         if spec.backward:
             state.errors.error(f"'{tensor.name.id}' cannot be written in place of '{source.id}' in a kernel with a "

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.finish import launch_args
-from tilegen.lower.names import dtype_bindings, in_place_marks, swizzled_outputs, torch_dtype, tuple_text
+from tilegen.lower.names import dtype_bindings, made_outputs, tuple_text
 from tilegen.lower.plan import FinishPlan, IfBlock, KernelPlan, Line, Op, StagePlan, TryBlock
 
 
@@ -104,7 +104,7 @@ def lower_fast_path(
                      f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15")
     if keywords:
         terms.append(", ".join(k for k, _ in keywords))
-    if any(t.in_place_of is not None for t in spec.outputs):
+    if spec.in_place:
         terms.append("inplace")
     terms.append("_current_device()")
     key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
@@ -118,14 +118,7 @@ def lower_fast_path(
     sources = dtype_bindings(spec)
     for var in dict.fromkeys(t.dtype.var for t in spec.outputs if isinstance(t.dtype, m.BoundDtype)):
         body.append(Line(f"{var} = {sources[var]}.dtype"))
-    swizzled = swizzled_outputs(spec)
-    for t in spec.outputs:
-        make = "zeros" if t.name.id in swizzled else "empty"
-        shape = "()" if t.zero_dim else f"*_{t.name.id}_shape"
-        new = f"torch.{make}({shape}, device=device, dtype={torch_dtype(t.dtype)})"
-        body.append(Line(f"{t.name.id} = {t.in_place_of.id} if inplace else {new}" if t.in_place_of is not None
-                         else f"{t.name.id} = {new}"))
-    body += in_place_marks(spec)
+    body += made_outputs(spec, lambda t: "()" if t.zero_dim else f"*_{t.name.id}_shape")
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
     body += [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]

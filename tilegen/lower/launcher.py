@@ -19,10 +19,9 @@ from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
     dtype_bindings,
     dtype_options,
-    in_place_marks,
+    made_outputs,
     offset_text,
     size_symbols,
-    swizzled_outputs,
     torch_dtype,
     tuple_text,
 )
@@ -236,11 +235,10 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "", over: t
     )
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
-    for t in spec.outputs:
-        if t.in_place_of is not None:
-            lines.append(f"With inplace=True, {t.name.id} is written over {t.in_place_of.id} and returned: "
-                         f"{t.in_place_of.id}'s storage, its strides, its values overwritten (the custom op "
-                         "always makes a new tensor).")
+    for t in spec.in_place:
+        lines.append(f"With inplace=True, {t.name.id} is written over {t.in_place_of.id} and returned: "
+                     f"{t.in_place_of.id}'s storage, its strides, its values overwritten (the custom op "
+                     "always makes a new tensor).")
     for var, source in dtype_bindings(spec).items():
         options = " or ".join(next(t.dtype.options for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
@@ -431,21 +429,13 @@ def lower_launcher(
     middle += [Line(line) for line in derived]
     for condition, message in _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
-    outputs = []
-    made_new: list[Op] = []  # the outputs, new (the op's fake implementation makes them so too)
-    made: list[Op] = []  # the outputs as the launcher makes them: over their inputs with inplace=True
-    for tensor in spec.outputs:
-        dims = [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
-        outputs.append((tensor.name.id, tuple_text(dims), torch_dtype(tensor.dtype)))
-        # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
-        shape = ", ".join(dims) if dims else "()"
-        dtype = torch_dtype(tensor.dtype)
-        make = "zeros" if tensor.name.id in swizzled_outputs(spec) else "empty"  # see swizzled_outputs
-        new = f"torch.{make}({shape}, device=device, dtype={dtype})"
-        made_new.append(Line(f"{tensor.name.id} = {new}"))
-        made.append(Line(f"{tensor.name.id} = {tensor.in_place_of.id} if inplace else {new}"
-                         if tensor.in_place_of is not None else f"{tensor.name.id} = {new}"))
-    made += in_place_marks(spec)
+    def dims(tensor: m.Tensor) -> list[str]:
+        return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+
+    outputs = [(t.name.id, tuple_text(dims(t)), torch_dtype(t.dtype)) for t in spec.outputs]
+    # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
+    made = made_outputs(spec, lambda t: ", ".join(dims(t)) or "()")  # over their inputs with inplace=True
+    made_new = made_outputs(spec, lambda t: ", ".join(dims(t)) or "()", inplace=False)  # the op's fake: new
     returns = ", ".join(t.name.id for t in spec.outputs)
     extents = {
         d.text if isinstance(d, m.Number) else d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)
@@ -546,8 +536,7 @@ def lower_launcher(
             *flags[whole:],
             *_traced_launch(spec, kernel, launch),
         )
-    in_place = any(t.in_place_of is not None for t in spec.outputs)
-    switches = [*(["inplace: bool = False"] if in_place else []),
+    switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if over else [])]
     own = [*annotated, *([] if keywords or not switches else ["*"]), *switches]
     return LauncherPlan(
@@ -556,7 +545,7 @@ def lower_launcher(
         keywords=keywords,
         signature=", ".join(annotated),
         own_signature=", ".join(own),
-        in_place=in_place,
+        in_place=bool(spec.in_place),
         annotation=annotation,
         call=call,
         sizes=tuple(sizes),
@@ -800,7 +789,7 @@ def _launch(
             *([IfBlock("config_index is None and inplace",
                        "tuned with new outputs first: the trials must not read what they overwrote",
                        (Line(call), Line("config_index = _TUNED.get(tune_key)")))]
-              if any(t.in_place_of is not None for t in spec.outputs) else []),
+              if spec.in_place else []),
             IfBlock(
                 "config_index is None",
                 "first call with these sizes on this device (one thread at a time)",

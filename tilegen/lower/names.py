@@ -191,13 +191,24 @@ def offset_text(item, name) -> str:
     return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"
 
 
-def in_place_marks(spec: m.Spec) -> list[Op]:
-    """The launcher's lines after it makes its outputs, where some may be written over an input
-    (``out dx: f32[N] in place of x``): with ``inplace=True``, each such input's version counter
-    goes up (``_rt.overwritten``), as a torch in-place op's does, so that autograd refuses a saved
-    copy of it instead of reading the overwritten values."""
-    sources = [t.in_place_of.id for t in spec.outputs if t.in_place_of is not None]
-    if not sources:
-        return []
-    why = "the inputs written over: autograd's saved copies of them are stale"
-    return [IfBlock("inplace", why, (Line(f"_rt.overwritten({', '.join(sources)})"),))]
+
+def made_outputs(spec: m.Spec, shape, inplace: bool = True) -> list[Op]:
+    """The lines making the outputs of ``spec`` (``shape(tensor)``: the text of its sizes): new
+    tensors (``torch.zeros`` for one stored through swizzle aliases, see :func:`swizzled_outputs`),
+    and with ``inplace`` those written over an input (``out dx: f32[N] in place of x``) as the input
+    itself where the call says ``inplace=True``, whose version counters then go up
+    (``_rt.overwritten``), as a torch in-place op's do, so that autograd refuses a saved copy
+    instead of reading the overwritten values."""
+    swizzled = swizzled_outputs(spec)
+    lines: list[Op] = []
+    for t in spec.outputs:
+        make = "zeros" if t.name.id in swizzled else "empty"
+        new = f"torch.{make}({shape(t)}, device=device, dtype={torch_dtype(t.dtype)})"
+        if inplace and t.in_place_of is not None:
+            new = f"{t.in_place_of.id} if inplace else {new}"
+        lines.append(Line(f"{t.name.id} = {new}"))
+    if inplace and spec.in_place:
+        sources = ", ".join(t.in_place_of.id for t in spec.in_place)
+        why = "the inputs written over: autograd's saved copies of them are stale"
+        lines.append(IfBlock("inplace", why, (Line(f"_rt.overwritten({sources})"),)))
+    return lines

@@ -376,7 +376,8 @@ def _bodies(draw, depth=3):
     return f"  t = {first}\n  y[r, c] = {second} + 0.5 * t\n"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=_bodies())
 def test_random_bodies_derive_what_torch_autograd_computes(tmp_path_factory, body):
     """Random compositions of rules (hoisted values, a value used twice, reductions broadcast back,
@@ -395,6 +396,8 @@ def test_random_bodies_derive_what_torch_autograd_computes(tmp_path_factory, bod
     args = [torch.randn(5, 19, generator=generator), torch.randn(5, 19, generator=generator),
             torch.randn(19, generator=generator), torch.randn(5, 19, generator=generator).half()]
     want, cotangents = _grads(module.reference, args, [0, 1, 2, 3])
+    # exp of a square overflows for some draws: torch's own gradients are then inf or NaN, no oracle
+    assume(all(t is None or bool(torch.isfinite(t).all()) for t in want))
     got, _ = _grads(getattr(module, kernel), args, [0, 1, 2, 3], cotangents)
     for name, ours, theirs in zip("xwvh", got, want, strict=True):
         if theirs is None:

@@ -184,12 +184,17 @@ def time_row_length(module, name: str, rows: int, n: int, options) -> list[dict]
     path = "loops" if n > limit else "whole"
     launcher, looped = getattr(module, name), getattr(module, f"_{name}_loops")
 
+    fast, forced_fast = module._FAST, {}
+
     def forced():
-        module._WHOLE_LIMIT = 1 << 40
+        # the limit raised, and a fast-path table of its own: the launcher's keeps a launch per
+        # argument key, which does not hold the limit (a constant within a user's process), so a
+        # shared table would hand the one-tile launch to the next "tilegen" call
+        module._WHOLE_LIMIT, module._FAST = 1 << 40, forced_fast
         try:
             return launcher(*args)
         finally:
-            module._WHOLE_LIMIT = limit
+            module._WHOLE_LIMIT, module._FAST = limit, fast
 
     functions = {"tilegen": lambda: launcher(*args), "loops": lambda: looped(*args), "torch": torch_fn}
     if limit < n <= options.whole_max:

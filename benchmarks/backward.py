@@ -12,7 +12,8 @@ to None each call; median of 5 interleaved rounds) and replayed in a CUDA graph
 ``python benchmarks/backward.py OUT_DIR products`` times matmul's two backward products alone
 against cuBLAS (``OUT_DIR/matmul_backward.csv``); ``python benchmarks/backward.py plot CSV`` draws a
 backward.csv's ratios beside it (``.png``).
-Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows), MLP width 14336
+Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows; the ``_16384`` rows: four
+sequences of 4096 tokens, where the step's kernels outlast its host work), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy).
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
@@ -116,6 +117,20 @@ def _cases():
     products["matmul_4096x14336x4096"] = ("bf16", (4096, 14336, 4096), matrices(4096, 14336, 4096),
                                           lambda a, b: matmul.matmul_fast(a, b), lambda a, b: a @ b)
 
+    # four sequences of 4096 tokens: the norms' and softmaxes' steps where the GPU, not the host, is the
+    # bound (at 4096 x 4096 a step's kernels take 0.07-0.11 ms, near what either side's host spends)
+    tokens = {
+        "softmax_16384": ("f32", (16384, 4096), rows(16384, 4096, torch.float32),
+                          lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
+        "log_softmax_16384": ("f32", (16384, 4096), rows(16384, 4096, torch.float32),
+                              lambda x: log_softmax.log_softmax(x), lambda x: torch.log_softmax(x, dim=1)),
+        "rms_norm_16384": ("f16", (16384, 4096), norm(16384, 4096, False),
+                           lambda x, w: rms.rms_norm(x, w, 1e-6), lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
+        "layer_norm_16384": ("f16", (16384, 4096), norm(16384, 4096, True),
+                             lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
+                             lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
+    }
+
     return {
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
                           lambda x, t: entropy.cross_entropy(x, t),
@@ -137,6 +152,7 @@ def _cases():
                  lambda q, k, c, s: torch.cat([t.flatten() for t in rope.rope(q, k, c, s)]),
                  lambda q, k, c, s: torch.cat([(q * c + _rotate_half(q) * s).flatten(),
                                                (k * c + _rotate_half(k) * s).flatten()])),
+        **tokens,
         **attention,
         **products,
     }
@@ -148,7 +164,9 @@ LEAVES = {"cross_entropy": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2, "la
 
 
 def _leaves(op):
-    return LEAVES.get(op, LEAVES.get(op.split("_")[0], 0))
+    """LEAVES of the longest name that is ``op`` or begins it (``rms_norm_16384``: rms_norm's)."""
+    names = [name for name in LEAVES if op == name or op.startswith(name + "_")]
+    return LEAVES[max(names, key=len)] if names else 0
 
 
 def _step(fn, inputs, dy):

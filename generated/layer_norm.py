@@ -598,10 +598,15 @@ class _LayerNormAutograd(torch.autograd.Function):
     def forward(x, weight, bias, eps):
         return layer_norm(x, weight, bias, eps)
 
-    setup_context = staticmethod(_layer_norm_setup_context)
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.set_materialize_grads(False)  # autograd makes no zeros for dmu and drstd, which the backward does not read
+        _layer_norm_setup_context(ctx, inputs, output)
 
     @staticmethod
     def backward(ctx, *grads):
+        if grads[0] is None:  # y took no part in what was differentiated
+            return None, None, None, None
         return _layer_norm_backward(ctx, *grads, eager=True)
 
 

@@ -78,6 +78,37 @@ def test_layer_norm_gradients_match_torch(generated, monkeypatch, m, n):
         torch.testing.assert_close(bs.grad.float(), bf.grad, rtol=2e-2, atol=2e-2 * m)
 
 
+def test_layer_norm_statistics_get_no_gradient_and_no_zeros(generated, monkeypatch):
+    """layer_norm's backward reads dy alone (mu and rstd are statistics, not followed, as torch's
+    native_layer_norm): a loss that also uses mu and rstd gives the gradients y's part alone gives;
+    one of mu alone gives x, weight and bias none; and where mu and rstd take no part, autograd
+    hands the eager backward None for dmu and drstd, not zeros it made."""
+    module = generated("layer_norm")
+    m, n = 5, 37
+    x, dy = _rows(m, n, 4, torch.float16) + 3, _rows(m, n, 5, torch.float16)
+    w, b = (1 + _rows(1, n, 6) / 4).half()[0], (_rows(1, n, 7) / 4).half()[0]
+    seen = []
+    backward = module._layer_norm_backward
+
+    def spy(ctx, *grads, eager=False):
+        seen.append(grads)
+        return backward(ctx, *grads, eager=eager)
+
+    monkeypatch.setattr(module, "_layer_norm_backward", spy)
+    alone = [t.clone().requires_grad_() for t in (x, w, b)]
+    module.layer_norm(*alone, 1e-5)[0].backward(dy)
+    both = [t.clone().requires_grad_() for t in (x, w, b)]
+    y, mu, rstd = module.layer_norm(*both, 1e-5)
+    ((y.float() * dy.float()).sum() + mu.sum() + rstd.sum()).backward()
+    for a, c in zip(alone, both, strict=True):
+        torch.testing.assert_close(c.grad, a.grad, rtol=0, atol=0)
+    assert [tuple(g is None for g in grads[1:]) for grads in seen] == [(True, True), (False, False)]
+    stats = [t.clone().requires_grad_() for t in (x, w, b)]
+    module.layer_norm(*stats, 1e-5)[1].sum().backward()
+    assert [t.grad for t in stats] == [None, None, None]
+    assert len(seen) == 2  # the backward kernel did not run
+
+
 @pytest.mark.parametrize("kernel", ["swiglu", "geglu"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gated_mlp_gradients_match_torch(generated, monkeypatch, kernel, dtype):

@@ -12,6 +12,10 @@ dispatch, about 75 us a call on the H100), and returns a gradient per input of t
 backward's ``d<in>`` where it has one, else None (scalars, keywords, inputs without a gradient).
 A backward kernel that may write a gradient over a forward input (``in place of``) does so on an
 eager call made with ``inplace_backward=True`` (:func:`backward_overwrites`).
+Where the backward reads the gradient of one output alone (layer norm's ``dy``, not those of its
+statistics ``mu`` and ``rstd``), the eager Function has autograd make no zeros for the others
+(``ctx.set_materialize_grads(False)``: two allocations and two fills a step saved) and returns no
+gradients where that one output took no part in what was differentiated (:func:`unread_grads`).
 The rules that make the two specs fit are :mod:`tilegen.check.backward`'s.
 """
 
@@ -39,6 +43,16 @@ def backward_overwrites(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str
     launcher's ``inplace_backward=True``, the eager backward passes ``inplace=True``."""
     inputs = {t.name.id for t in spec.inputs if not t.is_scalar}
     return tuple(dict.fromkeys(t.in_place_of.id for b in backward for t in b.in_place if t.in_place_of.id in inputs))
+
+
+def unread_grads(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str, ...]:
+    """The gradients of ``spec``'s outputs (``d<out>``) that no kernel of its ``backward`` reads, where
+    those kernels read exactly one other output's (else ``()``: autograd's zeros stand in for an
+    unused output's gradient that a backward reads)."""
+    grads = [f"d{t.name.id}" for t in spec.outputs]
+    read = {t.name.id for b in backward for t in b.inputs}
+    unread = tuple(g for g in grads if g not in read)
+    return unread if len(grads) - len(unread) == 1 else ()
 
 
 def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...]) -> AutogradPlan:
@@ -83,4 +97,4 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
     body.append(f"return {grads[0]}" if len(grads) == 1 else f"return {', '.join(grads)}")
     return AutogradPlan(tuple(b.name.id for b in backward), tuple(safe_path(b.path) for b in backward), tuple(setup),
                         tuple(f"d{n}" for n in outputs), tuple(body), saved + scalars, autograd_class(spec.name.id),
-                        tuple(inputs), keywords + (("inplace_backward",) if over else ()))
+                        tuple(inputs), keywords + (("inplace_backward",) if over else ()), unread_grads(spec, backward))

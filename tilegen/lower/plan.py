@@ -361,6 +361,7 @@ class AutogradPlan:
     function: str  # the torch.autograd.Function over the launchers (eager calls)
     inputs: tuple[str, ...]  # the launcher's inputs, the Function's forward arguments
     keywords: tuple[str, ...]  # its keyword arguments, the Function's last forward arguments (no gradient)
+    unread: tuple[str, ...] = ()  # output gradients no backward kernel reads, where it reads one other (no zeros made)
 
 
 @dataclass(frozen=True)

@@ -66,11 +66,11 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 
 
 _CONFIGS = [
-    triton.Config({"BM": 1}, num_warps=4),
-    triton.Config({"BM": 1}, num_warps=8),
-    triton.Config({"BM": 2}, num_warps=4),
-    triton.Config({"BM": 4}, num_warps=8),
-    triton.Config({"BM": 4}, num_warps=8, num_stages=2),
+    triton.Config({"BM": 1, "LOOP_STAGES": None}, num_warps=4),
+    triton.Config({"BM": 1, "LOOP_STAGES": None}, num_warps=8),
+    triton.Config({"BM": 2, "LOOP_STAGES": None}, num_warps=4),
+    triton.Config({"BM": 4, "LOOP_STAGES": None}, num_warps=8),
+    triton.Config({"BM": 4, "LOOP_STAGES": 2}, num_warps=8, num_stages=2),
 ]
 
 
@@ -87,7 +87,7 @@ def fused_add_rms_norm_backward_kernel(
     stride_dx_m, stride_dx_n,
     stride_dresidual_m, stride_dresidual_n,
     stride_dweight_n,
-    BM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SMS: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SMS: tl.constexpr, LOOP_STAGES: tl.constexpr, INT64_OFFSETS: tl.constexpr,
 ):
     """Triton kernel generated from specs/fused_add_rms_norm.tile, derived backward; launch it through fused_add_rms_norm_backward()."""
     eps = tl.cast(eps, tl.float32)
@@ -99,7 +99,7 @@ def fused_add_rms_norm_backward_kernel(
     offs_c = tl.arange(0, BLOCK_N)
     mask_c = offs_c < N
     dweight_partials_carried = tl.full([BLOCK_N], 0.0, tl.float32)
-    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, num_stages=LOOP_STAGES, flatten=True):
         pid_r = tile_id
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             pid_r = pid_r.to(tl.int64)
@@ -300,7 +300,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
             BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS, **config,
         )
         fused_add_rms_norm_backward_finish_kernel[((N + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(fused_add_rms_norm_backward_kernel.fn), grid, None, device, (M, N, eps, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, int64), (M, N), (M, N), (N,), dweight_programs * N, (_rt.interpreted(fused_add_rms_norm_backward_finish_kernel), ((N + 32 - 1) // 32,), (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(fused_add_rms_norm_backward_kernel.fn), grid, None, device, (M, N, eps, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64), (M, N), (M, N), (N,), dweight_programs * N, (_rt.interpreted(fused_add_rms_norm_backward_finish_kernel), ((N + 32 - 1) // 32,), (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
         return dx, dresidual, dweight
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -324,13 +324,13 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         M, N,
         eps,
         *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
-        config["BM"], BLOCK_N, NUM_SMS, int64,
+        config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64,
     )
     dweight_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dweight_finish_key = ("fused_add_rms_norm_backward_finish_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, N, N, 1, 1)), 128, 32, dweight_programs * N >= 2**31)
     dweight_finish = _COMPILED.get(dweight_finish_key) or _rt.compile_launch(_COMPILED, dweight_finish_key, fused_add_rms_norm_backward_finish_kernel, dweight_finish_grid, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
     dweight_finish(dweight_finish_grid, device_index, dweight_partials, dweight, dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, int64), (M, N), (M, N), (N,), dweight_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1, config["BM"], BLOCK_N, NUM_SMS, config["LOOP_STAGES"], int64), (M, N), (M, N), (N,), dweight_programs * N, (dweight_finish, dweight_finish_grid, (dweight_programs, N, N, 1, 1, 128, 32, dweight_programs * N >= 2**31))), _tuner)
     return dx, dresidual, dweight
 
 

@@ -40,11 +40,12 @@ from tilegen.lower.plan import (
     SplitPlan,
     TunePlan,
 )
-from tilegen.lower.state import INT64_FLAG, TAIL_FLAGS, AxisInfo, KernelState
+from tilegen.lower.state import INT64_FLAG, LOOP_STAGES, TAIL_FLAGS, AxisInfo, KernelState, pipelines_tiles
 from tilegen.lower.statements import Statements
 from tilegen.lower.tail import tail_split
 
-__all__ = ["INT64_FLAG", "TAIL_FLAGS", "AxisInfo", "KernelState", "config_text", "kernel_params", "lower_kernel"]
+__all__ = ["INT64_FLAG", "LOOP_STAGES", "TAIL_FLAGS", "AxisInfo", "KernelState", "config_text", "kernel_params",
+           "lower_kernel"]
 
 
 def config_text(spec: m.Spec, config: m.Config) -> str:
@@ -54,6 +55,9 @@ def config_text(spec: m.Spec, config: m.Config) -> str:
     for name in spec.tuned_params:
         value = config.get(name) or next(p.default for p in spec.params if p.name.id == name)
         meta.append(f'"{name}": {value.text}')
+    if pipelines_tiles(spec):  # the tile loop's depth: the config's num_stages, or none given
+        stages = config.get("num_stages")
+        meta.append(f'"{LOOP_STAGES}": {stages.text if stages is not None else None}')
     options = [f"{o}={v.text}" for o in m.LAUNCH_OPTIONS if (v := config.get(o)) is not None]
     if spec.access_style == "descriptor":  # the descriptors' block shapes follow the config
         options.append("pre_hook=_descriptor_blocks")
@@ -88,6 +92,8 @@ def kernel_params(state: KernelState) -> tuple[tuple[KernelParam, ...], ...]:
         consts += tuple(KernelParam(flag, True) for flag in state.transposed.values())
     if spec.persistent or spec.split_tail:
         consts += (KernelParam("NUM_SMS", True),)
+    if pipelines_tiles(spec):
+        consts += (KernelParam(LOOP_STAGES, True),)
     loop = next((s for s in spec.body if isinstance(s, m.Loop) and s.split), None)
     if loop is not None:  # the f32 workspace of the partial sums goes after the tensors
         workspace = state.fresh("partials_ptr")
@@ -206,7 +212,8 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         if tail.descriptors:  # the tail descriptors follow the descriptors
             params = _after_descriptors(params, tuple(f"{t}_tail_desc" for t in tail.descriptors))
     elif state.spec.persistent:  # each program loops over tiles, NUM_SMS apart (tutorial 09)
-        loop = f"tl.range({state.pid}, {state.num_tiles}, NUM_SMS, flatten=True)"
+        stages = f"num_stages={LOOP_STAGES}, " if pipelines_tiles(state.spec) else ""
+        loop = f"tl.range({state.pid}, {state.num_tiles}, NUM_SMS, {stages}flatten=True)"
         body = [*prelude, *setup, *state.carried, ForLoop(state.tile_id, loop, tuple(tile)), *state.after_tiles]
     else:
         body = [*prelude, *setup, *tile]

@@ -14,7 +14,7 @@ from tilegen import model as m
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.fast import FastPath, lower_fast_path
 from tilegen.lower.finish import launch_args
-from tilegen.lower.kernel import INT64_FLAG
+from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
     dtype_bindings,
@@ -702,7 +702,7 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
         for param in group:
             if not param.constexpr:
                 continue
-            if param.name in tuned:
+            if param.name in tuned or param.name == LOOP_STAGES:
                 values.append(f'config["{param.name}"]')
             elif param.name == INT64_FLAG:
                 values.append("int64")

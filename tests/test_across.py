@@ -310,6 +310,40 @@ def test_the_generated_persistent_grid_stores_one_partial_a_program():
     assert "dw_programs = min(NUM_SMS, ((M + BM - 1) // BM))  # programs walking M" in source
 
 
+PIPELINED = PERSISTENT.replace("kernel walked", "kernel piped").replace("  block BM = 2\n", """\
+  block BM
+  tune key N
+    default config BM = 1, num_warps = 4
+    config BM = 2, num_warps = 4, num_stages = 2
+    config BM = 4, num_warps = 8, num_stages = 3
+""")
+
+
+def test_a_tuned_persistent_grid_pipelines_its_tile_loop_at_each_configs_num_stages(compiled, monkeypatch):
+    """Where a persistent row grid's configs give num_stages, the tile loop takes it
+    (``tl.range(..., num_stages=LOOP_STAGES)``: Triton pipelines a loop without dots only where
+    the loop says how deep), None where a config gives none; each config computes the
+    reference's outputs, with a tail tile."""
+    source = compile_spec(PIPELINED, "piped.tile", derive=False).source
+    assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, num_stages=LOOP_STAGES, flatten=True):" in source
+    assert "LOOP_STAGES: tl.constexpr" in source
+    configs = [line.strip() for line in source.splitlines() if line.strip().startswith("triton.Config(")]
+    assert configs == [
+        'triton.Config({"BM": 1, "LOOP_STAGES": None}, num_warps=4),',
+        'triton.Config({"BM": 2, "LOOP_STAGES": 2}, num_warps=4, num_stages=2),',
+        'triton.Config({"BM": 4, "LOOP_STAGES": 3}, num_warps=8, num_stages=3),',
+    ]
+    module = compiled(PIPELINED)
+    g = torch.Generator().manual_seed(3)
+    dy, x, w = torch.randn(37, 19, generator=g), torch.randn(37, 19, generator=g), torch.randn(19, generator=g)
+    want = module.reference(dy, x, w)
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        got = module.piped(dy, x, w)
+        for name, ours, theirs in zip(("dx", "dw", "top", "total"), got, want, strict=True):
+            torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5, msg=lambda t, n=name: f"{n}: {t}")
+
+
 @pytest.mark.parametrize(("grid", "words"), [
     ("persistent r over M by BM, c over N by BN, k over K whole", "or of one tiled axis beside whole ones"),
     ("persistent b over B, c over N whole", "or of one tiled axis beside whole ones"),

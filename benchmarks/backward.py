@@ -117,33 +117,25 @@ def _cases():
     products["matmul_4096x14336x4096"] = ("bf16", (4096, 14336, 4096), matrices(4096, 14336, 4096),
                                           lambda a, b: matmul.matmul_fast(a, b), lambda a, b: a @ b)
 
-    # four sequences of 4096 tokens: the norms' and softmaxes' steps where the GPU, not the host, is the
-    # bound (at 4096 x 4096 a step's kernels take 0.07-0.11 ms, near what either side's host spends)
-    tokens = {
-        "softmax_16384": ("f32", (16384, 4096), rows(16384, 4096, torch.float32),
-                          lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
-        "log_softmax_16384": ("f32", (16384, 4096), rows(16384, 4096, torch.float32),
-                              lambda x: log_softmax.log_softmax(x), lambda x: torch.log_softmax(x, dim=1)),
-        "rms_norm_16384": ("f16", (16384, 4096), norm(16384, 4096, False),
-                           lambda x, w: rms.rms_norm(x, w, 1e-6), lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
-        "layer_norm_16384": ("f16", (16384, 4096), norm(16384, 4096, True),
-                             lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
-                             lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
-    }
+    def row_ops(m, suffix=""):
+        """softmax, log_softmax, rms_norm and layer_norm over ``m`` rows of 4096."""
+        return {
+            f"softmax{suffix}": ("f32", (m, 4096), rows(m, 4096, torch.float32),
+                                 lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
+            f"log_softmax{suffix}": ("f32", (m, 4096), rows(m, 4096, torch.float32),
+                                     lambda x: log_softmax.log_softmax(x), lambda x: torch.log_softmax(x, dim=1)),
+            f"rms_norm{suffix}": ("f16", (m, 4096), norm(m, 4096, False), lambda x, w: rms.rms_norm(x, w, 1e-6),
+                                  lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
+            f"layer_norm{suffix}": ("f16", (m, 4096), norm(m, 4096, True),
+                                    lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
+                                    lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
+        }
 
     return {
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
                           lambda x, t: entropy.cross_entropy(x, t),
                           lambda x, t: F.cross_entropy(x, t, reduction="none")),
-        "softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
-                    lambda x: softmax.softmax(x), lambda x: torch.softmax(x, dim=1)),
-        "log_softmax": ("f32", (4096, 4096), rows(4096, 4096, torch.float32),
-                        lambda x: log_softmax.log_softmax(x), lambda x: torch.log_softmax(x, dim=1)),
-        "rms_norm": ("f16", (4096, 4096), norm(4096, 4096, False),
-                     lambda x, w: rms.rms_norm(x, w, 1e-6), lambda x, w: F.rms_norm(x, (x.shape[1],), w, 1e-6)),
-        "layer_norm": ("f16", (4096, 4096), norm(4096, 4096, True),
-                       lambda x, w, b: layer.layer_norm(x, w, b, 1e-5)[0],
-                       lambda x, w, b: F.layer_norm(x, (x.shape[1],), w, b, 1e-5)),
+        **row_ops(4096),
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
         "geglu": ("bf16", (4096, 14336), pair(4096, 14336),
@@ -152,7 +144,9 @@ def _cases():
                  lambda q, k, c, s: torch.cat([t.flatten() for t in rope.rope(q, k, c, s)]),
                  lambda q, k, c, s: torch.cat([(q * c + _rotate_half(q) * s).flatten(),
                                                (k * c + _rotate_half(k) * s).flatten()])),
-        **tokens,
+        # four sequences of 4096 tokens: the steps where the GPU, not the host, is the bound (at 4096
+        # x 4096 a step's kernels take 0.07-0.12 ms, about what either side's host spends on it)
+        **row_ops(16384, "_16384"),
         **attention,
         **products,
     }

@@ -190,7 +190,7 @@ def test_dtype_the_operation_does_not_support(old, new, message):
     assert message in errors(TUNED.replace(old, new))
 
 
-@pytest.mark.parametrize("name", ["_x", "_check_input", "device", "launch", "apply_x", "warnings"])
+@pytest.mark.parametrize("name", ["_x", "_check_input", "device", "launch", "apply_x", "warnings", "LOOP_STAGES"])
 def test_names_kept_for_generated_code_are_refused(name):
     text = ADD.replace("z[i] = x[i] + y[i]", f"{name} = x[i]\n  z[i] = {name} + y[i]")
     assert f"variable name '{name}' is reserved" in errors(text)

@@ -28,7 +28,7 @@ def main():
         module = load_module(ROOT / "generated" / f"{name}.py")
         spec = parse((ROOT / "specs" / f"{name}.tile").read_text(), f"specs/{name}.tile")
         for dtype in (torch.float16, torch.float32):
-            for n in (1000, 4096, 8192, 16384, 32768):
+            for n in (1000, 4096, 8192, 16384, 32768, 65536):
                 m = 2048
                 if name == "layer_norm_backward" and dtype == torch.float32:
                     continue  # the spec takes f16

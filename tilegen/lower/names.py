@@ -191,7 +191,6 @@ def offset_text(item, name) -> str:
     return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"
 
 
-
 def made_outputs(spec: m.Spec, shape, inplace: bool = True) -> list[Op]:
     """The lines making the outputs of ``spec`` (``shape(tensor)``: the text of its sizes): new
     tensors (``torch.zeros`` for one stored through swizzle aliases, see :func:`swizzled_outputs`),

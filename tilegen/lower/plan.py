@@ -363,6 +363,11 @@ class AutogradPlan:
     keywords: tuple[str, ...]  # its keyword arguments, the Function's last forward arguments (no gradient)
     unread: tuple[str, ...] = ()  # output gradients no backward kernel reads, where it reads one other (no zeros made)
 
+    @property
+    def read(self) -> int:
+        """Where ``unread`` is set: the position in ``grads`` of the one gradient the backward reads."""
+        return next(i for i, g in enumerate(self.grads) if g not in self.unread)
+
 
 @dataclass(frozen=True)
 class StagePlan:

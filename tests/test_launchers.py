@@ -542,10 +542,67 @@ def test_launcher_calls_the_compiled_kernels_launcher_and_the_runner_while_hooke
     finally:
         hooks.remove(hook)
     assert compiled.calls[-1] == ("runner", (2, 1, 1), ("x", "z", 7))
+    launch((5, 1, 1), 0, "x", "z", 8)  # a run without a C launch to call directly: run again
+    assert compiled.calls[-1] == ("run", (5, 1, 1, 100, "function", "metadata", None, None, None, "x", "z", 8))
     old = _FakeCompiled()
     monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", None)  # no hook chain: the runner
     module._rt.launcher(old)((3, 1, 1), 0, "x")
     assert old.calls == ["init", ("runner", (3, 1, 1), ("x",))]
+
+
+class _FakeCudaLauncher:
+    """Stands in for Triton's CudaLauncher (``CompiledKernel.run``): its Python call makes the
+    scratch buffers (``scratch``: what it makes) and passes everything to its C ``launch`` (an
+    instance attribute, as Triton's is) in the order of Triton ``release`` (3.6 or 3.9)."""
+
+    def __init__(self, release, scratch=None):
+        self.release, self.scratch = release, scratch
+        self.launch = self._c_launch
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.arg_annotations, self.kernel_signature = ["annotation"], b"\x01\x02"
+        self.python_calls, self.c_calls = 0, []
+
+    def _c_launch(self, *args):
+        self.c_calls.append(args)
+
+    def __call__(self, gx, gy, gz, stream, function, kernel_metadata, launch_metadata, enter, exit, *args):
+        self.python_calls += 1
+        head = (gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl)
+        if self.release == "3.6":
+            self.launch(*head, self.scratch, None, kernel_metadata, launch_metadata, enter, exit, *args)
+        else:
+            self.launch(*head, kernel_metadata, launch_metadata, enter, exit, self.scratch, None,
+                        self.arg_annotations, self.kernel_signature, args)
+
+
+@pytest.mark.parametrize(("release", "scratch"), [("3.6", None), ("3.9", None), ("3.6", "buffer"), ("3.9", "buffer")])
+def test_launcher_calls_tritons_c_launch_directly_where_its_first_launch_shows_the_order(
+        generated, monkeypatch, release, scratch):
+    """After a first launch through Triton's CudaLauncher, the runtime's launcher calls its C
+    ``launch`` itself, with the arguments CudaLauncher would pass, in the order of the Triton release
+    the first launch showed; a kernel whose CudaLauncher passes something else (here, a scratch
+    buffer, made per call) keeps launching through CudaLauncher. Every launch reaches the C launch
+    once, with the arguments Triton's own path gives it."""
+    import triton
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver())
+    module = generated("copy")
+    compiled = _FakeCompiled()
+    compiled.run = _FakeCudaLauncher(release, scratch)
+    launch = module._rt.launcher(compiled)
+    x, z = torch.zeros(2), torch.zeros(2)
+    launch((4, 1, 1), 1, x, z, 4096, 1.5, False)
+    launch((7, 2, 1), 0, z, x, 11, 0.25, True)
+    reference = _FakeCudaLauncher(release, scratch)  # what Triton's own path gives the C launch
+    reference.arg_annotations = compiled.run.arg_annotations
+    reference(4, 1, 1, 101, "function", "metadata", None, None, None, x, z, 4096, 1.5, False)
+    reference(7, 2, 1, 100, "function", "metadata", None, None, None, z, x, 11, 0.25, True)
+    assert len(compiled.run.c_calls) == 2
+    for got, want in zip(compiled.run.c_calls, reference.c_calls, strict=True):
+        assert module._rt._same(got, want)
+    assert compiled.run.launch == compiled.run._c_launch  # the recording during the first launch is undone
+    assert compiled.run.python_calls == (1 if scratch is None else 2)
+    assert launch.c_launch_layout == (release if scratch is None else "run")
 
 
 def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeypatch):

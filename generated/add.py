@@ -31,7 +31,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("d043bec95052f9cc")
+_rt = _runtime("bc0c04053fd6aad0")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device

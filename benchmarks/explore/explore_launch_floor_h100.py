@@ -8,10 +8,12 @@ the difference; since the runtime calls that C launch itself after a first launc
 ``run``, the kept launch's line says which Triton release's argument order it found); and, for
 an empty ``@triton.jit`` kernel, the driver's ``cuLaunchKernel`` through
 ctypes with the parameters built once (ctypes' own call cost included: an upper bound of the
-driver's share). torch's op for each is timed in the same rounds."""
+driver's share). torch's op for each is timed in the same rounds. ``ROUNDS=15`` in the environment takes 15
+rounds; the kept launch's gain over ``run`` is given per round (median, min, max)."""
 
 import ctypes
 import inspect
+import os
 import statistics
 import sys
 import time
@@ -28,13 +30,16 @@ from tilegen.runner import load_module  # noqa: E402
 CALLS = 5000
 
 
-def per_call(fns):
+ROUNDS = int(os.environ.get("ROUNDS", "5"))
+
+
+def per_call(fns, samples=None):
     for fn in fns.values():
         for _ in range(200):
             fn()
     torch.cuda.synchronize()
-    times = {name: [] for name in fns}
-    for _ in range(5):
+    times = {name: [] for name in fns} if samples is None else samples
+    for _ in range(ROUNDS):
         for name, fn in fns.items():
             start = time.perf_counter()
             for _ in range(CALLS):
@@ -86,8 +91,13 @@ def case(label, module, call, torch_call):
         "its C launch, arguments recorded": lambda: c_launch(*c_args),
         "torch's op": torch_call,
     }
-    for name, us in per_call(fns).items():
+    samples = {}
+    for name, us in per_call(fns, samples).items():
         print(f"{label:24s} {name:40s} {us:7.2f} us", flush=True)
+    kept, through_run = samples["kept launch"], samples["Triton's run (CudaLauncher.__call__)"]
+    gaps = sorted(a - b for a, b in zip(kept, through_run, strict=True))
+    print(f"{label:24s} kept launch - run, each round: median {statistics.median(gaps):+.2f} us, "
+          f"min {gaps[0]:+.2f}, max {gaps[-1]:+.2f} ({len(gaps)} rounds)", flush=True)
 
 
 @triton.jit

@@ -615,6 +615,30 @@ def test_launcher_calls_tritons_c_launch_directly_where_its_first_launch_shows_t
     assert launch.c_launch_layout == (release if scratch is None else "run")
 
 
+class _FrozenCudaLauncher(_FakeCudaLauncher):
+    """A CudaLauncher whose ``launch`` cannot be set after it is made."""
+
+    def __setattr__(self, name, value):
+        if name == "launch" and hasattr(self, "launch"):
+            raise AttributeError(f"{name} is read-only")
+        super().__setattr__(name, value)
+
+
+def test_launcher_keeps_tritons_launcher_where_its_c_launch_cannot_be_recorded(generated, monkeypatch):
+    """A CudaLauncher whose ``launch`` cannot be swapped for the recording launches through
+    CudaLauncher on every call, the first included, once each."""
+    import triton
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", _FakeDriver())
+    compiled = _FakeCompiled()
+    compiled.run = _FrozenCudaLauncher("3.6")
+    launch = generated("copy")._rt.launcher(compiled)
+    launch((4, 1, 1), 0, "x", "z", 8)
+    launch((4, 1, 1), 0, "x", "z", 9)
+    assert compiled.run.python_calls == 2 and len(compiled.run.c_calls) == 2
+    assert launch.c_launch_layout == "run"
+
+
 def test_graph_timing_captures_on_a_stream_of_the_current_gpu(generated, monkeypatch):
     """torch.cuda.graph captures on one stream per process, made on the device current at the
     first capture; triton.testing.do_bench_cudagraph passes none of its own. On two H100s a tune

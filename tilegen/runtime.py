@@ -136,7 +136,8 @@ def launcher(compiled):
 
 def _recorded_c_launch(run, call):
     """The arguments ``run`` (Triton's CudaLauncher) gave its C ``launch`` during ``call()`` (which
-    launches once, through ``run``); None where it has no ``launch`` or did not call it once."""
+    launches once, through ``run``); None where it has no ``launch`` that can be replaced for the
+    call, or did not call it once."""
     inner = getattr(run, "launch", None)
     if inner is None:
         call()
@@ -147,7 +148,11 @@ def _recorded_c_launch(run, call):
         seen.append(args)
         return inner(*args)
 
-    run.launch = record
+    try:
+        run.launch = record
+    except (AttributeError, TypeError):  # a launcher whose attributes are fixed: launch as it is
+        call()
+        return None
     try:
         call()
     finally:

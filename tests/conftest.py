@@ -80,3 +80,23 @@ def force_config(monkeypatch, module, index):
     monkeypatch.setattr(module, "_tuned_index", pick)
     monkeypatch.setattr(module, "_TUNED", {})
     monkeypatch.setattr(module, "_FAST", {})
+
+
+def fake_call(module, args, device: str = "cuda", **keywords) -> tuple:
+    """Plan-check one call of a generated module without launching it: ``module.op`` run under
+    torch's FakeTensorMode on ``args`` with each tensor replaced by a fake one of its shape,
+    strides and dtype on ``device`` (a GPU's name, e.g. ``"cuda:1"``; no GPU is needed). The op's
+    fake implementation checks the inputs as the launcher does and allocates the outputs, so a
+    call a GPU test plans that its kernel would refuse raises here what the launcher raises
+    (ValueError, TypeError). Returns the outputs as a tuple of fake tensors (shape, dtype and
+    device are real; values are not)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = [
+            torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=device) if isinstance(a, torch.Tensor) else a
+            for a in args
+        ]
+        outputs = module.op(*fake, **keywords)
+    return outputs if isinstance(outputs, tuple) else (outputs,)

@@ -47,11 +47,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: kernel -> (dtype binding, sizes, scalar inputs). Sizes leave partial tiles; the matmul and the
 #: attentions have 16-byte aligned rows, so they run through TMA descriptors (rank 2 and rank 4)
-#: on a Hopper GPU; attention_causal runs in bf16, the others in their first dtype.
+#: on a Hopper GPU; attention_causal runs in bf16, the others in their first dtype. Every dtype
+#: variable of a spec must be bound here (test_the_stress_plan_without_a_gpu checks, in CI).
 KERNELS: dict[str, tuple[dict[str, str], dict[str, int], dict[str, float]]] = {
     "copy": ({}, {"N": 100_003}, {}),
     "softmax": ({}, {"M": 37, "N": 1000}, {}),
-    "rms_norm": ({}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
+    "rms_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
     "layer_norm": ({}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
     "cross_entropy": ({}, {"M": 37, "V": 5000}, {}),
     "matmul_fast": ({"T": "f16"}, {"M": 300, "N": 256, "K": 192}, {}),
@@ -138,6 +139,31 @@ def _kernels(names) -> dict[str, Kernel]:
     return kernels
 
 
+def round_calls(kernels) -> list[Call]:
+    """Every call of a round, unshuffled: each kernel of ``kernels`` x device x stream x path."""
+    return [Call(*c) for c in itertools.product(kernels, DEVICES, STREAMS, PATHS)]
+
+
+def round_order(calls: list[Call], seed: int, round_index: int) -> list[Call]:
+    """``calls`` in the order round ``round_index`` of a run of ``seed`` makes them."""
+    order = list(calls)
+    random.Random(seed + round_index).shuffle(order)
+    return order
+
+
+def call_inputs(kernel: Kernel, call: Call, round_seed: int, index: int, device=None) -> list:
+    """The arguments of ``call``, the round's ``index``-th call (0-based) in a round of seed
+    ``round_seed``: on the call's GPU, or on ``device`` where given (the same values; the plan's
+    check without a GPU makes them on the CPU). Raises what :func:`tilegen.runner.random_inputs`
+    raises (KeyError for a size or dtype variable the kernel's entry in KERNELS leaves unbound)."""
+    return kernel.inputs(device or torch.device("cuda", call.device), round_seed * 100_003 + index)
+
+
+def launcher(kernel: Kernel, call: Call):
+    """What ``call`` launches: the module's custom op or its generated function."""
+    return kernel.module.op if call.path == "op" else getattr(kernel.module, call.kernel)
+
+
 def _synchronize() -> None:
     for device in DEVICES:
         torch.cuda.synchronize(device)
@@ -154,8 +180,8 @@ def run_round(stress: Stress, calls: list[Call], seed: int, sync_each_call: bool
         stress.log.append(str(call))
         kernel = stress.kernels[call.kernel]
         device = torch.device("cuda", call.device)
-        args = kernel.inputs(device, seed * 100_003 + index)  # made on the device's default stream
-        launch = kernel.module.op if call.path == "op" else getattr(kernel.module, call.kernel)
+        args = call_inputs(kernel, call, seed, index)  # made on the device's default stream
+        launch = launcher(kernel, call)
         if call.stream == "side":
             side = stress.side[call.device]
             side.wait_stream(torch.cuda.default_stream(device))
@@ -185,15 +211,14 @@ def stress(rounds: int, seed: int, kernels=tuple(KERNELS), sync_each_call: bool 
     ``report(line)`` hears one line per round passed."""
     state = Stress(_kernels(kernels))
     state.side = {device: torch.cuda.Stream(device=device) for device in DEVICES}
-    calls = [Call(*c) for c in itertools.product(kernels, DEVICES, STREAMS, PATHS)]
+    calls = round_calls(kernels)
     with torch.cuda.device(0):  # cuda:0 current throughout (restored after)
         _rounds(state, calls, rounds, seed, sync_each_call, report)
 
 
 def _rounds(state: Stress, calls: list[Call], rounds: int, seed: int, sync_each_call: bool, report) -> None:
     for round_index in range(rounds):
-        order = list(calls)
-        random.Random(seed + round_index).shuffle(order)
+        order = round_order(calls, seed, round_index)
         state.log = []
         start = time.perf_counter()
         try:
@@ -220,14 +245,30 @@ def test_kernels_interleaved_over_devices_streams_and_paths():
 
 def test_the_stress_plan_without_a_gpu():
     """A round makes each kernel x device x stream x path call once; every kernel has a spec,
-    a committed module and sizes for every size symbol; a failure lists the round's calls."""
+    a committed module and sizes for every size symbol; every call of the first round is built as
+    the GPU test builds it (its kernel's dtype variables bound, its inputs made from the same
+    seed, on the CPU here) and accepted by its op's fake implementation on its GPU, which checks
+    the inputs as the launcher does and gives outputs on that GPU; nothing launches. A failure
+    lists the round's calls."""
+    from tests.conftest import fake_call
     from tilegen.runner import default_sizes
 
-    calls = list(itertools.product(KERNELS, DEVICES, STREAMS, PATHS))
+    calls = round_calls(KERNELS)
     assert len(calls) == len(set(calls)) == 8 * 2 * 2 * 2
-    for name, kernel in _kernels(KERNELS).items():
+    kernels = _kernels(KERNELS)
+    for name, kernel in kernels.items():
         assert default_sizes(kernel.spec, 1, kernel.sizes) == kernel.sizes, name
         assert {t.name.id for t in kernel.spec.inputs if t.is_scalar} == set(kernel.scalars), name
+        variables = {v.name.id for v in kernel.spec.dtype_vars}
+        assert set(KERNELS[name][0]) == variables, f"{name}: bind every dtype variable"
+    order = round_order(calls, 0, 0)
+    assert sorted(order, key=str) == sorted(calls, key=str) and order != calls
+    for index, call in enumerate(order):
+        kernel = kernels[call.kernel]
+        args = call_inputs(kernel, call, 0, index, device="cpu")
+        assert callable(launcher(kernel, call)), call
+        outputs = fake_call(kernel.module, args, f"cuda:{call.device}")
+        assert {o.device for o in outputs} == {torch.device("cuda", call.device)}, call
     state = Stress({}, log=[str(Call("attention", 1, "side", "op")), "synchronize cuda:0 and cuda:1"])
     message = str(state.fail(1, 3, 7, "RuntimeError: boom"))
     assert message.startswith("round 2 of 3 (seed 7; the rounds before it passed): RuntimeError: boom\n")

@@ -147,16 +147,31 @@ def test_a_remembered_config_clears_the_launches_kept(tmp_path, monkeypatch):
     assert fast == {} and tuner.tuned[key] == 1
 
 
+def _device_error_inputs(device):
+    """test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error's x and w of rms_norm (f32)."""
+    return torch.randn(4, 16, device=device), torch.randn(16, device=device)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available() or runtime.INTERPRET, reason="a GPU")
 def test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error(generated):
     rms = generated("rms_norm")
-    x, w = torch.randn(4, 16, device="cuda"), torch.randn(16, device="cuda")
+    x, w = _device_error_inputs("cuda")
     rms.rms_norm(x, w, 1e-6)
     rms.rms_norm(x, w, 1e-6)
     with pytest.raises(ValueError, match="inputs must be on one device"):
         rms.rms_norm(x, w.cpu(), 1e-6)
     with pytest.raises(ValueError, match="inputs are on the CPU"):
         rms.rms_norm(x.cpu(), w.cpu(), 1e-6)
+
+
+def test_the_gpu_tests_call_is_planned_without_a_gpu(generated):
+    """The GPU-only test above calls rms_norm with inputs its op's fake implementation (the
+    launcher's checks, no launch) accepts on a GPU: CI without a GPU sees the spec change under it."""
+    from tests.conftest import fake_call
+
+    x, w = _device_error_inputs("cpu")
+    (y,) = fake_call(generated("rms_norm"), [x, w, 1e-6])
+    assert (y.shape, y.dtype, y.device.type) == (x.shape, x.dtype, "cuda")
 
 
 @pytest.mark.parametrize("kernel", ["rms_norm_backward", "mse_loss", "layer_norm_backward"])

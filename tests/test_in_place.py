@@ -237,11 +237,12 @@ def test_generated_expressions_in_place_equal_a_new_output(example, tmp_path_fac
     path = tmp_path_factory.mktemp("in_place") / "k.py"
     path.write_text(source, encoding="utf-8")
     module = load_module(path)
-    inputs = example.inputs()
-    x = inputs.x.clone()
-    new = module.k(x, inputs.y, inputs.s)
-    assert torch.equal(x, inputs.x)
-    out = module.k(x, inputs.y, inputs.s, inplace=True)
+    inputs = example.inputs()  # on the CPU
+    first, y = inputs.x.to(DEVICE), inputs.y.to(DEVICE)
+    x = first.clone()
+    new = module.k(x, y, inputs.s)
+    assert torch.equal(x, first)
+    out = module.k(x, y, inputs.s, inplace=True)
     assert out.data_ptr() == x.data_ptr()
     torch.testing.assert_close(out, new, rtol=0, atol=0, equal_nan=True)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import force_config
+from tests.conftest import fake_call, force_config
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
@@ -33,9 +33,9 @@ def _spec(name):
     return check(parse(path.read_text(encoding="utf-8"), f"specs/{name}.tile"))
 
 
-def _inputs(spec):
+def _inputs(spec, device=DEVICE):
     sizes = default_sizes(spec, 1)
-    return list(random_inputs(spec, sizes, DEVICE).values())
+    return list(random_inputs(spec, sizes, device).values())
 
 
 def _same(got, expected, exact=True):
@@ -51,9 +51,23 @@ def _same(got, expected, exact=True):
         torch.testing.assert_close(g, e, rtol=tolerance, atol=tolerance, equal_nan=True)
 
 
+def _cases(every_dtype: bool) -> list[tuple[str, dict[str, str]]]:
+    """(spec file stem, dtype binding) for every spec: every binding of its dtype variables, or the
+    first (``{}`` for a spec without dtype variables)."""
+    return [(name, binding) for name in SPECS for binding in _spec(name).bindings()[: None if every_dtype else 1]]
+
+
 # every dtype of a spec with dtype variables on the GPU (one op serves them all, a kernel each);
 # in the interpreter, where one Python function runs each, the first (the suite's time)
-CASES = [(name, binding) for name in SPECS for binding in _spec(name).bindings()[:None if not INTERPRET else 1]]
+GPU_CASES = _cases(every_dtype=True)
+CASES = _cases(every_dtype=not INTERPRET)
+
+
+def _op_case(name, binding, device=DEVICE):
+    """test_op_registered_opcheck_and_compile's call: spec ``name`` specialized to ``binding``, and
+    its inputs (default sizes) on ``device``."""
+    spec = m.specialize(_spec(name), binding)
+    return spec, _inputs(spec, device)
 
 
 @pytest.mark.parametrize(
@@ -61,12 +75,11 @@ CASES = [(name, binding) for name in SPECS for binding in _spec(name).bindings()
 )
 def test_op_registered_opcheck_and_compile(generated, name, binding):
     """Every spec, and on the GPU every dtype of a spec with dtype variables (one op serves them all)."""
-    spec = m.specialize(_spec(name), binding)
+    spec, args = _op_case(name, binding)
     kernel = spec.name.id
     module = generated(kernel)
     op = getattr(torch.ops.tilegen, kernel)
     assert module.op is op
-    args = _inputs(spec)
     launcher = getattr(module, kernel)
     expected = launcher(*args)
     _same(op(*args), expected)
@@ -181,10 +194,15 @@ def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
     torch.testing.assert_close(two(x), x * 2)
 
 
+def _graph_input(device):
+    """test_cuda_graph_capture_through_the_op's input to copy."""
+    return torch.randn(5000, device=device)
+
+
 @pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
 def test_cuda_graph_capture_through_the_op(generated):
     generated("copy")
-    x = torch.randn(5000, device="cuda")
+    x = _graph_input("cuda")
     torch.ops.tilegen.copy(x)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -193,6 +211,11 @@ def test_cuda_graph_capture_through_the_op(generated):
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(z, x)
+
+
+def _threads_inputs(device):
+    """test_threads_calling_a_tuned_launcher_first_tune_once's a and b of matmul_grouped_autotuned."""
+    return torch.randn(1000, 704, device=device).half(), torch.randn(704, 900, device=device).half()
 
 
 @pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
@@ -213,8 +236,7 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
         return run(*args, **kwargs)
 
     monkeypatch.setattr(module.matmul_grouped_autotuned_kernel, "run", counting_run)
-    a = torch.randn(1000, 704, device="cuda").half()
-    b = torch.randn(704, 900, device="cuda").half()
+    a, b = _threads_inputs("cuda")
     expected = (a.float() @ b.float()).half()
     results, errors = [None] * 8, []
     barrier = threading.Barrier(8)
@@ -238,8 +260,19 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
     assert len(module._COMPILED) == 1
 
 
+C_LAUNCH = ["add", "softmax", "matmul_fast", "rms_norm_backward"]
+
+
+def _c_launch_calls(name, device=DEVICE):
+    """test_launches_after_the_first_call_tritons_c_launch_directly's calls of spec ``name``: the
+    spec in its first dtype, and the inputs of seeds 0, 1 and 2 (sizes for 3 programs) on ``device``."""
+    spec = m.specialize(_spec(name), _spec(name).bindings()[0])
+    sizes = default_sizes(spec, 3)
+    return spec, [list(random_inputs(spec, sizes, device, seed).values()) for seed in range(3)]
+
+
 @pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
-@pytest.mark.parametrize("name", ["add", "softmax", "matmul_fast", "rms_norm_backward"])
+@pytest.mark.parametrize("name", C_LAUNCH)
 def test_launches_after_the_first_call_tritons_c_launch_directly(generated, name):
     """On Triton 3.6 and 3.9 (whose C launch's argument order the runtime knows), every kernel's
     first launch finds that order and the launches after it call the C launch directly: pointer
@@ -247,12 +280,10 @@ def test_launches_after_the_first_call_tritons_c_launch_directly(generated, name
     backward); each call's outputs match the torch reference, on new inputs each time."""
     import triton
 
-    spec = m.specialize(_spec(name), _spec(name).bindings()[0])
+    spec, calls = _c_launch_calls(name)
     module = generated(name)
     launcher = getattr(module, name)
-    sizes = default_sizes(spec, 3)
-    for seed in range(3):
-        args = list(random_inputs(spec, sizes, DEVICE, seed).values())
+    for seed, args in enumerate(calls):
         error, passed = compare(launcher(*args), module.reference(*args), spec, args, module.reference)
         assert passed, f"{name}, inputs of seed {seed}: max error {error}"
     layouts = {launch.c_launch_layout for launch in module._COMPILED.values()}
@@ -262,18 +293,24 @@ def test_launches_after_the_first_call_tritons_c_launch_directly(generated, name
         assert layouts == {version}
 
 
+def _second_gpu_inputs(device):
+    """test_tensors_on_the_second_gpu_run_there's inputs: matmul_grouped_autotuned's a and b with
+    K = 200 (refused: K must be a multiple of 64), its a and b with K = 256, and copy's x."""
+    refused = (torch.empty(300, 200, device=device).half(), torch.empty(200, 100, device=device).half())
+    a = torch.randn(300, 256, device=device).half()
+    b = torch.randn(256, 100, device=device).half()
+    return refused, (a, b), torch.randn(10000, device=device)
+
+
 @pytest.mark.skipif(INTERPRET or torch.cuda.device_count() < 2, reason="needs 2 GPUs")
 def test_tensors_on_the_second_gpu_run_there(generated):
     """Tensors on cuda:1 while cuda:0 is current, on a side stream of cuda:1, through the
     launcher and the op. The spec's K loop is unmasked and tuned up to BK = 64, so K is a multiple
     of 64 (M and N are masked: any size); K = 200 is refused on cuda:1 as on any device."""
     module = generated("matmul_grouped_autotuned")
+    refused, (a, b), x = _second_gpu_inputs("cuda:1")
     with pytest.raises(ValueError, match="K = 200 must be a multiple of BK = 64"):
-        module.matmul_grouped_autotuned(
-            torch.empty(300, 200, device="cuda:1").half(), torch.empty(200, 100, device="cuda:1").half()
-        )
-    a = torch.randn(300, 256, device="cuda:1").half()
-    b = torch.randn(256, 100, device="cuda:1").half()
+        module.matmul_grouped_autotuned(*refused)
     assert torch.cuda.current_device() == 0
     stream = torch.cuda.Stream(device="cuda:1")
     with torch.cuda.stream(stream):
@@ -284,8 +321,13 @@ def test_tensors_on_the_second_gpu_run_there(generated):
     torch.testing.assert_close(c, (a.float() @ b.float()).half(), atol=2e-2, rtol=2e-2)
     torch.testing.assert_close(c2, c)
     copy = generated("copy")
-    x = torch.randn(10000, device="cuda:1")
     torch.testing.assert_close(copy.copy(x), x)
+
+
+def _inductor_inputs(device):
+    """test_inductor_sees_the_triton_kernel's inputs: copy's x (3000 floats) and matmul_fast's a
+    (256 x 256 f16, multiplied by itself)."""
+    return torch.randn(3000, device=device), torch.randn(256, 256, device=device).half()
 
 
 @pytest.mark.skipif(INTERPRET or not torch.cuda.is_available(), reason="needs a GPU")
@@ -295,16 +337,54 @@ def test_inductor_sees_the_triton_kernel(generated):
     from torch._inductor.utils import run_and_get_code
 
     generated("copy"), generated("matmul_fast")
-    x = torch.randn(3000, device="cuda")
+    x, a = _inductor_inputs("cuda")
     torch._dynamo.reset()
     z, code = run_and_get_code(torch.compile(lambda t: torch.ops.tilegen.copy(t + 1), fullgraph=True), x)
     torch.testing.assert_close(z, x + 1)
     assert "copy_kernel" in "\n".join(code)
-    a = torch.randn(256, 256, device="cuda").half()
     torch._dynamo.reset()
     c, code = run_and_get_code(torch.compile(lambda t: torch.ops.tilegen.matmul_fast(t, t), fullgraph=True), a)
     torch.testing.assert_close(c, (a.float() @ a.float()).half(), atol=2e-2, rtol=2e-2)
     assert "torch.ops.tilegen.matmul_fast" in "\n".join(code)
+
+
+def test_every_gpu_call_is_planned_without_a_gpu(generated):
+    """The calls of this file's GPU-only runs, built as those build them (here on the CPU) and run
+    through each op's fake implementation on a GPU, which checks the inputs as the launcher does
+    and gives the outputs' shapes and dtypes; nothing launches. CI has no GPU: a spec that changes
+    under a GPU test (a dtype variable to bind, a size, an input's dtype) fails here. Covers
+    test_op_registered_opcheck_and_compile at every dtype (GPU_CASES), the C-launch test, and the
+    inputs the other GPU tests make by hand."""
+    failures = []
+    for name, binding in GPU_CASES:
+        try:
+            spec, args = _op_case(name, binding, "cpu")
+            outputs = fake_call(generated(spec.name.id), args)
+            assert {o.device.type for o in outputs} == {"cuda"}
+        except Exception as error:  # every case's failure, reported together
+            failures.append(f"{name} {binding}: {type(error).__name__}: {error}")
+    assert not failures, "\n".join(failures)
+    for name in C_LAUNCH:
+        _, calls = _c_launch_calls(name, "cpu")
+        assert len(calls) == 3
+        for args in calls:
+            fake_call(generated(name), args)
+    (z,) = fake_call(generated("copy"), [_graph_input("cpu")])
+    assert (z.shape, z.dtype) == ((5000,), torch.float32)
+    matmul = generated("matmul_grouped_autotuned")
+    (c,) = fake_call(matmul, _threads_inputs("cpu"))
+    assert (c.shape, c.dtype) == ((1000, 900), torch.float16)
+    refused, (a, b), x = _second_gpu_inputs("cpu")
+    with pytest.raises(ValueError, match="K = 200 must be a multiple of BK = 64"):
+        fake_call(matmul, refused, "cuda:1")
+    (c,) = fake_call(matmul, (a, b), "cuda:1")
+    assert (c.shape, c.dtype, c.device) == ((300, 100), torch.float16, torch.device("cuda:1"))
+    (z,) = fake_call(generated("copy"), [x], "cuda:1")
+    assert (z.shape, z.device) == (x.shape, torch.device("cuda:1"))
+    x, a = _inductor_inputs("cpu")
+    assert fake_call(generated("copy"), [x])[0].shape == x.shape
+    (c,) = fake_call(generated("matmul_fast"), [a, a])
+    assert (c.shape, c.dtype) == ((256, 256), torch.float16)
 
 
 def test_symbolic_ints_under_compile(tmp_path):

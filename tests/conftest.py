@@ -1,8 +1,14 @@
 """Test setup: run every kernel in Triton's CPU interpreter (set before triton is imported).
 
-``TILEGEN_TEST_GPU=1`` leaves the interpreter off, for the tests written for both (the GPU-only
-tests of tests/test_ops.py: ``TILEGEN_TEST_GPU=1 python -m pytest -n 0 tests/test_ops.py`` on a
-machine with one or two GPUs); the rest of the suite expects the interpreter.
+``TILEGEN_TEST_GPU=1`` leaves the interpreter off, for the tests written for both, on a machine
+with two GPUs (one runs all but the 2-GPU tests, which skip)::
+
+    TILEGEN_TEST_GPU=1 python -m pytest -n 0 tests/test_ops.py tests/test_in_place.py \
+        tests/test_gpu_stress.py \
+        tests/test_fast_path.py::test_a_cpu_tensor_after_a_cached_gpu_call_gets_the_device_error
+
+The rest of the suite expects the interpreter (its tensors are on the CPU). The calls the GPU-only
+tests make are built by functions of the device, which CPU tests run through :func:`fake_call`.
 """
 
 import functools

@@ -9,6 +9,7 @@ calls of :mod:`tilegen.functions` (math in float32, helpers, reductions over one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tilegen import model as m
@@ -91,6 +92,8 @@ class Expressions:
         function = lookup(call.func)
         if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
+        if name in ("exp", "exp2") and (guarded := self.online_exponent(call.args[0])) is not None:
+            call = dataclasses.replace(call, args=(guarded, *call.args[1:]))
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
         if function.kind == "scan":
@@ -115,6 +118,16 @@ class Expressions:
             state.helpers.add(name)
             return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
         return function.triton_text(**values)
+
+    def online_exponent(self, arg: m.Expr) -> m.Expr | None:
+        """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded
+        copy this loop range has made (:meth:`tilegen.lower.loops.Loops.online_extrema`); else None."""
+        if not (isinstance(arg, m.BinOp) and arg.op == "-" and isinstance(arg.right, m.Ref)):
+            return None
+        _, safe = self.state.online.get(arg.right.name.id, (None, ""))
+        if not safe:
+            return None
+        return dataclasses.replace(arg, right=m.Ref(m.Name(safe, arg.right.span), arg.right.span))
 
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold

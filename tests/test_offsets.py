@@ -173,3 +173,49 @@ def test_what_a_derived_extent_may_not_say(grid, words):
     text = GROUPS.replace("  grid  b over B, g over G, c over C / G whole\n", grid).replace(
         "  in  G: i32 in [2, 2]\n", "  in  G: i32 in [2, 2]\n  in  eps: f32\n")
     assert any(words in message for message in _errors(text))
+
+
+def _shift(x, dim, by):
+    """``x`` read at ``i + by`` along ``dim``: 0 where that falls outside (what an offset reads)."""
+    out = torch.zeros_like(x)
+    n = x.shape[dim]
+    src, dst = slice(max(by, 0), n + min(by, 0)), slice(max(-by, 0), n - max(by, 0))
+    lead = (slice(None),) * dim
+    out[(*lead, dst)] = x[(*lead, src)]
+    return out
+
+
+# Offsets on program axes (no block: one program per index), alone and beside a tile axis, masked or
+# not. Triton 3.9's interpreter raised "mask has unsupported dtype" for every one: the program's own
+# truth value (pid_h - 1 >= 0) combined into the tile's mask by & came out a tile of int32.
+PROGRAM_OFFSETS = [
+    ("  in  x: f32[H, N]\n  out y: f32[H, N]\n  out z: f32[H, N]\n  block BN = 4\n"
+     "  grid  h over H, n over N by BN{unmasked}\n  y[h, n] = x[h - 1, n]\n  z[h + 2, n] = x[h, n] * 2\n",
+     (5, 8), lambda x: (_shift(x, 0, -1), _shift(x, 0, -2) * 2), (slice(2, None),)),
+    ("  in  x: f32[A, B, N]\n  out y: f32[A, B, N]\n  block BN = 4\n"
+     "  grid  a over A, b over B, n over N by BN{unmasked}\n  y[a, b, n] = x[a - 1, b, n] + x[a, b + 1, n]\n",
+     (3, 4, 8), lambda x: (_shift(x, 0, -1) + _shift(x, 1, 1),), None),
+    ("  in  x: f32[A, B, C]\n  out y: f32[A, B, C]\n  grid  a over A, b over B, c over C\n"
+     "  y[a, b, c] = x[a + 1, b, c] - x[a, b - 2, c + 3]\n",
+     (3, 4, 5), lambda x: (_shift(x, 0, 1) - _shift(_shift(x, 1, -2), 2, 3),), None),
+    ("  in  x: f32[A, B, C, N]\n  out y: f32[A, B, C, N]\n  grid  a over A, b over B, c over C, n over N whole\n"
+     "  y[a, b, c, n] = x[a, b, c - 1, n] + x[a + 1, b - 1, c, n]\n",
+     (2, 3, 4, 5), lambda x: (_shift(x, 2, -1) + _shift(_shift(x, 0, 1), 1, -1),), None),
+]
+
+
+@pytest.mark.parametrize(("body", "shape", "oracle", "stored"), [
+    (body.replace("{unmasked}", unmasked), *rest)
+    for body, *rest in PROGRAM_OFFSETS
+    for unmasked in (["", " unmasked"] if "{unmasked}" in body else [""])  # a tile axis with no mask too
+])
+def test_offsets_on_program_axes(compiled, body, shape, oracle, stored):
+    module = compiled("kernel k\n" + body)
+    x = _randn(*shape, seed=len(shape))
+    got, want = module.k(x), oracle(x)
+    got, reference = (got,) if isinstance(got, torch.Tensor) else got, module.reference(x)
+    reference = (reference,) if isinstance(reference, torch.Tensor) else reference
+    for index, (ours, theirs, ref) in enumerate(zip(got, want, reference, strict=True)):
+        part = stored if index == 1 and stored is not None else (slice(None),)  # rows nothing stores: left out
+        torch.testing.assert_close(ours[part], theirs[part], rtol=0, atol=0)
+        torch.testing.assert_close(ref[part], theirs[part], rtol=0, atol=0)

@@ -54,11 +54,11 @@ def test_offsets_read_zero_outside_the_tensor_at_every_block(tmp_path, bm, bn):
     path = tmp_path / "shifts.py"
     path.write_text(compile_spec(SHIFTS, "shifts.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm + bn)
-    padded = torch.cat((x, torch.zeros(5, 9)), dim=1)  # what lies past the row reads 0
+    x = _randn(5, 10, seed=bm + bn)
+    padded = torch.cat((x, torch.zeros(5, 10)), dim=1)  # what lies past the row reads 0
     forward, skewed = module.shifts(x, BM=bm, BN=bn)
-    torch.testing.assert_close(forward, padded[:, 1:10] - x)
-    torch.testing.assert_close(skewed, padded[:, 3:12])  # N / 2 - 1 = 3
+    torch.testing.assert_close(forward, padded[:, 1:11] - x)
+    torch.testing.assert_close(skewed, padded[:, 4:14])  # N / 2 - 1 = 4
     for ours, theirs in zip(module.reference(x), (forward, skewed), strict=True):
         torch.testing.assert_close(ours, theirs)
 
@@ -111,9 +111,9 @@ def test_stores_at_offsets_leave_out_the_lanes_outside(tmp_path, bm, bn):
     path = tmp_path / "shifted.py"
     path.write_text(compile_spec(STORED, "shifted.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm * bn)
-    expected = torch.zeros(5, 9)
-    expected[:, 2:] = x[:, :7] * 2
+    x = _randn(5, 10, seed=bm * bn)
+    expected = torch.zeros(5, 10)
+    expected[:, 2:] = x[:, :8] * 2
     y, halves = module.shifted(x, BM=bm, BN=bn)
     torch.testing.assert_close(halves, x)
     torch.testing.assert_close(y[:, 2:], expected[:, 2:])  # its first two columns: nothing stores them
@@ -219,3 +219,41 @@ def test_offsets_on_program_axes(compiled, body, shape, oracle, stored):
         part = stored if index == 1 and stored is not None else (slice(None),)  # rows nothing stores: left out
         torch.testing.assert_close(ours[part], theirs[part], rtol=0, atol=0)
         torch.testing.assert_close(ref[part], theirs[part], rtol=0, atol=0)
+
+
+# GQA's head of k: h / (H / HK) query heads share one of k's. With H = 6, HK = 4 the group was
+# 6 // 4 = 1, heads 4 and 5 read past k and came out zeros, with no error.
+GQA = """kernel gqa
+  in  q: f32[B, H, N]
+  in  k: f32[B, HK, N]
+  out y: f32[B, H, N]
+  grid  z over B, h over H, n over N whole
+  y[z, h, n] = q[z, h, n] + k[z, h / (H / HK), n]
+"""
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(6, 3), (6, 1), (4, 4)])
+def test_an_axis_divided_by_a_quotient_of_sizes(compiled, heads, kv_heads):
+    module = compiled(GQA)
+    q, k = _randn(2, heads, 5, seed=heads), _randn(2, kv_heads, 5, seed=kv_heads)
+    want = q + k.repeat_interleave(heads // kv_heads, dim=1)
+    torch.testing.assert_close(module.gqa(q, k), want, rtol=0, atol=0)
+    torch.testing.assert_close(module.reference(q, k), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "says"), [
+    (6, 4, "gqa: the index h / (H / HK) of k needs H (6) to be a multiple of HK (4), and HK at least 1"),
+    (2, 4, "gqa: the index h / (H / HK) of k needs H (2) to be a multiple of HK (4), and HK at least 1"),
+    (0, 4, "gqa: the index h / (H / HK) of k divides by H / HK, which must be at least 1, got 0"),
+])
+def test_a_quotient_of_sizes_in_an_index_that_does_not_divide_is_refused_at_launch(compiled, heads, kv_heads, says):
+    module = compiled(GQA)
+    with pytest.raises(ValueError) as caught:
+        module.gqa(torch.zeros(2, heads, 5), torch.zeros(2, kv_heads, 5))
+    assert str(caught.value) == says
+
+
+def test_half_a_row_of_odd_length_is_refused_at_launch(compiled):
+    module = compiled(SHIFTS.replace("shifts", "k"))
+    with pytest.raises(ValueError, match=r"^k: the index c \+ N / 2 - 1 of x needs N \(9\) to be a multiple of 2$"):
+        module.k(torch.zeros(3, 9))

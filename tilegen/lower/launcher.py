@@ -112,16 +112,81 @@ def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list
     texts: list[tuple[str, str]] = []
     for size, extent in spec.derived:
         texts.append((size, offset_text(extent, lambda n: n)))
-        written = texts[-1][1].replace("//", "/")
-        for sub in m.subexpressions(extent):
-            if isinstance(sub, m.BinOp) and sub.op == "/":
-                a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
-                checks.append((
-                    f"{b} < 1 or ({a}) % ({b})",
-                    f"f\"{name}: the extent {written} needs {a} ({{{a}}}) to be a multiple of {b} ({{{b}}}), "
-                    f"and {b} at least 1\"",
-                ))
+        checks += _division_checks(extent, name, f"the extent ({_written(extent)})", lambda e: True)
     return checks, texts
+
+
+def _written(expr: m.Expr, outer: int = 0) -> str:
+    """``expr`` (sizes, axes and integers) as a spec writes it, with the parentheses its
+    operators need inside an operator of precedence ``outer``: ``h / (H / HK)``, ``c + N / 2 - 1``."""
+    if isinstance(expr, m.Number):
+        return expr.text
+    if isinstance(expr, m.Ref):
+        return expr.name.id
+    if isinstance(expr, m.Neg):
+        return f"-{_written(expr.operand, 3)}"
+    level = 1 if expr.op in "+-" else 2
+    text = f"{_written(expr.left, level)} {expr.op} {_written(expr.right, level + 1)}"
+    return f"({text})" if level < outer else text
+
+
+def _division_checks(expr: m.Expr, name: str, what: str, sized) -> list[tuple[str, str]]:
+    """The launcher's checks of each ``/`` in ``expr`` (``what`` names it in the message): where
+    ``sized`` holds for both operands (sizes, integer scalar inputs and integers: the launcher
+    knows them) the divisor must be at least 1 and divide; where it holds for the divisor alone (an
+    axis divided, rounding down: ``h / (H / HK)``), at least 1."""
+    checks = []
+    for sub in reversed(list(m.subexpressions(expr))):  # inner divisions first: their divisors are used outside
+        if not (isinstance(sub, m.BinOp) and sub.op == "/") or not sized(sub.right):
+            continue
+        a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
+        literal = isinstance(sub.right, m.Number) and sub.right.value >= 1  # nothing to check of it
+        if sized(sub.left):
+            at_least = "" if literal else f", and {_written(sub.right)} at least 1"
+            checks.append((
+                f"({a}) % {b}" if literal else f"{b} < 1 or ({a}) % ({b})",
+                f"f\"{name}: {what} needs {_shown(sub.left)} to be a multiple of {_shown(sub.right)}{at_least}\"",
+            ))
+        elif not literal:
+            checks.append((f"{b} < 1", f"f\"{name}: {what} divides by {_written(sub.right)}, which must be at least 1, "
+                                       f"got {{{b}}}\""))
+    return checks
+
+
+def _shown(expr: m.Expr) -> str:
+    """``expr`` in a launcher message: as written, then its value (``H ({H})``) unless a number."""
+    if isinstance(expr, m.Number):
+        return expr.text
+    return f"{_written(expr)} ({{{offset_text(expr, lambda n: n)}}})"
+
+
+def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
+    """The checks of each ``/`` in a tensor's index (``k[z, h / (H / HK), n, d]``, GQA's head of
+    ``k``), as :func:`_division_checks` makes them: ``/`` of sizes rounds nothing, as a derived
+    extent's does not (with H = 6, HK = 4 heads 4 and 5 read past ``k`` and got zeros), and an axis
+    is divided by at least 1. Each condition once, for the first access that holds it."""
+    axes = {a.name.id for a in spec.axes()}
+    if spec.swizzle is not None and spec.swizzle.aliases is not None:
+        axes |= {n.id for n in spec.swizzle.aliases}
+
+    def sized(expr: m.Expr) -> bool:
+        return all(e.name.id not in axes for e in m.subexpressions(expr) if isinstance(e, m.Ref))
+
+    def items(index):
+        for item in index:
+            if isinstance(item, m.Load):
+                yield from items(item.index)
+            elif m.is_offset(item):
+                yield item
+
+    found: dict[str, str] = {}
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            for item in items(access.index):
+                what = f"the index {_written(item)} of {access.tensor.id}"
+                for condition, message in _division_checks(item, name, what, sized):
+                    found.setdefault(condition, message)
+    return list(found.items())
 
 
 def _largest(spec: m.Spec, param: str) -> str | None:
@@ -427,7 +492,7 @@ def lower_launcher(
     for condition, message in shape_checks + derived_checks:
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     middle += [Line(line) for line in derived]
-    for condition, message in _axis_checks(spec, name, bound, rows):
+    for condition, message in _index_divisions(spec, name) + _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     def dims(tensor: m.Tensor) -> list[str]:
         return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]

@@ -243,8 +243,23 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         if tensor.role == "in" and scalar is not None and scalar.is_scalar:  # an output's may be: y: f32[B, G]
             state.errors.error(f"'{dim.id}' is a scalar input; an input's shape gives sizes of its own, "
                                "so name this dimension otherwise", dim.span)
+        if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
+            what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
+            state.errors.error(
+                f"output '{tensor.name.id}' has dimension '{dim.id}', which is {what}: the launcher makes "
+                f"outputs from the sizes of its inputs, so name a dimension of an input tensor, or take it as "
+                f"an integer scalar input ('in {dim.id}: i32')",
+                dim.span,
+            )
     if tensor.sample is not None:
         check_sample(state, tensor)
+
+
+def _given_sizes(spec: m.Spec) -> set[str]:
+    """The sizes the launcher's arguments give: the symbols of the input tensors' shapes and the
+    integer scalar inputs."""
+    shapes = {d.id for t in spec.inputs if not t.is_scalar for d in t.dims if isinstance(d, m.Name)}
+    return shapes | {t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
 
 def check_param(state: CheckState, param: m.Param) -> None:

@@ -257,3 +257,15 @@ def test_half_a_row_of_odd_length_is_refused_at_launch(compiled):
     module = compiled(SHIFTS.replace("shifts", "k"))
     with pytest.raises(ValueError, match=r"^k: the index c \+ N / 2 - 1 of x needs N \(9\) to be a multiple of 2$"):
         module.k(torch.zeros(3, 9))
+
+
+def test_messages_name_a_derived_extent_as_written():
+    """An axis over ``R1 - 1`` is over ``R1_minus_1`` in the generated code; the checker's and the
+    launcher's messages say ``R1 - 1``, as the spec does."""
+    text = ("kernel k\n  in  x: f32[M, R1]\n  out y: f32[M, R1]\n  grid  r over M, i over R1 - 1 whole\n"
+            "  y[r, i] = x[r, i]\n")
+    assert _errors(text) == ["axis 'i' tiles 'R1 - 1', but dimension 1 of 'y' is 'R1'",
+                             "axis 'i' tiles 'R1 - 1', but dimension 1 of 'x' is 'R1'"]
+    source = compile_spec(GROUPS, "group_sums.tile").source
+    assert "group_sums: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= " in source
+    assert "C_over_G must" not in source

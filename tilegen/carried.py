@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.errors import Collector
 from tilegen.functions import combining, reduction
+from tilegen.spec_text import extent_text
 
 
 def _additive_reduction(expr: m.Expr) -> bool:
@@ -109,7 +110,7 @@ class _Loop:
     def where(self) -> str:
         axis = self.loop.axis
         block = f" by {axis.block.id}" if axis.block is not None else ""
-        return f"the loop 'for {axis.name.id} over {axis.dim.id}{block}' (line {self.loop.span.line})"
+        return f"the loop 'for {axis.name.id} over {extent_text(axis)}{block}' (line {self.loop.span.line})"
 
     def run(self) -> None:
         stmts = list(m.statements(self.loop.body))

@@ -13,6 +13,7 @@ from tilegen.check.state import KEYWORDS, MIN_DOT_TILE, RESERVED, CheckState, Sc
 from tilegen.check.tuning import check_tune
 from tilegen.dtypes import DTYPE_LIMITS, integer_value
 from tilegen.functions import CHOICE_OPTIONS
+from tilegen.spec_text import extent_text
 
 
 def check_dtype(state: CheckState, dtype: m.Name) -> None:
@@ -127,7 +128,7 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         # a later loop may take an ended loop's axis name, over the same dimension
         if earlier.dim.id != axis.dim.id:
             state.errors.error(
-                f"loop axis '{axis.name.id}' was over '{earlier.dim.id}' (line {earlier.span.line}); "
+                f"loop axis '{axis.name.id}' was over '{extent_text(earlier)}' (line {earlier.span.line}); "
                 f"a later loop may reuse the name only over the same dimension",
                 axis.dim.span,
             )
@@ -145,13 +146,13 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
     if what == "loop axis" and axis.bounds == "whole":
         state.errors.error(
             f"'whole' is for grid axes; a loop walks all of its dimension: "
-            f"'for {axis.name.id} over {axis.dim.id} by B'",
+            f"'for {axis.name.id} over {extent_text(axis)} by B'",
             axis.span,
         )
         return
     if what == "loop axis" and axis.block is None:
         state.errors.error(
-            f"a loop axis needs a block: 'for {axis.name.id} over {axis.dim.id} by B'", axis.span
+            f"a loop axis needs a block: 'for {axis.name.id} over {extent_text(axis)} by B'", axis.span
         )
         return
     block = axis.block or axis.chunk  # a whole axis walked in tiles has a chunk

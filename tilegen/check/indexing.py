@@ -9,6 +9,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.check.state import MAX_TMA_BOX, CheckState, Scope, is_two_pieces
 from tilegen.dtypes import is_int
+from tilegen.spec_text import extent_text
 
 
 def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writing: bool) -> tuple[str, ...]:
@@ -72,7 +73,7 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
         if not isinstance(dim, m.Name) or dim.id != axis.dim.id:
             dim_text = dim.id if isinstance(dim, m.Name) else dim.text
             state.errors.error(
-                f"axis '{item.id}' tiles '{axis.dim.id}', but dimension {position} of "
+                f"axis '{item.id}' tiles '{extent_text(axis)}', but dimension {position} of "
                 f"'{tensor.name.id}' is '{dim_text}'",
                 item.span,
             )
@@ -140,7 +141,7 @@ def check_descriptor_block(state: CheckState, tensor: m.Tensor, index, scope: Sc
         if axis is None or axis.is_index:
             blocks.append("1")
         else:
-            blocks.append(f"all of {axis.dim.id}" if axis.bounds == "whole" else axis.block.id)
+            blocks.append(f"all of {extent_text(axis)}" if axis.bounds == "whole" else axis.block.id)
     name = tensor.name.id
     if all(b == "1" for b in blocks):
         state.errors.error(

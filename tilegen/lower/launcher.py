@@ -37,6 +37,7 @@ from tilegen.lower.plan import (
     StagePlan,
     WithBlock,
 )
+from tilegen.spec_text import expr_text, extent_text
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -112,22 +113,8 @@ def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list
     texts: list[tuple[str, str]] = []
     for size, extent in spec.derived:
         texts.append((size, offset_text(extent, lambda n: n)))
-        checks += _division_checks(extent, name, f"the extent ({_written(extent)})", lambda e: True)
+        checks += _division_checks(extent, name, f"the extent ({expr_text(extent)})", lambda e: True)
     return checks, texts
-
-
-def _written(expr: m.Expr, outer: int = 0) -> str:
-    """``expr`` (sizes, axes and integers) as a spec writes it, with the parentheses its
-    operators need inside an operator of precedence ``outer``: ``h / (H / HK)``, ``c + N / 2 - 1``."""
-    if isinstance(expr, m.Number):
-        return expr.text
-    if isinstance(expr, m.Ref):
-        return expr.name.id
-    if isinstance(expr, m.Neg):
-        return f"-{_written(expr.operand, 3)}"
-    level = 1 if expr.op in "+-" else 2
-    text = f"{_written(expr.left, level)} {expr.op} {_written(expr.right, level + 1)}"
-    return f"({text})" if level < outer else text
 
 
 def _division_checks(expr: m.Expr, name: str, what: str, sized) -> list[tuple[str, str]]:
@@ -142,14 +129,14 @@ def _division_checks(expr: m.Expr, name: str, what: str, sized) -> list[tuple[st
         a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
         literal = isinstance(sub.right, m.Number) and sub.right.value >= 1  # nothing to check of it
         if sized(sub.left):
-            at_least = "" if literal else f", and {_written(sub.right)} at least 1"
+            at_least = "" if literal else f", and {expr_text(sub.right)} at least 1"
             checks.append((
                 f"({a}) % {b}" if literal else f"{b} < 1 or ({a}) % ({b})",
                 f"f\"{name}: {what} needs {_shown(sub.left)} to be a multiple of {_shown(sub.right)}{at_least}\"",
             ))
         elif not literal:
-            checks.append((f"{b} < 1", f"f\"{name}: {what} divides by {_written(sub.right)}, which must be at least 1, "
-                                       f"got {{{b}}}\""))
+            message = f"{name}: {what} divides by {expr_text(sub.right)}, which must be at least 1, got {{{b}}}"
+            checks.append((f"{b} < 1", f"f\"{message}\""))
     return checks
 
 
@@ -157,7 +144,7 @@ def _shown(expr: m.Expr) -> str:
     """``expr`` in a launcher message: as written, then its value (``H ({H})``) unless a number."""
     if isinstance(expr, m.Number):
         return expr.text
-    return f"{_written(expr)} ({{{offset_text(expr, lambda n: n)}}})"
+    return f"{expr_text(expr)} ({{{offset_text(expr, lambda n: n)}}})"
 
 
 def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
@@ -183,7 +170,7 @@ def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
     for stmt in m.statements(spec.body):
         for access in m.accesses(stmt):
             for item in items(access.index):
-                what = f"the index {_written(item)} of {access.tensor.id}"
+                what = f"the index {expr_text(item)} of {access.tensor.id}"
                 for condition, message in _division_checks(item, name, what, sized):
                     found.setdefault(condition, message)
     return list(found.items())
@@ -207,7 +194,8 @@ def _axis_checks(
     ``rows`` runs its long rows through loops)."""
     checks = []
     for axis in spec.axes():
-        where = f"'{axis.name.id} over {axis.dim.id}"
+        written = extent_text(axis)  # C / G as the spec writes it, not the launcher's C_over_G
+        where = f"'{axis.name.id} over {written}"
         if axis.bounds == "unmasked":
             largest = _largest(spec, axis.block.id)
             block = largest or axis.block.id
@@ -218,7 +206,7 @@ def _axis_checks(
                 (
                     f"{axis.dim.id} % {block}",
                     f"f\"{name}: {where} by {axis.block.id}' is unmasked, so "
-                    f"{axis.dim.id} = {{{axis.dim.id}}} must be a multiple of {value}\"",
+                    f"{written} = {{{axis.dim.id}}} must be a multiple of {value}\"",
                 )
             )
         elif axis.bounds == "whole" and (rows is None or rows.dim != axis.dim.id):
@@ -234,7 +222,7 @@ def _axis_checks(
             checks.append(
                 (
                     f"{dim} > {limit}",
-                    f"f\"{name}: {where} whole' makes one tile of all of {dim}, so {dim}{origin} must be "
+                    f"f\"{name}: {where} whole' makes one tile of all of {written}, so {written}{origin} must be "
                     f"<= {limit} (Triton's largest tile holds {MAX_TILE} elements), got {{{dim}}}\"",
                 )
             )

@@ -416,7 +416,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
         raise ValueError(f"_group_norm_backward_shift: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_backward_shift: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"_group_norm_backward_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"_group_norm_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
@@ -716,7 +716,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         raise ValueError(f"_group_norm_backward_dmean: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_backward_dmean: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"_group_norm_backward_dmean: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"_group_norm_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
@@ -859,7 +859,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
@@ -1011,7 +1011,7 @@ def _group_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.T
         raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=T)

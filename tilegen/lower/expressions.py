@@ -68,11 +68,21 @@ class Expressions:
 
         return spanned_axes(expr, own)
 
+    def converts(self, expr: m.Expr, narrow: tuple[str, ...] | None = None) -> bool:
+        """:func:`tilegen.dtypes.converts_to_f32` of ``expr``'s dtype over every binding of the
+        spec's dtype variables, but a cast to a dtype written out (``f32(p)``, not ``T(p)``) has
+        that dtype under every binding: ``f32(dy)`` in a spec with ``dtype T in f32, f16`` is no
+        f16 tile, and is not converted again (``dy.to(tl.float32).to(tl.float32)``)."""
+        spec = self.state.spec
+        if isinstance(expr, m.Call) and expr.func.id in m.DTYPES and not isinstance(expr.func, m.BoundDtype):
+            spec = dataclasses.replace(spec, dtype_vars=())
+        return converts_to_f32(self.dtype_of(expr), spec, narrow)
+
     def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
         """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
         integer, under any binding of the spec's dtype variables: math computes in float32, as
         torch does (a no-op for the f32 binding, so one kernel serves every binding)."""
-        if not converts_to_f32(self.dtype_of(expr), self.state.spec):
+        if not self.converts(expr):
             return text
         if compound and isinstance(expr, (m.BinOp, m.Neg)):
             return f"({text}).to(tl.float32)"
@@ -204,7 +214,7 @@ class Expressions:
 
     def widened(self, x: str, operand: m.Expr, function) -> str:
         """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
-        if function.widens and converts_to_f32(self.dtype_of(operand), self.state.spec, NARROW):
+        if function.widens and self.converts(operand, NARROW):
             return self.upcast(x, operand)
         return x
 

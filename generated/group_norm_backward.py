@@ -145,7 +145,7 @@ def group_norm_backward_kernel(
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dweight_kernel
     tl.store(dweight_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dweight_c, dscale * rstd, mask=mask_c_1)
     # specs/group_norm.tile, derived backward:33: dbias[g * (C / G) + c] = sum(sum(sum(f32(dy[b, g * (C / G) + c, h, w]), dim=w), dim=h), dim=b)
-    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32).to(tl.float32), 0.0), axis=1)
+    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32), 0.0), axis=1)
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dbias_kernel
     tl.store(dbias_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dbias_c, sum_w_1, mask=mask_c_1)
 

@@ -136,9 +136,13 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         state.define(axis.name, what)
     if what == "loop axis":
         state.loop_axes.setdefault(axis.name.id, axis)
+    literal = m.Number(axis.dim.id, axis.dim.span) if axis.literal else None  # k over 4
     if axis.extent is not None:
         check_extent(state, axis)
-    elif axis.dim.id not in state.dims:
+    elif literal is not None and not (literal.is_int and literal.value >= 1):
+        state.errors.error(f"the extent of '{axis.name.id}' must be a positive integer, not {literal.text}",
+                           axis.dim.span)
+    elif literal is None and axis.dim.id not in state.dims:
         state.errors.error(
             f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
             axis.dim.span,

@@ -48,7 +48,11 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
             result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if m.is_offset(item):
-            result += [a for a in offset_axes(state, tensor, item, scope) if a not in result]
+            for axis in offset_axes(state, tensor, item, scope):
+                if axis in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
+                    state.errors.error(f"axis '{axis}' indexes '{tensor.name.id}' twice", item.span)
+                else:
+                    result.append(axis)
             continue
         if isinstance(item, m.Number):
             if not item.is_int:
@@ -70,8 +74,8 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
                 f"load with '{state.alias_of[item.id]}'",
                 item.span,
             )
-        if not isinstance(dim, m.Name) or dim.id != axis.dim.id:
-            dim_text = dim.id if isinstance(dim, m.Name) else dim.text
+        dim_text = dim.id if isinstance(dim, m.Name) else dim.text
+        if dim_text != axis.dim.id:  # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
             state.errors.error(
                 f"axis '{item.id}' tiles '{extent_text(axis)}', but dimension {position} of "
                 f"'{tensor.name.id}' is '{dim_text}'",
@@ -90,7 +94,8 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
 def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
-    c``), with ``+ - * /`` (``/`` of integers rounds down, as the sizes are whole). The tile axis
+    c``), with ``+ - * /`` (``/`` of sizes must divide, which the launcher checks; an axis divided
+    rounds down). The tile axis
     enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
     lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
     tile axis, if any."""

@@ -139,10 +139,12 @@ def attention_causal_kernel(
         else:
             max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -160,10 +162,12 @@ def attention_causal_kernel(
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
         max_n = tl.max(s, axis=1)
         m_new = tl.maximum(m_i, max_n)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2((s - m_new[:, None]).to(tl.float32))
+        p = tl.exp2((s - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -394,10 +398,12 @@ def _attention_causal_pointers_kernel(
         else:
             max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -419,10 +425,12 @@ def _attention_causal_pointers_kernel(
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
         max_n = tl.max(s, axis=1)
         m_new = tl.maximum(m_i, max_n)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2((s - m_new[:, None]).to(tl.float32))
+        p = tl.exp2((s - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n

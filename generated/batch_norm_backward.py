@@ -165,7 +165,7 @@ def batch_norm_backward_kernel(
     # this program's sum over its tile of b, h: its partial, merged by batch_norm_backward_finish_dweight_kernel
     tl.store(dweight_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dweight_c, sum_h)
     # specs/batch_norm.tile, derived backward:42: dbias[c] = sum(sum(sum(f32(dy[b, c, h, w]), dim=w), dim=h), dim=b)
-    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32).to(tl.float32), 0.0), axis=1)
+    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32), 0.0), axis=1)
     sum_h_1 = tl.sum(tl.where(mask_h, sum_w_1.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by batch_norm_backward_finish_dbias_kernel
     tl.store(dbias_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dbias_c, sum_h_1)

@@ -292,7 +292,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         raise ValueError(f"_group_norm_shift: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_shift: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"_group_norm_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"_group_norm_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
@@ -416,7 +416,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
         raise ValueError(f"group_norm: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     y = torch.empty(B, C, H, W, device=device, dtype=T)
@@ -525,7 +525,7 @@ def _group_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         raise ValueError(f"group_norm: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     y = torch.empty(B, C, H, W, device=device, dtype=T)

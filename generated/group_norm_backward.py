@@ -145,7 +145,7 @@ def group_norm_backward_kernel(
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dweight_kernel
     tl.store(dweight_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dweight_c, dscale * rstd, mask=mask_c_1)
     # specs/group_norm.tile, derived backward:33: dbias[g * (C / G) + c] = sum(sum(sum(f32(dy[b, g * (C / G) + c, h, w]), dim=w), dim=h), dim=b)
-    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32).to(tl.float32), 0.0), axis=1)
+    sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32), 0.0), axis=1)
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dbias_kernel
     tl.store(dbias_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dbias_c, sum_w_1, mask=mask_c_1)
 
@@ -416,7 +416,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
         raise ValueError(f"_group_norm_backward_shift: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_backward_shift: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"_group_norm_backward_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"_group_norm_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
@@ -716,7 +716,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         raise ValueError(f"_group_norm_backward_dmean: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"_group_norm_backward_dmean: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"_group_norm_backward_dmean: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"_group_norm_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
@@ -859,7 +859,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
@@ -1011,7 +1011,7 @@ def _group_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.T
         raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
     C_over_G = (C // G)
     if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C_over_G whole' makes one tile of all of C_over_G, so C_over_G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
     if W > 1048576:
         raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=T)

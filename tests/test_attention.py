@@ -138,7 +138,7 @@ def test_the_row_max_is_taken_before_the_scale():
     assert f"max_n = tl.min(s_unscaled, axis=1) * {factor}\n" in kernel
     # one fused multiply-add (the cast, a no-op in float32, is there for the f16 and bf16 bindings' sake:
     # the dtypes of this one kernel are decided over every binding of DT, f32 among them)
-    assert f"p = tl.exp2(((s_unscaled * {factor}) - m_new[:, None]).to(tl.float32))" in kernel
+    assert f"p = tl.exp2(((s_unscaled * {factor}) - m_new_or_0[:, None]).to(tl.float32))" in kernel
     assert "    SCALE_NONNEG = bool(scale >= 0)" in source and "SCALE_NONNEG: tl.constexpr" in kernel
 
 

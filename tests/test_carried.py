@@ -134,3 +134,106 @@ def test_a_reduction_over_another_axis_alone_is_still_refused():
     text = NESTED.format(bi=2, bj=8, init="1", update="p = p * prod(x[b, i, 0], dim=i)")
     with pytest.raises(SpecError, match="'p' is carried"):
         compile_spec(text, "k.tile")
+
+
+MASKED_LSE = """kernel k
+  in  x: f32[M, N]
+  in  K: i32
+  out y: f32[M]
+  out top: f32[M]
+  block BN = 4
+  grid  r over M
+  m_i: f32[] = -inf
+  l_i: f32[] = 0
+  for c over N by BN
+    z = where(c >= K, x[r, c], -inf)
+    m_new = maximum(m_i, max(z, dim=c))
+    l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
+    m_i = m_new
+  y[r] = m_i + log(l_i)
+  top[r] = m_i
+"""
+
+
+@pytest.fixture(scope="module")
+def masked_lse(tmp_path_factory):
+    path = tmp_path_factory.mktemp("masked_lse") / "k.py"
+    path.write_text(compile_spec(MASKED_LSE, "k.tile").source)
+    return load_module(path)
+
+
+@pytest.mark.parametrize("block", [4, 8, 16])
+@pytest.mark.parametrize("tiles", [0, 1, 2, 3])
+@pytest.mark.parametrize("part", [0, 1])
+def test_online_softmax_over_rows_whose_first_tiles_are_all_minus_inf(masked_lse, block, tiles, part):
+    """The running max starts at -inf and stays so over the first ``tiles`` tiles (all -inf:
+    masked), ``part`` more lanes of the next masked too. The rescale exp(m_i - m_new) there was
+    exp(-inf + inf), NaN: at BN = 16 the log-sum-exp of x[r, 16:] was NaN and at BN = 32 right.
+    Now every block gives torch's logsumexp, as the reference does."""
+    x = torch.randn(3, 70, generator=torch.Generator().manual_seed(tiles * 10 + block))
+    start = tiles * block + part
+    y, top = masked_lse.k(x, start, BN=block)
+    want = torch.logsumexp(x[:, start:], dim=1)
+    torch.testing.assert_close(y, want, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(top, x[:, start:].amax(1), rtol=0, atol=0)
+    torch.testing.assert_close(masked_lse.reference(x, start)[0], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("block", [4, 8, 16])
+def test_online_softmax_over_rows_of_minus_inf_alone(masked_lse, block):
+    """A row with no value but -inf: the running max is the reference's -inf, and the
+    log-sum-exp torch's -inf (the reference's is NaN there: exp(-inf + inf) over the whole row)."""
+    x = torch.randn(2, 37, generator=torch.Generator().manual_seed(block))
+    y, top = masked_lse.k(x, 37, BN=block)
+    assert torch.equal(top, masked_lse.reference(x, 37)[1]) and torch.isinf(top).all() and (top < 0).all()
+    assert torch.equal(y, torch.logsumexp(torch.full((2, 37), -torch.inf), dim=1))
+
+
+WINDOW = """kernel k
+  in  q: f32[S, D]
+  in  kk: f32[S, D]
+  in  v: f32[S, D]
+  in  W: i32
+  out o: f32[S, D]
+  block BM = 16, BN = 16
+  grid  m over S by BM, d over D whole
+  m_i: f32[m] = -inf
+  l_i: f32[m] = 0
+  acc: f32[m, d] = 0
+  for n over S by BN
+    s = where((n <= m) & (n > m - W), dot(q[m, d], kk[n, d], precision=ieee), -inf)
+    m_new = maximum(m_i, max(s, dim=n))
+    p = exp(s - m_new)
+    alpha = exp(m_i - m_new)
+    l_i = l_i * alpha + sum(p, dim=n)
+    acc = acc * alpha + dot(p, v[n, d], precision=ieee)
+    m_i = m_new
+  o[m, d] = acc / l_i
+"""
+
+
+@pytest.mark.parametrize(("bm", "bn"), [(16, 16), (16, 32), (32, 16)])
+def test_sliding_window_attention_written_the_natural_way_has_no_nan(compiled, bm, bn):
+    """Query i sees keys i - W < j <= i: a row past the window has its first key tiles all
+    masked. Written as FlashAttention is (m_i starts at -inf), half its rows were NaN."""
+    module = compiled(WINDOW)
+    g = torch.Generator().manual_seed(bm + bn)
+    q, k, v = (torch.randn(70, 8, generator=g) for _ in range(3))
+    i = torch.arange(70)
+    seen = (i[None, :] <= i[:, None]) & (i[None, :] > i[:, None] - 20)
+    want = torch.softmax(torch.where(seen, q @ k.T, -torch.inf), dim=1) @ v
+    got = module.k(q, k, v, 20, BM=bm, BN=bn)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(module.reference(q, k, v, 20), want, rtol=1e-4, atol=1e-4)
+
+
+def test_online_softmax_of_values_its_max_does_not_take_is_refused():
+    """``exp(y - m_new)`` with ``m_new`` a max of other values: the partial sums are not exact
+    (exp(y - m_new) overflows where the max so far is far below y, and is exp(y + inf) while no
+    value is seen), so the update is refused at its line."""
+    body = ("    m_new = maximum(m_i, max(x[r, c], dim=c))\n"
+            "    carry = carry * exp(m_i - m_new) + sum(exp(2.0 * x[r, c] - m_new), dim=c)\n"
+            "    m_i = m_new\n    y[r, c] = x[r, c]")
+    message = refused(body)
+    assert "k.tile:11:5: error: 'carry' is carried" in message
+    assert "where 'm_new = maximum(m_old, max(x, dim=c))'" in message

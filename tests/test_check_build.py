@@ -84,3 +84,43 @@ def test_a_dtype_variable_computing_through_f32_is_one_kernel_for_every_binding(
         ref_c, ref_s = module.reference(a, b)
         torch.testing.assert_close(c, ref_c, **tol)
         torch.testing.assert_close(s, ref_s, atol=1e-5, rtol=1e-5)
+
+
+#: An output's size that no input gives: check passed it, and the launcher raised
+#: "NameError: name 'M' is not defined" at the call.
+UNBOUND = """\
+kernel k
+  in  x: f32[N]
+  out y: f32[M]
+  block BM = 16
+  grid  m over M by BM
+  y[m] = x[0] * 2
+"""
+
+
+@pytest.mark.parametrize(("declared", "what"), [
+    ("", "given by no input"),
+    ("  in  M: f32\n", "a float scalar input"),
+])
+def test_an_output_size_no_input_gives_is_refused_at_its_dimension(tmp_path, declared, what):
+    path = tmp_path / "k.tile"
+    path.write_text(UNBOUND.replace("  out y", declared + "  out y"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "k.py").write_text("# the module built before\n")
+    line = 3 + bool(declared)
+    for command in ("check", "build"):
+        code, errors = verdict(command, path, tmp_path)
+        assert code == 1 and errors.splitlines()[0] == (
+            f"{path}:{line}:14: error: output 'y' has dimension 'M', which is {what}: the launcher makes "
+            "outputs from the sizes of its inputs, so name a dimension of an input tensor, or take it as an "
+            "integer scalar input ('in M: i32')"
+        )
+        assert len(errors.splitlines()) == 1 + bool(declared)  # and a float M is a second 'M' besides
+    assert [p.name for p in out.iterdir()] == ["k.py"] and (out / "k.py").read_text() == "# the module built before\n"
+
+
+def test_an_output_size_an_integer_scalar_input_gives_runs(compiled):
+    module = compiled(UNBOUND.replace("  out y", "  in  M: i32\n  out y"))
+    y = module.k(torch.tensor([1.5, 2.0]), 37)
+    assert torch.equal(y, torch.full((37,), 3.0)) and torch.equal(module.reference(torch.tensor([1.5, 2.0]), 37), y)

@@ -209,3 +209,18 @@ def test_cli_run_gives_a_row_per_dtype(tmp_path):
     for dtype in ("f16", "bf16", "f32"):
         assert f"mm[T={dtype}]" in result.output
     assert result.output.count("PASS") == 3
+
+
+def test_a_cast_to_a_written_dtype_is_not_converted_again(compiled):
+    """``f32(dy)`` in a spec with ``dtype T in f32, f16`` is float32 under every binding: the sum
+    over it takes ``dy.to(tl.float32)``, once (it was ``dy.to(tl.float32).to(tl.float32)``, in
+    group_norm's and batch_norm's derived backwards), and still sums f16 in float32."""
+    text = ("kernel k\n  dtype T in f32, f16\n  in  dy: T[B, H, N]\n  out s: T[B]\n"
+            "  grid  b over B, h over H, n over N whole\n  s[b] = sum(sum(f32(dy[b, h, n]), dim=n), dim=h)\n")
+    source = compile_spec(text, "k.tile").source
+    assert ".to(tl.float32).to(tl.float32)" not in source and "dy.to(tl.float32)" in source
+    module = compiled(text)
+    for dtype in (torch.float32, torch.float16):
+        dy = torch.randn(3, 5, 7, generator=torch.Generator().manual_seed(1)).to(dtype)
+        tol = 1e-5 if dtype == torch.float32 else 1e-3
+        torch.testing.assert_close(module.k(dy).float(), dy.float().sum((1, 2)), rtol=tol, atol=tol)

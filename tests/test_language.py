@@ -209,3 +209,41 @@ def test_spec_names_that_look_generated_are_kept_and_generated_ones_renamed():
 def test_a_kernel_needs_an_input_tensor():
     text = ADD.replace("  in  x: f32[N]\n  in  y: f32[N]\n", "  in  s: f32\n").replace("x[i] + y[i]", "s")
     assert "the kernel has no 'in' tensor with a shape" in errors(text)
+
+
+# An axis over a literal extent (k over 4) indexes a literal dimension (x: f32[N, 4]): it was
+# refused ("axis 'k' tiles '4', but dimension 1 of 'x' is '4'"), and where it indexed nothing the
+# launcher made 4 a derived size: '4 = 4', a SyntaxError.
+@pytest.mark.parametrize(("spec", "shape", "oracle"), [
+    ("  in  x: f32[N, 4]\n  out y: f32[N]\n  grid  r over N, k over 4 whole\n  y[r] = sum(x[r, k], dim=k)\n",
+     (5, 4), lambda x: x.sum(1)),
+    ("  in  x: f32[N, 6]\n  out y: f32[N, 6]\n  block BK = 4\n  grid  r over N\n  acc: f32[] = 0\n"
+     "  for k over 6 by BK\n    acc += sum(x[r, k], dim=k)\n  for j over 6 by BK\n    y[r, j] = x[r, j] - acc / 6\n",
+     (5, 6), lambda x: x - x.mean(1, keepdim=True)),
+    ("  in  x: f32[3, N]\n  out y: f32[3, N]\n  block BN = 8\n  grid  c over 3, n over N by BN\n"
+     "  y[c, n] = x[c, n] * (c + 1)\n", (3, 19), lambda x: x * torch.arange(1, 4)[:, None]),
+    ("  in  x: f32[N, 4]\n  out y: f32[N, 4]\n  block BN = 2\n  grid  r over N by BN, k over 4 whole\n"
+     "  y[r, k] = x[r, k] - mean(x[r, k], dim=k)\n", (5, 4), lambda x: x - x.mean(1, keepdim=True)),
+    ("  in  x: f32[N]\n  out y: f32[N]\n  block BN = 8\n  grid  r over N by BN, k over 4 whole\n"
+     "  y[r] = x[r] * sum(f32(k), dim=k)\n", (19,), lambda x: x * 6),
+])
+def test_an_axis_over_a_literal_extent(compiled, spec, shape, oracle):
+    module = compiled("kernel k\n" + spec)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(len(spec)))
+    torch.testing.assert_close(module.k(x), oracle(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module.reference(x), oracle(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("  in  x: f32[N, 4]\n  out y: f32[N]\n  grid  r over N, k over 3 whole\n  y[r] = sum(x[r, k], dim=k)\n",
+     "axis 'k' tiles '3', but dimension 1 of 'x' is '4'"),
+    ("  in  x: f32[N, 4]\n  out y: f32[N]\n  grid  r over N, k over 2.5 whole\n  y[r] = sum(x[r, 0], dim=k)\n",
+     "the extent of 'k' must be a positive integer, not 2.5"),
+    # an offset of an axis the index already holds: one axis spans one dimension of the tile
+    ("  in  x: f32[N, N]\n  out y: f32[N]\n  block BN = 4\n  grid  j over N by BN\n  y[j] = x[j, j + 0]\n",
+     "axis 'j' indexes 'x' twice"),
+])
+def test_what_a_literal_extent_or_an_index_may_not_say(spec, message):
+    with pytest.raises(SpecError) as caught:
+        compile_spec("kernel k\n" + spec, "k.tile")
+    assert message in [d.message for d in caught.value.diagnostics]

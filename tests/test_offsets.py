@@ -54,11 +54,11 @@ def test_offsets_read_zero_outside_the_tensor_at_every_block(tmp_path, bm, bn):
     path = tmp_path / "shifts.py"
     path.write_text(compile_spec(SHIFTS, "shifts.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm + bn)
-    padded = torch.cat((x, torch.zeros(5, 9)), dim=1)  # what lies past the row reads 0
+    x = _randn(5, 10, seed=bm + bn)
+    padded = torch.cat((x, torch.zeros(5, 10)), dim=1)  # what lies past the row reads 0
     forward, skewed = module.shifts(x, BM=bm, BN=bn)
-    torch.testing.assert_close(forward, padded[:, 1:10] - x)
-    torch.testing.assert_close(skewed, padded[:, 3:12])  # N / 2 - 1 = 3
+    torch.testing.assert_close(forward, padded[:, 1:11] - x)
+    torch.testing.assert_close(skewed, padded[:, 4:14])  # N / 2 - 1 = 4
     for ours, theirs in zip(module.reference(x), (forward, skewed), strict=True):
         torch.testing.assert_close(ours, theirs)
 
@@ -111,9 +111,9 @@ def test_stores_at_offsets_leave_out_the_lanes_outside(tmp_path, bm, bn):
     path = tmp_path / "shifted.py"
     path.write_text(compile_spec(STORED, "shifted.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm * bn)
-    expected = torch.zeros(5, 9)
-    expected[:, 2:] = x[:, :7] * 2
+    x = _randn(5, 10, seed=bm * bn)
+    expected = torch.zeros(5, 10)
+    expected[:, 2:] = x[:, :8] * 2
     y, halves = module.shifted(x, BM=bm, BN=bn)
     torch.testing.assert_close(halves, x)
     torch.testing.assert_close(y[:, 2:], expected[:, 2:])  # its first two columns: nothing stores them
@@ -173,3 +173,99 @@ def test_what_a_derived_extent_may_not_say(grid, words):
     text = GROUPS.replace("  grid  b over B, g over G, c over C / G whole\n", grid).replace(
         "  in  G: i32 in [2, 2]\n", "  in  G: i32 in [2, 2]\n  in  eps: f32\n")
     assert any(words in message for message in _errors(text))
+
+
+def _shift(x, dim, by):
+    """``x`` read at ``i + by`` along ``dim``: 0 where that falls outside (what an offset reads)."""
+    out = torch.zeros_like(x)
+    n = x.shape[dim]
+    src, dst = slice(max(by, 0), n + min(by, 0)), slice(max(-by, 0), n - max(by, 0))
+    lead = (slice(None),) * dim
+    out[(*lead, dst)] = x[(*lead, src)]
+    return out
+
+
+# Offsets on program axes (no block: one program per index), alone and beside a tile axis, masked or
+# not. Triton 3.9's interpreter raised "mask has unsupported dtype" for every one: the program's own
+# truth value (pid_h - 1 >= 0) combined into the tile's mask by & came out a tile of int32.
+PROGRAM_OFFSETS = [
+    ("  in  x: f32[H, N]\n  out y: f32[H, N]\n  out z: f32[H, N]\n  block BN = 4\n"
+     "  grid  h over H, n over N by BN{unmasked}\n  y[h, n] = x[h - 1, n]\n  z[h + 2, n] = x[h, n] * 2\n",
+     (5, 8), lambda x: (_shift(x, 0, -1), _shift(x, 0, -2) * 2), (slice(2, None),)),
+    ("  in  x: f32[A, B, N]\n  out y: f32[A, B, N]\n  block BN = 4\n"
+     "  grid  a over A, b over B, n over N by BN{unmasked}\n  y[a, b, n] = x[a - 1, b, n] + x[a, b + 1, n]\n",
+     (3, 4, 8), lambda x: (_shift(x, 0, -1) + _shift(x, 1, 1),), None),
+    ("  in  x: f32[A, B, C]\n  out y: f32[A, B, C]\n  grid  a over A, b over B, c over C\n"
+     "  y[a, b, c] = x[a + 1, b, c] - x[a, b - 2, c + 3]\n",
+     (3, 4, 5), lambda x: (_shift(x, 0, 1) - _shift(_shift(x, 1, -2), 2, 3),), None),
+    ("  in  x: f32[A, B, C, N]\n  out y: f32[A, B, C, N]\n  grid  a over A, b over B, c over C, n over N whole\n"
+     "  y[a, b, c, n] = x[a, b, c - 1, n] + x[a + 1, b - 1, c, n]\n",
+     (2, 3, 4, 5), lambda x: (_shift(x, 2, -1) + _shift(_shift(x, 0, 1), 1, -1),), None),
+]
+
+
+@pytest.mark.parametrize(("body", "shape", "oracle", "stored"), [
+    (body.replace("{unmasked}", unmasked), *rest)
+    for body, *rest in PROGRAM_OFFSETS
+    for unmasked in (["", " unmasked"] if "{unmasked}" in body else [""])  # a tile axis with no mask too
+])
+def test_offsets_on_program_axes(compiled, body, shape, oracle, stored):
+    module = compiled("kernel k\n" + body)
+    x = _randn(*shape, seed=len(shape))
+    got, want = module.k(x), oracle(x)
+    got, reference = (got,) if isinstance(got, torch.Tensor) else got, module.reference(x)
+    reference = (reference,) if isinstance(reference, torch.Tensor) else reference
+    for index, (ours, theirs, ref) in enumerate(zip(got, want, reference, strict=True)):
+        part = stored if index == 1 and stored is not None else (slice(None),)  # rows nothing stores: left out
+        torch.testing.assert_close(ours[part], theirs[part], rtol=0, atol=0)
+        torch.testing.assert_close(ref[part], theirs[part], rtol=0, atol=0)
+
+
+# GQA's head of k: h / (H / HK) query heads share one of k's. With H = 6, HK = 4 the group was
+# 6 // 4 = 1, heads 4 and 5 read past k and came out zeros, with no error.
+GQA = """kernel gqa
+  in  q: f32[B, H, N]
+  in  k: f32[B, HK, N]
+  out y: f32[B, H, N]
+  grid  z over B, h over H, n over N whole
+  y[z, h, n] = q[z, h, n] + k[z, h / (H / HK), n]
+"""
+
+
+@pytest.mark.parametrize(("heads", "kv_heads"), [(6, 3), (6, 1), (4, 4)])
+def test_an_axis_divided_by_a_quotient_of_sizes(compiled, heads, kv_heads):
+    module = compiled(GQA)
+    q, k = _randn(2, heads, 5, seed=heads), _randn(2, kv_heads, 5, seed=kv_heads)
+    want = q + k.repeat_interleave(heads // kv_heads, dim=1)
+    torch.testing.assert_close(module.gqa(q, k), want, rtol=0, atol=0)
+    torch.testing.assert_close(module.reference(q, k), want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "says"), [
+    (6, 4, "gqa: the index h / (H / HK) of k needs H (6) to be a multiple of HK (4), and HK at least 1"),
+    (2, 4, "gqa: the index h / (H / HK) of k needs H (2) to be a multiple of HK (4), and HK at least 1"),
+    (0, 4, "gqa: the index h / (H / HK) of k divides by H / HK, which must be at least 1, got 0"),
+])
+def test_a_quotient_of_sizes_in_an_index_that_does_not_divide_is_refused_at_launch(compiled, heads, kv_heads, says):
+    module = compiled(GQA)
+    with pytest.raises(ValueError) as caught:
+        module.gqa(torch.zeros(2, heads, 5), torch.zeros(2, kv_heads, 5))
+    assert str(caught.value) == says
+
+
+def test_half_a_row_of_odd_length_is_refused_at_launch(compiled):
+    module = compiled(SHIFTS.replace("shifts", "k"))
+    with pytest.raises(ValueError, match=r"^k: the index c \+ N / 2 - 1 of x needs N \(9\) to be a multiple of 2$"):
+        module.k(torch.zeros(3, 9))
+
+
+def test_messages_name_a_derived_extent_as_written():
+    """An axis over ``R1 - 1`` is over ``R1_minus_1`` in the generated code; the checker's and the
+    launcher's messages say ``R1 - 1``, as the spec does."""
+    text = ("kernel k\n  in  x: f32[M, R1]\n  out y: f32[M, R1]\n  grid  r over M, i over R1 - 1 whole\n"
+            "  y[r, i] = x[r, i]\n")
+    assert _errors(text) == ["axis 'i' tiles 'R1 - 1', but dimension 1 of 'y' is 'R1'",
+                             "axis 'i' tiles 'R1 - 1', but dimension 1 of 'x' is 'R1'"]
+    source = compile_spec(GROUPS, "group_sums.tile").source
+    assert "group_sums: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= " in source
+    assert "C_over_G must" not in source

@@ -22,7 +22,10 @@ the tiles seen so far give, which depends on ``BN``. So the checker refuses, at 
   - the online-softmax rescaling (Milakov and Gimelshein, 2018; FlashAttention): ``l = l *
     exp(m_old - m_new) + A``, where ``m_new`` is such a running maximum of ``m_old`` (not yet
     advanced) and ``A`` is a ``sum`` over ``c`` (or a ``dot`` contracting ``c``) of a product
-    with the factor ``exp(x - m_new)``.
+    with the factor ``exp(x - m_new)``, ``x`` the values whose max ``m_new`` takes (so no
+    factor exceeds 1). Where ``m_new`` is still ``-inf`` (every value so far ``-inf``: masked),
+    the kernel takes these exponentials relative to 0 instead, so they are 0 as the reference's
+    are, not ``exp(-inf + inf)`` (:meth:`tilegen.lower.loops.Loops.online_extrema`).
 
 The generated reference evaluates a loop body once over the whole dimension (one tile), which
 gives exactly the end result of every accepted form; see :mod:`tilegen.lower.reference`.
@@ -35,6 +38,7 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.errors import Collector
 from tilegen.functions import combining, reduction
+from tilegen.spec_text import extent_text
 
 
 def _additive_reduction(expr: m.Expr) -> bool:
@@ -61,6 +65,17 @@ def check_carried(spec: m.Spec, errors: Collector) -> None:
     _walk(spec, spec.body, set(), errors)
 
 
+def running_extrema(spec: m.Spec, loop: m.Loop, before: frozenset[str]) -> dict[str, tuple[str, str]]:
+    """The locals of ``loop``'s body that hold a running extremum of a value carried across its
+    steps: ``m_new = maximum(m_i, max(s, dim=n))`` with ``m_i`` among ``before`` (the locals
+    defined before the loop) gives ``{"m_new": ("max", "m_i")}`` (``min`` for ``minimum``).
+    The kernel lowering guards the exponentials taken relative to them
+    (:mod:`tilegen.lower.loops`). Assumes a checked body (its refusals are not reported here)."""
+    analysis = _Loop(spec, loop, before, Collector())
+    analysis.run()
+    return dict(analysis.extremum)
+
+
 def _walk(spec: m.Spec, body, defined: set[str], errors: Collector) -> None:
     for stmt in body:
         if isinstance(stmt, m.Loop):
@@ -83,6 +98,7 @@ class _Loop:
     varying: set[str] = field(default_factory=set)  # tiles along the loop's axis (this step's)
     zero: set[str] = field(default_factory=set)  # declared in the loop as 0 (sums of additive terms)
     extremum: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (max|min, running name)
+    bounds: dict[str, set[tuple]] = field(default_factory=dict)  # running extremum -> keys of the values it bounds
     rescale: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (old, new): exp(old - new)
     factor: dict[str, str] = field(default_factory=dict)  # local -> new: a product with exp(x - new)
     advanced: set[str] = field(default_factory=set)  # running maxima already set to their new value
@@ -94,7 +110,7 @@ class _Loop:
     def where(self) -> str:
         axis = self.loop.axis
         block = f" by {axis.block.id}" if axis.block is not None else ""
-        return f"the loop 'for {axis.name.id} over {axis.dim.id}{block}' (line {self.loop.span.line})"
+        return f"the loop 'for {axis.name.id} over {extent_text(axis)}{block}' (line {self.loop.span.line})"
 
     def run(self) -> None:
         stmts = list(m.statements(self.loop.body))
@@ -222,13 +238,18 @@ class _Loop:
 
     def scaled_factor(self, expr: m.Expr) -> str | None:
         """The running maximum ``new`` where ``expr`` is a product with ``exp(x - new)`` (``x``
-        not partial), through locals and casts; else None."""
+        not partial, and one of the values whose max ``new`` takes, so ``x - new <= 0``), through
+        locals and casts; else None. (With another ``x`` the partial sums would not be exact:
+        ``exp(x - new)`` overflows where the tiles seen so far have a max far below ``x``, and a
+        ``new`` of ``-inf``, no value seen yet, would weigh ``x`` by ``exp(x + inf)``.)"""
         if isinstance(expr, m.Ref):
             return self.factor.get(expr.name.id)
         if isinstance(expr, m.Call):
             if expr.func.id == "exp" and isinstance(arg := expr.args[0], m.BinOp) and arg.op == "-":
                 if isinstance(arg.right, m.Ref) and arg.right.name.id in self.extremum:
-                    return arg.right.name.id if not self.is_partial(arg.left) else None
+                    new = arg.right.name.id
+                    bounded = m.expr_key(arg.left) in self.bounds.get(new, ())
+                    return new if bounded and not self.is_partial(arg.left) else None
                 return None
             if expr.func.id in m.DTYPES or isinstance(expr.func, m.BoundDtype):
                 return self.scaled_factor(expr.args[0])
@@ -269,6 +290,7 @@ class _Loop:
         if name not in carried:  # a local of the loop body
             if (found := self.running_extremum(value)) is not None:
                 self.extremum[name] = found
+                self.bounds[name] = {m.expr_key(e) for arg in value.args for e in _reduced(arg)}
             elif (found := self.rescaling(value)) is not None:
                 self.rescale[name] = found
             elif (new := self.scaled_factor(value)) is not None:
@@ -314,9 +336,18 @@ class _Loop:
             f"that depends on the block size; a carried value is added to ('{name} += sum(x, dim={axis})' or "
             f"a 'dot' over '{axis}'), combined by maximum/minimum with a max/min over '{axis}', multiplied by a "
             f"prod over '{axis}', or rescaled "
-            f"as online softmax does ('{name} = {name} * exp(m_old - m_new) + sum(exp(x - m_new), dim={axis})')",
+            f"as online softmax does ('{name} = {name} * exp(m_old - m_new) + sum(exp(x - m_new), dim={axis})' "
+            f"where 'm_new = maximum(m_old, max(x, dim={axis}))')",
             stmt.span,
         )
+
+
+def _reduced(expr: m.Expr):
+    """The operands ``expr`` reduces, level by level: ``max(max(x, dim=j), dim=i)`` gives
+    ``max(x, dim=j)`` and ``x`` (nothing for an expression that is not a reduction)."""
+    while reduction(expr) is not None:
+        expr = expr.args[0]
+        yield expr
 
 
 def _is_zero(expr: m.Expr) -> bool:

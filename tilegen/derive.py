@@ -784,7 +784,7 @@ class _Deriver:
         needed = [t for t in spec.inputs if t.name.id in words]
         sizes = {d.id for t in seeds + needed for d in t.dims if isinstance(d, m.Name)}
         sizes |= {t.name.id for t in needed if t.is_scalar}
-        wanted = [a.dim.id for a in spec.grid if a.extent is None]
+        wanted = [a.dim.id for a in spec.grid if a.extent is None and not a.literal]
         wanted += [n for a in spec.grid if a.extent is not None for n in m.offset_names(a.extent)]
         for name in wanted:  # a size (or a scalar the grid is over) that no input taken so far gives
             if name in sizes:

@@ -194,6 +194,12 @@ class Axis:
         """True for ``b over B`` (no block): a scalar index, not a tile."""
         return self.bounds == "index"
 
+    @property
+    def literal(self) -> bool:
+        """True for an axis over a literal extent (``k over 4``): ``dim`` is the number's text,
+        as a tensor's literal dimension (``x: f32[N, 4]``) is, and no size symbol."""
+        return self.dim.id[:1].isdigit()
+
 
 @dataclass(frozen=True)
 class Swizzle:

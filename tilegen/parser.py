@@ -140,6 +140,8 @@ class ToModel(Transformer):
             chunk, block_name = block_name, None
         if isinstance(extent, m.Ref):  # a size symbol
             return m.Axis(_name(name), extent.name, block_name, bounds, _span(meta), chunk=chunk)
+        if isinstance(extent, m.Number):  # a literal extent (k over 4): a dimension as a literal one is
+            return m.Axis(_name(name), m.Name(extent.text, extent.span), block_name, bounds, _span(meta), chunk=chunk)
         # a derived extent (C / G): a size symbol of its own, which the launcher computes
         dim = m.Name(m.derived_name(extent), _span(meta) if not hasattr(extent, "span") else extent.span)
         return m.Axis(_name(name), dim, block_name, bounds, _span(meta), extent=extent, chunk=chunk)

@@ -92,4 +92,10 @@ def expr_text(expr: m.Expr) -> str:
     return f"{m.as_written(expr.func)}({', '.join(args)})"
 
 
-__all__ = ["binary", "expr_text", "index_text", "level", "negate", "wrap"]
+def extent_text(axis: m.Axis) -> str:
+    """What ``axis`` is over, as the spec writes it: ``N``, or a derived extent's arithmetic
+    (``R1 - 1``, not the name the generated code gives it, ``R1_minus_1``)."""
+    return expr_text(axis.extent) if axis.extent is not None else axis.dim.id
+
+
+__all__ = ["binary", "expr_text", "extent_text", "index_text", "level", "negate", "wrap"]

@@ -13,6 +13,7 @@ from tilegen.check.state import KEYWORDS, MIN_DOT_TILE, RESERVED, CheckState, Sc
 from tilegen.check.tuning import check_tune
 from tilegen.dtypes import DTYPE_LIMITS, integer_value
 from tilegen.functions import CHOICE_OPTIONS
+from tilegen.spec_text import extent_text
 
 
 def check_dtype(state: CheckState, dtype: m.Name) -> None:
@@ -127,7 +128,7 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         # a later loop may take an ended loop's axis name, over the same dimension
         if earlier.dim.id != axis.dim.id:
             state.errors.error(
-                f"loop axis '{axis.name.id}' was over '{earlier.dim.id}' (line {earlier.span.line}); "
+                f"loop axis '{axis.name.id}' was over '{extent_text(earlier)}' (line {earlier.span.line}); "
                 f"a later loop may reuse the name only over the same dimension",
                 axis.dim.span,
             )
@@ -135,9 +136,13 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         state.define(axis.name, what)
     if what == "loop axis":
         state.loop_axes.setdefault(axis.name.id, axis)
+    literal = m.Number(axis.dim.id, axis.dim.span) if axis.literal else None  # k over 4
     if axis.extent is not None:
         check_extent(state, axis)
-    elif axis.dim.id not in state.dims:
+    elif literal is not None and not (literal.is_int and literal.value >= 1):
+        state.errors.error(f"the extent of '{axis.name.id}' must be a positive integer, not {literal.text}",
+                           axis.dim.span)
+    elif literal is None and axis.dim.id not in state.dims:
         state.errors.error(
             f"{what} '{axis.name.id}' is over '{axis.dim.id}', which is not a dimension of any tensor",
             axis.dim.span,
@@ -145,13 +150,13 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
     if what == "loop axis" and axis.bounds == "whole":
         state.errors.error(
             f"'whole' is for grid axes; a loop walks all of its dimension: "
-            f"'for {axis.name.id} over {axis.dim.id} by B'",
+            f"'for {axis.name.id} over {extent_text(axis)} by B'",
             axis.span,
         )
         return
     if what == "loop axis" and axis.block is None:
         state.errors.error(
-            f"a loop axis needs a block: 'for {axis.name.id} over {axis.dim.id} by B'", axis.span
+            f"a loop axis needs a block: 'for {axis.name.id} over {extent_text(axis)} by B'", axis.span
         )
         return
     block = axis.block or axis.chunk  # a whole axis walked in tiles has a chunk
@@ -243,8 +248,23 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         if tensor.role == "in" and scalar is not None and scalar.is_scalar:  # an output's may be: y: f32[B, G]
             state.errors.error(f"'{dim.id}' is a scalar input; an input's shape gives sizes of its own, "
                                "so name this dimension otherwise", dim.span)
+        if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
+            what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
+            state.errors.error(
+                f"output '{tensor.name.id}' has dimension '{dim.id}', which is {what}: the launcher makes "
+                f"outputs from the sizes of its inputs, so name a dimension of an input tensor, or take it as "
+                f"an integer scalar input ('in {dim.id}: i32')",
+                dim.span,
+            )
     if tensor.sample is not None:
         check_sample(state, tensor)
+
+
+def _given_sizes(spec: m.Spec) -> set[str]:
+    """The sizes the launcher's arguments give: the symbols of the input tensors' shapes and the
+    integer scalar inputs."""
+    shapes = {d.id for t in spec.inputs if not t.is_scalar for d in t.dims if isinstance(d, m.Name)}
+    return shapes | {t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
 
 def check_param(state: CheckState, param: m.Param) -> None:

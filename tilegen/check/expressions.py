@@ -11,6 +11,7 @@ from tilegen.check.indexing import index_axes
 from tilegen.check.state import MIN_DOT_TILE, CheckState, Scope
 from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
 from tilegen.functions import CASTS, FUNCTIONS, lookup
+from tilegen.spec_text import extent_text
 
 #: Operand dtypes ``tl.dot`` takes, and the accumulator dtypes each may add into.
 DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",)}
@@ -231,7 +232,7 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         state.errors.error(
             f"'{name}' {'runs along' if is_scan else 'reduces'} a 'whole' axis (one program holds the row); "
             f"'{dim.id}' is {where}, and {missing} is not in the language yet: "
-            f"write 'grid ... {dim.id} over {axis.dim.id} whole'",
+            f"write 'grid ... {dim.id} over {extent_text(axis)} whole'",
             dim.span,
         )
         return result
@@ -240,7 +241,7 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
     if dim.id not in scope.loop_axes and axis.bounds != "whole" and not across:
         state.errors.error(
             f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
-            f"{axis.dim.id}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis, or store "
+            f"{extent_text(axis)}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis, or store "
             f"or assign the reduction itself (out[...] = sum(x, dim={dim.id}) or v = sum(x, dim={dim.id}) at the top "
             "level reduces across programs)",
             dim.span,

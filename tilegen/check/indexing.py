@@ -9,6 +9,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.check.state import MAX_TMA_BOX, CheckState, Scope, is_two_pieces
 from tilegen.dtypes import is_int
+from tilegen.spec_text import extent_text
 
 
 def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writing: bool) -> tuple[str, ...]:
@@ -47,7 +48,11 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
             result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if m.is_offset(item):
-            result += [a for a in offset_axes(state, tensor, item, scope) if a not in result]
+            for axis in offset_axes(state, tensor, item, scope):
+                if axis in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
+                    state.errors.error(f"axis '{axis}' indexes '{tensor.name.id}' twice", item.span)
+                else:
+                    result.append(axis)
             continue
         if isinstance(item, m.Number):
             if not item.is_int:
@@ -69,10 +74,10 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
                 f"load with '{state.alias_of[item.id]}'",
                 item.span,
             )
-        if not isinstance(dim, m.Name) or dim.id != axis.dim.id:
-            dim_text = dim.id if isinstance(dim, m.Name) else dim.text
+        dim_text = dim.id if isinstance(dim, m.Name) else dim.text
+        if dim_text != axis.dim.id:  # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
             state.errors.error(
-                f"axis '{item.id}' tiles '{axis.dim.id}', but dimension {position} of "
+                f"axis '{item.id}' tiles '{extent_text(axis)}', but dimension {position} of "
                 f"'{tensor.name.id}' is '{dim_text}'",
                 item.span,
             )
@@ -89,7 +94,8 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
 def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
-    c``), with ``+ - * /`` (``/`` of integers rounds down, as the sizes are whole). The tile axis
+    c``), with ``+ - * /`` (``/`` of sizes must divide, which the launcher checks; an axis divided
+    rounds down). The tile axis
     enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
     lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
     tile axis, if any."""
@@ -140,7 +146,7 @@ def check_descriptor_block(state: CheckState, tensor: m.Tensor, index, scope: Sc
         if axis is None or axis.is_index:
             blocks.append("1")
         else:
-            blocks.append(f"all of {axis.dim.id}" if axis.bounds == "whole" else axis.block.id)
+            blocks.append(f"all of {extent_text(axis)}" if axis.bounds == "whole" else axis.block.id)
     name = tensor.name.id
     if all(b == "1" for b in blocks):
         state.errors.error(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.check.state import CheckState, is_two_pieces
 from tilegen.functions import lookup
+from tilegen.spec_text import extent_text
 
 
 def check_split(state: CheckState) -> None:
@@ -151,7 +152,7 @@ def check_pieces(state: CheckState) -> None:
         if spec.access_style != "descriptor" or spec.tune is None:
             why = "'access descriptor' and tune configs (a tensor descriptor for each piece, set per config)"
         if why is None and spec.grid[0].bounds != "masked":
-            why = f"masked rows (the launcher checks an unmasked '{spec.grid[0].dim.id}' against one block)"
+            why = f"masked rows (the launcher checks an unmasked '{extent_text(spec.grid[0])}' against one block)"
         for stmt in spec.body:
             if why is not None:
                 break
@@ -196,9 +197,9 @@ def check_chunks(state: CheckState) -> None:
         return
     axis = chunked[0]
     state.errors.error(
-        f"'{axis.name.id} over {axis.dim.id} by {axis.chunk.id} whole' walks {axis.dim.id} in tiles of "
+        f"'{axis.name.id} over {extent_text(axis)} by {axis.chunk.id} whole' walks {extent_text(axis)} in tiles of "
         f"{axis.chunk.id}, which this spec's body cannot take: it needs one whole axis, pointer access, "
         "no dtype variables, offsets, loops, tile declarations, '+=', gathers, dots or scans, each local "
-        f"assigned once; write '{axis.name.id} over {axis.dim.id} whole' to hold the row in one tile",
+        f"assigned once; write '{axis.name.id} over {extent_text(axis)} whole' to hold the row in one tile",
         axis.span,
     )

@@ -71,6 +71,7 @@ class Access:
         label = "".join(context)
         context = tuple(state.canonical.get(a, a) for a in context)  # an alias takes its axis's place
         terms, masks = [], []
+        scalar: list[str] = []  # conditions on program ids alone: one truth value per program
         for position, item in enumerate(access.index):
             if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
                 index = self.load(item, context, ops)
@@ -79,7 +80,8 @@ class Access:
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
                 # lanes the index tile masks, and indices outside the dimension, read nothing
-                masks += [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
+                conditions = [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
+                (masks if self.tile_axes(item.index) else scalar).extend(conditions)
                 continue
             if m.is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
                 index = self.offset(item, context)
@@ -90,7 +92,7 @@ class Access:
                     info = state.axes[axis]
                     if info.mask is not None:
                         masks.append(broadcast(info.mask, state.canonical.get(axis, axis), context))
-                masks += [f"({index} >= 0)", f"({index} < {bound})"]
+                (masks if self.tile_axes((item,)) else scalar).extend([f"({index} >= 0)", f"({index} < {bound})"])
                 continue
             if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 terms += self.scalar_terms(tensor, {position: item})
@@ -102,8 +104,16 @@ class Access:
             if mask is not None:
                 masks.append(broadcast(mask, slot, context))
         ptr = f"{tensor.name.id}_ptr + " + " + ".join(terms) if terms else f"{tensor.name.id}_ptr"
-        masks = list(dict.fromkeys(masks))
+        masks, scalar = list(dict.fromkeys(masks)), list(dict.fromkeys(scalar))
         mask = " & ".join(masks) if masks else None
+        if scalar and self.tile_axes(access.index):  # a tile's mask: the program's truth value selects it
+            # (``ok & mask_n`` would broadcast the scalar ``ok``, which Triton 3.9's interpreter
+            # makes a tile of int32: "mask has unsupported dtype"; a select keeps the lanes' mask)
+            mask = f"tl.where({' & '.join(scalar)}, {mask or 'True'}, False)"
+            masks = [*masks, *scalar]
+        elif scalar:
+            masks = [*masks, *scalar]
+            mask = " & ".join(masks)
         if ops is not None and len(masks) > 1:
             if mask not in state.masks:
                 state.masks[mask] = state.fresh("mask_" + (label or tensor.name.id))

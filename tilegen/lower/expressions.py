@@ -9,6 +9,7 @@ calls of :mod:`tilegen.functions` (math in float32, helpers, reductions over one
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from tilegen import model as m
@@ -67,11 +68,21 @@ class Expressions:
 
         return spanned_axes(expr, own)
 
+    def converts(self, expr: m.Expr, narrow: tuple[str, ...] | None = None) -> bool:
+        """:func:`tilegen.dtypes.converts_to_f32` of ``expr``'s dtype over every binding of the
+        spec's dtype variables, but a cast to a dtype written out (``f32(p)``, not ``T(p)``) has
+        that dtype under every binding: ``f32(dy)`` in a spec with ``dtype T in f32, f16`` is no
+        f16 tile, and is not converted again (``dy.to(tl.float32).to(tl.float32)``)."""
+        spec = self.state.spec
+        if isinstance(expr, m.Call) and expr.func.id in m.DTYPES and not isinstance(expr.func, m.BoundDtype):
+            spec = dataclasses.replace(spec, dtype_vars=())
+        return converts_to_f32(self.dtype_of(expr), spec, narrow)
+
     def upcast(self, text: str, expr: m.Expr, compound: bool = True) -> str:
         """``text`` (the Triton text of ``expr``) in float32 when ``expr`` is f16, bf16 or an
         integer, under any binding of the spec's dtype variables: math computes in float32, as
         torch does (a no-op for the f32 binding, so one kernel serves every binding)."""
-        if not converts_to_f32(self.dtype_of(expr), self.state.spec):
+        if not self.converts(expr):
             return text
         if compound and isinstance(expr, (m.BinOp, m.Neg)):
             return f"({text}).to(tl.float32)"
@@ -91,6 +102,8 @@ class Expressions:
         function = lookup(call.func)
         if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
+        if name in ("exp", "exp2") and (guarded := self.online_exponent(call.args[0])) is not None:
+            call = dataclasses.replace(call, args=(guarded, *call.args[1:]))
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
         if function.kind == "scan":
@@ -115,6 +128,16 @@ class Expressions:
             state.helpers.add(name)
             return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
         return function.triton_text(**values)
+
+    def online_exponent(self, arg: m.Expr) -> m.Expr | None:
+        """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded
+        copy this loop range has made (:meth:`tilegen.lower.loops.Loops.online_extrema`); else None."""
+        if not (isinstance(arg, m.BinOp) and arg.op == "-" and isinstance(arg.right, m.Ref)):
+            return None
+        _, safe = self.state.online.get(arg.right.name.id, (None, ""))
+        if not safe:
+            return None
+        return dataclasses.replace(arg, right=m.Ref(m.Name(safe, arg.right.span), arg.right.span))
 
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold
@@ -191,7 +214,7 @@ class Expressions:
 
     def widened(self, x: str, operand: m.Expr, function) -> str:
         """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
-        if function.widens and converts_to_f32(self.dtype_of(operand), self.state.spec, NARROW):
+        if function.widens and self.converts(operand, NARROW):
             return self.upcast(x, operand)
         return x
 

@@ -37,6 +37,7 @@ from tilegen.lower.plan import (
     StagePlan,
     WithBlock,
 )
+from tilegen.spec_text import expr_text, extent_text
 
 #: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
 MAX_TILE = 1 << 20
@@ -112,16 +113,67 @@ def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list
     texts: list[tuple[str, str]] = []
     for size, extent in spec.derived:
         texts.append((size, offset_text(extent, lambda n: n)))
-        written = texts[-1][1].replace("//", "/")
-        for sub in m.subexpressions(extent):
-            if isinstance(sub, m.BinOp) and sub.op == "/":
-                a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
-                checks.append((
-                    f"{b} < 1 or ({a}) % ({b})",
-                    f"f\"{name}: the extent {written} needs {a} ({{{a}}}) to be a multiple of {b} ({{{b}}}), "
-                    f"and {b} at least 1\"",
-                ))
+        checks += _division_checks(extent, name, f"the extent ({expr_text(extent)})", lambda e: True)
     return checks, texts
+
+
+def _division_checks(expr: m.Expr, name: str, what: str, sized) -> list[tuple[str, str]]:
+    """The launcher's checks of each ``/`` in ``expr`` (``what`` names it in the message): where
+    ``sized`` holds for both operands (sizes, integer scalar inputs and integers: the launcher
+    knows them) the divisor must be at least 1 and divide; where it holds for the divisor alone (an
+    axis divided, rounding down: ``h / (H / HK)``), at least 1."""
+    checks = []
+    for sub in reversed(list(m.subexpressions(expr))):  # inner divisions first: their divisors are used outside
+        if not (isinstance(sub, m.BinOp) and sub.op == "/") or not sized(sub.right):
+            continue
+        a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
+        literal = isinstance(sub.right, m.Number) and sub.right.value >= 1  # nothing to check of it
+        if sized(sub.left):
+            at_least = "" if literal else f", and {expr_text(sub.right)} at least 1"
+            checks.append((
+                f"({a}) % {b}" if literal else f"{b} < 1 or ({a}) % ({b})",
+                f"f\"{name}: {what} needs {_shown(sub.left)} to be a multiple of {_shown(sub.right)}{at_least}\"",
+            ))
+        elif not literal:
+            message = f"{name}: {what} divides by {expr_text(sub.right)}, which must be at least 1, got {{{b}}}"
+            checks.append((f"{b} < 1", f"f\"{message}\""))
+    return checks
+
+
+def _shown(expr: m.Expr) -> str:
+    """``expr`` in a launcher message: as written, then its value (``H ({H})``) unless a number."""
+    if isinstance(expr, m.Number):
+        return expr.text
+    return f"{expr_text(expr)} ({{{offset_text(expr, lambda n: n)}}})"
+
+
+def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
+    """The checks of each ``/`` in a tensor's index (``k[z, h / (H / HK), n, d]``, GQA's head of
+    ``k``), as :func:`_division_checks` makes them: ``/`` of sizes rounds nothing, as a derived
+    extent's does not (with H = 6, HK = 4 heads 4 and 5 read past ``k`` and got zeros), and an axis
+    is divided by at least 1. Each condition once, for the first access that holds it."""
+    axes = {a.name.id for a in spec.axes()}
+    if spec.swizzle is not None and spec.swizzle.aliases is not None:
+        axes |= {n.id for n in spec.swizzle.aliases}
+
+    def sized(expr: m.Expr) -> bool:
+        return all(e.name.id not in axes for e in m.subexpressions(expr) if isinstance(e, m.Ref))
+
+    def items(index):
+        for item in index:
+            if isinstance(item, m.Load):
+                yield from items(item.index)
+            elif m.is_offset(item):
+                yield item
+
+    found: dict[str, str] = {}
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            for item in items(access.index):
+                what = f"the index {expr_text(item)} of {access.tensor.id}"
+                for condition, message in _division_checks(item, name, what, sized):
+                    found.setdefault(condition, message)
+    return list(found.items())
 
 
 def _largest(spec: m.Spec, param: str) -> str | None:
@@ -142,7 +194,8 @@ def _axis_checks(
     ``rows`` runs its long rows through loops)."""
     checks = []
     for axis in spec.axes():
-        where = f"'{axis.name.id} over {axis.dim.id}"
+        written = extent_text(axis)  # C / G as the spec writes it, not the launcher's C_over_G
+        where = f"'{axis.name.id} over {written}"
         if axis.bounds == "unmasked":
             largest = _largest(spec, axis.block.id)
             block = largest or axis.block.id
@@ -153,7 +206,7 @@ def _axis_checks(
                 (
                     f"{axis.dim.id} % {block}",
                     f"f\"{name}: {where} by {axis.block.id}' is unmasked, so "
-                    f"{axis.dim.id} = {{{axis.dim.id}}} must be a multiple of {value}\"",
+                    f"{written} = {{{axis.dim.id}}} must be a multiple of {value}\"",
                 )
             )
         elif axis.bounds == "whole" and (rows is None or rows.dim != axis.dim.id):
@@ -169,7 +222,7 @@ def _axis_checks(
             checks.append(
                 (
                     f"{dim} > {limit}",
-                    f"f\"{name}: {where} whole' makes one tile of all of {dim}, so {dim}{origin} must be "
+                    f"f\"{name}: {where} whole' makes one tile of all of {written}, so {written}{origin} must be "
                     f"<= {limit} (Triton's largest tile holds {MAX_TILE} elements), got {{{dim}}}\"",
                 )
             )
@@ -427,7 +480,7 @@ def lower_launcher(
     for condition, message in shape_checks + derived_checks:
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     middle += [Line(line) for line in derived]
-    for condition, message in _axis_checks(spec, name, bound, rows):
+    for condition, message in _index_divisions(spec, name) + _axis_checks(spec, name, bound, rows):
         middle.append(IfBlock(condition, "", (Line(f"raise ValueError({message})"),)))
     def dims(tensor: m.Tensor) -> list[str]:
         return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]

@@ -10,10 +10,13 @@ an :class:`~tilegen.lower.access.Access`, and the function lowering one statemen
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import nullcontext
 
 from tilegen import model as m
+from tilegen.carried import running_extrema
+from tilegen.functions import literal_value, lookup
 from tilegen.lower.access import Access
 from tilegen.lower.grid import int64_casts
 from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
@@ -221,6 +224,7 @@ class Loops:
         else:
             ranges = [(f"range(0, {tiles})", True, "from the end" if loop.reverse else "")]
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
+        outer_online, online = state.online, self.online_extrema(loop)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
@@ -242,6 +246,7 @@ class Loops:
             state.masks, state.loads = dict(outer_masks), {**outer_loads, **hoisted}
             state.taken = outer_taken | _defined(preheader)
             state.hoists.append((k, preheader))
+            state.online = {**outer_online, **{name: (identity, "") for name, identity in online.items()}}
             for stmt in loop.body:
                 if not isinstance(stmt, m.Loop):
                     body.append(state.comment(stmt.span))
@@ -252,12 +257,45 @@ class Loops:
             loops.append(ForLoop(step, iterable, tuple(body)))
         if guard is not None:
             state.known_conditions.pop(guard.key, None)
-        state.masks, state.loads = outer_masks, outer_loads
+        state.masks, state.loads, state.online = outer_masks, outer_loads, outer_online
         state.taken |= _defined(preheader)
         if preheader:
             preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
         return [state.comment(loop.span), *preheader, *loops]
 
+
+    def online_extrema(self, loop: m.Loop) -> dict[str, float]:
+        """The running extrema of ``loop`` (:func:`tilegen.carried.running_extrema`: ``m_new =
+        maximum(m_i, max(s, dim=n))``) that the body takes exponentials relative to (``exp(s -
+        m_new)``, ``exp(m_i - m_new)``, or ``exp2``), where the carried value may still hold the
+        extremum's identity (it does not start at a finite number): name -> that identity (``-inf``).
+
+        Online softmax's rescaling, as the spec writes it, is NaN for a row whose tiles so far
+        were all ``-inf`` (a mask that hides a row's first keys): ``m_new`` is ``-inf`` and so is
+        every value it is subtracted from, ``exp(-inf + inf)``. The reference sees the whole row at
+        once and computes relative to its finite maximum. :meth:`Statements.statement
+        <tilegen.lower.statements.Statements.statement>` copies such an ``m_new`` with 0 for its
+        identity, and :meth:`Expressions.call <tilegen.lower.expressions.Expressions.call>` takes
+        the exponentials relative to the copy: ``exp(-inf - 0) = 0``, the weight the reference
+        gives those values and the running sums once a finite maximum comes (FlexAttention's
+        ``m_ij_masked``); where ``m_new`` is finite the copy is ``m_new``. Every value of such a
+        row is the identity, so none is weighed wrongly."""
+        state = self.state
+        found = running_extrema(state.spec, loop, frozenset(state.locals))
+        starts = {s.name.id: s.init for s in m.statements(state.spec.body) if isinstance(s, m.Declare)}
+        relative = {
+            part.args[0].right.name.id
+            for stmt in loop.body if isinstance(stmt, (m.Assign, m.Accumulate, m.Store))
+            for part in m.subexpressions(stmt.value)
+            if isinstance(part, m.Call) and part.func.id in ("exp", "exp2") and isinstance(part.args[0], m.BinOp)
+            and part.args[0].op == "-" and isinstance(part.args[0].right, m.Ref)
+        }
+        guarded = {}
+        for name, (extremum, running) in found.items():
+            start = literal_value(starts[running]) if running in starts else None
+            if name in relative and (start is None or math.isinf(start)):
+                guarded[name] = lookup(extremum).identity
+        return guarded
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -127,8 +127,9 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
     softmax (``s = where(n <= m, .., -inf)``; ``m_new = maximum(m_i, max(s))``; ``p = exp(s - m_new)``;
     ``alpha = exp(m_i - m_new)``; ``l_i = l_i * alpha + sum(p)``; ``acc = acc * alpha + dot(p, v)``)
     every carried variable comes out the same. The proof assumes the carried values and loaded
-    tiles are finite: a row that has seen no unmasked key yet (``m_i`` still ``-inf``) keeps its
-    initial state where the unskipped loop would compute ``exp(-inf + inf)``, NaN. With
+    tiles are finite (a row that has seen no unmasked key yet, ``m_i`` still ``-inf``, keeps its
+    initial state, as the unskipped loop does: it takes those exponentials relative to 0,
+    :meth:`tilegen.lower.loops.Loops.online_extrema`). With
     ``strict``, values computed from loaded tiles are not assumed finite (only the loaded tiles
     themselves, and the carried values): a product or ``dot`` with zeros is zero only where the
     other factor is known or is itself a load.

@@ -104,6 +104,9 @@ class KernelState:
     reduced: frozenset = frozenset()  # locals some max/min reduces directly (see scaled.py)
     scaled: dict = field(default_factory=dict)  # local -> (its unscaled tile, factor text, Factor) in this scope
     sign_flags: dict = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
+    # running extremum of the loop being lowered -> (its identity, -inf, the name of its guarded
+    # copy in this loop range once made, else ""): see Loops.online_extrema
+    online: dict = field(default_factory=dict)
     # a flat grid's names (grid.flat_setup, grid.flat_pids)
     pid: str = ""  # the program id (``pid``; ``start_pid`` persistent)
     num_a: str = ""  # tiles along the first axis (``num_pid_m``)

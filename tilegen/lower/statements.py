@@ -16,7 +16,7 @@ from tilegen.lower.finish import partial_stores
 from tilegen.lower.loops import Loops
 from tilegen.lower.names import broadcast, number_text, triton_dtype, tuple_text
 from tilegen.lower.pieces import each_piece, local_name, pieced
-from tilegen.lower.plan import IfBlock, Line, Op
+from tilegen.lower.plan import Comment, IfBlock, Line, Op
 from tilegen.lower.scaled import split_product
 from tilegen.lower.state import KernelState
 
@@ -62,6 +62,8 @@ class Statements:
             state.locals.setdefault(stmt.name.id, context)
             state.dtypes.setdefault(stmt.name.id, self.exprs.dtype_of(stmt.value))
             state.taken.add(stmt.name.id)
+            if isinstance(stmt, m.Assign) and stmt.name.id in state.online:
+                ops.extend(self.guarded_extremum(stmt.name.id))
         elif isinstance(stmt, m.Store):
             if pieced(state, stmt.index):
                 ops += each_piece(state, lambda: self.store(stmt), "the second piece's rows")
@@ -70,6 +72,20 @@ class Statements:
         elif isinstance(stmt, m.Loop):
             ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
         return ops
+
+    def guarded_extremum(self, name: str) -> list[Op]:
+        """The copy of the running extremum ``name`` that exponentials are taken relative to: 0
+        where it still holds its identity (see :meth:`tilegen.lower.loops.Loops.online_extrema`)."""
+        state = self.state
+        identity, _ = state.online[name]
+        safe = state.fresh(f"{name}_or_0")
+        state.locals[safe], state.dtypes[safe] = state.locals[name], state.dtypes[name]
+        state.online[name] = (identity, safe)
+        return [
+            Comment(f"{name}, or 0 where it is {identity} (a row of {identity} alone so far): exp(x - {name}) "
+                    "relative to it is then 0, not NaN"),
+            Line(f'{safe} = tl.where({name} == float("{identity}"), 0.0, {name})'),
+        ]
 
     def scaled_assign(self, stmt: m.Assign | m.Accumulate, ops: list[Op]) -> bool:
         """``s = x * c`` (``c`` a scalar factor) for a local some ``max``/``min`` reduces: emit

@@ -438,17 +438,6 @@ def classes(t: torch.Tensor) -> torch.Tensor:
     return torch.where(t.isnan(), 3, torch.where(t == math.inf, 1, torch.where(t == -math.inf, 2, 0)))
 
 
-def nan_dropped(name: str, vals: list[Val]) -> torch.Tensor:
-    """Elements where a known bug (:data:`KNOWN`, ``nan_dropped``) drops a NaN operand of ``name``:
-    not compared while the bug is in effect."""
-    dropped = torch.zeros((), dtype=torch.bool)
-    if any(name in KNOWN[bug].nan_dropped for bug in ACTIVE_KNOWN):
-        for v in vals:
-            if isinstance(v.t, torch.Tensor) and v.t.is_floating_point():
-                dropped = dropped | v.t.isnan()
-    return dropped
-
-
 def combine(fn_low, fn64, vals: list[Val], rd: str, own: float, absolute=None) -> Val:
     """``fn_low`` of ``vals`` computed in ``rd`` (the oracle's value), with the error bound carried
     through by float64 evaluation at the corners of the operands' intervals plus ``own``
@@ -522,8 +511,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
         if not isinstance(a.t, torch.Tensor) and not isinstance(b.t, torch.Tensor):  # folded, as Python does
             value = {"+": a.t + b.t, "-": a.t - b.t, "*": a.t * b.t, "/": a.t / b.t if b.t else math.nan}[op]
             return Val(value, WEAK_FLOAT if isinstance(value, float) else WEAK_INT)
-        if op == "/" and rd in ("f16", "bf16") and "f16-kept-in-f32" in ACTIVE_KNOWN:
-            rd = "f32"  # as the kernel computes it while the bug lasts (the reference is not compared)
         out = combine(fn, fn, [a, b], rd, 3)
         if op == "/":  # a divisor within its error of 0 (0 included: the sign of a zero is not specified)
             out.dc = out.dc | (b.f64(rd).abs() <= b.err)
@@ -537,7 +524,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
         rd = promote(a.dt, b.dt)
         fn = torch.maximum if op == "maximum" else torch.minimum
         out = combine(fn, fn, [a, b], rd, 0)
-        out.dc = out.dc | nan_dropped(op, vals)
         return out
     if op == "clamp":
         names, _ = clamp_bounds(node)
@@ -549,7 +535,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
             return torch.clamp(t, **dict(zip(names, bounds, strict=True)))
 
         out = combine(clamp, clamp, vals, rd, 0)
-        out.dc = out.dc | nan_dropped(op, vals)
         return out
     if op in COMPARISONS:
         a, b = vals
@@ -668,7 +653,6 @@ def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
         if name == "leaky_relu" and rd in INTS:  # slope * x: a float (torch has no integer leaky_relu)
             rd = "f32"
         out = combine(apply, apply, [a], rd, own)
-        out.dc = out.dc | nan_dropped(name, [a])
         return out
     rd = math_dtype(a.dt)
     absolute = None if scale is None else scale(a.f64(rd), *numbers)
@@ -677,12 +661,10 @@ def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
         out = combine(apply, apply, [a], rd, 0)
         extra = own + (0.0 if absolute is None else absolute)
         out.err = torch.where(out.t.isfinite(), out.err + roundoff("f32") * extra * (out.t.double().abs() + 1), 0.0)
-        out.dc = out.dc | nan_dropped(name, [a])
         if "f64-activation-in-f32" in ACTIVE_KNOWN:  # past float32's range the helper sees +-inf
             out.dc = out.dc | (a.f64(rd).abs() > torch.finfo(torch.float32).max)
         return out
     out = combine(apply, apply, [a], rd, own, absolute)
-    out.dc = out.dc | nan_dropped(name, [a])
     if name == "rsqrt":
         out.dc = out.dc | (a.f64(rd) == 0)
     return out
@@ -764,10 +746,7 @@ def reduce_oracle(name: str, a: Val, layout: Layout) -> Val:
         dc = dc | (finite & ~bound.isfinite())
         return Val(r, rd, torch.where(finite, torch.nan_to_num(bound, posinf=0.0), 0.0), dc)
     r = (full.amax if name == "max" else full.amin)(dim=-1, keepdim=True)
-    if source in ("f16", "bf16") and "f16-kept-in-f32" in ACTIVE_KNOWN:
-        r, source = r.float(), "f32"  # as the kernel computes it while the bug lasts
     bound = err.amax(dim=-1, keepdim=True)
-    dc = dc | nan_dropped(name, [Val(full, source)]).any(dim=-1, keepdim=True)
     if source in FLOATS:
         bound = torch.where(r.isfinite(), bound, 0.0)
     return Val(r, source, bound, dc)
@@ -1357,34 +1336,16 @@ class Known:
     """A bug kept in REGRESSIONS (strict xfails). Until it is fixed the property test steps around
     it as narrowly as it can: ``avoid`` (trees not generated; :func:`repaired` rewrites the
     generated ones it can), ``skip_reference`` (trees whose reference is not compared; the kernel
-    still is), ``nan_dropped`` (functions whose NaN operands the kernel drops: those elements are not
-    compared); the oracle handles the others by name (``"f64-power" in ACTIVE_KNOWN``: the elements
+    still is); the oracle handles the others by name (``"f64-power" in ACTIVE_KNOWN``: the elements
     they touch are not compared, or the kernel's precision is allowed). Delete the entry with the fix."""
 
     reason: str
     avoid: Callable[[Node, str, str], bool] | None = None
     skip_reference: Callable[[Node, str, str], bool] | None = None
-    nan_dropped: tuple[str, ...] = ()
 
 
 KNOWN = {
     # the kernel computes something else than the spec says
-    "nan-dropped": Known(
-        "the kernel drops NaN operands where torch propagates them: tl.maximum/tl.minimum (maximum, "
-        "minimum, clamp, hardtanh; the helpers relu, elu, selu, softplus, hardsigmoid through "
-        "tl.where(x > 0, ...) or tl.minimum(x, 0.0)) and tl.max/tl.min reductions",
-        nan_dropped=("maximum", "minimum", "clamp", "hardtanh", "relu", "elu", "selu", "softplus", "hardsigmoid",
-                     "max", "min"),
-    ),
-    "u8-with-i8": Known(
-        "u8 with i8 computes in u8 in the kernel (Triton's C rule: the unsigned operand of the same "
-        "rank wins), in i16 in torch (and i32 in tilegen's rules): u8(0) - i8(100) is 156, not -100; "
-        "comparisons and maximum/minimum too",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and {"u8", "i8"} <= {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            for n in tree.walk()),
-    ),
     "hardtanh-of-integer": Known(
         "hardtanh of an integer tile with a fractional bound: the kernel clamps in float "
         "(tl.minimum(tl.maximum(r, -2), 0.5) is 0.5), torch and the reference keep the integer dtype "
@@ -1392,28 +1353,6 @@ KNOWN = {
         avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "hardtanh"
                                          and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
                                          for n in tree.walk()),
-    ),
-    "f16-with-bf16": Known(
-        "an f16 tile with a bf16 one computes in f16 in the kernel (Triton's promotion: 'if one operand "
-        "is half, the other is converted to half', before its bf16 rule), in f32 in the reference, as "
-        "the docs say (f16 with bf16 gives f32, as torch): bf16(x) - y of an f16 y loses x's small part",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and {"f16", "bf16"} <= {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            for n in tree.walk()),
-    ),
-    "f16-kept-in-f32": Known(
-        "the kernel keeps some f16 values in f32 where the spec's dtypes (and the reference) make them "
-        "f16: a division (Triton divides half floats in f32), and max/min over a masked whole axis "
-        "(tl.where(mask_c, x, float('-inf')) is f32). Where f16 arithmetic on them overflows the "
-        "reference is inf and the kernel finite (gelu(1e3 / x) at x = -3e-6: NaN against -0.0), and a "
-        "literal meeting them is not rounded to f16 (where(m, x / x, 0.1): 0.1 against 0.09998). While "
-        "the bug lasts the oracle computes those in f32, as the kernel does, and the reference is not "
-        "compared",
-        skip_reference=lambda tree, xdt, ydt: any(
-            (n.op == "/" and promote(*(static_dtype(a, xdt, ydt) for a in n.args), divide=True) in ("f16", "bf16"))
-            or (n.op == "reduce" and n.attr in ("max", "min") and static_dtype(n, xdt, ydt) in ("f16", "bf16"))
-            for n in tree.walk()),
     ),
     "clamp-dtype": Known(
         "clamp's dtype is its first argument's in tilegen's rules (tilegen.dtypes.expr_dtype promotes "
@@ -1454,39 +1393,11 @@ KNOWN = {
         avoid=lambda tree, xdt, ydt: any(n.op in ("&", "|") and any(not axes(a, WIDE) for a in n.args)
                                          for n in tree.walk()),
     ),
-    "clamp-keyword-bound-axes": Known(
-        "a clamp bound given by name does not count in the clamp's axes (tilegen.functions.spanned_axes "
-        "reads call.args, not keywords): sum(clamp(r, max=c), dim=c) does not compile ('tuple.index(x): x "
-        "not in tuple'), min(clamp(f32(c), min=x[r, c]), dim=c) crashes the kernel ('Cannot "
-        "make_shape_compatible'); the same bounds by position work",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op == "clamp" and clamp_bounds(n)[1]
-            and any(axes(bound, WIDE) - axes(n.args[0], WIDE) for bound in n.args[1:]) for n in tree.walk()),
-    ),
-    "integer-division-of-mixed-signs": Known(
-        "an integer divided by an integer of the other signedness, i32(...) / u8(...), does not compile "
-        "('Cannot use /, #, or % with int32 and uint8 because they have different signedness'): the docs "
-        "say / of integers divides as floats, but the kernel leaves the conversion to Triton",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op == "/" and "u8" in (dtypes := {static_dtype(a, xdt, ydt) for a in n.args})
-            and dtypes & {"i8", "i16", "i32", "i64"} for n in tree.walk()),
-    ),
     "f64-sqrt": Known(
         "sqrt of an f64 tile (and x ** 0.5, x ** -0.5) crashes the kernel: tl.sqrt_rn takes fp32 only "
         "(\"Expected dtype ['fp32'] but got fp64\")",
         avoid=lambda tree, xdt, ydt: any(is_square_root(n) and static_dtype(n.args[0], xdt, ydt) == "f64"
                                          for n in tree.walk()),
-    ),
-    "negative-literal-with-u8": Known(
-        "the checker accepts a u8 tile met with a negative integer literal (u8(...) >= -1), which "
-        "Triton refuses when it compiles the kernel ('Cannot perform a binary operation between an "
-        "unsigned tensor and a negative scalar')",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and "u8" in {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            and any(a.op == "lit" and a.attr.startswith("-") and static_dtype(a, xdt, ydt) == WEAK_INT
-                    for a in n.args)
-            for n in tree.walk()),
     ),
     # the reference computes something else than the spec says, or raises
     "literal-over-f16-in-reference": Known(
@@ -1579,31 +1490,30 @@ REGRESSIONS = {
     "clamp-either-bound": ("clamp(x[i], max=y[i]) - clamp(y[i], -0.5) + clamp(x[i], min=0, max=2)", (13,), "f16", "f16",
                            2.0, None),
     "scalar-exponent": ("pow(abs(x[i]) + 1e-3, s) - y[i] ** s", (13,), "f32", "f32", -1.5, None),
-    # KNOWN["nan-dropped"]
-    "nan-maximum": ("maximum(pow(x[i], -0.5), x[i])", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-minimum": ("minimum(y[i], log(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-clamp": ("clamp(log2(x[i]), x[i], x[i])", (13,), "f16", "f32", 2.0, "nan-dropped"),
-    "nan-clamp-bound": ("clamp(y[i], -1, sqrt(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-relu": ("relu(log(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-hardtanh": ("hardtanh(log(x[i]), -2, 0.5)", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-elu": ("elu(pow(x[i], 65) / -inf)", (13,), "f32", "f32", -1.5, "nan-dropped"),
-    "nan-selu": ("selu(x[i] ** x[i])", (13,), "f16", "f32", 3.0, "nan-dropped"),
-    "nan-softplus": ("softplus(x[i] ** 2.5)", (13,), "f32", "f32", -0.25, "nan-dropped"),
-    "nan-hardsigmoid": ("hardsigmoid(sqrt(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-max-reduction": ("max(log(x[r, c]), dim=c)", (5, 13), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-min-reduction": ("min(sqrt(x[r, c]), dim=c) + y[r, c]", (5, 13), "f16", "f16", 2.0, "nan-dropped"),
-    # KNOWN["u8-with-i8"]
-    "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, "u8-with-i8"),
+    # fixed: NaN operands propagate, as torch's (propagate_nan=ALL, amax/amin)
+    "nan-maximum": ("maximum(pow(x[i], -0.5), x[i])", (13,), "f32", "f32", 2.0, None),
+    "nan-minimum": ("minimum(y[i], log(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-clamp": ("clamp(log2(x[i]), x[i], x[i])", (13,), "f16", "f32", 2.0, None),
+    "nan-clamp-bound": ("clamp(y[i], -1, sqrt(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-relu": ("relu(log(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-hardtanh": ("hardtanh(log(x[i]), -2, 0.5)", (13,), "f32", "f32", 2.0, None),
+    "nan-elu": ("elu(pow(x[i], 65) / -inf)", (13,), "f32", "f32", -1.5, None),
+    "nan-selu": ("selu(x[i] ** x[i])", (13,), "f16", "f32", 3.0, None),
+    "nan-softplus": ("softplus(x[i] ** 2.5)", (13,), "f32", "f32", -0.25, None),
+    "nan-hardsigmoid": ("hardsigmoid(sqrt(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-max-reduction": ("max(log(x[r, c]), dim=c)", (5, 13), "f32", "f32", 2.0, None),
+    "nan-min-reduction": ("min(sqrt(x[r, c]), dim=c) + y[r, c]", (5, 13), "f16", "f16", 2.0, None),
+    # fixed: u8 with i8 computes in i16, torch's (the kernel casts where Triton's rule differs)
+    "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, None),
     # KNOWN["hardtanh-of-integer"]
     "hardtanh-of-integer": ("where(x[r, c] < 0, hardtanh(r, -2, 0.5), x[r, c])", (5, 13), "f32", "f32", 2.0,
                             "hardtanh-of-integer"),
-    # KNOWN["f16-with-bf16"]
-    "f16-with-bf16": ("bf16(x[i]) - y[i]", (13,), "f32", "f16", 2.0, "f16-with-bf16"),
-    # KNOWN["f16-kept-in-f32"]
-    "f16-division-overflow": ("gelu(1e3 / x[i])", (13,), "f16", "f32", 1.0, "f16-kept-in-f32"),
-    "f16-division-and-literal": ("where(x[i] != x[i], x[i] / x[i], 0.1)", (13,), "f16", "f32", 2.0, "f16-kept-in-f32"),
-    "f16-masked-max-overflow": ("softsign(max(x[r, c], dim=c) + x[r, c] + x[r, c])", (3, 13), "f16", "f32", 2.0,
-                                "f16-kept-in-f32"),
+    # fixed: f16 with bf16 computes in f32 (the kernel casts)
+    "f16-with-bf16": ("bf16(x[i]) - y[i]", (13,), "f32", "f16", 2.0, None),
+    # fixed: an f16 division and an f16 max/min stay f16 (rounded; amax keeps the dtype)
+    "f16-division-overflow": ("gelu(1e3 / x[i])", (13,), "f16", "f32", 1.0, None),
+    "f16-division-and-literal": ("where(x[i] != x[i], x[i] / x[i], 0.1)", (13,), "f16", "f32", 2.0, None),
+    "f16-masked-max-overflow": ("softsign(max(x[r, c], dim=c) + x[r, c] + x[r, c])", (3, 13), "f16", "f32", 2.0, None),
     # KNOWN["clamp-dtype"]
     "clamp-literal-first-math": ("exp(clamp(10, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
     "clamp-literal-first-activation": ("mish(clamp(1e3, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
@@ -1627,18 +1537,16 @@ REGRESSIONS = {
     # KNOWN["scalar-mask"]
     "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, "scalar-mask"),
     "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, "scalar-mask"),
-    # KNOWN["clamp-keyword-bound-axes"]
-    "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, "clamp-keyword-bound-axes"),
-    "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0,
-                                        "clamp-keyword-bound-axes"),
-    # KNOWN["integer-division-of-mixed-signs"]
+    # fixed: a bound given by name counts in the clamp's axes
+    "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, None),
+    "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0, None),
+    # fixed: / of integers of both signednesses divides in float32 (the kernel casts)
     "integer-division-of-mixed-signs": ("i32(clamp(x[i], -30000, 30000)) / u8(clamp(y[i], 0, 200))", (13,), "f32",
-                                        "f32", 2.0, "integer-division-of-mixed-signs"),
+                                        "f32", 2.0, None),
     # KNOWN["f64-sqrt"]
     "f64-sqrt": ("sqrt(f64(x[i]))", (13,), "f32", "f32", 1.0, "f64-sqrt"),
-    # KNOWN["negative-literal-with-u8"]
-    "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0,
-                                "negative-literal-with-u8"),
+    # fixed: a negative literal meeting u8 wraps, as torch's (-1 is 255)
+    "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0, None),
     # fixed (the reference casts the operand of another dtype first, as the spec's dtype rules do)
     "scalar-input-and-f16": ("s + x[i]", (13,), "f16", "f16", 1.0, None),
     "math-of-scalar-and-f16": ("exp(s) - x[i]", (13,), "f16", "f32", 1.0, None),

@@ -52,9 +52,11 @@ class Function:
     the params torch takes only as tensors (``torch.maximum``'s ``other``), which the
     reference passes as tensors even where the spec gives a number. ``selects``: the first
     argument is a mask choosing between the others (``where``), so the result has their
-    shape and dtype, and only there may a mask be an argument. ``floats``: its operand must be
-    a float tile (``prod``: an integer product would wrap in the kernel's dtype where torch's
-    goes to int64).
+    shape and dtype, and only there may a mask be an argument. ``promotes``: its arguments
+    (by position or keyword) promote to one dtype, the result's, as torch's (``maximum``,
+    ``minimum``, ``clamp``). ``floats``: its operand must be a float tile (``prod``: an integer
+    product would wrap in the kernel's dtype where torch's goes to int64; ``leaky_relu``: torch
+    has no integer one).
 
     What the lowerings ask of an operation instead of testing its name (a new reduction is one
     entry with these filled in):
@@ -103,6 +105,7 @@ class Function:
     helpers: tuple[str, ...] = ()
     tensors: tuple[str, ...] = ()
     selects: bool = False
+    promotes: bool = False
     floats: bool = False
     identity: float | None = None
     combine: str | None = None
@@ -159,12 +162,17 @@ class Function:
 OMITTED = ""
 
 
+#: The argument of ``tl.maximum``/``tl.minimum`` that makes a NaN operand win, as torch's maximum,
+#: minimum and clamp do (Triton's default drops it).
+NAN = "propagate_nan=tl.PropagateNan.ALL"
+
+
 def _clamp_triton(v: dict[str, str]) -> str:
-    """``clamp(x, min, max)`` with either bound alone, as torch.clamp."""
+    """``clamp(x, min, max)`` with either bound alone, as torch.clamp (NaN in, NaN out)."""
     x = v["x"]
     if v["min"]:
-        x = f"tl.maximum({x}, {v['min']})"
-    return f"tl.minimum({x}, {v['max']})" if v["max"] else x
+        x = f"tl.maximum({x}, {v['min']}, {NAN})"
+    return f"tl.minimum({x}, {v['max']}, {NAN})" if v["max"] else x
 
 
 def _atom(text: str) -> str:
@@ -252,9 +260,11 @@ FUNCTIONS: dict[str, Function] = {
         # reductions over one axis
         Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})",
                  identity=0.0, combine="+", widens=True, rounds=True, grad={"x": "{g_}"}),
-        Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})",
+        Function("max", "reduction", triton="amax({x}, {axis})", helpers=("maximum_nan", "amax"),
+                 torch="torch.amax({x}, dim={axis})",
                  identity=-math.inf, combine="maximum", mirror="min", grad=_AMONG_EXTREMES),
-        Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})",
+        Function("min", "reduction", triton="amin({x}, {axis})", helpers=("minimum_nan", "amin"),
+                 torch="torch.amin({x}, dim={axis})",
                  identity=math.inf, combine="minimum", mirror="max", grad=_AMONG_EXTREMES),
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
                  identity=0.0, combine="+", averages=True, widens=True, rounds=True, grad={"x": "{g} / {size}"}),
@@ -277,11 +287,13 @@ FUNCTIONS: dict[str, Function] = {
                  triton="tl.cumprod({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumprod", v),
                  floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # elementwise in the operands' dtype
-        Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
-                 torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum",
+        Function("maximum", "elementwise", (("other", None),), triton=f"tl.maximum({{x}}, {{other}}, {NAN})",
+                 torch="torch.maximum({x}, {other})", tensors=("other",), promotes=True, identity=-math.inf,
+                 mirror="minimum",
                  grad=_extreme_grad(">")),
-        Function("minimum", "elementwise", (("other", None),), triton="tl.minimum({x}, {other})",
-                 torch="torch.minimum({x}, {other})", tensors=("other",), identity=math.inf, mirror="maximum",
+        Function("minimum", "elementwise", (("other", None),), triton=f"tl.minimum({{x}}, {{other}}, {NAN})",
+                 torch="torch.minimum({x}, {other})", tensors=("other",), promotes=True, identity=math.inf,
+                 mirror="maximum",
                  grad=_extreme_grad("<")),
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
                  torch="torch.where({x}, {input}, {other})", selects=True,
@@ -290,7 +302,7 @@ FUNCTIONS: dict[str, Function] = {
         Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})",
                  grad={"x": "where({x} > 0, {g_}, where({x} < 0, -{g}, 0.0))"}),
         Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),
-                 tensors=("min", "max"), triton=_clamp_triton,
+                 tensors=("min", "max"), promotes=True, triton=_clamp_triton,
                  torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})",
                  grad={"x": _clamp_grad}),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})",
@@ -300,7 +312,7 @@ FUNCTIONS: dict[str, Function] = {
                  torch="torch.nn.functional.leaky_relu({x}, {negative_slope})",
                  grad={"x": "where({x} > 0, {g_}, {g} * {negative_slope})"}),
         Function("hardtanh", "elementwise", (("min_val", "-1.0"), ("max_val", "1.0")), numbers=("min_val", "max_val"),
-                 triton="tl.minimum(tl.maximum({x}, {min_val}), {max_val})",
+                 triton=f"tl.minimum(tl.maximum({{x}}, {{min_val}}, {NAN}), {{max_val}}, {NAN})",
                  torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})",
                  grad={"x": "where({x} > {min_val} & {x} < {max_val}, {g_}, 0.0)"}),
         # math, in float32
@@ -391,14 +403,40 @@ def _first_index(name: str, what: str, nan: str) -> tuple[tuple[str, ...], tuple
     ), f"torch.{name} along axis: the first index of the {what}, or of the first NaN ({nan}).")
 
 
+#: The module constant that is true under Triton's interpreter (a constexpr, so the helpers that
+#: branch on it compile one branch); the module defines it where a helper names it.
+INTERPRETED = "_INTERPRETED"
+
+
+def _extreme(name: str, combine: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The helper of the ``max``/``min`` reduction (``name``): torch.amax/amin along ``axis``, NaN
+    where the row holds one (tl.max/tl.min drop NaN), in the operand's dtype (a :data:`HELPERS`
+    entry). On the GPU one ``tl.reduce`` whose combine function (``combine``) lets NaN win, as fast
+    as tl.max's own; the interpreter calls such a function once per element, so there tl.max and a
+    second reduction over ``x != x`` (numpy's)."""
+    return (("axis: tl.constexpr",), (
+        f"if {INTERPRETED}:  # one call of {combine} per element there: numpy's reductions instead",
+        f"    found = tl.{name}(x, axis)",
+        "    if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)",
+        "        wide = x.to(tl.float32)",
+        '        found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)',
+        "    return found.to(x.dtype)",
+        f"return tl.reduce(x, axis, {combine})",
+    ), f"torch.a{name} along axis: NaN where the row holds one (tl.{name} drops it), in x's dtype.")
+
+
 #: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
 #: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
+    "maximum_nan": (("y",), (f"return tl.maximum(x, y, {NAN})",), "The combine function of amax: NaN wins."),
+    "minimum_nan": (("y",), (f"return tl.minimum(x, y, {NAN})",), "The combine function of amin: NaN wins."),
+    "amax": _extreme("max", "maximum_nan"),
+    "amin": _extreme("min", "minimum_nan"),
     "first_argmax": _first_index("argmax", "largest value", "torch's NaN is largest"),
     "first_argmin": _first_index("argmin", "smallest value", "torch's NaN wins"),
-    "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
+    "relu": ((), ("return tl.where(x < 0, 0, x)",), "torch.relu: NaN stays NaN."),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (
         "x = x.to(tl.float32)",
@@ -417,21 +455,21 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "silu": ((), ("x = x.to(tl.float32)", "return x * tl.sigmoid(x)"), ""),
     "elu": (("alpha",), (
         "x = x.to(tl.float32)",
-        "return tl.where(x > 0, x, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
-    ), "torch.nn.functional.elu."),
+        "return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
+    ), "torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."),
     "selu": ((), (
         "x = x.to(tl.float32)",
-        "return 1.0507009873554805 * tl.where(x > 0, x, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
+        "return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
     ), "torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."),
     "softplus": (("beta", "threshold"), (
         "x = x.to(tl.float32)",
-        "return tl.where(x * beta > threshold, x, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta)",
-    ), "torch.nn.functional.softplus: linear above the threshold."),
+        "return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)",
+    ), "torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."),
     "softsign": ((), ("x = x.to(tl.float32)", "return x / (1.0 + tl.abs(x))"), ""),
     "hardsigmoid": ((), (
         "x = x.to(tl.float32)",
-        "return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)",
-    ), ""),
+        f"return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, {NAN}), 1.0, {NAN})",
+    ), "torch.nn.functional.hardsigmoid: NaN stays NaN."),
     "hardswish": ((), (
         "x = x.to(tl.float32)",
         "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
@@ -505,6 +543,9 @@ def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
         parts = list(expr.args)
         if (function := lookup(expr.func)) is not None and function.selects:  # shaped like its values; mask last
             parts = parts[1:] + parts[:1]
+        if function is not None:  # a parameter given by keyword (clamp(x, max=hi)); not a word (dim=c)
+            params = {p for p, _ in function.params}
+            parts += [value for key, value in expr.kwargs if key.id in params]
     axes = axes or ()
     for part in parts:
         axes += tuple(a for a in spanned_axes(part, own) if a not in axes)

@@ -12,13 +12,47 @@ from __future__ import annotations
 import math
 
 from tilegen import model as m
-from tilegen.dtypes import BOOL, DTYPE_LIMITS, INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
+from tilegen.dtypes import (
+    BOOL,
+    DTYPE_LIMITS,
+    INDEX,
+    LOGIC,
+    NARROW,
+    converts_to_f32,
+    expr_dtype,
+    is_float,
+    possible_dtypes,
+    promote,
+)
 from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.pieces import local_name
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import KernelState
+
+
+def triton_dtype(left: str, right: str, op: str) -> str | None:
+    """The dtype Triton computes ``left op right`` of two tiles in (its own promotion rules, which
+    differ from the spec's: f16 with bf16 is f16, u8 with i8 is u8, and a division of f16 or bf16
+    is float32), or None where Triton refuses (``/`` of integers of both signednesses)."""
+    divide = op == "/"
+    pair = {left, right}
+    if "f64" in pair:
+        return "f64"
+    if divide and (is_float(left) or is_float(right)):
+        return "f32"
+    for dtype in ("f32", "f16"):
+        if dtype in pair:
+            return dtype
+    if "bf16" in pair:
+        return "bf16" if pair == {"bf16"} else "f32"
+    if divide:
+        return None if "u8" in pair and len(pair) > 1 else "f32"
+    if "u8" in pair and len(pair) > 1:  # C's rule: the unsigned operand wins where it is as wide
+        signed = right if left == "u8" else left
+        return "u8" if signed == "i8" else signed
+    return max(pair, key=lambda d: int(d[1:]))
 
 
 class Expressions:
@@ -77,6 +111,43 @@ class Expressions:
             return f"({text}).to(tl.float32)"
         return f"{text}.to(tl.float32)"
 
+    def fixed(self, dtype: str | None) -> bool:
+        """A dtype that is the same under every binding of the spec's dtype variables (a cast the
+        kernel writes must not differ between bindings: one kernel serves them all)."""
+        return dtype in m.DTYPES and dtype != BOOL and possible_dtypes(dtype, self.state.spec) == (dtype,)
+
+    def converted(self, text: str, expr: m.Expr, target: str) -> str:
+        """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
+        (``.to(tl.int16)``), a negative integer literal meeting u8 wraps as torch's does (``-1``:
+        ``255``); anything else is left to Triton."""
+        dtype = self.dtype_of(expr)
+        value = literal_value(expr)
+        if dtype is None and target == "u8" and value is not None and value < 0:
+            return str(int(value) % 256)
+        if not self.fixed(dtype) or dtype == target or not self.fixed(target):
+            return text
+        return f"({text}).to({m.DTYPES[target][0]})" if isinstance(expr, (m.BinOp, m.Neg)) else \
+            f"{text}.to({m.DTYPES[target][0]})"
+
+    def typed(self, expr: m.BinOp, left: str, right: str) -> str:
+        """``left op right`` (the texts of ``expr``'s operands) computed in the dtype the spec's rules
+        give it (:func:`tilegen.dtypes.promote`, torch's), where Triton's rules (:func:`triton_dtype`)
+        differ: the operands cast to it (``u8`` with ``i8`` in i16, f16 with bf16 in f32, ``/`` of
+        integers of both signednesses in float32), a division of f16 or bf16 (float32 in Triton)
+        rounded to it, a negative literal meeting u8 wrapped."""
+        dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
+        target = promote(dl, dr, divide=expr.op == "/")
+        if expr.op in LOGIC or not self.fixed(target):
+            return binop_text(expr, left, right)
+        rounds = expr.op == "/" and target in NARROW  # Triton divides f16 and bf16 in float32
+        cast = self.fixed(dl) and self.fixed(dr) and not rounds and triton_dtype(dl, dr, expr.op) != target
+        if cast or dl is None:
+            left = self.converted(left, expr.left, target)
+        if cast or dr is None:
+            right = self.converted(right, expr.right, target)
+        text = binop_text(expr, left, right)
+        return f"({text}).to({m.DTYPES[target][0]})" if rounds else text
+
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
         state = self.state
@@ -102,6 +173,13 @@ class Expressions:
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             values[param] = self.expr(given, context, ops) if given is not None else default
+        if function.promotes or function.selects:  # maximum, minimum, clamp, where: in the call's dtype
+            target = self.dtype_of(call)
+            names = ["x", *(p for p, _ in function.params)]
+            for position, param in enumerate(names[1 if function.selects else 0:], start=1 if function.selects else 0):
+                given = call.args[position] if position < len(call.args) else call.kwarg(param)
+                if given is not None:
+                    values[param] = self.converted(values[param], given, target)
         if function.kind == "math":
             values["x"] = self.upcast(x, call.args[0])
             if name == "pow":
@@ -343,7 +421,7 @@ class Expressions:
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
             left = self.expr(expr.left, context, ops)
-            return binop_text(expr, left, self.expr(expr.right, context, ops))
+            return self.typed(expr, left, self.expr(expr.right, context, ops))
         if isinstance(expr, m.Call):
             return self.call(expr, context, ops)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

@@ -236,8 +236,8 @@ class ReferenceLowering:
                 values[param] = self.expr(given, context)
         if function.kind in ("math", "activation"):
             values["x"] = self.as_float(x, call.args[0])
-        if function.kind == "elementwise" and (function.selects or function.mirror is not None):
-            self.typed_values(call, function, values)  # where, maximum, minimum: in the spec's dtype
+        if function.kind == "elementwise" and (function.selects or function.promotes):
+            self.typed_values(call, function, values)  # where, maximum, minimum, clamp: in the spec's dtype
         values["approximate"] = call.word("approximate") or "none"
         return function.torch_text(**values)
 

@@ -337,8 +337,10 @@ def static_dtype(node: Node, xdt: str, ydt: str) -> str:
         return math_dtype(inner[0])
     if op == "call":
         name = node.attr[0]
-        if name in ELEMENTWISE:
+        if name == "detach":  # the operand itself
             return inner[0]
+        if name in ELEMENTWISE:  # of literals alone a tile, as the oracle's (abs(-2.0) is f32)
+            return concrete(inner[0])
         return math_dtype(inner[0])
     if op in ("maximum", "minimum"):
         return promote(inner[0], inner[1])
@@ -578,24 +580,26 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
 def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
     """``pow(a, p)``: torch.pow in float32 (f64 stays f64). An integral exponent up to 64 is
     multiplied out (``|p| + 2`` roundoffs), ±0.5 is a square root; any other (a fraction, past 64,
-    a tile) goes through ``exp2(p * log2|a|)``, whose error grows with ``|p log2|a||``."""
+    a tile) goes through ``exp2(p * log2|a|)``, whose error grows with ``|p log2|a||``. An exponent of
+    literals alone (``0.5 - 0``) is the number it folds to, as torch's Python number: 0.5 takes
+    torch's square root (NaN at -inf, where C's pow is inf)."""
     a = vals[0]
     rd = math_dtype(a.dt)
-    if node.op == "pow":
+    literal = (node.op == "powc" and node.attr[1].op == "lit") or (node.op == "pow" and literal_only(node.args[1]))
+    if node.op == "pow" and not literal:
         b = vals[1]
         p, exponent = None, b.f64(rd)
         out = combine(torch.pow, torch.pow, [a, b], rd, 8)
     else:
-        p = float(evaluate(node.attr[1], inputs).tensor())
+        p = float(evaluate(node.attr[1] if node.op == "powc" else node.args[1], inputs).tensor())
         exponent = torch.tensor(p, dtype=torch.float64)
-        multiplied = p == int(p) and abs(p) <= 64 and node.attr[1].op == "lit"
+        multiplied = literal and math.isfinite(p) and p == int(p) and abs(p) <= 64
 
         def power(t, p=p):
             return torch.pow(t, p)
 
         out = combine(power, power, [a], rd, abs(p) + 3 if multiplied else 8)
-    literal = node.op == "powc" and node.attr[1].op == "lit"
-    if not literal or not ((p == int(p) and abs(p) <= 64) or abs(p) == 0.5):  # the power helper
+    if not literal or not (multiplied or abs(p) == 0.5):  # the power helper
         u = roundoff(rd)
         if rd == "f64" and "f64-power" in ACTIVE_KNOWN:  # the helper computes in float32, in its range
             u = roundoff("f32")
@@ -606,13 +610,11 @@ def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
         out.err = torch.where(out.t.isfinite(), out.err + (8 + 2 * logs) * u * out.t.double().abs(), 0.0)
     # a negative exponent of a base within its error of 0 (of 0: +-inf, the sign of a zero is not specified)
     out.dc = out.dc | ((a.f64(rd).abs() <= a.err) & (exponent < 0))
-    if node.op == "pow":  # a negative base: NaN or not as the exponent's interval holds an integer or not
+    if node.op == "pow" and not literal:  # a negative base: NaN or not as the exponent's interval holds an integer
         low, high = exponent - vals[1].err, exponent + vals[1].err
         out.dc = out.dc | ((a.f64(rd) < 0) & (vals[1].err > 0) & (torch.floor(high) >= low))
     if "pow-infinite-exponent" in ACTIVE_KNOWN and not literal:
         out.dc = out.dc | ((a.f64(rd).abs() == 1) & exponent.isinf())
-    if "folded-half-exponent" in ACTIVE_KNOWN and node.op == "pow" and literal_only(node.args[1]):
-        out.dc = out.dc | ((a.f64(rd) == -math.inf) & (exponent.abs() == 0.5))
     return out
 
 
@@ -635,6 +637,8 @@ def cast_oracle(a: Val, dtype: str) -> Val:
 def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
     """A function of :data:`FUNCTION_ORACLES` with its number parameters."""
     name, params, choice = node.attr
+    if name == "detach":  # the operand itself, its dtype too (torch.detach)
+        return a
     given = {}
     for position, (key, value) in enumerate(params):
         key = key or PARAMS[name][position][0]
@@ -1190,24 +1194,6 @@ def expression(draw, layout: Layout, depth: int, kind: str | None = None, name: 
     raise AssertionError(kind)
 
 
-def literal_valued(node: Node) -> bool:
-    """True for a value made of literals (its ``where`` conditions aside): ``2``, ``1 + 1``,
-    ``where(m, 0, 0)``, which tilegen's dtype rules type as a literal."""
-    if node.op == "where":
-        return literal_valued(node.args[1]) and literal_valued(node.args[2])
-    if node.op in ("x", "y", "s", "size", "axis"):
-        return False
-    return all(literal_valued(a) for a in node.args)
-
-
-def literal_argument(node: Node, xdt: str, ydt: str) -> bool:
-    """A call or cast of a value made of literals, or a ``pow`` whose base is one but not a bare
-    number (``(1.0 + 0.1) ** x``; ``2.0 ** x`` is made a float32 tile)."""
-    if node.op in ("call", "cast"):
-        return literal_valued(node.args[0])
-    return node.op in ("pow", "powc") and literal_valued(node.args[0]) and node.args[0].op != "lit"
-
-
 def literal_only(node: Node) -> bool:
     """True for a subtree of literals alone (``2``, ``1 + 1``, ``abs(0)``)."""
     return all(n.op not in ("x", "y", "s", "size", "axis") for n in node.walk())
@@ -1233,7 +1219,7 @@ def usable(tree: Node, layout: Layout, xdt: str, ydt: str) -> bool:
 
 def repaired(tree: Node, xdt: str, ydt: str) -> Node:
     """``tree`` with what the bugs of :data:`KNOWN` in effect trip on rewritten, bottom up, as
-    little as possible (a literal argument ``exp(2)`` becomes ``exp(2 + x)``, a scalar comparison
+    little as possible (a scalar comparison
     joined by ``&`` gets ``+ x`` on its left, ``leaky_relu`` of an integer an ``f32(...)``), so
     the generator does not lose those examples."""
     args = tuple(repaired(a, xdt, ydt) for a in tree.args)
@@ -1246,8 +1232,6 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
     function = FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan") else None
     if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
         node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
-    if "function-of-literal" in ACTIVE_KNOWN and literal_argument(node, xdt, ydt):
-        node = replace(node, args=(Node("+", (node.args[0], X)), *node.args[1:]))
     if "scalar-mask" in ACTIVE_KNOWN and node.op in ("&", "|"):
         node = replace(node, args=tuple(
             Node(a.op, (Node("+", (a.args[0], X)), a.args[1])) if a.op in COMPARISONS and not axes(a, WIDE) else a
@@ -1316,14 +1300,6 @@ def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
     return False
 
 
-def clamp_mixed(node: Node, xdt: str, ydt: str) -> bool:
-    """A clamp whose operands promote to another dtype than its first one's, or than its first two's,
-    or of literals alone."""
-    a, *bounds = (static_dtype(arg, xdt, ydt) for arg in node.args)
-    whole = static_dtype(node, xdt, ydt)
-    return whole != a or promote(a, bounds[0]) != whole or all(literal_valued(arg) for arg in node.args)
-
-
 def is_square_root(node: Node) -> bool:
     """``sqrt(x)``, ``x ** 0.5`` or ``x ** -0.5`` (``tl.sqrt_rn`` in the kernel)."""
     if node.op == "call":
@@ -1354,16 +1330,6 @@ KNOWN = {
                                          and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
                                          for n in tree.walk()),
     ),
-    "clamp-dtype": Known(
-        "clamp's dtype is its first argument's in tilegen's rules (tilegen.dtypes.expr_dtype promotes "
-        "maximum's and minimum's arguments, not clamp's): exp(clamp(10, x, x)) of an f16 x is not upcast "
-        "and crashes the kernel (tl.exp of fp16), mish(clamp(1e3, x, x)) computes in f16 in the "
-        "reference, gelu(clamp(2, N, c)) calls torch's gelu on int64 (NotImplementedError); the "
-        "kernel's tl.minimum(tl.maximum(x, 1e-3), hi) rounds the bound to f16 before promoting to hi's f32; "
-        "and a clamp of literals alone, typed as a literal, is an f32 tile in the kernel "
-        "(minimum(x, clamp(0.1, 0, 2)) of an f16 x: 0.1 against f16's 0.09998)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "clamp" and clamp_mixed(n, xdt, ydt) for n in tree.walk()),
-    ),
     "f64-power": Known(
         "pow of an f64 base by a fraction, a scalar or a tile goes through the power helper, which "
         "computes in float32 (x.to(tl.float32)), where the docs say f64 stays f64: f64(x) ** 1.5 is "
@@ -1379,14 +1345,6 @@ KNOWN = {
         "power helper computes exp2(p * log2|x|) = exp2(inf * 0); those elements are not compared",
     ),
     # the kernel does not compile or crashes on a spec the checker accepts
-    "function-of-literal": Known(
-        "a function of a literal alone crashes the kernel: helpers call x.to(tl.float32) on a Python "
-        "number (gelu(2.0), tanh(1e-3)), casts too (f16(0.1)), pow too ((1.0 + 0.1) ** x), and math of "
-        "an integer literal makes a 64-bit constant (exp(2): 'numpy data itemsize (64 bits) exceeds dtype "
-        "primitive_bitwidth'); the reference "
-        "calls torch's activations on an int64 tensor (silu(2): NotImplementedError)",
-        avoid=lambda tree, xdt, ydt: any(literal_argument(n, xdt, ydt) for n in tree.walk()),
-    ),
     "scalar-mask": Known(
         "a mask over no tile axis (s > 1, N < s) combined with a tile mask by & or | crashes the "
         "interpreted kernel (numpy bitwise_and TypeError)",
@@ -1414,11 +1372,6 @@ KNOWN = {
         avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "leaky_relu"
                                          and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
                                          for n in tree.walk()),
-    ),
-    "folded-half-exponent": Known(
-        "an exponent written as an expression of literals that folds to 0.5, (-inf) ** (0.5 - 0), goes "
-        "through the power helper in the kernel (C's pow: inf) but is the number 0.5 to the reference, "
-        "whose torch.pow takes its sqrt path (NaN at -inf); -inf bases under such exponents are not compared",
     ),
     # Triton's interpreter
     "bf16-in-interpreter": Known(
@@ -1514,12 +1467,12 @@ REGRESSIONS = {
     "f16-division-overflow": ("gelu(1e3 / x[i])", (13,), "f16", "f32", 1.0, None),
     "f16-division-and-literal": ("where(x[i] != x[i], x[i] / x[i], 0.1)", (13,), "f16", "f32", 2.0, None),
     "f16-masked-max-overflow": ("softsign(max(x[r, c], dim=c) + x[r, c] + x[r, c])", (3, 13), "f16", "f32", 2.0, None),
-    # KNOWN["clamp-dtype"]
-    "clamp-literal-first-math": ("exp(clamp(10, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-literal-first-activation": ("mish(clamp(1e3, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-integer-literal-first": ("gelu(clamp(2, N, c))", (5, 13), "f32", "f32", 1.0, "clamp-dtype"),
-    "clamp-bound-rounded": ("clamp(x[i], 1e-3, softsign(0.5 + x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, "clamp-dtype"),
+    # fixed: clamp promotes all its arguments (the kernel casts them to its dtype)
+    "clamp-literal-first-math": ("exp(clamp(10, x[i], x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-literal-first-activation": ("mish(clamp(1e3, x[i], x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-integer-literal-first": ("gelu(clamp(2, N, c))", (5, 13), "f32", "f32", 1.0, None),
+    "clamp-bound-rounded": ("clamp(x[i], 1e-3, softsign(0.5 + x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, None),
     # KNOWN["f64-power"]
     "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, "f64-power"),
     "f64-power": ("f64(x[i]) ** 1.5", (13,), "f32", "f32", 1.0, "f64-power"),
@@ -1527,13 +1480,14 @@ REGRESSIONS = {
     "f64-activation-out-of-f32-range": ("mish(f64(x[i]) * 1e36)", (13,), "f32", "f32", 2.0, "f64-activation-in-f32"),
     # KNOWN["pow-infinite-exponent"]
     "pow-unit-base-infinite-exponent": ("pow(x[i], s * inf)", (13,), "f32", "f32", 2.0, "pow-infinite-exponent"),
-    # KNOWN["function-of-literal"]
-    "math-of-integer-literal": ("x[i] / log(10)", (13,), "f16", "f32", 0.0, "function-of-literal"),
-    "activation-of-literal": ("maximum(x[i], tanh(1e-3))", (13,), "f16", "f32", -0.25, "function-of-literal"),
-    "activation-of-integer-literal": ("x[i] + silu(2)", (13,), "f32", "f32", 2.0, "function-of-literal"),
-    "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, "function-of-literal"),
+    # fixed: a function or cast of literals is a 0-d tile of its dtype (tl.full); maximum, minimum, clamp
+    # of literals fold to a literal
+    "math-of-integer-literal": ("x[i] / log(10)", (13,), "f16", "f32", 0.0, None),
+    "activation-of-literal": ("maximum(x[i], tanh(1e-3))", (13,), "f16", "f32", -0.25, None),
+    "activation-of-integer-literal": ("x[i] + silu(2)", (13,), "f32", "f32", 2.0, None),
+    "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, None),
     "math-of-integer-where": ("erf(where(x[i] >= y[i], 0, 0))", (13,), "f32", "f32", 1.0, None),  # fixed: an i32 tile
-    "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, "function-of-literal"),
+    "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, None),
     # KNOWN["scalar-mask"]
     "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, "scalar-mask"),
     "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, "scalar-mask"),
@@ -1568,8 +1522,8 @@ REGRESSIONS = {
     # KNOWN["leaky-relu-of-integer"]
     "leaky-relu-of-integer": ("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)", (13,), "f32", "f32", 2.0,
                               "leaky-relu-of-integer"),
-    # KNOWN["folded-half-exponent"]
-    "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, "folded-half-exponent"),
+    # fixed: an exponent of literals alone folds to its number in the kernel (0.5: the square root, as torch's)
+    "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, None),
     # KNOWN["bf16-in-interpreter"]
     "bf16-arithmetic": ("bf16(x[i]) + 1", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),
     "bf16-of-integer": ("bf16(i)", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),

@@ -186,6 +186,9 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
                 return None
             result = promote(*values)
             return "f32" if result == WEAK_FLOAT else "i32" if result is None else result
+        if first in (None, WEAK_FLOAT) and not function.promotes and not m.is_detach(expr):
+            # abs(-2.0): a tile, as where's literals (detach(2.0) is 2.0 itself)
+            return "f32" if first == WEAK_FLOAT else "i32"
         result = first
         if function.promotes:  # maximum, minimum, clamp: every argument's, by position or keyword
             params = {p for p, _ in function.params}

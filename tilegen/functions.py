@@ -508,6 +508,40 @@ def literal_value(expr: m.Expr) -> float | None:
     return None
 
 
+def folded(expr: m.Expr) -> int | float | None:
+    """The number an expression of literals alone stands for, computed as Python does (``0.5 - 0``:
+    ``0.5``; ``clamp(0.1, 0, 2)``: ``0.1``; NaN wins in ``maximum``, ``minimum`` and ``clamp``, as
+    torch's), or None where ``expr`` is not one (a load, a name, ``pow``, any other call) or Python
+    raises (a division by 0). Such an expression is a literal to the dtype rules: it takes its
+    context's dtype."""
+    if isinstance(expr, m.Number):
+        return int(expr.text) if expr.is_int else expr.value
+    if isinstance(expr, m.Neg):
+        inner = folded(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, m.BinOp) and expr.op in ("+", "-", "*", "/"):
+        left, right = folded(expr.left), folded(expr.right)
+        if left is None or right is None or (expr.op == "/" and right == 0):
+            return None
+        return {"+": left + right, "-": left - right, "*": left * right, "/": left / right if right else 0.0}[expr.op]
+    function = lookup(expr.func) if isinstance(expr, m.Call) else None
+    if function is None or not function.promotes:
+        return None
+    values = [folded(a) for a in expr.args]
+    bounds = dict(zip([p for p, _ in function.params], values[1:], strict=False))
+    bounds.update((key.id, folded(value)) for key, value in expr.kwargs)
+    if any(v is None for v in (*values, *bounds.values())):
+        return None
+    x, others = values[0], list(bounds.values())
+    if any(math.isnan(v) for v in (x, *others)):
+        return math.nan
+    if function.name == "clamp":
+        low, high = bounds.get("min"), bounds.get("max")
+        x = x if low is None else max(x, low)
+        return x if high is None else min(x, high)
+    return (max if function.name == "maximum" else min)(x, *others)
+
+
 def lookup(name: str | m.Name) -> Function | None:
     """The function called ``name`` (casts included), or None. A cast to a dtype variable (a
     :class:`~tilegen.model.BoundDtype`, ``T(p)``) writes the variable: ``p.to(T)``."""

@@ -18,18 +18,27 @@ from tilegen.dtypes import (
     INDEX,
     LOGIC,
     NARROW,
+    WEAK_FLOAT,
     converts_to_f32,
     expr_dtype,
     is_float,
     possible_dtypes,
     promote,
 )
-from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
+from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, folded, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
+from tilegen.lower.names import triton_dtype as triton_dtype_text
 from tilegen.lower.pieces import local_name
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import KernelState
+
+
+def constant_text(value: int | float) -> str:
+    """A folded number as Triton text (``float("inf")``, ``float("nan")``, ``0.1``, ``2``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
 
 
 def triton_dtype(left: str, right: str, op: str) -> str | None:
@@ -168,7 +177,16 @@ class Expressions:
             return self.scan(call, function, context, ops)
         if function.kind == "dot":
             return self.dot(call, context, ops)
+        if function.promotes and self.dtype_of(call) in (None, WEAK_FLOAT) and (value := folded(call)) is not None:
+            return constant_text(value)  # clamp(0.1, 0, 2): a literal, which takes its context's dtype
         x = self.expr(call.args[0], context, ops)
+        first = self.dtype_of(call.args[0])
+        if first in (None, WEAK_FLOAT) and not (function.promotes or function.selects):
+            # a function of literals (exp(2), gelu(2.0), f16(0.1), abs(-1)): a 0-d tile of the
+            # dtype it computes in (math float32, a cast its own, elementwise f32 or i32)
+            if function.kind == "cast":
+                return f"tl.full([], {x}, {triton_dtype_text(call.func)})"
+            x = f"tl.full([], {x}, {m.DTYPES[self.dtype_of(call)][0]})"
         values = {"x": x}
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
@@ -220,12 +238,10 @@ class Expressions:
         applies torch's rules at run time (NaN for a finite negative ``x`` and a fraction)."""
         state = self.state
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
-        x, value = values["x"], literal_value(exponent)
-        if isinstance(call.args[0], m.Number | m.Neg) and literal_value(call.args[0]) is not None:
-            x = f"tl.full([], {x}, tl.float32)"  # a literal base: a float32 scalar tile
+        x, value = values["x"], folded(exponent)  # 0.5 - 0 is 0.5 here too, as the reference's Python number
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
             return f"tl.sqrt_rn({x})" if value > 0 else f"(1.0 / tl.sqrt_rn({x}))"
-        if value is None or not value.is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
+        if value is None or math.isnan(value) or not float(value).is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
             state.helpers.add("power")
             return f"power({x}, {values['exponent']})"
         count = int(abs(value))

@@ -601,11 +601,6 @@ def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
         out = combine(power, power, [a], rd, abs(p) + 3 if multiplied else 8)
     if not literal or not (multiplied or abs(p) == 0.5):  # the power helper
         u = roundoff(rd)
-        if rd == "f64" and "f64-power" in ACTIVE_KNOWN:  # the helper computes in float32, in its range
-            u = roundoff("f32")
-            magnitude = out.t.double().abs()
-            info = torch.finfo(torch.float32)
-            out.dc = out.dc | (magnitude > info.max) | ((magnitude > 0) & (magnitude < info.smallest_normal))
         logs = torch.nan_to_num((exponent * torch.log2(a.f64(rd).abs())).abs(), nan=0.0, posinf=0.0)
         out.err = torch.where(out.t.isfinite(), out.err + (8 + 2 * logs) * u * out.t.double().abs(), 0.0)
     # a negative exponent of a base within its error of 0 (of 0: +-inf, the sign of a zero is not specified)
@@ -613,8 +608,6 @@ def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
     if node.op == "pow" and not literal:  # a negative base: NaN or not as the exponent's interval holds an integer
         low, high = exponent - vals[1].err, exponent + vals[1].err
         out.dc = out.dc | ((a.f64(rd) < 0) & (vals[1].err > 0) & (torch.floor(high) >= low))
-    if "pow-infinite-exponent" in ACTIVE_KNOWN and not literal:
-        out.dc = out.dc | ((a.f64(rd).abs() == 1) & exponent.isinf())
     return out
 
 
@@ -660,14 +653,6 @@ def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
         return out
     rd = math_dtype(a.dt)
     absolute = None if scale is None else scale(a.f64(rd), *numbers)
-    if name not in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "erf") and rd == "f64":
-        # activations compute in float32 (docs), so an f64 operand gets float32's roundoff
-        out = combine(apply, apply, [a], rd, 0)
-        extra = own + (0.0 if absolute is None else absolute)
-        out.err = torch.where(out.t.isfinite(), out.err + roundoff("f32") * extra * (out.t.double().abs() + 1), 0.0)
-        if "f64-activation-in-f32" in ACTIVE_KNOWN:  # past float32's range the helper sees +-inf
-            out.dc = out.dc | (a.f64(rd).abs() > torch.finfo(torch.float32).max)
-        return out
     out = combine(apply, apply, [a], rd, own, absolute)
     if name == "rsqrt":
         out.dc = out.dc | (a.f64(rd) == 0)
@@ -1219,8 +1204,7 @@ def usable(tree: Node, layout: Layout, xdt: str, ydt: str) -> bool:
 
 def repaired(tree: Node, xdt: str, ydt: str) -> Node:
     """``tree`` with what the bugs of :data:`KNOWN` in effect trip on rewritten, bottom up, as
-    little as possible (a scalar comparison
-    joined by ``&`` gets ``+ x`` on its left, ``leaky_relu`` of an integer an ``f32(...)``), so
+    little as possible (``leaky_relu`` of an integer gets an ``f32(...)``), so
     the generator does not lose those examples."""
     args = tuple(repaired(a, xdt, ydt) for a in tree.args)
     node = replace(tree, args=args)
@@ -1232,10 +1216,6 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
     function = FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan") else None
     if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
         node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
-    if "scalar-mask" in ACTIVE_KNOWN and node.op in ("&", "|"):
-        node = replace(node, args=tuple(
-            Node(a.op, (Node("+", (a.args[0], X)), a.args[1])) if a.op in COMPARISONS and not axes(a, WIDE) else a
-            for a in node.args))
     if node.op == "call" and node.attr[0] in ("leaky_relu", "hardtanh") \
             and f"{node.attr[0].replace('_', '-')}-of-integer" in ACTIVE_KNOWN \
             and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
@@ -1300,13 +1280,6 @@ def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
     return False
 
 
-def is_square_root(node: Node) -> bool:
-    """``sqrt(x)``, ``x ** 0.5`` or ``x ** -0.5`` (``tl.sqrt_rn`` in the kernel)."""
-    if node.op == "call":
-        return node.attr[0] == "sqrt"
-    return node.op == "powc" and node.attr[1].op == "lit" and abs(float(lit_value(node.attr[1].attr))) == 0.5
-
-
 @dataclass(frozen=True)
 class Known:
     """A bug kept in REGRESSIONS (strict xfails). Until it is fixed the property test steps around
@@ -1330,33 +1303,7 @@ KNOWN = {
                                          and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
                                          for n in tree.walk()),
     ),
-    "f64-power": Known(
-        "pow of an f64 base by a fraction, a scalar or a tile goes through the power helper, which "
-        "computes in float32 (x.to(tl.float32)), where the docs say f64 stays f64: f64(x) ** 1.5 is "
-        "off by 3e-7 relative; those get float32's tolerance",
-    ),
-    "f64-activation-in-f32": Known(
-        "an activation of an f64 tile computes in float32 in the kernel (the docs: activations compute in "
-        "float32) and in f64 in the reference: past float32's range the kernel sees +-inf, mish(-3e39) is "
-        "NaN there and -0.0 in the reference; those elements are not compared",
-    ),
-    "pow-infinite-exponent": Known(
-        "pow(x, p) of x = -1 (or 1 through a tile) and an infinite p is NaN in the kernel, 1 in torch: the "
-        "power helper computes exp2(p * log2|x|) = exp2(inf * 0); those elements are not compared",
-    ),
     # the kernel does not compile or crashes on a spec the checker accepts
-    "scalar-mask": Known(
-        "a mask over no tile axis (s > 1, N < s) combined with a tile mask by & or | crashes the "
-        "interpreted kernel (numpy bitwise_and TypeError)",
-        avoid=lambda tree, xdt, ydt: any(n.op in ("&", "|") and any(not axes(a, WIDE) for a in n.args)
-                                         for n in tree.walk()),
-    ),
-    "f64-sqrt": Known(
-        "sqrt of an f64 tile (and x ** 0.5, x ** -0.5) crashes the kernel: tl.sqrt_rn takes fp32 only "
-        "(\"Expected dtype ['fp32'] but got fp64\")",
-        avoid=lambda tree, xdt, ydt: any(is_square_root(n) and static_dtype(n.args[0], xdt, ydt) == "f64"
-                                         for n in tree.walk()),
-    ),
     # the reference computes something else than the spec says, or raises
     "literal-over-f16-in-reference": Known(
         "the reference writes a literal divided by an f16 tile as Python does, -0.1 / y, which torch computes "
@@ -1473,13 +1420,13 @@ REGRESSIONS = {
     "clamp-integer-literal-first": ("gelu(clamp(2, N, c))", (5, 13), "f32", "f32", 1.0, None),
     "clamp-bound-rounded": ("clamp(x[i], 1e-3, softsign(0.5 + x[i]))", (13,), "f16", "f32", 1.0, None),
     "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, None),
-    # KNOWN["f64-power"]
-    "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, "f64-power"),
-    "f64-power": ("f64(x[i]) ** 1.5", (13,), "f32", "f32", 1.0, "f64-power"),
-    # KNOWN["f64-activation-in-f32"]
-    "f64-activation-out-of-f32-range": ("mish(f64(x[i]) * 1e36)", (13,), "f32", "f32", 2.0, "f64-activation-in-f32"),
-    # KNOWN["pow-infinite-exponent"]
-    "pow-unit-base-infinite-exponent": ("pow(x[i], s * inf)", (13,), "f32", "f32", 2.0, "pow-infinite-exponent"),
+    # fixed: the power helper computes an f64 base in f64
+    "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, None),
+    "f64-power": ("f64(x[i]) ** 1.5", (13,), "f32", "f32", 1.0, None),
+    # fixed: activations of f64 compute in f64
+    "f64-activation-out-of-f32-range": ("mish(f64(x[i]) * 1e36)", (13,), "f32", "f32", 2.0, None),
+    # fixed: pow(-1, +-inf) is 1, as torch's
+    "pow-unit-base-infinite-exponent": ("pow(x[i], s * inf)", (13,), "f32", "f32", 2.0, None),
     # fixed: a function or cast of literals is a 0-d tile of its dtype (tl.full); maximum, minimum, clamp
     # of literals fold to a literal
     "math-of-integer-literal": ("x[i] / log(10)", (13,), "f16", "f32", 0.0, None),
@@ -1488,17 +1435,17 @@ REGRESSIONS = {
     "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, None),
     "math-of-integer-where": ("erf(where(x[i] >= y[i], 0, 0))", (13,), "f32", "f32", 1.0, None),  # fixed: an i32 tile
     "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, None),
-    # KNOWN["scalar-mask"]
-    "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, "scalar-mask"),
-    "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, "scalar-mask"),
+    # fixed: a scalar mask with a tile mask is a select on the scalar
+    "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, None),
+    "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, None),
     # fixed: a bound given by name counts in the clamp's axes
     "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, None),
     "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0, None),
     # fixed: / of integers of both signednesses divides in float32 (the kernel casts)
     "integer-division-of-mixed-signs": ("i32(clamp(x[i], -30000, 30000)) / u8(clamp(y[i], 0, 200))", (13,), "f32",
                                         "f32", 2.0, None),
-    # KNOWN["f64-sqrt"]
-    "f64-sqrt": ("sqrt(f64(x[i]))", (13,), "f32", "f32", 1.0, "f64-sqrt"),
+    # fixed: sqrt of f64 is tl.sqrt (tl.sqrt_rn takes float32 only)
+    "f64-sqrt": ("sqrt(f64(x[i]))", (13,), "f32", "f32", 1.0, None),
     # fixed: a negative literal meeting u8 wraps, as torch's (-1 is 255)
     "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0, None),
     # fixed (the reference casts the operand of another dtype first, as the spec's dtype rules do)

@@ -52,7 +52,9 @@ class Function:
     the params torch takes only as tensors (``torch.maximum``'s ``other``), which the
     reference passes as tensors even where the spec gives a number. ``selects``: the first
     argument is a mask choosing between the others (``where``), so the result has their
-    shape and dtype, and only there may a mask be an argument. ``promotes``: its arguments
+    shape and dtype, and only there may a mask be an argument. ``f64_triton``: the Triton text for an
+    f64 operand where ``triton`` takes float32 only (``sqrt``: ``tl.sqrt_rn`` is float32's correctly
+    rounded square root, ``tl.sqrt`` f64's). ``promotes``: its arguments
     (by position or keyword) promote to one dtype, the result's, as torch's (``maximum``,
     ``minimum``, ``clamp``). ``floats``: its operand must be a float tile (``prod``: an integer
     product would wrap in the kernel's dtype where torch's goes to int64; ``leaky_relu``: torch
@@ -106,6 +108,7 @@ class Function:
     tensors: tuple[str, ...] = ()
     selects: bool = False
     promotes: bool = False
+    f64_triton: str = ""
     floats: bool = False
     identity: float | None = None
     combine: str | None = None
@@ -320,7 +323,8 @@ FUNCTIONS: dict[str, Function] = {
         _math("exp2", "tl.exp2({x})", "torch.exp2({x})", "{g} * {y} * 0.6931471805599453"),
         _math("log", "tl.log({x})", "torch.log({x})", "{g} / {x}"),
         _math("log2", "tl.log2({x})", "torch.log2({x})", "{g} / ({x} * 0.6931471805599453)"),
-        _math("sqrt", "tl.sqrt_rn({x})", "torch.sqrt({x})", "{g} / (2.0 * {y})"),
+        Function("sqrt", "math", triton="tl.sqrt_rn({x})", f64_triton="tl.sqrt({x})", torch="torch.sqrt({x})",
+                 grad={"x": "{g} / (2.0 * {y})"}),
         _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})", "-0.5 * {g} * {y} * {y} * {y}"),
         _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
         Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
@@ -425,6 +429,11 @@ def _extreme(name: str, combine: str) -> tuple[tuple[str, ...], tuple[str, ...],
     ), f"torch.a{name} along axis: NaN where the row holds one (tl.{name} drops it), in x's dtype.")
 
 
+#: The first lines of an activation's helper: it computes in float32, an f64 operand in f64 (as
+#: math does: :func:`tilegen.dtypes.math_dtype`).
+_FLOAT32 = ("if x.dtype != tl.float64:", "    x = x.to(tl.float32)")
+
+
 #: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
 #: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
@@ -439,43 +448,42 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "relu": ((), ("return tl.where(x < 0, 0, x)",), "torch.relu: NaN stays NaN."),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))",
     ), "GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."),
     "gelu_tanh": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)",
         "return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))",
     ), "GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."),
     "tanh": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return 2.0 * tl.sigmoid(2.0 * x) - 1.0",
     ), "tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."),
-    "sigmoid": ((), ("return tl.sigmoid(x.to(tl.float32))",), ""),
-    "silu": ((), ("x = x.to(tl.float32)", "return x * tl.sigmoid(x)"), ""),
+    "sigmoid": ((), (*_FLOAT32, "return tl.sigmoid(x)"), ""),
+    "silu": ((), (*_FLOAT32, "return x * tl.sigmoid(x)"), ""),
     "elu": (("alpha",), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
     ), "torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."),
     "selu": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
     ), "torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."),
     "softplus": (("beta", "threshold"), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)",
     ), "torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."),
-    "softsign": ((), ("x = x.to(tl.float32)", "return x / (1.0 + tl.abs(x))"), ""),
+    "softsign": ((), (*_FLOAT32, "return x / (1.0 + tl.abs(x))"), ""),
     "hardsigmoid": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         f"return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, {NAN}), 1.0, {NAN})",
     ), "torch.nn.functional.hardsigmoid: NaN stays NaN."),
     "hardswish": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
     ), ""),
     "power": (("p",), (
-        "x = x.to(tl.float32)",
         "p = tl.zeros_like(x) + p",
         "x = x + tl.zeros_like(p)",
         "magnitude = tl.exp2(p * tl.log2(tl.abs(x)))",
@@ -483,11 +491,12 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "odd = integral & (tl.floor(0.5 * p) != 0.5 * p)",
         'signs = integral | (x == float("-inf"))',
         'signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)',
-        "return tl.where((p == 0) | (x == 1), 1.0, signed)",
-    ), "torch.pow (C's pow) for any exponent: |x| ** p, negated for a negative x and an odd integral p, NaN "
-       "for a finite negative x and a non-integral p; 1 where p == 0 or x == 1."),
+        'return tl.where((p == 0) | (x == 1) | ((x == -1) & (tl.abs(p) == float("inf"))), 1.0, signed)',
+    ), "torch.pow (C's pow) for any exponent, x float32 or f64: |x| ** p, negated for a negative x and an odd "
+       "integral p, NaN for a finite negative x and a non-integral p; 1 where p == 0, x == 1, or x == -1 and p "
+       "is infinite."),
     "mish": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))",
         "return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)",
     ), "x * tanh(softplus(x)) (Misra, 2019)."),

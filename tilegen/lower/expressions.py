@@ -202,6 +202,8 @@ class Expressions:
             values["x"] = self.upcast(x, call.args[0])
             if name == "pow":
                 return self.power(call, values, ops)
+            if function.f64_triton and self.dtype_of(call.args[0]) == "f64":
+                return function.f64_triton.format(**values)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
         state.helpers.update(function.helpers)
@@ -240,7 +242,9 @@ class Expressions:
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
         x, value = values["x"], folded(exponent)  # 0.5 - 0 is 0.5 here too, as the reference's Python number
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
-            return f"tl.sqrt_rn({x})" if value > 0 else f"(1.0 / tl.sqrt_rn({x}))"
+            sqrt = lookup("sqrt")
+            root = (sqrt.f64_triton if self.dtype_of(call.args[0]) == "f64" else sqrt.triton).format(x=x)
+            return root if value > 0 else f"(1.0 / {root})"
         if value is None or math.isnan(value) or not float(value).is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
             state.helpers.add("power")
             return f"power({x}, {values['exponent']})"
@@ -436,8 +440,14 @@ class Expressions:
             inner = self.expr(expr.operand, context, ops)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
-            left = self.expr(expr.left, context, ops)
-            return self.typed(expr, left, self.expr(expr.right, context, ops))
+            left, right = self.expr(expr.left, context, ops), self.expr(expr.right, context, ops)
+            if expr.op in LOGIC and bool(self.expr_axes(expr.left)) != bool(self.expr_axes(expr.right)):
+                # a mask over no tile axis (s > 1) with a tile's: a select on the scalar. Triton's
+                # interpreter broadcasts a scalar comparison with its operands' dtype, where & and |
+                # of a float fail; on the GPU the select is as cheap
+                (scalar, tile) = (left, right) if not self.expr_axes(expr.left) else (right, left)
+                return f"tl.where({scalar}, {tile}, False)" if expr.op == "&" else f"tl.where({scalar}, True, {tile})"
+            return self.typed(expr, left, right)
         if isinstance(expr, m.Call):
             return self.call(expr, context, ops)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

@@ -93,6 +93,7 @@ if str(ROOT) not in sys.path:  # for ``python tests/test_expressions.py`` withou
     sys.path.insert(0, str(ROOT))
 
 from tilegen.compiler import compile_spec  # noqa: E402
+from tilegen.errors import SpecError  # noqa: E402
 from tilegen.functions import CASTS, FUNCTIONS  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
@@ -1203,9 +1204,9 @@ def usable(tree: Node, layout: Layout, xdt: str, ydt: str) -> bool:
 
 
 def repaired(tree: Node, xdt: str, ydt: str) -> Node:
-    """``tree`` with what the bugs of :data:`KNOWN` in effect trip on rewritten, bottom up, as
-    little as possible (``leaky_relu`` of an integer gets an ``f32(...)``), so
-    the generator does not lose those examples."""
+    """``tree`` with what the language refuses rewritten, bottom up, as little as possible (``prod``
+    and ``leaky_relu`` of an integer get an ``f32(...)``, an integer cast's bounds stay in its
+    operand's range), so the generator does not lose those examples."""
     args = tuple(repaired(a, xdt, ydt) for a in tree.args)
     node = replace(tree, args=args)
     if node.op == "icast" and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
@@ -1213,12 +1214,10 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
         # refuse i8(...) clamped at -3000 alike)
         lo, hi = INT_CASTS[concrete(static_dtype(node.args[0], xdt, ydt))]
         node = replace(node, attr=(node.attr[0], max(lo, node.attr[1]), min(hi, node.attr[2])))
-    function = FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan") else None
+    function = (FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan", "call")
+                else None)
     if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
-        node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
-    if node.op == "call" and node.attr[0] in ("leaky_relu", "hardtanh") \
-            and f"{node.attr[0].replace('_', '-')}-of-integer" in ACTIVE_KNOWN \
-            and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
+        # prod and leaky_relu take floats (the language's rule, torch's): cast
         node = replace(node, args=(Node("cast", node.args, "f32"),))
     return node
 
@@ -1295,31 +1294,8 @@ class Known:
 
 KNOWN = {
     # the kernel computes something else than the spec says
-    "hardtanh-of-integer": Known(
-        "hardtanh of an integer tile with a fractional bound: the kernel clamps in float "
-        "(tl.minimum(tl.maximum(r, -2), 0.5) is 0.5), torch and the reference keep the integer dtype "
-        "(0), as the docs say (dtype kept)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "hardtanh"
-                                         and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
-                                         for n in tree.walk()),
-    ),
     # the kernel does not compile or crashes on a spec the checker accepts
     # the reference computes something else than the spec says, or raises
-    "literal-over-f16-in-reference": Known(
-        "the reference writes a literal divided by an f16 tile as Python does, -0.1 / y, which torch computes "
-        "as reciprocal(y) * -0.1: for |y| < 1 / 65504 the reciprocal overflows f16 and the reference is inf "
-        "where the division is finite (-0.1 / -3e-6 is 33536 in f16; the kernel gives 33333)",
-        skip_reference=lambda tree, xdt, ydt: any(
-            n.op == "/" and literal_only(n.args[0]) and static_dtype(n.args[1], xdt, ydt) in ("f16", "bf16")
-            for n in tree.walk()),
-    ),
-    "leaky-relu-of-integer": Known(
-        "leaky_relu of an integer tile: the checker accepts it, the kernel computes it, the reference "
-        "raises NotImplementedError (torch has no integer leaky_relu)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "leaky_relu"
-                                         and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
-                                         for n in tree.walk()),
-    ),
     # Triton's interpreter
     "bf16-in-interpreter": Known(
         "Triton's interpreter keeps bf16 as uint16 bit patterns and computes on them (triton-lang/triton "
@@ -1405,9 +1381,8 @@ REGRESSIONS = {
     "nan-min-reduction": ("min(sqrt(x[r, c]), dim=c) + y[r, c]", (5, 13), "f16", "f16", 2.0, None),
     # fixed: u8 with i8 computes in i16, torch's (the kernel casts where Triton's rule differs)
     "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, None),
-    # KNOWN["hardtanh-of-integer"]
-    "hardtanh-of-integer": ("where(x[r, c] < 0, hardtanh(r, -2, 0.5), x[r, c])", (5, 13), "f32", "f32", 2.0,
-                            "hardtanh-of-integer"),
+    # fixed: hardtanh of an integer keeps its dtype, its bounds truncated as torch's
+    "hardtanh-of-integer": ("where(x[r, c] < 0, hardtanh(r, -2, 0.5), x[r, c])", (5, 13), "f32", "f32", 2.0, None),
     # fixed: f16 with bf16 computes in f32 (the kernel casts)
     "f16-with-bf16": ("bf16(x[i]) - y[i]", (13,), "f32", "f16", 2.0, None),
     # fixed: an f16 division and an f16 max/min stay f16 (rounded; amax keeps the dtype)
@@ -1459,16 +1434,13 @@ REGRESSIONS = {
     "f64-scalar-and-f32": ("f64(s) + x[i] - x[i]", (13,), "f32", "f32", 0.1, None),
     "size-base-pow-of-f16": ("pow(N, x[i])", (13,), "f16", "f32", 1.0, None),
     "mean-of-axis-and-f16": ("mean(c, dim=c) + x[r, c]", (5, 13), "f16", "f32", 2.5, None),
-    # KNOWN["literal-over-f16-in-reference"]
-    "literal-over-f16": ("-0.1 / y[i]", (13,), "f16", "f16", 0.5, "literal-over-f16-in-reference"),
+    # fixed: the reference divides a number by a tensor as a 0-d tensor (not reciprocal(y) * n)
+    "literal-over-f16": ("-0.1 / y[i]", (13,), "f16", "f16", 0.5, None),
     # fixed (the reference's float scalars are 0-d tensors of their dtype: s / 0.0 is inf)
     "scalar-division-by-zero": ("-4.0 / s + x[i]", (13,), "f32", "f32", 0.0, None),
     # fixed (the reference raises integer literals in float32, as the kernel's pow)
     "integer-pow-negative": ("where(x[i] < 0 ** -1, x[i], y[i])", (13,), "f32", "f32", 1.0, None),
     "integer-pow-overflow": ("3 ** (N * i) + x[i]", (13,), "f32", "f32", 1.0, None),
-    # KNOWN["leaky-relu-of-integer"]
-    "leaky-relu-of-integer": ("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)", (13,), "f32", "f32", 2.0,
-                              "leaky-relu-of-integer"),
     # fixed: an exponent of literals alone folds to its number in the kernel (0.5: the square root, as torch's)
     "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, None),
     # KNOWN["bf16-in-interpreter"]
@@ -1499,6 +1471,14 @@ def test_regression_expressions(name):
         run_example(regression(name))
     finally:
         ACTIVE_KNOWN = saved
+
+
+def test_leaky_relu_of_an_integer_is_refused():
+    """torch has no integer leaky_relu (NotImplementedError): the checker refuses it, saying how to cast."""
+    example = Example(parse_expr("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)"), Layout(1, 1, 13), "f32", "f32",
+                      0, 2.0)
+    with pytest.raises(SpecError, match=r"'leaky_relu' takes a float tile .* leaky_relu\(f32\(x\)\)"):
+        compile_spec(example.spec(), "leaky.tile")
 
 
 def test_every_known_bug_has_a_regression():

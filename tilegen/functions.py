@@ -310,7 +310,7 @@ FUNCTIONS: dict[str, Function] = {
                  grad={"x": _clamp_grad}),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})",
                  grad={"x": "where({x} > 0, {g_}, 0.0)"}),
-        Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
+        Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",), floats=True,
                  triton="leaky_relu({x}, {negative_slope})",
                  torch="torch.nn.functional.leaky_relu({x}, {negative_slope})",
                  grad={"x": "where({x} > 0, {g_}, {g} * {negative_slope})"}),

@@ -22,6 +22,7 @@ from tilegen.dtypes import (
     converts_to_f32,
     expr_dtype,
     is_float,
+    is_int,
     possible_dtypes,
     promote,
 )
@@ -191,6 +192,10 @@ class Expressions:
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             values[param] = self.expr(given, context, ops) if given is not None else default
+            if param in function.numbers and is_int(first) and function.kind == "elementwise":
+                # hardtanh(i, -2, 0.5) keeps the integer dtype: its bounds too, truncated as torch's (0.5: 0)
+                value = folded(given) if given is not None else float(default)
+                values[param] = str(int(value)) if value is not None else self.converted(values[param], given, first)
         if function.promotes or function.selects:  # maximum, minimum, clamp, where: in the call's dtype
             target = self.dtype_of(call)
             names = ["x", *(p for p, _ in function.params)]

@@ -22,7 +22,7 @@ torch"): a literal takes the other operand's dtype; ``s`` is the f32 it is decla
 i32 (``s - x`` of an f16 ``x`` is f32, as the kernel computes it); the wider float wins, f16 with
 bf16 is f32, floats win over integers, ``/`` of integers divides as floats, two integer dtypes give
 torch's (the wider; u8 with i8 is i16); math (``exp`` ... ``erf``, ``pow``) computes in float32 for
-f16, bf16 and integers and returns float32 (f64 stays f64); activations compute in float32; the
+f16, bf16 and integers and returns float32, activations too (f64 stays f64); the
 elementwise functions and ``where`` compute in their operands' dtype (``where(m, 1.0, 2.0)`` is an
 f32 tile, as torch.where's); every function is torch's, NaN in NaN out included; ``sum`` and
 ``mean`` accumulate f16 in float32.

@@ -293,8 +293,12 @@ class Expressions:
         return canonical, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
 
     def widened(self, x: str, operand: m.Expr, function) -> str:
-        """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
+        """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so, and
+        an integer operand of a mean (float32, as the reference's ``mean(x.float())``: Triton sums u8
+        in uint32, which it will not divide by a signed size)."""
         if function.widens and converts_to_f32(self.dtype_of(operand), self.state.spec, NARROW):
+            return self.upcast(x, operand)
+        if function.averages and is_int(self.dtype_of(operand)):
             return self.upcast(x, operand)
         return x
 

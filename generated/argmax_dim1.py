@@ -57,6 +57,28 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
 @triton.jit
 def first_argmax(x, axis: tl.constexpr):
     """torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."""
@@ -109,7 +131,7 @@ def argmax_dim1_kernel(
             offs_k = offs_k.to(tl.int64)
         # specs/argmax_dim1.tile:25: y[b, n] = argmax(x[b, k, n], dim=k)
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_n[None, :])
-        max_k = tl.max(x, axis=0)
+        max_k = amax(x, 0)
         tile_max = max_k
         # specs/argmax_dim1.tile:25: y[b, n] = argmax(x[b, k, n], dim=k)
         any_k = tl.max((x != x).to(tl.int8), axis=0) != 0
@@ -130,7 +152,7 @@ def argmax_dim1_kernel(
         # specs/argmax_dim1.tile:25: y[b, n] = argmax(x[b, k, n], dim=k)
         mask_kn = mask_k[:, None] & mask_n[None, :]
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
-        max_k = tl.max(tl.where(mask_k[:, None], x, float("-inf")), axis=0)
+        max_k = amax(tl.where(mask_k[:, None], x, float("-inf")), 0)
         tile_max = max_k
         # specs/argmax_dim1.tile:25: y[b, n] = argmax(x[b, k, n], dim=k)
         any_k = tl.max(tl.where(mask_k[:, None], x != x, 0).to(tl.int8), axis=0) != 0

@@ -57,6 +57,28 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def minimum_nan(x, y):
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amin(x, axis: tl.constexpr):
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        found = tl.min(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
 @triton.jit
 def first_argmin(x, axis: tl.constexpr):
     """torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."""
@@ -109,7 +131,7 @@ def argmin_dim1_kernel(
             offs_k = offs_k.to(tl.int64)
         # specs/argmin_dim1.tile:25: y[b, n] = argmin(x[b, k, n], dim=k)
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_n[None, :])
-        min_k = tl.min(x, axis=0)
+        min_k = amin(x, 0)
         tile_min = min_k
         # specs/argmin_dim1.tile:25: y[b, n] = argmin(x[b, k, n], dim=k)
         any_k = tl.max((x != x).to(tl.int8), axis=0) != 0
@@ -130,7 +152,7 @@ def argmin_dim1_kernel(
         # specs/argmin_dim1.tile:25: y[b, n] = argmin(x[b, k, n], dim=k)
         mask_kn = mask_k[:, None] & mask_n[None, :]
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
-        min_k = tl.min(tl.where(mask_k[:, None], x, float("inf")), axis=0)
+        min_k = amin(tl.where(mask_k[:, None], x, float("inf")), 0)
         tile_min = min_k
         # specs/argmin_dim1.tile:25: y[b, n] = argmin(x[b, k, n], dim=k)
         any_k = tl.max(tl.where(mask_k[:, None], x != x, 0).to(tl.int8), axis=0) != 0

@@ -79,6 +79,46 @@ def _descriptor_blocks(nargs):
     nargs["o_desc"].block_shape = [1, 1, nargs["BM"], nargs["BLOCK_D"]]
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum_nan(x, y):
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
+@triton.jit
+def amin(x, axis: tl.constexpr):
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        found = tl.min(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1, pre_hook=_descriptor_blocks),
     triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=2, pre_hook=_descriptor_blocks),
@@ -139,16 +179,14 @@ def attention_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention.tile:29: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(s_unscaled, 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -166,16 +204,14 @@ def attention_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention.tile:29: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(tl.where(mask_n[None, :], s_unscaled, float("-inf")), 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n
@@ -400,16 +436,14 @@ def _attention_pointers_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention.tile:29: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(s_unscaled, 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -430,16 +464,14 @@ def _attention_pointers_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention.tile:29: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(tl.where(mask_n[None, :], s_unscaled, float("-inf")), 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n

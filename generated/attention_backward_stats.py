@@ -77,6 +77,46 @@ def _descriptor_blocks(nargs):
     nargs["delta_desc"].block_shape = [1, 1, nargs["BM"]]
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum_nan(x, y):
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
+@triton.jit
+def amin(x, axis: tl.constexpr):
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        found = tl.min(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1, pre_hook=_descriptor_blocks),
     triton.Config({"BM": 128, "BN": 64}, num_warps=8, num_stages=3, pre_hook=_descriptor_blocks),
@@ -115,15 +155,13 @@ def attention_backward_stats_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")
         # specs/attention_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * scale
+            max_n = amax(s_unscaled, 1) * scale
         else:
-            max_n = tl.min(s_unscaled, axis=1) * scale
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * scale
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # the last tile, if T % BN != 0: masked
@@ -135,15 +173,13 @@ def attention_backward_stats_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")
         # specs/attention_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * scale
+            max_n = amax(tl.where(mask_n[None, :], s_unscaled, float("-inf")), 1) * scale
         else:
-            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * scale
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * scale
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)
@@ -364,15 +400,13 @@ def _attention_backward_stats_pointers_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")
         # specs/attention_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * scale
+            max_n = amax(s_unscaled, 1) * scale
         else:
-            max_n = tl.min(s_unscaled, axis=1) * scale
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * scale
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # the last tile, if T % BN != 0: masked
@@ -387,15 +421,13 @@ def _attention_backward_stats_pointers_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3")
         # specs/attention_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(tl.where(mask_n[None, :], s_unscaled, float("-inf")), axis=1) * scale
+            max_n = amax(tl.where(mask_n[None, :], s_unscaled, float("-inf")), 1) * scale
         else:
-            max_n = tl.min(tl.where(mask_n[None, :], s_unscaled, float("inf")), axis=1) * scale
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * scale
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)

@@ -75,6 +75,46 @@ def _descriptor_blocks(nargs):
     nargs["o_desc"].block_shape = [1, 1, nargs["BM"], nargs["BLOCK_D"]]
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum_nan(x, y):
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
+@triton.jit
+def amin(x, axis: tl.constexpr):
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        found = tl.min(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BM": 16, "BN": 16}, num_warps=4, num_stages=1, pre_hook=_descriptor_blocks),
     triton.Config({"BM": 64, "BN": 32}, num_warps=4, num_stages=2, pre_hook=_descriptor_blocks),
@@ -135,16 +175,14 @@ def attention_causal_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(s_unscaled, 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -160,14 +198,12 @@ def attention_causal_kernel(
         k = k_desc.load([pid_z, pid_h, n * BN, 0]).reshape(BN, BLOCK_D).T
         s = tl.where(offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(s, axis=1)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+        max_n = amax(s, 1)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2((s - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2((s - m_new[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -394,16 +430,14 @@ def _attention_causal_pointers_kernel(
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
         if SCALE_NONNEG:  # scale >= 0: max(x * c) = max(x) * c, else min(x) * c
-            max_n = tl.max(s_unscaled, axis=1) * (scale * 1.4426950408889634)
+            max_n = amax(s_unscaled, 1) * (scale * 1.4426950408889634)
         else:
-            max_n = tl.min(s_unscaled, axis=1) * (scale * 1.4426950408889634)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+            max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -423,14 +457,12 @@ def _attention_causal_pointers_kernel(
         k = tl.load(k_ptr + pid_z * stride_k_b + pid_h * stride_k_h + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
         s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/attention_causal.tile:25: m_new = maximum(m_i, max(s, dim=n))
-        max_n = tl.max(s, axis=1)
-        m_new = tl.maximum(m_i, max_n)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+        max_n = amax(s, 1)
+        m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
         # specs/attention_causal.tile:26: p = exp(s - m_new)
-        p = tl.exp2((s - m_new_or_0[:, None]).to(tl.float32))
+        p = tl.exp2((s - m_new[:, None]).to(tl.float32))
         # specs/attention_causal.tile:27: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new).to(tl.float32))
         # specs/attention_causal.tile:28: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n

@@ -77,7 +77,7 @@ def cosine_similarity_loss_kernel(
     norms = tl.sqrt_rn(sum_c * sum_c_1)
     # specs/cosine_similarity_loss.tile:15: loss = mean(1 - sum(p * t, dim=c) / maximum(norms, 1e-8), dim=r)
     sum_c_2 = tl.sum(tl.where(mask_c[None, :], p * t, 0.0), axis=1)
-    sum_r = tl.sum(tl.where(mask_r, 1 - sum_c_2 / tl.maximum(norms, 1e-8), 0.0), axis=0)
+    sum_r = tl.sum(tl.where(mask_r, 1 - sum_c_2 / tl.maximum(norms, 1e-8, propagate_nan=tl.PropagateNan.ALL), 0.0), axis=0)
     # this program's sum over its tile of r: its partial, merged by cosine_similarity_loss_finish_kernel
     tl.store(loss_partials_ptr + pid_r, sum_r)
 

@@ -101,7 +101,7 @@ def cosine_similarity_loss_backward_kernel(
     sum_c_2 = tl.sum(tl.where(mask_c[None, :], p * t, 0.0), axis=1)
     sum3 = sum_c_2
     # specs/cosine_similarity_loss.tile, derived backward:17: maximum1 = maximum(norms, 1e-8)
-    maximum1 = tl.maximum(norms, 1e-8)
+    maximum1 = tl.maximum(norms, 1e-8, propagate_nan=tl.PropagateNan.ALL)
     # specs/cosine_similarity_loss.tile, derived backward:18: dmaximum1 = -(-(f32(dloss) / M) * sum3 / (maximum1 * maximum1))
     dloss_0 = tl.load(dloss_ptr)
     dmaximum1 = -(-(dloss_0.to(tl.float32) / M) * sum3 / (maximum1 * maximum1))
@@ -296,7 +296,7 @@ def _cosine_similarity_loss_backward_loops_kernel(
     # specs/cosine_similarity_loss.tile, derived backward:16: sum3 = sum(p * t, dim=c)
     sum3 = row_sum_2
     # specs/cosine_similarity_loss.tile, derived backward:17: maximum1 = maximum(norms, 1e-8)
-    maximum1 = tl.maximum(norms, 1e-8)
+    maximum1 = tl.maximum(norms, 1e-8, propagate_nan=tl.PropagateNan.ALL)
     # specs/cosine_similarity_loss.tile, derived backward:18: dmaximum1 = -(-(f32(dloss) / M) * sum3 / (maximum1 * maximum1))
     dloss_0 = tl.load(dloss_ptr)
     dmaximum1 = -(-(dloss_0.to(tl.float32) / M) * sum3 / (maximum1 * maximum1))

@@ -57,6 +57,28 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BV": 1024}, num_warps=4),
     triton.Config({"BV": 2048}, num_warps=8),
@@ -95,13 +117,11 @@ def cross_entropy_kernel(
         logits = tl.load(logits_ptr + pid_r * stride_logits_m + offs_c * stride_logits_v)
         z = logits
         # specs/cross_entropy.tile:22: m_new = maximum(m_i, max(z, dim=c))
-        max_c = tl.max(z, axis=0)
-        m_new = tl.maximum(m_i, max_c)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+        max_c = amax(z, 0)
+        m_new = tl.maximum(m_i, max_c, propagate_nan=tl.PropagateNan.ALL)
         # specs/cross_entropy.tile:23: l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
-        sum_c = tl.sum(tl.exp(z - m_new_or_0), axis=0)
-        l_i = l_i * tl.exp(m_i - m_new_or_0) + sum_c
+        sum_c = tl.sum(tl.exp(z - m_new), axis=0)
+        l_i = l_i * tl.exp(m_i - m_new) + sum_c
         # specs/cross_entropy.tile:24: m_i = m_new
         m_i = m_new
     # the last tile, if V % BV != 0: masked
@@ -114,13 +134,11 @@ def cross_entropy_kernel(
         logits = tl.load(logits_ptr + pid_r * stride_logits_m + offs_c * stride_logits_v, mask=mask_c)
         z = logits
         # specs/cross_entropy.tile:22: m_new = maximum(m_i, max(z, dim=c))
-        max_c = tl.max(tl.where(mask_c, z, float("-inf")), axis=0)
-        m_new = tl.maximum(m_i, max_c)
-        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
-        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
+        max_c = amax(tl.where(mask_c, z, float("-inf")), 0)
+        m_new = tl.maximum(m_i, max_c, propagate_nan=tl.PropagateNan.ALL)
         # specs/cross_entropy.tile:23: l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
-        sum_c = tl.sum(tl.where(mask_c, tl.exp(z - m_new_or_0), 0.0), axis=0)
-        l_i = l_i * tl.exp(m_i - m_new_or_0) + sum_c
+        sum_c = tl.sum(tl.where(mask_c, tl.exp(z - m_new), 0.0), axis=0)
+        l_i = l_i * tl.exp(m_i - m_new) + sum_c
         # specs/cross_entropy.tile:24: m_i = m_new
         m_i = m_new
     # specs/cross_entropy.tile:25: loss[r] = m_i + log(l_i) - logits[r, target[r]]

@@ -53,7 +53,8 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 @triton.jit
 def gelu_tanh(x):
     """GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."""
-    x = x.to(tl.float32)
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
     u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
     return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
 

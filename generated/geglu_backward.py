@@ -59,7 +59,8 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 @triton.jit
 def tanh(x):
     """tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."""
-    x = x.to(tl.float32)
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
     return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 
 

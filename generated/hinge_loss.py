@@ -79,7 +79,7 @@ def hinge_loss_kernel(
     mask_rc = mask_r[:, None] & mask_c[None, :]
     predictions = tl.load(predictions_ptr + offs_r[:, None] * stride_predictions_m + offs_c[None, :] * stride_predictions_n, mask=mask_rc)
     targets = tl.load(targets_ptr + offs_c[None, :] * stride_targets_n, mask=mask_c[None, :])
-    sum_c = tl.sum(tl.where(mask_c[None, :], tl.maximum(1 - predictions * targets, 0), 0.0), axis=1)
+    sum_c = tl.sum(tl.where(mask_c[None, :], tl.maximum(1 - predictions * targets, 0, propagate_nan=tl.PropagateNan.ALL), 0.0), axis=1)
     sum_r = tl.sum(tl.where(mask_r, sum_c, 0.0), axis=0)
     # this program's sum over its tile of r, c: its partial, merged by hinge_loss_finish_kernel
     tl.store(loss_partials_ptr + pid_r * tl.num_programs(1) + pid_c, sum_r)

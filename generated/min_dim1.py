@@ -53,6 +53,28 @@ _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compi
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def minimum_nan(x, y):
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amin(x, axis: tl.constexpr):
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        found = tl.min(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BK": 32, "BN": 64}, num_warps=4),
     triton.Config({"BK": 16, "BN": 256}, num_warps=4),
@@ -92,8 +114,8 @@ def min_dim1_kernel(
             offs_k = offs_k.to(tl.int64)
         # specs/min_dim1.tile:20: acc = minimum(acc, min(x[b, k, n], dim=k))
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_n[None, :])
-        min_k = tl.min(x, axis=0)
-        acc = tl.minimum(acc, min_k)
+        min_k = amin(x, 0)
+        acc = tl.minimum(acc, min_k, propagate_nan=tl.PropagateNan.ALL)
     # the last tile, if D1 % BK != 0: masked
     for k in range(D1 // BK, tl.cdiv(D1, BK)):
         offs_k = k * BK + tl.arange(0, BK)
@@ -103,8 +125,8 @@ def min_dim1_kernel(
         # specs/min_dim1.tile:20: acc = minimum(acc, min(x[b, k, n], dim=k))
         mask_kn = mask_k[:, None] & mask_n[None, :]
         x = tl.load(x_ptr + pid_b * stride_x_b + offs_k[:, None] * stride_x_d1 + offs_n[None, :] * stride_x_d2, mask=mask_kn)
-        min_k = tl.min(tl.where(mask_k[:, None], x, float("inf")), axis=0)
-        acc = tl.minimum(acc, min_k)
+        min_k = amin(tl.where(mask_k[:, None], x, float("inf")), 0)
+        acc = tl.minimum(acc, min_k, propagate_nan=tl.PropagateNan.ALL)
     # specs/min_dim1.tile:21: y[b, n] = acc
     tl.store(y_ptr + pid_b * stride_y_b + offs_n * stride_y_d2, acc, mask=mask_n)
 

@@ -57,6 +57,28 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
+#: True under Triton's interpreter (TRITON_INTERPRET=1): a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(_INTERPRET)
+
+
+@triton.jit
+def maximum_nan(x, y):
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def amax(x, axis: tl.constexpr):
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        found = tl.max(x, axis)
+        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+            wide = x.to(tl.float32)
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
 _CONFIGS = [
     triton.Config({"BM": 1}, num_warps=4),
     triton.Config({"BM": 1}, num_warps=8),
@@ -89,7 +111,7 @@ def softmax_kernel(
     # specs/softmax.tile:19: z = x[r, c] - detach(max(x[r, c], dim=c))
     mask_rc = mask_r[:, None] & mask_c[None, :]
     x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
-    max_c = tl.max(tl.where(mask_c[None, :], x, float("-inf")), axis=1)
+    max_c = amax(tl.where(mask_c[None, :], x, float("-inf")), 1)
     z = x - max_c[:, None]
     # specs/softmax.tile:20: e = exp(z)
     e = tl.exp(z)
@@ -232,8 +254,8 @@ def _softmax_loops_kernel(
             offs_c = offs_c.to(tl.int64)
         # specs/softmax.tile:19: z = x[r, c] - detach(max(x[r, c], dim=c))
         x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
-        max_c = tl.max(x, axis=1)
-        row_max_new = tl.maximum(row_max, max_c)
+        max_c = amax(x, 1)
+        row_max_new = tl.maximum(row_max, max_c, propagate_nan=tl.PropagateNan.ALL)
         # specs/softmax.tile:21: y[r, c] = e / sum(e, dim=c)
         sum_c = tl.sum(tl.exp(x - row_max_new[:, None]), axis=1)
         row_sum = row_sum * tl.exp(row_max - row_max_new) + sum_c
@@ -248,8 +270,8 @@ def _softmax_loops_kernel(
         # specs/softmax.tile:19: z = x[r, c] - detach(max(x[r, c], dim=c))
         mask_rc = mask_r[:, None] & mask_c[None, :]
         x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
-        max_c = tl.max(tl.where(mask_c[None, :], x, float("-inf")), axis=1)
-        row_max_new = tl.maximum(row_max, max_c)
+        max_c = amax(tl.where(mask_c[None, :], x, float("-inf")), 1)
+        row_max_new = tl.maximum(row_max, max_c, propagate_nan=tl.PropagateNan.ALL)
         # specs/softmax.tile:21: y[r, c] = e / sum(e, dim=c)
         sum_c = tl.sum(tl.where(mask_c[None, :], tl.exp(x - row_max_new[:, None]), 0.0), axis=1)
         row_sum = row_sum * tl.exp(row_max - row_max_new) + sum_c

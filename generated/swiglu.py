@@ -53,7 +53,8 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 
 @triton.jit
 def silu(x):
-    x = x.to(tl.float32)
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
     return x * tl.sigmoid(x)
 
 

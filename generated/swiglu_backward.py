@@ -56,7 +56,9 @@ _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_la
 
 @triton.jit
 def sigmoid(x):
-    return tl.sigmoid(x.to(tl.float32))
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.sigmoid(x)
 
 
 _CONFIGS = [

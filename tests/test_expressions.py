@@ -22,7 +22,7 @@ torch"): a literal takes the other operand's dtype; ``s`` is the f32 it is decla
 i32 (``s - x`` of an f16 ``x`` is f32, as the kernel computes it); the wider float wins, f16 with
 bf16 is f32, floats win over integers, ``/`` of integers divides as floats, two integer dtypes give
 torch's (the wider; u8 with i8 is i16); math (``exp`` ... ``erf``, ``pow``) computes in float32 for
-f16, bf16 and integers and returns float32 (f64 stays f64); activations compute in float32; the
+f16, bf16 and integers and returns float32, activations too (f64 stays f64); the
 elementwise functions and ``where`` compute in their operands' dtype (``where(m, 1.0, 2.0)`` is an
 f32 tile, as torch.where's); every function is torch's, NaN in NaN out included; ``sum`` and
 ``mean`` accumulate f16 in float32.
@@ -93,6 +93,7 @@ if str(ROOT) not in sys.path:  # for ``python tests/test_expressions.py`` withou
     sys.path.insert(0, str(ROOT))
 
 from tilegen.compiler import compile_spec  # noqa: E402
+from tilegen.errors import SpecError  # noqa: E402
 from tilegen.functions import CASTS, FUNCTIONS  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
@@ -337,8 +338,10 @@ def static_dtype(node: Node, xdt: str, ydt: str) -> str:
         return math_dtype(inner[0])
     if op == "call":
         name = node.attr[0]
-        if name in ELEMENTWISE:
+        if name == "detach":  # the operand itself
             return inner[0]
+        if name in ELEMENTWISE:  # of literals alone a tile, as the oracle's (abs(-2.0) is f32)
+            return concrete(inner[0])
         return math_dtype(inner[0])
     if op in ("maximum", "minimum"):
         return promote(inner[0], inner[1])
@@ -438,17 +441,6 @@ def classes(t: torch.Tensor) -> torch.Tensor:
     return torch.where(t.isnan(), 3, torch.where(t == math.inf, 1, torch.where(t == -math.inf, 2, 0)))
 
 
-def nan_dropped(name: str, vals: list[Val]) -> torch.Tensor:
-    """Elements where a known bug (:data:`KNOWN`, ``nan_dropped``) drops a NaN operand of ``name``:
-    not compared while the bug is in effect."""
-    dropped = torch.zeros((), dtype=torch.bool)
-    if any(name in KNOWN[bug].nan_dropped for bug in ACTIVE_KNOWN):
-        for v in vals:
-            if isinstance(v.t, torch.Tensor) and v.t.is_floating_point():
-                dropped = dropped | v.t.isnan()
-    return dropped
-
-
 def combine(fn_low, fn64, vals: list[Val], rd: str, own: float, absolute=None) -> Val:
     """``fn_low`` of ``vals`` computed in ``rd`` (the oracle's value), with the error bound carried
     through by float64 evaluation at the corners of the operands' intervals plus ``own``
@@ -522,8 +514,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
         if not isinstance(a.t, torch.Tensor) and not isinstance(b.t, torch.Tensor):  # folded, as Python does
             value = {"+": a.t + b.t, "-": a.t - b.t, "*": a.t * b.t, "/": a.t / b.t if b.t else math.nan}[op]
             return Val(value, WEAK_FLOAT if isinstance(value, float) else WEAK_INT)
-        if op == "/" and rd in ("f16", "bf16") and "f16-kept-in-f32" in ACTIVE_KNOWN:
-            rd = "f32"  # as the kernel computes it while the bug lasts (the reference is not compared)
         out = combine(fn, fn, [a, b], rd, 3)
         if op == "/":  # a divisor within its error of 0 (0 included: the sign of a zero is not specified)
             out.dc = out.dc | (b.f64(rd).abs() <= b.err)
@@ -537,7 +527,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
         rd = promote(a.dt, b.dt)
         fn = torch.maximum if op == "maximum" else torch.minimum
         out = combine(fn, fn, [a, b], rd, 0)
-        out.dc = out.dc | nan_dropped(op, vals)
         return out
     if op == "clamp":
         names, _ = clamp_bounds(node)
@@ -549,7 +538,6 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
             return torch.clamp(t, **dict(zip(names, bounds, strict=True)))
 
         out = combine(clamp, clamp, vals, rd, 0)
-        out.dc = out.dc | nan_dropped(op, vals)
         return out
     if op in COMPARISONS:
         a, b = vals
@@ -593,41 +581,34 @@ def evaluate(node: Node, inputs: Inputs) -> Val:
 def pow_oracle(node: Node, vals: list[Val], inputs: Inputs) -> Val:
     """``pow(a, p)``: torch.pow in float32 (f64 stays f64). An integral exponent up to 64 is
     multiplied out (``|p| + 2`` roundoffs), ±0.5 is a square root; any other (a fraction, past 64,
-    a tile) goes through ``exp2(p * log2|a|)``, whose error grows with ``|p log2|a||``."""
+    a tile) goes through ``exp2(p * log2|a|)``, whose error grows with ``|p log2|a||``. An exponent of
+    literals alone (``0.5 - 0``) is the number it folds to, as torch's Python number: 0.5 takes
+    torch's square root (NaN at -inf, where C's pow is inf)."""
     a = vals[0]
     rd = math_dtype(a.dt)
-    if node.op == "pow":
+    literal = (node.op == "powc" and node.attr[1].op == "lit") or (node.op == "pow" and literal_only(node.args[1]))
+    if node.op == "pow" and not literal:
         b = vals[1]
         p, exponent = None, b.f64(rd)
         out = combine(torch.pow, torch.pow, [a, b], rd, 8)
     else:
-        p = float(evaluate(node.attr[1], inputs).tensor())
+        p = float(evaluate(node.attr[1] if node.op == "powc" else node.args[1], inputs).tensor())
         exponent = torch.tensor(p, dtype=torch.float64)
-        multiplied = p == int(p) and abs(p) <= 64 and node.attr[1].op == "lit"
+        multiplied = literal and math.isfinite(p) and p == int(p) and abs(p) <= 64
 
         def power(t, p=p):
             return torch.pow(t, p)
 
         out = combine(power, power, [a], rd, abs(p) + 3 if multiplied else 8)
-    literal = node.op == "powc" and node.attr[1].op == "lit"
-    if not literal or not ((p == int(p) and abs(p) <= 64) or abs(p) == 0.5):  # the power helper
+    if not literal or not (multiplied or abs(p) == 0.5):  # the power helper
         u = roundoff(rd)
-        if rd == "f64" and "f64-power" in ACTIVE_KNOWN:  # the helper computes in float32, in its range
-            u = roundoff("f32")
-            magnitude = out.t.double().abs()
-            info = torch.finfo(torch.float32)
-            out.dc = out.dc | (magnitude > info.max) | ((magnitude > 0) & (magnitude < info.smallest_normal))
         logs = torch.nan_to_num((exponent * torch.log2(a.f64(rd).abs())).abs(), nan=0.0, posinf=0.0)
         out.err = torch.where(out.t.isfinite(), out.err + (8 + 2 * logs) * u * out.t.double().abs(), 0.0)
     # a negative exponent of a base within its error of 0 (of 0: +-inf, the sign of a zero is not specified)
     out.dc = out.dc | ((a.f64(rd).abs() <= a.err) & (exponent < 0))
-    if node.op == "pow":  # a negative base: NaN or not as the exponent's interval holds an integer or not
+    if node.op == "pow" and not literal:  # a negative base: NaN or not as the exponent's interval holds an integer
         low, high = exponent - vals[1].err, exponent + vals[1].err
         out.dc = out.dc | ((a.f64(rd) < 0) & (vals[1].err > 0) & (torch.floor(high) >= low))
-    if "pow-infinite-exponent" in ACTIVE_KNOWN and not literal:
-        out.dc = out.dc | ((a.f64(rd).abs() == 1) & exponent.isinf())
-    if "folded-half-exponent" in ACTIVE_KNOWN and node.op == "pow" and literal_only(node.args[1]):
-        out.dc = out.dc | ((a.f64(rd) == -math.inf) & (exponent.abs() == 0.5))
     return out
 
 
@@ -650,6 +631,8 @@ def cast_oracle(a: Val, dtype: str) -> Val:
 def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
     """A function of :data:`FUNCTION_ORACLES` with its number parameters."""
     name, params, choice = node.attr
+    if name == "detach":  # the operand itself, its dtype too (torch.detach)
+        return a
     given = {}
     for position, (key, value) in enumerate(params):
         key = key or PARAMS[name][position][0]
@@ -668,21 +651,10 @@ def call_oracle(node: Node, a: Val, inputs: Inputs) -> Val:
         if name == "leaky_relu" and rd in INTS:  # slope * x: a float (torch has no integer leaky_relu)
             rd = "f32"
         out = combine(apply, apply, [a], rd, own)
-        out.dc = out.dc | nan_dropped(name, [a])
         return out
     rd = math_dtype(a.dt)
     absolute = None if scale is None else scale(a.f64(rd), *numbers)
-    if name not in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "erf") and rd == "f64":
-        # activations compute in float32 (docs), so an f64 operand gets float32's roundoff
-        out = combine(apply, apply, [a], rd, 0)
-        extra = own + (0.0 if absolute is None else absolute)
-        out.err = torch.where(out.t.isfinite(), out.err + roundoff("f32") * extra * (out.t.double().abs() + 1), 0.0)
-        out.dc = out.dc | nan_dropped(name, [a])
-        if "f64-activation-in-f32" in ACTIVE_KNOWN:  # past float32's range the helper sees +-inf
-            out.dc = out.dc | (a.f64(rd).abs() > torch.finfo(torch.float32).max)
-        return out
     out = combine(apply, apply, [a], rd, own, absolute)
-    out.dc = out.dc | nan_dropped(name, [a])
     if name == "rsqrt":
         out.dc = out.dc | (a.f64(rd) == 0)
     return out
@@ -764,10 +736,7 @@ def reduce_oracle(name: str, a: Val, layout: Layout) -> Val:
         dc = dc | (finite & ~bound.isfinite())
         return Val(r, rd, torch.where(finite, torch.nan_to_num(bound, posinf=0.0), 0.0), dc)
     r = (full.amax if name == "max" else full.amin)(dim=-1, keepdim=True)
-    if source in ("f16", "bf16") and "f16-kept-in-f32" in ACTIVE_KNOWN:
-        r, source = r.float(), "f32"  # as the kernel computes it while the bug lasts
     bound = err.amax(dim=-1, keepdim=True)
-    dc = dc | nan_dropped(name, [Val(full, source)]).any(dim=-1, keepdim=True)
     if source in FLOATS:
         bound = torch.where(r.isfinite(), bound, 0.0)
     return Val(r, source, bound, dc)
@@ -1211,24 +1180,6 @@ def expression(draw, layout: Layout, depth: int, kind: str | None = None, name: 
     raise AssertionError(kind)
 
 
-def literal_valued(node: Node) -> bool:
-    """True for a value made of literals (its ``where`` conditions aside): ``2``, ``1 + 1``,
-    ``where(m, 0, 0)``, which tilegen's dtype rules type as a literal."""
-    if node.op == "where":
-        return literal_valued(node.args[1]) and literal_valued(node.args[2])
-    if node.op in ("x", "y", "s", "size", "axis"):
-        return False
-    return all(literal_valued(a) for a in node.args)
-
-
-def literal_argument(node: Node, xdt: str, ydt: str) -> bool:
-    """A call or cast of a value made of literals, or a ``pow`` whose base is one but not a bare
-    number (``(1.0 + 0.1) ** x``; ``2.0 ** x`` is made a float32 tile)."""
-    if node.op in ("call", "cast"):
-        return literal_valued(node.args[0])
-    return node.op in ("pow", "powc") and literal_valued(node.args[0]) and node.args[0].op != "lit"
-
-
 def literal_only(node: Node) -> bool:
     """True for a subtree of literals alone (``2``, ``1 + 1``, ``abs(0)``)."""
     return all(n.op not in ("x", "y", "s", "size", "axis") for n in node.walk())
@@ -1253,10 +1204,9 @@ def usable(tree: Node, layout: Layout, xdt: str, ydt: str) -> bool:
 
 
 def repaired(tree: Node, xdt: str, ydt: str) -> Node:
-    """``tree`` with what the bugs of :data:`KNOWN` in effect trip on rewritten, bottom up, as
-    little as possible (a literal argument ``exp(2)`` becomes ``exp(2 + x)``, a scalar comparison
-    joined by ``&`` gets ``+ x`` on its left, ``leaky_relu`` of an integer an ``f32(...)``), so
-    the generator does not lose those examples."""
+    """``tree`` with what the language refuses rewritten, bottom up, as little as possible (``prod``
+    and ``leaky_relu`` of an integer get an ``f32(...)``, an integer cast's bounds stay in its
+    operand's range), so the generator does not lose those examples."""
     args = tuple(repaired(a, xdt, ydt) for a in tree.args)
     node = replace(tree, args=args)
     if node.op == "icast" and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
@@ -1264,18 +1214,10 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
         # refuse i8(...) clamped at -3000 alike)
         lo, hi = INT_CASTS[concrete(static_dtype(node.args[0], xdt, ydt))]
         node = replace(node, attr=(node.attr[0], max(lo, node.attr[1]), min(hi, node.attr[2])))
-    function = FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan") else None
+    function = (FUNCTIONS[node.attr if node.op == "reduce" else node.attr[0]] if node.op in ("reduce", "scan", "call")
+                else None)
     if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
-        node = replace(node, args=(Node("cast", node.args, "f32"),))  # prod takes floats: the language's rule
-    if "function-of-literal" in ACTIVE_KNOWN and literal_argument(node, xdt, ydt):
-        node = replace(node, args=(Node("+", (node.args[0], X)), *node.args[1:]))
-    if "scalar-mask" in ACTIVE_KNOWN and node.op in ("&", "|"):
-        node = replace(node, args=tuple(
-            Node(a.op, (Node("+", (a.args[0], X)), a.args[1])) if a.op in COMPARISONS and not axes(a, WIDE) else a
-            for a in node.args))
-    if node.op == "call" and node.attr[0] in ("leaky_relu", "hardtanh") \
-            and f"{node.attr[0].replace('_', '-')}-of-integer" in ACTIVE_KNOWN \
-            and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
+        # prod and leaky_relu take floats (the language's rule, torch's): cast
         node = replace(node, args=(Node("cast", node.args, "f32"),))
     return node
 
@@ -1337,178 +1279,23 @@ def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
     return False
 
 
-def clamp_mixed(node: Node, xdt: str, ydt: str) -> bool:
-    """A clamp whose operands promote to another dtype than its first one's, or than its first two's,
-    or of literals alone."""
-    a, *bounds = (static_dtype(arg, xdt, ydt) for arg in node.args)
-    whole = static_dtype(node, xdt, ydt)
-    return whole != a or promote(a, bounds[0]) != whole or all(literal_valued(arg) for arg in node.args)
-
-
-def is_square_root(node: Node) -> bool:
-    """``sqrt(x)``, ``x ** 0.5`` or ``x ** -0.5`` (``tl.sqrt_rn`` in the kernel)."""
-    if node.op == "call":
-        return node.attr[0] == "sqrt"
-    return node.op == "powc" and node.attr[1].op == "lit" and abs(float(lit_value(node.attr[1].attr))) == 0.5
-
-
 @dataclass(frozen=True)
 class Known:
     """A bug kept in REGRESSIONS (strict xfails). Until it is fixed the property test steps around
     it as narrowly as it can: ``avoid`` (trees not generated; :func:`repaired` rewrites the
     generated ones it can), ``skip_reference`` (trees whose reference is not compared; the kernel
-    still is), ``nan_dropped`` (functions whose NaN operands the kernel drops: those elements are not
-    compared); the oracle handles the others by name (``"f64-power" in ACTIVE_KNOWN``: the elements
+    still is); the oracle handles the others by name (``"f64-power" in ACTIVE_KNOWN``: the elements
     they touch are not compared, or the kernel's precision is allowed). Delete the entry with the fix."""
 
     reason: str
     avoid: Callable[[Node, str, str], bool] | None = None
     skip_reference: Callable[[Node, str, str], bool] | None = None
-    nan_dropped: tuple[str, ...] = ()
 
 
 KNOWN = {
     # the kernel computes something else than the spec says
-    "nan-dropped": Known(
-        "the kernel drops NaN operands where torch propagates them: tl.maximum/tl.minimum (maximum, "
-        "minimum, clamp, hardtanh; the helpers relu, elu, selu, softplus, hardsigmoid through "
-        "tl.where(x > 0, ...) or tl.minimum(x, 0.0)) and tl.max/tl.min reductions",
-        nan_dropped=("maximum", "minimum", "clamp", "hardtanh", "relu", "elu", "selu", "softplus", "hardsigmoid",
-                     "max", "min"),
-    ),
-    "u8-with-i8": Known(
-        "u8 with i8 computes in u8 in the kernel (Triton's C rule: the unsigned operand of the same "
-        "rank wins), in i16 in torch (and i32 in tilegen's rules): u8(0) - i8(100) is 156, not -100; "
-        "comparisons and maximum/minimum too",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and {"u8", "i8"} <= {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            for n in tree.walk()),
-    ),
-    "hardtanh-of-integer": Known(
-        "hardtanh of an integer tile with a fractional bound: the kernel clamps in float "
-        "(tl.minimum(tl.maximum(r, -2), 0.5) is 0.5), torch and the reference keep the integer dtype "
-        "(0), as the docs say (dtype kept)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "hardtanh"
-                                         and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
-                                         for n in tree.walk()),
-    ),
-    "f16-with-bf16": Known(
-        "an f16 tile with a bf16 one computes in f16 in the kernel (Triton's promotion: 'if one operand "
-        "is half, the other is converted to half', before its bf16 rule), in f32 in the reference, as "
-        "the docs say (f16 with bf16 gives f32, as torch): bf16(x) - y of an f16 y loses x's small part",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and {"f16", "bf16"} <= {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            for n in tree.walk()),
-    ),
-    "f16-kept-in-f32": Known(
-        "the kernel keeps some f16 values in f32 where the spec's dtypes (and the reference) make them "
-        "f16: a division (Triton divides half floats in f32), and max/min over a masked whole axis "
-        "(tl.where(mask_c, x, float('-inf')) is f32). Where f16 arithmetic on them overflows the "
-        "reference is inf and the kernel finite (gelu(1e3 / x) at x = -3e-6: NaN against -0.0), and a "
-        "literal meeting them is not rounded to f16 (where(m, x / x, 0.1): 0.1 against 0.09998). While "
-        "the bug lasts the oracle computes those in f32, as the kernel does, and the reference is not "
-        "compared",
-        skip_reference=lambda tree, xdt, ydt: any(
-            (n.op == "/" and promote(*(static_dtype(a, xdt, ydt) for a in n.args), divide=True) in ("f16", "bf16"))
-            or (n.op == "reduce" and n.attr in ("max", "min") and static_dtype(n, xdt, ydt) in ("f16", "bf16"))
-            for n in tree.walk()),
-    ),
-    "clamp-dtype": Known(
-        "clamp's dtype is its first argument's in tilegen's rules (tilegen.dtypes.expr_dtype promotes "
-        "maximum's and minimum's arguments, not clamp's): exp(clamp(10, x, x)) of an f16 x is not upcast "
-        "and crashes the kernel (tl.exp of fp16), mish(clamp(1e3, x, x)) computes in f16 in the "
-        "reference, gelu(clamp(2, N, c)) calls torch's gelu on int64 (NotImplementedError); the "
-        "kernel's tl.minimum(tl.maximum(x, 1e-3), hi) rounds the bound to f16 before promoting to hi's f32; "
-        "and a clamp of literals alone, typed as a literal, is an f32 tile in the kernel "
-        "(minimum(x, clamp(0.1, 0, 2)) of an f16 x: 0.1 against f16's 0.09998)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "clamp" and clamp_mixed(n, xdt, ydt) for n in tree.walk()),
-    ),
-    "f64-power": Known(
-        "pow of an f64 base by a fraction, a scalar or a tile goes through the power helper, which "
-        "computes in float32 (x.to(tl.float32)), where the docs say f64 stays f64: f64(x) ** 1.5 is "
-        "off by 3e-7 relative; those get float32's tolerance",
-    ),
-    "f64-activation-in-f32": Known(
-        "an activation of an f64 tile computes in float32 in the kernel (the docs: activations compute in "
-        "float32) and in f64 in the reference: past float32's range the kernel sees +-inf, mish(-3e39) is "
-        "NaN there and -0.0 in the reference; those elements are not compared",
-    ),
-    "pow-infinite-exponent": Known(
-        "pow(x, p) of x = -1 (or 1 through a tile) and an infinite p is NaN in the kernel, 1 in torch: the "
-        "power helper computes exp2(p * log2|x|) = exp2(inf * 0); those elements are not compared",
-    ),
     # the kernel does not compile or crashes on a spec the checker accepts
-    "function-of-literal": Known(
-        "a function of a literal alone crashes the kernel: helpers call x.to(tl.float32) on a Python "
-        "number (gelu(2.0), tanh(1e-3)), casts too (f16(0.1)), pow too ((1.0 + 0.1) ** x), and math of "
-        "an integer literal makes a 64-bit constant (exp(2): 'numpy data itemsize (64 bits) exceeds dtype "
-        "primitive_bitwidth'); the reference "
-        "calls torch's activations on an int64 tensor (silu(2): NotImplementedError)",
-        avoid=lambda tree, xdt, ydt: any(literal_argument(n, xdt, ydt) for n in tree.walk()),
-    ),
-    "scalar-mask": Known(
-        "a mask over no tile axis (s > 1, N < s) combined with a tile mask by & or | crashes the "
-        "interpreted kernel (numpy bitwise_and TypeError)",
-        avoid=lambda tree, xdt, ydt: any(n.op in ("&", "|") and any(not axes(a, WIDE) for a in n.args)
-                                         for n in tree.walk()),
-    ),
-    "clamp-keyword-bound-axes": Known(
-        "a clamp bound given by name does not count in the clamp's axes (tilegen.functions.spanned_axes "
-        "reads call.args, not keywords): sum(clamp(r, max=c), dim=c) does not compile ('tuple.index(x): x "
-        "not in tuple'), min(clamp(f32(c), min=x[r, c]), dim=c) crashes the kernel ('Cannot "
-        "make_shape_compatible'); the same bounds by position work",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op == "clamp" and clamp_bounds(n)[1]
-            and any(axes(bound, WIDE) - axes(n.args[0], WIDE) for bound in n.args[1:]) for n in tree.walk()),
-    ),
-    "integer-division-of-mixed-signs": Known(
-        "an integer divided by an integer of the other signedness, i32(...) / u8(...), does not compile "
-        "('Cannot use /, #, or % with int32 and uint8 because they have different signedness'): the docs "
-        "say / of integers divides as floats, but the kernel leaves the conversion to Triton",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op == "/" and "u8" in (dtypes := {static_dtype(a, xdt, ydt) for a in n.args})
-            and dtypes & {"i8", "i16", "i32", "i64"} for n in tree.walk()),
-    ),
-    "f64-sqrt": Known(
-        "sqrt of an f64 tile (and x ** 0.5, x ** -0.5) crashes the kernel: tl.sqrt_rn takes fp32 only "
-        "(\"Expected dtype ['fp32'] but got fp64\")",
-        avoid=lambda tree, xdt, ydt: any(is_square_root(n) and static_dtype(n.args[0], xdt, ydt) == "f64"
-                                         for n in tree.walk()),
-    ),
-    "negative-literal-with-u8": Known(
-        "the checker accepts a u8 tile met with a negative integer literal (u8(...) >= -1), which "
-        "Triton refuses when it compiles the kernel ('Cannot perform a binary operation between an "
-        "unsigned tensor and a negative scalar')",
-        avoid=lambda tree, xdt, ydt: any(
-            n.op in (*ARITHMETIC, *COMPARISONS, "maximum", "minimum", "clamp", "where")
-            and "u8" in {static_dtype(a, xdt, ydt) for a in n.args if not a.is_mask()}
-            and any(a.op == "lit" and a.attr.startswith("-") and static_dtype(a, xdt, ydt) == WEAK_INT
-                    for a in n.args)
-            for n in tree.walk()),
-    ),
     # the reference computes something else than the spec says, or raises
-    "literal-over-f16-in-reference": Known(
-        "the reference writes a literal divided by an f16 tile as Python does, -0.1 / y, which torch computes "
-        "as reciprocal(y) * -0.1: for |y| < 1 / 65504 the reciprocal overflows f16 and the reference is inf "
-        "where the division is finite (-0.1 / -3e-6 is 33536 in f16; the kernel gives 33333)",
-        skip_reference=lambda tree, xdt, ydt: any(
-            n.op == "/" and literal_only(n.args[0]) and static_dtype(n.args[1], xdt, ydt) in ("f16", "bf16")
-            for n in tree.walk()),
-    ),
-    "leaky-relu-of-integer": Known(
-        "leaky_relu of an integer tile: the checker accepts it, the kernel computes it, the reference "
-        "raises NotImplementedError (torch has no integer leaky_relu)",
-        avoid=lambda tree, xdt, ydt: any(n.op == "call" and n.attr[0] == "leaky_relu"
-                                         and concrete(static_dtype(n.args[0], xdt, ydt)) in INTS
-                                         for n in tree.walk()),
-    ),
-    "folded-half-exponent": Known(
-        "an exponent written as an expression of literals that folds to 0.5, (-inf) ** (0.5 - 0), goes "
-        "through the power helper in the kernel (C's pow: inf) but is the number 0.5 to the reference, "
-        "whose torch.pow takes its sqrt path (NaN at -inf); -inf bases under such exponents are not compared",
-    ),
     # Triton's interpreter
     "bf16-in-interpreter": Known(
         "Triton's interpreter keeps bf16 as uint16 bit patterns and computes on them (triton-lang/triton "
@@ -1579,66 +1366,63 @@ REGRESSIONS = {
     "clamp-either-bound": ("clamp(x[i], max=y[i]) - clamp(y[i], -0.5) + clamp(x[i], min=0, max=2)", (13,), "f16", "f16",
                            2.0, None),
     "scalar-exponent": ("pow(abs(x[i]) + 1e-3, s) - y[i] ** s", (13,), "f32", "f32", -1.5, None),
-    # KNOWN["nan-dropped"]
-    "nan-maximum": ("maximum(pow(x[i], -0.5), x[i])", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-minimum": ("minimum(y[i], log(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-clamp": ("clamp(log2(x[i]), x[i], x[i])", (13,), "f16", "f32", 2.0, "nan-dropped"),
-    "nan-clamp-bound": ("clamp(y[i], -1, sqrt(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-relu": ("relu(log(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-hardtanh": ("hardtanh(log(x[i]), -2, 0.5)", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-elu": ("elu(pow(x[i], 65) / -inf)", (13,), "f32", "f32", -1.5, "nan-dropped"),
-    "nan-selu": ("selu(x[i] ** x[i])", (13,), "f16", "f32", 3.0, "nan-dropped"),
-    "nan-softplus": ("softplus(x[i] ** 2.5)", (13,), "f32", "f32", -0.25, "nan-dropped"),
-    "nan-hardsigmoid": ("hardsigmoid(sqrt(x[i]))", (13,), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-max-reduction": ("max(log(x[r, c]), dim=c)", (5, 13), "f32", "f32", 2.0, "nan-dropped"),
-    "nan-min-reduction": ("min(sqrt(x[r, c]), dim=c) + y[r, c]", (5, 13), "f16", "f16", 2.0, "nan-dropped"),
-    # KNOWN["u8-with-i8"]
-    "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, "u8-with-i8"),
-    # KNOWN["hardtanh-of-integer"]
-    "hardtanh-of-integer": ("where(x[r, c] < 0, hardtanh(r, -2, 0.5), x[r, c])", (5, 13), "f32", "f32", 2.0,
-                            "hardtanh-of-integer"),
-    # KNOWN["f16-with-bf16"]
-    "f16-with-bf16": ("bf16(x[i]) - y[i]", (13,), "f32", "f16", 2.0, "f16-with-bf16"),
-    # KNOWN["f16-kept-in-f32"]
-    "f16-division-overflow": ("gelu(1e3 / x[i])", (13,), "f16", "f32", 1.0, "f16-kept-in-f32"),
-    "f16-division-and-literal": ("where(x[i] != x[i], x[i] / x[i], 0.1)", (13,), "f16", "f32", 2.0, "f16-kept-in-f32"),
-    "f16-masked-max-overflow": ("softsign(max(x[r, c], dim=c) + x[r, c] + x[r, c])", (3, 13), "f16", "f32", 2.0,
-                                "f16-kept-in-f32"),
-    # KNOWN["clamp-dtype"]
-    "clamp-literal-first-math": ("exp(clamp(10, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-literal-first-activation": ("mish(clamp(1e3, x[i], x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-integer-literal-first": ("gelu(clamp(2, N, c))", (5, 13), "f32", "f32", 1.0, "clamp-dtype"),
-    "clamp-bound-rounded": ("clamp(x[i], 1e-3, softsign(0.5 + x[i]))", (13,), "f16", "f32", 1.0, "clamp-dtype"),
-    "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, "clamp-dtype"),
-    # KNOWN["f64-power"]
-    "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, "f64-power"),
-    "f64-power": ("f64(x[i]) ** 1.5", (13,), "f32", "f32", 1.0, "f64-power"),
-    # KNOWN["f64-activation-in-f32"]
-    "f64-activation-out-of-f32-range": ("mish(f64(x[i]) * 1e36)", (13,), "f32", "f32", 2.0, "f64-activation-in-f32"),
-    # KNOWN["pow-infinite-exponent"]
-    "pow-unit-base-infinite-exponent": ("pow(x[i], s * inf)", (13,), "f32", "f32", 2.0, "pow-infinite-exponent"),
-    # KNOWN["function-of-literal"]
-    "math-of-integer-literal": ("x[i] / log(10)", (13,), "f16", "f32", 0.0, "function-of-literal"),
-    "activation-of-literal": ("maximum(x[i], tanh(1e-3))", (13,), "f16", "f32", -0.25, "function-of-literal"),
-    "activation-of-integer-literal": ("x[i] + silu(2)", (13,), "f32", "f32", 2.0, "function-of-literal"),
-    "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, "function-of-literal"),
+    # fixed: NaN operands propagate, as torch's (propagate_nan=ALL, amax/amin)
+    "nan-maximum": ("maximum(pow(x[i], -0.5), x[i])", (13,), "f32", "f32", 2.0, None),
+    "nan-minimum": ("minimum(y[i], log(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-clamp": ("clamp(log2(x[i]), x[i], x[i])", (13,), "f16", "f32", 2.0, None),
+    "nan-clamp-bound": ("clamp(y[i], -1, sqrt(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-relu": ("relu(log(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-hardtanh": ("hardtanh(log(x[i]), -2, 0.5)", (13,), "f32", "f32", 2.0, None),
+    "nan-elu": ("elu(pow(x[i], 65) / -inf)", (13,), "f32", "f32", -1.5, None),
+    "nan-selu": ("selu(x[i] ** x[i])", (13,), "f16", "f32", 3.0, None),
+    "nan-softplus": ("softplus(x[i] ** 2.5)", (13,), "f32", "f32", -0.25, None),
+    "nan-hardsigmoid": ("hardsigmoid(sqrt(x[i]))", (13,), "f32", "f32", 2.0, None),
+    "nan-max-reduction": ("max(log(x[r, c]), dim=c)", (5, 13), "f32", "f32", 2.0, None),
+    "nan-min-reduction": ("min(sqrt(x[r, c]), dim=c) + y[r, c]", (5, 13), "f16", "f16", 2.0, None),
+    # fixed: u8 with i8 computes in i16, torch's (the kernel casts where Triton's rule differs)
+    "u8-minus-i8": ("u8(clamp(x[i], 0, 200)) - i8(clamp(y[i], -100, 100))", (13,), "f32", "f32", 2.0, None),
+    # fixed: hardtanh of an integer keeps its dtype, its bounds truncated as torch's
+    "hardtanh-of-integer": ("where(x[r, c] < 0, hardtanh(r, -2, 0.5), x[r, c])", (5, 13), "f32", "f32", 2.0, None),
+    # fixed: f16 with bf16 computes in f32 (the kernel casts)
+    "f16-with-bf16": ("bf16(x[i]) - y[i]", (13,), "f32", "f16", 2.0, None),
+    # fixed: an f16 division and an f16 max/min stay f16 (rounded; amax keeps the dtype)
+    "f16-division-overflow": ("gelu(1e3 / x[i])", (13,), "f16", "f32", 1.0, None),
+    "f16-division-and-literal": ("where(x[i] != x[i], x[i] / x[i], 0.1)", (13,), "f16", "f32", 2.0, None),
+    "f16-masked-max-overflow": ("softsign(max(x[r, c], dim=c) + x[r, c] + x[r, c])", (3, 13), "f16", "f32", 2.0, None),
+    # fixed: clamp promotes all its arguments (the kernel casts them to its dtype)
+    "clamp-literal-first-math": ("exp(clamp(10, x[i], x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-literal-first-activation": ("mish(clamp(1e3, x[i], x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-integer-literal-first": ("gelu(clamp(2, N, c))", (5, 13), "f32", "f32", 1.0, None),
+    "clamp-bound-rounded": ("clamp(x[i], 1e-3, softsign(0.5 + x[i]))", (13,), "f16", "f32", 1.0, None),
+    "clamp-of-literals": ("minimum(x[i], clamp(0.1, 0, 2))", (13,), "f16", "f32", 2.0, None),
+    # fixed: the power helper computes an f64 base in f64
+    "f64-power-past-f32": ("log(f64(x[i]) ** x[i])", (21,), "f32", "f32", 2.0, None),
+    "f64-power": ("f64(x[i]) ** 1.5", (13,), "f32", "f32", 1.0, None),
+    # fixed: activations of f64 compute in f64
+    "f64-activation-out-of-f32-range": ("mish(f64(x[i]) * 1e36)", (13,), "f32", "f32", 2.0, None),
+    # fixed: pow(-1, +-inf) is 1, as torch's
+    "pow-unit-base-infinite-exponent": ("pow(x[i], s * inf)", (13,), "f32", "f32", 2.0, None),
+    # fixed: a function or cast of literals is a 0-d tile of its dtype (tl.full); maximum, minimum, clamp
+    # of literals fold to a literal
+    "math-of-integer-literal": ("x[i] / log(10)", (13,), "f16", "f32", 0.0, None),
+    "activation-of-literal": ("maximum(x[i], tanh(1e-3))", (13,), "f16", "f32", -0.25, None),
+    "activation-of-integer-literal": ("x[i] + silu(2)", (13,), "f32", "f32", 2.0, None),
+    "cast-of-literal": ("clamp(f16(0.1), x[i], x[i])", (13,), "f32", "f32", -1.5, None),
     "math-of-integer-where": ("erf(where(x[i] >= y[i], 0, 0))", (13,), "f32", "f32", 1.0, None),  # fixed: an i32 tile
-    "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, "function-of-literal"),
-    # KNOWN["scalar-mask"]
-    "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, "scalar-mask"),
-    "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, "scalar-mask"),
-    # KNOWN["clamp-keyword-bound-axes"]
-    "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, "clamp-keyword-bound-axes"),
-    "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0,
-                                        "clamp-keyword-bound-axes"),
-    # KNOWN["integer-division-of-mixed-signs"]
+    "pow-of-literal-expression": ("(1.0 + 0.1) ** x[i]", (13,), "f32", "f32", 1.0, None),
+    # fixed: a scalar mask with a tile mask is a select on the scalar
+    "scalar-mask-or": ("where(x[i] == x[i] | -2.5 == s, x[i], y[i])", (13,), "f32", "f32", -1.5, None),
+    "scalar-mask-and": ("where(N < s & x[i] < y[i], x[i], y[i])", (13,), "f16", "f32", 20.0, None),
+    # fixed: a bound given by name counts in the clamp's axes
+    "clamp-keyword-bound-axes": ("sum(clamp(r, max=c), dim=c)", (5, 13), "f32", "f32", 2.0, None),
+    "clamp-keyword-bound-axes-kernel": ("min(clamp(f32(c), min=x[r, c]), dim=c)", (3, 6), "f32", "f32", 2.0, None),
+    # fixed: / of integers of both signednesses divides in float32 (the kernel casts)
     "integer-division-of-mixed-signs": ("i32(clamp(x[i], -30000, 30000)) / u8(clamp(y[i], 0, 200))", (13,), "f32",
-                                        "f32", 2.0, "integer-division-of-mixed-signs"),
-    # KNOWN["f64-sqrt"]
-    "f64-sqrt": ("sqrt(f64(x[i]))", (13,), "f32", "f32", 1.0, "f64-sqrt"),
-    # KNOWN["negative-literal-with-u8"]
-    "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0,
-                                "negative-literal-with-u8"),
+                                        "f32", 2.0, None),
+    # fixed: sqrt of f64 is tl.sqrt (tl.sqrt_rn takes float32 only)
+    "f64-sqrt": ("sqrt(f64(x[i]))", (13,), "f32", "f32", 1.0, None),
+    # fixed: a negative literal meeting u8 wraps, as torch's (-1 is 255)
+    "u8-and-negative-literal": ("where(u8(clamp(x[i], 0, 200)) >= -1, x[i], y[i])", (13,), "f32", "f32", 2.0, None),
     # fixed (the reference casts the operand of another dtype first, as the spec's dtype rules do)
     "scalar-input-and-f16": ("s + x[i]", (13,), "f16", "f16", 1.0, None),
     "math-of-scalar-and-f16": ("exp(s) - x[i]", (13,), "f16", "f32", 1.0, None),
@@ -1650,18 +1434,17 @@ REGRESSIONS = {
     "f64-scalar-and-f32": ("f64(s) + x[i] - x[i]", (13,), "f32", "f32", 0.1, None),
     "size-base-pow-of-f16": ("pow(N, x[i])", (13,), "f16", "f32", 1.0, None),
     "mean-of-axis-and-f16": ("mean(c, dim=c) + x[r, c]", (5, 13), "f16", "f32", 2.5, None),
-    # KNOWN["literal-over-f16-in-reference"]
-    "literal-over-f16": ("-0.1 / y[i]", (13,), "f16", "f16", 0.5, "literal-over-f16-in-reference"),
+    # fixed (a mean of integers sums in float32: Triton sums u8 in uint32, which it would not divide by N)
+    "mean-of-u8": ("mean(u8(clamp(x[r, c], 0, 200)), dim=c)", (5, 13), "f32", "f32", 2.0, None),
+    # fixed: the reference divides a number by a tensor as a 0-d tensor (not reciprocal(y) * n)
+    "literal-over-f16": ("-0.1 / y[i]", (13,), "f16", "f16", 0.5, None),
     # fixed (the reference's float scalars are 0-d tensors of their dtype: s / 0.0 is inf)
     "scalar-division-by-zero": ("-4.0 / s + x[i]", (13,), "f32", "f32", 0.0, None),
     # fixed (the reference raises integer literals in float32, as the kernel's pow)
     "integer-pow-negative": ("where(x[i] < 0 ** -1, x[i], y[i])", (13,), "f32", "f32", 1.0, None),
     "integer-pow-overflow": ("3 ** (N * i) + x[i]", (13,), "f32", "f32", 1.0, None),
-    # KNOWN["leaky-relu-of-integer"]
-    "leaky-relu-of-integer": ("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)", (13,), "f32", "f32", 2.0,
-                              "leaky-relu-of-integer"),
-    # KNOWN["folded-half-exponent"]
-    "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, "folded-half-exponent"),
+    # fixed: an exponent of literals alone folds to its number in the kernel (0.5: the square root, as torch's)
+    "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, None),
     # KNOWN["bf16-in-interpreter"]
     "bf16-arithmetic": ("bf16(x[i]) + 1", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),
     "bf16-of-integer": ("bf16(i)", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),
@@ -1690,6 +1473,14 @@ def test_regression_expressions(name):
         run_example(regression(name))
     finally:
         ACTIVE_KNOWN = saved
+
+
+def test_leaky_relu_of_an_integer_is_refused():
+    """torch has no integer leaky_relu (NotImplementedError): the checker refuses it, saying how to cast."""
+    example = Example(parse_expr("leaky_relu(i32(clamp(x[i], -30000, 30000)), 0.2)"), Layout(1, 1, 13), "f32", "f32",
+                      0, 2.0)
+    with pytest.raises(SpecError, match=r"'leaky_relu' takes a float tile .* leaky_relu\(f32\(x\)\)"):
+        compile_spec(example.spec(), "leaky.tile")
 
 
 def test_every_known_bug_has_a_regression():

@@ -125,7 +125,7 @@ def test_full_tiles_run_without_masks_and_the_edge_with_them():
     # the query rows' index values, made where the guard needs them (descriptors take no offsets)
     assert "offs_n[None, :] <= (pid_m * BM + tl.arange(0, BM))[:, None]" in edge
     # lanes past S are past every stored row's diagonal too: descriptors zero-fill them, no mask_n
-    assert "mask_n" not in edge and "tl.max(s, axis=1)" in edge and "tl.sum(p.to(tl.float32), axis=1)" in edge
+    assert "mask_n" not in edge and "amax(s, 1)" in edge and "tl.sum(p.to(tl.float32), axis=1)" in edge
     # q is loaded once for both ranges (the descriptor reads zeros past S and D for the dot)
     assert kernel.count("q = q_desc.load(") == 1 and kernel.index("q = q_desc.load(") < kernel.index("for n in")
 

@@ -60,7 +60,7 @@ def test_the_sign_of_a_factor(text, expected):
 
 @pytest.mark.parametrize(
     "factor,reduction,flag",
-    [("scale", "tl.max(", True), ("2.0", "tl.max(", False), ("-2.0", "tl.min(", False)],
+    [("scale", "amax(", True), ("2.0", "amax(", False), ("-2.0", "amin(", False)],
 )
 def test_the_max_is_taken_before_the_factor_and_matches_torch(tmp_path, factor, reduction, flag):
     module, kernel = _module(tmp_path, ROW_MAX.format(factor=factor))

@@ -4,7 +4,8 @@
 
 The rules follow torch and Triton where they agree: a literal number takes the other
 operand's dtype (``0.5 * x`` stays f16); floats win over integers; the wider float wins and
-f16 with bf16 gives f32; ``/`` of integers is a float division; math and activations compute
+f16 with bf16 gives f32; two integer dtypes give torch's (the wider; u8 with i8 is i16);
+``/`` of integers is a float division; math and activations compute
 f16/bf16 in float32 and return float32; ``sum``/``mean`` accumulate f16/bf16 in float32;
 comparisons, ``&`` and ``|`` give ``"bool"`` (a mask). ``None`` stands for an integer
 literal and ``"float"`` for a float literal: both take their context's dtype (a float literal
@@ -48,6 +49,7 @@ DTYPE_LIMITS: dict[str, tuple[int, int] | float] = {
 NARROW = ("f16", "bf16")
 
 _FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+_INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
 def integer_value(number: m.Number) -> int | None:
@@ -96,7 +98,10 @@ def promote(left: str | None, right: str | None, *, divide: bool = False) -> str
         return "f32"
     if left == right:
         return left
-    return "i64" if "i64" in (left, right) else "i32"
+    if "u8" in (left, right):  # torch's: u8 with a signed dtype is that dtype, with i8 i16 (holding both)
+        signed = right if left == "u8" else left
+        return "i16" if signed == "i8" else signed
+    return max(left, right, key=lambda d: _INT_BITS[d])
 
 
 def math_dtype(dtype: str | None) -> str:
@@ -181,9 +186,13 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
                 return None
             result = promote(*values)
             return "f32" if result == WEAK_FLOAT else "i32" if result is None else result
+        if first in (None, WEAK_FLOAT) and not function.promotes and not m.is_detach(expr):
+            # abs(-2.0): a tile, as where's literals (detach(2.0) is 2.0 itself)
+            return "f32" if first == WEAK_FLOAT else "i32"
         result = first
-        for arg in expr.args[1:]:
-            if function.mirror is not None:  # maximum, minimum: the operands' promoted dtype
+        if function.promotes:  # maximum, minimum, clamp: every argument's, by position or keyword
+            params = {p for p, _ in function.params}
+            for arg in (*expr.args[1:], *(value for key, value in expr.kwargs if key.id in params)):
                 result = promote(result, expr_dtype(arg, spec, local))
         return result
     raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

@@ -52,9 +52,13 @@ class Function:
     the params torch takes only as tensors (``torch.maximum``'s ``other``), which the
     reference passes as tensors even where the spec gives a number. ``selects``: the first
     argument is a mask choosing between the others (``where``), so the result has their
-    shape and dtype, and only there may a mask be an argument. ``floats``: its operand must be
-    a float tile (``prod``: an integer product would wrap in the kernel's dtype where torch's
-    goes to int64).
+    shape and dtype, and only there may a mask be an argument. ``f64_triton``: the Triton text for an
+    f64 operand where ``triton`` takes float32 only (``sqrt``: ``tl.sqrt_rn`` is float32's correctly
+    rounded square root, ``tl.sqrt`` f64's). ``promotes``: its arguments
+    (by position or keyword) promote to one dtype, the result's, as torch's (``maximum``,
+    ``minimum``, ``clamp``). ``floats``: its operand must be a float tile (``prod``: an integer
+    product would wrap in the kernel's dtype where torch's goes to int64; ``leaky_relu``: torch
+    has no integer one).
 
     What the lowerings ask of an operation instead of testing its name (a new reduction is one
     entry with these filled in):
@@ -103,6 +107,8 @@ class Function:
     helpers: tuple[str, ...] = ()
     tensors: tuple[str, ...] = ()
     selects: bool = False
+    promotes: bool = False
+    f64_triton: str = ""
     floats: bool = False
     identity: float | None = None
     combine: str | None = None
@@ -159,12 +165,17 @@ class Function:
 OMITTED = ""
 
 
+#: The argument of ``tl.maximum``/``tl.minimum`` that makes a NaN operand win, as torch's maximum,
+#: minimum and clamp do (Triton's default drops it).
+NAN = "propagate_nan=tl.PropagateNan.ALL"
+
+
 def _clamp_triton(v: dict[str, str]) -> str:
-    """``clamp(x, min, max)`` with either bound alone, as torch.clamp."""
+    """``clamp(x, min, max)`` with either bound alone, as torch.clamp (NaN in, NaN out)."""
     x = v["x"]
     if v["min"]:
-        x = f"tl.maximum({x}, {v['min']})"
-    return f"tl.minimum({x}, {v['max']})" if v["max"] else x
+        x = f"tl.maximum({x}, {v['min']}, {NAN})"
+    return f"tl.minimum({x}, {v['max']}, {NAN})" if v["max"] else x
 
 
 def _atom(text: str) -> str:
@@ -252,9 +263,11 @@ FUNCTIONS: dict[str, Function] = {
         # reductions over one axis
         Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})",
                  identity=0.0, combine="+", widens=True, rounds=True, grad={"x": "{g_}"}),
-        Function("max", "reduction", triton="tl.max({x}, axis={axis})", torch="torch.amax({x}, dim={axis})",
+        Function("max", "reduction", triton="amax({x}, {axis})", helpers=("maximum_nan", "amax"),
+                 torch="torch.amax({x}, dim={axis})",
                  identity=-math.inf, combine="maximum", mirror="min", grad=_AMONG_EXTREMES),
-        Function("min", "reduction", triton="tl.min({x}, axis={axis})", torch="torch.amin({x}, dim={axis})",
+        Function("min", "reduction", triton="amin({x}, {axis})", helpers=("minimum_nan", "amin"),
+                 torch="torch.amin({x}, dim={axis})",
                  identity=math.inf, combine="minimum", mirror="max", grad=_AMONG_EXTREMES),
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
                  identity=0.0, combine="+", averages=True, widens=True, rounds=True, grad={"x": "{g} / {size}"}),
@@ -277,11 +290,13 @@ FUNCTIONS: dict[str, Function] = {
                  triton="tl.cumprod({x}, axis={axis}, reverse={reverse})", torch=lambda v: _torch_scan("cumprod", v),
                  floats=True, identity=1.0, combine="*", widens=True, rounds=True),
         # elementwise in the operands' dtype
-        Function("maximum", "elementwise", (("other", None),), triton="tl.maximum({x}, {other})",
-                 torch="torch.maximum({x}, {other})", tensors=("other",), identity=-math.inf, mirror="minimum",
+        Function("maximum", "elementwise", (("other", None),), triton=f"tl.maximum({{x}}, {{other}}, {NAN})",
+                 torch="torch.maximum({x}, {other})", tensors=("other",), promotes=True, identity=-math.inf,
+                 mirror="minimum",
                  grad=_extreme_grad(">")),
-        Function("minimum", "elementwise", (("other", None),), triton="tl.minimum({x}, {other})",
-                 torch="torch.minimum({x}, {other})", tensors=("other",), identity=math.inf, mirror="maximum",
+        Function("minimum", "elementwise", (("other", None),), triton=f"tl.minimum({{x}}, {{other}}, {NAN})",
+                 torch="torch.minimum({x}, {other})", tensors=("other",), promotes=True, identity=math.inf,
+                 mirror="maximum",
                  grad=_extreme_grad("<")),
         Function("where", "elementwise", (("input", None), ("other", None)), triton="tl.where({x}, {input}, {other})",
                  torch="torch.where({x}, {input}, {other})", selects=True,
@@ -290,17 +305,17 @@ FUNCTIONS: dict[str, Function] = {
         Function("abs", "elementwise", triton="tl.abs({x})", torch="torch.abs({x})",
                  grad={"x": "where({x} > 0, {g_}, where({x} < 0, -{g}, 0.0))"}),
         Function("clamp", "elementwise", (("min", OMITTED), ("max", OMITTED)), one_of=("min", "max"),
-                 tensors=("min", "max"), triton=_clamp_triton,
+                 tensors=("min", "max"), promotes=True, triton=_clamp_triton,
                  torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})",
                  grad={"x": _clamp_grad}),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})",
                  grad={"x": "where({x} > 0, {g_}, 0.0)"}),
-        Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",),
+        Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",), floats=True,
                  triton="leaky_relu({x}, {negative_slope})",
                  torch="torch.nn.functional.leaky_relu({x}, {negative_slope})",
                  grad={"x": "where({x} > 0, {g_}, {g} * {negative_slope})"}),
         Function("hardtanh", "elementwise", (("min_val", "-1.0"), ("max_val", "1.0")), numbers=("min_val", "max_val"),
-                 triton="tl.minimum(tl.maximum({x}, {min_val}), {max_val})",
+                 triton=f"tl.minimum(tl.maximum({{x}}, {{min_val}}, {NAN}), {{max_val}}, {NAN})",
                  torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})",
                  grad={"x": "where({x} > {min_val} & {x} < {max_val}, {g_}, 0.0)"}),
         # math, in float32
@@ -308,7 +323,8 @@ FUNCTIONS: dict[str, Function] = {
         _math("exp2", "tl.exp2({x})", "torch.exp2({x})", "{g} * {y} * 0.6931471805599453"),
         _math("log", "tl.log({x})", "torch.log({x})", "{g} / {x}"),
         _math("log2", "tl.log2({x})", "torch.log2({x})", "{g} / ({x} * 0.6931471805599453)"),
-        _math("sqrt", "tl.sqrt_rn({x})", "torch.sqrt({x})", "{g} / (2.0 * {y})"),
+        Function("sqrt", "math", triton="tl.sqrt_rn({x})", f64_triton="tl.sqrt({x})", torch="torch.sqrt({x})",
+                 grad={"x": "{g} / (2.0 * {y})"}),
         _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})", "-0.5 * {g} * {y} * {y} * {y}"),
         _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
         Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
@@ -391,53 +407,83 @@ def _first_index(name: str, what: str, nan: str) -> tuple[tuple[str, ...], tuple
     ), f"torch.{name} along axis: the first index of the {what}, or of the first NaN ({nan}).")
 
 
+#: The module constant that is true under Triton's interpreter (a constexpr, so the helpers that
+#: branch on it compile one branch); the module defines it where a helper names it.
+INTERPRETED = "_INTERPRETED"
+
+
+def _extreme(name: str, combine: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
+    """The helper of the ``max``/``min`` reduction (``name``): torch.amax/amin along ``axis``, NaN
+    where the row holds one (tl.max/tl.min drop NaN), in the operand's dtype (a :data:`HELPERS`
+    entry). On the GPU one ``tl.reduce`` whose combine function (``combine``) lets NaN win, as fast
+    as tl.max's own; the interpreter calls such a function once per element, so there tl.max and a
+    second reduction over ``x != x`` (numpy's)."""
+    return (("axis: tl.constexpr",), (
+        f"if {INTERPRETED}:  # one call of {combine} per element there: numpy's reductions instead",
+        f"    found = tl.{name}(x, axis)",
+        "    if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)",
+        "        wide = x.to(tl.float32)",
+        '        found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)',
+        "    return found.to(x.dtype)",
+        f"return tl.reduce(x, axis, {combine})",
+    ), f"torch.a{name} along axis: NaN where the row holds one (tl.{name} drops it), in x's dtype.")
+
+
+#: The first lines of an activation's helper: it computes in float32, an f64 operand in f64 (as
+#: math does: :func:`tilegen.dtypes.math_dtype`).
+_FLOAT32 = ("if x.dtype != tl.float64:", "    x = x.to(tl.float32)")
+
+
 #: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
 #: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
 #: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
 HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
+    "maximum_nan": (("y",), (f"return tl.maximum(x, y, {NAN})",), "The combine function of amax: NaN wins."),
+    "minimum_nan": (("y",), (f"return tl.minimum(x, y, {NAN})",), "The combine function of amin: NaN wins."),
+    "amax": _extreme("max", "maximum_nan"),
+    "amin": _extreme("min", "minimum_nan"),
     "first_argmax": _first_index("argmax", "largest value", "torch's NaN is largest"),
     "first_argmin": _first_index("argmin", "smallest value", "torch's NaN wins"),
-    "relu": ((), ("return tl.where(x > 0, x, 0)",), ""),
+    "relu": ((), ("return tl.where(x < 0, 0, x)",), "torch.relu: NaN stays NaN."),
     "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
     "gelu": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))",
     ), "GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."),
     "gelu_tanh": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)",
         "return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))",
     ), "GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."),
     "tanh": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return 2.0 * tl.sigmoid(2.0 * x) - 1.0",
     ), "tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."),
-    "sigmoid": ((), ("return tl.sigmoid(x.to(tl.float32))",), ""),
-    "silu": ((), ("x = x.to(tl.float32)", "return x * tl.sigmoid(x)"), ""),
+    "sigmoid": ((), (*_FLOAT32, "return tl.sigmoid(x)"), ""),
+    "silu": ((), (*_FLOAT32, "return x * tl.sigmoid(x)"), ""),
     "elu": (("alpha",), (
-        "x = x.to(tl.float32)",
-        "return tl.where(x > 0, x, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
-    ), "torch.nn.functional.elu."),
+        *_FLOAT32,
+        "return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
+    ), "torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."),
     "selu": ((), (
-        "x = x.to(tl.float32)",
-        "return 1.0507009873554805 * tl.where(x > 0, x, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0))",
+        *_FLOAT32,
+        "return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
     ), "torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."),
     "softplus": (("beta", "threshold"), (
-        "x = x.to(tl.float32)",
-        "return tl.where(x * beta > threshold, x, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta)",
-    ), "torch.nn.functional.softplus: linear above the threshold."),
-    "softsign": ((), ("x = x.to(tl.float32)", "return x / (1.0 + tl.abs(x))"), ""),
+        *_FLOAT32,
+        "return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)",
+    ), "torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."),
+    "softsign": ((), (*_FLOAT32, "return x / (1.0 + tl.abs(x))"), ""),
     "hardsigmoid": ((), (
-        "x = x.to(tl.float32)",
-        "return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0), 1.0)",
-    ), ""),
+        *_FLOAT32,
+        f"return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, {NAN}), 1.0, {NAN})",
+    ), "torch.nn.functional.hardsigmoid: NaN stays NaN."),
     "hardswish": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
     ), ""),
     "power": (("p",), (
-        "x = x.to(tl.float32)",
         "p = tl.zeros_like(x) + p",
         "x = x + tl.zeros_like(p)",
         "magnitude = tl.exp2(p * tl.log2(tl.abs(x)))",
@@ -445,11 +491,12 @@ HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
         "odd = integral & (tl.floor(0.5 * p) != 0.5 * p)",
         'signs = integral | (x == float("-inf"))',
         'signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)',
-        "return tl.where((p == 0) | (x == 1), 1.0, signed)",
-    ), "torch.pow (C's pow) for any exponent: |x| ** p, negated for a negative x and an odd integral p, NaN "
-       "for a finite negative x and a non-integral p; 1 where p == 0 or x == 1."),
+        'return tl.where((p == 0) | (x == 1) | ((x == -1) & (tl.abs(p) == float("inf"))), 1.0, signed)',
+    ), "torch.pow (C's pow) for any exponent, x float32 or f64: |x| ** p, negated for a negative x and an odd "
+       "integral p, NaN for a finite negative x and a non-integral p; 1 where p == 0, x == 1, or x == -1 and p "
+       "is infinite."),
     "mish": ((), (
-        "x = x.to(tl.float32)",
+        *_FLOAT32,
         "sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))",
         "return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)",
     ), "x * tanh(softplus(x)) (Misra, 2019)."),
@@ -468,6 +515,40 @@ def literal_value(expr: m.Expr) -> float | None:
     if isinstance(expr, m.Neg) and isinstance(expr.operand, m.Number):
         return -expr.operand.value
     return None
+
+
+def folded(expr: m.Expr) -> int | float | None:
+    """The number an expression of literals alone stands for, computed as Python does (``0.5 - 0``:
+    ``0.5``; ``clamp(0.1, 0, 2)``: ``0.1``; NaN wins in ``maximum``, ``minimum`` and ``clamp``, as
+    torch's), or None where ``expr`` is not one (a load, a name, ``pow``, any other call) or Python
+    raises (a division by 0). Such an expression is a literal to the dtype rules: it takes its
+    context's dtype."""
+    if isinstance(expr, m.Number):
+        return int(expr.text) if expr.is_int else expr.value
+    if isinstance(expr, m.Neg):
+        inner = folded(expr.operand)
+        return None if inner is None else -inner
+    if isinstance(expr, m.BinOp) and expr.op in ("+", "-", "*", "/"):
+        left, right = folded(expr.left), folded(expr.right)
+        if left is None or right is None or (expr.op == "/" and right == 0):
+            return None
+        return {"+": left + right, "-": left - right, "*": left * right, "/": left / right if right else 0.0}[expr.op]
+    function = lookup(expr.func) if isinstance(expr, m.Call) else None
+    if function is None or not function.promotes:
+        return None
+    values = [folded(a) for a in expr.args]
+    bounds = dict(zip([p for p, _ in function.params], values[1:], strict=False))
+    bounds.update((key.id, folded(value)) for key, value in expr.kwargs)
+    if any(v is None for v in (*values, *bounds.values())):
+        return None
+    x, others = values[0], list(bounds.values())
+    if any(math.isnan(v) for v in (x, *others)):
+        return math.nan
+    if function.name == "clamp":
+        low, high = bounds.get("min"), bounds.get("max")
+        x = x if low is None else max(x, low)
+        return x if high is None else min(x, high)
+    return (max if function.name == "maximum" else min)(x, *others)
 
 
 def lookup(name: str | m.Name) -> Function | None:
@@ -505,6 +586,9 @@ def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
         parts = list(expr.args)
         if (function := lookup(expr.func)) is not None and function.selects:  # shaped like its values; mask last
             parts = parts[1:] + parts[:1]
+        if function is not None:  # a parameter given by keyword (clamp(x, max=hi)); not a word (dim=c)
+            params = {p for p, _ in function.params}
+            parts += [value for key, value in expr.kwargs if key.id in params]
     axes = axes or ()
     for part in parts:
         axes += tuple(a for a in spanned_axes(part, own) if a not in axes)

@@ -151,6 +151,9 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         for arg in call.args:
             if dtype_of(state, arg, scope) == BOOL:
                 state.errors.error(f"'{name}' takes numbers, not a mask; use where(mask, a, b)", arg.span)
+    if function.floats and call.args and is_int(dtype_of(state, call.args[0], scope)):
+        state.errors.error(f"'{name}' takes a float tile (torch has no integer {name}); cast it first, e.g. "
+                           f"{name}(f32(x))", call.args[0].span)
     result: tuple[str, ...] = ()
     for axes in operands:
         result += tuple(a for a in axes if a not in result)

@@ -13,13 +13,57 @@ import dataclasses
 import math
 
 from tilegen import model as m
-from tilegen.dtypes import BOOL, DTYPE_LIMITS, INDEX, NARROW, converts_to_f32, expr_dtype, possible_dtypes
-from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, literal_value, lookup, spanned_axes
+from tilegen.dtypes import (
+    BOOL,
+    DTYPE_LIMITS,
+    INDEX,
+    LOGIC,
+    NARROW,
+    WEAK_FLOAT,
+    converts_to_f32,
+    expr_dtype,
+    is_float,
+    is_int,
+    possible_dtypes,
+    promote,
+)
+from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, folded, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
+from tilegen.lower.names import triton_dtype as triton_dtype_text
 from tilegen.lower.pieces import local_name
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import KernelState
+
+
+def constant_text(value: int | float) -> str:
+    """A folded number as Triton text (``float("inf")``, ``float("nan")``, ``0.1``, ``2``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f'float("{value}")'
+    return repr(value)
+
+
+def triton_dtype(left: str, right: str, op: str) -> str | None:
+    """The dtype Triton computes ``left op right`` of two tiles in (its own promotion rules, which
+    differ from the spec's: f16 with bf16 is f16, u8 with i8 is u8, and a division of f16 or bf16
+    is float32), or None where Triton refuses (``/`` of integers of both signednesses)."""
+    divide = op == "/"
+    pair = {left, right}
+    if "f64" in pair:
+        return "f64"
+    if divide and (is_float(left) or is_float(right)):
+        return "f32"
+    for dtype in ("f32", "f16"):
+        if dtype in pair:
+            return dtype
+    if "bf16" in pair:
+        return "bf16" if pair == {"bf16"} else "f32"
+    if divide:
+        return None if "u8" in pair and len(pair) > 1 else "f32"
+    if "u8" in pair and len(pair) > 1:  # C's rule: the unsigned operand wins where it is as wide
+        signed = right if left == "u8" else left
+        return "u8" if signed == "i8" else signed
+    return max(pair, key=lambda d: int(d[1:]))
 
 
 class Expressions:
@@ -88,6 +132,43 @@ class Expressions:
             return f"({text}).to(tl.float32)"
         return f"{text}.to(tl.float32)"
 
+    def fixed(self, dtype: str | None) -> bool:
+        """A dtype that is the same under every binding of the spec's dtype variables (a cast the
+        kernel writes must not differ between bindings: one kernel serves them all)."""
+        return dtype in m.DTYPES and dtype != BOOL and possible_dtypes(dtype, self.state.spec) == (dtype,)
+
+    def converted(self, text: str, expr: m.Expr, target: str) -> str:
+        """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
+        (``.to(tl.int16)``), a negative integer literal meeting u8 wraps as torch's does (``-1``:
+        ``255``); anything else is left to Triton."""
+        dtype = self.dtype_of(expr)
+        value = literal_value(expr)
+        if dtype is None and target == "u8" and value is not None and value < 0:
+            return str(int(value) % 256)
+        if not self.fixed(dtype) or dtype == target or not self.fixed(target):
+            return text
+        return f"({text}).to({m.DTYPES[target][0]})" if isinstance(expr, (m.BinOp, m.Neg)) else \
+            f"{text}.to({m.DTYPES[target][0]})"
+
+    def typed(self, expr: m.BinOp, left: str, right: str) -> str:
+        """``left op right`` (the texts of ``expr``'s operands) computed in the dtype the spec's rules
+        give it (:func:`tilegen.dtypes.promote`, torch's), where Triton's rules (:func:`triton_dtype`)
+        differ: the operands cast to it (``u8`` with ``i8`` in i16, f16 with bf16 in f32, ``/`` of
+        integers of both signednesses in float32), a division of f16 or bf16 (float32 in Triton)
+        rounded to it, a negative literal meeting u8 wrapped."""
+        dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
+        target = promote(dl, dr, divide=expr.op == "/")
+        if expr.op in LOGIC or not self.fixed(target):
+            return binop_text(expr, left, right)
+        rounds = expr.op == "/" and target in NARROW  # Triton divides f16 and bf16 in float32
+        cast = self.fixed(dl) and self.fixed(dr) and not rounds and triton_dtype(dl, dr, expr.op) != target
+        if cast or dl is None:
+            left = self.converted(left, expr.left, target)
+        if cast or dr is None:
+            right = self.converted(right, expr.right, target)
+        text = binop_text(expr, left, right)
+        return f"({text}).to({m.DTYPES[target][0]})" if rounds else text
+
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
         state = self.state
@@ -110,15 +191,37 @@ class Expressions:
             return self.scan(call, function, context, ops)
         if function.kind == "dot":
             return self.dot(call, context, ops)
+        if function.promotes and self.dtype_of(call) in (None, WEAK_FLOAT) and (value := folded(call)) is not None:
+            return constant_text(value)  # clamp(0.1, 0, 2): a literal, which takes its context's dtype
         x = self.expr(call.args[0], context, ops)
+        first = self.dtype_of(call.args[0])
+        if first in (None, WEAK_FLOAT) and not (function.promotes or function.selects):
+            # a function of literals (exp(2), gelu(2.0), f16(0.1), abs(-1)): a 0-d tile of the
+            # dtype it computes in (math float32, a cast its own, elementwise f32 or i32)
+            if function.kind == "cast":
+                return f"tl.full([], {x}, {triton_dtype_text(call.func)})"
+            x = f"tl.full([], {x}, {m.DTYPES[self.dtype_of(call)][0]})"
         values = {"x": x}
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             values[param] = self.expr(given, context, ops) if given is not None else default
+            if param in function.numbers and is_int(first) and function.kind == "elementwise":
+                # hardtanh(i, -2, 0.5) keeps the integer dtype: its bounds too, truncated as torch's (0.5: 0)
+                value = folded(given) if given is not None else float(default)
+                values[param] = str(int(value)) if value is not None else self.converted(values[param], given, first)
+        if function.promotes or function.selects:  # maximum, minimum, clamp, where: in the call's dtype
+            target = self.dtype_of(call)
+            names = ["x", *(p for p, _ in function.params)]
+            for position, param in enumerate(names[1 if function.selects else 0:], start=1 if function.selects else 0):
+                given = call.args[position] if position < len(call.args) else call.kwarg(param)
+                if given is not None:
+                    values[param] = self.converted(values[param], given, target)
         if function.kind == "math":
             values["x"] = self.upcast(x, call.args[0])
             if name == "pow":
                 return self.power(call, values, ops)
+            if function.f64_triton and self.dtype_of(call.args[0]) == "f64":
+                return function.f64_triton.format(**values)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
         state.helpers.update(function.helpers)
@@ -165,12 +268,12 @@ class Expressions:
         applies torch's rules at run time (NaN for a finite negative ``x`` and a fraction)."""
         state = self.state
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
-        x, value = values["x"], literal_value(exponent)
-        if isinstance(call.args[0], m.Number | m.Neg) and literal_value(call.args[0]) is not None:
-            x = f"tl.full([], {x}, tl.float32)"  # a literal base: a float32 scalar tile
+        x, value = values["x"], folded(exponent)  # 0.5 - 0 is 0.5 here too, as the reference's Python number
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
-            return f"tl.sqrt_rn({x})" if value > 0 else f"(1.0 / tl.sqrt_rn({x}))"
-        if value is None or not value.is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
+            sqrt = lookup("sqrt")
+            root = (sqrt.f64_triton if self.dtype_of(call.args[0]) == "f64" else sqrt.triton).format(x=x)
+            return root if value > 0 else f"(1.0 / {root})"
+        if value is None or math.isnan(value) or not float(value).is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
             state.helpers.add("power")
             return f"power({x}, {values['exponent']})"
         count = int(abs(value))
@@ -213,8 +316,12 @@ class Expressions:
         return canonical, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
 
     def widened(self, x: str, operand: m.Expr, function) -> str:
-        """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so."""
+        """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so, and
+        an integer operand of a mean (float32, as the reference's ``mean(x.float())``: Triton sums u8
+        in uint32, which it will not divide by a signed size)."""
         if function.widens and self.converts(operand, NARROW):
+            return self.upcast(x, operand)
+        if function.averages and is_int(self.dtype_of(operand)):
             return self.upcast(x, operand)
         return x
 
@@ -365,8 +472,14 @@ class Expressions:
             inner = self.expr(expr.operand, context, ops)
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
-            left = self.expr(expr.left, context, ops)
-            return binop_text(expr, left, self.expr(expr.right, context, ops))
+            left, right = self.expr(expr.left, context, ops), self.expr(expr.right, context, ops)
+            if expr.op in LOGIC and bool(self.expr_axes(expr.left)) != bool(self.expr_axes(expr.right)):
+                # a mask over no tile axis (s > 1) with a tile's: a select on the scalar. Triton's
+                # interpreter broadcasts a scalar comparison with its operands' dtype, where & and |
+                # of a float fail; on the GPU the select is as cheap
+                (scalar, tile) = (left, right) if not self.expr_axes(expr.left) else (right, left)
+                return f"tl.where({scalar}, {tile}, False)" if expr.op == "&" else f"tl.where({scalar}, True, {tile})"
+            return self.typed(expr, left, right)
         if isinstance(expr, m.Call):
             return self.call(expr, context, ops)
         raise AssertionError(f"unhandled expression {expr!r}")  # pragma: no cover

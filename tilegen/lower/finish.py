@@ -30,6 +30,7 @@ import dataclasses
 
 from tilegen import model as m
 from tilegen.across import Across, across
+from tilegen.functions import lookup
 from tilegen.lower.names import stride_name
 from tilegen.lower.plan import Comment, FinishPlan, KernelPlan, Line, Op
 from tilegen.lower.state import INT64_FLAG, KernelState
@@ -118,7 +119,7 @@ def _carried_partials(state: KernelState, stmt: m.Store, found: Across, context,
         if function.combine in ("+", "*"):
             ops.append(Line(f"{carried} {function.combine}= {value}"))
         else:
-            ops.append(Line(f"{carried} = tl.{function.combine}({carried}, {value})"))
+            ops.append(Line(f"{carried} = {lookup(function.combine).triton_text(x=carried, other=value)}"))
         why = f"this program's {function.name} over its tiles of {', '.join(found.axes)}"
         state.after_tiles.append(Comment(f"{why}: its partial, merged by {finish_name(state.spec, found)}_kernel"))
         target = f"{partials_name(found, i)}_ptr + {row}{offsets}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from tilegen.functions import INTERPRETED
+
 
 @dataclass(frozen=True)
 class Comment:
@@ -299,6 +301,11 @@ class ModulePlan:
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
         found = {h.name: h for k in kernels for h in k.helpers}
         return tuple(found.values())
+
+    @property
+    def interpreted_flag(self) -> bool:
+        """Whether a helper branches on :data:`tilegen.functions.INTERPRETED`, which the module then defines."""
+        return any(INTERPRETED in line for h in self.helpers for line in h.body)
 
     @property
     def runtime_names(self) -> tuple[tuple[str, str], ...]:

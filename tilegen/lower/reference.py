@@ -9,7 +9,17 @@ spec, a user's too, is checked against.
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, LOGIC, NARROW, converts_to_f32, expr_dtype, is_float, possible_dtypes, promote
+from tilegen.dtypes import (
+    INDEX,
+    LOGIC,
+    NARROW,
+    WEAK_FLOAT,
+    converts_to_f32,
+    expr_dtype,
+    is_float,
+    possible_dtypes,
+    promote,
+)
 from tilegen.functions import lookup, spanned_axes
 from tilegen.lower.names import (
     binop_text,
@@ -236,8 +246,8 @@ class ReferenceLowering:
                 values[param] = self.expr(given, context)
         if function.kind in ("math", "activation"):
             values["x"] = self.as_float(x, call.args[0])
-        if function.kind == "elementwise" and (function.selects or function.mirror is not None):
-            self.typed_values(call, function, values)  # where, maximum, minimum: in the spec's dtype
+        if function.kind == "elementwise" and (function.selects or function.promotes):
+            self.typed_values(call, function, values)  # where, maximum, minimum, clamp: in the spec's dtype
         values["approximate"] = call.word("approximate") or "none"
         return function.torch_text(**values)
 
@@ -301,6 +311,10 @@ class ReferenceLowering:
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
             left, right = self.expr(expr.left, context), self.expr(expr.right, context)
+            if expr.op == "/" and self.dtype_of(expr.left) in (None, WEAK_FLOAT) and self.expr_axes(expr.right):
+                # a number over a tensor: torch computes -0.1 / y as reciprocal(y) * -0.1 (inf past
+                # f16's range where the quotient is finite); a 0-d tensor divides, in y's dtype
+                left = f"torch.as_tensor({left}, device={self.device})"
             return binop_text(expr, *self.typed(expr, left, right))
         if isinstance(expr, m.Call):
             return self.call(expr, context, acc_dtype)

@@ -211,11 +211,11 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
     return tuple_text(sizes)
 
 
-def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "", over: tuple[str, ...] = ()) -> str:
+def _docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: tuple[str, ...] = ()) -> str:
     if variant is not None:
         name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
         configs = ", with the same tune configs" if spec.tune is not None else ""
-        return (f"{name}() where its {fast} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
+        return (f"{name}() where its {uses} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
                 f"Called by {name}(), after its checks.")
 
     def describe(t: m.Tensor) -> str:
@@ -298,7 +298,7 @@ def lower_launcher(
     kernel: KernelPlan,
     fallback: str | None = None,
     variant: str | None = None,
-    fast: str = "",
+    uses: str = "",
     rows: RowsPlan | None = None,
     stages: tuple[StagePlan, ...] = (),
     docstring: str | None = None,
@@ -314,7 +314,7 @@ def lower_launcher(
     rows are not 16-byte aligned or whose last stride is not 1. A block-pointer launcher returns
     it on a Triton without block pointers (3.9 removed them). ``variant`` names such a second
     launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
-    share the module's caches with the first; ``fast`` names what the first launcher uses
+    share the module's caches with the first; ``uses`` names what the first launcher uses
     (for its docstring). With ``rows``, rows longer than ``_WHOLE_LIMIT`` return ``rows.call``,
     the same spec with its whole axis in loops (:mod:`tilegen.lower.rows`), before any output
     is made, and under ``torch.compile`` launch that kernel. With ``stages``, the inputs of
@@ -498,7 +498,7 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
-    fast = lower_fast_path(spec, kernel, keywords, launch.groups[0],
+    fast_path = lower_fast_path(spec, kernel, keywords, launch.groups[0],
                            tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
                            differentiable if grad is not None else [], stages)
     without = []  # a Triton without block pointers runs the pointer launcher
@@ -512,9 +512,9 @@ def lower_launcher(
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle, *route, *made,
+    body = [*(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(full, kernel, name, launch, call, variant, fast)
+    body += _launch(full, kernel, name, launch, call, variant, fast_path)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, *made_new, Line(f"return {returns}"))
@@ -558,7 +558,7 @@ def lower_launcher(
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=docstring or _docstring(spec, variant, fast, over),
+        docstring=docstring or _docstring(spec, variant, uses, over),
         fake=fake,
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile

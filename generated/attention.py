@@ -448,7 +448,7 @@ def _attention_pointers_kernel(
 
 
 def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """attention() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _o_shape = fast'), Line(code='DT = q.dtype'), Line(code='o = torch.empty(*_o_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, o, *args)'), Line(code='return o')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)', finishes=(), descriptors=(), arrays=('q', 'k', 'v', 'o'), split=False, tuned=True) cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
+    """attention() where its TMA descriptors cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
     Called by attention(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

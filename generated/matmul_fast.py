@@ -607,7 +607,7 @@ def _matmul_fast_pointers_kernel(
 
 
 def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape, partials = fast'), Line(code='T = a.dtype'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, a, b, c, partials, *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N)', finishes=(), descriptors=(), arrays=('a', 'b', 'c'), split=True, tuned=True) cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
+    """matmul_fast() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
     Called by matmul_fast(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -257,9 +257,9 @@ def _docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: t
     if spec.tune is not None:
         lines.append(
             f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
-            "autotune configs keyed on "
-            f"{spec.tune.key_as_written}; the Triton interpreter runs config "
-            f"{spec.tune.configs.index(spec.default_config())}."
+            f"autotune configs keyed on {spec.tune.key_as_written}, chosen as TILEGEN_TUNE says (none, quick "
+            "or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton "
+            f"interpreter runs config {spec.tune.configs.index(spec.default_config())} unless one is forced."
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
     return "\n".join(lines)
@@ -512,7 +512,14 @@ def lower_launcher(
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
+    forcing = []  # config=: the call runs the config it names (the runtime's Tuner.forcing)
+    if spec.tune is not None and variant is None and not name.startswith("_"):
+        again = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords),
+                           *(["inplace=inplace"] if spec.in_place else []),
+                           *(["inplace_backward=inplace_backward"] if over else [])])
+        forcing = [IfBlock("config is not None", "a config the caller names: this call runs it",
+                           (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),))]
+    body = [*forcing, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
     body += _launch(full, kernel, name, launch, call, variant, fast_path)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
@@ -538,6 +545,8 @@ def lower_launcher(
         )
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if over else [])]
+    if forcing:
+        switches.append("config: int | dict | None = None")
     own = [*annotated, *([] if keywords or not switches else ["*"]), *switches]
     return LauncherPlan(
         name=name,

@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("9d80e447fb2ebd39")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -155,15 +155,17 @@ _tuner = _rt.Tuner("attention_backward_stats", "4d046fa7a4c6d7d7", _CONFIGS, def
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/attention_backward_stats.tile and return its outputs.
 
     Inputs: q: DT[B, H, S, D]; k: DT[B, H, T, D]; scale: f32 (a number); o: DT[B, H, S, D]; do: DT[B, H, S, D] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: lse: f32[B, H, S]; delta: f32[B, H, S] (new, contiguous).
     Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
-    Tuned: BM, BN come from 5 autotune configs keyed on S, T, D; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 5 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("attention_backward_stats", config, lambda: attention_backward_stats(q, k, scale, o, do))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention_backward_stats",

@@ -204,3 +204,65 @@ def test_the_interpreter_says_once_per_process_how_to_force_a_config(generated, 
     told = [str(w.message) for w in caught if "cannot time autotune configs" in str(w.message)]
     assert len(told) == 1, told
     assert "config=N" in told[0] and "TILEGEN_CONFIG" in told[0]
+
+
+def test_tune_module_tunes_at_full_effort_and_fills_the_disk_cache(tmp_path, monkeypatch):
+    """What `tilegen tune` does on a GPU, with the timing faked: the launcher runs at full effort
+    (the autotuner is called), the choice lands on disk, and a later quick process takes it for
+    nearby sizes."""
+    from tests.conftest import ROOT
+    from tilegen import runner
+    from tilegen.build import build, check_file, find_specs
+
+    monkeypatch.setenv("TILEGEN_TUNE", "none")  # tune_module sets full for its calls, then puts this back
+    build([ROOT / "specs" / "softmax.tile"], tmp_path / "gen")
+    module = runner.load_module(tmp_path / "gen" / "softmax.py")
+    spec = check_file(find_specs([str(ROOT / "specs" / "softmax.tile")])[0])
+    monkeypatch.setattr(module._tuner, "interpret", False)
+    monkeypatch.setattr(module._tuner, "path", str(tmp_path / "cache" / "softmax.json"))
+    tuned = []
+    monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args[0]))
+    monkeypatch.setattr(module, "_settle_ties", lambda key, kernel, call: module._CONFIGS[5])
+    results = runner.tune_module(module, spec, {"M": 8, "N": 256}, "cpu")
+    assert tuned == [module.softmax_kernel]
+    assert [(r.kernel, r.key, r.index, r.cached) for r in results] == [("softmax", "cpu|256", 5, False)]
+    assert json.loads((tmp_path / "cache" / "softmax.json").read_text()) == {"cpu|256": module._CONFIGS[5].all_kwargs()}
+    import os
+
+    assert os.environ["TILEGEN_TUNE"] == "none"
+    later = module._rt.Tuner("softmax", "x", module._CONFIGS)
+    later.interpret, later.path = False, module._tuner.path
+    monkeypatch.setenv("TILEGEN_TUNE", "quick")
+    assert later.tuned_index("softmax", (torch.device("cpu"), 512)) == 5  # the nearest tuned N
+
+
+def test_tilegen_tune_needs_a_gpu_and_says_so(tmp_path):
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen.cli import app
+
+    result = CliRunner().invoke(app, ["tune", str(ROOT / "specs" / "softmax.tile"), "--size", "N=4096"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("error: tilegen tune times configs on a GPU, and none is visible (the Triton "
+                                      "interpreter cannot time them)")
+
+
+def test_a_kernel_failing_in_tilegen_run_is_one_error_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen import runner
+    from tilegen.cli import app
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of resources: shared memory\nRequired: 262144")
+
+    monkeypatch.setattr(runner, "run_module", fail)
+    spec = str(ROOT / "specs" / "softmax.tile")
+    result = CliRunner().invoke(app, ["run", spec, "--programs", "1"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("error: softmax failed on cpu: RuntimeError: out of resources: shared memory "
+                                     "(-v shows the traceback)")
+    shown = CliRunner().invoke(app, ["run", spec, "--programs", "1", "-v"])
+    assert isinstance(shown.exception, RuntimeError) and shown.exit_code == 1

@@ -7,8 +7,9 @@ nothing of tilegen but itself: no lark, jinja or typer.
 
 What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
 helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
-(:class:`Tuner`: the tuned-config cache in the process and on disk, :func:`autotune`, the timing
-of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
+(:class:`Tuner`: the tuned-config cache in the process and on disk, the effort levels of
+TILEGEN_TUNE (:func:`effort`), forced configs (``config=``, TILEGEN_CONFIG), :func:`autotune`, the
+timing of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
 tile would not fit (:func:`whole_fits`), the split loop's sum of partial sums
 (:func:`sum_partials`), ``split tail``'s wave arithmetic (:func:`tail_split`), and the
 registration of a launcher as a PyTorch custom op (:func:`register_op`). What one spec needs

@@ -57,7 +57,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -228,15 +228,17 @@ _tuner = _rt.Tuner("attention", "8179719196e7516f", _CONFIGS, default=0, fast=_F
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention.tile and return its output.
 
     Inputs: q: DT[B, H, S, D]; k: DT[B, H, T, D]; v: DT[B, H, T, D]; scale: f32 (a number) (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: o: DT[B, H, S, D] (new, contiguous).
     Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
-    Tuned: BM, BN come from 23 autotune configs keyed on S, T, D; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 23 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention",
@@ -488,7 +490,7 @@ def _attention_pointers_kernel(
 
 
 def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """attention() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _o_shape = fast'), Line(code='DT = q.dtype'), Line(code='o = torch.empty(*_o_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, o, *args)'), Line(code='return o')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)', finishes=(), descriptors=(), arrays=('q', 'k', 'v', 'o'), split=False, tuned=True) cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
+    """attention() where its TMA descriptors cannot serve: the kernel of specs/attention.tile through pointers, with the same tune configs.
     Called by attention(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -52,7 +52,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -144,15 +144,17 @@ _tuner = _rt.Tuner("attention_backward_dq", "018fa07e11d827ce", _CONFIGS, defaul
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention_backward_dq.tile and return its output.
 
     Inputs: q: DT[B, H, S, D]; k: DT[B, H, T, D]; v: DT[B, H, T, D]; scale: f32 (a number); do: DT[B, H, S, D]; lse: f32[B, H, S]; delta: f32[B, H, S] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: dq: DT[B, H, S, D] (new, contiguous).
     Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
-    Tuned: BM, BN come from 6 autotune configs keyed on S, T, D; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 6 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("attention_backward_dq", config, lambda: attention_backward_dq(q, k, v, scale, do, lse, delta))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention_backward_dq",
@@ -402,7 +404,7 @@ def _attention_backward_dq_pointers_kernel(
 
 
 def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    """attention_backward_dq() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_backward_dq_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,\n    scale, type(scale),\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,\n    delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _dq_shape = fast'), Line(code='DT = q.dtype'), Line(code='dq = torch.empty(*_dq_shape, device=device, dtype=DT)'), Line(code='launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)'), Line(code='return dq')), orelse=())), entry='(B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, int64), (B, H, S, D)', finishes=(), descriptors=(), arrays=('q', 'k', 'v', 'do', 'lse', 'delta', 'dq'), split=False, tuned=True) cannot serve: the kernel of specs/attention_backward_dq.tile through pointers, with the same tune configs.
+    """attention_backward_dq() where its TMA descriptors cannot serve: the kernel of specs/attention_backward_dq.tile through pointers, with the same tune configs.
     Called by attention_backward_dq(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

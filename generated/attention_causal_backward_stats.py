@@ -53,7 +53,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -191,15 +191,17 @@ _tuner = _rt.Tuner("attention_causal_backward_stats", "f226b6ab5bcea17b", _CONFI
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/attention_causal_backward_stats.tile and return its outputs.
 
     Inputs: q: DT[B, H, S, D]; k: DT[B, H, S, D]; scale: f32 (a number); o: DT[B, H, S, D]; do: DT[B, H, S, D] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: lse: f32[B, H, S]; delta: f32[B, H, S] (new, contiguous).
     Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
-    Tuned: BM, BN come from 5 autotune configs keyed on S, D; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 5 autotune configs keyed on S, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("attention_causal_backward_stats", config, lambda: attention_causal_backward_stats(q, k, scale, o, do))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention_causal_backward_stats",
@@ -436,7 +438,7 @@ def _attention_causal_backward_stats_pointers_kernel(
 
 
 def _attention_causal_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """attention_causal_backward_stats() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_attention_causal_backward_stats_pointers",\n    q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,\n    k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,\n    scale, type(scale),\n    o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,\n    do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _lse_shape, _delta_shape = fast'), Line(code='lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)'), Line(code='delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)'), Line(code='launch(grid, device_index, q, k, o, do, lse, delta, *args)'), Line(code='return lse, delta')), orelse=())), entry='(B, H, S, D, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)', finishes=(), descriptors=(), arrays=('q', 'k', 'o', 'do', 'lse', 'delta'), split=False, tuned=True) cannot serve: the kernel of specs/attention_causal_backward_stats.tile through pointers, with the same tune configs.
+    """attention_causal_backward_stats() where its TMA descriptors cannot serve: the kernel of specs/attention_causal_backward_stats.tile through pointers, with the same tune configs.
     Called by attention_causal_backward_stats(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

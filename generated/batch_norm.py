@@ -51,7 +51,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -384,15 +384,17 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return shift_reduced, square_reduced
 
 
-def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
+def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/batch_norm.tile and return its output.
 
     Inputs: x: T[B, C, H, W]; weight: T[C]; bias: T[C]; eps: f32 (a number) (tensors may have any strides).
     Returns: y: T[B, C, H, W] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of x; one kernel, compiled for each.
-    Tuned: BH come from 4 autotune configs keyed on H, W; the Triton interpreter runs config 0.
+    Tuned: BH come from 4 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("batch_norm", config, lambda: batch_norm(x, weight, bias, eps))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "batch_norm",

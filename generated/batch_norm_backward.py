@@ -64,7 +64,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -851,15 +851,17 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
-def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/batch_norm.tile, derived backward and return its outputs.
 
     Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W]; weight: T[C]; eps: f32 (a number) (tensors may have any strides).
     Returns: dx: T[B, C, H, W]; dweight: T[C]; dbias: T[C] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
-    Tuned: BH come from 6 autotune configs keyed on H, W; the Triton interpreter runs config 0.
+    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "batch_norm_backward",

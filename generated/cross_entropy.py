@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -152,15 +152,17 @@ _tuner = _rt.Tuner("cross_entropy", "7b6ec5c32b184a47", _CONFIGS, default=0, fas
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backward: bool = False) -> torch.Tensor:
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backward: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy.tile and return its output.
 
     Inputs: logits: f32[M, V]; target: i64[M] (tensors may have any strides).
     Returns: loss: f32[M] (new, contiguous).
     With inplace_backward=True, the backward writes the gradient of logits over logits (flash-attn's inplace_backward: no second tensor of that size) where autograd computed it (not a leaf, nor a view of one); its values are then gone, and a copy autograd saved of it elsewhere is refused when its backward reads it.
-    Tuned: BV come from 5 autotune configs keyed on V; the Triton interpreter runs config 0.
+    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, inplace_backward=inplace_backward))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cross_entropy",

@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -120,15 +120,17 @@ _tuner = _rt.Tuner("cross_entropy_backward", "01e436ab216b24e1", _CONFIGS, defau
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
+def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor, *, inplace: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy_backward.tile and return its output.
 
     Inputs: dloss: f32[M]; logits: f32[M, V]; target: i64[M]; loss: f32[M] (tensors may have any strides).
     Returns: dlogits: f32[M, V] (new, contiguous).
     With inplace=True, dlogits is written over logits and returned: logits's storage, its strides, its values overwritten (the custom op always makes a new tensor).
-    Tuned: BV come from 5 autotune configs keyed on V; the Triton interpreter runs config 0.
+    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, logits, target, loss, inplace=inplace))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cross_entropy_backward",

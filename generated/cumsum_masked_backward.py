@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -118,14 +118,16 @@ _tuner = _rt.Tuner("cumsum_masked_backward", "6df030654ca69b59", _CONFIGS, defau
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cumsum_masked.tile, derived backward and return its output.
 
     Inputs: dy: f32[M, N]; mask: bool[M, N] (tensors may have any strides).
     Returns: dx: f32[M, N] (new, contiguous).
-    Tuned: BM, BC come from 8 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM, BC come from 8 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("cumsum_masked_backward", config, lambda: cumsum_masked_backward(dy, mask))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cumsum_masked_backward",

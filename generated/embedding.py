@@ -39,7 +39,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -88,15 +88,17 @@ _tuner = _rt.Tuner("embedding", "d01e928af04ae963", _CONFIGS, default=0, fast=_F
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def embedding(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding.tile and return its output.
 
     Inputs: idx: i64[N]; weight: T[V, C] (tensors may have any strides).
     Returns: y: T[N, C] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of weight; one kernel, compiled for each.
-    Tuned: BT come from 4 autotune configs keyed on C; the Triton interpreter runs config 0.
+    Tuned: BT come from 4 autotune configs keyed on C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("embedding", config, lambda: embedding(idx, weight))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "embedding",

@@ -46,7 +46,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -122,15 +122,17 @@ _tuner = _rt.Tuner("embedding_backward", "41594b87da59a1ff", _CONFIGS, default=0
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding_backward.tile and return its output.
 
     Inputs: idx: i64[N]; weight: T[V, C]; dy: T[N, C] (tensors may have any strides).
     Returns: dweight: T[V, C] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of weight; one kernel, compiled for each.
-    Tuned: BV, BT, BC come from 4 autotune configs keyed on V, C; the Triton interpreter runs config 0.
+    Tuned: BV, BT, BC come from 4 autotune configs keyed on V, C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("embedding_backward", config, lambda: embedding_backward(idx, weight, dy))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "embedding_backward",

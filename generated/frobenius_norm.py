@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -283,15 +283,17 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     return norm_reduced
 
 
-def frobenius_norm(x: torch.Tensor) -> torch.Tensor:
+def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/frobenius_norm.tile and return its output.
 
     Inputs: x: T[B, C, H, W] (tensors may have any strides).
     Returns: y: T[B, C, H, W] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of x; one kernel, compiled for each.
-    Tuned: BH come from 4 autotune configs keyed on H, W; the Triton interpreter runs config 0.
+    Tuned: BH come from 4 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "frobenius_norm",

@@ -48,7 +48,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -118,15 +118,17 @@ _tuner = _rt.Tuner("fused_add_rms_norm", "54bea2505b1b676c", _CONFIGS, default=0
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/fused_add_rms_norm.tile and return its outputs.
 
     Inputs: x: T[M, N]; residual: T[M, N]; weight: T[N]; eps: f32 (a number) (tensors may have any strides).
     Returns: y: T[M, N]; s: T[M, N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of x; one kernel, compiled for each.
-    Tuned: BM come from 4 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "fused_add_rms_norm",

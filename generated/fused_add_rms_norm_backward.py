@@ -54,7 +54,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -189,15 +189,17 @@ _tuner = _rt.Tuner("fused_add_rms_norm_backward", "81824934354d6fd5", _CONFIGS, 
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/fused_add_rms_norm.tile, derived backward and return its outputs.
 
     Inputs: dy: T[M, N]; ds: T[M, N]; weight: T[N]; eps: f32 (a number); s: T[M, N] (tensors may have any strides).
     Returns: dx: T[M, N]; dresidual: T[M, N]; dweight: T[N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of dy; one kernel, compiled for each.
-    Tuned: BM come from 5 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("fused_add_rms_norm_backward", config, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "fused_add_rms_norm_backward",

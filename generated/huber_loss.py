@@ -40,7 +40,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -140,15 +140,17 @@ _tuner = _rt.Tuner("huber_loss", "ade5ee156db8bd16", _CONFIGS, default=0, fast=_
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def huber_loss(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/huber_loss.tile and return its output.
 
     Inputs: predictions: T[M, N]; targets: T[M, N] (tensors may have any strides).
     Returns: loss: f32[] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of predictions; one kernel, compiled for each.
-    Tuned: BM, BN come from 4 autotune configs keyed on M, N; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("huber_loss", config, lambda: huber_loss(predictions, targets))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "huber_loss",

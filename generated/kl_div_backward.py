@@ -46,7 +46,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -114,14 +114,16 @@ _tuner = _rt.Tuner("kl_div_backward", "894059b73624350a", _CONFIGS, default=0, f
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/kl_div.tile, derived backward and return its outputs.
 
     Inputs: dloss: f32[]; predictions: f32[M, N]; targets: f32[M, N] (tensors may have any strides).
     Returns: dpredictions: f32[M, N]; dtargets: f32[M, N] (new, contiguous).
-    Tuned: BM, BN come from 4 autotune configs keyed on M, N; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("kl_div_backward", config, lambda: kl_div_backward(dloss, predictions, targets))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "kl_div_backward",

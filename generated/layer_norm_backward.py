@@ -61,7 +61,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -231,14 +231,16 @@ _tuner = _rt.Tuner("layer_norm_backward", "cd4867782de167c6", _CONFIGS, default=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/layer_norm_backward.tile and return its outputs.
 
     Inputs: dy: f16[M, N]; x: f16[M, N]; weight: f16[N]; mu: f32[M]; rstd: f32[M] (tensors may have any strides).
     Returns: dx: f16[M, N]; dweight: f16[N]; dbias: f16[N] (new, contiguous).
-    Tuned: BM come from 12 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM come from 12 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("layer_norm_backward", config, lambda: layer_norm_backward(dy, x, weight, mu, rstd))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "layer_norm_backward",

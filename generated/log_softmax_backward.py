@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -97,14 +97,16 @@ _tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/log_softmax_backward.tile and return its output.
 
     Inputs: dy: f32[M, N]; y: f32[M, N] (tensors may have any strides).
     Returns: dx: f32[M, N] (new, contiguous).
-    Tuned: BM come from 7 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("log_softmax_backward", config, lambda: log_softmax_backward(dy, y))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "log_softmax_backward",

@@ -36,7 +36,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -253,7 +253,7 @@ def _matmul_block_ptr_backward_da_descriptors_kernel(
 
 
 def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_da() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_backward_da_descriptors",\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _da_shape, descriptors = fast'), Line(code='da = torch.empty(*_da_shape, device=device, dtype=torch.float16)'), Line(code='launch(grid, device_index, *_rebased(descriptors, (dc, b, da)), *args)'), Line(code='return da')), orelse=())), entry='(M, N, K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, DC_T, B_T), (M, K)', finishes=(), descriptors=('dc_desc', 'b_desc', 'da_desc'), arrays=('dc', 'b', 'da'), split=False, tuned=False) cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da through descriptors.
+    """matmul_block_ptr_backward_da() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da through descriptors.
     Called by matmul_block_ptr_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
@@ -403,7 +403,7 @@ def _matmul_block_ptr_backward_da_pointers_kernel(
 
 
 def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_da() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_backward_da_pointers",\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _da_shape = fast'), Line(code='da = torch.empty(*_da_shape, device=device, dtype=torch.float16)'), Line(code='launch(grid, device_index, dc, b, da, *args)'), Line(code='return da')), orelse=())), entry='(M, N, K, *_dc_strides, *_b_strides, K, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, K)', finishes=(), descriptors=(), arrays=('dc', 'b', 'da'), split=False, tuned=False) cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da through pointers.
+    """matmul_block_ptr_backward_da() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da through pointers.
     Called by matmul_block_ptr_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

@@ -36,7 +36,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -253,7 +253,7 @@ def _matmul_block_ptr_backward_db_descriptors_kernel(
 
 
 def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_db() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_backward_db_descriptors",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _db_shape, descriptors = fast'), Line(code='db = torch.empty(*_db_shape, device=device, dtype=torch.float16)'), Line(code='launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), *args)'), Line(code='return db')), orelse=())), entry='(M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, DC_T), (K, N)', finishes=(), descriptors=('a_desc', 'dc_desc', 'db_desc'), arrays=('a', 'dc', 'db'), split=False, tuned=False) cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db through descriptors.
+    """matmul_block_ptr_backward_db() where its block pointers cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db through descriptors.
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
@@ -403,7 +403,7 @@ def _matmul_block_ptr_backward_db_pointers_kernel(
 
 
 def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_db() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_block_ptr_backward_db_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _db_shape = fast'), Line(code='db = torch.empty(*_db_shape, device=device, dtype=torch.float16)'), Line(code='launch(grid, device_index, a, dc, db, *args)'), Line(code='return db')), orelse=())), entry='(M, K, N, *_a_strides, *_dc_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (K, N)', finishes=(), descriptors=(), arrays=('a', 'dc', 'db'), split=False, tuned=False) cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db through pointers.
+    """matmul_block_ptr_backward_db() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db through pointers.
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

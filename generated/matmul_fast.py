@@ -80,7 +80,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -289,16 +289,18 @@ _tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23, fast
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast.tile and return its output.
 
     Inputs: a: T[M, K]; b: T[K, N] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: c: T[M, N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of a; one kernel, compiled for each.
     Keyword arguments: GROUP_SIZE_M=8.
-    Tuned: BM, BN, BK come from 24 autotune configs keyed on next_power_of_2(M), N, K; the Triton interpreter runs config 23.
+    Tuned: BM, BN, BK come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 23 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("matmul_fast", config, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_fast",
@@ -607,7 +609,7 @@ def _matmul_fast_pointers_kernel(
 
 
 def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_pointers",\n    a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _c_shape, partials = fast'), Line(code='T = a.dtype'), Line(code='c = torch.empty(*_c_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, a, b, c, partials, *args)'), Line(code='return c')), orelse=())), entry='(M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], GROUP_SIZE_M, NUM_SMS, int64), (M, N)', finishes=(), descriptors=(), arrays=('a', 'b', 'c'), split=True, tuned=True) cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
+    """matmul_fast() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
     Called by matmul_fast(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

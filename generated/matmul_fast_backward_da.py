@@ -67,7 +67,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -277,16 +277,18 @@ _tuner = _rt.Tuner("matmul_fast_backward_da", "f4caf868ec6a3b29", _CONFIGS, defa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast_backward_da.tile and return its output.
 
     Inputs: dc: T[M, N]; b: T[K, N] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
     Returns: da: T[M, K] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of dc; one kernel, compiled for each.
     Keyword arguments: GROUP_SIZE_M=8.
-    Tuned: BM, BK, BN come from 24 autotune configs keyed on next_power_of_2(M), N, K; the Triton interpreter runs config 23.
+    Tuned: BM, BK, BN come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 23 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("matmul_fast_backward_da", config, lambda: matmul_fast_backward_da(dc, b, GROUP_SIZE_M=GROUP_SIZE_M))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_fast_backward_da",
@@ -595,7 +597,7 @@ def _matmul_fast_backward_da_pointers_kernel(
 
 
 def _matmul_fast_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_fast_backward_da() where its FastPath(ops=(TryBlock(why='a call like an earlier one that launched (see _rt.keep_launch) launches as it did', body=(Line(code='fast_key = (\n    "_matmul_fast_backward_da_pointers",\n    dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,\n    b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,\n    GROUP_SIZE_M,\n    _current_device(),\n)'), Line(code='fast = _FAST.get(fast_key)')), errors='(AttributeError, TypeError, RuntimeError)', handler=(Line(code='fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why'),)), IfBlock(condition='fast is not None', why='', body=(Line(code='launch, grid, device_index, device, args, _da_shape, partials = fast'), Line(code='T = dc.dtype'), Line(code='da = torch.empty(*_da_shape, device=device, dtype=T)'), Line(code='launch(grid, device_index, dc, b, da, partials, *args)'), Line(code='return da')), orelse=())), entry='(M, N, K, *_dc_strides, *_b_strides, K, 1, config["BM"], config["BK"], config["BN"], GROUP_SIZE_M, NUM_SMS, int64), (M, K)', finishes=(), descriptors=(), arrays=('dc', 'b', 'da'), split=True, tuned=True) cannot serve: the kernel of specs/matmul_fast_backward_da.tile through pointers, with the same tune configs.
+    """matmul_fast_backward_da() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast_backward_da.tile through pointers, with the same tune configs.
     Called by matmul_fast_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did

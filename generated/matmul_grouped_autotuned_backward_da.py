@@ -44,7 +44,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -110,14 +110,16 @@ _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_da", "71c5528672a63468", _
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_da and return its output.
 
     Inputs: dc: f16[M, N]; b: f16[K, N] (tensors may have any strides).
     Returns: da: f16[M, K] (new, contiguous).
-    Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K; the Triton interpreter runs config 7.
+    Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 7 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("matmul_grouped_autotuned_backward_da", config, lambda: matmul_grouped_autotuned_backward_da(dc, b))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_grouped_autotuned_backward_da",

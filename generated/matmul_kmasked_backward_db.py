@@ -42,7 +42,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -108,14 +108,16 @@ _tuner = _rt.Tuner("matmul_kmasked_backward_db", "2b7b244b4e874b21", _CONFIGS, d
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
+def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db and return its output.
 
     Inputs: a: f16[M, K]; dc: f16[M, N] (tensors may have any strides).
     Returns: db: f16[K, N] (new, contiguous).
-    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K; the Triton interpreter runs config 6.
+    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 6 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("matmul_kmasked_backward_db", config, lambda: matmul_kmasked_backward_db(a, dc))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_kmasked_backward_db",

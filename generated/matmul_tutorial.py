@@ -49,7 +49,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -137,15 +137,17 @@ _tuner = _rt.Tuner("matmul_tutorial", "bedd96d3022b5beb", _CONFIGS, default=9, f
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
+def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none", config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_tutorial.tile and return its output.
 
     Inputs: a: f16[M, K]; b: f16[K, N] (tensors may have any strides).
     Returns: c: f16[M, N] (new, contiguous).
     Keyword arguments: GROUP_SIZE_M=8, activation="none" (one of none, leaky_relu).
-    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K; the Triton interpreter runs config 9.
+    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 9 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("matmul_tutorial", config, lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_tutorial",

@@ -43,7 +43,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -105,15 +105,17 @@ _tuner = _rt.Tuner("mse_loss_backward", "daa27fafacbc2b11", _CONFIGS, default=0,
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def mse_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def mse_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/mse_loss.tile, derived backward and return its outputs.
 
     Inputs: dloss: f32[]; predictions: T[M, N]; targets: T[M, N] (tensors may have any strides).
     Returns: dpredictions: T[M, N]; dtargets: T[M, N] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of predictions; one kernel, compiled for each.
-    Tuned: BM, BN come from 4 autotune configs keyed on M, N; the Triton interpreter runs config 0.
+    Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("mse_loss_backward", config, lambda: mse_loss_backward(dloss, predictions, targets))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "mse_loss_backward",

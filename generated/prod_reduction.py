@@ -46,7 +46,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -121,14 +121,16 @@ _tuner = _rt.Tuner("prod_reduction", "e03442dd66ab4d8a", _CONFIGS, default=0, fa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def prod_reduction(x: torch.Tensor) -> torch.Tensor:
+def prod_reduction(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/prod_reduction.tile and return its output.
 
     Inputs: x: f32[B, D1, D2] (tensors may have any strides).
     Returns: y: f32[B, D2] (new, contiguous).
-    Tuned: BK, BN come from 7 autotune configs keyed on D1, D2; the Triton interpreter runs config 0.
+    Tuned: BK, BN come from 7 autotune configs keyed on D1, D2, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("prod_reduction", config, lambda: prod_reduction(x))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "prod_reduction",

@@ -44,7 +44,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -107,15 +107,17 @@ _tuner = _rt.Tuner("rms_norm", "caaebd71e70d61e5", _CONFIGS, default=0, fast=_FA
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm.tile and return its output.
 
     Inputs: x: T[M, N]; weight: T[N]; eps: f32 (a number) (tensors may have any strides).
     Returns: y: T[M, N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of x; one kernel, compiled for each.
-    Tuned: BM come from 7 autotune configs keyed on N; the Triton interpreter runs config 0.
+    Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm",

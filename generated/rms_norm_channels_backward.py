@@ -42,7 +42,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("5aa141df0d67a658")
+_rt = _runtime("c4c7f6c46c72311c")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -111,14 +111,16 @@ _tuner = _rt.Tuner("rms_norm_channels_backward", "60e4c8bdff45f709", _CONFIGS, d
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm_channels.tile, derived backward and return its output.
 
     Inputs: dy: f32[B, C, H, W]; x: f32[B, C, H, W]; eps: f32 (a number) (tensors may have any strides).
     Returns: dx: f32[B, C, H, W] (new, contiguous).
-    Tuned: BW come from 4 autotune configs keyed on C, W; the Triton interpreter runs config 0.
+    Tuned: BW come from 4 autotune configs keyed on C, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm_channels_backward",

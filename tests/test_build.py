@@ -274,3 +274,15 @@ def test_a_spec_builds_its_backward_beside_it(tmp_path):
     torch.testing.assert_close(x.grad, torch.zeros(3, 9), atol=1e-6, rtol=0)  # softmax rows sum to 1
     twice = build([SPECS / "softmax.tile", SPECS / "softmax_backward.tile"], out)
     assert [r.module.name for r in twice if not r.is_runtime] == ["softmax.py", "softmax_backward.py"]
+
+
+def test_generated_docstrings_hold_no_object_repr():
+    """A launcher's docstring is prose: no lowering object's repr (a fallback launcher's once held
+    its first launcher's whole ``FastPath(ops=(TryBlock(...`` where it meant "TMA descriptors")."""
+    for path in sorted((ROOT / "generated").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Module)):
+                text = ast.get_docstring(node) or ""
+                for repr_start in ("FastPath(", "TryBlock(", "Line(code=", "IfBlock("):
+                    assert repr_start not in text, f"{path.name}: {getattr(node, 'name', 'module')}'s docstring"

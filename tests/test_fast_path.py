@@ -120,6 +120,7 @@ def test_an_input_requiring_grad_after_a_cached_call_is_recorded(generated):
 def test_keep_launch_keeps_nothing_for_a_trial_or_a_key_of_none_and_starts_afresh_when_full(monkeypatch):
     class Tuner:
         trial = type("Trial", (), {"pick": None})()
+        forcings = 0
 
     fast, tuner = {}, Tuner()
     runtime.keep_launch(fast, None, "entry")
@@ -128,6 +129,10 @@ def test_keep_launch_keeps_nothing_for_a_trial_or_a_key_of_none_and_starts_afres
     runtime.keep_launch(fast, "a", "entry", tuner)
     assert fast == {}
     tuner.trial.pick = None
+    tuner.forcings = 1  # a call's config= runs: not the config to keep
+    runtime.keep_launch(fast, "a", "entry", tuner)
+    assert fast == {}
+    tuner.forcings = 0
     runtime.keep_launch(fast, "a", "entry", tuner)
     assert fast == {"a": "entry"}
     monkeypatch.setattr(runtime, "FAST_LIMIT", 2)

@@ -1,9 +1,11 @@
 """``tilegen demo`` and ``tilegen run`` print no Python or NumPy warnings: the interpreter's
 floating-point RuntimeWarnings and the tuned launchers' "cannot time autotune configs" notice
-are caught around the kernel runs, and one note under the table says which tuned specs ran
-their default config. Launchers called directly keep warning.
+are caught around the kernel runs, and one short note under the table says that tuned specs ran
+their default config. Launchers called directly keep warning (once per process). The demo's table
+shows full kernel names and each row's tolerance, and its last line counts the rows.
 """
 
+import re
 import shutil
 import warnings
 
@@ -13,11 +15,10 @@ from typer.testing import CliRunner
 from tests.conftest import ROOT
 from tilegen import runner
 from tilegen.build import build, check_file, find_specs
-from tilegen.cli import app
+from tilegen.cli import INTERPRETER_NOTE, app
 
 #: A tuned spec (the notice) and the tanh-GELU epilogue (exp overflows in NumPy).
 SPECS = ("softmax.tile", "softmax_backward.tile", "matmul_epilogue.tile")
-NOTE = "note: the Triton interpreter cannot time autotune configs, so each tuned spec ran its default config"
 
 
 @pytest.fixture
@@ -43,8 +44,11 @@ def test_run_module_lets_no_warning_escape(two_specs, tmp_path):
                 assert result.default_config == (spec.tune is not None)
 
 
-def test_launchers_called_directly_still_warn(two_specs, tmp_path):
+def test_launchers_called_directly_still_warn(two_specs, tmp_path, monkeypatch):
     """Outside the demo a library user still hears that the interpreter ran the default config."""
+    import torch
+
+    monkeypatch.setattr(torch.ops.tilegen, "_interpreter_told", False, raising=False)  # a process not told yet
     build([two_specs], tmp_path / "gen")
     spec = check_file(find_specs([two_specs / "softmax.tile"])[0])
     module = runner.load_module(tmp_path / "gen" / "softmax.py")
@@ -82,7 +86,28 @@ def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path)
     assert "Warning" not in result.output and "warnings.warn" not in result.output
     assert result.output.count("PASS") == 3
     notes = [line for line in result.output.splitlines() if line.startswith("note:")]
-    assert notes == [f"{NOTE} (softmax, softmax_backward)"]
+    assert notes == [INTERPRETER_NOTE] and len(INTERPRETER_NOTE) < 120
+    assert re.fullmatch(r"3 passed, 0 failed in \d+ s", result.output.splitlines()[-1]), result.output
+    header = next(line for line in result.output.splitlines() if "max error" in line)
+    assert header.index("tolerance") > header.index("max error")
+    rows = [line for line in result.output.splitlines() if "PASS" in line]
+    assert sorted(row.split("│")[1].strip() for row in rows) == ["matmul_epilogue", "softmax", "softmax_backward"]
+
+
+def test_demo_table_keeps_long_kernel_names_whole(two_specs, tmp_path):
+    """Three attention_backward_* rows once read "attention_backward_dk..." alike: names are never cut."""
+    from tilegen.cli import _results_table
+    from tilegen.runner import RunResult
+
+    names = ["attention_causal_backward_dkdv[DT=bf16]", "attention_causal_backward_dq[DT=bf16]"]
+    rows = [RunResult(name, "2x3x45x61, " * 6, "cpu", 0.001, True, tolerance=0.01) for name in names]
+    from rich.console import Console
+
+    console = Console(width=80, record=True)
+    console.print(_results_table(rows))
+    text = console.export_text()
+    assert all(name in text for name in names), text
+    assert "0.01" in text and "0.001" in text
 
 
 def test_run_output_is_quiet_and_notes_the_default_config(tmp_path):
@@ -93,4 +118,4 @@ def test_run_output_is_quiet_and_notes_the_default_config(tmp_path):
     assert escaped == []
     assert result.exit_code == 0 and "Warning" not in result.output and "note:" not in result.output
     assert tuned.exit_code == 0 and "Warning" not in tuned.output
-    assert f"{NOTE} (softmax)" in tuned.output
+    assert INTERPRETER_NOTE in tuned.output

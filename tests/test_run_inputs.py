@@ -88,8 +88,9 @@ def test_log_of_standard_normal_inputs_passes(tmp_path):
     assert bool(module.reference(*inputs.values()).isnan().any())
     result = _run(str(spec_path), "--programs", "2")
     assert result.exit_code == 0, result.output
-    _kernel, _shape, _device, max_error, status = _rows(result.output)["log_of"]
+    _kernel, _shape, _device, max_error, tolerance, status = _rows(result.output)["log_of"]
     assert status == "PASS" and math.isfinite(float(max_error)), result.output
+    assert 0 < float(max_error) <= float(tolerance), result.output  # passed: within the tolerance there
 
 
 @pytest.mark.parametrize("side", ["kernel", "reference"])

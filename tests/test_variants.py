@@ -139,7 +139,10 @@ def test_tutorial_refuses_unknown_activation_and_unmasked_k(generated):
         mod.matmul_tutorial(_rand(4, 33), _rand(33, 4))
 
 
-def test_interpreter_says_once_which_config_it_runs(tmp_path):
+def test_interpreter_says_once_which_config_it_runs(tmp_path, monkeypatch):
+    """Once per process, for every launcher: the spec's default config (config 9 of matmul_tutorial's
+    10, its docstring says), and how to run another."""
+    monkeypatch.setattr(torch.ops.tilegen, "_interpreter_told", False, raising=False)  # a process not told yet
     text = (ROOT / "specs" / "matmul_tutorial.tile").read_text()
     path = tmp_path / "matmul_tutorial.py"
     path.write_text(compile_spec(text, "specs/matmul_tutorial.tile").source)
@@ -150,7 +153,9 @@ def test_interpreter_says_once_which_config_it_runs(tmp_path):
             mod.matmul_tutorial(_rand(8, 32), _rand(32, 8))
     notices = [w for w in caught if "cannot time autotune configs" in str(w.message)]
     assert len(notices) == 1
-    assert "running config 9 of 10" in str(notices[0].message)
+    assert "runs its spec's default config" in str(notices[0].message) and "config=N" in str(notices[0].message)
+    assert "the Triton interpreter runs config 9 unless one is forced" in mod.matmul_tutorial.__doc__
+    assert mod._tuner.tuned and set(mod._tuner.tuned.values()) == {9}
     assert notices[0].filename == __file__  # reported at the caller's line
 
 

@@ -1,4 +1,4 @@
-"""The ``tilegen`` command line (Typer): build, check, show, run and demo.
+"""The ``tilegen`` command line (Typer): build, check, show, run, tune, demo and bench.
 
 Spec errors print ``file:line:col: error: message`` with the line and a caret, exit 1, and
 never a Python traceback; a failed spec leaves its generated module as it was. ``file`` is the
@@ -9,6 +9,7 @@ a leading ``./``). ``run`` and ``demo`` print no warnings (see :func:`tilegen.ru
 
 from __future__ import annotations
 
+import inspect
 import sys
 import tempfile
 from pathlib import Path
@@ -37,6 +38,14 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def _command(function):
+    """Register ``function`` as a command whose help is its docstring with each paragraph on one
+    line, which rich wraps at the terminal's width (typer keeps the line breaks of a docstring's
+    later paragraphs, and the command list's summary is its first paragraph)."""
+    paragraphs = inspect.cleandoc(function.__doc__ or "").split("\n\n")
+    return app.command(help="\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs))(function)
+
+
 def _fail(message: str) -> None:
     err.print(message, markup=False)
     raise typer.Exit(1)
@@ -60,16 +69,19 @@ def _parse_sizes(values: list[str]) -> dict[str, int]:
     return sizes
 
 
-@app.command()
+@_command
 def build(
     paths: Annotated[list[str], typer.Argument(help="Spec files or folders of specs.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Output folder.")] = Path("generated"),
     check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if any module is stale.")] = False,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Say why a kernel has no backward.")] = False,
 ) -> None:
-    """Compile specs into OUTPUT/<kernel>.py (atomically; unchanged files are not rewritten); a spec
-    without a backward line gets its derived backward beside it, OUTPUT/<kernel>_backward.py, where
-    its operations all have gradient rules (-v says why a kernel has none)."""
+    """Compile specs into OUTPUT/<kernel>.py, with derived backwards beside them.
+
+    Writes atomically; unchanged files are not rewritten. A spec without a backward line gets its derived backward
+    beside it, OUTPUT/<kernel>_backward.py, where its operations all have gradient rules (-v says why a kernel has
+    none).
+    """
     specs = _specs(paths)
     if not specs:
         _fail(f"error: no .tile specs found in {', '.join(paths)}")
@@ -94,7 +106,7 @@ def build(
         raise typer.Exit(1)
 
 
-@app.command()
+@_command
 def check(paths: Annotated[list[str], typer.Argument(help="Spec files or folders of specs.")]) -> None:
     """Parse and validate specs; print every error, write nothing."""
     failed = False
@@ -109,13 +121,16 @@ def check(paths: Annotated[list[str], typer.Argument(help="Spec files or folders
         raise typer.Exit(1)
 
 
-@app.command()
+@_command
 def show(
     path: Annotated[str, typer.Argument(help="One spec file.")],
     grad: Annotated[bool, typer.Option("--grad", help="Print the backward spec derived from it instead.")] = False,
 ) -> None:
-    """Print the module a spec generates, or with --grad the .tile backward derived from it (exit 1
-    with the reason where its operations do not all have gradient rules)."""
+    """Print the module a spec generates, or with --grad the backward derived from it.
+
+    With --grad it prints the derived .tile backward, or exits 1 with the reason where the spec's operations do not
+    all have gradient rules.
+    """
     spec = _one_spec(path, "show")
     try:
         if not grad:
@@ -140,29 +155,52 @@ def _one_spec(path: str, command: str):
 
 def _print_notes(rows) -> None:
     """The lines under a results table: each row's note (a file written; for a FAIL row its worst
-    element, for a SKIP row why it is no verdict) and caught warnings, then, once, which tuned
+    element, for a SKIP row why it is no verdict) and caught warnings, then one line where tuned
     specs ran their default config (the interpreter cannot time configs)."""
     for row in rows:
         if row.note:
             out.print(row.note, markup=False)
         for warning in row.warnings:
             out.print(f"{row.kernel}: {warning}", markup=False)
-    tuned = [row.kernel for row in rows if row.default_config]
-    if tuned:
-        out.print(
-            "note: the Triton interpreter cannot time autotune configs, so each tuned spec ran its "
-            f"default config ({', '.join(tuned)})",
-            markup=False,
-        )
+    if any(row.default_config for row in rows):
+        out.print(INTERPRETER_NOTE, markup=False)
+
+
+#: The line under a table where tuned specs ran in the interpreter.
+INTERPRETER_NOTE = "note: the Triton interpreter cannot time configs: tuned specs ran their default (TILEGEN_CONFIG=N)"
 
 
 def _results_table(results) -> Table:
+    """The rows as a table: full kernel names (never cut), the largest error and the error the
+    tolerance allows at that element."""
     table = Table(title="tilegen kernels vs reference")
-    for column in ("kernel", "shape", "device", "max error", "pass"):
-        table.add_column(column)
+    width = max((len(r.kernel) for r in results), default=6)
+    table.add_column("kernel", no_wrap=True, min_width=width)
+    table.add_column("shape", overflow="fold")
+    table.add_column("device", no_wrap=True)
+    table.add_column("max error", justify="right", no_wrap=True)
+    table.add_column("tolerance", justify="right", no_wrap=True)
+    table.add_column("pass", no_wrap=True)
     for r in results:
-        table.add_row(r.kernel, r.shape, r.device, f"{r.max_error:.3g}", r.status)
+        table.add_row(r.kernel, r.shape, r.device, f"{r.max_error:.3g}", f"{r.tolerance:.3g}", r.status)
     return table
+
+
+def _summary(rows, seconds: float, unbuilt: int = 0) -> str:
+    """The last line of a run: ``164 passed, 0 failed in 83 s`` (skipped and unbuilt specs where any)."""
+    counts = {status: sum(1 for r in rows if r.status == status) for status in ("PASS", "FAIL", "SKIP")}
+    line = f"{counts['PASS']} passed, {counts['FAIL']} failed"
+    if counts["SKIP"]:
+        line += f", {counts['SKIP']} skipped"
+    if unbuilt:
+        line += f", {unbuilt} spec{'s' if unbuilt > 1 else ''} not built"
+    return f"{line} in {seconds:.0f} s"
+
+
+def _one_line(error: BaseException) -> str:
+    """``Type: the first line of the message`` of ``error``."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir,
@@ -179,16 +217,20 @@ def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int,
     )
 
 
-@app.command()
+@_command
 def run(
     path: Annotated[str, typer.Argument(help="One spec file.")],
     size: Annotated[list[str] | None, typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
     image: Annotated[Path | None, typer.Option(help="An RGB image for a u8[3, H, W] input.")] = None,
     programs: Annotated[int, typer.Option(help="Default sizes: this many tiles (plus a tail) per size symbol.")] = 4,
+    traceback: Annotated[
+        bool, typer.Option("-v", "--traceback", help="Show the Python traceback of a kernel that fails to run.")
+    ] = False,
 ) -> None:
     """Run a spec's kernel on random inputs (or an image) and compare it with its reference.
 
-    Uses the GPU when there is one, else the Triton interpreter on the CPU.
+    Uses the GPU when there is one, else the Triton interpreter on the CPU. A kernel that fails to run prints one
+    error line and exits 1 (-v shows the traceback).
     """
     from tilegen import runner
 
@@ -203,15 +245,75 @@ def run(
         (Path(tmp) / f"{generated.kernel}.py").write_text(generated.source, encoding="utf-8")
         try:
             results = _run_spec(spec, Path(tmp), sizes, programs, device, image, None)
-        except (KeyError, ValueError, TypeError) as error:
-            _fail(f"error: {error}")
+        except KeyError as error:  # a size not given: its message is the sentence
+            _fail(f"error: {error.args[0] if error.args else error}")
+        except Exception as error:  # the kernel failed to run: one line, or the traceback with -v
+            if traceback:
+                raise
+            _fail(f"error: {generated.kernel} failed on {device}: {_one_line(error)} (-v shows the traceback)")
     out.print(_results_table(results))
     _print_notes(results)
     if any(result.status == "FAIL" for result in results):
         raise typer.Exit(1)
 
 
-@app.command()
+def _parse_dtypes(values: list[str]) -> dict[str, str]:
+    dtypes = {}
+    for value in values:
+        name, sep, dtype = value.partition("=")
+        if not sep or not name.strip() or not dtype.strip():
+            _fail(f"error: --dtype expects VAR=DTYPE (T=bf16), got {value!r}")
+        dtypes[name.strip()] = dtype.strip()
+    return dtypes
+
+
+@_command
+def tune(
+    path: Annotated[str, typer.Argument(help="One spec file.")],
+    size: Annotated[list[str] | None, typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
+    dtype: Annotated[
+        list[str] | None, typer.Option("--dtype", help="VAR=DTYPE: tune only this dtype of a dtype variable.")
+    ] = None,
+    programs: Annotated[int, typer.Option(help="Sizes not given: this many tiles (plus a tail) per size symbol.")] = 4,
+) -> None:
+    """Tune a spec's launchers ahead of time at the sizes given, filling the on-disk cache.
+
+    Runs the launchers on random inputs with TILEGEN_TUNE=full: every autotune config is compiled and timed on the
+    GPU and the fastest cached (TILEGEN_CACHE_DIR, else ~/.cache/tilegen), where later runs at the default quick
+    effort find it, for these sizes and as the nearest tuned sizes for others. Needs a CUDA GPU.
+    """
+    from tilegen import runner
+
+    device = runner.select_device()
+    sizes = _parse_sizes(size or [])
+    dtypes = _parse_dtypes(dtype or [])
+    spec_file = _one_spec(path, "tune")
+    if device != "cuda":
+        _fail("error: tilegen tune times configs on a GPU, and none is visible (the Triton interpreter cannot time "
+              "them)")
+    try:
+        generated = compile_file(spec_file)
+    except SpecError as error:
+        _fail(error.render())
+    spec = check_file(spec_file)
+    with tempfile.TemporaryDirectory() as tmp:
+        module_path = Path(tmp) / f"{generated.kernel}.py"
+        module_path.write_text(generated.source, encoding="utf-8")
+        module = runner.load_module(module_path)
+        try:
+            with err.status(f"tuning {spec.name.id} (every config compiles and runs)"):
+                tuned = runner.tune_module(module, spec, runner.default_sizes(spec, programs, sizes), device, dtypes)
+        except KeyError as error:
+            _fail(f"error: {error.args[0] if error.args else error}")
+        except Exception as error:
+            _fail(f"error: tuning {spec.name.id} failed: {_one_line(error)}")
+    for result in tuned:
+        how = "already cached" if result.cached else "tuned"
+        out.print(f"{how:>14}  {result.kernel} at {result.key}: config {result.index} {result.config}", markup=False)
+    out.print(f"cache: {module._tuner.path}", markup=False)
+
+
+@_command
 def demo(
     specs_dir: Annotated[str, typer.Argument(help="Folder of specs.")] = "specs",
     output: Annotated[Path, typer.Option("-o", "--output", help="Where modules are generated.")] = Path("generated"),
@@ -227,34 +329,44 @@ def demo(
 ) -> None:
     """The main job: build every spec, run every kernel against its reference, print a table.
 
-    Image kernels run on a real photograph and write its grey PNG next to it.
+    Image kernels run on a real photograph and write its grey PNG next to it. The last line counts the rows that
+    passed and failed; the exit status is 1 where a spec failed to build or a kernel failed.
     """
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     from tilegen import runner
 
+    start = time.perf_counter()
     device = runner.select_device()
     programs = programs or (40 if device == "cuda" else 5)
     _specs([specs_dir])  # a folder that does not exist: an error, not a traceback
-    results = build_specs([specs_dir], output)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(f"building the specs of {specs_dir}", total=None)
+        results = build_specs([specs_dir], output)
+        runnable = [r for r in results if r.error is None and not r.is_runtime]  # the runtime: nothing to run
+        progress.update(task, total=len(runnable), completed=0)
+        photo = image or runner.sample_photo()
+        rows = []
+        for result in runnable:
+            progress.update(task, description=f"{result.spec.given}: compiling and running on {device}")
+            try:
+                rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir,
+                                  result.derived)
+            except Exception as error:  # any error: one kernel's failure is reported, the rest still run
+                from tilegen.runner import RunResult
+
+                kernel = result.spec.path.stem
+                rows.append(RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}"))
+            progress.advance(task)
     errors = [r for r in results if r.error is not None]
     for result in errors:
         err.print(result.error.render(), markup=False)
-    photo = image or runner.sample_photo()
-    rows = []
-    for result in results:
-        if result.error is not None or result.is_runtime:  # the runtime the modules load: nothing to run
-            continue
-        out.print(f"running {result.spec.given} on {device} ...", markup=False)
-        try:
-            rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir,
-                              result.derived)
-        except Exception as error:  # any error: one kernel's failure is reported, the rest still run
-            from tilegen.runner import RunResult
-
-            kernel = result.spec.path.stem
-            message = f"{kernel}: {type(error).__name__}: {error}"
-            rows.append(RunResult(kernel, "-", device, float("nan"), False, message))
     out.print(_results_table(rows))
     _print_notes(rows)
+    out.print(_summary(rows, time.perf_counter() - start, len(errors)), markup=False)
     if errors or any(r.status == "FAIL" for r in rows):
         raise typer.Exit(1)
 
@@ -270,7 +382,7 @@ def _load_callable(target: str):
     return getattr(importlib.import_module(module_name), attr)
 
 
-@app.command()
+@_command
 def bench(
     path: Annotated[str, typer.Argument(help="One spec file.")],
     sweep: Annotated[
@@ -288,8 +400,10 @@ def bench(
         Path | None, typer.Option("--plot", help="Write a plot (PNG) of rate against the first size.")
     ] = None,
 ) -> None:
-    """Time a spec's generated kernel against torch (cuBLAS for matmuls) and/or a hand-written
-    kernel over a sweep of sizes; print ms, TFLOP/s or GB/s and ratios. Needs a CUDA GPU."""
+    """Time a spec's kernel against torch and/or a hand-written kernel over a sweep of sizes.
+
+    Torch is cuBLAS for matmuls. Prints ms, TFLOP/s or GB/s and ratios. Needs a CUDA GPU.
+    """
     from rich.progress import Progress
 
     from tilegen import bench as bench_mod

@@ -232,7 +232,8 @@ class RunResult:
     element of a failed run); ``default_config`` is True when a tuned spec ran its default config
     because the interpreter cannot time configs; ``warnings`` holds the text of any other warning
     the run gave (one line each). ``skipped`` says why a run that did not pass is no verdict
-    (:data:`BF16_INTERPRETER_BUG`): its :attr:`status` is SKIP, not FAIL.
+    (:data:`BF16_INTERPRETER_BUG`): its :attr:`status` is SKIP, not FAIL. ``tolerance`` is the
+    error allowed at the element of ``max_error`` (NaN when nothing was compared).
     """
 
     kernel: str
@@ -244,6 +245,7 @@ class RunResult:
     default_config: bool = False
     warnings: tuple[str, ...] = ()
     skipped: str = ""
+    tolerance: float = math.nan
 
     @property
     def status(self) -> str:
@@ -408,8 +410,74 @@ def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, i
             line = f"{kernel}: FAIL: {result.detail}"
         note = f"{note}\n{line}" if note else line
     return RunResult(
-        kernel, shape, device, result.max_error, result.passed, note, default_config, tuple(caught), skipped
+        kernel, shape, device, result.max_error, result.passed, note, default_config, tuple(caught), skipped,
+        result.tolerance,
     )
+
+
+@contextlib.contextmanager
+def tune_effort(level: str):
+    """Run the block with TILEGEN_TUNE set to ``level`` (see the runtime's ``effort``), then as it was."""
+    saved = os.environ.get("TILEGEN_TUNE")
+    os.environ["TILEGEN_TUNE"] = level
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TILEGEN_TUNE"]
+        else:
+            os.environ["TILEGEN_TUNE"] = saved
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """One tune key a :func:`tune_module` call filled: the launcher's label (``matmul_fast[T=bf16]``),
+    the key as the on-disk cache writes it (device name and sizes), the config's index in the
+    module's ``_CONFIGS`` and keywords, and whether the cache held it before (then nothing was timed)."""
+
+    kernel: str
+    key: str
+    index: int
+    config: dict
+    cached: bool
+
+
+def tune_module(module: ModuleType, spec: m.Spec, sizes: dict[str, int], device: str,
+                dtypes: dict[str, str] | None = None) -> list[TuneResult]:
+    """Call ``module``'s launcher on random inputs (:func:`random_inputs`) at ``sizes``, with
+    TILEGEN_TUNE=full, once per binding of the spec's dtype variables (those matching ``dtypes``,
+    variable -> dtype, where given): on a GPU each new tune key compiles and times every config
+    and caches the fastest on disk, where later processes' ``quick`` tuning finds it. Returns one
+    :class:`TuneResult` per key tuned or found cached. Raises ValueError for a spec without tune
+    configs or ``dtypes`` no binding has, KeyError for a missing size."""
+    tuner = getattr(module, "_tuner", None)
+    if tuner is None:
+        raise ValueError(f"{spec.name.id} has no tune configs: there is nothing to tune")
+    bindings = [b for b in spec.bindings() if all(b.get(var) == dtype for var, dtype in (dtypes or {}).items())]
+    if not bindings:
+        given = ", ".join(f"{var}={dtype}" for var, dtype in (dtypes or {}).items())
+        known = "; ".join(", ".join(f"{v}={d}" for v, d in b.items()) for b in spec.bindings() if b) or "none"
+        raise ValueError(f"{spec.name.id} has no dtype binding {given} (its bindings: {known})")
+    launcher = getattr(module, spec.name.id)
+    results = []
+    with tune_effort("full"):
+        for binding in bindings:
+            bound = m.specialize(spec, binding)
+            kernel = spec.name.id + ("[" + ", ".join(f"{v}={d}" for v, d in binding.items()) + "]" if binding else "")
+            args = tuple(random_inputs(bound, sizes, device).values())
+            cached, before = tuner.load(), dict(tuner.tuned)
+            with quiet([]):
+                launcher(*args)
+            if device == "cuda":
+                import torch
+
+                torch.cuda.synchronize()
+            for key, index in tuner.tuned.items():
+                if key not in before:
+                    disk_key = tuner.disk_key(key)
+                    results.append(TuneResult(kernel, disk_key, index, tuner.configs[index].all_kwargs(),
+                                              disk_key in cached))
+    return results
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:

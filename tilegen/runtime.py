@@ -7,8 +7,9 @@ nothing of tilegen but itself: no lark, jinja or typer.
 
 What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
 helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
-(:class:`Tuner`: the tuned-config cache in the process and on disk, :func:`autotune`, the timing
-of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
+(:class:`Tuner`: the tuned-config cache in the process and on disk, the effort levels of
+TILEGEN_TUNE (:func:`effort`), forced configs (``config=``, TILEGEN_CONFIG), :func:`autotune`, the
+timing of configs in CUDA graphs and the settling of near ties), the pruning of configs whose whole-row
 tile would not fit (:func:`whole_fits`), the split loop's sum of partial sums
 (:func:`sum_partials`), ``split tail``'s wave arithmetic (:func:`tail_split`), and the
 registration of a launcher as a PyTorch custom op (:func:`register_op`). What one spec needs
@@ -20,7 +21,9 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
+import math
 import os
 import statistics
 import sys
@@ -213,9 +216,10 @@ def keep_launch(fast, key, entry, tuner=None):
     ``(launch, grid, args)``, TMA descriptors' templates (:func:`descriptor_templates`), a split
     loop's empty workspace (:mod:`tilegen.lower.fast` writes both ends). It holds
     no tensor of the call. A key of None (an unhashable input) keeps nothing;
-    nor does a call of ``tuner``'s near-tie settling (its config is a trial). The table is
+    nor does a call of ``tuner``'s near-tie settling (its config is a trial), nor any while a
+    call's ``config=`` runs (:meth:`Tuner.forcing`). The table is
     cleared when full (:data:`FAST_LIMIT`) and when ``tuner`` remembers a new config."""
-    if key is None or (tuner is not None and getattr(tuner.trial, "pick", None) is not None):
+    if key is None or (tuner is not None and (tuner.forcings or getattr(tuner.trial, "pick", None) is not None)):
         return
     if len(fast) >= FAST_LIMIT:
         fast.clear()
@@ -477,6 +481,61 @@ NEAR_TIE_CONFIGS = 4
 NEAR_TIE_ROUNDS = 5
 
 
+#: The effort levels of TILEGEN_TUNE (:func:`effort`), least first.
+EFFORTS = ("none", "quick", "full")
+
+
+def effort():
+    """How hard a tuned launcher works for a config on its first call at new sizes: the
+    environment variable TILEGEN_TUNE, read at each such call, ``"quick"`` where it is unset.
+    ``"none"``: the spec's default config. ``"quick"``: the config tuned for these sizes on this
+    GPU (the cache on disk), else the one tuned for the nearest sizes, else the default; no
+    timing. ``"full"``: the cached config, else every config compiled and timed (:func:`autotune`,
+    :meth:`Tuner.settle_ties`) and the fastest cached. Raises ValueError for another value."""
+    value = (os.environ.get("TILEGEN_TUNE") or "quick").strip().lower()
+    if value not in EFFORTS:
+        raise ValueError(f"TILEGEN_TUNE={value!r}: use none, quick (the default) or full")
+    return value
+
+
+def parse_config(text):
+    """A config as TILEGEN_CONFIG writes it: ``"2"`` -> 2 (an index in the spec's configs), or
+    ``"BM=64,num_warps=8"`` -> ``{"BM": 64, "num_warps": 8}`` (keywords a config must have;
+    integers). Raises ValueError for other text."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    config = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name.isidentifier() or not value.lstrip("-").isdigit():
+            raise ValueError(f"TILEGEN_CONFIG={text!r}: write a config index (2) or its keywords (BM=64,num_warps=8)")
+        config[name] = int(value)
+    return config
+
+
+def forced_config():
+    """The config TILEGEN_CONFIG forces on every tuned launcher (:func:`parse_config`), or None."""
+    text = os.environ.get("TILEGEN_CONFIG", "").strip()
+    return parse_config(text) if text else None
+
+
+def _notify_interpreter():
+    """Say once per process (whichever copy of this runtime asks first) that the interpreter runs
+    each tuned launcher's default config, and how to run another."""
+    namespace = torch.ops.tilegen
+    if getattr(namespace, "_interpreter_told", False):
+        return
+    namespace._interpreter_told = True
+    warnings.warn(
+        "the Triton interpreter cannot time autotune configs: each tuned launcher runs its spec's default "
+        "config (TILEGEN_TUNE is not used); run another with config=N (or a dict of its keywords) on a call, "
+        "or TILEGEN_CONFIG=N (or BM=64,num_warps=4) for every launcher",
+        stacklevel=4,
+    )
+
+
 def cache_dir():
     """tilegen's cache folder: $TILEGEN_CACHE_DIR, else ~/.cache/tilegen."""
     return os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen")
@@ -488,16 +547,38 @@ def device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
+def _size_distance(wanted, cached):
+    """How far the sizes of a cached key (``cached``: its parts after the device, as text) lie
+    from ``wanted`` (the same for the sizes asked): the sum over differing parts of
+    ``|log2(a / b)|``; None where they differ otherwise (another number of parts, another dtype,
+    layout or variant, a size of 0)."""
+    if len(wanted) != len(cached):
+        return None
+    distance = 0.0
+    for a, b in zip(wanted, cached, strict=True):
+        if a == b:
+            continue
+        if not (a.isdigit() and b.isdigit()) or int(a) == 0 or int(b) == 0:
+            return None
+        distance += abs(math.log2(int(a) / int(b)))
+    return distance
+
+
 class Tuner:
     """The tuned configs of one module's launchers, whose configs are ``configs`` (the module's
     ``_CONFIGS``, a list of ``triton.Config``; a fallback kernel's configs are among them): the
     index of the config to run for each tune key ``(device, *sizes)``, in this process
     (``tuned``) and on disk, in ``path`` (``<cache_dir()>/<name>-<spec_hash>.json``: a spec
-    edited is tuned afresh). Under the interpreter, which cannot time configs, every key runs
-    config ``default``. ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times.
-    ``lock`` (reentrant) is held while the module's launchers tune: threads calling first with
-    the same sizes at once tune once. ``fast`` is the module's fast-path table
-    (:func:`keep_launch`), cleared whenever a config is remembered."""
+    edited is tuned afresh). How a key gets its config: :meth:`tuned_index` (the effort levels of
+    :func:`effort`, a forced config). Under the interpreter, which cannot time configs, every
+    key runs config ``default`` unless one is forced. ``forced`` forces one on this module's
+    launchers (an index, a dict of keywords, or a function of the launcher's name and the tune
+    key giving one or None); where None, TILEGEN_CONFIG's (:func:`forced_config`).
+    ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times; ``trial.force`` the
+    config a call's ``config=`` runs (:meth:`forcing`). ``lock`` (reentrant) is held while the
+    module's launchers tune: threads calling first with the same sizes at once tune once.
+    ``fast`` is the module's fast-path table (:func:`keep_launch`), cleared whenever a config is
+    remembered."""
 
     def __init__(self, name, spec_hash, configs, default=0, fast=None):
         self.configs = configs
@@ -506,8 +587,9 @@ class Tuner:
         self.interpret = INTERPRET
         self.path = os.path.join(cache_dir(), f"{name}-{spec_hash}.json")
         self.tuned = {}  # (device, *sizes) -> index in configs of the config to run, in this process
-        self.trial = threading.local()  # .pick = (tune_key, index): the near tie settle_ties times on this thread
-        self.notified = set()  # the launchers told which config the interpreter runs
+        self.trial = threading.local()  # .pick = (tune_key, index): settle_ties's; .force = index: a config= call's
+        self.forced = None  # a config forced on every launcher of the module (see the class)
+        self.forcings = 0  # calls running a config= config now: no launch is kept for the fast path meanwhile
         self.disk = None  # the on-disk cache as this process first read it (see before)
         self.lock = threading.RLock()
 
@@ -536,31 +618,100 @@ class Tuner:
         """The index in ``configs`` of the config with these keywords (None if no config has them)."""
         return next((i for i, config in enumerate(self.configs) if config.all_kwargs() == kwargs), None)
 
+    def named(self, launcher, config):
+        """The index in ``configs`` of ``config`` as a user names it: an index, or a dict of
+        keywords (``{"BM": 64, "num_warps": 8}``) that the first config having all of them
+        matches. Raises ValueError naming ``launcher`` and listing the configs where none is
+        that config, TypeError for another type."""
+        count = len(self.configs)
+        if isinstance(config, int) and not isinstance(config, bool):
+            if 0 <= config < count:
+                return config
+            raise ValueError(f"{launcher}: no config {config}: its spec has {count} configs, 0 to {count - 1}")
+        if isinstance(config, dict):
+            for index, candidate in enumerate(self.configs):
+                kwargs = candidate.all_kwargs()
+                if all(name in kwargs and kwargs[name] == value for name, value in config.items()):
+                    return index
+            listed = "; ".join(f"{i}: {c.all_kwargs()}" for i, c in enumerate(self.configs))
+            raise ValueError(f"{launcher}: no config has {config}; its configs are {listed}")
+        raise TypeError(f"{launcher}: config must be an index or a dict of a config's keywords, "
+                        f"got {type(config).__name__}")
+
+    def nearest(self, tune_key):
+        """The index of the config cached on disk (this device's) for the sizes nearest
+        ``tune_key``'s (:func:`_size_distance`; the same dtypes, layouts and variant), or None."""
+        device, *sizes = tune_key
+        prefix, wanted = f"{device_name(device)}|", [str(size) for size in sizes]
+        best = None
+        for key, kwargs in sorted(self.before().items()):
+            if not key.startswith(prefix):
+                continue
+            distance = _size_distance(wanted, key[len(prefix):].split(","))
+            index = self.config_index(kwargs) if distance is not None else None
+            if index is not None and (best is None or distance < best[0]):
+                best = (distance, index)
+        return None if best is None else best[1]
+
     def tuned_index(self, launcher, tune_key):
-        """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``: under
-        the interpreter, which cannot time configs, the spec's default config (said once per
-        launcher); on the GPU, the config an earlier process tuned (the cache on disk), or None:
-        tune now. While settle_ties times a near tie on this thread, that config (other threads
-        wait for the module's lock)."""
+        """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``, or
+        None: tune now. While settle_ties times a near tie on this thread, that config (other
+        threads wait for the module's lock); in a call's ``config=`` (:meth:`forcing`), that one.
+        Else, kept in ``tuned``: a config forced (``forced``, TILEGEN_CONFIG); under the
+        interpreter, which cannot time configs, the spec's default (said once per process);
+        otherwise by :func:`effort`: ``none`` the default; ``quick`` the config cached on disk
+        for these sizes, else the one cached for the nearest sizes (:meth:`nearest`), else the
+        default; ``full`` the cached one, else None."""
         trial = getattr(self.trial, "pick", None)
         if trial is not None and trial[0] == tune_key:
             return trial[1]
+        force = getattr(self.trial, "force", None)
+        if force is not None:
+            return force
         if tune_key in self.tuned:  # tuned by another thread while this one waited for the lock
             return self.tuned[tune_key]
-        if self.interpret:
+        forced = self.forced if self.forced is not None else forced_config()
+        if callable(forced):
+            forced = forced(launcher, tune_key)
+        level = effort()
+        if forced is not None:
+            index = self.named(launcher, forced)
+        elif self.interpret:
+            _notify_interpreter()
             index = self.default
-            if launcher not in self.notified:
-                self.notified.add(launcher)
-                warnings.warn(
-                    f"{launcher}: the Triton interpreter cannot time autotune configs; running config {index} "
-                    f"of {len(self.configs)}: {self.configs[index].kwargs}",
-                    stacklevel=3,
-                )
+        elif level == "none":
+            index = self.default
         else:
             index = self.config_index(self.before().get(self.disk_key(tune_key)))
+            if index is None and level == "quick":
+                index = self.nearest(tune_key)
+                index = self.default if index is None else index
         if index is not None:
             self.tuned[tune_key] = index
         return index
+
+    def forcing(self, launcher, config, call):
+        """``call()`` (the launcher ``launcher`` called again without ``config=``) running
+        ``config`` (:meth:`named`: an index or a dict of keywords): with the module's lock held,
+        its tuned choices and fast-path launches set aside (so that the call finds neither and
+        asks :meth:`tuned_index`, which gives ``config`` on this thread) and put back after;
+        no launch of it is kept. Raises what :meth:`named` raises for a config the spec lacks."""
+        index = self.named(launcher, config)
+        with self.lock:
+            tuned, fast = dict(self.tuned), dict(self.fast)
+            self.tuned.clear()
+            self.fast.clear()
+            self.trial.force = index
+            self.forcings += 1
+            try:
+                return call()
+            finally:
+                self.forcings -= 1
+                self.trial.force = None
+                self.tuned.clear()
+                self.tuned.update(tuned)
+                self.fast.clear()
+                self.fast.update(fast)
 
     def remember(self, tune_key, config):
         """Keep the autotuner's choice ``config`` for ``tune_key`` in this process and in the
@@ -811,7 +962,7 @@ def register_op(name, spec_hash, launcher, fake, traced):
         name = f"{name}_{spec_hash}"
     if name not in owners:
         if traced is None or INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=())
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=_op_schema(launcher))
             custom.register_fake(fake)
         else:
             custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
@@ -819,6 +970,19 @@ def register_op(name, spec_hash, launcher, fake, traced):
         _eager_shortcut(name, custom, launcher)
         owners[name] = spec_hash
     return getattr(namespace, name)
+
+
+def _op_schema(launcher):
+    """The op schema of ``launcher``'s signature without its ``config=`` (a tuned launcher's,
+    :meth:`Tuner.forcing`: the op runs the config the tuning chooses)."""
+    signature = inspect.signature(launcher)
+    kept = [p for p in signature.parameters.values() if p.name != "config"]
+
+    def prototype(*args, **kwargs):  # the signature's stand-in: never called
+        raise NotImplementedError
+
+    prototype.__signature__ = signature.replace(parameters=kept)
+    return torch.library.infer_schema(prototype, mutates_args=())
 
 
 #: The library of the ops' eager shortcuts (:func:`_eager_shortcut`), kept for the process.

@@ -325,12 +325,14 @@ class Comparison:
     over all outputs (in the outputs' units; inf for a NaN on one side, or for a shape or dtype
     mismatch; 0 for NaN on both sides under ``equal_nan``);
     ``ratio``, the largest ``|out - ref| / allowed`` (a pure number; <= 1 passes); ``passed``;
-    and ``detail``, the element with that ratio (or the mismatch), for messages."""
+    ``detail``, the element with that ratio (or the mismatch), for messages; ``tolerance``, the
+    error allowed at the element of ``max_error`` (NaN where nothing was compared)."""
 
     max_error: float
     ratio: float
     passed: bool
     detail: str = ""
+    tolerance: float = math.nan
 
 
 def compare(
@@ -356,7 +358,7 @@ def compare(
             detail = f"{tensor.name.id}: {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} {ref.dtype}"
             return Comparison(math.inf, math.inf, False, detail)
     bounds = allowed_errors(spec, args, expected, reference)
-    worst, ratio, detail = 0.0, 0.0, ""
+    worst, ratio, detail, allowed = 0.0, 0.0, "", math.nan
     for tensor, out, ref, bound in zip(spec.outputs, outputs, expected, bounds, strict=False):
         if out.numel() == 0:
             continue
@@ -371,8 +373,9 @@ def compare(
         diff = torch.where(broken, torch.full_like(diff, math.inf), diff)
         share = torch.where(same, torch.zeros_like(diff), diff / bound)
         share = torch.where(broken, torch.full_like(share, math.inf), share)
-        index = int(share.argmax())
-        worst = max(worst, diff.max().item())
+        index, largest = int(share.argmax()), int(diff.argmax())
+        if math.isnan(allowed) or diff[largest].item() > worst:
+            worst, allowed = diff[largest].item(), bound[largest].item()
         if share[index].item() > ratio:
             ratio = share[index].item()
             where = ", ".join(map(str, _unravel(index, shape)))
@@ -384,7 +387,7 @@ def compare(
                 detail += "NaN on both sides, which fails unless NaN is taken as equal to NaN (equal_nan)"
             else:
                 detail += f"|error| {diff[index].item():.3g}, allowed {bound[index].item():.3g}"
-    return Comparison(worst, ratio, ratio <= 1.0, detail)
+    return Comparison(worst, ratio, ratio <= 1.0, detail, allowed)
 
 
 def _unravel(index: int, shape) -> list[int]:

@@ -79,7 +79,7 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     return plans[0]
 
 
-def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, fast: str):
+def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, uses: str):
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
     pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
     ``configs``; its launcher returns ``fallback``."""
@@ -87,7 +87,7 @@ def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallb
     kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
-    return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, fast=fast))
+    return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, uses=uses))
 
 
 def _descriptors_serve(spec: m.Spec) -> bool:
@@ -127,8 +127,8 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
                 pointers,
             ]
         else:
-            fast = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
-            fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, fast)]
+            uses = "TMA descriptors" if spec.access_style == "descriptor" else "block pointers"
+            fallbacks = [_variant(spec, None, "pointers", "_POINTER_CONFIGS", None, uses)]
     fallback = fallbacks[0].launcher.call if fallbacks else None
     rows = lower_rows(spec)  # rows too long for one tile: a second kernel that loops over them
     if rows is not None:

@@ -264,11 +264,11 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
     return tuple_text(sizes)
 
 
-def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "", over: tuple[str, ...] = ()) -> str:
+def _docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: tuple[str, ...] = ()) -> str:
     if variant is not None:
         name = spec.name.id.removeprefix("_").removesuffix(f"_{variant}")
         configs = ", with the same tune configs" if spec.tune is not None else ""
-        return (f"{name}() where its {fast} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
+        return (f"{name}() where its {uses} cannot serve: the kernel of {spec.path} through {variant}{configs}.\n"
                 f"Called by {name}(), after its checks.")
 
     def describe(t: m.Tensor) -> str:
@@ -310,9 +310,9 @@ def _docstring(spec: m.Spec, variant: str | None = None, fast: str = "", over: t
     if spec.tune is not None:
         lines.append(
             f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
-            "autotune configs keyed on "
-            f"{spec.tune.key_as_written}; the Triton interpreter runs config "
-            f"{spec.tune.configs.index(spec.default_config())}."
+            f"autotune configs keyed on {spec.tune.key_as_written}, chosen as TILEGEN_TUNE says (none, quick "
+            "or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton "
+            f"interpreter runs config {spec.tune.configs.index(spec.default_config())} unless one is forced."
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
     return "\n".join(lines)
@@ -351,7 +351,7 @@ def lower_launcher(
     kernel: KernelPlan,
     fallback: str | None = None,
     variant: str | None = None,
-    fast: str = "",
+    uses: str = "",
     rows: RowsPlan | None = None,
     stages: tuple[StagePlan, ...] = (),
     docstring: str | None = None,
@@ -367,7 +367,7 @@ def lower_launcher(
     rows are not 16-byte aligned or whose last stride is not 1. A block-pointer launcher returns
     it on a Triton without block pointers (3.9 removed them). ``variant`` names such a second
     launcher of the same spec (``"pointers"``): it is part of its tune and compile keys, which
-    share the module's caches with the first; ``fast`` names what the first launcher uses
+    share the module's caches with the first; ``uses`` names what the first launcher uses
     (for its docstring). With ``rows``, rows longer than ``_WHOLE_LIMIT`` return ``rows.call``,
     the same spec with its whole axis in loops (:mod:`tilegen.lower.rows`), before any output
     is made, and under ``torch.compile`` launch that kernel. With ``stages``, the inputs of
@@ -551,7 +551,7 @@ def lower_launcher(
         pointers=pointers,
         ints=tuple(ints),
     )
-    fast = lower_fast_path(spec, kernel, keywords, launch.groups[0],
+    fast_path = lower_fast_path(spec, kernel, keywords, launch.groups[0],
                            tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
                            differentiable if grad is not None else [], stages)
     without = []  # a Triton without block pointers runs the pointer launcher
@@ -565,9 +565,16 @@ def lower_launcher(
     staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    body = [*(fast.ops if fast else ()), *head, *autograd, device_guard, *middle, *route, *made,
+    forcing = []  # config=: the call runs the config it names (the runtime's Tuner.forcing)
+    if spec.tune is not None and variant is None and not name.startswith("_"):
+        again = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords),
+                           *(["inplace=inplace"] if spec.in_place else []),
+                           *(["inplace_backward=inplace_backward"] if over else [])])
+        forcing = [IfBlock("config is not None", "a config the caller names: this call runs it",
+                           (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),))]
+    body = [*forcing, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
-    body += _launch(full, kernel, name, launch, call, variant, fast)
+    body += _launch(full, kernel, name, launch, call, variant, fast_path)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)
     fake = (*constant, *head, *middle, *made_new, Line(f"return {returns}"))
@@ -591,6 +598,8 @@ def lower_launcher(
         )
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if over else [])]
+    if forcing:
+        switches.append("config: int | dict | None = None")
     own = [*annotated, *([] if keywords or not switches else ["*"]), *switches]
     return LauncherPlan(
         name=name,
@@ -611,7 +620,7 @@ def lower_launcher(
         scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
-        docstring=docstring or _docstring(spec, variant, fast, over),
+        docstring=docstring or _docstring(spec, variant, uses, over),
         fake=fake,
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile

@@ -1,0 +1,268 @@
+"""How a tuned launcher chooses its config on first contact with new sizes: the effort levels of
+TILEGEN_TUNE (none, quick, full), a config forced by ``config=`` or TILEGEN_CONFIG, and the
+interpreter's one notice per process. The GPU's choices are tested with the interpreter switched
+off in a Tuner (no timing runs: a Tuner that returns None tunes, which the generated launcher does).
+"""
+
+import json
+import warnings
+
+import pytest
+import torch
+
+#: softmax's configs: BM (rows per program) 1, 1, 1, 2, 2, 4, 4; default 0.
+SOFTMAX_BM = [1, 1, 1, 2, 2, 4, 4]
+
+
+@pytest.fixture
+def gpu_tuner(generated, tmp_path, monkeypatch):
+    """A new process's Tuner of matmul_fast (a disk cache in tmp_path) that chooses as on a GPU."""
+    module = generated("matmul_fast")
+    monkeypatch.setenv("TILEGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("TILEGEN_TUNE", raising=False)
+    monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
+
+    def make(cached=None):
+        if cached is not None:
+            (tmp_path / "matmul_fast-0123.json").write_text(json.dumps(cached))
+        tuner = module._rt.Tuner("matmul_fast", "0123", module._CONFIGS, default=23)
+        tuner.interpret = False
+        return tuner
+
+    return module, make
+
+
+def _key(*sizes):
+    return (torch.device("cpu"), *sizes)
+
+
+def test_quick_takes_the_cached_config_for_these_sizes(gpu_tuner):
+    module, make = gpu_tuner
+    tuner = make({"cpu|64,32,16": module._CONFIGS[3].all_kwargs(), "cpu|64,32,32": module._CONFIGS[5].all_kwargs()})
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 16)) == 3
+    assert tuner.tuned == {_key(64, 32, 16): 3}
+
+
+def test_quick_takes_the_nearest_tuned_sizes_of_this_device(gpu_tuner):
+    module, make = gpu_tuner
+    cached = {
+        "cpu|64,64,64": module._CONFIGS[3].all_kwargs(),
+        "cpu|4096,4096,4096": module._CONFIGS[5].all_kwargs(),
+        "NVIDIA H100|2048,2048,2048": module._CONFIGS[7].all_kwargs(),  # another device: not used
+        "cpu|2048,2048,torch.float16": module._CONFIGS[9].all_kwargs(),  # another dtype: not used
+    }
+    tuner = make(cached)
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, 2048)) == 5  # 1+1+1 octaves from 4096, 15 from 64
+    assert tuner.tuned_index("matmul_fast", _key(128, 64, 64)) == 3
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, "torch.bfloat16")) == 23  # nothing like it: default
+    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.float16")) == 9
+
+
+def test_quick_without_a_cache_runs_the_default_and_times_nothing(gpu_tuner):
+    _, make = gpu_tuner
+    tuner = make()
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 16)) == 23
+    assert tuner.tuned == {_key(64, 32, 16): 23}
+
+
+def test_full_tunes_sizes_not_cached_and_none_never_does(gpu_tuner, monkeypatch):
+    module, make = gpu_tuner
+    cached = {"cpu|64,32,16": module._CONFIGS[3].all_kwargs()}
+    monkeypatch.setenv("TILEGEN_TUNE", "full")
+    tuner = make(cached)
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 32)) is None  # not cached: tune now
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 16)) == 3
+    monkeypatch.setenv("TILEGEN_TUNE", "none")
+    tuner = make(cached)
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 16)) == 23  # the cache is not read
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 32)) == 23
+
+
+def test_an_unknown_effort_is_refused(gpu_tuner, monkeypatch):
+    _, make = gpu_tuner
+    monkeypatch.setenv("TILEGEN_TUNE", "fast")
+    with pytest.raises(ValueError, match="TILEGEN_TUNE='fast': use none, quick \\(the default\\) or full"):
+        make().tuned_index("matmul_fast", _key(64, 32, 16))
+
+
+def test_the_launcher_tunes_only_where_the_tuner_says_none(generated, monkeypatch):
+    """The generated launcher on a GPU key: quick's choice runs with no autotune call; full's None tunes."""
+    module = generated("softmax")
+    tuned = []
+    monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args))
+    monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module, "_FAST", {})
+    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: 5)
+    x = torch.randn(9, 16)
+    assert torch.allclose(module.softmax(x), torch.softmax(x, -1), atol=1e-6) and tuned == []
+
+
+def _recording(module, monkeypatch, name):
+    """Record the grid of every launch of ``module``'s kernel ``name`` (its JIT function's)."""
+    real = getattr(module, name)
+    grids = []
+
+    class Kernel:
+        fn = property(lambda self: self)
+
+        def __getitem__(self, grid):
+            grids.append(tuple(grid))
+            return real.fn[grid]
+
+    monkeypatch.setattr(module, name, Kernel())
+    return grids
+
+
+@pytest.fixture
+def softmax(generated, monkeypatch):
+    """softmax's module with fresh tuned choices and fast path, recording its launches' grids."""
+    module = generated("softmax")
+    monkeypatch.setattr(module._tuner, "tuned", {})
+    monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
+    monkeypatch.setattr(module._tuner, "fast", {})
+    monkeypatch.setattr(module, "_FAST", module._tuner.fast)
+    monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
+    return module, _recording(module, monkeypatch, "softmax_kernel")
+
+
+@pytest.mark.parametrize("config,bm", [(5, 4), (3, 2), ({"BM": 2, "num_warps": 8}, 2), ({"BM": 4}, 4)])
+def test_config_keyword_runs_that_config(softmax, config, bm):
+    module, grids = softmax
+    x = torch.randn(9, 16)
+    expected = torch.softmax(x, -1)
+    assert torch.allclose(module.softmax(x), expected, atol=1e-6)  # the default config: BM = 1
+    assert grids == [(9, 1, 1)]
+    assert torch.allclose(module.softmax(x, config=config), expected, atol=1e-6)
+    assert grids[-1] == ((9 + bm - 1) // bm, 1, 1)
+    module.softmax(x)  # the fast path still runs the default: the forced launch was not kept
+    assert grids[-1] == (9, 1, 1) and len(module._FAST) == 1
+
+
+def test_config_keyword_reaches_the_kernel_under_autograd(softmax):
+    module, grids = softmax
+    x = torch.randn(9, 16, requires_grad=True)
+    y = module.softmax(x, config=5)
+    assert grids == [(3, 1, 1)] and y.grad_fn is not None
+
+
+@pytest.mark.parametrize(
+    "config,error,message",
+    [
+        (7, ValueError, r"softmax: no config 7: its spec has 7 configs, 0 to 6"),
+        ({"BM": 3}, ValueError, r"softmax: no config has \{'BM': 3\}; its configs are 0: \{'BM': 1, 'num_warps': 4"),
+        ({"BX": 1}, ValueError, r"softmax: no config has \{'BX': 1\}"),
+        ("2", TypeError, r"softmax: config must be an index or a dict of a config's keywords, got str"),
+    ],
+)
+def test_a_config_the_spec_lacks_is_refused(softmax, config, error, message):
+    module, grids = softmax
+    with pytest.raises(error, match=message):
+        module.softmax(torch.randn(4, 8), config=config)
+    assert grids == []
+
+
+@pytest.mark.parametrize("text,bm", [("6", 4), ("BM=2", 2), ("BM=2,num_warps=8", 2)])
+def test_tilegen_config_forces_every_tuned_launcher(softmax, monkeypatch, text, bm):
+    module, grids = softmax
+    monkeypatch.setenv("TILEGEN_CONFIG", text)
+    x = torch.randn(9, 16)
+    assert torch.allclose(module.softmax(x), torch.softmax(x, -1), atol=1e-6)
+    assert grids == [((9 + bm - 1) // bm, 1, 1)]
+
+
+def test_tilegen_config_that_does_not_parse_is_refused(softmax, monkeypatch):
+    module, _ = softmax
+    monkeypatch.setenv("TILEGEN_CONFIG", "BM:2")
+    with pytest.raises(ValueError, match=r"TILEGEN_CONFIG='BM:2': write a config index \(2\) or its keywords"):
+        module.softmax(torch.randn(4, 8))
+
+
+def test_force_config_fixture_is_the_tuners_forced(softmax, monkeypatch):
+    """tests.conftest.force_config sets the module's Tuner.forced: the path TILEGEN_CONFIG takes."""
+    from tests.conftest import force_config
+
+    module, grids = softmax
+    force_config(monkeypatch, module, 5)
+    assert module._tuner.forced == 5
+    module.softmax(torch.randn(9, 16))
+    assert grids == [(3, 1, 1)]
+
+
+def test_the_interpreter_says_once_per_process_how_to_force_a_config(generated, monkeypatch):
+    """One notice for all launchers (it was one per launcher: ten lines in a small training step)."""
+    monkeypatch.setattr(torch.ops.tilegen, "_interpreter_told", False, raising=False)
+    modules = [generated(name) for name in ("softmax", "matmul_fast", "log_softmax")]
+    for module in modules:
+        monkeypatch.setattr(module._tuner, "tuned", {})
+        monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
+        monkeypatch.setattr(module, "_FAST", {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        modules[0].softmax(torch.randn(4, 8))
+        modules[1].matmul_fast(torch.randn(16, 16, dtype=torch.float16), torch.randn(16, 16, dtype=torch.float16))
+        modules[2].log_softmax(torch.randn(4, 8))
+    told = [str(w.message) for w in caught if "cannot time autotune configs" in str(w.message)]
+    assert len(told) == 1, told
+    assert "config=N" in told[0] and "TILEGEN_CONFIG" in told[0]
+
+
+def test_tune_module_tunes_at_full_effort_and_fills_the_disk_cache(tmp_path, monkeypatch):
+    """What `tilegen tune` does on a GPU, with the timing faked: the launcher runs at full effort
+    (the autotuner is called), the choice lands on disk, and a later quick process takes it for
+    nearby sizes."""
+    from tests.conftest import ROOT
+    from tilegen import runner
+    from tilegen.build import build, check_file, find_specs
+
+    monkeypatch.setenv("TILEGEN_TUNE", "none")  # tune_module sets full for its calls, then puts this back
+    build([ROOT / "specs" / "softmax.tile"], tmp_path / "gen")
+    module = runner.load_module(tmp_path / "gen" / "softmax.py")
+    spec = check_file(find_specs([str(ROOT / "specs" / "softmax.tile")])[0])
+    monkeypatch.setattr(module._tuner, "interpret", False)
+    monkeypatch.setattr(module._tuner, "path", str(tmp_path / "cache" / "softmax.json"))
+    tuned = []
+    monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args[0]))
+    monkeypatch.setattr(module, "_settle_ties", lambda key, kernel, call: module._CONFIGS[5])
+    results = runner.tune_module(module, spec, {"M": 8, "N": 256}, "cpu")
+    assert tuned == [module.softmax_kernel]
+    assert [(r.kernel, r.key, r.index, r.cached) for r in results] == [("softmax", "cpu|256", 5, False)]
+    assert json.loads((tmp_path / "cache" / "softmax.json").read_text()) == {"cpu|256": module._CONFIGS[5].all_kwargs()}
+    import os
+
+    assert os.environ["TILEGEN_TUNE"] == "none"
+    later = module._rt.Tuner("softmax", "x", module._CONFIGS)
+    later.interpret, later.path = False, module._tuner.path
+    monkeypatch.setenv("TILEGEN_TUNE", "quick")
+    assert later.tuned_index("softmax", (torch.device("cpu"), 512)) == 5  # the nearest tuned N
+
+
+def test_tilegen_tune_needs_a_gpu_and_says_so(tmp_path):
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen.cli import app
+
+    result = CliRunner().invoke(app, ["tune", str(ROOT / "specs" / "softmax.tile"), "--size", "N=4096"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("error: tilegen tune times configs on a GPU, and none is visible (the Triton "
+                                      "interpreter cannot time them)")
+
+
+def test_a_kernel_failing_in_tilegen_run_is_one_error_line(monkeypatch):
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen import runner
+    from tilegen.cli import app
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("out of resources: shared memory\nRequired: 262144")
+
+    monkeypatch.setattr(runner, "run_module", fail)
+    spec = str(ROOT / "specs" / "softmax.tile")
+    result = CliRunner().invoke(app, ["run", spec, "--programs", "1"])
+    assert result.exit_code == 1
+    assert result.output.strip() == ("error: softmax failed on cpu: RuntimeError: out of resources: shared memory "
+                                     "(-v shows the traceback)")
+    shown = CliRunner().invoke(app, ["run", spec, "--programs", "1", "-v"])
+    assert isinstance(shown.exception, RuntimeError) and shown.exit_code == 1

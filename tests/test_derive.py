@@ -23,7 +23,7 @@ from tests.conftest import force_config
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
-from tilegen.derive import NoBackward, derive_backward
+from tilegen.derive import NoBackward, derive_backward, derive_backwards
 from tilegen.errors import SpecError
 from tilegen.parser import parse
 from tilegen.runner import default_sizes, load_module, random_inputs
@@ -331,6 +331,20 @@ def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path
     hand_db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py").matmul_fast_backward_db(a, dc)
     torch.testing.assert_close(backwards[0].matmul_fast_derived_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(backwards[1].matmul_fast_derived_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("grid", ["m over M whole, n over N by BN", "m over M by BM, n over N whole"])
+def test_a_matmul_over_a_whole_grid_axis_is_refused_at_the_axis(grid):
+    """A matmul whose grid axis of a's rows or b's columns is whole (no block) has no derived
+    backward (its products loop over that axis in blocks): NoBackward at the axis, not a crash."""
+    source = ("kernel mm\n  in  a: f32[M, K]\n  in  b: f32[K, N]\n  out c: f32[M, N]\n"
+              f"  block BM = 32, BN = 32, BK = 32\n  grid  {grid}\n  acc: f32[m, n] = 0\n"
+              "  for k over K by BK\n    acc += dot(a[m, k], b[k, n])\n  c[m, n] = acc\n")
+    spec = check(parse(source, "mm.tile"))
+    whole = next(axis for axis in spec.grid if axis.bounds == "whole")
+    with pytest.raises(NoBackward, match=f"grid axis '{whole.name.id}' is whole") as raised:
+        derive_backwards(spec)
+    assert raised.value.span == whole.span
 
 
 def test_build_says_which_kernels_have_no_backward_and_why(tmp_path):

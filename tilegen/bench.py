@@ -12,12 +12,14 @@ speed."""
 from __future__ import annotations
 
 import csv
+import functools
 import math
 import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tilegen import model as m
 
@@ -51,8 +53,12 @@ class Point:
     bytes: int  # bytes of every input and output tensor
     timings: tuple[Timing, ...]
 
-    def timing(self, provider: str) -> Timing | None:
-        return next((t for t in self.timings if t.provider == provider), None)
+    def timing(self, provider: str) -> Timing:
+        """``provider``'s timing at this point; KeyError for a provider the sweep did not time."""
+        found = next((t for t in self.timings if t.provider == provider), None)
+        if found is None:
+            raise KeyError(f"no timing of provider {provider!r} (timed: {[t.provider for t in self.timings]})")
+        return found
 
     def rate(self, timing: Timing) -> float:
         """TFLOP/s for dot specs, GB/s otherwise, at the median time."""
@@ -94,7 +100,7 @@ def require_gpu() -> None:
 
 def dot_loop(spec: m.Spec) -> m.Loop | None:
     """The spec's ``for`` loop holding ``dot``, if any."""
-    return next((s for s in spec.body if m.is_dot_loop(s)), None)
+    return next((s for s in spec.body if isinstance(s, m.Loop) and m.is_dot_loop(s)), None)
 
 
 def flop_count(spec: m.Spec, sizes: dict[str, int]) -> int:
@@ -106,7 +112,9 @@ def flop_count(spec: m.Spec, sizes: dict[str, int]) -> int:
     dims = {a.name.id: a.dim.id for a in spec.axes()}
     total = 0
     for stmt in loop.body:
+        assert isinstance(stmt, m.Accumulate) and isinstance(stmt.value, m.Call), "is_dot_loop: acc += dot(...)"
         a, b = stmt.value.args
+        assert isinstance(a, m.Load) and isinstance(b, m.Load), "is_dot_loop: a dot of two loads"
         names = [i.id for i in a.index if isinstance(i, m.Name)] + [i.id for i in b.index if isinstance(i, m.Name)]
         extents = {dims[n] for n in names}
         total += 2 * math.prod(sizes[d] for d in extents)
@@ -128,7 +136,7 @@ def is_plain_matmul(spec: m.Spec) -> bool:
     )
 
 
-def torch_baseline(spec: m.Spec, module: ModuleType) -> tuple[str, Callable]:
+def torch_baseline(spec: m.Spec, module: ModuleType) -> tuple[str, Callable[..., Any]]:
     """(name, callable) of the torch provider: ``torch.matmul`` for plain matmuls, else the
     module's own ``reference`` (whole-tensor torch)."""
     if is_plain_matmul(spec):
@@ -154,7 +162,7 @@ def time_graphed(fn: Callable[[], object], rep: int = 100) -> float:
     import triton
 
     try:
-        return triton.testing.do_bench_cudagraph(fn, rep=rep)
+        return float(triton.testing.do_bench_cudagraph(fn, rep=rep))
     except Exception as failure:  # a call that synchronizes, allocates on the host, or tunes
         print(f"no CUDA graph: {type(failure).__name__}: {str(failure)[:120]}", flush=True)
         return math.nan
@@ -182,8 +190,8 @@ def run_sweep(
     spec: m.Spec,
     module: ModuleType,
     points: Iterable[dict[str, int]],
-    providers: dict[str, Callable] | None = None,
-    make_inputs: Callable[[dict[str, int]], dict] | None = None,
+    providers: dict[str, Callable[..., Any]] | None = None,
+    make_inputs: Callable[[dict[str, int]], dict[str, Any]] | None = None,
     progress: Callable[[dict[str, int]], None] | None = None,
     label: str = "tilegen",
 ) -> Sweep:
@@ -210,8 +218,8 @@ def run_sweep(
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         tensors = [a for a in args if hasattr(a, "numel")] + list(outputs)
         nbytes = sum(t.numel() * t.element_size() for t in tensors)
-        calls = {label: lambda args=args: launcher(*args)}
-        calls |= {provider: lambda fn=fn, args=args: fn(*args) for provider, fn in providers.items()}
+        calls: dict[str, Callable[[], object]] = {label: functools.partial(launcher, *args)}
+        calls |= {provider: functools.partial(fn, *args) for provider, fn in providers.items()}
         timings = [timed(name, call) for name, call in calls.items()]
         sweep.points.append(Point(dict(sizes), flop_count(spec, sizes), nbytes, tuple(timings)))
     return sweep
@@ -235,7 +243,7 @@ def write_csv(sweep: Sweep, path: Path, meta: dict[str, str] | None = None) -> N
         header += [f"{sweep.providers[0]} / {p} graph" for p in sweep.providers[1:]]
         writer.writerow(header)
         for point in sweep.points:
-            row = [point.sizes[n] for n in size_names]
+            row: list[object] = [point.sizes[n] for n in size_names]
             for provider in sweep.providers:
                 t = point.timing(provider)
                 row += [f"{t.ms:.5f}", f"{t.ms_low:.5f}", f"{t.ms_high:.5f}", f"{point.rate(t):.2f}",

@@ -22,8 +22,9 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.derive import NoBackward, backward_name, declarations, declared, float_tensor, safe_path
+from tilegen.derive import NoBackward, backward_name, declarations, declared, float_tensor
 from tilegen.functions import lookup
+from tilegen.lower.passes import safe_path
 from tilegen.spec_text import expr_text, index_text
 
 
@@ -38,10 +39,12 @@ def derive_dot_backwards(spec: m.Spec) -> tuple[tuple[str, str], ...]:
     """The (kernel name, ``.tile`` text) of the two backward kernels of the matmul ``spec`` (see the
     module's docstring), da's first. Raises :class:`NoBackward` where the body is another form: an
     epilogue after the loop (the store must be the accumulator, or a cast of it), a dot of loads of
-    other tensors than two float inputs, a ``choose`` line."""
+    other tensors than two float inputs, a ``choose`` line, a whole grid axis of a's rows or b's columns."""
     spec = m.specialize(spec, spec.bindings()[0])  # dtypes known; the text writes the variables
     declare, loop, store = spec.body
+    assert isinstance(declare, m.Declare) and isinstance(loop, m.Loop) and isinstance(store, m.Store), "is_dot_body"
     update = loop.body[0]
+    assert isinstance(update, m.Accumulate) and isinstance(update.value, m.Call), "is_dot_body: acc += dot(...)"
     call = update.value
     if spec.choices:
         raise NoBackward("a 'choose' line: the chosen function is not known until the launch", spec.choices[0].span)
@@ -54,6 +57,7 @@ def derive_dot_backwards(spec: m.Spec) -> tuple[tuple[str, str], ...]:
     if not m.expr_key(declare.init) == ("number", "0"):
         raise NoBackward(f"'{declare.name.id}' starts at {expr_text(declare.init)}, not 0", declare.span)
     a, b = call.args
+    assert isinstance(a, m.Load) and isinstance(b, m.Load), "is_dot_body: a dot of two loads"
     tensors = {t.name.id: t for t in spec.tensors}
     for load in (a, b):
         tensor = tensors[load.tensor.id]
@@ -63,11 +67,16 @@ def derive_dot_backwards(spec: m.Spec) -> tuple[tuple[str, str], ...]:
     out = tensors[store.tensor.id]
     k = loop.axis.name.id
     grid = {axis.name.id: axis for axis in spec.grid}
-    left = [i.id for i in a.index if i.id in grid and not grid[i.id].is_index]
-    right = [i.id for i in b.index if i.id in grid and not grid[i.id].is_index]
+    left = [i.id for i in a.index if isinstance(i, m.Name) and i.id in grid and not grid[i.id].is_index]
+    right = [i.id for i in b.index if isinstance(i, m.Name) and i.id in grid and not grid[i.id].is_index]
     if len(left) != 1 or len(right) != 1 or left == right:
         raise NoBackward("the dot's operands do not each span one tiled grid axis", call.span)
     i, j = left[0], right[0]
+    for axis in (grid[i], grid[j]):
+        if axis.block is None:  # a backward product loops over it in blocks
+            raise NoBackward(f"grid axis '{axis.name.id}' is whole (no block): only a matmul tiled along a's rows "
+                             f"and b's columns is derived yet; give it a block or write the backward by hand",
+                             axis.span)
     kwargs = "".join(f", {key.id}={v.name.id if isinstance(v, m.Ref) else expr_text(v)}" for key, v in call.kwargs)
     dc = f"d{out.name.id}[{', '.join(index_text(x) for x in store.index)}]"
     a_text, b_text = expr_text(a), expr_text(b)
@@ -104,7 +113,7 @@ def _kernel(spec: m.Spec, name: str, *, replaced: str, by: m.Axis, loop: m.Axis,
     lines = [f"# A backward product of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): {what}.\n",
              f"kernel {name}\n", *declarations(spec, tensors, keep=lambda line: _fits(line, loop), rewrite=rewrite),
              f"  acc: f32[{acc[0]}, {acc[1]}] = 0\n",
-             f"  for {loop.name.id} over {loop.dim.id} by {loop.block.id}{bounds}{' split' if split else ''}\n",
+             f"  for {loop.name.id} over {loop.dim.id} by {_block(loop)}{bounds}{' split' if split else ''}\n",
              f"    acc += {body}\n",
              f"  {store} = acc\n"]
     return name, "".join(lines)
@@ -113,14 +122,21 @@ def _kernel(spec: m.Spec, name: str, *, replaced: str, by: m.Axis, loop: m.Axis,
 def _fits(line: str, loop: m.Axis) -> bool:
     """False for a config line that gives the new loop's block a size a loop cannot take: not a power
     of two (the forward's two-piece row blocks, 192 = 128 + 64, are for a grid axis of a dot's rows)."""
-    found = re.search(rf"\b{loop.block.id}\s*=\s*(\d+)", line)
+    found = re.search(rf"\b{_block(loop)}\s*=\s*(\d+)", line)
     return found is None or (int(found.group(1)) & (int(found.group(1)) - 1)) == 0
 
 
 def _axis_text(axis: m.Axis) -> str:
     """``n over N by BN`` (with its bounds) as a grid line writes it."""
     bounds = f" {axis.bounds}" if axis.bounds in ("unmasked", "wrapped") else ""
-    return f"{axis.name.id} over {axis.dim.id} by {axis.block.id}{bounds}"
+    return f"{axis.name.id} over {axis.dim.id} by {_block(axis)}{bounds}"
+
+
+def _block(axis: m.Axis) -> str:
+    """The block parameter of ``axis``, a loop axis or a grid axis :func:`derive_dot_backwards` has
+    checked to have one."""
+    assert axis.block is not None, f"axis '{axis.name.id}' has no block"
+    return axis.block.id
 
 
 __all__ = ["derive_dot_backwards", "is_dot_body"]

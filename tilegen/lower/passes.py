@@ -37,13 +37,16 @@ Analyses that rewrite nothing stay with the lowering that uses them (:mod:`tileg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from tilegen import model as m
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.names import pieced_block
+
+#: An index item of a load or a store as the model types it.
+_Index = m.Name | m.Number | m.Load
 
 
 def safe_path(path: str) -> str:
@@ -112,7 +115,7 @@ def without_detach(spec: m.Spec) -> m.Spec:
     lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
 
     def expr(e: m.Expr) -> m.Expr:
-        if m.is_detach(e):
+        if isinstance(e, m.Call) and m.is_detach(e):
             return expr(e.args[0])
         if isinstance(e, m.BinOp):
             return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
@@ -135,11 +138,12 @@ def without_detach(spec: m.Spec) -> m.Spec:
     return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
 
 
-def _values(stmt: m.Stmt):
+def _values(stmt: m.Stmt) -> Iterator[m.Expr]:
     """Every expression of one statement (a loop's body is not included)."""
-    for value in (getattr(stmt, "value", None), getattr(stmt, "init", None)):
-        if value is not None:
-            yield from m.subexpressions(value)
+    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
+        yield from m.subexpressions(stmt.value)
+    elif isinstance(stmt, m.Declare):
+        yield from m.subexpressions(stmt.init)
 
 
 def derived_refs(spec: m.Spec) -> m.Spec:
@@ -150,7 +154,7 @@ def derived_refs(spec: m.Spec) -> m.Spec:
     if not names:
         return spec
 
-    def named(e):
+    def named(e: m.Expr) -> m.Expr:
         if isinstance(e, m.BinOp):
             if m.derived_name(e) in names:
                 return m.Ref(m.Name(m.derived_name(e), e.span), e.span)
@@ -159,13 +163,14 @@ def derived_refs(spec: m.Spec) -> m.Spec:
             return dataclasses.replace(e, operand=named(e.operand))
         return e
 
-    def index(item):
-        return named(item) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
+    def index(item: _Index) -> _Index:
+        # an offset item is arithmetic (BinOp, Neg), which the model's index type does not list
+        return cast(_Index, named(cast(m.Expr, item))) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
             index(i) for i in item.index)) if isinstance(item, m.Load) else item
 
-    def expr(e):
+    def expr(e: m.Expr) -> m.Expr:
         if isinstance(e, m.Load):
-            return index(e)
+            return cast(m.Expr, index(e))
         if isinstance(e, m.BinOp):
             return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
         if isinstance(e, m.Neg):
@@ -174,12 +179,12 @@ def derived_refs(spec: m.Spec) -> m.Spec:
             return dataclasses.replace(e, args=tuple(expr(a) for a in e.args))
         return e
 
-    def stmt(s):
+    def stmt(s: m.Stmt) -> m.Stmt:
         if isinstance(s, m.Loop):
             return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
         if isinstance(s, m.Store):
-            s = dataclasses.replace(s, index=tuple(index(i) for i in s.index))
-        return dataclasses.replace(s, value=expr(s.value)) if hasattr(s, "value") else s
+            s = dataclasses.replace(s, index=tuple(cast(m.Name | m.Number, index(i)) for i in s.index))
+        return dataclasses.replace(s, value=expr(s.value)) if isinstance(s, (m.Assign, m.Accumulate, m.Store)) else s
 
     return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
 
@@ -218,7 +223,10 @@ def access_variant(spec: m.Spec, access: str | None, variant: str) -> m.Spec:
     two keeps, for an access other than descriptors, only its configs whose block is a power of
     two (only descriptors hold two row pieces: :func:`tilegen.lower.pieces.pieces_setup`)."""
     name = dataclasses.replace(spec.name, id=f"_{spec.name.id}_{variant}")
-    access_name = None if access is None else dataclasses.replace(spec.access, id=access)
+    access_name = None
+    if access is not None:
+        assert spec.access is not None, "an access variant of a spec with an 'access' line"
+        access_name = dataclasses.replace(spec.access, id=access)
     other = dataclasses.replace(spec, access=access_name, name=name)
     block = pieced_block(spec)
     if block is not None and access != "descriptor":  # configs of two row pieces need descriptors: dropped
@@ -232,10 +240,13 @@ def _power_of_two_configs(spec: m.Spec, block: str) -> m.Tune:
     so the interpreter's config, ``_CONFIGS[default]``, serves both kernels). Each config kept is
     also in ``_CONFIGS``, where ``_config_index`` finds it by its keywords."""
     default = next(p.default for p in spec.params if p.name.id == block)
+    tune = spec.tune
+    assert tune is not None, "the checker refuses a pieced block without tune configs"
 
     def kept(config: m.Config) -> bool:
-        value = int((config.get(block) or default).text)
+        number = config.get(block) or default
+        assert number is not None, f"a config without '{block}' in a spec without its default"
+        value = int(number.text)
         return not value & (value - 1)
 
-    tune = spec.tune
     return dataclasses.replace(tune, configs=tuple(c for c in tune.configs if kept(c)))

@@ -76,11 +76,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
-from tilegen.functions import combining, lookup, partial_reduction, reduction, scan, spanned_axes
+from tilegen.functions import Function, combining, lookup, partial_reduction, reduction, scan, spanned_axes
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
@@ -112,9 +113,30 @@ LOWEST = {
 }
 
 
+def _function(name: str) -> Function:
+    """The function ``name`` of a checked spec's reduction or scan (the checker resolved every call)."""
+    function = lookup(name)
+    assert function is not None, f"'{name}' is not a function"
+    return function
+
+
+def _combine(function: Function) -> str:
+    """How two partials of the reduction or scan ``function`` merge (the rewrite takes no other)."""
+    assert function.combine is not None, f"'{function.name}''s partials do not combine"
+    return function.combine
+
+
+def _picks(func: str) -> str:
+    """The reduction whose value the arg-reduction ``func`` (``argmax``) points at (``max``)."""
+    picks = _function(func).picks
+    assert picks is not None, f"'{func}' is not an arg-reduction"
+    return picks
+
+
 def _identity(func: str) -> str:
     """What a reduction's accumulator starts at: its identity, as spec number text."""
-    value = lookup(func).identity
+    value = _function(func).identity
+    assert value is not None, f"'{func}' has no identity"
     return str(value) if math.isinf(value) else str(int(value)) if value.is_integer() else repr(value)
 
 
@@ -212,10 +234,10 @@ class _Rewrite:
         self.varying: dict[str, m.Expr] = {}  # local spanning c -> its value (reductions replaced)
         self.needs: dict[str, frozenset[str]] = {}  # local -> the accumulators it needs
         self.reductions: dict[str, _Reduction] = {}  # accumulator -> its reduction, in order
-        self.keys: dict[tuple, str] = {}  # (func, operand key) -> accumulator: one per distinct reduction
-        self.stmts: list[tuple[m.Stmt, bool]] = []  # the body, reductions replaced; True: along c
+        self.keys: dict[tuple[object, ...], str] = {}  # (func, operand key) -> accumulator: one per distinct reduction
+        self.stmts: list[tuple[m.Assign | m.Store, bool]] = []  # the body, reductions replaced; True: along c
         self.scans: dict[str, _Scan] = {}  # carry -> its scan along c, in order
-        self.scan_keys: dict[tuple, str] = {}  # (func, reverse, operand key) -> carry
+        self.scan_keys: dict[tuple[object, ...], str] = {}  # (func, reverse, operand key) -> carry
 
     def fresh(self, base: str) -> str:
         name, n = base, 1
@@ -294,18 +316,18 @@ class _Rewrite:
         key = (expr.func.id, m.expr_key(operand))
         acc = self.keys.get(key)
         if acc is None:
-            func, part = expr.func.id, partial_reduction(lookup(expr.func.id)).name
+            func, part = expr.func.id, partial_reduction(_function(expr.func.id)).name
             acc = self.keys[key] = self.fresh(f"row_{part}")
             axes = spanned_axes(call, self.own_axes)
             dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id=part)))
             if dtype is None:
                 raise _NotLooped
             r = self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
-            if lookup(func).picks is not None:  # an argmax: its index and the value it points at
+            if _function(func).picks is not None:  # an argmax: its index and the value it points at
                 r.value, r.value_dtype = self.fresh(f"{acc}_value"), "f64" if self.dtype(operand) == "f64" else "f32"
             self.axes[acc], self.dtypes[acc] = axes, dtype
         value: m.Expr = m.Ref(m.Name(acc, expr.span), expr.span)
-        if lookup(expr.func.id).averages:
+        if _function(expr.func.id).averages:
             value = m.BinOp("/", value, m.Ref(m.Name(self.whole.dim.id, expr.span), expr.span), expr.span)
         return value
 
@@ -315,7 +337,7 @@ class _Rewrite:
         ``cumprod``), the tiles walked from the last where ``reverse=true``."""
         if expr.word("dim") != self.c or self.reads_scan(call.args[0]):
             raise _NotLooped  # a scan along another axis, or of a scan
-        function = lookup(expr.func.id)
+        function = _function(expr.func.id)
         reverse = expr.word("reverse") == "true"
         key = (expr.func.id, reverse, m.expr_key(call.args[0]))
         carry = self.scan_keys.get(key)
@@ -329,7 +351,7 @@ class _Rewrite:
                 raise _NotLooped
             self.scans[carry] = _Scan(expr.func.id, call.args[0], reverse, carry, dtype, axes, expr.span)
             self.axes[carry], self.dtypes[carry] = axes, dtype
-        return m.BinOp(function.combine, m.Ref(m.Name(carry, expr.span), expr.span), call, expr.span)
+        return m.BinOp(_combine(function), m.Ref(m.Name(carry, expr.span), expr.span), call, expr.span)
 
     def reads_scan(self, expr: m.Expr) -> bool:
         """``expr`` reads a scan's carry, through the locals along c."""
@@ -350,11 +372,12 @@ class _Rewrite:
 
     def alias(self, expr: m.Expr) -> str | None:
         """The accumulator ``expr`` is (a reference to it, or to a row local that is one)."""
-        while isinstance(expr, m.Ref):
-            name = expr.name.id
+        current: m.Expr | None = expr
+        while isinstance(current, m.Ref):
+            name = current.name.id
             if name in self.reductions:
                 return name
-            expr = self.row_values.get(name)
+            current = self.row_values.get(name)
         return None
 
     # the rewrite -----------------------------------------------------------------
@@ -390,7 +413,7 @@ class _Rewrite:
         ``(v - m) ** 2`` with ``m`` the mean of the same ``v`` in the mean's own loop (merged)."""
         for r in self.reductions.values():
             r.level = 1 + max((self.reductions[d].level for d in r.deps), default=-1)
-            if lookup(r.func).combine == "+":  # sums: online with a max, merged with a mean
+            if _function(r.func).combine == "+":  # sums: online with a max, merged with a mean
                 operand = self.inline(r.operand)
                 if not self.fuse_online(r, operand):
                     self.fuse_merge(r, operand)
@@ -437,7 +460,7 @@ class _Rewrite:
         if (isinstance(expr, m.BinOp) and expr.op == "/" and isinstance(expr.left, m.Ref)
                 and isinstance(expr.right, m.Ref) and expr.right.name.id == self.whole.dim.id):
             r = self.reductions.get(expr.left.name.id)
-            if r is not None and lookup(r.func).averages:
+            if r is not None and _function(r.func).averages:
                 return r
         return None
 
@@ -458,8 +481,9 @@ class _Rewrite:
     def looped(self) -> LoopedRows:
         spec, span, c = self.spec, self.whole.span, self.c
         dim = self.whole.dim.id
-        chunked = self.whole.chunk is not None  # k over D1 by BK whole: the spec's own block and configs
-        block = self.whole.chunk.id if chunked else self.fresh(f"BLOCK_{dim}")
+        own = self.whole.chunk  # k over D1 by BK whole: the spec's own block and configs
+        chunked = own is not None
+        block = own.id if own is not None else self.fresh(f"BLOCK_{dim}")
         axis = m.Axis(m.Name(c, span), self.whole.dim, m.Name(block, span), "masked", span)
         body: list[m.Stmt] = []
         emitted: set[int] = set()  # the row statements placed so far (their index in self.stmts)
@@ -468,7 +492,7 @@ class _Rewrite:
 
         def ready(level: int) -> list[m.Stmt]:
             """The row statements whose accumulators the loops up to ``level`` computed."""
-            out = []
+            out: list[m.Stmt] = []
             for number, (stmt, along) in enumerate(self.stmts):
                 if along or number in emitted:
                     continue
@@ -515,7 +539,7 @@ class _Rewrite:
         looped = dataclasses.replace(spec, grid=grid, params=params, body=tuple(body), tune=tune)
         return LoopedRows(looped, dim, block, rows)
 
-    def locals_for(self, exprs: list[m.Expr], stores: list[m.Store] = ()) -> list[m.Stmt]:
+    def locals_for(self, exprs: list[m.Expr], stores: Sequence[m.Store] = ()) -> list[m.Stmt]:
         """The statements along c that ``exprs`` need, in body order, then ``stores`` in theirs."""
         wanted: set[str] = set()
         pending = list(exprs)
@@ -532,7 +556,7 @@ class _Rewrite:
         """``body`` with each merged mean's value (``acc / N``) read from its running mean and
         each merged sum of squares from its ``M2``; the spec's own assignment of the running
         mean's name (``row_mean = row_mean``) goes."""
-        values: dict[tuple, str] = {}
+        values: dict[tuple[object, ...], str] = {}
         for r in self.reductions.values():
             if r.merge is not None:
                 values[m.expr_key(self.mean_value(r))] = r.merge.mean
@@ -571,21 +595,22 @@ def _declare(r: _Reduction) -> list[m.Stmt]:
         return []
     if r.value:  # the index starts at 0, pointing at the picked reduction's identity
         value = m.Declare(m.Name(r.value, span), m.Name(r.value_dtype, span), tuple(m.Name(a, span) for a in r.axes),
-                          _number(_identity(lookup(r.func).picks), span), span)
+                          _number(_identity(_picks(r.func)), span), span)
         return [declare(r.acc, r.axes, "0"), value]
     if r.merge is not None:
         g = r.merge
         return [declare(g.count, (), "0"), declare(g.mean, r.axes, "0"), declare(g.m2, r.axes, "0")]
     return [declare(r.acc, r.axes, LOWEST[r.dtype] if r.fused else _identity(r.func))]
 
-def _merge_step(r: _Reduction, c: str, dim: str, fresh) -> list[m.Stmt]:
+def _merge_step(r: _Reduction, c: str, dim: str, fresh: Callable[[str], str]) -> list[m.Stmt]:
     """One step of a mean's loop merged with the sum of squares about it (Chan, Golub and
     LeVeque's parallel form of Welford's algorithm, as Apex and PyTorch merge per-thread
     statistics): the tile's count of valid lanes, its mean and its sum of squares about its
     own mean, merged into the running ones. Every step has a valid lane (the kernel's loops
     run over the tiles that start inside ``N``), so the counts are never 0."""
     g = r.merge
-    span, squares = r.span, r.merge.squares.span
+    assert g is not None, f"'{r.acc}' is not a merged mean"
+    span, squares = r.span, g.squares.span
 
     def ref(name: str) -> m.Ref:
         return m.Ref(m.Name(name, span), span)
@@ -624,7 +649,7 @@ def _merge_step(r: _Reduction, c: str, dim: str, fresh) -> list[m.Stmt]:
         assign(g.count, ref(count_new), squares),
     ]
 
-def _step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
+def _step(r: _Reduction, c: str, fresh: Callable[[str], str]) -> list[m.Stmt]:
     """The statements of one step of the loop that accumulate ``r`` (and, for a max, the
     sums computed online with it)."""
     span = r.span
@@ -636,15 +661,16 @@ def _step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
         kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
         return m.Call(m.Name(func, span), args, kwargs, span)
 
-    function = lookup(r.func)
+    function = _function(r.func)
     if function.picks is not None:
         return _pick_step(r, c, fresh)
     part = call(partial_reduction(function).name, r.operand, dim=True)
     if function.combine == "+":
         return [m.Accumulate(m.Name(r.acc, span), part, span)]
     if not r.fused:
-        combined = (m.BinOp(function.combine, ref(r.acc), part, span) if not function.combine.isidentifier()
-                    else call(function.combine, ref(r.acc), part))
+        combine = _combine(function)
+        combined = (m.BinOp(combine, ref(r.acc), part, span) if not combine.isidentifier()
+                    else call(combine, ref(r.acc), part))
         return [m.Assign(m.Name(r.acc, span), combined, span)]
     new = fresh(f"{r.acc}_new")
     steps: list[m.Stmt] = [m.Assign(m.Name(new, span), call("maximum", ref(r.acc), part), span)]
@@ -673,8 +699,8 @@ def _carry_step(s: _Scan, c: str, dim: str) -> m.Assign:
     the first wrong on the H100 (benchmarks/explore/dbg_scan_loops_before_h100.log), which later Tritons
     fix by leaving such a carry alone."""
     span = s.span
-    function = lookup(s.func)
-    whole = next(f for f in combining(function.combine) if f.kind == "reduction" and not f.averages)
+    function = _function(s.func)
+    whole = next(f for f in combining(_combine(function)) if f.kind == "reduction" and not f.averages)
 
     def ref(name: str) -> m.Ref:
         return m.Ref(m.Name(name, span), span)
@@ -682,17 +708,17 @@ def _carry_step(s: _Scan, c: str, dim: str) -> m.Assign:
     inside = m.Call(m.Name("where", span), (m.BinOp("<", ref(c), ref(dim), span), s.operand,
                                              _number(_identity(s.func), span)), (), span)
     part = m.Call(m.Name(whole.name, span), (inside,), ((m.Name("dim", span), ref(c)),), span)
-    return m.Assign(m.Name(s.carry, span), m.BinOp(function.combine, ref(s.carry), part, span), span)
+    return m.Assign(m.Name(s.carry, span), m.BinOp(_combine(function), ref(s.carry), part, span), span)
 
 
-def _pick_step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
+def _pick_step(r: _Reduction, c: str, fresh: Callable[[str], str]) -> list[m.Stmt]:
     """One step of an arg-reduction's loop (``argmax``): the tile's index along the dimension
     and its value (the picked reduction, ``max``) replace the running ones where the tile's
     value is strictly better (an equal value keeps the earlier index, torch's first) or the
     tile holds a NaN, unless the running value is already NaN (torch's first NaN); a NaN taken
     makes the running value NaN (``inf - inf``), so no later tile replaces it."""
     span = r.span
-    picked = lookup(lookup(r.func).picks)
+    picked = _function(_picks(r.func))
 
     def ref(name: str) -> m.Ref:
         return m.Ref(m.Name(name, span), span)
@@ -708,6 +734,7 @@ def _pick_step(r: _Reduction, c: str, fresh) -> list[m.Stmt]:
         return m.Assign(m.Name(name, span), value, span)
 
     tile_value, tile_nan, take = fresh(f"tile_{picked.name}"), fresh("tile_nan"), fresh("take")
+    assert picked.identity is not None, f"'{picked.name}' has no identity"
     better = ">" if picked.identity < 0 else "<"  # max starts at -inf: a larger value is better
     value = ref(r.value)
     inf = m.Number("inf", span)
@@ -778,7 +805,7 @@ def _squared(expr: m.Expr) -> m.Expr | None:
     return None
 
 
-def _substitute(expr: m.Expr, swap) -> m.Expr:
+def _substitute(expr: m.Expr, swap: Callable[[m.Expr], m.Expr | None]) -> m.Expr:
     """``expr`` with each part for which ``swap`` gives an expression replaced by it (outermost first)."""
     found = swap(expr)
     if found is not None:
@@ -836,7 +863,10 @@ def lower_rows(spec: m.Spec) -> Rows | None:
         return None
     name = f"_{spec.name.id}_{VARIANT}"
     other = dataclasses.replace(looped.spec, name=dataclasses.replace(spec.name, id=name))
-    chunk = next(p.default.text for p in other.params if p.name.id == looped.block)
+    default = next(p.default for p in other.params if p.name.id == looped.block)
+    # lower() loops a chunked whole axis (the spec's own block, maybe without a default) itself
+    assert default is not None, f"lower_rows takes no spec with a chunked whole axis ({looped.block})"
+    chunk = default.text
     rows = tuple_text(f'"{r}"' for r in looped.rows)
     loops = _dedupe_comments(lower_kernel(kernel_spec(other)))
     if loops.tune is not None:
@@ -896,7 +926,11 @@ def whole_limit(spec: m.Spec, rows: tuple[str, ...]) -> tuple[int, int]:
         return total
 
     configs = list(spec.tune.configs) if spec.tune is not None else [None]
-    warps = [int(c.get("num_warps").text) if c is not None and c.get("num_warps") is not None else 4 for c in configs]
+    def warps_of(config: m.Config | None) -> int:
+        number = config.get("num_warps") if config is not None else None
+        return int(number.text) if number is not None else 4
+
+    warps = [warps_of(c) for c in configs]
     held = max(THREAD_ELEMENTS * 32 * w // count(c) for c, w in zip(configs, warps, strict=True))
     largest = max([count(c) for c in configs] + [count(None)])
     hard = MAX_TILE // largest
@@ -907,7 +941,7 @@ def _dedupe_comments(kernel: KernelPlan) -> KernelPlan:
     """The looped kernel without a comment that repeats the one before it in the same block
     (statements made from one spec line, such as the online max's updates, name it once)."""
 
-    def clean(ops: tuple) -> tuple:
+    def clean(ops: tuple[Op, ...]) -> tuple[Op, ...]:
         out: list[Op] = []
         last = None
         for op in ops:

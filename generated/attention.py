@@ -183,10 +183,12 @@ def attention_kernel(
         else:
             max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -208,10 +210,12 @@ def attention_kernel(
         else:
             max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n
@@ -442,10 +446,12 @@ def _attention_pointers_kernel(
         else:
             max_n = amin(s_unscaled, 1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
@@ -470,10 +476,12 @@ def _attention_pointers_kernel(
         else:
             max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * (scale * 1.4426950408889634)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention.tile:30: p = exp(s - m_new)
-        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new[:, None]).to(tl.float32))
+        p = tl.exp2(((s_unscaled * (scale * 1.4426950408889634)) - m_new_or_0[:, None]).to(tl.float32))
         # specs/attention.tile:31: alpha = exp(m_i - m_new)
-        alpha = tl.exp2((m_i - m_new).to(tl.float32))
+        alpha = tl.exp2((m_i - m_new_or_0).to(tl.float32))
         # specs/attention.tile:32: l_i = l_i * alpha + sum(p, dim=n)
         sum_n = tl.sum(tl.where(mask_n[None, :], p.to(tl.float32), 0.0), axis=1)
         l_i = l_i * alpha + sum_n

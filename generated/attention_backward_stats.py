@@ -159,9 +159,11 @@ def attention_backward_stats_kernel(
         else:
             max_n = amin(s_unscaled, 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # the last tile, if T % BN != 0: masked
@@ -177,9 +179,11 @@ def attention_backward_stats_kernel(
         else:
             max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)
@@ -406,9 +410,11 @@ def _attention_backward_stats_pointers_kernel(
         else:
             max_n = amin(s_unscaled, 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # the last tile, if T % BN != 0: masked
@@ -427,9 +433,11 @@ def _attention_backward_stats_pointers_kernel(
         else:
             max_n = amin(tl.where(mask_n[None, :], s_unscaled, float("inf")), 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.where(mask_n[None, :], tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), 0.0), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)

@@ -159,9 +159,11 @@ def attention_causal_backward_stats_kernel(
         else:
             max_n = amin(s_unscaled, 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_causal_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S fail n <= m in every row stored: only the loads check S
@@ -173,9 +175,11 @@ def attention_causal_backward_stats_kernel(
         # specs/attention_causal_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         max_n = amax(s, 1)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp((s - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp((s - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_causal_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_causal_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)
@@ -404,9 +408,11 @@ def _attention_causal_backward_stats_pointers_kernel(
         else:
             max_n = amin(s_unscaled, 1) * scale
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp(((s_unscaled * scale) - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_causal_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped; lanes past S fail n <= m in every row stored: only the loads check S
@@ -422,9 +428,11 @@ def _attention_causal_backward_stats_pointers_kernel(
         # specs/attention_causal_backward_stats.tile:27: m_new = maximum(m_i, max(s, dim=n))
         max_n = amax(s, 1)
         m_new = tl.maximum(m_i, max_n, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/attention_causal_backward_stats.tile:28: l_i = l_i * exp(m_i - m_new) + sum(exp(s - m_new), dim=n)
-        sum_n = tl.sum(tl.exp((s - m_new[:, None]).to(tl.float32)).to(tl.float32), axis=1)
-        l_i = l_i * tl.exp((m_i - m_new).to(tl.float32)) + sum_n
+        sum_n = tl.sum(tl.exp((s - m_new_or_0[:, None]).to(tl.float32)).to(tl.float32), axis=1)
+        l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_n
         # specs/attention_causal_backward_stats.tile:29: m_i = m_new
         m_i = m_new
     # specs/attention_causal_backward_stats.tile:30: lse[z, h, m] = m_i + log(l_i)

@@ -119,9 +119,11 @@ def cross_entropy_kernel(
         # specs/cross_entropy.tile:22: m_new = maximum(m_i, max(z, dim=c))
         max_c = amax(z, 0)
         m_new = tl.maximum(m_i, max_c, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/cross_entropy.tile:23: l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
-        sum_c = tl.sum(tl.exp(z - m_new), axis=0)
-        l_i = l_i * tl.exp(m_i - m_new) + sum_c
+        sum_c = tl.sum(tl.exp(z - m_new_or_0), axis=0)
+        l_i = l_i * tl.exp(m_i - m_new_or_0) + sum_c
         # specs/cross_entropy.tile:24: m_i = m_new
         m_i = m_new
     # the last tile, if V % BV != 0: masked
@@ -136,9 +138,11 @@ def cross_entropy_kernel(
         # specs/cross_entropy.tile:22: m_new = maximum(m_i, max(z, dim=c))
         max_c = amax(tl.where(mask_c, z, float("-inf")), 0)
         m_new = tl.maximum(m_i, max_c, propagate_nan=tl.PropagateNan.ALL)
+        # m_new, or 0 where it is -inf (a row of -inf alone so far): exp(x - m_new) relative to it is then 0, not NaN
+        m_new_or_0 = tl.where(m_new == float("-inf"), 0.0, m_new)
         # specs/cross_entropy.tile:23: l_i = l_i * exp(m_i - m_new) + sum(exp(z - m_new), dim=c)
-        sum_c = tl.sum(tl.where(mask_c, tl.exp(z - m_new), 0.0), axis=0)
-        l_i = l_i * tl.exp(m_i - m_new) + sum_c
+        sum_c = tl.sum(tl.where(mask_c, tl.exp(z - m_new_or_0), 0.0), axis=0)
+        l_i = l_i * tl.exp(m_i - m_new_or_0) + sum_c
         # specs/cross_entropy.tile:24: m_i = m_new
         m_i = m_new
     # specs/cross_entropy.tile:25: loss[r] = m_i + log(l_i) - logits[r, target[r]]

@@ -5,6 +5,7 @@ their default config. Launchers called directly keep warning (once per process).
 shows full kernel names and each row's tolerance, and its last line counts the rows.
 """
 
+import io
 import re
 import shutil
 import warnings
@@ -119,3 +120,22 @@ def test_run_output_is_quiet_and_notes_the_default_config(tmp_path):
     assert result.exit_code == 0 and "Warning" not in result.output and "note:" not in result.output
     assert tuned.exit_code == 0 and "Warning" not in tuned.output
     assert INTERPRETER_NOTE in tuned.output
+
+
+def test_demo_table_is_whole_at_80_columns(monkeypatch):
+    """Printed to a file or pipe (rich's 80 columns) the table keeps every column readable: the
+    shape column was squeezed to nothing and "PASS" cut to "PA…" in a committed log."""
+    from rich.console import Console
+
+    from tilegen import cli
+    from tilegen.runner import RunResult
+
+    names = ["attention_causal_backward_dkdv[DT=bf16]", "rms_norm_backward[T=f16]"]
+    rows = [RunResult(name, "x: 2x3x45x61", "cuda", 0.000244, True, tolerance=0.0505) for name in names]
+    console = Console(width=80, record=True, file=io.StringIO())
+    monkeypatch.setattr(cli, "out", console)
+    cli._print_table(cli._results_table(rows))
+    text = console.export_text()
+    assert "…" not in text, text
+    for cell in ("PASS", "cuda", "x: 2x3x45x61", "0.000244", "0.0505", "max error", "tolerance", "device"):
+        assert cell in text, (cell, text)

@@ -186,6 +186,19 @@ def _results_table(results) -> Table:
     return table
 
 
+def _print_table(table: Table) -> None:
+    """Print ``table`` whole: at the terminal's width where it fits, else (a narrow terminal, or
+    output to a file or pipe, which rich takes as 80 columns) at the width its cells need, so that
+    no column is cut or squeezed to nothing."""
+    needed = out.measure(table, options=out.options.update_width(1000)).maximum
+    width = out.width
+    out.width = max(width, needed)  # print's width= cannot exceed the console's
+    try:
+        out.print(table)
+    finally:
+        out.width = width
+
+
 def _summary(rows, seconds: float, unbuilt: int = 0) -> str:
     """The last line of a run: ``164 passed, 0 failed in 83 s`` (skipped and unbuilt specs where any)."""
     counts = {status: sum(1 for r in rows if r.status == status) for status in ("PASS", "FAIL", "SKIP")}
@@ -251,7 +264,7 @@ def run(
             if traceback:
                 raise
             _fail(f"error: {generated.kernel} failed on {device}: {_one_line(error)} (-v shows the traceback)")
-    out.print(_results_table(results))
+    _print_table(_results_table(results))
     _print_notes(results)
     if any(result.status == "FAIL" for result in results):
         raise typer.Exit(1)
@@ -364,7 +377,7 @@ def demo(
     errors = [r for r in results if r.error is not None]
     for result in errors:
         err.print(result.error.render(), markup=False)
-    out.print(_results_table(rows))
+    _print_table(_results_table(rows))
     _print_notes(rows)
     out.print(_summary(rows, time.perf_counter() - start, len(errors)), markup=False)
     if errors or any(r.status == "FAIL" for r in rows):

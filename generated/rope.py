@@ -168,8 +168,6 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         raise ValueError(f"rope: sin dimension 0 (S) is {_sin0}, but q dimension 2 gives S = {S}")
     if _sin1 != D:
         raise ValueError(f"rope: sin dimension 1 (D) is {_sin1}, but q dimension 3 gives D = {D}")
-    if (D) % 2:
-        raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:
@@ -278,8 +276,6 @@ def _rope_fake(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.T
         raise ValueError(f"rope: sin dimension 0 (S) is {_sin0}, but q dimension 2 gives S = {S}")
     if _sin1 != D:
         raise ValueError(f"rope: sin dimension 1 (D) is {_sin1}, but q dimension 3 gives D = {D}")
-    if (D) % 2:
-        raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:

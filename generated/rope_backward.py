@@ -170,8 +170,6 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         raise ValueError(f"rope_backward: sin dimension 0 (S) is {_sin0}, but dq_rotated dimension 2 gives S = {S}")
     if _sin1 != D:
         raise ValueError(f"rope_backward: sin dimension 1 (D) is {_sin1}, but dq_rotated dimension 3 gives D = {D}")
-    if (D) % 2:
-        raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:
@@ -283,8 +281,6 @@ def _rope_backward_fake(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos:
         raise ValueError(f"rope_backward: sin dimension 0 (S) is {_sin0}, but dq_rotated dimension 2 gives S = {S}")
     if _sin1 != D:
         raise ValueError(f"rope_backward: sin dimension 1 (D) is {_sin1}, but dq_rotated dimension 3 gives D = {D}")
-    if (D) % 2:
-        raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:

@@ -54,11 +54,11 @@ def test_offsets_read_zero_outside_the_tensor_at_every_block(tmp_path, bm, bn):
     path = tmp_path / "shifts.py"
     path.write_text(compile_spec(SHIFTS, "shifts.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 10, seed=bm + bn)
-    padded = torch.cat((x, torch.zeros(5, 10)), dim=1)  # what lies past the row reads 0
+    x = _randn(5, 9, seed=bm + bn)
+    padded = torch.cat((x, torch.zeros(5, 9)), dim=1)  # what lies past the row reads 0
     forward, skewed = module.shifts(x, BM=bm, BN=bn)
-    torch.testing.assert_close(forward, padded[:, 1:11] - x)
-    torch.testing.assert_close(skewed, padded[:, 4:14])  # N / 2 - 1 = 4
+    torch.testing.assert_close(forward, padded[:, 1:10] - x)
+    torch.testing.assert_close(skewed, padded[:, 3:12])  # N / 2 - 1 = 3
     for ours, theirs in zip(module.reference(x), (forward, skewed), strict=True):
         torch.testing.assert_close(ours, theirs)
 
@@ -111,9 +111,9 @@ def test_stores_at_offsets_leave_out_the_lanes_outside(tmp_path, bm, bn):
     path = tmp_path / "shifted.py"
     path.write_text(compile_spec(STORED, "shifted.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 10, seed=bm * bn)
-    expected = torch.zeros(5, 10)
-    expected[:, 2:] = x[:, :8] * 2
+    x = _randn(5, 9, seed=bm * bn)
+    expected = torch.zeros(5, 9)
+    expected[:, 2:] = x[:, :7] * 2
     y, halves = module.shifted(x, BM=bm, BN=bn)
     torch.testing.assert_close(halves, x)
     torch.testing.assert_close(y[:, 2:], expected[:, 2:])  # its first two columns: nothing stores them
@@ -253,10 +253,24 @@ def test_a_quotient_of_sizes_in_an_index_that_does_not_divide_is_refused_at_laun
     assert str(caught.value) == says
 
 
-def test_half_a_row_of_odd_length_is_refused_at_launch(compiled):
-    module = compiled(SHIFTS.replace("shifts", "k"))
-    with pytest.raises(ValueError, match=r"^k: the index c \+ N / 2 - 1 of x needs N \(9\) to be a multiple of 2$"):
-        module.k(torch.zeros(3, 9))
+# A channel group's c in g * (C / G) + c (no axis over C / G): the group size must divide too. A
+# quotient added to an axis (c + N / 2 above, at N = 9) shifts it, rounding down.
+CHANNELS = """kernel k
+  in  x: f32[B, C]
+  in  w: f32[B, G]
+  out y: f32[B, C]
+  grid  b over B, g over G, c over 2 whole
+  y[b, g * (C / G) + c] = x[b, g * (C / G) + c] * w[b, g]
+"""
+
+
+def test_a_group_size_that_scales_an_axis_must_divide(compiled):
+    module = compiled(CHANNELS)
+    x, w = _randn(2, 6, seed=1), _randn(2, 3, seed=2)
+    torch.testing.assert_close(module.k(x, w), x * w.repeat_interleave(2, dim=1), rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"^k: the index g \* \(C / G\) \+ c of y needs C \(7\) to be a multiple of "
+                                         r"G \(3\), and G at least 1$"):
+        module.k(_randn(2, 7), w)
 
 
 def test_messages_name_a_derived_extent_as_written():

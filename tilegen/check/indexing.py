@@ -94,8 +94,8 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
 def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
-    c``), with ``+ - * /`` (``/`` of sizes must divide, which the launcher checks; an axis divided
-    rounds down). The tile axis
+    c``), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher
+    checks; other quotients and an axis divided round down). The tile axis
     enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
     lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
     tile axis, if any."""

@@ -661,9 +661,7 @@ class Tuner:
         interpreter, which cannot time configs, the spec's default (said once per process);
         otherwise by :func:`effort`: ``none`` the default; ``quick`` the config cached on disk
         for these sizes, else the one cached for the nearest sizes (:meth:`nearest`), else the
-        spec's first listed config (its lead candidate for the GPU: the default config is the
-        interpreter's, which for the matmuls is a small 32 x 32 tile); ``full`` the cached one,
-        else None."""
+        default; ``full`` the cached one, else None."""
         trial = getattr(self.trial, "pick", None)
         if trial is not None and trial[0] == tune_key:
             return trial[1]
@@ -687,7 +685,7 @@ class Tuner:
             index = self.config_index(self.before().get(self.disk_key(tune_key)))
             if index is None and level == "quick":
                 index = self.nearest(tune_key)
-                index = 0 if index is None else index  # the spec's first listed config: its lead candidate
+                index = self.default if index is None else index
         if index is not None:
             self.tuned[tune_key] = index
         return index

@@ -225,6 +225,7 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
     from tilegen.runner import load_module
 
     monkeypatch.setenv("TILEGEN_CACHE_DIR", str(tmp_path / "cache"))  # no choice on disk yet
+    monkeypatch.setenv("TILEGEN_TUNE", "full")  # quick, the default, tunes nothing
     path = tmp_path / "matmul_grouped_autotuned.py"
     path.write_text((ROOT / "generated" / "matmul_grouped_autotuned.py").read_text(encoding="utf-8"))
     module = load_module(path)

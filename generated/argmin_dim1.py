@@ -71,9 +71,11 @@ def minimum_nan(x, y):
 def amin(x, axis: tl.constexpr):
     """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
     if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
-        found = tl.min(x, axis)
-        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
             wide = x.to(tl.float32)
+        found = tl.min(wide, axis)
+        if x.dtype.is_floating():
             found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
         return found.to(x.dtype)
     return tl.reduce(x, axis, minimum_nan)

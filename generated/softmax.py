@@ -71,9 +71,11 @@ def maximum_nan(x, y):
 def amax(x, axis: tl.constexpr):
     """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
     if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
-        found = tl.max(x, axis)
-        if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
             wide = x.to(tl.float32)
+        found = tl.max(wide, axis)
+        if x.dtype.is_floating():
             found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
         return found.to(x.dtype)
     return tl.reduce(x, axis, maximum_nan)

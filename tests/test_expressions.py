@@ -1258,27 +1258,6 @@ def examples(draw, focus: tuple[str, str | None] | None = None, max_depth: int =
 
 # --------------------------------------------------------------------------- known bugs
 
-def _bf16_in_interpreter(tree: Node, xdt: str, ydt: str) -> bool:
-    """A node computing in bf16 (arithmetic, negation, comparisons, ``where``, ``maximum``, ``minimum``,
-    ``clamp``, the elementwise functions, ``max``/``min`` reductions, an integer cast of bf16), or a
-    bf16 cast of an integer or f64 value. Math, activations, ``sum``/``mean`` and casts between bf16
-    and f16/f32 convert, which the interpreter does right."""
-    for node in tree.walk():
-        dtypes = [static_dtype(a, xdt, ydt) for a in node.args if not a.is_mask()]
-        if node.op == "cast" and node.attr == "bf16" and concrete(dtypes[0]) in (*INTS, "f64"):
-            return True
-        if "bf16" not in dtypes:
-            continue
-        if node.op == "call" and node.attr[0] not in ELEMENTWISE:
-            continue
-        if node.op in ("cast", "pow", "powc", "scan") or (node.op == "reduce" and node.attr in ("sum", "mean")):
-            continue
-        if node.op in (*ARITHMETIC, *COMPARISONS) and promote(*dtypes, divide=node.op == "/") != "bf16":
-            continue
-        return True
-    return False
-
-
 @dataclass(frozen=True)
 class Known:
     """A bug kept in REGRESSIONS (strict xfails). Until it is fixed the property test steps around
@@ -1292,17 +1271,10 @@ class Known:
     skip_reference: Callable[[Node, str, str], bool] | None = None
 
 
-KNOWN = {
+KNOWN: dict[str, Known] = {
     # the kernel computes something else than the spec says
     # the kernel does not compile or crashes on a spec the checker accepts
     # the reference computes something else than the spec says, or raises
-    # Triton's interpreter
-    "bf16-in-interpreter": Known(
-        "Triton's interpreter keeps bf16 as uint16 bit patterns and computes on them (triton-lang/triton "
-        "#4972, #10945): bf16(x) + 1, -bf16(x), bf16 comparisons, maximum, relu, and casts between bf16 and "
-        "integers or f64 give garbage under TRITON_INTERPRET=1; tilegen works around it for dot only",
-        avoid=_bf16_in_interpreter,
-    ),
 }
 
 #: The entries of KNOWN the property test steps around (``--all`` in the long run: none).
@@ -1445,9 +1417,10 @@ REGRESSIONS = {
     "integer-pow-overflow": ("3 ** (N * i) + x[i]", (13,), "f32", "f32", 1.0, None),
     # fixed: an exponent of literals alone folds to its number in the kernel (0.5: the square root, as torch's)
     "pow-folded-half-exponent": ("x[i] + (-inf) ** (0.5 - 0)", (13,), "f32", "f32", 2.0, None),
-    # KNOWN["bf16-in-interpreter"]
-    "bf16-arithmetic": ("bf16(x[i]) + 1", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),
-    "bf16-of-integer": ("bf16(i)", (13,), "f32", "f32", 2.0, "bf16-in-interpreter"),
+    # fixed: the kernel computes bf16 in float32, each result rounded to bf16 (Triton's interpreter
+    # keeps bf16 as uint16 bit patterns and computes on them, triton-lang/triton#4972)
+    "bf16-arithmetic": ("bf16(x[i]) + 1", (13,), "f32", "f32", 2.0, None),
+    "bf16-of-integer": ("bf16(i)", (13,), "f32", "f32", 2.0, None),
 }
 
 

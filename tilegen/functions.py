@@ -420,9 +420,11 @@ def _extreme(name: str, combine: str) -> tuple[tuple[str, ...], tuple[str, ...],
     second reduction over ``x != x`` (numpy's)."""
     return (("axis: tl.constexpr",), (
         f"if {INTERPRETED}:  # one call of {combine} per element there: numpy's reductions instead",
-        f"    found = tl.{name}(x, axis)",
-        "    if x.dtype.is_floating():  # (compared in float32: the interpreter keeps bf16 as bits)",
+        "    wide = x",
+        "    if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits",
         "        wide = x.to(tl.float32)",
+        f"    found = tl.{name}(wide, axis)",
+        "    if x.dtype.is_floating():",
         '        found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)',
         "    return found.to(x.dtype)",
         f"return tl.reduce(x, axis, {combine})",

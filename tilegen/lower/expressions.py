@@ -15,6 +15,7 @@ import math
 from tilegen import model as m
 from tilegen.dtypes import (
     BOOL,
+    COMPARISONS,
     DTYPE_LIMITS,
     INDEX,
     LOGIC,
@@ -137,6 +138,74 @@ class Expressions:
         kernel writes must not differ between bindings: one kernel serves them all)."""
         return dtype in m.DTYPES and dtype != BOOL and possible_dtypes(dtype, self.state.spec) == (dtype,)
 
+    def written(self, expr: m.Expr) -> str | None:
+        """The Triton text of ``expr``'s dtype, the same under every binding of the spec's dtype
+        variables: ``tl.bfloat16``, or the variable's name (``T``) for a tile typed with one; None
+        for a literal, a mask, and where the parts' dtypes are not one (``T`` with ``f32``)."""
+        dtype = self.dtype_of(expr)
+        if dtype in (None, WEAK_FLOAT, BOOL):
+            return None
+        if self.fixed(dtype):
+            return m.DTYPES[dtype][0]
+        spec, state = self.state.spec, self.state
+        if isinstance(expr, m.Load):
+            return triton_dtype_text(spec.tensor(expr.tensor.id).dtype)
+        if isinstance(expr, m.Ref):
+            if expr.name.id in state.locals:
+                return state.written.get(local_name(state, expr.name.id), state.written.get(expr.name.id))
+            tensor = spec.tensor(expr.name.id)
+            return triton_dtype_text(tensor.dtype) if tensor is not None else None
+        if isinstance(expr, m.Neg):
+            return self.written(expr.operand)
+        if isinstance(expr, m.BinOp):
+            return None if expr.op in LOGIC or expr.op in COMPARISONS else self.joint(expr.left, expr.right)
+        if isinstance(expr, m.Call):
+            function = lookup(expr.func)
+            if function is None:
+                return None
+            if function.kind == "cast":
+                return triton_dtype_text(expr.func)
+            if function.kind == "elementwise" or function.name in ("max", "min"):
+                return self.joint(*(expr.args[1:] if function.selects else expr.args))
+        return None
+
+    def joint(self, *exprs: m.Expr) -> str | None:
+        """:meth:`written` of values that compute together (``a + b``, ``maximum(a, b)``): their
+        one dtype text where literals (and integers, where a float is among them) aside they share
+        it, else None."""
+        typed = [e for e in exprs if self.dtype_of(e) not in (None, WEAK_FLOAT)]
+        floats = [e for e in typed if is_float(self.dtype_of(e))]
+        texts = {self.written(e) for e in floats or typed}
+        return texts.pop() if len(texts) == 1 else None
+
+    def rounds_bf16(self, written: str | None) -> bool:
+        """Whether a value of the dtype text ``written`` (:meth:`written`) may be bf16: then the
+        kernel computes on it in float32 and rounds each result back (:meth:`in_f32`)."""
+        if written == m.DTYPES["bf16"][0]:
+            return True
+        return any(v.name.id == written and "bf16" in (o.id for o in v.options) for v in self.state.spec.dtype_vars)
+
+    def in_f32(self, text: str, expr: m.Expr, target: str) -> tuple[str, bool]:
+        """``text`` (of ``expr``) as a float32 operand of an operation whose result is the possibly
+        bf16 dtype ``target`` (:meth:`rounds_bf16`), and whether the text is now one term.
+
+        Triton's interpreter keeps bf16 as uint16 bit patterns and computes on the bits
+        (triton-lang/triton#4972), so bf16 operations compute in float32, each result rounded back
+        to bf16 as torch's are (for ``+ - * /`` bit-identical to bf16 arithmetic: float32 has more
+        than twice bf16's precision, so rounding twice is innocuous). A literal is left as it is
+        (Triton computes it with the float32 tile in float32), a float32 tile is not converted
+        again, and an integer is rounded to ``target`` first (through float32, as torch's
+        conversion of an integer to bf16 goes)."""
+        dtype = self.dtype_of(expr)
+        if dtype in (None, WEAK_FLOAT) or self.written(expr) == "tl.float32":
+            return text, False
+        rounded = isinstance(expr, (m.BinOp, m.Neg)) and self.rounds_bf16(self.written(expr))
+        if isinstance(expr, (m.BinOp, m.Neg)) and not rounded:
+            text = f"({text})"
+        if is_int(dtype) or dtype == BOOL:
+            return f"{text}.to(tl.float32).to({target}).to(tl.float32)", True
+        return f"{text}.to(tl.float32)", True
+
     def converted(self, text: str, expr: m.Expr, target: str) -> str:
         """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
         (``.to(tl.int16)``), a negative integer literal meeting u8 wraps as torch's does (``-1``:
@@ -158,6 +227,14 @@ class Expressions:
         rounded to it, a negative literal meeting u8 wrapped."""
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
         target = promote(dl, dr, divide=expr.op == "/")
+        written = m.DTYPES[target][0] if self.fixed(target) else self.joint(expr.left, expr.right)
+        if expr.op not in LOGIC and self.rounds_bf16(written):
+            (left, one_left), (right, one_right) = (self.in_f32(left, expr.left, written),
+                                                    self.in_f32(right, expr.right, written))
+            atom = m.Ref(m.Name("_", expr.span), expr.span)  # a term: never parenthesized
+            text = binop_text(dataclasses.replace(expr, left=atom if one_left else expr.left,
+                                                  right=atom if one_right else expr.right), left, right)
+            return text if expr.op in COMPARISONS else f"({text}).to({written})"
         if expr.op in LOGIC or not self.fixed(target):
             return binop_text(expr, left, right)
         rounds = expr.op == "/" and target in NARROW  # Triton divides f16 and bf16 in float32
@@ -209,7 +286,16 @@ class Expressions:
                 # hardtanh(i, -2, 0.5) keeps the integer dtype: its bounds too, truncated as torch's (0.5: 0)
                 value = folded(given) if given is not None else float(default)
                 values[param] = str(int(value)) if value is not None else self.converted(values[param], given, first)
-        if function.promotes or function.selects:  # maximum, minimum, clamp, where: in the call's dtype
+        # abs, relu, maximum, clamp, ... of bf16: in float32, rounded back (see in_f32)
+        rounds = function.kind == "elementwise" and not function.selects and name != "detach"
+        written = self.written(call) if rounds else None
+        if rounds and self.rounds_bf16(written):
+            values["x"] = self.in_f32(x, call.args[0], written)[0]
+            for position, (param, _) in enumerate(function.params, start=1):
+                given = call.args[position] if position < len(call.args) else call.kwarg(param)
+                if given is not None:
+                    values[param] = self.in_f32(values[param], given, written)[0]
+        elif function.promotes or function.selects:  # maximum, minimum, clamp, where: in the call's dtype
             target = self.dtype_of(call)
             names = ["x", *(p for p, _ in function.params)]
             for position, param in enumerate(names[1 if function.selects else 0:], start=1 if function.selects else 0):
@@ -224,13 +310,30 @@ class Expressions:
                 return function.f64_triton.format(**values)
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
+        if function.kind == "cast" and self.casts_through_f32(call):  # see in_f32
+            values["x"] = f"{values['x']}.to(tl.float32)"
         state.helpers.update(function.helpers)
         if function.kind == "activation" or name in HELPERS:
             if name == "gelu" and call.word("approximate") == "tanh":
                 name = "gelu_tanh"
             state.helpers.add(name)
-            return f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
-        return function.triton_text(**values)
+            text = f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
+        else:
+            text = function.triton_text(**values)
+        return f"{text}.to({written})" if rounds and self.rounds_bf16(written) else text
+
+    def casts_through_f32(self, call: m.Call) -> bool:
+        """Whether the cast ``call`` converts through float32: bf16 to or from an integer or f64
+        (Triton's interpreter converts bf16's bits there, see :meth:`in_f32`). Exact from bf16;
+        to bf16 it rounds twice as torch's conversion does (an integer or f64 to float32, then
+        to bf16)."""
+        source, target = self.dtype_of(call.args[0]), call.func.id
+        wide = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
+        if source in (None, WEAK_FLOAT):
+            return False
+        if self.rounds_bf16(triton_dtype_text(call.func)):
+            return all(d in wide for d in self.possible_dtypes(call.args[0]))
+        return self.rounds_bf16(self.written(call.args[0])) and target in wide
 
     def online_exponent(self, arg: m.Expr) -> m.Expr | None:
         """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded
@@ -470,6 +573,8 @@ class Expressions:
             if isinstance(expr.operand, m.Number):
                 return number_text(expr)
             inner = self.expr(expr.operand, context, ops)
+            if self.rounds_bf16(written := self.written(expr.operand)):  # see in_f32
+                return f"(-{self.in_f32(inner, expr.operand, written)[0]}).to({written})"
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
             left, right = self.expr(expr.left, context, ops), self.expr(expr.right, context, ops)

@@ -86,6 +86,7 @@ class KernelState:
     axes: dict[str, AxisInfo] = field(default_factory=dict)  # grid or loop axis -> its names
     locals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # local -> its tile axes
     dtypes: dict[str, str | None] = field(default_factory=dict)  # local -> spec dtype if known
+    written: dict[str, str | None] = field(default_factory=dict)  # local -> its Triton dtype text (T) if known
     masks: dict[str, str] = field(default_factory=dict)  # combined mask expression -> variable
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)  # HELPERS the kernel calls

@@ -49,6 +49,7 @@ class Statements:
 
             ops += each_piece(state, declare, "the second piece's") if pieced(state, stmt.axes) else declare()
             state.dtypes[stmt.name.id] = stmt.dtype.id
+            state.written[stmt.name.id] = dtype
             state.taken.add(stmt.name.id)
         elif isinstance(stmt, (m.Assign, m.Accumulate)) and not self.scaled_assign(stmt, ops):
             context = state.locals.get(stmt.name.id) or self.exprs.expr_axes(stmt.value)
@@ -61,6 +62,7 @@ class Statements:
             ops.append(Line(f"{stmt.name.id} {operator} {value}"))
             state.locals.setdefault(stmt.name.id, context)
             state.dtypes.setdefault(stmt.name.id, self.exprs.dtype_of(stmt.value))
+            state.written.setdefault(stmt.name.id, self.exprs.written(stmt.value))
             state.taken.add(stmt.name.id)
             if isinstance(stmt, m.Assign) and stmt.name.id in state.online:
                 ops.extend(self.guarded_extremum(stmt.name.id))
@@ -80,6 +82,7 @@ class Statements:
         identity, _ = state.online[name]
         safe = state.fresh(f"{name}_or_0")
         state.locals[safe], state.dtypes[safe] = state.locals[name], state.dtypes[name]
+        state.written[safe] = state.written.get(name)
         state.online[name] = (identity, safe)
         return [
             Comment(f"{name}, or 0 where it is {identity} (a row of {identity} alone so far): exp(x - {name}) "

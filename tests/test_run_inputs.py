@@ -274,22 +274,40 @@ def test_every_bad_range_of_a_spec_is_reported_at_once():
 # ------------------------------------------------------------------------- bf16 in the interpreter
 
 
+def _failing(tmp_path, source):
+    """The module of ``source`` with its reference made wrong (+1): every row fails its comparison,
+    as bf16 arithmetic did in the interpreter before the kernel computed it in float32; what the
+    runner calls that failure is what these tests check."""
+    module, spec = _module(tmp_path, source)
+    honest = module.reference
+    module.reference = lambda x, y: honest(x, y) + 1
+    return module, spec
+
+
 def test_bf16_arithmetic_in_the_interpreter_is_skip_not_fail(tmp_path):
+    module, spec = _failing(tmp_path, BF16_MATH)
+    f16, bf16 = runner.run_module(module, spec, runner.default_sizes(spec, 2), "cpu")
+    assert f16.status == "FAIL"
+    assert bf16.status == "SKIP" and bf16.skipped, bf16.note
+    assert "triton-lang/triton#4972" in bf16.note and "'x[i] * y[i] + x[i]'" in bf16.note and "spec.tile:8" in bf16.note
+
+
+def test_bf16_arithmetic_passes_in_the_interpreter(tmp_path):
+    """The kernel computes bf16 arithmetic in float32, rounded per operation: the interpreter's
+    bf16 garbage (triton-lang/triton#4972) no longer reaches it, and the row passes."""
     result = _run(str(_write(tmp_path, BF16_MATH)), "--programs", "2")
     assert result.exit_code == 0, result.output
     rows = _rows(result.output)
     assert rows["mul_add[T=f16]"][-1] == "PASS"
-    assert rows["mul_add[T=bf16]"][-1] == "SKIP", result.output
-    note = next(line for line in result.output.splitlines() if line.startswith("mul_add[T=bf16]: SKIP"))
-    assert "triton-lang/triton#4972" in note and "'x[i] * y[i] + x[i]'" in note and "spec.tile:8" in note
+    assert rows["mul_add[T=bf16]"][-1] == "PASS", result.output
 
 
 def test_on_a_gpu_the_same_failure_stays_fail(tmp_path, monkeypatch):
     """The SKIP is for the interpreter only: where kernels are compiled a failure is FAIL."""
-    module, spec = _module(tmp_path, BF16_MATH)
+    module, spec = _failing(tmp_path, BF16_MATH)
     monkeypatch.setattr(runner, "interpreted", lambda: False)
     f16, bf16 = runner.run_module(module, spec, runner.default_sizes(spec, 2), "cpu")
-    assert f16.status == "PASS" and bf16.status == "FAIL" and not bf16.skipped
+    assert f16.status == "FAIL" and bf16.status == "FAIL" and not bf16.skipped
     assert bf16.note.startswith("mul_add[T=bf16]: FAIL: z[")
 
 

@@ -422,9 +422,8 @@ class Expressions:
         """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so, and
         an integer operand of a mean (float32, as the reference's ``mean(x.float())``: Triton sums u8
         in uint32, which it will not divide by a signed size)."""
-        if function.widens and self.converts(operand, NARROW):
-            return self.upcast(x, operand)
-        if function.averages and is_int(self.dtype_of(operand)):
+        if (function.widens and self.converts(operand, NARROW)) or (
+                function.averages and is_int(self.dtype_of(operand))):
             return self.upcast(x, operand)
         return x
 

@@ -75,12 +75,15 @@ def test_quiet_reports_unexpected_warnings_in_one_line():
     assert caught == ["DeprecationWarning: something else"]
 
 
-def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path, jobs):
+    """In this process (``-j 1``) and in two worker processes alike: the same rows, notes and last line."""
     with warnings.catch_warnings(record=True) as escaped:
         warnings.simplefilter("always")
         result = CliRunner().invoke(
             app,
-            ["demo", str(two_specs), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "o"), "--programs", "2"],
+            ["demo", str(two_specs), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "o"), "--programs", "2",
+             "--jobs", jobs],
         )
     assert result.exit_code == 0, result.output
     assert escaped == [], [str(w.message) for w in escaped]

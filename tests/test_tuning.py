@@ -266,3 +266,94 @@ def test_a_kernel_failing_in_tilegen_run_is_one_error_line(monkeypatch):
                                      "(-v shows the traceback)")
     shown = CliRunner().invoke(app, ["run", spec, "--programs", "1", "-v"])
     assert isinstance(shown.exception, RuntimeError) and shown.exit_code == 1
+
+
+def _shipped(module, index):
+    """Config ``index`` of matmul_fast by the keywords its spec writes (as a shipped table has it)."""
+    kwargs = module._CONFIGS[index].all_kwargs()
+    return {k: kwargs[k] for k in ("BM", "BN", "BK", "num_stages", "num_warps")}
+
+
+def test_quick_falls_back_on_the_shipped_table_after_this_devices_cache(gpu_tuner):
+    """A table shipped beside the spec (keyed by architecture; here the CPU's, "cpu") gives the
+    nearest sizes' config where this device tuned nothing like them; this device's own cache
+    wins where it has any; an entry of another architecture, or naming a config the spec no
+    longer has, is passed over."""
+    module, make = gpu_tuner
+    tuner = make({"cpu|64,64,64": module._CONFIGS[3].all_kwargs()})
+    tuner.shipped = {
+        "cpu|4096,4096,4096": _shipped(module, 5),
+        "cpu|2048,2048,torch.float16": _shipped(module, 9),
+        "cpu|1024,1024,torch.float16": {**_shipped(module, 9), "BM": 48},  # no config has BM = 48
+        "sm_90|1024,1024,torch.bfloat16": _shipped(module, 7),  # another architecture
+    }
+    assert tuner.tuned_index("matmul_fast", _key(2048, 2048, 2048)) == 3  # this device's cache, however far
+    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.float16")) == 9  # 1 octave from the 2048 entry
+    assert tuner.tuned_index("matmul_fast", _key(1024, 1024, "torch.bfloat16")) == 23  # nothing of this arch: default
+    empty = make()
+    empty.path = str(empty.path) + ".none"
+    empty.shipped = tuner.shipped
+    assert empty.tuned_index("matmul_fast", _key(3000, 3000, 3000)) == 5
+
+
+def test_full_effort_tunes_past_a_shipped_table(gpu_tuner, monkeypatch):
+    module, make = gpu_tuner
+    tuner = make()
+    tuner.shipped = {"cpu|64,32,16": _shipped(module, 5)}
+    monkeypatch.setenv("TILEGEN_TUNE", "full")
+    assert tuner.tuned_index("matmul_fast", _key(64, 32, 16)) is None  # None: the launcher times every config
+
+
+def test_tune_save_writes_a_table_that_the_build_embeds(tmp_path, monkeypatch):
+    """``tilegen tune --save``'s table (here written from faked tune results) lands beside the
+    spec; ``tilegen build`` embeds it in the module, whose Tuner then holds it; a spec without a
+    table builds as before (no ``_SHIPPED``)."""
+    import shutil
+
+    from tests.conftest import ROOT
+    from tilegen import runner, tuned
+    from tilegen.build import build, check_file, find_specs
+
+    shutil.copy(ROOT / "specs" / "sum_dim1.tile", tmp_path / "sum_dim1.tile")
+    spec = check_file(find_specs([str(tmp_path / "sum_dim1.tile")])[0])
+    results = [runner.TuneResult("sum_dim1", "NVIDIA H100 80GB HBM3|4096,4096", 5,
+                                 {"BK": 64, "BN": 128, "num_warps": 8, "num_stages": 1, "num_ctas": 1}, False)]
+    entries = runner.shipped_entries(spec, results, "sm_90")
+    written = {s.name.id for c in spec.tune.configs for s in c.settings}
+    assert entries == {"sm_90|4096,4096": {"BK": 64, "BN": 128, "num_warps": 8}}
+    assert written == {"BK", "BN", "num_warps"}
+    path = tuned.table_path(tmp_path, "sum_dim1")
+    tuned.save_entries(path, {"sm_90|1024,1024": {"BK": 8, "BN": 512, "num_warps": 4}})
+    tuned.save_entries(path, entries)  # added to what the table holds
+    assert json.loads(path.read_text()) == {"sm_90|1024,1024": {"BK": 8, "BN": 512, "num_warps": 4}, **entries}
+    build([tmp_path / "sum_dim1.tile"], tmp_path / "gen")
+    module = runner.load_module(tmp_path / "gen" / "sum_dim1.py")
+    assert module._tuner.shipped == json.loads(path.read_text())
+    path.unlink()
+    build([tmp_path / "sum_dim1.tile"], tmp_path / "plain")
+    assert "_SHIPPED" not in (tmp_path / "plain" / "sum_dim1.py").read_text()
+    assert runner.load_module(tmp_path / "plain" / "sum_dim1.py")._tuner.shipped == {}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"sm_90|4096": {"BM": 4},\n "sm_90|8192": {"BM": }}', "2:23: error: not JSON: Expecting value"),
+    ('["sm_90|4096"]', "1:1: error: a table of tuned configs is a JSON object"),
+    ('{\n "sm_90|4096": {"BM": 4},\n "4096": {"BM": 4}\n}', "3:1: error: key '4096' is not \"<arch>|<sizes>\""),
+    ('{\n "sm_90|4096": {"BM": "4"}\n}', "2:1: error: the config of 'sm_90|4096' is not an object of integer keywords"),
+])
+def test_a_bad_table_is_an_error_at_its_path_and_writes_nothing(tmp_path, monkeypatch, text, message):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from tests.conftest import ROOT
+    from tilegen.cli import app
+
+    shutil.copy(ROOT / "specs" / "sum_dim1.tile", tmp_path / "sum_dim1.tile")
+    (tmp_path / "sum_dim1.tuned.json").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["build", "sum_dim1.tile", "-o", "gen"])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"sum_dim1.tuned.json:{message}"), result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "gen" / "sum_dim1.py").exists()

@@ -20,6 +20,7 @@ from tilegen import model as m
 from tilegen.compiler import GeneratedModule, beside, check_spec, compile_spec, derived_path
 from tilegen.errors import SpecError
 from tilegen.resources import RUNTIME_MODULE, runtime_module
+from tilegen.tuned import TableError, tables_beside
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,10 @@ def compile_file(spec: SpecFile) -> GeneratedModule:
     ``spec.given`` (``given:line:col: error: ...``) for an invalid spec."""
     source = spec.path.read_text(encoding="utf-8")
     try:
-        return compile_spec(source, spec.display, beside(spec.path, spec.display))
+        tables = tables_beside(spec.path, spec.given)
+        return compile_spec(source, spec.display, beside(spec.path, spec.display), tables=tables)
+    except TableError:  # reported at the table's path
+        raise
     except SpecError as error:
         raise error.at(spec.given) from None
 

@@ -284,21 +284,36 @@ def _parse_dtypes(values: list[str]) -> dict[str, str]:
 def tune(
     path: Annotated[str, typer.Argument(help="One spec file.")],
     size: Annotated[list[str] | None, typer.Option("--size", help="NAME=VALUE for a size symbol.")] = None,
+    sweep: Annotated[
+        list[str] | None,
+        typer.Option("--sizes", help="NAME[=NAME...]=VALUES: tune at each point, as tilegen bench sweeps (a,b,c or "
+                                     "start:stop:step; several vary together)."),
+    ] = None,
     dtype: Annotated[
         list[str] | None, typer.Option("--dtype", help="VAR=DTYPE: tune only this dtype of a dtype variable.")
     ] = None,
     programs: Annotated[int, typer.Option(help="Sizes not given: this many tiles (plus a tail) per size symbol.")] = 4,
+    save: Annotated[
+        bool, typer.Option("--save", help="Also write the choices into <kernel>.tuned.json beside the spec.")
+    ] = False,
 ) -> None:
     """Tune a spec's launchers ahead of time at the sizes given, filling the on-disk cache.
 
     Runs the launchers on random inputs with TILEGEN_TUNE=full: every autotune config is compiled and timed on the
     GPU and the fastest cached (TILEGEN_CACHE_DIR, else ~/.cache/tilegen), where later runs at the default quick
-    effort find it, for these sizes and as the nearest tuned sizes for others. Needs a CUDA GPU.
+    effort find it, for these sizes and as the nearest tuned sizes for others. With --save the choices also go into
+    the table shipped beside the spec (keyed by GPU architecture), which tilegen build embeds in the generated
+    module: quick tuning on any machine with such a GPU then starts from them. Needs a CUDA GPU.
     """
+    from tilegen import bench as bench_mod
     from tilegen import runner
 
     device = runner.select_device()
     sizes = _parse_sizes(size or [])
+    try:
+        points = [{**point, **sizes} for point in bench_mod.parse_sweep(sweep)] if sweep else [sizes]
+    except ValueError as error:
+        _fail(f"error: {error}")
     dtypes = _parse_dtypes(dtype or [])
     spec_file = _one_spec(path, "tune")
     if device != "cuda":
@@ -314,8 +329,12 @@ def tune(
         module_path.write_text(generated.source, encoding="utf-8")
         module = runner.load_module(module_path)
         try:
-            with err.status(f"tuning {spec.name.id} (every config compiles and runs)"):
-                tuned = runner.tune_module(module, spec, runner.default_sizes(spec, programs, sizes), device, dtypes)
+            tuned = []
+            for number, point in enumerate(points, 1):
+                at = f" at {', '.join(f'{k}={v}' for k, v in point.items())} ({number}/{len(points)})" if sweep else ""
+                with err.status(f"tuning {spec.name.id}{at} (every config compiles and runs)"):
+                    tuned += runner.tune_module(module, spec, runner.default_sizes(spec, programs, point), device,
+                                                dtypes)
         except KeyError as error:
             _fail(f"error: {error.args[0] if error.args else error}")
         except Exception as error:
@@ -324,6 +343,18 @@ def tune(
         how = "already cached" if result.cached else "tuned"
         out.print(f"{how:>14}  {result.kernel} at {result.key}: config {result.index} {result.config}", markup=False)
     out.print(f"cache: {module._tuner.path}", markup=False)
+    if save:
+        import torch
+
+        from tilegen import tuned as tables
+        from tilegen.runtime import device_arch
+
+        path = tables.table_path(spec_file.path.parent, spec.name.id)
+        try:
+            tables.save_entries(path, runner.shipped_entries(spec, tuned, device_arch(torch.device("cuda"))))
+        except SpecError as error:
+            _fail(error.render())
+        out.print(f"saved: {path} (tilegen build embeds it)", markup=False)
 
 
 @_command
@@ -339,12 +370,20 @@ def demo(
     programs: Annotated[
         int | None, typer.Option(help="Tiles (plus a tail) per size symbol; default 5 on the CPU, 40 on a GPU.")
     ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("-j", "--jobs", min=1, help="Specs compiled and run at once, each in its own process "
+                     "(default: the CPU cores, at most 8; 1 runs them in this process)."),
+    ] = None,
 ) -> None:
     """The main job: build every spec, run every kernel against its reference, print a table.
 
-    Image kernels run on a real photograph and write its grey PNG next to it. The last line counts the rows that
-    passed and failed; the exit status is 1 where a spec failed to build or a kernel failed.
+    Image kernels run on a real photograph and write its grey PNG next to it. Specs run in parallel worker
+    processes (--jobs): Triton compiles each kernel on the CPU, so a first run with empty caches is bound by
+    compilation. The last line counts the rows that passed and failed; the exit status is 1 where a spec failed to
+    build or a kernel failed.
     """
+    import os
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -354,6 +393,7 @@ def demo(
     start = time.perf_counter()
     device = runner.select_device()
     programs = programs or (40 if device == "cuda" else 5)
+    jobs = jobs or min(os.cpu_count() or 1, 8)
     _specs([specs_dir])  # a folder that does not exist: an error, not a traceback
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, transient=True) as progress:
@@ -362,18 +402,13 @@ def demo(
         runnable = [r for r in results if r.error is None and not r.is_runtime]  # the runtime: nothing to run
         progress.update(task, total=len(runnable), completed=0)
         photo = image or runner.sample_photo()
-        rows = []
-        for result in runnable:
-            progress.update(task, description=f"{result.spec.given}: compiling and running on {device}")
-            try:
-                rows += _run_spec(result.spec, output, {}, programs, device, photo, None if image else out_dir,
-                                  result.derived)
-            except Exception as error:  # any error: one kernel's failure is reported, the rest still run
-                from tilegen.runner import RunResult
-
-                kernel = result.spec.path.stem
-                rows.append(RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}"))
+        work = [(r.spec, output, programs, device, photo, None if image else out_dir, r.derived) for r in runnable]
+        by_spec: dict[int, list] = {}
+        for index, given, spec_rows in _run_specs(work, jobs):
+            by_spec[index] = spec_rows
+            progress.update(task, description=f"{given}: compiled and ran on {device}")
             progress.advance(task)
+        rows = [row for index in range(len(work)) for row in by_spec[index]]  # in the specs' order, as built
     errors = [r for r in results if r.error is not None]
     for result in errors:
         err.print(result.error.render(), markup=False)
@@ -382,6 +417,43 @@ def demo(
     out.print(_summary(rows, time.perf_counter() - start, len(errors)), markup=False)
     if errors or any(r.status == "FAIL" for r in rows):
         raise typer.Exit(1)
+
+
+def _demo_rows(spec_file, module_dir: Path, programs: int, device: str, image, out_dir, derived: str | None):
+    """The demo's rows for one spec (:func:`_run_spec` at the default sizes); a kernel that fails to build or
+    run gives one failed row with its error as the note, so the rest still run."""
+    try:
+        return _run_spec(spec_file, module_dir, {}, programs, device, image, out_dir, derived)
+    except Exception as error:  # any error: one kernel's failure is reported, the rest still run
+        from tilegen.runner import RunResult
+
+        kernel = spec_file.path.stem
+        return [RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}")]
+
+
+def _run_specs(work: list[tuple], jobs: int):
+    """Run :func:`_demo_rows` on each argument tuple of ``work``; yields ``(index, given path, rows)`` as each
+    finishes. ``jobs`` > 1 runs them in that many spawned worker processes (each selects the device as this
+    one did: ``TRITON_INTERPRET`` is inherited), so Triton compiles that many kernels at once."""
+    if jobs == 1 or len(work) <= 1:
+        for index, arguments in enumerate(work):
+            yield index, arguments[0].given, _demo_rows(*arguments)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(min(jobs, len(work)), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_demo_rows, *arguments): index for index, arguments in enumerate(work)}
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                rows = future.result()
+            except Exception as error:  # the worker process died (a crash in a compiler): that spec fails
+                from tilegen.runner import RunResult
+
+                kernel, device = work[index][0].path.stem, work[index][3]
+                rows = [RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}")]
+            yield index, work[index][0].given, rows
 
 
 def _load_callable(target: str):

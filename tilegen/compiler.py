@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from tilegen.errors import SpecError
 from tilegen.lower import lower
 from tilegen.parser import parse
 from tilegen.render import render
+from tilegen.tuned import Table
 
 
 @dataclass(frozen=True)
@@ -52,20 +54,24 @@ def derived_path(path: str, kernel: str | None = None) -> str:
 
 
 def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
-                 derive: bool = True) -> GeneratedModule:
+                 derive: bool = True, tables: Callable[[str], Table] | None = None) -> GeneratedModule:
     """Compile one ``.tile`` text to its generated module.
 
     ``path`` is the display path written in errors and in the generated header. ``find`` finds
     the spec a ``backward`` line names (its kernel name -> (source, display path), or None):
     the build looks beside the spec's file; by default, beside ``path`` taken from the current
     folder. With ``derive`` (the default), a spec without a ``backward`` line gets its derived
-    backward, compiled too (``derived``), or the reason it has none (``note``). Raises
-    :class:`tilegen.errors.SpecError` listing every problem when the spec is invalid.
+    backward, compiled too (``derived``), or the reason it has none (``note``). ``tables`` gives
+    a kernel's configs tuned ahead of time (:mod:`tilegen.tuned`; by default none), embedded in
+    its module and in a derived backward's. Raises :class:`tilegen.errors.SpecError` listing
+    every problem when the spec is invalid (:class:`~tilegen.tuned.TableError` for a table).
     """
-    checked = _checked(source, path, find, derive)
+    tables = tables if tables is not None else (lambda kernel: {})
+    checked = _checked(source, path, find, derive, tables)
     plan = lower(checked.spec, checked.backward)
     written = tuple(n.id for n in checked.spec.backward) if not checked.derived else ()  # specs beside this one
-    return GeneratedModule(plan.kernel_name, render(plan), written, checked.derived, checked.note)
+    return GeneratedModule(plan.kernel_name, render(plan, tables(plan.kernel_name)), written, checked.derived,
+                           checked.note)
 
 
 def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) -> m.Spec:
@@ -73,14 +79,16 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
-    checked = _checked(source, path, find, derive=True)
+    checked = _checked(source, path, find, derive=True, tables=lambda kernel: {})
     render(lower(checked.spec, checked.backward))  # a derived backward was lowered where it was derived
     return checked.spec
 
 
-def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Checked:
+def _checked(source: str, path: str, find: Finder | None, derive: bool,
+             tables: Callable[[str], Table]) -> _Checked:
     """The checked spec of ``source`` and the checked backward specs it names (found by ``find``,
-    by default beside ``path``), or where it names none and ``derive``, its derived one."""
+    by default beside ``path``), or where it names none and ``derive``, its derived one (its
+    modules carrying ``tables``' configs tuned ahead of time)."""
     spec = check(parse(source, path))
     find = find if find is not None else beside(path, path)
     backward = check_backward(spec, find)
@@ -104,7 +112,8 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool) -> _Chec
     named = dataclasses.replace(spec, backward=tuple(m.Name(name, spec.name.span) for name in derived))
     try:
         backward = check_backward(named, derived.get)
-        modules = tuple(GeneratedModule(kernel.name.id, render(lower(kernel, ())), spec_text=derived[kernel.name.id][0])
+        modules = tuple(GeneratedModule(kernel.name.id, render(lower(kernel, ()), tables(kernel.name.id)),
+                                        spec_text=derived[kernel.name.id][0])
                         for kernel in backward)
     except SpecError as error:  # a rule that wrote what the language cannot say: no backward, and why
         first = error.diagnostics[0].message if error.diagnostics else str(error)

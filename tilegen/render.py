@@ -13,6 +13,7 @@ import jinja2
 
 from tilegen.lower import ModulePlan
 from tilegen.resources import data_path
+from tilegen.tuned import Table
 
 
 @functools.lru_cache(maxsize=1)
@@ -29,9 +30,10 @@ def make_env() -> jinja2.Environment:
     return env
 
 
-def render(plan: ModulePlan) -> str:
-    """The full text of ``generated/<kernel>.py`` for ``plan`` (deterministic for a plan)."""
-    text = make_env().get_template("module.py.j2").render(plan=plan)
+def render(plan: ModulePlan, shipped: Table | None = None) -> str:
+    """The full text of ``generated/<kernel>.py`` for ``plan`` (deterministic for a plan), with
+    ``shipped``, the configs tuned ahead of time (:mod:`tilegen.tuned`), where its launchers tune."""
+    text = make_env().get_template("module.py.j2").render(plan=plan, shipped=shipped or {})
     # Blank lines never carry indentation; the file ends with exactly one newline.
     lines = [line.rstrip() for line in text.splitlines()]
     return "\n".join(lines).rstrip("\n") + "\n"

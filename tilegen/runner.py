@@ -480,6 +480,15 @@ def tune_module(module: ModuleType, spec: m.Spec, sizes: dict[str, int], device:
     return results
 
 
+def shipped_entries(spec: m.Spec, tuned: list[TuneResult], arch: str) -> dict[str, dict[str, int]]:
+    """``tuned``'s choices as a table shipped beside ``spec`` (:mod:`tilegen.tuned`) keys them:
+    the GPU's architecture ``arch`` (``"sm_90"``, :func:`tilegen.runtime.device_arch`) in place
+    of its name, each config by the keywords ``spec``'s configs write."""
+    written = {s.name.id for config in (spec.tune.configs if spec.tune else ()) for s in config.settings}
+    return {f"{arch}|{result.key.partition('|')[2]}": {k: v for k, v in result.config.items() if k in written}
+            for result in tuned}
+
+
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
     the largest block over it (defaults, or any tune config's value), plus a partial tile when

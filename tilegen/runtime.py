@@ -547,6 +547,15 @@ def device_name(device):
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
+def device_arch(device):
+    """The architecture a table of configs tuned ahead of time names ``device`` (a torch.device) by:
+    ``"sm_90"`` for a GPU of compute capability 9.0 (H100 and H200 alike), else its type."""
+    if device.type != "cuda":
+        return device.type
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
 def _size_distance(wanted, cached):
     """How far the sizes of a cached key (``cached``: its parts after the device, as text) lie
     from ``wanted`` (the same for the sizes asked): the sum over differing parts of
@@ -578,10 +587,14 @@ class Tuner:
     config a call's ``config=`` runs (:meth:`forcing`). ``lock`` (reentrant) is held while the
     module's launchers tune: threads calling first with the same sizes at once tune once.
     ``fast`` is the module's fast-path table (:func:`keep_launch`), cleared whenever a config is
-    remembered."""
+    remembered. ``shipped`` holds configs tuned ahead of time and shipped with the spec (its
+    ``<kernel>.tuned.json``, written by ``tilegen tune --save``): ``"<arch>|<sizes>"``
+    (:func:`device_arch`) -> a config's keywords as the spec writes them; ``quick`` falls back
+    on them after this device's own cache (:meth:`nearest`)."""
 
-    def __init__(self, name, spec_hash, configs, default=0, fast=None):
+    def __init__(self, name, spec_hash, configs, default=0, fast=None, shipped=None):
         self.configs = configs
+        self.shipped = shipped or {}
         self.fast = {} if fast is None else fast  # the module's fast-path launches: cleared on a new config
         self.default = default
         self.interpret = INTERPRET
@@ -639,19 +652,31 @@ class Tuner:
                         f"got {type(config).__name__}")
 
     def nearest(self, tune_key):
-        """The index of the config cached on disk (this device's) for the sizes nearest
-        ``tune_key``'s (:func:`_size_distance`; the same dtypes, layouts and variant), or None."""
+        """The index of the config tuned for the sizes nearest ``tune_key``'s
+        (:func:`_size_distance`; the same dtypes, layouts and variant), or None: among those
+        cached on disk for this device, else among those shipped for its architecture
+        (``shipped``, matched by the keywords the table gives)."""
         device, *sizes = tune_key
-        prefix, wanted = f"{device_name(device)}|", [str(size) for size in sizes]
-        best = None
-        for key, kwargs in sorted(self.before().items()):
-            if not key.startswith(prefix):
-                continue
-            distance = _size_distance(wanted, key[len(prefix):].split(","))
-            index = self.config_index(kwargs) if distance is not None else None
-            if index is not None and (best is None or distance < best[0]):
-                best = (distance, index)
-        return None if best is None else best[1]
+        wanted = [str(size) for size in sizes]
+        for prefix, table, index_of in ((f"{device_name(device)}|", self.before(), self.config_index),
+                                        (f"{device_arch(device)}|", self.shipped, self.matching)):
+            best = None
+            for key, kwargs in sorted(table.items()):
+                if not key.startswith(prefix):
+                    continue
+                distance = _size_distance(wanted, key[len(prefix):].split(","))
+                index = index_of(kwargs) if distance is not None else None
+                if index is not None and (best is None or distance < best[0]):
+                    best = (distance, index)
+            if best is not None:
+                return best[1]
+        return None
+
+    def matching(self, kwargs):
+        """The index in ``configs`` of the first config having all of ``kwargs`` (a shipped
+        table's keywords: the spec's own, as any Triton writes them), or None."""
+        return next((i for i, config in enumerate(self.configs)
+                     if all(config.all_kwargs().get(name) == value for name, value in kwargs.items())), None)
 
     def tuned_index(self, launcher, tune_key):
         """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``, or

@@ -285,7 +285,31 @@ def matmul_fast_kernel(
         )
 
 
-_tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23, fast=_FAST)
+_SHIPPED = {  # configs tuned ahead of time (matmul_fast.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,1024,1024,False,False,torch.bfloat16": {"BK": 64, "BM": 64, "BN": 128, "num_stages": 4, "num_warps": 4},
+    "sm_90|1024,1024,1024,False,False,torch.float16": {"BK": 64, "BM": 64, "BN": 128, "num_stages": 4, "num_warps": 4},
+    "sm_90|1024,1024,1024,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|2048,2048,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 256, "BN": 128, "num_stages": 3, "num_warps": 8},
+    "sm_90|2048,2048,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|2048,2048,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|4096,3000,3000,False,False,torch.bfloat16": {"BK": 64, "BM": 192, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|4096,3000,3000,False,False,torch.float16": {"BK": 64, "BM": 192, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|4096,3000,3000,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|4096,4096,4096,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|4096,4096,4096,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|4096,4096,4096,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|8192,2048,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|8192,2048,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|8192,2048,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|8192,2048,5632,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|8192,2048,5632,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|8192,2048,5632,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|8192,5632,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|8192,5632,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
+    "sm_90|8192,5632,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+}
+_tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23, fast=_FAST,
+                   shipped=_SHIPPED)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 

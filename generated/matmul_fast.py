@@ -286,18 +286,26 @@ def matmul_fast_kernel(
 
 
 _SHIPPED = {  # configs tuned ahead of time (matmul_fast.tuned.json): "<arch>|<sizes>" -> config
+    "sm_90|1024,1000,1000,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 128, "num_stages": 4, "num_warps": 4},
+    "sm_90|1024,1000,1000,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 128, "num_stages": 4, "num_warps": 4},
     "sm_90|1024,1024,1024,False,False,torch.bfloat16": {"BK": 64, "BM": 64, "BN": 128, "num_stages": 4, "num_warps": 4},
     "sm_90|1024,1024,1024,False,False,torch.float16": {"BK": 64, "BM": 64, "BN": 128, "num_stages": 4, "num_warps": 4},
     "sm_90|1024,1024,1024,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|16,4096,4096,False,False,torch.bfloat16": {"BK": 128, "BM": 16, "BN": 128, "num_stages": 4, "num_warps": 4},
+    "sm_90|16,4096,4096,False,False,torch.float16": {"BK": 256, "BM": 16, "BN": 64, "num_stages": 4, "num_warps": 4},
     "sm_90|2048,2048,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 256, "BN": 128, "num_stages": 3, "num_warps": 8},
     "sm_90|2048,2048,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|2048,2048,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|256,2048,2048,False,False,torch.bfloat16": {"BK": 128, "BM": 64, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|256,2048,2048,False,False,torch.float16": {"BK": 128, "BM": 64, "BN": 64, "num_stages": 4, "num_warps": 4},
     "sm_90|4096,3000,3000,False,False,torch.bfloat16": {"BK": 64, "BM": 192, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|4096,3000,3000,False,False,torch.float16": {"BK": 64, "BM": 192, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|4096,3000,3000,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
     "sm_90|4096,4096,4096,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|4096,4096,4096,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 4, "num_warps": 8},
     "sm_90|4096,4096,4096,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|64,4096,4096,False,False,torch.bfloat16": {"BK": 128, "BM": 64, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|64,4096,4096,False,False,torch.float16": {"BK": 128, "BM": 64, "BN": 64, "num_stages": 4, "num_warps": 4},
     "sm_90|8192,2048,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 4, "num_warps": 8},
     "sm_90|8192,2048,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|8192,2048,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
@@ -307,6 +315,10 @@ _SHIPPED = {  # configs tuned ahead of time (matmul_fast.tuned.json): "<arch>|<s
     "sm_90|8192,5632,2048,False,False,torch.bfloat16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|8192,5632,2048,False,False,torch.float16": {"BK": 64, "BM": 128, "BN": 256, "num_stages": 3, "num_warps": 8},
     "sm_90|8192,5632,2048,False,False,torch.float32": {"BK": 64, "BM": 128, "BN": 64, "num_stages": 4, "num_warps": 4},
+    "sm_90|pointers,4096,3001,3001,torch.bfloat16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|pointers,4096,3001,3001,torch.float16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|pointers,4096,4095,4095,torch.bfloat16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
+    "sm_90|pointers,4096,4095,4095,torch.float16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
 }
 _tuner = _rt.Tuner("matmul_fast", "f5a4ff4ddff95657", _CONFIGS, default=23, fast=_FAST,
                    shipped=_SHIPPED)

@@ -120,7 +120,8 @@ def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
 def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
     """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
     loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
-    tiled by a declared block parameter whose every value is a power of two. A flat grid's
+    tiled by a declared block parameter whose every value is a power of two (``unmasked`` and
+    ``wrapped`` need one). A flat grid's
     first axis may take a sum of two powers of two, kept in ``state.pieced`` for
     :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and cannot wrap."""
     earlier = state.loop_axes.get(axis.name.id)
@@ -157,6 +158,12 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
     if what == "loop axis" and axis.block is None:
         state.errors.error(
             f"a loop axis needs a block: 'for {axis.name.id} over {extent_text(axis)} by B'", axis.span
+        )
+        return
+    if axis.block is None and axis.bounds in ("unmasked", "wrapped"):  # `by B` left out
+        state.errors.error(
+            f"'{axis.bounds}' is for tiled axes: '{axis.name.id} over {extent_text(axis)} by B {axis.bounds}'",
+            axis.span,
         )
         return
     block = axis.block or axis.chunk  # a whole axis walked in tiles has a chunk

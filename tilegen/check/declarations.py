@@ -95,8 +95,9 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
 
 
 def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
-    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /`` of sizes of the tensors' shapes, integer
-    scalar inputs and positive integers (``/`` divides exactly: the launcher checks it)."""
+    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /`` of sizes of the
+    tensors' shapes, integer scalar inputs and positive integers (``/`` divides exactly: the
+    launcher checks it)."""
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
     def visit(e: m.Expr) -> None:
@@ -121,9 +122,9 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
     """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
     loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
     tiled by a declared block parameter whose every value is a power of two (``unmasked`` and
-    ``wrapped`` need one). A flat grid's
-    first axis may take a sum of two powers of two, kept in ``state.pieced`` for
-    :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and cannot wrap."""
+    ``wrapped`` need one). A flat grid's first axis may take a sum of two powers of two, kept in
+    ``state.pieced`` for :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and
+    cannot wrap."""
     earlier = state.loop_axes.get(axis.name.id)
     if what == "loop axis" and earlier is not None and scope is not None and axis.name.id not in scope.axes:
         # a later loop may take an ended loop's axis name, over the same dimension

@@ -106,7 +106,7 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         if key.id in params:  # a number given by keyword; words (dim=c, precision=ieee) are not values
             operands.append(expr_axes(state, value, scope))
             given_axes.setdefault(key.id, operands[-1])
-    if choice is not None or function is None:  # a choice (function None: a choice, reported above if not)
+    if choice is not None or function is None:  # a choice (an unknown name returned above)
         if len(call.args) != 1 or call.kwargs:
             state.errors.error(
                 f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span

@@ -154,6 +154,26 @@ def test_elementwise_and_access_errors(old, new, message):
         check(parse(text, "ok.tile"))  # an index axis beside a tile axis is valid
 
 
+@pytest.mark.parametrize("bounds", ["unmasked", "wrapped"])
+@pytest.mark.parametrize("access", ["pointers", "descriptor", "block_ptr"])
+def test_a_tiled_bound_without_a_block_is_an_error(access, bounds):
+    """``i over N unmasked`` (no ``by``) names no block: an error at the axis, not a traceback (a
+    descriptor's block shape read the missing block)."""
+    text = ADD.replace("grid  i over N by BS", f"grid  i over N {bounds}\n  access {access}")
+    assert f"bad.tile:6:9: error: '{bounds}' is for tiled axes: 'i over N by B {bounds}'" in errors(text)
+
+
+def test_a_reduction_over_an_unmasked_axis_without_a_block_is_an_error():
+    text = """\
+kernel rows
+  in  x: f32[M, N]
+  out y: f32[M]
+  grid  r over M, c over N unmasked
+  y[r] = sum(x[r, c], dim=c)
+"""
+    assert "bad.tile:4:19: error: 'unmasked' is for tiled axes: 'c over N by B unmasked'" in errors(text)
+
+
 def test_a_dot_must_contract_over_one_shared_axis():
     text = TUNED.replace("acc += dot(a[m, k], b[k, n])", "acc += dot(a[m, k], a[m, k])")
     assert "'dot' contracts over the one axis its operands share; they span m, k and m, k" in errors(text)

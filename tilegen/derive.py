@@ -41,13 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from tilegen import model as m
+from tilegen.check.indexing import IndexItem
 from tilegen.check.state import RESERVED
+from tilegen.check.tuning import setting_value
 from tilegen.dtypes import BOOL, expr_dtype, is_float
-from tilegen.functions import lookup, reduction, spanned_axes
+from tilegen.functions import Function, lookup, reduction, spanned_axes
 from tilegen.lower.passes import safe_path
 from tilegen.spec_text import ATOM_LEVEL, binary, expr_text, index_text, negate, wrap
 
@@ -153,7 +156,7 @@ class _Deriver:
         self.taken = {t.name.id for t in spec.tensors} | set(self.axes) | {p.name.id for p in spec.params}
         self.taken |= {d.id for t in spec.tensors for d in t.dims if isinstance(d, m.Name)}
         self.taken |= {v.name.id for v in spec.dtype_vars} | {"d" + t.name.id for t in spec.tensors}
-        self.value_of: dict[tuple, str] = {}  # a named value's expression -> its name
+        self.value_of: dict[tuple[object, ...], str] = {}  # a named value's expression -> its name
         self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
         self.lines: list[str] = []  # the adjoints' lines, in the order the backward computes them
         self.active: set[str] = set()  # locals that depend on a float input
@@ -187,8 +190,9 @@ class _Deriver:
                     raise NoBackward(f"output '{stmt.tensor.id}' is stored twice", stmt.span)
                 stored[stmt.tensor.id] = stmt.span
         for tensor in self.spec.in_place:
-            raise NoBackward(f"'{tensor.name.id}' may be written in place of '{tensor.in_place_of.id}', "
-                             "whose values a backward would read", tensor.in_place_of.span)
+            if (source := tensor.in_place_of) is not None:  # (every one of spec.in_place has one)
+                raise NoBackward(f"'{tensor.name.id}' may be written in place of '{source.id}', "
+                                 "whose values a backward would read", source.span)
         if not self.differentiable:
             raise NoBackward("no float tensor input: nothing has a gradient")
         names = {t.name.id: t for t in self.spec.tensors}
@@ -203,6 +207,14 @@ class _Deriver:
 
     def dtype(self, expr: m.Expr) -> str | None:
         return expr_dtype(expr, self.spec, self._local_dtype)
+
+    def tensor(self, name: str) -> m.Tensor:
+        """The tensor ``name`` of the checked spec (one a statement stores or loads). Raises KeyError
+        for a name no tensor has."""
+        tensor = self.spec.tensor(name)
+        if tensor is None:
+            raise KeyError(name)
+        return tensor
 
     def _local_dtype(self, name: str) -> str | None:
         if name in self.local_dtypes:
@@ -257,11 +269,11 @@ class _Deriver:
                 return call
             reads = _reads(function)
             names = ["x", *[p for p, _ in function.params]]
-            args = list(call.args)
-            for i, arg in enumerate(args):
+            read = list(call.args)
+            for i, arg in enumerate(read):
                 if i < len(names) and names[i] in reads and not function.selects:
-                    args[i] = self.named(arg, "t", span)
-            call = dataclasses.replace(call, args=tuple(args))
+                    read[i] = self.named(arg, "t", span)
+            call = dataclasses.replace(call, args=tuple(read))
             if "y" in reads and not top:
                 return self.named(call, "t", span)
             return call
@@ -272,7 +284,8 @@ class _Deriver:
         reference to a new value holding it."""
         if _simple(expr):
             return expr
-        stem = m.as_written(expr.func) if isinstance(expr, m.Call) and lookup(expr.func).kind != "cast" else stem
+        if isinstance(expr, m.Call) and (function := lookup(expr.func)) is not None and function.kind != "cast":
+            stem = m.as_written(expr.func)
         name = self.fresh(stem)
         self.define(name, expr)
         return m.Ref(m.Name(name, span), span)
@@ -288,9 +301,9 @@ class _Deriver:
     def spanned(self, expr: m.Expr) -> tuple[str, ...]:
         """The grid axes ``expr`` varies along, an index axis (``b over B``, one per program) included:
         an adjoint summed over an axis sums across programs along an index axis too."""
-        def own(e: m.Expr):
+        def own(e: m.Expr) -> tuple[str, ...] | None:
             if isinstance(e, m.Load):
-                found = []
+                found: list[str] = []
                 for item in e.index:
                     if isinstance(item, m.Name) and item.id in self.axes:
                         found.append(item.id)
@@ -316,17 +329,17 @@ class _Deriver:
                 value = self.hoist(stmt.value, stmt.span, top=True)
                 self.taken.add(stmt.name.id)
                 self.define(stmt.name.id, value)
-            else:
+            elif isinstance(stmt, m.Store):  # (_refuse leaves assignments and stores)
                 stores.append((stmt, self.hoist(stmt.value, stmt.span)))
         self.adjoints: dict[str, list[_Adjoint]] = {}
-        self.gradients: dict[str, list[tuple[tuple, _Adjoint, m.Load]]] = {}
+        self.gradients: dict[str, list[tuple[tuple[object, ...], _Adjoint, m.Load]]] = {}
         # a float output stored at the grid's axes: its value, which the backward may read back (saved)
         self.saved = {m.expr_key(value): (store, value) for store, value in stores
-                      if float_tensor(self.spec.tensor(store.tensor.id))
+                      if float_tensor(self.tensor(store.tensor.id))
                       and all(isinstance(i, m.Name) and i.id in self.axes for i in store.index)}
-        seeds = []
+        seeds: list[m.Tensor] = []
         for store, value in stores:
-            tensor = self.spec.tensor(store.tensor.id)
+            tensor = self.tensor(store.tensor.id)
             if not float_tensor(tensor) or not self.is_active(value):
                 continue
             grad = "d" + tensor.name.id
@@ -339,19 +352,19 @@ class _Deriver:
                              stores[0][0].span if stores else None)
         seeds = [t for t in self.spec.outputs if t in seeds]  # in the order the outputs are declared
         lines = self.lines
-        for value in reversed(self.values):
-            terms = self.adjoints.get(value.name)
+        for held in reversed(self.values):
+            terms = self.adjoints.get(held.name)
             if not terms:
                 continue
-            own = set(self.local_axes[value.name])
+            own = set(self.local_axes[held.name])
             terms = [self.reduced(t, tuple(own)) for t in terms]
             if len({t.axes - own for t in terms}) > 1:  # broadcast along other grid axes: each summed on its own
-                terms = [self.total(t, own, "d" + value.name) if t.axes - own else t for t in terms]
+                terms = [self.total(t, own, "d" + held.name) if t.axes - own else t for t in terms]
             total = _total(terms)
-            adjoint = self.fresh("d" + value.name)
+            adjoint = self.fresh("d" + held.name)
             lines.append(f"{adjoint} = {total.text}")
             self.local_axes[adjoint] = tuple(total.axes)
-            self.visit(value.expr, _Adjoint(adjoint, total.axes, total.implicit))
+            self.visit(held.expr, _Adjoint(adjoint, total.axes, total.implicit))
         stores_text = self.store_gradients()
         lines[:] = _live(lines, stores_text)
         self.read_back = self.saved_values()
@@ -412,10 +425,12 @@ class _Deriver:
 
         def summed(e: m.Expr) -> tuple[m.Expr, str] | None:
             e = plain(e)
-            if reduction(e) is None or e.func.id != "sum" or len(e.args) != 1:
+            if not isinstance(e, m.Call) or reduction(e) is None or e.func.id != "sum" or len(e.args) != 1:
                 return None
             axis = e.word("dim")
-            return (e.args[0], axis) if axis in self.axes and self.axes[axis].bounds == "whole" else None
+            if axis is None or axis not in self.axes or self.axes[axis].bounds != "whole":
+                return None
+            return e.args[0], axis
 
         same = m.expr_key
         if expr.op == "/" and (total := summed(expr.right)) is not None and (z := exp_of(expr.left)) is not None:
@@ -490,26 +505,26 @@ class _Deriver:
         operands: dict[str, m.Expr] = {}
         for key, arg in zip(names, call.args, strict=False):
             values[key], operands[key] = expr_text(arg), arg
-        for key, value in call.kwargs:
-            values[key.id] = value.name.id if isinstance(value, m.Ref) else expr_text(value)
+        for word, value in call.kwargs:
+            values[word.id] = value.name.id if isinstance(value, m.Ref) else expr_text(value)
             if not isinstance(value, m.Ref):
-                operands[key.id] = value
+                operands[word.id] = value
         for key, default in function.params:
             values[key] = values[key] or (default or "")
         values["g"] = g.text
         values["y"] = self.value_of.get(m.expr_key(call)) or expr_text(call)
+        dim = call.word("dim")  # a reduction's or a scan's axis (the checker requires one)
+        axis = self.axes[dim] if dim is not None and function.kind in ("reduction", "scan") else None
         if function.kind == "reduction":  # a broadcast's adjoint is summed before it is spread again
-            if call.word("dim") in g.axes:
+            if axis is not None and axis.name.id in g.axes:
                 g = self.total(g, set(self.spanned(call)), "d" + function.name)
             values["g"] = g.text
-        if function.kind in ("reduction", "scan"):
-            axis = self.axes[call.word("dim")]
+        if axis is not None:
             values["axis"] = axis.name.id
             values["size"] = expr_text(axis.extent) if axis.extent is not None else axis.dim.id
             values["flip"] = "false" if values.get("reverse") == "true" else "true"
-        if function.kind == "scan" and (call.word("dim") not in g.axes or call.word("dim") in g.implicit):
+        if function.kind == "scan" and axis is not None and (axis.name.id not in g.axes or axis.name.id in g.implicit):
             # a scan's adjoint constant along its axis: its scan the other way is that times a count
-            axis = self.axes[call.word("dim")]
             count = (binary("-", self.extent(axis), axis.name.id) if values["flip"] == "true"
                      else binary("+", axis.name.id, "1"))
             self.visit(call.args[0], g.map(binary("*", g.text, count), (axis.name.id,)))
@@ -530,9 +545,9 @@ class _Deriver:
             if "y" in reads:
                 real |= set(self.spanned(call))
             adjoint = g.map(text, tuple(real))
-            if function.kind == "reduction" and call.word("dim") not in adjoint.axes:  # spread along it
-                axis = call.word("dim")
-                adjoint = _Adjoint(adjoint.text, adjoint.axes | {axis}, adjoint.implicit | {axis})
+            if function.kind == "reduction" and axis is not None and axis.name.id not in adjoint.axes:
+                spread = axis.name.id  # spread along it
+                adjoint = _Adjoint(adjoint.text, adjoint.axes | {spread}, adjoint.implicit | {spread})
             self.visit(arg, adjoint)
 
     # ------------------------------------------------------------------ the gradients' stores
@@ -549,7 +564,7 @@ class _Deriver:
             found = self.gradients.get(tensor.name.id)
             if not found:
                 continue
-            groups: dict[tuple, list[tuple[_Adjoint, m.Load]]] = {}
+            groups: dict[tuple[object, ...], list[tuple[_Adjoint, m.Load]]] = {}
             for key, g, load in found:
                 groups.setdefault(key, []).append((g, load))
             main = next((key for key, reads in groups.items()
@@ -627,7 +642,8 @@ class _Deriver:
         for position, (mine, theirs) in enumerate(zip(main.index, read.index, strict=True)):
             if m.expr_key(theirs) == m.expr_key(mine):
                 continue
-            if m.is_offset(mine):  # x[g * CG + c] beside x[g * CG]: the read is where c == 0
+            if not isinstance(mine, m.Name):  # an offset (main's index is axes and offsets, _along)
+                # x[g * CG + c] beside x[g * CG]: the read is where c == 0
                 if (isinstance(mine, m.BinOp) and mine.op == "+" and isinstance(mine.right, m.Ref)
                         and m.expr_key(mine.left) == m.expr_key(theirs)):
                     conditions.append(f"{mine.right.name.id} == 0")
@@ -667,10 +683,10 @@ class _Deriver:
             return expr
         span = expr.span
 
-        def moved(item):
+        def moved(item: IndexItem) -> IndexItem:
             if isinstance(item, m.Name) and item.id == axis:
                 return m.BinOp(op, m.Ref(item, span), amount, span)
-            if m.is_offset(item) and axis in m.offset_names(item):
+            if isinstance(item, (m.BinOp, m.Neg)) and axis in m.offset_names(item):  # an offset (m.is_offset)
                 cancelled = _offset(item, axis)
                 if cancelled is not None and cancelled[0] != op and m.expr_key(cancelled[1]) == m.expr_key(amount):
                     return m.Name(axis, span)
@@ -678,7 +694,9 @@ class _Deriver:
             return item
 
         if isinstance(expr, m.Load):
-            return dataclasses.replace(expr, index=tuple(moved(i) for i in expr.index))
+            # (an index holds offsets, BinOp and Neg, which the annotation of m.Load.index leaves out)
+            index = cast("tuple[m.Name | m.Number | m.Load, ...]", tuple(moved(i) for i in expr.index))
+            return dataclasses.replace(expr, index=index)
         if isinstance(expr, m.Ref):
             if expr.name.id == axis:
                 return m.BinOp(op, expr, amount, span)
@@ -710,7 +728,8 @@ class _Deriver:
             if target == name:
                 expr = _parse_expression(text)
                 grid = {a.name.id for a in self.spec.grid if a.bounds != "whole"}
-                if any(reduction(e) is not None and e.word("dim") in grid for e in m.subexpressions(expr)):
+                if any(isinstance(e, m.Call) and reduction(e) is not None and e.word("dim") in grid
+                       for e in m.subexpressions(expr)):
                     return None
                 return expr
         return None
@@ -721,12 +740,13 @@ class _Deriver:
         the value's axes): the backward reads them back from the output, saved by autograd,
         instead of recomputing them (layer norm's mean and rstd, two reductions of each row).
         Their adjoints still follow the expressions that computed them. Name -> the store."""
-        found = {}
+        found: dict[str, m.Store] = {}
         for store, value in self.saved.values():
             if not isinstance(value, m.Ref) or value.name.id not in self.local_axes:
                 continue
-            exact = self.spec.tensor(store.tensor.id).dtype.id == self.local_dtypes.get(value.name.id)
-            if exact and {i.id for i in store.index} == set(self.local_axes[value.name.id]):
+            exact = self.tensor(store.tensor.id).dtype.id == self.local_dtypes.get(value.name.id)
+            index = {i.id for i in store.index if isinstance(i, m.Name)}  # (all of it: see saved)
+            if exact and index == set(self.local_axes[value.name.id]):
                 found[value.name.id] = store
         return found
 
@@ -739,7 +759,8 @@ class _Deriver:
         """The values the backward's ``lines`` read, directly or through other values."""
         words = _words(" ".join(lines))
         by_name = {v.name: v for v in self.values}
-        used, todo = set(), [w for w in words if w in by_name]
+        used: set[str] = set()
+        todo = [w for w in words if w in by_name]
         while todo:
             name = todo.pop()
             if name in used:
@@ -758,16 +779,17 @@ class _Deriver:
         (as the hand-written rms_norm_backward's configs do)."""
         if self.spec.tune is None:
             return []
+        tune = self.spec.tune
         if self.walk_rows():  # a persistent walk: few partials already
-            return self.pipelined_configs()
-        lines = []
+            return self.pipelined_configs(tune)
+        lines: list[str] = []
         for axis in self.spec.grid:
-            if axis.name.id not in self.across:
+            if axis.name.id not in self.across or axis.block is None:  # (the axes in across have a block)
                 continue
             block = axis.block.id
-            values = [int(c.get(block).text) for c in self.spec.tune.configs if c.get(block) is not None]
-            warps = [int(c.get("num_warps").text) for c in self.spec.tune.configs if c.get("num_warps") is not None]
-            if not values or any(len(c.settings) > 2 for c in self.spec.tune.configs):
+            values = [int(v.text) for c in tune.configs if (v := c.get(block)) is not None]
+            warps = [int(w.text) for c in tune.configs if (w := c.get("num_warps")) is not None]
+            if not values or any(len(c.settings) > 2 for c in tune.configs):
                 continue  # the block is not tuned alone (with num_warps): leave the configs as written
             most = max(warps, default=4)
             for factor in (2, 4):
@@ -805,18 +827,18 @@ class _Deriver:
                 f"kernel {self.name}\n" + "".join(declarations(spec, ins + outs, self.wider_configs(),
                                                                 rewrite=self.persistent_rows)))
 
-    def pipelined_configs(self) -> list[str]:
-        """A persistent backward's added configs: the forward's configs of its largest row block,
+    def pipelined_configs(self, tune: m.Tune) -> list[str]:
+        """A persistent backward's added configs: the forward's configs (``tune``'s) of its largest row block,
         again with ``num_stages = 2``, so that a program loads its next row tile while it
         computes this one (on the H100 the hand-written norm backwards' best configs were so,
         ``benchmarks/explore/explore_persistent_norm_h100.log``)."""
-        block = next(a.block.id for a in self.spec.grid if a.bounds != "whole")
-        configs = [c for c in self.spec.tune.configs if c.get(block) is not None]
-        if not configs or any(c.get("num_stages") is not None for c in configs):
+        block = next(a.block.id for a in self.spec.grid if a.bounds != "whole" and a.block is not None)
+        sized = [(c, int(v.text)) for c in tune.configs if (v := c.get(block)) is not None]
+        if not sized or any(c.get("num_stages") is not None for c, _ in sized):
             return []
-        largest = max(int(c.get(block).text) for c in configs)
-        lines = [f"    config {', '.join(f'{p.name.id} = {p.default.text}' for p in c.settings)}, num_stages = 2\n"
-                 for c in configs if int(c.get(block).text) == largest]
+        largest = max(size for _, size in sized)
+        lines = [f"    config {', '.join(f'{p.name.id} = {setting_value(p).text}' for p in c.settings)}, "
+                 "num_stages = 2\n" for c, size in sized if size == largest]
         return ["    # a persistent program walks several row tiles: the next one's loads pipelined\n", *lines]
 
     def persistent_rows(self, word: str, line: str) -> str:
@@ -861,11 +883,11 @@ def _live(lines: list[str], stores: list[str]) -> list[str]:
     return kept[::-1]
 
 
-def _along(item, axes) -> bool:
+def _along(item: IndexItem, axes: Container[str]) -> bool:
     """True for an index item that walks the grid: an axis, or an offset over one (``g * CG + c``)."""
     if isinstance(item, m.Name):
         return item.id in axes
-    return m.is_offset(item) and any(n in axes for n in m.offset_names(item))
+    return isinstance(item, (m.BinOp, m.Neg)) and any(n in axes for n in m.offset_names(item))  # (m.is_offset)
 
 
 def _vanishes(expr: m.Expr) -> bool:
@@ -883,7 +905,7 @@ def _vanishes(expr: m.Expr) -> bool:
     return False
 
 
-def _offset(item, axis: str) -> tuple[str, m.Expr] | None:
+def _offset(item: IndexItem, axis: str) -> tuple[str, m.Expr] | None:
     """``(op, K)`` of an index item ``axis + K`` or ``axis - K`` (K free of axes), else None."""
     if (isinstance(item, m.BinOp) and item.op in "+-" and isinstance(item.left, m.Ref)
             and item.left.name.id == axis and axis not in m.offset_names(item.right)):
@@ -895,10 +917,13 @@ def _parse_expression(text: str) -> m.Expr:
     """Spec text of one expression as the model (through the spec parser: a one-line body)."""
     from tilegen.parser import parse
 
-    return parse(f"kernel e\n  e = {text}\n", "<derived>").body[0].value
+    line = parse(f"kernel e\n  e = {text}\n", "<derived>").body[0]
+    if not isinstance(line, m.Assign):  # (`e = ...` parses as one)
+        raise ValueError(f"not an expression: {text}")
+    return line.value
 
 
-def _reads(function, operand: str | None = None) -> set[str]:
+def _reads(function: Function, operand: str | None = None) -> set[str]:
     """The values ``function``'s gradient rule for ``operand`` (None: any) reads besides ``g``: ``x``,
     ``y``, params' names (a callable rule: ``x`` and every param)."""
     import string
@@ -943,14 +968,16 @@ def declared(tensor: m.Tensor) -> str:
     return f"{m.as_written(tensor.dtype)}{shape}{sample}"
 
 
-def declarations(spec: m.Spec, tensors: list[str], configs: list[str] = (),
+def declarations(spec: m.Spec, tensors: list[str], configs: Sequence[str] = (),
                  keep: Callable[[str], bool] = lambda line: True,
                  rewrite: Callable[[str, str], str] = lambda word, line: line) -> list[str]:
     """A backward's declaration lines (each ending in a newline): the forward's dtype variables,
     then ``tensors`` (the backward's ``in``/``out`` lines), then the forward's blocks, grid, swizzle,
     tune with the configs ``keep`` keeps and then ``configs``, access and split tail, each line as
     written or as ``rewrite(first word, line)`` makes it."""
-    head, rest, inside = [], [], False
+    head: list[str] = []
+    rest: list[str] = []
+    inside = False
     for line in m.source_lines(spec.source):
         words = line.split()
         if not words:

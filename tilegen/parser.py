@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 from lark.indenter import DedentError, Indenter
+from lark.tree import Meta
 
 from tilegen import model as m
 from tilegen.errors import Diagnostic, SpecError
@@ -46,13 +48,14 @@ def get_parser() -> Lark:
     )
 
 
-def _span(meta_or_token) -> m.Span:
-    return m.Span(
-        meta_or_token.line,
-        meta_or_token.column,
-        meta_or_token.end_line,
-        meta_or_token.end_column,
-    )
+def _span(meta_or_token: Meta | Token) -> m.Span:
+    """The span of a rule (its ``meta``, positions propagated) or of a token. Raises ValueError for
+    a token without a position (the lexer gives every token one)."""
+    line, column = meta_or_token.line, meta_or_token.column
+    end_line, end_column = meta_or_token.end_line, meta_or_token.end_column
+    if line is None or column is None or end_line is None or end_column is None:
+        raise ValueError(f"token {meta_or_token!r} has no position")
+    return m.Span(line, column, end_line, end_column)
 
 
 def _name(token: Token) -> m.Name:
@@ -73,9 +76,64 @@ class _InPlace:
     name: m.Name
 
 
+@dataclasses.dataclass(frozen=True)
+class _Params:
+    """``block BM = 64, BN``: block parameters."""
+
+    params: tuple[m.Param, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Grid:
+    """``grid [flat | persistent] axes``: the axes, and whether the grid is flat and persistent."""
+
+    axes: tuple[m.Axis, ...]
+    flat: bool
+    persistent: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Access:
+    """``access STYLE``."""
+
+    style: m.Name
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tail:
+    """``split tail``, at ``span``."""
+
+    span: m.Span
+
+
+@dataclasses.dataclass(frozen=True)
+class _Backward:
+    """``backward k1, k2``: the backward kernels' names."""
+
+    names: tuple[m.Name, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    """One size of ``tune key``; ``rounded`` for ``next_power_of_2(M)``."""
+
+    name: m.Name
+    rounded: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Kwarg:
+    """``key=value`` in a call; ``dim=(r, c)`` gives the axes as a tuple of references."""
+
+    key: m.Name
+    value: m.Expr | tuple[m.Ref, ...]
+
+
 @v_args(meta=True)
-class ToModel(Transformer):
-    """One method per grammar rule; each returns a model node (or a tuple of them)."""
+class ToModel(Transformer[Token, m.Spec]):
+    """One method per grammar rule; each returns a model node (or a tuple of them, or one of this
+    module's records of a declaration, which :meth:`kernel` reads). A rule's ``items`` are its
+    children, transformed: tokens and model nodes."""
 
     def __init__(self, path: str, source: str):
         super().__init__()
@@ -83,7 +141,7 @@ class ToModel(Transformer):
         self.source = source
 
     # declarations --------------------------------------------------------------
-    def tensor_decl(self, meta, items):
+    def tensor_decl(self, meta: Meta, items: list[Any]) -> m.Tensor:
         role, name, dtype, *dims = items
         in_place = dims.pop().name if dims and isinstance(dims[-1], _InPlace) else None  # `in place of x`
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
@@ -91,44 +149,44 @@ class ToModel(Transformer):
         dims = dims[1:] if zero_dim else dims
         return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place)
 
-    def in_place(self, meta, items):
+    def in_place(self, meta: Meta, items: list[Token]) -> _InPlace:
         return _InPlace(_name(items[0]))
 
-    def empty_shape(self, meta, items):
+    def empty_shape(self, meta: Meta, items: list[Token]) -> m.Span:
         return _span(meta)
 
-    def sample(self, meta, items):
+    def sample(self, meta: Meta, items: list[m.Number]) -> tuple[m.Number, m.Number]:
         return items[0], items[1]
 
-    def bound_value(self, meta, items):
+    def bound_value(self, meta: Meta, items: list[Token]) -> m.Number:
         return _number(items[0])
 
-    def bound_negated(self, meta, items):
+    def bound_negated(self, meta: Meta, items: list[Token]) -> m.Number:
         return m.Number("-" + _number(items[0]).text, _span(meta))
 
-    def role(self, meta, items):
+    def role(self, meta: Meta, items: list[Token]) -> str:
         return str(items[0])
 
-    def dim_name(self, meta, items):
+    def dim_name(self, meta: Meta, items: list[Token]) -> m.Name:
         return _name(items[0])
 
-    def dim_size(self, meta, items):
+    def dim_size(self, meta: Meta, items: list[Token]) -> m.Number:
         return _number(items[0])
 
-    def param(self, meta, items):
+    def param(self, meta: Meta, items: list[Token]) -> m.Param:
         return m.Param(_name(items[0]), _number(items[1]), _span(meta))
 
-    def block_param(self, meta, items):
+    def block_param(self, meta: Meta, items: list[Token]) -> m.Param:
         default = _number(items[1]) if len(items) > 1 else None
         return m.Param(_name(items[0]), default, _span(meta))
 
-    def block_decl(self, meta, items):
-        return ("params", tuple(items))
+    def block_decl(self, meta: Meta, items: list[m.Param]) -> _Params:
+        return _Params(tuple(items))
 
-    def bounds(self, meta, items):
+    def bounds(self, meta: Meta, items: list[Token]) -> str:
         return str(items[0])
 
-    def axis(self, meta, items):
+    def axis(self, meta: Meta, items: list[Any]) -> m.Axis:
         name, extent, *rest = items
         block = [i for i in rest if isinstance(i, Token)]
         bounds = next((i for i in rest if isinstance(i, str) and not isinstance(i, Token)), None)
@@ -146,89 +204,89 @@ class ToModel(Transformer):
         dim = m.Name(m.derived_name(extent), _span(meta) if not hasattr(extent, "span") else extent.span)
         return m.Axis(_name(name), dim, block_name, bounds, _span(meta), extent=extent, chunk=chunk)
 
-    def grid_decl(self, meta, items):
+    def grid_decl(self, meta: Meta, items: list[Any]) -> _Grid:
         kind = items[0].type if items and isinstance(items[0], Token) else None
         axes = tuple(i for i in items if isinstance(i, m.Axis))
         # a persistent grid of two tiled axes is flat (one launch over their tiles); one with whole
         # axes walks the tiles of its one tiled axis (rows), and is not
         rows = kind == "PERSISTENT" and any(a.bounds == "whole" for a in axes)
-        return ("grid", axes, kind == "FLAT" or (kind == "PERSISTENT" and not rows), kind == "PERSISTENT")
+        return _Grid(axes, kind == "FLAT" or (kind == "PERSISTENT" and not rows), kind == "PERSISTENT")
 
-    def param_values(self, meta, items):
+    def param_values(self, meta: Meta, items: list[Token]) -> tuple[m.Param, ...]:
         name, *values = items
         return tuple(m.Param(_name(name), _number(value), _span(meta)) for value in values)
 
-    def config(self, meta, items):
+    def config(self, meta: Meta, items: list[Any]) -> tuple[m.Config, ...]:
         """One config, or for settings with ``in [...]`` one per combination of their values
         (``itertools.product`` in the order written: the first setting outermost)."""
         default = bool(items) and isinstance(items[0], Token) and items[0].type == "DEFAULT"
         choices = [i if isinstance(i, tuple) else (i,) for i in items if isinstance(i, (m.Param, tuple))]
         return tuple(m.Config(settings, default, _span(meta)) for settings in itertools.product(*choices))
 
-    def tune_key(self, meta, items):
-        return _name(items[0]), False
+    def tune_key(self, meta: Meta, items: list[Token]) -> _Key:
+        return _Key(_name(items[0]), False)
 
-    def rounded_key(self, meta, items):
-        return _name(items[0]), True
+    def rounded_key(self, meta: Meta, items: list[Token]) -> _Key:
+        return _Key(_name(items[0]), True)
 
-    def tune_decl(self, meta, items):
-        keys = [i for i in items if isinstance(i[0], m.Name)]  # (name, rounded) pairs
-        configs = tuple(c for i in items if isinstance(i[0], m.Config) for c in i)  # one tuple per line
-        rounded = frozenset(name.id for name, is_rounded in keys if is_rounded)
-        return m.Tune(tuple(name for name, _ in keys), configs, _span(meta), rounded)
+    def tune_decl(self, meta: Meta, items: list[_Key | tuple[m.Config, ...]]) -> m.Tune:
+        keys = [i for i in items if isinstance(i, _Key)]
+        configs = tuple(c for i in items if isinstance(i, tuple) for c in i)  # one tuple per line
+        rounded = frozenset(key.name.id for key in keys if key.rounded)
+        return m.Tune(tuple(key.name for key in keys), configs, _span(meta), rounded)
 
-    def choose_decl(self, meta, items):
+    def choose_decl(self, meta: Meta, items: list[Token]) -> m.Choice:
         name, *options = items
         return m.Choice(_name(name), tuple(_name(o) for o in options), _span(meta))
 
-    def dtype_decl(self, meta, items):
+    def dtype_decl(self, meta: Meta, items: list[Token]) -> m.DtypeVar:
         name, *options = items
         return m.DtypeVar(_name(name), tuple(_name(o) for o in options), _span(meta))
 
-    def access_decl(self, meta, items):
-        return ("access", _name(items[0]))
+    def access_decl(self, meta: Meta, items: list[Token]) -> _Access:
+        return _Access(_name(items[0]))
 
-    def tail_decl(self, meta, items):
-        return ("tail", _span(meta))
+    def tail_decl(self, meta: Meta, items: list[Token]) -> _Tail:
+        return _Tail(_span(meta))
 
-    def backward_decl(self, meta, items):
-        return ("backward", tuple(_name(item) for item in items))
+    def backward_decl(self, meta: Meta, items: list[Token]) -> _Backward:
+        return _Backward(tuple(_name(item) for item in items))
 
-    def group_size(self, meta, items):
+    def group_size(self, meta: Meta, items: list[Token]) -> m.Number:
         return _number(items[0])
 
-    def group_param(self, meta, items):
+    def group_param(self, meta: Meta, items: list[m.Param]) -> m.Param:
         return items[0]
 
-    def group_ref(self, meta, items):
+    def group_ref(self, meta: Meta, items: list[Token]) -> m.Name:
         return _name(items[0])
 
-    def swizzle_decl(self, meta, items):
+    def swizzle_decl(self, meta: Meta, items: list[Any]) -> m.Swizzle:
         first, second, group, *aliases = items
         alias = (_name(aliases[0]), _name(aliases[1])) if aliases else None
         return m.Swizzle((_name(first), _name(second)), group, alias, _span(meta))
 
     # statements ----------------------------------------------------------------
-    def declare(self, meta, items):
+    def declare(self, meta: Meta, items: list[Any]) -> m.Declare:
         name, dtype, *axes, init = items
         return m.Declare(_name(name), _name(dtype), tuple(_name(a) for a in axes), init, _span(meta))
 
-    def assign(self, meta, items):
+    def assign(self, meta: Meta, items: list[Any]) -> m.Assign:
         return m.Assign(_name(items[0]), items[1], _span(meta))
 
-    def accumulate(self, meta, items):
+    def accumulate(self, meta: Meta, items: list[Any]) -> m.Accumulate:
         return m.Accumulate(_name(items[0]), items[1], _span(meta))
 
-    def store(self, meta, items):
+    def store(self, meta: Meta, items: list[Any]) -> m.Store:
         name, *index, value = items
         return m.Store(_name(name), tuple(index), value, _span(meta))
 
-    def loop(self, meta, items):
+    def loop(self, meta: Meta, items: list[Any]) -> m.Loop:
         axis, *body = items
         split = bool(body) and isinstance(body[0], Token) and body[0].type == "SPLIT"
         return m.Loop(axis, tuple(body[1:] if split else body), _span(meta), split)
 
-    def index(self, meta, items):
+    def index(self, meta: Meta, items: list[m.Expr]) -> m.Name | m.Expr:
         """An index: an axis (a :class:`~tilegen.model.Name`), a constant, a gather (a
         :class:`~tilegen.model.Load`) or an offset axis (the arithmetic as written)."""
         (item,) = items
@@ -237,69 +295,78 @@ class ToModel(Transformer):
         return item
 
     # expressions ---------------------------------------------------------------
-    def number(self, meta, items):
+    def number(self, meta: Meta, items: list[Token]) -> m.Number:
         return _number(items[0])
 
-    def ref(self, meta, items):
+    def ref(self, meta: Meta, items: list[Token]) -> m.Ref | m.Number:
         if str(items[0]) == "inf":  # the constant infinity (-inf is its negation)
             return m.Number("inf", _span(items[0]))
         return m.Ref(_name(items[0]), _span(meta))
 
-    def load(self, meta, items):
+    def load(self, meta: Meta, items: list[Any]) -> m.Load:
         name, *index = items
         return m.Load(_name(name), tuple(index), _span(meta))
 
-    def binop(self, meta, items):
+    def binop(self, meta: Meta, items: list[Any]) -> m.BinOp:
         left, op, right = items
         return m.BinOp(str(op), left, right, _span(meta))
 
-    def neg(self, meta, items):
+    def neg(self, meta: Meta, items: list[m.Expr]) -> m.Neg:
         return m.Neg(items[0], _span(meta))
 
-    def power(self, meta, items):
+    def power(self, meta: Meta, items: list[Any]) -> m.Call:
         """``x ** p`` is ``pow(x, p)``: one operation, one lowering (torch.pow's meaning)."""
         base, op, exponent = items
         return m.Call(m.Name("pow", _span(op)), (base, exponent), (), _span(meta))
 
-    def kwarg(self, meta, items):
+    def kwarg(self, meta: Meta, items: list[Any]) -> _Kwarg:
         key, value = items
-        return ("kwarg", _name(key), value)
+        return _Kwarg(_name(key), value)
 
-    def kwarg_axes(self, meta, items):
+    def kwarg_axes(self, meta: Meta, items: list[Token]) -> _Kwarg:
         key, *axes = items
-        return ("kwarg", _name(key), tuple(m.Ref(_name(a), _span(a)) for a in axes))
+        return _Kwarg(_name(key), tuple(m.Ref(_name(a), _span(a)) for a in axes))
 
-    def call(self, meta, items):
+    def call(self, meta: Meta, items: list[Any]) -> m.Call:
         """``f(args, key=value)``. ``dim=(r, c)`` reduces over each axis named, the first
         outermost: ``sum(x, dim=(r, c))`` is ``sum(sum(x, dim=c), dim=r)`` (a reduction whose
         partial results merge, so the order changes nothing but rounding)."""
-        args = tuple(i for i in items[1:] if not (isinstance(i, tuple) and i[0] == "kwarg"))
-        kwargs = tuple((i[1], i[2]) for i in items[1:] if isinstance(i, tuple) and i[0] == "kwarg")
+        args: tuple[m.Expr, ...] = tuple(i for i in items[1:] if not isinstance(i, _Kwarg))
+        given = [i for i in items[1:] if isinstance(i, _Kwarg)]
+        kwargs = tuple((i.key, i.value) for i in given if not isinstance(i.value, tuple))
+        several = [(i.key, i.value) for i in given if isinstance(i.value, tuple)]  # dim=(r, c)
         func, span = _name(items[0]), _span(meta)
-        several = next(((k, v) for k, v in kwargs if isinstance(v, tuple)), None)
-        if several is None:
+        if not several:
             return m.Call(func, args, kwargs, span)
-        key, axes = several
         function = FUNCTIONS.get(func.id)
-        if key.id != "dim" or function is None or function.kind != "reduction" or function.combine is None:
-            names = ", ".join(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is not None)
-            raise SpecError(
-                [Diagnostic(f"a tuple of axes is dim= of a reduction ({names}), not {key.id}= of '{func.id}'",
-                            key.span)],
-                self.path,
-                self.source,
-            )
-        rest = tuple((k, v) for k, v in kwargs if k is not key)
-        for axis in reversed(axes):  # the last named innermost
-            args = (m.Call(func, args, ((key, axis), *rest), span),)
-        return args[0]
+        for key, _ in several:
+            if key.id != "dim" or function is None or function.kind != "reduction" or function.combine is None:
+                names = ", ".join(n for n, f in FUNCTIONS.items() if f.kind == "reduction" and f.combine is not None)
+                raise SpecError(
+                    [Diagnostic(f"a tuple of axes is dim= of a reduction ({names}), not {key.id}= of '{func.id}'",
+                                key.span)],
+                    self.path,
+                    self.source,
+                )
+        key, axes = several[0]  # a keyword given twice: the first (as Call.kwarg reads it)
+        innermost, *outer = reversed(axes)  # the last named innermost
+        call = m.Call(func, args, ((key, innermost), *kwargs), span)
+        for axis in outer:
+            call = m.Call(func, (call,), ((key, axis), *kwargs), span)
+        return call
 
     # the kernel ----------------------------------------------------------------
-    def kernel(self, meta, items):
+    def kernel(self, meta: Meta, items: list[Any]) -> m.Spec:
         name, *body = items
-        tensors, params, stmts, choices, dtype_vars = [], [], [], [], []
+        tensors: list[m.Tensor] = []
+        params: list[m.Param] = []
+        stmts: list[m.Stmt] = []
+        choices: list[m.Choice] = []
+        dtype_vars: list[m.DtypeVar] = []
         grid: tuple[m.Axis, ...] = ()
-        swizzle = tune = access = None
+        swizzle: m.Swizzle | None = None
+        tune: m.Tune | None = None
+        access: m.Name | None = None
         flat = persistent = False
         tails: list[m.Span] = []
         backwards: list[tuple[m.Name, ...]] = []
@@ -316,18 +383,18 @@ class ToModel(Transformer):
                 choices.append(item)
             elif isinstance(item, m.DtypeVar):
                 dtype_vars.append(item)
-            elif isinstance(item, tuple) and item[0] == "params":
-                params.extend(item[1])
-            elif isinstance(item, tuple) and item[0] == "grid":
-                grid = grid + item[1]
-                flat = flat or item[2]
-                persistent = persistent or item[3]
-            elif isinstance(item, tuple) and item[0] == "access":
-                access = item[1]
-            elif isinstance(item, tuple) and item[0] == "tail":
-                tails.append(item[1])
-            elif isinstance(item, tuple) and item[0] == "backward":
-                backwards.append(item[1])
+            elif isinstance(item, _Params):
+                params.extend(item.params)
+            elif isinstance(item, _Grid):
+                grid = grid + item.axes
+                flat = flat or item.flat
+                persistent = persistent or item.persistent
+            elif isinstance(item, _Access):
+                access = item.style
+            elif isinstance(item, _Tail):
+                tails.append(item.span)
+            elif isinstance(item, _Backward):
+                backwards.append(item.names)
             else:
                 stmts.append(item)
         # `loss = value` where loss is a 0-dim output: its store (it has no index)
@@ -355,9 +422,8 @@ class ToModel(Transformer):
             backward=tuple(name for names in backwards for name in names),
         )
 
-    def start(self, meta, items):
+    def start(self, meta: Meta, items: list[m.Spec]) -> m.Spec:
         return items[-1]
-
 
 #: How terminals are named in syntax errors (those not listed are shown as their literal).
 _TERMINAL_WORDS = {
@@ -389,7 +455,7 @@ def _describe(terminal: str) -> str:
     return f"'{pattern.value}'"
 
 
-def _expected(names) -> str:
+def _expected(names: Iterable[str]) -> str:
     words = sorted({_describe(n) for n in names})
     if not words:
         return ""

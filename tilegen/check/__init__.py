@@ -103,9 +103,9 @@ def check(spec: m.Spec) -> m.Spec:
             if where not in seen:
                 seen.append(where)
     errors = Collector()
-    for (message, span), where in found.items():
-        if len(where) < len(bindings):
-            message = f"{message} (with {'; '.join(where)})"
+    for (message, span), wheres in found.items():
+        if len(wheres) < len(bindings):
+            message = f"{message} (with {'; '.join(wheres)})"
         errors.error(message, span)
     errors.raise_if_any(spec.path, spec.source)
     return spec

@@ -46,15 +46,16 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
     if not spec.backward:
         return ()
     errors = Collector()
-    found, named = [], set()
+    found: list[tuple[m.Name, m.Spec]] = []  # each backward's name and its checked spec
+    named: set[str] = set()
     for name in spec.backward:
         if name.id == spec.name.id:
             errors.error(f"'{name.id}' is this kernel; the backward is another spec ('{name.id}_backward')",
                          name.span)
         elif name.id in named:
             errors.error(f"backward '{name.id}' is named twice", name.span)
-        else:
-            found.append((name, _load(spec, name, find, errors)))
+        elif (backward := _load(spec, name, find, errors)) is not None:  # else an error is reported
+            found.append((name, backward))
         named.add(name.id)
     errors.raise_if_any(spec.path, spec.source)
     forward = {t.name.id: t for t in spec.tensors}

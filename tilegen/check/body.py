@@ -14,7 +14,7 @@ from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
 
 
-def check_body(state: CheckState, body, scope: Scope) -> None:
+def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> None:
     """Check ``body``'s statements in order, updating ``scope`` as they define names: a tile
     declaration (known dtype and axes, a constant initial value), an assignment (a new name,
     or a value within the variable's axes), ``+=`` (onto a declared tile, a ``dot`` into an
@@ -69,9 +69,9 @@ def check_body(state: CheckState, body, scope: Scope) -> None:
                     f"'{stmt.name.id}' spans {list(scope.locals[stmt.name.id])} but the value spans {list(axes)}",
                     stmt.value.span,
                 )
-            elif m.is_dot(stmt.value) and len(stmt.value.args) == 2:
+            elif isinstance(stmt.value, m.Call) and m.is_dot(stmt.value) and len(stmt.value.args) == 2:
                 operand = dtype_of(state, stmt.value.args[0], scope)
-                allowed = DOT_ACCUMULATORS.get(operand, ())
+                allowed = DOT_ACCUMULATORS.get(operand, ()) if operand is not None else ()
                 acc = scope.dtypes.get(stmt.name.id)
                 if allowed and acc not in allowed:
                     state.errors.error(

@@ -23,10 +23,10 @@ def check_dtype(state: CheckState, dtype: m.Name) -> None:
         state.errors.error(f"unknown dtype '{dtype.id}'; expected one of {known}", dtype.span)
 
 
-def check_sample(state: CheckState, tensor: m.Tensor) -> None:
-    """``in x: f32[N] in [low, high]``, the range ``tilegen run`` draws an input from: an input's,
-    not empty, of values of the tensor's dtype (integers for an integer dtype)."""
-    low, high = tensor.sample
+def check_sample(state: CheckState, tensor: m.Tensor, sample: tuple[m.Number, m.Number]) -> None:
+    """``in x: f32[N] in [low, high]`` (``sample``, the tensor's), the range ``tilegen run`` draws an
+    input from: an input's, not empty, of values of the tensor's dtype (integers for an integer dtype)."""
+    low, high = sample
     name, dtype = tensor.name.id, tensor.dtype.id
     if tensor.role != "in":
         state.errors.error(
@@ -55,8 +55,8 @@ def check_sample(state: CheckState, tensor: m.Tensor) -> None:
                 f"'{name}' is {dtype}, whose largest value is {limits:.6g}: {bound.text} is outside", bound.span
             )
             return
-    exact = (integer_value(low), integer_value(high))
-    if exact[0] > exact[1] if None not in exact else low.value > high.value:
+    exact_low, exact_high = integer_value(low), integer_value(high)
+    if exact_low > exact_high if exact_low is not None and exact_high is not None else low.value > high.value:
         message = f"the range [{low.text}, {high.text}] is empty: {low.text} is above {high.text}"
         state.errors.error(message, low.span)
 
@@ -94,9 +94,10 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
         )
 
 
-def check_extent(state: CheckState, axis: m.Axis) -> None:
-    """A derived extent, ``c over C / G``: ``+ - * /`` of sizes of the tensors' shapes, integer
-    scalar inputs and positive integers (``/`` divides exactly: the launcher checks it)."""
+def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
+    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /`` of sizes of the
+    tensors' shapes, integer scalar inputs and positive integers (``/`` divides exactly: the
+    launcher checks it)."""
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
     def visit(e: m.Expr) -> None:
@@ -114,15 +115,16 @@ def check_extent(state: CheckState, axis: m.Axis) -> None:
                 e.span,
             )
 
-    visit(axis.extent)
+    visit(extent)
 
 
 def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | None = None) -> None:
     """A grid axis or (``what`` = "loop axis", in ``scope``) a loop's axis: a new name (a later
     loop may reuse an ended loop's, over the same dimension), over a dimension of some tensor,
-    tiled by a declared block parameter whose every value is a power of two. A flat grid's
-    first axis may take a sum of two powers of two, kept in ``state.pieced`` for
-    :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and cannot wrap."""
+    tiled by a declared block parameter whose every value is a power of two (``unmasked`` and
+    ``wrapped`` need one). A flat grid's first axis may take a sum of two powers of two, kept in
+    ``state.pieced`` for :func:`tilegen.check.schedule.check_pieces`. Loop axes need a block and
+    cannot wrap."""
     earlier = state.loop_axes.get(axis.name.id)
     if what == "loop axis" and earlier is not None and scope is not None and axis.name.id not in scope.axes:
         # a later loop may take an ended loop's axis name, over the same dimension
@@ -138,7 +140,7 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
         state.loop_axes.setdefault(axis.name.id, axis)
     literal = m.Number(axis.dim.id, axis.dim.span) if axis.literal else None  # k over 4
     if axis.extent is not None:
-        check_extent(state, axis)
+        check_extent(state, axis, axis.extent)
     elif literal is not None and not (literal.is_int and literal.value >= 1):
         state.errors.error(f"the extent of '{axis.name.id}' must be a positive integer, not {literal.text}",
                            axis.dim.span)
@@ -157,6 +159,12 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
     if what == "loop axis" and axis.block is None:
         state.errors.error(
             f"a loop axis needs a block: 'for {axis.name.id} over {extent_text(axis)} by B'", axis.span
+        )
+        return
+    if axis.block is None and axis.bounds in ("unmasked", "wrapped"):  # `by B` left out
+        state.errors.error(
+            f"'{axis.bounds}' is for tiled axes: '{axis.name.id} over {extent_text(axis)} by B {axis.bounds}'",
+            axis.span,
         )
         return
     block = axis.block or axis.chunk  # a whole axis walked in tiles has a chunk
@@ -246,7 +254,7 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
             state.errors.error("a literal dimension must be a positive integer", dim.span)
         scalar = state.spec.tensor(dim.id) if isinstance(dim, m.Name) else None
         if tensor.role == "in" and scalar is not None and scalar.is_scalar:  # an output's may be: y: f32[B, G]
-            state.errors.error(f"'{dim.id}' is a scalar input; an input's shape gives sizes of its own, "
+            state.errors.error(f"'{scalar.name.id}' is a scalar input; an input's shape gives sizes of its own, "
                                "so name this dimension otherwise", dim.span)
         if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
             what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
@@ -257,7 +265,7 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
                 dim.span,
             )
     if tensor.sample is not None:
-        check_sample(state, tensor)
+        check_sample(state, tensor, tensor.sample)
 
 
 def _given_sizes(spec: m.Spec) -> set[str]:

@@ -6,11 +6,13 @@ function, choices, reductions, ``dot``). Each function reports to the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tilegen import model as m
 from tilegen.check.indexing import index_axes
-from tilegen.check.state import MIN_DOT_TILE, CheckState, Scope
+from tilegen.check.state import MIN_DOT_TILE, CheckState, Scope, block_text
 from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
-from tilegen.functions import CASTS, FUNCTIONS, lookup
+from tilegen.functions import CASTS, FUNCTIONS, Function, lookup
 from tilegen.spec_text import extent_text
 
 #: Operand dtypes ``tl.dot`` takes, and the accumulator dtypes each may add into.
@@ -104,7 +106,7 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         if key.id in params:  # a number given by keyword; words (dim=c, precision=ieee) are not values
             operands.append(expr_axes(state, value, scope))
             given_axes.setdefault(key.id, operands[-1])
-    if choice is not None:
+    if choice is not None or function is None:  # a choice (an unknown name returned above)
         if len(call.args) != 1 or call.kwargs:
             state.errors.error(
                 f"'{name}' (a choice) takes 1 argument, not {len(call.args) + len(call.kwargs)}", call.span
@@ -117,7 +119,7 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         check_keywords(state, call, function, ())
         return dot_axes(state, call, operands[:2], scope)
     if function.kind in ("reduction", "scan"):
-        return reduction_axes(state, call, operands, scope)
+        return reduction_axes(state, call, function, operands, scope)
     count = len(call.args)
     if not function.min_args <= count <= function.max_args:
         wanted = (
@@ -136,12 +138,12 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         either = " or ".join(f"'{p}'" for p in function.one_of)
         state.errors.error(f"'{name}' needs {either} (or both), e.g. {name}(x, {function.one_of[0]}=0)", call.span)
     for position, param in enumerate(params, start=1):
-        given = call.args[position] if position < count else call.kwarg(param)
-        if param in function.numbers and given is not None and given_axes.get(param):
+        argument = call.args[position] if position < count else call.kwarg(param)
+        if param in function.numbers and argument is not None and given_axes.get(param):
             state.errors.error(
                 f"the {param} of '{name}' must be a number (a constant or a scalar input), e.g. "
                 f"{name}(x, {dict(function.params)[param]})",
-                given.span,
+                argument.span,
             )
     if function.selects and call.args and dtype_of(state, call.args[0], scope) != BOOL:
         state.errors.error(
@@ -160,7 +162,7 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
     return result
 
 
-def check_keywords(state: CheckState, call: m.Call, function, positional: list[str]) -> None:
+def check_keywords(state: CheckState, call: m.Call, function: Function, positional: Sequence[str]) -> None:
     """Keywords name a parameter not given by position, or a choice with a known word."""
     params = [p for p, _ in function.params]
     for key, value in call.kwargs:
@@ -179,12 +181,14 @@ def check_keywords(state: CheckState, call: m.Call, function, positional: list[s
             state.errors.error(f"unknown argument '{key.id}' to '{function.name}'; {why}", key.span)
 
 
-def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
-    """``sum(x, dim=c)``: ``c`` is a tile axis of ``x`` that one program covers (a whole
-    axis or the current tile of a loop axis); the result spans ``x``'s other axes. A scan
-    (``cumsum(x, dim=c, reverse=true)``) runs along a whole axis and keeps every axis of ``x``."""
+def reduction_axes(
+    state: CheckState, call: m.Call, function: Function, operands: list[tuple[str, ...]], scope: Scope
+) -> tuple[str, ...]:
+    """``sum(x, dim=c)`` (``function`` the call's, ``operands`` its arguments' axes): ``c`` is a tile
+    axis of ``x`` that one program covers (a whole axis or the current tile of a loop axis); the
+    result spans ``x``'s other axes. A scan (``cumsum(x, dim=c, reverse=true)``) runs along a whole
+    axis and keeps every axis of ``x``."""
     name = call.func.id
-    function = lookup(name)
     is_scan = function.kind == "scan"
     if len(call.args) != 1:
         optional = "".join(f", optionally {k}=" for k in function.choices)
@@ -212,7 +216,8 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         state.errors.error(f"'{name}' needs the axis it {what}: {name}(x, dim=<axis>)", call.span)
         return operands[0]
     across = id(call) in state.across  # a reduction across programs (programs.py accepted it)
-    if word is None or word not in scope.axes or (scope.axes[word].is_index and not across):
+    if (word is None or not isinstance(value, m.Ref)  # (a word is given as a Ref)
+            or word not in scope.axes or (scope.axes[word].is_index and not across)):
         what = f"'{word}' is not a tile axis in scope" if word else "not an expression"
         state.errors.error(f"dim= names a tile axis of the operand; {what}", value.span)
         return operands[0]
@@ -230,7 +235,7 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
     result = operands[0] if is_scan else tuple(a for a in operands[0] if a != dim.id)
     merges = function.combine is not None or function.picks is not None
     if (is_scan or not merges) and axis.bounds != "whole":  # no partial results to merge
-        where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {axis.block.id}"
+        where = "a 'for' loop's axis" if dim.id in scope.loop_axes else f"a grid axis tiled by {block_text(axis)}"
         missing = "a scan whose running value carries across tiles" if is_scan else "merging its partials"
         state.errors.error(
             f"'{name}' {'runs along' if is_scan else 'reduces'} a 'whole' axis (one program holds the row); "
@@ -243,7 +248,7 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
         return result
     if dim.id not in scope.loop_axes and axis.bounds != "whole" and not across:
         state.errors.error(
-            f"'{dim.id}' is a grid axis tiled by {axis.block.id}, so one program sees one tile of "
+            f"'{dim.id}' is a grid axis tiled by {block_text(axis)}, so one program sees one tile of "
             f"{extent_text(axis)}, not all of it; reduce over a 'whole' axis or a 'for' loop's axis, or store "
             f"or assign the reduction itself (out[...] = sum(x, dim={dim.id}) or v = sum(x, dim={dim.id}) at the top "
             "level reduces across programs)",
@@ -252,7 +257,7 @@ def reduction_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> t
     return result
 
 
-def dot_axes(state: CheckState, call: m.Call, operands, scope: Scope) -> tuple[str, ...]:
+def dot_axes(state: CheckState, call: m.Call, operands: list[tuple[str, ...]], scope: Scope) -> tuple[str, ...]:
     """``dot(a, b)``: two 2D tiles sharing exactly one axis, which the product contracts
     (``dot(q[m, d], k[n, d])`` is over ``d``, the second operand read transposed); the result
     spans the first operand's other axis, then the second's."""

@@ -22,6 +22,8 @@ Without ``inplace`` the output is a new tensor, as any other.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tilegen import model as m
 from tilegen.check.state import CheckState
 
@@ -59,7 +61,7 @@ def check_in_place(state: CheckState) -> None:
     spec = state.spec
     for tensor in spec.in_place:
         source = tensor.in_place_of
-        if spec.tensor(source.id) is None:
+        if source is None or spec.tensor(source.id) is None:  # (spec.in_place holds the outputs with one)
             continue
         if spec.backward:
             state.errors.error(f"'{tensor.name.id}' cannot be written in place of '{source.id}' in a kernel with a "
@@ -75,7 +77,9 @@ def check_in_place(state: CheckState) -> None:
             state.errors.error(f"'{tensor.name.id}' cannot be written in place of '{source.id}': {message}", span)
 
 
-def _positions(body: tuple[m.Stmt, ...], at: tuple[int, ...] = (), loops: tuple[m.Axis, ...] = ()):
+def _positions(
+    body: tuple[m.Stmt, ...], at: tuple[int, ...] = (), loops: tuple[m.Axis, ...] = ()
+) -> Iterator[tuple[tuple[int, ...], tuple[m.Axis, ...], m.Stmt]]:
     """(position, enclosing loop axes, statement) for every statement of ``body``, nested ones
     included: a position is the statement's index in each enclosing body, outermost first."""
     for i, stmt in enumerate(body):
@@ -120,9 +124,10 @@ def _unsafe(spec: m.Spec, out: str, source: str) -> tuple[str, m.Span] | None:
     if len(stores) != 1:
         return f"'{out}' is stored by {len(stores)} statements; in place, one", stores[1][2].span
     at, loops, store = stores[0]
-    if not all(isinstance(i, m.Name) for i in store.index):
+    names = [i for i in store.index if isinstance(i, m.Name)]
+    if len(names) != len(store.index):
         return "its store is indexed by axis names alone", store.span
-    named = {i.id for i in store.index}
+    named = {i.id for i in names}
     for axis in spec.grid:
         if axis.bounds != "whole" and axis.name.id not in named:
             return f"programs along grid axis '{axis.name.id}' would all write its elements", store.span
@@ -143,8 +148,8 @@ def _unsafe(spec: m.Spec, out: str, source: str) -> tuple[str, m.Span] | None:
                 continue
             before = where[0] < at[0]
             own = all(
-                isinstance(load.index[k], m.Name) and load.index[k].id == item.id
-                for k, item in enumerate(store.index) if item.id in grid
+                isinstance(read, m.Name) and read.id == item.id
+                for read, item in zip(load.index, names, strict=True) if item.id in grid
             )
             if not before:
                 return (f"'{source}' is read here at another index than the store's, "

@@ -6,13 +6,21 @@ and raises nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tilegen import model as m
-from tilegen.check.state import MAX_TMA_BOX, CheckState, Scope, is_two_pieces
+from tilegen.check.state import MAX_TMA_BOX, CheckState, Scope, block_text, is_two_pieces
 from tilegen.dtypes import is_int
 from tilegen.spec_text import extent_text
 
+#: One item of a tensor's index as the parser makes it: an axis, a constant, a gather (a load of
+#: an integer tensor) or an offset axis (arithmetic of an axis, ``c + N / 2``).
+IndexItem = m.Name | m.Number | m.Load | m.BinOp | m.Neg
 
-def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writing: bool) -> tuple[str, ...]:
+
+def index_axes(
+    state: CheckState, tensor_name: m.Name, index: Sequence[IndexItem], scope: Scope, writing: bool
+) -> tuple[str, ...]:
     """Check ``tensor[index]`` and return the axes it spans, in index order."""
     tensor = state.spec.tensor(tensor_name.id)
     if tensor is None:
@@ -42,17 +50,17 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
         return ()
     if writing and sum(m.is_offset(i) for i in index) > 1:
         state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several", tensor_name.span)
-    result = []
+    result: list[str] = []
     for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
         if isinstance(item, m.Load):
             result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
-        if m.is_offset(item):
-            for axis in offset_axes(state, tensor, item, scope):
-                if axis in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
-                    state.errors.error(f"axis '{axis}' indexes '{tensor.name.id}' twice", item.span)
+        if isinstance(item, (m.BinOp, m.Neg)):  # an offset axis (m.is_offset)
+            for offset in offset_axes(state, tensor, item, scope):
+                if offset in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
+                    state.errors.error(f"axis '{offset}' indexes '{tensor.name.id}' twice", item.span)
                 else:
-                    result.append(axis)
+                    result.append(offset)
             continue
         if isinstance(item, m.Number):
             if not item.is_int:
@@ -91,7 +99,7 @@ def index_axes(state: CheckState, tensor_name: m.Name, index, scope: Scope, writ
     return tuple(result)
 
 
-def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list[str]:
+def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
     plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
     c``), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher
@@ -107,7 +115,7 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
     tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1
 
-    def walk(expr, linear: bool) -> None:
+    def walk(expr: m.Expr, linear: bool) -> None:
         if isinstance(expr, m.Number):
             if not expr.is_int:
                 state.errors.error(f"{where} takes integers, not {expr.text}", expr.span)
@@ -136,17 +144,19 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item, scope: Scope) -> list
     return [t for t, _ in tiles[:1]]
 
 
-def check_descriptor_block(state: CheckState, tensor: m.Tensor, index, scope: Scope, span: m.Span) -> None:
+def check_descriptor_block(
+    state: CheckState, tensor: m.Tensor, index: Sequence[IndexItem], scope: Scope, span: m.Span
+) -> None:
     """A TMA descriptor has one block shape (index axes and constants are blocks of 1), and
     its rows are at least 16 bytes: every access of a tensor takes tiles of one shape, and
     its last index is a tile axis."""
-    blocks = []
+    blocks: list[str] = []
     for item in index:
         axis = scope.axes.get(item.id) if isinstance(item, m.Name) else None
         if axis is None or axis.is_index:
             blocks.append("1")
         else:
-            blocks.append(f"all of {extent_text(axis)}" if axis.bounds == "whole" else axis.block.id)
+            blocks.append(block_text(axis))
     name = tensor.name.id
     if all(b == "1" for b in blocks):
         state.errors.error(

@@ -46,7 +46,7 @@ def check_across(state: CheckState, found: Across, scope: Scope) -> None:
                 f"the store to '{store.tensor.id}' is indexed by '{item.id}', which its value reduces over",
                 item.span,
             )
-    placeholders = [m.Number("0", p.call.span) for p in found.partials]
+    placeholders: list[m.Expr] = [m.Number("0", p.call.span) for p in found.partials]
     for sub in m.subexpressions(found.epilogue(placeholders)):
         tile = isinstance(sub, m.Load) or (
             isinstance(sub, m.Ref) and (sub.name.id in scope.locals or sub.name.id in scope.axes)
@@ -65,6 +65,8 @@ def check_stage(state: CheckState, body: tuple[m.Stmt, ...], position: int, scop
     stage, :mod:`tilegen.lower.stages`) computes ``v`` before the spec's kernel runs, from the
     assignments before it, and holds it in float32 for the spec's kernel to load."""
     stmt = body[position]
+    if not isinstance(stmt, m.Assign):  # a stage is an assignment (the body's rules call this for one)
+        return
     what = f"'{stmt.name.id}' reduces across programs, so a kernel of its own computes it before this one"
     for i in reversed(needed(body, position)):  # the nearest first
         if not isinstance(body[i], m.Assign):

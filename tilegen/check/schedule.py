@@ -7,7 +7,7 @@ nothing.
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.check.state import CheckState, is_two_pieces
+from tilegen.check.state import CheckState, block_text, is_two_pieces
 from tilegen.functions import lookup
 from tilegen.spec_text import extent_text
 
@@ -43,7 +43,7 @@ def check_split(state: CheckState) -> None:
         )
     if spec.access_style == "block_ptr":
         state.errors.error("'split' needs access pointers or descriptor, not block_ptr", loop.span)
-    accumulators = {s.name.id for s in loop.body}
+    accumulators = {s.name.id for s in loop.body if isinstance(s, m.Accumulate)}  # (every line of a dot loop)
     before, after = spec.body[: spec.body.index(loop)], spec.body[spec.body.index(loop) + 1 :]
     for stmt in before:
         if isinstance(stmt, m.Declare) and stmt.name.id in accumulators:
@@ -68,7 +68,8 @@ def check_split(state: CheckState) -> None:
             if function is not None and function.kind == "cast" and m.as_written(value.func) == own:
                 value = value.args[0]
         plain = (
-            isinstance(value, m.Ref)
+            isinstance(stmt, m.Store)
+            and isinstance(value, m.Ref)
             and value.name.id in accumulators
             and tensor is not None
             and tensor.role == "out"
@@ -103,10 +104,10 @@ def check_split_tail(state: CheckState) -> None:
         )
         return
     first, second = spec.grid
-    if first.block.id == second.block.id:
+    if block_text(first) == block_text(second):
         state.errors.error(
             f"'split tail' halves each grid axis's block on its own: the axes need different block "
-            f"parameters, not both {first.block.id}",
+            f"parameters, not both {block_text(first)}",
             span,
         )
     tensors = {t.name.id: t for t in spec.tensors}
@@ -158,8 +159,11 @@ def check_pieces(state: CheckState) -> None:
                 break
             if isinstance(stmt, (m.Assign, m.Accumulate)) or (isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt)):
                 why = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
-            elif isinstance(stmt, m.Loop) and any(
-                isinstance(i, m.Name) and i.id == rows for s in stmt.body for i in s.value.args[1].index
+            elif isinstance(stmt, m.Loop) and any(  # a dot loop: acc += dot(a[..], b[..]) lines
+                isinstance(i, m.Name) and i.id == rows
+                for s in stmt.body if isinstance(s, m.Accumulate) and isinstance(s.value, m.Call)
+                for b in s.value.args[1:2] if isinstance(b, m.Load)
+                for i in b.index
             ):
                 why = f"'{rows}' in the first operand of each dot (its rows)"
             elif isinstance(stmt, m.Store) and not isinstance(stmt.value, m.Ref):
@@ -192,13 +196,13 @@ def check_chunks(state: CheckState) -> None:
     pointers. Raises nothing: problems go to ``state.errors``."""
     from tilegen.lower.rows import loop_rows  # the rewrite's own rules, not repeated here
 
-    chunked = [a for a in state.spec.grid if a.chunk is not None]
+    chunked = [(a, a.chunk) for a in state.spec.grid if a.chunk is not None]
     if not chunked or loop_rows(state.spec) is not None:
         return
-    axis = chunked[0]
+    axis, chunk = chunked[0]
     state.errors.error(
-        f"'{axis.name.id} over {extent_text(axis)} by {axis.chunk.id} whole' walks {extent_text(axis)} in tiles of "
-        f"{axis.chunk.id}, which this spec's body cannot take: it needs one whole axis, pointer access, "
+        f"'{axis.name.id} over {extent_text(axis)} by {chunk.id} whole' walks {extent_text(axis)} in tiles of "
+        f"{chunk.id}, which this spec's body cannot take: it needs one whole axis, pointer access, "
         "no dtype variables, offsets, loops, tile declarations, '+=', gathers, dots or scans, each local "
         f"assigned once; write '{axis.name.id} over {extent_text(axis)} whole' to hold the row in one tile",
         axis.span,

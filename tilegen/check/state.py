@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from tilegen import model as m
 from tilegen.errors import Collector
 from tilegen.functions import CASTS, FUNCTIONS
+from tilegen.spec_text import extent_text
 
 #: Words of the language itself; a spec cannot use them as names.
 KEYWORDS = frozenset(
@@ -65,6 +66,12 @@ def is_two_pieces(value: int) -> bool:
     return value > 0 and is_power_of_two(value - low) and low >= MIN_DOT_TILE
 
 
+def block_text(axis: m.Axis) -> str:
+    """What tiles ``axis``, as a message names it: its block parameter (``BM``), else ``all of N``
+    (a whole axis; or one written without its block, which its declaration's check reports)."""
+    return f"all of {extent_text(axis)}" if axis.block is None else axis.block.id
+
+
 @dataclass
 class Scope:
     """What names mean at one point of the body: axes in scope and local tile variables."""
@@ -73,7 +80,7 @@ class Scope:
     locals: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> axes
     declared: set[str] = field(default_factory=set)  # names made with ``name: dtype[...]``
     loop_axes: tuple[str, ...] = ()
-    dtypes: dict[str, str] = field(default_factory=dict)  # declared name -> its dtype
+    dtypes: dict[str, str | None] = field(default_factory=dict)  # local name -> its dtype (None: a literal's)
 
 
 @dataclass
@@ -91,7 +98,8 @@ class CheckState:
     names: dict[str, m.Span] = field(default_factory=dict)  # every name defined -> where
     alias_of: dict[str, str] = field(default_factory=dict)  # swizzled axis name -> the grid axis it remaps
     loop_axes: dict[str, m.Axis] = field(default_factory=dict)  # loop axis name -> its first loop
-    boxes: set = field(default_factory=set)  # (value span, block) of block values refused as past a TMA box, once each
+    # (value span, block) of block values refused as past a TMA box, once each
+    boxes: set[tuple[m.Span, str]] = field(default_factory=set)
     pieced: dict[str, list[m.Number]] = field(default_factory=dict)  # block parameter -> its values of two pieces
     descriptor_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tensor -> its first access's blocks
     across: set[int] = field(default_factory=set)  # ids of the reductions across programs accepted (programs.py)

@@ -8,6 +8,15 @@ from tilegen import model as m
 from tilegen.check.state import CheckState, is_power_of_two
 
 
+def setting_value(setting: m.Param) -> m.Number:
+    """The value a config's setting gives (``128`` of ``config BM = 128``). The parser gives every
+    setting one (only a ``block BM`` declaration leaves its value out); raises ValueError for a
+    setting without one."""
+    if setting.default is None:
+        raise ValueError(f"config setting '{setting.name.id}' has no value")
+    return setting.default
+
+
 def check_tune(state: CheckState, tune: m.Tune) -> None:
     """``tune``: a key of distinct sizes, at most one default config, no config listed twice,
     each setting once per config and of a block parameter or launch option, positive integers
@@ -27,13 +36,13 @@ def check_tune(state: CheckState, tune: m.Tune) -> None:
             state.errors.error("the default config gives one value per setting, not a list", extra.span)
             break
         state.errors.error("only one config can be the default", extra.span)
-    written: dict[frozenset, m.Config] = {}
+    written: dict[frozenset[tuple[str, str]], m.Config] = {}
     for config in tune.configs:
-        values = frozenset((s.name.id, s.default.text) for s in config.settings)
+        values = frozenset((s.name.id, setting_value(s).text) for s in config.settings)
         first = written.setdefault(values, config)
         if first is not config and not (config.default and first.default):
             again = "again on its line" if first.span == config.span else f"as on line {first.span.line}"
-            shown = ", ".join(f"{s.name.id} = {s.default.text}" for s in config.settings)
+            shown = ", ".join(f"{s.name.id} = {setting_value(s).text}" for s in config.settings)
             state.errors.error(f"config {shown} is listed twice ({again}); each config is timed once", config.span)
     for config in tune.configs:
         seen: set[str] = set()
@@ -48,7 +57,7 @@ def check_tune(state: CheckState, tune: m.Tune) -> None:
                     f"{', '.join(m.LAUNCH_OPTIONS)}",
                     setting.name.span,
                 )
-            value = setting.default
+            value = setting_value(setting)
             if not value.is_int or int(value.text) < 1:
                 state.errors.error(f"'{name}' must be a positive integer, not {value.text}", value.span)
             elif name == "num_warps" and not is_power_of_two(int(value.text)):

@@ -88,8 +88,9 @@ def chain(call: m.Call) -> list[m.Call]:
     if function is None or function.combine is None or function.masks:
         return []
     calls = [call]
-    while (inner := reduction(calls[-1].args[0])) is not None and inner.combine == function.combine:
-        calls.append(calls[-1].args[0])
+    while (isinstance(operand := calls[-1].args[0], m.Call) and (inner := reduction(operand)) is not None
+           and inner.combine == function.combine):
+        calls.append(operand)
     return calls
 
 
@@ -101,7 +102,7 @@ def _chains(expr: m.Expr, grid: dict[str, m.Axis]) -> list[list[m.Call]]:
         if any(c.word("dim") in grid for c in calls):
             return [calls]
         return []
-    parts: tuple = ()
+    parts: tuple[m.Expr, ...] = ()
     if isinstance(expr, m.BinOp):
         parts = (expr.left, expr.right)
     elif isinstance(expr, m.Neg):
@@ -113,9 +114,16 @@ def _chains(expr: m.Expr, grid: dict[str, m.Axis]) -> list[list[m.Call]]:
 
 def _partial(calls: list[m.Call], grid: dict[str, m.Axis], order: list[str]) -> Partial:
     """The :class:`Partial` of one chain."""
-    function = partial_reduction(reduction(calls[0]))
-    axes = [c.word("dim") for c in calls if c.word("dim") in grid]
-    averaged = tuple(grid[c.word("dim")].dim.id for c in calls if c.word("dim") in grid and reduction(c).averages)
+    first = reduction(calls[0])
+    assert first is not None  # a chain (:func:`chain`) is of reductions
+    function = partial_reduction(first)
+
+    def averages(call: m.Call) -> bool:  # a mean: the finish divides
+        called = reduction(call)
+        return called is not None and called.averages
+
+    axes = [dim for c in calls if (dim := c.word("dim")) in grid]
+    averaged = tuple(grid[dim].dim.id for c in calls if (dim := c.word("dim")) in grid and averages(c))
 
     def per_program(k: int) -> m.Expr:  # calls[k:] as one program computes them
         if k == len(calls):
@@ -124,7 +132,7 @@ def _partial(calls: list[m.Call], grid: dict[str, m.Axis], order: list[str]) -> 
         dim = call.word("dim")
         if dim in grid and grid[dim].is_index:  # one index of it per program: nothing to reduce
             return operand
-        if dim in grid and reduction(call).averages:  # the finish divides
+        if dim in grid and averages(call):  # the finish divides
             return dataclasses.replace(call, func=dataclasses.replace(call.func, id=function.name),
                                        args=(operand, *call.args[1:]))
         return dataclasses.replace(call, args=(operand, *call.args[1:]))
@@ -182,7 +190,9 @@ def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = fro
     """The positions in ``body`` (top-level statements) before ``position`` that set a local the
     statement at ``position`` reads, directly or through them, in body order. A position in
     ``leaves`` is taken but what it reads is not followed (a value another stage computes)."""
-    wanted = set(names_in(body[position].value))
+    reader = body[position]
+    assert isinstance(reader, m.Assign | m.Store)  # a statement whose value reduces across programs
+    wanted = set(names_in(reader.value))
     found: list[int] = []
     for i in range(position - 1, -1, -1):
         if not defined(body[i]) & wanted:

@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from tilegen import __version__
 from tilegen import model as m
@@ -40,13 +42,18 @@ class SpecFile:
     given: str
 
 
+#: What a build did with one module: wrote it, found it unchanged, found it stale or current
+#: (``--check``), or could not build it.
+BuildStatus = Literal["written", "unchanged", "stale", "current", "error"]
+
+
 @dataclass(frozen=True)
 class BuildResult:
     """What happened to one spec: its module path and status, or the error that stopped it."""
 
     spec: SpecFile
     module: Path | None
-    status: str  # "written" | "unchanged" | "stale" | "current" | "error"
+    status: BuildStatus
     error: SpecError | None = None
     note: str | None = None  # a kernel's: why it has no backward (no backward line, none derived)
     derived: str | None = None  # a derived backward's: its spec text (the module's own reference runs it)
@@ -61,7 +68,7 @@ class BuildResult:
 RUNTIME_SOURCE = SpecFile(Path(__file__).resolve().with_name("runtime.py"), "tilegen/runtime.py", "tilegen/runtime.py")
 
 
-def find_specs(paths: list[str | os.PathLike]) -> list[SpecFile]:
+def find_specs(paths: Sequence[str | os.PathLike[str]]) -> list[SpecFile]:
     """Expand files and folders into ``.tile`` specs, sorted, each with its display and given
     paths (see :class:`SpecFile`).
 
@@ -131,7 +138,7 @@ def write_atomic(path: Path, text: str) -> bool:
     return True
 
 
-def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
+def build(paths: Sequence[str | os.PathLike[str]], out_dir: Path, check_only: bool = False) -> list[BuildResult]:
     """Compile every spec under ``paths`` into ``out_dir/<kernel>.py``, and write the runtime
     they load, ``out_dir/_tilegen_runtime.py``, where at least one spec compiled (its result is
     last, :attr:`BuildResult.is_runtime`).
@@ -143,7 +150,7 @@ def build(paths: list[str | os.PathLike], out_dir: Path, check_only: bool = Fals
     without a ``backward`` line gets its derived backward's module beside it, or a result whose
     ``note`` says why it has none.
     """
-    results = []
+    results: list[BuildResult] = []
     specs = find_specs(paths)
     queued = {spec.path for spec in specs}
     for spec in specs:  # grows: a spec's backward, where a file alone was named, is built beside it

@@ -33,7 +33,9 @@ gives exactly the end result of every accepted form; see :mod:`tilegen.lower.ref
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.errors import Collector
@@ -41,7 +43,7 @@ from tilegen.functions import combining, reduction
 from tilegen.spec_text import extent_text
 
 
-def _additive_reduction(expr: m.Expr) -> bool:
+def _additive_reduction(expr: m.Expr) -> TypeGuard[m.Call]:
     """A reduction whose partial results add (``sum``, ``mean``)."""
     return (function := reduction(expr)) is not None and function.combine == "+"
 
@@ -76,7 +78,7 @@ def running_extrema(spec: m.Spec, loop: m.Loop, before: frozenset[str]) -> dict[
     return dict(analysis.extremum)
 
 
-def _walk(spec: m.Spec, body, defined: set[str], errors: Collector) -> None:
+def _walk(spec: m.Spec, body: tuple[m.Stmt, ...], defined: set[str], errors: Collector) -> None:
     for stmt in body:
         if isinstance(stmt, m.Loop):
             _Loop(spec, stmt, frozenset(defined), errors).run()
@@ -98,7 +100,8 @@ class _Loop:
     varying: set[str] = field(default_factory=set)  # tiles along the loop's axis (this step's)
     zero: set[str] = field(default_factory=set)  # declared in the loop as 0 (sums of additive terms)
     extremum: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (max|min, running name)
-    bounds: dict[str, set[tuple]] = field(default_factory=dict)  # running extremum -> keys of the values it bounds
+    # running extremum -> keys (model.expr_key) of the values it bounds
+    bounds: dict[str, set[tuple[object, ...]]] = field(default_factory=dict)
     rescale: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (old, new): exp(old - new)
     factor: dict[str, str] = field(default_factory=dict)  # local -> new: a product with exp(x - new)
     advanced: set[str] = field(default_factory=set)  # running maxima already set to their new value
@@ -146,7 +149,7 @@ class _Loop:
     def reduces_over_axis(self, expr: m.Expr) -> bool:
         """A reduction over the loop's axis, or a ``dot`` contracting it (both operands are
         tiles along it): the current tile's share only."""
-        if reduction(expr) is not None:
+        if isinstance(expr, m.Call) and reduction(expr) is not None:
             return expr.word("dim") == self.axis
         return m.is_dot(expr) and len(expr.args) == 2 and all(self.varies(a) for a in expr.args)
 
@@ -200,7 +203,9 @@ class _Loop:
     def running_extremum(self, expr: m.Expr, carried_name: str | None = None) -> tuple[str, str] | None:
         """``maximum(m, max(x, dim=c))`` (either order; ``minimum``/``min``) with ``m`` carried
         (``carried_name`` when given) and ``x`` not partial: (``max``, ``m``), else None."""
-        extremum = _extremum_of(expr.func.id) if isinstance(expr, m.Call) and len(expr.args) == 2 else None
+        if not isinstance(expr, m.Call) or len(expr.args) != 2:
+            return None
+        extremum = _extremum_of(expr.func.id)
         if extremum is None:
             return None
         for running, other in (expr.args, expr.args[::-1]):
@@ -218,7 +223,7 @@ class _Loop:
         reduction over another axis of one (``prod(prod(x, dim=j), dim=i)`` in a loop over ``j``):
         what the steps give, merged by ``combine``, is the same for every tiling."""
         function = reduction(expr)
-        if function is None or function.combine != combine or function.averages:
+        if not isinstance(expr, m.Call) or function is None or function.combine != combine or function.averages:
             return False
         if expr.word("dim") == self.axis:
             return not self.is_partial(expr.args[0])
@@ -288,7 +293,7 @@ class _Loop:
     def assign(self, stmt: m.Assign, carried: set[str]) -> None:
         name, value = stmt.name.id, stmt.value
         if name not in carried:  # a local of the loop body
-            if (found := self.running_extremum(value)) is not None:
+            if isinstance(value, m.Call) and (found := self.running_extremum(value)) is not None:
                 self.extremum[name] = found
                 self.bounds[name] = {m.expr_key(e) for arg in value.args for e in _reduced(arg)}
             elif (found := self.rescaling(value)) is not None:
@@ -342,10 +347,10 @@ class _Loop:
         )
 
 
-def _reduced(expr: m.Expr):
+def _reduced(expr: m.Expr) -> Iterator[m.Expr]:
     """The operands ``expr`` reduces, level by level: ``max(max(x, dim=j), dim=i)`` gives
     ``max(x, dim=j)`` and ``x`` (nothing for an expression that is not a reduction)."""
-    while reduction(expr) is not None:
+    while isinstance(expr, m.Call) and reduction(expr) is not None:
         expr = expr.args[0]
         yield expr
 

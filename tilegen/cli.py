@@ -12,8 +12,9 @@ from __future__ import annotations
 import inspect
 import sys
 import tempfile
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,12 +22,16 @@ from rich.table import Table
 
 from tilegen import __version__
 from tilegen import model as m
+from tilegen.build import SpecFile, check_file, compile_file, find_specs
 from tilegen.build import build as build_specs
-from tilegen.build import check_file, compile_file, find_specs
 from tilegen.check import check as check_model
 from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
 from tilegen.parser import parse
+
+if TYPE_CHECKING:  # imported where used: the runner (and the bench) import torch
+    from tilegen.bench import Sweep
+    from tilegen.runner import RunResult
 
 app = typer.Typer(
     help="Compile declarative .tile kernel specs to Triton.",
@@ -38,7 +43,10 @@ out = Console(soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _command(function):
+_Command = TypeVar("_Command", bound=Callable[..., None])
+
+
+def _command(function: _Command) -> _Command:
     """Register ``function`` as a command whose help is its docstring with each paragraph on one
     line, which rich wraps at the terminal's width (typer keeps the line breaks of a docstring's
     later paragraphs, and the command list's summary is its first paragraph)."""
@@ -46,12 +54,12 @@ def _command(function):
     return app.command(help="\n\n".join(" ".join(paragraph.split()) for paragraph in paragraphs))(function)
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     err.print(message, markup=False)
     raise typer.Exit(1)
 
 
-def _specs(paths: list[str]):
+def _specs(paths: list[str]) -> list[SpecFile]:
     """The specs under ``paths`` (command-line strings, kept as typed for error locations)."""
     try:
         return find_specs(paths)
@@ -60,7 +68,7 @@ def _specs(paths: list[str]):
 
 
 def _parse_sizes(values: list[str]) -> dict[str, int]:
-    sizes = {}
+    sizes: dict[str, int] = {}
     for value in values:
         name, sep, number = value.partition("=")
         if not sep or not number.strip().isdigit():
@@ -145,7 +153,7 @@ def show(
         _fail(f"{spec.given}:{line}no backward: {reason.reason}")
 
 
-def _one_spec(path: str, command: str):
+def _one_spec(path: str, command: str) -> SpecFile:
     """The one spec ``path`` names (a file, or a folder holding exactly one spec)."""
     specs = _specs([path])
     if len(specs) != 1:
@@ -153,7 +161,7 @@ def _one_spec(path: str, command: str):
     return specs[0]
 
 
-def _print_notes(rows) -> None:
+def _print_notes(rows: Sequence[RunResult]) -> None:
     """The lines under a results table: each row's note (a file written; for a FAIL row its worst
     element, for a SKIP row why it is no verdict) and caught warnings, then one line where tuned
     specs ran their default config (the interpreter cannot time configs)."""
@@ -170,7 +178,7 @@ def _print_notes(rows) -> None:
 INTERPRETER_NOTE = "note: the Triton interpreter cannot time configs: tuned specs ran their default (TILEGEN_CONFIG=N)"
 
 
-def _results_table(results) -> Table:
+def _results_table(results: Sequence[RunResult]) -> Table:
     """The rows as a table: full kernel names (never cut), the largest error and the error the
     tolerance allows at that element."""
     table = Table(title="tilegen kernels vs reference")
@@ -199,7 +207,7 @@ def _print_table(table: Table) -> None:
         out.width = width
 
 
-def _summary(rows, seconds: float, unbuilt: int = 0) -> str:
+def _summary(rows: Sequence[RunResult], seconds: float, unbuilt: int = 0) -> str:
     """The last line of a run: ``164 passed, 0 failed in 83 s`` (skipped and unbuilt specs where any)."""
     counts = {status: sum(1 for r in rows if r.status == status) for status in ("PASS", "FAIL", "SKIP")}
     line = f"{counts['PASS']} passed, {counts['FAIL']} failed"
@@ -216,8 +224,8 @@ def _one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-def _run_spec(spec_file, module_dir: Path, sizes: dict[str, int], programs: int, device: str, image, out_dir,
-              derived: str | None = None):
+def _run_spec(spec_file: SpecFile, module_dir: Path, sizes: dict[str, int], programs: int, device: str,
+              image: Path | None, out_dir: Path | None, derived: str | None = None) -> list[RunResult]:
     """Run the kernel of ``spec_file`` (or of the backward ``derived`` from it: that spec's text),
     whose module is in ``module_dir``, against its reference: the rows."""
     from tilegen import runner
@@ -271,7 +279,7 @@ def run(
 
 
 def _parse_dtypes(values: list[str]) -> dict[str, str]:
-    dtypes = {}
+    dtypes: dict[str, str] = {}
     for value in values:
         name, sep, dtype = value.partition("=")
         if not sep or not name.strip() or not dtype.strip():
@@ -349,12 +357,12 @@ def tune(
         from tilegen import tuned as tables
         from tilegen.runtime import device_arch
 
-        path = tables.table_path(spec_file.path.parent, spec.name.id)
+        table = tables.table_path(spec_file.path.parent, spec.name.id)
         try:
-            tables.save_entries(path, runner.shipped_entries(spec, tuned, device_arch(torch.device("cuda"))))
+            tables.save_entries(table, runner.shipped_entries(spec, tuned, device_arch(torch.device("cuda"))))
         except SpecError as error:
             _fail(error.render())
-        out.print(f"saved: {path} (tilegen build embeds it)", markup=False)
+        out.print(f"saved: {table} (tilegen build embeds it)", markup=False)
 
 
 @_command
@@ -402,16 +410,17 @@ def demo(
         runnable = [r for r in results if r.error is None and not r.is_runtime]  # the runtime: nothing to run
         progress.update(task, total=len(runnable), completed=0)
         photo = image or runner.sample_photo()
-        work = [(r.spec, output, programs, device, photo, None if image else out_dir, r.derived) for r in runnable]
-        by_spec: dict[int, list] = {}
+        work = [_DemoWork(r.spec, output, programs, device, photo, None if image else out_dir, r.derived)
+                for r in runnable]
+        by_spec: dict[int, list[RunResult]] = {}
         for index, given, spec_rows in _run_specs(work, jobs):
             by_spec[index] = spec_rows
             progress.update(task, description=f"{given}: compiled and ran on {device}")
             progress.advance(task)
         rows = [row for index in range(len(work)) for row in by_spec[index]]  # in the specs' order, as built
-    errors = [r for r in results if r.error is not None]
-    for result in errors:
-        err.print(result.error.render(), markup=False)
+    errors = [r.error for r in results if r.error is not None]
+    for spec_error in errors:
+        err.print(spec_error.render(), markup=False)
     _print_table(_results_table(rows))
     _print_notes(rows)
     out.print(_summary(rows, time.perf_counter() - start, len(errors)), markup=False)
@@ -419,44 +428,58 @@ def demo(
         raise typer.Exit(1)
 
 
-def _demo_rows(spec_file, module_dir: Path, programs: int, device: str, image, out_dir, derived: str | None):
+class _DemoWork(NamedTuple):
+    """One spec the demo runs: :func:`_run_spec`'s arguments at the default sizes (picklable, for a worker)."""
+
+    spec_file: SpecFile
+    module_dir: Path
+    programs: int
+    device: str
+    image: Path | None
+    out_dir: Path | None
+    derived: str | None
+
+
+def _demo_rows(work: _DemoWork) -> list[RunResult]:
     """The demo's rows for one spec (:func:`_run_spec` at the default sizes); a kernel that fails to build or
     run gives one failed row with its error as the note, so the rest still run."""
     try:
-        return _run_spec(spec_file, module_dir, {}, programs, device, image, out_dir, derived)
+        return _run_spec(work.spec_file, work.module_dir, {}, work.programs, work.device, work.image, work.out_dir,
+                         work.derived)
     except Exception as error:  # any error: one kernel's failure is reported, the rest still run
-        from tilegen.runner import RunResult
-
-        kernel = spec_file.path.stem
-        return [RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}")]
+        return [_failed_row(work, error)]
 
 
-def _run_specs(work: list[tuple], jobs: int):
-    """Run :func:`_demo_rows` on each argument tuple of ``work``; yields ``(index, given path, rows)`` as each
-    finishes. ``jobs`` > 1 runs them in that many spawned worker processes (each selects the device as this
-    one did: ``TRITON_INTERPRET`` is inherited), so Triton compiles that many kernels at once."""
+def _failed_row(work: _DemoWork, error: BaseException) -> RunResult:
+    from tilegen.runner import RunResult
+
+    kernel = work.spec_file.path.stem
+    return RunResult(kernel, "-", work.device, float("nan"), False, f"{kernel}: {_one_line(error)}")
+
+
+def _run_specs(work: list[_DemoWork], jobs: int) -> Iterator[tuple[int, str, list[RunResult]]]:
+    """Run :func:`_demo_rows` on each of ``work``; yields ``(index, given path, rows)`` as each finishes.
+    ``jobs`` > 1 runs them in that many spawned worker processes (each selects the device as this one did:
+    ``TRITON_INTERPRET`` is inherited), so Triton compiles that many kernels at once."""
     if jobs == 1 or len(work) <= 1:
-        for index, arguments in enumerate(work):
-            yield index, arguments[0].given, _demo_rows(*arguments)
+        for index, item in enumerate(work):
+            yield index, item.spec_file.given, _demo_rows(item)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(min(jobs, len(work)), mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_demo_rows, *arguments): index for index, arguments in enumerate(work)}
+        futures = {pool.submit(_demo_rows, item): index for index, item in enumerate(work)}
         for future in as_completed(futures):
             index = futures[future]
             try:
                 rows = future.result()
             except Exception as error:  # the worker process died (a crash in a compiler): that spec fails
-                from tilegen.runner import RunResult
-
-                kernel, device = work[index][0].path.stem, work[index][3]
-                rows = [RunResult(kernel, "-", device, float("nan"), False, f"{kernel}: {_one_line(error)}")]
-            yield index, work[index][0].given, rows
+                rows = [_failed_row(work[index], error)]
+            yield index, work[index].spec_file.given, rows
 
 
-def _load_callable(target: str):
+def _load_callable(target: str) -> Callable[..., Any]:
     """``package.module:function`` -> the function (for ``--handwritten``)."""
     import importlib
 
@@ -464,7 +487,8 @@ def _load_callable(target: str):
     if not module_name or not attr:
         raise ValueError(f"--handwritten takes MODULE:FUNCTION, got {target!r}")
     sys.path.insert(0, str(Path.cwd()))
-    return getattr(importlib.import_module(module_name), attr)
+    function: Callable[..., Any] = getattr(importlib.import_module(module_name), attr)
+    return function
 
 
 @_command
@@ -516,11 +540,11 @@ def bench(
         module = runner.load_module(module_path)
         if not points:
             points = [runner.default_sizes(spec, 64)]
-        providers = {}
+        providers: dict[str, Callable[..., Any]] = {}
         if baseline in ("torch", "both"):
             name, fn = bench_mod.torch_baseline(spec, module)
             providers[name] = fn
-        if baseline in ("reference", "both"):
+        if baseline in ("reference", "both") and handwritten is not None:  # (not None: checked above)
             try:
                 providers["hand-written"] = _load_callable(handwritten)
             except (ImportError, AttributeError, ValueError) as error:
@@ -528,7 +552,7 @@ def bench(
         with Progress(console=err, transient=True) as progress:
             task = progress.add_task(f"bench {spec.name.id}", total=len(points))
 
-            def advance(sizes):
+            def advance(sizes: dict[str, int]) -> None:
                 progress.update(task, advance=1, description=f"bench {spec.name.id} {sizes}")
 
             result = bench_mod.run_sweep(spec, module, points, providers, progress=advance)
@@ -542,7 +566,7 @@ def bench(
         out.print(f"wrote {plot_path}", markup=False)
 
 
-def _bench_table(sweep) -> Table:
+def _bench_table(sweep: Sweep) -> Table:
     table = Table(title=f"{sweep.kernel}: ms and {sweep.unit} (median of do_bench)")
     table.add_column("sizes", no_wrap=True)
     for provider in sweep.providers:

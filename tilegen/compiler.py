@@ -121,7 +121,7 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool,
     return _Checked(named, backward, modules)
 
 
-def beside(path: str | os.PathLike, display: str) -> Finder:
+def beside(path: str | os.PathLike[str], display: str) -> Finder:
     """The :data:`~tilegen.check.backward.Finder` of the spec file at ``path`` (displayed as
     ``display``): a kernel ``name`` is ``<name>.tile`` in the same folder."""
     folder, shown = Path(path).parent, Path(display).parent

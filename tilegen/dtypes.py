@@ -15,6 +15,7 @@ makes an integer tile float32).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.functions import lookup
@@ -66,7 +67,7 @@ def integer_value(number: m.Number) -> int | None:
     return -value if number.text.startswith("-") else value
 
 
-def is_float(dtype: str | None) -> bool:
+def is_float(dtype: str | None) -> TypeGuard[str]:
     """True for f16, bf16, f32 and f64."""
     return dtype in _FLOAT_RANK
 

@@ -29,7 +29,7 @@ Kinds:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tilegen import model as m
@@ -119,7 +119,7 @@ class Function:
     result: str | None = None
     masks: bool = False
     picks: str | None = None
-    grad: dict[str, str | Callable[[dict[str, str]], str]] = field(default_factory=dict)
+    grad: Mapping[str, str | Callable[[dict[str, str]], str]] = field(default_factory=dict)
 
     def grad_text(self, operand: str, values: dict[str, str]) -> str | None:
         """The adjoint of argument ``operand`` by :attr:`grad` (None: no rule), from the texts
@@ -369,6 +369,7 @@ def partial_reduction(function: Function) -> Function:
     an ``averages`` reduction the one that combines alike without dividing (``mean``: ``sum``)."""
     if not function.averages:
         return function
+    assert function.combine is not None  # an averages reduction combines its partials
     return next(f for f in combining(function.combine) if not f.averages)
 
 
@@ -535,19 +536,23 @@ def folded(expr: m.Expr) -> int | float | None:
         if left is None or right is None or (expr.op == "/" and right == 0):
             return None
         return {"+": left + right, "-": left - right, "*": left * right, "/": left / right if right else 0.0}[expr.op]
-    function = lookup(expr.func) if isinstance(expr, m.Call) else None
+    if not isinstance(expr, m.Call):
+        return None
+    function = lookup(expr.func)
     if function is None or not function.promotes:
         return None
     values = [folded(a) for a in expr.args]
     bounds = dict(zip([p for p, _ in function.params], values[1:], strict=False))
     bounds.update((key.id, folded(value)) for key, value in expr.kwargs)
-    if any(v is None for v in (*values, *bounds.values())):
+    numbers = [v for v in values if v is not None]
+    given = {name: v for name, v in bounds.items() if v is not None}
+    if len(numbers) < len(values) or len(given) < len(bounds):  # a part that is not a number
         return None
-    x, others = values[0], list(bounds.values())
+    x, others = numbers[0], list(given.values())
     if any(math.isnan(v) for v in (x, *others)):
         return math.nan
     if function.name == "clamp":
-        low, high = bounds.get("min"), bounds.get("max")
+        low, high = given.get("min"), given.get("max")
         x = x if low is None else max(x, low)
         return x if high is None else min(x, high)
     return (max if function.name == "maximum" else min)(x, *others)
@@ -565,7 +570,7 @@ def lookup(name: str | m.Name) -> Function | None:
     return FUNCTIONS.get(name)
 
 
-def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
+def spanned_axes(expr: m.Expr, own: Callable[[m.Expr], tuple[str, ...] | None]) -> tuple[str, ...]:
     """The axes a tile expression spans, in order of first appearance (a ``where``'s values
     before its condition).
 
@@ -594,6 +599,6 @@ def spanned_axes(expr: m.Expr, own) -> tuple[str, ...]:
     axes = axes or ()
     for part in parts:
         axes += tuple(a for a in spanned_axes(part, own) if a not in axes)
-    if reduction(expr) is not None:
+    if isinstance(expr, m.Call) and reduction(expr) is not None:
         axes = tuple(a for a in axes if a != expr.word("dim"))
     return axes

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 #: Spec dtype name -> (triton dtype, torch dtype). Also the set of dtypes the language knows.
 DTYPES: dict[str, tuple[str, str]] = {
@@ -297,7 +299,7 @@ class Load:
     lanes outside the tensor read 0."""
 
     tensor: Name
-    index: tuple[Name | Number | Load, ...]
+    index: tuple[Index, ...]
     span: Span
 
 
@@ -343,6 +345,12 @@ class Call:
 
 Expr = Number | Ref | Load | BinOp | Neg | Call
 
+#: One item of a tensor index as parsed (``x[r, 0, target[r], c + N / 2]``): an axis (a bare
+#: name is a :class:`Name`, not a :class:`Ref`), a constant, a gather or an offset axis (the
+#: arithmetic as written, :func:`is_offset`). The grammar takes any arithmetic, so a call may
+#: appear too; the checker refuses what it cannot index with.
+Index = Name | Number | Load | BinOp | Neg | Call
+
 # ------------------------------------------------------------------------- statements
 
 
@@ -381,7 +389,7 @@ class Store:
     """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype)."""
 
     tensor: Name
-    index: tuple[Name | Number, ...]
+    index: tuple[Index, ...]
     value: Expr
     span: Span
 
@@ -558,17 +566,17 @@ def derived_name(extent: Expr) -> str:
     return extent.text if isinstance(extent, Number) else "size"
 
 
-def is_offset(item) -> bool:
+def is_offset(item: Index | Expr) -> TypeGuard[BinOp | Neg]:
     """True for an index item that is arithmetic (``c + N / 2``): an offset axis."""
     return isinstance(item, (BinOp, Neg))
 
 
-def offset_names(item) -> list[str]:
+def offset_names(item: Expr) -> list[str]:
     """The names an offset index item refers to (axes, sizes, scalar inputs), in order."""
     return [e.name.id for e in subexpressions(item) if isinstance(e, Ref)]
 
 
-def statements(body: tuple[Stmt, ...]):
+def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
     """Every statement of ``body`` in order, nested loop bodies included (after their loop)."""
     for stmt in body:
         yield stmt
@@ -576,7 +584,7 @@ def statements(body: tuple[Stmt, ...]):
             yield from statements(stmt.body)
 
 
-def subexpressions(expr: Expr, prune=None):
+def subexpressions(expr: Expr, prune: Callable[[Expr], bool] | None = None) -> Iterator[Expr]:
     """``expr`` and every expression inside it, depth first; with ``prune`` (a predicate), not
     the expressions inside one for which it holds (it is yielded itself)."""
     yield expr
@@ -599,7 +607,7 @@ def subexpressions(expr: Expr, prune=None):
                 yield from subexpressions(value, prune)
 
 
-def accesses(stmt: Stmt):
+def accesses(stmt: Stmt) -> Iterator[Store | Load]:
     """The store target and the loads of one statement (a loop's body is not included)."""
     if isinstance(stmt, Store):
         yield stmt
@@ -607,7 +615,7 @@ def accesses(stmt: Stmt):
         yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
 
 
-def expr_key(expr: Expr | Name) -> tuple:
+def expr_key(expr: Expr | Name) -> tuple[object, ...]:
     """A hashable form of an expression without its source spans: two occurrences of
     ``n <= m`` in a spec have the same key."""
     if isinstance(expr, Name):
@@ -630,12 +638,12 @@ def expr_key(expr: Expr | Name) -> tuple:
     )
 
 
-def is_dot(expr: Expr) -> bool:
+def is_dot(expr: Expr) -> TypeGuard[Call]:
     """True for a ``dot(...)`` call."""
     return isinstance(expr, Call) and expr.func.id == "dot"
 
 
-def is_detach(expr: Expr) -> bool:
+def is_detach(expr: Expr) -> TypeGuard[Call]:
     """True for a ``detach(...)`` call: nothing inside it has a gradient."""
     return isinstance(expr, Call) and expr.func.id == "detach"
 

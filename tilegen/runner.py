@@ -23,13 +23,20 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Literal
 
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import integer_value
+
+if TYPE_CHECKING:  # torch is imported where it is used (see select_device)
+    import torch
+
+    from tilegen.tolerance import Argument, Outputs, Reference
 
 #: What a tuned launcher says (once per process) when the interpreter cannot time its configs;
 #: the demo says it once for all instead (:attr:`RunResult.default_config`).
@@ -62,7 +69,7 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def load_module(path: str | os.PathLike) -> ModuleType:
+def load_module(path: str | os.PathLike[str]) -> ModuleType:
     """Import a generated module from ``path`` (a ``str`` or ``Path`` to its ``.py`` file) under the
     private name ``tilegen_generated_<stem>`` (Triton needs the file, so no in-memory import).
 
@@ -70,6 +77,7 @@ def load_module(path: str | os.PathLike) -> ModuleType:
     path = Path(path)
     name = f"tilegen_generated_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None  # a .py file's: a SourceFileLoader
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -89,7 +97,7 @@ def is_image_spec(spec: m.Spec) -> bool:
     return tensor.dtype.id == "u8" and len(tensor.dims) == 3 and isinstance(first, m.Number) and first.text == "3"
 
 
-def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 0) -> dict:
+def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 0) -> dict[str, Argument]:
     """One random tensor per input of ``spec``, shaped by ``sizes`` (symbol -> extent).
 
     An input declared with a range (``in x: f32[M, N] in [0.01, 10]``) is drawn uniformly from
@@ -105,7 +113,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
 
     generator = torch.Generator().manual_seed(seed)
     ranges = gather_ranges(spec)
-    inputs = {}
+    inputs: dict[str, Argument] = {}
     for tensor in spec.inputs:
         if tensor.is_scalar:  # a number passed by value
             if tensor.name.id in sizes:  # an integer scalar used as a size (g over G, c over C / G)
@@ -115,7 +123,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             else:
                 inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
             continue
-        shape = []
+        shape: list[int] = []
         for dim in tensor.dims:
             if isinstance(dim, m.Number):
                 shape.append(int(dim.text))
@@ -142,7 +150,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     return inputs
 
 
-def sample(tensor: m.Tensor, shape, generator):
+def sample(tensor: m.Tensor, shape: Sequence[int], generator: torch.Generator) -> torch.Tensor:
     """A tensor of ``shape`` (on the CPU, in ``tensor``'s dtype, which must be bound) drawn
     uniformly from ``tensor.sample``, the closed range ``[low, high]`` of its declaration.
 
@@ -152,11 +160,12 @@ def sample(tensor: m.Tensor, shape, generator):
     are the bounds). Raises ValueError when no value of the dtype lies in the range."""
     import torch
 
-
+    assert tensor.sample is not None  # a declaration with a range: the callers' condition
     low, high = tensor.sample
-    dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
+    dtype: torch.dtype = getattr(torch, m.DTYPES[tensor.dtype.id][1].split(".")[1])
     if not dtype.is_floating_point:
         first, last = integer_value(low), integer_value(high)
+        assert first is not None and last is not None  # the checker's: an integer dtype's range is of integers
         if last < torch.iinfo(dtype).max:
             return torch.randint(first, last + 1, shape, generator=generator, dtype=dtype)
         # high + 1 does not fit the dtype: draw [first - 1, last) and shift up
@@ -173,7 +182,7 @@ def sample(tensor: m.Tensor, shape, generator):
     return value.clamp(floor, ceiling)
 
 
-def _inside(bound: float, dtype, up: bool):
+def _inside(bound: float, dtype: torch.dtype, up: bool) -> torch.Tensor:
     """The ``dtype`` value nearest ``bound`` on the range's side of it: the least value >= ``bound``
     (``up``) or the greatest <= it, as a 0-dimensional tensor."""
     import torch
@@ -187,17 +196,18 @@ def _inside(bound: float, dtype, up: bool):
 
 def gather_ranges(spec: m.Spec) -> dict[str, m.Name | m.Number]:
     """Index tensor -> the dimension it gathers along (``target`` -> ``V`` for ``logits[r, target[r]]``)."""
-    ranges = {}
+    ranges: dict[str, m.Name | m.Number] = {}
     for stmt in m.statements(spec.body):
         for access in m.accesses(stmt):
             tensor = spec.tensor(access.tensor.id)
             for position, item in enumerate(access.index):
                 if isinstance(item, m.Load):
+                    assert tensor is not None  # the checker's: a load or store names a tensor
                     ranges[item.tensor.id] = tensor.dims[position]
     return ranges
 
 
-def load_image(path: Path, device: str):
+def load_image(path: Path, device: str) -> torch.Tensor:
     """Read an RGB image as a contiguous ``uint8 [3, H, W]`` tensor (Pillow decodes it)."""
     import numpy as np
     import torch
@@ -208,7 +218,7 @@ def load_image(path: Path, device: str):
     return torch.from_numpy(array.copy()).permute(2, 0, 1).contiguous().to(device)
 
 
-def save_grey(tensor, path: Path) -> None:
+def save_grey(tensor: torch.Tensor, path: Path) -> None:
     """Write a ``uint8 [H, W]`` tensor as a greyscale PNG."""
     from PIL import Image
 
@@ -248,7 +258,7 @@ class RunResult:
     tolerance: float = math.nan
 
     @property
-    def status(self) -> str:
+    def status(self) -> Literal["PASS", "SKIP", "FAIL"]:
         """``"PASS"``, ``"SKIP"`` (failed where the run is known to be wrong) or ``"FAIL"``."""
         if self.passed:
             return "PASS"
@@ -256,14 +266,14 @@ class RunResult:
 
 
 @contextlib.contextmanager
-def quiet(caught: list[str]):
+def quiet(caught: list[str]) -> Iterator[None]:
     """Run kernels without printing warnings: NumPy floating-point errors (overflow in the
     interpreter's ``exp``, which gives inf as a GPU does) are ignored, the interpreter's tuning
     notice dropped, and the message of any other warning appended to ``caught``."""
     try:
         import numpy as np
 
-        errstate = np.errstate(all="ignore")
+        errstate: contextlib.AbstractContextManager[object] = np.errstate(all="ignore")
     except ImportError:  # pragma: no cover - the interpreter needs NumPy; a GPU run may not
         errstate = contextlib.nullcontext()
     with warnings.catch_warnings(record=True) as records, errstate:
@@ -275,7 +285,8 @@ def quiet(caught: list[str]):
             caught.append(text)
 
 
-def compare(outputs, expected, spec: m.Spec, args=(), reference=None) -> tuple[float, bool]:
+def compare(outputs: Outputs, expected: Outputs, spec: m.Spec, args: Sequence[Argument] = (),
+            reference: Reference | None = None) -> tuple[float, bool]:
     """Max absolute error over all outputs and whether every element is within the tolerance
     of :mod:`tilegen.tolerance` (``args``: the launcher's positional arguments, whose shapes
     give the lengths of the sums; ``reference``: the module's reference, evaluated once more
@@ -285,7 +296,8 @@ def compare(outputs, expected, spec: m.Spec, args=(), reference=None) -> tuple[f
     return result.max_error, result.passed
 
 
-def comparison(outputs, expected, spec: m.Spec, args=(), reference=None) -> tolerance.Comparison:
+def comparison(outputs: Outputs, expected: Outputs, spec: m.Spec, args: Sequence[Argument] = (),
+               reference: Reference | None = None) -> tolerance.Comparison:
     """:func:`compare` with the worst element (``detail``): :func:`tilegen.tolerance.compare`
     with ``equal_nan``, so NaN where the reference has NaN at the same place is equal (``log``
     of a negative input is NaN on both sides), as equal infinities are; a NaN on one side only
@@ -368,11 +380,13 @@ def run_module(
     ]
 
 
-def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, image, out_dir) -> RunResult:
+def _run_binding(module: ModuleType, spec: m.Spec, binding: dict[str, str], sizes: dict[str, int], device: str,
+                 image: Path | None, out_dir: Path | None) -> RunResult:
     """:func:`run_module` for one binding of the dtype variables (``spec`` specialized to it)."""
     launcher = getattr(module, spec.name.id)
     default_config = spec.tune is not None and interpreted()
     note = ""
+    inputs: dict[str, Argument]
     if image is not None and is_image_spec(spec):
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -416,7 +430,7 @@ def _run_binding(module, spec: m.Spec, binding: dict[str, str], sizes, device, i
 
 
 @contextlib.contextmanager
-def tune_effort(level: str):
+def tune_effort(level: str) -> Iterator[None]:
     """Run the block with TILEGEN_TUNE set to ``level`` (see the runtime's ``effort``), then as it was."""
     saved = os.environ.get("TILEGEN_TUNE")
     os.environ["TILEGEN_TUNE"] = level
@@ -438,7 +452,7 @@ class TuneResult:
     kernel: str
     key: str
     index: int
-    config: dict
+    config: dict[str, object]
     cached: bool
 
 
@@ -459,7 +473,7 @@ def tune_module(module: ModuleType, spec: m.Spec, sizes: dict[str, int], device:
         known = "; ".join(", ".join(f"{v}={d}" for v, d in b.items()) for b in spec.bindings() if b) or "none"
         raise ValueError(f"{spec.name.id} has no dtype binding {given} (its bindings: {known})")
     launcher = getattr(module, spec.name.id)
-    results = []
+    results: list[TuneResult] = []
     with tune_effort("full"):
         for binding in bindings:
             bound = m.specialize(spec, binding)
@@ -485,8 +499,8 @@ def shipped_entries(spec: m.Spec, tuned: list[TuneResult], arch: str) -> dict[st
     the GPU's architecture ``arch`` (``"sm_90"``, :func:`tilegen.runtime.device_arch`) in place
     of its name, each config by the keywords ``spec``'s configs write."""
     written = {s.name.id for config in (spec.tune.configs if spec.tune else ()) for s in config.settings}
-    return {f"{arch}|{result.key.partition('|')[2]}": {k: v for k, v in result.config.items() if k in written}
-            for result in tuned}
+    return {f"{arch}|{result.key.partition('|')[2]}":
+            {k: v for k, v in result.config.items() if k in written and isinstance(v, int)} for result in tuned}
 
 
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
@@ -504,6 +518,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
         default = spec.default_config()
         for config in spec.tune.configs:
             for setting in config.settings:
+                assert setting.default is not None  # a config's setting has its value
                 value = int(setting.default.text)
                 largest[setting.name.id] = max(largest.get(setting.name.id, 1), value)
                 if config is default:
@@ -618,5 +633,6 @@ def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
         return int(extent.text)
     if isinstance(extent, m.Ref):
         return sizes[extent.name.id]
+    assert isinstance(extent, m.BinOp)  # the checker's: a derived extent is arithmetic of sizes
     left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
     return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

@@ -28,12 +28,19 @@ import os
 import statistics
 import sys
 import threading
+import types
 import warnings
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeAlias, TypeVar, cast
 
 import torch
 import triton
 import triton.language as tl
 from torch.autograd.graph import increment_version
+
+if TYPE_CHECKING:  # torch's private modules, for the checker only
+    from torch._library.custom_ops import CustomOpDef
+    from torch._ops import OpOverloadPacket
 
 try:
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -42,6 +49,7 @@ except ImportError:  # a Triton without host-side tensor descriptors: the pointe
 
 #: The sha256 (16 hex digits) of tilegen/runtime.py that ``tilegen build`` wrote this copy from;
 #: None in tilegen's own copy (see :func:`require`).
+BUILD: str | None
 BUILD = None
 
 #: True where kernels run in Triton's CPU interpreter (``TRITON_INTERPRET=1`` when imported).
@@ -61,8 +69,58 @@ BLOCK_POINTERS = hasattr(tl, "advance")
 #: under it a kernel upcasts bf16 dot operands to f32 (exact). False on the GPU, compiled away.
 _INTERPRETER_BF16_DOT = tl.constexpr(INTERPRET)
 
+_T = TypeVar("_T")
 
-def require(build):
+#: Triton ships no type information: its objects are typed by what they are, as Any.
+#: A ``triton.Config`` (an autotune config: ``kwargs``, ``num_warps``, ``all_kwargs()``, ...).
+TritonConfig = Any
+#: A JITFunction (``@triton.jit``), or an Autotuner (``@triton.autotune``) around one.
+TritonKernel = Any
+
+#: A launch's grid: the programs along each of its 3 axes.
+Grid = tuple[int, int, int]
+
+#: An autotuned launch's grid: a function of the config's keywords (``lambda meta: ...``).
+GridFunction = Callable[[dict[str, Any]], tuple[int, ...]]
+
+#: A module's fast-path table (``_FAST``, :func:`keep_launch`): fast-path key -> what a launch
+#: computed: ``(launch, grid, device_index, device, args, ...)``.
+FastTable = dict[Hashable, tuple[object, ...]]
+
+#: What a fast path keeps of one TMA descriptor (:func:`descriptor_templates`): the index of its
+#: base among the launch's tensors, and its other fields.
+DescriptorTemplate = tuple[int, dict[str, Any]]
+
+#: A config as a user names it (``config=``, TILEGEN_CONFIG, :attr:`Tuner.forced`): an index in
+#: the spec's configs, or keywords that a config must have.
+ConfigName = int | Mapping[str, object]
+
+#: The effort levels of TILEGEN_TUNE (:func:`effort`).
+Effort = Literal["none", "quick", "full"]
+
+if TYPE_CHECKING:
+    #: A tuned launcher's tune key: ``(device, *sizes)``, the sizes being what the launcher keys on
+    #: (sizes, rounded sizes, dtypes, a variant's word). (A string: Python reads ``*`` there from 3.11.)
+    TuneKey: TypeAlias = "tuple[torch.device, *tuple[Hashable, ...]]"
+    #: :attr:`Tuner.forced`: a config, or a function of the launcher's name and the tune key giving one or None.
+    Forced: TypeAlias = "ConfigName | Callable[[str, TuneKey], ConfigName | None]"
+
+
+class Launch(Protocol):
+    """``launch(grid, device_index, *args)``: a kernel run over ``grid`` on the current stream of
+    device ``device_index`` (None under the interpreter), with every kernel argument in ``args``
+    (constexprs included): :func:`launcher`, :func:`interpreted`."""
+
+    def __call__(self, grid: Grid, device_index: int | None, /, *args: Any) -> None: ...
+
+
+class _RecordingLaunch(Launch, Protocol):
+    """:func:`launcher`'s launch of a compiled kernel, which says what its first launch found."""
+
+    c_launch_layout: str | None
+
+
+def require(build: str) -> types.ModuleType:
     """This module, if it is the runtime of ``build`` (the 16 hex digits a generated module was
     built with): ``tilegen build``'s copy of that build, or tilegen's own copy of the same source.
     Raises ImportError otherwise (a runtime copy older or newer than the module)."""
@@ -76,13 +134,13 @@ def require(build):
 
 
 @functools.cache
-def source_hash():
+def source_hash() -> str:
     """The sha256 (16 hex digits) of this file's bytes: the build of tilegen's own copy."""
     with open(__file__, "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()[:16]
 
 
-def launcher(compiled):
+def launcher(compiled: Any) -> Launch:
     """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
     ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
     (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
@@ -109,12 +167,12 @@ def launcher(compiled):
     except AttributeError:  # an older Triton (no knobs.runtime hook chain): its runner
         return lambda grid, device_index, *args: compiled[grid](*args)
     # Triton's C launch (read before a recording swaps it) and what each call passes it unchanged
-    c_launch = getattr(run, "launch", None)
+    c_launch: Any = getattr(run, "launch", None)
     coop, pdl = getattr(run, "launch_cooperative_grid", None), getattr(run, "launch_pdl", None)
     annotations, signature = getattr(run, "arg_annotations", None), getattr(run, "kernel_signature", None)
-    layout = None  # the C launch's argument order once the first launch found it; "run" where none fits
+    layout: str | None = None  # the C launch's argument order once the first launch found it; "run" where none fits
 
-    def launch(grid, device_index, *args):
+    def launch(grid: Grid, device_index: int | None, *args: Any) -> None:
         nonlocal layout
         if hooks.calls:  # a HookChain: the hooks installed now
             compiled[grid](*args)
@@ -136,14 +194,15 @@ def launcher(compiled):
                 "3.6": (*head, None, None, metadata, None, None, None, *args),
                 "3.9": (*head, metadata, None, None, None, None, None, annotations, signature, args),
             }
-            layout = launch.c_launch_layout = next(
+            layout = recording.c_launch_layout = next(
                 (name for name, order in orders.items() if recorded is not None and _same(recorded, order)), "run")
 
-    launch.c_launch_layout = None  # what the first launch found: "3.6", "3.9" or "run"
-    return launch
+    recording = cast(_RecordingLaunch, launch)  # the function, with the attribute set here
+    recording.c_launch_layout = None  # what the first launch found: "3.6", "3.9" or "run"
+    return recording
 
 
-def _recorded_c_launch(run, call):
+def _recorded_c_launch(run: Any, call: Callable[[], object]) -> tuple[object, ...] | None:
     """The arguments ``run`` (Triton's CudaLauncher) gave its C ``launch`` during ``call()`` (which
     launches once, through ``run``); None where it has no ``launch`` that can be replaced for the
     call, or did not call it once."""
@@ -151,9 +210,9 @@ def _recorded_c_launch(run, call):
     if inner is None:
         call()
         return None
-    seen = []
+    seen: list[tuple[object, ...]] = []
 
-    def record(*args):
+    def record(*args: object) -> object:
         seen.append(args)
         return inner(*args)
 
@@ -169,13 +228,13 @@ def _recorded_c_launch(run, call):
     return seen[0] if len(seen) == 1 else None
 
 
-def _same(a, b):
+def _same(a: object, b: object) -> bool:
     """True where ``a`` and ``b`` are the same object, equal numbers of one type, or tuples of such."""
     if a is b:
         return True
     if type(a) is not type(b):
         return False
-    if type(a) is tuple:
+    if type(a) is tuple and type(b) is tuple:  # (b's type is a's)
         return len(a) == len(b) and all(map(_same, a, b))
     return type(a) in (int, float, bool, str, bytes) and a == b
 
@@ -184,7 +243,8 @@ def _same(a, b):
 COMPILE_LOCK = threading.RLock()
 
 
-def compile_launch(compiled, key, kernel, grid, /, *args, **meta):
+def compile_launch(compiled: dict[Hashable, Launch], key: Hashable, kernel: TritonKernel, grid: Grid, /,
+                   *args: Any, **meta: Any) -> Launch:
     """The launch for ``key`` in ``compiled`` (a module's dict: specialization key -> launch,
     see :func:`launcher`), made there on a new key: ``kernel`` (a JITFunction) compiled by
     Triton's ``warmup`` for ``kernel[grid](*args, **meta)`` with :data:`COMPILE_OPTIONS` (or
@@ -206,7 +266,7 @@ current_device = torch._C._cuda_getDevice if torch.cuda.is_available() else (lam
 FAST_LIMIT = 1024
 
 
-def keep_launch(fast, key, entry, tuner=None):
+def keep_launch(fast: FastTable, key: Hashable | None, entry: tuple[object, ...], tuner: "Tuner | None" = None) -> None:
     """Keep ``entry`` in ``fast`` (a module's ``_FAST``: fast-path key -> launch) under ``key``:
     what a launcher's fast path needs to launch again for a call whose key is ``key`` (the
     launcher's name; each input's shape, strides, dtype, device and pointer alignment; scalars
@@ -230,11 +290,12 @@ def keep_launch(fast, key, entry, tuner=None):
 _DESCRIPTOR_SLOTS = hasattr(TensorDescriptor, "__slots__")
 
 
-def descriptor_templates(descriptors, tensors):
+def descriptor_templates(descriptors: Iterable[Any | None],
+                         tensors: Sequence[torch.Tensor]) -> tuple[DescriptorTemplate | None, ...]:
     """What a fast path keeps of a launch's TMA ``descriptors`` (TensorDescriptors or None) to make
     them again on another call's ``tensors`` (:func:`rebased`): for each, None, or the index in
     ``tensors`` of its base and its other fields (shape, strides, block shape, ...)."""
-    templates = []
+    templates: list[DescriptorTemplate | None] = []
     for descriptor in descriptors:
         if descriptor is None:
             templates.append(None)
@@ -245,12 +306,12 @@ def descriptor_templates(descriptors, tensors):
     return tuple(templates)
 
 
-def rebased(templates, tensors):
+def rebased(templates: Iterable[DescriptorTemplate | None], tensors: Sequence[torch.Tensor]) -> list[Any | None]:
     """The descriptors of ``templates`` (:func:`descriptor_templates`) on ``tensors``: copies of
     the kept fields with this call's base, made without TensorDescriptor's per-call checks
     (about 2.5 us each on the H100's host), which the kept call passed with the same sizes,
     strides, dtypes and alignment."""
-    made = []
+    made: list[Any | None] = []
     for template in templates:
         if template is None:
             made.append(None)
@@ -266,20 +327,21 @@ def rebased(templates, tensors):
     return made
 
 
-def interpreted(kernel):
+def interpreted(kernel: TritonKernel) -> Launch:
     """``launch(grid, device_index, *args)`` for Triton's interpreter: ``kernel[grid](*args)``
     (a JITFunction; every argument by position, constexprs included), what a fast path keeps
     in place of a compiled launch (:func:`keep_launch`)."""
     return lambda grid, device_index, *args: kernel[grid](*args)
 
 
-def int_class(value):
+def int_class(value: int) -> bool | tuple[int]:
     """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
     divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
     return value % 16 == 0 if 1 < value < 2**31 else (value,)
 
 
-def bad_input(launcher, name, tensor, dtype, rank, like=None):
+def bad_input(launcher: str, name: str, tensor: object, dtype: torch.dtype | tuple[torch.dtype, ...], rank: int,
+              like: str | None = None) -> NoReturn:
     """Raise the TypeError/ValueError saying how ``tensor`` fails to be a ``dtype`` tensor of
     ``rank`` for the launcher named ``launcher`` (``dtype``: a torch dtype, or a tuple of the
     dtypes it may have; ``like``: the input whose dtype it must match, if any)."""
@@ -293,7 +355,7 @@ def bad_input(launcher, name, tensor, dtype, rank, like=None):
     raise ValueError(f"{launcher}: {name} must have rank {rank}, got shape {tuple(tensor.shape)}")
 
 
-def bad_device(launcher, **tensors):
+def bad_device(launcher: str, **tensors: torch.Tensor) -> NoReturn:
     """Raise the ValueError for ``tensors`` (name -> tensor) on several devices, or on the CPU
     outside the interpreter."""
     devices = {tensor.device for tensor in tensors.values()}
@@ -303,7 +365,7 @@ def bad_device(launcher, **tensors):
     raise ValueError(f"{launcher}: inputs are on the CPU; move them to the GPU or set TRITON_INTERPRET=1")
 
 
-def no_backward(launcher):
+def no_backward(launcher: str) -> NoReturn:
     """Raise the RuntimeError for a call of ``launcher`` that autograd would record (grad mode on
     and an input that requires grad) where its spec names no backward and none could be derived:
     its outputs would be cut from the graph (no ``grad_fn``) if it ran."""
@@ -315,12 +377,13 @@ def no_backward(launcher):
     )
 
 
-def bad_block(launcher, name, value):
+def bad_block(launcher: str, name: str, value: object) -> NoReturn:
     """Raise the ValueError for a block size ``name`` = ``value`` that is not a positive power of two."""
     raise ValueError(f"{launcher}: block size {name} must be a power of two, got {value!r}")
 
 
-def check_scalar(launcher, name, value, kind):
+def check_scalar(launcher: str, name: str, value: object,
+                 kind: type[int] | type[float]) -> int | float | torch.SymInt | torch.SymFloat:
     """Return ``value`` as ``kind`` (float or int); raise TypeError naming ``name`` otherwise.
     Under torch.compile a number may be symbolic (torch.SymInt, torch.SymFloat): kept as it is."""
     allowed = (int, float, torch.SymInt, torch.SymFloat) if kind is float else (int, torch.SymInt)
@@ -330,7 +393,7 @@ def check_scalar(launcher, name, value, kind):
 
 
 @functools.cache
-def num_sms(device):
+def num_sms(device: torch.device) -> int:
     """The SMs of ``device`` (4 in the interpreter): the programs a persistent kernel launches, the
     programs a split loop fills, the programs of one wave."""
     if device.type != "cuda":
@@ -339,7 +402,7 @@ def num_sms(device):
 
 
 @functools.cache
-def has_tma(device):
+def has_tma(device: torch.device) -> bool:
     """Whether kernels on ``device`` can use TMA tensor descriptors: a Triton that has them, and
     a GPU of compute capability 9.0 (Hopper) or newer; Triton's interpreter emulates them."""
     if TensorDescriptor is None:
@@ -347,7 +410,7 @@ def has_tma(device):
     return device.type != "cuda" or torch.cuda.get_device_capability(device)[0] >= 9
 
 
-def pieces(block):
+def pieces(block: int) -> tuple[int, int]:
     """(rows of the first piece, rows of the second) of a block of rows that a kernel holds as
     two power-of-two pieces where it is a sum of two (192 -> (128, 64), 320 -> (256, 64)); a power
     of two is one piece: (block, block), the second unused."""
@@ -355,7 +418,7 @@ def pieces(block):
     return (block, block) if second == block else (block - second, second)
 
 
-def tail_split(size_m, size_n, block_m, block_n, sms):
+def tail_split(size_m: int, size_n: int, block_m: int, block_n: int, sms: int) -> tuple[int, int, int]:
     """(programs, TAIL_M, TAIL_N) of ``split tail`` for sizes ``size_m``, ``size_n`` (the two grid
     axes), blocks ``block_m``, ``block_n`` and ``sms`` SMs: the output tiles beyond the last whole
     wave (tiles % sms, where there are more tiles than SMs) each run as TAIL_M x TAIL_N sub-tiles,
@@ -376,8 +439,9 @@ def tail_split(size_m, size_n, block_m, block_n, sms):
     return tiles, 1, 1
 
 
+# Triton reads a kernel's parameter annotations as the kernel's types: its kernels' parameters have no Python types
 @triton.jit
-def _dot_operand(x):
+def _dot_operand(x):  # type: ignore[no-untyped-def]
     """``x`` as a tl.dot operand: itself on the GPU; upcast to f32 under the interpreter."""
     if _INTERPRETER_BF16_DOT:
         x = x.to(tl.float32)
@@ -393,19 +457,19 @@ dot_operand = _dot_operand
 # ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 
-_COMPILED = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
+_COMPILED: dict[Hashable, Launch] = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
 
 
 @functools.cache
-@functools.cache
-def no_partials(device):
+def no_partials(device: torch.device) -> torch.Tensor:
     """The workspace a loop run in one part is given: an empty f32 tensor, made once per device
     (the kernel never touches it)."""
     return torch.empty(0, device=device, dtype=torch.float32)
 
 
-@triton.jit
-def _sum_partials_kernel(partials_ptr, out_ptr, size, parts, BLOCK: tl.constexpr):
+# (untyped parameters and decorator: see _dot_operand)
+@triton.jit  # type: ignore[untyped-decorator]
+def _sum_partials_kernel(partials_ptr, out_ptr, size, parts, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     """out[i] = the sum over p < parts of partials[p * size + i], in f32, stored in out's dtype:
     the partial sums of a split loop added up (one program per BLOCK elements)."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -416,7 +480,7 @@ def _sum_partials_kernel(partials_ptr, out_ptr, size, parts, BLOCK: tl.constexpr
     tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def sum_partials(partials, out, parts):
+def sum_partials(partials: torch.Tensor, out: torch.Tensor, parts: int) -> None:
     """Add the ``parts`` f32 partial sums in ``partials`` (flat, [parts, *out.shape]) into ``out``
     (new, contiguous, any float dtype): one launch of _sum_partials_kernel."""
     size = out.numel()
@@ -440,30 +504,31 @@ def sum_partials(partials, out, parts):
 THREAD_ELEMENTS = 64
 
 
-def whole_limit(limit, hard_limit):
+def whole_limit(limit: int, hard_limit: int) -> int:
     """The longest row a kernel holds in one tile: ``limit``, unless the environment variable
     TILEGEN_WHOLE_LIMIT sets it, never past ``hard_limit`` (Triton's largest tile). Longer rows
     run the looped kernel; TILEGEN_WHOLE_LIMIT=1 runs it for every row longer than one element."""
     return min(int(os.environ.get("TILEGEN_WHOLE_LIMIT") or limit), hard_limit)
 
 
-def whole_fits(block, rows):
+def whole_fits(block: str, rows: Sequence[str]) -> Callable[..., list[TritonConfig]]:
     """The autotuner's ``early_config_prune`` for a kernel whose tile is ``block`` (a constexpr)
     wide and ``rows`` (block parameters) high: the configs in which each thread holds at most
     THREAD_ELEMENTS elements of it, or else the one in which it holds the fewest. The autotuner
     times only these, and :func:`autotune` compiles only these. (A Triton that does not pass the
     call's keywords to the prune keeps every config.)"""
 
-    def fits(configs, named_args, **kwargs):
+    def fits(configs: list[TritonConfig], named_args: dict[str, Any], **kwargs: Any) -> list[TritonConfig]:
         if block not in kwargs:
             return configs
 
-        def per_thread(config):
+        def per_thread(config: TritonConfig) -> float:
             meta = {**named_args, **kwargs, **config.kwargs}
-            tile = meta[block]
+            tile: int = meta[block]
             for name in rows:
                 tile *= meta[name]
-            return tile / (32 * config.num_warps)
+            warps: int = config.num_warps
+            return tile / (32 * warps)
 
         kept = [config for config in configs if per_thread(config) <= THREAD_ELEMENTS]
         return kept or [min(configs, key=per_thread)]
@@ -482,10 +547,10 @@ NEAR_TIE_ROUNDS = 5
 
 
 #: The effort levels of TILEGEN_TUNE (:func:`effort`), least first.
-EFFORTS = ("none", "quick", "full")
+EFFORTS: tuple[Effort, ...] = ("none", "quick", "full")
 
 
-def effort():
+def effort() -> Effort:
     """How hard a tuned launcher works for a config on its first call at new sizes: the
     environment variable TILEGEN_TUNE, read at each such call, ``"quick"`` where it is unset.
     ``"none"``: the spec's default config. ``"quick"``: the config tuned for these sizes on this
@@ -498,14 +563,14 @@ def effort():
     return value
 
 
-def parse_config(text):
+def parse_config(text: str) -> int | dict[str, int]:
     """A config as TILEGEN_CONFIG writes it: ``"2"`` -> 2 (an index in the spec's configs), or
     ``"BM=64,num_warps=8"`` -> ``{"BM": 64, "num_warps": 8}`` (keywords a config must have;
     integers). Raises ValueError for other text."""
     text = text.strip()
     if text.isdigit():
         return int(text)
-    config = {}
+    config: dict[str, int] = {}
     for item in text.split(","):
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
@@ -515,19 +580,18 @@ def parse_config(text):
     return config
 
 
-def forced_config():
+def forced_config() -> int | dict[str, int] | None:
     """The config TILEGEN_CONFIG forces on every tuned launcher (:func:`parse_config`), or None."""
     text = os.environ.get("TILEGEN_CONFIG", "").strip()
     return parse_config(text) if text else None
 
 
-def _notify_interpreter():
+def _notify_interpreter() -> None:
     """Say once per process (whichever copy of this runtime asks first) that the interpreter runs
     each tuned launcher's default config, and how to run another."""
-    namespace = torch.ops.tilegen
-    if getattr(namespace, "_interpreter_told", False):
+    if getattr(torch.ops.tilegen, "_interpreter_told", False):
         return
-    namespace._interpreter_told = True
+    _keep_shared("_interpreter_told", True)
     warnings.warn(
         "the Triton interpreter cannot time autotune configs: each tuned launcher runs its spec's default "
         "config (TILEGEN_TUNE is not used); run another with config=N (or a dict of its keywords) on a call, "
@@ -536,18 +600,18 @@ def _notify_interpreter():
     )
 
 
-def cache_dir():
+def cache_dir() -> str:
     """tilegen's cache folder: $TILEGEN_CACHE_DIR, else ~/.cache/tilegen."""
     return os.environ.get("TILEGEN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilegen")
 
 
 @functools.cache
-def device_name(device):
+def device_name(device: torch.device) -> str:
     """The name the on-disk cache knows ``device`` (a torch.device) by: the GPU's, or its type."""
     return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
-def device_arch(device):
+def device_arch(device: torch.device) -> str:
     """The architecture a table of configs tuned ahead of time names ``device`` (a torch.device) by:
     ``"sm_90"`` for a GPU of compute capability 9.0 (H100 and H200 alike), else its type."""
     if device.type != "cuda":
@@ -556,7 +620,7 @@ def device_arch(device):
     return f"sm_{major}{minor}"
 
 
-def _size_distance(wanted, cached):
+def _size_distance(wanted: Sequence[str], cached: Sequence[str]) -> float | None:
     """How far the sizes of a cached key (``cached``: its parts after the device, as text) lie
     from ``wanted`` (the same for the sizes asked): the sum over differing parts of
     ``|log2(a / b)|``; None where they differ otherwise (another number of parts, another dtype,
@@ -592,29 +656,32 @@ class Tuner:
     (:func:`device_arch`) -> a config's keywords as the spec writes them; ``quick`` falls back
     on them after this device's own cache (:meth:`nearest`)."""
 
-    def __init__(self, name, spec_hash, configs, default=0, fast=None, shipped=None):
+    def __init__(self, name: str, spec_hash: str, configs: list[TritonConfig], default: int = 0,
+                 fast: FastTable | None = None, shipped: dict[str, dict[str, int]] | None = None) -> None:
         self.configs = configs
-        self.shipped = shipped or {}
-        self.fast = {} if fast is None else fast  # the module's fast-path launches: cleared on a new config
+        self.shipped: dict[str, dict[str, int]] = shipped or {}
+        self.fast: FastTable = {} if fast is None else fast  # the module's fast-path launches: cleared on a new config
         self.default = default
         self.interpret = INTERPRET
         self.path = os.path.join(cache_dir(), f"{name}-{spec_hash}.json")
-        self.tuned = {}  # (device, *sizes) -> index in configs of the config to run, in this process
+        # (device, *sizes) -> index in configs of the config to run (None: none of them), in this process
+        self.tuned: dict[TuneKey, int | None] = {}
         self.trial = threading.local()  # .pick = (tune_key, index): settle_ties's; .force = index: a config= call's
-        self.forced = None  # a config forced on every launcher of the module (see the class)
+        self.forced: Forced | None = None  # a config forced on every launcher of the module (see the class)
         self.forcings = 0  # calls running a config= config now: no launch is kept for the fast path meanwhile
-        self.disk = None  # the on-disk cache as this process first read it (see before)
+        self.disk: dict[str, dict[str, object]] | None = None  # the on-disk cache as this process first read it
         self.lock = threading.RLock()
 
-    def load(self):
+    def load(self) -> dict[str, dict[str, object]]:
         """Configs tuned by earlier processes (the file ``path``): "<device>|<sizes>" -> config keywords."""
         try:
             with open(self.path, encoding="utf-8") as handle:
-                return json.load(handle)
+                cached: dict[str, dict[str, object]] = json.load(handle)
+                return cached
         except (OSError, ValueError):
             return {}
 
-    def before(self):
+    def before(self) -> dict[str, dict[str, object]]:
         """The on-disk cache as this process first needs it: read once, on the first sizes the
         process has not tuned (its own choices are in ``tuned``); ``disk = None`` reads it again."""
         if self.disk is None:
@@ -622,16 +689,16 @@ class Tuner:
         return self.disk
 
     @staticmethod
-    def disk_key(tune_key):
+    def disk_key(tune_key: "TuneKey") -> str:
         """The on-disk cache key of ``tune_key`` = (device, *sizes): the device's name and the sizes."""
         device, *sizes = tune_key
         return f"{device_name(device)}|{','.join(map(str, sizes))}"
 
-    def config_index(self, kwargs):
+    def config_index(self, kwargs: Mapping[str, object] | None) -> int | None:
         """The index in ``configs`` of the config with these keywords (None if no config has them)."""
         return next((i for i, config in enumerate(self.configs) if config.all_kwargs() == kwargs), None)
 
-    def named(self, launcher, config):
+    def named(self, launcher: str, config: object) -> int:
         """The index in ``configs`` of ``config`` as a user names it: an index, or a dict of
         keywords (``{"BM": 64, "num_warps": 8}``) that the first config having all of them
         matches. Raises ValueError naming ``launcher`` and listing the configs where none is
@@ -651,34 +718,39 @@ class Tuner:
         raise TypeError(f"{launcher}: config must be an index or a dict of a config's keywords, "
                         f"got {type(config).__name__}")
 
-    def nearest(self, tune_key):
+    def nearest(self, tune_key: "TuneKey") -> int | None:
         """The index of the config tuned for the sizes nearest ``tune_key``'s
         (:func:`_size_distance`; the same dtypes, layouts and variant), or None: among those
         cached on disk for this device, else among those shipped for its architecture
         (``shipped``, matched by the keywords the table gives)."""
         device, *sizes = tune_key
         wanted = [str(size) for size in sizes]
-        for prefix, table, index_of in ((f"{device_name(device)}|", self.before(), self.config_index),
-                                        (f"{device_arch(device)}|", self.shipped, self.matching)):
-            best = None
+        tables: list[tuple[str, Mapping[str, Mapping[str, object]], Callable[[Any], int | None]]] = [
+            (f"{device_name(device)}|", self.before(), self.config_index),
+            (f"{device_arch(device)}|", self.shipped, self.matching),
+        ]
+        for prefix, table, index_of in tables:
+            best: tuple[float, int] | None = None
             for key, kwargs in sorted(table.items()):
                 if not key.startswith(prefix):
                     continue
                 distance = _size_distance(wanted, key[len(prefix):].split(","))
-                index = index_of(kwargs) if distance is not None else None
+                if distance is None:
+                    continue
+                index = index_of(kwargs)
                 if index is not None and (best is None or distance < best[0]):
                     best = (distance, index)
             if best is not None:
                 return best[1]
         return None
 
-    def matching(self, kwargs):
+    def matching(self, kwargs: Mapping[str, object]) -> int | None:
         """The index in ``configs`` of the first config having all of ``kwargs`` (a shipped
         table's keywords: the spec's own, as any Triton writes them), or None."""
         return next((i for i, config in enumerate(self.configs)
                      if all(config.all_kwargs().get(name) == value for name, value in kwargs.items())), None)
 
-    def tuned_index(self, launcher, tune_key):
+    def tuned_index(self, launcher: str, tune_key: "TuneKey") -> int | None:
         """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``, or
         None: tune now. While settle_ties times a near tie on this thread, that config (other
         threads wait for the module's lock); in a call's ``config=`` (:meth:`forcing`), that one.
@@ -687,10 +759,10 @@ class Tuner:
         otherwise by :func:`effort`: ``none`` the default; ``quick`` the config cached on disk
         for these sizes, else the one cached for the nearest sizes (:meth:`nearest`), else the
         default; ``full`` the cached one, else None."""
-        trial = getattr(self.trial, "pick", None)
+        trial: tuple[TuneKey, int] | None = getattr(self.trial, "pick", None)
         if trial is not None and trial[0] == tune_key:
             return trial[1]
-        force = getattr(self.trial, "force", None)
+        force: int | None = getattr(self.trial, "force", None)
         if force is not None:
             return force
         if tune_key in self.tuned:  # tuned by another thread while this one waited for the lock
@@ -699,6 +771,7 @@ class Tuner:
         if callable(forced):
             forced = forced(launcher, tune_key)
         level = effort()
+        index: int | None
         if forced is not None:
             index = self.named(launcher, forced)
         elif self.interpret:
@@ -715,7 +788,7 @@ class Tuner:
             self.tuned[tune_key] = index
         return index
 
-    def forcing(self, launcher, config, call):
+    def forcing(self, launcher: str, config: object, call: Callable[[], _T]) -> _T:
         """``call()`` (the launcher ``launcher`` called again without ``config=``) running
         ``config`` (:meth:`named`: an index or a dict of keywords): with the module's lock held,
         its tuned choices and fast-path launches set aside (so that the call finds neither and
@@ -738,7 +811,7 @@ class Tuner:
                 self.fast.clear()
                 self.fast.update(fast)
 
-    def remember(self, tune_key, config):
+    def remember(self, tune_key: "TuneKey", config: TritonConfig) -> None:
         """Keep the autotuner's choice ``config`` for ``tune_key`` in this process and in the
         on-disk cache (keyed by the spec's hash through the file name), written atomically."""
         self.tuned[tune_key] = self.config_index(config.all_kwargs())
@@ -753,7 +826,7 @@ class Tuner:
         except OSError:  # a read-only home: tune again next process
             pass
 
-    def settle_ties(self, tune_key, autotuner, call):
+    def settle_ties(self, tune_key: "TuneKey", autotuner: TritonKernel, call: Callable[[], object]) -> TritonConfig:
         """The config to keep for ``tune_key`` once ``autotuner`` (Triton's) has timed each config
         once: its pick, unless another config it timed within NEAR_TIE of the pick runs faster
         when they are timed again side by side. One timing of a config scatters by a few percent
@@ -766,17 +839,18 @@ class Tuner:
         loop's sum kernel and a split tail's sub-tiles too. Where timing fails otherwise it warns
         and keeps the pick: the call being tuned has its output already."""
         # time_config's quantiles (median first) of each config Triton timed for this key
-        timings = {config: timing[0] for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
+        timings: dict[TritonConfig, float] = {
+            config: timing[0] for config, timing in (getattr(autotuner, "configs_timings", None) or {}).items()}
         autotuner.configs_timings = {}  # read once: a later tune that times nothing must not see these
         best = autotuner.best_config
         if best not in timings:  # one config, or a key Triton had tuned before: nothing was timed now
             return best
-        near = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + NEAR_TIE)), key=timings.get)
-        near = [i for i in (self.config_index(config.all_kwargs()) for config in near[:NEAR_TIE_CONFIGS])
+        ties = sorted((c for c, t in timings.items() if t <= timings[best] * (1 + NEAR_TIE)), key=timings.__getitem__)
+        near = [i for i in (self.config_index(config.all_kwargs()) for config in ties[:NEAR_TIE_CONFIGS])
                 if i is not None]
         if len(near) < 2:
             return best
-        rounds = {index: [] for index in near}
+        rounds: dict[int, list[float]] = {index: [] for index in near}
         try:
             for _ in range(NEAR_TIE_ROUNDS):
                 for index in near:
@@ -794,7 +868,7 @@ class Tuner:
         return self.configs[min(near, key=lambda index: statistics.median(rounds[index]))]
 
 
-def autotune(autotuner, grid, /, *args, **meta):
+def autotune(autotuner: TritonKernel, grid: GridFunction, /, *args: Any, **meta: Any) -> object:
     """``autotuner[grid](*args, **meta)`` (a ``triton.autotune``'d kernel over ``grid``, a
     function of the config's keywords) with :data:`COMPILE_OPTIONS`: Triton's autotuner times
     each config and runs the fastest, after :func:`compile_configs` has compiled them all at once."""
@@ -803,7 +877,7 @@ def autotune(autotuner, grid, /, *args, **meta):
     return autotuner[grid](*args, **meta)
 
 
-def compile_configs(autotuner, grid, args, kwargs):
+def compile_configs(autotuner: TritonKernel, grid: GridFunction, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Compile each config of ``autotuner`` for the call ``autotuner[grid](*args, **kwargs)``, on a
     thread per CPU core (at most one per config), before the autotuner times them: it compiles a
     config only when it first runs it, one after another. Only the configs its
@@ -831,10 +905,10 @@ def compile_configs(autotuner, grid, args, kwargs):
             autotuner.fn.warmup(*args, grid=grid, **meta)
 
 
-CAPTURE_STREAMS = {}  # device index -> the stream graph_timing captures on there
+CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}  # device index -> the stream graph_timing captures on there
 
 
-def graph_timing(call, **kwargs):
+def graph_timing(call: Callable[[], object], **kwargs: Any) -> Any:
     """``triton.testing.do_bench_cudagraph(call, **kwargs)`` on the current GPU. torch.cuda.graph
     captures on one stream per process, made on the device current at the process's first capture
     (``torch.cuda.graph.default_capture_stream``), and do_bench_cudagraph passes no stream of its
@@ -843,17 +917,17 @@ def graph_timing(call, **kwargs):
     illegal memory access). So the capture stream is one of the current device's while timing."""
     graph = torch.cuda.graph
     saved = getattr(graph, "default_capture_stream", None)
-    device = torch.cuda.current_device() if saved is not None else None
-    if saved is None or saved.device.index == device:
+    if saved is None or saved.device.index == (device := torch.cuda.current_device()):
         return triton.testing.do_bench_cudagraph(call, **kwargs)
-    graph.default_capture_stream = CAPTURE_STREAMS.setdefault(device, torch.cuda.Stream(device))
+    stream = torch.cuda.Stream(device)  # type: ignore[no-untyped-call]  # torch.cuda.Stream.__new__ is unannotated
+    graph.default_capture_stream = CAPTURE_STREAMS.setdefault(device, stream)
     try:
         return triton.testing.do_bench_cudagraph(call, **kwargs)
     finally:
         graph.default_capture_stream = saved
 
 
-def time_config(kernel_call, quantiles):
+def time_config(kernel_call: Callable[[], object], quantiles: Sequence[float] | None) -> Any:
     """The autotuner's timing of one config (its ``do_bench``): milliseconds per call of
     ``kernel_call`` at ``quantiles``, replayed in a CUDA graph (``triton.testing.do_bench_cudagraph``),
     so that the host's launch cost, which for a kernel of a few microseconds is as long as the
@@ -871,22 +945,32 @@ def time_config(kernel_call, quantiles):
 # The PyTorch custom op torch.ops.tilegen.<name>.
 
 
-SIBLINGS = {}  # (file, name) of a sibling() call -> the module it loaded
+SIBLINGS: dict[tuple[str, str], types.ModuleType] = {}  # (file, name) of a sibling() call -> the module it loaded
 
 
-def _beside():
+def _keep_shared(name: str, value: _T) -> _T:
+    """Keep ``value`` as ``torch.ops.tilegen.<name>`` and return it: state of this process that
+    every copy of this runtime shares (modules built in different folders may load different
+    copies), as the ops themselves are."""
+    setattr(torch.ops.tilegen, name, value)
+    return value
+
+
+def _shared(name: str, make: Callable[[], _T]) -> _T:
+    """The state kept as ``torch.ops.tilegen.<name>`` (:func:`_keep_shared`), ``make()`` on first use."""
+    state: _T | None = getattr(torch.ops.tilegen, name, None)
+    return _keep_shared(name, make()) if state is None else state
+
+
+def _beside() -> dict[str, dict[str, None]]:
     """A backward's kernel name -> the folders of the modules that registered it, in the order
     they did (:func:`register_backward`; a dict as an ordered set), one dict per process: kept on
     ``torch.ops.tilegen``, as the ops' owners are, since modules built in different folders may
     load different copies of this runtime."""
-    namespace = torch.ops.tilegen
-    beside = getattr(namespace, "_beside", None)
-    if beside is None:
-        beside = namespace._beside = {}
-    return beside
+    return _shared("_beside", dict)
 
 
-def sibling(file, name):
+def sibling(file: str, name: str) -> types.ModuleType:
     """The generated module ``<name>.py`` beside ``file`` (a generated module's ``__file__``): the
     module of a spec's backward, imported on first use (once per process; a module already
     imported from that path is reused, so its custom op is registered once). Where it is not
@@ -905,6 +989,7 @@ def sibling(file, name):
         module = loaded.get(path)
         if module is None:
             spec = importlib.util.spec_from_file_location(f"tilegen_generated_{name}", path)
+            assert spec is not None and spec.loader is not None  # a .py file's: a SourceFileLoader
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
             spec.loader.exec_module(module)
@@ -912,21 +997,23 @@ def sibling(file, name):
     return module
 
 
-def autograd_apply(function):
+def autograd_apply(function: type[torch.autograd.Function]) -> Callable[..., Any]:
     """``function.apply`` (a ``torch.autograd.Function`` with a ``setup_context``) for a launcher's
     eager calls, without the signature binding torch's ``apply`` does on every call to fill in
     ``forward``'s defaults (``inspect.signature``; the generated forwards have none): the C++
     ``apply`` itself, unless functorch transforms (``torch.func``) are active, which need torch's."""
-    apply = super(torch.autograd.Function, function).apply  # torch._C._FunctionBase.apply for ``function``
+    # torch._C._FunctionBase.apply for ``function`` (torch's stub of _FunctionBase leaves apply out)
+    apply = super(torch.autograd.Function, function).apply  # type: ignore[misc]
     active = torch._C._are_functorch_transforms_active
 
-    def run(*args):
-        return function.apply(*args) if active() else apply(*args)
+    def run(*args: Any) -> Any:
+        return function.apply(*args) if active() else apply(*args)  # type: ignore[no-untyped-call]  # torch's apply
 
     return run
 
 
-def register_backward(op, backward, setup_context, file=None, names=()):
+def register_backward(op: "OpOverloadPacket", backward: Callable[..., Any], setup_context: Callable[..., Any],
+                      file: str | None = None, names: Iterable[str] = ()) -> "OpOverloadPacket":
     """Register ``backward`` and ``setup_context`` as the autograd formula of ``op`` (a
     ``torch.ops.tilegen`` op, :func:`register_op`; ``torch.library.register_autograd``), once per
     op in a process: importing the same module again keeps the first. ``file`` (the module's) and
@@ -934,10 +1021,7 @@ def register_backward(op, backward, setup_context, file=None, names=()):
     if file is not None:
         for name in names:
             _beside().setdefault(name, {})[os.path.dirname(os.path.abspath(file))] = None
-    namespace = torch.ops.tilegen
-    done = getattr(namespace, "_autograd", None)
-    if done is None:
-        done = namespace._autograd = set()
+    done: set[str] = _shared("_autograd", set)
     name = op._qualified_op_name
     if name not in done:
         torch.library.register_autograd(name, backward, setup_context=setup_context)
@@ -945,7 +1029,7 @@ def register_backward(op, backward, setup_context, file=None, names=()):
     return op
 
 
-def overwritten(*tensors):
+def overwritten(*tensors: torch.Tensor) -> None:
     """Count a write over ``tensors`` (a launcher's ``inplace=True``) in their autograd version
     counters, as a torch in-place op does: a copy autograd saved before is then refused when read
     ("modified by an inplace operation") instead of handing its backward the overwritten values.
@@ -953,7 +1037,7 @@ def overwritten(*tensors):
     increment_version(tensors)
 
 
-def overwritable(tensor):
+def overwritable(tensor: torch.Tensor) -> bool:
     """True where a backward may write a gradient over ``tensor`` (``inplace_backward=True``): a
     value autograd computed (not a leaf, whose values are a parameter's or an input's), nor a view
     of a leaf."""
@@ -961,7 +1045,8 @@ def overwritable(tensor):
     return tensor.grad_fn is not None and (base is None or base.grad_fn is not None)
 
 
-def register_op(name, spec_hash, launcher, fake, traced):
+def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: Callable[..., Any],
+                traced: Callable[..., Any] | None) -> "OpOverloadPacket":
     """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
     (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
 
@@ -975,9 +1060,7 @@ def register_op(name, spec_hash, launcher, fake, traced):
     warning); importing the same spec again returns the op registered first.
     """
     namespace = torch.ops.tilegen
-    owners = getattr(namespace, "_spec_hashes", None)  # op name -> spec hash, in this process
-    if owners is None:
-        owners = namespace._spec_hashes = {}
+    owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:
         warnings.warn(
             f"torch.ops.tilegen.{name} is the op of another spec imported earlier; this module's op is "
@@ -986,35 +1069,39 @@ def register_op(name, spec_hash, launcher, fake, traced):
         )
         name = f"{name}_{spec_hash}"
     if name not in owners:
+        custom: CustomOpDef
         if traced is None or INTERPRET:
             custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=_op_schema(launcher))
             custom.register_fake(fake)
         else:
-            custom = torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=())
+            # torch annotates triton_op as returning a Callable; what it returns is custom_op's CustomOpDef
+            custom = cast("CustomOpDef", torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=()))
             custom.register_kernel("cuda", launcher)
         _eager_shortcut(name, custom, launcher)
         owners[name] = spec_hash
-    return getattr(namespace, name)
+    op: OpOverloadPacket = getattr(namespace, name)
+    return op
 
 
-def _op_schema(launcher):
+def _op_schema(launcher: Callable[..., Any]) -> str:
     """The op schema of ``launcher``'s signature without its ``config=`` (a tuned launcher's,
     :meth:`Tuner.forcing`: the op runs the config the tuning chooses)."""
     signature = inspect.signature(launcher)
     kept = [p for p in signature.parameters.values() if p.name != "config"]
 
-    def prototype(*args, **kwargs):  # the signature's stand-in: never called
+    def prototype(*args: Any, **kwargs: Any) -> NoReturn:  # the signature's stand-in: never called
         raise NotImplementedError
 
-    prototype.__signature__ = signature.replace(parameters=kept)
+    # inspect.signature reads a function's __signature__, which typeshed's FunctionType does not declare
+    prototype.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
     return torch.library.infer_schema(prototype, mutates_args=())
 
 
 #: The library of the ops' eager shortcuts (:func:`_eager_shortcut`), kept for the process.
-_SHORTCUTS = []
+_SHORTCUTS: list[torch.library.Library] = []
 
 
-def _eager_shortcut(name, custom, launcher):
+def _eager_shortcut(name: str, custom: "CustomOpDef", launcher: Callable[..., Any]) -> None:
     """Make an eager call of ``torch.ops.tilegen.<name>`` on plain tensors that autograd does not
     record run ``launcher`` straight from the op's Autograd dispatch key: 2-14 us over the
     launcher on the H100 (median 6.5 over every spec), where torch's custom-op path (its Python
@@ -1032,7 +1119,7 @@ def _eager_shortcut(name, custom, launcher):
         return
     plain = (torch.Tensor, torch.nn.Parameter)
 
-    def kernel(keyset, *args, **kwargs):
+    def kernel(keyset: "torch._C.DispatchKeySet", *args: Any, **kwargs: Any) -> Any:
         if depth() or transforms():
             return torchs(keyset, *args, **kwargs)
         grad = torch.is_grad_enabled()
@@ -1041,16 +1128,17 @@ def _eager_shortcut(name, custom, launcher):
                 return torchs(keyset, *args, **kwargs)
         return launcher(*args, **kwargs)
 
-    library = torch.library.Library("tilegen", "FRAGMENT")
+    # torch.library.Library and its impl are unannotated
+    library = torch.library.Library("tilegen", "FRAGMENT")  # type: ignore[no-untyped-call]
     with warnings.catch_warnings():  # torch warns that the kernel custom_op registered is overridden: it is
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         try:
-            library.impl(name, kernel, "Autograd", with_keyset=True, allow_override=True)
+            library.impl(name, kernel, "Autograd", with_keyset=True, allow_override=True)  # type: ignore[no-untyped-call]
         except TypeError:  # a torch without allow_override (before 2.12), which refuses a second Python
             # kernel for a key unless its record of the first (torch.library._impls) lets it
             getattr(torch.library, "_impls", set()).discard(f"tilegen/{name}/Autograd")
             try:
-                library.impl(name, kernel, "Autograd", with_keyset=True)
+                library.impl(name, kernel, "Autograd", with_keyset=True)  # type: ignore[no-untyped-call]
             except RuntimeError:  # refused all the same: torch's path stays
                 return
     _SHORTCUTS.append(library)

@@ -50,12 +50,23 @@ with a margin of about 90. Relative to the entries the bound grows as ``K`` (``g
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import reduction, scan, spanned_axes
+
+if TYPE_CHECKING:  # torch is imported where it is used: ``tilegen check`` runs without it
+    import torch
+
+    #: A launcher's positional argument: a tensor, or a number passed by value.
+    Argument: TypeAlias = torch.Tensor | int | float
+    #: What a launcher or its reference returns: the output tensor, or a tuple of them (one per output).
+    Outputs: TypeAlias = torch.Tensor | tuple[torch.Tensor, ...]
+    #: A module's ``reference``: the launcher's arguments -> the expected outputs.
+    Reference: TypeAlias = Callable[..., Outputs]
 
 #: (atol, rtol) by output dtype: the output's rounding and elementwise math, independent of size.
 BASE: dict[str, tuple[float, float]] = {
@@ -209,7 +220,7 @@ def float_stores(spec: m.Spec) -> frozenset[str]:
     return frozenset(found)
 
 
-def extents(spec: m.Spec, args: Sequence, outputs: Sequence = ()) -> dict[str, int]:
+def extents(spec: m.Spec, args: Sequence[Argument], outputs: Sequence[torch.Tensor] = ()) -> dict[str, int]:
     """Size symbol -> extent, read off the shapes of the launcher's positional ``args`` (in
     the order of ``spec.inputs``; scalars skipped) and then of ``outputs`` (``spec.outputs``)."""
     sizes: dict[str, int] = {}
@@ -248,11 +259,11 @@ def growth(spec: m.Spec, sizes: dict[str, int]) -> float:
     return total
 
 
-def _as_tuple(value) -> tuple:
+def _as_tuple(value: Outputs) -> tuple[torch.Tensor, ...]:
     return value if isinstance(value, tuple) else (value,)
 
 
-def _absolute(value):
+def _absolute(value: Argument) -> Argument:
     """``|value|`` for a float tensor or a float; anything else (indices, ints) as it is."""
     import torch
 
@@ -265,10 +276,10 @@ def _absolute(value):
 
 def allowed_errors(
     spec: m.Spec,
-    args: Sequence,
-    expected,
-    reference: Callable | None = None,
-) -> tuple:
+    args: Sequence[Argument],
+    expected: Outputs,
+    reference: Reference | None = None,
+) -> tuple[torch.Tensor, ...]:
     """The largest ``|out - ref|`` allowed at each element of each output (float64 tensors
     shaped like ``expected``, on its device), by the rule of this module.
 
@@ -282,7 +293,7 @@ def allowed_errors(
     spec = bind_to(spec, args)
     expected = _as_tuple(expected)
     g = growth(spec, extents(spec, args, expected))
-    magnitudes: tuple = (None,) * len(expected)
+    magnitudes: tuple[torch.Tensor | None, ...] = (None,) * len(expected)
     if g > 0 and reference is not None:
         magnitudes = _as_tuple(reference(*(_absolute(a) for a in args)))
     floats = float_stores(spec)
@@ -304,7 +315,7 @@ def allowed_errors(
     return tuple(bounds)
 
 
-def bind_to(spec: m.Spec, args: Sequence) -> m.Spec:
+def bind_to(spec: m.Spec, args: Sequence[Argument]) -> m.Spec:
     """``spec`` specialized to the dtypes of ``args`` (the launcher's positional arguments): each
     dtype variable takes the dtype of the first input typed with it, as the launcher reads it.
     A spec without dtype variables, or already specialized, is returned as it is."""
@@ -337,10 +348,10 @@ class Comparison:
 
 def compare(
     spec: m.Spec,
-    args: Sequence,
-    outputs,
-    expected,
-    reference: Callable | None = None,
+    args: Sequence[Argument],
+    outputs: Outputs,
+    expected: Outputs,
+    reference: Reference | None = None,
     *,
     equal_nan: bool = False,
 ) -> Comparison:
@@ -390,7 +401,7 @@ def compare(
     return Comparison(worst, ratio, ratio <= 1.0, detail, allowed)
 
 
-def _unravel(index: int, shape) -> list[int]:
+def _unravel(index: int, shape: Iterable[int]) -> list[int]:
     where = []
     for extent in reversed(tuple(shape)):
         where.append(index % extent)
@@ -400,10 +411,10 @@ def _unravel(index: int, shape) -> list[int]:
 
 def assert_close(
     spec: m.Spec,
-    args: Sequence,
-    outputs,
-    expected,
-    reference: Callable | None = None,
+    args: Sequence[Argument],
+    outputs: Outputs,
+    expected: Outputs,
+    reference: Reference | None = None,
     *,
     equal_nan: bool = False,
 ) -> Comparison:

@@ -15,7 +15,7 @@ from tilegen.spec_text import extent_text
 
 #: One item of a tensor's index as the parser makes it: an axis, a constant, a gather (a load of
 #: an integer tensor) or an offset axis (arithmetic of an axis, ``c + N / 2``).
-IndexItem = m.Name | m.Number | m.Load | m.BinOp | m.Neg
+IndexItem = m.Index
 
 
 def index_axes(
@@ -71,6 +71,10 @@ def index_axes(
                     f"'{tensor.name.id}' (size {dim.text})",
                     item.span,
                 )
+            continue
+        if isinstance(item, m.Call):
+            state.errors.error(f"a call ('{item.func.id}') cannot index '{tensor.name.id}': an index is an axis, an "
+                               f"integer, an offset axis or a gather", item.span)
             continue
         axis = scope.axes.get(item.id)
         if axis is None:

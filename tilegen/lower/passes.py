@@ -45,9 +45,6 @@ from tilegen import model as m
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.names import pieced_block
 
-#: An index item of a load or a store as the model types it.
-_Index = m.Name | m.Number | m.Load
-
 
 def safe_path(path: str) -> str:
     """The display path as it may appear in generated comments and docstrings: printable,
@@ -163,9 +160,9 @@ def derived_refs(spec: m.Spec) -> m.Spec:
             return dataclasses.replace(e, operand=named(e.operand))
         return e
 
-    def index(item: _Index) -> _Index:
-        # an offset item is arithmetic (BinOp, Neg), which the model's index type does not list
-        return cast(_Index, named(cast(m.Expr, item))) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
+    def index(item: m.Index) -> m.Index:
+        # an offset item whose whole arithmetic is a derived extent becomes a Ref to its size
+        return cast(m.Index, named(item)) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
             index(i) for i in item.index)) if isinstance(item, m.Load) else item
 
     def expr(e: m.Expr) -> m.Expr:
@@ -183,7 +180,7 @@ def derived_refs(spec: m.Spec) -> m.Spec:
         if isinstance(s, m.Loop):
             return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
         if isinstance(s, m.Store):
-            s = dataclasses.replace(s, index=tuple(cast(m.Name | m.Number, index(i)) for i in s.index))
+            s = dataclasses.replace(s, index=tuple(index(i) for i in s.index))
         return dataclasses.replace(s, value=expr(s.value)) if isinstance(s, (m.Assign, m.Accumulate, m.Store)) else s
 
     return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))

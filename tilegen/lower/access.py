@@ -11,14 +11,18 @@ from collections.abc import Iterable, Sequence
 
 from tilegen import model as m
 from tilegen.lower.checked import tensor_of
-from tilegen.lower.names import broadcast, broadcast_tile, offset_text, stride_name, tuple_text
+from tilegen.lower.names import (
+    IndexItem,
+    broadcast,
+    broadcast_tile,
+    is_offset,
+    offset_text,
+    stride_name,
+    tuple_text,
+)
 from tilegen.lower.pieces import pieced
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import KernelState, LoadKey
-
-#: One item of an access's index: an axis, a constant, a gather's index tile (a :class:`~tilegen.model.Load`)
-#: or an offset axis's arithmetic (``c + N / 2``, :func:`tilegen.model.is_offset`).
-IndexItem = m.Name | m.Expr
 
 
 class Access:
@@ -31,7 +35,7 @@ class Access:
     def tile_axes(self, index: Iterable[IndexItem]) -> tuple[str, ...]:
         """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars), an
         offset axis's (``c`` of ``c + N / 2``) included."""
-        names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i)
+        names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if is_offset(i)
                                             else [])]
         return tuple(n for n in names if n in self.state.axes and not self.state.axes[n].scalar)
 
@@ -94,7 +98,7 @@ class Access:
                 conditions = [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
                 (masks if self.tile_axes(item.index) else scalar).extend(conditions)
                 continue
-            if isinstance(item, (m.BinOp, m.Neg)):  # an offset (m.is_offset): lanes outside the dimension read 0
+            if is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
                 index = self.offset(item, context)
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
@@ -262,7 +266,7 @@ class Access:
             state.loads[key] = broadcast_tile(var, ordered, canonical)  # a later use broadcasts it alike
             return state.loads[key]
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
-        if fill is None and any(m.is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
+        if fill is None and any(is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"
         other = f", other={fill}" if fill is not None else ""
         ops.append(Line(f"{var} = tl.load({ptr}, mask={mask}{other})" if mask else f"{var} = tl.load({ptr})"))

@@ -34,3 +34,10 @@ def block_of(axis: m.Axis) -> str:
     axis has none."""
     assert axis.block is not None, f"axis '{axis.name.id}' has no block"
     return axis.block.id
+
+
+def default_of(param: m.Param) -> str:
+    """The default of a parameter, as written: every parameter has one but a tuned spec's
+    ``block BM``, which its configs set."""
+    assert param.default is not None, f"'{param.name.id}' has no default"
+    return param.default.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
@@ -178,6 +179,22 @@ def mentions(lines: Iterable[str], name: str) -> bool:
     """True when ``name`` appears as a whole word in any of ``lines`` (generated code)."""
     pattern = re.compile(rf"\b{re.escape(name)}\b")
     return any(pattern.search(line) for line in lines)
+
+
+#: One item of an access's index: an axis, a constant, a gather's index tile (a :class:`~tilegen.model.Load`)
+#: or an offset axis's arithmetic (``c + N / 2``, :func:`tilegen.model.is_offset`).
+IndexItem = m.Name | m.Expr
+
+
+def index_items(access: m.Load | m.Store) -> tuple[IndexItem, ...]:
+    """The index of ``access``, offsets included (the model's type of an index leaves them out)."""
+    return access.index
+
+
+def is_offset(item: IndexItem) -> TypeGuard[m.BinOp | m.Neg]:
+    """:func:`tilegen.model.is_offset`: an index item that is arithmetic (``c + N / 2``), an
+    offset axis (the model types an index item as an axis, a number or a gather's load)."""
+    return m.is_offset(item)
 
 
 def offset_text(item: m.Expr, name: Callable[[str], str]) -> str:

@@ -177,7 +177,8 @@ class ReferenceLowering:
                 return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()  # index values
             if isinstance(part, m.Number):
                 return ()
-            if isinstance(part, m.Call) and m.is_dot(part):  # batch axes, then the first operand's other axis, then the second's
+            if isinstance(part, m.Call) and m.is_dot(part):
+                # batch axes, then the first operand's other axis, then the second's
                 a, b = (self.expr_axes(arg) for arg in part.args)
                 batch = tuple(x for x in self.batch if x in a or x in b)
                 shared = [x for x in a if x in b and x not in self.batch]

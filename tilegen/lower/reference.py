@@ -158,6 +158,7 @@ class ReferenceLowering:
                 index.append(f"{offset}.clamp(0, {bound} - 1)")
                 inside.append(f"({offset} >= 0) & ({offset} < {bound})")
             else:
+                assert isinstance(item, m.Name), f"not an index item: {item}"
                 index.append(self.arange(self.aliases.get(item.id, item.id), own))
         text = f"{load.tensor.id}[{', '.join(index)}]"
         if inside:

@@ -49,6 +49,7 @@ class Loops:
         state = self.state
         axis = loop.axis
         k = axis.name.id
+        block = block_of(axis)
         ops: list[Op] = [state.comment(loop.span)]
         block_ptrs = state.spec.access_style == "block_ptr"
         descriptors = state.spec.access_style == "descriptor"
@@ -56,11 +57,11 @@ class Loops:
         offs = mask_k = None
         if not block_ptrs and not descriptors:
             offs = state.fresh(f"offs_{k}")
-            ops.append(Line(f"{offs} = tl.arange(0, {block_of(axis)})"))
+            ops.append(Line(f"{offs} = tl.arange(0, {block})"))
             mask_k = state.fresh(f"mask_{k}") if axis.masked else None
-        start = f"{step} * {block_of(axis)}" if descriptors else "0"
-        state.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, block_of(axis), start)
-        tiles = f"tl.cdiv({axis.dim.id}, {block_of(axis)})"
+        start = f"{step} * {block}" if descriptors else "0"
+        state.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, block, start)
+        tiles = f"tl.cdiv({axis.dim.id}, {block})"
         first = "0"
         iterable = f"range(0, {tiles})"
         if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
@@ -82,7 +83,7 @@ class Loops:
         advances: list[str] = []
         body: list[Op] = []
         if mask_k:
-            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {block_of(axis)}"))
+            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {block}"))
         def operand_tile(number: int, operand: m.Load, into: list[Op], bf16: bool) -> str:
             """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile (for
             a ``bf16`` dot, as the interpreter's upcast operand)."""
@@ -99,7 +100,7 @@ class Loops:
                 args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
                 into.append(Line(f"{tile} = tl.load({args})"))
                 moves = ["0"] * len(self.access.tile_axes(operand.index))
-                moves[self.access.tile_axes(operand.index).index(k)] = block_of(axis)
+                moves[self.access.tile_axes(operand.index).index(k)] = block
                 advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
             else:
                 ptr, mask = self.access.pointer_expr(operand, context, None, load=True)
@@ -107,7 +108,7 @@ class Loops:
                 ops.append(Line(f"{var} = {ptr}"))
                 load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
                 into.append(Line(load))
-                advances.append(f"{var} += {block_of(axis)} * {stride_name(tensor, position)}")
+                advances.append(f"{var} += {block} * {stride_name(tensor, position)}")
             if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
                 into.append(Line(f"{tile} = tl.trans({tile})"))
             if bf16:  # see BF16_DOT_FLAG: the interpreter upcasts them
@@ -153,13 +154,14 @@ class Loops:
         state = self.state
         axis = loop.axis
         k = axis.name.id
+        block = block_of(axis)
         step = state.fresh(k)
         offs = state.fresh(f"offs_{k}")
         mask = state.fresh(f"mask_{k}") if axis.masked else None
         tile_axes = {a for a, info in state.axes.items() if not info.scalar and a != k}
         guard = find_guard(loop, tile_axes)
         guarded = False  # lanes past the end are on the guard's false side: masked on loads only
-        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {block_of(axis)})", f"{axis.dim.id} // {block_of(axis)}"
+        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {block})", f"{axis.dim.id} // {block}"
         if not splits_full_tiles(loop):  # an outer level of a nest: one loop over every tile, masked
             checks = ["masked"] if axis.masked else []
             checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
@@ -167,7 +169,7 @@ class Loops:
             ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
         elif guard is not None and from_below(guard):  # skipped tiles first, then masked ones, then whole ones
             other = state.axes[guard.axis]
-            full, live = guard_steps(guard, other.start, other.tile, block_of(axis))
+            full, live = guard_steps(guard, other.start, other.tile, block)
             cond = f"{k} {guard.op} {guard.axis}"
             first, skipped = "0", ""
             if skips_when_false(loop, guard, set(state.locals)):
@@ -180,10 +182,10 @@ class Loops:
             ]
             if axis.masked:
                 ranges.append((f"range(max({full}, {whole_tiles}), {tiles})", False,
-                               f"the last tile, if {axis.dim.id} % {block_of(axis)} != 0: masked"))
+                               f"the last tile, if {axis.dim.id} % {block} != 0: masked"))
         elif guard is not None:
             other = state.axes[guard.axis]
-            full, live = guard_steps(guard, other.start, other.tile, block_of(axis))
+            full, live = guard_steps(guard, other.start, other.tile, block)
             skip = skips_when_false(loop, guard, set(state.locals))
             cond, split = f"{k} {guard.op} {guard.axis}", f"min({whole_tiles}, {full})"
             end, skipped = tiles, ""
@@ -212,7 +214,7 @@ class Loops:
         elif axis.masked and loop.reverse:  # the last tile first; step i takes tile tiles - 1 - i
             ranges = [
                 (f"range(0, {tiles} - {whole_tiles})", False,
-                 f"from the end: the last tile, if {axis.dim.id} % {block_of(axis)} != 0: masked"),
+                 f"from the end: the last tile, if {axis.dim.id} % {block} != 0: masked"),
                 (f"range({tiles} - {whole_tiles}, {tiles})", True,
                  f"the tiles of {k} inside {axis.dim.id}, from the last: no masks"),
             ]
@@ -222,7 +224,7 @@ class Loops:
                 (
                     f"range({whole_tiles}, {tiles})",
                     False,
-                    f"the last tile, if {axis.dim.id} % {block_of(axis)} != 0: masked",
+                    f"the last tile, if {axis.dim.id} % {block} != 0: masked",
                 ),
             ]
         else:
@@ -233,9 +235,9 @@ class Loops:
         loops: list[Op] = []
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
         for iterable, inside, why in ranges:
-            body: list[Op] = [Line(f"{offs} = {tile} * {block_of(axis)} + tl.arange(0, {block_of(axis)})")]
+            body: list[Op] = [Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})")]
             body += int64_casts(state, [offs])
-            info = AxisInfo(offs, None, axis.dim.id, block_of(axis), f"{tile} * {block_of(axis)}")
+            info = AxisInfo(offs, None, axis.dim.id, block, f"{tile} * {block}")
             if mask is not None and not inside:
                 info.mask = None if guarded else mask
                 info.load_mask = mask

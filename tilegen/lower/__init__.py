@@ -37,7 +37,7 @@ from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
-from tilegen.lower.plan import FallbackPlan, ModulePlan, StagePlan
+from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import loop_rows, lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
@@ -79,7 +79,9 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     return plans[0]
 
 
-def _variant(spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, uses: str):
+def _variant(
+    spec: m.Spec, access: str | None, variant: str, configs: str, fallback: str | None, uses: str
+) -> FallbackPlan:
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
     pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
     ``configs``; its launcher returns ``fallback``."""
@@ -94,6 +96,7 @@ def _descriptors_serve(spec: m.Spec) -> bool:
     """Whether the checker accepts ``spec`` with ``access descriptor`` instead of its own."""
     from tilegen.check import check  # the checker's rules for descriptors, not repeated here
 
+    assert spec.access is not None, "a spec of the default access style"
     try:
         check(dataclasses.replace(spec, access=dataclasses.replace(spec.access, id="descriptor")))
     except SpecError:
@@ -113,6 +116,7 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
         return _staged(spec, staging, backward, grad, written, over)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)
+        assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
         return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad, over=over), backward=backward,
                        written=written)
@@ -162,8 +166,16 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written)
 
 
-def _module(spec: m.Spec, kernel, launcher, fallbacks=(), rows=None, stages=(), backward=(),
-            written=None) -> ModulePlan:
+def _module(
+    spec: m.Spec,
+    kernel: KernelPlan,
+    launcher: LauncherPlan,
+    fallbacks: tuple[FallbackPlan, ...] = (),
+    rows: RowsPlan | None = None,
+    stages: tuple[StagePlan, ...] = (),
+    backward: tuple[m.Spec, ...] = (),
+    written: m.Spec | None = None,
+) -> ModulePlan:
     """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered (and its
     autograd formula where ``backward`` holds its backward's specs); its torch reference is
     lowered from ``written`` (the spec with its ``detach`` calls), else from ``spec``."""

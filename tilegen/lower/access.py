@@ -7,11 +7,22 @@ pointers, tensor descriptors, gathers, and loads (reused within a scope).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from tilegen import model as m
-from tilegen.lower.names import broadcast, broadcast_tile, offset_text, stride_name, tuple_text
+from tilegen.lower.checked import tensor_of
+from tilegen.lower.names import (
+    IndexItem,
+    broadcast,
+    broadcast_tile,
+    is_offset,
+    offset_text,
+    stride_name,
+    tuple_text,
+)
 from tilegen.lower.pieces import pieced
 from tilegen.lower.plan import IfBlock, Line, Op
-from tilegen.lower.state import KernelState
+from tilegen.lower.state import KernelState, LoadKey
 
 
 class Access:
@@ -21,14 +32,14 @@ class Access:
     def __init__(self, state: KernelState):
         self.state = state
 
-    def tile_axes(self, index) -> tuple[str, ...]:
+    def tile_axes(self, index: Iterable[IndexItem]) -> tuple[str, ...]:
         """The axes of ``tensor[index]`` that are tile dimensions (index axes are scalars), an
         offset axis's (``c`` of ``c + N / 2``) included."""
-        names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i)
+        names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if is_offset(i)
                                             else [])]
         return tuple(n for n in names if n in self.state.axes and not self.state.axes[n].scalar)
 
-    def offset(self, item, context: tuple[str, ...]) -> str:
+    def offset(self, item: m.Expr, context: tuple[str, ...]) -> str:
         """The index values of an offset axis (``c + N / 2``) as a tile over ``context``: axes
         their offsets (an index axis its program id), sizes and scalars themselves, ``/`` as
         ``//`` (sizes are whole numbers)."""
@@ -43,34 +54,38 @@ class Access:
 
         return offset_text(item, name)
 
-    def scalar_terms(self, tensor: m.Tensor, index) -> list[str]:
+    def scalar_terms(self, tensor: m.Tensor, index: Sequence[IndexItem] | dict[int, IndexItem]) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
         sequence, or a dict position -> item)."""
         state = self.state
-        terms = []
-        items = index.items() if isinstance(index, dict) else enumerate(index)
+        terms: list[str] = []
+        items: Iterable[tuple[int, IndexItem]] = index.items() if isinstance(index, dict) else enumerate(index)
         for position, item in items:
             stride = stride_name(tensor, position)
             if isinstance(item, m.Number):
                 if item.text != "0":
                     terms.append(f"{item.text} * {stride}")
-            elif state.axes[item.id].scalar:
+                continue
+            assert isinstance(item, m.Name), f"not a constant or an axis: {item}"
+            if state.axes[item.id].scalar:
                 terms.append(f"{state.axes[item.id].offs} * {stride}")
         return terms
 
     def pointer_expr(
-        self, access, context: tuple[str, ...], ops: list[Op] | None, load: bool
+        self, access: m.Load | m.Store, context: tuple[str, ...], ops: list[Op] | None, load: bool
     ) -> tuple[str, str | None]:
         """Pointer and mask expressions of ``tensor[index]`` as a tile over ``context``.
 
         With ``ops`` given, a mask combined from several axes is emitted there once (as
-        ``mask_hw``) and reused by every later access over the same axes.
+        ``mask_hw``) and reused by every later access over the same axes; without, a gather's
+        index tile must have been loaded before (:meth:`load`).
         """
         state = self.state
-        tensor = state.spec.tensor(access.tensor.id)
+        tensor = tensor_of(state.spec, access.tensor.id)
         label = "".join(context)
         context = tuple(state.canonical.get(a, a) for a in context)  # an alias takes its axis's place
-        terms, masks = [], []
+        terms: list[str] = []
+        masks: list[str] = []
         scalar: list[str] = []  # conditions on program ids alone: one truth value per program
         for position, item in enumerate(access.index):
             if isinstance(item, m.Load):  # a gather: offsets from a loaded index tile
@@ -83,7 +98,7 @@ class Access:
                 conditions = [*([index_mask] if index_mask else []), f"({index} >= 0)", f"({index} < {bound})"]
                 (masks if self.tile_axes(item.index) else scalar).extend(conditions)
                 continue
-            if m.is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
+            if is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
                 index = self.offset(item, context)
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
@@ -114,21 +129,25 @@ class Access:
         elif scalar:
             masks = [*masks, *scalar]
             mask = " & ".join(masks)
-        if ops is not None and len(masks) > 1:
+        if ops is not None and mask is not None and len(masks) > 1:
             if mask not in state.masks:
                 state.masks[mask] = state.fresh("mask_" + (label or tensor.name.id))
                 ops.append(Line(f"{state.masks[mask]} = {mask}"))
             mask = state.masks[mask]
         return ptr, mask
 
-    def block_ptr(self, access, ops: list[Op]) -> tuple[str, str]:
+    def block_ptr(self, access: m.Load | m.Store, ops: list[Op]) -> tuple[str, str]:
         """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis
         positions move the base pointer. Returns the variable and its ``boundary_check`` text."""
         state = self.state
-        tensor = state.spec.tensor(access.tensor.id)
+        tensor = tensor_of(state.spec, access.tensor.id)
         base_terms = self.scalar_terms(tensor, access.index)
         base = " + ".join([f"{tensor.name.id}_ptr", *base_terms])
-        shape, strides, offsets, blocks, checked = [], [], [], [], []
+        shape: list[str] = []
+        strides: list[str] = []
+        offsets: list[str] = []
+        blocks: list[str] = []
+        checked: list[str] = []
         for position, item in enumerate(access.index):
             if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 continue
@@ -150,7 +169,7 @@ class Access:
         )
         return var, tuple_text(checked) if checked else ""
 
-    def descriptor_load(self, access, var: str) -> Op:
+    def descriptor_load(self, access: m.Load, var: str) -> Op:
         """``var = a_desc.load([...])``; for a 2D input whose layout the launcher decides (a
         ``transposed`` flag), the column-major case reads the transpose's tile and transposes it,
         as tutorial 09 reads ``b`` stored ``[N, K]``. Index axes and constants of the index are
@@ -165,19 +184,21 @@ class Access:
         why = f"{access.tensor.id} is column-major: its descriptor spans {access.tensor.id}.T"
         return IfBlock(flag, why, (column,), (load,))
 
-    def descriptor(self, access) -> tuple[str, str]:
+    def descriptor(self, access: m.Load | m.Store) -> tuple[str, str]:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
         of this access's tile; records the descriptor's block shape for the launcher (1 where
         the index holds an index axis or a constant)."""
         state = self.state
-        tensor = state.spec.tensor(access.tensor.id)
-        blocks, offsets = [], []
+        tensor = tensor_of(state.spec, access.tensor.id)
+        blocks: list[str] = []
+        offsets: list[str] = []
         pieces = dict.fromkeys(state.pieces.rows, state.pieces.block) if state.pieces is not None else {}
         for item in access.index:
             if isinstance(item, m.Number):
                 blocks.append("1")
                 offsets.append(item.text)
             else:
+                assert isinstance(item, m.Name), f"not a constant or an axis: {item}"
                 tile = state.axes[item.id].tile
                 blocks.append(pieces.get(tile, tile))  # a row piece's descriptor: the launcher sets its block
                 offsets.append(state.axes[item.id].start)
@@ -185,7 +206,7 @@ class Access:
         second = state.piece == 1 and pieced(state, access.index)  # the second row piece's descriptor
         return f"{tensor.name.id}_{'piece_desc' if second else 'desc'}", "[" + ", ".join(offsets) + "]"
 
-    def unit_reshape(self, access) -> str:
+    def unit_reshape(self, access: m.Load | m.Store) -> str:
         """``.reshape(...)`` from a descriptor's block to the access's tile, dropping the blocks
         of 1 of index axes and constants; empty where the index has tile axes only."""
         tiles = [self.state.axes[a].tile for a in self.tile_axes(access.index)]
@@ -197,7 +218,7 @@ class Access:
         """Where a load goes: before the outermost enclosing tile loop whose axis (nor any loop
         inside it) it does not use, as attention loads q once before its loop over keys; else
         ``ops``, where it is used."""
-        used = set()
+        used: set[str] = set()
         for part in m.subexpressions(expr):
             if isinstance(part, m.Load):
                 used |= {i.id for i in part.index if isinstance(i, m.Name)}
@@ -207,15 +228,17 @@ class Access:
             ops = preheader
         return ops
 
-    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op], fill: str | None = None) -> str:
+    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op] | None, fill: str | None = None) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``; masked-off
         lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
         tile loaded before in this scope (same tensor, index, context and fill) is not loaded
-        again: inputs are read-only, so it still holds the same values."""
+        again: inputs are read-only, so it still holds the same values. Without ``ops``, only such
+        a tile (a nested gather's index, whose mask :meth:`pointer_expr` recomputes)."""
         state = self.state
-        key = (m.expr_key(expr), context, fill)
+        key: LoadKey = (m.expr_key(expr), context, fill)
         if key in state.loads:
             return state.loads[key]
+        assert ops is not None, f"{expr.tensor.id}: a load with nowhere to go"
         target = self.hoisted(expr, ops)
         if target is not ops:  # before a loop: every range of the loop reuses it
             state.hoisted_loads.add(key)
@@ -243,7 +266,7 @@ class Access:
             state.loads[key] = broadcast_tile(var, ordered, canonical)  # a later use broadcasts it alike
             return state.loads[key]
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
-        if fill is None and any(m.is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
+        if fill is None and any(is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"
         other = f", other={fill}" if fill is not None else ""
         ops.append(Line(f"{var} = tl.load({ptr}, mask={mask}{other})" if mask else f"{var} = tl.load({ptr})"))

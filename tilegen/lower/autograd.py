@@ -42,7 +42,8 @@ def backward_overwrites(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str
     dlogits: f32[M, V] in place of logits``, ``logits`` an input of both): with the forward
     launcher's ``inplace_backward=True``, the eager backward passes ``inplace=True``."""
     inputs = {t.name.id for t in spec.inputs if not t.is_scalar}
-    return tuple(dict.fromkeys(t.in_place_of.id for b in backward for t in b.in_place if t.in_place_of.id in inputs))
+    return tuple(dict.fromkeys(t.in_place_of.id for b in backward for t in b.in_place
+                               if t.in_place_of is not None and t.in_place_of.id in inputs))
 
 
 def unread_grads(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str, ...]:
@@ -88,7 +89,7 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
         args = ", ".join(t.name.id for t in kernel.inputs)
         body.append(f'module = _rt.sibling(__file__, "{kernel.name.id}")')
         call = f"(module.{kernel.name.id} if eager else module.op)({args})"
-        if any(t.in_place_of.id in over for t in kernel.in_place):
+        if any(t.in_place_of is not None and t.in_place_of.id in over for t in kernel.in_place):
             call = f"module.{kernel.name.id}({args}, inplace=ctx.inplace) if eager else module.op({args})"
         results = [t.name.id for t in kernel.outputs]
         body.append(f"{', '.join(results)} = {call}")

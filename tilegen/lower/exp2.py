@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype
 from tilegen.functions import lookup
+from tilegen.lower.checked import function_of
 
 #: log2(e): exp(x) = exp2(x * LOG2E).
 LOG2E = "1.4426950408889634"
 
 
-def _exact_under_scale(expr) -> bool:
+def _exact_under_scale(expr: m.Expr) -> TypeGuard[m.Call]:
     """A call that a positive scale passes through exactly (``max``, ``min``, ``maximum``,
     ``minimum``: :attr:`~tilegen.functions.Function.mirror`)."""
     return isinstance(expr, m.Call) and (f := lookup(expr.func)) is not None and f.mirror is not None
@@ -59,11 +62,11 @@ def _dtypes(spec: m.Spec) -> dict[str, str | None]:
     return found
 
 
-def _refs(expr) -> set[str]:
+def _refs(expr: m.Expr) -> set[str]:
     return {p.name.id for p in m.subexpressions(expr) if isinstance(p, m.Ref)}
 
 
-def _is_domain(expr, domain: set[str]) -> bool:
+def _is_domain(expr: m.Expr, domain: set[str]) -> bool:
     """True when ``expr`` can hold base-2 logits: a constant, a domain variable, an extremum or
     a ``where`` of such, or a root (an expression that uses no domain variable), which the
     rewrite multiplies by log2(e)."""
@@ -73,7 +76,7 @@ def _is_domain(expr, domain: set[str]) -> bool:
         return True  # a root
     if isinstance(expr, m.Ref):
         return expr.name.id in domain
-    if _exact_under_scale(expr) and lookup(expr.func).kind == "reduction":  # max(x, dim=c)
+    if _exact_under_scale(expr) and function_of(expr.func).kind == "reduction":  # max(x, dim=c)
         return _is_domain(expr.args[0], domain)
     if _exact_under_scale(expr):  # maximum(x, y)
         return len(expr.args) == 2 and all(_is_domain(a, domain) for a in expr.args)
@@ -82,18 +85,18 @@ def _is_domain(expr, domain: set[str]) -> bool:
     return False
 
 
-def _is_call(expr, *names: str) -> bool:
+def _is_call(expr: m.Expr, *names: str) -> TypeGuard[m.Call]:
     return isinstance(expr, m.Call) and expr.func.id in names
 
 
-def _exponent_ok(arg, domain: set[str]) -> bool:
+def _exponent_ok(arg: m.Expr, domain: set[str]) -> bool:
     """``exp(arg)`` can become ``exp2``: ``arg`` is ``a - b`` or ``a`` with ``a``, ``b`` in the domain."""
     if isinstance(arg, m.BinOp) and arg.op == "-":
         return _is_domain(arg.left, domain) and _is_domain(arg.right, domain) and bool(_refs(arg) & domain)
     return isinstance(arg, m.Ref) and arg.name.id in domain
 
 
-def _bad_uses(expr, domain: set[str], ok: bool = False) -> set[str]:
+def _bad_uses(expr: m.Expr, domain: set[str], ok: bool = False) -> set[str]:
     """The domain variables ``expr`` uses where base-2 values would change its result: anywhere
     but the exponent of an ``exp`` or (``ok``) a domain expression assigned to a domain variable."""
     if isinstance(expr, m.Ref):
@@ -103,16 +106,16 @@ def _bad_uses(expr, domain: set[str], ok: bool = False) -> set[str]:
     if _is_call(expr, "exp") and _exponent_ok(expr.args[0], domain):
         arg = expr.args[0]
         parts = [arg.left, arg.right] if isinstance(arg, m.BinOp) else [arg]
-        return set().union(*(_bad_uses(p, domain, ok=True) for p in parts))
-    if ok and _is_domain(expr, domain):
+        return set[str]().union(*(_bad_uses(p, domain, ok=True) for p in parts))
+    if ok and isinstance(expr, m.Call) and _is_domain(expr, domain):  # an extremum or a where (roots use no domain)
         args = expr.args[1:] if _is_call(expr, "where") else expr.args
-        return set().union(*(_bad_uses(a, domain, ok=True) for a in args))
+        return set[str]().union(*(_bad_uses(a, domain, ok=True) for a in args))
     if isinstance(expr, m.BinOp):
         return _bad_uses(expr.left, domain) | _bad_uses(expr.right, domain)
     if isinstance(expr, m.Neg):
         return _bad_uses(expr.operand, domain)
     if isinstance(expr, m.Call):
-        return set().union(*(_bad_uses(a, domain) for a in expr.args))
+        return set[str]().union(*(_bad_uses(a, domain) for a in expr.args))
     return set()
 
 
@@ -152,7 +155,7 @@ def _logit_variables(spec: m.Spec) -> set[str]:
     return domain
 
 
-def _roots(expr, domain: set[str]):
+def _roots(expr: m.Expr, domain: set[str]) -> Iterator[m.Expr]:
     """The roots of a domain expression: the parts the rewrite multiplies by log2(e)."""
     if isinstance(expr, m.Ref) and expr.name.id in domain:
         return
@@ -166,7 +169,7 @@ def _roots(expr, domain: set[str]):
         yield expr
 
 
-def _folds(root, spec: m.Spec) -> bool:
+def _folds(root: m.Expr, spec: m.Spec) -> bool:
     """A root scaled for free: a constant, or ``x * scalar`` (log2(e) joins the scalar)."""
     if isinstance(root, m.Number) or (isinstance(root, m.Neg) and isinstance(root.operand, m.Number)):
         return True
@@ -176,10 +179,10 @@ def _folds(root, spec: m.Spec) -> bool:
 # ----------------------------------------------------------------------------- rewrite
 
 
-def _scaled(expr, domain: set[str], spec: m.Spec):
+def _scaled(expr: m.Expr, domain: set[str], spec: m.Spec) -> m.Expr:
     """A domain expression in base 2: roots times log2(e) (into a trailing scalar factor when
     there is one), constants scaled, extrema and wheres rewritten inside."""
-    span = getattr(expr, "span", None)
+    span = expr.span
     if isinstance(expr, m.Neg) and isinstance(expr.operand, m.Number):
         return dataclasses.replace(expr, operand=_scaled(expr.operand, domain, spec))
     if isinstance(expr, m.Number):
@@ -199,7 +202,7 @@ def _scaled(expr, domain: set[str], spec: m.Spec):
     return m.BinOp("*", expr, log2e, span)
 
 
-def _is_scalar(expr, spec: m.Spec) -> bool:
+def _is_scalar(expr: m.Expr, spec: m.Spec) -> bool:
     """A number, a scalar input or a size symbol: one value per launch."""
     if isinstance(expr, m.Number):
         return True
@@ -209,7 +212,7 @@ def _is_scalar(expr, spec: m.Spec) -> bool:
     return False
 
 
-def _rewrite_expr(expr, domain: set[str], spec: m.Spec):
+def _rewrite_expr(expr: m.Expr, domain: set[str], spec: m.Spec) -> m.Expr:
     """``exp`` of a domain exponent -> ``exp2`` of it in base 2 (domain variables hold base-2
     values already; a root operand is scaled)."""
     if isinstance(expr, m.Call):
@@ -229,7 +232,7 @@ def _rewrite_expr(expr, domain: set[str], spec: m.Spec):
     return expr
 
 
-def _rewrite_stmt(stmt, domain: set[str], spec: m.Spec):
+def _rewrite_stmt(stmt: m.Stmt, domain: set[str], spec: m.Spec) -> m.Stmt:
     if isinstance(stmt, m.Loop):
         return dataclasses.replace(stmt, body=tuple(_rewrite_stmt(s, domain, spec) for s in stmt.body))
     if isinstance(stmt, m.Declare) and stmt.name.id in domain:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import (
@@ -28,8 +29,9 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, folded, literal_value, lookup, spanned_axes
+from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, Function, folded, literal_value, lookup, spanned_axes
 from tilegen.lower.access import Access
+from tilegen.lower.checked import function_of, tensor_of
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.names import triton_dtype as triton_dtype_text
 from tilegen.lower.pieces import local_name
@@ -106,7 +108,7 @@ class Expressions:
                 return (name,) if name in state.axes and not state.axes[name].scalar else ()  # index values
             if isinstance(part, m.Number):
                 return ()
-            if m.is_dot(part):  # the first operand's other axis, then the second's
+            if isinstance(part, m.Call) and m.is_dot(part):  # the first operand's other axis, then the second's
                 a, b = (self.expr_axes(arg) for arg in part.args)
                 return tuple(x for x in a if x not in b) + tuple(x for x in b if x not in a)
             return None
@@ -133,7 +135,7 @@ class Expressions:
             return f"({text}).to(tl.float32)"
         return f"{text}.to(tl.float32)"
 
-    def fixed(self, dtype: str | None) -> bool:
+    def fixed(self, dtype: str | None) -> TypeGuard[str]:
         """A dtype that is the same under every binding of the spec's dtype variables (a cast the
         kernel writes must not differ between bindings: one kernel serves them all)."""
         return dtype in m.DTYPES and dtype != BOOL and possible_dtypes(dtype, self.state.spec) == (dtype,)
@@ -149,7 +151,7 @@ class Expressions:
             return m.DTYPES[dtype][0]
         spec, state = self.state.spec, self.state
         if isinstance(expr, m.Load):
-            return triton_dtype_text(spec.tensor(expr.tensor.id).dtype)
+            return triton_dtype_text(tensor_of(spec, expr.tensor.id).dtype)
         if isinstance(expr, m.Ref):
             if expr.name.id in state.locals:
                 return state.written.get(local_name(state, expr.name.id), state.written.get(expr.name.id))
@@ -178,7 +180,7 @@ class Expressions:
         texts = {self.written(e) for e in floats or typed}
         return texts.pop() if len(texts) == 1 else None
 
-    def rounds_bf16(self, written: str | None) -> bool:
+    def rounds_bf16(self, written: str | None) -> TypeGuard[str]:
         """Whether a value of the dtype text ``written`` (:meth:`written`) may be bf16: then the
         kernel computes on it in float32 and rounds each result back (:meth:`in_f32`)."""
         if written == m.DTYPES["bf16"][0]:
@@ -206,7 +208,7 @@ class Expressions:
             return f"{text}.to(tl.float32).to({target}).to(tl.float32)", True
         return f"{text}.to(tl.float32)", True
 
-    def converted(self, text: str, expr: m.Expr, target: str) -> str:
+    def converted(self, text: str, expr: m.Expr, target: str | None) -> str:
         """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
         (``.to(tl.int16)``), a negative integer literal meeting u8 wraps as torch's does (``-1``:
         ``255``); anything else is left to Triton."""
@@ -257,7 +259,7 @@ class Expressions:
                 if option.id != "none":
                     state.helpers.add(option.id)
             return f"apply_{name}({arg}, {choice.constexpr})"
-        function = lookup(call.func)
+        function = function_of(call.func)
         if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
         if name in ("exp", "exp2") and (guarded := self.online_exponent(call.args[0])) is not None:
@@ -277,15 +279,25 @@ class Expressions:
             # dtype it computes in (math float32, a cast its own, elementwise f32 or i32)
             if function.kind == "cast":
                 return f"tl.full([], {x}, {triton_dtype_text(call.func)})"
-            x = f"tl.full([], {x}, {m.DTYPES[self.dtype_of(call)][0]})"
+            computed = self.dtype_of(call)
+            assert computed is not None, f"{name}() of literals computes in no dtype"
+            x = f"tl.full([], {x}, {m.DTYPES[computed][0]})"
         values = {"x": x}
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
-            values[param] = self.expr(given, context, ops) if given is not None else default
+            if given is None:
+                assert default is not None, f"{name}() needs '{param}'"
+                values[param] = default
+            else:
+                values[param] = self.expr(given, context, ops)
             if param in function.numbers and is_int(first) and function.kind == "elementwise":
                 # hardtanh(i, -2, 0.5) keeps the integer dtype: its bounds too, truncated as torch's (0.5: 0)
-                value = folded(given) if given is not None else float(default)
-                values[param] = str(int(value)) if value is not None else self.converted(values[param], given, first)
+                if given is None:
+                    values[param] = str(int(float(values[param])))
+                elif (value := folded(given)) is not None:
+                    values[param] = str(int(value))
+                else:
+                    values[param] = self.converted(values[param], given, first)
         # abs, relu, maximum, clamp, ... of bf16: in float32, rounded back (see in_f32)
         rounds = function.kind == "elementwise" and not function.selects and name != "detach"
         written = self.written(call) if rounds else None
@@ -371,10 +383,11 @@ class Expressions:
         applies torch's rules at run time (NaN for a finite negative ``x`` and a fraction)."""
         state = self.state
         exponent = call.args[1] if len(call.args) > 1 else call.kwarg("exponent")
+        assert exponent is not None, "pow without an exponent"
         x, value = values["x"], folded(exponent)  # 0.5 - 0 is 0.5 here too, as the reference's Python number
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
-            sqrt = lookup("sqrt")
-            root = (sqrt.f64_triton if self.dtype_of(call.args[0]) == "f64" else sqrt.triton).format(x=x)
+            sqrt = function_of("sqrt")
+            root = sqrt.f64_triton.format(x=x) if self.dtype_of(call.args[0]) == "f64" else sqrt.triton_text(x=x)
             return root if value > 0 else f"(1.0 / {root})"
         if value is None or math.isnan(value) or not float(value).is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
             state.helpers.add("power")
@@ -403,7 +416,9 @@ class Expressions:
             return f"(1.0 / ({product}))"
         return product if product.isidentifier() else f"({product})"  # (x + y) ** 1 * 2 keeps its parentheses
 
-    def operand_axes(self, operand: m.Expr, context: tuple[str, ...], dim: str | None = None):
+    def operand_axes(
+        self, operand: m.Expr, context: tuple[str, ...], dim: str | None = None
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(``context`` in canonical names, the order the tile of ``operand`` takes) for a reduction
         over ``dim`` (None: a scan) of ``operand``. The operand's own axes' order (a load's is its
         index's, so the tensor's contiguous last dimension stays the tile's last) where the result
@@ -418,7 +433,7 @@ class Expressions:
             return canonical, own
         return canonical, tuple(a for a in canonical if a in own) + tuple(a for a in own if a not in canonical)
 
-    def widened(self, x: str, operand: m.Expr, function) -> str:
+    def widened(self, x: str, operand: m.Expr, function: Function) -> str:
         """``x`` (the text of ``operand``) in float32 where ``function`` accumulates f16/bf16 so, and
         an integer operand of a mean (float32, as the reference's ``mean(x.float())``: Triton sums u8
         in uint32, which it will not divide by a signed size)."""
@@ -427,54 +442,57 @@ class Expressions:
             return self.upcast(x, operand)
         return x
 
-    def padded(self, x: str, operand: m.Expr, function, dim: str, inner: tuple[str, ...]) -> str:
+    def padded(self, x: str, operand: m.Expr, function: Function, dim: str, inner: tuple[str, ...]) -> str:
         """``x`` (``operand``'s tile over ``inner``) with the lanes past the end of ``dim`` set to
         ``function``'s identity. An integer tile takes an integer (its dtype's lowest or highest
         value for -inf or inf): a float would make the whole tile float, inexact past 2**24."""
         mask = self.lane_mask(dim)
         if mask is None:
             return x
-        identity = function.identity_text
-        limits = DTYPE_LIMITS.get(self.dtype_of(operand))
-        if self.dtype_of(operand) == BOOL:  # a mask (any, all): False or True as an integer
-            identity = str(int(function.identity))
+        identity, value = function.identity_text, function.identity  # identity_text raises where it has none
+        assert value is not None
+        dtype = self.dtype_of(operand)
+        limits = DTYPE_LIMITS.get(dtype) if dtype is not None else None
+        if dtype == BOOL:  # a mask (any, all): False or True as an integer
+            identity = str(int(value))
         elif isinstance(limits, tuple):
-            value = function.identity
             identity = str(limits[0] if value < 0 else limits[1]) if math.isinf(value) else str(int(value))
         return f"tl.where({broadcast(mask, dim, inner)}, {x}, {identity})"
 
-    def scan(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
+    def scan(self, call: m.Call, function: Function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``cumsum(x, dim=c)``: the operand as a tile over its own axes (ordered by
         :meth:`operand_axes`), lanes past the end of ``c`` replaced by the scan's identity (so a
         scan from the end, ``reverse=true``, starts at the last element), scanned along ``c`` into
         a new variable (``tl.cumsum``/``tl.cumprod``; f16/bf16 in float32), broadcast to ``context``."""
         state = self.state
         dim = call.word("dim")
+        assert dim is not None, f"{function.name} without dim="
         operand = call.args[0]
         canonical, inner = self.operand_axes(operand, context)
         x = self.padded(self.widened(self.expr(operand, inner, ops), operand, function), operand, function, dim, inner)
         result = state.fresh(f"{function.name}_{dim}")
         reverse = "True" if call.word("reverse") == "true" else "False"
-        ops.append(Line(f"{result} = {function.triton_text(x=x, axis=inner.index(dim), reverse=reverse)}"))
+        ops.append(Line(f"{result} = {function.triton_text(x=x, axis=str(inner.index(dim)), reverse=reverse)}"))
         return broadcast_tile(result, inner, canonical)
 
-    def reduction(self, call: m.Call, function, context: tuple[str, ...], ops: list[Op]) -> str:
+    def reduction(self, call: m.Call, function: Function, context: tuple[str, ...], ops: list[Op]) -> str:
         """``sum(x, dim=c)``: the operand as a tile over its own axes (ordered by
         :meth:`operand_axes`), lanes past the end of ``c`` replaced by the reduction's identity
         (:attr:`~tilegen.functions.Function.identity`), reduced over ``c`` into a new variable,
         broadcast back to ``context``."""
         state = self.state
         dim = call.word("dim")
+        assert dim is not None, f"{function.name} without dim="
         operand = call.args[0]
         canonical, inner = self.operand_axes(operand, context, dim)
         scaled = state.scaled.get(operand.name.id) if isinstance(operand, m.Ref) else None
         result = state.fresh(f"{function.name}_{dim}")
 
         def reduce(name: str, x: str) -> str:
-            chosen = lookup(name)
+            chosen = function_of(name)
             x = self.padded(x, operand, chosen, dim, inner)
             state.helpers.update(chosen.helpers)
-            return chosen.triton_text(x=x, axis=inner.index(dim), size=state.axes[dim].dim)
+            return chosen.triton_text(x=x, axis=str(inner.index(dim)), size=state.axes[dim].dim)
 
         if scaled is not None and function.mirror is not None:  # max(x * c) = max(x) * c for c >= 0
             raw, factor, sign = scaled

@@ -27,10 +27,13 @@ The launcher makes the workspace, passes it to the kernel, and launches the fini
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from tilegen import model as m
 from tilegen.across import Across, across
-from tilegen.functions import lookup
+from tilegen.lower.access import Access
+from tilegen.lower.checked import block_of, function_of, tensor_of
+from tilegen.lower.expressions import Expressions
 from tilegen.lower.names import stride_name
 from tilegen.lower.plan import Comment, FinishPlan, KernelPlan, Line, Op
 from tilegen.lower.state import INT64_FLAG, KernelState
@@ -63,7 +66,9 @@ def elements(tensor: m.Tensor) -> str:
     return " * ".join(d.text if isinstance(d, m.Number) else d.id for d in tensor.dims)
 
 
-def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, exprs, access) -> list[Op]:
+def partial_stores(
+    state: KernelState, stmt: m.Store, found: Across, context: tuple[str, ...], exprs: Expressions, access: Access
+) -> list[Op]:
     """The kernel's ops for a store that reduces across programs: each chain reduced over the
     program's own tile (:attr:`~tilegen.across.Partial.value`) and stored, in float32, into its
     workspace at this program's place among the programs along the reduced axes."""
@@ -76,7 +81,7 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
         pid = state.pids[axis]
         outer = f"({place})" if "+" in place else place
         place = pid if not place else f"{outer} * tl.num_programs({launched.index(axis)}) + {pid}"
-    tensor = state.spec.tensor(stmt.tensor.id)
+    tensor = tensor_of(state.spec, stmt.tensor.id)
     ptr, mask = access.pointer_expr(stmt, context, ops, load=False)
     prefix = f"{tensor.name.id}_ptr"
     assert ptr.startswith(prefix), ptr  # the workspace's row is laid out as the (new, contiguous) output
@@ -94,13 +99,15 @@ def partial_stores(state: KernelState, stmt: m.Store, found: Across, context, ex
     return ops
 
 
-def _carried_partials(state: KernelState, stmt: m.Store, found: Across, context, exprs, access) -> list[Op]:
+def _carried_partials(
+    state: KernelState, stmt: m.Store, found: Across, context: tuple[str, ...], exprs: Expressions, access: Access
+) -> list[Op]:
     """A persistent program's partials (``grid persistent r over M by BM, c over N whole``): each
     chain's value over the tile is merged into a float32 accumulator the program carries over
     every tile it walks (started at the chain's identity before the tile loop), which it stores
     once, after the loop, at its own row of the workspace (``start_pid``): one row per program
     (at most one per SM) rather than one per row tile, as Liger-Kernel's RMSNorm backward does."""
-    tensor = state.spec.tensor(stmt.tensor.id)
+    tensor = tensor_of(state.spec, stmt.tensor.id)
     ptr, mask = access.pointer_expr(stmt, context, None, load=False)
     prefix = f"{tensor.name.id}_ptr"
     assert ptr.startswith(prefix), ptr  # the workspace's row is laid out as the (new, contiguous) output
@@ -119,7 +126,8 @@ def _carried_partials(state: KernelState, stmt: m.Store, found: Across, context,
         if function.combine in ("+", "*"):
             ops.append(Line(f"{carried} {function.combine}= {value}"))
         else:
-            ops.append(Line(f"{carried} = {lookup(function.combine).triton_text(x=carried, other=value)}"))
+            assert function.combine is not None, f"{function.name}'s partials do not combine"
+            ops.append(Line(f"{carried} = {function_of(function.combine).triton_text(x=carried, other=value)}"))
         why = f"this program's {function.name} over its tiles of {', '.join(found.axes)}"
         state.after_tiles.append(Comment(f"{why}: its partial, merged by {finish_name(state.spec, found)}_kernel"))
         target = f"{partials_name(found, i)}_ptr + {row}{offsets}"
@@ -142,7 +150,7 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
     the scalar inputs and sizes it uses passed in."""
     store = found.store
     span = store.span
-    out = spec.tensor(store.tensor.id)
+    out = tensor_of(spec, store.tensor.id)
 
     def name(text: str) -> m.Name:
         return m.Name(text, span)
@@ -161,11 +169,13 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
     tensors = [m.Tensor("in", name(partials_name(found, i)), name("f32"), (name(PROGRAMS), name(ELEMENTS)), span)
                for i in range(len(found.partials))]
     values: list[m.Expr] = []
-    declares, steps = [], []
+    declares: list[m.Declare] = []
+    steps: list[m.Stmt] = []
     for i, partial in enumerate(found.partials):
         merged = merged_name(found, i)
         function = partial.function
-        init = number("inf") if function.identity in (float("inf"), float("-inf")) else number(
+        assert function.identity is not None and function.combine is not None, f"{function.name} does not merge"
+        init: m.Expr = number("inf") if function.identity in (float("inf"), float("-inf")) else number(
             str(int(function.identity)))
         if function.identity == float("-inf"):
             init = m.Neg(init, span)
@@ -195,7 +205,7 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
         elif ref in sizes:
             tensors.append(m.Tensor("in", name(ref), name("i32"), (), span))
     tensors.append(dataclasses.replace(out, dims=(name(ELEMENTS),), zero_dim=False, span=span))
-    body = (
+    body: tuple[m.Stmt, ...] = (
         *declares,
         m.Loop(p, tuple(steps), span),
         m.Store(name(store.tensor.id), (name("q"),), epilogue, span),
@@ -218,17 +228,17 @@ def finish_spec(spec: m.Spec, found: Across) -> m.Spec:
     )
 
 
-def lower_finish(spec: m.Spec, found: Across, lower_kernel) -> FinishPlan:
+def lower_finish(spec: m.Spec, found: Across, lower_kernel: Callable[[m.Spec], KernelPlan]) -> FinishPlan:
     """The finish of ``found``: its kernel (``lower_kernel`` of :func:`finish_spec`), and how the
     launcher makes its workspaces and launches it."""
     finish = finish_spec(spec, found)
-    kernel: KernelPlan = lower_kernel(finish)
+    kernel = lower_kernel(finish)
     doc = (f"Triton kernel generated from {spec.path}: merges the partials {spec.name.id}_kernel stored for "
            f"'{found.store.tensor.id}'; {spec.name.id}() launches it.")
     kernel = dataclasses.replace(kernel, docstring=doc)
-    out = spec.tensor(found.store.tensor.id)
+    out = tensor_of(spec, found.store.tensor.id)
     grid_axes = {a.name.id: a for a in spec.grid}
-    programs = tuple((grid_axes[a].dim.id, None if grid_axes[a].is_index else grid_axes[a].block.id)
+    programs = tuple((grid_axes[a].dim.id, None if grid_axes[a].is_index else block_of(grid_axes[a]))
                      for a in found.axes)
     workspaces = tuple(partials_name(found, i) for i in range(len(found.partials)))
     plan = FinishPlan(out.name.id, workspaces, programs, elements(out), kernel, (), "")
@@ -239,7 +249,7 @@ def lower_finish(spec: m.Spec, found: Across, lower_kernel) -> FinishPlan:
     for t in finish.arrays:
         for position in range(len(t.dims)):
             texts[stride_name(t, position)] = "1" if position == len(t.dims) - 1 else plan.elements
-    texts |= {p.name.id: p.default.text for p in finish.params}
+    texts |= {p.name.id: p.default.text for p in finish.params if p.default is not None}
     texts[INT64_FLAG] = f"{plan.size} >= 2**31"
     args = tuple(texts.get(p.name, p.name) for group in kernel.param_groups for p in group)
     block = texts["BQ"]

@@ -8,7 +8,10 @@ ids (``pid``, ``num_pid_m``, ``tile_id``, ...) in it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from tilegen import model as m
+from tilegen.lower.checked import block_of, tensor_of
 from tilegen.lower.names import stride_name
 from tilegen.lower.plan import IfBlock, Line, Op
 from tilegen.lower.state import INT64_FLAG, AxisInfo, KernelState
@@ -38,7 +41,7 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
         state.pid = state.fresh("start_pid")
         state.num_tiles = state.fresh("num_tiles")
         setup += [Line(f"{state.pid} = tl.program_id(0)"),
-                  Line(f"{state.num_tiles} = tl.cdiv({axis.dim.id}, {axis.block.id})")]
+                  Line(f"{state.num_tiles} = tl.cdiv({axis.dim.id}, {block_of(axis)})")]
         state.tile_id = state.fresh("tile_id")
         pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
         ops.append(Line(f"{pids[axis.name.id]} = {state.tile_id}"))
@@ -58,11 +61,11 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
             state.axes[name] = AxisInfo(pids[name], None, axis.dim.id, "1", pids[name], scalar=True)
             continue
         whole = axis.bounds == "whole"
-        start = "0" if whole else f"{pids[name]} * {axis.block.id}"
+        start = "0" if whole else f"{pids[name]} * {block_of(axis)}"
         if state.spec.access_style in ("block_ptr", "descriptor"):
             # Block pointers and descriptors take the tile start and check bounds themselves.
             mask = "checked" if axis.masked or whole else None
-            tile = state.whole_blocks[axis.dim.id] if whole else axis.block.id
+            tile = state.whole_blocks[axis.dim.id] if whole else block_of(axis)
             state.axes[name] = AxisInfo("", mask, axis.dim.id, tile, start)
             continue
         offs = state.fresh(f"offs_{name}")
@@ -74,8 +77,8 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
                 [Line(f"{offs} = tl.arange(0, {block})"), Line(f"{mask} = {offs} < {axis.dim.id}")])
             state.axes[name] = AxisInfo(offs, mask, axis.dim.id, block, "0")
             continue
-        ops.append(Line(f"{offs} = {start} + tl.arange(0, {axis.block.id})"))
-        info = AxisInfo(offs, None, axis.dim.id, axis.block.id, start)
+        ops.append(Line(f"{offs} = {start} + tl.arange(0, {block_of(axis)})"))
+        info = AxisInfo(offs, None, axis.dim.id, block_of(axis), start)
         if axis.masked:
             info.mask = info.load_mask = state.fresh(f"mask_{name}")
             ops.append(Line(f"{info.mask} = {offs} < {axis.dim.id}"))
@@ -89,7 +92,7 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
     return setup, ops
 
 
-def int64_casts(state: KernelState, names: list[str], strides: list[str] = ()) -> list[Op]:
+def int64_casts(state: KernelState, names: list[str], strides: Sequence[str] = ()) -> list[Op]:
     """``if INT64_OFFSETS:`` recast tensors ``names`` and scalar arguments ``strides`` to
     int64 (``tl.cast`` also takes a stride Triton specialised to the constant 1). The
     launcher sets the constexpr when some tensor spans 2**31 elements or more, where int32
@@ -104,10 +107,10 @@ def int64_casts(state: KernelState, names: list[str], strides: list[str] = ()) -
 
 def constant_strides(state: KernelState) -> list[str]:
     """Strides multiplied by a constant index (``2 * stride_x_0``): int32 products too."""
-    found = []
+    found: list[str] = []
     for stmt in m.statements(state.spec.body):
         for access in m.accesses(stmt):
-            tensor = state.spec.tensor(access.tensor.id)
+            tensor = tensor_of(state.spec, access.tensor.id)
             for position, item in enumerate(access.index):
                 if isinstance(item, m.Number) and item.text != "0":
                     found.append(stride_name(tensor, position))
@@ -124,8 +127,8 @@ def flat_setup(state: KernelState) -> list[Op]:
     state.num_a, state.num_b = state.fresh(f"num_pid_{a}"), state.fresh(f"num_pid_{b}")
     ops: list[Op] = [
         Line(f"{state.pid} = tl.program_id(0)"),
-        Line(f"{state.num_a} = tl.cdiv({first.dim.id}, {first.block.id})"),
-        Line(f"{state.num_b} = tl.cdiv({second.dim.id}, {second.block.id})"),
+        Line(f"{state.num_a} = tl.cdiv({first.dim.id}, {block_of(first)})"),
+        Line(f"{state.num_b} = tl.cdiv({second.dim.id}, {block_of(second)})"),
     ]
     if spec.persistent or spec.split_tail:
         state.num_tiles = state.fresh("num_tiles")
@@ -166,7 +169,7 @@ def swizzle2d(state: KernelState, pids: dict[str, str]) -> list[Op]:
     if swizzle is None:
         return []
     first, second = (a.id for a in swizzle.axes)
-    targets = (first, second)
+    targets: tuple[str, ...] = (first, second)
     if swizzle.aliases:
         targets = tuple(a.id for a in swizzle.aliases)
         for alias, axis in zip(targets, (first, second), strict=True):

@@ -20,9 +20,12 @@ be shadowed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from tilegen import model as m
-from tilegen.functions import HELPERS, lookup
+from tilegen.functions import HELPERS
 from tilegen.lower.access import Access
+from tilegen.lower.checked import block_of, function_of
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import across_stores, lower_finish, partials_name
 from tilegen.lower.grid import grid_ops
@@ -51,9 +54,10 @@ __all__ = ["INT64_FLAG", "LOOP_STAGES", "TAIL_FLAGS", "AxisInfo", "KernelState",
 def config_text(spec: m.Spec, config: m.Config) -> str:
     """``triton.Config({...}, num_warps=4, num_stages=3)`` for one config; tuned parameters a
     config leaves out take their default, so every config sets every tuned parameter."""
-    meta = []
+    meta: list[str] = []
     for name in spec.tuned_params:
         value = config.get(name) or next(p.default for p in spec.params if p.name.id == name)
+        assert value is not None, f"no config sets {name}, which has no default"
         meta.append(f'"{name}": {value.text}')
     if pipelines_tiles(spec):  # the tile loop's depth: the config's num_stages, or none given
         stages = config.get("num_stages")
@@ -103,8 +107,8 @@ def kernel_params(state: KernelState) -> tuple[tuple[KernelParam, ...], ...]:
         state.split = SplitPlan(
             workspace,
             store.tensor.id,
-            tuple((a.dim.id, a.block.id) for a in tiled),
-            (loop.axis.dim.id, loop.axis.block.id),
+            tuple((a.dim.id, block_of(a)) for a in tiled),
+            (loop.axis.dim.id, block_of(loop.axis)),
             1 if spec.flat else len(tiled),
         )
     for found in across_stores(spec):  # the f32 workspaces of reductions across programs, after the tensors
@@ -134,19 +138,23 @@ def choice_plans(spec: m.Spec) -> tuple[ChoicePlan, ...]:
     """Each ``choose`` line's ``apply_<name>`` function: a branch per option but ``none``, which
     calls the option's helper with the defaults of its parameters
     (:attr:`~tilegen.functions.Function.params`: ``leaky_relu(x, 0.01)``, ``relu(x)``)."""
-    plans = []
+    plans: list[ChoicePlan] = []
     for choice in spec.choices:
-        branches = []
+        branches: list[tuple[str, str]] = []
         for option in choice.options:
             if option.id == "none":
                 continue
-            defaults = (default for _, default in lookup(option.id).params)
+            params = function_of(option.id).params
+            defaults = [default for _, default in params if default is not None]
+            assert len(defaults) == len(params), f"{option.id} has a parameter without a default"
             branches.append((option.id, f"{option.id}({', '.join(['x', *defaults])})"))
         plans.append(ChoicePlan(f"apply_{choice.name.id}", choice.constexpr, tuple(branches)))
     return tuple(plans)
 
 
-def _after_descriptors(params: tuple, names: tuple[str, ...]) -> tuple:
+def _after_descriptors(
+    params: tuple[tuple[KernelParam, ...], ...], names: tuple[str, ...]
+) -> tuple[tuple[KernelParam, ...], ...]:
     """``params`` with parameters ``names`` inserted in the first group after its last descriptor."""
     first = params[0]
     last = max(i for i, p in enumerate(first) if p.name.endswith("_desc")) + 1
@@ -154,7 +162,7 @@ def _after_descriptors(params: tuple, names: tuple[str, ...]) -> tuple:
     return ((*first[:last], *extra, *first[last:]), *params[1:])
 
 
-def _code(ops):
+def _code(ops: Iterable[Op]) -> Iterator[str]:
     """The generated lines of ``ops`` and of the blocks inside them (loop headers, conditions)."""
     for op in ops:
         if isinstance(op, Line):
@@ -162,7 +170,7 @@ def _code(ops):
         elif isinstance(op, (ForLoop, IfBlock)):
             yield op.iterable if isinstance(op, ForLoop) else op.condition
             yield from _code(op.body)
-            yield from _code(getattr(op, "orelse", ()))
+            yield from _code(op.orelse if isinstance(op, IfBlock) else ())
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:

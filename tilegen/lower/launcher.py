@@ -8,23 +8,27 @@ and launches. Every error message names the spec's tensor and dimension.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.autograd import autograd_apply
+from tilegen.lower.checked import block_of, default_of
 from tilegen.lower.fast import FastPath, lower_fast_path
 from tilegen.lower.finish import launch_args
 from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
-from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import (
+    IndexItem,
     dtype_bindings,
     dtype_options,
+    is_offset,
     made_outputs,
     offset_text,
     size_symbols,
     torch_dtype,
     tuple_text,
 )
+from tilegen.lower.names import call_text as _call
 from tilegen.lower.plan import (
     Comment,
     HookPlan,
@@ -58,7 +62,9 @@ def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
     return list(found.values())
 
 
-def _bind_sizes(spec: m.Spec, name: str):
+def _bind_sizes(
+    spec: m.Spec, name: str
+) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]], dict[str, str]]:
     """Unpack every input's shape once (``M, K = a.shape``; dims bound earlier, or literal,
     go to ``_b0``-style temporaries that are then checked).
 
@@ -117,14 +123,16 @@ def _derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list
     return checks, texts
 
 
-def _division_checks(expr: m.Expr, name: str, what: str, sized, exact: set[int] | None = None) -> list[tuple[str, str]]:
+def _division_checks(
+    expr: m.Expr, name: str, what: str, sized: Callable[[m.Expr], bool], exact: set[int] | None = None
+) -> list[tuple[str, str]]:
     """The launcher's checks of each ``/`` in ``expr`` (``what`` names it in the message): where
     ``sized`` holds for both operands (sizes, integer scalar inputs and integers: the launcher
     knows them) and the quotient is one of ``exact`` (their ids; None: every one), the divisor
     must be at least 1 and divide; where
     ``sized`` holds for the divisor alone (an axis divided, rounding down: ``h / (H / HK)``), it
     must be at least 1."""
-    checks = []
+    checks: list[tuple[str, str]] = []
     for sub in reversed(list(m.subexpressions(expr))):  # inner divisions first: their divisors are used outside
         if not (isinstance(sub, m.BinOp) and sub.op == "/") or not sized(sub.right):
             continue
@@ -163,7 +171,7 @@ def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
     def sized(expr: m.Expr) -> bool:
         return all(e.name.id not in axes for e in m.subexpressions(expr) if isinstance(e, m.Ref))
 
-    def groups(expr: m.Expr):
+    def groups(expr: m.Expr) -> Iterator[int]:
         """The ids of the quotients of sizes in ``expr`` that scale an axis."""
         if not isinstance(expr, m.BinOp):
             return
@@ -174,11 +182,11 @@ def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
         yield from groups(expr.left)
         yield from groups(expr.right)
 
-    def items(index):
+    def items(index: Iterable[IndexItem]) -> Iterator[m.BinOp | m.Neg]:
         for item in index:
             if isinstance(item, m.Load):
                 yield from items(item.index)
-            elif m.is_offset(item):
+            elif is_offset(item):
                 yield item
 
     found: dict[str, str] = {}
@@ -193,9 +201,9 @@ def _index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
 
 def _largest(spec: m.Spec, param: str) -> str | None:
     """The largest value any tune config gives ``param`` (None if it is not tuned)."""
-    if param not in spec.tuned_params:
+    if param not in spec.tuned_params or spec.tune is None:
         return None
-    values = [int(c.get(param).text) for c in spec.tune.configs if c.get(param) is not None]
+    values = [int(value.text) for c in spec.tune.configs if (value := c.get(param)) is not None]
     default = next(p.default for p in spec.params if p.name.id == param)
     if default is not None and len(values) < len(spec.tune.configs):
         values.append(int(default.text))
@@ -207,20 +215,20 @@ def _axis_checks(
 ) -> list[tuple[str, str]]:
     """Unmasked axes need multiples of their block; a whole axis's extent fits one tile (unless
     ``rows`` runs its long rows through loops)."""
-    checks = []
+    checks: list[tuple[str, str]] = []
     for axis in spec.axes():
         written = extent_text(axis)  # C / G as the spec writes it, not the launcher's C_over_G
         where = f"'{axis.name.id} over {written}"
         if axis.bounds == "unmasked":
-            largest = _largest(spec, axis.block.id)
-            block = largest or axis.block.id
-            value = f"{axis.block.id} = {largest} (the largest in the tune configs)" if largest else (
-                f"{axis.block.id} = {{{axis.block.id}}}"
+            largest = _largest(spec, block_of(axis))
+            block = largest or block_of(axis)
+            value = f"{block_of(axis)} = {largest} (the largest in the tune configs)" if largest else (
+                f"{block_of(axis)} = {{{block_of(axis)}}}"
             )
             checks.append(
                 (
                     f"{axis.dim.id} % {block}",
-                    f"f\"{name}: {where} by {axis.block.id}' is unmasked, so "
+                    f"f\"{name}: {where} by {block_of(axis)}' is unmasked, so "
                     f"{written} = {{{axis.dim.id}}} must be a multiple of {value}\"",
                 )
             )
@@ -232,8 +240,8 @@ def _axis_checks(
             limit = MAX_TILE
             for block in others:
                 largest = _largest(spec, block)
-                default = next(p.default for p in spec.params if p.name.id == block)
-                limit //= int(largest or default.text)
+                param = next(p for p in spec.params if p.name.id == block)
+                limit //= int(largest or default_of(param))
             checks.append(
                 (
                     f"{dim} > {limit}",
@@ -260,10 +268,10 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
 
     if spec.flat:
         a, b = spec.grid
-        tiles = f"({cdiv(a.dim.id, block(a.block.id))}) * ({cdiv(b.dim.id, block(b.block.id))})"
+        tiles = f"({cdiv(a.dim.id, block(block_of(a)))}) * ({cdiv(b.dim.id, block(block_of(b)))})"
         sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
         if spec.split_tail:  # the whole tiles, and the sub-tiles of the last partial wave's
-            sizes = [f"_tail_split({a.dim.id}, {b.dim.id}, {block(a.block.id)}, {block(b.block.id)}, NUM_SMS)[0]"]
+            sizes = [f"_tail_split({a.dim.id}, {b.dim.id}, {block(block_of(a))}, {block(block_of(b))}, NUM_SMS)[0]"]
     else:
         sizes = []
         for axis in spec.grid:
@@ -272,9 +280,9 @@ def _grid(spec: m.Spec, config: str | None = None) -> str:
             elif axis.bounds == "whole":  # one program along it: no grid dimension
                 continue
             elif spec.persistent:  # rows walked by at most one program per SM
-                sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(axis.block.id))})")
+                sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(block_of(axis)))})")
             else:
-                sizes.append(cdiv(axis.dim.id, block(axis.block.id)))
+                sizes.append(cdiv(axis.dim.id, block(block_of(axis))))
     sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
     return tuple_text(sizes)
 
@@ -304,13 +312,15 @@ def _docstring(spec: m.Spec, variant: str | None = None, uses: str = "", over: t
     lines.append("Inputs: " + "; ".join(describe(t) for t in spec.inputs) + f" ({layout}).")
     lines.append("Returns: " + "; ".join(describe(t) for t in spec.outputs) + " (new, contiguous).")
     for t in spec.in_place:
-        lines.append(f"With inplace=True, {t.name.id} is written over {t.in_place_of.id} and returned: "
-                     f"{t.in_place_of.id}'s storage, its strides, its values overwritten (the custom op "
+        if (written_over := t.in_place_of) is None:
+            continue
+        lines.append(f"With inplace=True, {t.name.id} is written over {written_over.id} and returned: "
+                     f"{written_over.id}'s storage, its strides, its values overwritten (the custom op "
                      "always makes a new tensor).")
     for var, source in dtype_bindings(spec).items():
-        options = " or ".join(next(t.dtype.options for t in spec.inputs if t.name.id == source))
+        options = " or ".join(next(dtype_options(t.dtype) for t in spec.inputs if t.name.id == source))
         lines.append(f"Dtypes: {var} is {options}, the dtype of {source}; one kernel, compiled for each.")
-    overrides = [f"{p.name.id}={p.default.text}" for p in spec.params if p.name.id not in spec.tuned_params]
+    overrides = [f"{p.name.id}={default_of(p)}" for p in spec.params if p.name.id not in spec.tuned_params]
     overrides += [
         f"{c.name.id}=\"{c.options[0].id}\" (one of {', '.join(o.id for o in c.options)})" for c in spec.choices
     ]
@@ -407,7 +417,7 @@ def lower_launcher(
     name = spec.name.id
     tuned = set(spec.tuned_params)
     arrays_in = [t for t in spec.inputs if not t.is_scalar]
-    keywords = tuple((p.name.id, p.default.text) for p in spec.params if p.name.id not in tuned)
+    keywords = tuple((p.name.id, default_of(p)) for p in spec.params if p.name.id not in tuned)
     keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
     inputs = tuple(t.name.id for t in spec.inputs)
     arguments = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords)])
@@ -430,7 +440,7 @@ def lower_launcher(
         dtype, like, test = torch_dtype(t.dtype), "", f"{x}.dtype != {torch_dtype(t.dtype)}"
         source = sources.get(t.dtype.var) if isinstance(t.dtype, m.BoundDtype) else None
         if source == x:  # the input T is read from
-            dtype = tuple_text(m.DTYPES[o][1] for o in t.dtype.options)
+            dtype = tuple_text(m.DTYPES[o][1] for o in dtype_options(t.dtype))
             test = f"{x}.dtype not in {dtype}"
         elif source is not None:
             like = f', "{source}"'
@@ -442,7 +452,7 @@ def lower_launcher(
             )
         )
         if source == x:
-            head.append(Line(f"{t.dtype.var} = {x}.dtype"))
+            head.append(Line(f"{m.as_written(t.dtype)} = {x}.dtype"))  # the variable (T)
     first = arrays_in[0].name.id
     head.append(Line(f"device = {first}.device"))
     others = [f"{t.name.id}.device != device" for t in arrays_in[1:]]
@@ -457,8 +467,8 @@ def lower_launcher(
     differentiable = [t.name.id for t in arrays_in if isinstance(t.dtype, m.BoundDtype) or t.dtype.id in m.FLOAT_DTYPES]
     if grad is not None and differentiable:
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
-        flag = ["inplace_backward"] if over else []
-        eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords), *flag])})"
+        switch = ["inplace_backward"] if over else []
+        eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords), *switch])})"
         action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
                   else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
         why = ("autograd records this call: through a Function whose backward is the spec's"
@@ -569,18 +579,18 @@ def lower_launcher(
     fast_path = lower_fast_path(spec, kernel, keywords, launch.groups[0],
                            tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
                            differentiable if grad is not None else [], stages)
-    without = []  # a Triton without block pointers runs the pointer launcher
+    without: list[Op] = []  # a Triton without block pointers runs the pointer launcher
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers", (Line(f"return {fallback}"),)))
     whole = len(kernel.whole_blocks)  # whole-axis tiles first: a descriptor's block shape may name one
-    route = []  # rows longer than one tile holds: the looped kernel (before the outputs are made)
+    route: list[Op] = []  # rows longer than one tile holds: the looped kernel (before the outputs are made)
     if rows is not None:
         why = f"rows too long for one tile: {rows.launcher}() loops over them"
         route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why, (Line(f"return {rows.call}"),))]
-    staged = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
+    staged: list[Op] = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
     if staged:
         staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
-    forcing = []  # config=: the call runs the config it names (the runtime's Tuner.forcing)
+    forcing: list[Op] = []  # config=: the call runs the config it names (the runtime's Tuner.forcing)
     if spec.tune is not None and variant is None and not name.startswith("_"):
         again = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords),
                            *(["inplace=inplace"] if spec.in_place else []),
@@ -657,7 +667,7 @@ def _traced_launch(spec: m.Spec, kernel: KernelPlan, launch: _LaunchArgs) -> lis
     ]
 
 
-def _descriptor_checks(spec: m.Spec, fallback: str, kernel: KernelPlan) -> list[Op]:
+def _descriptor_checks(spec: m.Spec, fallback: str | None, kernel: KernelPlan) -> list[Op]:
     """Tensor descriptors (TMA) need Hopper or newer, a Triton that has them, and tensors with a
     unit last stride, 16-byte aligned other strides and a 16-byte aligned base; otherwise the
     launcher returns ``fallback``, the same spec through pointers. A column-major 2D input (unit
@@ -666,15 +676,16 @@ def _descriptor_checks(spec: m.Spec, fallback: str, kernel: KernelPlan) -> list[
         IfBlock("not _has_tma(device)", "a GPU or a Triton without TMA descriptors", (Line(f"return {fallback}"),))
     ]
     flags = dict(kernel.transposed)
-    for t, flag in flags.items():
-        ops.append(Line(f"{flag} = _{t}_strides[1] != 1 and _{t}_strides[0] == 1  # {t} is column-major"))
+    for column_major, flag_name in flags.items():
+        ops.append(Line(f"{flag_name} = _{column_major}_strides[1] != 1 and _{column_major}_strides[0] == 1"
+                        f"  # {column_major} is column-major"))
     # a descriptor's shape must be positive: an empty input (K = 0) runs the pointer kernel
     terms = [f"{d} == 0" for d in dict.fromkeys(d.id for t in spec.arrays for d in t.dims if isinstance(d, m.Name))]
     blocks = dict(kernel.descriptors)
     for t in spec.arrays:
         sizes = {m.DTYPE_BYTES[d] for d in dtype_options(t.dtype)}  # a dtype variable's may differ
         smallest = min(sizes)
-        size = sizes.pop() if len(sizes) == 1 else f"{t.dtype.var}.itemsize"
+        size = sizes.pop() if len(sizes) == 1 else f"{m.as_written(t.dtype)}.itemsize"  # T.itemsize
         strides = f"_{t.name.id}_strides"
         flag = flags.get(t.name.id)
         shape = blocks.get(t.name.id, ())
@@ -700,8 +711,13 @@ def _smallest_block(spec: m.Spec, block: str) -> str:
     (a keyword, or a whole axis's tile)."""
     if block.isdigit() or block not in spec.tuned_params or spec.tune is None:
         return block
-    default = next(p.default for p in spec.params if p.name.id == block)
-    return str(min(int((c.get(block) or default).text) for c in spec.tune.configs))
+    param = next(p for p in spec.params if p.name.id == block)
+
+    def value(config: m.Config) -> int:
+        given = config.get(block)
+        return int(given.text if given is not None else default_of(param))
+
+    return str(min(value(c) for c in spec.tune.configs))
 
 
 def _make_descriptors(
@@ -718,23 +734,28 @@ def _make_descriptors(
     ops: list[Op] = []
     tuned = set(spec.tuned_params)
     blocks = dict(kernel.descriptors)
-    tails = set(kernel.tail.descriptors) if tail else set()
     if piece:
+        assert kernel.pieces is not None, "piece descriptors of a kernel without row pieces"
         made = [(t, "piece_desc") for t in spec.arrays if t.name.id in kernel.pieces.descriptors]
     elif tail:
-        made = [(t, "tail_desc") for t in spec.arrays if t.name.id in tails]
+        assert kernel.tail is not None, "tail descriptors of a kernel without split tail"
+        made = [(t, "tail_desc") for t in spec.arrays if t.name.id in kernel.tail.descriptors]
     else:
         made = [(t, "desc") for t in spec.arrays]
-    divided = {}
+    divided: dict[str, str] = {}
     if split:  # each grid axis's block divided by the split along it
+        assert kernel.tail is not None, "a split of a kernel without split tail"
         (_, block_m), (_, block_n) = kernel.tail.tiles
         divided = {block_m: "tail_m", block_n: "tail_n"}
+
+    def value(block: str) -> str:
+        return f'config["{block}"]' if block in tuned else block
+
     for t, suffix in made:
         dims = [d.text if isinstance(d, m.Number) else d.id for d in t.dims]
         shape = blocks[t.name.id]
         block = ["1"] * len(shape) if suffix != "desc" or any(b in tuned for b in shape) else list(shape)
         if split:
-            value = lambda b: f'config["{b}"]' if b in tuned else b  # noqa: E731
             block = [f"{value(b)} // {divided[b]}" if b in divided else value(b) for b in shape]
         line = (f"{t.name.id}_{suffix} = TensorDescriptor({t.name.id}, [{', '.join(dims)}], "
                 f"[*_{t.name.id}_strides], [{', '.join(block)}])")
@@ -774,7 +795,7 @@ def _constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``."""
     tuned = set(spec.tuned_params)
     choices = {c.constexpr: c.name.id for c in spec.choices}
-    values = []
+    values: list[str] = []
     for group in kernel.param_groups:
         for param in group:
             if not param.constexpr:
@@ -843,6 +864,7 @@ def _launch(
         tune_launch: list[Op] = [Line(f"grid = lambda meta: {_grid(spec, 'meta')}")]
         summed: list[Op] = []
         if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
+            assert kernel.tune is not None, "a tuned spec's kernel without its configs"
             tune_launch = [
                 Line(f"parts = max(_split_grid({_split_args(spec, kernel, 'config.kwargs')}, device)[1] "
                      f"for config in {kernel.tune.name})  # the most parts any config runs"),
@@ -956,6 +978,7 @@ def _piece_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
     """The second row piece's descriptors for this launch: None where the config's block of the
     rows is a power of two (one piece: the kernel reads none), else made for ``_descriptor_blocks``
     to give them the second piece's block shape."""
+    assert kernel.pieces is not None, "a kernel without row pieces"
     block = f'config["{kernel.pieces.block}"]'
     return [
         Line(" = ".join(f"{t}_piece_desc" for t in kernel.pieces.descriptors) + " = None  # one piece: none"),
@@ -973,6 +996,7 @@ def _tail_descriptors(spec: m.Spec, kernel: KernelPlan) -> list[Op]:
     the tensors whose block shape the split divides. Each descriptor costs host time per launch
     (made, then encoded by Triton's launcher): none is made that the launch does not use."""
     tuned = set(spec.tuned_params)
+    assert kernel.tail is not None, "a kernel without split tail"
     (dim_m, block_m), (dim_n, block_n) = kernel.tail.tiles
     blocks = [f'config["{b}"]' if b in tuned else b for b in (block_m, block_n)]
     tails = kernel.tail.descriptors
@@ -991,6 +1015,7 @@ def _split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
     """The sizes and block sizes ``_split_grid`` takes, tuned block sizes read from the dict named
     ``config``."""
     tuned = set(spec.tuned_params)
+    assert kernel.split is not None, "a kernel without a split loop"
     dims = (*kernel.split.tiles, kernel.split.loop)
     blocks = [f'{config}["{b}"]' if b in tuned else b for _, b in dims]
     return ", ".join([*(d for d, _ in dims), *blocks])
@@ -1003,7 +1028,7 @@ def _workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> lis
     tuned = set(spec.tuned_params)
     ops: list[Op] = []
     for finish in kernel.finishes:
-        counts = []
+        counts: list[str] = []
         for dim, block in finish.programs:
             if block is not None and block in tuned:
                 block = _smallest_block(spec, block) if smallest else f'config["{block}"]'
@@ -1047,6 +1072,7 @@ def _finished_compiled(kernel: KernelPlan) -> list[Op]:
 
 def _workspace(kernel: KernelPlan) -> Line:
     """The f32 workspace of the partial sums: ``parts`` times the output (an empty one for one part)."""
+    assert kernel.split is not None, "a kernel without a split loop"
     size = " * ".join(d for d, _ in kernel.split.tiles)
     workspace = f"torch.empty(parts * {size}, device=device, dtype=torch.float32)"
     return Line(f"partials = {workspace} if parts > 1 else _no_partials(device)")
@@ -1054,6 +1080,7 @@ def _workspace(kernel: KernelPlan) -> Line:
 
 def _sum(kernel: KernelPlan) -> IfBlock:
     """The partial sums added up into the output, where the loop ran in parts."""
+    assert kernel.split is not None, "a kernel without a split loop"
     return IfBlock(
         "parts > 1",
         "partial sums over parts of the loop: added up",
@@ -1085,8 +1112,8 @@ def lower_descriptor_blocks(kernel: KernelPlan) -> HookPlan:
         divided = {block_m: "tail_m", block_n: "tail_n"}.get(block) if suffix == "tail_desc" else None
         return f'nargs["{block}"] // {divided}' if divided else f'nargs["{block}"]'
 
-    def assignments(suffix: str, tensors) -> tuple[Op, ...]:
-        lines = []
+    def assignments(suffix: str, tensors: tuple[str, ...] | None) -> tuple[Op, ...]:
+        lines: list[Op] = []
         for tensor, shape in kernel.descriptors:
             if tensors is not None and tensor not in tensors:
                 continue

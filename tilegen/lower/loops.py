@@ -16,8 +16,9 @@ from contextlib import nullcontext
 
 from tilegen import model as m
 from tilegen.carried import running_extrema
-from tilegen.functions import literal_value, lookup
+from tilegen.functions import literal_value
 from tilegen.lower.access import Access
+from tilegen.lower.checked import block_of, function_of, tensor_of
 from tilegen.lower.grid import int64_casts
 from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
 from tilegen.lower.pieces import in_piece, local_name, pieced
@@ -48,6 +49,7 @@ class Loops:
         state = self.state
         axis = loop.axis
         k = axis.name.id
+        block = block_of(axis)
         ops: list[Op] = [state.comment(loop.span)]
         block_ptrs = state.spec.access_style == "block_ptr"
         descriptors = state.spec.access_style == "descriptor"
@@ -55,20 +57,22 @@ class Loops:
         offs = mask_k = None
         if not block_ptrs and not descriptors:
             offs = state.fresh(f"offs_{k}")
-            ops.append(Line(f"{offs} = tl.arange(0, {axis.block.id})"))
+            ops.append(Line(f"{offs} = tl.arange(0, {block})"))
             mask_k = state.fresh(f"mask_{k}") if axis.masked else None
-        start = f"{step} * {axis.block.id}" if descriptors else "0"
-        state.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, axis.block.id, start)
-        tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})"
+        start = f"{step} * {block}" if descriptors else "0"
+        state.axes[k] = AxisInfo(offs or "", mask_k, axis.dim.id, block, start)
+        tiles = f"tl.cdiv({axis.dim.id}, {block})"
         first = "0"
         iterable = f"range(0, {tiles})"
         if loop.split:  # this program's part of the loop: tl.num_programs(..) programs share the tile
+            split = state.split
+            assert split is not None, "a split loop without its plan"
             pid, parts = state.fresh(f"pid_{k}"), state.fresh(f"split_{k}")
             per_part, first = state.fresh(f"{k}_per_part"), state.fresh(f"{k}_first")
             state.split_pid, state.split_parts = pid, parts
             ops += [
-                Line(f"{pid} = tl.program_id({state.split.axis})"),
-                Line(f"{parts} = tl.num_programs({state.split.axis})  # 1 where the output tiles fill the GPU"),
+                Line(f"{pid} = tl.program_id({split.axis})"),
+                Line(f"{parts} = tl.num_programs({split.axis})  # 1 where the output tiles fill the GPU"),
                 Line(f"{per_part} = tl.cdiv({tiles}, {parts})"),
                 Line(f"{first} = {pid} * {per_part}"),
                 *int64_casts(state, [first]),
@@ -79,11 +83,11 @@ class Loops:
         advances: list[str] = []
         body: list[Op] = []
         if mask_k:
-            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {axis.block.id}"))
+            body.append(Line(f"{mask_k} = {offs} < {axis.dim.id} - {step} * {block}"))
         def operand_tile(number: int, operand: m.Load, into: list[Op], bf16: bool) -> str:
             """Load dot operand ``number`` (0: rows, 1: columns) into ``into``; return its tile (for
             a ``bf16`` dot, as the interpreter's upcast operand)."""
-            tensor = state.spec.tensor(operand.tensor.id)
+            tensor = tensor_of(state.spec, operand.tensor.id)
             tile = state.fresh(tensor.name.id)
             position = next(p for p, i in enumerate(operand.index) if isinstance(i, m.Name) and i.id == k)
             own = self.access.tile_axes(operand.index)
@@ -96,7 +100,7 @@ class Loops:
                 args = f"{var}, boundary_check={checked}, padding_option=\"zero\"" if checked else var
                 into.append(Line(f"{tile} = tl.load({args})"))
                 moves = ["0"] * len(self.access.tile_axes(operand.index))
-                moves[self.access.tile_axes(operand.index).index(k)] = axis.block.id
+                moves[self.access.tile_axes(operand.index).index(k)] = block
                 advances.append(f"{var} = tl.advance({var}, {tuple_text(moves)})")
             else:
                 ptr, mask = self.access.pointer_expr(operand, context, None, load=True)
@@ -104,7 +108,7 @@ class Loops:
                 ops.append(Line(f"{var} = {ptr}"))
                 load = f"{tile} = tl.load({var}, mask={mask}, other=0.0)" if mask else f"{tile} = tl.load({var})"
                 into.append(Line(load))
-                advances.append(f"{var} += {axis.block.id} * {stride_name(tensor, position)}")
+                advances.append(f"{var} += {block} * {stride_name(tensor, position)}")
             if (descriptors or block_ptrs) and own != context:  # a tile in the tensor's order
                 into.append(Line(f"{tile} = tl.trans({tile})"))
             if bf16:  # see BF16_DOT_FLAG: the interpreter upcasts them
@@ -114,19 +118,20 @@ class Loops:
 
         for stmt in loop.body:  # the checker allows only ``acc += dot(x[.., k], y[k, ..])`` here
             body.append(state.comment(stmt.span))
-            call = stmt.value
+            acc, call, operands = _dot_step(stmt)
             precision = call.word("precision")
             extra = f', input_precision="{precision}"' if precision is not None else ""
-            bf16 = any("bf16" in dtype_options(state.spec.tensor(o.tensor.id).dtype) for o in call.args)
-            two = pieced(state, call.args[0].index)  # the rows in two pieces: the same tile of b for both
+            bf16 = any("bf16" in dtype_options(tensor_of(state.spec, o.tensor.id).dtype) for o in operands)
+            two = pieced(state, operands[0].index)  # the rows in two pieces: the same tile of b for both
             with in_piece(state, 0) if two else nullcontext():
-                tiles = [operand_tile(number, operand, body, bf16) for number, operand in enumerate(call.args)]
-                body.append(Line(f"{stmt.name.id} += tl.dot({tiles[0]}, {tiles[1]}{extra})"))
+                loaded = [operand_tile(number, operand, body, bf16) for number, operand in enumerate(operands)]
+                body.append(Line(f"{acc.name.id} += tl.dot({loaded[0]}, {loaded[1]}{extra})"))
             if two:
+                assert state.pieces is not None
                 second: list[Op] = []
                 with in_piece(state, 1):
-                    rows = operand_tile(0, call.args[0], second, bf16)
-                    second.append(Line(f"{local_name(state, stmt.name.id)} += tl.dot({rows}, {tiles[1]}{extra})"))
+                    rows = operand_tile(0, operands[0], second, bf16)
+                    second.append(Line(f"{local_name(state, acc.name.id)} += tl.dot({rows}, {loaded[1]}{extra})"))
                 body.append(IfBlock(f"{state.pieces.rows[1]} > 0", "the second piece's rows", tuple(second)))
         body += [Line(a) for a in advances]
         if first != "0" and advances:  # pointers start at the part's first tile of k
@@ -149,13 +154,14 @@ class Loops:
         state = self.state
         axis = loop.axis
         k = axis.name.id
+        block = block_of(axis)
         step = state.fresh(k)
         offs = state.fresh(f"offs_{k}")
         mask = state.fresh(f"mask_{k}") if axis.masked else None
         tile_axes = {a for a, info in state.axes.items() if not info.scalar and a != k}
         guard = find_guard(loop, tile_axes)
         guarded = False  # lanes past the end are on the guard's false side: masked on loads only
-        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {axis.block.id})", f"{axis.dim.id} // {axis.block.id}"
+        tiles, whole_tiles = f"tl.cdiv({axis.dim.id}, {block})", f"{axis.dim.id} // {block}"
         if not splits_full_tiles(loop):  # an outer level of a nest: one loop over every tile, masked
             checks = ["masked"] if axis.masked else []
             checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
@@ -163,7 +169,7 @@ class Loops:
             ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
         elif guard is not None and from_below(guard):  # skipped tiles first, then masked ones, then whole ones
             other = state.axes[guard.axis]
-            full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
+            full, live = guard_steps(guard, other.start, other.tile, block)
             cond = f"{k} {guard.op} {guard.axis}"
             first, skipped = "0", ""
             if skips_when_false(loop, guard, set(state.locals)):
@@ -176,10 +182,10 @@ class Loops:
             ]
             if axis.masked:
                 ranges.append((f"range(max({full}, {whole_tiles}), {tiles})", False,
-                               f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"))
+                               f"the last tile, if {axis.dim.id} % {block} != 0: masked"))
         elif guard is not None:
             other = state.axes[guard.axis]
-            full, live = guard_steps(guard, other.start, other.tile, axis.block.id)
+            full, live = guard_steps(guard, other.start, other.tile, block)
             skip = skips_when_false(loop, guard, set(state.locals))
             cond, split = f"{k} {guard.op} {guard.axis}", f"min({whole_tiles}, {full})"
             end, skipped = tiles, ""
@@ -208,7 +214,7 @@ class Loops:
         elif axis.masked and loop.reverse:  # the last tile first; step i takes tile tiles - 1 - i
             ranges = [
                 (f"range(0, {tiles} - {whole_tiles})", False,
-                 f"from the end: the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked"),
+                 f"from the end: the last tile, if {axis.dim.id} % {block} != 0: masked"),
                 (f"range({tiles} - {whole_tiles}, {tiles})", True,
                  f"the tiles of {k} inside {axis.dim.id}, from the last: no masks"),
             ]
@@ -218,7 +224,7 @@ class Loops:
                 (
                     f"range({whole_tiles}, {tiles})",
                     False,
-                    f"the last tile, if {axis.dim.id} % {axis.block.id} != 0: masked",
+                    f"the last tile, if {axis.dim.id} % {block} != 0: masked",
                 ),
             ]
         else:
@@ -229,9 +235,9 @@ class Loops:
         loops: list[Op] = []
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
         for iterable, inside, why in ranges:
-            body: list[Op] = [Line(f"{offs} = {tile} * {axis.block.id} + tl.arange(0, {axis.block.id})")]
+            body: list[Op] = [Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})")]
             body += int64_casts(state, [offs])
-            info = AxisInfo(offs, None, axis.dim.id, axis.block.id, f"{tile} * {axis.block.id}")
+            info = AxisInfo(offs, None, axis.dim.id, block, f"{tile} * {block}")
             if mask is not None and not inside:
                 info.mask = None if guarded else mask
                 info.load_mask = mask
@@ -290,12 +296,23 @@ class Loops:
             if isinstance(part, m.Call) and part.func.id in ("exp", "exp2") and isinstance(part.args[0], m.BinOp)
             and part.args[0].op == "-" and isinstance(part.args[0].right, m.Ref)
         }
-        guarded = {}
+        guarded: dict[str, float] = {}
         for name, (extremum, running) in found.items():
             start = literal_value(starts[running]) if running in starts else None
             if name in relative and (start is None or math.isinf(start)):
-                guarded[name] = lookup(extremum).identity
+                identity = function_of(extremum).identity
+                assert identity is not None, f"{extremum} has no identity"
+                guarded[name] = identity
         return guarded
+
+
+def _dot_step(stmt: m.Stmt) -> tuple[m.Accumulate, m.Call, tuple[m.Load, m.Load]]:
+    """One statement of a dot loop (:func:`tilegen.model.is_dot_loop`), ``acc += dot(a[.., k],
+    b[k, ..])``: the statement, its call and the call's two loads."""
+    assert isinstance(stmt, m.Accumulate) and isinstance(stmt.value, m.Call), "not a dot loop's statement"
+    a, b = stmt.value.args
+    assert isinstance(a, m.Load) and isinstance(b, m.Load), "a dot loop's operands are loads"
+    return stmt, stmt.value, (a, b)
 
 
 def _defined(ops: list[Op]) -> set[str]:

@@ -8,6 +8,8 @@ them so that the same spec piece is written the same way in each.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import COMPARISONS
@@ -69,11 +71,13 @@ def binop_text(expr: m.BinOp, left: str, right: str) -> str:
     return f"{left} {expr.op} {right}"
 
 
-def number_text(expr: m.Number | m.Neg) -> str:
-    """A constant as Python writes it: ``inf`` is ``float("inf")``, ``-inf`` ``float("-inf")``."""
+def number_text(expr: m.Expr) -> str:
+    """A constant (a number, or a negated one) as Python writes it: ``inf`` is ``float("inf")``,
+    ``-inf`` ``float("-inf")``. The checker lets no other expression be one."""
     if isinstance(expr, m.Neg):
         inner = number_text(expr.operand)
         return 'float("-inf")' if inner == 'float("inf")' else f"-{inner}"
+    assert isinstance(expr, m.Number), f"not a constant: {expr}"
     return 'float("inf")' if expr.text == "inf" else expr.text
 
 
@@ -83,17 +87,17 @@ def printable(text: str, strip: bool = True) -> str:
     return text.strip() if strip else text
 
 
-def call_text(function: str, groups) -> str:
+def call_text(function: str, groups: Iterable[Sequence[str]]) -> str:
     """A call with one argument group per line (a launch, or a kernel's call of its tile function);
     an empty group writes no line."""
     lines = [f"{function}("] + [f"    {', '.join(group)}," for group in groups if group]
     return "\n".join([*lines, ")"])
 
 
-def tuple_text(items) -> str:
+def tuple_text(items: Iterable[str]) -> str:
     """A Python tuple literal: ``(a, b)``, ``(a,)``."""
-    items = list(items)
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    texts = list(items)
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
 
 
 def broadcast(var: str, axis: str, context: tuple[str, ...]) -> str:
@@ -171,13 +175,29 @@ def stride_name(tensor: m.Tensor, position: int) -> str:
     return f"stride_{tensor.name.id}_{dim_label(tensor, position)}"
 
 
-def mentions(lines, name: str) -> bool:
+def mentions(lines: Iterable[str], name: str) -> bool:
     """True when ``name`` appears as a whole word in any of ``lines`` (generated code)."""
     pattern = re.compile(rf"\b{re.escape(name)}\b")
     return any(pattern.search(line) for line in lines)
 
 
-def offset_text(item, name) -> str:
+#: One item of an access's index: an axis, a constant, a gather's index tile (a :class:`~tilegen.model.Load`)
+#: or an offset axis's arithmetic (``c + N / 2``, :func:`tilegen.model.is_offset`).
+IndexItem = m.Name | m.Expr
+
+
+def index_items(access: m.Load | m.Store) -> tuple[IndexItem, ...]:
+    """The index of ``access``, offsets included (the model's type of an index leaves them out)."""
+    return access.index
+
+
+def is_offset(item: IndexItem) -> TypeGuard[m.BinOp | m.Neg]:
+    """:func:`tilegen.model.is_offset`: an index item that is arithmetic (``c + N / 2``), an
+    offset axis (the model types an index item as an axis, a number or a gather's load)."""
+    return m.is_offset(item)
+
+
+def offset_text(item: m.Expr, name: Callable[[str], str]) -> str:
     """An offset index (``c + N / 2``, :func:`tilegen.model.is_offset`) as Python text for the
     kernel or the reference: each name written by ``name(name)`` (an axis as its offsets or its
     ``arange``, a size or scalar as itself), ``/`` as ``//`` (sizes are whole numbers)."""
@@ -187,11 +207,12 @@ def offset_text(item, name) -> str:
         return name(item.name.id)
     if isinstance(item, m.Neg):
         return f"-({offset_text(item.operand, name)})"
+    assert isinstance(item, m.BinOp), f"not an offset index: {item}"
     op = "//" if item.op == "/" else item.op
     return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"
 
 
-def made_outputs(spec: m.Spec, shape, inplace: bool = True) -> list[Op]:
+def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool = True) -> list[Op]:
     """The lines making the outputs of ``spec`` (``shape(tensor)``: the text of its sizes): new
     tensors (``torch.zeros`` for one stored through swizzle aliases, see :func:`swizzled_outputs`),
     and with ``inplace`` those written over an input (``out dx: f32[N] in place of x``) as the input
@@ -207,7 +228,7 @@ def made_outputs(spec: m.Spec, shape, inplace: bool = True) -> list[Op]:
             new = f"{t.in_place_of.id} if inplace else {new}"
         lines.append(Line(f"{t.name.id} = {new}"))
     if inplace and spec.in_place:
-        sources = ", ".join(t.in_place_of.id for t in spec.in_place)
+        sources = ", ".join(t.in_place_of.id for t in spec.in_place if t.in_place_of is not None)
         why = "the inputs written over: autograd's saved copies of them are stale"
         lines.append(IfBlock("inplace", why, (Line(f"_rt.overwritten({sources})"),)))
     return lines

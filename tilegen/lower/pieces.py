@@ -9,6 +9,7 @@ read and set (``pieces``, ``piece_infos``, ``piece``, ``renames``); the other pa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -45,7 +46,7 @@ def pieces_setup(state: KernelState) -> list[Op]:
     ]
 
 
-def pieced(state: KernelState, index, rows: str | None = None) -> bool:
+def pieced(state: KernelState, index: Iterable[m.Name | m.Expr], rows: str | None = None) -> bool:
     """Whether an access or a tile with these axes spans the rows held as two pieces (or
     the axis ``rows``)."""
     rows = rows or piece_rows(state)
@@ -58,7 +59,7 @@ def piece_rows(state: KernelState) -> str | None:
 
 
 @contextmanager
-def in_piece(state: KernelState, number: int):
+def in_piece(state: KernelState, number: int) -> Iterator[None]:
     """Lower the statements of this block for row piece ``number`` (0 or 1): the rows axis
     has that piece's tile and first row; in the second, locals over it take their second
     piece's names (:func:`local_name`) and tensors tiled along it their ``_piece_desc``."""
@@ -81,9 +82,10 @@ def local_name(state: KernelState, name: str) -> str:
     return state.renames[name]
 
 
-def each_piece(state: KernelState, lower, why: str) -> list[Op]:
+def each_piece(state: KernelState, lower: Callable[[], Iterable[Op]], why: str) -> list[Op]:
     """``lower()`` (a function returning ops) for the first piece, then for the second under
     ``if BM_1 > 0`` (a constexpr: compiled only where the block has two pieces)."""
+    assert state.pieces is not None, "no row pieces"
     with in_piece(state, 0):
         ops = list(lower())
     with in_piece(state, 1):

@@ -35,7 +35,7 @@ class ForLoop:
 
     var: str
     iterable: str
-    body: tuple
+    body: tuple[Op, ...]
     macro: ClassVar[str] = "for_loop"
 
 
@@ -46,8 +46,8 @@ class IfBlock:
 
     condition: str
     why: str
-    body: tuple
-    orelse: tuple = ()  # the ``else:`` body, if any
+    body: tuple[Op, ...]
+    orelse: tuple[Op, ...] = ()  # the ``else:`` body, if any
     macro: ClassVar[str] = "if_block"
 
 
@@ -57,7 +57,7 @@ class WithBlock:
 
     context: str
     why: str
-    body: tuple
+    body: tuple[Op, ...]
     macro: ClassVar[str] = "with_block"
 
 
@@ -67,9 +67,9 @@ class TryBlock:
     launcher's fast path: inputs that are not tensors fall through to the checks)."""
 
     why: str
-    body: tuple
+    body: tuple[Op, ...]
     errors: str
-    handler: tuple
+    handler: tuple[Op, ...]
     macro: ClassVar[str] = "try_block"
 
 
@@ -314,6 +314,7 @@ class ModulePlan:
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
         launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
+        descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
         names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class"), ("_current_device", "current_device"),
                  ("_keep_launch", "keep_launch")]
         wanted = [
@@ -325,7 +326,7 @@ class ModulePlan:
             (self.uses_descriptors, "TensorDescriptor", "TensorDescriptor"),
             (self.uses_descriptors, "_has_tma", "has_tma"),
             (self.uses_descriptors, "_rebased", "rebased"),
-            (self.descriptor_blocks is not None and self.descriptor_kernel.pieces is not None, "_pieces", "pieces"),
+            (descriptor is not None and descriptor.pieces is not None, "_pieces", "pieces"),
             (self.kernel.split is not None, "_no_partials", "no_partials"),
             (self.kernel.split is not None, "_sum_partials", "sum_partials"),
         ]
@@ -399,5 +400,5 @@ class RowsPlan:
     limit: int
     hard_limit: int
     call: str
-    traced: tuple
+    traced: tuple[Op, ...]
     launcher: str  # the looped launcher's name

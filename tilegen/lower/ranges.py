@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from tilegen import model as m
 from tilegen.functions import lookup, reduction
@@ -39,7 +40,7 @@ class Guard:
     the loop's axis on the left) with ``m`` another tile axis (``axis``); ``key`` identifies the
     comparison as written (see :func:`tilegen.model.expr_key`)."""
 
-    key: tuple
+    key: tuple[object, ...]
     op: str
     axis: str
 
@@ -113,7 +114,15 @@ def guard_steps(guard: Guard, start: str, tile: str, block: str) -> tuple[str, s
 # variable ``name`` had when the iteration began; ("bool", b) a mask of one truth value; None
 # for anything else.
 
-_FALSE, _TRUE, _ZERO, _ONE = ("bool", False), ("bool", True), ("const", 0.0), ("const", 1.0)
+_Const = tuple[Literal["const"], float]
+_Same = tuple[Literal["same"], str]
+_Truth = tuple[Literal["bool"], bool]
+_Abstract = _Const | _Same | _Truth | None
+
+_FALSE: _Truth = ("bool", False)
+_TRUE: _Truth = ("bool", True)
+_ZERO: _Const = ("const", 0.0)
+_ONE: _Const = ("const", 1.0)
 
 
 def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool = False) -> bool:
@@ -134,7 +143,7 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
     themselves, and the carried values): a product or ``dot`` with zeros is zero only where the
     other factor is known or is itself a load.
     """
-    env: dict[str, tuple | None] = {name: ("same", name) for name in carried}
+    env: dict[str, _Abstract] = {name: ("same", name) for name in carried}
     for stmt in loop.body:
         if isinstance(stmt, (m.Store, m.Loop)):
             return False
@@ -179,10 +188,10 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
     guard false changes nothing does not show it: ``max(acc, min(s))`` with ``s = -inf`` there
     changes ``acc`` per lane.)"""
     n = loop.axis.name.id
-    env: dict[str, tuple | None] = {name: ("same", name) for name in carried}
+    env: dict[str, _Abstract] = {name: ("same", name) for name in carried}
     spanning: set[str] = set()  # locals whose tiles span n
 
-    def spans(expr) -> bool:
+    def spans(expr: m.Expr) -> bool:
         if isinstance(expr, m.Load):
             return _along(expr, n)
         if isinstance(expr, m.Ref):
@@ -198,7 +207,7 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
             return spans(expr.operand)
         return isinstance(expr, m.Call) and any(spans(a) for a in expr.args)
 
-    def neutral(expr) -> bool:
+    def neutral(expr: m.Expr) -> bool:
         for part in m.subexpressions(expr):
             if not isinstance(part, m.Call):
                 continue
@@ -212,7 +221,8 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
         return True
 
     for stmt in loop.body:
-        value = stmt.init if isinstance(stmt, m.Declare) else getattr(stmt, "value", None)
+        value = (stmt.init if isinstance(stmt, m.Declare)
+                 else stmt.value if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)) else None)
         if value is None or not neutral(value):
             return False
         if isinstance(stmt, (m.Assign, m.Declare)):
@@ -226,7 +236,7 @@ def _assigned(loop: m.Loop, name: str) -> bool:
     return any(isinstance(s, (m.Assign, m.Accumulate)) and s.name.id == name for s in m.statements(loop.body))
 
 
-def _value(expr, env: dict, guard: Guard, strict: bool = False):
+def _value(expr: m.Expr, env: dict[str, _Abstract], guard: Guard, strict: bool = False) -> _Abstract:
     """The abstract value of ``expr`` in an iteration where ``guard`` is false everywhere."""
     if isinstance(expr, m.Number):
         return ("const", expr.value)
@@ -245,7 +255,7 @@ def _value(expr, env: dict, guard: Guard, strict: bool = False):
     return None  # a load: any values
 
 
-def _binop(op: str, left, right, strict: bool = False):
+def _binop(op: str, left: _Abstract, right: _Abstract, strict: bool = False) -> _Abstract:
     if op == "&" and _FALSE in (left, right):
         return _FALSE
     if op == "|":
@@ -277,7 +287,7 @@ def _binop(op: str, left, right, strict: bool = False):
     return None
 
 
-def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
+def _call(call: m.Call, env: dict[str, _Abstract], guard: Guard, strict: bool = False) -> _Abstract:
     name = call.func.id
     args = [_value(a, env, guard, strict) for a in call.args]
     if name == "where":
@@ -296,12 +306,14 @@ def _call(call: m.Call, env: dict, guard: Guard, strict: bool = False):
             return args[0]
         if args[0] == identity:
             return args[1]
-    if not args or any(a is None or a[0] != "const" for a in args):
+    values = [a[1] for a in args if a is not None and a[0] == "const"]
+    if not args or len(values) != len(args):  # not every argument a tile of one number
         return None
-    value = args[0][1]
+    value = values[0]
     if function is not None and function.mirror is not None and function.kind == "elementwise":
+        assert function.identity is not None, f"{name} has no identity"
         pick = max if function.identity < 0 else min  # maximum, minimum
-        return ("const", pick(a[1] for a in args))
+        return ("const", pick(values))
     if function is not None and function.kind == "reduction" and function.combine is not None:  # a tile of one value
         if function.idempotent or value == function.identity:
             return ("const", value)

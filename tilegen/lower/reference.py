@@ -8,6 +8,9 @@ spec, a user's too, is checked against.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TypeGuard
+
 from tilegen import model as m
 from tilegen.dtypes import (
     INDEX,
@@ -20,10 +23,13 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import lookup, spanned_axes
+from tilegen.functions import Function, spanned_axes
+from tilegen.lower.checked import block_of, default_of, function_of, tensor_of
 from tilegen.lower.names import (
     binop_text,
     dtype_bindings,
+    index_items,
+    is_offset,
     mentions,
     number_text,
     offset_text,
@@ -56,12 +62,12 @@ class ReferenceLowering:
                 return axis.dim.id
         raise KeyError(axis_name)  # pragma: no cover - the checker guarantees it
 
-    def load_axes(self, load) -> tuple[str, ...]:
-        axes, names = set(self.axis_names), []
+    def load_axes(self, load: m.Load | m.Store) -> tuple[str, ...]:
+        axes, names = set(self.axis_names), list[str]()
         for item in load.index:
             if isinstance(item, m.Name):
                 names.append(item.id)
-            elif m.is_offset(item):  # an offset axis spans its axes
+            elif is_offset(item):  # an offset axis spans its axes
                 names += [n for n in m.offset_names(item) if n in axes]
         return tuple(dict.fromkeys(self.aliases.get(n, n) for n in names))
 
@@ -70,7 +76,7 @@ class ReferenceLowering:
         """Every axis of the spec (grid and loops)."""
         return tuple(a.name.id for a in self.spec.axes())
 
-    def offset(self, item, own: tuple[str, ...]) -> str:
+    def offset(self, item: m.Expr, own: tuple[str, ...]) -> str:
         """An offset axis's index values (``c + N / 2``) over ``own``: each axis its ``arange``."""
 
         def name(n: str) -> str:
@@ -96,12 +102,12 @@ class ReferenceLowering:
         tensor = self.spec.tensor(load.tensor.id)
         if tensor is not None and tensor.zero_dim:  # a 0-dim input's one element: torch's shape () broadcasts
             return load.tensor.id
-        offsets = [i for i in load.index if m.is_offset(i)]
+        offsets = [i for i in load.index if is_offset(i)]
         if len(offsets) == 1 and not any(isinstance(i, m.Load) for i in load.index):
             axes = [n for n in m.offset_names(offsets[0]) if n in self.axis_names]
             if len(axes) == 1:  # x[:, idx] with idx over the offset's one axis: the axes keep their order
                 return self.shifted(load, offsets[0], self.aliases.get(axes[0], axes[0]), context)
-        if any(isinstance(i, m.Load) or m.is_offset(i) for i in load.index):
+        if any(isinstance(i, m.Load) or is_offset(i) for i in load.index):
             return self.gather(load, context)
         index = [i.text if isinstance(i, m.Number) else ":" for i in load.index]
         text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
@@ -115,17 +121,18 @@ class ReferenceLowering:
             name, n = f"{base}_{n}", n + 1
         return name
 
-    def shifted(self, load: m.Load, item, axis: str, context: tuple[str, ...]) -> str:
+    def shifted(self, load: m.Load, item: m.BinOp | m.Neg, axis: str, context: tuple[str, ...]) -> str:
         """``x[r, c + N / 2]``: the dimension of the offset indexed by its values along ``axis``,
         clamped into the dimension, the lanes outside it 0 (as the kernel reads them)."""
-        tensor = self.spec.tensor(load.tensor.id)
-        position = load.index.index(item)
+        tensor = tensor_of(self.spec, load.tensor.id)
+        items = index_items(load)
+        position = items.index(item)
         dim = tensor.dims[position]
         bound = dim.text if isinstance(dim, m.Number) else dim.id
         offset = self.offset(item, (axis,))
         name = self.fresh(f"{axis}_index")
         index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item else ":"
-                 for i in load.index]
+                 for i in items]
         inside = f"(({name} >= 0) & ({name} < {bound}))"
         self.lines.append(f"{name} = {offset}")
         axes = self.load_axes(load)
@@ -136,20 +143,22 @@ class ReferenceLowering:
         """``x[r, idx[r]]`` as advanced indexing: an index tensor per dimension, each over the
         load's axes (an axis is its ``arange``, a gather its loaded index tensor)."""
         own = self.expr_axes(load)
-        tensor = self.spec.tensor(load.tensor.id)
-        index, inside = [], []
+        tensor = tensor_of(self.spec, load.tensor.id)
+        index: list[str] = []
+        inside: list[str] = []
         for position, item in enumerate(load.index):
             if isinstance(item, m.Number):
                 index.append(item.text)
             elif isinstance(item, m.Load):
                 index.append(self.load(item, own))
-            elif m.is_offset(item):  # clamped into the dimension; the lanes outside it read 0, as the kernel's
+            elif is_offset(item):  # clamped into the dimension; the lanes outside it read 0, as the kernel's
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
                 offset = self.offset(item, own)
                 index.append(f"{offset}.clamp(0, {bound} - 1)")
                 inside.append(f"({offset} >= 0) & ({offset} < {bound})")
             else:
+                assert isinstance(item, m.Name), f"not an index item: {item}"
                 index.append(self.arange(self.aliases.get(item.id, item.id), own))
         text = f"{load.tensor.id}[{', '.join(index)}]"
         if inside:
@@ -169,7 +178,8 @@ class ReferenceLowering:
                 return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()  # index values
             if isinstance(part, m.Number):
                 return ()
-            if m.is_dot(part):  # batch axes, then the first operand's other axis, then the second's
+            if isinstance(part, m.Call) and m.is_dot(part):
+                # batch axes, then the first operand's other axis, then the second's
                 a, b = (self.expr_axes(arg) for arg in part.args)
                 batch = tuple(x for x in self.batch if x in a or x in b)
                 shared = [x for x in a if x in b and x not in self.batch]
@@ -225,7 +235,7 @@ class ReferenceLowering:
             return self.dot(call, context, acc_dtype)
         if any(c.name.id == name for c in self.spec.choices):
             return f"_torch_activation({self.value(call.args[0], context)}, {name})"
-        function = lookup(call.func)
+        function = function_of(call.func)
         if function.kind == "reduction":
             return self.reduction(call, function, context)
         if function.kind == "scan":
@@ -235,6 +245,7 @@ class ReferenceLowering:
         for position, (param, default) in enumerate(function.params, start=1):
             given = call.args[position] if position < len(call.args) else call.kwarg(param)
             if given is None:
+                assert default is not None, f"{name}() needs '{param}'"
                 values[param] = default
             elif param in function.tensors:  # torch takes a tensor there, not a number
                 values[param] = self.value(given, context)
@@ -251,7 +262,7 @@ class ReferenceLowering:
         values["approximate"] = call.word("approximate") or "none"
         return function.torch_text(**values)
 
-    def typed_values(self, call: m.Call, function, values: dict[str, str]) -> None:
+    def typed_values(self, call: m.Call, function: Function, values: dict[str, str]) -> None:
         """``values`` (the texts of ``call``'s arguments by name) with each value of another dtype
         than the call's (the spec's rules: ``where(m, x, s)`` of an f16 ``x`` and an f32 ``s`` is
         f32) cast to it, as :meth:`typed` does for arithmetic; a ``where``'s mask stays."""
@@ -261,11 +272,13 @@ class ReferenceLowering:
         names = ["x", *(p for p, _ in function.params)][1 if function.selects else 0:]
         for position, name in enumerate(names, start=1 if function.selects else 0):
             given = call.args[position] if position < len(call.args) else call.kwarg(name)
-            dtype = self.dtype_of(given) if given is not None else None
+            if given is None:
+                continue
+            dtype = self.dtype_of(given)
             if self.fixed(dtype):
                 values[name] = self.cast(values[name], given, dtype, target)
 
-    def operand(self, call: m.Call, function, context: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+    def operand(self, call: m.Call, function: Function, context: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
         """A reduction's or scan's operand: the order of its axes (``context``'s first) and its
         text over them, in float32 where the function widens f16/bf16."""
         own = self.expr_axes(call.args[0])
@@ -275,21 +288,23 @@ class ReferenceLowering:
             x = self.as_float(x, call.args[0])
         return inner, x
 
-    def scan(self, call: m.Call, function, context: tuple[str, ...]) -> str:
+    def scan(self, call: m.Call, function: Function, context: tuple[str, ...]) -> str:
         """``torch.cumsum(x, dim=i)`` over the operand's own axes (``context``'s order), aligned
         back; ``reverse=true`` flips before and after (torch has no reverse scan)."""
         dim = call.word("dim")
+        assert dim is not None, f"{function.name} without dim="
         inner, x = self.operand(call, function, context)
         reverse = "True" if call.word("reverse") == "true" else "False"
-        return self.align(function.torch_text(x=x, axis=inner.index(dim), reverse=reverse), inner, context)
+        return self.align(function.torch_text(x=x, axis=str(inner.index(dim)), reverse=reverse), inner, context)
 
-    def reduction(self, call: m.Call, function, context: tuple[str, ...]) -> str:
+    def reduction(self, call: m.Call, function: Function, context: tuple[str, ...]) -> str:
         """``torch.sum(x, dim=i)`` over the operand's own axes (``context``'s first), aligned back."""
         dim = call.word("dim")
+        assert dim is not None, f"{function.name} without dim="
         inner, x = self.operand(call, function, context)
         if function.averages and not is_float(self.dtype_of(call.args[0])):  # a mean of integers
             x = f"{x}.float()"
-        text = function.torch_text(x=x, axis=inner.index(dim))
+        text = function.torch_text(x=x, axis=str(inner.index(dim)))
         return self.align(text, tuple(a for a in inner if a != dim), context)
 
     def expr(self, expr: m.Expr, context: tuple[str, ...], acc_dtype: str | None = None) -> str:
@@ -320,7 +335,7 @@ class ReferenceLowering:
             return self.call(expr, context, acc_dtype)
         raise AssertionError(expr)  # pragma: no cover
 
-    def fixed(self, dtype: str | None) -> bool:
+    def fixed(self, dtype: str | None) -> TypeGuard[str]:
         """A dtype that is the same under every binding of the spec's dtype variables (the casts
         of :meth:`typed` must not differ between bindings: one reference serves them all)."""
         return dtype in m.DTYPES and possible_dtypes(dtype, self.spec) == (dtype,)
@@ -337,6 +352,7 @@ class ReferenceLowering:
         if dl == dr or not self.fixed(dl) or not self.fixed(dr):
             return left, right
         target = promote(dl, dr, divide=expr.op == "/")
+        assert target is not None, "two dtypes promote to one"
         return self.cast(left, expr.left, dl, target), self.cast(right, expr.right, dr, target)
 
     def cast(self, text: str, expr: m.Expr, dtype: str, target: str) -> str:
@@ -365,13 +381,13 @@ class ReferenceLowering:
 
     def store(self, stmt: m.Store) -> None:
         spec = self.spec
-        tensor = spec.tensor(stmt.tensor.id)
+        tensor = tensor_of(spec, stmt.tensor.id)
         dtype = torch_dtype(tensor.dtype)
         index_axes = tuple(i.id for i in stmt.index if isinstance(i, m.Name))
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
-        if any(m.is_offset(i) for i in stmt.index):
+        if any(is_offset(i) for i in stmt.index):
             self.offset_store(stmt, tensor, dtype)
             return
         value = self.expr(stmt.value, index_axes)
@@ -388,10 +404,11 @@ class ReferenceLowering:
         """``y[b, g * CG + c] = value``: the value over the store's axes (the offset's in its
         place), and of it the lanes whose index falls inside the dimension, as the kernel stores
         them, put at their indices."""
-        position, item = next((p, i) for p, i in enumerate(stmt.index) if m.is_offset(i))
+        items = index_items(stmt)
+        position, item = next((p, i) for p, i in enumerate(items) if is_offset(i))
         own = tuple(dict.fromkeys(n for n in m.offset_names(item) if n in self.axis_names))
         context: list[str] = []
-        for i in stmt.index:
+        for i in items:
             context += [i.id] if isinstance(i, m.Name) else list(own) if i is item else []
         dim = tensor.dims[position]
         bound = dim.text if isinstance(dim, m.Number) else dim.id
@@ -401,14 +418,14 @@ class ReferenceLowering:
         self.lines.append(f"{inside} = ({name} >= 0) & ({name} < {bound})")
         extents = ", ".join(self.dim_of(a) for a in context)
         value = f"torch.as_tensor({self.expr(stmt.value, tuple(context))}, device={self.device})"
-        before = sum(isinstance(i, m.Name) for i in stmt.index[:position])
+        before = sum(isinstance(i, m.Name) for i in items[:position])
         picked = ", ".join([":"] * before + [inside])
         target = ", ".join(i.text if isinstance(i, m.Number) else f"{name}[{inside}]" if i is item else ":"
-                           for i in stmt.index)
+                           for i in items)
         value = f"torch.broadcast_to({value}, ({extents},))[{picked}]"
         self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
 
-    def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes) -> None:
+    def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes: tuple[str, ...]) -> None:
         """A store through ``as`` aliases: scatter each element to where its tile is sent."""
         spec = self.spec
         context = tuple(self.aliases.get(a, a) for a in index_axes)
@@ -417,14 +434,15 @@ class ReferenceLowering:
             value = f"({value})"
         self.lines.append(f"{stmt.tensor.id}_value = {value}.to({dtype})")
         m_ax, n_ax = spec.grid[0], spec.grid[1]
+        assert spec.swizzle is not None, "aliases without a swizzle"
         self.lines.append(
-            f"rows, cols = _swizzled_positions({m_ax.dim.id}, {n_ax.dim.id}, {m_ax.block.id}, "
-            f"{n_ax.block.id}, {spec.swizzle.group_text}, {stmt.tensor.id}_value.device)"
+            f"rows, cols = _swizzled_positions({m_ax.dim.id}, {n_ax.dim.id}, {block_of(m_ax)}, "
+            f"{block_of(n_ax)}, {spec.swizzle.group_text}, {stmt.tensor.id}_value.device)"
         )
         self.lines.append(f"keep = (rows < {m_ax.dim.id}) & (cols < {n_ax.dim.id})")
         self.lines.append(f"{stmt.tensor.id}[rows[keep], cols[keep]] = {stmt.tensor.id}_value[keep]")
 
-    def walk(self, body) -> None:
+    def walk(self, body: Iterable[m.Stmt]) -> None:
         for stmt in body:
             if isinstance(stmt, m.Declare):
                 self.declare(stmt)
@@ -461,7 +479,7 @@ class ReferenceLowering:
         self.walk(spec.body)
         # a dtype variable where the reference names it (a float32 loss of T inputs need not)
         self.lines[:0] = [b for b in bindings if mentions(self.lines, b.split(" = ")[0])]
-        keywords = tuple((p.name.id, p.default.text) for p in spec.params) if self.aliases else ()
+        keywords = tuple((p.name.id, default_of(p)) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
         return ReferencePlan(
             inputs=self.launcher.inputs,

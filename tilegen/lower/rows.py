@@ -81,7 +81,8 @@ from dataclasses import dataclass, field
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
-from tilegen.functions import Function, combining, lookup, partial_reduction, reduction, scan, spanned_axes
+from tilegen.functions import Function, combining, partial_reduction, reduction, scan, spanned_axes
+from tilegen.lower.checked import function_of
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import MAX_TILE, lower_launcher
 from tilegen.lower.names import tuple_text
@@ -113,13 +114,6 @@ LOWEST = {
 }
 
 
-def _function(name: str) -> Function:
-    """The function ``name`` of a checked spec's reduction or scan (the checker resolved every call)."""
-    function = lookup(name)
-    assert function is not None, f"'{name}' is not a function"
-    return function
-
-
 def _combine(function: Function) -> str:
     """How two partials of the reduction or scan ``function`` merge (the rewrite takes no other)."""
     assert function.combine is not None, f"'{function.name}''s partials do not combine"
@@ -128,14 +122,14 @@ def _combine(function: Function) -> str:
 
 def _picks(func: str) -> str:
     """The reduction whose value the arg-reduction ``func`` (``argmax``) points at (``max``)."""
-    picks = _function(func).picks
+    picks = function_of(func).picks
     assert picks is not None, f"'{func}' is not an arg-reduction"
     return picks
 
 
 def _identity(func: str) -> str:
     """What a reduction's accumulator starts at: its identity, as spec number text."""
-    value = _function(func).identity
+    value = function_of(func).identity
     assert value is not None, f"'{func}' has no identity"
     return str(value) if math.isinf(value) else str(int(value)) if value.is_integer() else repr(value)
 
@@ -316,18 +310,18 @@ class _Rewrite:
         key = (expr.func.id, m.expr_key(operand))
         acc = self.keys.get(key)
         if acc is None:
-            func, part = expr.func.id, partial_reduction(_function(expr.func.id)).name
+            func, part = expr.func.id, partial_reduction(function_of(expr.func.id)).name
             acc = self.keys[key] = self.fresh(f"row_{part}")
             axes = spanned_axes(call, self.own_axes)
             dtype = self.dtype(dataclasses.replace(call, func=dataclasses.replace(expr.func, id=part)))
             if dtype is None:
                 raise _NotLooped
             r = self.reductions[acc] = _Reduction(func, operand, span, acc, dtype, axes, self.needed(operand))
-            if _function(func).picks is not None:  # an argmax: its index and the value it points at
+            if function_of(func).picks is not None:  # an argmax: its index and the value it points at
                 r.value, r.value_dtype = self.fresh(f"{acc}_value"), "f64" if self.dtype(operand) == "f64" else "f32"
             self.axes[acc], self.dtypes[acc] = axes, dtype
         value: m.Expr = m.Ref(m.Name(acc, expr.span), expr.span)
-        if _function(expr.func.id).averages:
+        if function_of(expr.func.id).averages:
             value = m.BinOp("/", value, m.Ref(m.Name(self.whole.dim.id, expr.span), expr.span), expr.span)
         return value
 
@@ -337,7 +331,7 @@ class _Rewrite:
         ``cumprod``), the tiles walked from the last where ``reverse=true``."""
         if expr.word("dim") != self.c or self.reads_scan(call.args[0]):
             raise _NotLooped  # a scan along another axis, or of a scan
-        function = _function(expr.func.id)
+        function = function_of(expr.func.id)
         reverse = expr.word("reverse") == "true"
         key = (expr.func.id, reverse, m.expr_key(call.args[0]))
         carry = self.scan_keys.get(key)
@@ -413,7 +407,7 @@ class _Rewrite:
         ``(v - m) ** 2`` with ``m`` the mean of the same ``v`` in the mean's own loop (merged)."""
         for r in self.reductions.values():
             r.level = 1 + max((self.reductions[d].level for d in r.deps), default=-1)
-            if _function(r.func).combine == "+":  # sums: online with a max, merged with a mean
+            if function_of(r.func).combine == "+":  # sums: online with a max, merged with a mean
                 operand = self.inline(r.operand)
                 if not self.fuse_online(r, operand):
                     self.fuse_merge(r, operand)
@@ -460,7 +454,7 @@ class _Rewrite:
         if (isinstance(expr, m.BinOp) and expr.op == "/" and isinstance(expr.left, m.Ref)
                 and isinstance(expr.right, m.Ref) and expr.right.name.id == self.whole.dim.id):
             r = self.reductions.get(expr.left.name.id)
-            if r is not None and _function(r.func).averages:
+            if r is not None and function_of(r.func).averages:
                 return r
         return None
 
@@ -661,7 +655,7 @@ def _step(r: _Reduction, c: str, fresh: Callable[[str], str]) -> list[m.Stmt]:
         kwargs = ((m.Name("dim", span), ref(c)),) if dim else ()
         return m.Call(m.Name(func, span), args, kwargs, span)
 
-    function = _function(r.func)
+    function = function_of(r.func)
     if function.picks is not None:
         return _pick_step(r, c, fresh)
     part = call(partial_reduction(function).name, r.operand, dim=True)
@@ -699,7 +693,7 @@ def _carry_step(s: _Scan, c: str, dim: str) -> m.Assign:
     the first wrong on the H100 (benchmarks/explore/dbg_scan_loops_before_h100.log), which later Tritons
     fix by leaving such a carry alone."""
     span = s.span
-    function = _function(s.func)
+    function = function_of(s.func)
     whole = next(f for f in combining(_combine(function)) if f.kind == "reduction" and not f.averages)
 
     def ref(name: str) -> m.Ref:
@@ -718,7 +712,7 @@ def _pick_step(r: _Reduction, c: str, fresh: Callable[[str], str]) -> list[m.Stm
     tile holds a NaN, unless the running value is already NaN (torch's first NaN); a NaN taken
     makes the running value NaN (``inf - inf``), so no later tile replaces it."""
     span = r.span
-    picked = _function(_picks(r.func))
+    picked = function_of(_picks(r.func))
 
     def ref(name: str) -> m.Ref:
         return m.Ref(m.Name(name, span), span)

@@ -20,6 +20,7 @@ assumes finite tiles: with a factor of 0, ``max(x) * 0`` is NaN where ``x`` hold
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tilegen import model as m
@@ -62,24 +63,24 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
     """Locals the body assigns exactly once (never declares) and some ``max`` or ``min``
     reduces directly: ``max(s, dim=n)``."""
     assigned: dict[str, int] = {}
-    declared = set()
-    reduced = set()
+    declared: set[str] = set()
+    reduced: set[str] = set()
     for stmt in m.statements(spec.body):
         if isinstance(stmt, m.Declare):
             declared.add(stmt.name.id)
         elif isinstance(stmt, (m.Assign, m.Accumulate)):
             assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
-        value = getattr(stmt, "value", None)
-        if value is None:
+        if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
             continue
-        for part in m.subexpressions(value):
-            if ((f := reduction(part)) is not None and f.mirror is not None and part.word("dim") is not None
+        for part in m.subexpressions(stmt.value):
+            if (isinstance(part, m.Call) and (f := reduction(part)) is not None and f.mirror is not None
+                    and part.word("dim") is not None
                     and len(part.args) == 1 and isinstance(part.args[0], m.Ref)):
                 reduced.add(part.args[0].name.id)
     return frozenset(n for n in reduced if assigned.get(n) == 1 and n not in declared)
 
 
-def split_product(expr: m.Expr, spec: m.Spec, tile) -> tuple[m.Expr, m.Expr, Factor] | None:
+def split_product(expr: m.Expr, spec: m.Spec, tile: Callable[[m.Expr], bool]) -> tuple[m.Expr, m.Expr, Factor] | None:
     """``(x, c, sign of c)`` for ``expr = x * c`` (or ``c * x``) with ``tile(x)`` true and ``c``
     a scalar :func:`factor_of`; None otherwise."""
     if not (isinstance(expr, m.BinOp) and expr.op == "*"):

@@ -31,6 +31,7 @@ spec as written.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tilegen import model as m
@@ -81,7 +82,7 @@ def _axes(expr: m.Expr, local_axes: dict[str, tuple[str, ...]], grid: tuple[str,
     return tuple(a for a in grid if a in found)
 
 
-def _tensors_read(stmts) -> set[str]:
+def _tensors_read(stmts: Iterable[m.Stmt]) -> set[str]:
     """The tensors and names ``stmts`` read (loads, gathers, scalars, sizes)."""
     read: set[str] = set()
     for stmt in m.statements(tuple(stmts)):
@@ -105,7 +106,9 @@ def _live(body: tuple[m.Stmt, ...]) -> tuple[m.Stmt, ...]:
     return tuple(reversed(kept))
 
 
-def _inputs(spec: m.Spec, body, extra: tuple[m.Tensor, ...], outputs: tuple[m.Tensor, ...]) -> tuple[m.Tensor, ...]:
+def _inputs(
+    spec: m.Spec, body: tuple[m.Stmt, ...], extra: tuple[m.Tensor, ...], outputs: tuple[m.Tensor, ...]
+) -> tuple[m.Tensor, ...]:
     """The inputs of ``spec`` a kernel with ``body`` reads, and those that bind a size its grid,
     its body or its ``extra`` and ``outputs`` tensors use and no input it reads binds."""
     read = _tensors_read(body)

@@ -13,13 +13,15 @@ and :mod:`~tilegen.lower.kernel`, which assembles the :class:`~tilegen.lower.pla
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from tilegen import model as m
+from tilegen.across import Across
 from tilegen.functions import HELPERS
 from tilegen.lower.names import printable, size_symbols, whole_dims
-from tilegen.lower.plan import Comment, PiecePlan, SplitPlan
-from tilegen.lower.scaled import reduced_locals
+from tilegen.lower.plan import Comment, Op, PiecePlan, SplitPlan
+from tilegen.lower.scaled import Factor, reduced_locals
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 #: Shared by the kernel (:func:`tilegen.lower.grid.int64_casts`) and the launcher, which imports
@@ -34,6 +36,10 @@ TAIL_FLAGS = ("TAIL_M", "TAIL_N")
 #: Triton pipelines the loads of a loop without dots only where the loop says how deep
 #: (benchmarks/explore/explore_persistent_loop_h100.log: rms_norm's backward 42.1 -> 37.8 us).
 LOOP_STAGES = "LOOP_STAGES"
+
+#: A load as :attr:`KernelState.loads` keys it: the load's :func:`~tilegen.model.expr_key`, the
+#: axes of the tile it is broadcast to, and what its masked-off lanes read (``other=``), if given.
+LoadKey = tuple[tuple[object, ...], tuple[str, ...], str | None]
 
 
 def pipelines_tiles(spec: m.Spec) -> bool:
@@ -91,23 +97,28 @@ class KernelState:
     canonical: dict[str, str] = field(default_factory=dict)  # swizzled alias -> its grid axis
     helpers: set[str] = field(default_factory=set)  # HELPERS the kernel calls
     whole_blocks: dict[str, str] = field(default_factory=dict)  # 'whole' dimension -> its tile constexpr
-    loads: dict[tuple, str] = field(default_factory=dict)  # (load key, context, fill) -> tile loaded in scope
-    hoisted_loads: set = field(default_factory=set)  # keys of loads placed before a loop
-    known_conditions: dict = field(default_factory=dict)  # causal guard (expr_key) -> True in this loop range
-    hoists: list = field(default_factory=list)  # (axis, ops before its loop) of each enclosing tile loop
+    loads: dict[LoadKey, str] = field(default_factory=dict)  # (load key, context, fill) -> tile loaded in scope
+    hoisted_loads: set[LoadKey] = field(default_factory=set)  # keys of loads placed before a loop
+    # causal guard (its expr_key) -> True where it holds in the whole loop range, None where it may not
+    known_conditions: dict[tuple[object, ...], bool | None] = field(default_factory=dict)
+    # (axis, ops before its loop) of each enclosing tile loop
+    hoists: list[tuple[str, list[Op]]] = field(default_factory=list)
     bf16_dot: bool = False  # some dot takes bf16 operands (the interpreter upcasts them)
     int64: bool = False  # the kernel takes INT64_OFFSETS
-    descriptor_blocks: dict = field(default_factory=dict)  # tensor -> its descriptor's block shape
-    transposed: dict = field(default_factory=dict)  # 2D input -> constexpr: column-major, descriptor of its .T
+    # tensor -> its descriptor's block shape
+    descriptor_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # 2D input -> constexpr: column-major, descriptor of its .T
+    transposed: dict[str, str] = field(default_factory=dict)
     split: SplitPlan | None = None  # the split loop (set by kernel_params)
     split_pid: str = ""  # the program's part of a split loop (``pid_k``), once lowered
     split_parts: str = ""  # the number of parts (``split_k``)
-    reduced: frozenset = frozenset()  # locals some max/min reduces directly (see scaled.py)
-    scaled: dict = field(default_factory=dict)  # local -> (its unscaled tile, factor text, Factor) in this scope
-    sign_flags: dict = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
+    reduced: frozenset[str] = frozenset()  # locals some max/min reduces directly (see scaled.py)
+    # local -> (its unscaled tile, factor text, Factor) in this scope
+    scaled: dict[str, tuple[str, str, Factor]] = field(default_factory=dict)
+    sign_flags: dict[str, str] = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
     # running extremum of the loop being lowered -> (its identity, -inf, the name of its guarded
     # copy in this loop range once made, else ""): see Loops.online_extrema
-    online: dict = field(default_factory=dict)
+    online: dict[str, tuple[float, str]] = field(default_factory=dict)
     # a flat grid's names (grid.flat_setup, grid.flat_pids)
     pid: str = ""  # the program id (``pid``; ``start_pid`` persistent)
     num_a: str = ""  # tiles along the first axis (``num_pid_m``)
@@ -115,18 +126,18 @@ class KernelState:
     num_tiles: str = ""  # their product (persistent or split tail)
     in_group: str = ""  # ``num_pid_in_group`` (swizzled)
     tile_id: str = ""  # the tile the program computes (``tile_id`` persistent or split tail, else ``pid``)
-    tile_map: list = field(default_factory=list)  # split tail: the tile id -> pid_m, pid_n lines
-    tile_pids: tuple = ()  # split tail: (pid_m, pid_n), the tile function's coordinates
+    tile_map: list[Op] = field(default_factory=list)  # split tail: the tile id -> pid_m, pid_n lines
+    tile_pids: tuple[str, ...] = ()  # split tail: (pid_m, pid_n), the tile function's coordinates
     pieces: PiecePlan | None = None  # a block of the rows held as two pieces (see pieces.pieces_setup)
-    piece_infos: tuple = ()  # the rows axis's AxisInfo in each piece
+    piece_infos: tuple[AxisInfo, ...] = ()  # the rows axis's AxisInfo in each piece
     piece: int | None = None  # the piece being lowered (see pieces.in_piece)
-    renames: dict = field(default_factory=dict)  # local -> its name in the piece being lowered
-    pids: dict = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
-    across: dict = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
+    renames: dict[str, str] = field(default_factory=dict)  # local -> its name in the piece being lowered
+    pids: dict[str, str] = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
+    across: dict[int, Across] = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
     # a persistent walk over rows: each across-programs partial carried over the program's tiles,
     # started before the tile loop (``carried``) and stored after it (``after_tiles``)
-    carried: list = field(default_factory=list)
-    after_tiles: list = field(default_factory=list)
+    carried: list[Op] = field(default_factory=list)
+    after_tiles: list[Op] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         spec = self.spec
@@ -145,7 +156,7 @@ class KernelState:
             # a launcher local too, so it must not take an input's name either
             self.whole_blocks[dim] = self.fresh(f"BLOCK_{dim}", avoid={t.name.id for t in spec.tensors})
 
-    def fresh(self, base: str, avoid: set[str] = frozenset()) -> str:
+    def fresh(self, base: str, avoid: Collection[str] = frozenset()) -> str:
         """A generated name starting with ``base`` that clashes with nothing else (nor ``avoid``)."""
         name, n = base, 1
         while name in self.taken or name in avoid:

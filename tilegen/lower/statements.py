@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tilegen import model as m
 from tilegen.lower.access import Access
+from tilegen.lower.checked import tensor_of
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import partial_stores
 from tilegen.lower.loops import Loops
@@ -126,7 +127,7 @@ class Statements:
         the tile), stored through the spec's access style, or as a split loop's partial sum."""
         state = self.state
         ops: list[Op] = []
-        tensor = state.spec.tensor(stmt.tensor.id)
+        tensor = tensor_of(state.spec, stmt.tensor.id)
         context = self.access.tile_axes(stmt.index)
         if id(stmt) in state.across:  # each program's partial, into the workspace
             return partial_stores(state, stmt, state.across[id(stmt)], context, self.exprs, self.access)
@@ -137,7 +138,7 @@ class Statements:
         if isinstance(tensor.dtype, m.BoundDtype):
             typed = stmt.value.func if isinstance(stmt.value, m.Call) else None  # a cast: T(p)
             if isinstance(stmt.value, m.Load):
-                typed = state.spec.tensor(stmt.value.tensor.id).dtype
+                typed = tensor_of(state.spec, stmt.value.tensor.id).dtype
             same = isinstance(typed, m.BoundDtype) and typed.var == tensor.dtype.var
         else:
             same = self.exprs.dtype_of(stmt.value) == tensor.dtype.id
@@ -162,7 +163,7 @@ class Statements:
         """The store of the tile ``value`` (already lowered) into ``stmt``'s tensor."""
         state = self.state
         ops: list[Op] = []
-        tensor = state.spec.tensor(stmt.tensor.id)
+        tensor = tensor_of(state.spec, stmt.tensor.id)
         if state.spec.access_style == "descriptor" and context:
             desc, offsets = self.access.descriptor(stmt)
             if self.access.unit_reshape(stmt):  # the tile as the descriptor's block: 1 for each index axis
@@ -179,7 +180,7 @@ class Statements:
         sources = [state.canonical[i.id] for i in stmt.index if isinstance(i, m.Name) and i.id in state.canonical]
         if sources:  # through swizzle aliases: only lanes whose source is inside (see swizzled_outputs)
             canonical = tuple(state.canonical.get(a, a) for a in context)
-            masks = [broadcast(state.axes[a].mask, a, canonical) for a in sources if state.axes[a].mask]
+            masks = [broadcast(axis_mask, a, canonical) for a in sources if (axis_mask := state.axes[a].mask)]
             mask = " & ".join(([mask] if mask else []) + masks) or None
         if len(context) > 1:
             ptrs = state.fresh(f"{tensor.name.id}_ptrs")
@@ -192,12 +193,15 @@ class Statements:
         """The store after a split loop: with one part (``tl.num_programs`` of the split axis is
         1) the spec's own store; with several, the part's f32 partial sum into the workspace
         [parts, *output], which the launcher adds up into the output."""
-        state = self.state
+        state, split = self.state, self.state.split
+        assert split is not None, "a partial store without a split loop"
         acc = stmt.value.args[0] if isinstance(stmt.value, m.Call) else stmt.value
-        tensor = state.spec.tensor(stmt.tensor.id)
+        assert isinstance(acc, m.Ref), "the checker stores a split loop's accumulator, or a cast of it"
+        tensor = tensor_of(state.spec, stmt.tensor.id)
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         ops: list[Op] = []
-        offsets, masks = [], []
+        offsets: list[str] = []
+        masks: list[str] = []
         for axis, dim, index in zip(context, dims, ("[:, None]", "[None, :]"), strict=True):
             info = state.axes[axis]
             offs = info.offs
@@ -211,10 +215,10 @@ class Statements:
         mask = " & ".join(masks)
         ptrs = state.fresh("partials_ptrs")
         ops += [
-            Line(f"{ptrs} = {state.split.workspace} + ({state.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "
+            Line(f"{ptrs} = {split.workspace} + ({state.split_pid} * {dims[0]} + {om}[:, None]) * {dims[1]} "
                  f"+ {on}[None, :]"),
             Line(f"tl.store({ptrs}, {local_name(state, acc.name.id)}, mask={mask})"),
         ]
-        why = f"one of {state.split_parts} partial sums over {state.split.loop[0]}: to the f32 workspace, summed later"
+        why = f"one of {state.split_parts} partial sums over {split.loop[0]}: to the f32 workspace, summed later"
         return IfBlock(f"{state.split_parts} > 1", why, tuple(ops), tuple(self.store_tile(stmt, context, value)))
 

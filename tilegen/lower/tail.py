@@ -8,14 +8,18 @@ the flat grid's names: ``pid``, ``tile_id``, ``num_tiles``, ``tile_map``, ``tile
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from tilegen.lower.checked import block_of
 from tilegen.lower.names import call_text
 from tilegen.lower.plan import Comment, ForLoop, IfBlock, KernelParam, KernelPlan, Line, Op, TailPlan
 from tilegen.lower.state import KernelState
 
 
-def tail_split(state: KernelState, params: tuple, body: list[Op]) -> tuple[TailPlan, list[Op]]:
+def tail_split(
+    state: KernelState, params: tuple[tuple[KernelParam, ...], ...], body: list[Op]
+) -> tuple[TailPlan, list[Op]]:
     """``split tail``: the tile function (``body``: one output tile at ``pid_m``, ``pid_n`` in
     units of its block constexprs) and the kernel's ops after the grid setup, which map the
     program to a tile, or to a sub-tile of a tile of the last partial wave, and call it.
@@ -29,7 +33,7 @@ def tail_split(state: KernelState, params: tuple, body: list[Op]) -> tuple[TailP
     choose (:func:`grid_dispatch`)."""
     spec = state.spec
     first, second = spec.grid
-    bm, bn = first.block.id, second.block.id
+    bm, bn = block_of(first), block_of(second)
     used = _names_used(body)  # the tile function takes the kernel's arguments its body reads
     own = tuple(g for g in (tuple(p for p in group if p.name in used) for group in params) if g)
     pid_m, pid_n = state.tile_pids
@@ -60,8 +64,8 @@ def tail_split(state: KernelState, params: tuple, body: list[Op]) -> tuple[TailP
         ops += descriptor_dispatch(state, call, whole, f"{carrier}_tail_desc", positions)
     else:
         ops += grid_dispatch(state, call, tail, whole)
-    tiles = ((first.dim.id, bm), (second.dim.id, bn))
-    return TailPlan(tiles, function, descriptors, carrier, positions), ops
+    dims = ((first.dim.id, bm), (second.dim.id, bn))
+    return TailPlan(dims, function, descriptors, carrier, positions), ops
 
 
 def descriptor_dispatch(
@@ -144,7 +148,7 @@ class _TileCall:
     (the carrier's as it is; the others None where the split leaves their blocks whole)."""
 
     function: str
-    params: tuple
+    params: tuple[tuple[KernelParam, ...], ...]
     blocks: tuple[str, str]
     descriptors: tuple[str, ...] = ()
     carrier: str = ""
@@ -158,7 +162,7 @@ class _TileCall:
         return Line(call_text(self.function, groups))
 
 
-def _names_used(ops) -> set[str]:
+def _names_used(ops: Iterable[Op]) -> set[str]:
     """Every name the code of ``ops`` mentions (comments aside), nested bodies included."""
     found: set[str] = set()
     for op in ops:

@@ -80,6 +80,8 @@ HEAD = ("kernel k\n  in  x: f32[M, N]\n  in  s: f32\n  out y: f32[M, N]\n  block
     ("  y[r, c] = x[r, c + 0.5]\n", "takes integers, not 0.5"),
     ("  y[r, c] = x[r, c + s]\n", "is not an axis, a size or an integer scalar input"),
     ("  y[r, c] = x[r, c + (N < 2)]\n", "arithmetic (+ - * /) of axes, sizes and integers"),
+    ("  y[r, c] = x[r, abs(c)]\n", "a call ('abs') cannot index 'x'"),  # crashed the checker (AttributeError)
+    ("  y[r, abs(c)] = x[r, c]\n", "a call ('abs') cannot index 'y'"),
 ])
 def test_what_an_offset_may_not_say(line, words):
     assert any(words in message for message in _errors(HEAD + line))

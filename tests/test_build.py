@@ -252,11 +252,15 @@ def test_demo_runs_every_spec_in_the_interpreter(tmp_path):
     assert (tmp_path / "out" / "grace_hopper_grey.png").is_file()
 
 
-def test_readme_kernel_listing_matches_generated_module():
+def test_readme_spec_and_kernel_listings_match_the_spec_and_generated_module():
+    """The front page's spec is specs/rms_norm.tile as committed, and its kernel is the one
+    generated/rms_norm.py holds (the first Python listing of the README)."""
     readme = (ROOT / "README.md").read_text()
+    spec = (SPECS / "rms_norm.tile").read_text().rstrip("\n")
+    assert f"```\n{spec}\n```" in readme
     listing = readme.split("```python\n")[1].split("\n```")[0]
-    assert listing.startswith("@triton.jit\ndef matmul_grouped_kernel(")
-    assert listing in (ROOT / "generated" / "matmul_grouped.py").read_text()
+    assert listing.startswith("@triton.jit\ndef rms_norm_kernel(")
+    assert listing in (ROOT / "generated" / "rms_norm.py").read_text()
 
 
 def test_a_spec_builds_its_backward_beside_it(tmp_path):

@@ -424,7 +424,8 @@ def test_every_config_of_a_middle_dim_reduction_on_unaligned_rows(generated, mon
     """Each tune config forced, rows of 97 floats (not 16-byte aligned): on the H100, Triton 3.6
     summed a [BN, BK] tile (the contiguous axis first) wrongly at BK <= 16, BN >= 128 there, a
     config the autotuner could pick in one process and not in another
-    (benchmarks/explore/dbg_sum_dim1_unaligned.py); the tile is now [BK, BN]."""
+    (reproduced by `git show c43ff28:benchmarks/explore/dbg_sum_dim1_unaligned.py`); the tile is now
+    [BK, BN]."""
     module = generated(name)
     g = torch.Generator().manual_seed(1)
     x = (torch.rand(3, 33, 97, generator=g) + 0.5).to(DEVICE)  # products of 33 factors near 1 stay finite

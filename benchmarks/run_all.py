@@ -84,6 +84,8 @@ BENCHMARKS = [
               lambda out: [_script("ops", out)]),
     Benchmark("launch_overhead", "host microseconds per call of every spec vs the torch op",
               lambda out: [_script("launch_overhead", out)]),
+    Benchmark("tune_effort", "the default quick tuning effort against full tuning, matmul_fast at 8 shapes",
+              lambda out: [_script("tune_effort", out)]),
     Benchmark("train_decoder", "a small decoder trained on tilegen kernels beside torch (float32, bfloat16)",
               lambda out: [_script("train_decoder", out), _script("train_decoder", out, 300, "bfloat16")]),
 ]

@@ -237,3 +237,9 @@ def test_online_softmax_of_values_its_max_does_not_take_is_refused():
     message = refused(body)
     assert "k.tile:11:5: error: 'carry' is carried" in message
     assert "where 'm_new = maximum(m_old, max(x, dim=c))'" in message
+
+
+def test_a_running_total_stored_in_the_loop_points_at_cumsum():
+    """The hint names the scan the language has (it once said there was none)."""
+    message = refused("    carry += sum(x[r, c], dim=c)\n    y[r, c] = carry")
+    assert "cumsum(x, dim=c)" in message and "does not have" not in message

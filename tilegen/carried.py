@@ -56,8 +56,9 @@ def _extremum_of(name: str) -> str | None:
 
 #: How the message names what says a running value properly.
 _SCAN_HINT = (
-    "a running total along the loop is a scan (cumsum), which the language does not have yet; "
-    "store after the loop, where the carried value is complete"
+    "a running total along the loop is a scan: write it as cumsum(x, dim=c) over an axis 'c over N by BC "
+    "whole' (the compiler carries it across tiles), or store after the loop, where the carried value is "
+    "complete"
 )
 
 

@@ -831,7 +831,7 @@ class _Deriver:
         """A persistent backward's added configs: the forward's configs (``tune``'s) of its largest row block,
         again with ``num_stages = 2``, so that a program loads its next row tile while it
         computes this one (on the H100 the hand-written norm backwards' best configs were so,
-        ``benchmarks/explore/explore_persistent_norm_h100.log``)."""
+        ``c43ff28:benchmarks/explore/explore_persistent_norm_h100.log``)."""
         block = next(a.block.id for a in self.spec.grid if a.bounds != "whole" and a.block is not None)
         sized = [(c, int(v.text)) for c in tune.configs if (v := c.get(block)) is not None]
         if not sized or any(c.get("num_stages") is not None for c, _ in sized):

@@ -155,7 +155,7 @@ def launcher(compiled: Any) -> Launch:
     layout known here (Triton 3.6's or 3.9's, every argument equal to the one this launch would
     pass), every later launch calls that C ``launch`` directly: a median 0.68 us a launch less
     than through ``compiled.run`` on the H100's host, -0.86 to +0.35 over six kernel runs
-    (``benchmarks/explore/explore_launch_floor_direct_h100.log``; ``CudaLauncher``'s Python took
+    (``c43ff28:benchmarks/explore/explore_launch_floor_direct_h100.log``; ``CudaLauncher``'s Python took
     1.2-2.1 us, ``explore_launch_floor_h100.log``). Where they are not (another Triton, a kernel
     that needs scratch memory, GPU sanitizer instrumentation), launches stay on ``compiled.run``."""
     compiled._init_handles()
@@ -426,7 +426,7 @@ def tail_split(size_m: int, size_n: int, block_m: int, block_n: int, sms: int) -
     quantization). 2 x 2 quarters where they fit one round of programs (4 sub-tiles per tail tile
     <= sms), else 2 halves of the longer side where they do, else whole tiles; no sub-tile block
     below 16; whole tiles where ``block_m`` is not a power of two (a tile in two row pieces, see
-    :func:`pieces`). benchmarks/explore/explore_tail_rule_h100.log measured this rule against a
+    :func:`pieces`). c43ff28:benchmarks/explore/explore_tail_rule_h100.log measured this rule against a
     fixed 2 x 2 split on the H100."""
     tiles = ((size_m + block_m - 1) // block_m) * ((size_n + block_n - 1) // block_n)
     if block_m & (block_m - 1):  # a tile in two row pieces (see pieces): whole tiles

@@ -425,7 +425,7 @@ class Expressions:
         keeps ``context``'s order, else ``context``'s axes first, then the rest. (A tile whose
         contiguous axis came first, ``[n, k]`` reduced over ``k``, miscompiled in Triton 3.6 on the
         H100 where rows are not 16-byte aligned: wrong sums at ``BK <= 16, BN >= 128``,
-        benchmarks/explore/dbg_sum_dim1_unaligned.py.)"""
+        c43ff28:benchmarks/explore/dbg_sum_dim1_unaligned.py.)"""
         canonical = tuple(self.state.canonical.get(a, a) for a in context)
         own = self.expr_axes(operand)
         kept = [a for a in own if a != dim]

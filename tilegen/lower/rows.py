@@ -690,7 +690,7 @@ def _carry_step(s: _Scan, c: str, dim: str) -> m.Assign:
     sum from reducing a load directly, the form in which Triton 3.6's thread-locality pass
     (TritonGPUOptimizeThreadLocality) defers a carried sum's cross-thread reduction past the
     loop although the carry is read in the same step (the store): a miscompile, every tile after
-    the first wrong on the H100 (benchmarks/explore/dbg_scan_loops_before_h100.log), which later Tritons
+    the first wrong on the H100 (c43ff28:benchmarks/explore/dbg_scan_loops_before_h100.log), which later Tritons
     fix by leaving such a carry alone."""
     span = s.span
     function = function_of(s.func)

@@ -98,10 +98,16 @@ def fake_call(module, args, device: str = "cuda", **keywords) -> tuple:
     fake implementation checks the inputs as the launcher does and allocates the outputs, so a
     call a GPU test plans that its kernel would refuse raises here what the launcher raises
     (ValueError, TypeError). Returns the outputs as a tuple of fake tensors (shape, dtype and
-    device are real; values are not)."""
+    device are real; values are not). On a machine with CUDA but no such GPU the calling test is
+skipped: fake CUDA tensors initialize their device there."""
+    import pytest
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    index = torch.device(device).index
+    if torch.cuda.is_available() and index is not None and index >= torch.cuda.device_count():
+        # a fake CUDA tensor initializes its device where CUDA is present: plan there only where it exists
+        pytest.skip(f"plans a call on {device}, which this machine's CUDA does not have")
     with FakeTensorMode():
         fake = [
             torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=device) if isinstance(a, torch.Tensor) else a

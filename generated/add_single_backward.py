@@ -255,8 +255,8 @@ def reference(dz):
     N = dz.shape[0]
     dx = torch.empty((N,), dtype=torch.float32, device=dz.device)
     dy = torch.empty((N,), dtype=torch.float32, device=dz.device)
-    dx[:] = dz.to(torch.float32).to(torch.float32)
-    dy[:] = dz.to(torch.float32).to(torch.float32)
+    dx[:] = dz.to(torch.float32)
+    dy[:] = dz.to(torch.float32)
     return dx, dy
 
 

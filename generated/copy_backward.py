@@ -141,7 +141,7 @@ def reference(dz):
     """specs/copy.tile, derived backward evaluated with plain torch: same inputs and outputs as copy_backward()."""
     N = dz.shape[0]
     dx = torch.empty((N,), dtype=torch.float32, device=dz.device)
-    dx[:] = dz.to(torch.float32).to(torch.float32)
+    dx[:] = dz.to(torch.float32)
     return dx
 
 

@@ -475,7 +475,7 @@ def reference(x, residual, weight, eps):
     s[:, :] = h.to(T)
     hf = h.to(torch.float32)
     normed = (hf * torch.rsqrt(((torch.mean(((hf * hf)).float(), dim=1)[:, None] + eps)).float())).to(T)
-    y[:, :] = (normed.to(torch.float32) * weight[None, :].to(torch.float32)).to(T).to(T)
+    y[:, :] = (normed.to(torch.float32) * weight[None, :].to(torch.float32)).to(T)
     return y, s
 
 

@@ -247,9 +247,9 @@ def reference(dy, a, b):
     af = a.to(torch.float32)
     g = dy.to(torch.float32)
     t = torch.tanh(((0.7978845608028654 * (af + 0.044715 * af * af * af))).float())
-    db[:, :] = (g * 0.5 * af * (1.0 + t)).to(T).to(T)
+    db[:, :] = (g * 0.5 * af * (1.0 + t)).to(T)
     slope = 0.5 * (1.0 + t) + 0.5 * af * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * af * af)
-    da[:, :] = (g * b.to(torch.float32) * slope).to(T).to(T)
+    da[:, :] = (g * b.to(torch.float32) * slope).to(T)
     return da, db
 
 

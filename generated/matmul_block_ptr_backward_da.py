@@ -492,7 +492,7 @@ def reference(dc, b):
     K = b.shape[0]
     da = torch.empty((M, K), dtype=torch.float16, device=dc.device)
     acc = torch.zeros((M, K), dtype=torch.float32, device=dc.device)
-    acc += torch.einsum("ab,cb->ac", dc.to(torch.float32), b.to(torch.float32).to(torch.float32))
+    acc += torch.einsum("ab,cb->ac", dc.to(torch.float32), b.to(torch.float32))
     da[:, :] = acc.to(torch.float16)
     return da
 

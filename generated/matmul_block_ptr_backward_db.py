@@ -492,7 +492,7 @@ def reference(a, dc):
     N = dc.shape[1]
     db = torch.empty((K, N), dtype=torch.float16, device=a.device)
     acc = torch.zeros((K, N), dtype=torch.float32, device=a.device)
-    acc += torch.einsum("ab,ac->bc", a.to(torch.float32).to(torch.float32), dc.to(torch.float32))
+    acc += torch.einsum("ab,ac->bc", a.to(torch.float32), dc.to(torch.float32))
     db[:, :] = acc.to(torch.float16)
     return db
 

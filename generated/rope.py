@@ -236,10 +236,10 @@ def reference(q, k, cos, sin):
     n = torch.detach(sin).to(torch.float32)
     d_index = (torch.arange(D, device=q.device) - (D // 2))
     d_index_1 = (torch.arange(D, device=q.device) + (D // 2))
-    q_rotated[:, :, :, :] = (q.to(torch.float32) * c[None, None, :, :] + (torch.where(((d_index >= 0) & (d_index < D))[None, None, None, :], q[:, :, :, d_index.clamp(0, D - 1)], 0).to(torch.float32) - torch.where(((d_index_1 >= 0) & (d_index_1 < D))[None, None, None, :], q[:, :, :, d_index_1.clamp(0, D - 1)], 0).to(torch.float32)) * n[None, None, :, :]).to(T).to(T)
+    q_rotated[:, :, :, :] = (q.to(torch.float32) * c[None, None, :, :] + (torch.where(((d_index >= 0) & (d_index < D))[None, None, None, :], q[:, :, :, d_index.clamp(0, D - 1)], 0).to(torch.float32) - torch.where(((d_index_1 >= 0) & (d_index_1 < D))[None, None, None, :], q[:, :, :, d_index_1.clamp(0, D - 1)], 0).to(torch.float32)) * n[None, None, :, :]).to(T)
     d_index_2 = (torch.arange(D, device=q.device) - (D // 2))
     d_index_3 = (torch.arange(D, device=q.device) + (D // 2))
-    k_rotated[:, :, :, :] = (k.to(torch.float32) * c[None, None, :, :] + (torch.where(((d_index_2 >= 0) & (d_index_2 < D))[None, None, None, :], k[:, :, :, d_index_2.clamp(0, D - 1)], 0).to(torch.float32) - torch.where(((d_index_3 >= 0) & (d_index_3 < D))[None, None, None, :], k[:, :, :, d_index_3.clamp(0, D - 1)], 0).to(torch.float32)) * n[None, None, :, :]).to(T).to(T)
+    k_rotated[:, :, :, :] = (k.to(torch.float32) * c[None, None, :, :] + (torch.where(((d_index_2 >= 0) & (d_index_2 < D))[None, None, None, :], k[:, :, :, d_index_2.clamp(0, D - 1)], 0).to(torch.float32) - torch.where(((d_index_3 >= 0) & (d_index_3 < D))[None, None, None, :], k[:, :, :, d_index_3.clamp(0, D - 1)], 0).to(torch.float32)) * n[None, None, :, :]).to(T)
     return q_rotated, k_rotated
 
 

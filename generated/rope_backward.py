@@ -241,10 +241,10 @@ def reference(dq_rotated, dk_rotated, cos, sin):
     down = torch.where(((d_index_1 >= 0) & (d_index_1 < D))[None, :], sin[:, d_index_1.clamp(0, D - 1)], 0).to(torch.float32)
     d_index_2 = (torch.arange(D, device=dq_rotated.device) + (D // 2))
     d_index_3 = (torch.arange(D, device=dq_rotated.device) - (D // 2))
-    dq[:, :, :, :] = (dq_rotated.to(torch.float32) * c[None, None, :, :] + torch.where(((d_index_2 >= 0) & (d_index_2 < D))[None, None, None, :], dq_rotated[:, :, :, d_index_2.clamp(0, D - 1)], 0).to(torch.float32) * up[None, None, :, :] - torch.where(((d_index_3 >= 0) & (d_index_3 < D))[None, None, None, :], dq_rotated[:, :, :, d_index_3.clamp(0, D - 1)], 0).to(torch.float32) * down[None, None, :, :]).to(T).to(T)
+    dq[:, :, :, :] = (dq_rotated.to(torch.float32) * c[None, None, :, :] + torch.where(((d_index_2 >= 0) & (d_index_2 < D))[None, None, None, :], dq_rotated[:, :, :, d_index_2.clamp(0, D - 1)], 0).to(torch.float32) * up[None, None, :, :] - torch.where(((d_index_3 >= 0) & (d_index_3 < D))[None, None, None, :], dq_rotated[:, :, :, d_index_3.clamp(0, D - 1)], 0).to(torch.float32) * down[None, None, :, :]).to(T)
     d_index_4 = (torch.arange(D, device=dq_rotated.device) + (D // 2))
     d_index_5 = (torch.arange(D, device=dq_rotated.device) - (D // 2))
-    dk[:, :, :, :] = (dk_rotated.to(torch.float32) * c[None, None, :, :] + torch.where(((d_index_4 >= 0) & (d_index_4 < D))[None, None, None, :], dk_rotated[:, :, :, d_index_4.clamp(0, D - 1)], 0).to(torch.float32) * up[None, None, :, :] - torch.where(((d_index_5 >= 0) & (d_index_5 < D))[None, None, None, :], dk_rotated[:, :, :, d_index_5.clamp(0, D - 1)], 0).to(torch.float32) * down[None, None, :, :]).to(T).to(T)
+    dk[:, :, :, :] = (dk_rotated.to(torch.float32) * c[None, None, :, :] + torch.where(((d_index_4 >= 0) & (d_index_4 < D))[None, None, None, :], dk_rotated[:, :, :, d_index_4.clamp(0, D - 1)], 0).to(torch.float32) * up[None, None, :, :] - torch.where(((d_index_5 >= 0) & (d_index_5 < D))[None, None, None, :], dk_rotated[:, :, :, d_index_5.clamp(0, D - 1)], 0).to(torch.float32) * down[None, None, :, :]).to(T)
     return dq, dk
 
 

@@ -215,7 +215,7 @@ def reference(a, b):
     T = a.dtype
     y = torch.empty((M, N), dtype=T, device=a.device)
     gate = torch.nn.functional.silu(a.to(torch.float32).float()).to(T)
-    y[:, :] = (gate.to(torch.float32) * b.to(torch.float32)).to(T).to(T)
+    y[:, :] = (gate.to(torch.float32) * b.to(torch.float32)).to(T)
     return y
 
 

@@ -242,8 +242,8 @@ def reference(dy, a, b):
     af = a.to(torch.float32)
     g = dy.to(torch.float32)
     s = torch.sigmoid(af.float())
-    db[:, :] = (g * af * s).to(T).to(T)
-    da[:, :] = (g * b.to(torch.float32) * s * (1.0 + af * (1.0 - s))).to(T).to(T)
+    db[:, :] = (g * af * s).to(T)
+    da[:, :] = (g * b.to(torch.float32) * s * (1.0 + af * (1.0 - s))).to(T)
     return da, db
 
 

@@ -291,3 +291,13 @@ def test_generated_docstrings_hold_no_object_repr():
                 text = ast.get_docstring(node) or ""
                 for repr_start in ("FastPath(", "TryBlock(", "Line(code=", "IfBlock("):
                     assert repr_start not in text, f"{path.name}: {getattr(node, 'name', 'module')}'s docstring"
+
+
+def test_generated_code_converts_a_value_to_a_dtype_once():
+    """No ``.to(T).to(T)`` (the references once wrote one wherever a stored value was already converted)."""
+    import re
+
+    doubled = re.compile(r"\.to\(([\w.]+)\)\.to\(\1\)")
+    found = [f"{path.name}: {line.strip()}" for path in sorted((ROOT / "generated").glob("*.py"))
+             for line in path.read_text().splitlines() if doubled.search(line)]
+    assert not found, "\n".join(found[:10])

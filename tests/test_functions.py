@@ -281,3 +281,25 @@ def test_detach_changes_no_kernel_only_the_reference():
 
     assert code(with_it) == code(without)
     assert "torch.detach(torch.amax(" in with_it and "torch.detach" not in without
+
+
+@pytest.mark.parametrize(("call", "limits"), [
+    ("hardtanh(x[n])", (-1.0, 1.0)),
+    ("hardtanh(x[n], -1, 3)", (-1.0, 3.0)),
+    ("hardtanh(x[n], max_val=3)", (-1.0, 3.0)),
+    ("hardtanh(x[n], 0, 3)", (0.0, 3.0)),
+    ("hardtanh(x[n], min_val=0, max_val=200)", (0.0, 200.0)),
+])
+def test_hardtanh_of_u8_is_refused_where_torch_refuses_it(tmp_path, call, limits):
+    """torch refuses hardtanh of an unsigned tensor with a negative limit; so does the checker."""
+    text = f"kernel ht\n  in  x: u8[N]\n  out y: u8[N]\n  block BN = 16\n  grid n over N by BN\n  y[n] = {call}\n"
+    try:
+        torch.nn.functional.hardtanh(torch.arange(4, dtype=torch.uint8), *limits)
+        torch_refuses = False
+    except RuntimeError:
+        torch_refuses = True
+    if torch_refuses:
+        with pytest.raises(SpecError, match="'hardtanh' of a u8 tile cannot have a negative min_val"):
+            compile_spec(text, "ht.tile")
+    else:
+        compile_spec(text, "ht.tile")

@@ -210,16 +210,20 @@ class Expressions:
 
     def converted(self, text: str, expr: m.Expr, target: str | None) -> str:
         """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
-        (``.to(tl.int16)``), a negative integer literal meeting u8 wraps as torch's does (``-1``:
-        ``255``); anything else is left to Triton."""
+        (``.to(tl.int16)``; bf16 to or from an integer or f64 through float32, as
+        :meth:`casts_through_f32` says why), a negative integer literal meeting u8 wraps as torch's
+        does (``-1``: ``255``); anything else is left to Triton."""
         dtype = self.dtype_of(expr)
         value = literal_value(expr)
         if dtype is None and target == "u8" and value is not None and value < 0:
             return str(int(value) % 256)
         if not self.fixed(dtype) or dtype == target or not self.fixed(target):
             return text
-        return f"({text}).to({m.DTYPES[target][0]})" if isinstance(expr, (m.BinOp, m.Neg)) else \
-            f"{text}.to({m.DTYPES[target][0]})"
+        text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
+        wide = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
+        if "bf16" in (dtype, target) and (dtype in wide or target in wide):  # through float32: see in_f32
+            text = f"{text}.to(tl.float32)"
+        return f"{text}.to({m.DTYPES[target][0]})"
 
     def typed(self, expr: m.BinOp, left: str, right: str) -> str:
         """``left op right`` (the texts of ``expr``'s operands) computed in the dtype the spec's rules

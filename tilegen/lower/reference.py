@@ -40,6 +40,21 @@ from tilegen.lower.names import (
 from tilegen.lower.plan import LauncherPlan, ReferencePlan
 
 
+def to_dtype(text: str, dtype: str) -> str:
+    """``text.to(dtype)``, or ``text`` itself where it is already a whole expression converted to
+    ``dtype`` (``(a * b).to(T)``, ``x.to(T)``), so the reference reads without ``.to(T).to(T)``."""
+    suffix = f".to({dtype})"
+    if text.endswith(suffix):
+        depth, head = 0, text[: -len(suffix)]
+        for char in head:  # the conversion is of all of head only where head has no operator outside brackets
+            depth += char in "([{"
+            depth -= char in ")]}"
+            if depth == 0 and char in " +-*/%<>=&|~^,":
+                break
+        else:
+            return text
+    return f"{text}{suffix}"
+
 class ReferenceLowering:
     """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`)."""
 
@@ -226,7 +241,7 @@ class ReferenceLowering:
         letters = {name: chr(ord("a") + i) for i, name in enumerate(dict.fromkeys((*axes[0], *axes[1])))}
         equation = ",".join("".join(letters[x] for x in a) for a in axes) + "->" + "".join(letters[x] for x in out)
         dtype = acc_dtype or "torch.float32"
-        texts = [f"{self.value(arg, own)}.to({dtype})" for arg, own in zip(call.args, axes, strict=True)]
+        texts = [to_dtype(self.value(arg, own), dtype) for arg, own in zip(call.args, axes, strict=True)]
         return self.align(f'torch.einsum("{equation}", {texts[0]}, {texts[1]})', out, context)
 
     def call(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:
@@ -362,7 +377,7 @@ class ReferenceLowering:
             return text
         text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
         text = text if self.expr_axes(expr) else f"torch.as_tensor({text})"
-        return f"{text}.to({m.DTYPES[target][1]})"
+        return to_dtype(text, m.DTYPES[target][1])
 
     def declare(self, stmt: m.Declare) -> None:
         # In the kernel a tile lives in one program; over whole tensors it spans every
@@ -398,7 +413,7 @@ class ReferenceLowering:
             value = f"torch.as_tensor({value})"
         elif isinstance(stmt.value, (m.BinOp, m.Neg)):
             value = f"({value})"
-        self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
+        self.lines.append(f"{stmt.tensor.id}[{target}] = {to_dtype(value, dtype)}")
 
     def offset_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str) -> None:
         """``y[b, g * CG + c] = value``: the value over the store's axes (the offset's in its
@@ -423,7 +438,7 @@ class ReferenceLowering:
         target = ", ".join(i.text if isinstance(i, m.Number) else f"{name}[{inside}]" if i is item else ":"
                            for i in items)
         value = f"torch.broadcast_to({value}, ({extents},))[{picked}]"
-        self.lines.append(f"{stmt.tensor.id}[{target}] = {value}.to({dtype})")
+        self.lines.append(f"{stmt.tensor.id}[{target}] = {to_dtype(value, dtype)}")
 
     def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes: tuple[str, ...]) -> None:
         """A store through ``as`` aliases: scatter each element to where its tile is sent."""
@@ -432,7 +447,7 @@ class ReferenceLowering:
         value = self.expr(stmt.value, context)
         if isinstance(stmt.value, (m.BinOp, m.Neg)):
             value = f"({value})"
-        self.lines.append(f"{stmt.tensor.id}_value = {value}.to({dtype})")
+        self.lines.append(f"{stmt.tensor.id}_value = {to_dtype(value, dtype)}")
         m_ax, n_ax = spec.grid[0], spec.grid[1]
         assert spec.swizzle is not None, "aliases without a swizzle"
         self.lines.append(

@@ -303,3 +303,14 @@ def test_hardtanh_of_u8_is_refused_where_torch_refuses_it(tmp_path, call, limits
             compile_spec(text, "ht.tile")
     else:
         compile_spec(text, "ht.tile")
+
+
+def test_an_integer_meeting_bf16_converts_its_value_not_its_bits(compiled):
+    """``where`` of an i16 tile and a bf16 one is bf16, as torch promotes; the interpreter once took
+    the i16's bits for a bf16's (120 came out 1e-38), so the conversion goes through float32."""
+    module = compiled("kernel k\n  in  x: f32[N]\n  out y: bf16[N]\n  block BN = 4\n  grid n over N by BN\n"
+                      "  y[n] = where(x[n] > 0.0, i16(clamp(x[n], -3000, 3000)), bf16(x[n]))\n")
+    x = torch.tensor([120.0, 1.0, 3.0, -5.0, 0.5, -7.25, 2500.0])  # no value halfway between two bf16s
+    expected = torch.where(x > 0, x.clamp(-3000, 3000).to(torch.int16), x.to(torch.bfloat16))
+    assert expected.dtype == torch.bfloat16
+    assert torch.equal(module.k(x), expected)

@@ -80,6 +80,7 @@ def main(argv: list[str]) -> None:
                                    capture_output=True, text=True).stdout.splitlines()
         results[effort] = {(r["kernel"], r["dtype"], r["shape"]): r for r in map(json.loads, lines)}
     device = torch.cuda.get_device_name()
+    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"tune_effort_{device.replace(' ', '_')}.csv"
     header = ["kernel", "dtype", "shape", "shipped", "quick ms", "full ms", "quick / full", "quick config",
               "full config"]

@@ -80,7 +80,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0b82b7ff672edbaf")
+_rt = _runtime("a5c1cfee13179f01")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -320,8 +320,7 @@ _SHIPPED = {  # configs tuned ahead of time (matmul_fast.tuned.json): "<arch>|<s
     "sm_90|pointers,4096,4095,4095,torch.bfloat16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
     "sm_90|pointers,4096,4095,4095,torch.float16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
 }
-_tuner = _rt.Tuner("matmul_fast", "1ee979e7afd75e10", _CONFIGS, default=23, fast=_FAST,
-                   shipped=_SHIPPED)
+_tuner = _rt.Tuner("matmul_fast", "1ee979e7afd75e10", _CONFIGS, default=23, fast=_FAST, shipped=_SHIPPED)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 

@@ -67,7 +67,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0b82b7ff672edbaf")
+_rt = _runtime("a5c1cfee13179f01")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -289,8 +289,7 @@ _SHIPPED = {  # configs tuned ahead of time (matmul_fast_backward_da.tuned.json)
     "sm_90|8192,5632,2048,False,False,torch.bfloat16": {"BK": 256, "BM": 128, "BN": 64, "num_stages": 3, "num_warps": 8},
     "sm_90|8192,5632,2048,False,False,torch.float16": {"BK": 256, "BM": 128, "BN": 64, "num_stages": 3, "num_warps": 8},
 }
-_tuner = _rt.Tuner("matmul_fast_backward_da", "f4caf868ec6a3b29", _CONFIGS, default=23, fast=_FAST,
-                   shipped=_SHIPPED)
+_tuner = _rt.Tuner("matmul_fast_backward_da", "f4caf868ec6a3b29", _CONFIGS, default=23, fast=_FAST, shipped=_SHIPPED)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 

@@ -58,7 +58,9 @@ class Function:
     (by position or keyword) promote to one dtype, the result's, as torch's (``maximum``,
     ``minimum``, ``clamp``). ``floats``: its operand must be a float tile (``prod``: an integer
     product would wrap in the kernel's dtype where torch's goes to int64; ``leaky_relu``: torch
-    has no integer one).
+    has no integer one). ``unsigned_limits``: the parameters that may not be negative where the
+    operand is unsigned (``hardtanh``'s ``min_val``: torch refuses "hardtanh on an unsigned type
+    with negative limits").
 
     What the lowerings ask of an operation instead of testing its name (a new reduction is one
     entry with these filled in):
@@ -110,6 +112,7 @@ class Function:
     promotes: bool = False
     f64_triton: str = ""
     floats: bool = False
+    unsigned_limits: tuple[str, ...] = ()
     identity: float | None = None
     combine: str | None = None
     averages: bool = False
@@ -315,6 +318,7 @@ FUNCTIONS: dict[str, Function] = {
                  torch="torch.nn.functional.leaky_relu({x}, {negative_slope})",
                  grad={"x": "where({x} > 0, {g_}, {g} * {negative_slope})"}),
         Function("hardtanh", "elementwise", (("min_val", "-1.0"), ("max_val", "1.0")), numbers=("min_val", "max_val"),
+                 unsigned_limits=("min_val", "max_val"),
                  triton=f"tl.minimum(tl.maximum({{x}}, {{min_val}}, {NAN}), {{max_val}}, {NAN})",
                  torch="torch.nn.functional.hardtanh({x}, {min_val}, {max_val})",
                  grad={"x": "where({x} > {min_val} & {x} < {max_val}, {g_}, 0.0)"}),

@@ -709,10 +709,9 @@ class Tuner:
                 return config
             raise ValueError(f"{launcher}: no config {config}: its spec has {count} configs, 0 to {count - 1}")
         if isinstance(config, dict):
-            for index, candidate in enumerate(self.configs):
-                kwargs = candidate.all_kwargs()
-                if all(name in kwargs and kwargs[name] == value for name, value in config.items()):
-                    return index
+            index = self.matching(config)
+            if index is not None:
+                return index
             listed = "; ".join(f"{i}: {c.all_kwargs()}" for i, c in enumerate(self.configs))
             raise ValueError(f"{launcher}: no config has {config}; its configs are {listed}")
         raise TypeError(f"{launcher}: config must be an index or a dict of a config's keywords, "
@@ -746,9 +745,10 @@ class Tuner:
 
     def matching(self, kwargs: Mapping[str, object]) -> int | None:
         """The index in ``configs`` of the first config having all of ``kwargs`` (a shipped
-        table's keywords: the spec's own, as any Triton writes them), or None."""
+        table's keywords or a user's ``config=``: the spec's own, as any Triton writes them), or None."""
         return next((i for i, config in enumerate(self.configs)
-                     if all(config.all_kwargs().get(name) == value for name, value in kwargs.items())), None)
+                     if all(name in (given := config.all_kwargs()) and given[name] == value
+                            for name, value in kwargs.items())), None)
 
     def tuned_index(self, launcher: str, tune_key: "TuneKey") -> int | None:
         """The config to run for ``tune_key`` = (device, *sizes), as an index in ``configs``, or

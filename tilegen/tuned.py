@@ -52,13 +52,15 @@ def load_table(path: Path, shown: str) -> Table:
     if not isinstance(data, dict):
         raise _error("a table of tuned configs is a JSON object: \"<arch>|<sizes>\" -> config keywords", shown, text)
     for key, config in data.items():
-        where = next((n + 1 for n, line in enumerate(text.splitlines()) if json.dumps(key) in line), 1)
         if "|" not in key:
-            raise _error(f"key {key!r} is not \"<arch>|<sizes>\"", shown, text, where)
-        if not isinstance(config, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in config.values()
-        ):
-            raise _error(f"the config of {key!r} is not an object of integer keywords", shown, text, where)
+            problem = f"key {key!r} is not \"<arch>|<sizes>\""
+        elif not isinstance(config, dict) or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                     for v in config.values()):
+            problem = f"the config of {key!r} is not an object of integer keywords"
+        else:
+            continue
+        line = next((n + 1 for n, written in enumerate(text.splitlines()) if json.dumps(key) in written), 1)
+        raise _error(problem, shown, text, line)
     return data
 
 

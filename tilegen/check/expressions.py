@@ -156,13 +156,14 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
     if function.floats and call.args and is_int(dtype_of(state, call.args[0], scope)):
         state.errors.error(f"'{name}' takes a float tile (torch has no integer {name}); cast it first, e.g. "
                            f"{name}(f32(x))", call.args[0].span)
-    if name == "hardtanh" and call.args and dtype_of(state, call.args[0], scope) == "u8":
+    if function.unsigned_limits and call.args and dtype_of(state, call.args[0], scope) == "u8":
         for position, (param, default) in enumerate(function.params, start=1):
             argument = call.args[position] if position < count else call.kwarg(param)
-            if _negative_literal(argument) if argument is not None else (default or "").startswith("-"):
-                state.errors.error(f"'hardtanh' of a u8 tile cannot have a negative {param} (torch refuses it: "
-                                   f"\"cannot do hardtanh on an unsigned type with negative limits\"); give "
-                                   f"hardtanh(x, 0, ...)", (argument or call).span)
+            negative = _negative_literal(argument) if argument is not None else (default or "").startswith("-")
+            if param in function.unsigned_limits and negative:
+                state.errors.error(f"'{name}' of a u8 tile cannot have a negative {param} (torch refuses "
+                                   f"negative limits for an unsigned type); give {name}(x, 0, ...)",
+                                   (argument or call).span)
                 break
     result: tuple[str, ...] = ()
     for axes in operands:

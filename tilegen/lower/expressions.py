@@ -69,6 +69,11 @@ def triton_dtype(left: str, right: str, op: str) -> str | None:
     return max(pair, key=lambda d: int(d[1:]))
 
 
+
+#: The dtypes a conversion to or from bf16 takes through float32: Triton's interpreter converts
+#: bf16's bits there (see :meth:`Expressions.in_f32`).
+_THROUGH_F32 = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
+
 class Expressions:
     """The Triton text of spec expressions, in the shape of a statement's tile (its context:
     the tile axes, in order, of the value being computed)."""
@@ -220,8 +225,7 @@ class Expressions:
         if not self.fixed(dtype) or dtype == target or not self.fixed(target):
             return text
         text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
-        wide = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
-        if "bf16" in (dtype, target) and (dtype in wide or target in wide):  # through float32: see in_f32
+        if "bf16" in (dtype, target) and (dtype in _THROUGH_F32 or target in _THROUGH_F32):  # see in_f32
             text = f"{text}.to(tl.float32)"
         return f"{text}.to({m.DTYPES[target][0]})"
 
@@ -344,12 +348,11 @@ class Expressions:
         to bf16 it rounds twice as torch's conversion does (an integer or f64 to float32, then
         to bf16)."""
         source, target = self.dtype_of(call.args[0]), call.func.id
-        wide = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
         if source in (None, WEAK_FLOAT):
             return False
         if self.rounds_bf16(triton_dtype_text(call.func)):
-            return all(d in wide for d in self.possible_dtypes(call.args[0]))
-        return self.rounds_bf16(self.written(call.args[0])) and target in wide
+            return all(d in _THROUGH_F32 for d in self.possible_dtypes(call.args[0]))
+        return self.rounds_bf16(self.written(call.args[0])) and target in _THROUGH_F32
 
     def online_exponent(self, arg: m.Expr) -> m.Expr | None:
         """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded

@@ -1219,8 +1219,7 @@ def repaired(tree: Node, xdt: str, ydt: str) -> Node:
     if function is not None and function.floats and concrete(static_dtype(node.args[0], xdt, ydt)) in INTS:
         # prod and leaky_relu take floats (the language's rule, torch's): cast
         node = replace(node, args=(Node("cast", node.args, "f32"),))
-    elif function is not None and function.name == "hardtanh" and concrete(
-            static_dtype(node.args[0], xdt, ydt)) == "u8":
+    elif function is not None and function.unsigned_limits and concrete(static_dtype(node.args[0], xdt, ydt)) == "u8":
         # torch refuses hardtanh of an unsigned tensor with a negative limit, and so does the language: cast
         node = replace(node, args=(Node("cast", node.args, "f32"),))
     return node

@@ -66,7 +66,7 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     its module and in a derived backward's. Raises :class:`tilegen.errors.SpecError` listing
     every problem when the spec is invalid (:class:`~tilegen.tuned.TableError` for a table).
     """
-    tables = tables if tables is not None else (lambda kernel: {})
+    tables = tables or _no_tables
     checked = _checked(source, path, find, derive, tables)
     plan = lower(checked.spec, checked.backward)
     written = tuple(n.id for n in checked.spec.backward) if not checked.derived else ()  # specs beside this one
@@ -79,13 +79,18 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     rendering included (so ``tilegen check`` says what ``tilegen build`` says), and return the
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
-    checked = _checked(source, path, find, derive=True, tables=lambda kernel: {})
+    checked = _checked(source, path, find, derive=True)
     render(lower(checked.spec, checked.backward))  # a derived backward was lowered where it was derived
     return checked.spec
 
 
+def _no_tables(kernel: str) -> Table:
+    """No configs tuned ahead of time, for any kernel."""
+    return {}
+
+
 def _checked(source: str, path: str, find: Finder | None, derive: bool,
-             tables: Callable[[str], Table]) -> _Checked:
+             tables: Callable[[str], Table] = _no_tables) -> _Checked:
     """The checked spec of ``source`` and the checked backward specs it names (found by ``find``,
     by default beside ``path``), or where it names none and ``derive``, its derived one (its
     modules carrying ``tables``' configs tuned ahead of time)."""

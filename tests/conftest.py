@@ -16,6 +16,9 @@ import os
 
 if os.environ.get("TILEGEN_TEST_GPU") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
+    from tests import interpreter_folds
+
+    interpreter_folds.install()  # prod's and cumprod's folds a slice at a time, not an element (same results)
 
 from pathlib import Path
 
@@ -115,3 +118,17 @@ skipped: fake CUDA tensors initialize their device there."""
         ]
         outputs = module.op(*fake, **keywords)
     return outputs if isinstance(outputs, tuple) else (outputs,)
+
+
+def config_indices(module) -> list[int]:
+    """The indices of ``module._CONFIGS`` a test that runs every config forces: on a GPU all of
+    them; in Triton's interpreter, which runs a kernel the same whatever its ``num_warps`` and
+    ``num_stages``, the first of the configs with each set of block sizes (``Config.kwargs``),
+    the others running the same program again."""
+    configs = module._CONFIGS
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return list(range(len(configs)))
+    firsts: dict[tuple, int] = {}
+    for index, config in enumerate(configs):
+        firsts.setdefault(tuple(sorted(config.kwargs.items())), index)
+    return sorted(firsts.values())

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT, specs_find
+from tests.conftest import ROOT, config_indices, specs_find
 from tilegen.build import build
 from tilegen.compiler import compile_spec
 from tilegen.runner import load_module
@@ -77,7 +77,7 @@ def test_the_kernel_reads_k_transposed_and_carries_three_state_tiles():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["BHSD", "BSHD"])
-@pytest.mark.parametrize("s,d", [(40, 32), (100, 16), (33, 20)])
+@pytest.mark.parametrize("s,d", [(40, 32), (57, 16), (33, 20)])
 def test_every_dtype_and_layout_matches_sdpa(attention, attention_causal, causal, dtype, layout, s, d):
     """f16 and bf16 (one spec, dtype DT); [B, H, S, D] contiguous and the [B, S, H, D] storage of a
     projection viewed as [B, H, S, D] (strides, no copy), both through 4D TMA descriptors; D = 20
@@ -146,7 +146,8 @@ def test_the_row_max_is_taken_before_the_scale():
 def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
     """On the GPU the autotuner may pick any config, so each one (block sizes from 32 to 128, BN
     above D included) runs here, its tuning cache set by hand, at sizes that leave tails in both
-    S and T, through the descriptors and (k not contiguous) through pointers."""
+    S and T, through the descriptors and (k not contiguous) through pointers. (In the interpreter
+    one config of each block size: num_warps and num_stages change nothing there.)"""
     module = attention_causal if causal else attention
     launcher = getattr(module, "attention_causal" if causal else "attention")
     for s, t, d in [(40, 100, 16), (100, 40, 32)]:
@@ -156,7 +157,8 @@ def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
         expected = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, scale=0.3)
         sizes = (s, d, torch.float16) if causal else (s, t, d, torch.float16)
         try:
-            for index, config in enumerate(module._CONFIGS[1:], 1):
+            for index in config_indices(module)[1:]:
+                config = module._CONFIGS[index]
                 module._TUNED[(q.device, *sizes)] = index
                 module._TUNED[(q.device, "pointers", *sizes)] = index
                 module._FAST.clear()  # no launch kept for another config

@@ -614,8 +614,8 @@ def test_merged_forms(tmp_path, statement, loops, running):
     assert _refused_merges(looped) == sorted(merged)
     assert all(name in declared for name in merged)
     module = _compiled(tmp_path, source, "spread")
-    x = _rand(2, 3, 45, seed=3) + 5.0
-    z = _rand(2, 3, 45, seed=4)
+    x = _rand(2, 3, 21, seed=3) + 5.0
+    z = _rand(2, 3, 21, seed=4)
     x[1, 2, 7] = float("inf")
     one_tile = module.spread(x, z)
     for block in (1, 16, 64):

@@ -281,7 +281,8 @@ def test_scalar_input_must_be_a_number(generated):
         mod.matmul_epilogue(*args, torch.tensor(0.5))
 
 
-@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 7, 41), (97, 61, 53), (512, 512, 512)])
+# K = 512: a long sum of products in float32 (the M x N of the output only repeats it, program by program)
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (37, 7, 41), (97, 61, 53), (64, 512, 64)])
 def test_f32_ieee_matches_torch_to_1e4_relative(generated, m, k, n):
     a, b = _rand(m, k, dtype=torch.float32, seed=m), _rand(k, n, dtype=torch.float32, seed=n)
     c = generated("matmul_f32").matmul_f32(a, b)

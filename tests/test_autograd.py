@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint
 
-from tests.conftest import config_indices, force_config
+from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 
@@ -246,10 +246,9 @@ def test_attention_gradients_match_torch(generated, monkeypatch, causal, s, t, d
     theirs = [x.float().clone().requires_grad_() for x in (q, k, v)]
     F.scaled_dot_product_attention(*theirs, is_causal=causal, scale=0.3).backward(do.float())
     tolerance = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-2}
-    indices = [config_indices(kernel) for kernel in kernels]  # in the interpreter, one of each block size
-    for index in range(max(len(each) for each in indices)):
-        for kernel, each in zip(kernels, indices, strict=True):
-            force_config(monkeypatch, kernel, each[index % len(each)])
+    for index in range(max(len(kernel._CONFIGS) for kernel in kernels)):
+        for kernel in kernels:
+            force_config(monkeypatch, kernel, index % len(kernel._CONFIGS))
         ours = [x.clone().requires_grad_() for x in (q, k, v)]
         getattr(module, name)(*ours, 0.3).backward(do)
         for got, want in zip(ours, theirs, strict=True):

@@ -16,9 +16,6 @@ import os
 
 if os.environ.get("TILEGEN_TEST_GPU") != "1":
     os.environ["TRITON_INTERPRET"] = "1"
-    from tests import interpreter_folds
-
-    interpreter_folds.install()  # prod's and cumprod's folds a slice at a time, not an element (same results)
 
 from pathlib import Path
 

@@ -25,7 +25,7 @@ def _values(*shape, seed=0):
 
 
 
-@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (2, 45, 33), (1, 129, 70)])
+@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (2, 45, 33), (1, 67, 70)])
 def test_prod_over_the_middle_dim_at_every_config(generated, monkeypatch, b, d1, d2):
     module = generated("prod_reduction")
     x = _values(b, d1, d2, seed=d1 + d2)

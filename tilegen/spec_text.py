@@ -7,6 +7,8 @@ prints a spec that reads like one a person wrote, and that parses back to the sa
 
 from __future__ import annotations
 
+import functools
+
 from tilegen import model as m
 
 #: Binding strength of each binary operator, loosest first (``|`` binds loosest, then ``&``, the
@@ -17,17 +19,22 @@ NEG_LEVEL = 6
 ATOM_LEVEL = 7
 
 
+_NESTING = {"(": 1, "[": 1, ")": -1, "]": -1}
+
+
+@functools.lru_cache(maxsize=4096)  # the derivation asks again of the same texts of growing expressions
 def level(text: str) -> int:
     """The binding strength of the outermost operation of expression ``text``, as written by this
     module (binary operators with a space each side, a unary minus without): :data:`ATOM_LEVEL`
     for a name, number, load, call or parenthesized expression."""
     depth, found = 0, ATOM_LEVEL
     for i, char in enumerate(text):
-        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        depth += _NESTING.get(char, 0)
         if depth or char != " ":
             continue
-        word = text[i + 1:].split(" ", 1)[0]
-        if word in LEVELS and text[i + 1 + len(word):i + 2 + len(word)] == " ":
+        end = text.find(" ", i + 1)  # the word after this space ends at the next one (linear in all)
+        word = text[i + 1:end] if end >= 0 else ""
+        if word in LEVELS:
             found = min(found, LEVELS[word])
     if found == ATOM_LEVEL and text.startswith("-"):
         return NEG_LEVEL

@@ -469,8 +469,7 @@ def lower_launcher(
         needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
         switch = ["inplace_backward"] if over else []
         eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in keywords), *switch])})"
-        action = (Line(f'_rt.no_backward("{name}")') if grad != "route"
-                  else Line(f"return {eager} if not torch.compiler.is_compiling() else op({arguments})"))
+        action = Line(f'_rt.no_backward("{name}")') if grad != "route" else Line(f"return {eager}")
         why = ("autograd records this call: through a Function whose backward is the spec's"
                if grad == "route" else "autograd would record this call, and the spec has no backward")
         autograd = [IfBlock(f"torch.is_grad_enabled() and ({needs})", why, (action,))]
@@ -597,7 +596,12 @@ def lower_launcher(
                            *(["inplace_backward=inplace_backward"] if over else [])])
         forcing = [IfBlock("config is not None", "a config the caller names: this call runs it",
                            (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),))]
-    body = [*forcing, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
+    compiling: list[Op] = []  # torch.compile traces the custom op, never the fast path (dynamo cannot trace it)
+    if grad is not None:
+        compiling = [IfBlock("torch.compiler.is_compiling()" + (" and not inplace" if spec.in_place else ""),
+                             "torch.compile traces the custom op: its fake and its traced launch, not this call's",
+                             (Line(f"return op({arguments})"),))]
+    body = [*forcing, *compiling, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
             nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
     body += _launch(full, kernel, name, launch, call, variant, fast_path)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one

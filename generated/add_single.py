@@ -71,6 +71,8 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     Returns: z: f32[N] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "add_single",
@@ -94,7 +96,7 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if y.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("add_single", x=x, y=y)
     if torch.is_grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _add_single_apply(x, y) if not torch.compiler.is_compiling() else op(x, y)
+        return _add_single_apply(x, y)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_single(x, y)

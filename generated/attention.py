@@ -247,6 +247,8 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(q, k, v, scale)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention",
@@ -277,7 +279,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
     if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention", q=q, k=k, v=v)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _attention_apply(q, k, v, scale) if not torch.compiler.is_compiling() else op(q, k, v, scale)
+        return _attention_apply(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)

@@ -214,6 +214,8 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("attention_backward_stats", config, lambda: attention_backward_stats(q, k, scale, o, do))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(q, k, scale, o, do)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention_backward_stats",

@@ -186,6 +186,8 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("attention_causal_backward_dkdv", config, lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(q, k, v, scale, do, lse, delta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "attention_causal_backward_dkdv",

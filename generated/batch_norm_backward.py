@@ -862,6 +862,8 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "batch_norm_backward",

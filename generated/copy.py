@@ -67,6 +67,8 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     Keyword arguments: BS=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, BS=BS)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "copy",
@@ -88,7 +90,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("copy", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _copy_apply(x, BS) if not torch.compiler.is_compiling() else op(x, BS=BS)
+        return _copy_apply(x, BS)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return copy(x, BS=BS)

@@ -134,6 +134,8 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     Keyword arguments: BM=4.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cosine_similarity_loss",
@@ -161,7 +163,7 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
     if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _cosine_similarity_loss_apply(predictions, targets, BM) if not torch.compiler.is_compiling() else op(predictions, targets, BM=BM)
+        return _cosine_similarity_loss_apply(predictions, targets, BM)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cosine_similarity_loss(predictions, targets, BM=BM)

@@ -133,6 +133,8 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
     Keyword arguments: BM=4.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cosine_similarity_loss_backward",

@@ -169,6 +169,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backwar
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, inplace_backward=inplace_backward))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(logits, target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cross_entropy",
@@ -192,7 +194,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backwar
     if target.device != device or (not logits.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy", logits=logits, target=target)
     if torch.is_grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _cross_entropy_apply(logits, target, inplace_backward) if not torch.compiler.is_compiling() else op(logits, target)
+        return _cross_entropy_apply(logits, target, inplace_backward)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target)

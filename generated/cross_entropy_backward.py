@@ -131,6 +131,8 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, logits, target, loss, inplace=inplace))
+    if torch.compiler.is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, logits, target, loss)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cross_entropy_backward",

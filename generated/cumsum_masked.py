@@ -134,6 +134,8 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cumsum_masked", config, lambda: cumsum_masked(x, mask))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, mask)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cumsum_masked",
@@ -157,7 +159,7 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
     if mask.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("cumsum_masked", x=x, mask=mask)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _cumsum_masked_apply(x, mask) if not torch.compiler.is_compiling() else op(x, mask)
+        return _cumsum_masked_apply(x, mask)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cumsum_masked(x, mask)

@@ -128,6 +128,8 @@ def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cumsum_masked_backward", config, lambda: cumsum_masked_backward(dy, mask))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, mask)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cumsum_masked_backward",

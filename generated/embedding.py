@@ -99,6 +99,8 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("embedding", config, lambda: embedding(idx, weight))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(idx, weight)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "embedding",
@@ -124,7 +126,7 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
     if weight.device != device or (not idx.is_cuda and not _INTERPRET):
         _rt.bad_device("embedding", idx=idx, weight=weight)
     if torch.is_grad_enabled() and (weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _embedding_apply(idx, weight) if not torch.compiler.is_compiling() else op(idx, weight)
+        return _embedding_apply(idx, weight)
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return embedding(idx, weight)

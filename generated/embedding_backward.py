@@ -133,6 +133,8 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("embedding_backward", config, lambda: embedding_backward(idx, weight, dy))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(idx, weight, dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "embedding_backward",

@@ -294,6 +294,8 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "frobenius_norm",
@@ -317,7 +319,7 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("frobenius_norm", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _frobenius_norm_apply(x) if not torch.compiler.is_compiling() else op(x)
+        return _frobenius_norm_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)

@@ -129,6 +129,8 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, residual, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "fused_add_rms_norm",
@@ -160,7 +162,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
     if torch.is_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _fused_add_rms_norm_apply(x, residual, weight, eps) if not torch.compiler.is_compiling() else op(x, residual, weight, eps)
+        return _fused_add_rms_norm_apply(x, residual, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps)

@@ -115,6 +115,8 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("geglu", config, lambda: geglu(a, b))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "geglu",
@@ -140,7 +142,7 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("geglu", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _geglu_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
+        return _geglu_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return geglu(a, b)

@@ -364,6 +364,8 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     Dtypes: T is f32 or f16 or bf16, the dtype of x; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, weight, bias, G, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "group_norm",
@@ -397,7 +399,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _group_norm_apply(x, weight, bias, G, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, G, eps)
+        return _group_norm_apply(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm(x, weight, bias, G, eps)

@@ -143,6 +143,8 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("hinge_loss", config, lambda: hinge_loss(predictions, targets))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "hinge_loss",
@@ -169,7 +171,7 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
     if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _hinge_loss_apply(predictions, targets) if not torch.compiler.is_compiling() else op(predictions, targets)
+        return _hinge_loss_apply(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return hinge_loss(predictions, targets)

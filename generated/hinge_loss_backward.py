@@ -154,6 +154,8 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("hinge_loss_backward", config, lambda: hinge_loss_backward(dloss, predictions, targets))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "hinge_loss_backward",

@@ -124,6 +124,8 @@ def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: tor
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("kl_div_backward", config, lambda: kl_div_backward(dloss, predictions, targets))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "kl_div_backward",

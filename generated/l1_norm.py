@@ -73,6 +73,8 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     Returns: y: f32[B, D] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "l1_norm",
@@ -93,7 +95,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("l1_norm", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _l1_norm_apply(x) if not torch.compiler.is_compiling() else op(x)
+        return _l1_norm_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return l1_norm(x)

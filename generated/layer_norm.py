@@ -138,6 +138,8 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "layer_norm",
@@ -168,7 +170,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _layer_norm_apply(x, weight, bias, eps) if not torch.compiler.is_compiling() else op(x, weight, bias, eps)
+        return _layer_norm_apply(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm(x, weight, bias, eps)

@@ -132,6 +132,8 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("log_softmax", config, lambda: log_softmax(x))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "log_softmax",
@@ -152,7 +154,7 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("log_softmax", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _log_softmax_apply(x) if not torch.compiler.is_compiling() else op(x)
+        return _log_softmax_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return log_softmax(x)

@@ -107,6 +107,8 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("log_softmax_backward", config, lambda: log_softmax_backward(dy, y))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "log_softmax_backward",

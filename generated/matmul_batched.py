@@ -94,6 +94,8 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
     Keyword arguments: BM=64, BN=64, BK=32.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b, BM=BM, BN=BN, BK=BK)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_batched",
@@ -118,7 +120,7 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_batched", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _matmul_batched_apply(a, b, BM, BN, BK) if not torch.compiler.is_compiling() else op(a, b, BM=BM, BN=BN, BK=BK)
+        return _matmul_batched_apply(a, b, BM, BN, BK)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_batched(a, b, BM=BM, BN=BN, BK=BK)

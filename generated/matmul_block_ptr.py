@@ -99,6 +99,8 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_block_ptr",
@@ -123,7 +125,7 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_block_ptr", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _matmul_block_ptr_apply(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M) if not torch.compiler.is_compiling() else op(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+        return _matmul_block_ptr_apply(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_block_ptr(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)

@@ -336,6 +336,8 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_fast", config, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_fast",
@@ -362,7 +364,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_fast", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _matmul_fast_apply(a, b, GROUP_SIZE_M) if not torch.compiler.is_compiling() else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+        return _matmul_fast_apply(a, b, GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)

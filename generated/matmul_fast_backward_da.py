@@ -305,6 +305,8 @@ def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_fast_backward_da", config, lambda: matmul_fast_backward_da(dc, b, GROUP_SIZE_M=GROUP_SIZE_M))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dc, b, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_fast_backward_da",

@@ -121,6 +121,8 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_kmasked", config, lambda: matmul_kmasked(a, b))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_kmasked",
@@ -144,7 +146,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_kmasked", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _matmul_kmasked_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
+        return _matmul_kmasked_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_kmasked(a, b)

@@ -118,6 +118,8 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm",
@@ -145,7 +147,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
     if weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm", x=x, weight=weight)
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _rms_norm_apply(x, weight, eps) if not torch.compiler.is_compiling() else op(x, weight, eps)
+        return _rms_norm_apply(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps)

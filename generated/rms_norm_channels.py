@@ -109,6 +109,8 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("rms_norm_channels", config, lambda: rms_norm_channels(x, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm_channels",
@@ -131,7 +133,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm_channels", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _rms_norm_channels_apply(x, eps) if not torch.compiler.is_compiling() else op(x, eps)
+        return _rms_norm_channels_apply(x, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_channels(x, eps)

@@ -121,6 +121,8 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm_channels_backward",

@@ -114,6 +114,8 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     Dtypes: T is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(q, k, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rope",
@@ -146,7 +148,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _rope_apply(q, k, cos, sin) if not torch.compiler.is_compiling() else op(q, k, cos, sin)
+        return _rope_apply(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope(q, k, cos, sin)

@@ -116,6 +116,8 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
     Dtypes: T is f16 or bf16 or f32, the dtype of dq_rotated; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dq_rotated, dk_rotated, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rope_backward",

@@ -134,6 +134,8 @@ def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("row_cumprod", config, lambda: row_cumprod(x))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "row_cumprod",

@@ -129,6 +129,8 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("row_cumsum", config, lambda: row_cumsum(x))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "row_cumsum",
@@ -149,7 +151,7 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("row_cumsum", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _row_cumsum_apply(x) if not torch.compiler.is_compiling() else op(x)
+        return _row_cumsum_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return row_cumsum(x)

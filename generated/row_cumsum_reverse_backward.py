@@ -124,6 +124,8 @@ def row_cumsum_reverse_backward(dy: torch.Tensor, *, config: int | dict | None =
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("row_cumsum_reverse_backward", config, lambda: row_cumsum_reverse_backward(dy))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "row_cumsum_reverse_backward",

@@ -137,6 +137,8 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("softmax", config, lambda: softmax(x))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "softmax",
@@ -157,7 +159,7 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("softmax", x=x)
     if torch.is_grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _softmax_apply(x) if not torch.compiler.is_compiling() else op(x)
+        return _softmax_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return softmax(x)

@@ -111,6 +111,8 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("softmax_backward", config, lambda: softmax_backward(dy, y))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "softmax_backward",

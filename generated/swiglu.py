@@ -114,6 +114,8 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("swiglu", config, lambda: swiglu(a, b))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "swiglu",
@@ -139,7 +141,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("swiglu", a=a, b=b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _swiglu_apply(a, b) if not torch.compiler.is_compiling() else op(a, b)
+        return _swiglu_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swiglu(a, b)

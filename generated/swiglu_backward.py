@@ -127,6 +127,8 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, confi
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("swiglu_backward", config, lambda: swiglu_backward(dy, a, b))
+    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "swiglu_backward",

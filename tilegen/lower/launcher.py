@@ -601,8 +601,8 @@ def lower_launcher(
         compiling = [IfBlock("torch.compiler.is_compiling()" + (" and not inplace" if spec.in_place else ""),
                              "torch.compile traces the custom op: its fake and its traced launch, not this call's",
                              (Line(f"return op({arguments})"),))]
-    body = [*forcing, *compiling, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle, *route, *made,
-            nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
+    body = [*forcing, *compiling, *(fast_path.ops if fast_path else ()), *head, *autograd, device_guard, *middle,
+            *route, *made, nothing, *without, *staged, *flags[:whole], *setup, *flags[whole:]]
     body += _launch(full, kernel, name, launch, call, variant, fast_path)
     # under torch.compile a keyword may arrive as a symbolic int; it is a constexpr: make it one
     constant = tuple(Line(f"{p.name.id} = int({p.name.id})") for p in spec.params if p.name.id not in tuned)

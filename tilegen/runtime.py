@@ -455,6 +455,204 @@ dot_operand = _dot_operand
 
 
 # ---------------------------------------------------------------------------------------------
+# The @triton.jit helpers kernels call (tilegen.functions.HELPERS names them): activations, the
+# combine functions of reductions, torch's amax/amin/argmax/argmin and pow. A module binds those its
+# kernels call to the same names (``amax = _rt.amax``): Triton calls a @triton.jit global of the
+# kernel's module, compiled or interpreted, and Inductor copies a called function's source under its
+# ``def`` name. Triton reads their parameters' annotations as types: they have no Python ones.
+
+#: True under Triton's interpreter: a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(INTERPRET)
+
+
+@triton.jit
+def multiply(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of prod's tl.reduce: the product of two partials."""
+    return x * y
+
+
+@triton.jit
+def maximum_nan(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum_nan(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def amax(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
+            wide = x.to(tl.float32)
+        found = tl.max(wide, axis)
+        if x.dtype.is_floating():
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def amin(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
+            wide = x.to(tl.float32)
+        found = tl.min(wide, axis)
+        if x.dtype.is_floating():
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def first_argmax(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmax
+        x = x.to(tl.float32)
+    nan = (x != x).to(tl.int32)
+    found = tl.argmax(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's
+    return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def first_argmin(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmin
+        x = x.to(tl.float32)
+    nan = (x != x).to(tl.int32)
+    found = tl.argmin(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's
+    return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)
+
+
+@triton.jit
+def relu(x):  # type: ignore[no-untyped-def]
+    """torch.relu: NaN stays NaN."""
+    return tl.where(x < 0, 0, x)
+
+
+@triton.jit
+def leaky_relu(x, slope):  # type: ignore[no-untyped-def]
+    return tl.where(x >= 0, x, slope * x)
+
+
+@triton.jit
+def gelu(x):  # type: ignore[no-untyped-def]
+    """GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def gelu_tanh(x):  # type: ignore[no-untyped-def]
+    """GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
+
+
+@triton.jit
+def tanh(x):  # type: ignore[no-untyped-def]
+    """tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def sigmoid(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.sigmoid(x)
+
+
+@triton.jit
+def silu(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x * tl.sigmoid(x)
+
+
+@triton.jit
+def elu(x, alpha):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)
+
+
+@triton.jit
+def selu(x):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)
+
+
+@triton.jit
+def softplus(x, beta, threshold):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)
+
+
+@triton.jit
+def softsign(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x / (1.0 + tl.abs(x))
+
+
+@triton.jit
+def hardsigmoid(x):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.hardsigmoid: NaN stays NaN."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, propagate_nan=tl.PropagateNan.ALL), 1.0,
+                      propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def hardswish(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+@triton.jit
+def power(x, p):  # type: ignore[no-untyped-def]
+    """torch.pow (C's pow) for any exponent, x float32 or f64: |x| ** p, negated for a negative x and an odd
+    integral p, NaN for a finite negative x and a non-integral p; 1 where p == 0, x == 1, or x == -1 and p is
+    infinite."""
+    p = tl.zeros_like(x) + p
+    x = x + tl.zeros_like(p)
+    magnitude = tl.exp2(p * tl.log2(tl.abs(x)))
+    integral = tl.floor(p) == p
+    odd = integral & (tl.floor(0.5 * p) != 0.5 * p)
+    signs = integral | (x == float("-inf"))
+    signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)
+    return tl.where((p == 0) | (x == 1) | ((x == -1) & (tl.abs(p) == float("inf"))), 1.0, signed)
+
+
+@triton.jit
+def mish(x):  # type: ignore[no-untyped-def]
+    """x * tanh(softplus(x)) (Misra, 2019)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+    return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 
 _COMPILED: dict[Hashable, Launch] = {}  # the runtime's own kernels (the sum of partial sums): key -> launch

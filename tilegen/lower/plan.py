@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tilegen.functions import INTERPRETED
-
 
 @dataclass(frozen=True)
 class Comment:
@@ -115,16 +113,6 @@ class ChoicePlan:
 
 
 @dataclass(frozen=True)
-class HelperPlan:
-    """A ``@triton.jit`` helper the kernel calls: ``def <name>(x, <params>):`` and its body."""
-
-    name: str
-    params: tuple[str, ...]
-    body: tuple[str, ...]
-    doc: str
-
-
-@dataclass(frozen=True)
 class SplitPlan:
     """A split loop (``for k over K by BK split``): what the launcher needs to split it.
 
@@ -210,7 +198,7 @@ class KernelPlan:
     body: tuple[Op, ...]
     docstring: str
     tune: TunePlan | None
-    helpers: tuple[HelperPlan, ...]  # helpers the kernel calls, rendered by templates/helpers.py.j2
+    helpers: tuple[str, ...]  # the runtime's @triton.jit helpers the kernel calls (tilegen.functions.HELPERS)
     choices: tuple[ChoicePlan, ...]
     bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
     int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
@@ -282,7 +270,7 @@ class ModulePlan:
     spec_path: str
     spec_hash: str
     version: str
-    spec_text: tuple[str, ...]
+    spec_text: tuple[str, ...]  # the spec's lines, echoed in the header of a derived spec's module (no file holds them)
     kernel: KernelPlan
     launcher: LauncherPlan
     reference: ReferencePlan
@@ -295,17 +283,11 @@ class ModulePlan:
     autograd: AutogradPlan | None = None  # the backward registered with torch.autograd (autograd.py)
 
     @property
-    def helpers(self) -> tuple[HelperPlan, ...]:
-        """The ``@triton.jit`` helpers the module's kernels call (the spec's, its fallbacks' and its
-        stages'), once each."""
+    def helpers(self) -> tuple[str, ...]:
+        """The runtime's ``@triton.jit`` helpers the module's kernels call (the spec's, its fallbacks'
+        and its stages'), once each: the module binds them to their names."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
-        found = {h.name: h for k in kernels for h in k.helpers}
-        return tuple(found.values())
-
-    @property
-    def interpreted_flag(self) -> bool:
-        """Whether a helper branches on :data:`tilegen.functions.INTERPRETED`, which the module then defines."""
-        return any(INTERPRETED in line for h in self.helpers for line in h.body)
+        return tuple(dict.fromkeys(h for k in kernels for h in k.helpers))
 
     @property
     def runtime_names(self) -> tuple[tuple[str, str], ...]:
@@ -330,7 +312,8 @@ class ModulePlan:
             (self.kernel.split is not None, "_no_partials", "no_partials"),
             (self.kernel.split is not None, "_sum_partials", "sum_partials"),
         ]
-        return (*names, *((name, attribute) for used, name, attribute in wanted if used))
+        bound = ((name, attribute) for used, name, attribute in wanted if used)
+        return (*names, *bound, *((h, h) for h in self.helpers))
 
     @property
     def descriptor_kernel(self) -> KernelPlan | None:

@@ -1227,6 +1227,103 @@ def register_backward(op: "OpOverloadPacket", backward: Callable[..., Any], setu
     return op
 
 
+#: One kernel of a spec's backward, as :func:`autograd` runs it: its name (its module ``<name>.py``
+#: lies beside the forward's), the names of its arguments (the forward's saved inputs, outputs and
+#: scalars, the outputs' gradients ``d<out>``, an earlier kernel's results), the names of its results,
+#: and whether it writes over a forward input on an eager call with ``inplace_backward=True``.
+BackwardStep: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...], bool]
+
+
+def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, inputs: Sequence[str],
+             outputs: Sequence[str], backward: Sequence[BackwardStep], saved: Sequence[str] = (),
+             scalars: Sequence[str] = (), keywords: Sequence[str] = (), over: Sequence[str] = (),
+             unread: Sequence[str] = ()) -> Callable[..., Any]:
+    """The autograd formula of a spec with a backward, from what its module declares: registered on
+    ``op`` (:func:`register_backward`), and returned as the apply (:func:`autograd_apply`) of a
+    ``torch.autograd.Function`` over ``launcher`` that the launcher calls for an eager call autograd
+    records (the launchers themselves, without the custom ops' dispatch; torch.compile goes
+    through the op, whose formula is the same).
+
+    ``inputs`` and ``outputs`` name the spec's inputs (tensors and scalars, the op's positional
+    arguments) and outputs; ``keywords`` the launcher's keyword arguments (the op's last inputs,
+    without gradient). ``setup_context`` saves the tensors named in ``saved`` and the ``scalars`` (as
+    attributes of ``ctx``); ``backward`` runs the ``backward`` kernels in order, each on the values
+    its arguments name, through its custom op (which torch.compile traces), or its launcher where
+    the call was eager; it returns a gradient per input: ``d<input>`` where a kernel computed it,
+    else None. ``over``: the inputs the backward may write its gradients over; the Function takes
+    ``inplace_backward`` last, and a kernel whose step says so gets ``inplace=True`` where it was set
+    and every such input is one autograd computed (:func:`overwritable`). ``unread``: the outputs'
+    gradients no kernel reads, where they read one other: the eager Function has autograd make no
+    zeros for them, and returns no gradients where that one took no part in what was differentiated.
+    """
+    named, made = tuple(inputs), tuple(outputs)
+    grads_in = tuple(f"d{n}" for n in made)
+    switch = len(named) + len(keywords)  # where the Function's inplace_backward is
+    positions = [named.index(x) for x in over]
+
+    # torch passes setup_context its arguments by these names
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any, keyword_only_inputs: object = None) -> None:
+        args = inputs
+        values = dict(zip(named, args, strict=False))  # the op's keywords follow
+        values.update(zip(made, output if len(made) > 1 else (output,), strict=True))
+        ctx.save_for_backward(*(values[n] for n in saved))
+        for n in scalars:
+            setattr(ctx, n, values[n])
+        if over:
+            ctx.inplace = len(args) > switch and bool(args[switch]) and all(overwritable(args[i]) for i in positions)
+
+    def formula(ctx: Any, *grads: Any, eager: bool = False) -> Any:
+        values = dict(zip(saved, ctx.saved_tensors, strict=True))
+        values.update((n, getattr(ctx, n)) for n in scalars)
+        values.update(zip(grads_in, grads, strict=True))
+        given: dict[str, Any] = {}
+        for name, arguments, results, in_place in backward:
+            module = sibling(file, name)
+            passed = [values[a] for a in arguments]
+            if not eager:
+                got = module.op(*passed)
+            elif in_place:
+                got = getattr(module, name)(*passed, inplace=ctx.inplace)
+            else:
+                got = getattr(module, name)(*passed)
+            got = dict(zip(results, got if len(results) > 1 else (got,), strict=True))
+            values.update(got)
+            given.update(got)
+        found = tuple(given.get(f"d{n}") for n in named)
+        return found if len(found) > 1 else found[0]
+
+    register_backward(op, formula, setup_context, file, (step[0] for step in backward))
+    names = (*keywords, *(("inplace_backward",) if over else ()))
+    count = len(named)
+
+    def forward(*args: Any) -> Any:
+        return launcher(*args[:count], **dict(zip(names, args[count:], strict=True)))
+
+    read = next((i for i, g in enumerate(grads_in) if g not in unread), 0)
+
+    def eager_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        if unread:  # autograd makes no zeros for the gradients the backward does not read
+            ctx.set_materialize_grads(False)
+        setup_context(ctx, inputs, output)
+
+    def eager_backward(ctx: Any, *grads: Any) -> Any:
+        if unread and grads[read] is None:  # the one output read took no part in what was differentiated
+            return (None,) * (count + len(names))
+        found = formula(ctx, *grads, eager=True)
+        if not names:
+            return found
+        return (*(found if count > 1 else (found,)), *(None,) * len(names))  # no gradient for the keywords
+
+    title = "".join(part.capitalize() for part in getattr(launcher, "__name__", "kernel").split("_"))
+    function = type(f"_{title}Autograd", (torch.autograd.Function,), {
+        "__doc__": f"{getattr(launcher, '__name__', 'the launcher')}() as autograd records an eager call.",
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(eager_setup),
+        "backward": staticmethod(eager_backward),
+    })
+    return autograd_apply(function)
+
+
 def overwritten(*tensors: torch.Tensor) -> None:
     """Count a write over ``tensors`` (a launcher's ``inplace=True``) in their autograd version
     counters, as a torch in-place op does: a copy autograd saved before is then refused when read

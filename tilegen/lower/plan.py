@@ -340,24 +340,11 @@ class FallbackPlan:
 
 @dataclass(frozen=True)
 class AutogradPlan:
-    """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`), written
-    into its module by ``templates/autograd.py.j2`` as plain Python lines."""
+    """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`): the module's
+    ``<apply> = _rt.autograd(<arguments>)`` (``templates/autograd.py.j2``)."""
 
-    backward: tuple[str, ...]  # the backward's kernels, run in order (their modules sit beside this one)
-    backward_path: tuple[str, ...]  # their specs, for docstrings
-    setup: tuple[str, ...]  # the body of setup_context(ctx, inputs, output)
-    grads: tuple[str, ...]  # backward(ctx, *grads): the gradients of the outputs, by name
-    body: tuple[str, ...]  # the body of backward(ctx, ...)
-    saved: tuple[str, ...]  # the names the forward call saves (for docstrings)
-    function: str  # the torch.autograd.Function over the launchers (eager calls)
-    inputs: tuple[str, ...]  # the launcher's inputs, the Function's forward arguments
-    keywords: tuple[str, ...]  # its keyword arguments, the Function's last forward arguments (no gradient)
-    unread: tuple[str, ...] = ()  # output gradients no backward kernel reads, where it reads one other (no zeros made)
-
-    @property
-    def read(self) -> int:
-        """Where ``unread`` is set: the position in ``grads`` of the one gradient the backward reads."""
-        return next(i for i, g in enumerate(self.grads) if g not in self.unread)
+    apply: str  # the name the launcher calls for an eager call autograd records (``_softmax_apply``)
+    arguments: tuple[str, ...]  # the runtime's autograd() arguments, as Python text, one a line
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -193,37 +193,8 @@ def _add_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> 
 op = _rt.register_op("add", "c68ff404ef296919", add, _add_fake, _add_traced)
 
 
-def _add_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what add_backward() reads of a add() call (nothing):
-    torch.autograd's setup_context for torch.ops.tilegen.add."""
-
-
-def _add_backward(ctx, dz, eager=False):
-    """The gradients of add()'s inputs: add_backward() of specs/add.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    module = _rt.sibling(__file__, "add_backward")
-    dx, dy = (module.add_backward if eager else module.op)(dz)
-    return dx, dy
-
-
-_rt.register_backward(op, _add_backward, _add_setup_context, __file__, ('add_backward',))
-
-
-class _AddAutograd(torch.autograd.Function):
-    """add() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, y, BLOCK_SIZE):
-        return add(x, y, BLOCK_SIZE=BLOCK_SIZE)
-
-    setup_context = staticmethod(_add_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _add_backward(ctx, *grads, eager=True)
-        return *grads, None  # no gradient for BLOCK_SIZE
-
-
-_add_apply = _rt.autograd_apply(_AddAutograd)  # _AddAutograd.apply without its per-call signature binding
+_add_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, add, __file__, ("x", "y"), ("z",),
+    backward=(("add_backward", ("dz",), ("dx", "dy"), False),),
+    keywords=("BLOCK_SIZE",),
+)

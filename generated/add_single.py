@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -312,36 +312,7 @@ def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_fake, _add_single_traced)
 
 
-def _add_single_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what add_single_backward() reads of a add_single() call (nothing):
-    torch.autograd's setup_context for torch.ops.tilegen.add_single."""
-
-
-def _add_single_backward(ctx, dz, eager=False):
-    """The gradients of add_single()'s inputs: add_single_backward() of specs/add_single.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    module = _rt.sibling(__file__, "add_single_backward")
-    dx, dy = (module.add_single_backward if eager else module.op)(dz)
-    return dx, dy
-
-
-_rt.register_backward(op, _add_single_backward, _add_single_setup_context, __file__, ('add_single_backward',))
-
-
-class _AddSingleAutograd(torch.autograd.Function):
-    """add_single() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, y):
-        return add_single(x, y)
-
-    setup_context = staticmethod(_add_single_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _add_single_backward(ctx, *grads, eager=True)
-
-
-_add_single_apply = _rt.autograd_apply(_AddSingleAutograd)  # _AddSingleAutograd.apply without its per-call signature binding
+_add_single_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, add_single, __file__, ("x", "y"), ("z",),
+    backward=(("add_single_backward", ("dz",), ("dx", "dy"), False),),
+)

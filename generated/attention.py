@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -609,49 +609,9 @@ def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
 op = _rt.register_op("attention", "567a66bb4a0c5358", attention, _attention_fake, None)
 
 
-def _attention_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what attention_backward_stats(), attention_backward_dkdv(), attention_backward_dq() read of a attention() call (q, k, o, v, scale):
-    torch.autograd's setup_context for torch.ops.tilegen.attention."""
-    q = inputs[0]
-    k = inputs[1]
-    v = inputs[2]
-    scale = inputs[3]
-    o = output
-    ctx.save_for_backward(q, k, o, v)
-    ctx.scale = scale
-
-
-def _attention_backward(ctx, do, eager=False):
-    """The gradients of attention()'s inputs: attention_backward_stats(), attention_backward_dkdv(), attention_backward_dq() of specs/attention_backward_stats.tile, specs/attention_backward_dkdv.tile, specs/attention_backward_dq.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    q, k, o, v, = ctx.saved_tensors
-    scale = ctx.scale
-    module = _rt.sibling(__file__, "attention_backward_stats")
-    lse, delta = (module.attention_backward_stats if eager else module.op)(q, k, scale, o, do)
-    module = _rt.sibling(__file__, "attention_backward_dkdv")
-    dk, dv = (module.attention_backward_dkdv if eager else module.op)(q, k, v, scale, do, lse, delta)
-    module = _rt.sibling(__file__, "attention_backward_dq")
-    dq = (module.attention_backward_dq if eager else module.op)(q, k, v, scale, do, lse, delta)
-    return dq, dk, dv, None
-
-
-_rt.register_backward(op, _attention_backward, _attention_setup_context, __file__, ('attention_backward_stats', 'attention_backward_dkdv', 'attention_backward_dq'))
-
-
-class _AttentionAutograd(torch.autograd.Function):
-    """attention() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(q, k, v, scale):
-        return attention(q, k, v, scale)
-
-    setup_context = staticmethod(_attention_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _attention_backward(ctx, *grads, eager=True)
-
-
-_attention_apply = _rt.autograd_apply(_AttentionAutograd)  # _AttentionAutograd.apply without its per-call signature binding
+_attention_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, attention, __file__, ("q", "k", "v", "scale"), ("o",),
+    backward=(("attention_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)),
+    saved=("q", "k", "o", "v"),
+    scalars=("scale",),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -608,49 +608,9 @@ def _attention_causal_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
 op = _rt.register_op("attention_causal", "b4b235baf88560f4", attention_causal, _attention_causal_fake, None)
 
 
-def _attention_causal_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what attention_causal_backward_stats(), attention_causal_backward_dkdv(), attention_causal_backward_dq() read of a attention_causal() call (q, k, o, v, scale):
-    torch.autograd's setup_context for torch.ops.tilegen.attention_causal."""
-    q = inputs[0]
-    k = inputs[1]
-    v = inputs[2]
-    scale = inputs[3]
-    o = output
-    ctx.save_for_backward(q, k, o, v)
-    ctx.scale = scale
-
-
-def _attention_causal_backward(ctx, do, eager=False):
-    """The gradients of attention_causal()'s inputs: attention_causal_backward_stats(), attention_causal_backward_dkdv(), attention_causal_backward_dq() of specs/attention_causal_backward_stats.tile, specs/attention_causal_backward_dkdv.tile, specs/attention_causal_backward_dq.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    q, k, o, v, = ctx.saved_tensors
-    scale = ctx.scale
-    module = _rt.sibling(__file__, "attention_causal_backward_stats")
-    lse, delta = (module.attention_causal_backward_stats if eager else module.op)(q, k, scale, o, do)
-    module = _rt.sibling(__file__, "attention_causal_backward_dkdv")
-    dk, dv = (module.attention_causal_backward_dkdv if eager else module.op)(q, k, v, scale, do, lse, delta)
-    module = _rt.sibling(__file__, "attention_causal_backward_dq")
-    dq = (module.attention_causal_backward_dq if eager else module.op)(q, k, v, scale, do, lse, delta)
-    return dq, dk, dv, None
-
-
-_rt.register_backward(op, _attention_causal_backward, _attention_causal_setup_context, __file__, ('attention_causal_backward_stats', 'attention_causal_backward_dkdv', 'attention_causal_backward_dq'))
-
-
-class _AttentionCausalAutograd(torch.autograd.Function):
-    """attention_causal() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(q, k, v, scale):
-        return attention_causal(q, k, v, scale)
-
-    setup_context = staticmethod(_attention_causal_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _attention_causal_backward(ctx, *grads, eager=True)
-
-
-_attention_causal_apply = _rt.autograd_apply(_AttentionCausalAutograd)  # _AttentionCausalAutograd.apply without its per-call signature binding
+_attention_causal_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, attention_causal, __file__, ("q", "k", "v", "scale"), ("o",),
+    backward=(("attention_causal_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_causal_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_causal_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)),
+    saved=("q", "k", "o", "v"),
+    scalars=("scale",),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -541,43 +541,9 @@ def _batch_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 op = _rt.register_op("batch_norm", "b76414399cca1856", batch_norm, _batch_norm_fake, None)
 
 
-def _batch_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what batch_norm_backward() reads of a batch_norm() call (x, weight, eps):
-    torch.autograd's setup_context for torch.ops.tilegen.batch_norm."""
-    x = inputs[0]
-    weight = inputs[1]
-    eps = inputs[3]
-    ctx.save_for_backward(x, weight)
-    ctx.eps = eps
-
-
-def _batch_norm_backward(ctx, dy, eager=False):
-    """The gradients of batch_norm()'s inputs: batch_norm_backward() of specs/batch_norm.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, weight, = ctx.saved_tensors
-    eps = ctx.eps
-    module = _rt.sibling(__file__, "batch_norm_backward")
-    dx, dweight, dbias = (module.batch_norm_backward if eager else module.op)(dy, x, weight, eps)
-    return dx, dweight, dbias, None
-
-
-_rt.register_backward(op, _batch_norm_backward, _batch_norm_setup_context, __file__, ('batch_norm_backward',))
-
-
-class _BatchNormAutograd(torch.autograd.Function):
-    """batch_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, weight, bias, eps):
-        return batch_norm(x, weight, bias, eps)
-
-    setup_context = staticmethod(_batch_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _batch_norm_backward(ctx, *grads, eager=True)
-
-
-_batch_norm_apply = _rt.autograd_apply(_BatchNormAutograd)  # _BatchNormAutograd.apply without its per-call signature binding
+_batch_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, batch_norm, __file__, ("x", "weight", "bias", "eps"), ("y",),
+    backward=(("batch_norm_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight", "dbias"), False),),
+    saved=("x", "weight"),
+    scalars=("eps",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -177,37 +177,8 @@ def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
 op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_fake, _copy_traced)
 
 
-def _copy_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what copy_backward() reads of a copy() call (nothing):
-    torch.autograd's setup_context for torch.ops.tilegen.copy."""
-
-
-def _copy_backward(ctx, dz, eager=False):
-    """The gradients of copy()'s inputs: copy_backward() of specs/copy.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    module = _rt.sibling(__file__, "copy_backward")
-    dx = (module.copy_backward if eager else module.op)(dz)
-    return dx
-
-
-_rt.register_backward(op, _copy_backward, _copy_setup_context, __file__, ('copy_backward',))
-
-
-class _CopyAutograd(torch.autograd.Function):
-    """copy() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, BS):
-        return copy(x, BS=BS)
-
-    setup_context = staticmethod(_copy_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _copy_backward(ctx, *grads, eager=True)
-        return grads, None  # no gradient for BS
-
-
-_copy_apply = _rt.autograd_apply(_CopyAutograd)  # _CopyAutograd.apply without its per-call signature binding
+_copy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, copy, __file__, ("x",), ("z",),
+    backward=(("copy_backward", ("dz",), ("dx",), False),),
+    keywords=("BS",),
+)

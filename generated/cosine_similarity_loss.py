@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -249,41 +249,9 @@ def _cosine_similarity_loss_fake(predictions: torch.Tensor, targets: torch.Tenso
 op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_similarity_loss, _cosine_similarity_loss_fake, None)
 
 
-def _cosine_similarity_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what cosine_similarity_loss_backward() reads of a cosine_similarity_loss() call (predictions, targets):
-    torch.autograd's setup_context for torch.ops.tilegen.cosine_similarity_loss."""
-    predictions = inputs[0]
-    targets = inputs[1]
-    ctx.save_for_backward(predictions, targets)
-
-
-def _cosine_similarity_loss_backward(ctx, dloss, eager=False):
-    """The gradients of cosine_similarity_loss()'s inputs: cosine_similarity_loss_backward() of specs/cosine_similarity_loss.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    predictions, targets, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "cosine_similarity_loss_backward")
-    dpredictions, dtargets = (module.cosine_similarity_loss_backward if eager else module.op)(dloss, predictions, targets)
-    return dpredictions, dtargets
-
-
-_rt.register_backward(op, _cosine_similarity_loss_backward, _cosine_similarity_loss_setup_context, __file__, ('cosine_similarity_loss_backward',))
-
-
-class _CosineSimilarityLossAutograd(torch.autograd.Function):
-    """cosine_similarity_loss() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(predictions, targets, BM):
-        return cosine_similarity_loss(predictions, targets, BM=BM)
-
-    setup_context = staticmethod(_cosine_similarity_loss_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _cosine_similarity_loss_backward(ctx, *grads, eager=True)
-        return *grads, None  # no gradient for BM
-
-
-_cosine_similarity_loss_apply = _rt.autograd_apply(_CosineSimilarityLossAutograd)  # _CosineSimilarityLossAutograd.apply without its per-call signature binding
+_cosine_similarity_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, cosine_similarity_loss, __file__, ("predictions", "targets"), ("loss",),
+    backward=(("cosine_similarity_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
+    saved=("predictions", "targets"),
+    keywords=("BM",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -268,43 +268,9 @@ def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor) -> torch.T
 op = _rt.register_op("cross_entropy", "7b6ec5c32b184a47", cross_entropy, _cross_entropy_fake, _cross_entropy_traced)
 
 
-def _cross_entropy_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what cross_entropy_backward() reads of a cross_entropy() call (logits, target, loss):
-    torch.autograd's setup_context for torch.ops.tilegen.cross_entropy."""
-    logits = inputs[0]
-    target = inputs[1]
-    loss = output
-    ctx.save_for_backward(logits, target, loss)
-    ctx.inplace = len(inputs) > 2 and bool(inputs[2]) and _rt.overwritable(inputs[0])
-
-
-def _cross_entropy_backward(ctx, dloss, eager=False):
-    """The gradients of cross_entropy()'s inputs: cross_entropy_backward() of specs/cross_entropy_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    logits, target, loss, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "cross_entropy_backward")
-    dlogits = module.cross_entropy_backward(dloss, logits, target, loss, inplace=ctx.inplace) if eager else module.op(dloss, logits, target, loss)
-    return dlogits, None
-
-
-_rt.register_backward(op, _cross_entropy_backward, _cross_entropy_setup_context, __file__, ('cross_entropy_backward',))
-
-
-class _CrossEntropyAutograd(torch.autograd.Function):
-    """cross_entropy() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(logits, target, inplace_backward):
-        return cross_entropy(logits, target, inplace_backward=inplace_backward)
-
-    setup_context = staticmethod(_cross_entropy_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _cross_entropy_backward(ctx, *grads, eager=True)
-        return *grads, None  # no gradient for inplace_backward
-
-
-_cross_entropy_apply = _rt.autograd_apply(_CrossEntropyAutograd)  # _CrossEntropyAutograd.apply without its per-call signature binding
+_cross_entropy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, cross_entropy, __file__, ("logits", "target"), ("loss",),
+    backward=(("cross_entropy_backward", ("dloss", "logits", "target", "loss"), ("dlogits",), True),),
+    saved=("logits", "target", "loss"),
+    over=("logits",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -256,39 +256,8 @@ def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("cumsum_masked", "f3f5c8da093628fe", cumsum_masked, _cumsum_masked_fake, _cumsum_masked_traced)
 
 
-def _cumsum_masked_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what cumsum_masked_backward() reads of a cumsum_masked() call (mask):
-    torch.autograd's setup_context for torch.ops.tilegen.cumsum_masked."""
-    mask = inputs[1]
-    ctx.save_for_backward(mask)
-
-
-def _cumsum_masked_backward(ctx, dy, eager=False):
-    """The gradients of cumsum_masked()'s inputs: cumsum_masked_backward() of specs/cumsum_masked.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    mask, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "cumsum_masked_backward")
-    dx = (module.cumsum_masked_backward if eager else module.op)(dy, mask)
-    return dx, None
-
-
-_rt.register_backward(op, _cumsum_masked_backward, _cumsum_masked_setup_context, __file__, ('cumsum_masked_backward',))
-
-
-class _CumsumMaskedAutograd(torch.autograd.Function):
-    """cumsum_masked() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, mask):
-        return cumsum_masked(x, mask)
-
-    setup_context = staticmethod(_cumsum_masked_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _cumsum_masked_backward(ctx, *grads, eager=True)
-
-
-_cumsum_masked_apply = _rt.autograd_apply(_CumsumMaskedAutograd)  # _CumsumMaskedAutograd.apply without its per-call signature binding
+_cumsum_masked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, cumsum_masked, __file__, ("x", "mask"), ("y",),
+    backward=(("cumsum_masked_backward", ("dy", "mask"), ("dx",), False),),
+    saved=("mask",),
+)

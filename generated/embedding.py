@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -231,40 +231,8 @@ def _embedding_traced(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("embedding", "d01e928af04ae963", embedding, _embedding_fake, _embedding_traced)
 
 
-def _embedding_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what embedding_backward() reads of a embedding() call (idx, weight):
-    torch.autograd's setup_context for torch.ops.tilegen.embedding."""
-    idx = inputs[0]
-    weight = inputs[1]
-    ctx.save_for_backward(idx, weight)
-
-
-def _embedding_backward(ctx, dy, eager=False):
-    """The gradients of embedding()'s inputs: embedding_backward() of specs/embedding_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    idx, weight, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "embedding_backward")
-    dweight = (module.embedding_backward if eager else module.op)(idx, weight, dy)
-    return None, dweight
-
-
-_rt.register_backward(op, _embedding_backward, _embedding_setup_context, __file__, ('embedding_backward',))
-
-
-class _EmbeddingAutograd(torch.autograd.Function):
-    """embedding() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(idx, weight):
-        return embedding(idx, weight)
-
-    setup_context = staticmethod(_embedding_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _embedding_backward(ctx, *grads, eager=True)
-
-
-_embedding_apply = _rt.autograd_apply(_EmbeddingAutograd)  # _EmbeddingAutograd.apply without its per-call signature binding
+_embedding_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, embedding, __file__, ("idx", "weight"), ("y",),
+    backward=(("embedding_backward", ("idx", "weight", "dy"), ("dweight",), False),),
+    saved=("idx", "weight"),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -401,39 +401,8 @@ def _frobenius_norm_fake(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("frobenius_norm", "e2ef40f1ac2bc408", frobenius_norm, _frobenius_norm_fake, None)
 
 
-def _frobenius_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what frobenius_norm_backward() reads of a frobenius_norm() call (x):
-    torch.autograd's setup_context for torch.ops.tilegen.frobenius_norm."""
-    x = inputs[0]
-    ctx.save_for_backward(x)
-
-
-def _frobenius_norm_backward(ctx, dy, eager=False):
-    """The gradients of frobenius_norm()'s inputs: frobenius_norm_backward() of specs/frobenius_norm.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "frobenius_norm_backward")
-    dx = (module.frobenius_norm_backward if eager else module.op)(dy, x)
-    return dx
-
-
-_rt.register_backward(op, _frobenius_norm_backward, _frobenius_norm_setup_context, __file__, ('frobenius_norm_backward',))
-
-
-class _FrobeniusNormAutograd(torch.autograd.Function):
-    """frobenius_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x):
-        return frobenius_norm(x)
-
-    setup_context = staticmethod(_frobenius_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _frobenius_norm_backward(ctx, *grads, eager=True)
-
-
-_frobenius_norm_apply = _rt.autograd_apply(_FrobeniusNormAutograd)  # _FrobeniusNormAutograd.apply without its per-call signature binding
+_frobenius_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, frobenius_norm, __file__, ("x",), ("y",),
+    backward=(("frobenius_norm_backward", ("dy", "x"), ("dx",), False),),
+    saved=("x",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -526,43 +526,9 @@ def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: 
 op = _rt.register_op("fused_add_rms_norm", "54bea2505b1b676c", fused_add_rms_norm, _fused_add_rms_norm_fake, _fused_add_rms_norm_traced)
 
 
-def _fused_add_rms_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what fused_add_rms_norm_backward() reads of a fused_add_rms_norm() call (weight, s, eps):
-    torch.autograd's setup_context for torch.ops.tilegen.fused_add_rms_norm."""
-    weight = inputs[2]
-    eps = inputs[3]
-    s = output[1]
-    ctx.save_for_backward(weight, s)
-    ctx.eps = eps
-
-
-def _fused_add_rms_norm_backward(ctx, dy, ds, eager=False):
-    """The gradients of fused_add_rms_norm()'s inputs: fused_add_rms_norm_backward() of specs/fused_add_rms_norm.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    weight, s, = ctx.saved_tensors
-    eps = ctx.eps
-    module = _rt.sibling(__file__, "fused_add_rms_norm_backward")
-    dx, dresidual, dweight = (module.fused_add_rms_norm_backward if eager else module.op)(dy, ds, weight, eps, s)
-    return dx, dresidual, dweight, None
-
-
-_rt.register_backward(op, _fused_add_rms_norm_backward, _fused_add_rms_norm_setup_context, __file__, ('fused_add_rms_norm_backward',))
-
-
-class _FusedAddRmsNormAutograd(torch.autograd.Function):
-    """fused_add_rms_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, residual, weight, eps):
-        return fused_add_rms_norm(x, residual, weight, eps)
-
-    setup_context = staticmethod(_fused_add_rms_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _fused_add_rms_norm_backward(ctx, *grads, eager=True)
-
-
-_fused_add_rms_norm_apply = _rt.autograd_apply(_FusedAddRmsNormAutograd)  # _FusedAddRmsNormAutograd.apply without its per-call signature binding
+_fused_add_rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, fused_add_rms_norm, __file__, ("x", "residual", "weight", "eps"), ("y", "s"),
+    backward=(("fused_add_rms_norm_backward", ("dy", "ds", "weight", "eps", "s"), ("dx", "dresidual", "dweight"), False),),
+    saved=("weight", "s"),
+    scalars=("eps",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -240,40 +240,8 @@ def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_fake, _geglu_traced)
 
 
-def _geglu_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what geglu_backward() reads of a geglu() call (a, b):
-    torch.autograd's setup_context for torch.ops.tilegen.geglu."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(a, b)
-
-
-def _geglu_backward(ctx, dy, eager=False):
-    """The gradients of geglu()'s inputs: geglu_backward() of specs/geglu_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    a, b, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "geglu_backward")
-    da, db = (module.geglu_backward if eager else module.op)(dy, a, b)
-    return da, db
-
-
-_rt.register_backward(op, _geglu_backward, _geglu_setup_context, __file__, ('geglu_backward',))
-
-
-class _GegluAutograd(torch.autograd.Function):
-    """geglu() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b):
-        return geglu(a, b)
-
-    setup_context = staticmethod(_geglu_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _geglu_backward(ctx, *grads, eager=True)
-
-
-_geglu_apply = _rt.autograd_apply(_GegluAutograd)  # _GegluAutograd.apply without its per-call signature binding
+_geglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, geglu, __file__, ("a", "b"), ("y",),
+    backward=(("geglu_backward", ("dy", "a", "b"), ("da", "db"), False),),
+    saved=("a", "b"),
+)

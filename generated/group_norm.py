@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -510,46 +510,9 @@ def _group_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 op = _rt.register_op("group_norm", "237cf4d9921ca508", group_norm, _group_norm_fake, None)
 
 
-def _group_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what group_norm_backward() reads of a group_norm() call (x, weight, G, eps):
-    torch.autograd's setup_context for torch.ops.tilegen.group_norm."""
-    x = inputs[0]
-    weight = inputs[1]
-    G = inputs[3]
-    eps = inputs[4]
-    ctx.save_for_backward(x, weight)
-    ctx.G = G
-    ctx.eps = eps
-
-
-def _group_norm_backward(ctx, dy, eager=False):
-    """The gradients of group_norm()'s inputs: group_norm_backward() of specs/group_norm.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, weight, = ctx.saved_tensors
-    G = ctx.G
-    eps = ctx.eps
-    module = _rt.sibling(__file__, "group_norm_backward")
-    dx, dweight, dbias = (module.group_norm_backward if eager else module.op)(dy, x, weight, G, eps)
-    return dx, dweight, dbias, None, None
-
-
-_rt.register_backward(op, _group_norm_backward, _group_norm_setup_context, __file__, ('group_norm_backward',))
-
-
-class _GroupNormAutograd(torch.autograd.Function):
-    """group_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, weight, bias, G, eps):
-        return group_norm(x, weight, bias, G, eps)
-
-    setup_context = staticmethod(_group_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _group_norm_backward(ctx, *grads, eager=True)
-
-
-_group_norm_apply = _rt.autograd_apply(_GroupNormAutograd)  # _GroupNormAutograd.apply without its per-call signature binding
+_group_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, group_norm, __file__, ("x", "weight", "bias", "G", "eps"), ("y",),
+    backward=(("group_norm_backward", ("dy", "x", "weight", "G", "eps"), ("dx", "dweight", "dbias"), False),),
+    saved=("x", "weight"),
+    scalars=("G", "eps"),
+)

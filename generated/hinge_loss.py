@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -259,40 +259,8 @@ def _hinge_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.
 op = _rt.register_op("hinge_loss", "696bdaaaab9ba3c5", hinge_loss, _hinge_loss_fake, None)
 
 
-def _hinge_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what hinge_loss_backward() reads of a hinge_loss() call (predictions, targets):
-    torch.autograd's setup_context for torch.ops.tilegen.hinge_loss."""
-    predictions = inputs[0]
-    targets = inputs[1]
-    ctx.save_for_backward(predictions, targets)
-
-
-def _hinge_loss_backward(ctx, dloss, eager=False):
-    """The gradients of hinge_loss()'s inputs: hinge_loss_backward() of specs/hinge_loss.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    predictions, targets, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "hinge_loss_backward")
-    dpredictions, dtargets = (module.hinge_loss_backward if eager else module.op)(dloss, predictions, targets)
-    return dpredictions, dtargets
-
-
-_rt.register_backward(op, _hinge_loss_backward, _hinge_loss_setup_context, __file__, ('hinge_loss_backward',))
-
-
-class _HingeLossAutograd(torch.autograd.Function):
-    """hinge_loss() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(predictions, targets):
-        return hinge_loss(predictions, targets)
-
-    setup_context = staticmethod(_hinge_loss_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _hinge_loss_backward(ctx, *grads, eager=True)
-
-
-_hinge_loss_apply = _rt.autograd_apply(_HingeLossAutograd)  # _HingeLossAutograd.apply without its per-call signature binding
+_hinge_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, hinge_loss, __file__, ("predictions", "targets"), ("loss",),
+    backward=(("hinge_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
+    saved=("predictions", "targets"),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -266,40 +266,8 @@ def _kl_div_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tens
 op = _rt.register_op("kl_div", "6eb1c0ef4d12655f", kl_div, _kl_div_fake, None)
 
 
-def _kl_div_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what kl_div_backward() reads of a kl_div() call (predictions, targets):
-    torch.autograd's setup_context for torch.ops.tilegen.kl_div."""
-    predictions = inputs[0]
-    targets = inputs[1]
-    ctx.save_for_backward(predictions, targets)
-
-
-def _kl_div_backward(ctx, dloss, eager=False):
-    """The gradients of kl_div()'s inputs: kl_div_backward() of specs/kl_div.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    predictions, targets, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "kl_div_backward")
-    dpredictions, dtargets = (module.kl_div_backward if eager else module.op)(dloss, predictions, targets)
-    return dpredictions, dtargets
-
-
-_rt.register_backward(op, _kl_div_backward, _kl_div_setup_context, __file__, ('kl_div_backward',))
-
-
-class _KlDivAutograd(torch.autograd.Function):
-    """kl_div() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(predictions, targets):
-        return kl_div(predictions, targets)
-
-    setup_context = staticmethod(_kl_div_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _kl_div_backward(ctx, *grads, eager=True)
-
-
-_kl_div_apply = _rt.autograd_apply(_KlDivAutograd)  # _KlDivAutograd.apply without its per-call signature binding
+_kl_div_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, kl_div, __file__, ("predictions", "targets"), ("loss",),
+    backward=(("kl_div_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
+    saved=("predictions", "targets"),
+)

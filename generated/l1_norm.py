@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -318,39 +318,8 @@ def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("l1_norm", "1aee3d59dd338419", l1_norm, _l1_norm_fake, _l1_norm_traced)
 
 
-def _l1_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what l1_norm_backward() reads of a l1_norm() call (x):
-    torch.autograd's setup_context for torch.ops.tilegen.l1_norm."""
-    x = inputs[0]
-    ctx.save_for_backward(x)
-
-
-def _l1_norm_backward(ctx, dy, eager=False):
-    """The gradients of l1_norm()'s inputs: l1_norm_backward() of specs/l1_norm.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "l1_norm_backward")
-    dx = (module.l1_norm_backward if eager else module.op)(dy, x)
-    return dx
-
-
-_rt.register_backward(op, _l1_norm_backward, _l1_norm_setup_context, __file__, ('l1_norm_backward',))
-
-
-class _L1NormAutograd(torch.autograd.Function):
-    """l1_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x):
-        return l1_norm(x)
-
-    setup_context = staticmethod(_l1_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _l1_norm_backward(ctx, *grads, eager=True)
-
-
-_l1_norm_apply = _rt.autograd_apply(_L1NormAutograd)  # _L1NormAutograd.apply without its per-call signature binding
+_l1_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, l1_norm, __file__, ("x",), ("y",),
+    backward=(("l1_norm_backward", ("dy", "x"), ("dx",), False),),
+    saved=("x",),
+)

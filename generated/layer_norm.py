@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -541,47 +541,9 @@ def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 op = _rt.register_op("layer_norm", "fda2a0b8bb5f4a77", layer_norm, _layer_norm_fake, _layer_norm_traced)
 
 
-def _layer_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what layer_norm_backward() reads of a layer_norm() call (x, weight, mu, rstd):
-    torch.autograd's setup_context for torch.ops.tilegen.layer_norm."""
-    x = inputs[0]
-    weight = inputs[1]
-    mu = output[1]
-    rstd = output[2]
-    ctx.save_for_backward(x, weight, mu, rstd)
-
-
-def _layer_norm_backward(ctx, dy, dmu, drstd, eager=False):
-    """The gradients of layer_norm()'s inputs: layer_norm_backward() of specs/layer_norm_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, weight, mu, rstd, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "layer_norm_backward")
-    dx, dweight, dbias = (module.layer_norm_backward if eager else module.op)(dy, x, weight, mu, rstd)
-    return dx, dweight, dbias, None
-
-
-_rt.register_backward(op, _layer_norm_backward, _layer_norm_setup_context, __file__, ('layer_norm_backward',))
-
-
-class _LayerNormAutograd(torch.autograd.Function):
-    """layer_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, weight, bias, eps):
-        return layer_norm(x, weight, bias, eps)
-
-    @staticmethod
-    def setup_context(ctx, inputs, output):
-        ctx.set_materialize_grads(False)  # autograd makes no zeros for dmu and drstd, which the backward does not read
-        _layer_norm_setup_context(ctx, inputs, output)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        if grads[0] is None:  # y took no part in what was differentiated
-            return None, None, None, None
-        return _layer_norm_backward(ctx, *grads, eager=True)
-
-
-_layer_norm_apply = _rt.autograd_apply(_LayerNormAutograd)  # _LayerNormAutograd.apply without its per-call signature binding
+_layer_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, layer_norm, __file__, ("x", "weight", "bias", "eps"), ("y", "mu", "rstd"),
+    backward=(("layer_norm_backward", ("dy", "x", "weight", "mu", "rstd"), ("dx", "dweight", "dbias"), False),),
+    saved=("x", "weight", "mu", "rstd"),
+    unread=("dmu", "drstd"),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -413,39 +413,8 @@ def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("log_softmax", "dc7b92a9c70e987d", log_softmax, _log_softmax_fake, _log_softmax_traced)
 
 
-def _log_softmax_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what log_softmax_backward() reads of a log_softmax() call (y):
-    torch.autograd's setup_context for torch.ops.tilegen.log_softmax."""
-    y = output
-    ctx.save_for_backward(y)
-
-
-def _log_softmax_backward(ctx, dy, eager=False):
-    """The gradients of log_softmax()'s inputs: log_softmax_backward() of specs/log_softmax_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    y, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "log_softmax_backward")
-    dx = (module.log_softmax_backward if eager else module.op)(dy, y)
-    return dx
-
-
-_rt.register_backward(op, _log_softmax_backward, _log_softmax_setup_context, __file__, ('log_softmax_backward',))
-
-
-class _LogSoftmaxAutograd(torch.autograd.Function):
-    """log_softmax() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x):
-        return log_softmax(x)
-
-    setup_context = staticmethod(_log_softmax_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _log_softmax_backward(ctx, *grads, eager=True)
-
-
-_log_softmax_apply = _rt.autograd_apply(_LogSoftmaxAutograd)  # _LogSoftmaxAutograd.apply without its per-call signature binding
+_log_softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, log_softmax, __file__, ("x",), ("y",),
+    backward=(("log_softmax_backward", ("dy", "y"), ("dx",), False),),
+    saved=("y",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -501,43 +501,9 @@ def _matmul_block_ptr_traced(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: 
 op = _rt.register_op("matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _matmul_block_ptr_fake, _matmul_block_ptr_traced if _BLOCK_POINTERS else None)
 
 
-def _matmul_block_ptr_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what matmul_block_ptr_backward_da(), matmul_block_ptr_backward_db() read of a matmul_block_ptr() call (b, a):
-    torch.autograd's setup_context for torch.ops.tilegen.matmul_block_ptr."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(b, a)
-
-
-def _matmul_block_ptr_backward(ctx, dc, eager=False):
-    """The gradients of matmul_block_ptr()'s inputs: matmul_block_ptr_backward_da(), matmul_block_ptr_backward_db() of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da, specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    b, a, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "matmul_block_ptr_backward_da")
-    da = (module.matmul_block_ptr_backward_da if eager else module.op)(dc, b)
-    module = _rt.sibling(__file__, "matmul_block_ptr_backward_db")
-    db = (module.matmul_block_ptr_backward_db if eager else module.op)(a, dc)
-    return da, db
-
-
-_rt.register_backward(op, _matmul_block_ptr_backward, _matmul_block_ptr_setup_context, __file__, ('matmul_block_ptr_backward_da', 'matmul_block_ptr_backward_db'))
-
-
-class _MatmulBlockPtrAutograd(torch.autograd.Function):
-    """matmul_block_ptr() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M):
-        return matmul_block_ptr(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-
-    setup_context = staticmethod(_matmul_block_ptr_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _matmul_block_ptr_backward(ctx, *grads, eager=True)
-        return *grads, None, None, None, None  # no gradient for BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M
-
-
-_matmul_block_ptr_apply = _rt.autograd_apply(_MatmulBlockPtrAutograd)  # _MatmulBlockPtrAutograd.apply without its per-call signature binding
+_matmul_block_ptr_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, matmul_block_ptr, __file__, ("a", "b"), ("c",),
+    backward=(("matmul_block_ptr_backward_da", ("dc", "b"), ("da",), False), ("matmul_block_ptr_backward_db", ("a", "dc"), ("db",), False)),
+    saved=("b", "a"),
+    keywords=("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"),
+)

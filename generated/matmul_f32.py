@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -226,43 +226,9 @@ def _matmul_f32_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: in
 op = _rt.register_op("matmul_f32", "ce0f7a4c071264be", matmul_f32, _matmul_f32_fake, _matmul_f32_traced)
 
 
-def _matmul_f32_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what matmul_f32_backward_da(), matmul_f32_backward_db() read of a matmul_f32() call (b, a):
-    torch.autograd's setup_context for torch.ops.tilegen.matmul_f32."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(b, a)
-
-
-def _matmul_f32_backward(ctx, dc, eager=False):
-    """The gradients of matmul_f32()'s inputs: matmul_f32_backward_da(), matmul_f32_backward_db() of specs/matmul_f32.tile, derived backward matmul_f32_backward_da, specs/matmul_f32.tile, derived backward matmul_f32_backward_db, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    b, a, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "matmul_f32_backward_da")
-    da = (module.matmul_f32_backward_da if eager else module.op)(dc, b)
-    module = _rt.sibling(__file__, "matmul_f32_backward_db")
-    db = (module.matmul_f32_backward_db if eager else module.op)(a, dc)
-    return da, db
-
-
-_rt.register_backward(op, _matmul_f32_backward, _matmul_f32_setup_context, __file__, ('matmul_f32_backward_da', 'matmul_f32_backward_db'))
-
-
-class _MatmulF32Autograd(torch.autograd.Function):
-    """matmul_f32() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b, BM, BN, BK):
-        return matmul_f32(a, b, BM=BM, BN=BN, BK=BK)
-
-    setup_context = staticmethod(_matmul_f32_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _matmul_f32_backward(ctx, *grads, eager=True)
-        return *grads, None, None, None  # no gradient for BM, BN, BK
-
-
-_matmul_f32_apply = _rt.autograd_apply(_MatmulF32Autograd)  # _MatmulF32Autograd.apply without its per-call signature binding
+_matmul_f32_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, matmul_f32, __file__, ("a", "b"), ("c",),
+    backward=(("matmul_f32_backward_da", ("dc", "b"), ("da",), False), ("matmul_f32_backward_db", ("a", "dc"), ("db",), False)),
+    saved=("b", "a"),
+    keywords=("BM", "BN", "BK"),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -730,43 +730,9 @@ def _matmul_fast_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8
 op = _rt.register_op("matmul_fast", "1ee979e7afd75e10", matmul_fast, _matmul_fast_fake, None)
 
 
-def _matmul_fast_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what matmul_fast_backward_da(), matmul_fast_backward_db() read of a matmul_fast() call (b, a):
-    torch.autograd's setup_context for torch.ops.tilegen.matmul_fast."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(b, a)
-
-
-def _matmul_fast_backward(ctx, dc, eager=False):
-    """The gradients of matmul_fast()'s inputs: matmul_fast_backward_da(), matmul_fast_backward_db() of specs/matmul_fast_backward_da.tile, specs/matmul_fast_backward_db.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    b, a, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "matmul_fast_backward_da")
-    da = (module.matmul_fast_backward_da if eager else module.op)(dc, b)
-    module = _rt.sibling(__file__, "matmul_fast_backward_db")
-    db = (module.matmul_fast_backward_db if eager else module.op)(a, dc)
-    return da, db
-
-
-_rt.register_backward(op, _matmul_fast_backward, _matmul_fast_setup_context, __file__, ('matmul_fast_backward_da', 'matmul_fast_backward_db'))
-
-
-class _MatmulFastAutograd(torch.autograd.Function):
-    """matmul_fast() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b, GROUP_SIZE_M):
-        return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-
-    setup_context = staticmethod(_matmul_fast_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        grads = _matmul_fast_backward(ctx, *grads, eager=True)
-        return *grads, None  # no gradient for GROUP_SIZE_M
-
-
-_matmul_fast_apply = _rt.autograd_apply(_MatmulFastAutograd)  # _MatmulFastAutograd.apply without its per-call signature binding
+_matmul_fast_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, matmul_fast, __file__, ("a", "b"), ("c",),
+    backward=(("matmul_fast_backward_da", ("dc", "b"), ("da",), False), ("matmul_fast_backward_db", ("a", "dc"), ("db",), False)),
+    saved=("b", "a"),
+    keywords=("GROUP_SIZE_M",),
+)

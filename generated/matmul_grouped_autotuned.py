@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -248,42 +248,8 @@ def _matmul_grouped_autotuned_traced(a: torch.Tensor, b: torch.Tensor) -> torch.
 op = _rt.register_op("matmul_grouped_autotuned", "38d50275d2169170", matmul_grouped_autotuned, _matmul_grouped_autotuned_fake, _matmul_grouped_autotuned_traced)
 
 
-def _matmul_grouped_autotuned_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what matmul_grouped_autotuned_backward_da(), matmul_grouped_autotuned_backward_db() read of a matmul_grouped_autotuned() call (b, a):
-    torch.autograd's setup_context for torch.ops.tilegen.matmul_grouped_autotuned."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(b, a)
-
-
-def _matmul_grouped_autotuned_backward(ctx, dc, eager=False):
-    """The gradients of matmul_grouped_autotuned()'s inputs: matmul_grouped_autotuned_backward_da(), matmul_grouped_autotuned_backward_db() of specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_da, specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_db, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    b, a, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "matmul_grouped_autotuned_backward_da")
-    da = (module.matmul_grouped_autotuned_backward_da if eager else module.op)(dc, b)
-    module = _rt.sibling(__file__, "matmul_grouped_autotuned_backward_db")
-    db = (module.matmul_grouped_autotuned_backward_db if eager else module.op)(a, dc)
-    return da, db
-
-
-_rt.register_backward(op, _matmul_grouped_autotuned_backward, _matmul_grouped_autotuned_setup_context, __file__, ('matmul_grouped_autotuned_backward_da', 'matmul_grouped_autotuned_backward_db'))
-
-
-class _MatmulGroupedAutotunedAutograd(torch.autograd.Function):
-    """matmul_grouped_autotuned() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b):
-        return matmul_grouped_autotuned(a, b)
-
-    setup_context = staticmethod(_matmul_grouped_autotuned_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _matmul_grouped_autotuned_backward(ctx, *grads, eager=True)
-
-
-_matmul_grouped_autotuned_apply = _rt.autograd_apply(_MatmulGroupedAutotunedAutograd)  # _MatmulGroupedAutotunedAutograd.apply without its per-call signature binding
+_matmul_grouped_autotuned_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, matmul_grouped_autotuned, __file__, ("a", "b"), ("c",),
+    backward=(("matmul_grouped_autotuned_backward_da", ("dc", "b"), ("da",), False), ("matmul_grouped_autotuned_backward_db", ("a", "dc"), ("db",), False)),
+    saved=("b", "a"),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -244,42 +244,8 @@ def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_fake, _matmul_kmasked_traced)
 
 
-def _matmul_kmasked_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what matmul_kmasked_backward_da(), matmul_kmasked_backward_db() read of a matmul_kmasked() call (b, a):
-    torch.autograd's setup_context for torch.ops.tilegen.matmul_kmasked."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(b, a)
-
-
-def _matmul_kmasked_backward(ctx, dc, eager=False):
-    """The gradients of matmul_kmasked()'s inputs: matmul_kmasked_backward_da(), matmul_kmasked_backward_db() of specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_da, specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    b, a, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "matmul_kmasked_backward_da")
-    da = (module.matmul_kmasked_backward_da if eager else module.op)(dc, b)
-    module = _rt.sibling(__file__, "matmul_kmasked_backward_db")
-    db = (module.matmul_kmasked_backward_db if eager else module.op)(a, dc)
-    return da, db
-
-
-_rt.register_backward(op, _matmul_kmasked_backward, _matmul_kmasked_setup_context, __file__, ('matmul_kmasked_backward_da', 'matmul_kmasked_backward_db'))
-
-
-class _MatmulKmaskedAutograd(torch.autograd.Function):
-    """matmul_kmasked() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b):
-        return matmul_kmasked(a, b)
-
-    setup_context = staticmethod(_matmul_kmasked_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _matmul_kmasked_backward(ctx, *grads, eager=True)
-
-
-_matmul_kmasked_apply = _rt.autograd_apply(_MatmulKmaskedAutograd)  # _MatmulKmaskedAutograd.apply without its per-call signature binding
+_matmul_kmasked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, matmul_kmasked, __file__, ("a", "b"), ("c",),
+    backward=(("matmul_kmasked_backward_da", ("dc", "b"), ("da",), False), ("matmul_kmasked_backward_db", ("a", "dc"), ("db",), False)),
+    saved=("b", "a"),
+)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -269,40 +269,8 @@ def _mse_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Te
 op = _rt.register_op("mse_loss", "1764b9ba2b4bc26a", mse_loss, _mse_loss_fake, None)
 
 
-def _mse_loss_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what mse_loss_backward() reads of a mse_loss() call (predictions, targets):
-    torch.autograd's setup_context for torch.ops.tilegen.mse_loss."""
-    predictions = inputs[0]
-    targets = inputs[1]
-    ctx.save_for_backward(predictions, targets)
-
-
-def _mse_loss_backward(ctx, dloss, eager=False):
-    """The gradients of mse_loss()'s inputs: mse_loss_backward() of specs/mse_loss.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    predictions, targets, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "mse_loss_backward")
-    dpredictions, dtargets = (module.mse_loss_backward if eager else module.op)(dloss, predictions, targets)
-    return dpredictions, dtargets
-
-
-_rt.register_backward(op, _mse_loss_backward, _mse_loss_setup_context, __file__, ('mse_loss_backward',))
-
-
-class _MseLossAutograd(torch.autograd.Function):
-    """mse_loss() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(predictions, targets):
-        return mse_loss(predictions, targets)
-
-    setup_context = staticmethod(_mse_loss_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _mse_loss_backward(ctx, *grads, eager=True)
-
-
-_mse_loss_apply = _rt.autograd_apply(_MseLossAutograd)  # _MseLossAutograd.apply without its per-call signature binding
+_mse_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, mse_loss, __file__, ("predictions", "targets"), ("loss",),
+    backward=(("mse_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
+    saved=("predictions", "targets"),
+)

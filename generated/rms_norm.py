@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -459,43 +459,9 @@ def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
 op = _rt.register_op("rms_norm", "caaebd71e70d61e5", rms_norm, _rms_norm_fake, _rms_norm_traced)
 
 
-def _rms_norm_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what rms_norm_backward() reads of a rms_norm() call (x, weight, eps):
-    torch.autograd's setup_context for torch.ops.tilegen.rms_norm."""
-    x = inputs[0]
-    weight = inputs[1]
-    eps = inputs[2]
-    ctx.save_for_backward(x, weight)
-    ctx.eps = eps
-
-
-def _rms_norm_backward(ctx, dy, eager=False):
-    """The gradients of rms_norm()'s inputs: rms_norm_backward() of specs/rms_norm_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, weight, = ctx.saved_tensors
-    eps = ctx.eps
-    module = _rt.sibling(__file__, "rms_norm_backward")
-    dx, dweight = (module.rms_norm_backward if eager else module.op)(dy, x, weight, eps)
-    return dx, dweight, None
-
-
-_rt.register_backward(op, _rms_norm_backward, _rms_norm_setup_context, __file__, ('rms_norm_backward',))
-
-
-class _RmsNormAutograd(torch.autograd.Function):
-    """rms_norm() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, weight, eps):
-        return rms_norm(x, weight, eps)
-
-    setup_context = staticmethod(_rms_norm_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _rms_norm_backward(ctx, *grads, eager=True)
-
-
-_rms_norm_apply = _rt.autograd_apply(_RmsNormAutograd)  # _RmsNormAutograd.apply without its per-call signature binding
+_rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, rms_norm, __file__, ("x", "weight", "eps"), ("y",),
+    backward=(("rms_norm_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight"), False),),
+    saved=("x", "weight"),
+    scalars=("eps",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -426,42 +426,9 @@ def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
 op = _rt.register_op("rms_norm_channels", "236f626ce406c07a", rms_norm_channels, _rms_norm_channels_fake, _rms_norm_channels_traced)
 
 
-def _rms_norm_channels_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what rms_norm_channels_backward() reads of a rms_norm_channels() call (x, eps):
-    torch.autograd's setup_context for torch.ops.tilegen.rms_norm_channels."""
-    x = inputs[0]
-    eps = inputs[1]
-    ctx.save_for_backward(x)
-    ctx.eps = eps
-
-
-def _rms_norm_channels_backward(ctx, dy, eager=False):
-    """The gradients of rms_norm_channels()'s inputs: rms_norm_channels_backward() of specs/rms_norm_channels.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    x, = ctx.saved_tensors
-    eps = ctx.eps
-    module = _rt.sibling(__file__, "rms_norm_channels_backward")
-    dx = (module.rms_norm_channels_backward if eager else module.op)(dy, x, eps)
-    return dx, None
-
-
-_rt.register_backward(op, _rms_norm_channels_backward, _rms_norm_channels_setup_context, __file__, ('rms_norm_channels_backward',))
-
-
-class _RmsNormChannelsAutograd(torch.autograd.Function):
-    """rms_norm_channels() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x, eps):
-        return rms_norm_channels(x, eps)
-
-    setup_context = staticmethod(_rms_norm_channels_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _rms_norm_channels_backward(ctx, *grads, eager=True)
-
-
-_rms_norm_channels_apply = _rt.autograd_apply(_RmsNormChannelsAutograd)  # _RmsNormChannelsAutograd.apply without its per-call signature binding
+_rms_norm_channels_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, rms_norm_channels, __file__, ("x", "eps"), ("y",),
+    backward=(("rms_norm_channels_backward", ("dy", "x", "eps"), ("dx",), False),),
+    saved=("x",),
+    scalars=("eps",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -298,40 +298,8 @@ def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
 op = _rt.register_op("rope", "64468fbf95c00500", rope, _rope_fake, _rope_traced)
 
 
-def _rope_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what rope_backward() reads of a rope() call (cos, sin):
-    torch.autograd's setup_context for torch.ops.tilegen.rope."""
-    cos = inputs[2]
-    sin = inputs[3]
-    ctx.save_for_backward(cos, sin)
-
-
-def _rope_backward(ctx, dq_rotated, dk_rotated, eager=False):
-    """The gradients of rope()'s inputs: rope_backward() of specs/rope_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    cos, sin, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "rope_backward")
-    dq, dk = (module.rope_backward if eager else module.op)(dq_rotated, dk_rotated, cos, sin)
-    return dq, dk, None, None
-
-
-_rt.register_backward(op, _rope_backward, _rope_setup_context, __file__, ('rope_backward',))
-
-
-class _RopeAutograd(torch.autograd.Function):
-    """rope() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(q, k, cos, sin):
-        return rope(q, k, cos, sin)
-
-    setup_context = staticmethod(_rope_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _rope_backward(ctx, *grads, eager=True)
-
-
-_rope_apply = _rt.autograd_apply(_RopeAutograd)  # _RopeAutograd.apply without its per-call signature binding
+_rope_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, rope, __file__, ("q", "k", "cos", "sin"), ("q_rotated", "k_rotated"),
+    backward=(("rope_backward", ("dq_rotated", "dk_rotated", "cos", "sin"), ("dq", "dk"), False),),
+    saved=("cos", "sin"),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -235,36 +235,7 @@ def _row_cumsum_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("row_cumsum", "37880e4cdcf16573", row_cumsum, _row_cumsum_fake, _row_cumsum_traced)
 
 
-def _row_cumsum_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what row_cumsum_backward() reads of a row_cumsum() call (nothing):
-    torch.autograd's setup_context for torch.ops.tilegen.row_cumsum."""
-
-
-def _row_cumsum_backward(ctx, dy, eager=False):
-    """The gradients of row_cumsum()'s inputs: row_cumsum_backward() of specs/row_cumsum.tile, derived backward, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    module = _rt.sibling(__file__, "row_cumsum_backward")
-    dx = (module.row_cumsum_backward if eager else module.op)(dy)
-    return dx
-
-
-_rt.register_backward(op, _row_cumsum_backward, _row_cumsum_setup_context, __file__, ('row_cumsum_backward',))
-
-
-class _RowCumsumAutograd(torch.autograd.Function):
-    """row_cumsum() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x):
-        return row_cumsum(x)
-
-    setup_context = staticmethod(_row_cumsum_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _row_cumsum_backward(ctx, *grads, eager=True)
-
-
-_row_cumsum_apply = _rt.autograd_apply(_RowCumsumAutograd)  # _RowCumsumAutograd.apply without its per-call signature binding
+_row_cumsum_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, row_cumsum, __file__, ("x",), ("y",),
+    backward=(("row_cumsum_backward", ("dy",), ("dx",), False),),
+)

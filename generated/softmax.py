@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -420,39 +420,8 @@ def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("softmax", "a5f69885e0abcfcd", softmax, _softmax_fake, _softmax_traced)
 
 
-def _softmax_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what softmax_backward() reads of a softmax() call (y):
-    torch.autograd's setup_context for torch.ops.tilegen.softmax."""
-    y = output
-    ctx.save_for_backward(y)
-
-
-def _softmax_backward(ctx, dy, eager=False):
-    """The gradients of softmax()'s inputs: softmax_backward() of specs/softmax_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    y, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "softmax_backward")
-    dx = (module.softmax_backward if eager else module.op)(dy, y)
-    return dx
-
-
-_rt.register_backward(op, _softmax_backward, _softmax_setup_context, __file__, ('softmax_backward',))
-
-
-class _SoftmaxAutograd(torch.autograd.Function):
-    """softmax() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(x):
-        return softmax(x)
-
-    setup_context = staticmethod(_softmax_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _softmax_backward(ctx, *grads, eager=True)
-
-
-_softmax_apply = _rt.autograd_apply(_SoftmaxAutograd)  # _SoftmaxAutograd.apply without its per-call signature binding
+_softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, softmax, __file__, ("x",), ("y",),
+    backward=(("softmax_backward", ("dy", "y"), ("dx",), False),),
+    saved=("y",),
+)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0286f681a3d40fb9")
+_rt = _runtime("1d706a42d0b0d865")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -240,40 +240,8 @@ def _swiglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 op = _rt.register_op("swiglu", "6a4a4763362db0af", swiglu, _swiglu_fake, _swiglu_traced)
 
 
-def _swiglu_setup_context(ctx, inputs, output, keyword_only_inputs=None):
-    """Save what swiglu_backward() reads of a swiglu() call (a, b):
-    torch.autograd's setup_context for torch.ops.tilegen.swiglu."""
-    a = inputs[0]
-    b = inputs[1]
-    ctx.save_for_backward(a, b)
-
-
-def _swiglu_backward(ctx, dy, eager=False):
-    """The gradients of swiglu()'s inputs: swiglu_backward() of specs/swiglu_backward.tile, generated beside this
-    module, on the saved values and the outputs' gradients (custom ops, which torch.compile
-    traces, unless the call was eager)."""
-    a, b, = ctx.saved_tensors
-    module = _rt.sibling(__file__, "swiglu_backward")
-    da, db = (module.swiglu_backward if eager else module.op)(dy, a, b)
-    return da, db
-
-
-_rt.register_backward(op, _swiglu_backward, _swiglu_setup_context, __file__, ('swiglu_backward',))
-
-
-class _SwigluAutograd(torch.autograd.Function):
-    """swiglu() as autograd records an eager call: the launchers themselves, without the custom
-    ops' dispatch; torch.compile goes through the op, whose formula is the same."""
-
-    @staticmethod
-    def forward(a, b):
-        return swiglu(a, b)
-
-    setup_context = staticmethod(_swiglu_setup_context)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        return _swiglu_backward(ctx, *grads, eager=True)
-
-
-_swiglu_apply = _rt.autograd_apply(_SwigluAutograd)  # _SwigluAutograd.apply without its per-call signature binding
+_swiglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, swiglu, __file__, ("a", "b"), ("y",),
+    backward=(("swiglu_backward", ("dy", "a", "b"), ("da", "db"), False),),
+    saved=("a", "b"),
+)

@@ -262,6 +262,11 @@ def compile_launch(compiled: dict[Hashable, Launch], key: Hashable, kernel: Trit
 #: check: 0.2 us a call against 0.5 on the H100's host); None where torch has no CUDA.
 current_device = torch._C._cuda_getDevice if torch.cuda.is_available() else (lambda: None)
 
+#: torch.compiler.is_compiling and torch.is_grad_enabled, which every launcher asks first (bound in
+#: its module: a global costs less than torch's attributes; dynamo knows them by identity, not name).
+is_compiling = torch.compiler.is_compiling
+grad_enabled = torch.is_grad_enabled
+
 #: The most launches a module's fast path keeps (see :func:`keep_launch`); past it the table starts afresh.
 FAST_LIMIT = 1024
 

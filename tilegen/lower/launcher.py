@@ -110,7 +110,7 @@ def _entry(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
         ops.append(IfBlock("config is not None", "a config the caller names: this call runs it",
                            (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),)))
     if role.grad is not None:
-        ops.append(IfBlock("torch.compiler.is_compiling()" + (" and not inplace" if spec.in_place else ""),
+        ops.append(IfBlock("_is_compiling()" + (" and not inplace" if spec.in_place else ""),
                            "torch.compile traces the custom op: its fake and its traced launch, not this call's",
                            (Line(f"return op({sig.arguments})"),)))
     return ops
@@ -135,7 +135,7 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     action = Line(f'_rt.no_backward("{name}")') if role.grad != "route" else Line(f"return {eager}")
     why = ("autograd records this call: through a Function whose backward is the spec's"
            if role.grad == "route" else "autograd would record this call, and the spec has no backward")
-    return [IfBlock(f"torch.is_grad_enabled() and ({needs})", why, (action,))]
+    return [IfBlock(f"_grad_enabled() and ({needs})", why, (action,))]
 
 
 def _dims(tensor: m.Tensor) -> list[str]:

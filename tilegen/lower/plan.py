@@ -298,7 +298,7 @@ class ModulePlan:
         launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
         names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class"), ("_current_device", "current_device"),
-                 ("_keep_launch", "keep_launch")]
+                 ("_keep_launch", "keep_launch"), ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
             (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),

@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 amax = _rt.amax
 first_argmax = _rt.first_argmax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -126,7 +128,7 @@ def argmax_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("argmax_dim1", config, lambda: argmax_dim1(x))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -137,7 +139,7 @@ def argmax_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (x.requires_grad)):
         launch, grid, device_index, device, args, _y_shape = fast
         y = torch.empty(*_y_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, y, *args)
@@ -147,7 +149,7 @@ def argmax_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     device = x.device
     if (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("argmax_dim1", x=x)
-    if torch.is_grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("argmax_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -21,11 +21,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
@@ -140,7 +142,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("attention_backward_stats", config, lambda: attention_backward_stats(q, k, scale, o, do))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, scale, o, do)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -155,7 +157,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):
         launch, grid, device_index, device, args, _lse_shape, _delta_shape, descriptors = fast
         lse = torch.empty(*_lse_shape, device=device, dtype=torch.float32)
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
@@ -174,7 +176,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     device = q.device
     if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention_backward_stats", q=q, k=k, o=o, do=do)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -21,11 +21,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
@@ -165,7 +167,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("attention_causal", config, lambda: attention_causal(q, k, v, scale))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, v, scale)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -179,7 +181,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
         launch, grid, device_index, device, args, _o_shape, descriptors = fast
         DT = q.dtype
         o = torch.empty(*_o_shape, device=device, dtype=DT)
@@ -196,7 +198,7 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     device = q.device
     if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention_causal", q=q, k=k, v=v)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_causal_apply(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

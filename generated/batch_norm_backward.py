@@ -64,11 +64,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -862,7 +864,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -876,7 +878,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape, _dweight_shape, _dbias_shape, _dweight_partials_size, _dbias_partials_size, _dweight_finish, _dbias_finish = fast
         T = dy.dtype
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
@@ -903,7 +905,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     device = dy.device
     if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("batch_norm_backward", dy=dy, x=x, weight=weight)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("batch_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

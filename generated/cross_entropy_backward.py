@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -105,7 +107,7 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, logits, target, loss, inplace=inplace))
-    if torch.compiler.is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dloss, logits, target, loss)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -120,7 +122,7 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad)):
         launch, grid, device_index, device, args, _dlogits_shape = fast
         dlogits = logits if inplace else torch.empty(*_dlogits_shape, device=device, dtype=torch.float32)
         if inplace:  # the inputs written over: autograd's saved copies of them are stale
@@ -138,7 +140,7 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
     device = dloss.device
     if logits.device != device or target.device != device or loss.device != device or (not dloss.is_cuda and not _INTERPRET):
         _rt.bad_device("cross_entropy_backward", dloss=dloss, logits=logits, target=target, loss=loss)
-    if torch.is_grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cross_entropy_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 tanh = _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -100,7 +102,7 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("geglu_backward", config, lambda: geglu_backward(dy, a, b))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -113,7 +115,7 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad)):
         launch, grid, device_index, device, args, _da_shape, _db_shape = fast
         T = dy.dtype
         da = torch.empty(*_da_shape, device=device, dtype=T)
@@ -130,7 +132,7 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
     device = dy.device
     if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("geglu_backward", dy=dy, a=a, b=b)
-    if torch.is_grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("geglu_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

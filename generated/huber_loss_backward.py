@@ -47,11 +47,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -128,7 +130,7 @@ def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("huber_loss_backward", config, lambda: huber_loss_backward(dloss, predictions, targets))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -141,7 +143,7 @@ def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
         launch, grid, device_index, device, args, _dpredictions_shape, _dtargets_shape = fast
         T = predictions.dtype
         dpredictions = torch.empty(*_dpredictions_shape, device=device, dtype=T)
@@ -158,7 +160,7 @@ def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     device = dloss.device
     if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
         _rt.bad_device("huber_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("huber_loss_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -21,11 +21,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -128,7 +130,7 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("kl_div", config, lambda: kl_div(predictions, targets))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -140,7 +142,7 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
         launch, grid, device_index, device, args, _loss_partials_size, _loss_finish = fast
         loss = torch.empty((), device=device, dtype=torch.float32)
         loss_partials = torch.empty(_loss_partials_size, device=device, dtype=torch.float32)
@@ -155,7 +157,7 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
     device = predictions.device
     if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
         _rt.bad_device("kl_div", predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_apply(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

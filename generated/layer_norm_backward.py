@@ -21,11 +21,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _num_sms = _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -201,7 +203,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("layer_norm_backward", config, lambda: layer_norm_backward(dy, x, weight, mu, rstd))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x, weight, mu, rstd)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -216,7 +218,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape, _dweight_shape, _dbias_shape, _dweight_partials_size, _dbias_partials_size, _dweight_finish, _dbias_finish = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float16)
         dweight = torch.empty(*_dweight_shape, device=device, dtype=torch.float16)
@@ -242,7 +244,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     device = dy.device
     if x.device != device or weight.device != device or mu.device != device or rstd.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("layer_norm_backward", dy=dy, x=x, weight=weight, mu=mu, rstd=rstd)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("layer_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

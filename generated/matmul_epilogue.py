@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
 _check_scalar = _rt.check_scalar
 gelu_tanh = _rt.gelu_tanh
@@ -96,7 +98,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     Keyword arguments: BM=64, BN=64, BK=32, GROUP_SIZE_M=8.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -112,7 +114,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):
         launch, grid, device_index, device, args, _c_shape = fast
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, a, b, bias, residual, c, *args)
@@ -129,7 +131,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     device = a.device
     if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_epilogue")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

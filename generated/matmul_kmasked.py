@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -99,7 +101,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_kmasked", config, lambda: matmul_kmasked(a, b))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -111,7 +113,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
         launch, grid, device_index, device, args, _c_shape = fast
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
@@ -123,7 +125,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     device = a.device
     if b.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_kmasked", a=a, b=b)
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_kmasked_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

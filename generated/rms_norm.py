@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -96,7 +98,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -109,7 +111,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad)):
         launch, grid, device_index, device, args, _y_shape = fast
         T = x.dtype
         y = torch.empty(*_y_shape, device=device, dtype=T)
@@ -124,7 +126,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
     device = x.device
     if weight.device != device or (not x.is_cuda and not _INTERPRET):
         _rt.bad_device("rms_norm", x=x, weight=weight)
-    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -92,7 +94,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     Dtypes: T is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -106,7 +108,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
         launch, grid, device_index, device, args, _q_rotated_shape, _k_rotated_shape = fast
         T = q.dtype
         q_rotated = torch.empty(*_q_rotated_shape, device=device, dtype=T)
@@ -125,7 +127,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     device = q.device
     if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _rope_apply(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

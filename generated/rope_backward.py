@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -97,7 +99,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
     Dtypes: T is f16 or bf16 or f32, the dtype of dq_rotated; one kernel, compiled for each.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dq_rotated, dk_rotated, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -111,7 +113,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad)):
         launch, grid, device_index, device, args, _dq_shape, _dk_shape = fast
         T = dq_rotated.dtype
         dq = torch.empty(*_dq_shape, device=device, dtype=T)
@@ -130,7 +132,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
     device = dq_rotated.device
     if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
         _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
-    if torch.is_grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rope_backward")
     if dq_rotated.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

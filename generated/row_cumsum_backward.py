@@ -40,11 +40,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -124,7 +126,7 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("row_cumsum_backward", config, lambda: row_cumsum_backward(dy))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -135,7 +137,7 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, dx, *args)
@@ -145,7 +147,7 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
     device = dy.device
     if (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("row_cumsum_backward", dy=dy)
-    if torch.is_grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumsum_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that softmax_backward() holds in one tile: longer rows run _softmax_backward_loops(),
@@ -90,7 +92,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("softmax_backward", config, lambda: softmax_backward(dy, y))
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
@@ -102,7 +104,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or y.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or y.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
@@ -114,7 +116,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
     device = dy.device
     if y.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("softmax_backward", dy=dy, y=y)
-    if torch.is_grad_enabled() and (dy.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (dy.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("softmax_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

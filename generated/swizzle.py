@@ -22,11 +22,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("1d706a42d0b0d865")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -74,7 +76,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
     Keyword arguments: BM=1, BN=1, GROUP_SIZE=3.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if torch.compiler.is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (

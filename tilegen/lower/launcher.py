@@ -138,6 +138,16 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     return [IfBlock(f"_grad_enabled() and ({needs})", why, (action,))]
 
 
+def _bound(spec: m.Spec) -> tuple[str, ...]:
+    """What the checks bind that the launch reads: the device, the dtype variables read from an
+    input, the scalars (as checked), the size symbols and the derived sizes."""
+    sources = dtype_bindings(spec)
+    dtypes = [var for var, source in sources.items()]
+    scalars = [t.name.id for t in spec.inputs if t.is_scalar]
+    sizes = [size for size, _ in _sizes(spec, spec.name.id)]
+    return tuple(dict.fromkeys(["device", *dtypes, *scalars, *sizes]))
+
+
 def _dims(tensor: m.Tensor) -> list[str]:
     """A tensor's dimensions as launcher text: sizes and literals."""
     return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
@@ -171,24 +181,21 @@ def _routes(spec: m.Spec, role: LauncherRole) -> tuple[list[Op], list[Op], list[
 
 
 def _traced(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, sig: _Signature, args: Arguments,
-            sizes: list[str]) -> tuple[Op, ...] | None:
-    """The body torch.compile traces on the GPU: the fake implementation's outputs, then the
-    launch through ``wrap_triton`` with the launcher's sizes (``sizes``: the lines binding them) and
-    arguments. None where torch cannot trace the launch: a TMA descriptor's, a split loop's sum, a
-    finish kernel, stages (the parts and programs depend on the config the autotuner picks)."""
+            checks: list[Op]) -> tuple[Op, ...] | None:
+    """The body torch.compile traces on the GPU: the launcher's ``checks`` (binding its sizes), new
+    outputs, then the launch through ``wrap_triton`` with the launcher's arguments. None where
+    torch cannot trace the launch: a TMA descriptor's, a split loop's sum, a finish kernel, stages
+    (the parts and programs depend on the config the autotuner picks)."""
     if spec.access_style == "descriptor" or kernel.split is not None or kernel.finishes or role.stages:
         return None
     rows = role.rows
-    first = next(t.name.id for t in spec.inputs if not t.is_scalar)
-    returns = ", ".join(t.name.id for t in spec.outputs)
     return (
         *_constant(spec),
-        Line(f"{returns} = _{spec.name.id}_fake({sig.arguments})"),
-        *(Line(line) for line in sizes),
+        *checks,
+        *made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False),
         _nothing(spec),
         *([IfBlock(f"{rows.dim} > _WHOLE_LIMIT", f"rows too long for one tile: {rows.launcher}()'s kernel",
                    rows.traced)] if rows is not None else []),
-        *([Line(f"device = {first}.device")] if spec.persistent or spec.split_tail else []),
         *args.setup,
         # under torch.compile a whole axis's extent is a symbolic size: int() makes it a constant
         *(Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks),
@@ -227,7 +234,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         "tensors on another GPU: run there, on its current stream",
         (WithBlock("torch.cuda.device(device)", "", (Line(f"return {sig.call}"),)),),
     )
-    middle, unpack, derived = shape_checks(spec, name, role.rows)
+    middle, _, _ = shape_checks(spec, name, role.rows)
+    shared = role.grad is not None  # the spec's own launcher: its op's fake and traced body check alike
+    checked: tuple[Op, ...] = ()
+    if shared:
+        bound = ", ".join(_bound(spec))
+        checked = (*head, *middle, Line(f"return {bound}"))
+        head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
     # sizes as separate arguments: torch parses them about 2 us faster than a shape tuple
     made = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()")  # over their inputs with inplace=True
     made_new = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)  # the op's fake: new
@@ -242,7 +255,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
             device_guard, *middle, *route, *made, _nothing(spec), *without, *staged, *args.flags[:args.whole],
             *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
-    traced = _traced(spec, kernel, role, sig, args, [*unpack, *derived])
+    traced = _traced(spec, kernel, role, sig, args, [*head, *middle])
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
@@ -271,6 +284,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         fake=(*_constant(spec), *head, *middle, *made_new, Line(f"return {returns}")),
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
+        checked=checked,
         op_traced="None" if traced is None else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),

@@ -238,6 +238,7 @@ class LauncherPlan:
     fake: tuple[Op, ...]  # the op's fake implementation: the checks, then empty outputs
     traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
+    checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
 
 
 @dataclass(frozen=True)

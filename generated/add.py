@@ -55,6 +55,25 @@ def add_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
+def _add_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """The checks of add()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _rt.bad_input("add", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _rt.bad_input("add", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("add", x=x, y=y)
+    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
+        _rt.bad_block("add", "BLOCK_SIZE", BLOCK_SIZE)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"add: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    return device, N
+
+
 def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/add.tile and return its output.
 
@@ -81,24 +100,12 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add", x=x, y=y)
+    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
     if _grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _add_apply(x, y, BLOCK_SIZE)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
@@ -153,30 +160,17 @@ def _add_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> to
     """The outputs of add(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add", x=x, y=y)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
 
 def _add_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """add() as torch.compile traces it on the GPU: the outputs of _add_fake, then the
+    """add() as torch.compile traces it on the GPU: the checks of _add_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    z = _add_fake(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
+    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()

@@ -67,6 +67,20 @@ def add_backward_kernel(
     tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
+def _add_backward_checked(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """The checks of add_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
+        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
+    device = dz.device
+    if (not dz.is_cuda and not _INTERPRET):
+        _rt.bad_device("add_backward", dz=dz)
+    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
+        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
+    N, = dz.shape
+    return device, N
+
+
 def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/add.tile, derived backward and return its outputs.
 
@@ -93,19 +107,12 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_backward", dz=dz)
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
     if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_backward(dz, BLOCK_SIZE=BLOCK_SIZE)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = dz.shape
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
@@ -162,25 +169,19 @@ def _add_backward_fake(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[tor
     """The outputs of add_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_backward", dz=dz)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = dz.shape
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     return dx, dy
 
 
 def _add_backward_traced(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_backward() as torch.compile traces it on the GPU: the outputs of _add_backward_fake, then the
+    """add_backward() as torch.compile traces it on the GPU: the checks of _add_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    dx, dy = _add_backward_fake(dz, BLOCK_SIZE=BLOCK_SIZE)
-    N, = dz.shape
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return dx, dy
     _dz_strides = dz.stride()

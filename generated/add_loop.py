@@ -65,6 +65,25 @@ def add_loop_kernel(
         tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
+def _add_loop_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """The checks of add_loop()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _rt.bad_input("add_loop", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _rt.bad_input("add_loop", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("add_loop", x=x, y=y)
+    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
+        _rt.bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"add_loop: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    return device, N
+
+
 def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/add_loop.tile and return its output.
 
@@ -91,24 +110,12 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_loop", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_loop", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_loop", x=x, y=y)
+    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
     if _grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_loop")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_loop(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_loop: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
@@ -163,30 +170,17 @@ def _add_loop_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) 
     """The outputs of add_loop(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_loop", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_loop", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_loop", x=x, y=y)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_loop: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
 
 def _add_loop_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """add_loop() as torch.compile traces it on the GPU: the outputs of _add_loop_fake, then the
+    """add_loop() as torch.compile traces it on the GPU: the checks of _add_loop_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    z = _add_loop_fake(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
+    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()

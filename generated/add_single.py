@@ -56,6 +56,23 @@ def add_single_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
+def _add_single_checked(x: torch.Tensor, y: torch.Tensor):
+    """The checks of add_single()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _rt.bad_input("add_single", "x", x, torch.float32, 1)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
+        _rt.bad_input("add_single", "y", y, torch.float32, 1)
+    device = x.device
+    if y.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("add_single", x=x, y=y)
+    N, = x.shape
+    _y0, = y.shape
+    if _y0 != N:
+        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    return device, N
+
+
 def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/add_single.tile and return its output.
 
@@ -80,22 +97,12 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_single", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_single", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single", x=x, y=y)
+    device, N = _add_single_checked(x, y)
     if _grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _add_single_apply(x, y)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_single(x, y)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
         return _add_single_loops(x, y)
     z = torch.empty(N, device=device, dtype=torch.float32)
@@ -262,27 +269,16 @@ def reference(x, y):
 def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The outputs of add_single(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_single", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_single", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single", x=x, y=y)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
+    device, N = _add_single_checked(x, y)
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
 
 def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """add_single() as torch.compile traces it on the GPU: the outputs of _add_single_fake, then the
+    """add_single() as torch.compile traces it on the GPU: the checks of _add_single_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    z = _add_single_fake(x, y)
-    N, = x.shape
-    _y0, = y.shape
+    device, N = _add_single_checked(x, y)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops()'s kernel

@@ -118,6 +118,18 @@ _tuner = _rt.Tuner("argmax_dim1", "929c83c1a3098e29", _CONFIGS, default=0, fast=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _argmax_dim1_checked(x: torch.Tensor):
+    """The checks of argmax_dim1()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
+        _rt.bad_input("argmax_dim1", "x", x, torch.float32, 3)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("argmax_dim1", x=x)
+    B, D1, D2 = x.shape
+    return device, B, D1, D2
+
+
 def argmax_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/argmax_dim1.tile and return its output.
 
@@ -144,17 +156,12 @@ def argmax_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("argmax_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("argmax_dim1", x=x)
+    device, B, D1, D2 = _argmax_dim1_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("argmax_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return argmax_dim1(x)
-    B, D1, D2 = x.shape
     y = torch.empty(B, D2, device=device, dtype=torch.int64)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
@@ -225,21 +232,16 @@ def reference(x):
 def _argmax_dim1_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of argmax_dim1(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("argmax_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("argmax_dim1", x=x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _argmax_dim1_checked(x)
     y = torch.empty(B, D2, device=device, dtype=torch.int64)
     return y
 
 
 def _argmax_dim1_traced(x: torch.Tensor) -> torch.Tensor:
-    """argmax_dim1() as torch.compile traces it on the GPU: the outputs of _argmax_dim1_fake, then the
+    """argmax_dim1() as torch.compile traces it on the GPU: the checks of _argmax_dim1_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _argmax_dim1_fake(x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _argmax_dim1_checked(x)
+    y = torch.empty(B, D2, device=device, dtype=torch.int64)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

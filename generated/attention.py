@@ -160,6 +160,42 @@ _tuner = _rt.Tuner("attention", "567a66bb4a0c5358", _CONFIGS, default=0, fast=_F
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _attention_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
+    """The checks of attention()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
+        _rt.bad_input("attention", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
+    DT = q.dtype
+    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
+        _rt.bad_input("attention", "k", k, DT, 4, "q")
+    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
+        _rt.bad_input("attention", "v", v, DT, 4, "q")
+    scale = _check_scalar("attention", "scale", scale, float)
+    device = q.device
+    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
+        _rt.bad_device("attention", q=q, k=k, v=v)
+    B, H, S, D = q.shape
+    _k0, _k1, T, _k3 = k.shape
+    _v0, _v1, _v2, _v3 = v.shape
+    if _k0 != B:
+        raise ValueError(f"attention: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
+    if _k1 != H:
+        raise ValueError(f"attention: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
+    if _k3 != D:
+        raise ValueError(f"attention: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
+    if _v0 != B:
+        raise ValueError(f"attention: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
+    if _v1 != H:
+        raise ValueError(f"attention: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
+    if _v2 != T:
+        raise ValueError(f"attention: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
+    if _v3 != D:
+        raise ValueError(f"attention: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
+    if D > 8192:
+        raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, DT, scale, B, H, S, D, T
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention.tile and return its output.
 
@@ -191,41 +227,12 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o)), *args)
         return o
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention", q=q, k=k, v=v)
+    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
     if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_apply(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
         return o
@@ -574,36 +581,7 @@ def reference(q, k, v, scale):
 def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """The outputs of attention(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention", q=q, k=k, v=v)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     return o
 

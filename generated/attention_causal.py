@@ -156,6 +156,44 @@ _tuner = _rt.Tuner("attention_causal", "b4b235baf88560f4", _CONFIGS, default=0, 
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _attention_causal_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
+    """The checks of attention_causal()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
+        _rt.bad_input("attention_causal", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
+    DT = q.dtype
+    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
+        _rt.bad_input("attention_causal", "k", k, DT, 4, "q")
+    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
+        _rt.bad_input("attention_causal", "v", v, DT, 4, "q")
+    scale = _check_scalar("attention_causal", "scale", scale, float)
+    device = q.device
+    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
+        _rt.bad_device("attention_causal", q=q, k=k, v=v)
+    B, H, S, D = q.shape
+    _k0, _k1, _k2, _k3 = k.shape
+    _v0, _v1, _v2, _v3 = v.shape
+    if _k0 != B:
+        raise ValueError(f"attention_causal: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
+    if _k1 != H:
+        raise ValueError(f"attention_causal: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
+    if _k2 != S:
+        raise ValueError(f"attention_causal: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
+    if _k3 != D:
+        raise ValueError(f"attention_causal: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
+    if _v0 != B:
+        raise ValueError(f"attention_causal: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
+    if _v1 != H:
+        raise ValueError(f"attention_causal: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
+    if _v2 != S:
+        raise ValueError(f"attention_causal: v dimension 2 (S) is {_v2}, but q dimension 2 gives S = {S}")
+    if _v3 != D:
+        raise ValueError(f"attention_causal: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
+    if D > 8192:
+        raise ValueError(f"attention_causal: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, DT, scale, B, H, S, D
+
+
 def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention_causal.tile and return its output.
 
@@ -187,43 +225,12 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o)), *args)
         return o
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_causal", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_causal", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention_causal", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention_causal", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_causal", q=q, k=k, v=v)
+    device, DT, scale, B, H, S, D = _attention_causal_checked(q, k, v, scale)
     if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_causal_apply(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention_causal(q, k, v, scale)
-    B, H, S, D = q.shape
-    _k0, _k1, _k2, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention_causal: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_causal: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != S:
-        raise ValueError(f"attention_causal: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"attention_causal: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention_causal: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention_causal: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != S:
-        raise ValueError(f"attention_causal: v dimension 2 (S) is {_v2}, but q dimension 2 gives S = {S}")
-    if _v3 != D:
-        raise ValueError(f"attention_causal: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention_causal: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
         return o
@@ -571,38 +578,7 @@ def reference(q, k, v, scale):
 def _attention_causal_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """The outputs of attention_causal(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_causal", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_causal", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention_causal", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention_causal", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_causal", q=q, k=k, v=v)
-    B, H, S, D = q.shape
-    _k0, _k1, _k2, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention_causal: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_causal: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != S:
-        raise ValueError(f"attention_causal: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"attention_causal: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention_causal: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention_causal: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != S:
-        raise ValueError(f"attention_causal: v dimension 2 (S) is {_v2}, but q dimension 2 gives S = {S}")
-    if _v3 != D:
-        raise ValueError(f"attention_causal: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention_causal: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, DT, scale, B, H, S, D = _attention_causal_checked(q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     return o
 

@@ -140,41 +140,9 @@ _tuner = _rt.Tuner("attention_causal_backward_dkdv", "9c2aedbe0a891c8c", _CONFIG
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the kernel of specs/attention_causal_backward_dkdv.tile and return its outputs.
-
-    Inputs: q: DT[B, H, S, D]; k: DT[B, H, S, D]; v: DT[B, H, S, D]; scale: f32 (a number); do: DT[B, H, S, D]; lse: f32[B, H, S]; delta: f32[B, H, S] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
-    Returns: dk: DT[B, H, S, D]; dv: DT[B, H, S, D] (new, contiguous).
-    Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
-    Tuned: BN, BM come from 6 autotune configs keyed on S, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention_causal_backward_dkdv", config, lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, scale, do, lse, delta)
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "attention_causal_backward_dkdv",
-            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
-            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
-            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
-            scale, type(scale),
-            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
-            lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
-            delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
-        launch, grid, device_index, device, args, _dk_shape, _dv_shape, descriptors = fast
-        DT = q.dtype
-        dk = torch.empty(*_dk_shape, device=device, dtype=DT)
-        dv = torch.empty(*_dv_shape, device=device, dtype=DT)
-        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args)
-        return dk, dv
+def _attention_causal_backward_dkdv_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """The checks of attention_causal_backward_dkdv()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
         _rt.bad_input("attention_causal_backward_dkdv", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
     DT = q.dtype
@@ -192,11 +160,6 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     device = q.device
     if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
         _rt.bad_device("attention_causal_backward_dkdv", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("attention_causal_backward_dkdv")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta)
     B, H, S, D = q.shape
     _k0, _k1, _k2, _k3 = k.shape
     _v0, _v1, _v2, _v3 = v.shape
@@ -241,6 +204,50 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
         raise ValueError(f"attention_causal_backward_dkdv: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
     if D > 8192:
         raise ValueError(f"attention_causal_backward_dkdv: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, DT, scale, B, H, S, D
+
+
+def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the kernel of specs/attention_causal_backward_dkdv.tile and return its outputs.
+
+    Inputs: q: DT[B, H, S, D]; k: DT[B, H, S, D]; v: DT[B, H, S, D]; scale: f32 (a number); do: DT[B, H, S, D]; lse: f32[B, H, S]; delta: f32[B, H, S] (tensors may have any strides: TMA descriptors on Hopper or newer for a unit last stride and 16-byte aligned rows, pointers otherwise).
+    Returns: dk: DT[B, H, S, D]; dv: DT[B, H, S, D] (new, contiguous).
+    Dtypes: DT is f16 or bf16 or f32, the dtype of q; one kernel, compiled for each.
+    Tuned: BN, BM come from 6 autotune configs keyed on S, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("attention_causal_backward_dkdv", config, lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(q, k, v, scale, do, lse, delta)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "attention_causal_backward_dkdv",
+            q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
+            v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
+            scale, type(scale),
+            do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
+            lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
+            delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
+        launch, grid, device_index, device, args, _dk_shape, _dv_shape, descriptors = fast
+        DT = q.dtype
+        dk = torch.empty(*_dk_shape, device=device, dtype=DT)
+        dv = torch.empty(*_dv_shape, device=device, dtype=DT)
+        launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args)
+        return dk, dv
+    device, DT, scale, B, H, S, D = _attention_causal_backward_dkdv_checked(q, k, v, scale, do, lse, delta)
+    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("attention_causal_backward_dkdv")
+    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta)
     dk = torch.empty(B, H, S, D, device=device, dtype=DT)
     dv = torch.empty(B, H, S, D, device=device, dtype=DT)
     if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
@@ -618,67 +625,7 @@ def reference(q, k, v, scale, do, lse, delta):
 def _attention_causal_backward_dkdv_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of attention_causal_backward_dkdv(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_causal_backward_dkdv", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_causal_backward_dkdv", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention_causal_backward_dkdv", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention_causal_backward_dkdv", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_causal_backward_dkdv", "do", do, DT, 4, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 3:
-        _rt.bad_input("attention_causal_backward_dkdv", "lse", lse, torch.float32, 3)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 3:
-        _rt.bad_input("attention_causal_backward_dkdv", "delta", delta, torch.float32, 3)
-    device = q.device
-    if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_causal_backward_dkdv", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
-    B, H, S, D = q.shape
-    _k0, _k1, _k2, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    _lse0, _lse1, _lse2 = lse.shape
-    _delta0, _delta1, _delta2 = delta.shape
-    if _k0 != B:
-        raise ValueError(f"attention_causal_backward_dkdv: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_causal_backward_dkdv: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != S:
-        raise ValueError(f"attention_causal_backward_dkdv: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"attention_causal_backward_dkdv: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention_causal_backward_dkdv: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention_causal_backward_dkdv: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != S:
-        raise ValueError(f"attention_causal_backward_dkdv: v dimension 2 (S) is {_v2}, but q dimension 2 gives S = {S}")
-    if _v3 != D:
-        raise ValueError(f"attention_causal_backward_dkdv: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_causal_backward_dkdv: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_causal_backward_dkdv: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_causal_backward_dkdv: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_causal_backward_dkdv: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if _lse0 != B:
-        raise ValueError(f"attention_causal_backward_dkdv: lse dimension 0 (B) is {_lse0}, but q dimension 0 gives B = {B}")
-    if _lse1 != H:
-        raise ValueError(f"attention_causal_backward_dkdv: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _lse2 != S:
-        raise ValueError(f"attention_causal_backward_dkdv: lse dimension 2 (S) is {_lse2}, but q dimension 2 gives S = {S}")
-    if _delta0 != B:
-        raise ValueError(f"attention_causal_backward_dkdv: delta dimension 0 (B) is {_delta0}, but q dimension 0 gives B = {B}")
-    if _delta1 != H:
-        raise ValueError(f"attention_causal_backward_dkdv: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
-    if _delta2 != S:
-        raise ValueError(f"attention_causal_backward_dkdv: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
-    if D > 8192:
-        raise ValueError(f"attention_causal_backward_dkdv: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, DT, scale, B, H, S, D = _attention_causal_backward_dkdv_checked(q, k, v, scale, do, lse, delta)
     dk = torch.empty(B, H, S, D, device=device, dtype=DT)
     dv = torch.empty(B, H, S, D, device=device, dtype=DT)
     return dk, dv

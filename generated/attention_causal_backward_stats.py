@@ -127,6 +127,55 @@ _tuner = _rt.Tuner("attention_causal_backward_stats", "f226b6ab5bcea17b", _CONFI
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _attention_causal_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
+    """The checks of attention_causal_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
+        _rt.bad_input("attention_causal_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
+    DT = q.dtype
+    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
+        _rt.bad_input("attention_causal_backward_stats", "k", k, DT, 4, "q")
+    scale = _check_scalar("attention_causal_backward_stats", "scale", scale, float)
+    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
+        _rt.bad_input("attention_causal_backward_stats", "o", o, DT, 4, "q")
+    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
+        _rt.bad_input("attention_causal_backward_stats", "do", do, DT, 4, "q")
+    device = q.device
+    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
+        _rt.bad_device("attention_causal_backward_stats", q=q, k=k, o=o, do=do)
+    B, H, S, D = q.shape
+    _k0, _k1, _k2, _k3 = k.shape
+    _o0, _o1, _o2, _o3 = o.shape
+    _do0, _do1, _do2, _do3 = do.shape
+    if _k0 != B:
+        raise ValueError(f"attention_causal_backward_stats: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
+    if _k1 != H:
+        raise ValueError(f"attention_causal_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
+    if _k2 != S:
+        raise ValueError(f"attention_causal_backward_stats: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
+    if _k3 != D:
+        raise ValueError(f"attention_causal_backward_stats: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
+    if _o0 != B:
+        raise ValueError(f"attention_causal_backward_stats: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
+    if _o1 != H:
+        raise ValueError(f"attention_causal_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
+    if _o2 != S:
+        raise ValueError(f"attention_causal_backward_stats: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
+    if _o3 != D:
+        raise ValueError(f"attention_causal_backward_stats: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
+    if _do0 != B:
+        raise ValueError(f"attention_causal_backward_stats: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
+    if _do1 != H:
+        raise ValueError(f"attention_causal_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
+    if _do2 != S:
+        raise ValueError(f"attention_causal_backward_stats: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
+    if _do3 != D:
+        raise ValueError(f"attention_causal_backward_stats: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
+    if D > 8192:
+        raise ValueError(f"attention_causal_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, DT, scale, B, H, S, D
+
+
 def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/attention_causal_backward_stats.tile and return its outputs.
 
@@ -159,54 +208,12 @@ def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: flo
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, o, do, lse, delta)), *args)
         return lse, delta
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "k", k, DT, 4, "q")
-    scale = _check_scalar("attention_causal_backward_stats", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_causal_backward_stats", q=q, k=k, o=o, do=do)
+    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_checked(q, k, scale, o, do)
     if _grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_causal_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention_causal_backward_stats(q, k, scale, o, do)
-    B, H, S, D = q.shape
-    _k0, _k1, _k2, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != S:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention_causal_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
     if B == 0 or H == 0 or S == 0:  # nothing to compute: no launch
@@ -538,49 +545,7 @@ def reference(q, k, scale, o, do):
 def _attention_causal_backward_stats_fake(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of attention_causal_backward_stats(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "k", k, DT, 4, "q")
-    scale = _check_scalar("attention_causal_backward_stats", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_causal_backward_stats", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_causal_backward_stats", q=q, k=k, o=o, do=do)
-    B, H, S, D = q.shape
-    _k0, _k1, _k2, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != S:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"attention_causal_backward_stats: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"attention_causal_backward_stats: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_causal_backward_stats: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention_causal_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_checked(q, k, scale, o, do)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
     return lse, delta

@@ -356,6 +356,38 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return shift_reduced, square_reduced
 
 
+def _batch_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """The checks of batch_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
+        _rt.bad_input("batch_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
+    T = x.dtype
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("batch_norm", "weight", weight, T, 1, "x")
+    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
+        _rt.bad_input("batch_norm", "bias", bias, T, 1, "x")
+    eps = _check_scalar("batch_norm", "eps", eps, float)
+    device = x.device
+    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("batch_norm", x=x, weight=weight, bias=bias)
+    B, C, H, W = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if _weight0 != C:
+        raise ValueError(f"batch_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
+    if _bias0 != C:
+        raise ValueError(f"batch_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
+    if B <= 0:
+        raise ValueError(f"batch_norm: x dimension 0 (B) must be > 0, got {B}")
+    if H <= 0:
+        raise ValueError(f"batch_norm: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"batch_norm: x dimension 3 (W) must be > 0, got {W}")
+    if W > 65536:
+        raise ValueError(f"batch_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, eps, B, C, H, W
+
+
 def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/batch_norm.tile and return its output.
 
@@ -388,37 +420,12 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         shift_reduced, square_reduced = _batch_norm_shift(x)
         launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("batch_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("batch_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("batch_norm", "bias", bias, T, 1, "x")
-    eps = _check_scalar("batch_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("batch_norm", x=x, weight=weight, bias=bias)
+    device, T, eps, B, C, H, W = _batch_norm_checked(x, weight, bias, eps)
     if _grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _batch_norm_apply(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return batch_norm(x, weight, bias, eps)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"batch_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"batch_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
-    if B <= 0:
-        raise ValueError(f"batch_norm: x dimension 0 (B) must be > 0, got {B}")
-    if H <= 0:
-        raise ValueError(f"batch_norm: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"batch_norm: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"batch_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
@@ -510,32 +517,7 @@ def reference(x, weight, bias, eps):
 def _batch_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of batch_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("batch_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("batch_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("batch_norm", "bias", bias, T, 1, "x")
-    eps = _check_scalar("batch_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("batch_norm", x=x, weight=weight, bias=bias)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"batch_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"batch_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
-    if B <= 0:
-        raise ValueError(f"batch_norm: x dimension 0 (B) must be > 0, got {B}")
-    if H <= 0:
-        raise ValueError(f"batch_norm: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"batch_norm: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"batch_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, eps, B, C, H, W = _batch_norm_checked(x, weight, bias, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     return y
 

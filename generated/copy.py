@@ -53,6 +53,20 @@ def copy_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x, mask=mask_i)
 
 
+def _copy_checked(x: torch.Tensor, *, BS: int = 1024):
+    """The checks of copy()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
+        _rt.bad_input("copy", "x", x, torch.float32, 1)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("copy", x=x)
+    if type(BS) is not int or BS < 1 or BS & (BS - 1):
+        _rt.bad_block("copy", "BS", BS)
+    N, = x.shape
+    return device, N
+
+
 def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/copy.tile and return its output.
 
@@ -78,19 +92,12 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("copy", "x", x, torch.float32, 1)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy", x=x)
+    device, N = _copy_checked(x, BS=BS)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _copy_apply(x, BS)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return copy(x, BS=BS)
-    if type(BS) is not int or BS < 1 or BS & (BS - 1):
-        _rt.bad_block("copy", "BS", BS)
-    N, = x.shape
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
@@ -144,24 +151,17 @@ def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """The outputs of copy(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BS = int(BS)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("copy", "x", x, torch.float32, 1)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy", x=x)
-    if type(BS) is not int or BS < 1 or BS & (BS - 1):
-        _rt.bad_block("copy", "BS", BS)
-    N, = x.shape
+    device, N = _copy_checked(x, BS=BS)
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
 
 def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy() as torch.compile traces it on the GPU: the outputs of _copy_fake, then the
+    """copy() as torch.compile traces it on the GPU: the checks of _copy_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BS = int(BS)
-    z = _copy_fake(x, BS=BS)
-    N, = x.shape
+    device, N = _copy_checked(x, BS=BS)
+    z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()

@@ -112,6 +112,29 @@ def cosine_similarity_loss_finish_kernel(
     tl.store(loss_ptr + offs_q * stride_loss_elements, loss_merged / loss_merged_count, mask=mask_q)
 
 
+def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
+    """The checks of cosine_similarity_loss()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
+        _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
+    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
+        _rt.bad_input("cosine_similarity_loss", "targets", targets, torch.float32, 2)
+    device = predictions.device
+    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
+        _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("cosine_similarity_loss", "BM", BM)
+    M, N = predictions.shape
+    _targets0, _targets1 = targets.shape
+    if _targets0 != M:
+        raise ValueError(f"cosine_similarity_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
+    if _targets1 != N:
+        raise ValueError(f"cosine_similarity_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    if N > 262144:
+        raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    return device, M, N
+
+
 def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> torch.Tensor:
     """Run the kernel of specs/cosine_similarity_loss.tile and return its output.
 
@@ -141,28 +164,12 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
+    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
     if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _cosine_similarity_loss_apply(predictions, targets, BM)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cosine_similarity_loss(predictions, targets, BM=BM)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     loss = torch.empty((), device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return loss
@@ -227,23 +234,7 @@ def _cosine_similarity_loss_fake(predictions: torch.Tensor, targets: torch.Tenso
     """The outputs of cosine_similarity_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BM = int(BM)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 

@@ -111,6 +111,23 @@ _tuner = _rt.Tuner("cross_entropy", "7b6ec5c32b184a47", _CONFIGS, default=0, fas
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _cross_entropy_checked(logits: torch.Tensor, target: torch.Tensor):
+    """The checks of cross_entropy()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
+        _rt.bad_input("cross_entropy", "logits", logits, torch.float32, 2)
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
+        _rt.bad_input("cross_entropy", "target", target, torch.int64, 1)
+    device = logits.device
+    if target.device != device or (not logits.is_cuda and not _INTERPRET):
+        _rt.bad_device("cross_entropy", logits=logits, target=target)
+    M, V = logits.shape
+    _target0, = target.shape
+    if _target0 != M:
+        raise ValueError(f"cross_entropy: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
+    return device, M, V
+
+
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backward: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy.tile and return its output.
 
@@ -139,22 +156,12 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backwar
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, logits, target, loss, *args)
         return loss
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy", "target", target, torch.int64, 1)
-    device = logits.device
-    if target.device != device or (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy", logits=logits, target=target)
+    device, M, V = _cross_entropy_checked(logits, target)
     if _grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_apply(logits, target, inplace_backward)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target)
-    M, V = logits.shape
-    _target0, = target.shape
-    if _target0 != M:
-        raise ValueError(f"cross_entropy: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
     loss = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0:  # nothing to compute: no launch
         return loss
@@ -231,27 +238,16 @@ def reference(logits, target):
 def _cross_entropy_fake(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The outputs of cross_entropy(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy", "target", target, torch.int64, 1)
-    device = logits.device
-    if target.device != device or (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy", logits=logits, target=target)
-    M, V = logits.shape
-    _target0, = target.shape
-    if _target0 != M:
-        raise ValueError(f"cross_entropy: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
+    device, M, V = _cross_entropy_checked(logits, target)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     return loss
 
 
 def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """cross_entropy() as torch.compile traces it on the GPU: the outputs of _cross_entropy_fake, then the
+    """cross_entropy() as torch.compile traces it on the GPU: the checks of _cross_entropy_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    loss = _cross_entropy_fake(logits, target)
-    M, V = logits.shape
-    _target0, = target.shape
+    device, M, V = _cross_entropy_checked(logits, target)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0:  # nothing to compute: no launch
         return loss
     _logits_strides = logits.stride()

@@ -96,6 +96,33 @@ _tuner = _rt.Tuner("cross_entropy_backward", "01e436ab216b24e1", _CONFIGS, defau
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _cross_entropy_backward_checked(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor):
+    """The checks of cross_entropy_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
+        _rt.bad_input("cross_entropy_backward", "dloss", dloss, torch.float32, 1)
+    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
+        _rt.bad_input("cross_entropy_backward", "logits", logits, torch.float32, 2)
+    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
+        _rt.bad_input("cross_entropy_backward", "target", target, torch.int64, 1)
+    if not isinstance(loss, torch.Tensor) or loss.dtype != torch.float32 or loss.dim() != 1:
+        _rt.bad_input("cross_entropy_backward", "loss", loss, torch.float32, 1)
+    device = dloss.device
+    if logits.device != device or target.device != device or loss.device != device or (not dloss.is_cuda and not _INTERPRET):
+        _rt.bad_device("cross_entropy_backward", dloss=dloss, logits=logits, target=target, loss=loss)
+    M, = dloss.shape
+    _logits0, V = logits.shape
+    _target0, = target.shape
+    _loss0, = loss.shape
+    if _logits0 != M:
+        raise ValueError(f"cross_entropy_backward: logits dimension 0 (M) is {_logits0}, but dloss dimension 0 gives M = {M}")
+    if _target0 != M:
+        raise ValueError(f"cross_entropy_backward: target dimension 0 (M) is {_target0}, but dloss dimension 0 gives M = {M}")
+    if _loss0 != M:
+        raise ValueError(f"cross_entropy_backward: loss dimension 0 (M) is {_loss0}, but dloss dimension 0 gives M = {M}")
+    return device, M, V
+
+
 def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor, *, inplace: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy_backward.tile and return its output.
 
@@ -129,32 +156,12 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
             _rt.overwritten(logits)
         launch(grid, device_index, dloss, logits, target, loss, dlogits, *args)
         return dlogits
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_backward", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "target", target, torch.int64, 1)
-    if not isinstance(loss, torch.Tensor) or loss.dtype != torch.float32 or loss.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "loss", loss, torch.float32, 1)
-    device = dloss.device
-    if logits.device != device or target.device != device or loss.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_backward", dloss=dloss, logits=logits, target=target, loss=loss)
+    device, M, V = _cross_entropy_backward_checked(dloss, logits, target, loss)
     if _grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cross_entropy_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy_backward(dloss, logits, target, loss)
-    M, = dloss.shape
-    _logits0, V = logits.shape
-    _target0, = target.shape
-    _loss0, = loss.shape
-    if _logits0 != M:
-        raise ValueError(f"cross_entropy_backward: logits dimension 0 (M) is {_logits0}, but dloss dimension 0 gives M = {M}")
-    if _target0 != M:
-        raise ValueError(f"cross_entropy_backward: target dimension 0 (M) is {_target0}, but dloss dimension 0 gives M = {M}")
-    if _loss0 != M:
-        raise ValueError(f"cross_entropy_backward: loss dimension 0 (M) is {_loss0}, but dloss dimension 0 gives M = {M}")
     dlogits = logits if inplace else torch.empty(M, V, device=device, dtype=torch.float32)
     if inplace:  # the inputs written over: autograd's saved copies of them are stale
         _rt.overwritten(logits)
@@ -236,39 +243,16 @@ def reference(dloss, logits, target, loss):
 def _cross_entropy_backward_fake(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
     """The outputs of cross_entropy_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_backward", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "target", target, torch.int64, 1)
-    if not isinstance(loss, torch.Tensor) or loss.dtype != torch.float32 or loss.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "loss", loss, torch.float32, 1)
-    device = dloss.device
-    if logits.device != device or target.device != device or loss.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_backward", dloss=dloss, logits=logits, target=target, loss=loss)
-    M, = dloss.shape
-    _logits0, V = logits.shape
-    _target0, = target.shape
-    _loss0, = loss.shape
-    if _logits0 != M:
-        raise ValueError(f"cross_entropy_backward: logits dimension 0 (M) is {_logits0}, but dloss dimension 0 gives M = {M}")
-    if _target0 != M:
-        raise ValueError(f"cross_entropy_backward: target dimension 0 (M) is {_target0}, but dloss dimension 0 gives M = {M}")
-    if _loss0 != M:
-        raise ValueError(f"cross_entropy_backward: loss dimension 0 (M) is {_loss0}, but dloss dimension 0 gives M = {M}")
+    device, M, V = _cross_entropy_backward_checked(dloss, logits, target, loss)
     dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
     return dlogits
 
 
 def _cross_entropy_backward_traced(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor) -> torch.Tensor:
-    """cross_entropy_backward() as torch.compile traces it on the GPU: the outputs of _cross_entropy_backward_fake, then the
+    """cross_entropy_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dlogits = _cross_entropy_backward_fake(dloss, logits, target, loss)
-    M, = dloss.shape
-    _logits0, V = logits.shape
-    _target0, = target.shape
-    _loss0, = loss.shape
+    device, M, V = _cross_entropy_backward_checked(dloss, logits, target, loss)
+    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
     if M == 0 or V == 0:  # nothing to compute: no launch
         return dlogits
     _dloss_strides = dloss.stride()

@@ -101,6 +101,25 @@ _tuner = _rt.Tuner("cumsum_masked", "f3f5c8da093628fe", _CONFIGS, default=0, fas
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _cumsum_masked_checked(x: torch.Tensor, mask: torch.Tensor):
+    """The checks of cumsum_masked()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("cumsum_masked", "x", x, torch.float32, 2)
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
+        _rt.bad_input("cumsum_masked", "mask", mask, torch.bool, 2)
+    device = x.device
+    if mask.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("cumsum_masked", x=x, mask=mask)
+    M, N = x.shape
+    _mask0, _mask1 = mask.shape
+    if _mask0 != M:
+        raise ValueError(f"cumsum_masked: mask dimension 0 (M) is {_mask0}, but x dimension 0 gives M = {M}")
+    if _mask1 != N:
+        raise ValueError(f"cumsum_masked: mask dimension 1 (N) is {_mask1}, but x dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cumsum_masked.tile and return its output.
 
@@ -128,24 +147,12 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, mask, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("cumsum_masked", "x", x, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked", "mask", mask, torch.bool, 2)
-    device = x.device
-    if mask.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked", x=x, mask=mask)
+    device, M, N = _cumsum_masked_checked(x, mask)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _cumsum_masked_apply(x, mask)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cumsum_masked(x, mask)
-    M, N = x.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked: mask dimension 0 (M) is {_mask0}, but x dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked: mask dimension 1 (N) is {_mask1}, but x dimension 1 gives N = {N}")
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -217,29 +224,16 @@ def reference(x, mask):
 def _cumsum_masked_fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The outputs of cumsum_masked(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("cumsum_masked", "x", x, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked", "mask", mask, torch.bool, 2)
-    device = x.device
-    if mask.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked", x=x, mask=mask)
-    M, N = x.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked: mask dimension 0 (M) is {_mask0}, but x dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked: mask dimension 1 (N) is {_mask1}, but x dimension 1 gives N = {N}")
+    device, M, N = _cumsum_masked_checked(x, mask)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
 
 def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """cumsum_masked() as torch.compile traces it on the GPU: the outputs of _cumsum_masked_fake, then the
+    """cumsum_masked() as torch.compile traces it on the GPU: the checks of _cumsum_masked_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _cumsum_masked_fake(x, mask)
-    M, N = x.shape
-    _mask0, _mask1 = mask.shape
+    device, M, N = _cumsum_masked_checked(x, mask)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

@@ -73,6 +73,24 @@ _tuner = _rt.Tuner("embedding", "d01e928af04ae963", _CONFIGS, default=0, fast=_F
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _embedding_checked(idx: torch.Tensor, weight: torch.Tensor):
+    """The checks of embedding()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
+        _rt.bad_input("embedding", "idx", idx, torch.int64, 1)
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
+        _rt.bad_input("embedding", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = weight.dtype
+    device = idx.device
+    if weight.device != device or (not idx.is_cuda and not _INTERPRET):
+        _rt.bad_device("embedding", idx=idx, weight=weight)
+    N, = idx.shape
+    V, C = weight.shape
+    if C > 65536:
+        raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
+    return device, T, N, V, C
+
+
 def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding.tile and return its output.
 
@@ -102,23 +120,12 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, idx, weight, y, *args)
         return y
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    device = idx.device
-    if weight.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding", idx=idx, weight=weight)
+    device, T, N, V, C = _embedding_checked(idx, weight)
     if _grad_enabled() and (weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _embedding_apply(idx, weight)
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return embedding(idx, weight)
-    N, = idx.shape
-    V, C = weight.shape
-    if C > 65536:
-        raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
     y = torch.empty(N, C, device=device, dtype=T)
     if N == 0 or C == 0:  # nothing to compute: no launch
         return y
@@ -192,28 +199,16 @@ def reference(idx, weight):
 def _embedding_fake(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """The outputs of embedding(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    device = idx.device
-    if weight.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding", idx=idx, weight=weight)
-    N, = idx.shape
-    V, C = weight.shape
-    if C > 65536:
-        raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
+    device, T, N, V, C = _embedding_checked(idx, weight)
     y = torch.empty(N, C, device=device, dtype=T)
     return y
 
 
 def _embedding_traced(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """embedding() as torch.compile traces it on the GPU: the outputs of _embedding_fake, then the
+    """embedding() as torch.compile traces it on the GPU: the checks of _embedding_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _embedding_fake(idx, weight)
-    N, = idx.shape
-    V, C = weight.shape
+    device, T, N, V, C = _embedding_checked(idx, weight)
+    y = torch.empty(N, C, device=device, dtype=T)
     if N == 0 or C == 0:  # nothing to compute: no launch
         return y
     _idx_strides = idx.stride()

@@ -100,6 +100,29 @@ _tuner = _rt.Tuner("embedding_backward", "41594b87da59a1ff", _CONFIGS, default=0
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _embedding_backward_checked(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor):
+    """The checks of embedding_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
+        _rt.bad_input("embedding_backward", "idx", idx, torch.int64, 1)
+    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
+        _rt.bad_input("embedding_backward", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = weight.dtype
+    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
+        _rt.bad_input("embedding_backward", "dy", dy, T, 2, "weight")
+    device = idx.device
+    if weight.device != device or dy.device != device or (not idx.is_cuda and not _INTERPRET):
+        _rt.bad_device("embedding_backward", idx=idx, weight=weight, dy=dy)
+    N, = idx.shape
+    V, C = weight.shape
+    _dy0, _dy1 = dy.shape
+    if _dy0 != N:
+        raise ValueError(f"embedding_backward: dy dimension 0 (N) is {_dy0}, but idx dimension 0 gives N = {N}")
+    if _dy1 != C:
+        raise ValueError(f"embedding_backward: dy dimension 1 (C) is {_dy1}, but weight dimension 1 gives C = {C}")
+    return device, T, N, V, C
+
+
 def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding_backward.tile and return its output.
 
@@ -130,28 +153,12 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
         dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
         launch(grid, device_index, idx, weight, dy, dweight, *args)
         return dweight
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding_backward", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding_backward", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
-        _rt.bad_input("embedding_backward", "dy", dy, T, 2, "weight")
-    device = idx.device
-    if weight.device != device or dy.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding_backward", idx=idx, weight=weight, dy=dy)
+    device, T, N, V, C = _embedding_backward_checked(idx, weight, dy)
     if _grad_enabled() and (weight.requires_grad or dy.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("embedding_backward")
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return embedding_backward(idx, weight, dy)
-    N, = idx.shape
-    V, C = weight.shape
-    _dy0, _dy1 = dy.shape
-    if _dy0 != N:
-        raise ValueError(f"embedding_backward: dy dimension 0 (N) is {_dy0}, but idx dimension 0 gives N = {N}")
-    if _dy1 != C:
-        raise ValueError(f"embedding_backward: dy dimension 1 (C) is {_dy1}, but weight dimension 1 gives C = {C}")
     dweight = torch.empty(V, C, device=device, dtype=T)
     if V == 0 or C == 0:  # nothing to compute: no launch
         return dweight
@@ -227,34 +234,16 @@ def reference(idx, weight, dy):
 def _embedding_backward_fake(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """The outputs of embedding_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding_backward", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding_backward", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
-        _rt.bad_input("embedding_backward", "dy", dy, T, 2, "weight")
-    device = idx.device
-    if weight.device != device or dy.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding_backward", idx=idx, weight=weight, dy=dy)
-    N, = idx.shape
-    V, C = weight.shape
-    _dy0, _dy1 = dy.shape
-    if _dy0 != N:
-        raise ValueError(f"embedding_backward: dy dimension 0 (N) is {_dy0}, but idx dimension 0 gives N = {N}")
-    if _dy1 != C:
-        raise ValueError(f"embedding_backward: dy dimension 1 (C) is {_dy1}, but weight dimension 1 gives C = {C}")
+    device, T, N, V, C = _embedding_backward_checked(idx, weight, dy)
     dweight = torch.empty(V, C, device=device, dtype=T)
     return dweight
 
 
 def _embedding_backward_traced(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    """embedding_backward() as torch.compile traces it on the GPU: the outputs of _embedding_backward_fake, then the
+    """embedding_backward() as torch.compile traces it on the GPU: the checks of _embedding_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dweight = _embedding_backward_fake(idx, weight, dy)
-    N, = idx.shape
-    V, C = weight.shape
-    _dy0, _dy1 = dy.shape
+    device, T, N, V, C = _embedding_backward_checked(idx, weight, dy)
+    dweight = torch.empty(V, C, device=device, dtype=T)
     if V == 0 or C == 0:  # nothing to compute: no launch
         return dweight
     _idx_strides = idx.stride()

@@ -265,6 +265,21 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     return norm_reduced
 
 
+def _frobenius_norm_checked(x: torch.Tensor):
+    """The checks of frobenius_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
+        _rt.bad_input("frobenius_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
+    T = x.dtype
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("frobenius_norm", x=x)
+    B, C, H, W = x.shape
+    if W > 65536:
+        raise ValueError(f"frobenius_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, B, C, H, W
+
+
 def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/frobenius_norm.tile and return its output.
 
@@ -294,20 +309,12 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         norm_reduced = _frobenius_norm_norm(x)
         launch(grid, device_index, x, norm_reduced, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("frobenius_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("frobenius_norm", x=x)
+    device, T, B, C, H, W = _frobenius_norm_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _frobenius_norm_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)
-    B, C, H, W = x.shape
-    if W > 65536:
-        raise ValueError(f"frobenius_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
@@ -387,15 +394,7 @@ def reference(x):
 def _frobenius_norm_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("frobenius_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("frobenius_norm", x=x)
-    B, C, H, W = x.shape
-    if W > 65536:
-        raise ValueError(f"frobenius_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, B, C, H, W = _frobenius_norm_checked(x)
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     return y
 

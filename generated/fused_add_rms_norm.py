@@ -94,6 +94,32 @@ _tuner = _rt.Tuner("fused_add_rms_norm", "54bea2505b1b676c", _CONFIGS, default=0
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _fused_add_rms_norm_checked(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float):
+    """The checks of fused_add_rms_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
+        _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = x.dtype
+    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
+        _rt.bad_input("fused_add_rms_norm", "residual", residual, T, 2, "x")
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("fused_add_rms_norm", "weight", weight, T, 1, "x")
+    eps = _check_scalar("fused_add_rms_norm", "eps", eps, float)
+    device = x.device
+    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
+    M, N = x.shape
+    _residual0, _residual1 = residual.shape
+    _weight0, = weight.shape
+    if _residual0 != M:
+        raise ValueError(f"fused_add_rms_norm: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
+    if _residual1 != N:
+        raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
+    if _weight0 != N:
+        raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    return device, T, eps, M, N
+
+
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/fused_add_rms_norm.tile and return its outputs.
 
@@ -126,31 +152,12 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("fused_add_rms_norm", "eps", eps, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
+    device, T, eps, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps)
     if _grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _fused_add_rms_norm_apply(x, residual, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
         return _fused_add_rms_norm_loops(x, residual, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
@@ -460,38 +467,18 @@ def reference(x, residual, weight, eps):
 def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of fused_add_rms_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("fused_add_rms_norm", "eps", eps, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    device, T, eps, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     return y, s
 
 
 def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """fused_add_rms_norm() as torch.compile traces it on the GPU: the outputs of _fused_add_rms_norm_fake, then the
+    """fused_add_rms_norm() as torch.compile traces it on the GPU: the checks of _fused_add_rms_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y, s = _fused_add_rms_norm_fake(x, residual, weight, eps)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
+    device, T, eps, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps)
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y, s
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops()'s kernel

@@ -191,6 +191,41 @@ _tuner = _rt.Tuner("fused_add_rms_norm_backward", "81824934354d6fd5", _CONFIGS, 
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _fused_add_rms_norm_backward_checked(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor):
+    """The checks of fused_add_rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
+        _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = dy.dtype
+    if not isinstance(ds, torch.Tensor) or ds.dtype != T or ds.dim() != 2:
+        _rt.bad_input("fused_add_rms_norm_backward", "ds", ds, T, 2, "dy")
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("fused_add_rms_norm_backward", "weight", weight, T, 1, "dy")
+    eps = _check_scalar("fused_add_rms_norm_backward", "eps", eps, float)
+    if not isinstance(s, torch.Tensor) or s.dtype != T or s.dim() != 2:
+        _rt.bad_input("fused_add_rms_norm_backward", "s", s, T, 2, "dy")
+    device = dy.device
+    if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
+    M, N = dy.shape
+    _ds0, _ds1 = ds.shape
+    _weight0, = weight.shape
+    _s0, _s1 = s.shape
+    if _ds0 != M:
+        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 0 (M) is {_ds0}, but dy dimension 0 gives M = {M}")
+    if _ds1 != N:
+        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 1 (N) is {_ds1}, but dy dimension 1 gives N = {N}")
+    if _weight0 != N:
+        raise ValueError(f"fused_add_rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
+    if _s0 != M:
+        raise ValueError(f"fused_add_rms_norm_backward: s dimension 0 (M) is {_s0}, but dy dimension 0 gives M = {M}")
+    if _s1 != N:
+        raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
+    if N > 262144:
+        raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    return device, T, eps, M, N
+
+
 def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/fused_add_rms_norm.tile, derived backward and return its outputs.
 
@@ -228,40 +263,12 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dresidual, dweight
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(ds, torch.Tensor) or ds.dtype != T or ds.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "ds", ds, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("fused_add_rms_norm_backward", "eps", eps, float)
-    if not isinstance(s, torch.Tensor) or s.dtype != T or s.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "s", s, T, 2, "dy")
-    device = dy.device
-    if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
+    device, T, eps, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s)
     if _grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("fused_add_rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm_backward(dy, ds, weight, eps, s)
-    M, N = dy.shape
-    _ds0, _ds1 = ds.shape
-    _weight0, = weight.shape
-    _s0, _s1 = s.shape
-    if _ds0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 0 (M) is {_ds0}, but dy dimension 0 gives M = {M}")
-    if _ds1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 1 (N) is {_ds1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _s0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 0 (M) is {_s0}, but dy dimension 0 gives M = {M}")
-    if _s1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     dx = torch.empty(M, N, device=device, dtype=T)
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
@@ -366,35 +373,7 @@ def reference(dy, ds, weight, eps, s):
 def _fused_add_rms_norm_backward_fake(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of fused_add_rms_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(ds, torch.Tensor) or ds.dtype != T or ds.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "ds", ds, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("fused_add_rms_norm_backward", "eps", eps, float)
-    if not isinstance(s, torch.Tensor) or s.dtype != T or s.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "s", s, T, 2, "dy")
-    device = dy.device
-    if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
-    M, N = dy.shape
-    _ds0, _ds1 = ds.shape
-    _weight0, = weight.shape
-    _s0, _s1 = s.shape
-    if _ds0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 0 (M) is {_ds0}, but dy dimension 0 gives M = {M}")
-    if _ds1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 1 (N) is {_ds1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _s0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 0 (M) is {_s0}, but dy dimension 0 gives M = {M}")
-    if _s1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    device, T, eps, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s)
     dx = torch.empty(M, N, device=device, dtype=T)
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)

@@ -79,6 +79,26 @@ _tuner = _rt.Tuner("geglu", "15b8dd9e48e47d9e", _CONFIGS, default=0, fast=_FAST)
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _geglu_checked(a: torch.Tensor, b: torch.Tensor):
+    """The checks of geglu()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
+        _rt.bad_input("geglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = a.dtype
+    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
+        _rt.bad_input("geglu", "b", b, T, 2, "a")
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("geglu", a=a, b=b)
+    M, N = a.shape
+    _b0, _b1 = b.shape
+    if _b0 != M:
+        raise ValueError(f"geglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
+    if _b1 != N:
+        raise ValueError(f"geglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
+    return device, T, M, N
+
+
 def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/geglu.tile and return its output.
 
@@ -108,25 +128,12 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, a, b, y, *args)
         return y
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("geglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu", a=a, b=b)
+    device, T, M, N = _geglu_checked(a, b)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _geglu_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return geglu(a, b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"geglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -200,30 +207,16 @@ def reference(a, b):
 def _geglu_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of geglu(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("geglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu", a=a, b=b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"geglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
+    device, T, M, N = _geglu_checked(a, b)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
 
 def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """geglu() as torch.compile traces it on the GPU: the outputs of _geglu_fake, then the
+    """geglu() as torch.compile traces it on the GPU: the checks of _geglu_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _geglu_fake(a, b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
+    device, T, M, N = _geglu_checked(a, b)
+    y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     _a_strides = a.stride()

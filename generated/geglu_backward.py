@@ -91,6 +91,33 @@ _tuner = _rt.Tuner("geglu_backward", "75c4b92697637567", _CONFIGS, default=0, fa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _geglu_backward_checked(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+    """The checks of geglu_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
+        _rt.bad_input("geglu_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = dy.dtype
+    if not isinstance(a, torch.Tensor) or a.dtype != T or a.dim() != 2:
+        _rt.bad_input("geglu_backward", "a", a, T, 2, "dy")
+    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
+        _rt.bad_input("geglu_backward", "b", b, T, 2, "dy")
+    device = dy.device
+    if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("geglu_backward", dy=dy, a=a, b=b)
+    M, N = dy.shape
+    _a0, _a1 = a.shape
+    _b0, _b1 = b.shape
+    if _a0 != M:
+        raise ValueError(f"geglu_backward: a dimension 0 (M) is {_a0}, but dy dimension 0 gives M = {M}")
+    if _a1 != N:
+        raise ValueError(f"geglu_backward: a dimension 1 (N) is {_a1}, but dy dimension 1 gives N = {N}")
+    if _b0 != M:
+        raise ValueError(f"geglu_backward: b dimension 0 (M) is {_b0}, but dy dimension 0 gives M = {M}")
+    if _b1 != N:
+        raise ValueError(f"geglu_backward: b dimension 1 (N) is {_b1}, but dy dimension 1 gives N = {N}")
+    return device, T, M, N
+
+
 def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/geglu_backward.tile and return its outputs.
 
@@ -122,32 +149,12 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("geglu_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(a, torch.Tensor) or a.dtype != T or a.dim() != 2:
-        _rt.bad_input("geglu_backward", "a", a, T, 2, "dy")
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu_backward", "b", b, T, 2, "dy")
-    device = dy.device
-    if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu_backward", dy=dy, a=a, b=b)
+    device, T, M, N = _geglu_backward_checked(dy, a, b)
     if _grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("geglu_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return geglu_backward(dy, a, b)
-    M, N = dy.shape
-    _a0, _a1 = a.shape
-    _b0, _b1 = b.shape
-    if _a0 != M:
-        raise ValueError(f"geglu_backward: a dimension 0 (M) is {_a0}, but dy dimension 0 gives M = {M}")
-    if _a1 != N:
-        raise ValueError(f"geglu_backward: a dimension 1 (N) is {_a1}, but dy dimension 1 gives N = {N}")
-    if _b0 != M:
-        raise ValueError(f"geglu_backward: b dimension 0 (M) is {_b0}, but dy dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu_backward: b dimension 1 (N) is {_b1}, but dy dimension 1 gives N = {N}")
     da = torch.empty(M, N, device=device, dtype=T)
     db = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -228,39 +235,18 @@ def reference(dy, a, b):
 def _geglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of geglu_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("geglu_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(a, torch.Tensor) or a.dtype != T or a.dim() != 2:
-        _rt.bad_input("geglu_backward", "a", a, T, 2, "dy")
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu_backward", "b", b, T, 2, "dy")
-    device = dy.device
-    if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu_backward", dy=dy, a=a, b=b)
-    M, N = dy.shape
-    _a0, _a1 = a.shape
-    _b0, _b1 = b.shape
-    if _a0 != M:
-        raise ValueError(f"geglu_backward: a dimension 0 (M) is {_a0}, but dy dimension 0 gives M = {M}")
-    if _a1 != N:
-        raise ValueError(f"geglu_backward: a dimension 1 (N) is {_a1}, but dy dimension 1 gives N = {N}")
-    if _b0 != M:
-        raise ValueError(f"geglu_backward: b dimension 0 (M) is {_b0}, but dy dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu_backward: b dimension 1 (N) is {_b1}, but dy dimension 1 gives N = {N}")
+    device, T, M, N = _geglu_backward_checked(dy, a, b)
     da = torch.empty(M, N, device=device, dtype=T)
     db = torch.empty(M, N, device=device, dtype=T)
     return da, db
 
 
 def _geglu_backward_traced(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """geglu_backward() as torch.compile traces it on the GPU: the outputs of _geglu_backward_fake, then the
+    """geglu_backward() as torch.compile traces it on the GPU: the checks of _geglu_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    da, db = _geglu_backward_fake(dy, a, b)
-    M, N = dy.shape
-    _a0, _a1 = a.shape
-    _b0, _b1 = b.shape
+    device, T, M, N = _geglu_backward_checked(dy, a, b)
+    da = torch.empty(M, N, device=device, dtype=T)
+    db = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return da, db
     _dy_strides = dy.stride()

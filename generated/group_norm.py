@@ -331,6 +331,42 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     return shift_reduced, square_reduced
 
 
+def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float):
+    """The checks of group_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
+        _rt.bad_input("group_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
+    T = x.dtype
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("group_norm", "weight", weight, T, 1, "x")
+    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
+        _rt.bad_input("group_norm", "bias", bias, T, 1, "x")
+    G = _check_scalar("group_norm", "G", G, int)
+    eps = _check_scalar("group_norm", "eps", eps, float)
+    device = x.device
+    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
+    B, C, H, W = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if _weight0 != C:
+        raise ValueError(f"group_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
+    if _bias0 != C:
+        raise ValueError(f"group_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
+    if H <= 0:
+        raise ValueError(f"group_norm: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"group_norm: x dimension 3 (W) must be > 0, got {W}")
+    if G < 1 or (C) % (G):
+        raise ValueError(f"group_norm: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
+    C_over_G = (C // G)
+    if C_over_G > 1048576:
+        raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+    if W > 1048576:
+        raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, G, eps, B, C, H, W, C_over_G
+
+
 def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float) -> torch.Tensor:
     """Run the kernel of specs/group_norm.tile and return its output.
 
@@ -361,41 +397,12 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
         shift_reduced, square_reduced = _group_norm_shift(x, G)
         launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("group_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("group_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("group_norm", "bias", bias, T, 1, "x")
-    G = _check_scalar("group_norm", "G", G, int)
-    eps = _check_scalar("group_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
     if _grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _group_norm_apply(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm(x, weight, bias, G, eps)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"group_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"group_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
-    if H <= 0:
-        raise ValueError(f"group_norm: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"group_norm: x dimension 3 (W) must be > 0, got {W}")
-    if G < 1 or (C) % (G):
-        raise ValueError(f"group_norm: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
-    C_over_G = (C // G)
-    if C_over_G > 1048576:
-        raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
@@ -475,36 +482,7 @@ def reference(x, weight, bias, G, eps):
 def _group_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float) -> torch.Tensor:
     """The outputs of group_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("group_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("group_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("group_norm", "bias", bias, T, 1, "x")
-    G = _check_scalar("group_norm", "G", G, int)
-    eps = _check_scalar("group_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"group_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"group_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
-    if H <= 0:
-        raise ValueError(f"group_norm: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"group_norm: x dimension 3 (W) must be > 0, got {W}")
-    if G < 1 or (C) % (G):
-        raise ValueError(f"group_norm: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
-    C_over_G = (C // G)
-    if C_over_G > 1048576:
-        raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     return y
 

@@ -786,6 +786,48 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
+def _group_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float):
+    """The checks of group_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
+        _rt.bad_input("group_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
+    T = dy.dtype
+    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
+        _rt.bad_input("group_norm_backward", "x", x, T, 4, "dy")
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("group_norm_backward", "weight", weight, T, 1, "dy")
+    G = _check_scalar("group_norm_backward", "G", G, int)
+    eps = _check_scalar("group_norm_backward", "eps", eps, float)
+    device = dy.device
+    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("group_norm_backward", dy=dy, x=x, weight=weight)
+    B, C, H, W = dy.shape
+    _x0, _x1, _x2, _x3 = x.shape
+    _weight0, = weight.shape
+    if _x0 != B:
+        raise ValueError(f"group_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
+    if _x1 != C:
+        raise ValueError(f"group_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
+    if _x2 != H:
+        raise ValueError(f"group_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
+    if _x3 != W:
+        raise ValueError(f"group_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
+    if _weight0 != C:
+        raise ValueError(f"group_norm_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
+    if H <= 0:
+        raise ValueError(f"group_norm_backward: x dimension 2 (H) must be > 0, got {H}")
+    if W <= 0:
+        raise ValueError(f"group_norm_backward: x dimension 3 (W) must be > 0, got {W}")
+    if G < 1 or (C) % (G):
+        raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
+    C_over_G = (C // G)
+    if C_over_G > 1048576:
+        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
+    if W > 1048576:
+        raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, G, eps, B, C, H, W, C_over_G
+
+
 def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/group_norm.tile, derived backward and return its outputs.
 
@@ -825,47 +867,12 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish, finish_grid, finish_args = _dbias_finish
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("group_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("group_norm_backward", "x", x, T, 4, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("group_norm_backward", "weight", weight, T, 1, "dy")
-    G = _check_scalar("group_norm_backward", "G", G, int)
-    eps = _check_scalar("group_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("group_norm_backward", dy=dy, x=x, weight=weight)
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_backward_checked(dy, x, weight, G, eps)
     if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("group_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm_backward(dy, x, weight, G, eps)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, = weight.shape
-    if _x0 != B:
-        raise ValueError(f"group_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"group_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"group_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"group_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"group_norm_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if H <= 0:
-        raise ValueError(f"group_norm_backward: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"group_norm_backward: x dimension 3 (W) must be > 0, got {W}")
-    if G < 1 or (C) % (G):
-        raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
-    C_over_G = (C // G)
-    if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     dweight = torch.empty(C, device=device, dtype=T)
     dbias = torch.empty(C, device=device, dtype=T)
@@ -982,42 +989,7 @@ def reference(dy, x, weight, G, eps):
 def _group_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of group_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("group_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("group_norm_backward", "x", x, T, 4, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("group_norm_backward", "weight", weight, T, 1, "dy")
-    G = _check_scalar("group_norm_backward", "G", G, int)
-    eps = _check_scalar("group_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("group_norm_backward", dy=dy, x=x, weight=weight)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, = weight.shape
-    if _x0 != B:
-        raise ValueError(f"group_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"group_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"group_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"group_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"group_norm_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if H <= 0:
-        raise ValueError(f"group_norm_backward: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"group_norm_backward: x dimension 3 (W) must be > 0, got {W}")
-    if G < 1 or (C) % (G):
-        raise ValueError(f"group_norm_backward: the extent (C / G) needs C ({C}) to be a multiple of G ({G}), and G at least 1")
-    C_over_G = (C // G)
-    if C_over_G > 1048576:
-        raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_backward_checked(dy, x, weight, G, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     dweight = torch.empty(C, device=device, dtype=T)
     dbias = torch.empty(C, device=device, dtype=T)

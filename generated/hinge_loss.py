@@ -119,6 +119,23 @@ _tuner = _rt.Tuner("hinge_loss", "696bdaaaab9ba3c5", _CONFIGS, default=0, fast=_
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _hinge_loss_checked(predictions: torch.Tensor, targets: torch.Tensor):
+    """The checks of hinge_loss()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
+        _rt.bad_input("hinge_loss", "predictions", predictions, torch.float32, 2)
+    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 1:
+        _rt.bad_input("hinge_loss", "targets", targets, torch.float32, 1)
+    device = predictions.device
+    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
+        _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
+    M, N = predictions.shape
+    _targets0, = targets.shape
+    if _targets0 != N:
+        raise ValueError(f"hinge_loss: targets dimension 0 (N) is {_targets0}, but predictions dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/hinge_loss.tile and return its output.
 
@@ -149,22 +166,12 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("hinge_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 1:
-        _rt.bad_input("hinge_loss", "targets", targets, torch.float32, 1)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
+    device, M, N = _hinge_loss_checked(predictions, targets)
     if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _hinge_loss_apply(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return hinge_loss(predictions, targets)
-    M, N = predictions.shape
-    _targets0, = targets.shape
-    if _targets0 != N:
-        raise ValueError(f"hinge_loss: targets dimension 0 (N) is {_targets0}, but predictions dimension 1 gives N = {N}")
     loss = torch.empty((), device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return loss
@@ -243,17 +250,7 @@ def reference(predictions, targets):
 def _hinge_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The outputs of hinge_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("hinge_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 1:
-        _rt.bad_input("hinge_loss", "targets", targets, torch.float32, 1)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, = targets.shape
-    if _targets0 != N:
-        raise ValueError(f"hinge_loss: targets dimension 0 (N) is {_targets0}, but predictions dimension 1 gives N = {N}")
+    device, M, N = _hinge_loss_checked(predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 

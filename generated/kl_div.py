@@ -120,6 +120,25 @@ _tuner = _rt.Tuner("kl_div", "6eb1c0ef4d12655f", _CONFIGS, default=0, fast=_FAST
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _kl_div_checked(predictions: torch.Tensor, targets: torch.Tensor):
+    """The checks of kl_div()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
+        _rt.bad_input("kl_div", "predictions", predictions, torch.float32, 2)
+    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
+        _rt.bad_input("kl_div", "targets", targets, torch.float32, 2)
+    device = predictions.device
+    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
+        _rt.bad_device("kl_div", predictions=predictions, targets=targets)
+    M, N = predictions.shape
+    _targets0, _targets1 = targets.shape
+    if _targets0 != M:
+        raise ValueError(f"kl_div: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
+    if _targets1 != N:
+        raise ValueError(f"kl_div: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/kl_div.tile and return its output.
 
@@ -150,24 +169,12 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div", predictions=predictions, targets=targets)
+    device, M, N = _kl_div_checked(predictions, targets)
     if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_apply(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return kl_div(predictions, targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     loss = torch.empty((), device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return loss
@@ -248,19 +255,7 @@ def reference(predictions, targets):
 def _kl_div_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The outputs of kl_div(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div", predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    device, M, N = _kl_div_checked(predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 

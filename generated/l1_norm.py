@@ -58,6 +58,18 @@ def l1_norm_kernel(
     tl.store(y_ptr + pid_r * stride_y_b + offs_c * stride_y_d, x / mean_c, mask=mask_c)
 
 
+def _l1_norm_checked(x: torch.Tensor):
+    """The checks of l1_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("l1_norm", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("l1_norm", x=x)
+    B, D = x.shape
+    return device, B, D
+
+
 def l1_norm(x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/l1_norm.tile and return its output.
 
@@ -81,17 +93,12 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm", x=x)
+    device, B, D = _l1_norm_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _l1_norm_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return l1_norm(x)
-    B, D = x.shape
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops() loops over them
         return _l1_norm_loops(x)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
@@ -275,21 +282,16 @@ def reference(x):
 def _l1_norm_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of l1_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm", x=x)
-    B, D = x.shape
+    device, B, D = _l1_norm_checked(x)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
     return y
 
 
 def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
-    """l1_norm() as torch.compile traces it on the GPU: the outputs of _l1_norm_fake, then the
+    """l1_norm() as torch.compile traces it on the GPU: the checks of _l1_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _l1_norm_fake(x)
-    B, D = x.shape
+    device, B, D = _l1_norm_checked(x)
+    y = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return y
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops()'s kernel

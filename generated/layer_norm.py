@@ -100,6 +100,29 @@ _tuner = _rt.Tuner("layer_norm", "fda2a0b8bb5f4a77", _CONFIGS, default=0, fast=_
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _layer_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """The checks of layer_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
+        _rt.bad_input("layer_norm", "x", x, torch.float16, 2)
+    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
+        _rt.bad_input("layer_norm", "weight", weight, torch.float16, 1)
+    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float16 or bias.dim() != 1:
+        _rt.bad_input("layer_norm", "bias", bias, torch.float16, 1)
+    eps = _check_scalar("layer_norm", "eps", eps, float)
+    device = x.device
+    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
+    M, N = x.shape
+    _weight0, = weight.shape
+    _bias0, = bias.shape
+    if _weight0 != N:
+        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    if _bias0 != N:
+        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
+    return device, eps, M, N
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/layer_norm.tile and return its outputs.
 
@@ -131,28 +154,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
         return y, mu, rstd
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
-        _rt.bad_input("layer_norm", "x", x, torch.float16, 2)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
-        _rt.bad_input("layer_norm", "weight", weight, torch.float16, 1)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float16 or bias.dim() != 1:
-        _rt.bad_input("layer_norm", "bias", bias, torch.float16, 1)
-    eps = _check_scalar("layer_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
+    device, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
     if _grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _layer_norm_apply(x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm(x, weight, bias, eps)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
         return _layer_norm_loops(x, weight, bias, eps)
     y = torch.empty(M, N, device=device, dtype=torch.float16)
@@ -477,23 +484,7 @@ def reference(x, weight, bias, eps):
 def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of layer_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
-        _rt.bad_input("layer_norm", "x", x, torch.float16, 2)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
-        _rt.bad_input("layer_norm", "weight", weight, torch.float16, 1)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float16 or bias.dim() != 1:
-        _rt.bad_input("layer_norm", "bias", bias, torch.float16, 1)
-    eps = _check_scalar("layer_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
+    device, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
     y = torch.empty(M, N, device=device, dtype=torch.float16)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
@@ -501,12 +492,12 @@ def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
 
 def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """layer_norm() as torch.compile traces it on the GPU: the outputs of _layer_norm_fake, then the
+    """layer_norm() as torch.compile traces it on the GPU: the checks of _layer_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y, mu, rstd = _layer_norm_fake(x, weight, bias, eps)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
+    device, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
+    y = torch.empty(M, N, device=device, dtype=torch.float16)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y, mu, rstd
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops()'s kernel

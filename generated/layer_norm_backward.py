@@ -193,6 +193,42 @@ _tuner = _rt.Tuner("layer_norm_backward", "67b758f7c16dfc61", _CONFIGS, default=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _layer_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor):
+    """The checks of layer_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float16 or dy.dim() != 2:
+        _rt.bad_input("layer_norm_backward", "dy", dy, torch.float16, 2)
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
+        _rt.bad_input("layer_norm_backward", "x", x, torch.float16, 2)
+    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
+        _rt.bad_input("layer_norm_backward", "weight", weight, torch.float16, 1)
+    if not isinstance(mu, torch.Tensor) or mu.dtype != torch.float32 or mu.dim() != 1:
+        _rt.bad_input("layer_norm_backward", "mu", mu, torch.float32, 1)
+    if not isinstance(rstd, torch.Tensor) or rstd.dtype != torch.float32 or rstd.dim() != 1:
+        _rt.bad_input("layer_norm_backward", "rstd", rstd, torch.float32, 1)
+    device = dy.device
+    if x.device != device or weight.device != device or mu.device != device or rstd.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("layer_norm_backward", dy=dy, x=x, weight=weight, mu=mu, rstd=rstd)
+    M, N = dy.shape
+    _x0, _x1 = x.shape
+    _weight0, = weight.shape
+    _mu0, = mu.shape
+    _rstd0, = rstd.shape
+    if _x0 != M:
+        raise ValueError(f"layer_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
+    if _x1 != N:
+        raise ValueError(f"layer_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
+    if _weight0 != N:
+        raise ValueError(f"layer_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
+    if _mu0 != M:
+        raise ValueError(f"layer_norm_backward: mu dimension 0 (M) is {_mu0}, but dy dimension 0 gives M = {M}")
+    if _rstd0 != M:
+        raise ValueError(f"layer_norm_backward: rstd dimension 0 (M) is {_rstd0}, but dy dimension 0 gives M = {M}")
+    if N > 131072:
+        raise ValueError(f"layer_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
+    return device, M, N
+
+
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/layer_norm_backward.tile and return its outputs.
 
@@ -231,41 +267,12 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish, finish_grid, finish_args = _dbias_finish
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float16 or dy.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "dy", dy, torch.float16, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "x", x, torch.float16, 2)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "weight", weight, torch.float16, 1)
-    if not isinstance(mu, torch.Tensor) or mu.dtype != torch.float32 or mu.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "mu", mu, torch.float32, 1)
-    if not isinstance(rstd, torch.Tensor) or rstd.dtype != torch.float32 or rstd.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "rstd", rstd, torch.float32, 1)
-    device = dy.device
-    if x.device != device or weight.device != device or mu.device != device or rstd.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm_backward", dy=dy, x=x, weight=weight, mu=mu, rstd=rstd)
+    device, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
     if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("layer_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm_backward(dy, x, weight, mu, rstd)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    _mu0, = mu.shape
-    _rstd0, = rstd.shape
-    if _x0 != M:
-        raise ValueError(f"layer_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"layer_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"layer_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _mu0 != M:
-        raise ValueError(f"layer_norm_backward: mu dimension 0 (M) is {_mu0}, but dy dimension 0 gives M = {M}")
-    if _rstd0 != M:
-        raise ValueError(f"layer_norm_backward: rstd dimension 0 (M) is {_rstd0}, but dy dimension 0 gives M = {M}")
-    if N > 131072:
-        raise ValueError(f"layer_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
     dx = torch.empty(M, N, device=device, dtype=torch.float16)
     dweight = torch.empty(N, device=device, dtype=torch.float16)
     dbias = torch.empty(N, device=device, dtype=torch.float16)
@@ -368,36 +375,7 @@ def reference(dy, x, weight, mu, rstd):
 def _layer_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of layer_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float16 or dy.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "dy", dy, torch.float16, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float16 or x.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "x", x, torch.float16, 2)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float16 or weight.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "weight", weight, torch.float16, 1)
-    if not isinstance(mu, torch.Tensor) or mu.dtype != torch.float32 or mu.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "mu", mu, torch.float32, 1)
-    if not isinstance(rstd, torch.Tensor) or rstd.dtype != torch.float32 or rstd.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "rstd", rstd, torch.float32, 1)
-    device = dy.device
-    if x.device != device or weight.device != device or mu.device != device or rstd.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm_backward", dy=dy, x=x, weight=weight, mu=mu, rstd=rstd)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    _mu0, = mu.shape
-    _rstd0, = rstd.shape
-    if _x0 != M:
-        raise ValueError(f"layer_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"layer_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"layer_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _mu0 != M:
-        raise ValueError(f"layer_norm_backward: mu dimension 0 (M) is {_mu0}, but dy dimension 0 gives M = {M}")
-    if _rstd0 != M:
-        raise ValueError(f"layer_norm_backward: rstd dimension 0 (M) is {_rstd0}, but dy dimension 0 gives M = {M}")
-    if N > 131072:
-        raise ValueError(f"layer_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
+    device, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
     dx = torch.empty(M, N, device=device, dtype=torch.float16)
     dweight = torch.empty(N, device=device, dtype=torch.float16)
     dbias = torch.empty(N, device=device, dtype=torch.float16)

@@ -82,6 +82,18 @@ _tuner = _rt.Tuner("log_softmax", "dc7b92a9c70e987d", _CONFIGS, default=0, fast=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _log_softmax_checked(x: torch.Tensor):
+    """The checks of log_softmax()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("log_softmax", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("log_softmax", x=x)
+    M, N = x.shape
+    return device, M, N
+
+
 def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/log_softmax.tile and return its output.
 
@@ -108,17 +120,12 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("log_softmax", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("log_softmax", x=x)
+    device, M, N = _log_softmax_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _log_softmax_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return log_softmax(x)
-    M, N = x.shape
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops() loops over them
         return _log_softmax_loops(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -370,21 +377,16 @@ def reference(x):
 def _log_softmax_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of log_softmax(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("log_softmax", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("log_softmax", x=x)
-    M, N = x.shape
+    device, M, N = _log_softmax_checked(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
 
 def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
-    """log_softmax() as torch.compile traces it on the GPU: the outputs of _log_softmax_fake, then the
+    """log_softmax() as torch.compile traces it on the GPU: the checks of _log_softmax_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _log_softmax_fake(x)
-    M, N = x.shape
+    device, M, N = _log_softmax_checked(x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops()'s kernel

@@ -80,6 +80,25 @@ _tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _log_softmax_backward_checked(dy: torch.Tensor, y: torch.Tensor):
+    """The checks of log_softmax_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
+        _rt.bad_input("log_softmax_backward", "dy", dy, torch.float32, 2)
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
+        _rt.bad_input("log_softmax_backward", "y", y, torch.float32, 2)
+    device = dy.device
+    if y.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("log_softmax_backward", dy=dy, y=y)
+    M, N = dy.shape
+    _y0, _y1 = y.shape
+    if _y0 != M:
+        raise ValueError(f"log_softmax_backward: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
+    if _y1 != N:
+        raise ValueError(f"log_softmax_backward: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/log_softmax_backward.tile and return its output.
 
@@ -107,24 +126,12 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "y", y, torch.float32, 2)
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("log_softmax_backward", dy=dy, y=y)
+    device, M, N = _log_softmax_backward_checked(dy, y)
     if _grad_enabled() and (dy.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("log_softmax_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return log_softmax_backward(dy, y)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"log_softmax_backward: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"log_softmax_backward: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops() loops over them
         return _log_softmax_backward_loops(dy, y)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -369,29 +376,16 @@ def reference(dy, y):
 def _log_softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The outputs of log_softmax_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "y", y, torch.float32, 2)
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("log_softmax_backward", dy=dy, y=y)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"log_softmax_backward: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"log_softmax_backward: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
+    device, M, N = _log_softmax_backward_checked(dy, y)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     return dx
 
 
 def _log_softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log_softmax_backward() as torch.compile traces it on the GPU: the outputs of _log_softmax_backward_fake, then the
+    """log_softmax_backward() as torch.compile traces it on the GPU: the checks of _log_softmax_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx = _log_softmax_backward_fake(dy, y)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
+    device, M, N = _log_softmax_backward_checked(dy, y)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops()'s kernel

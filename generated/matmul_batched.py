@@ -75,6 +75,31 @@ def matmul_batched_kernel(
     tl.store(c_ptrs, acc.to(tl.float16), mask=mask_mn)
 
 
+def _matmul_batched_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """The checks of matmul_batched()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 3:
+        _rt.bad_input("matmul_batched", "a", a, torch.float16, 3)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
+        _rt.bad_input("matmul_batched", "b", b, torch.float16, 3)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_batched", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_batched", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_batched", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_batched", "BK", BK)
+    B, M, K = a.shape
+    _b0, _b1, N = b.shape
+    if _b0 != B:
+        raise ValueError(f"matmul_batched: b dimension 0 (B) is {_b0}, but a dimension 0 gives B = {B}")
+    if _b1 != K:
+        raise ValueError(f"matmul_batched: b dimension 1 (K) is {_b1}, but a dimension 2 gives K = {K}")
+    return device, B, M, K, N
+
+
 def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_batched.tile and return its output.
 
@@ -101,30 +126,12 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 3:
-        _rt.bad_input("matmul_batched", "a", a, torch.float16, 3)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
-        _rt.bad_input("matmul_batched", "b", b, torch.float16, 3)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_batched", a=a, b=b)
+    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_batched_apply(a, b, BM, BN, BK)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_batched(a, b, BM=BM, BN=BN, BK=BK)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_batched", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_batched", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_batched", "BK", BK)
-    B, M, K = a.shape
-    _b0, _b1, N = b.shape
-    if _b0 != B:
-        raise ValueError(f"matmul_batched: b dimension 0 (B) is {_b0}, but a dimension 0 gives B = {B}")
-    if _b1 != K:
-        raise ValueError(f"matmul_batched: b dimension 1 (K) is {_b1}, but a dimension 2 gives K = {K}")
     c = torch.empty(B, M, N, device=device, dtype=torch.float16)
     if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -185,38 +192,19 @@ def _matmul_batched_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 3:
-        _rt.bad_input("matmul_batched", "a", a, torch.float16, 3)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
-        _rt.bad_input("matmul_batched", "b", b, torch.float16, 3)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_batched", a=a, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_batched", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_batched", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_batched", "BK", BK)
-    B, M, K = a.shape
-    _b0, _b1, N = b.shape
-    if _b0 != B:
-        raise ValueError(f"matmul_batched: b dimension 0 (B) is {_b0}, but a dimension 0 gives B = {B}")
-    if _b1 != K:
-        raise ValueError(f"matmul_batched: b dimension 1 (K) is {_b1}, but a dimension 2 gives K = {K}")
+    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
     c = torch.empty(B, M, N, device=device, dtype=torch.float16)
     return c
 
 
 def _matmul_batched_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_batched() as torch.compile traces it on the GPU: the outputs of _matmul_batched_fake, then the
+    """matmul_batched() as torch.compile traces it on the GPU: the checks of _matmul_batched_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    c = _matmul_batched_fake(a, b, BM=BM, BN=BN, BK=BK)
-    B, M, K = a.shape
-    _b0, _b1, N = b.shape
+    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
+    c = torch.empty(B, M, N, device=device, dtype=torch.float16)
     if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

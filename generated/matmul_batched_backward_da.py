@@ -87,6 +87,31 @@ def matmul_batched_backward_da_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_mk)
 
 
+def _matmul_batched_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """The checks of matmul_batched_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 3:
+        _rt.bad_input("matmul_batched_backward_da", "dc", dc, torch.float16, 3)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
+        _rt.bad_input("matmul_batched_backward_da", "b", b, torch.float16, 3)
+    device = dc.device
+    if b.device != device or (not dc.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_batched_backward_da", dc=dc, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_batched_backward_da", "BM", BM)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_batched_backward_da", "BK", BK)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_batched_backward_da", "BN", BN)
+    B, M, N = dc.shape
+    _b0, K, _b2 = b.shape
+    if _b0 != B:
+        raise ValueError(f"matmul_batched_backward_da: b dimension 0 (B) is {_b0}, but dc dimension 0 gives B = {B}")
+    if _b2 != N:
+        raise ValueError(f"matmul_batched_backward_da: b dimension 2 (N) is {_b2}, but dc dimension 2 gives N = {N}")
+    return device, B, M, N, K
+
+
 def matmul_batched_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_batched.tile, derived backward matmul_batched_backward_da and return its output.
 
@@ -113,30 +138,12 @@ def matmul_batched_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 6
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_da", "dc", dc, torch.float16, 3)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_da", "b", b, torch.float16, 3)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_batched_backward_da", dc=dc, b=b)
+    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
     if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_batched_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_batched_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BM", BM)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BN", BN)
-    B, M, N = dc.shape
-    _b0, K, _b2 = b.shape
-    if _b0 != B:
-        raise ValueError(f"matmul_batched_backward_da: b dimension 0 (B) is {_b0}, but dc dimension 0 gives B = {B}")
-    if _b2 != N:
-        raise ValueError(f"matmul_batched_backward_da: b dimension 2 (N) is {_b2}, but dc dimension 2 gives N = {N}")
     da = torch.empty(B, M, K, device=device, dtype=torch.float16)
     if B == 0 or M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -197,38 +204,19 @@ def _matmul_batched_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BM: i
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_da", "dc", dc, torch.float16, 3)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_da", "b", b, torch.float16, 3)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_batched_backward_da", dc=dc, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BM", BM)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_batched_backward_da", "BN", BN)
-    B, M, N = dc.shape
-    _b0, K, _b2 = b.shape
-    if _b0 != B:
-        raise ValueError(f"matmul_batched_backward_da: b dimension 0 (B) is {_b0}, but dc dimension 0 gives B = {B}")
-    if _b2 != N:
-        raise ValueError(f"matmul_batched_backward_da: b dimension 2 (N) is {_b2}, but dc dimension 2 gives N = {N}")
+    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
     da = torch.empty(B, M, K, device=device, dtype=torch.float16)
     return da
 
 
 def _matmul_batched_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_batched_backward_da() as torch.compile traces it on the GPU: the outputs of _matmul_batched_backward_da_fake, then the
+    """matmul_batched_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_batched_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    da = _matmul_batched_backward_da_fake(dc, b, BM=BM, BN=BN, BK=BK)
-    B, M, N = dc.shape
-    _b0, K, _b2 = b.shape
+    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
+    da = torch.empty(B, M, K, device=device, dtype=torch.float16)
     if B == 0 or M == 0 or K == 0:  # nothing to compute: no launch
         return da
     _dc_strides = dc.stride()

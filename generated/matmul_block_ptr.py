@@ -78,6 +78,31 @@ def matmul_block_ptr_kernel(
     tl.store(c_block_ptr, accumulator, boundary_check=(0, 1))
 
 
+def _matmul_block_ptr_checked(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_block_ptr()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _rt.bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_block_ptr", a=a, b=b)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_block_ptr: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    return device, M, K, N
+
+
 def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_block_ptr.tile and return its output.
 
@@ -104,30 +129,12 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_checked(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_block_ptr_apply(a, b, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_block_ptr(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_block_ptr: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -452,39 +459,20 @@ def _matmul_block_ptr_fake(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: in
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr", a=a, b=b)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_block_ptr: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    device, M, K, N = _matmul_block_ptr_checked(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     c = torch.empty(M, N, device=device, dtype=torch.float32)
     return c
 
 
 def _matmul_block_ptr_traced(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr() as torch.compile traces it on the GPU: the outputs of _matmul_block_ptr_fake, then the
+    """matmul_block_ptr() as torch.compile traces it on the GPU: the checks of _matmul_block_ptr_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE_M = int(BLOCK_SIZE_M)
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    c = _matmul_block_ptr_fake(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _b0, N = b.shape
+    device, M, K, N = _matmul_block_ptr_checked(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

@@ -90,6 +90,42 @@ def matmul_epilogue_kernel(
     tl.store(c_ptrs, (gelu_tanh(alpha * acc + bias) + residual).to(tl.bfloat16), mask=mask_mn)
 
 
+def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_epilogue()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
+        _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
+        _rt.bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
+    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
+        _rt.bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
+    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
+        _rt.bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
+    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
+    device = a.device
+    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_epilogue", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_epilogue", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_epilogue", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    _bias0, = bias.shape
+    _residual0, _residual1 = residual.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if _bias0 != N:
+        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
+    if _residual0 != M:
+        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
+    if _residual1 != N:
+        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
+    return device, alpha, M, K, N
+
+
 def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_epilogue.tile and return its output.
 
@@ -119,41 +155,12 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, a, b, bias, residual, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
-        _rt.bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
-    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
-    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
-    device = a.device
-    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     if _grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_epilogue")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_epilogue(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_epilogue", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_epilogue", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_epilogue", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    _bias0, = bias.shape
-    _residual0, _residual1 = residual.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if _bias0 != N:
-        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
-    if _residual0 != M:
-        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
     c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -220,52 +227,20 @@ def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, 
     BN = int(BN)
     BK = int(BK)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
-        _rt.bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
-    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
-    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
-    device = a.device
-    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_epilogue", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_epilogue", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_epilogue", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    _bias0, = bias.shape
-    _residual0, _residual1 = residual.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if _bias0 != N:
-        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
-    if _residual0 != M:
-        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
+    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     return c
 
 
 def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_epilogue() as torch.compile traces it on the GPU: the outputs of _matmul_epilogue_fake, then the
+    """matmul_epilogue() as torch.compile traces it on the GPU: the checks of _matmul_epilogue_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    c = _matmul_epilogue_fake(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _b0, N = b.shape
-    _bias0, = bias.shape
-    _residual0, _residual1 = residual.shape
+    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

@@ -267,6 +267,24 @@ _tuner = _rt.Tuner("matmul_fast", "1ee979e7afd75e10", _CONFIGS, default=23, fast
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_fast_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_fast()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
+        _rt.bad_input("matmul_fast", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = a.dtype
+    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
+        _rt.bad_input("matmul_fast", "b", b, T, 2, "a")
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_fast", a=a, b=b)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    return device, T, M, K, N
+
+
 def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast.tile and return its output.
 
@@ -298,23 +316,12 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         c = torch.empty(*_c_shape, device=device, dtype=T)
         launch(grid, device_index, *_rebased(descriptors, (a, b, c)), partials, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("matmul_fast", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("matmul_fast", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast", a=a, b=b)
+    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_fast_apply(a, b, GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -713,18 +720,7 @@ def _matmul_fast_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8
     """The outputs of matmul_fast(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("matmul_fast", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("matmul_fast", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     c = torch.empty(M, N, device=device, dtype=T)
     return c
 

@@ -249,6 +249,24 @@ _tuner = _rt.Tuner("matmul_fast_backward_da", "f4caf868ec6a3b29", _CONFIGS, defa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_fast_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_fast_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dc, torch.Tensor) or dc.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dc.dim() != 2:
+        _rt.bad_input("matmul_fast_backward_da", "dc", dc, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = dc.dtype
+    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
+        _rt.bad_input("matmul_fast_backward_da", "b", b, T, 2, "dc")
+    device = dc.device
+    if b.device != device or (not dc.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_fast_backward_da", dc=dc, b=b)
+    M, N = dc.shape
+    K, _b1 = b.shape
+    if _b1 != N:
+        raise ValueError(f"matmul_fast_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    return device, T, M, N, K
+
+
 def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast_backward_da.tile and return its output.
 
@@ -280,23 +298,12 @@ def matmul_fast_backward_da(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
         da = torch.empty(*_da_shape, device=device, dtype=T)
         launch(grid, device_index, *_rebased(descriptors, (dc, b, da)), partials, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dc.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_da", "dc", dc, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dc.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_da", "b", b, T, 2, "dc")
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast_backward_da", dc=dc, b=b)
+    device, T, M, N, K = _matmul_fast_backward_da_checked(dc, b, GROUP_SIZE_M=GROUP_SIZE_M)
     if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_fast_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast_backward_da(dc, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_fast_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     da = torch.empty(M, K, device=device, dtype=T)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -695,18 +702,7 @@ def _matmul_fast_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, GROUP_SI
     """The outputs of matmul_fast_backward_da(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(dc, torch.Tensor) or dc.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dc.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_da", "dc", dc, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dc.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_da", "b", b, T, 2, "dc")
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast_backward_da", dc=dc, b=b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_fast_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    device, T, M, N, K = _matmul_fast_backward_da_checked(dc, b, GROUP_SIZE_M=GROUP_SIZE_M)
     da = torch.empty(M, K, device=device, dtype=T)
     return da
 

@@ -250,6 +250,24 @@ _tuner = _rt.Tuner("matmul_fast_backward_db", "b7ea1e0c25ed0052", _CONFIGS, defa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_fast_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_fast_backward_db()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
+        _rt.bad_input("matmul_fast_backward_db", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = a.dtype
+    if not isinstance(dc, torch.Tensor) or dc.dtype != T or dc.dim() != 2:
+        _rt.bad_input("matmul_fast_backward_db", "dc", dc, T, 2, "a")
+    device = a.device
+    if dc.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_fast_backward_db", a=a, dc=dc)
+    M, K = a.shape
+    _dc0, N = dc.shape
+    if _dc0 != M:
+        raise ValueError(f"matmul_fast_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
+    return device, T, M, K, N
+
+
 def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_fast_backward_db.tile and return its output.
 
@@ -281,23 +299,12 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), partials, *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_db", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(dc, torch.Tensor) or dc.dtype != T or dc.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_db", "dc", dc, T, 2, "a")
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast_backward_db", a=a, dc=dc)
+    device, T, M, K, N = _matmul_fast_backward_db_checked(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
     if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_fast_backward_db")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast_backward_db(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_fast_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     db = torch.empty(K, N, device=device, dtype=T)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
@@ -696,18 +703,7 @@ def _matmul_fast_backward_db_fake(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SI
     """The outputs of matmul_fast_backward_db(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_db", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(dc, torch.Tensor) or dc.dtype != T or dc.dim() != 2:
-        _rt.bad_input("matmul_fast_backward_db", "dc", dc, T, 2, "a")
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast_backward_db", a=a, dc=dc)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_fast_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
+    device, T, M, K, N = _matmul_fast_backward_db_checked(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
     db = torch.empty(K, N, device=device, dtype=T)
     return db
 

@@ -91,6 +91,25 @@ _tuner = _rt.Tuner("matmul_grouped_autotuned", "38d50275d2169170", _CONFIGS, def
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_grouped_autotuned_checked(a: torch.Tensor, b: torch.Tensor):
+    """The checks of matmul_grouped_autotuned()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _rt.bad_input("matmul_grouped_autotuned", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _rt.bad_input("matmul_grouped_autotuned", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_grouped_autotuned", a=a, b=b)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_grouped_autotuned: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % 64:
+        raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
+    return device, M, K, N
+
+
 def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_grouped_autotuned.tile and return its output.
 
@@ -118,24 +137,12 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned", a=a, b=b)
+    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_grouped_autotuned_apply(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_grouped_autotuned(a, b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_grouped_autotuned: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % 64:
-        raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -209,29 +216,16 @@ def reference(a, b):
 def _matmul_grouped_autotuned_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of matmul_grouped_autotuned(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_grouped_autotuned: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % 64:
-        raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
+    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     return c
 
 
 def _matmul_grouped_autotuned_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned() as torch.compile traces it on the GPU: the outputs of _matmul_grouped_autotuned_fake, then the
+    """matmul_grouped_autotuned() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    c = _matmul_grouped_autotuned_fake(a, b)
-    M, K = a.shape
-    _b0, N = b.shape
+    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

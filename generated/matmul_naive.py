@@ -72,6 +72,31 @@ def matmul_naive_kernel(
     tl.store(c_ptrs, acc.to(tl.float16), mask=mask_mn)
 
 
+def _matmul_naive_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """The checks of matmul_naive()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _rt.bad_input("matmul_naive", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _rt.bad_input("matmul_naive", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_naive", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_naive", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_naive", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_naive", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % BK:
+        raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    return device, M, K, N
+
+
 def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
     """Run the kernel of specs/matmul_naive.tile and return its output.
 
@@ -98,30 +123,12 @@ def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_naive", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive", a=a, b=b)
+    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_naive_apply(a, b, BM, BN, BK)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_naive(a, b, BM=BM, BN=BN, BK=BK)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_naive", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_naive", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_naive", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % BK:
-        raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -181,38 +188,19 @@ def _matmul_naive_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: in
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_naive", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive", a=a, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_naive", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_naive", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_naive", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % BK:
-        raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     return c
 
 
 def _matmul_naive_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """matmul_naive() as torch.compile traces it on the GPU: the outputs of _matmul_naive_fake, then the
+    """matmul_naive() as torch.compile traces it on the GPU: the checks of _matmul_naive_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    c = _matmul_naive_fake(a, b, BM=BM, BN=BN, BK=BK)
-    M, K = a.shape
-    _b0, N = b.shape
+    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

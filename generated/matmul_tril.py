@@ -73,6 +73,29 @@ def matmul_tril_kernel(
     tl.store(c_ptrs, tl.where(offs_n[None, :] <= offs_m[:, None], acc, 0), mask=mask_mn)
 
 
+def _matmul_tril_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """The checks of matmul_tril()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
+        _rt.bad_input("matmul_tril", "a", a, torch.float32, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
+        _rt.bad_input("matmul_tril", "b", b, torch.float32, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_tril", a=a, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_tril", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_tril", "BN", BN)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_tril", "BK", BK)
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_tril: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    return device, M, K, N
+
+
 def matmul_tril(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_tril.tile and return its output.
 
@@ -99,28 +122,12 @@ def matmul_tril(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64,
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
-        _rt.bad_input("matmul_tril", "a", a, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matmul_tril", "b", b, torch.float32, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_tril", a=a, b=b)
+    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_tril")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_tril(a, b, BM=BM, BN=BN, BK=BK)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_tril", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_tril", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_tril", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_tril: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -180,36 +187,19 @@ def _matmul_tril_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
-        _rt.bad_input("matmul_tril", "a", a, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matmul_tril", "b", b, torch.float32, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_tril", a=a, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_tril", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_tril", "BN", BN)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_tril", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_tril: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
     c = torch.empty(M, N, device=device, dtype=torch.float32)
     return c
 
 
 def _matmul_tril_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_tril() as torch.compile traces it on the GPU: the outputs of _matmul_tril_fake, then the
+    """matmul_tril() as torch.compile traces it on the GPU: the checks of _matmul_tril_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    c = _matmul_tril_fake(a, b, BM=BM, BN=BN, BK=BK)
-    M, K = a.shape
-    _b0, N = b.shape
+    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

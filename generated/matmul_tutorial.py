@@ -108,6 +108,27 @@ _tuner = _rt.Tuner("matmul_tutorial", "bedd96d3022b5beb", _CONFIGS, default=9, f
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_tutorial_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none"):
+    """The checks of matmul_tutorial()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _rt.bad_input("matmul_tutorial", "a", a, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _rt.bad_input("matmul_tutorial", "b", b, torch.float16, 2)
+    device = a.device
+    if b.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_tutorial", a=a, b=b)
+    if activation not in ("none", "leaky_relu"):
+        raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
+    M, K = a.shape
+    _b0, N = b.shape
+    if _b0 != K:
+        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    if K % 32:
+        raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
+    return device, M, K, N
+
+
 def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none", config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_tutorial.tile and return its output.
 
@@ -137,26 +158,12 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_tutorial", a=a, b=b)
+    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
     if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_tutorial")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    if activation not in ("none", "leaky_relu"):
-        raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % 32:
-        raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -246,32 +253,17 @@ def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
     """The outputs of matmul_tutorial(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_tutorial", a=a, b=b)
-    if activation not in ("none", "leaky_relu"):
-        raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % 32:
-        raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
+    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     return c
 
 
 def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
-    """matmul_tutorial() as torch.compile traces it on the GPU: the outputs of _matmul_tutorial_fake, then the
+    """matmul_tutorial() as torch.compile traces it on the GPU: the checks of _matmul_tutorial_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    c = _matmul_tutorial_fake(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    M, K = a.shape
-    _b0, N = b.shape
+    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
     _a_strides = a.stride()

@@ -93,6 +93,18 @@ _tuner = _rt.Tuner("mean_dim1", "586e32143b1d8a01", _CONFIGS, default=0, fast=_F
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _mean_dim1_checked(x: torch.Tensor):
+    """The checks of mean_dim1()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
+        _rt.bad_input("mean_dim1", "x", x, torch.float32, 3)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("mean_dim1", x=x)
+    B, D1, D2 = x.shape
+    return device, B, D1, D2
+
+
 def mean_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/mean_dim1.tile and return its output.
 
@@ -119,17 +131,12 @@ def mean_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Ten
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("mean_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("mean_dim1", x=x)
+    device, B, D1, D2 = _mean_dim1_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("mean_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return mean_dim1(x)
-    B, D1, D2 = x.shape
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
@@ -202,21 +209,16 @@ def reference(x):
 def _mean_dim1_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of mean_dim1(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("mean_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("mean_dim1", x=x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _mean_dim1_checked(x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     return y
 
 
 def _mean_dim1_traced(x: torch.Tensor) -> torch.Tensor:
-    """mean_dim1() as torch.compile traces it on the GPU: the outputs of _mean_dim1_fake, then the
+    """mean_dim1() as torch.compile traces it on the GPU: the checks of _mean_dim1_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _mean_dim1_fake(x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _mean_dim1_checked(x)
+    y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

@@ -121,6 +121,26 @@ _tuner = _rt.Tuner("mse_loss", "1764b9ba2b4bc26a", _CONFIGS, default=0, fast=_FA
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _mse_loss_checked(predictions: torch.Tensor, targets: torch.Tensor):
+    """The checks of mse_loss()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype not in (torch.float32, torch.float16, torch.bfloat16) or predictions.dim() != 2:
+        _rt.bad_input("mse_loss", "predictions", predictions, (torch.float32, torch.float16, torch.bfloat16), 2)
+    T = predictions.dtype
+    if not isinstance(targets, torch.Tensor) or targets.dtype != T or targets.dim() != 2:
+        _rt.bad_input("mse_loss", "targets", targets, T, 2, "predictions")
+    device = predictions.device
+    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
+        _rt.bad_device("mse_loss", predictions=predictions, targets=targets)
+    M, N = predictions.shape
+    _targets0, _targets1 = targets.shape
+    if _targets0 != M:
+        raise ValueError(f"mse_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
+    if _targets1 != N:
+        raise ValueError(f"mse_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    return device, T, M, N
+
+
 def mse_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/mse_loss.tile and return its output.
 
@@ -152,25 +172,12 @@ def mse_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype not in (torch.float32, torch.float16, torch.bfloat16) or predictions.dim() != 2:
-        _rt.bad_input("mse_loss", "predictions", predictions, (torch.float32, torch.float16, torch.bfloat16), 2)
-    T = predictions.dtype
-    if not isinstance(targets, torch.Tensor) or targets.dtype != T or targets.dim() != 2:
-        _rt.bad_input("mse_loss", "targets", targets, T, 2, "predictions")
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("mse_loss", predictions=predictions, targets=targets)
+    device, T, M, N = _mse_loss_checked(predictions, targets)
     if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _mse_loss_apply(predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return mse_loss(predictions, targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"mse_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"mse_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     loss = torch.empty((), device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return loss
@@ -250,20 +257,7 @@ def reference(predictions, targets):
 def _mse_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The outputs of mse_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype not in (torch.float32, torch.float16, torch.bfloat16) or predictions.dim() != 2:
-        _rt.bad_input("mse_loss", "predictions", predictions, (torch.float32, torch.float16, torch.bfloat16), 2)
-    T = predictions.dtype
-    if not isinstance(targets, torch.Tensor) or targets.dtype != T or targets.dim() != 2:
-        _rt.bad_input("mse_loss", "targets", targets, T, 2, "predictions")
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("mse_loss", predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"mse_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"mse_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    device, T, M, N = _mse_loss_checked(predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 

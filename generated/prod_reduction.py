@@ -94,6 +94,18 @@ _tuner = _rt.Tuner("prod_reduction", "e03442dd66ab4d8a", _CONFIGS, default=0, fa
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _prod_reduction_checked(x: torch.Tensor):
+    """The checks of prod_reduction()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
+        _rt.bad_input("prod_reduction", "x", x, torch.float32, 3)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("prod_reduction", x=x)
+    B, D1, D2 = x.shape
+    return device, B, D1, D2
+
+
 def prod_reduction(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/prod_reduction.tile and return its output.
 
@@ -120,17 +132,12 @@ def prod_reduction(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("prod_reduction", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("prod_reduction", x=x)
+    device, B, D1, D2 = _prod_reduction_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("prod_reduction")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return prod_reduction(x)
-    B, D1, D2 = x.shape
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
@@ -203,21 +210,16 @@ def reference(x):
 def _prod_reduction_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of prod_reduction(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("prod_reduction", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("prod_reduction", x=x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _prod_reduction_checked(x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     return y
 
 
 def _prod_reduction_traced(x: torch.Tensor) -> torch.Tensor:
-    """prod_reduction() as torch.compile traces it on the GPU: the outputs of _prod_reduction_fake, then the
+    """prod_reduction() as torch.compile traces it on the GPU: the checks of _prod_reduction_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _prod_reduction_fake(x)
-    B, D1, D2 = x.shape
+    device, B, D1, D2 = _prod_reduction_checked(x)
+    y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

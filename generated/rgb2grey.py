@@ -62,6 +62,24 @@ def rgb2grey_kernel(
     tl.store(y_ptrs, (0.2989 * x_0 + 0.5870 * x_1 + 0.1140 * x_2).to(tl.uint8), mask=mask_hw)
 
 
+def _rgb2grey_checked(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
+    """The checks of rgb2grey()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
+        _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("rgb2grey", x=x)
+    if type(BH) is not int or BH < 1 or BH & (BH - 1):
+        _rt.bad_block("rgb2grey", "BH", BH)
+    if type(BW) is not int or BW < 1 or BW & (BW - 1):
+        _rt.bad_block("rgb2grey", "BW", BW)
+    _x0, H, W = x.shape
+    if _x0 != 3:
+        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
+    return device, H, W
+
+
 def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/grayscale.tile and return its output.
 
@@ -87,21 +105,10 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.uint8)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
-        _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rgb2grey", x=x)
+    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rgb2grey(x, BH=BH, BW=BW)
-    if type(BH) is not int or BH < 1 or BH & (BH - 1):
-        _rt.bad_block("rgb2grey", "BH", BH)
-    if type(BW) is not int or BW < 1 or BW & (BW - 1):
-        _rt.bad_block("rgb2grey", "BW", BW)
-    _x0, H, W = x.shape
-    if _x0 != 3:
-        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
     y = torch.empty(H, W, device=device, dtype=torch.uint8)
     if H == 0 or W == 0:  # nothing to compute: no launch
         return y
@@ -157,29 +164,18 @@ def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Ten
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BH = int(BH)
     BW = int(BW)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
-        _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rgb2grey", x=x)
-    if type(BH) is not int or BH < 1 or BH & (BH - 1):
-        _rt.bad_block("rgb2grey", "BH", BH)
-    if type(BW) is not int or BW < 1 or BW & (BW - 1):
-        _rt.bad_block("rgb2grey", "BW", BW)
-    _x0, H, W = x.shape
-    if _x0 != 3:
-        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
+    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
     y = torch.empty(H, W, device=device, dtype=torch.uint8)
     return y
 
 
 def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
-    """rgb2grey() as torch.compile traces it on the GPU: the outputs of _rgb2grey_fake, then the
+    """rgb2grey() as torch.compile traces it on the GPU: the checks of _rgb2grey_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BH = int(BH)
     BW = int(BW)
-    y = _rgb2grey_fake(x, BH=BH, BW=BW)
-    _x0, H, W = x.shape
+    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
+    y = torch.empty(H, W, device=device, dtype=torch.uint8)
     if H == 0 or W == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

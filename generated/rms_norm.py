@@ -87,6 +87,25 @@ _tuner = _rt.Tuner("rms_norm", "caaebd71e70d61e5", _CONFIGS, default=0, fast=_FA
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _rms_norm_checked(x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """The checks of rms_norm()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
+        _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = x.dtype
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("rms_norm", "weight", weight, T, 1, "x")
+    eps = _check_scalar("rms_norm", "eps", eps, float)
+    device = x.device
+    if weight.device != device or (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("rms_norm", x=x, weight=weight)
+    M, N = x.shape
+    _weight0, = weight.shape
+    if _weight0 != N:
+        raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    return device, T, eps, M, N
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm.tile and return its output.
 
@@ -117,24 +136,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("rms_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm", x=x, weight=weight)
+    device, T, eps, M, N = _rms_norm_checked(x, weight, eps)
     if _grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
         return _rms_norm_loops(x, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
@@ -404,29 +411,16 @@ def reference(x, weight, eps):
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of rms_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("rms_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm", x=x, weight=weight)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
+    device, T, eps, M, N = _rms_norm_checked(x, weight, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
 
 def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm() as torch.compile traces it on the GPU: the outputs of _rms_norm_fake, then the
+    """rms_norm() as torch.compile traces it on the GPU: the checks of _rms_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _rms_norm_fake(x, weight, eps)
-    M, N = x.shape
-    _weight0, = weight.shape
+    device, T, eps, M, N = _rms_norm_checked(x, weight, eps)
+    y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops()'s kernel

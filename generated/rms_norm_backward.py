@@ -149,6 +149,34 @@ _tuner = _rt.Tuner("rms_norm_backward", "b69800dec7c0e41c", _CONFIGS, default=0,
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _rms_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """The checks of rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
+        _rt.bad_input("rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
+    T = dy.dtype
+    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 2:
+        _rt.bad_input("rms_norm_backward", "x", x, T, 2, "dy")
+    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
+        _rt.bad_input("rms_norm_backward", "weight", weight, T, 1, "dy")
+    eps = _check_scalar("rms_norm_backward", "eps", eps, float)
+    device = dy.device
+    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("rms_norm_backward", dy=dy, x=x, weight=weight)
+    M, N = dy.shape
+    _x0, _x1 = x.shape
+    _weight0, = weight.shape
+    if _x0 != M:
+        raise ValueError(f"rms_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
+    if _x1 != N:
+        raise ValueError(f"rms_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
+    if _weight0 != N:
+        raise ValueError(f"rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
+    if N > 131072:
+        raise ValueError(f"rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
+    return device, T, eps, M, N
+
+
 def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/rms_norm_backward.tile and return its outputs.
 
@@ -184,33 +212,12 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dweight
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "x", x, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("rms_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_backward", dy=dy, x=x, weight=weight)
+    device, T, eps, M, N = _rms_norm_backward_checked(dy, x, weight, eps)
     if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_backward(dy, x, weight, eps)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    if _x0 != M:
-        raise ValueError(f"rms_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"rms_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if N > 131072:
-        raise ValueError(f"rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -306,28 +313,7 @@ def reference(dy, x, weight, eps):
 def _rms_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of rms_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "x", x, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("rms_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_backward", dy=dy, x=x, weight=weight)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    if _x0 != M:
-        raise ValueError(f"rms_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"rms_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if N > 131072:
-        raise ValueError(f"rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
+    device, T, eps, M, N = _rms_norm_backward_checked(dy, x, weight, eps)
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     return dx, dweight

@@ -84,6 +84,19 @@ _tuner = _rt.Tuner("rms_norm_channels", "236f626ce406c07a", _CONFIGS, default=0,
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _rms_norm_channels_checked(x: torch.Tensor, eps: float):
+    """The checks of rms_norm_channels()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
+        _rt.bad_input("rms_norm_channels", "x", x, torch.float32, 4)
+    eps = _check_scalar("rms_norm_channels", "eps", eps, float)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("rms_norm_channels", x=x)
+    B, C, H, W = x.shape
+    return device, eps, B, C, H, W
+
+
 def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm_channels.tile and return its output.
 
@@ -111,18 +124,12 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels", "eps", eps, float)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels", x=x)
+    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_channels_apply(x, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_channels(x, eps)
-    B, C, H, W = x.shape
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops() loops over them
         return _rms_norm_channels_loops(x, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
@@ -380,22 +387,16 @@ def reference(x, eps):
 def _rms_norm_channels_fake(x: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of rms_norm_channels(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels", "eps", eps, float)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels", x=x)
-    B, C, H, W = x.shape
+    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     return y
 
 
 def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm_channels() as torch.compile traces it on the GPU: the outputs of _rms_norm_channels_fake, then the
+    """rms_norm_channels() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _rms_norm_channels_fake(x, eps)
-    B, C, H, W = x.shape
+    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
+    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops()'s kernel

@@ -86,6 +86,48 @@ def rope_kernel(
     tl.store(k_rotated_ptrs, (k.to(tl.float32) * c[None, :] + (k_1.to(tl.float32) - k_2.to(tl.float32)) * n[None, :]).to(T), mask=mask_gd)
 
 
+def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The checks of rope()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
+        _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
+    T = q.dtype
+    if not isinstance(k, torch.Tensor) or k.dtype != T or k.dim() != 4:
+        _rt.bad_input("rope", "k", k, T, 4, "q")
+    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
+        _rt.bad_input("rope", "cos", cos, T, 2, "q")
+    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
+        _rt.bad_input("rope", "sin", sin, T, 2, "q")
+    device = q.device
+    if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
+        _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
+    B, H, S, D = q.shape
+    _k0, HK, _k2, _k3 = k.shape
+    _cos0, _cos1 = cos.shape
+    _sin0, _sin1 = sin.shape
+    if _k0 != B:
+        raise ValueError(f"rope: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
+    if _k2 != S:
+        raise ValueError(f"rope: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
+    if _k3 != D:
+        raise ValueError(f"rope: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
+    if _cos0 != S:
+        raise ValueError(f"rope: cos dimension 0 (S) is {_cos0}, but q dimension 2 gives S = {S}")
+    if _cos1 != D:
+        raise ValueError(f"rope: cos dimension 1 (D) is {_cos1}, but q dimension 3 gives D = {D}")
+    if _sin0 != S:
+        raise ValueError(f"rope: sin dimension 0 (S) is {_sin0}, but q dimension 2 gives S = {S}")
+    if _sin1 != D:
+        raise ValueError(f"rope: sin dimension 1 (D) is {_sin1}, but q dimension 3 gives D = {D}")
+    if H > 1048576:
+        raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
+    if HK > 1048576:
+        raise ValueError(f"rope: 'g over HK whole' makes one tile of all of HK, so HK (k dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
+    if D > 1048576:
+        raise ValueError(f"rope: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, T, B, H, S, D, HK
+
+
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/rope.tile and return its outputs.
 
@@ -115,47 +157,12 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         k_rotated = torch.empty(*_k_rotated_shape, device=device, dtype=T)
         launch(grid, device_index, q, k, cos, sin, q_rotated, k_rotated, *args)
         return q_rotated, k_rotated
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != T or k.dim() != 4:
-        _rt.bad_input("rope", "k", k, T, 4, "q")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
-        _rt.bad_input("rope", "cos", cos, T, 2, "q")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
-        _rt.bad_input("rope", "sin", sin, T, 2, "q")
-    device = q.device
-    if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
+    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
     if _grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _rope_apply(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope(q, k, cos, sin)
-    B, H, S, D = q.shape
-    _k0, HK, _k2, _k3 = k.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
-    if _k0 != B:
-        raise ValueError(f"rope: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k2 != S:
-        raise ValueError(f"rope: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"rope: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _cos0 != S:
-        raise ValueError(f"rope: cos dimension 0 (S) is {_cos0}, but q dimension 2 gives S = {S}")
-    if _cos1 != D:
-        raise ValueError(f"rope: cos dimension 1 (D) is {_cos1}, but q dimension 3 gives D = {D}")
-    if _sin0 != S:
-        raise ValueError(f"rope: sin dimension 0 (S) is {_sin0}, but q dimension 2 gives S = {S}")
-    if _sin1 != D:
-        raise ValueError(f"rope: sin dimension 1 (D) is {_sin1}, but q dimension 3 gives D = {D}")
-    if H > 1048576:
-        raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope: 'g over HK whole' makes one tile of all of HK, so HK (k dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
     q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
     k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
     if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
@@ -228,55 +235,18 @@ def reference(q, k, cos, sin):
 def _rope_fake(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of rope(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != T or k.dim() != 4:
-        _rt.bad_input("rope", "k", k, T, 4, "q")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
-        _rt.bad_input("rope", "cos", cos, T, 2, "q")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
-        _rt.bad_input("rope", "sin", sin, T, 2, "q")
-    device = q.device
-    if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
-    B, H, S, D = q.shape
-    _k0, HK, _k2, _k3 = k.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
-    if _k0 != B:
-        raise ValueError(f"rope: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k2 != S:
-        raise ValueError(f"rope: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"rope: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _cos0 != S:
-        raise ValueError(f"rope: cos dimension 0 (S) is {_cos0}, but q dimension 2 gives S = {S}")
-    if _cos1 != D:
-        raise ValueError(f"rope: cos dimension 1 (D) is {_cos1}, but q dimension 3 gives D = {D}")
-    if _sin0 != S:
-        raise ValueError(f"rope: sin dimension 0 (S) is {_sin0}, but q dimension 2 gives S = {S}")
-    if _sin1 != D:
-        raise ValueError(f"rope: sin dimension 1 (D) is {_sin1}, but q dimension 3 gives D = {D}")
-    if H > 1048576:
-        raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope: 'g over HK whole' makes one tile of all of HK, so HK (k dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
     q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
     k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
     return q_rotated, k_rotated
 
 
 def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope() as torch.compile traces it on the GPU: the outputs of _rope_fake, then the
+    """rope() as torch.compile traces it on the GPU: the checks of _rope_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    q_rotated, k_rotated = _rope_fake(q, k, cos, sin)
-    B, H, S, D = q.shape
-    _k0, HK, _k2, _k3 = k.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
+    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
+    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
+    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
     if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
         return q_rotated, k_rotated
     _q_strides = q.stride()

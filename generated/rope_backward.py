@@ -91,6 +91,48 @@ def rope_backward_kernel(
     tl.store(dk_ptrs, (dk_rotated.to(tl.float32) * c[None, :] + dk_rotated_1.to(tl.float32) * up[None, :] - dk_rotated_2.to(tl.float32) * down[None, :]).to(T), mask=mask_gd)
 
 
+def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """The checks of rope_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
+        _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
+    T = dq_rotated.dtype
+    if not isinstance(dk_rotated, torch.Tensor) or dk_rotated.dtype != T or dk_rotated.dim() != 4:
+        _rt.bad_input("rope_backward", "dk_rotated", dk_rotated, T, 4, "dq_rotated")
+    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
+        _rt.bad_input("rope_backward", "cos", cos, T, 2, "dq_rotated")
+    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
+        _rt.bad_input("rope_backward", "sin", sin, T, 2, "dq_rotated")
+    device = dq_rotated.device
+    if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
+        _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
+    B, H, S, D = dq_rotated.shape
+    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
+    _cos0, _cos1 = cos.shape
+    _sin0, _sin1 = sin.shape
+    if _dk_rotated0 != B:
+        raise ValueError(f"rope_backward: dk_rotated dimension 0 (B) is {_dk_rotated0}, but dq_rotated dimension 0 gives B = {B}")
+    if _dk_rotated2 != S:
+        raise ValueError(f"rope_backward: dk_rotated dimension 2 (S) is {_dk_rotated2}, but dq_rotated dimension 2 gives S = {S}")
+    if _dk_rotated3 != D:
+        raise ValueError(f"rope_backward: dk_rotated dimension 3 (D) is {_dk_rotated3}, but dq_rotated dimension 3 gives D = {D}")
+    if _cos0 != S:
+        raise ValueError(f"rope_backward: cos dimension 0 (S) is {_cos0}, but dq_rotated dimension 2 gives S = {S}")
+    if _cos1 != D:
+        raise ValueError(f"rope_backward: cos dimension 1 (D) is {_cos1}, but dq_rotated dimension 3 gives D = {D}")
+    if _sin0 != S:
+        raise ValueError(f"rope_backward: sin dimension 0 (S) is {_sin0}, but dq_rotated dimension 2 gives S = {S}")
+    if _sin1 != D:
+        raise ValueError(f"rope_backward: sin dimension 1 (D) is {_sin1}, but dq_rotated dimension 3 gives D = {D}")
+    if H > 1048576:
+        raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
+    if HK > 1048576:
+        raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
+    if D > 1048576:
+        raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
+    return device, T, B, H, S, D, HK
+
+
 def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/rope_backward.tile and return its outputs.
 
@@ -120,47 +162,12 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         dk = torch.empty(*_dk_shape, device=device, dtype=T)
         launch(grid, device_index, dq_rotated, dk_rotated, cos, sin, dq, dk, *args)
         return dq, dk
-    if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = dq_rotated.dtype
-    if not isinstance(dk_rotated, torch.Tensor) or dk_rotated.dtype != T or dk_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dk_rotated", dk_rotated, T, 4, "dq_rotated")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
-        _rt.bad_input("rope_backward", "cos", cos, T, 2, "dq_rotated")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
-        _rt.bad_input("rope_backward", "sin", sin, T, 2, "dq_rotated")
-    device = dq_rotated.device
-    if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
+    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
     if _grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rope_backward")
     if dq_rotated.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope_backward(dq_rotated, dk_rotated, cos, sin)
-    B, H, S, D = dq_rotated.shape
-    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
-    if _dk_rotated0 != B:
-        raise ValueError(f"rope_backward: dk_rotated dimension 0 (B) is {_dk_rotated0}, but dq_rotated dimension 0 gives B = {B}")
-    if _dk_rotated2 != S:
-        raise ValueError(f"rope_backward: dk_rotated dimension 2 (S) is {_dk_rotated2}, but dq_rotated dimension 2 gives S = {S}")
-    if _dk_rotated3 != D:
-        raise ValueError(f"rope_backward: dk_rotated dimension 3 (D) is {_dk_rotated3}, but dq_rotated dimension 3 gives D = {D}")
-    if _cos0 != S:
-        raise ValueError(f"rope_backward: cos dimension 0 (S) is {_cos0}, but dq_rotated dimension 2 gives S = {S}")
-    if _cos1 != D:
-        raise ValueError(f"rope_backward: cos dimension 1 (D) is {_cos1}, but dq_rotated dimension 3 gives D = {D}")
-    if _sin0 != S:
-        raise ValueError(f"rope_backward: sin dimension 0 (S) is {_sin0}, but dq_rotated dimension 2 gives S = {S}")
-    if _sin1 != D:
-        raise ValueError(f"rope_backward: sin dimension 1 (D) is {_sin1}, but dq_rotated dimension 3 gives D = {D}")
-    if H > 1048576:
-        raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
     dq = torch.empty(B, H, S, D, device=device, dtype=T)
     dk = torch.empty(B, HK, S, D, device=device, dtype=T)
     if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
@@ -236,55 +243,18 @@ def reference(dq_rotated, dk_rotated, cos, sin):
 def _rope_backward_fake(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of rope_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = dq_rotated.dtype
-    if not isinstance(dk_rotated, torch.Tensor) or dk_rotated.dtype != T or dk_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dk_rotated", dk_rotated, T, 4, "dq_rotated")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 2:
-        _rt.bad_input("rope_backward", "cos", cos, T, 2, "dq_rotated")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 2:
-        _rt.bad_input("rope_backward", "sin", sin, T, 2, "dq_rotated")
-    device = dq_rotated.device
-    if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
-    B, H, S, D = dq_rotated.shape
-    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
-    if _dk_rotated0 != B:
-        raise ValueError(f"rope_backward: dk_rotated dimension 0 (B) is {_dk_rotated0}, but dq_rotated dimension 0 gives B = {B}")
-    if _dk_rotated2 != S:
-        raise ValueError(f"rope_backward: dk_rotated dimension 2 (S) is {_dk_rotated2}, but dq_rotated dimension 2 gives S = {S}")
-    if _dk_rotated3 != D:
-        raise ValueError(f"rope_backward: dk_rotated dimension 3 (D) is {_dk_rotated3}, but dq_rotated dimension 3 gives D = {D}")
-    if _cos0 != S:
-        raise ValueError(f"rope_backward: cos dimension 0 (S) is {_cos0}, but dq_rotated dimension 2 gives S = {S}")
-    if _cos1 != D:
-        raise ValueError(f"rope_backward: cos dimension 1 (D) is {_cos1}, but dq_rotated dimension 3 gives D = {D}")
-    if _sin0 != S:
-        raise ValueError(f"rope_backward: sin dimension 0 (S) is {_sin0}, but dq_rotated dimension 2 gives S = {S}")
-    if _sin1 != D:
-        raise ValueError(f"rope_backward: sin dimension 1 (D) is {_sin1}, but dq_rotated dimension 3 gives D = {D}")
-    if H > 1048576:
-        raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
+    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
     dq = torch.empty(B, H, S, D, device=device, dtype=T)
     dk = torch.empty(B, HK, S, D, device=device, dtype=T)
     return dq, dk
 
 
 def _rope_backward_traced(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope_backward() as torch.compile traces it on the GPU: the outputs of _rope_backward_fake, then the
+    """rope_backward() as torch.compile traces it on the GPU: the checks of _rope_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dq, dk = _rope_backward_fake(dq_rotated, dk_rotated, cos, sin)
-    B, H, S, D = dq_rotated.shape
-    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
-    _cos0, _cos1 = cos.shape
-    _sin0, _sin1 = sin.shape
+    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
+    dq = torch.empty(B, H, S, D, device=device, dtype=T)
+    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
     if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
         return dq, dk
     _dq_rotated_strides = dq_rotated.stride()

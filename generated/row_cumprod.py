@@ -99,6 +99,18 @@ _tuner = _rt.Tuner("row_cumprod", "d0ef908809e61ead", _CONFIGS, default=0, fast=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _row_cumprod_checked(x: torch.Tensor):
+    """The checks of row_cumprod()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("row_cumprod", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("row_cumprod", x=x)
+    M, N = x.shape
+    return device, M, N
+
+
 def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumprod.tile and return its output.
 
@@ -125,17 +137,12 @@ def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("row_cumprod", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumprod", x=x)
+    device, M, N = _row_cumprod_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumprod")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return row_cumprod(x)
-    M, N = x.shape
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -206,21 +213,16 @@ def reference(x):
 def _row_cumprod_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of row_cumprod(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("row_cumprod", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumprod", x=x)
-    M, N = x.shape
+    device, M, N = _row_cumprod_checked(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
 
 def _row_cumprod_traced(x: torch.Tensor) -> torch.Tensor:
-    """row_cumprod() as torch.compile traces it on the GPU: the outputs of _row_cumprod_fake, then the
+    """row_cumprod() as torch.compile traces it on the GPU: the checks of _row_cumprod_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _row_cumprod_fake(x)
-    M, N = x.shape
+    device, M, N = _row_cumprod_checked(x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

@@ -98,6 +98,18 @@ _tuner = _rt.Tuner("row_cumsum", "37880e4cdcf16573", _CONFIGS, default=0, fast=_
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _row_cumsum_checked(x: torch.Tensor):
+    """The checks of row_cumsum()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("row_cumsum", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("row_cumsum", x=x)
+    M, N = x.shape
+    return device, M, N
+
+
 def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumsum.tile and return its output.
 
@@ -124,17 +136,12 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("row_cumsum", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumsum", x=x)
+    device, M, N = _row_cumsum_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _row_cumsum_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return row_cumsum(x)
-    M, N = x.shape
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -205,21 +212,16 @@ def reference(x):
 def _row_cumsum_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of row_cumsum(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("row_cumsum", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumsum", x=x)
-    M, N = x.shape
+    device, M, N = _row_cumsum_checked(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
 
 def _row_cumsum_traced(x: torch.Tensor) -> torch.Tensor:
-    """row_cumsum() as torch.compile traces it on the GPU: the outputs of _row_cumsum_fake, then the
+    """row_cumsum() as torch.compile traces it on the GPU: the checks of _row_cumsum_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _row_cumsum_fake(x)
-    M, N = x.shape
+    device, M, N = _row_cumsum_checked(x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     _x_strides = x.stride()

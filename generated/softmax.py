@@ -84,6 +84,18 @@ _tuner = _rt.Tuner("softmax", "a5f69885e0abcfcd", _CONFIGS, default=0, fast=_FAS
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _softmax_checked(x: torch.Tensor):
+    """The checks of softmax()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("softmax", "x", x, torch.float32, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("softmax", x=x)
+    M, N = x.shape
+    return device, M, N
+
+
 def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/softmax.tile and return its output.
 
@@ -110,17 +122,12 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("softmax", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("softmax", x=x)
+    device, M, N = _softmax_checked(x)
     if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
         return _softmax_apply(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return softmax(x)
-    M, N = x.shape
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops() loops over them
         return _softmax_loops(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -377,21 +384,16 @@ def reference(x):
 def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of softmax(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("softmax", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("softmax", x=x)
-    M, N = x.shape
+    device, M, N = _softmax_checked(x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
 
 def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
-    """softmax() as torch.compile traces it on the GPU: the outputs of _softmax_fake, then the
+    """softmax() as torch.compile traces it on the GPU: the checks of _softmax_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    y = _softmax_fake(x)
-    M, N = x.shape
+    device, M, N = _softmax_checked(x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops()'s kernel

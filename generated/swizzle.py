@@ -68,6 +68,22 @@ def swizzle_kernel(
     tl.store(z_ptrs, x, mask=mask_smsn_1 & mask_m[:, None] & mask_n[None, :])
 
 
+def _swizzle_checked(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
+    """The checks of swizzle()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
+        _rt.bad_input("swizzle", "x", x, torch.int64, 2)
+    device = x.device
+    if (not x.is_cuda and not _INTERPRET):
+        _rt.bad_device("swizzle", x=x)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("swizzle", "BM", BM)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("swizzle", "BN", BN)
+    M, N = x.shape
+    return device, M, N
+
+
 def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
     """Run the kernel of specs/swizzle.tile and return its output.
 
@@ -93,19 +109,10 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         z = torch.zeros(*_z_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
-        _rt.bad_input("swizzle", "x", x, torch.int64, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("swizzle", x=x)
+    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swizzle(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("swizzle", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("swizzle", "BN", BN)
-    M, N = x.shape
     z = torch.zeros(M, N, device=device, dtype=torch.int64)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return z
@@ -186,28 +193,19 @@ def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int 
     BM = int(BM)
     BN = int(BN)
     GROUP_SIZE = int(GROUP_SIZE)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
-        _rt.bad_input("swizzle", "x", x, torch.int64, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("swizzle", x=x)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("swizzle", "BM", BM)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("swizzle", "BN", BN)
-    M, N = x.shape
+    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     z = torch.zeros(M, N, device=device, dtype=torch.int64)
     return z
 
 
 def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
-    """swizzle() as torch.compile traces it on the GPU: the outputs of _swizzle_fake, then the
+    """swizzle() as torch.compile traces it on the GPU: the checks of _swizzle_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     GROUP_SIZE = int(GROUP_SIZE)
-    z = _swizzle_fake(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    M, N = x.shape
+    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
+    z = torch.zeros(M, N, device=device, dtype=torch.int64)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return z
     _x_strides = x.stride()

@@ -33,11 +33,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -65,6 +67,20 @@ def add_backward_kernel(
     tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
+def _add_backward_checked(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """The checks of add_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
+        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
+    device = dz.device
+    if (not dz.is_cuda and not _INTERPRET):
+        _rt.bad_device("add_backward", dz=dz)
+    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
+        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
+    N, = dz.shape
+    return device, N
+
+
 def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/add.tile, derived backward and return its outputs.
 
@@ -73,6 +89,8 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
     Keyword arguments: BLOCK_SIZE=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dz, BLOCK_SIZE=BLOCK_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "add_backward",
@@ -83,25 +101,18 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dz.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dz.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape, _dy_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_backward", dz=dz)
-    if torch.is_grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
+    if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_backward(dz, BLOCK_SIZE=BLOCK_SIZE)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = dz.shape
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
@@ -158,25 +169,19 @@ def _add_backward_fake(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[tor
     """The outputs of add_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_backward", dz=dz)
-    if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
-        _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = dz.shape
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     return dx, dy
 
 
 def _add_backward_traced(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_backward() as torch.compile traces it on the GPU: the outputs of _add_backward_fake, then the
+    """add_backward() as torch.compile traces it on the GPU: the checks of _add_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE = int(BLOCK_SIZE)
-    dx, dy = _add_backward_fake(dz, BLOCK_SIZE=BLOCK_SIZE)
-    N, = dz.shape
+    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return dx, dy
     _dz_strides = dz.stride()

@@ -32,11 +32,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that add_single_backward() holds in one tile: longer rows run _add_single_backward_loops(),
@@ -65,6 +67,18 @@ def add_single_backward_kernel(
     tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
+def _add_single_backward_checked(dz: torch.Tensor):
+    """The checks of add_single_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
+        _rt.bad_input("add_single_backward", "dz", dz, torch.float32, 1)
+    device = dz.device
+    if (not dz.is_cuda and not _INTERPRET):
+        _rt.bad_device("add_single_backward", dz=dz)
+    N, = dz.shape
+    return device, N
+
+
 def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/add_single.tile, derived backward and return its outputs.
 
@@ -72,6 +86,8 @@ def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     Returns: dx: f32[N]; dy: f32[N] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dz)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "add_single_backward",
@@ -81,23 +97,18 @@ def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dz.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dz.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape, _dy_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_single_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single_backward", dz=dz)
-    if torch.is_grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, N = _add_single_backward_checked(dz)
+    if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_single_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_single_backward(dz)
-    N, = dz.shape
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_backward_loops() loops over them
         return _add_single_backward_loops(dz)
     dx = torch.empty(N, device=device, dtype=torch.float32)
@@ -263,22 +274,18 @@ def reference(dz):
 def _add_single_backward_fake(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of add_single_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_single_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single_backward", dz=dz)
-    N, = dz.shape
+    device, N = _add_single_backward_checked(dz)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     return dx, dy
 
 
 def _add_single_backward_traced(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_single_backward() as torch.compile traces it on the GPU: the outputs of _add_single_backward_fake, then the
+    """add_single_backward() as torch.compile traces it on the GPU: the checks of _add_single_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx, dy = _add_single_backward_fake(dz)
-    N, = dz.shape
+    device, N = _add_single_backward_checked(dz)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return dx, dy
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_backward_loops()'s kernel

@@ -64,11 +64,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -851,45 +853,9 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
-def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the kernel of specs/batch_norm.tile, derived backward and return its outputs.
-
-    Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W]; weight: T[C]; eps: f32 (a number) (tensors may have any strides).
-    Returns: dx: T[B, C, H, W]; dweight: T[C]; dbias: T[C] (new, contiguous).
-    Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
-    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "batch_norm_backward",
-            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            eps, type(eps),
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
-        launch, grid, device_index, device, args, _dx_shape, _dweight_shape, _dbias_shape, _dweight_partials_size, _dbias_partials_size, _dweight_finish, _dbias_finish = fast
-        T = dy.dtype
-        dx = torch.empty(*_dx_shape, device=device, dtype=T)
-        dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
-        dbias = torch.empty(*_dbias_shape, device=device, dtype=T)
-        dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
-        dbias_partials = torch.empty(_dbias_partials_size, device=device, dtype=torch.float32)
-        shift_reduced, square_reduced = _batch_norm_backward_shift(x)
-        dmean_reduced, dmean1_reduced = _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
-        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials, *args)
-        finish, finish_grid, finish_args = _dweight_finish
-        finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
-        finish, finish_grid, finish_args = _dbias_finish
-        finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
-        return dx, dweight, dbias
+def _batch_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float):
+    """The checks of batch_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
         _rt.bad_input("batch_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
     T = dy.dtype
@@ -901,11 +867,6 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     device = dy.device
     if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("batch_norm_backward", dy=dy, x=x, weight=weight)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("batch_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return batch_norm_backward(dy, x, weight, eps)
     B, C, H, W = dy.shape
     _x0, _x1, _x2, _x3 = x.shape
     _weight0, = weight.shape
@@ -927,6 +888,56 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         raise ValueError(f"batch_norm_backward: x dimension 3 (W) must be > 0, got {W}")
     if W > 16384:
         raise ValueError(f"batch_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, eps, B, C, H, W
+
+
+def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the kernel of specs/batch_norm.tile, derived backward and return its outputs.
+
+    Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W]; weight: T[C]; eps: f32 (a number) (tensors may have any strides).
+    Returns: dx: T[B, C, H, W]; dweight: T[C]; dbias: T[C] (new, contiguous).
+    Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
+    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x, weight, eps)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "batch_norm_backward",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
+        launch, grid, device_index, device, args, _dx_shape, _dweight_shape, _dbias_shape, _dweight_partials_size, _dbias_partials_size, _dweight_finish, _dbias_finish = fast
+        T = dy.dtype
+        dx = torch.empty(*_dx_shape, device=device, dtype=T)
+        dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
+        dbias = torch.empty(*_dbias_shape, device=device, dtype=T)
+        dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
+        dbias_partials = torch.empty(_dbias_partials_size, device=device, dtype=torch.float32)
+        shift_reduced, square_reduced = _batch_norm_backward_shift(x)
+        dmean_reduced, dmean1_reduced = _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
+        launch(grid, device_index, dy, x, weight, shift_reduced, square_reduced, dmean_reduced, dmean1_reduced, dx, dweight, dbias, dweight_partials, dbias_partials, *args)
+        finish, finish_grid, finish_args = _dweight_finish
+        finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
+        finish, finish_grid, finish_args = _dbias_finish
+        finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
+        return dx, dweight, dbias
+    device, T, eps, B, C, H, W = _batch_norm_backward_checked(dy, x, weight, eps)
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("batch_norm_backward")
+    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return batch_norm_backward(dy, x, weight, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     dweight = torch.empty(C, device=device, dtype=T)
     dbias = torch.empty(C, device=device, dtype=T)
@@ -1057,38 +1068,7 @@ def reference(dy, x, weight, eps):
 def _batch_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of batch_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("batch_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("batch_norm_backward", "x", x, T, 4, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("batch_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("batch_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("batch_norm_backward", dy=dy, x=x, weight=weight)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, = weight.shape
-    if _x0 != B:
-        raise ValueError(f"batch_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"batch_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"batch_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"batch_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"batch_norm_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if B <= 0:
-        raise ValueError(f"batch_norm_backward: x dimension 0 (B) must be > 0, got {B}")
-    if H <= 0:
-        raise ValueError(f"batch_norm_backward: x dimension 2 (H) must be > 0, got {H}")
-    if W <= 0:
-        raise ValueError(f"batch_norm_backward: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"batch_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, eps, B, C, H, W = _batch_norm_backward_checked(dy, x, weight, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     dweight = torch.empty(C, device=device, dtype=T)
     dbias = torch.empty(C, device=device, dtype=T)

@@ -31,11 +31,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -60,6 +62,20 @@ def copy_backward_kernel(
     tl.store(dx_ptr + offs_i * stride_dx_n, dz.to(tl.float32), mask=mask_i)
 
 
+def _copy_backward_checked(dz: torch.Tensor, *, BS: int = 1024):
+    """The checks of copy_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
+        _rt.bad_input("copy_backward", "dz", dz, torch.float32, 1)
+    device = dz.device
+    if (not dz.is_cuda and not _INTERPRET):
+        _rt.bad_device("copy_backward", dz=dz)
+    if type(BS) is not int or BS < 1 or BS & (BS - 1):
+        _rt.bad_block("copy_backward", "BS", BS)
+    N, = dz.shape
+    return device, N
+
+
 def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/copy.tile, derived backward and return its output.
 
@@ -68,6 +84,8 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     Keyword arguments: BS=1024.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dz, BS=BS)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "copy_backward",
@@ -78,24 +96,17 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dz.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dz.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, *args)
         return dx
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("copy_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy_backward", dz=dz)
-    if torch.is_grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, N = _copy_backward_checked(dz, BS=BS)
+    if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("copy_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return copy_backward(dz, BS=BS)
-    if type(BS) is not int or BS < 1 or BS & (BS - 1):
-        _rt.bad_block("copy_backward", "BS", BS)
-    N, = dz.shape
     dx = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return dx
@@ -149,24 +160,17 @@ def _copy_backward_fake(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """The outputs of copy_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BS = int(BS)
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("copy_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy_backward", dz=dz)
-    if type(BS) is not int or BS < 1 or BS & (BS - 1):
-        _rt.bad_block("copy_backward", "BS", BS)
-    N, = dz.shape
+    device, N = _copy_backward_checked(dz, BS=BS)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     return dx
 
 
 def _copy_backward_traced(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy_backward() as torch.compile traces it on the GPU: the outputs of _copy_backward_fake, then the
+    """copy_backward() as torch.compile traces it on the GPU: the checks of _copy_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BS = int(BS)
-    dx = _copy_backward_fake(dz, BS=BS)
-    N, = dz.shape
+    device, N = _copy_backward_checked(dz, BS=BS)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return dx
     _dz_strides = dz.stride()

@@ -49,11 +49,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that cosine_similarity_loss_backward() holds in one tile: longer rows run _cosine_similarity_loss_backward_loops(),
@@ -125,6 +127,29 @@ def cosine_similarity_loss_backward_kernel(
     tl.store(dtargets_ptrs, dt, mask=mask_rc)
 
 
+def _cosine_similarity_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
+    """The checks of cosine_similarity_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
+        _rt.bad_input("cosine_similarity_loss_backward", "dloss", dloss, torch.float32, 0)
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
+        _rt.bad_input("cosine_similarity_loss_backward", "predictions", predictions, torch.float32, 2)
+    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
+        _rt.bad_input("cosine_similarity_loss_backward", "targets", targets, torch.float32, 2)
+    device = dloss.device
+    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
+        _rt.bad_device("cosine_similarity_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
+    M, N = predictions.shape
+    _targets0, _targets1 = targets.shape
+    if _targets0 != M:
+        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
+    if _targets1 != N:
+        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/cosine_similarity_loss.tile, derived backward and return its outputs.
 
@@ -133,6 +158,8 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
     Keyword arguments: BM=4.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cosine_similarity_loss_backward",
@@ -145,34 +172,18 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
         launch, grid, device_index, device, args, _dpredictions_shape, _dtargets_shape = fast
         dpredictions = torch.empty(*_dpredictions_shape, device=device, dtype=torch.float32)
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("cosine_similarity_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
+    if _grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cosine_similarity_loss_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cosine_similarity_loss_backward(dloss, predictions, targets, BM=BM)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops() loops over them
         return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM)
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -473,35 +484,19 @@ def _cosine_similarity_loss_backward_fake(dloss: torch.Tensor, predictions: torc
     """The outputs of cosine_similarity_loss_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     BM = int(BM)
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("cosine_similarity_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     return dpredictions, dtargets
 
 
 def _cosine_similarity_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """cosine_similarity_loss_backward() as torch.compile traces it on the GPU: the outputs of _cosine_similarity_loss_backward_fake, then the
+    """cosine_similarity_loss_backward() as torch.compile traces it on the GPU: the checks of _cosine_similarity_loss_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
-    dpredictions, dtargets = _cosine_similarity_loss_backward_fake(dloss, predictions, targets, BM=BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
+    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dpredictions, dtargets
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops()'s kernel

@@ -41,11 +41,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -118,6 +120,25 @@ _tuner = _rt.Tuner("cumsum_masked_backward", "6df030654ca69b59", _CONFIGS, defau
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _cumsum_masked_backward_checked(dy: torch.Tensor, mask: torch.Tensor):
+    """The checks of cumsum_masked_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
+        _rt.bad_input("cumsum_masked_backward", "dy", dy, torch.float32, 2)
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
+        _rt.bad_input("cumsum_masked_backward", "mask", mask, torch.bool, 2)
+    device = dy.device
+    if mask.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("cumsum_masked_backward", dy=dy, mask=mask)
+    M, N = dy.shape
+    _mask0, _mask1 = mask.shape
+    if _mask0 != M:
+        raise ValueError(f"cumsum_masked_backward: mask dimension 0 (M) is {_mask0}, but dy dimension 0 gives M = {M}")
+    if _mask1 != N:
+        raise ValueError(f"cumsum_masked_backward: mask dimension 1 (N) is {_mask1}, but dy dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cumsum_masked.tile, derived backward and return its output.
 
@@ -128,6 +149,8 @@ def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int 
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("cumsum_masked_backward", config, lambda: cumsum_masked_backward(dy, mask))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, mask)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "cumsum_masked_backward",
@@ -138,29 +161,17 @@ def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int 
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, mask, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("cumsum_masked_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked_backward", "mask", mask, torch.bool, 2)
-    device = dy.device
-    if mask.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked_backward", dy=dy, mask=mask)
-    if torch.is_grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N = _cumsum_masked_backward_checked(dy, mask)
+    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cumsum_masked_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cumsum_masked_backward(dy, mask)
-    M, N = dy.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked_backward: mask dimension 0 (M) is {_mask0}, but dy dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked_backward: mask dimension 1 (N) is {_mask1}, but dy dimension 1 gives N = {N}")
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
@@ -232,29 +243,16 @@ def reference(dy, mask):
 def _cumsum_masked_backward_fake(dy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The outputs of cumsum_masked_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("cumsum_masked_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked_backward", "mask", mask, torch.bool, 2)
-    device = dy.device
-    if mask.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked_backward", dy=dy, mask=mask)
-    M, N = dy.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked_backward: mask dimension 0 (M) is {_mask0}, but dy dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked_backward: mask dimension 1 (N) is {_mask1}, but dy dimension 1 gives N = {N}")
+    device, M, N = _cumsum_masked_backward_checked(dy, mask)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     return dx
 
 
 def _cumsum_masked_backward_traced(dy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """cumsum_masked_backward() as torch.compile traces it on the GPU: the outputs of _cumsum_masked_backward_fake, then the
+    """cumsum_masked_backward() as torch.compile traces it on the GPU: the checks of _cumsum_masked_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx = _cumsum_masked_backward_fake(dy, mask)
-    M, N = dy.shape
-    _mask0, _mask1 = mask.shape
+    device, M, N = _cumsum_masked_backward_checked(dy, mask)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
     _dy_strides = dy.stride()

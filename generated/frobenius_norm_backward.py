@@ -45,11 +45,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -513,35 +515,9 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
     return dsum_reduced
 
 
-def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
-    """Run the kernel of specs/frobenius_norm.tile, derived backward and return its output.
-
-    Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W] (tensors may have any strides).
-    Returns: dx: T[B, C, H, W] (new, contiguous).
-    Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
-    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("frobenius_norm_backward", config, lambda: frobenius_norm_backward(dy, x))
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "frobenius_norm_backward",
-            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad)):
-        launch, grid, device_index, device, args, _dx_shape = fast
-        T = dy.dtype
-        dx = torch.empty(*_dx_shape, device=device, dtype=T)
-        norm_reduced = _frobenius_norm_backward_norm(x)
-        dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-        launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
-        return dx
+def _frobenius_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
+    """The checks of frobenius_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
         _rt.bad_input("frobenius_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
     T = dy.dtype
@@ -550,11 +526,6 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
     device = dy.device
     if x.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("frobenius_norm_backward", dy=dy, x=x)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("frobenius_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return frobenius_norm_backward(dy, x)
     B, C, H, W = dy.shape
     _x0, _x1, _x2, _x3 = x.shape
     if _x0 != B:
@@ -567,6 +538,46 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
         raise ValueError(f"frobenius_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
     if W > 16384:
         raise ValueError(f"frobenius_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
+    return device, T, B, C, H, W
+
+
+def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
+    """Run the kernel of specs/frobenius_norm.tile, derived backward and return its output.
+
+    Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W] (tensors may have any strides).
+    Returns: dx: T[B, C, H, W] (new, contiguous).
+    Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
+    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("frobenius_norm_backward", config, lambda: frobenius_norm_backward(dy, x))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "frobenius_norm_backward",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
+        launch, grid, device_index, device, args, _dx_shape = fast
+        T = dy.dtype
+        dx = torch.empty(*_dx_shape, device=device, dtype=T)
+        norm_reduced = _frobenius_norm_backward_norm(x)
+        dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
+        launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
+        return dx
+    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("frobenius_norm_backward")
+    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return frobenius_norm_backward(dy, x)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return dx
@@ -652,26 +663,7 @@ def reference(dy, x):
 def _frobenius_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("frobenius_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("frobenius_norm_backward", "x", x, T, 4, "dy")
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("frobenius_norm_backward", dy=dy, x=x)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"frobenius_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"frobenius_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"frobenius_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"frobenius_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if W > 16384:
-        raise ValueError(f"frobenius_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
+    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     return dx
 

@@ -54,11 +54,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
 _num_sms = _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -189,41 +191,9 @@ _tuner = _rt.Tuner("fused_add_rms_norm_backward", "81824934354d6fd5", _CONFIGS, 
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Run the kernel of specs/fused_add_rms_norm.tile, derived backward and return its outputs.
-
-    Inputs: dy: T[M, N]; ds: T[M, N]; weight: T[N]; eps: f32 (a number); s: T[M, N] (tensors may have any strides).
-    Returns: dx: T[M, N]; dresidual: T[M, N]; dweight: T[N] (new, contiguous).
-    Dtypes: T is f16 or bf16 or f32, the dtype of dy; one kernel, compiled for each.
-    Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("fused_add_rms_norm_backward", config, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s))
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "fused_add_rms_norm_backward",
-            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
-            ds.shape, ds.stride(), ds.dtype, ds.device, ds.data_ptr() & 15,
-            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
-            eps, type(eps),
-            s.shape, s.stride(), s.dtype, s.device, s.data_ptr() & 15,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad)):
-        launch, grid, device_index, device, args, _dx_shape, _dresidual_shape, _dweight_shape, _dweight_partials_size, _dweight_finish = fast
-        T = dy.dtype
-        dx = torch.empty(*_dx_shape, device=device, dtype=T)
-        dresidual = torch.empty(*_dresidual_shape, device=device, dtype=T)
-        dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
-        dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
-        launch(grid, device_index, dy, ds, weight, s, dx, dresidual, dweight, dweight_partials, *args)
-        finish, finish_grid, finish_args = _dweight_finish
-        finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
-        return dx, dresidual, dweight
+def _fused_add_rms_norm_backward_checked(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor):
+    """The checks of fused_add_rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
         _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
     T = dy.dtype
@@ -237,11 +207,6 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
     device = dy.device
     if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
         _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
-    if torch.is_grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("fused_add_rms_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return fused_add_rms_norm_backward(dy, ds, weight, eps, s)
     M, N = dy.shape
     _ds0, _ds1 = ds.shape
     _weight0, = weight.shape
@@ -258,6 +223,52 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
     if N > 262144:
         raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    return device, T, eps, M, N
+
+
+def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Run the kernel of specs/fused_add_rms_norm.tile, derived backward and return its outputs.
+
+    Inputs: dy: T[M, N]; ds: T[M, N]; weight: T[N]; eps: f32 (a number); s: T[M, N] (tensors may have any strides).
+    Returns: dx: T[M, N]; dresidual: T[M, N]; dweight: T[N] (new, contiguous).
+    Dtypes: T is f16 or bf16 or f32, the dtype of dy; one kernel, compiled for each.
+    Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if config is not None:  # a config the caller names: this call runs it
+        return _tuner.forcing("fused_add_rms_norm_backward", config, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, ds, weight, eps, s)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "fused_add_rms_norm_backward",
+            dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
+            ds.shape, ds.stride(), ds.dtype, ds.device, ds.data_ptr() & 15,
+            weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
+            eps, type(eps),
+            s.shape, s.stride(), s.dtype, s.device, s.data_ptr() & 15,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad)):
+        launch, grid, device_index, device, args, _dx_shape, _dresidual_shape, _dweight_shape, _dweight_partials_size, _dweight_finish = fast
+        T = dy.dtype
+        dx = torch.empty(*_dx_shape, device=device, dtype=T)
+        dresidual = torch.empty(*_dresidual_shape, device=device, dtype=T)
+        dweight = torch.empty(*_dweight_shape, device=device, dtype=T)
+        dweight_partials = torch.empty(_dweight_partials_size, device=device, dtype=torch.float32)
+        launch(grid, device_index, dy, ds, weight, s, dx, dresidual, dweight, dweight_partials, *args)
+        finish, finish_grid, finish_args = _dweight_finish
+        finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
+        return dx, dresidual, dweight
+    device, T, eps, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s)
+    if _grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("fused_add_rms_norm_backward")
+    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return fused_add_rms_norm_backward(dy, ds, weight, eps, s)
     dx = torch.empty(M, N, device=device, dtype=T)
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
@@ -362,35 +373,7 @@ def reference(dy, ds, weight, eps, s):
 def _fused_add_rms_norm_backward_fake(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of fused_add_rms_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(ds, torch.Tensor) or ds.dtype != T or ds.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "ds", ds, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("fused_add_rms_norm_backward", "eps", eps, float)
-    if not isinstance(s, torch.Tensor) or s.dtype != T or s.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "s", s, T, 2, "dy")
-    device = dy.device
-    if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
-    M, N = dy.shape
-    _ds0, _ds1 = ds.shape
-    _weight0, = weight.shape
-    _s0, _s1 = s.shape
-    if _ds0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 0 (M) is {_ds0}, but dy dimension 0 gives M = {M}")
-    if _ds1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 1 (N) is {_ds1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _s0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 0 (M) is {_s0}, but dy dimension 0 gives M = {M}")
-    if _s1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
+    device, T, eps, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s)
     dx = torch.empty(M, N, device=device, dtype=T)
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)

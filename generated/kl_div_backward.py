@@ -46,11 +46,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -114,6 +116,27 @@ _tuner = _rt.Tuner("kl_div_backward", "894059b73624350a", _CONFIGS, default=0, f
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _kl_div_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
+    """The checks of kl_div_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
+        _rt.bad_input("kl_div_backward", "dloss", dloss, torch.float32, 0)
+    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
+        _rt.bad_input("kl_div_backward", "predictions", predictions, torch.float32, 2)
+    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
+        _rt.bad_input("kl_div_backward", "targets", targets, torch.float32, 2)
+    device = dloss.device
+    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
+        _rt.bad_device("kl_div_backward", dloss=dloss, predictions=predictions, targets=targets)
+    M, N = predictions.shape
+    _targets0, _targets1 = targets.shape
+    if _targets0 != M:
+        raise ValueError(f"kl_div_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
+    if _targets1 != N:
+        raise ValueError(f"kl_div_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    return device, M, N
+
+
 def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/kl_div.tile, derived backward and return its outputs.
 
@@ -124,6 +147,8 @@ def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: tor
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("kl_div_backward", config, lambda: kl_div_backward(dloss, predictions, targets))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "kl_div_backward",
@@ -135,32 +160,18 @@ def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: tor
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
         launch, grid, device_index, device, args, _dpredictions_shape, _dtargets_shape = fast
         dpredictions = torch.empty(*_dpredictions_shape, device=device, dtype=torch.float32)
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("kl_div_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_backward", dloss=dloss, predictions=predictions, targets=targets)
-    if torch.is_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
+    if _grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("kl_div_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return kl_div_backward(dloss, predictions, targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -242,32 +253,18 @@ def reference(dloss, predictions, targets):
 def _kl_div_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of kl_div_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("kl_div_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_backward", dloss=dloss, predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
+    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     return dpredictions, dtargets
 
 
 def _kl_div_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """kl_div_backward() as torch.compile traces it on the GPU: the outputs of _kl_div_backward_fake, then the
+    """kl_div_backward() as torch.compile traces it on the GPU: the checks of _kl_div_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dpredictions, dtargets = _kl_div_backward_fake(dloss, predictions, targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
+    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dpredictions, dtargets
     _dloss_strides = (0,)

@@ -33,11 +33,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along D) that l1_norm_backward() holds in one tile: longer rows run _l1_norm_backward_loops(),
@@ -74,6 +76,25 @@ def l1_norm_backward_kernel(
     tl.store(dx_ptr + pid_r * stride_dx_b + offs_c * stride_dx_d, dy.to(tl.float32) / mean1 + tl.where(x > 0, dmean1 / D, tl.where(x < 0, -(dmean1 / D), 0.0)), mask=mask_c)
 
 
+def _l1_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
+    """The checks of l1_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
+        _rt.bad_input("l1_norm_backward", "dy", dy, torch.float32, 2)
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
+        _rt.bad_input("l1_norm_backward", "x", x, torch.float32, 2)
+    device = dy.device
+    if x.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("l1_norm_backward", dy=dy, x=x)
+    B, D = dy.shape
+    _x0, _x1 = x.shape
+    if _x0 != B:
+        raise ValueError(f"l1_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
+    if _x1 != D:
+        raise ValueError(f"l1_norm_backward: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
+    return device, B, D
+
+
 def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/l1_norm.tile, derived backward and return its output.
 
@@ -81,6 +102,8 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     Returns: dx: f32[B, D] (new, contiguous).
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "l1_norm_backward",
@@ -91,29 +114,17 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm_backward", dy=dy, x=x)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, B, D = _l1_norm_backward_checked(dy, x)
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("l1_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return l1_norm_backward(dy, x)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"l1_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"l1_norm_backward: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops() loops over them
         return _l1_norm_backward_loops(dy, x)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
@@ -340,29 +351,16 @@ def reference(dy, x):
 def _l1_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The outputs of l1_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm_backward", dy=dy, x=x)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"l1_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"l1_norm_backward: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
+    device, B, D = _l1_norm_backward_checked(dy, x)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
     return dx
 
 
 def _l1_norm_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """l1_norm_backward() as torch.compile traces it on the GPU: the outputs of _l1_norm_backward_fake, then the
+    """l1_norm_backward() as torch.compile traces it on the GPU: the checks of _l1_norm_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx = _l1_norm_backward_fake(dy, x)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
+    device, B, D = _l1_norm_backward_checked(dy, x)
+    dx = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return dx
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops()'s kernel

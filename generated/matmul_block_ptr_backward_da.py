@@ -36,11 +36,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
@@ -106,30 +108,9 @@ def matmul_block_ptr_backward_da_kernel(
     tl.store(da_block_ptr, acc.to(tl.float16), boundary_check=(0,))
 
 
-def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da and return its output.
-
-    Inputs: dc: f32[M, N]; b: f16[K, N] (tensors may have any strides).
-    Returns: da: f16[M, K] (new, contiguous).
-    Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "matmul_block_ptr_backward_da",
-            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
-            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
-            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad)):
-        launch, grid, device_index, device, args, _da_shape = fast
-        da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
-        launch(grid, device_index, dc, b, da, *args)
-        return da
+def _matmul_block_ptr_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_block_ptr_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
         _rt.bad_input("matmul_block_ptr_backward_da", "dc", dc, torch.float32, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -137,11 +118,6 @@ def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
     device = dc.device
     if b.device != device or (not dc.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_block_ptr_backward_da", dc=dc, b=b)
-    if torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_block_ptr_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_block_ptr_backward_da(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_M", BLOCK_SIZE_M)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
@@ -154,6 +130,41 @@ def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         raise ValueError(f"matmul_block_ptr_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_da: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    return device, M, N, K
+
+
+def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da and return its output.
+
+    Inputs: dc: f32[M, N]; b: f16[K, N] (tensors may have any strides).
+    Returns: da: f16[M, K] (new, contiguous).
+    Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_block_ptr_backward_da",
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _da_shape = fast
+        da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, dc, b, da, *args)
+        return da
+    device, M, N, K = _matmul_block_ptr_backward_da_checked(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_block_ptr_backward_da")
+    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_block_ptr_backward_da(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -504,39 +515,20 @@ def _matmul_block_ptr_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BLO
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_da", dc=dc, b=b)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_block_ptr_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"matmul_block_ptr_backward_da: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    device, M, N, K = _matmul_block_ptr_backward_da_checked(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     return da
 
 
 def _matmul_block_ptr_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_da() as torch.compile traces it on the GPU: the outputs of _matmul_block_ptr_backward_da_fake, then the
+    """matmul_block_ptr_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_block_ptr_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE_M = int(BLOCK_SIZE_M)
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    da = _matmul_block_ptr_backward_da_fake(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, N = dc.shape
-    K, _b1 = b.shape
+    device, M, N, K = _matmul_block_ptr_backward_da_checked(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
     _dc_strides = dc.stride()

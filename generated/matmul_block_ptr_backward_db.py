@@ -36,11 +36,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
@@ -106,30 +108,9 @@ def matmul_block_ptr_backward_db_kernel(
     tl.store(db_block_ptr, acc.to(tl.float16), boundary_check=(1,))
 
 
-def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db and return its output.
-
-    Inputs: a: f16[M, K]; dc: f32[M, N] (tensors may have any strides).
-    Returns: db: f16[K, N] (new, contiguous).
-    Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "matmul_block_ptr_backward_db",
-            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
-            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
-            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad)):
-        launch, grid, device_index, device, args, _db_shape = fast
-        db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
-        launch(grid, device_index, a, dc, db, *args)
-        return db
+def _matmul_block_ptr_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """The checks of matmul_block_ptr_backward_db()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("matmul_block_ptr_backward_db", "a", a, torch.float16, 2)
     if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
@@ -137,11 +118,6 @@ def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZ
     device = a.device
     if dc.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_block_ptr_backward_db", a=a, dc=dc)
-    if torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_block_ptr_backward_db")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_block_ptr_backward_db(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
@@ -154,6 +130,41 @@ def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZ
         raise ValueError(f"matmul_block_ptr_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_db: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    return device, M, K, N
+
+
+def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
+    """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db and return its output.
+
+    Inputs: a: f16[M, K]; dc: f32[M, N] (tensors may have any strides).
+    Returns: db: f16[K, N] (new, contiguous).
+    Keyword arguments: BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=8.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_block_ptr_backward_db",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
+        launch, grid, device_index, device, args, _db_shape = fast
+        db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, a, dc, db, *args)
+        return db
+    device, M, K, N = _matmul_block_ptr_backward_db_checked(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_block_ptr_backward_db")
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_block_ptr_backward_db(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
@@ -504,39 +515,20 @@ def _matmul_block_ptr_backward_db_fake(a: torch.Tensor, dc: torch.Tensor, *, BLO
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_db", a=a, dc=dc)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_block_ptr_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"matmul_block_ptr_backward_db: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    device, M, K, N = _matmul_block_ptr_backward_db_checked(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     return db
 
 
 def _matmul_block_ptr_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_block_ptr_backward_db() as torch.compile traces it on the GPU: the outputs of _matmul_block_ptr_backward_db_fake, then the
+    """matmul_block_ptr_backward_db() as torch.compile traces it on the GPU: the checks of _matmul_block_ptr_backward_db_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BLOCK_SIZE_M = int(BLOCK_SIZE_M)
     BLOCK_SIZE_N = int(BLOCK_SIZE_N)
     BLOCK_SIZE_K = int(BLOCK_SIZE_K)
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    db = _matmul_block_ptr_backward_db_fake(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
+    device, M, K, N = _matmul_block_ptr_backward_db_checked(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
     _a_strides = a.stride()

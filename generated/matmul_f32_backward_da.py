@@ -34,11 +34,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -83,6 +85,29 @@ def matmul_f32_backward_da_kernel(
     tl.store(da_ptrs, acc, mask=mask_mk)
 
 
+def _matmul_f32_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32):
+    """The checks of matmul_f32_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
+        _rt.bad_input("matmul_f32_backward_da", "dc", dc, torch.float32, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
+        _rt.bad_input("matmul_f32_backward_da", "b", b, torch.float32, 2)
+    device = dc.device
+    if b.device != device or (not dc.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_f32_backward_da", dc=dc, b=b)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("matmul_f32_backward_da", "BM", BM)
+    if type(BK) is not int or BK < 1 or BK & (BK - 1):
+        _rt.bad_block("matmul_f32_backward_da", "BK", BK)
+    if type(BN) is not int or BN < 1 or BN & (BN - 1):
+        _rt.bad_block("matmul_f32_backward_da", "BN", BN)
+    M, N = dc.shape
+    K, _b1 = b.shape
+    if _b1 != N:
+        raise ValueError(f"matmul_f32_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    return device, M, N, K
+
+
 def matmul_f32_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_f32.tile, derived backward matmul_f32_backward_da and return its output.
 
@@ -91,6 +116,8 @@ def matmul_f32_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, B
     Keyword arguments: BM=32, BN=32, BK=32.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dc, b, BM=BM, BN=BN, BK=BK)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_f32_backward_da",
@@ -102,33 +129,17 @@ def matmul_f32_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, B
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
         launch, grid, device_index, device, args, _da_shape = fast
         da = torch.empty(*_da_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_f32_backward_da", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matmul_f32_backward_da", "b", b, torch.float32, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_f32_backward_da", dc=dc, b=b)
-    if torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N, K = _matmul_f32_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
+    if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_f32_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_f32_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BM", BM)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BN", BN)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_f32_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     da = torch.empty(M, K, device=device, dtype=torch.float32)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -188,36 +199,19 @@ def _matmul_f32_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BM: int =
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_f32_backward_da", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matmul_f32_backward_da", "b", b, torch.float32, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_f32_backward_da", dc=dc, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BM", BM)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_f32_backward_da", "BN", BN)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_f32_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    device, M, N, K = _matmul_f32_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
     da = torch.empty(M, K, device=device, dtype=torch.float32)
     return da
 
 
 def _matmul_f32_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
-    """matmul_f32_backward_da() as torch.compile traces it on the GPU: the outputs of _matmul_f32_backward_da_fake, then the
+    """matmul_f32_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_f32_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    da = _matmul_f32_backward_da_fake(dc, b, BM=BM, BN=BN, BK=BK)
-    M, N = dc.shape
-    K, _b1 = b.shape
+    device, M, N, K = _matmul_f32_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
+    da = torch.empty(M, K, device=device, dtype=torch.float32)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
     _dc_strides = dc.stride()

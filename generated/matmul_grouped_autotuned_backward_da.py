@@ -44,11 +44,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -110,6 +112,25 @@ _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_da", "71c5528672a63468", _
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_grouped_autotuned_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
+    """The checks of matmul_grouped_autotuned_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
+        _rt.bad_input("matmul_grouped_autotuned_backward_da", "dc", dc, torch.float16, 2)
+    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
+        _rt.bad_input("matmul_grouped_autotuned_backward_da", "b", b, torch.float16, 2)
+    device = dc.device
+    if b.device != device or (not dc.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_grouped_autotuned_backward_da", dc=dc, b=b)
+    M, N = dc.shape
+    K, _b1 = b.shape
+    if _b1 != N:
+        raise ValueError(f"matmul_grouped_autotuned_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    if K % 64:
+        raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
+    return device, M, N, K
+
+
 def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_da and return its output.
 
@@ -120,6 +141,8 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_grouped_autotuned_backward_da", config, lambda: matmul_grouped_autotuned_backward_da(dc, b))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dc, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_grouped_autotuned_backward_da",
@@ -130,29 +153,17 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
         launch, grid, device_index, device, args, _da_shape = fast
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned_backward_da", dc=dc, b=b)
-    if torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
+    if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_grouped_autotuned_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_grouped_autotuned_backward_da(dc, b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    if K % 64:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -226,29 +237,16 @@ def reference(dc, b):
 def _matmul_grouped_autotuned_backward_da_fake(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of matmul_grouped_autotuned_backward_da(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned_backward_da", dc=dc, b=b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    if K % 64:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
+    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     return da
 
 
 def _matmul_grouped_autotuned_backward_da_traced(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned_backward_da() as torch.compile traces it on the GPU: the outputs of _matmul_grouped_autotuned_backward_da_fake, then the
+    """matmul_grouped_autotuned_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    da = _matmul_grouped_autotuned_backward_da_fake(dc, b)
-    M, N = dc.shape
-    K, _b1 = b.shape
+    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
     _dc_strides = dc.stride()

@@ -35,11 +35,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -84,30 +86,9 @@ def matmul_grouped_backward_db_kernel(
     tl.store(db_ptrs, acc.to(tl.float16), mask=mask_n[None, :])
 
 
-def matmul_grouped_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8) -> torch.Tensor:
-    """Run the kernel of specs/matmul_grouped.tile, derived backward matmul_grouped_backward_db and return its output.
-
-    Inputs: a: f16[M, K]; dc: f16[M, N] (tensors may have any strides).
-    Returns: db: f16[K, N] (new, contiguous).
-    Keyword arguments: BM=64, BN=64, BK=64, GROUP_SIZE=8.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "matmul_grouped_backward_db",
-            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
-            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
-            BM, BN, BK, GROUP_SIZE,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad)):
-        launch, grid, device_index, device, args, _db_shape = fast
-        db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
-        launch(grid, device_index, a, dc, db, *args)
-        return db
+def _matmul_grouped_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8):
+    """The checks of matmul_grouped_backward_db()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
         _rt.bad_input("matmul_grouped_backward_db", "a", a, torch.float16, 2)
     if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
@@ -115,11 +96,6 @@ def matmul_grouped_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 6
     device = a.device
     if dc.device != device or (not a.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_grouped_backward_db", a=a, dc=dc)
-    if torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_grouped_backward_db")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_grouped_backward_db(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_grouped_backward_db", "BK", BK)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
@@ -132,6 +108,41 @@ def matmul_grouped_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 6
         raise ValueError(f"matmul_grouped_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BK:
         raise ValueError(f"matmul_grouped_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    return device, M, K, N
+
+
+def matmul_grouped_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8) -> torch.Tensor:
+    """Run the kernel of specs/matmul_grouped.tile, derived backward matmul_grouped_backward_db and return its output.
+
+    Inputs: a: f16[M, K]; dc: f16[M, N] (tensors may have any strides).
+    Returns: db: f16[K, N] (new, contiguous).
+    Keyword arguments: BM=64, BN=64, BK=64, GROUP_SIZE=8.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_grouped_backward_db",
+            a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            BM, BN, BK, GROUP_SIZE,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
+        launch, grid, device_index, device, args, _db_shape = fast
+        db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, a, dc, db, *args)
+        return db
+    device, M, K, N = _matmul_grouped_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
+    if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_grouped_backward_db")
+    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_grouped_backward_db(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
@@ -192,39 +203,20 @@ def _matmul_grouped_backward_db_fake(a: torch.Tensor, dc: torch.Tensor, *, BM: i
     BN = int(BN)
     BK = int(BK)
     GROUP_SIZE = int(GROUP_SIZE)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_grouped_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_backward_db", "dc", dc, torch.float16, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_backward_db", a=a, dc=dc)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_grouped_backward_db", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_grouped_backward_db", "BN", BN)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_grouped_backward_db", "BM", BM)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_grouped_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
-    if K % BK:
-        raise ValueError(f"matmul_grouped_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    device, M, K, N = _matmul_grouped_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     return db
 
 
 def _matmul_grouped_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64, GROUP_SIZE: int = 8) -> torch.Tensor:
-    """matmul_grouped_backward_db() as torch.compile traces it on the GPU: the outputs of _matmul_grouped_backward_db_fake, then the
+    """matmul_grouped_backward_db() as torch.compile traces it on the GPU: the checks of _matmul_grouped_backward_db_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
     GROUP_SIZE = int(GROUP_SIZE)
-    db = _matmul_grouped_backward_db_fake(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
-    M, K = a.shape
-    _dc0, N = dc.shape
+    device, M, K, N = _matmul_grouped_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK, GROUP_SIZE=GROUP_SIZE)
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
     _a_strides = a.stride()

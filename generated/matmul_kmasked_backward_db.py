@@ -42,11 +42,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -108,6 +110,23 @@ _tuner = _rt.Tuner("matmul_kmasked_backward_db", "2b7b244b4e874b21", _CONFIGS, d
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _matmul_kmasked_backward_db_checked(a: torch.Tensor, dc: torch.Tensor):
+    """The checks of matmul_kmasked_backward_db()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
+        _rt.bad_input("matmul_kmasked_backward_db", "a", a, torch.float16, 2)
+    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
+        _rt.bad_input("matmul_kmasked_backward_db", "dc", dc, torch.float16, 2)
+    device = a.device
+    if dc.device != device or (not a.is_cuda and not _INTERPRET):
+        _rt.bad_device("matmul_kmasked_backward_db", a=a, dc=dc)
+    M, K = a.shape
+    _dc0, N = dc.shape
+    if _dc0 != M:
+        raise ValueError(f"matmul_kmasked_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
+    return device, M, K, N
+
+
 def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db and return its output.
 
@@ -118,6 +137,8 @@ def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("matmul_kmasked_backward_db", config, lambda: matmul_kmasked_backward_db(a, dc))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(a, dc)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "matmul_kmasked_backward_db",
@@ -128,27 +149,17 @@ def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
         launch, grid, device_index, device, args, _db_shape = fast
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_db", "dc", dc, torch.float16, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_kmasked_backward_db", a=a, dc=dc)
-    if torch.is_grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, K, N = _matmul_kmasked_backward_db_checked(a, dc)
+    if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_kmasked_backward_db")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_kmasked_backward_db(a, dc)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_kmasked_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
@@ -222,27 +233,16 @@ def reference(a, dc):
 def _matmul_kmasked_backward_db_fake(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
     """The outputs of matmul_kmasked_backward_db(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_db", "dc", dc, torch.float16, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_kmasked_backward_db", a=a, dc=dc)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_kmasked_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
+    device, M, K, N = _matmul_kmasked_backward_db_checked(a, dc)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     return db
 
 
 def _matmul_kmasked_backward_db_traced(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
-    """matmul_kmasked_backward_db() as torch.compile traces it on the GPU: the outputs of _matmul_kmasked_backward_db_fake, then the
+    """matmul_kmasked_backward_db() as torch.compile traces it on the GPU: the checks of _matmul_kmasked_backward_db_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    db = _matmul_kmasked_backward_db_fake(a, dc)
-    M, K = a.shape
-    _dc0, N = dc.shape
+    device, M, K, N = _matmul_kmasked_backward_db_checked(a, dc)
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
     if K == 0 or N == 0:  # nothing to compute: no launch
         return db
     _a_strides = a.stride()

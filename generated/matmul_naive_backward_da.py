@@ -34,11 +34,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -81,30 +83,9 @@ def matmul_naive_backward_da_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_m[:, None])
 
 
-def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """Run the kernel of specs/matmul_naive.tile, derived backward matmul_naive_backward_da and return its output.
-
-    Inputs: dc: f16[M, N]; b: f16[K, N] (tensors may have any strides).
-    Returns: da: f16[M, K] (new, contiguous).
-    Keyword arguments: BM=64, BN=64, BK=64.
-    Raises TypeError or ValueError naming the tensor and dimension on bad input.
-    """
-    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "matmul_naive_backward_da",
-            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
-            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
-            BM, BN, BK,
-            _current_device(),
-        )
-        fast = _FAST.get(fast_key)
-    except (AttributeError, TypeError, RuntimeError):
-        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad)):
-        launch, grid, device_index, device, args, _da_shape = fast
-        da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
-        launch(grid, device_index, dc, b, da, *args)
-        return da
+def _matmul_naive_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """The checks of matmul_naive_backward_da()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
     if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
         _rt.bad_input("matmul_naive_backward_da", "dc", dc, torch.float16, 2)
     if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
@@ -112,11 +93,6 @@ def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64,
     device = dc.device
     if b.device != device or (not dc.is_cuda and not _INTERPRET):
         _rt.bad_device("matmul_naive_backward_da", dc=dc, b=b)
-    if torch.is_grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_naive_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_naive_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_naive_backward_da", "BM", BM)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
@@ -129,6 +105,41 @@ def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64,
         raise ValueError(f"matmul_naive_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BK:
         raise ValueError(f"matmul_naive_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    return device, M, N, K
+
+
+def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
+    """Run the kernel of specs/matmul_naive.tile, derived backward matmul_naive_backward_da and return its output.
+
+    Inputs: dc: f16[M, N]; b: f16[K, N] (tensors may have any strides).
+    Returns: da: f16[M, K] (new, contiguous).
+    Keyword arguments: BM=64, BN=64, BK=64.
+    Raises TypeError or ValueError naming the tensor and dimension on bad input.
+    """
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dc, b, BM=BM, BN=BN, BK=BK)
+    try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
+        fast_key = (
+            "matmul_naive_backward_da",
+            dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
+            b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
+            BM, BN, BK,
+            _current_device(),
+        )
+        fast = _FAST.get(fast_key)
+    except (AttributeError, TypeError, RuntimeError):
+        fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
+    if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
+        launch, grid, device_index, device, args, _da_shape = fast
+        da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
+        launch(grid, device_index, dc, b, da, *args)
+        return da
+    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
+    if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("matmul_naive_backward_da")
+    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
+        with torch.cuda.device(device):
+            return matmul_naive_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
@@ -188,38 +199,19 @@ def _matmul_naive_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BM: int
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_naive_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive_backward_da", dc=dc, b=b)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("matmul_naive_backward_da", "BM", BM)
-    if type(BK) is not int or BK < 1 or BK & (BK - 1):
-        _rt.bad_block("matmul_naive_backward_da", "BK", BK)
-    if type(BN) is not int or BN < 1 or BN & (BN - 1):
-        _rt.bad_block("matmul_naive_backward_da", "BN", BN)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_naive_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    if K % BK:
-        raise ValueError(f"matmul_naive_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
+    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     return da
 
 
 def _matmul_naive_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """matmul_naive_backward_da() as torch.compile traces it on the GPU: the outputs of _matmul_naive_backward_da_fake, then the
+    """matmul_naive_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_naive_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
     BM = int(BM)
     BN = int(BN)
     BK = int(BK)
-    da = _matmul_naive_backward_da_fake(dc, b, BM=BM, BN=BN, BK=BK)
-    M, N = dc.shape
-    K, _b1 = b.shape
+    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da
     _dc_strides = dc.stride()

@@ -42,11 +42,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -111,6 +113,30 @@ _tuner = _rt.Tuner("rms_norm_channels_backward", "60e4c8bdff45f709", _CONFIGS, d
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _rms_norm_channels_backward_checked(dy: torch.Tensor, x: torch.Tensor, eps: float):
+    """The checks of rms_norm_channels_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
+        _rt.bad_input("rms_norm_channels_backward", "dy", dy, torch.float32, 4)
+    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
+        _rt.bad_input("rms_norm_channels_backward", "x", x, torch.float32, 4)
+    eps = _check_scalar("rms_norm_channels_backward", "eps", eps, float)
+    device = dy.device
+    if x.device != device or (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("rms_norm_channels_backward", dy=dy, x=x)
+    B, C, H, W = dy.shape
+    _x0, _x1, _x2, _x3 = x.shape
+    if _x0 != B:
+        raise ValueError(f"rms_norm_channels_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
+    if _x1 != C:
+        raise ValueError(f"rms_norm_channels_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
+    if _x2 != H:
+        raise ValueError(f"rms_norm_channels_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
+    if _x3 != W:
+        raise ValueError(f"rms_norm_channels_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
+    return device, eps, B, C, H, W
+
+
 def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm_channels.tile, derived backward and return its output.
 
@@ -121,6 +147,8 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy, x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "rms_norm_channels_backward",
@@ -132,34 +160,17 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels_backward", dy=dy, x=x)
-    if torch.is_grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
+    if _grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_channels_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_channels_backward(dy, x, eps)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
         return _rms_norm_channels_backward_loops(dy, x, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
@@ -474,34 +485,16 @@ def reference(dy, x, eps):
 def _rms_norm_channels_backward_fake(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of rms_norm_channels_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels_backward", dy=dy, x=x)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
+    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     return dx
 
 
 def _rms_norm_channels_backward_traced(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm_channels_backward() as torch.compile traces it on the GPU: the outputs of _rms_norm_channels_backward_fake, then the
+    """rms_norm_channels_backward() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx = _rms_norm_channels_backward_fake(dy, x, eps)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
+    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
+    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return dx
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops()'s kernel

@@ -40,11 +40,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("a5c1cfee13179f01")
+_rt = _runtime("c5fb9f7a77e63d38")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
+_is_compiling = _rt.is_compiling
+_grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -114,6 +116,18 @@ _tuner = _rt.Tuner("row_cumsum_backward", "2032830cf7de6f0d", _CONFIGS, default=
 _TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
+def _row_cumsum_backward_checked(dy: torch.Tensor):
+    """The checks of row_cumsum_backward()'s arguments, shared by it, its op's fake implementation and the body
+    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
+        _rt.bad_input("row_cumsum_backward", "dy", dy, torch.float32, 2)
+    device = dy.device
+    if (not dy.is_cuda and not _INTERPRET):
+        _rt.bad_device("row_cumsum_backward", dy=dy)
+    M, N = dy.shape
+    return device, M, N
+
+
 def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumsum.tile, derived backward and return its output.
 
@@ -124,6 +138,8 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
     """
     if config is not None:  # a config the caller names: this call runs it
         return _tuner.forcing("row_cumsum_backward", config, lambda: row_cumsum_backward(dy))
+    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
+        return op(dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
         fast_key = (
             "row_cumsum_backward",
@@ -133,22 +149,17 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
-    if fast is not None and not (torch.is_grad_enabled() and (dy.requires_grad)):
+    if fast is not None and not (_grad_enabled() and (dy.requires_grad)):
         launch, grid, device_index, device, args, _dx_shape = fast
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("row_cumsum_backward", "dy", dy, torch.float32, 2)
-    device = dy.device
-    if (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumsum_backward", dy=dy)
-    if torch.is_grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    device, M, N = _row_cumsum_backward_checked(dy)
+    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumsum_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return row_cumsum_backward(dy)
-    M, N = dy.shape
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
@@ -219,21 +230,16 @@ def reference(dy):
 def _row_cumsum_backward_fake(dy: torch.Tensor) -> torch.Tensor:
     """The outputs of row_cumsum_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("row_cumsum_backward", "dy", dy, torch.float32, 2)
-    device = dy.device
-    if (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumsum_backward", dy=dy)
-    M, N = dy.shape
+    device, M, N = _row_cumsum_backward_checked(dy)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     return dx
 
 
 def _row_cumsum_backward_traced(dy: torch.Tensor) -> torch.Tensor:
-    """row_cumsum_backward() as torch.compile traces it on the GPU: the outputs of _row_cumsum_backward_fake, then the
+    """row_cumsum_backward() as torch.compile traces it on the GPU: the checks of _row_cumsum_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    dx = _row_cumsum_backward_fake(dy)
-    M, N = dy.shape
+    device, M, N = _row_cumsum_backward_checked(dy)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
     _dy_strides = dy.stride()

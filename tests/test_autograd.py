@@ -87,14 +87,19 @@ def test_layer_norm_statistics_get_no_gradient_and_no_zeros(generated, monkeypat
     m, n = 5, 37
     x, dy = _rows(m, n, 4, torch.float16) + 3, _rows(m, n, 5, torch.float16)
     w, b = (1 + _rows(1, n, 6) / 4).half()[0], (_rows(1, n, 7) / 4).half()[0]
-    seen = []
-    backward = module._layer_norm_backward
+    first = module.layer_norm(*(t.clone().requires_grad_() for t in (x, w, b)), 1e-5)[0]
+    function = first.grad_fn._forward_cls  # the Function over the launchers that eager calls record
+    seen, ran = [], []
+    backward = function.backward
 
-    def spy(ctx, *grads, eager=False):
+    def spy(ctx, *grads):
         seen.append(grads)
-        return backward(ctx, *grads, eager=eager)
+        return backward(ctx, *grads)
 
-    monkeypatch.setattr(module, "_layer_norm_backward", spy)
+    monkeypatch.setattr(function, "backward", staticmethod(spy))
+    kernels = generated("layer_norm_backward")
+    launcher = kernels.layer_norm_backward
+    monkeypatch.setattr(kernels, "layer_norm_backward", lambda *args: ran.append(args) or launcher(*args))
     alone = [t.clone().requires_grad_() for t in (x, w, b)]
     module.layer_norm(*alone, 1e-5)[0].backward(dy)
     both = [t.clone().requires_grad_() for t in (x, w, b)]
@@ -103,10 +108,11 @@ def test_layer_norm_statistics_get_no_gradient_and_no_zeros(generated, monkeypat
     for a, c in zip(alone, both, strict=True):
         torch.testing.assert_close(c.grad, a.grad, rtol=0, atol=0)
     assert [tuple(g is None for g in grads[1:]) for grads in seen] == [(True, True), (False, False)]
+    assert len(ran) == 2
     stats = [t.clone().requires_grad_() for t in (x, w, b)]
     module.layer_norm(*stats, 1e-5)[1].sum().backward()
     assert [t.grad for t in stats] == [None, None, None]
-    assert len(seen) == 2  # the backward kernel did not run
+    assert len(seen) == 3 and seen[2][0] is None and len(ran) == 2  # dy is None: the backward kernel did not run
 
 
 @pytest.mark.parametrize("kernel", ["swiglu", "geglu"])
@@ -337,8 +343,9 @@ def test_a_backward_of_several_kernels_passes_values_by_name(first, second, mess
     if message is None:
         generated = compile_spec(forward, "k.tile", found.get)
         assert generated.backward == ("k_first", "k_second")
-        assert 's = (module.k_first if eager else module.op)(dy)' in generated.source
-        assert 'dx = (module.k_second if eager else module.op)(s)' in generated.source
+        # the first kernel's s, by name, is the second's argument (the runtime's autograd passes it)
+        steps = '(("k_first", ("dy",), ("s",), False), ("k_second", ("s",), ("dx",), False))'
+        assert f"backward={steps}" in generated.source
         return
     with pytest.raises(SpecError, match=message) as caught:
         compile_spec(forward, "k.tile", found.get)

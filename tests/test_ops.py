@@ -164,6 +164,26 @@ def test_compiled_graph_has_no_break_and_serves_new_shapes(generated):
     assert counter.frame_count == 1
 
 
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_compiled_launcher_call_goes_to_the_op(generated, requires_grad):
+    """A call of the launcher itself (not the op) inside torch.compile(fullgraph=True) compiles
+    without a graph break, with or without inputs that require grad: the launcher hands the call
+    to its custom op before its fast path, whose key (``data_ptr() & 15``) dynamo cannot trace."""
+    module = generated("softmax")
+    x = torch.randn(4, 33, device=DEVICE, requires_grad=requires_grad)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda t: module.softmax(t * 2), backend=BACKEND, fullgraph=True)
+    y = compiled(x)
+    want = torch.softmax(x.detach() * 2, dim=1)
+    torch.testing.assert_close(y, want)
+    if requires_grad:
+        dy = torch.randn_like(want)
+        y.backward(dy)
+        leaf = x.detach().clone().requires_grad_()
+        torch.softmax(leaf * 2, dim=1).backward(dy)
+        torch.testing.assert_close(x.grad, leaf.grad)
+
+
 def test_same_kernel_name_from_another_spec_gets_its_own_op(tmp_path):
     """A second spec with a kernel name already registered becomes <name>_<spec hash>; the same
     spec imported again returns the op registered first."""

@@ -266,10 +266,10 @@ FUNCTIONS: dict[str, Function] = {
         # reductions over one axis
         Function("sum", "reduction", triton="tl.sum({x}, axis={axis})", torch="torch.sum({x}, dim={axis})",
                  identity=0.0, combine="+", widens=True, rounds=True, grad={"x": "{g_}"}),
-        Function("max", "reduction", triton="amax({x}, {axis})", helpers=("maximum_nan", "amax"),
+        Function("max", "reduction", triton="amax({x}, {axis})", helpers=("amax",),
                  torch="torch.amax({x}, dim={axis})",
                  identity=-math.inf, combine="maximum", mirror="min", grad=_AMONG_EXTREMES),
-        Function("min", "reduction", triton="amin({x}, {axis})", helpers=("minimum_nan", "amin"),
+        Function("min", "reduction", triton="amin({x}, {axis})", helpers=("amin",),
                  torch="torch.amin({x}, dim={axis})",
                  identity=math.inf, combine="minimum", mirror="max", grad=_AMONG_EXTREMES),
         Function("mean", "reduction", triton="tl.sum({x}, axis={axis}) / {size}", torch="torch.mean({x}, dim={axis})",
@@ -400,114 +400,14 @@ def reduction(expr: m.Expr) -> Function | None:
 CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 
 
-def _first_index(name: str, what: str, nan: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
-    """The helper of ``argmax``/``argmin`` (``name``): torch's index along ``axis``, the first
-    of equal values or of the first NaN, as int64 (a :data:`HELPERS` entry)."""
-    return (("axis: tl.constexpr",), (
-        f"if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.{name}",
-        "    x = x.to(tl.float32)",
-        "nan = (x != x).to(tl.int32)",
-        f"found = tl.{name}(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's",
-        "return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)",
-    ), f"torch.{name} along axis: the first index of the {what}, or of the first NaN ({nan}).")
-
-
-#: The module constant that is true under Triton's interpreter (a constexpr, so the helpers that
-#: branch on it compile one branch); the module defines it where a helper names it.
-INTERPRETED = "_INTERPRETED"
-
-
-def _extreme(name: str, combine: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
-    """The helper of the ``max``/``min`` reduction (``name``): torch.amax/amin along ``axis``, NaN
-    where the row holds one (tl.max/tl.min drop NaN), in the operand's dtype (a :data:`HELPERS`
-    entry). On the GPU one ``tl.reduce`` whose combine function (``combine``) lets NaN win, as fast
-    as tl.max's own; the interpreter calls such a function once per element, so there tl.max and a
-    second reduction over ``x != x`` (numpy's)."""
-    return (("axis: tl.constexpr",), (
-        f"if {INTERPRETED}:  # one call of {combine} per element there: numpy's reductions instead",
-        "    wide = x",
-        "    if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits",
-        "        wide = x.to(tl.float32)",
-        f"    found = tl.{name}(wide, axis)",
-        "    if x.dtype.is_floating():",
-        '        found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)',
-        "    return found.to(x.dtype)",
-        f"return tl.reduce(x, axis, {combine})",
-    ), f"torch.a{name} along axis: NaN where the row holds one (tl.{name} drops it), in x's dtype.")
-
-
-#: The first lines of an activation's helper: it computes in float32, an f64 operand in f64 (as
-#: math does: :func:`tilegen.dtypes.math_dtype`).
-_FLOAT32 = ("if x.dtype != tl.float64:", "    x = x.to(tl.float32)")
-
-
-#: The ``@triton.jit`` helpers a generated module may define, in the order it defines them:
-#: name -> (parameters after ``x``, body lines computing ``x``, docstring). Exp-based ones
-#: compute in float32; ``templates/helpers.py.j2`` writes only those a kernel calls.
-HELPERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "multiply": (("y",), ("return x * y",), "The combine function of prod's tl.reduce: the product of two partials."),
-    "maximum_nan": (("y",), (f"return tl.maximum(x, y, {NAN})",), "The combine function of amax: NaN wins."),
-    "minimum_nan": (("y",), (f"return tl.minimum(x, y, {NAN})",), "The combine function of amin: NaN wins."),
-    "amax": _extreme("max", "maximum_nan"),
-    "amin": _extreme("min", "minimum_nan"),
-    "first_argmax": _first_index("argmax", "largest value", "torch's NaN is largest"),
-    "first_argmin": _first_index("argmin", "smallest value", "torch's NaN wins"),
-    "relu": ((), ("return tl.where(x < 0, 0, x)",), "torch.relu: NaN stays NaN."),
-    "leaky_relu": (("slope",), ("return tl.where(x >= 0, x, slope * x)",), ""),
-    "gelu": ((), (
-        *_FLOAT32,
-        "return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))",
-    ), "GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."),
-    "gelu_tanh": ((), (
-        *_FLOAT32,
-        "u = 0.7978845608028654 * (x + 0.044715 * x * x * x)",
-        "return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))",
-    ), "GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."),
-    "tanh": ((), (
-        *_FLOAT32,
-        "return 2.0 * tl.sigmoid(2.0 * x) - 1.0",
-    ), "tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."),
-    "sigmoid": ((), (*_FLOAT32, "return tl.sigmoid(x)"), ""),
-    "silu": ((), (*_FLOAT32, "return x * tl.sigmoid(x)"), ""),
-    "elu": (("alpha",), (
-        *_FLOAT32,
-        "return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
-    ), "torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."),
-    "selu": ((), (
-        *_FLOAT32,
-        "return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)",
-    ), "torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."),
-    "softplus": (("beta", "threshold"), (
-        *_FLOAT32,
-        "return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)",
-    ), "torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."),
-    "softsign": ((), (*_FLOAT32, "return x / (1.0 + tl.abs(x))"), ""),
-    "hardsigmoid": ((), (
-        *_FLOAT32,
-        f"return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, {NAN}), 1.0, {NAN})",
-    ), "torch.nn.functional.hardsigmoid: NaN stays NaN."),
-    "hardswish": ((), (
-        *_FLOAT32,
-        "return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0",
-    ), ""),
-    "power": (("p",), (
-        "p = tl.zeros_like(x) + p",
-        "x = x + tl.zeros_like(p)",
-        "magnitude = tl.exp2(p * tl.log2(tl.abs(x)))",
-        "integral = tl.floor(p) == p",
-        "odd = integral & (tl.floor(0.5 * p) != 0.5 * p)",
-        'signs = integral | (x == float("-inf"))',
-        'signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)',
-        'return tl.where((p == 0) | (x == 1) | ((x == -1) & (tl.abs(p) == float("inf"))), 1.0, signed)',
-    ), "torch.pow (C's pow) for any exponent, x float32 or f64: |x| ** p, negated for a negative x and an odd "
-       "integral p, NaN for a finite negative x and a non-integral p; 1 where p == 0, x == 1, or x == -1 and p "
-       "is infinite."),
-    "mish": ((), (
-        *_FLOAT32,
-        "sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))",
-        "return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)",
-    ), "x * tanh(softplus(x)) (Misra, 2019)."),
-}
+#: The ``@triton.jit`` helpers a kernel may call by name (activations, the combine functions of
+#: reductions, torch's amax/amin/argmax/argmin and pow): tilegen's runtime defines them
+#: (tilegen/runtime.py), and a generated module binds those its kernels call (``amax = _rt.amax``).
+HELPERS: tuple[str, ...] = (
+    "multiply", "maximum_nan", "minimum_nan", "amax", "amin", "first_argmax", "first_argmin", "relu", "leaky_relu",
+    "gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "elu", "selu", "softplus", "softsign", "hardsigmoid",
+    "hardswish", "power", "mish",
+)
 
 
 #: Integral exponents up to this size are multiplications (by squaring); larger ones go through

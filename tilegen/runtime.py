@@ -262,6 +262,11 @@ def compile_launch(compiled: dict[Hashable, Launch], key: Hashable, kernel: Trit
 #: check: 0.2 us a call against 0.5 on the H100's host); None where torch has no CUDA.
 current_device = torch._C._cuda_getDevice if torch.cuda.is_available() else (lambda: None)
 
+#: torch.compiler.is_compiling and torch.is_grad_enabled, which every launcher asks first (bound in
+#: its module: a global costs less than torch's attributes; dynamo knows them by identity, not name).
+is_compiling = torch.compiler.is_compiling
+grad_enabled = torch.is_grad_enabled
+
 #: The most launches a module's fast path keeps (see :func:`keep_launch`); past it the table starts afresh.
 FAST_LIMIT = 1024
 
@@ -452,6 +457,204 @@ def _dot_operand(x):  # type: ignore[no-untyped-def]
 #: (``_dot_operand``, bound in their module): torch.compile's Inductor copies a called ``@triton.jit``
 #: function's source, under its ``def`` name, into the code it compiles.
 dot_operand = _dot_operand
+
+
+# ---------------------------------------------------------------------------------------------
+# The @triton.jit helpers kernels call (tilegen.functions.HELPERS names them): activations, the
+# combine functions of reductions, torch's amax/amin/argmax/argmin and pow. A module binds those its
+# kernels call to the same names (``amax = _rt.amax``): Triton calls a @triton.jit global of the
+# kernel's module, compiled or interpreted, and Inductor copies a called function's source under its
+# ``def`` name. Triton reads their parameters' annotations as types: they have no Python ones.
+
+#: True under Triton's interpreter: a constexpr, so a helper's branch on it compiles away on the GPU.
+_INTERPRETED = tl.constexpr(INTERPRET)
+
+
+@triton.jit
+def multiply(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of prod's tl.reduce: the product of two partials."""
+    return x * y
+
+
+@triton.jit
+def maximum_nan(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of amax: NaN wins."""
+    return tl.maximum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def minimum_nan(x, y):  # type: ignore[no-untyped-def]
+    """The combine function of amin: NaN wins."""
+    return tl.minimum(x, y, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def amax(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.amax along axis: NaN where the row holds one (tl.max drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of maximum_nan per element there: numpy's reductions instead
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
+            wide = x.to(tl.float32)
+        found = tl.max(wide, axis)
+        if x.dtype.is_floating():
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, maximum_nan)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def amin(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.amin along axis: NaN where the row holds one (tl.min drops it), in x's dtype."""
+    if _INTERPRETED:  # one call of minimum_nan per element there: numpy's reductions instead
+        wide = x
+        if x.dtype == tl.bfloat16:  # compared in float32 (exact): the interpreter keeps bf16 as bits
+            wide = x.to(tl.float32)
+        found = tl.min(wide, axis)
+        if x.dtype.is_floating():
+            found = tl.where(tl.max((wide != wide).to(tl.int8), axis) > 0, float("nan"), found)
+        return found.to(x.dtype)
+    return tl.reduce(x, axis, minimum_nan)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def first_argmax(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.argmax along axis: the first index of the largest value, or of the first NaN (torch's NaN is largest)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmax
+        x = x.to(tl.float32)
+    nan = (x != x).to(tl.int32)
+    found = tl.argmax(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's
+    return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)
+
+
+@triton.jit  # type: ignore[untyped-decorator]
+def first_argmin(x, axis: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.argmin along axis: the first index of the smallest value, or of the first NaN (torch's NaN wins)."""
+    if x.dtype == tl.bfloat16:  # exact; Triton's interpreter orders bf16 wrongly in tl.argmin
+        x = x.to(tl.float32)
+    nan = (x != x).to(tl.int32)
+    found = tl.argmin(tl.where(nan > 0, 0, x), axis, tie_break_left=True)  # NaN lanes: the next line's
+    return tl.where(tl.max(nan, axis) > 0, tl.argmax(nan, axis, tie_break_left=True), found).to(tl.int64)
+
+
+@triton.jit
+def relu(x):  # type: ignore[no-untyped-def]
+    """torch.relu: NaN stays NaN."""
+    return tl.where(x < 0, 0, x)
+
+
+@triton.jit
+def leaky_relu(x, slope):  # type: ignore[no-untyped-def]
+    return tl.where(x >= 0, x, slope * x)
+
+
+@triton.jit
+def gelu(x):  # type: ignore[no-untyped-def]
+    """GELU, erf form: x * Phi(x) (Hendrycks and Gimpel, 2016)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+
+
+@triton.jit
+def gelu_tanh(x):  # type: ignore[no-untyped-def]
+    """GELU, tanh approximation; tanh(u) is written 2 * sigmoid(2u) - 1."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    u = 0.7978845608028654 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + (2.0 * tl.sigmoid(2.0 * u) - 1.0))
+
+
+@triton.jit
+def tanh(x):  # type: ignore[no-untyped-def]
+    """tanh(x) = 2 * sigmoid(2x) - 1 (the interpreter has no libdevice tanh)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def sigmoid(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.sigmoid(x)
+
+
+@triton.jit
+def silu(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x * tl.sigmoid(x)
+
+
+@triton.jit
+def elu(x, alpha):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.elu (NaN stays NaN: it fails x <= 0)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.where(x <= 0, alpha * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)
+
+
+@triton.jit
+def selu(x):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.selu (Klambauer et al., 2017): its scale and alpha."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return 1.0507009873554805 * tl.where(x <= 0, 1.6732632423543772 * (tl.exp(tl.minimum(x, 0.0)) - 1.0), x)
+
+
+@triton.jit
+def softplus(x, beta, threshold):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.softplus: linear above the threshold (NaN stays NaN: it fails the test)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.where(x * beta <= threshold, tl.log(1.0 + tl.exp(tl.minimum(x * beta, threshold))) / beta, x)
+
+
+@triton.jit
+def softsign(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x / (1.0 + tl.abs(x))
+
+
+@triton.jit
+def hardsigmoid(x):  # type: ignore[no-untyped-def]
+    """torch.nn.functional.hardsigmoid: NaN stays NaN."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return tl.minimum(tl.maximum(x / 6.0 + 0.5, 0.0, propagate_nan=tl.PropagateNan.ALL), 1.0,
+                      propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def hardswish(x):  # type: ignore[no-untyped-def]
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    return x * tl.minimum(tl.maximum(x + 3.0, 0.0), 6.0) / 6.0
+
+
+@triton.jit
+def power(x, p):  # type: ignore[no-untyped-def]
+    """torch.pow (C's pow) for any exponent, x float32 or f64: |x| ** p, negated for a negative x and an odd
+    integral p, NaN for a finite negative x and a non-integral p; 1 where p == 0, x == 1, or x == -1 and p is
+    infinite."""
+    p = tl.zeros_like(x) + p
+    x = x + tl.zeros_like(p)
+    magnitude = tl.exp2(p * tl.log2(tl.abs(x)))
+    integral = tl.floor(p) == p
+    odd = integral & (tl.floor(0.5 * p) != 0.5 * p)
+    signs = integral | (x == float("-inf"))
+    signed = tl.where(x < 0, tl.where(signs, tl.where(odd, -magnitude, magnitude), float("nan")), magnitude)
+    return tl.where((p == 0) | (x == 1) | ((x == -1) & (tl.abs(p) == float("inf"))), 1.0, signed)
+
+
+@triton.jit
+def mish(x):  # type: ignore[no-untyped-def]
+    """x * tanh(softplus(x)) (Misra, 2019)."""
+    if x.dtype != tl.float64:
+        x = x.to(tl.float32)
+    sp = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))
+    return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1027,6 +1230,103 @@ def register_backward(op: "OpOverloadPacket", backward: Callable[..., Any], setu
         torch.library.register_autograd(name, backward, setup_context=setup_context)
         done.add(name)
     return op
+
+
+#: One kernel of a spec's backward, as :func:`autograd` runs it: its name (its module ``<name>.py``
+#: lies beside the forward's), the names of its arguments (the forward's saved inputs, outputs and
+#: scalars, the outputs' gradients ``d<out>``, an earlier kernel's results), the names of its results,
+#: and whether it writes over a forward input on an eager call with ``inplace_backward=True``.
+BackwardStep: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...], bool]
+
+
+def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, inputs: Sequence[str],
+             outputs: Sequence[str], backward: Sequence[BackwardStep], saved: Sequence[str] = (),
+             scalars: Sequence[str] = (), keywords: Sequence[str] = (), over: Sequence[str] = (),
+             unread: Sequence[str] = ()) -> Callable[..., Any]:
+    """The autograd formula of a spec with a backward, from what its module declares: registered on
+    ``op`` (:func:`register_backward`), and returned as the apply (:func:`autograd_apply`) of a
+    ``torch.autograd.Function`` over ``launcher`` that the launcher calls for an eager call autograd
+    records (the launchers themselves, without the custom ops' dispatch; torch.compile goes
+    through the op, whose formula is the same).
+
+    ``inputs`` and ``outputs`` name the spec's inputs (tensors and scalars, the op's positional
+    arguments) and outputs; ``keywords`` the launcher's keyword arguments (the op's last inputs,
+    without gradient). ``setup_context`` saves the tensors named in ``saved`` and the ``scalars`` (as
+    attributes of ``ctx``); ``backward`` runs the ``backward`` kernels in order, each on the values
+    its arguments name, through its custom op (which torch.compile traces), or its launcher where
+    the call was eager; it returns a gradient per input: ``d<input>`` where a kernel computed it,
+    else None. ``over``: the inputs the backward may write its gradients over; the Function takes
+    ``inplace_backward`` last, and a kernel whose step says so gets ``inplace=True`` where it was set
+    and every such input is one autograd computed (:func:`overwritable`). ``unread``: the outputs'
+    gradients no kernel reads, where they read one other: the eager Function has autograd make no
+    zeros for them, and returns no gradients where that one took no part in what was differentiated.
+    """
+    named, made = tuple(inputs), tuple(outputs)
+    grads_in = tuple(f"d{n}" for n in made)
+    switch = len(named) + len(keywords)  # where the Function's inplace_backward is
+    positions = [named.index(x) for x in over]
+
+    # torch passes setup_context its arguments by these names
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any, keyword_only_inputs: object = None) -> None:
+        args = inputs
+        values = dict(zip(named, args, strict=False))  # the op's keywords follow
+        values.update(zip(made, output if len(made) > 1 else (output,), strict=True))
+        ctx.save_for_backward(*(values[n] for n in saved))
+        for n in scalars:
+            setattr(ctx, n, values[n])
+        if over:
+            ctx.inplace = len(args) > switch and bool(args[switch]) and all(overwritable(args[i]) for i in positions)
+
+    def formula(ctx: Any, *grads: Any, eager: bool = False) -> Any:
+        values = dict(zip(saved, ctx.saved_tensors, strict=True))
+        values.update((n, getattr(ctx, n)) for n in scalars)
+        values.update(zip(grads_in, grads, strict=True))
+        given: dict[str, Any] = {}
+        for name, arguments, results, in_place in backward:
+            module = sibling(file, name)
+            passed = [values[a] for a in arguments]
+            if not eager:
+                got = module.op(*passed)
+            elif in_place:
+                got = getattr(module, name)(*passed, inplace=ctx.inplace)
+            else:
+                got = getattr(module, name)(*passed)
+            got = dict(zip(results, got if len(results) > 1 else (got,), strict=True))
+            values.update(got)
+            given.update(got)
+        found = tuple(given.get(f"d{n}") for n in named)
+        return found if len(found) > 1 else found[0]
+
+    register_backward(op, formula, setup_context, file, (step[0] for step in backward))
+    names = (*keywords, *(("inplace_backward",) if over else ()))
+    count = len(named)
+
+    def forward(*args: Any) -> Any:
+        return launcher(*args[:count], **dict(zip(names, args[count:], strict=True)))
+
+    read = next((i for i, g in enumerate(grads_in) if g not in unread), 0)
+
+    def eager_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+        if unread:  # autograd makes no zeros for the gradients the backward does not read
+            ctx.set_materialize_grads(False)
+        setup_context(ctx, inputs, output)
+
+    def eager_backward(ctx: Any, *grads: Any) -> Any:
+        if unread and grads[read] is None:  # the one output read took no part in what was differentiated
+            return (None,) * (count + len(names))
+        found = formula(ctx, *grads, eager=True)
+        if not names:
+            return found
+        return (*(found if count > 1 else (found,)), *(None,) * len(names))  # no gradient for the keywords
+
+    title = "".join(part.capitalize() for part in getattr(launcher, "__name__", "kernel").split("_"))
+    function = type(f"_{title}Autograd", (torch.autograd.Function,), {
+        "__doc__": f"{getattr(launcher, '__name__', 'the launcher')}() as autograd records an eager call.",
+        "forward": staticmethod(forward),
+        "setup_context": staticmethod(eager_setup),
+        "backward": staticmethod(eager_backward),
+    })
+    return autograd_apply(function)
 
 
 def overwritten(*tensors: torch.Tensor) -> None:

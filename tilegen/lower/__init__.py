@@ -12,7 +12,9 @@ templates only place what it computed. One module per part of the generated file
   loads), :mod:`~tilegen.lower.expressions` (arithmetic, masks, functions, reductions),
   :mod:`~tilegen.lower.statements`, :mod:`~tilegen.lower.loops` and :mod:`~tilegen.lower.tail`;
 * :mod:`tilegen.lower.names`: the text helpers all three share (names, broadcasts, literals);
-* :mod:`tilegen.lower.launcher`: argument checks, size bindings, outputs, grid and launch;
+* :mod:`tilegen.lower.launcher`: the host function, from :mod:`~tilegen.lower.host_checks` (input and size
+  checks), :mod:`~tilegen.lower.arguments` and :mod:`~tilegen.lower.descriptors` (the kernel's arguments),
+  :mod:`~tilegen.lower.launch` (grid, tuning, launch) and :mod:`~tilegen.lower.fast` (the fast path);
 * :mod:`tilegen.lower.reference`: the same spec as whole-tensor torch statements;
 * :mod:`tilegen.lower.plan`: the dataclasses they return.
 
@@ -33,8 +35,9 @@ from tilegen import __version__
 from tilegen import model as m
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.autograd import backward_overwrites, lower_autograd
+from tilegen.lower.descriptors import lower_descriptor_blocks
 from tilegen.lower.kernel import lower_kernel
-from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
+from tilegen.lower.launcher import LauncherRole, lower_launcher
 from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
 from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
@@ -89,7 +92,7 @@ def _variant(
     kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
-    return FallbackPlan(kernel, lower_launcher(other, kernel, fallback, variant=variant, uses=uses))
+    return FallbackPlan(kernel, lower_launcher(other, kernel, LauncherRole(fallback, variant, uses)))
 
 
 def _descriptors_serve(spec: m.Spec) -> bool:
@@ -118,8 +121,8 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
         looped = loop_rows(spec)
         assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
-        return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad, over=over), backward=backward,
-                       written=written)
+        launcher = lower_launcher(looped.spec, kernel, LauncherRole(grad=grad, over=over))
+        return _module(spec, kernel, launcher, backward=backward, written=written)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -138,8 +141,8 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     if rows is not None:
         fallbacks.append(rows.fallback)
     kernel = whole_pruned(spec, kernel)  # its autotuner prunes the configs whose tile would not fit
-    launcher = lower_launcher(spec, kernel, fallback, rows=rows.plan if rows is not None else None, grad=grad,
-                              over=over)
+    role = LauncherRole(fallback, rows=rows.plan if rows is not None else None, grad=grad, over=over)
+    launcher = lower_launcher(spec, kernel, role)
     return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
                    backward=backward, written=written)
 
@@ -160,9 +163,10 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
                           for s in stores)
         doc = (f"Computes {names} (into {', '.join(values)}), which every program of {spec.name.id}_kernel loads:\n"
                f"each reduces across programs, so none of them could. Called by {spec.name.id}(), after its checks.")
-        stages.append(StagePlan(kernel, lower_launcher(stage, kernel, variant=variant, docstring=doc), values))
+        private = lower_launcher(stage, kernel, LauncherRole(variant=variant, docstring=doc))
+        stages.append(StagePlan(kernel, private, values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
-    launcher = lower_launcher(staging.main, kernel, stages=tuple(stages), grad=grad, over=over)
+    launcher = lower_launcher(staging.main, kernel, LauncherRole(stages=tuple(stages), grad=grad, over=over))
     return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written)
 
 

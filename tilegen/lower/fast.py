@@ -13,7 +13,7 @@ try:  # a call like an earlier one that launched (see _rt.keep_launch) launches 
     fast = _FAST.get(fast_key)
 except (AttributeError, TypeError, RuntimeError):
     fast_key = fast = None
-if fast is not None and not (torch.is_grad_enabled() and (x.requires_grad)):
+if fast is not None and not (_grad_enabled() and (x.requires_grad)):
     launch, grid, device_index, device, args, _y_shape = fast
     y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
     launch(grid, device_index, x, y, *args)
@@ -133,7 +133,7 @@ def lower_fast_path(
                  Line(f"finish(finish_grid, device_index, {', '.join(launch_args(finish)[0])}, *finish_args)")]
     body.append(Line(f"return {', '.join(t.name.id for t in spec.outputs)}"))
     grad = " or ".join(f"{x}.requires_grad" for x in differentiable)
-    condition = f"fast is not None and not (torch.is_grad_enabled() and ({grad}))" if grad else "fast is not None"
+    condition = f"fast is not None and not (_grad_enabled() and ({grad}))" if grad else "fast is not None"
     ops = (
         TryBlock(
             "a call like an earlier one that launched (see _rt.keep_launch) launches as it did",

@@ -34,7 +34,6 @@ from tilegen.lower.pieces import pieces_setup
 from tilegen.lower.plan import (
     ChoicePlan,
     ForLoop,
-    HelperPlan,
     IfBlock,
     KernelParam,
     KernelPlan,
@@ -227,7 +226,7 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         body = [*prelude, *setup, *tile]
     name = f"{state.spec.name.id}_kernel"
     doc = f"Triton kernel generated from {state.spec.path}; launch it through {state.spec.name.id}()."
-    helpers = tuple(HelperPlan(h, *HELPERS[h]) for h in HELPERS if h in state.helpers)
+    helpers = tuple(h for h in HELPERS if h in state.helpers)
     descriptors = tuple((t.name.id, state.descriptor_blocks.get(t.name.id, ())) for t in state.spec.arrays)
     return KernelPlan(
         name, params, tuple(body), doc, tune_plan(state), helpers, choice_plans(state.spec), state.bf16_dot,

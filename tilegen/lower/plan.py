@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tilegen.functions import INTERPRETED
-
 
 @dataclass(frozen=True)
 class Comment:
@@ -115,16 +113,6 @@ class ChoicePlan:
 
 
 @dataclass(frozen=True)
-class HelperPlan:
-    """A ``@triton.jit`` helper the kernel calls: ``def <name>(x, <params>):`` and its body."""
-
-    name: str
-    params: tuple[str, ...]
-    body: tuple[str, ...]
-    doc: str
-
-
-@dataclass(frozen=True)
 class SplitPlan:
     """A split loop (``for k over K by BK split``): what the launcher needs to split it.
 
@@ -210,7 +198,7 @@ class KernelPlan:
     body: tuple[Op, ...]
     docstring: str
     tune: TunePlan | None
-    helpers: tuple[HelperPlan, ...]  # helpers the kernel calls, rendered by templates/helpers.py.j2
+    helpers: tuple[str, ...]  # the runtime's @triton.jit helpers the kernel calls (tilegen.functions.HELPERS)
     choices: tuple[ChoicePlan, ...]
     bf16_dot: bool  # a dot has bf16 operands: the interpreter needs them upcast (see kernel.py)
     int64: bool  # the kernel takes INT64_OFFSETS (64-bit offsets for tensors of 2**31+ elements)
@@ -250,6 +238,7 @@ class LauncherPlan:
     fake: tuple[Op, ...]  # the op's fake implementation: the checks, then empty outputs
     traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
+    checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
 
 
 @dataclass(frozen=True)
@@ -282,7 +271,7 @@ class ModulePlan:
     spec_path: str
     spec_hash: str
     version: str
-    spec_text: tuple[str, ...]
+    spec_text: tuple[str, ...]  # the spec's lines, echoed in the header of a derived spec's module (no file holds them)
     kernel: KernelPlan
     launcher: LauncherPlan
     reference: ReferencePlan
@@ -295,17 +284,11 @@ class ModulePlan:
     autograd: AutogradPlan | None = None  # the backward registered with torch.autograd (autograd.py)
 
     @property
-    def helpers(self) -> tuple[HelperPlan, ...]:
-        """The ``@triton.jit`` helpers the module's kernels call (the spec's, its fallbacks' and its
-        stages'), once each."""
+    def helpers(self) -> tuple[str, ...]:
+        """The runtime's ``@triton.jit`` helpers the module's kernels call (the spec's, its fallbacks'
+        and its stages'), once each: the module binds them to their names."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
-        found = {h.name: h for k in kernels for h in k.helpers}
-        return tuple(found.values())
-
-    @property
-    def interpreted_flag(self) -> bool:
-        """Whether a helper branches on :data:`tilegen.functions.INTERPRETED`, which the module then defines."""
-        return any(INTERPRETED in line for h in self.helpers for line in h.body)
+        return tuple(dict.fromkeys(h for k in kernels for h in k.helpers))
 
     @property
     def runtime_names(self) -> tuple[tuple[str, str], ...]:
@@ -316,7 +299,7 @@ class ModulePlan:
         launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
         names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class"), ("_current_device", "current_device"),
-                 ("_keep_launch", "keep_launch")]
+                 ("_keep_launch", "keep_launch"), ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
             (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),
@@ -330,7 +313,8 @@ class ModulePlan:
             (self.kernel.split is not None, "_no_partials", "no_partials"),
             (self.kernel.split is not None, "_sum_partials", "sum_partials"),
         ]
-        return (*names, *((name, attribute) for used, name, attribute in wanted if used))
+        bound = ((name, attribute) for used, name, attribute in wanted if used)
+        return (*names, *bound, *((h, h) for h in self.helpers))
 
     @property
     def descriptor_kernel(self) -> KernelPlan | None:
@@ -357,24 +341,11 @@ class FallbackPlan:
 
 @dataclass(frozen=True)
 class AutogradPlan:
-    """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`), written
-    into its module by ``templates/autograd.py.j2`` as plain Python lines."""
+    """The autograd formula of a spec with a backward (:mod:`tilegen.lower.autograd`): the module's
+    ``<apply> = _rt.autograd(<arguments>)`` (``templates/autograd.py.j2``)."""
 
-    backward: tuple[str, ...]  # the backward's kernels, run in order (their modules sit beside this one)
-    backward_path: tuple[str, ...]  # their specs, for docstrings
-    setup: tuple[str, ...]  # the body of setup_context(ctx, inputs, output)
-    grads: tuple[str, ...]  # backward(ctx, *grads): the gradients of the outputs, by name
-    body: tuple[str, ...]  # the body of backward(ctx, ...)
-    saved: tuple[str, ...]  # the names the forward call saves (for docstrings)
-    function: str  # the torch.autograd.Function over the launchers (eager calls)
-    inputs: tuple[str, ...]  # the launcher's inputs, the Function's forward arguments
-    keywords: tuple[str, ...]  # its keyword arguments, the Function's last forward arguments (no gradient)
-    unread: tuple[str, ...] = ()  # output gradients no backward kernel reads, where it reads one other (no zeros made)
-
-    @property
-    def read(self) -> int:
-        """Where ``unread`` is set: the position in ``grads`` of the one gradient the backward reads."""
-        return next(i for i, g in enumerate(self.grads) if g not in self.unread)
+    apply: str  # the name the launcher calls for an eager call autograd records (``_softmax_apply``)
+    arguments: tuple[str, ...]  # the runtime's autograd() arguments, as Python text, one a line
 
 
 @dataclass(frozen=True)

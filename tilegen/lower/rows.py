@@ -83,8 +83,9 @@ from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import Function, combining, partial_reduction, reduction, scan, spanned_axes
 from tilegen.lower.checked import function_of
+from tilegen.lower.host_checks import MAX_TILE
 from tilegen.lower.kernel import lower_kernel
-from tilegen.lower.launcher import MAX_TILE, lower_launcher
+from tilegen.lower.launcher import LauncherRole, lower_launcher
 from tilegen.lower.names import tuple_text
 from tilegen.lower.passes import kernel_spec
 from tilegen.lower.plan import Comment, FallbackPlan, ForLoop, IfBlock, KernelPlan, Line, Op, RowsPlan, WithBlock
@@ -866,7 +867,7 @@ def lower_rows(spec: m.Spec) -> Rows | None:
     if loops.tune is not None:
         prune = f'_rt.whole_fits("{looped.block}", {rows})'
         loops = dataclasses.replace(loops, tune=dataclasses.replace(loops.tune, name="_LOOPS_CONFIGS", prune=prune))
-    launcher = lower_launcher(other, loops, None, variant=VARIANT)
+    launcher = lower_launcher(other, loops, LauncherRole(variant=VARIANT))
     dim = looped.dim
     doc = (f"{spec.name.id}() where the rows are too long for one tile ({dim} > _WHOLE_LIMIT): the kernel of\n"
            f"{spec.path} with its whole axis in loops over tiles of {looped.block} (a keyword, default {chunk}).\n"

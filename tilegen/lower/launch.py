@@ -1,0 +1,339 @@
+"""A launcher's launch, lowered: the grid, the kernel's arguments as text, the tuning of a tuned
+kernel, the interpreter's JIT call and the compiled kernel's direct launch (with its
+specialization key), the workspaces and launches of finish kernels and a split loop's sum, and
+the launch ``torch.compile`` traces (``wrap_triton``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilegen import model as m
+from tilegen.lower.checked import block_of
+from tilegen.lower.descriptors import make_descriptors, piece_descriptors, set_blocks, smallest_block, tail_descriptors
+from tilegen.lower.fast import FastPath
+from tilegen.lower.finish import launch_args
+from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
+from tilegen.lower.names import call_text as _call
+from tilegen.lower.names import tuple_text
+from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
+
+
+def cdiv(size: str, block: str) -> str:
+    """Ceiling division as plain integer arithmetic: ``triton.cdiv`` is a Triton builtin that
+    costs about 2.5 us per host call, more than the rest of a launcher's checks together."""
+    return f"({size} + {block} - 1) // {block}"
+
+
+def grid_text(spec: m.Spec, config: str | None = None) -> str:
+    """The launch grid as a 3-tuple (the compiled kernel's runner takes three sizes); tuned block
+    sizes are read from the dict named ``config`` (``meta`` in the autotuner's grid lambda)."""
+    tuned = set(spec.tuned_params)
+
+    def block(name: str) -> str:
+        return f'{config}["{name}"]' if name in tuned else name
+
+    if spec.flat:
+        a, b = spec.grid
+        tiles = f"({cdiv(a.dim.id, block(block_of(a)))}) * ({cdiv(b.dim.id, block(block_of(b)))})"
+        sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
+        if spec.split_tail:  # the whole tiles, and the sub-tiles of the last partial wave's
+            sizes = [f"_tail_split({a.dim.id}, {b.dim.id}, {block(block_of(a))}, {block(block_of(b))}, NUM_SMS)[0]"]
+    else:
+        sizes = []
+        for axis in spec.grid:
+            if axis.is_index:
+                sizes.append(axis.dim.id)
+            elif axis.bounds == "whole":  # one program along it: no grid dimension
+                continue
+            elif spec.persistent:  # rows walked by at most one program per SM
+                sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(block_of(axis)))})")
+            else:
+                sizes.append(cdiv(axis.dim.id, block(block_of(axis))))
+    sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
+    return tuple_text(sizes)
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """The kernel's arguments as launcher text.
+
+    ``groups`` and ``meta`` are the JIT call's positional groups and constexpr keywords;
+    ``constexprs`` the constexpr values in signature order (the compiled kernel's launcher takes
+    every argument by position); ``pointers`` and ``ints`` what Triton specializes on.
+    """
+
+    groups: tuple[tuple[str, ...], ...]
+    meta: tuple[str, ...]
+    constexprs: tuple[str, ...]
+    pointers: tuple[str, ...]
+    ints: tuple[str, ...]
+
+
+def constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
+    """The value of every constexpr parameter, in the kernel's signature order: tuned ones from
+    the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``."""
+    tuned = set(spec.tuned_params)
+    choices = {c.constexpr: c.name.id for c in spec.choices}
+    values: list[str] = []
+    for group in kernel.param_groups:
+        for param in group:
+            if not param.constexpr:
+                continue
+            if param.name in tuned or param.name == LOOP_STAGES:
+                values.append(f'config["{param.name}"]')
+            elif param.name == INT64_FLAG:
+                values.append("int64")
+            else:
+                values.append(choices.get(param.name, param.name))
+    return tuple(values)
+
+
+def specialization_key(spec: m.Spec, launch: LaunchArgs, variant: str | None = None, tail_desc: bool = False) -> str:
+    """The compiled-kernel cache key: what Triton's JIT specializes a kernel on (the current
+    device, the pointers' 16-byte alignment, ``_int_class`` of every integer, the constexpr
+    values), plus the tune config; one group of terms per line."""
+    first = ["device_index"] + (["config_index"] if spec.tune is not None else [])
+    first += [f'"{variant}"'] if variant else []  # a second launcher of the spec shares _COMPILED
+    first += [v.name.id for v in spec.dtype_vars]  # the dtypes the kernel is specialized for
+    lines = [", ".join(first)]
+    if launch.pointers:
+        lines.append(", ".join(f"{p}.data_ptr() % 16" for p in launch.pointers))
+    if launch.ints:
+        lines.append(f"*map(_int_class, {tuple_text(launch.ints)})")
+    constexprs = [c for c in launch.constexprs if not c.startswith("config[")]
+    if constexprs:
+        lines.append(", ".join(constexprs))
+    if tail_desc:  # the split of the last wave, which the kernel reads from its tail descriptors
+        lines.append("tail_m, tail_n")
+    return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
+
+
+def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, call: str,
+             variant: str | None = None) -> list[Op]:
+    """A tuned launcher's config (``config``, its keywords): the one remembered for this call's tune
+    key (device, the spec's tune key, operand layouts, dtypes), else, once per key under the tuner's
+    lock, the autotuner's (``_rt.autotune``; or the one in tilegen's cache on disk), whose near ties
+    are settled by timing ``call`` (this launcher's call of itself) at each (``_settle_ties``). The
+    call that tuned returns its outputs (those of ``call`` again where finish kernels merged the
+    partials of another config)."""
+    assert spec.tune is not None, "tune_ops of an untuned spec"
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    jit = kernel.name
+    ops: list[Op] = []
+    flags = [flag for _, flag in kernel.transposed]  # each operand layout tunes on its own
+    dtypes = [v.name.id for v in spec.dtype_vars]  # and each dtype
+    # Triton's autotuner keys its own cache on tensor dtypes, which a descriptor does not
+    # show: a dtype variable's other dtypes must not take a config tuned for the first
+    retune = [Line(f"{jit}.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot")] if (
+        dtypes and kernel.descriptors) else []
+    key = tuple_text(
+        ["device", *([f'"{variant}"'] if variant else []), *(spec.tune.key_text(k.id) for k in spec.tune.key),
+         *flags, *dtypes]
+    )
+    tune_launch: list[Op] = [Line(f"grid = lambda meta: {grid_text(spec, 'meta')}")]
+    summed: list[Op] = []
+    if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
+        assert kernel.tune is not None, "a tuned spec's kernel without its configs"
+        tune_launch = [
+            Line(f"parts = max(_split_grid({split_args(spec, kernel, 'config.kwargs')}, device)[1] "
+                 f"for config in {kernel.tune.name})  # the most parts any config runs"),
+            workspace(kernel),
+            Line(f"grid = lambda meta: _split_grid({split_args(spec, kernel, 'meta')}, device)[0]"),
+        ]
+        summed = [
+            Line(f"config = {jit}.best_config.kwargs"),
+            Line(f"_, parts = _split_grid({split_args(spec, kernel, 'config')}, device)"),
+            sum_parts(kernel),
+        ]
+    if kernel.tail is not None and kernel.descriptors:  # each config's split: the pre_hook sets their blocks
+        tune_launch = [*make_descriptors(spec, kernel, tail=True), *tune_launch]
+    if kernel.pieces is not None:  # each config's second row piece: the pre_hook sets their blocks
+        tune_launch = [*make_descriptors(spec, kernel, piece=True), *tune_launch]
+    tune_launch += workspaces(spec, kernel, smallest=True)
+    tune_launch.append(Line(_call("_rt.autotune", ((jit, "grid"), *launch.groups, launch.meta))))
+    ops += [
+        Line(f"tune_key = {key}"),
+        Line("config_index = _TUNED.get(tune_key)"),
+        *([IfBlock("config_index is None and inplace",
+                   "tuned with new outputs first: the trials must not read what they overwrote",
+                   (Line(call), Line("config_index = _TUNED.get(tune_key)")))]
+          if spec.in_place else []),
+        IfBlock(
+            "config_index is None",
+            "first call with these sizes on this device (one thread at a time)",
+            (
+                WithBlock(
+                    "_tuner.lock",
+                    "",
+                    (
+                        Line(f'config_index = _tuned_index("{name}", tune_key)'),
+                        IfBlock(
+                            "config_index is None",
+                            "tune, and remember the choice on disk",
+                            (
+                                *retune,
+                                *tune_launch,
+                                *summed,
+                                Line(f"_remember(tune_key, _settle_ties(tune_key, {jit}, lambda: {call}))"),
+                                # the partials of the config picked (the last run's may be another's)
+                                Line(f"return {call if kernel.finishes else returns}"),
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        ),
+        Line("config = _CONFIGS[config_index].kwargs"),
+    ]
+    return ops
+
+
+def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, call: str,
+               variant: str | None = None, fast: FastPath | None = None) -> list[Op]:
+    """The launch. Under the interpreter: Triton's JIT call. On the GPU: the compiled kernel for
+    this specialization, made once by ``_rt.compile_launch`` (Triton's ``warmup``: its compile and
+    cache) and launched by the runtime's ``launcher`` (the fused-softmax tutorial's
+    ``compiled[grid](*args)`` without its per-call lookups), which skips the JIT's per-call
+    binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
+    sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
+    autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
+    (``_settle_ties``), and after that its remembered config is one more part of the key. With
+    ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    jit = kernel.name
+    ops: list[Op] = []
+    if spec.tune is not None:
+        ops += tune_ops(spec, kernel, name, launch, call, variant)
+        jit = f"{kernel.name}.fn"
+    if kernel.pieces is not None:
+        ops += piece_descriptors(spec, kernel)
+    if kernel.descriptors and spec.tune is not None:
+        ops.append(set_blocks(spec, kernel))
+    if kernel.descriptors and kernel.tail is not None:
+        ops += tail_descriptors(spec, kernel)
+    summed = finished(kernel)
+    if kernel.split is None:
+        ops.append(Line(f"grid = {grid_text(spec, 'config')}"))
+    else:  # the loop's parts, and their workspace
+        ops += [Line(f"grid, parts = _split_grid({split_args(spec, kernel, 'config')}, device)"), workspace(kernel)]
+        summed = [sum_parts(kernel)]
+    ops += workspaces(spec, kernel)
+    config = (("**config",) if spec.tune is not None else ())
+    keep = fast.keep if fast is not None else (lambda launcher, index: [])  # the launch kept for the fast path
+
+    ops.append(
+        IfBlock(
+            "_INTERPRET",
+            "Triton's interpreter runs the kernel on the CPU",
+            (
+                Line(_call(f"{jit}[grid]", (*launch.groups, (*launch.meta, *config)))),
+                *summed,
+                *keep(f"_rt.interpreted({jit})", "None"),
+                Line(f"return {returns}"),
+            ),
+        )
+    )
+    tail_desc = kernel.tail is not None and bool(kernel.tail.carrier)
+    options = ("**_CONFIGS[config_index].all_kwargs()",) if spec.tune is not None else ()
+    ops += [
+        Comment("the compiled kernel for Triton's specialization of these arguments (compiled on a new one)"),
+        Line("device_index = device.index"),
+        Line(specialization_key(spec, launch, variant, tail_desc)),
+        Line(_call("launch = _COMPILED.get(key) or _rt.compile_launch",
+                   (("_COMPILED", "key", jit, "grid"), *launch.groups, (*launch.meta, *options)))),
+        Line(_call("launch", (("grid", "device_index"), *launch.groups, launch.constexprs))),
+        *(finished_compiled(kernel) if kernel.finishes else summed),
+        *keep("launch", "device_index"),
+        Line(f"return {returns}"),
+    ]
+    return ops
+
+
+def split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
+    """The sizes and block sizes ``_split_grid`` takes, tuned block sizes read from the dict named
+    ``config``."""
+    tuned = set(spec.tuned_params)
+    assert kernel.split is not None, "a kernel without a split loop"
+    dims = (*kernel.split.tiles, kernel.split.loop)
+    blocks = [f'{config}["{b}"]' if b in tuned else b for _, b in dims]
+    return ", ".join([*(d for d, _ in dims), *blocks])
+
+
+def workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> list[Op]:
+    """The f32 workspaces of the partials of each reduction across programs: one row per
+    program along the reduced axes (counted with ``config``'s blocks, or with ``smallest``, the
+    least block of any config: room for every config the autotuner runs)."""
+    tuned = set(spec.tuned_params)
+    ops: list[Op] = []
+    for finish in kernel.finishes:
+        counts: list[str] = []
+        for dim, block in finish.programs:
+            if block is not None and block in tuned:
+                block = smallest_block(spec, block) if smallest else f'config["{block}"]'
+            counts.append(dim if block is None else f"({cdiv(dim, block)})")
+        along = ", ".join(d for d, _ in finish.programs)
+        if spec.persistent:  # at most one program per SM, each storing its one partial
+            ops.append(Line(f"{finish.count} = min(NUM_SMS, {' * '.join(counts)})  # programs walking {along}"))
+        else:
+            ops.append(Line(f"{finish.count} = {' * '.join(counts)}  # programs along {along}"))
+        for name in finish.workspaces:
+            ops.append(Line(f"{name} = torch.empty({finish.size}, device=device, dtype=torch.float32)"))
+    return ops
+
+
+def finished(kernel: KernelPlan) -> list[Op]:
+    """The finish kernels' launches through Triton's JIT (the interpreter's): each merges its
+    workspaces' partials into its output."""
+    return [Line(f"{f.kernel.name}[{f.grid}]({', '.join(f.args)})") for f in kernel.finishes]
+
+
+def finished_compiled(kernel: KernelPlan) -> list[Op]:
+    """The finish kernels' launches on the GPU: each compiled once per specialization (as the
+    spec's kernel is: ``_rt.compile_launch``) and launched directly, without the JIT's per-call
+    binding (about 15 us a call)."""
+    ops: list[Op] = []
+    for finish in kernel.finishes:
+        name = f"{finish.output}_finish"
+        pointers, rest, ints, constexprs = launch_args(finish)
+        key = ", ".join([f'"{finish.kernel.name}"', "device_index", *(f"{p}.dtype" for p in pointers),
+                         f"*map(_int_class, {tuple_text(ints)})", *constexprs])  # the pointers' dtypes: Triton's too
+        assert finish.grid.endswith(",)"), "a finish kernel's grid is one axis"
+        ops += [
+            Line(f"{name}_grid = {finish.grid[:-2]}, 1, 1)  # the launch takes three sizes"),
+            Line(f"{name}_key = ({key})"),
+            Line(f"{name} = _COMPILED.get({name}_key) or _rt.compile_launch(_COMPILED, {name}_key, "
+                 f"{finish.kernel.name}, {name}_grid, {', '.join(finish.args)})"),
+            Line(f"{name}({name}_grid, device_index, {', '.join([*pointers, *rest])})"),
+        ]
+    return ops
+
+
+def workspace(kernel: KernelPlan) -> Line:
+    """The f32 workspace of the partial sums: ``parts`` times the output (an empty one for one part)."""
+    assert kernel.split is not None, "a kernel without a split loop"
+    size = " * ".join(d for d, _ in kernel.split.tiles)
+    workspace = f"torch.empty(parts * {size}, device=device, dtype=torch.float32)"
+    return Line(f"partials = {workspace} if parts > 1 else _no_partials(device)")
+
+
+def sum_parts(kernel: KernelPlan) -> IfBlock:
+    """The partial sums added up into the output, where the loop ran in parts."""
+    assert kernel.split is not None, "a kernel without a split loop"
+    return IfBlock(
+        "parts > 1",
+        "partial sums over parts of the loop: added up",
+        (Line(f"_sum_partials(partials, {kernel.split.output}, parts)"),),
+    )
+
+
+def traced_launch(spec: m.Spec, kernel: KernelPlan, launch: LaunchArgs) -> list[Op]:
+    """The launch as ``torch.compile`` traces it: ``wrap_triton(kernel)[grid](...)``, Triton's
+    own call (a tuned kernel through its autotuner, whose configs Inductor then times)."""
+    returns = ", ".join(t.name.id for t in spec.outputs)
+    grid = f"lambda meta: {grid_text(spec, 'meta')}" if spec.tune is not None else grid_text(spec)
+    return [
+        Line(f"grid = {grid}"),
+        Line(_call(f"wrap_triton({kernel.name})[grid]", (*launch.groups, launch.meta))),
+        Line(f"return {returns}"),
+    ]

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import reduction, scan, spanned_axes
+from tilegen.sizes import solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used: ``tilegen check`` runs without it
     import torch
@@ -235,8 +236,6 @@ def extents(spec: m.Spec, args: Sequence[Argument], outputs: Sequence[torch.Tens
     for tensor, value in zip(spec.inputs, args, strict=False):  # an integer scalar a size is made of
         if tensor.is_scalar and isinstance(value, int):
             sizes.setdefault(tensor.name.id, value)
-    from tilegen.runner import solve_derived  # the derived sizes (C / G), as the launcher computes them
-
     if all(n in sizes for _, extent in spec.derived for n in m.offset_names(extent)):
         sizes = solve_derived(spec, dict(sizes), given=sizes)
     return sizes

@@ -175,7 +175,7 @@ class Axis:
 
     ``chunk``: a whole grid axis walked in tiles (``k over D1 by BK whole``): each program still
     covers all of ``dim`` (its reductions see the whole row), in a loop over tiles of ``chunk``
-    (:mod:`tilegen.lower.rows` writes the loops); ``block`` stays None.
+    (:mod:`tilegen.row_loops` writes the loops); ``block`` stays None.
     """
 
     name: Name
@@ -400,7 +400,7 @@ class Loop:
     ``K``. ``split``: the launcher may run each output tile's loop in several programs, each
     over a part of ``K`` (split-K), and add up their partial sums. ``reverse``: the tiles run
     from the last to the first (no spec writes it: a long row's scan from the end,
-    :mod:`tilegen.lower.rows`)."""
+    :mod:`tilegen.row_loops`)."""
 
     axis: Axis
     body: tuple[Stmt, ...]

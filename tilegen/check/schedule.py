@@ -9,6 +9,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.check.state import CheckState, block_text, is_two_pieces
 from tilegen.functions import lookup
+from tilegen.row_loops import loop_rows  # the rewrite's own rules, not repeated here
 from tilegen.spec_text import extent_text
 
 
@@ -191,11 +192,9 @@ def check_pieces(state: CheckState) -> None:
 
 def check_chunks(state: CheckState) -> None:
     """``k over D1 by BK whole``: each program covers all of ``D1`` in a loop over tiles of ``BK``,
-    which :func:`tilegen.lower.rows.loop_rows` writes; the body must be one it takes (reductions
+    which :func:`tilegen.row_loops.loop_rows` writes; the body must be one it takes (reductions
     that merge across tiles, elementwise work, stores), and so must the grid: one whole axis,
     pointers. Raises nothing: problems go to ``state.errors``."""
-    from tilegen.lower.rows import loop_rows  # the rewrite's own rules, not repeated here
-
     chunked = [(a, a.chunk) for a in state.spec.grid if a.chunk is not None]
     if not chunked or loop_rows(state.spec) is not None:
         return

@@ -31,6 +31,7 @@ import hashlib
 
 from tilegen import __version__
 from tilegen import model as m
+from tilegen.check import check  # the checker's rules for descriptors (_descriptors_serve), not repeated here
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.autograd import backward_overwrites, lower_autograd
 from tilegen.lower.kernel import lower_kernel
@@ -39,9 +40,10 @@ from tilegen.lower.names import printable
 from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
 from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
-from tilegen.lower.rows import loop_rows, lower_rows, whole_pruned
+from tilegen.lower.rows import lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
 from tilegen.resources import runtime_build
+from tilegen.row_loops import loop_rows
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
 
@@ -94,8 +96,6 @@ def _variant(
 
 def _descriptors_serve(spec: m.Spec) -> bool:
     """Whether the checker accepts ``spec`` with ``access descriptor`` instead of its own."""
-    from tilegen.check import check  # the checker's rules for descriptors, not repeated here
-
     assert spec.access is not None, "a spec of the default access style"
     try:
         check(dataclasses.replace(spec, access=dataclasses.replace(spec.access, id="descriptor")))

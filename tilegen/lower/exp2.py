@@ -23,8 +23,7 @@ from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype
-from tilegen.functions import lookup
-from tilegen.lower.checked import function_of
+from tilegen.functions import function_of, lookup
 
 #: log2(e): exp(x) = exp2(x * LOG2E).
 LOG2E = "1.4426950408889634"

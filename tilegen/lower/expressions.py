@@ -29,9 +29,18 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, Function, folded, literal_value, lookup, spanned_axes
+from tilegen.functions import (
+    HELPERS,
+    MAX_MULTIPLIED_EXPONENT,
+    Function,
+    folded,
+    function_of,
+    literal_value,
+    lookup,
+    spanned_axes,
+)
 from tilegen.lower.access import Access
-from tilegen.lower.checked import function_of, tensor_of
+from tilegen.lower.checked import tensor_of
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.names import triton_dtype as triton_dtype_text
 from tilegen.lower.pieces import local_name

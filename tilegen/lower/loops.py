@@ -16,9 +16,9 @@ from contextlib import nullcontext
 
 from tilegen import model as m
 from tilegen.carried import running_extrema
-from tilegen.functions import literal_value
+from tilegen.functions import function_of, literal_value
 from tilegen.lower.access import Access
-from tilegen.lower.checked import block_of, function_of, tensor_of
+from tilegen.lower.checked import block_of, tensor_of
 from tilegen.lower.grid import int64_casts
 from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
 from tilegen.lower.pieces import in_piece, local_name, pieced

@@ -17,7 +17,7 @@
    each kernel only (:func:`kernel_spec`, just before :func:`tilegen.lower.kernel.lower_kernel`):
    the launcher and the torch reference are lowered from the spec without it (the reference is
    the spec as written), and the kernel variants below are derived from the spec without it
-   (:func:`tilegen.lower.rows.loop_rows` recognises ``sum(exp(x - max(x)))`` as an online softmax,
+   (:func:`tilegen.row_loops.loop_rows` recognises ``sum(exp(x - max(x)))`` as an online softmax,
    which the rewrite would hide). It assumes a spec whose dtype variables are bound.
 
 Between the two stages :func:`tilegen.lower.lower` makes one spec per binding of the dtype
@@ -27,7 +27,7 @@ rewrites that map one spec to another kernel's spec (each then goes through the 
 * :func:`access_variant`: the same spec through plain pointers (``_<kernel>_pointers``, where TMA
   descriptors or block pointers cannot serve) or through descriptors (``_<kernel>_descriptors``,
   a block-pointer spec on a Triton without block pointers);
-* :func:`tilegen.lower.rows.loop_rows`: a ``whole`` axis as loops over its tiles
+* :func:`tilegen.row_loops.loop_rows`: a ``whole`` axis as loops over its tiles
   (``_<kernel>_loops``, rows too long for one tile), which also returns what the launcher routes on.
 
 Analyses that rewrite nothing stay with the lowering that uses them (:mod:`tilegen.lower.scaled`,
@@ -108,7 +108,7 @@ def one_element(spec: m.Spec) -> m.Spec:
 def without_detach(spec: m.Spec) -> m.Spec:
     """``spec`` with each ``detach(e)`` as ``e``: ``detach`` changes no value, only what a gradient
     flows through (:mod:`tilegen.derive`), so the kernels are lowered from this and see the
-    expressions they recognise (``x - max(x)``, :mod:`tilegen.lower.rows`); the torch reference is
+    expressions they recognise (``x - max(x)``, :mod:`tilegen.row_loops`); the torch reference is
     lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
 
     def expr(e: m.Expr) -> m.Expr:

@@ -23,8 +23,8 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import Function, spanned_axes
-from tilegen.lower.checked import block_of, default_of, function_of, tensor_of
+from tilegen.functions import Function, function_of, spanned_axes
+from tilegen.lower.checked import block_of, default_of, tensor_of
 from tilegen.lower.names import (
     binop_text,
     dtype_bindings,

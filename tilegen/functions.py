@@ -87,7 +87,7 @@ class Function:
       and a long row's chunks merge by the pairs (:mod:`tilegen.row_loops`). A reduction with
       neither ``combine`` nor ``picks`` reduces a ``whole`` axis only.
 
-    ``grad``: its gradient rule, for :mod:`tilegen.derive`: per differentiable argument (``x``,
+    ``grad``: its gradient rule, for :mod:`tilegen.grad`: per differentiable argument (``x``,
     or a param's name), the adjoint of that argument as spec text over ``{g}`` (the adjoint of the
     call's result, float32), ``{y}`` (its result), ``{x}`` and the params' texts, each in
     parentheses where it is not one term; ``{g_}``, ``{x_}``, ... are the texts as they are, for a

@@ -107,7 +107,7 @@ def one_element(spec: m.Spec) -> m.Spec:
 
 def without_detach(spec: m.Spec) -> m.Spec:
     """``spec`` with each ``detach(e)`` as ``e``: ``detach`` changes no value, only what a gradient
-    flows through (:mod:`tilegen.derive`), so the kernels are lowered from this and see the
+    flows through (:mod:`tilegen.grad`), so the kernels are lowered from this and see the
     expressions they recognise (``x - max(x)``, :mod:`tilegen.row_loops`); the torch reference is
     lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
 

@@ -37,7 +37,7 @@ from tilegen.lower.autograd import backward_overwrites, lower_autograd
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import lower_descriptor_blocks, lower_launcher
 from tilegen.lower.names import printable
-from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
+from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows, whole_pruned
@@ -66,6 +66,7 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """
     spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
     bindings = spec.bindings()
+    # not a pass: one spec for each binding, each lowered (tilegen.lower.passes says why)
     plans = [_lower(m.specialize(spec, binding), backward) for binding in bindings]
     for binding, plan in zip(bindings[1:], plans[1:], strict=True):
         if plan != plans[0]:
@@ -106,11 +107,12 @@ def _descriptors_serve(spec: m.Spec) -> bool:
 
 def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none). The kernels are
-    lowered from it without ``detach`` (:func:`~tilegen.lower.passes.without_detach`), the
-    reference from it as written."""
+    lowered from it after the ``kernels`` passes (:func:`~tilegen.lower.passes.kernels_spec`:
+    without ``detach``), the reference from it as written."""
     grad = "route" if backward else "refuse"
     over = backward_overwrites(spec, backward)  # inputs its backward may write over: inplace_backward=True
-    written, spec = spec, without_detach(spec)
+    written, spec = spec, kernels_spec(spec)  # the passes of tilegen.lower.passes, stage 'kernels'
+    # the module's other kernels' specs (not passes: each is another kernel's spec, tilegen.lower.passes)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
         return _staged(spec, staging, backward, grad, written, over)

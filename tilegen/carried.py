@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.errors import Collector
 from tilegen.functions import combining, reduction
@@ -81,11 +83,16 @@ def running_extrema(spec: m.Spec, loop: m.Loop, before: frozenset[str]) -> dict[
 
 def _walk(spec: m.Spec, body: tuple[m.Stmt, ...], defined: set[str], errors: Collector) -> None:
     for stmt in body:
-        if isinstance(stmt, m.Loop):
-            _Loop(spec, stmt, frozenset(defined), errors).run()
-            _walk(spec, stmt.body, set(defined), errors)
-        elif isinstance(stmt, (m.Declare, m.Assign)):
-            defined.add(stmt.name.id)
+        match stmt:
+            case m.Loop():
+                _Loop(spec, stmt, frozenset(defined), errors).run()
+                _walk(spec, stmt.body, set(defined), errors)
+            case m.Declare() | m.Assign():
+                defined.add(stmt.name.id)
+            case m.Accumulate() | m.Store():
+                pass
+            case _:
+                assert_never(stmt)
 
 
 @dataclass

@@ -83,6 +83,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import Function, combining, function_of, partial_reduction, reduction, scan, spanned_axes
@@ -377,24 +379,28 @@ class _Rewrite:
         self.row_values: dict[str, m.Expr] = {}
         assigned: set[str] = set()
         for stmt in self.spec.body:
-            if not isinstance(stmt, (m.Assign, m.Store)):
-                raise _NotLooped  # a loop, a tile declaration or an accumulation
-            value = self.extract(stmt.value, stmt.span)
-            if isinstance(stmt, m.Assign):
-                name = stmt.name.id
-                if name in assigned:
-                    raise _NotLooped
-                assigned.add(name)
-                self.axes[name] = spanned_axes(value, self.own_axes)
-                self.dtypes[name] = self.dtype(value)
-                self.needs[name] = self.needed(value)
-                along = self.c in self.axes[name]
-                if along:
-                    self.varying[name] = value
-                else:
-                    self.row_values[name] = value
-            else:
-                along = any(isinstance(i, m.Name) and i.id == self.c for i in stmt.index)
+            match stmt:
+                case m.Assign():
+                    value = self.extract(stmt.value, stmt.span)
+                    name = stmt.name.id
+                    if name in assigned:
+                        raise _NotLooped
+                    assigned.add(name)
+                    self.axes[name] = spanned_axes(value, self.own_axes)
+                    self.dtypes[name] = self.dtype(value)
+                    self.needs[name] = self.needed(value)
+                    along = self.c in self.axes[name]
+                    if along:
+                        self.varying[name] = value
+                    else:
+                        self.row_values[name] = value
+                case m.Store():
+                    value = self.extract(stmt.value, stmt.span)
+                    along = any(isinstance(i, m.Name) and i.id == self.c for i in stmt.index)
+                case m.Declare() | m.Accumulate() | m.Loop():
+                    raise _NotLooped  # a loop, a tile declaration or an accumulation
+                case _:
+                    assert_never(stmt)
             self.stmts.append((dataclasses.replace(stmt, value=value), along))
         self.levels()
         return self.looped()
@@ -562,13 +568,18 @@ class _Rewrite:
 
         out: list[m.Stmt] = []
         for stmt in body:
-            if isinstance(stmt, m.Loop):
-                stmt = dataclasses.replace(stmt, body=tuple(self.merged_names(list(stmt.body))))
-            elif isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-                stmt = dataclasses.replace(stmt, value=_substitute(stmt.value, swap))
-                if (isinstance(stmt, m.Assign) and isinstance(stmt.value, m.Ref)
-                        and stmt.value.name.id == stmt.name.id):
-                    continue
+            match stmt:
+                case m.Loop():
+                    stmt = dataclasses.replace(stmt, body=tuple(self.merged_names(list(stmt.body))))
+                case m.Assign() | m.Accumulate() | m.Store():
+                    stmt = dataclasses.replace(stmt, value=m.map_expr(stmt.value, swap))
+                    if (isinstance(stmt, m.Assign) and isinstance(stmt.value, m.Ref)
+                            and stmt.value.name.id == stmt.name.id):
+                        continue
+                case m.Declare():
+                    pass
+                case _:
+                    assert_never(stmt)
             out.append(stmt)
         return out
 
@@ -797,21 +808,6 @@ def _squared(expr: m.Expr) -> m.Expr | None:
     return None
 
 
-def _substitute(expr: m.Expr, swap: Callable[[m.Expr], m.Expr | None]) -> m.Expr:
-    """``expr`` with each part for which ``swap`` gives an expression replaced by it (outermost first)."""
-    found = swap(expr)
-    if found is not None:
-        return found
-    if isinstance(expr, m.BinOp):
-        return dataclasses.replace(expr, left=_substitute(expr.left, swap), right=_substitute(expr.right, swap))
-    if isinstance(expr, m.Neg):
-        return dataclasses.replace(expr, operand=_substitute(expr.operand, swap))
-    if isinstance(expr, m.Call):
-        kwargs = tuple((k, v if isinstance(v, m.Ref) else _substitute(v, swap)) for k, v in expr.kwargs)
-        return dataclasses.replace(expr, args=tuple(_substitute(a, swap) for a in expr.args), kwargs=kwargs)
-    return expr
-
-
 def _number(text: str, span: m.Span) -> m.Expr:
     if text.startswith("-"):
         return m.Neg(m.Number(text[1:], span), span)
@@ -825,11 +821,9 @@ def _identifiers(spec: m.Spec) -> set[str]:
     names |= {a.name.id for a in spec.axes()} | {v.name.id for v in spec.dtype_vars}
     names |= {c.name.id for c in spec.choices}
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, (m.Declare, m.Assign, m.Accumulate)):
-            names.add(stmt.name.id)
-        for part in (m.subexpressions(stmt.value) if hasattr(stmt, "value") else ()):
-            if isinstance(part, m.Ref):
-                names.add(part.name.id)
+        if (name := m.local_name(stmt)) is not None:
+            names.add(name)
+        names |= {part.name.id for v in m.values(stmt) for part in m.subexpressions(v) if isinstance(part, m.Ref)}
     return names
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.check.tuning import setting_value
 from tilegen.grad.adjoint import Adjoint, Value, read_text, total_of
@@ -33,12 +35,17 @@ class Deriver(Gradients):
         stores: list[tuple[m.Store, m.Expr]] = []
         self.taken |= {s.name.id for s in self.spec.body if isinstance(s, m.Assign)}  # no hoisted value takes one
         for stmt in self.spec.body:
-            if isinstance(stmt, m.Assign):
-                value = self.hoist(stmt.value, stmt.span, top=True)
-                self.taken.add(stmt.name.id)
-                self.define(stmt.name.id, value)
-            elif isinstance(stmt, m.Store):  # (refuse leaves assignments and stores)
-                stores.append((stmt, self.hoist(stmt.value, stmt.span)))
+            match stmt:
+                case m.Assign():
+                    value = self.hoist(stmt.value, stmt.span, top=True)
+                    self.taken.add(stmt.name.id)
+                    self.define(stmt.name.id, value)
+                case m.Store():  # (refuse leaves assignments and stores)
+                    stores.append((stmt, self.hoist(stmt.value, stmt.span)))
+                case m.Declare() | m.Accumulate() | m.Loop():
+                    pass
+                case _:
+                    assert_never(stmt)
         # a float output stored at the grid's axes: its value, which the backward may read back (saved)
         self.saved = {m.expr_key(value): (store, value) for store, value in stores
                       if float_tensor(self.tensor(store.tensor.id))

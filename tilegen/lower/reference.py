@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeGuard
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.dtypes import (
     INDEX,
@@ -459,25 +461,28 @@ class ReferenceLowering:
 
     def walk(self, body: Iterable[m.Stmt]) -> None:
         for stmt in body:
-            if isinstance(stmt, m.Declare):
-                self.declare(stmt)
-            elif isinstance(stmt, m.Assign):
-                name = stmt.name.id
-                axes = self.locals.get(name) or self.expr_axes(stmt.value)
-                value = self.expr(stmt.value, axes)
-                if name in self.locals and set(self.expr_axes(stmt.value)) != set(axes):  # keeps its shape
-                    value = f"({value}).expand({', '.join(self.dim_of(a) for a in axes)})"
-                self.lines.append(f"{name} = {value}")
-                self.spec_dtypes.setdefault(name, self.dtype_of(stmt.value))
-                self.locals[name] = axes
-            elif isinstance(stmt, m.Accumulate):
-                context = self.locals[stmt.name.id]
-                value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
-                self.lines.append(f"{stmt.name.id} += {value}")
-            elif isinstance(stmt, m.Loop):
-                self.walk(stmt.body)
-            elif isinstance(stmt, m.Store):
-                self.store(stmt)
+            match stmt:
+                case m.Declare():
+                    self.declare(stmt)
+                case m.Assign():
+                    name = stmt.name.id
+                    axes = self.locals.get(name) or self.expr_axes(stmt.value)
+                    value = self.expr(stmt.value, axes)
+                    if name in self.locals and set(self.expr_axes(stmt.value)) != set(axes):  # keeps its shape
+                        value = f"({value}).expand({', '.join(self.dim_of(a) for a in axes)})"
+                    self.lines.append(f"{name} = {value}")
+                    self.spec_dtypes.setdefault(name, self.dtype_of(stmt.value))
+                    self.locals[name] = axes
+                case m.Accumulate():
+                    context = self.locals[stmt.name.id]
+                    value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
+                    self.lines.append(f"{stmt.name.id} += {value}")
+                case m.Loop():
+                    self.walk(stmt.body)
+                case m.Store():
+                    self.store(stmt)
+                case _:
+                    assert_never(stmt)
 
     def plan(self) -> ReferencePlan:
         spec = self.spec

@@ -84,7 +84,7 @@ def whole_pruned(spec: m.Spec, kernel: KernelPlan) -> KernelPlan:
     whole = [a for a in spec.grid if a.bounds == "whole"]
     if kernel.tune is None or len(whole) != 1:
         return kernel
-    if any(m.is_dot(p) for s in m.statements(spec.body) if hasattr(s, "value") for p in m.subexpressions(s.value)):
+    if any(m.is_dot(p) for s in m.statements(spec.body) for v in m.values(s) for p in m.subexpressions(v)):
         return kernel  # a whole axis of a dot (attention's head dimension) is not a row: its configs stand
     block = dict(kernel.whole_blocks).get(whole[0].dim.id)
     if block is None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.functions import reduction
 
@@ -66,10 +68,15 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
     declared: set[str] = set()
     reduced: set[str] = set()
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            declared.add(stmt.name.id)
-        elif isinstance(stmt, (m.Assign, m.Accumulate)):
-            assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
+        match stmt:
+            case m.Declare():
+                declared.add(stmt.name.id)
+            case m.Assign() | m.Accumulate():
+                assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
+            case m.Store() | m.Loop():
+                pass
+            case _:
+                assert_never(stmt)
         if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
             continue
         for part in m.subexpressions(stmt.value):

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
@@ -323,13 +325,8 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
     def dtype(expr: m.Expr) -> str | None:
         return expr_dtype(expr, spec, local)
 
-    for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            dtypes[stmt.name.id] = stmt.dtype.id
-            continue
-        if isinstance(stmt, m.Loop):
-            continue
-        for expr in m.subexpressions(stmt.value):
+    def computed(value: m.Expr) -> m.Span | None:  # where ``value`` computes on bf16 itself
+        for expr in m.subexpressions(value):
             if isinstance(expr, m.BinOp):
                 left, right = dtype(expr.left), dtype(expr.right)
                 if "bf16" in (left, right) and (
@@ -340,10 +337,28 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
                 return expr.span
             elif isinstance(expr, m.Call) and expr.func.id in ("maximum", "minimum") and dtype(expr) == "bf16":
                 return expr.span
-        if isinstance(stmt, m.Accumulate) and promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
-            return stmt.span
-        if isinstance(stmt, m.Assign):
-            dtypes[stmt.name.id] = dtype(stmt.value)
+        return None
+
+    for stmt in m.statements(spec.body):
+        match stmt:
+            case m.Declare():
+                dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                if (span := computed(stmt.value)) is not None:
+                    return span
+                dtypes[stmt.name.id] = dtype(stmt.value)
+            case m.Accumulate():
+                if (span := computed(stmt.value)) is not None:
+                    return span
+                if promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
+                    return stmt.span
+            case m.Store():
+                if (span := computed(stmt.value)) is not None:
+                    return span
+            case m.Loop():
+                pass
+            case _:
+                assert_never(stmt)
     return None
 
 
@@ -526,8 +541,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     by_name = {a.name.id: a for a in axes}
     dot_dims = {
         by_name[i.id].dim.id
-        for stmt in m.statements(spec.body) if not isinstance(stmt, (m.Loop, m.Declare))
-        for call in m.subexpressions(stmt.value) if m.is_dot(call)
+        for stmt in m.statements(spec.body) for value in m.values(stmt)
+        for call in m.subexpressions(value) if m.is_dot(call)
         for operand in call.args for load in m.subexpressions(operand) if isinstance(load, m.Load)
         for i in load.index if isinstance(i, m.Name) and i.id in by_name
     }

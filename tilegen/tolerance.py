@@ -54,6 +54,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import reduction, scan, spanned_axes
@@ -188,21 +190,28 @@ def accumulations(spec: m.Spec) -> tuple[Accumulation, ...]:
     """Every rounding sum in ``spec``'s body, in order (a ``dot`` or ``sum`` inside a loop once)."""
     walk = _Walk(spec)
     found: list[Accumulation] = []
-    for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
-            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
-            continue
-        if isinstance(stmt, m.Loop):
-            continue
-        for part in m.subexpressions(stmt.value):
+    def sums(value: m.Expr) -> None:
+        for part in m.subexpressions(value):
             if isinstance(part, m.Call):
                 accumulation = walk.accumulation(part)
                 if accumulation is not None:
                     found.append(accumulation)
-        if isinstance(stmt, m.Assign):
-            walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
-            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+
+    for stmt in m.statements(spec.body):
+        match stmt:
+            case m.Declare():
+                walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
+                walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                sums(stmt.value)
+                walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
+                walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+            case m.Accumulate() | m.Store():
+                sums(stmt.value)
+            case m.Loop():
+                pass
+            case _:
+                assert_never(stmt)
     return tuple(found)
 
 
@@ -212,12 +221,18 @@ def float_stores(spec: m.Spec) -> frozenset[str]:
     walk = _Walk(spec)
     found = set()
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
-        elif isinstance(stmt, m.Assign):
-            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
-        elif isinstance(stmt, m.Store) and is_float(walk.dtype(stmt.value)):
-            found.add(stmt.tensor.id)
+        match stmt:
+            case m.Declare():
+                walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+            case m.Store():
+                if is_float(walk.dtype(stmt.value)):
+                    found.add(stmt.tensor.id)
+            case m.Accumulate() | m.Loop():
+                pass
+            case _:
+                assert_never(stmt)
     return frozenset(found)
 
 

@@ -6,6 +6,8 @@ nothing.
 
 from __future__ import annotations
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.check.state import CheckState, block_text, is_two_pieces
 from tilegen.functions import lookup
@@ -158,19 +160,28 @@ def check_pieces(state: CheckState) -> None:
         for stmt in spec.body:
             if why is not None:
                 break
-            if isinstance(stmt, (m.Assign, m.Accumulate)) or (isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt)):
-                why = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
-            elif isinstance(stmt, m.Loop) and any(  # a dot loop: acc += dot(a[..], b[..]) lines
-                isinstance(i, m.Name) and i.id == rows
-                for s in stmt.body if isinstance(s, m.Accumulate) and isinstance(s.value, m.Call)
-                for b in s.value.args[1:2] if isinstance(b, m.Load)
-                for i in b.index
-            ):
-                why = f"'{rows}' in the first operand of each dot (its rows)"
-            elif isinstance(stmt, m.Store) and not isinstance(stmt.value, m.Ref):
-                over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
-                if over:
-                    why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
+            body = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
+            match stmt:
+                case m.Assign() | m.Accumulate():
+                    why = body
+                case m.Loop() if not m.is_dot_loop(stmt):
+                    why = body
+                case m.Loop():  # a dot loop: acc += dot(a[..], b[..]) lines
+                    if any(
+                        isinstance(i, m.Name) and i.id == rows
+                        for s in stmt.body if isinstance(s, m.Accumulate) and isinstance(s.value, m.Call)
+                        for b in s.value.args[1:2] if isinstance(b, m.Load)
+                        for i in b.index
+                    ):
+                        why = f"'{rows}' in the first operand of each dot (its rows)"
+                case m.Store():
+                    over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
+                    if over and not isinstance(stmt.value, m.Ref):
+                        why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
+                case m.Declare():
+                    pass
+                case _:
+                    assert_never(stmt)
         chosen = spec.default_config()
         value = chosen.get(param) or state.params[param].default if chosen is not None else None
         if why is None and value is not None and is_two_pieces(int(value.text)):

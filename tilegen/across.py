@@ -26,6 +26,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.functions import Function, partial_reduction, reduction
 
@@ -179,11 +181,15 @@ def names_in(expr: m.Expr) -> set[str]:
 
 def defined(stmt: m.Stmt) -> set[str]:
     """The local names a top-level statement sets (a loop: those its body sets)."""
-    if isinstance(stmt, m.Assign | m.Declare | m.Accumulate):
-        return {stmt.name.id}
-    if isinstance(stmt, m.Loop):
-        return {n for s in stmt.body for n in defined(s)}
-    return set()
+    match stmt:
+        case m.Assign() | m.Declare() | m.Accumulate():
+            return {stmt.name.id}
+        case m.Loop():
+            return {n for s in stmt.body for n in defined(s)}
+        case m.Store():
+            return set()
+        case _:
+            assert_never(stmt)
 
 
 def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = frozenset()) -> list[int]:
@@ -202,6 +208,6 @@ def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = fro
         if isinstance(stmt, m.Assign | m.Declare):  # it sets the name afresh
             wanted.discard(stmt.name.id)
         if i not in leaves:
-            reads = [s.value for s in m.statements((stmt,)) if isinstance(s, m.Assign | m.Accumulate | m.Store)]
+            reads = [value for s in m.statements((stmt,)) for value in m.values(s)]
             wanted |= {n for value in reads for n in names_in(value)}
     return sorted(found)

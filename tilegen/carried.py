@@ -129,20 +129,26 @@ class _Loop:
         self.partial = set(updated & self.before)
         carried = set(self.partial)
         for stmt in stmts:
-            if isinstance(stmt, m.Declare):
-                if _is_zero(stmt.init):
-                    self.zero.add(stmt.name.id)
-            elif isinstance(stmt, m.Accumulate):
-                self.accumulate(stmt, carried)
-            elif isinstance(stmt, m.Assign):
-                self.assign(stmt, carried)
-            elif isinstance(stmt, m.Store) and self.is_partial(stmt.value):
-                self.errors.error(
-                    f"'{stmt.tensor.id}' is stored inside {self.where()} from {self.partial_what(stmt.value)}: "
-                    f"at each step it holds what the tiles seen so far give, so the result would depend "
-                    f"on the block size; {_SCAN_HINT}",
-                    stmt.value.span,
-                )
+            match stmt:
+                case m.Declare():
+                    if _is_zero(stmt.init):
+                        self.zero.add(stmt.name.id)
+                case m.Accumulate():
+                    self.accumulate(stmt, carried)
+                case m.Assign():
+                    self.assign(stmt, carried)
+                case m.Store():
+                    if self.is_partial(stmt.value):
+                        self.errors.error(
+                            f"'{stmt.tensor.id}' is stored inside {self.where()} from "
+                            f"{self.partial_what(stmt.value)}: at each step it holds what the tiles seen so far "
+                            f"give, so the result would depend on the block size; {_SCAN_HINT}",
+                            stmt.value.span,
+                        )
+                case m.Loop():
+                    pass
+                case _:
+                    assert_never(stmt)
 
     # what an expression is ---------------------------------------------------------
     def varies(self, expr: m.Expr) -> bool:

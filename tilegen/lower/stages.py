@@ -88,10 +88,10 @@ def _tensors_read(stmts: Iterable[m.Stmt]) -> set[str]:
     """The tensors and names ``stmts`` read (loads, gathers, scalars, sizes)."""
     read: set[str] = set()
     for stmt in m.statements(tuple(stmts)):
-        if isinstance(stmt, m.Assign | m.Accumulate | m.Store):
-            read |= names_in(stmt.value)
-            read |= {s.tensor.id for s in m.subexpressions(stmt.value) if isinstance(s, m.Load)}
-            read |= {i.tensor.id for s in m.subexpressions(stmt.value) if isinstance(s, m.Load)
+        for value in m.values(stmt):
+            read |= names_in(value)
+            read |= {s.tensor.id for s in m.subexpressions(value) if isinstance(s, m.Load)}
+            read |= {i.tensor.id for s in m.subexpressions(value) if isinstance(s, m.Load)
                      for i in s.index if isinstance(i, m.Load)}
     return read
 

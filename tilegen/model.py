@@ -690,10 +690,16 @@ def map_expr(expr: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
 def accesses(stmt: Stmt) -> Iterator[Store | Load]:
     """The store target and the loads of one statement's value (a loop's body is not included;
     a declaration's fill is a constant)."""
-    if isinstance(stmt, Store):
-        yield stmt
-    if not isinstance(stmt, Declare):
-        yield from (e for v in values(stmt) for e in subexpressions(v) if isinstance(e, Load))
+    match stmt:
+        case Store():
+            yield stmt
+            yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+        case Assign() | Accumulate():
+            yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+        case Declare() | Loop():
+            pass
+        case _:
+            assert_never(stmt)
 
 
 def expr_key(expr: Expr | Name) -> tuple[object, ...]:

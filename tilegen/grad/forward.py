@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import string
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.check.state import RESERVED
 from tilegen.dtypes import BOOL, expr_dtype, is_float
@@ -51,17 +53,22 @@ class Forward:
                              self.spec.choices[0].span)
         assigned: dict[str, m.Span] = {}
         for stmt in self.spec.body:
-            if isinstance(stmt, m.Loop):
-                raise NoBackward(f"a loop ('for {stmt.axis.name.id} over {stmt.axis.dim.id}'): loops are not derived "
-                                 f"yet; write the backward by hand ('backward <kernel>')", stmt.span)
-            if isinstance(stmt, (m.Declare, m.Accumulate)):
-                raise NoBackward(f"'{stmt.name.id}' is an accumulator, which is not derived yet; write the backward "
-                                 f"by hand", stmt.span)
-            if isinstance(stmt, m.Assign):
-                if stmt.name.id in assigned:
-                    raise NoBackward(f"'{stmt.name.id}' is assigned twice (line {assigned[stmt.name.id].line} and "
-                                     f"here): its gradient would need the value it had at each use", stmt.span)
-                assigned[stmt.name.id] = stmt.span
+            match stmt:
+                case m.Loop():
+                    raise NoBackward(f"a loop ('for {stmt.axis.name.id} over {stmt.axis.dim.id}'): loops are not "
+                                     f"derived yet; write the backward by hand ('backward <kernel>')", stmt.span)
+                case m.Declare() | m.Accumulate():
+                    raise NoBackward(f"'{stmt.name.id}' is an accumulator, which is not derived yet; write the "
+                                     f"backward by hand", stmt.span)
+                case m.Assign():
+                    if stmt.name.id in assigned:
+                        raise NoBackward(f"'{stmt.name.id}' is assigned twice (line {assigned[stmt.name.id].line} "
+                                         f"and here): its gradient would need the value it had at each use", stmt.span)
+                    assigned[stmt.name.id] = stmt.span
+                case m.Store():
+                    pass  # below, once every assignment is known good
+                case _:
+                    assert_never(stmt)
         stored: dict[str, m.Span] = {}
         for stmt in self.spec.body:
             if isinstance(stmt, m.Store):

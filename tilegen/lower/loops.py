@@ -291,8 +291,8 @@ class Loops:
         starts = {s.name.id: s.init for s in m.statements(state.spec.body) if isinstance(s, m.Declare)}
         relative = {
             part.args[0].right.name.id
-            for stmt in loop.body if isinstance(stmt, (m.Assign, m.Accumulate, m.Store))
-            for part in m.subexpressions(stmt.value)
+            for stmt in loop.body for value in m.values(stmt)
+            for part in m.subexpressions(value)
             if isinstance(part, m.Call) and part.func.id in ("exp", "exp2") and isinstance(part.args[0], m.BinOp)
             and part.args[0].op == "-" and isinstance(part.args[0].right, m.Ref)
         }

@@ -77,9 +77,7 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
                 pass
             case _:
                 assert_never(stmt)
-        if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-            continue
-        for part in m.subexpressions(stmt.value):
+        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
             if (isinstance(part, m.Call) and (f := reduction(part)) is not None and f.mirror is not None
                     and part.word("dim") is not None
                     and len(part.args) == 1 and isinstance(part.args[0], m.Ref)):

@@ -57,8 +57,10 @@ def to_dtype(text: str, dtype: str) -> str:
             return text
     return f"{text}{suffix}"
 
-class ReferenceLowering:
-    """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`)."""
+class ReferenceExpressions:
+    """The torch text of one checked spec's expressions over whole tensors (its loads, gathers,
+    arithmetic, functions and reductions), with the state its statements build (:class:`ReferenceLowering`
+    writes them)."""
 
     def __init__(self, spec: m.Spec, launcher: LauncherPlan):
         self.spec = spec
@@ -380,6 +382,10 @@ class ReferenceLowering:
         text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
         text = text if self.expr_axes(expr) else f"torch.as_tensor({text})"
         return to_dtype(text, m.DTYPES[target][1])
+
+class ReferenceLowering(ReferenceExpressions):
+    """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`): its
+    statements, in order, over whole tensors."""
 
     def declare(self, stmt: m.Declare) -> None:
         # In the kernel a tile lives in one program; over whole tensors it spans every

@@ -26,8 +26,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.functions import Function, partial_reduction, reduction
 
@@ -186,10 +184,8 @@ def defined(stmt: m.Stmt) -> set[str]:
             return {stmt.name.id}
         case m.Loop():
             return {n for s in stmt.body for n in defined(s)}
-        case m.Store():
+        case _:  # any other statement (a store) sets no local
             return set()
-        case _:
-            assert_never(stmt)
 
 
 def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = frozenset()) -> list[int]:

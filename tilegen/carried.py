@@ -89,10 +89,8 @@ def _walk(spec: m.Spec, body: tuple[m.Stmt, ...], defined: set[str], errors: Col
                 _walk(spec, stmt.body, set(defined), errors)
             case m.Declare() | m.Assign():
                 defined.add(stmt.name.id)
-            case m.Accumulate() | m.Store():
+            case _:  # any other statement defines no new local (an update's is declared)
                 pass
-            case _:
-                assert_never(stmt)
 
 
 @dataclass

@@ -83,8 +83,6 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import Function, combining, function_of, partial_reduction, reduction, scan, spanned_axes
@@ -397,10 +395,8 @@ class _Rewrite:
                 case m.Store():
                     value = self.extract(stmt.value, stmt.span)
                     along = any(isinstance(i, m.Name) and i.id == self.c for i in stmt.index)
-                case m.Declare() | m.Accumulate() | m.Loop():
-                    raise _NotLooped  # a loop, a tile declaration or an accumulation
-                case _:
-                    assert_never(stmt)
+                case _:  # any other statement (a loop, a tile declaration, an accumulation): not looped
+                    raise _NotLooped
             self.stmts.append((dataclasses.replace(stmt, value=value), along))
         self.levels()
         return self.looped()
@@ -571,15 +567,11 @@ class _Rewrite:
             match stmt:
                 case m.Loop():
                     stmt = dataclasses.replace(stmt, body=tuple(self.merged_names(list(stmt.body))))
-                case m.Assign() | m.Accumulate() | m.Store():
-                    stmt = dataclasses.replace(stmt, value=m.map_expr(stmt.value, swap))
+                case _:  # any other statement: its values read the merged names
+                    stmt = m.map_values(stmt, lambda e: m.map_expr(e, swap))
                     if (isinstance(stmt, m.Assign) and isinstance(stmt.value, m.Ref)
                             and stmt.value.name.id == stmt.name.id):
                         continue
-                case m.Declare():
-                    pass
-                case _:
-                    assert_never(stmt)
             out.append(stmt)
         return out
 

@@ -29,8 +29,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Literal
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
@@ -340,25 +338,19 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
         return None
 
     for stmt in m.statements(spec.body):
+        for value in m.values(stmt):
+            if (span := computed(value)) is not None:
+                return span
         match stmt:
             case m.Declare():
                 dtypes[stmt.name.id] = stmt.dtype.id
             case m.Assign():
-                if (span := computed(stmt.value)) is not None:
-                    return span
                 dtypes[stmt.name.id] = dtype(stmt.value)
             case m.Accumulate():
-                if (span := computed(stmt.value)) is not None:
-                    return span
                 if promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
                     return stmt.span
-            case m.Store():
-                if (span := computed(stmt.value)) is not None:
-                    return span
-            case m.Loop():
+            case _:  # any other statement defines no local
                 pass
-            case _:
-                assert_never(stmt)
     return None
 
 

@@ -54,8 +54,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import reduction, scan, spanned_axes
@@ -198,20 +196,17 @@ def accumulations(spec: m.Spec) -> tuple[Accumulation, ...]:
                     found.append(accumulation)
 
     for stmt in m.statements(spec.body):
+        for value in m.values(stmt):
+            sums(value)
         match stmt:
             case m.Declare():
                 walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
                 walk.local_dtypes[stmt.name.id] = stmt.dtype.id
             case m.Assign():
-                sums(stmt.value)
                 walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
                 walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
-            case m.Accumulate() | m.Store():
-                sums(stmt.value)
-            case m.Loop():
+            case _:  # any other statement defines no local (an update's is declared)
                 pass
-            case _:
-                assert_never(stmt)
     return tuple(found)
 
 
@@ -229,10 +224,8 @@ def float_stores(spec: m.Spec) -> frozenset[str]:
             case m.Store():
                 if is_float(walk.dtype(stmt.value)):
                     found.add(stmt.tensor.id)
-            case m.Accumulate() | m.Loop():
+            case _:  # any other statement defines no local and stores no float value
                 pass
-            case _:
-                assert_never(stmt)
     return frozenset(found)
 
 

@@ -6,8 +6,6 @@ nothing.
 
 from __future__ import annotations
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.check.state import CheckState, block_text, is_two_pieces
 from tilegen.functions import lookup
@@ -162,8 +160,6 @@ def check_pieces(state: CheckState) -> None:
                 break
             body = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
             match stmt:
-                case m.Assign() | m.Accumulate():
-                    why = body
                 case m.Loop() if not m.is_dot_loop(stmt):
                     why = body
                 case m.Loop():  # a dot loop: acc += dot(a[..], b[..]) lines
@@ -180,8 +176,8 @@ def check_pieces(state: CheckState) -> None:
                         why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
                 case m.Declare():
                     pass
-                case _:
-                    assert_never(stmt)
+                case _:  # any other statement (an assignment, an update)
+                    why = body
         chosen = spec.default_config()
         value = chosen.get(param) or state.params[param].default if chosen is not None else None
         if why is None and value is not None and is_two_pieces(int(value.text)):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import string
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.check.state import RESERVED
 from tilegen.dtypes import BOOL, expr_dtype, is_float
@@ -67,8 +65,8 @@ class Forward:
                     assigned[stmt.name.id] = stmt.span
                 case m.Store():
                     pass  # below, once every assignment is known good
-                case _:
-                    assert_never(stmt)
+                case _:  # any other statement: no rule derives it yet
+                    raise NoBackward(f"line {stmt.span.line} is not derived yet; write the backward by hand", stmt.span)
         stored: dict[str, m.Span] = {}
         for stmt in self.spec.body:
             if isinstance(stmt, m.Store):

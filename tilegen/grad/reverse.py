@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.check.tuning import setting_value
 from tilegen.grad.adjoint import Adjoint, Value, read_text, total_of
@@ -42,10 +40,8 @@ class Deriver(Gradients):
                     self.define(stmt.name.id, value)
                 case m.Store():  # (refuse leaves assignments and stores)
                     stores.append((stmt, self.hoist(stmt.value, stmt.span)))
-                case m.Declare() | m.Accumulate() | m.Loop():
+                case _:  # (refuse leaves assignments and stores only)
                     pass
-                case _:
-                    assert_never(stmt)
         # a float output stored at the grid's axes: its value, which the backward may read back (saved)
         self.saved = {m.expr_key(value): (store, value) for store, value in stores
                       if float_tensor(self.tensor(store.tensor.id))

@@ -21,8 +21,6 @@ import math
 from collections.abc import Iterator
 from typing import TypeGuard
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype
 from tilegen.functions import function_of, lookup
@@ -61,10 +59,8 @@ def _dtypes(spec: m.Spec) -> dict[str, str | None]:
                 found.setdefault(stmt.name.id, stmt.dtype.id)
             case m.Assign() | m.Accumulate():
                 found.setdefault(stmt.name.id, expr_dtype(stmt.value, spec, local))
-            case m.Store() | m.Loop():
+            case _:  # any other statement defines no local
                 pass
-            case _:
-                assert_never(stmt)
     return found
 
 
@@ -149,12 +145,9 @@ def _logit_variables(spec: m.Spec) -> set[str]:
                         bad.add(stmt.name.id)
                     target = stmt.name.id in domain and stmt.name.id not in bad
                     bad |= _bad_uses(stmt.value, domain, ok=target)
-                case m.Store():
-                    bad |= _bad_uses(stmt.value, domain)
-                case m.Loop():
-                    pass
-                case _:
-                    assert_never(stmt)
+                case _:  # any other statement (a store): a domain variable it reads is used outside an exponent
+                    for value in m.values(stmt):
+                        bad |= _bad_uses(value, domain)
             if bad:
                 domain -= bad
                 changed = True
@@ -251,7 +244,5 @@ def _rewrite_stmt(stmt: m.Stmt, domain: set[str], spec: m.Spec) -> m.Stmt:
             return dataclasses.replace(stmt, init=_scaled(stmt.init, domain, spec))
         case m.Assign() if stmt.name.id in domain:
             return dataclasses.replace(stmt, value=_scaled(stmt.value, domain, spec))
-        case m.Declare() | m.Assign() | m.Accumulate() | m.Store() | m.Loop():
+        case _:  # any other statement: its values' exponentials
             return m.map_values(stmt, lambda e: _rewrite_expr(e, domain, spec))
-        case _:
-            assert_never(stmt)

@@ -27,8 +27,6 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.functions import lookup, reduction
 
@@ -146,8 +144,6 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
     env: dict[str, _Abstract] = {name: ("same", name) for name in carried}
     for stmt in loop.body:
         match stmt:
-            case m.Store() | m.Loop():
-                return False
             case m.Declare():
                 env[stmt.name.id] = _value(stmt.init, env, guard, strict)
             case m.Assign():
@@ -155,8 +151,8 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
             case m.Accumulate():
                 if _value(stmt.value, env, guard, strict) != _ZERO:
                     env[stmt.name.id] = None
-            case _:
-                assert_never(stmt)
+            case _:  # any other statement (a store, a loop): not shown to change nothing
+                return False
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
 
 
@@ -236,10 +232,8 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
             case m.Accumulate() | m.Store():
                 if not neutral(stmt.value):
                     return False
-            case m.Loop():
+            case _:  # any other statement (a loop): not shown to be neutral
                 return False
-            case _:
-                assert_never(stmt)
     return True
 
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.functions import reduction
 
@@ -73,10 +71,8 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
                 declared.add(stmt.name.id)
             case m.Assign() | m.Accumulate():
                 assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
-            case m.Store() | m.Loop():
+            case _:  # any other statement defines no local
                 pass
-            case _:
-                assert_never(stmt)
         for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
             if (isinstance(part, m.Call) and (f := reduction(part)) is not None and f.mirror is not None
                     and part.word("dim") is not None

@@ -34,8 +34,6 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from typing_extensions import assert_never
-
 from tilegen import model as m
 from tilegen.across import assigned, names_in, needed
 from tilegen.functions import reduction
@@ -145,10 +143,8 @@ def stage_specs(spec: m.Spec) -> Staging | None:
                 local_axes[stmt.name.id] = _axes(stmt.value, local_axes, grid)
             case m.Declare():
                 local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
-            case m.Accumulate() | m.Store() | m.Loop():
+            case _:  # any other statement defines no new local (an update's is declared)
                 pass
-            case _:
-                assert_never(stmt)
     axes_of = {i: _axes(s.value, local_axes, grid) for i, s in splits.items()}
     dims = {a.name.id: a.dim for a in spec.grid}
     tensors, index = {}, {}

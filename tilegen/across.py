@@ -179,13 +179,7 @@ def names_in(expr: m.Expr) -> set[str]:
 
 def defined(stmt: m.Stmt) -> set[str]:
     """The local names a top-level statement sets (a loop: those its body sets)."""
-    match stmt:
-        case m.Assign() | m.Declare() | m.Accumulate():
-            return {stmt.name.id}
-        case m.Loop():
-            return {n for s in stmt.body for n in defined(s)}
-        case _:  # any other statement (a store) sets no local
-            return set()
+    return {name for s in m.statements((stmt,)) if (name := m.local_name(s)) is not None}
 
 
 def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = frozenset()) -> list[int]:

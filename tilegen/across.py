@@ -64,20 +64,7 @@ class Across:
         """The stored value with each chain replaced by ``values[i]`` (what the finish holds of
         chain ``i``: its merged partials, divided by the count for a mean)."""
         swap = {id(p.call): value for p, value in zip(self.partials, values, strict=True)}
-        return _replace(self.store.value, swap)
-
-
-def _replace(expr: m.Expr, swap: dict[int, m.Expr]) -> m.Expr:
-    """``expr`` with the subexpressions whose ``id`` is in ``swap`` replaced."""
-    if id(expr) in swap:
-        return swap[id(expr)]
-    if isinstance(expr, m.BinOp):
-        return dataclasses.replace(expr, left=_replace(expr.left, swap), right=_replace(expr.right, swap))
-    if isinstance(expr, m.Neg):
-        return dataclasses.replace(expr, operand=_replace(expr.operand, swap))
-    if isinstance(expr, m.Call):
-        return dataclasses.replace(expr, args=tuple(_replace(a, swap) for a in expr.args))
-    return expr
+        return m.map_expr(self.store.value, lambda e: swap.get(id(e)))
 
 
 def chain(call: m.Call) -> list[m.Call]:

@@ -351,16 +351,10 @@ class _Rewrite:
 
     def inline(self, expr: m.Expr) -> m.Expr:
         """``expr`` with the locals along c replaced by their values (to compare operands)."""
-        if isinstance(expr, m.Ref) and expr.name.id in self.varying:
-            return self.inline(self.varying[expr.name.id])
-        if isinstance(expr, m.BinOp):
-            return dataclasses.replace(expr, left=self.inline(expr.left), right=self.inline(expr.right))
-        if isinstance(expr, m.Neg):
-            return dataclasses.replace(expr, operand=self.inline(expr.operand))
-        if isinstance(expr, m.Call):
-            kwargs = tuple((k, v if isinstance(v, m.Ref) else self.inline(v)) for k, v in expr.kwargs)
-            return dataclasses.replace(expr, args=tuple(self.inline(a) for a in expr.args), kwargs=kwargs)
-        return expr
+        def value(e: m.Expr) -> m.Expr | None:
+            return self.inline(self.varying[e.name.id]) if isinstance(e, m.Ref) and e.name.id in self.varying else None
+
+        return m.map_expr(expr, value)
 
     def alias(self, expr: m.Expr) -> str | None:
         """The accumulator ``expr`` is (a reference to it, or to a row local that is one)."""

@@ -88,7 +88,7 @@ def _variant(
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
     pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
     ``configs``; its launcher returns ``fallback``."""
-    other = access_variant(spec, access, variant)
+    other = access_variant(spec, access, variant)  # another kernel's spec: not a pass (tilegen.lower.passes)
     kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
@@ -117,7 +117,7 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     if staging is not None:
         return _staged(spec, staging, backward, grad, written, over)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
-        looped = loop_rows(spec)
+        looped = loop_rows(spec)  # the spec's own kernel, looped: a rewrite the checker asks too, not a pass
         assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
         return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad, over=over), backward=backward,

@@ -117,7 +117,7 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     if staging is not None:
         return _staged(spec, staging, backward, grad, written, over)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
-        looped = loop_rows(spec)  # the spec's own kernel, looped: a rewrite the checker asks too, not a pass
+        looped = loop_rows(spec)  # not a pass: it also gives what the launcher routes on (tilegen.lower.passes)
         assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
         return _module(spec, kernel, lower_launcher(looped.spec, kernel, grad=grad, over=over), backward=backward,

@@ -4,7 +4,7 @@
 For each spec with a hand-written backward whose forward the derivation covers (softmax,
 log_softmax, rms_norm, layer_norm, swiglu, geglu, rope, matmul_fast: its two products), the spec
 is built again without its ``backward`` line and under another kernel name (``softmax_derived``),
-so that the build derives its backward (``softmax_derived_backward``, :mod:`tilegen.derive`), into a
+so that the build derives its backward (``softmax_derived_backward``, :mod:`tilegen.grad`), into a
 temporary folder. One
 step, ``y = f(inputs); y.backward(dy)``, runs through the committed module (hand-written
 backward), the derived one and torch's ops; each is timed eager (``triton.testing.do_bench``,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
-from tilegen.runner import scalar_sizes, size_names, solve_derived
+from tilegen.sizes import scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIRS = ("specs", "tests/specs")

@@ -1,4 +1,4 @@
-"""The backward derived from the forward spec (:mod:`tilegen.derive`, ``tilegen show --grad``).
+"""The backward derived from the forward spec (:mod:`tilegen.grad`, ``tilegen show --grad``).
 
 Every spec of ``specs/`` without a ``backward`` line whose build derived one is differentiated
 through its generated module (the op's autograd runs the derived backward's kernel) and compared
@@ -23,8 +23,8 @@ from tests.conftest import force_config
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
-from tilegen.derive import NoBackward, derive_backward, derive_backwards
 from tilegen.errors import SpecError
+from tilegen.grad import NoBackward, derive_backward, derive_backwards
 from tilegen.parser import parse
 from tilegen.runner import default_sizes, load_module, random_inputs
 

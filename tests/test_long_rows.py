@@ -21,8 +21,8 @@ from tilegen.check import check
 from tilegen.compiler import compile_spec
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.passes import without_detach
-from tilegen.lower.rows import CHUNK, loop_rows
 from tilegen.parser import parse
+from tilegen.row_loops import CHUNK, loop_rows
 from tilegen.runner import load_module
 from tilegen.tolerance import assert_close
 

@@ -64,20 +64,7 @@ class Across:
         """The stored value with each chain replaced by ``values[i]`` (what the finish holds of
         chain ``i``: its merged partials, divided by the count for a mean)."""
         swap = {id(p.call): value for p, value in zip(self.partials, values, strict=True)}
-        return _replace(self.store.value, swap)
-
-
-def _replace(expr: m.Expr, swap: dict[int, m.Expr]) -> m.Expr:
-    """``expr`` with the subexpressions whose ``id`` is in ``swap`` replaced."""
-    if id(expr) in swap:
-        return swap[id(expr)]
-    if isinstance(expr, m.BinOp):
-        return dataclasses.replace(expr, left=_replace(expr.left, swap), right=_replace(expr.right, swap))
-    if isinstance(expr, m.Neg):
-        return dataclasses.replace(expr, operand=_replace(expr.operand, swap))
-    if isinstance(expr, m.Call):
-        return dataclasses.replace(expr, args=tuple(_replace(a, swap) for a in expr.args))
-    return expr
+        return m.map_expr(self.store.value, lambda e: swap.get(id(e)))
 
 
 def chain(call: m.Call) -> list[m.Call]:
@@ -179,11 +166,7 @@ def names_in(expr: m.Expr) -> set[str]:
 
 def defined(stmt: m.Stmt) -> set[str]:
     """The local names a top-level statement sets (a loop: those its body sets)."""
-    if isinstance(stmt, m.Assign | m.Declare | m.Accumulate):
-        return {stmt.name.id}
-    if isinstance(stmt, m.Loop):
-        return {n for s in stmt.body for n in defined(s)}
-    return set()
+    return {name for s in m.statements((stmt,)) if (name := m.local_name(s)) is not None}
 
 
 def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = frozenset()) -> list[int]:
@@ -202,6 +185,6 @@ def needed(body: tuple[m.Stmt, ...], position: int, leaves: frozenset[int] = fro
         if isinstance(stmt, m.Assign | m.Declare):  # it sets the name afresh
             wanted.discard(stmt.name.id)
         if i not in leaves:
-            reads = [s.value for s in m.statements((stmt,)) if isinstance(s, m.Assign | m.Accumulate | m.Store)]
+            reads = [value for s in m.statements((stmt,)) for value in m.values(s)]
             wanted |= {n for value in reads for n in names_in(value)}
     return sorted(found)

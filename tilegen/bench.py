@@ -22,6 +22,7 @@ from types import ModuleType
 from typing import Any
 
 from tilegen import model as m
+from tilegen.runner import random_inputs
 
 #: Quantiles asked of ``do_bench``: the median and the 20% / 80% points.
 QUANTILES = (0.5, 0.2, 0.8)
@@ -202,8 +203,6 @@ def run_sweep(
     Raises :class:`NoGPUError` without a GPU.
     """
     require_gpu()
-    from tilegen.runner import random_inputs
-
     launcher = getattr(module, spec.name.id)
     if providers is None:
         name, fn = torch_baseline(spec, module)

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.errors import Collector
 from tilegen.functions import combining, reduction
@@ -81,11 +83,14 @@ def running_extrema(spec: m.Spec, loop: m.Loop, before: frozenset[str]) -> dict[
 
 def _walk(spec: m.Spec, body: tuple[m.Stmt, ...], defined: set[str], errors: Collector) -> None:
     for stmt in body:
-        if isinstance(stmt, m.Loop):
-            _Loop(spec, stmt, frozenset(defined), errors).run()
-            _walk(spec, stmt.body, set(defined), errors)
-        elif isinstance(stmt, (m.Declare, m.Assign)):
-            defined.add(stmt.name.id)
+        match stmt:
+            case m.Loop():
+                _Loop(spec, stmt, frozenset(defined), errors).run()
+                _walk(spec, stmt.body, set(defined), errors)
+            case m.Declare() | m.Assign():
+                defined.add(stmt.name.id)
+            case _:  # any other statement defines no new local (an update's is declared)
+                pass
 
 
 @dataclass
@@ -122,20 +127,26 @@ class _Loop:
         self.partial = set(updated & self.before)
         carried = set(self.partial)
         for stmt in stmts:
-            if isinstance(stmt, m.Declare):
-                if _is_zero(stmt.init):
-                    self.zero.add(stmt.name.id)
-            elif isinstance(stmt, m.Accumulate):
-                self.accumulate(stmt, carried)
-            elif isinstance(stmt, m.Assign):
-                self.assign(stmt, carried)
-            elif isinstance(stmt, m.Store) and self.is_partial(stmt.value):
-                self.errors.error(
-                    f"'{stmt.tensor.id}' is stored inside {self.where()} from {self.partial_what(stmt.value)}: "
-                    f"at each step it holds what the tiles seen so far give, so the result would depend "
-                    f"on the block size; {_SCAN_HINT}",
-                    stmt.value.span,
-                )
+            match stmt:
+                case m.Declare():
+                    if _is_zero(stmt.init):
+                        self.zero.add(stmt.name.id)
+                case m.Accumulate():
+                    self.accumulate(stmt, carried)
+                case m.Assign():
+                    self.assign(stmt, carried)
+                case m.Store():
+                    if self.is_partial(stmt.value):
+                        self.errors.error(
+                            f"'{stmt.tensor.id}' is stored inside {self.where()} from "
+                            f"{self.partial_what(stmt.value)}: at each step it holds what the tiles seen so far "
+                            f"give, so the result would depend on the block size; {_SCAN_HINT}",
+                            stmt.value.span,
+                        )
+                case m.Loop():
+                    pass
+                case _:
+                    assert_never(stmt)
 
     # what an expression is ---------------------------------------------------------
     def varies(self, expr: m.Expr) -> bool:

@@ -25,8 +25,8 @@ from tilegen import model as m
 from tilegen.build import SpecFile, check_file, compile_file, find_specs
 from tilegen.build import build as build_specs
 from tilegen.check import check as check_model
-from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
+from tilegen.grad import NoBackward, derive_backwards
 from tilegen.parser import parse
 
 if TYPE_CHECKING:  # imported where used: the runner (and the bench) import torch

@@ -1,6 +1,6 @@
 """The pipeline in one call: text -> parse -> check -> lower -> render -> module source.
 
-A spec whose ``backward`` line names no backward gets one derived (:mod:`tilegen.derive`) where
+A spec whose ``backward`` line names no backward gets one derived (:mod:`tilegen.grad`) where
 its operations all have rules: the derived spec is checked by the rules a hand-written backward
 meets (:mod:`tilegen.check.backward`) and compiled beside the forward's module; where it cannot be
 derived, the module says why (:attr:`GeneratedModule.note`) and the kernel refuses inputs that
@@ -18,8 +18,8 @@ from pathlib import Path
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.check.backward import Finder, check_backward
-from tilegen.derive import NoBackward, derive_backwards
 from tilegen.errors import SpecError
+from tilegen.grad import NoBackward, derive_backwards
 from tilegen.lower import lower
 from tilegen.parser import parse
 from tilegen.render import render

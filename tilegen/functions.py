@@ -84,10 +84,10 @@ class Function:
     * ``picks``: for an arg-reduction, the reduction whose value its index points at (``argmax``:
       ``max``). Its partials merge as (value, index) pairs, which no ``combine`` says: inside a
       loop over its axis it gives the index along the whole dimension (the tile's start added),
-      and a long row's chunks merge by the pairs (:mod:`tilegen.lower.rows`). A reduction with
+      and a long row's chunks merge by the pairs (:mod:`tilegen.row_loops`). A reduction with
       neither ``combine`` nor ``picks`` reduces a ``whole`` axis only.
 
-    ``grad``: its gradient rule, for :mod:`tilegen.derive`: per differentiable argument (``x``,
+    ``grad``: its gradient rule, for :mod:`tilegen.grad`: per differentiable argument (``x``,
     or a param's name), the adjoint of that argument as spec text over ``{g}`` (the adjoint of the
     call's result, float32), ``{y}`` (its result), ``{x}`` and the params' texts, each in
     parentheses where it is not one term; ``{g_}``, ``{x_}``, ... are the texts as they are, for a
@@ -472,6 +472,14 @@ def lookup(name: str | m.Name) -> Function | None:
     if name in CASTS:
         return Function(name, "cast", triton=f"{{x}}.to({m.DTYPES[name][0]})", torch=f"{{x}}.to({m.DTYPES[name][1]})")
     return FUNCTIONS.get(name)
+
+
+def function_of(name: str | m.Name) -> Function:
+    """The function a checked spec calls as ``name`` (casts included, as
+    :func:`~tilegen.functions.lookup` gives them)."""
+    found = lookup(name)
+    assert found is not None, f"'{name if isinstance(name, str) else name.id}' is not a function"
+    return found
 
 
 def spanned_axes(expr: m.Expr, own: Callable[[m.Expr], tuple[str, ...] | None]) -> tuple[str, ...]:

@@ -11,7 +11,9 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import TypeGuard, cast
+
+from typing_extensions import assert_never
 
 #: Spec dtype name -> (triton dtype, torch dtype). Also the set of dtypes the language knows.
 DTYPES: dict[str, tuple[str, str]] = {
@@ -175,7 +177,7 @@ class Axis:
 
     ``chunk``: a whole grid axis walked in tiles (``k over D1 by BK whole``): each program still
     covers all of ``dim`` (its reductions see the whole row), in a loop over tiles of ``chunk``
-    (:mod:`tilegen.lower.rows` writes the loops); ``block`` stays None.
+    (:mod:`tilegen.row_loops` writes the loops); ``block`` stays None.
     """
 
     name: Name
@@ -400,7 +402,7 @@ class Loop:
     ``K``. ``split``: the launcher may run each output tile's loop in several programs, each
     over a part of ``K`` (split-K), and add up their partial sums. ``reverse``: the tiles run
     from the last to the first (no spec writes it: a long row's scan from the end,
-    :mod:`tilegen.lower.rows`)."""
+    :mod:`tilegen.row_loops`)."""
 
     axis: Axis
     body: tuple[Stmt, ...]
@@ -409,6 +411,11 @@ class Loop:
     reverse: bool = False
 
 
+#: The statements of the language: a closed union. Code that does something per kind of statement
+#: ``match``\es on it and ends in ``case _: assert_never(stmt)``, so that mypy names every such
+#: place a new kind of statement misses (docs/compiler.md, "Adding a statement"). What holds for
+#: every statement (walking a body, rebuilding it, the expressions a statement holds) is written
+#: once, below: :func:`statements`, :func:`map_body`, :func:`values`, :func:`map_values`.
 Stmt = Declare | Assign | Accumulate | Store | Loop
 
 
@@ -523,29 +530,18 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
             return name
         return BoundDtype(binding[name.id], name.span, name.id, variables[name.id])
 
-    def expr(e: Expr) -> Expr:
-        if isinstance(e, BinOp):
-            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
-        if isinstance(e, Neg):
-            return dataclasses.replace(e, operand=expr(e.operand))
-        if isinstance(e, Call):
-            return dataclasses.replace(
-                e,
-                func=bind(e.func),
-                args=tuple(expr(a) for a in e.args),
-                kwargs=tuple((k, v if isinstance(v, Ref) else expr(v)) for k, v in e.kwargs),
-            )
-        return e
+    def bound(e: Expr) -> Expr | None:  # a cast to a dtype variable (``T(p)``), its arguments mapped too
+        if isinstance(e, Call) and bind(e.func) is not e.func:
+            return map_expr(dataclasses.replace(e, func=bind(e.func)), bound)
+        return None
 
     def stmt(s: Stmt) -> Stmt:
-        if isinstance(s, Declare):
-            return dataclasses.replace(s, dtype=bind(s.dtype), init=expr(s.init))
-        if isinstance(s, Loop):
-            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
-        return dataclasses.replace(s, value=expr(s.value))
+        if isinstance(s, Declare):  # a tile's dtype
+            s = dataclasses.replace(s, dtype=bind(s.dtype))
+        return map_values(s, lambda e: map_expr(e, bound))
 
     tensors = tuple(dataclasses.replace(t, dtype=bind(t.dtype)) for t in spec.tensors)
-    return dataclasses.replace(spec, tensors=tensors, body=tuple(stmt(s) for s in spec.body))
+    return dataclasses.replace(spec, tensors=tensors, body=map_body(spec.body, stmt))
 
 
 # ------------------------------------------------------------------------- walking the tree
@@ -577,11 +573,72 @@ def offset_names(item: Expr) -> list[str]:
 
 
 def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
-    """Every statement of ``body`` in order, nested loop bodies included (after their loop)."""
+    """Every statement of ``body`` in order, nested loop bodies included (after their loop): the
+    one walk over statements."""
     for stmt in body:
         yield stmt
-        if isinstance(stmt, Loop):
-            yield from statements(stmt.body)
+        match stmt:
+            case Loop():
+                yield from statements(stmt.body)
+            case Declare() | Assign() | Accumulate() | Store():
+                pass
+            case _:
+                assert_never(stmt)
+
+
+def map_body(body: tuple[Stmt, ...], fn: Callable[[Stmt], Stmt]) -> tuple[Stmt, ...]:
+    """``body`` rebuilt: each statement through ``fn``, a loop's body mapped first (``fn`` sees
+    the loop with its new body): the one rewrite of statements."""
+
+    def one(stmt: Stmt) -> Stmt:
+        match stmt:
+            case Loop():
+                return fn(dataclasses.replace(stmt, body=map_body(stmt.body, fn)))
+            case Declare() | Assign() | Accumulate() | Store():
+                return fn(stmt)
+            case _:
+                assert_never(stmt)
+
+    return tuple(one(stmt) for stmt in body)
+
+
+def values(stmt: Stmt) -> tuple[Expr, ...]:
+    """The expressions one statement computes: a declaration's fill, an assignment's, update's or
+    store's value (not a store's index, nor a loop's body: a loop computes none itself)."""
+    match stmt:
+        case Declare():
+            return (stmt.init,)
+        case Assign() | Accumulate() | Store():
+            return (stmt.value,)
+        case Loop():
+            return ()
+        case _:
+            assert_never(stmt)
+
+
+def local_name(stmt: Stmt) -> str | None:
+    """The local variable one statement writes: a declaration's, an assignment's or an update's;
+    None for a store (it writes a tensor) and a loop."""
+    match stmt:
+        case Declare() | Assign() | Accumulate():
+            return stmt.name.id
+        case Store() | Loop():
+            return None
+        case _:
+            assert_never(stmt)
+
+
+def map_values(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
+    """``stmt`` with each expression :func:`values` gives replaced by ``fn`` of it."""
+    match stmt:
+        case Declare():
+            return dataclasses.replace(stmt, init=fn(stmt.init))
+        case Assign() | Accumulate() | Store():
+            return dataclasses.replace(stmt, value=fn(stmt.value))
+        case Loop():
+            return stmt
+        case _:
+            assert_never(stmt)
 
 
 def subexpressions(expr: Expr, prune: Callable[[Expr], bool] | None = None) -> Iterator[Expr]:
@@ -607,12 +664,42 @@ def subexpressions(expr: Expr, prune: Callable[[Expr], bool] | None = None) -> I
                 yield from subexpressions(value, prune)
 
 
+def map_expr(expr: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """``expr`` rebuilt outermost first: where ``fn`` gives an expression, it replaces the part (and
+    is not looked inside: ``fn`` may map its insides itself); where it gives None, the part is kept
+    with its insides mapped, the ones :func:`subexpressions` walks (a gather's index tile, not an
+    offset index's arithmetic; a keyword's value, not a bare word): the one rewrite of expressions."""
+    found = fn(expr)
+    if found is not None:
+        return found
+    if isinstance(expr, Load):
+        # (a gather's index tile, mapped, is an index item: ``fn`` keeps an index an index)
+        index = cast("tuple[Index, ...]", tuple(map_expr(i, fn) if isinstance(i, Load) else i for i in expr.index))
+        return dataclasses.replace(expr, index=index)
+    if isinstance(expr, BinOp):
+        return dataclasses.replace(expr, left=map_expr(expr.left, fn), right=map_expr(expr.right, fn))
+    if isinstance(expr, Neg):
+        return dataclasses.replace(expr, operand=map_expr(expr.operand, fn))
+    if isinstance(expr, Call):
+        args = tuple(map_expr(a, fn) for a in expr.args)
+        kwargs = tuple((k, v if isinstance(v, Ref) else map_expr(v, fn)) for k, v in expr.kwargs)
+        return dataclasses.replace(expr, args=args, kwargs=kwargs)
+    return expr
+
+
 def accesses(stmt: Stmt) -> Iterator[Store | Load]:
-    """The store target and the loads of one statement (a loop's body is not included)."""
-    if isinstance(stmt, Store):
-        yield stmt
-    if isinstance(stmt, (Assign, Accumulate, Store)):
-        yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+    """The store target and the loads of one statement's value (a loop's body is not included;
+    a declaration's fill is a constant)."""
+    match stmt:
+        case Store():
+            yield stmt
+            yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+        case Assign() | Accumulate():
+            yield from (e for e in subexpressions(stmt.value) if isinstance(e, Load))
+        case Declare() | Loop():
+            pass
+        case _:
+            assert_never(stmt)
 
 
 def expr_key(expr: Expr | Name) -> tuple[object, ...]:

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Literal
 
 from tilegen import model as m
 from tilegen import tolerance
-from tilegen.dtypes import integer_value
+from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
+from tilegen.sizes import scalar_sizes, size_names, solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used (see select_device)
     import torch
@@ -311,8 +312,6 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
     comparison with a bf16 operand that stays bf16 (math functions, ``sum`` and ``mean`` compute
     in float32; casts, loads, stores and ``dot`` do not count), a negation, ``maximum`` or
     ``minimum`` of bf16, or ``t += ...`` on a bf16 tile; None where it does not."""
-    from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, promote
-
     dtypes: dict[str, str | None] = {}
 
     def local(name: str) -> str | None:
@@ -324,13 +323,8 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
     def dtype(expr: m.Expr) -> str | None:
         return expr_dtype(expr, spec, local)
 
-    for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            dtypes[stmt.name.id] = stmt.dtype.id
-            continue
-        if isinstance(stmt, m.Loop):
-            continue
-        for expr in m.subexpressions(stmt.value):
+    def computed(value: m.Expr) -> m.Span | None:  # where ``value`` computes on bf16 itself
+        for expr in m.subexpressions(value):
             if isinstance(expr, m.BinOp):
                 left, right = dtype(expr.left), dtype(expr.right)
                 if "bf16" in (left, right) and (
@@ -341,10 +335,22 @@ def bf16_arithmetic(spec: m.Spec) -> m.Span | None:
                 return expr.span
             elif isinstance(expr, m.Call) and expr.func.id in ("maximum", "minimum") and dtype(expr) == "bf16":
                 return expr.span
-        if isinstance(stmt, m.Accumulate) and promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
-            return stmt.span
-        if isinstance(stmt, m.Assign):
-            dtypes[stmt.name.id] = dtype(stmt.value)
+        return None
+
+    for stmt in m.statements(spec.body):
+        for value in m.values(stmt):
+            if (span := computed(value)) is not None:
+                return span
+        match stmt:
+            case m.Declare():
+                dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                dtypes[stmt.name.id] = dtype(stmt.value)
+            case m.Accumulate():
+                if promote(local(stmt.name.id), dtype(stmt.value)) == "bf16":
+                    return stmt.span
+            case _:  # any other statement defines no local
+                pass
     return None
 
 
@@ -527,8 +533,8 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     by_name = {a.name.id: a for a in axes}
     dot_dims = {
         by_name[i.id].dim.id
-        for stmt in m.statements(spec.body) if not isinstance(stmt, (m.Loop, m.Declare))
-        for call in m.subexpressions(stmt.value) if m.is_dot(call)
+        for stmt in m.statements(spec.body) for value in m.values(stmt)
+        for call in m.subexpressions(value) if m.is_dot(call)
         for operand in call.args for load in m.subexpressions(operand) if isinstance(load, m.Load)
         for i in load.index if isinstance(i, m.Name) and i.id in by_name
     }
@@ -562,77 +568,3 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
             tail = 16 if step > 16 else 0
         sizes[dim.id] = given.get(dim.id, step * programs + tail)
     return solve_derived(spec, sizes, given)
-
-
-def size_names(spec: m.Spec) -> list[m.Name]:
-    """The size symbols a run chooses, each once: the tensors' shapes (but the numerator of a
-    derived extent ``C / G``, which follows from it and ``G``) and the derived ones."""
-    numerators = {n for n, _ in divided(spec).values()}
-    names: dict[str, m.Name] = {}
-    for tensor in spec.tensors:
-        for dim in tensor.dims:
-            if isinstance(dim, m.Name) and dim.id not in numerators and not is_scalar_input(spec, dim.id):
-                names.setdefault(dim.id, dim)
-    for axis in spec.axes():
-        if axis.extent is not None:
-            names.setdefault(axis.dim.id, axis.dim)
-    return list(names.values())
-
-
-def is_scalar_input(spec: m.Spec, name: str) -> bool:
-    """Whether ``name`` is a scalar input of ``spec`` (``in G: i32``)."""
-    tensor = spec.tensor(name)
-    return tensor is not None and tensor.is_scalar
-
-
-def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
-    """Derived extents of the form ``A / S`` (a size over an integer scalar input or an integer):
-    derived name -> (``A``, ``S``)."""
-    found = {}
-    for name, extent in spec.derived:
-        if isinstance(extent, m.BinOp) and extent.op == "/" and isinstance(extent.left, m.Ref):
-            right = extent.right
-            if isinstance(right, m.Ref) or (isinstance(right, m.Number) and right.is_int):
-                found[name] = (extent.left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
-    return found
-
-
-def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:
-    """A value for each integer scalar input a size is made of (``g over G``, ``C / G``): given,
-    else its sample range's low end, else 3 (what :func:`random_inputs` passes for it)."""
-    given = given or {}
-    used = {a.dim.id for a in spec.axes()} | {n for _, e in spec.derived for n in m.offset_names(e)}
-    values = {}
-    for t in spec.inputs:
-        if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES and t.name.id in used:
-            low = int(t.sample[0].value) if t.sample is not None else 3
-            values[t.name.id] = given.get(t.name.id, max(low, 1))
-    return values
-
-
-def solve_derived(spec: m.Spec, sizes: dict[str, int], given: dict[str, int] | None = None) -> dict[str, int]:
-    """``sizes`` with the numerator of each derived extent ``A / S`` made ``A = (A / S) * S``
-    (given values win: then the derived one follows from them), and every other derived size
-    computed from the sizes it is made of."""
-    given = given or {}
-    quotients = divided(spec)
-    for name, (numerator, divisor) in quotients.items():
-        factor = divisor if isinstance(divisor, int) else sizes[divisor]
-        if numerator in given:
-            sizes[name] = given[numerator] // factor
-        sizes[numerator] = sizes[name] * factor
-    for name, extent in spec.derived:
-        if name not in quotients:
-            sizes[name] = _evaluate(extent, sizes)
-    return sizes
-
-
-def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
-    """A derived extent's value at ``sizes`` (``/`` rounds down, as the launcher's ``//``)."""
-    if isinstance(extent, m.Number):
-        return int(extent.text)
-    if isinstance(extent, m.Ref):
-        return sizes[extent.name.id]
-    assert isinstance(extent, m.BinOp)  # the checker's: a derived extent is arithmetic of sizes
-    left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
-    return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

@@ -1,7 +1,7 @@
 """Spec text from the model: an expression written back as ``.tile`` source, with the fewest
 parentheses that keep its meaning (the grammar's precedence, ``grammars/tile.lark``).
 
-:mod:`tilegen.derive` writes the backward it derives with these, so that ``tilegen show --grad``
+:mod:`tilegen.grad` writes the backward it derives with these, so that ``tilegen show --grad``
 prints a spec that reads like one a person wrote, and that parses back to the same model.
 """
 

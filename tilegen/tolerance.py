@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype, is_float
 from tilegen.functions import reduction, scan, spanned_axes
+from tilegen.sizes import solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used: ``tilegen check`` runs without it
     import torch
@@ -187,21 +188,25 @@ def accumulations(spec: m.Spec) -> tuple[Accumulation, ...]:
     """Every rounding sum in ``spec``'s body, in order (a ``dot`` or ``sum`` inside a loop once)."""
     walk = _Walk(spec)
     found: list[Accumulation] = []
-    for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
-            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
-            continue
-        if isinstance(stmt, m.Loop):
-            continue
-        for part in m.subexpressions(stmt.value):
+    def sums(value: m.Expr) -> None:
+        for part in m.subexpressions(value):
             if isinstance(part, m.Call):
                 accumulation = walk.accumulation(part)
                 if accumulation is not None:
                     found.append(accumulation)
-        if isinstance(stmt, m.Assign):
-            walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
-            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+
+    for stmt in m.statements(spec.body):
+        for value in m.values(stmt):
+            sums(value)
+        match stmt:
+            case m.Declare():
+                walk.local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
+                walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                walk.local_axes[stmt.name.id] = walk.tile_axes(stmt.value)
+                walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+            case _:  # any other statement defines no local (an update's is declared)
+                pass
     return tuple(found)
 
 
@@ -211,12 +216,16 @@ def float_stores(spec: m.Spec) -> frozenset[str]:
     walk = _Walk(spec)
     found = set()
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            walk.local_dtypes[stmt.name.id] = stmt.dtype.id
-        elif isinstance(stmt, m.Assign):
-            walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
-        elif isinstance(stmt, m.Store) and is_float(walk.dtype(stmt.value)):
-            found.add(stmt.tensor.id)
+        match stmt:
+            case m.Declare():
+                walk.local_dtypes[stmt.name.id] = stmt.dtype.id
+            case m.Assign():
+                walk.local_dtypes[stmt.name.id] = walk.dtype(stmt.value)
+            case m.Store():
+                if is_float(walk.dtype(stmt.value)):
+                    found.add(stmt.tensor.id)
+            case _:  # any other statement defines no local and stores no float value
+                pass
     return frozenset(found)
 
 
@@ -235,8 +244,6 @@ def extents(spec: m.Spec, args: Sequence[Argument], outputs: Sequence[torch.Tens
     for tensor, value in zip(spec.inputs, args, strict=False):  # an integer scalar a size is made of
         if tensor.is_scalar and isinstance(value, int):
             sizes.setdefault(tensor.name.id, value)
-    from tilegen.runner import solve_derived  # the derived sizes (C / G), as the launcher computes them
-
     if all(n in sizes for _, extent in spec.derived for n in m.offset_names(extent)):
         sizes = solve_derived(spec, dict(sizes), given=sizes)
     return sizes

@@ -22,7 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tilegen import model as m
+from tilegen.check import check  # (tilegen.check does not import this module: it checks one spec)
 from tilegen.errors import Collector, SpecError
+from tilegen.parser import parse
 
 #: What finds a backward spec: its kernel name -> (source, display path), or None where no spec
 #: of that name lies beside the forward's.
@@ -107,9 +109,6 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
 def _load(spec: m.Spec, name: m.Name, find: Finder | None, errors: Collector) -> m.Spec | None:
     """The checked spec of the backward ``name`` (None, with an error at its name, where it cannot be
     found, is invalid, or is another kernel)."""
-    from tilegen.check import check
-    from tilegen.parser import parse
-
     found = find(name.id) if find is not None else None
     if found is None:
         errors.error(f"backward '{name.id}': no spec '{name.id}.tile' beside this one", name.span)

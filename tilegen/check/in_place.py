@@ -88,22 +88,13 @@ def _positions(
             yield from _positions(stmt.body, (*at, i), (*loops, stmt.axis))
 
 
-def _values(stmt: m.Stmt) -> tuple[m.Expr, ...]:
-    """The expressions a statement computes (a declaration's initial value included)."""
-    if isinstance(stmt, m.Declare):
-        return (stmt.init,)
-    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-        return (stmt.value,)
-    return ()
-
-
 def _flowing(spec: m.Spec, store: m.Store) -> set[m.Span]:
     """The spans of the loads whose values flow into ``store``'s value: its own, and those of
     every assignment (any earlier one: loop-carried values included) to the names it reads."""
     assigned: dict[str, list[m.Expr]] = {}
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, (m.Declare, m.Assign, m.Accumulate)):
-            assigned.setdefault(stmt.name.id, []).extend(_values(stmt))
+        if (name := m.local_name(stmt)) is not None:
+            assigned.setdefault(name, []).extend(m.values(stmt))
     loads: set[m.Span] = set()
     seen: set[str] = set()
     pending = [store.value]
@@ -138,7 +129,7 @@ def _unsafe(spec: m.Spec, out: str, source: str) -> tuple[str, m.Span] | None:
     index = [m.expr_key(i) for i in store.index]
     flowing = _flowing(spec, store)
     for where, _, stmt in _positions(spec.body):
-        for load in (e for v in _values(stmt) for e in m.subexpressions(v) if isinstance(e, m.Load)):
+        for load in (e for v in m.values(stmt) for e in m.subexpressions(v) if isinstance(e, m.Load)):
             if load.tensor.id != source:
                 continue
             if load.span not in flowing:

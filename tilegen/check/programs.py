@@ -60,6 +60,22 @@ def check_across(state: CheckState, found: Across, scope: Scope) -> None:
             break
 
 
+def _setter(stmt: m.Stmt) -> str | None:
+    """What sets a value a stage reads, in words, where a stage cannot read it (None: an assignment,
+    which it recomputes)."""
+    match stmt:
+        case m.Assign():
+            return None
+        case m.Loop():
+            return "a loop"
+        case m.Accumulate():
+            return "'+='"
+        case m.Declare():
+            return "a tile declaration"
+        case _:  # (a store sets no local: needed() gives none)
+            return "a statement"
+
+
 def check_stage(state: CheckState, body: tuple[m.Stmt, ...], position: int, scope: Scope) -> None:
     """``v = f(sum(x, dim=r))`` at the top level, ``r`` a grid axis: a kernel of its own (a
     stage, :mod:`tilegen.lower.stages`) computes ``v`` before the spec's kernel runs, from the
@@ -69,9 +85,7 @@ def check_stage(state: CheckState, body: tuple[m.Stmt, ...], position: int, scop
         return
     what = f"'{stmt.name.id}' reduces across programs, so a kernel of its own computes it before this one"
     for i in reversed(needed(body, position)):  # the nearest first
-        if not isinstance(body[i], m.Assign):
-            kind = ("a loop" if isinstance(body[i], m.Loop) else "'+='" if isinstance(body[i], m.Accumulate)
-                    else "a tile declaration")
+        if (kind := _setter(body[i])) is not None:
             state.errors.error(
                 f"{what}, from the assignments before it; it reads what {kind} at line {body[i].span.line} sets: "
                 "compute it with plain assignments, or in another spec",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from tilegen import model as m
 from tilegen.check.state import CheckState, block_text, is_two_pieces
 from tilegen.functions import lookup
+from tilegen.row_loops import loop_rows  # the rewrite's own rules, not repeated here
 from tilegen.spec_text import extent_text
 
 
@@ -157,19 +158,26 @@ def check_pieces(state: CheckState) -> None:
         for stmt in spec.body:
             if why is not None:
                 break
-            if isinstance(stmt, (m.Assign, m.Accumulate)) or (isinstance(stmt, m.Loop) and not m.is_dot_loop(stmt)):
-                why = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
-            elif isinstance(stmt, m.Loop) and any(  # a dot loop: acc += dot(a[..], b[..]) lines
-                isinstance(i, m.Name) and i.id == rows
-                for s in stmt.body if isinstance(s, m.Accumulate) and isinstance(s.value, m.Call)
-                for b in s.value.args[1:2] if isinstance(b, m.Load)
-                for i in b.index
-            ):
-                why = f"'{rows}' in the first operand of each dot (its rows)"
-            elif isinstance(stmt, m.Store) and not isinstance(stmt.value, m.Ref):
-                over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
-                if over:
-                    why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
+            body = "a body of tile declarations, loops of dots ('acc += dot(a[m, k], b[k, n])') and stores"
+            match stmt:
+                case m.Loop() if not m.is_dot_loop(stmt):
+                    why = body
+                case m.Loop():  # a dot loop: acc += dot(a[..], b[..]) lines
+                    if any(
+                        isinstance(i, m.Name) and i.id == rows
+                        for s in stmt.body if isinstance(s, m.Accumulate) and isinstance(s.value, m.Call)
+                        for b in s.value.args[1:2] if isinstance(b, m.Load)
+                        for i in b.index
+                    ):
+                        why = f"'{rows}' in the first operand of each dot (its rows)"
+                case m.Store():
+                    over = any(isinstance(i, m.Name) and i.id == rows for i in stmt.index)
+                    if over and not isinstance(stmt.value, m.Ref):
+                        why = f"stores of a local over '{rows}' ('c[m, n] = acc')"
+                case m.Declare():
+                    pass
+                case _:  # any other statement (an assignment, an update)
+                    why = body
         chosen = spec.default_config()
         value = chosen.get(param) or state.params[param].default if chosen is not None else None
         if why is None and value is not None and is_two_pieces(int(value.text)):
@@ -191,11 +199,9 @@ def check_pieces(state: CheckState) -> None:
 
 def check_chunks(state: CheckState) -> None:
     """``k over D1 by BK whole``: each program covers all of ``D1`` in a loop over tiles of ``BK``,
-    which :func:`tilegen.lower.rows.loop_rows` writes; the body must be one it takes (reductions
+    which :func:`tilegen.row_loops.loop_rows` writes; the body must be one it takes (reductions
     that merge across tiles, elementwise work, stores), and so must the grid: one whole axis,
     pointers. Raises nothing: problems go to ``state.errors``."""
-    from tilegen.lower.rows import loop_rows  # the rewrite's own rules, not repeated here
-
     chunked = [(a, a.chunk) for a in state.spec.grid if a.chunk is not None]
     if not chunked or loop_rows(state.spec) is not None:
         return

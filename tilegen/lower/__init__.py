@@ -33,18 +33,20 @@ import hashlib
 
 from tilegen import __version__
 from tilegen import model as m
+from tilegen.check import check  # the checker's rules for descriptors (_descriptors_serve), not repeated here
 from tilegen.errors import Collector, SpecError
 from tilegen.lower.autograd import backward_overwrites, lower_autograd
 from tilegen.lower.descriptors import lower_descriptor_blocks
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import LauncherRole, lower_launcher
 from tilegen.lower.names import printable
-from tilegen.lower.passes import access_variant, kernel_spec, module_spec, safe_path, without_detach
+from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec, safe_path
 from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
-from tilegen.lower.rows import loop_rows, lower_rows, whole_pruned
+from tilegen.lower.rows import lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
 from tilegen.resources import runtime_build
+from tilegen.row_loops import loop_rows
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
 
@@ -67,6 +69,7 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """
     spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
     bindings = spec.bindings()
+    # not a pass: one spec for each binding, each lowered (tilegen.lower.passes says why)
     plans = [_lower(m.specialize(spec, binding), backward) for binding in bindings]
     for binding, plan in zip(bindings[1:], plans[1:], strict=True):
         if plan != plans[0]:
@@ -88,7 +91,7 @@ def _variant(
     """``spec`` lowered again as ``_<kernel>_<variant>`` with another access style (None:
     pointers; :func:`~tilegen.lower.passes.access_variant`), its autotune configs named
     ``configs``; its launcher returns ``fallback``."""
-    other = access_variant(spec, access, variant)
+    other = access_variant(spec, access, variant)  # another kernel's spec: not a pass (tilegen.lower.passes)
     kernel = lower_kernel(kernel_spec(other))
     if kernel.tune is not None:  # its own configs (a descriptor kernel's with their pre_hook)
         kernel = dataclasses.replace(kernel, tune=dataclasses.replace(kernel.tune, name=configs))
@@ -97,8 +100,6 @@ def _variant(
 
 def _descriptors_serve(spec: m.Spec) -> bool:
     """Whether the checker accepts ``spec`` with ``access descriptor`` instead of its own."""
-    from tilegen.check import check  # the checker's rules for descriptors, not repeated here
-
     assert spec.access is not None, "a spec of the default access style"
     try:
         check(dataclasses.replace(spec, access=dataclasses.replace(spec.access, id="descriptor")))
@@ -109,16 +110,17 @@ def _descriptors_serve(spec: m.Spec) -> bool:
 
 def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none). The kernels are
-    lowered from it without ``detach`` (:func:`~tilegen.lower.passes.without_detach`), the
-    reference from it as written."""
+    lowered from it after the ``kernels`` passes (:func:`~tilegen.lower.passes.kernels_spec`:
+    without ``detach``), the reference from it as written."""
     grad = "route" if backward else "refuse"
     over = backward_overwrites(spec, backward)  # inputs its backward may write over: inplace_backward=True
-    written, spec = spec, without_detach(spec)
+    written, spec = spec, kernels_spec(spec)  # the passes of tilegen.lower.passes, stage 'kernels'
+    # the module's other kernels' specs (not passes: each is another kernel's spec, tilegen.lower.passes)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
         return _staged(spec, staging, backward, grad, written, over)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
-        looped = loop_rows(spec)
+        looped = loop_rows(spec)  # not a pass: it also gives what the launcher routes on (tilegen.lower.passes)
         assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
         launcher = lower_launcher(looped.spec, kernel, LauncherRole(grad=grad, over=over))

@@ -4,22 +4,13 @@ The model answers ``None`` where a name is unknown (:meth:`tilegen.model.Spec.te
 :func:`tilegen.functions.lookup`) or a part is optional (an axis's ``block``), because the
 checker asks those questions of specs that may be wrong. The lowering reads checked specs
 only, where every tensor an access names is declared, every call resolves and a tiled axis has
-its block; these functions say so once, and fail loudly (``AssertionError``) should the checker
-ever let such a spec through.
+its block; these functions say so once (:func:`tilegen.functions.function_of` says it of a
+call), and fail loudly (``AssertionError``) should the checker ever let such a spec through.
 """
 
 from __future__ import annotations
 
 from tilegen import model as m
-from tilegen.functions import Function, lookup
-
-
-def function_of(name: str | m.Name) -> Function:
-    """The function a checked spec calls as ``name`` (casts included, as
-    :func:`~tilegen.functions.lookup` gives them)."""
-    found = lookup(name)
-    assert found is not None, f"'{name if isinstance(name, str) else name.id}' is not a function"
-    return found
 
 
 def tensor_of(spec: m.Spec, name: str) -> m.Tensor:

@@ -23,8 +23,7 @@ from typing import TypeGuard
 
 from tilegen import model as m
 from tilegen.dtypes import INDEX, expr_dtype
-from tilegen.functions import lookup
-from tilegen.lower.checked import function_of
+from tilegen.functions import function_of, lookup
 
 #: log2(e): exp(x) = exp2(x * LOG2E).
 LOG2E = "1.4426950408889634"
@@ -41,7 +40,7 @@ def fold_exp2(spec: m.Spec) -> m.Spec:
     domain = _logit_variables(spec)
     if not domain:
         return spec
-    return dataclasses.replace(spec, body=tuple(_rewrite_stmt(s, domain, spec) for s in spec.body))
+    return dataclasses.replace(spec, body=m.map_body(spec.body, lambda s: _rewrite_stmt(s, domain, spec)))
 
 
 def _dtypes(spec: m.Spec) -> dict[str, str | None]:
@@ -55,10 +54,13 @@ def _dtypes(spec: m.Spec) -> dict[str, str | None]:
         return tensor.dtype.id if tensor is not None else INDEX
 
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            found.setdefault(stmt.name.id, stmt.dtype.id)
-        elif isinstance(stmt, (m.Assign, m.Accumulate)):
-            found.setdefault(stmt.name.id, expr_dtype(stmt.value, spec, local))
+        match stmt:
+            case m.Declare():
+                found.setdefault(stmt.name.id, stmt.dtype.id)
+            case m.Assign() | m.Accumulate():
+                found.setdefault(stmt.name.id, expr_dtype(stmt.value, spec, local))
+            case _:  # any other statement defines no local
+                pass
     return found
 
 
@@ -130,24 +132,31 @@ def _logit_variables(spec: m.Spec) -> set[str]:
         changed = False
         for stmt in stmts:
             bad: set[str] = set()
-            if isinstance(stmt, m.Accumulate) and stmt.name.id in domain:
-                bad.add(stmt.name.id)
-            if isinstance(stmt, m.Declare) and stmt.name.id in domain and _refs(stmt.init):
-                bad.add(stmt.name.id)
-            if isinstance(stmt, m.Assign) and stmt.name.id in domain and not _is_domain(stmt.value, domain):
-                bad.add(stmt.name.id)
-            if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-                target = isinstance(stmt, m.Assign) and stmt.name.id in domain and stmt.name.id not in bad
-                bad |= _bad_uses(stmt.value, domain, ok=target)
+            match stmt:
+                case m.Accumulate():
+                    if stmt.name.id in domain:
+                        bad.add(stmt.name.id)
+                    bad |= _bad_uses(stmt.value, domain)
+                case m.Declare():
+                    if stmt.name.id in domain and _refs(stmt.init):
+                        bad.add(stmt.name.id)
+                case m.Assign():
+                    if stmt.name.id in domain and not _is_domain(stmt.value, domain):
+                        bad.add(stmt.name.id)
+                    target = stmt.name.id in domain and stmt.name.id not in bad
+                    bad |= _bad_uses(stmt.value, domain, ok=target)
+                case _:  # any other statement (a store): a domain variable it reads is used outside an exponent
+                    for value in m.values(stmt):
+                        bad |= _bad_uses(value, domain)
             if bad:
                 domain -= bad
                 changed = True
     # Worth it only when every root folds log2(e) into a scalar factor: a root multiplied
     # element by element costs what each exp2 saves (softmax's exp(x - max(x)) stays as written).
-    exps = [p for s in stmts if isinstance(s, (m.Assign, m.Accumulate, m.Store))
-            for p in m.subexpressions(s.value) if _is_call(p, "exp") and _exponent_ok(p.args[0], domain)]
-    roots = [r for s in stmts if isinstance(s, (m.Assign, m.Declare)) and s.name.id in domain
-             for r in _roots(s.value if isinstance(s, m.Assign) else s.init, domain)]
+    exps = [p for s in stmts for v in m.values(s)
+            for p in m.subexpressions(v) if _is_call(p, "exp") and _exponent_ok(p.args[0], domain)]
+    # (an update's local is not in the domain: only declarations and assignments define one)
+    roots = [r for s in stmts if m.local_name(s) in domain for v in m.values(s) for r in _roots(v, domain)]
     roots += [r for e in exps if isinstance(e.args[0], m.BinOp) for part in (e.args[0].left, e.args[0].right)
               for r in _roots(part, domain)]
     if not exps or not all(_folds(r, spec) for r in roots):
@@ -215,30 +224,25 @@ def _is_scalar(expr: m.Expr, spec: m.Spec) -> bool:
 def _rewrite_expr(expr: m.Expr, domain: set[str], spec: m.Spec) -> m.Expr:
     """``exp`` of a domain exponent -> ``exp2`` of it in base 2 (domain variables hold base-2
     values already; a root operand is scaled)."""
-    if isinstance(expr, m.Call):
-        if expr.func.id == "exp" and _exponent_ok(expr.args[0], domain):
-            arg = expr.args[0]
-            if isinstance(arg, m.BinOp):
-                arg = dataclasses.replace(
-                    arg, left=_scaled(arg.left, domain, spec), right=_scaled(arg.right, domain, spec)
-                )
-            return dataclasses.replace(expr, func=dataclasses.replace(expr.func, id="exp2"), args=(arg,))
-        return dataclasses.replace(expr, args=tuple(_rewrite_expr(a, domain, spec) for a in expr.args))
-    if isinstance(expr, m.BinOp):
-        left, right = _rewrite_expr(expr.left, domain, spec), _rewrite_expr(expr.right, domain, spec)
-        return dataclasses.replace(expr, left=left, right=right)
-    if isinstance(expr, m.Neg):
-        return dataclasses.replace(expr, operand=_rewrite_expr(expr.operand, domain, spec))
-    return expr
+
+    def exp2(e: m.Expr) -> m.Expr | None:
+        if not (_is_call(e, "exp") and _exponent_ok(e.args[0], domain)):
+            return None
+        arg = e.args[0]
+        if isinstance(arg, m.BinOp):
+            arg = dataclasses.replace(arg, left=_scaled(arg.left, domain, spec), right=_scaled(arg.right, domain, spec))
+        return dataclasses.replace(e, func=dataclasses.replace(e.func, id="exp2"), args=(arg,))
+
+    return m.map_expr(expr, exp2)
 
 
 def _rewrite_stmt(stmt: m.Stmt, domain: set[str], spec: m.Spec) -> m.Stmt:
-    if isinstance(stmt, m.Loop):
-        return dataclasses.replace(stmt, body=tuple(_rewrite_stmt(s, domain, spec) for s in stmt.body))
-    if isinstance(stmt, m.Declare) and stmt.name.id in domain:
-        return dataclasses.replace(stmt, init=_scaled(stmt.init, domain, spec))
-    if isinstance(stmt, m.Assign) and stmt.name.id in domain:
-        return dataclasses.replace(stmt, value=_scaled(stmt.value, domain, spec))
-    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-        return dataclasses.replace(stmt, value=_rewrite_expr(stmt.value, domain, spec))
-    return stmt
+    """One statement in base 2 (a loop's body is :func:`tilegen.model.map_body`'s): a domain
+    local's definition scaled, every other value's exponentials rewritten."""
+    match stmt:
+        case m.Declare() if stmt.name.id in domain:
+            return dataclasses.replace(stmt, init=_scaled(stmt.init, domain, spec))
+        case m.Assign() if stmt.name.id in domain:
+            return dataclasses.replace(stmt, value=_scaled(stmt.value, domain, spec))
+        case _:  # any other statement: its values' exponentials
+            return m.map_values(stmt, lambda e: _rewrite_expr(e, domain, spec))

@@ -29,9 +29,18 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import HELPERS, MAX_MULTIPLIED_EXPONENT, Function, folded, literal_value, lookup, spanned_axes
+from tilegen.functions import (
+    HELPERS,
+    MAX_MULTIPLIED_EXPONENT,
+    Function,
+    folded,
+    function_of,
+    literal_value,
+    lookup,
+    spanned_axes,
+)
 from tilegen.lower.access import Access
-from tilegen.lower.checked import function_of, tensor_of
+from tilegen.lower.checked import tensor_of
 from tilegen.lower.names import BF16_DOT_OPERAND, binop_text, broadcast, broadcast_tile, number_text, tuple_text
 from tilegen.lower.names import triton_dtype as triton_dtype_text
 from tilegen.lower.pieces import local_name
@@ -74,9 +83,10 @@ def triton_dtype(left: str, right: str, op: str) -> str | None:
 #: bf16's bits there (see :meth:`Expressions.in_f32`).
 _THROUGH_F32 = (*(d for d in m.DTYPES if is_int(d)), BOOL, "f64")
 
-class Expressions:
-    """The Triton text of spec expressions, in the shape of a statement's tile (its context:
-    the tile axes, in order, of the value being computed)."""
+class ExpressionTypes:
+    """What the Triton text of spec expressions rests on: their dtypes (as written and as the
+    kernel computes them), their tile axes, and the conversions between dtypes (:class:`Expressions`
+    writes the text)."""
 
     def __init__(self, state: KernelState, access: Access):
         self.state = state
@@ -255,6 +265,10 @@ class Expressions:
             right = self.converted(right, expr.right, target)
         text = binop_text(expr, left, right)
         return f"({text}).to({m.DTYPES[target][0]})" if rounds else text
+
+class Expressions(ExpressionTypes):
+    """The Triton text of spec expressions, in the shape of a statement's tile (its context:
+    the tile axes, in order, of the value being computed)."""
 
     def call(self, call: m.Call, context: tuple[str, ...], ops: list[Op]) -> str:
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""

@@ -31,8 +31,9 @@ from collections.abc import Callable
 
 from tilegen import model as m
 from tilegen.across import Across, across
+from tilegen.functions import function_of
 from tilegen.lower.access import Access
-from tilegen.lower.checked import block_of, function_of, tensor_of
+from tilegen.lower.checked import block_of, tensor_of
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.names import stride_name
 from tilegen.lower.plan import Comment, FinishPlan, KernelPlan, Line, Op

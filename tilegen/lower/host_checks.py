@@ -20,11 +20,8 @@ from tilegen.lower.names import (
     tuple_text,
 )
 from tilegen.lower.plan import IfBlock, Line, Op, RowsPlan
+from tilegen.row_loops import MAX_TILE
 from tilegen.spec_text import expr_text, extent_text
-
-#: Triton's largest tile (``tl.arange`` extent): TRITON_MAX_TENSOR_NUMEL.
-MAX_TILE = 1 << 20
-
 
 def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
     """(tensor, position, largest constant) for every constant index the body uses."""

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from tilegen import model as m
-from tilegen.functions import HELPERS
+from tilegen.functions import HELPERS, function_of
 from tilegen.lower.access import Access
-from tilegen.lower.checked import block_of, function_of
+from tilegen.lower.checked import block_of
 from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import across_stores, lower_finish, partials_name
 from tilegen.lower.grid import grid_ops

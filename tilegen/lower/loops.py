@@ -16,9 +16,9 @@ from contextlib import nullcontext
 
 from tilegen import model as m
 from tilegen.carried import running_extrema
-from tilegen.functions import literal_value
+from tilegen.functions import function_of, literal_value
 from tilegen.lower.access import Access
-from tilegen.lower.checked import block_of, function_of, tensor_of
+from tilegen.lower.checked import block_of, tensor_of
 from tilegen.lower.grid import int64_casts
 from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
 from tilegen.lower.pieces import in_piece, local_name, pieced
@@ -291,8 +291,8 @@ class Loops:
         starts = {s.name.id: s.init for s in m.statements(state.spec.body) if isinstance(s, m.Declare)}
         relative = {
             part.args[0].right.name.id
-            for stmt in loop.body if isinstance(stmt, (m.Assign, m.Accumulate, m.Store))
-            for part in m.subexpressions(stmt.value)
+            for stmt in loop.body for value in m.values(stmt)
+            for part in m.subexpressions(value)
             if isinstance(part, m.Call) and part.func.id in ("exp", "exp2") and isinstance(part.args[0], m.BinOp)
             and part.args[0].op == "-" and isinstance(part.args[0].right, m.Ref)
         }

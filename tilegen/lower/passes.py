@@ -12,23 +12,33 @@
 3. ``derived_refs`` (stage ``module``, :func:`derived_refs`): an offset's arithmetic that is a
    derived extent (``C / G``) as the size naming it (``C_over_G``), in the kernel and the
    reference alike.
-4. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
+4. ``without_detach`` (stage ``kernels``, :func:`without_detach`): each ``detach(e)`` as ``e``.
+   After the ``module`` stage and the specialization: the torch reference and the autograd
+   formula are lowered from the spec with its ``detach`` calls (torch's keep autograd of it
+   right); before the other kernels' specs are derived, which recognise ``x - max(x)``.
+5. ``exp2`` (stage ``kernel``, :func:`tilegen.lower.exp2.fold_exp2`): exponentials of logits in
    base 2, ``log2(e)`` folded into the scalar factor they are scaled by. Last, and on the spec of
    each kernel only (:func:`kernel_spec`, just before :func:`tilegen.lower.kernel.lower_kernel`):
    the launcher and the torch reference are lowered from the spec without it (the reference is
    the spec as written), and the kernel variants below are derived from the spec without it
-   (:func:`tilegen.lower.rows.loop_rows` recognises ``sum(exp(x - max(x)))`` as an online softmax,
+   (:func:`tilegen.row_loops.loop_rows` recognises ``sum(exp(x - max(x)))`` as an online softmax,
    which the rewrite would hide). It assumes a spec whose dtype variables are bound.
 
-Between the two stages :func:`tilegen.lower.lower` makes one spec per binding of the dtype
-variables (:func:`tilegen.model.specialize`) and derives from each the module's other kernels,
-rewrites that map one spec to another kernel's spec (each then goes through the ``kernel`` stage):
+Three steps of :func:`tilegen.lower.lower` map a spec to other specs and are not passes, each
+because it makes specs of more than one kernel, or more than one spec:
 
-* :func:`access_variant`: the same spec through plain pointers (``_<kernel>_pointers``, where TMA
+* :func:`tilegen.model.specialize`, between the ``module`` and ``kernels`` stages: one spec per
+  binding of the dtype variables, each lowered (all must lower to one text);
+* after the ``kernels`` stage, the module's other kernels, each then through the ``kernel`` stage:
+  :func:`access_variant`, the same spec through plain pointers (``_<kernel>_pointers``, where TMA
   descriptors or block pointers cannot serve) or through descriptors (``_<kernel>_descriptors``,
-  a block-pointer spec on a Triton without block pointers);
-* :func:`tilegen.lower.rows.loop_rows`: a ``whole`` axis as loops over its tiles
-  (``_<kernel>_loops``, rows too long for one tile), which also returns what the launcher routes on.
+  a block-pointer spec on a Triton without block pointers); :func:`tilegen.row_loops.loop_rows`, a
+  ``whole`` axis as loops over its tiles (``_<kernel>_loops``, rows too long for one tile), which
+  also returns what the launcher routes on; :func:`tilegen.lower.stages.stage_specs`, a spec that
+  reduces across programs split into launches (a kernel per stage and the spec's own).
+
+The derivation of backwards (:mod:`tilegen.grad`) specializes too, to ask about dtypes; its text
+writes the dtype variables, so it rewrites no spec that is lowered.
 
 Analyses that rewrite nothing stay with the lowering that uses them (:mod:`tilegen.lower.scaled`,
 :mod:`tilegen.lower.ranges`).
@@ -37,7 +47,7 @@ Analyses that rewrite nothing stay with the lowering that uses them (:mod:`tileg
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
@@ -60,12 +70,13 @@ def printable_path(spec: m.Spec) -> m.Spec:
 @dataclass(frozen=True)
 class Pass:
     """One spec rewrite: its ``name``, the function, and its ``stage``: ``module`` (the spec every
-    part of the module is lowered from) or ``kernel`` (each kernel's spec, just before kernel
-    lowering)."""
+    part of the module is lowered from), ``kernels`` (the spec the kernels, their launchers and the
+    other kernels' specs are lowered from; not the reference) or ``kernel`` (each kernel's spec,
+    just before kernel lowering)."""
 
     name: str
     rewrite: Callable[[m.Spec], m.Spec]
-    stage: Literal["module", "kernel"]
+    stage: Literal["module", "kernels", "kernel"]
 
 
 def one_element(spec: m.Spec) -> m.Spec:
@@ -81,66 +92,34 @@ def one_element(spec: m.Spec) -> m.Spec:
         dataclasses.replace(t, dims=(m.Number("1", t.span),)) if t.zero_dim else t for t in spec.tensors
     )
 
-    def expr(e: m.Expr) -> m.Expr:
+    def read(e: m.Expr) -> m.Expr | None:  # a 0-dim input read by its name: its one element
         if isinstance(e, m.Ref) and e.name.id in inputs:
             return m.Load(e.name, (m.Number("0", e.span),), e.span)
-        if isinstance(e, m.BinOp):
-            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
-        if isinstance(e, m.Neg):
-            return dataclasses.replace(e, operand=expr(e.operand))
-        if isinstance(e, m.Call):
-            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args),
-                                       kwargs=tuple((k, v if isinstance(v, m.Ref) else expr(v)) for k, v in e.kwargs))
-        return e
+        return None
 
     def stmt(s: m.Stmt) -> m.Stmt:
-        if isinstance(s, m.Loop):
-            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
-        if isinstance(s, m.Declare):
-            return dataclasses.replace(s, init=expr(s.init))
         if isinstance(s, m.Store) and s.tensor.id in outputs:
             s = dataclasses.replace(s, index=(m.Number("0", s.span),))
-        return dataclasses.replace(s, value=expr(s.value))
+        return m.map_values(s, lambda e: m.map_expr(e, read))
 
-    return dataclasses.replace(spec, tensors=tensors, body=tuple(stmt(s) for s in spec.body))
+    return dataclasses.replace(spec, tensors=tensors, body=m.map_body(spec.body, stmt))
 
 
 def without_detach(spec: m.Spec) -> m.Spec:
     """``spec`` with each ``detach(e)`` as ``e``: ``detach`` changes no value, only what a gradient
-    flows through (:mod:`tilegen.derive`), so the kernels are lowered from this and see the
-    expressions they recognise (``x - max(x)``, :mod:`tilegen.lower.rows`); the torch reference is
+    flows through (:mod:`tilegen.grad`), so the kernels are lowered from this and see the
+    expressions they recognise (``x - max(x)``, :mod:`tilegen.row_loops`); the torch reference is
     lowered from the spec as written, whose ``torch.detach`` keeps autograd of it right."""
 
-    def expr(e: m.Expr) -> m.Expr:
-        if isinstance(e, m.Call) and m.is_detach(e):
-            return expr(e.args[0])
-        if isinstance(e, m.BinOp):
-            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
-        if isinstance(e, m.Neg):
-            return dataclasses.replace(e, operand=expr(e.operand))
-        if isinstance(e, m.Call):
-            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args),
-                                       kwargs=tuple((k, v if isinstance(v, m.Ref) else expr(v)) for k, v in e.kwargs))
-        return e
+    def inside(e: m.Expr) -> m.Expr | None:
+        return m.map_expr(e.args[0], inside) if m.is_detach(e) else None
 
     def stmt(s: m.Stmt) -> m.Stmt:
-        if isinstance(s, m.Loop):
-            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
-        if isinstance(s, m.Declare):
-            return dataclasses.replace(s, init=expr(s.init))
-        return dataclasses.replace(s, value=expr(s.value))
+        return m.map_values(s, lambda e: m.map_expr(e, inside))
 
-    if not any(m.is_detach(e) for s in m.statements(spec.body) for e in _values(s)):
+    if not any(m.is_detach(e) for s in m.statements(spec.body) for v in m.values(s) for e in m.subexpressions(v)):
         return spec
-    return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
-
-
-def _values(stmt: m.Stmt) -> Iterator[m.Expr]:
-    """Every expression of one statement (a loop's body is not included)."""
-    if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-        yield from m.subexpressions(stmt.value)
-    elif isinstance(stmt, m.Declare):
-        yield from m.subexpressions(stmt.init)
+    return dataclasses.replace(spec, body=m.map_body(spec.body, stmt))
 
 
 def derived_refs(spec: m.Spec) -> m.Spec:
@@ -151,46 +130,41 @@ def derived_refs(spec: m.Spec) -> m.Spec:
     if not names:
         return spec
 
+    def size(e: m.Expr) -> m.Expr | None:  # arithmetic that is a derived extent: the size naming it
+        if isinstance(e, m.BinOp) and m.derived_name(e) in names:
+            return m.Ref(m.Name(m.derived_name(e), e.span), e.span)
+        return None
+
     def named(e: m.Expr) -> m.Expr:
-        if isinstance(e, m.BinOp):
-            if m.derived_name(e) in names:
-                return m.Ref(m.Name(m.derived_name(e), e.span), e.span)
-            return dataclasses.replace(e, left=named(e.left), right=named(e.right))
-        if isinstance(e, m.Neg):
-            return dataclasses.replace(e, operand=named(e.operand))
-        return e
+        return m.map_expr(e, size)
 
     def index(item: m.Index) -> m.Index:
         # an offset item whose whole arithmetic is a derived extent becomes a Ref to its size
         return cast(m.Index, named(item)) if m.is_offset(item) else dataclasses.replace(item, index=tuple(
             index(i) for i in item.index)) if isinstance(item, m.Load) else item
 
-    def expr(e: m.Expr) -> m.Expr:
-        if isinstance(e, m.Load):
-            return cast(m.Expr, index(e))
-        if isinstance(e, m.BinOp):
-            return dataclasses.replace(e, left=expr(e.left), right=expr(e.right))
-        if isinstance(e, m.Neg):
-            return dataclasses.replace(e, operand=expr(e.operand))
-        if isinstance(e, m.Call):
-            return dataclasses.replace(e, args=tuple(expr(a) for a in e.args))
-        return e
+    def load(e: m.Expr) -> m.Expr | None:  # the offsets of a load's (and its gathers') index
+        return cast(m.Expr, index(e)) if isinstance(e, m.Load) else None
 
     def stmt(s: m.Stmt) -> m.Stmt:
-        if isinstance(s, m.Loop):
-            return dataclasses.replace(s, body=tuple(stmt(b) for b in s.body))
         if isinstance(s, m.Store):
             s = dataclasses.replace(s, index=tuple(index(i) for i in s.index))
-        return dataclasses.replace(s, value=expr(s.value)) if isinstance(s, (m.Assign, m.Accumulate, m.Store)) else s
+        return m.map_values(s, lambda e: m.map_expr(e, load))
 
-    return dataclasses.replace(spec, body=tuple(stmt(s) for s in spec.body))
+    return dataclasses.replace(spec, body=m.map_body(spec.body, stmt))
 
 
 #: The spec rewrites, in the order they run (see the module docstring for why each is where it is).
 PASSES: tuple[Pass, ...] = (
+    # first: every later part writes the path (comments, docstrings, errors)
     Pass("printable_path", printable_path, "module"),
+    # before any lowering: every part then lowers a 0-dim tensor as any other
     Pass("one_element", one_element, "module"),
+    # before any lowering: the kernel and the reference alike read the size, not its arithmetic
     Pass("derived_refs", derived_refs, "module"),
+    # after the reference's spec is taken, before the kernels' specs are derived from this one
+    Pass("without_detach", without_detach, "kernels"),
+    # last, on each kernel's own spec: the launcher, reference and variants need exp as written
     Pass("exp2", fold_exp2, "kernel"),
 )
 
@@ -206,6 +180,13 @@ def module_spec(spec: m.Spec) -> m.Spec:
     """A checked spec after the ``module`` passes: what the kernel, launcher and reference of the
     module are lowered from."""
     return _run(spec, "module")
+
+
+def kernels_spec(spec: m.Spec) -> m.Spec:
+    """A specialized module spec after the ``kernels`` passes: what the kernels, their launchers
+    and the module's other kernels' specs are lowered from (the reference is lowered from the spec
+    before them)."""
+    return _run(spec, "kernels")
 
 
 def kernel_spec(spec: m.Spec) -> m.Spec:

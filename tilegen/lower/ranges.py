@@ -52,9 +52,7 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
     ``m``). None when there is none."""
     n = loop.axis.name.id
     for stmt in loop.body:
-        if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-            continue
-        for part in m.subexpressions(stmt.value):
+        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
             if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
                 continue
             cond = part.args[0]
@@ -145,14 +143,16 @@ def skips_when_false(loop: m.Loop, guard: Guard, carried: set[str], strict: bool
     """
     env: dict[str, _Abstract] = {name: ("same", name) for name in carried}
     for stmt in loop.body:
-        if isinstance(stmt, (m.Store, m.Loop)):
-            return False
-        if isinstance(stmt, m.Declare):
-            env[stmt.name.id] = _value(stmt.init, env, guard, strict)
-        elif isinstance(stmt, m.Assign):
-            env[stmt.name.id] = _value(stmt.value, env, guard, strict)
-        elif isinstance(stmt, m.Accumulate) and _value(stmt.value, env, guard, strict) != _ZERO:
-            env[stmt.name.id] = None
+        match stmt:
+            case m.Declare():
+                env[stmt.name.id] = _value(stmt.init, env, guard, strict)
+            case m.Assign():
+                env[stmt.name.id] = _value(stmt.value, env, guard, strict)
+            case m.Accumulate():
+                if _value(stmt.value, env, guard, strict) != _ZERO:
+                    env[stmt.name.id] = None
+            case _:  # any other statement (a store, a loop): not shown to change nothing
+                return False
     return all(env.get(name) == ("same", name) for name in carried if _assigned(loop, name))
 
 
@@ -168,7 +168,7 @@ def lanes_past_end_are_guarded(loop: m.Loop, guard: Guard, carried: set[str], sa
     if not same_dim or not skips_when_false(loop, guard, carried, strict=True):
         return False
     n = loop.axis.name.id
-    values = [s.value for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate, m.Store))]
+    values = [value for s in m.statements(loop.body) for value in m.values(s)]
     parts = [part for value in values for part in m.subexpressions(value)]
     operands = {id(arg) for part in parts if isinstance(part, m.Call) and m.is_dot(part) for arg in part.args}
     along_n = [p for p in parts if isinstance(p, m.Load) and _along(p, n)]
@@ -221,14 +221,19 @@ def _reductions_neutral(loop: m.Loop, guard: Guard, carried: set[str]) -> bool:
         return True
 
     for stmt in loop.body:
-        value = (stmt.init if isinstance(stmt, m.Declare)
-                 else stmt.value if isinstance(stmt, (m.Assign, m.Accumulate, m.Store)) else None)
-        if value is None or not neutral(value):
-            return False
-        if isinstance(stmt, (m.Assign, m.Declare)):
-            env[stmt.name.id] = _value(value, env, guard, True)
-            if spans(value):
-                spanning.add(stmt.name.id)
+        match stmt:
+            case m.Declare() | m.Assign():  # a local's value
+                value = m.values(stmt)[0]
+                if not neutral(value):
+                    return False
+                env[stmt.name.id] = _value(value, env, guard, True)
+                if spans(value):
+                    spanning.add(stmt.name.id)
+            case m.Accumulate() | m.Store():
+                if not neutral(stmt.value):
+                    return False
+            case _:  # any other statement (a loop): not shown to be neutral
+                return False
     return True
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeGuard
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.dtypes import (
     INDEX,
@@ -23,8 +25,8 @@ from tilegen.dtypes import (
     possible_dtypes,
     promote,
 )
-from tilegen.functions import Function, spanned_axes
-from tilegen.lower.checked import block_of, default_of, function_of, tensor_of
+from tilegen.functions import Function, function_of, spanned_axes
+from tilegen.lower.checked import block_of, default_of, tensor_of
 from tilegen.lower.names import (
     binop_text,
     dtype_bindings,
@@ -55,8 +57,10 @@ def to_dtype(text: str, dtype: str) -> str:
             return text
     return f"{text}{suffix}"
 
-class ReferenceLowering:
-    """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`)."""
+class ReferenceExpressions:
+    """The torch text of one checked spec's expressions over whole tensors (its loads, gathers,
+    arithmetic, functions and reductions), with the state its statements build (:class:`ReferenceLowering`
+    writes them)."""
 
     def __init__(self, spec: m.Spec, launcher: LauncherPlan):
         self.spec = spec
@@ -379,6 +383,10 @@ class ReferenceLowering:
         text = text if self.expr_axes(expr) else f"torch.as_tensor({text})"
         return to_dtype(text, m.DTYPES[target][1])
 
+class ReferenceLowering(ReferenceExpressions):
+    """Builds the :class:`ReferencePlan` of one checked spec (use :func:`lower_reference`): its
+    statements, in order, over whole tensors."""
+
     def declare(self, stmt: m.Declare) -> None:
         # In the kernel a tile lives in one program; over whole tensors it spans every
         # index axis (batch) of the grid too.
@@ -459,25 +467,28 @@ class ReferenceLowering:
 
     def walk(self, body: Iterable[m.Stmt]) -> None:
         for stmt in body:
-            if isinstance(stmt, m.Declare):
-                self.declare(stmt)
-            elif isinstance(stmt, m.Assign):
-                name = stmt.name.id
-                axes = self.locals.get(name) or self.expr_axes(stmt.value)
-                value = self.expr(stmt.value, axes)
-                if name in self.locals and set(self.expr_axes(stmt.value)) != set(axes):  # keeps its shape
-                    value = f"({value}).expand({', '.join(self.dim_of(a) for a in axes)})"
-                self.lines.append(f"{name} = {value}")
-                self.spec_dtypes.setdefault(name, self.dtype_of(stmt.value))
-                self.locals[name] = axes
-            elif isinstance(stmt, m.Accumulate):
-                context = self.locals[stmt.name.id]
-                value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
-                self.lines.append(f"{stmt.name.id} += {value}")
-            elif isinstance(stmt, m.Loop):
-                self.walk(stmt.body)
-            elif isinstance(stmt, m.Store):
-                self.store(stmt)
+            match stmt:
+                case m.Declare():
+                    self.declare(stmt)
+                case m.Assign():
+                    name = stmt.name.id
+                    axes = self.locals.get(name) or self.expr_axes(stmt.value)
+                    value = self.expr(stmt.value, axes)
+                    if name in self.locals and set(self.expr_axes(stmt.value)) != set(axes):  # keeps its shape
+                        value = f"({value}).expand({', '.join(self.dim_of(a) for a in axes)})"
+                    self.lines.append(f"{name} = {value}")
+                    self.spec_dtypes.setdefault(name, self.dtype_of(stmt.value))
+                    self.locals[name] = axes
+                case m.Accumulate():
+                    context = self.locals[stmt.name.id]
+                    value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
+                    self.lines.append(f"{stmt.name.id} += {value}")
+                case m.Loop():
+                    self.walk(stmt.body)
+                case m.Store():
+                    self.store(stmt)
+                case _:
+                    assert_never(stmt)
 
     def plan(self) -> ReferencePlan:
         spec = self.spec

@@ -66,13 +66,14 @@ def reduced_locals(spec: m.Spec) -> frozenset[str]:
     declared: set[str] = set()
     reduced: set[str] = set()
     for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Declare):
-            declared.add(stmt.name.id)
-        elif isinstance(stmt, (m.Assign, m.Accumulate)):
-            assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
-        if not isinstance(stmt, (m.Assign, m.Accumulate, m.Store)):
-            continue
-        for part in m.subexpressions(stmt.value):
+        match stmt:
+            case m.Declare():
+                declared.add(stmt.name.id)
+            case m.Assign() | m.Accumulate():
+                assigned[stmt.name.id] = assigned.get(stmt.name.id, 0) + 1
+            case _:  # any other statement defines no local
+                pass
+        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
             if (isinstance(part, m.Call) and (f := reduction(part)) is not None and f.mirror is not None
                     and part.word("dim") is not None
                     and len(part.args) == 1 and isinstance(part.args[0], m.Ref)):

@@ -86,10 +86,10 @@ def _tensors_read(stmts: Iterable[m.Stmt]) -> set[str]:
     """The tensors and names ``stmts`` read (loads, gathers, scalars, sizes)."""
     read: set[str] = set()
     for stmt in m.statements(tuple(stmts)):
-        if isinstance(stmt, m.Assign | m.Accumulate | m.Store):
-            read |= names_in(stmt.value)
-            read |= {s.tensor.id for s in m.subexpressions(stmt.value) if isinstance(s, m.Load)}
-            read |= {i.tensor.id for s in m.subexpressions(stmt.value) if isinstance(s, m.Load)
+        for value in m.values(stmt):
+            read |= names_in(value)
+            read |= {s.tensor.id for s in m.subexpressions(value) if isinstance(s, m.Load)}
+            read |= {i.tensor.id for s in m.subexpressions(value) if isinstance(s, m.Load)
                      for i in s.index if isinstance(i, m.Load)}
     return read
 
@@ -138,10 +138,13 @@ def stage_specs(spec: m.Spec) -> Staging | None:
         return None
     local_axes: dict[str, tuple[str, ...]] = {}
     for stmt in body:
-        if isinstance(stmt, m.Assign):
-            local_axes[stmt.name.id] = _axes(stmt.value, local_axes, grid)
-        elif isinstance(stmt, m.Declare):
-            local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
+        match stmt:
+            case m.Assign():
+                local_axes[stmt.name.id] = _axes(stmt.value, local_axes, grid)
+            case m.Declare():
+                local_axes[stmt.name.id] = tuple(a.id for a in stmt.axes)
+            case _:  # any other statement defines no new local (an update's is declared)
+                pass
     axes_of = {i: _axes(s.value, local_axes, grid) for i, s in splits.items()}
     dims = {a.name.id: a.dim for a in spec.grid}
     tensors, index = {}, {}

@@ -9,6 +9,8 @@ axes and dtype there), an :class:`~tilegen.lower.access.Access` and an
 
 from __future__ import annotations
 
+from typing_extensions import assert_never
+
 from tilegen import model as m
 from tilegen.lower.access import Access
 from tilegen.lower.checked import tensor_of
@@ -36,44 +38,49 @@ class Statements:
         locals it defines (their axes and dtype) and the names it takes."""
         state = self.state
         ops: list[Op] = []
-        if isinstance(stmt, m.Declare):
-            axes = tuple(a.id for a in stmt.axes)
-            dtype = triton_dtype(stmt.dtype)
-            value = number_text(stmt.init)
-            state.locals[stmt.name.id] = axes
+        match stmt:
+            case m.Declare():
+                axes = tuple(a.id for a in stmt.axes)
+                dtype = triton_dtype(stmt.dtype)
+                value = number_text(stmt.init)
+                state.locals[stmt.name.id] = axes
 
-            def declare() -> list[Op]:
-                name, shape = local_name(state, stmt.name.id), tuple_text(state.axes[a].tile for a in axes)
-                if value in ("0", "0.0"):
-                    return [Line(f"{name} = tl.zeros({shape}, dtype={dtype})")]
-                return [Line(f"{name} = tl.full({shape}, {value}, dtype={dtype})")]
+                def declare() -> list[Op]:
+                    name, shape = local_name(state, stmt.name.id), tuple_text(state.axes[a].tile for a in axes)
+                    if value in ("0", "0.0"):
+                        return [Line(f"{name} = tl.zeros({shape}, dtype={dtype})")]
+                    return [Line(f"{name} = tl.full({shape}, {value}, dtype={dtype})")]
 
-            ops += each_piece(state, declare, "the second piece's") if pieced(state, stmt.axes) else declare()
-            state.dtypes[stmt.name.id] = stmt.dtype.id
-            state.written[stmt.name.id] = dtype
-            state.taken.add(stmt.name.id)
-        elif isinstance(stmt, (m.Assign, m.Accumulate)) and not self.scaled_assign(stmt, ops):
-            context = state.locals.get(stmt.name.id) or self.exprs.expr_axes(stmt.value)
-            value = self.exprs.expr(stmt.value, context, ops)
-            if isinstance(stmt, m.Assign) and set(self.exprs.expr_axes(stmt.value)) != set(context):
-                # a smaller value broadcast into a variable that keeps its shape (a loop carries it)
-                shape = tuple_text(state.axes[state.canonical.get(a, a)].tile for a in context)
-                value = f"tl.broadcast_to({value}, {shape})"
-            operator = "+=" if isinstance(stmt, m.Accumulate) else "="
-            ops.append(Line(f"{stmt.name.id} {operator} {value}"))
-            state.locals.setdefault(stmt.name.id, context)
-            state.dtypes.setdefault(stmt.name.id, self.exprs.dtype_of(stmt.value))
-            state.written.setdefault(stmt.name.id, self.exprs.written(stmt.value))
-            state.taken.add(stmt.name.id)
-            if isinstance(stmt, m.Assign) and stmt.name.id in state.online:
-                ops.extend(self.guarded_extremum(stmt.name.id))
-        elif isinstance(stmt, m.Store):
-            if pieced(state, stmt.index):
-                ops += each_piece(state, lambda: self.store(stmt), "the second piece's rows")
-            else:
-                ops.extend(self.store(stmt))
-        elif isinstance(stmt, m.Loop):
-            ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
+                ops += each_piece(state, declare, "the second piece's") if pieced(state, stmt.axes) else declare()
+                state.dtypes[stmt.name.id] = stmt.dtype.id
+                state.written[stmt.name.id] = dtype
+                state.taken.add(stmt.name.id)
+            case m.Assign() | m.Accumulate():
+                if self.scaled_assign(stmt, ops):  # emitted as a scaled local
+                    return ops
+                context = state.locals.get(stmt.name.id) or self.exprs.expr_axes(stmt.value)
+                value = self.exprs.expr(stmt.value, context, ops)
+                if isinstance(stmt, m.Assign) and set(self.exprs.expr_axes(stmt.value)) != set(context):
+                    # a smaller value broadcast into a variable that keeps its shape (a loop carries it)
+                    shape = tuple_text(state.axes[state.canonical.get(a, a)].tile for a in context)
+                    value = f"tl.broadcast_to({value}, {shape})"
+                operator = "+=" if isinstance(stmt, m.Accumulate) else "="
+                ops.append(Line(f"{stmt.name.id} {operator} {value}"))
+                state.locals.setdefault(stmt.name.id, context)
+                state.dtypes.setdefault(stmt.name.id, self.exprs.dtype_of(stmt.value))
+                state.written.setdefault(stmt.name.id, self.exprs.written(stmt.value))
+                state.taken.add(stmt.name.id)
+                if isinstance(stmt, m.Assign) and stmt.name.id in state.online:
+                    ops.extend(self.guarded_extremum(stmt.name.id))
+            case m.Store():
+                if pieced(state, stmt.index):
+                    ops += each_piece(state, lambda: self.store(stmt), "the second piece's rows")
+                else:
+                    ops.extend(self.store(stmt))
+            case m.Loop():
+                ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
+            case _:
+                assert_never(stmt)
         return ops
 
     def guarded_extremum(self, name: str) -> list[Op]:

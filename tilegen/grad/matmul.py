@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 
 from tilegen import model as m
-from tilegen.derive import NoBackward, backward_name, declarations, declared, float_tensor
 from tilegen.functions import lookup
+from tilegen.grad.declarations import NoBackward, backward_name, declarations, declared, float_tensor
 from tilegen.lower.passes import safe_path
 from tilegen.spec_text import expr_text, index_text
 

@@ -1,0 +1,83 @@
+"""The size symbols of a spec and their values: which sizes a run chooses, the integer scalar inputs
+sizes are made of, and the derived extents (``C / G``) computed from them, as the launcher computes
+them. Shared by :mod:`tilegen.runner` (which chooses sizes) and :mod:`tilegen.tolerance` (which
+reads them off a call's tensors).
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+
+
+def size_names(spec: m.Spec) -> list[m.Name]:
+    """The size symbols a run chooses, each once: the tensors' shapes (but the numerator of a
+    derived extent ``C / G``, which follows from it and ``G``) and the derived ones."""
+    numerators = {n for n, _ in divided(spec).values()}
+    names: dict[str, m.Name] = {}
+    for tensor in spec.tensors:
+        for dim in tensor.dims:
+            if isinstance(dim, m.Name) and dim.id not in numerators and not is_scalar_input(spec, dim.id):
+                names.setdefault(dim.id, dim)
+    for axis in spec.axes():
+        if axis.extent is not None:
+            names.setdefault(axis.dim.id, axis.dim)
+    return list(names.values())
+
+
+def is_scalar_input(spec: m.Spec, name: str) -> bool:
+    """Whether ``name`` is a scalar input of ``spec`` (``in G: i32``)."""
+    tensor = spec.tensor(name)
+    return tensor is not None and tensor.is_scalar
+
+
+def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
+    """Derived extents of the form ``A / S`` (a size over an integer scalar input or an integer):
+    derived name -> (``A``, ``S``)."""
+    found = {}
+    for name, extent in spec.derived:
+        if isinstance(extent, m.BinOp) and extent.op == "/" and isinstance(extent.left, m.Ref):
+            right = extent.right
+            if isinstance(right, m.Ref) or (isinstance(right, m.Number) and right.is_int):
+                found[name] = (extent.left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
+    return found
+
+
+def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:
+    """A value for each integer scalar input a size is made of (``g over G``, ``C / G``): given,
+    else its sample range's low end, else 3 (what :func:`tilegen.runner.random_inputs` passes for it)."""
+    given = given or {}
+    used = {a.dim.id for a in spec.axes()} | {n for _, e in spec.derived for n in m.offset_names(e)}
+    values = {}
+    for t in spec.inputs:
+        if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES and t.name.id in used:
+            low = int(t.sample[0].value) if t.sample is not None else 3
+            values[t.name.id] = given.get(t.name.id, max(low, 1))
+    return values
+
+
+def solve_derived(spec: m.Spec, sizes: dict[str, int], given: dict[str, int] | None = None) -> dict[str, int]:
+    """``sizes`` with the numerator of each derived extent ``A / S`` made ``A = (A / S) * S``
+    (given values win: then the derived one follows from them), and every other derived size
+    computed from the sizes it is made of."""
+    given = given or {}
+    quotients = divided(spec)
+    for name, (numerator, divisor) in quotients.items():
+        factor = divisor if isinstance(divisor, int) else sizes[divisor]
+        if numerator in given:
+            sizes[name] = given[numerator] // factor
+        sizes[numerator] = sizes[name] * factor
+    for name, extent in spec.derived:
+        if name not in quotients:
+            sizes[name] = _evaluate(extent, sizes)
+    return sizes
+
+
+def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
+    """A derived extent's value at ``sizes`` (``/`` rounds down, as the launcher's ``//``)."""
+    if isinstance(extent, m.Number):
+        return int(extent.text)
+    if isinstance(extent, m.Ref):
+        return sizes[extent.name.id]
+    assert isinstance(extent, m.BinOp)  # the checker's: a derived extent is arithmetic of sizes
+    left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
+    return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

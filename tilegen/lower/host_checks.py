@@ -23,6 +23,7 @@ from tilegen.lower.plan import IfBlock, Line, Op, RowsPlan
 from tilegen.row_loops import MAX_TILE
 from tilegen.spec_text import expr_text, extent_text
 
+
 def constant_indices(spec: m.Spec) -> list[tuple[m.Tensor, int, int]]:
     """(tensor, position, largest constant) for every constant index the body uses."""
     found: dict[tuple[str, int], tuple[m.Tensor, int, int]] = {}

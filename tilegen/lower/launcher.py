@@ -19,12 +19,12 @@ from tilegen.lower.arguments import Arguments, lower_arguments
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
 from tilegen.lower.fast import lower_fast_path
-from tilegen.lower.host_checks import MAX_TILE, bind_sizes, derived_sizes, input_checks, shape_checks
+from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
 from tilegen.lower.launch import launch_ops, traced_launch
 from tilegen.lower.names import dtype_bindings, dtype_options, made_outputs, size_symbols, torch_dtype, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
-__all__ = ["MAX_TILE", "LauncherRole", "lower_launcher"]
+__all__ = ["LauncherRole", "lower_launcher"]
 
 
 @dataclass(frozen=True)

@@ -413,7 +413,7 @@ class Loop:
 
 #: The statements of the language: a closed union. Code that does something per kind of statement
 #: ``match``\es on it and ends in ``case _: assert_never(stmt)``, so that mypy names every such
-#: place a new kind of statement misses (docs/compiler.md, "Adding a statement"). What holds for
+#: place a new kind of statement misses (docs/language.md, "Adding a statement"). What holds for
 #: every statement (walking a body, rebuilding it, the expressions a statement holds) is written
 #: once, below: :func:`statements`, :func:`map_body`, :func:`values`, :func:`map_values`.
 Stmt = Declare | Assign | Accumulate | Store | Loop

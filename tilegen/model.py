@@ -129,6 +129,9 @@ class Tensor:
     # ``out dx: f32[M, N] in place of x``: the input this output may be written over (the
     # launcher's ``inplace=True``; :mod:`tilegen.check.in_place` proves it safe)
     in_place_of: Name | None = None
+    # ``out counts: i32[B] = 0``: the number the launcher fills the output with before the kernel
+    # runs (an output scatter-added into, ``counts[x[i]] += 1``, starts at it); None: not filled
+    initial: Number | None = None
 
     @property
     def is_scalar(self) -> bool:
@@ -388,12 +391,17 @@ class Accumulate:
 
 @dataclass(frozen=True)
 class Store:
-    """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype)."""
+    """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype). With ``adds``,
+    ``y[idx[t], c] += expr``, a scatter-add: each lane adds its value into its element by an atomic
+    add (``tl.atomic_add``), so lanes and programs that meet at one element (a repeated index, a
+    grid axis the index leaves out) all add up, in an order the hardware picks. A float16 or
+    bfloat16 output is added up in float32 and rounded once, after the kernel."""
 
     tensor: Name
     index: tuple[Index, ...]
     value: Expr
     span: Span
+    adds: bool = False
 
 
 @dataclass(frozen=True)

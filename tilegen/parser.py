@@ -77,6 +77,13 @@ class _InPlace:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Initial:
+    """``= 0`` after an output's shape: the number it starts filled with."""
+
+    number: m.Number
+
+
+@dataclasses.dataclass(frozen=True)
 class _Params:
     """``block BM = 64, BN``: block parameters."""
 
@@ -143,14 +150,18 @@ class ToModel(Transformer[Token, m.Spec]):
     # declarations --------------------------------------------------------------
     def tensor_decl(self, meta: Meta, items: list[Any]) -> m.Tensor:
         role, name, dtype, *dims = items
+        initial = dims.pop().number if dims and isinstance(dims[-1], _Initial) else None  # `= 0`
         in_place = dims.pop().name if dims and isinstance(dims[-1], _InPlace) else None  # `in place of x`
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
         zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
         dims = dims[1:] if zero_dim else dims
-        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place)
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place, initial)
 
     def in_place(self, meta: Meta, items: list[Token]) -> _InPlace:
         return _InPlace(_name(items[0]))
+
+    def initial(self, meta: Meta, items: list[m.Number]) -> _Initial:
+        return _Initial(items[0])
 
     def empty_shape(self, meta: Meta, items: list[Token]) -> m.Span:
         return _span(meta)
@@ -280,6 +291,10 @@ class ToModel(Transformer[Token, m.Spec]):
     def store(self, meta: Meta, items: list[Any]) -> m.Store:
         name, *index, value = items
         return m.Store(_name(name), tuple(index), value, _span(meta))
+
+    def scatter_add(self, meta: Meta, items: list[Any]) -> m.Store:
+        name, *index, value = items
+        return m.Store(_name(name), tuple(index), value, _span(meta), adds=True)
 
     def loop(self, meta: Meta, items: list[Any]) -> m.Loop:
         axis, *body = items

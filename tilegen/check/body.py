@@ -11,7 +11,7 @@ from tilegen import model as m
 from tilegen.across import across, assigned
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
-from tilegen.check.indexing import index_axes
+from tilegen.check.indexing import check_scatter_add, index_axes
 from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
 
@@ -84,9 +84,11 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                         )
             case m.Store():
                 state.written.add(stmt.tensor.id)
-                found = across(stmt, state.spec.grid) if not scope.loop_axes else None
+                found = across(stmt, state.spec.grid) if not scope.loop_axes and not stmt.adds else None
                 if found is not None:
                     check_across(state, found, scope)
+                if stmt.adds:
+                    check_scatter_add(state, stmt)
                 target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True)
                 axes = expr_axes(state, stmt.value, scope)
                 canonical = {state.alias_of.get(a, a) for a in target}

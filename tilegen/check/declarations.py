@@ -11,7 +11,7 @@ import keyword
 from tilegen import model as m
 from tilegen.check.state import KEYWORDS, MIN_DOT_TILE, RESERVED, CheckState, Scope, is_power_of_two, is_two_pieces
 from tilegen.check.tuning import check_tune
-from tilegen.dtypes import DTYPE_LIMITS, integer_value
+from tilegen.dtypes import DTYPE_LIMITS, integer_value, is_float
 from tilegen.functions import CHOICE_OPTIONS
 from tilegen.spec_text import extent_text
 
@@ -266,6 +266,25 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
             )
     if tensor.sample is not None:
         check_sample(state, tensor, tensor.sample)
+    if tensor.initial is not None:
+        check_initial(state, tensor, tensor.initial)
+
+
+def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> None:
+    """``out y: f32[V, C] = 0``: only an output starts filled, not one written over an input (which
+    starts as that input), and an integer output with an integer."""
+    name = tensor.name.id
+    if tensor.role != "out":
+        state.errors.error(f"input '{name}' is given by the caller; only an output starts at a value "
+                           "('out y: f32[N] = 0')", initial.span)
+    elif tensor.in_place_of is not None:
+        state.errors.error(f"'{name}' is written in place of '{tensor.in_place_of.id}', so it starts as that "
+                           "input; drop '= " + initial.text + "' or 'in place of'", initial.span)
+    var = next((v for v in state.spec.dtype_vars if v.name.id == tensor.dtype.id), None)
+    dtypes = [o.id for o in var.options] if var is not None else [tensor.dtype.id]
+    if not initial.text.lstrip("-").isdigit() and any(not is_float(d) for d in dtypes):
+        state.errors.error(f"'{name}' is {tensor.dtype.id}: it starts at an integer, not {initial.text}",
+                           initial.span)
 
 
 def _given_sizes(spec: m.Spec) -> set[str]:

@@ -195,9 +195,8 @@ def check_descriptor_block(
 
 
 def gather_axes(state: CheckState, tensor: m.Tensor, index: m.Load, scope: Scope, writing: bool) -> tuple[str, ...]:
-    """Check a gather ``tensor[.., idx[..], ..]`` and return the axes of its index tile."""
-    if writing:
-        state.errors.error("a store cannot scatter through a loaded index; index it with axes", index.span)
+    """Check a gather ``tensor[.., idx[..], ..]`` (or, ``writing``, a scatter into it) and return
+    the axes of its index tile."""
     if state.spec.access_style != "pointers":
         state.errors.error(
             f"a gather needs 'access pointers'; {state.spec.access_style} cannot index by a loaded tile",
@@ -210,3 +209,50 @@ def gather_axes(state: CheckState, tensor: m.Tensor, index: m.Load, scope: Scope
             f"a gather index must be an integer tensor; '{source.name.id}' is {source.dtype.id}", index.span
         )
     return axes
+
+
+#: The dtypes a scatter-add adds into (``tl.atomic_add`` on the GPU and in Triton's interpreter).
+#: Not f16 or bf16: an atomic add rounds the sum at every add, where torch adds up in f32.
+ATOMIC_DTYPES = ("f32", "f64", "i32", "i64")
+
+
+def check_scatter_add(state: CheckState, store: m.Store) -> None:
+    """``y[idx[t], c] += v``: ``y`` is an output declared with the number it starts at
+    (``out y: f32[V, C] = 0``), of a dtype atomics add into, accessed through pointers, and not
+    also stored with ``=`` (a plain store and atomic adds to one element race)."""
+    tensor = state.spec.tensor(store.tensor.id)
+    if tensor is None or tensor.role != "out":
+        return  # index_axes reports it
+    name = tensor.name.id
+    if tensor.initial is None:
+        shape = ", ".join(d.text if isinstance(d, m.Number) else d.id for d in tensor.dims)
+        state.errors.error(
+            f"'{name}' is added into with '+=', so it needs a starting value: declare it "
+            f"'out {name}: {tensor.dtype.id}[{shape}] = 0'",
+            store.tensor.span,
+        )
+    var = next((v for v in state.spec.dtype_vars if v.name.id == tensor.dtype.id), None)
+    dtypes = [o.id for o in var.options] if var is not None else [tensor.dtype.id]
+    refused = [d for d in dtypes if d not in ATOMIC_DTYPES]
+    if refused:
+        narrow = refused[0] in ("f16", "bf16")
+        why = (f"an atomic add into {refused[0]} rounds the sum at every add: declare '{name}' f32 and cast it "
+               "after the kernel (torch adds up in f32 too)" if narrow else
+               f"atomic adds ('+=' on a store) take {', '.join(ATOMIC_DTYPES)}")
+        state.errors.error(f"'{name}' is {refused[0]}; {why}", tensor.dtype.span)
+    if any(isinstance(s, m.Loop) and s.split for s in m.statements(state.spec.body)):
+        state.errors.error("a kernel with a 'split' loop cannot also scatter-add ('+=' on a store)", store.span)
+    if state.spec.access_style != "pointers":
+        state.errors.error(
+            f"'+=' on a store adds through pointers (tl.atomic_add); '{state.spec.access_style}' cannot: "
+            "use 'access pointers'",
+            store.span,
+        )
+    plain = [s for s in m.statements(state.spec.body) if isinstance(s, m.Store) and s.tensor.id == name
+             and not s.adds]
+    if plain:
+        state.errors.error(
+            f"'{name}' is stored with '=' and added into with '+='; a store and an atomic add to one element "
+            "race: add every value with '+=' (the output starts at its declared value)",
+            plain[0].span,
+        )

@@ -39,6 +39,14 @@ class Access:
                                             else [])]
         return tuple(n for n in names if n in self.state.axes and not self.state.axes[n].scalar)
 
+    def store_axes(self, index: Iterable[IndexItem]) -> tuple[str, ...]:
+        """The tile axes of a store's ``tensor[index]``: :meth:`tile_axes`, where a scatter's loaded
+        index (``dweight[idx[t], c]``) spans the tile axes of its own index in its place."""
+        names: list[str] = []
+        for item in index:
+            names += self.store_axes(item.index) if isinstance(item, m.Load) else self.tile_axes((item,))
+        return tuple(dict.fromkeys(names))
+
     def offset(self, item: m.Expr, context: tuple[str, ...]) -> str:
         """The index values of an offset axis (``c + N / 2``) as a tile over ``context``: axes
         their offsets (an index axis its program id), sizes and scalars themselves, ``/`` as

@@ -224,6 +224,8 @@ def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool =
     for t in spec.outputs:
         make = "zeros" if t.name.id in swizzled else "empty"
         new = f"torch.{make}({shape(t)}, device=device, dtype={torch_dtype(t.dtype)})"
+        if t.initial is not None:  # out counts: i32[B] = 0
+            new = initial_text(t, shape(t), "device")
         if inplace and t.in_place_of is not None:
             new = f"{t.in_place_of.id} if inplace else {new}"
         lines.append(Line(f"{t.name.id} = {new}"))
@@ -232,3 +234,14 @@ def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool =
         why = "the inputs written over: autograd's saved copies of them are stale"
         lines.append(IfBlock("inplace", why, (Line(f"_rt.overwritten({sources})"),)))
     return lines
+
+
+def initial_text(tensor: m.Tensor, shape: str, device: str) -> str:
+    """The torch text making output ``tensor`` filled with its declared starting number
+    (``out counts: i32[B] = 0``): ``torch.zeros``, else ``torch.full``."""
+    assert tensor.initial is not None, f"'{tensor.name.id}' has no starting value"
+    dtype = torch_dtype(tensor.dtype)
+    if float(tensor.initial.text) == 0:
+        return f"torch.zeros({shape}, device={device}, dtype={dtype})"
+    size = shape if shape == "()" else f"({shape},)"
+    return f"torch.full({size}, {number_text(tensor.initial)}, device={device}, dtype={dtype})"

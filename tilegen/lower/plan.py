@@ -97,6 +97,9 @@ class TunePlan:
     name: str = "_CONFIGS"  # the module-level list the decorator takes
     post_hook: str | None = None  # run after each config's launch while tuning (and timed with it)
     prune: str | None = None  # the autotuner's early_config_prune: only the configs it keeps compile (rows.py)
+    # kernel arguments whose values the autotuner restores after timing a config (restore_value):
+    # the outputs a scatter-add adds into, so that the timed runs add nothing to the result
+    restore: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from tilegen.lower.names import (
     binop_text,
     dtype_bindings,
     index_items,
+    initial_text,
     is_offset,
     mentions,
     number_text,
@@ -413,6 +414,9 @@ class ReferenceLowering(ReferenceExpressions):
         if any(is_offset(i) for i in stmt.index):
             self.offset_store(stmt, tensor, dtype)
             return
+        if stmt.adds or any(isinstance(i, m.Load) for i in stmt.index):
+            self.scatter_store(stmt, dtype)
+            return
         value = self.expr(stmt.value, index_axes)
         target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
         if tensor.zero_dim:  # one element in the kernel, torch's shape () here
@@ -447,6 +451,43 @@ class ReferenceLowering(ReferenceExpressions):
                            for i in items)
         value = f"torch.broadcast_to({value}, ({extents},))[{picked}]"
         self.lines.append(f"{stmt.tensor.id}[{target}] = {to_dtype(value, dtype)}")
+
+    def scatter_store(self, stmt: m.Store, dtype: str) -> None:
+        """``y[idx[t], c] += value`` (or ``=``): an index tensor per dimension over the store's axes
+        (an axis its ``arange``, a loaded index its tensor), the lanes whose loaded index falls
+        outside its dimension dropped, as the kernel's mask drops them, and ``index_put_`` of the
+        value at the rest (``accumulate=True`` for ``+=``: repeated indices add up)."""
+        tensor = tensor_of(self.spec, stmt.tensor.id)
+        own: list[str] = []
+        for item in stmt.index:
+            own += self.expr_axes(item) if isinstance(item, m.Load) else [item.id] if isinstance(item, m.Name) else []
+        context = tuple(dict.fromkeys(self.aliases.get(a, a) for a in own))
+        name = self.fresh(f"{stmt.tensor.id}_index")
+        index: list[str] = []
+        inside: list[str] = []
+        for position, item in enumerate(stmt.index):
+            if isinstance(item, m.Number):
+                index.append(f"torch.as_tensor({item.text}, device={self.device})")
+            elif isinstance(item, m.Load):
+                dim = tensor.dims[position]
+                bound = dim.text if isinstance(dim, m.Number) else dim.id
+                inside.append(f"({name}[{position}] >= 0) & ({name}[{position}] < {bound})")
+                index.append(self.load(item, context))
+            else:
+                assert isinstance(item, m.Name), f"not an index item: {item}"
+                index.append(self.arange(self.aliases.get(item.id, item.id), context))
+        self.lines.append(f"{name} = torch.broadcast_tensors({', '.join(index)})")
+        value = self.expr(stmt.value, context)
+        if not self.expr_axes(stmt.value):
+            value = f"torch.as_tensor({value}, device={self.device})"
+        values = self.fresh(f"{stmt.tensor.id}_values")
+        self.lines.append(f"{values} = torch.broadcast_to({value}, {name}[0].shape)")
+        if inside:  # indices outside their dimension write nothing
+            keep = f"{name}_inside"
+            self.lines.append(f"{keep} = {' & '.join(inside)}")
+            self.lines.append(f"{name}, {values} = tuple(i[{keep}] for i in {name}), {values}[{keep}]")
+        accumulate = ", accumulate=True" if stmt.adds else ""
+        self.lines.append(f"{stmt.tensor.id}.index_put_({name}, {to_dtype(values, dtype)}{accumulate})")
 
     def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes: tuple[str, ...]) -> None:
         """A store through ``as`` aliases: scatter each element to where its tile is sent."""
@@ -501,7 +542,11 @@ class ReferenceLowering(ReferenceExpressions):
                     f"{name} = torch.as_tensor({name}, dtype={torch_dtype(tensor.dtype)}, device={self.device})")
         for name, shape_text, dtype in self.launcher.outputs:
             make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
-            self.lines.append(f"{name} = torch.{make}({shape_text}, dtype={dtype}, device={self.device})")
+            made = f"torch.{make}({shape_text}, dtype={dtype}, device={self.device})"
+            tensor = tensor_of(spec, name)
+            if tensor.initial is not None:  # out counts: i32[B] = 0
+                made = initial_text(tensor, shape_text.strip("()").rstrip(","), self.device)
+            self.lines.append(f"{name} = {made}")
         self.walk(spec.body)
         # a dtype variable where the reference names it (a float32 loss of T inputs need not)
         self.lines[:0] = [b for b in bindings if mentions(self.lines, b.split(" = ")[0])]

@@ -135,7 +135,7 @@ class Statements:
         state = self.state
         ops: list[Op] = []
         tensor = tensor_of(state.spec, stmt.tensor.id)
-        context = self.access.tile_axes(stmt.index)
+        context = self.access.store_axes(stmt.index)
         if id(stmt) in state.across:  # each program's partial, into the workspace
             return partial_stores(state, stmt, state.across[id(stmt)], context, self.exprs, self.access)
         value = self.exprs.expr(stmt.value, context, ops)
@@ -147,8 +147,10 @@ class Statements:
             if isinstance(stmt.value, m.Load):
                 typed = tensor_of(state.spec, stmt.value.tensor.id).dtype
             same = isinstance(typed, m.BoundDtype) and typed.var == tensor.dtype.var
-        else:
-            same = self.exprs.dtype_of(stmt.value) == tensor.dtype.id
+        else:  # a tile typed with a dtype variable (T) casts under every binding: one kernel for all
+            written = self.exprs.written(stmt.value)
+            varies = written is not None and not written.startswith("tl.")
+            same = self.exprs.dtype_of(stmt.value) == tensor.dtype.id and not varies
         if context and not self.exprs.expr_axes(stmt.value):  # a scalar value fills the whole tile
             shape = tuple_text(state.axes[a].tile for a in context)
             if isinstance(stmt.value, m.Number):
@@ -193,6 +195,10 @@ class Statements:
             ptrs = state.fresh(f"{tensor.name.id}_ptrs")
             ops.append(Line(f"{ptrs} = {ptr}"))
             ptr = ptrs
+        if stmt.adds:  # a scatter-add: lanes meeting at an element all add (no order among them)
+            masked = f", mask={mask}" if mask else ""
+            ops.append(Line(f'tl.atomic_add({ptr}, {value}{masked}, sem="relaxed")'))
+            return ops
         ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
         return ops
 

@@ -8,7 +8,8 @@ and tested like any other; the forward's generated module registers it with torc
   by the forward call (same dtype and shape);
 * an input ``d<out>`` for a forward output ``out`` is the gradient of ``out`` (same dtype and
   shape as ``out``, as torch's gradients are);
-* each output ``d<in>`` is the gradient of the forward's tensor input ``in`` (same dtype and shape);
+* each output ``d<in>`` is the gradient of the forward's tensor input ``in`` (same dtype and shape,
+  or float32 for a float input: torch.autograd casts it, as for a gradient summed by atomic adds);
   inputs without one get no gradient (an index tensor, a target).
 
 A backward of several kernels (``backward matmul_fast_backward_da, matmul_fast_backward_db``) runs
@@ -23,6 +24,7 @@ from collections.abc import Callable
 
 from tilegen import model as m
 from tilegen.check import check  # (tilegen.check does not import this module: it checks one spec)
+from tilegen.dtypes import is_float
 from tilegen.errors import Collector, SpecError
 from tilegen.parser import parse
 
@@ -33,6 +35,15 @@ Finder = Callable[[str], "tuple[str, str] | None"]
 
 def _shape(tensor: m.Tensor) -> tuple[str, ...]:
     return tuple(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
+
+
+def _widened(like: m.Tensor, gradient: m.Tensor, forward_spec: m.Spec) -> bool:
+    """A float32 gradient of a float input of the same shape (``dweight: f32[V, C]`` for
+    ``weight: T[V, C]``, summed by atomic adds in f32): torch.autograd casts a gradient to its
+    input's dtype."""
+    var = next((v for v in forward_spec.dtype_vars if v.name.id == like.dtype.id), None)
+    floats = all(is_float(o.id) for o in var.options) if var is not None else is_float(like.dtype.id)
+    return gradient.dtype.id == "f32" and floats and _shape(like) == _shape(gradient)
 
 
 def _typed(tensor: m.Tensor) -> str:
@@ -89,7 +100,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
             elif like is None and (key in forward or key in outputs):
                 errors.error(f"backward '{name.id}' returns '{key}', a name of this kernel's values; a gradient "
                              f"is named d<input> ({', '.join(inputs) or 'none: no tensor input'})", name.span)
-            elif like is not None and _typed(like) != _typed(tensor):
+            elif like is not None and _typed(like) != _typed(tensor) and not _widened(like, tensor, forward_spec=spec):
                 errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
                              f"{_typed(like)}", name.span)
             made[key] = (tensor, name)

@@ -43,10 +43,12 @@ def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
 
 
 def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:
-    """A value for each integer scalar input a size is made of (``g over G``, ``C / G``): given,
+    """A value for each integer scalar input a size is made of (``g over G``, ``C / G``, an output's
+    dimension ``out counts: i64[bins]``): given,
     else its sample range's low end, else 3 (what :func:`tilegen.runner.random_inputs` passes for it)."""
     given = given or {}
     used = {a.dim.id for a in spec.axes()} | {n for _, e in spec.derived for n in m.offset_names(e)}
+    used |= {d.id for t in spec.outputs for d in t.dims if isinstance(d, m.Name)}  # out counts: i64[bins]
     values = {}
     for t in spec.inputs:
         if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES and t.name.id in used:

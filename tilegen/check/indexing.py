@@ -51,9 +51,10 @@ def index_axes(
     if writing and sum(m.is_offset(i) for i in index) > 1:
         state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several", tensor_name.span)
     result: list[str] = []
+    gathered: list[str] = []  # the axes of loaded indices: x[idx[t, c], c] spans c once, as torch.gather
     for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
         if isinstance(item, m.Load):
-            result += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
+            gathered += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if isinstance(item, (m.BinOp, m.Neg)):  # an offset axis (m.is_offset)
             for offset in offset_axes(state, tensor, item, scope):
@@ -100,7 +101,7 @@ def index_axes(
     known = all(not isinstance(i, m.Name) or i.id in scope.axes for i in index)  # else: reported above
     if state.spec.access_style == "descriptor" and known and not any(isinstance(i, m.Load) for i in index):
         check_descriptor_block(state, tensor, index, scope, tensor_name.span)
-    return tuple(result)
+    return tuple(dict.fromkeys(gathered + result))
 
 
 def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:

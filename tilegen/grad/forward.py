@@ -34,6 +34,7 @@ class Forward:
         self.taken |= {v.name.id for v in spec.dtype_vars} | {"d" + t.name.id for t in spec.tensors}
         self.value_of: dict[tuple[object, ...], str] = {}  # a named value's expression -> its name
         self.across: set[str] = set()  # tiled grid axes a gradient is summed over across programs
+        self.scatters: set[str] = set()  # inputs read through a gather: their gradients are scatter-added
         self.lines: list[str] = []  # the adjoints' lines, in the order the backward computes them
         self.active: set[str] = set()  # locals that depend on a float input
         self.read_outputs: set[str] = set()  # outputs the backward reads back (autograd saves them)

@@ -39,6 +39,9 @@ class Gradients(Adjoints):
                 groups.setdefault(key, []).append((g, load))
             main = next((key for key, reads in groups.items()
                          if all(_along(i, self.axes) for i in reads[0][1].index)), None)
+            if main is None and len(groups) == 1 and _scatters(found[0][2], self.axes):
+                lines.append(self.scatter_added(tensor, [g for _, g, _ in found], found[0][2]))
+                continue
             if main is None:
                 main = next(iter(groups)) if len(groups) == 1 else None
             if main is None or not all(isinstance(i, m.Number) or _along(i, self.axes)
@@ -59,6 +62,16 @@ class Gradients(Adjoints):
             index = ", ".join(index_text(i) for i in load.index)
             lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
         return lines
+
+    def scatter_added(self, tensor: m.Tensor, terms: list[Adjoint], load: m.Load) -> str:
+        """The gradient of a tensor read only through a gather (``weight[idx[t], c]``): its adjoint,
+        summed over the axes neither the read nor its loaded index spans, added where the index
+        points (``dweight[idx[t], c] += dy[t, c]``), a scatter-add into an f32 gradient that starts
+        at 0 (:attr:`scatters`)."""
+        keep = set(self.spanned(load)) | {a for i in load.index if isinstance(i, m.Load) for a in self.spanned(i)}
+        self.scatters.add(tensor.name.id)
+        index = ", ".join(index_text(i) for i in load.index)
+        return f"d{tensor.name.id}[{index}] += {self.stored(terms, keep)}"
 
     def stored(self, terms: list[Adjoint], keep: set[str]) -> str:
         """The value a gradient's store writes: ``terms`` added, each summed over the axes it spans
@@ -165,6 +178,17 @@ class Gradients(Adjoints):
                                  f"'{axis}'; write the backward by hand", read.span)
             return dataclasses.replace(expr, args=tuple(self.shifted(a, axis, op, amount, read) for a in expr.args))
         return expr
+
+
+def _scatters(load: m.Load, axes: Container[str]) -> bool:
+    """True for a read through a gather whose gradient is a scatter-add: every index item an axis, an
+    offset over one, a constant, or a loaded index of such items (``weight[idx[t], c]``)."""
+    def plain(item: IndexItem) -> bool:
+        return isinstance(item, m.Number) or _along(item, axes)
+
+    gathers = [i for i in load.index if isinstance(i, m.Load)]
+    return bool(gathers) and all(plain(i) for i in load.index if not isinstance(i, m.Load)) and all(
+        plain(j) for g in gathers for j in g.index)
 
 
 def _along(item: IndexItem, axes: Container[str]) -> bool:

@@ -157,6 +157,8 @@ class Deriver(Gradients):
         sizes |= {t.name.id for t in needed if t.is_scalar}
         wanted = [a.dim.id for a in spec.grid if a.extent is None and not a.literal]
         wanted += [n for a in spec.grid if a.extent is not None for n in m.offset_names(a.extent)]
+        # a scatter-added gradient's dimensions (V of dweight[idx[t], c]): the input's, read for its shape
+        wanted += [d.id for t in spec.inputs if t.name.id in self.scatters for d in t.dims if isinstance(d, m.Name)]
         for name in wanted:  # a size (or a scalar the grid is over) that no input taken so far gives
             if name in sizes:
                 continue
@@ -168,7 +170,9 @@ class Deriver(Gradients):
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in spec.inputs if t in needed]
         ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in spec.outputs if t.name.id in self.read_outputs]
-        outs = [f"  out d{t.name.id}: {declared(t)}\n" for t in spec.inputs if t.name.id in self.gradients]
+        outs = [f"  out d{t.name.id}: f32{declared(t).removeprefix(m.as_written(t.dtype))} = 0\n"  # summed by atomics
+                if t.name.id in self.scatters else f"  out d{t.name.id}: {declared(t)}\n"
+                for t in spec.inputs if t.name.id in self.gradients]
         saved = [t.name.id for t in spec.outputs if t.name.id in self.read_outputs]
         source = "its inputs" + (f" and its output{'s' if len(saved) > 1 else ''} {', '.join(saved)}" if saved else "")
         return (f"# The backward of {safe_path(spec.path)}, derived by tilegen (tilegen show --grad): the forward\n"

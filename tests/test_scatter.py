@@ -1,0 +1,206 @@
+"""Scatter stores: ``y[idx[t], c] += v`` adds through atomics into an output declared with the
+number it starts at (``out y: f32[V, C] = 0``). Every lane adds, so repeated indices add up and an
+index outside its dimension adds nowhere; the result is torch's (``index_add_``, ``bincount``,
+``scatter_add_``) at every block size, up to the order of float additions. A plain ``=`` through
+a loaded index puts values where the index says. A gather's derived backward is a scatter-add."""
+
+import pytest
+import torch
+
+from tilegen.check import check
+from tilegen.compiler import compile_spec
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+
+from tests.conftest import config_indices, force_config
+
+
+def _indices(n: int, extent: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` indices into ``extent``, repeated ones among them, and a few outside [0, extent)."""
+    index = torch.randint(0, extent, (n,), generator=generator)
+    if n >= 4:
+        index[:3] = index[3]  # a row several tokens share
+        index[-1] = -1
+    if n >= 6:
+        index[-2] = extent  # one past the end
+    return index
+
+
+def _torch_index_add(index, values, extent):
+    """dweight by torch: the rows of ``values`` added at ``index`` (those inside [0, extent)), in f32."""
+    keep = (index >= 0) & (index < extent)
+    out = torch.zeros(extent, values.shape[1], dtype=torch.float32)
+    return out.index_add_(0, index[keep], values[keep].float())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n, extent, channels", [(37, 11, 70), (5, 300, 17), (64, 2, 128)])
+def test_embedding_backward_adds_every_token_into_its_row(generated, monkeypatch, dtype, n, extent, channels):
+    module = generated("embedding_backward")
+    generator = torch.Generator().manual_seed(n * extent)
+    idx = _indices(n, extent, generator)
+    weight = torch.randn(extent, channels, generator=generator).to(dtype)
+    dy = (torch.randn(n, channels, generator=generator) * 3).to(dtype)
+    expected = _torch_index_add(idx, dy, extent)
+    for index in config_indices(module):
+        force_config(monkeypatch, module, index)
+        got = module.embedding_backward(idx, weight, dy)
+        assert got.dtype == torch.float32 and got.shape == (extent, channels)
+        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5)
+        torch.testing.assert_close(module.reference(idx, weight, dy), expected, rtol=1e-6, atol=1e-5)
+
+
+def test_embedding_backward_of_no_tokens_is_zero(generated):
+    module = generated("embedding_backward")
+    weight, dy = torch.randn(7, 9), torch.empty(0, 9)
+    got = module.embedding_backward(torch.empty(0, dtype=torch.int64), weight, dy)
+    assert torch.equal(got, torch.zeros(7, 9))
+
+
+def test_embedding_trains_like_torch_through_the_scatter(generated):
+    """The embedding's autograd formula is the scatter-add: weight.grad is torch's F.embedding's
+    (cast back to the table's dtype by autograd)."""
+    module = generated("embedding")
+    generator = torch.Generator().manual_seed(3)
+    idx = _indices(29, 13, generator).clamp(0, 12)  # F.embedding refuses indices outside the table
+    for dtype in (torch.float32, torch.bfloat16):
+        weight = torch.randn(13, 40, generator=generator).to(dtype).requires_grad_()
+        upstream = torch.randn(29, 40, generator=generator).to(dtype)
+        (module.embedding(idx, weight) * upstream).sum().backward()
+        ours, weight.grad = weight.grad, None
+        (torch.nn.functional.embedding(idx, weight) * upstream).sum().backward()
+        assert ours.dtype == dtype
+        tolerance = {} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
+        torch.testing.assert_close(ours, weight.grad, **tolerance)
+
+
+@pytest.mark.parametrize("block", [16, 64, 1024])
+def test_bincount_counts_each_value(generated, block):
+    module = generated("bincount")
+    generator = torch.Generator().manual_seed(block)
+    for n, bins in ((1000, 7), (33, 50), (1, 1)):
+        x = _indices(n, bins, generator)
+        keep = (x >= 0) & (x < bins)
+        expected = torch.bincount(x[keep], minlength=bins)
+        got = module.bincount(x, bins, BN=block)
+        assert got.dtype == torch.int64
+        assert torch.equal(got, expected)
+        assert torch.equal(module.reference(x, bins), expected)
+
+
+@pytest.mark.parametrize("blocks", [(16, 64), (4, 8), (1, 128)])
+def test_scatter_add_matches_torch_scatter_add(generated, blocks):
+    module = generated("scatter_add")
+    generator = torch.Generator().manual_seed(sum(blocks))
+    n, channels, extent = 45, 70, 9
+    index = torch.randint(0, extent, (n, channels), generator=generator)
+    src = torch.randn(n, channels, generator=generator)
+    expected = torch.zeros(extent, channels).scatter_add_(0, index, src)
+    bt, bc = blocks
+    got = module.scatter_add(index, src, extent, BT=bt, BC=bc)
+    torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(module.reference(index, src, extent), expected, rtol=1e-6, atol=1e-5)
+
+
+def test_a_plain_store_through_a_loaded_index_puts_values_where_it_says(compiled):
+    """``y[perm[t], c] = x[t, c]`` with ``perm`` a permutation: the inverse permutation of rows (the
+    un-permute of a MoE layer), ``torch.empty`` rows untouched where no index points."""
+    source = """\
+kernel unpermute
+  in  perm: i64[N]
+  in  x: f32[N, C]
+  out y: f32[N, C] = 0
+  block BT = 4, BC = 16
+  grid  t over N by BT, c over C by BC
+  y[perm[t], c] = x[t, c]
+"""
+    module = compiled(source, "unpermute")
+    perm = torch.randperm(23, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(23, 30)
+    expected = torch.empty_like(x)
+    expected[perm] = x
+    assert torch.equal(module.unpermute(perm, x), expected)
+    assert torch.equal(module.reference(perm, x), expected)
+
+
+def test_a_gathers_derived_backward_is_a_scatter_add():
+    """``weight[idx[t], c]`` read by the forward: the derived backward adds dy's rows where the
+    index points, into an f32 gradient that starts at 0, and takes weight for its shape."""
+    from tilegen.grad import derive_backward as derive
+
+    source = """\
+kernel lookup
+  in  idx: i64[N]
+  in  weight: f32[V, C]
+  out y: f32[N, C]
+  block BT = 4
+  grid  t over N by BT, c over C whole
+  y[t, c] = 2 * weight[idx[t], c]
+"""
+    text = derive(check(parse(source, "lookup.tile")))
+    assert "out dweight: f32[V, C] = 0" in text
+    assert "dweight[idx[t], c] += " in text
+    assert "in  weight: f32[V, C]" in text
+
+
+def test_the_derived_scatter_add_computes_torchs_gradient(compiled):
+    from tilegen.grad import derive_backward as derive
+
+    source = """\
+kernel lookup
+  in  idx: i64[N]
+  in  weight: f32[V, C]
+  out y: f32[N, C]
+  block BT = 4
+  grid  t over N by BT, c over C whole
+  y[t, c] = 2 * weight[idx[t], c]
+"""
+    backward = compiled(derive(check(parse(source, "lookup.tile"))), "lookup_backward")
+    generator = torch.Generator().manual_seed(5)
+    idx = _indices(19, 6, generator).clamp(0, 5)
+    weight = torch.randn(6, 11, generator=generator, requires_grad=True)
+    dy = torch.randn(19, 11, generator=generator)
+    (2 * torch.nn.functional.embedding(idx, weight) * dy).sum().backward()
+    torch.testing.assert_close(backward.lookup_backward(dy, idx, weight.detach()), weight.grad)
+
+
+SCATTER = """\
+kernel k
+  in  idx: i64[N]
+  in  dy: f32[N, C]
+  in  V: i32
+  out dw: f32[V, C] = 0
+  block BT = 4, BC = 16
+  grid  t over N by BT, c over C by BC
+  dw[idx[t], c] += dy[t, c]
+"""
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("out dw: f32[V, C] = 0", "out dw: f32[V, C]"),
+         "'dw' is added into with '+=', so it needs a starting value: declare it 'out dw: f32[V, C] = 0'"),
+        (("in  dy: f32[N, C]\n  in  V: i32\n  out dw: f32[V, C] = 0",
+          "in  dy: bf16[N, C]\n  in  V: i32\n  out dw: bf16[V, C] = 0"),
+         "'dw' is bf16; an atomic add into bf16 rounds the sum at every add: declare 'dw' f32"),
+        (("out dw: f32[V, C] = 0", "out dw: u8[V, C] = 0"), "'dw' is u8; atomic adds ('+=' on a store) take"),
+        (("  dw[idx[t], c] += dy[t, c]\n", "  dw[idx[t], c] += dy[t, c]\n  dw[idx[t], c] = dy[t, c]\n"),
+         "'dw' is stored with '=' and added into with '+='"),
+        (("in  idx: i64[N]", "in  idx: i64[N] = 0"), "input 'idx' is given by the caller; only an output starts"),
+        (("out dw: f32[V, C] = 0", "out dw: i32[V, C] = 0.5"), "'dw' is i32: it starts at an integer, not 0.5"),
+        (("  block BT", "  access block_ptr\n  block BT"), "'+=' on a store adds through pointers"),
+    ],
+)
+def test_a_bad_scatter_add_is_refused_at_its_place(change, message):
+    old, new = change
+    assert old in SCATTER
+    with pytest.raises(SpecError) as caught:
+        compile_spec(SCATTER.replace(old, new), "k.tile")
+    rendered = caught.value.render()
+    assert message in rendered
+    assert rendered.startswith("k.tile:")
+
+
+def test_a_good_scatter_add_compiles():
+    assert "tl.atomic_add(" in compile_spec(SCATTER, "k.tile").source

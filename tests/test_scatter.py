@@ -4,15 +4,16 @@ index outside its dimension adds nowhere; the result is torch's (``index_add_``,
 ``scatter_add_``) at every block size, up to the order of float additions. A plain ``=`` through
 a loaded index puts values where the index says. A gather's derived backward is a scatter-add."""
 
+import os
+
 import pytest
 import torch
 
+from tests.conftest import config_indices, force_config
 from tilegen.check import check
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
-
-from tests.conftest import config_indices, force_config
 
 
 def _indices(n: int, extent: int, generator: torch.Generator) -> torch.Tensor:
@@ -204,3 +205,27 @@ def test_a_bad_scatter_add_is_refused_at_its_place(change, message):
 
 def test_a_good_scatter_add_compiles():
     assert "tl.atomic_add(" in compile_spec(SCATTER, "k.tile").source
+
+
+GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                         reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+
+
+@GPU
+def test_tuning_a_scatter_add_on_the_gpu_adds_once(generated, monkeypatch):
+    """Triton's autotuner runs every config on the call's own output while it times them: the
+    launcher's first call, which tunes, must still return one sum per token (the autotuner restores
+    the output after each timed run), and so must the calls after it."""
+    monkeypatch.setenv("TILEGEN_TUNE", "full")
+    module = generated("embedding_backward")
+    generator = torch.Generator().manual_seed(11)
+    idx = _indices(3001, 517, generator)
+    weight = torch.randn(517, 200, generator=generator).cuda()
+    dy = torch.randn(3001, 200, generator=generator)
+    expected = _torch_index_add(idx, dy, 517).cuda()
+    idx, dy = idx.cuda(), dy.cuda()
+    for _ in range(3):  # tuned, then the tuned config, then the fast path
+        torch.testing.assert_close(module.embedding_backward(idx, weight, dy), expected, rtol=1e-5, atol=1e-4)
+    counts = generated("bincount")
+    x = torch.randint(0, 300, (100_003,), device="cuda")
+    assert torch.equal(counts.bincount(x, 300), torch.bincount(x, minlength=300))

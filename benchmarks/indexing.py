@@ -1,0 +1,120 @@
+"""Scatter-adds on the GPU against torch: the embedding backward, bincount and scatter_add.
+
+``python benchmarks/indexing.py [OUT_DIR]`` (default ``benchmarks/results``) writes
+``indexing_<device>.csv`` and prints it. Each row is one kernel at one shape and dtype, timed in
+the same process as its torch baseline:
+
+* ``eager_us``: the generated launcher called as a user calls it (its output allocation, the
+  zero fill its ``= 0`` declares, its checks or fast path, the kernel), median of
+  ``triton.testing.do_bench``; ``torch_eager_us`` the same for torch's call;
+* ``graphed_us``: both replayed from a CUDA graph (``do_bench_cudagraph``): the GPU's time alone;
+* ``speedup_eager`` / ``speedup_graphed``: torch's time over tilegen's (above 1: tilegen faster);
+* ``max_error``: the largest difference from torch's result (float sums differ in their order).
+
+The embedding backward's baseline is torch's own (``torch.ops.aten.embedding_dense_backward``,
+what ``F.embedding``'s autograd runs), in the table's dtype; tilegen's sums in float32 and, for
+a bfloat16 or float16 table, casts to it as autograd does (the cast is timed too). Shapes:
+Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import torch
+import triton
+from triton.testing import do_bench, do_bench_cudagraph
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tilegen.runner import load_module  # noqa: E402
+
+
+def _module(name: str):
+    return load_module(ROOT / "generated" / f"{name}.py")
+
+
+def _row(kernel: str, shape: str, dtype: torch.dtype, ours, theirs) -> dict:
+    """Time ``ours`` and ``theirs`` (no-argument callables returning comparable tensors) eager and
+    graphed; tilegen's is called first, once, so that its tuning is done before the timing."""
+    got, expected = ours().float(), theirs().float()
+    error = (got - expected).abs().max().item() if got.numel() else 0.0
+    eager = do_bench(ours, return_mode="median")
+    torch_eager = do_bench(theirs, return_mode="median")
+    graphed = do_bench_cudagraph(ours, return_mode="median")
+    torch_graphed = do_bench_cudagraph(theirs, return_mode="median")
+    row = {
+        "kernel": kernel, "shape": shape, "dtype": str(dtype).removeprefix("torch."),
+        "eager_us": round(eager * 1e3, 1), "torch_eager_us": round(torch_eager * 1e3, 1),
+        "graphed_us": round(graphed * 1e3, 1), "torch_graphed_us": round(torch_graphed * 1e3, 1),
+        "speedup_eager": round(torch_eager / eager, 2), "speedup_graphed": round(torch_graphed / graphed, 2),
+        "max_error": f"{error:.2e}",
+    }
+    print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+    return row
+
+
+def embedding_rows() -> list[dict]:
+    module = _module("embedding_backward")
+    rows = []
+    for vocab, channels, tokens in ((32000, 4096, 8192), (128256, 4096, 8192), (50257, 768, 8191), (1000, 333, 4097)):
+        for dtype in (torch.bfloat16, torch.float32):
+            generator = torch.Generator(device="cuda").manual_seed(vocab)
+            idx = torch.randint(0, vocab, (tokens,), device="cuda", generator=generator)
+            weight = torch.empty(vocab, channels, device="cuda", dtype=dtype)
+            dy = torch.randn(tokens, channels, device="cuda", dtype=dtype, generator=generator)
+
+            def ours(idx=idx, weight=weight, dy=dy, dtype=dtype):
+                return module.embedding_backward(idx, weight, dy).to(dtype)  # autograd's cast
+
+            def theirs(idx=idx, dy=dy, vocab=vocab):
+                return torch.ops.aten.embedding_dense_backward(dy, idx, vocab, -1, False)
+
+            rows.append(_row("embedding_backward", f"V={vocab} C={channels} N={tokens}", dtype, ours, theirs))
+            del weight, dy
+            torch.cuda.empty_cache()
+    return rows
+
+
+def bincount_rows() -> list[dict]:
+    module = _module("bincount")
+    rows = []
+    for n, bins in ((1 << 20, 256), (10_000_019, 1000), (1 << 24, 65536)):
+        x = torch.randint(0, bins, (n,), device="cuda")
+        rows.append(_row("bincount", f"N={n} bins={bins}", torch.int64,
+                         lambda x=x, bins=bins: module.bincount(x, bins),
+                         lambda x=x, bins=bins: torch.bincount(x, minlength=bins)))
+    return rows
+
+
+def scatter_add_rows() -> list[dict]:
+    module = _module("scatter_add")
+    rows = []
+    for n, channels, extent in ((8192, 1024, 512), (4097, 333, 100)):
+        index = torch.randint(0, extent, (n, channels), device="cuda")
+        src = torch.randn(n, channels, device="cuda")
+        rows.append(_row("scatter_add", f"N={n} C={channels} V={extent}", torch.float32,
+                         lambda index=index, src=src, extent=extent: module.scatter_add(index, src, extent),
+                         lambda index=index, src=src, extent=extent, c=channels:
+                         torch.zeros(extent, c, device="cuda").scatter_add_(0, index, src)))
+    return rows
+
+
+def main(out: Path) -> None:
+    device = torch.cuda.get_device_name()
+    print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
+    rows = embedding_rows() + bincount_rows() + scatter_add_rows()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"indexing_{device.replace(' ', '_')}.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "benchmarks" / "results")

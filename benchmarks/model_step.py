@@ -1,0 +1,98 @@
+"""A training step of benchmarks/decoder.py's model on the GPU: torch eager, torch.compile and
+tilegen's kernels (eager, and under torch.compile), every column in one process.
+
+``python benchmarks/model_step.py [OUT_DIR] [STEPS]`` (default ``benchmarks/results``, 20)
+writes ``model_step_<device>.csv`` and prints it. A step is the loss's forward, its backward and
+an AdamW update, from float32 parameters computing in bfloat16 (``decoder.Config.compute``),
+synchronized, wall clock: what a training loop sees. ``first_ms`` is the first step in this
+process (torch.compile's compile, tilegen's tuning of new shapes); ``step_ms`` the median of the
+``STEPS`` after three more; ``peak_mib`` the peak of ``torch.cuda.max_memory_allocated`` over the
+steps; ``vs_eager`` and ``vs_compile`` torch eager's and torch.compile's median step over this
+column's (above 1: faster than them). Models: the repository's small one (vocabulary 256) and a
+Llama-like one (vocabulary 32000, width 2048, 2 layers, 4 x 2048 tokens).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import decoder
+
+MODELS = {
+    "small": (decoder.Config(vocab=256, dim=384, heads=6, layers=4, hidden=1024, context=256, compute="bfloat16"), 32),
+    "llama_like": (decoder.Config(vocab=32000, dim=2048, heads=16, layers=2, hidden=5632, context=2048,
+                                  compute="bfloat16"), 4),
+}
+
+
+def _steps(loss_fn, config: decoder.Config, batch: int, steps: int) -> tuple[float, float, float]:
+    """First step, median step (ms) and peak memory (MiB) of training with ``loss_fn(params, idx,
+    target)`` on random tokens."""
+    params = decoder.init_params(config, 0, "cuda")
+    optimizer = torch.optim.AdamW(params.values(), lr=1e-4)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    idx = torch.randint(0, config.vocab, (batch, config.context), device="cuda", generator=generator)
+    target = torch.randint(0, config.vocab, (batch, config.context), device="cuda", generator=generator)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps + 4):
+        start = time.perf_counter()
+        value = loss_fn(params, idx, target)
+        optimizer.zero_grad(set_to_none=True)
+        value.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    peak = torch.cuda.max_memory_allocated() / 2**20
+    del params, optimizer
+    torch.cuda.empty_cache()
+    return times[0], statistics.median(times[4:]), peak
+
+
+def main(out: Path, steps: int) -> None:
+    device = torch.cuda.get_device_name()
+    print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
+    rows = []
+    for model, (config, batch) in MODELS.items():
+        tables = decoder.rope_tables(config, "cuda")
+        ways = {}
+        for name, ops in (("torch", decoder.TORCH), ("tilegen", decoder.tilegen_ops())):
+            def eager(params, idx, target, ops=ops, config=config, tables=tables):
+                return decoder.loss(ops, params, idx, target, config, tables)
+            ways[f"{name} eager"] = eager
+            ways[f"{name} torch.compile"] = torch.compile(eager)
+        results = {}
+        for way, fn in ways.items():
+            try:
+                results[way] = _steps(fn, config, batch, steps)
+            except Exception as error:  # a column that fails says why, the others still run
+                print(f"{model} {way}: failed: {type(error).__name__}: {str(error).splitlines()[0][:200]}")
+                torch.cuda.empty_cache()
+        base_eager, base_compile = results["torch eager"][1], results["torch torch.compile"][1]
+        for way, (first, step, peak) in results.items():
+            row = {"model": model, "way": way, "first_ms": round(first, 1), "step_ms": round(step, 2),
+                   "peak_mib": round(peak), "vs_eager": round(base_eager / step, 2),
+                   "vs_compile": round(base_compile / step, 2)}
+            print(", ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            rows.append(row)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"model_step_{device.replace(' ', '_')}.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent / "results",
+         int(sys.argv[2]) if len(sys.argv) > 2 else 20)

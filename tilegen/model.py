@@ -132,6 +132,9 @@ class Tensor:
     # ``out counts: i32[B] = 0``: the number the launcher fills the output with before the kernel
     # runs (an output scatter-added into, ``counts[x[i]] += 1``, starts at it); None: not filled
     initial: Number | None = None
+    # ``out y: f32[B1 - 1, D]``: each dimension written as an expression of sizes, as (the size
+    # symbol ``dims`` holds in its place, :func:`derived_name`; the expression)
+    extents: tuple[tuple[str, Expr], ...] = ()
 
     @property
     def is_scalar(self) -> bool:
@@ -402,6 +405,9 @@ class Store:
     value: Expr
     span: Span
     adds: bool = False
+    # ``y[offsets[r] + c] = v where c < n``: the mask of the lanes the store writes (None: every
+    # lane inside the tensor)
+    guard: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -511,8 +517,11 @@ class Spec:
     @property
     def derived(self) -> tuple[tuple[str, Expr], ...]:
         """The derived sizes: (its name, the expression of sizes, integer scalar inputs and
-        integers it is) of each axis over one (``c over C / G whole``), once each, in order."""
+        integers it is) of each axis over one (``c over C / G whole``), then of each tensor
+        dimension written as one (``out y: f32[B1 - 1, D]``), once each, in order."""
         found = {a.dim.id: a.extent for a in self.axes() if a.extent is not None}
+        for tensor in self.tensors:  # out y: f32[B1 - 1, D]
+            found.update((name, extent) for name, extent in tensor.extents if name not in found)
         return tuple(found.items())
 
     def tensor(self, name: str) -> Tensor | None:
@@ -576,8 +585,16 @@ def is_offset(item: Index | Expr) -> TypeGuard[BinOp | Neg]:
 
 
 def offset_names(item: Expr) -> list[str]:
-    """The names an offset index item refers to (axes, sizes, scalar inputs), in order."""
-    return [e.name.id for e in subexpressions(item) if isinstance(e, Ref)]
+    """The names an offset index item refers to (axes, sizes, scalar inputs), in order, those a
+    loaded start is read at included (``b`` of ``offsets[b] + l``)."""
+    names: list[str] = []
+    for e in subexpressions(item):
+        if isinstance(e, Ref):
+            names.append(e.name.id)
+        elif isinstance(e, Load):
+            for i in e.index:
+                names += [i.id] if isinstance(i, Name) else offset_names(i) if is_offset(i) else []
+    return names
 
 
 def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
@@ -612,12 +629,15 @@ def map_body(body: tuple[Stmt, ...], fn: Callable[[Stmt], Stmt]) -> tuple[Stmt, 
 
 def values(stmt: Stmt) -> tuple[Expr, ...]:
     """The expressions one statement computes: a declaration's fill, an assignment's, update's or
-    store's value (not a store's index, nor a loop's body: a loop computes none itself)."""
+    store's value, a store's guard (not a store's index, nor a loop's body: a loop computes none
+    itself)."""
     match stmt:
         case Declare():
             return (stmt.init,)
-        case Assign() | Accumulate() | Store():
+        case Assign() | Accumulate():
             return (stmt.value,)
+        case Store():
+            return (stmt.value,) if stmt.guard is None else (stmt.value, stmt.guard)
         case Loop():
             return ()
         case _:
@@ -641,8 +661,11 @@ def map_values(stmt: Stmt, fn: Callable[[Expr], Expr]) -> Stmt:
     match stmt:
         case Declare():
             return dataclasses.replace(stmt, init=fn(stmt.init))
-        case Assign() | Accumulate() | Store():
+        case Assign() | Accumulate():
             return dataclasses.replace(stmt, value=fn(stmt.value))
+        case Store():
+            guard = None if stmt.guard is None else fn(stmt.guard)
+            return dataclasses.replace(stmt, value=fn(stmt.value), guard=guard)
         case Loop():
             return stmt
         case _:

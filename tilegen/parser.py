@@ -77,6 +77,20 @@ class _InPlace:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Extent:
+    """A dimension written as an expression of sizes (``B1 - 1``)."""
+
+    expr: m.Expr
+
+
+@dataclasses.dataclass(frozen=True)
+class _Guard:
+    """``where c < n`` after a store's value: the mask of the lanes it stores."""
+
+    mask: m.Expr
+
+
+@dataclasses.dataclass(frozen=True)
 class _Initial:
     """``= 0`` after an output's shape: the number it starts filled with."""
 
@@ -155,7 +169,10 @@ class ToModel(Transformer[Token, m.Spec]):
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
         zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
         dims = dims[1:] if zero_dim else dims
-        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place, initial)
+        extents = tuple((m.derived_name(d.expr), d.expr) for d in dims if isinstance(d, _Extent))
+        dims = [m.Name(m.derived_name(d.expr), d.expr.span) if isinstance(d, _Extent) else d for d in dims]
+        return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place, initial,
+                        extents)
 
     def in_place(self, meta: Meta, items: list[Token]) -> _InPlace:
         return _InPlace(_name(items[0]))
@@ -178,11 +195,15 @@ class ToModel(Transformer[Token, m.Spec]):
     def role(self, meta: Meta, items: list[Token]) -> str:
         return str(items[0])
 
-    def dim_name(self, meta: Meta, items: list[Token]) -> m.Name:
-        return _name(items[0])
-
-    def dim_size(self, meta: Meta, items: list[Token]) -> m.Number:
-        return _number(items[0])
+    def dim(self, meta: Meta, items: list[m.Expr]) -> m.Name | m.Number | _Extent:
+        """A tensor's dimension: a size (a :class:`~tilegen.model.Name`), a literal, or an expression
+        of sizes (kept whole; :meth:`tensor_decl` names it as a derived size)."""
+        (item,) = items
+        if isinstance(item, m.Ref):
+            return item.name
+        if isinstance(item, m.Number):
+            return item
+        return _Extent(item)
 
     def param(self, meta: Meta, items: list[Token]) -> m.Param:
         return m.Param(_name(items[0]), _number(items[1]), _span(meta))
@@ -288,13 +309,16 @@ class ToModel(Transformer[Token, m.Spec]):
     def accumulate(self, meta: Meta, items: list[Any]) -> m.Accumulate:
         return m.Accumulate(_name(items[0]), items[1], _span(meta))
 
-    def store(self, meta: Meta, items: list[Any]) -> m.Store:
+    def store(self, meta: Meta, items: list[Any], adds: bool = False) -> m.Store:
+        guard = items.pop().mask if isinstance(items[-1], _Guard) else None
         name, *index, value = items
-        return m.Store(_name(name), tuple(index), value, _span(meta))
+        return m.Store(_name(name), tuple(index), value, _span(meta), adds=adds, guard=guard)
 
     def scatter_add(self, meta: Meta, items: list[Any]) -> m.Store:
-        name, *index, value = items
-        return m.Store(_name(name), tuple(index), value, _span(meta), adds=True)
+        return self.store(meta, items, adds=True)
+
+    def guard(self, meta: Meta, items: list[Any]) -> _Guard:
+        return _Guard(items[0])
 
     def loop(self, meta: Meta, items: list[Any]) -> m.Loop:
         axis, *body = items

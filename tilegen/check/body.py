@@ -11,6 +11,7 @@ from tilegen import model as m
 from tilegen.across import across, assigned
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
+from tilegen.dtypes import BOOL
 from tilegen.check.indexing import check_scatter_add, index_axes
 from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
@@ -93,6 +94,8 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                 axes = expr_axes(state, stmt.value, scope)
                 canonical = {state.alias_of.get(a, a) for a in target}
                 extra = [a for a in axes if state.alias_of.get(a, a) not in canonical]
+                if stmt.guard is not None:
+                    check_guard(state, stmt, stmt.guard, target, scope)
                 if extra and state.spec.tensor(stmt.tensor.id) is not None and len(target) == len(stmt.index):
                     state.errors.error(
                         f"the value spans axis '{extra[0]}', which the store to '{stmt.tensor.id}' does not index",
@@ -112,3 +115,19 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                 scope.locals.update({k: v for k, v in inner.locals.items() if k in scope.locals})
             case _:
                 assert_never(stmt)
+
+
+def check_guard(state: CheckState, store: m.Store, guard: m.Expr, target: tuple[str, ...], scope: Scope) -> None:
+    """``y[offsets[r] + c] = v where c < n``: the guard is a mask (a comparison, or ``&``/``|`` of
+    them) over axes the store indexes, so that each lane it stores has its own truth value."""
+    axes = expr_axes(state, guard, scope)
+    if state.spec.access_style != "pointers":
+        state.errors.error(f"a store's 'where' masks pointers; '{state.spec.access_style}' cannot: use 'access "
+                           "pointers'", guard.span)
+    if dtype_of(state, guard, scope) != BOOL:
+        state.errors.error("a store's 'where' takes a mask: a comparison (c < n), or & and | of them", guard.span)
+    canonical = {state.alias_of.get(a, a) for a in target}
+    outside = [a for a in axes if state.alias_of.get(a, a) not in canonical]
+    if outside:
+        state.errors.error(f"the mask spans axis '{outside[0]}', which the store to '{store.tensor.id}' does not "
+                           "index", guard.span)

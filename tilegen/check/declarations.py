@@ -256,6 +256,9 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         if tensor.role == "in" and scalar is not None and scalar.is_scalar:  # an output's may be: y: f32[B, G]
             state.errors.error(f"'{scalar.name.id}' is a scalar input; an input's shape gives sizes of its own, "
                                "so name this dimension otherwise", dim.span)
+        if isinstance(dim, m.Name) and dim.id in dict(tensor.extents):
+            check_dim_extent(state, tensor, dict(tensor.extents)[dim.id])
+            continue
         if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
             what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
             state.errors.error(
@@ -268,6 +271,25 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         check_sample(state, tensor, tensor.sample)
     if tensor.initial is not None:
         check_initial(state, tensor, tensor.initial)
+
+
+def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> None:
+    """``out y: f32[B1 - 1, D]``: an output's dimension written as ``+ - * /`` of the sizes of the
+    inputs' shapes, integer scalar inputs and positive integers (an input's dimensions are sizes:
+    the launcher reads them from its shape)."""
+    if tensor.role == "in":
+        state.errors.error(f"input '{tensor.name.id}' has a dimension written as an expression; an input's "
+                           "dimensions are sizes or literals (an output's may be expressions of them)", extent.span)
+        return
+    given = _given_sizes(state.spec)
+    for part in m.subexpressions(extent):
+        if isinstance(part, m.BinOp) and part.op in ("+", "-", "*", "/") or isinstance(part, m.Number) and part.is_int:
+            continue
+        if isinstance(part, m.Ref) and part.name.id in given:
+            continue
+        state.errors.error(f"a dimension of '{tensor.name.id}' is arithmetic (+ - * /) of the inputs' sizes, integer "
+                           "scalar inputs and integers", part.span)
+        return
 
 
 def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> None:

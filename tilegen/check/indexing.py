@@ -88,7 +88,10 @@ def index_axes(
                 item.span,
             )
         dim_text = dim.id if isinstance(dim, m.Name) else dim.text
-        if dim_text != axis.dim.id:  # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
+        shorter = (axis.is_index and isinstance(axis.extent, m.BinOp) and axis.extent.op == "-"
+                   and isinstance(axis.extent.left, m.Ref) and axis.extent.left.name.id == dim_text
+                   and isinstance(axis.extent.right, m.Number))  # b over B1 - 1 indexes offsets: i64[B1]
+        if dim_text != axis.dim.id and not shorter:  # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
             state.errors.error(
                 f"axis '{item.id}' tiles '{extent_text(axis)}', but dimension {position} of "
                 f"'{tensor.name.id}' is '{dim_text}'",
@@ -106,8 +109,8 @@ def index_axes(
 
 def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:
     """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
-    plus or minus an offset of sizes, integer scalar inputs, integers and index axes (``g * CG +
-    c``), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher
+    plus or minus an offset of sizes, integer scalar inputs, integers, index axes (``g * CG +
+    c``) and loads of an integer tensor at index axes (``offsets[r] + c``: a start from data), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher
     checks; other quotients and an axis divided round down). The tile axis
     enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
     lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
@@ -130,6 +133,19 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scop
                 tiles.append((name, linear))
             elif name not in scope.axes and name not in state.dims and name not in scalars:
                 state.errors.error(f"'{name}' in {where} is not an axis, a size or an integer scalar input",
+                                   expr.span)
+        elif isinstance(expr, m.Load):  # x[offsets[r] + c]: a loaded start, one number per program
+            source = state.spec.tensor(expr.tensor.id)
+            spanned = index_axes(state, expr.tensor, expr.index, scope, writing=False)
+            if source is not None and not source.is_scalar and not is_int(source.dtype.id):
+                state.errors.error(f"'{source.name.id}' in {where} is {source.dtype.id}; a loaded offset is an "
+                                   "integer tensor", expr.span)
+            if spanned:
+                state.errors.error(f"'{expr.tensor.id}[...]' in {where} spans tile axis '{spanned[0]}'; a loaded offset "
+                                   "is one number per program: index it with index axes (r over R) and constants",
+                                   expr.span)
+            if not linear:
+                state.errors.error(f"a loaded offset in {where} enters added or subtracted (offsets[r] + c)",
                                    expr.span)
         elif isinstance(expr, m.Neg):
             walk(expr.operand, False)

@@ -47,10 +47,11 @@ class Access:
             names += self.store_axes(item.index) if isinstance(item, m.Load) else self.tile_axes((item,))
         return tuple(dict.fromkeys(names))
 
-    def offset(self, item: m.Expr, context: tuple[str, ...]) -> str:
+    def offset(self, item: m.Expr, context: tuple[str, ...], ops: list[Op] | None = None) -> str:
         """The index values of an offset axis (``c + N / 2``) as a tile over ``context``: axes
-        their offsets (an index axis its program id), sizes and scalars themselves, ``/`` as
-        ``//`` (sizes are whole numbers)."""
+        their offsets (an index axis its program id), sizes and scalars themselves, a loaded start
+        (``offsets[r] + c``) the number loaded once per program into ``ops``, ``/`` as ``//``
+        (sizes are whole numbers)."""
         state = self.state
         canonical = tuple(state.canonical.get(a, a) for a in context)
 
@@ -60,7 +61,7 @@ class Access:
                 return n
             return info.offs if info.scalar else broadcast(info.offs, state.canonical.get(n, n), canonical)
 
-        return offset_text(item, name)
+        return offset_text(item, name, lambda start: self.load(start, (), ops))
 
     def scalar_terms(self, tensor: m.Tensor, index: Sequence[IndexItem] | dict[int, IndexItem]) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
@@ -107,7 +108,7 @@ class Access:
                 (masks if self.tile_axes(item.index) else scalar).extend(conditions)
                 continue
             if is_offset(item):  # lanes whose index falls outside the dimension read nothing (0)
-                index = self.offset(item, context)
+                index = self.offset(item, context, ops)
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
                 terms.append(f"{index} * {stride_name(tensor, position)}")
@@ -230,6 +231,7 @@ class Access:
         for part in m.subexpressions(expr):
             if isinstance(part, m.Load):
                 used |= {i.id for i in part.index if isinstance(i, m.Name)}
+                used |= {n for i in part.index if is_offset(i) for n in m.offset_names(i)}  # values[offsets[b] + l]
         for axis, preheader in reversed(self.state.hoists):
             if axis in used:
                 break

@@ -197,19 +197,23 @@ def is_offset(item: IndexItem) -> TypeGuard[m.BinOp | m.Neg]:
     return m.is_offset(item)
 
 
-def offset_text(item: m.Expr, name: Callable[[str], str]) -> str:
+def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load], str] | None = None) -> str:
     """An offset index (``c + N / 2``, :func:`tilegen.model.is_offset`) as Python text for the
     kernel or the reference: each name written by ``name(name)`` (an axis as its offsets or its
-    ``arange``, a size or scalar as itself), ``/`` as ``//`` (sizes are whole numbers)."""
+    ``arange``, a size or scalar as itself), a loaded start (``offsets[r] + c``) by ``load``,
+    ``/`` as ``//`` (sizes are whole numbers)."""
     if isinstance(item, m.Number):
         return item.text
     if isinstance(item, m.Ref):
         return name(item.name.id)
+    if isinstance(item, m.Load):
+        assert load is not None, f"a loaded offset where none is read: {item}"
+        return load(item)
     if isinstance(item, m.Neg):
-        return f"-({offset_text(item.operand, name)})"
+        return f"-({offset_text(item.operand, name, load)})"
     assert isinstance(item, m.BinOp), f"not an offset index: {item}"
     op = "//" if item.op == "/" else item.op
-    return f"({offset_text(item.left, name)} {op} {offset_text(item.right, name)})"
+    return f"({offset_text(item.left, name, load)} {op} {offset_text(item.right, name, load)})"
 
 
 def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool = True) -> list[Op]:

@@ -102,7 +102,7 @@ class ReferenceExpressions:
         def name(n: str) -> str:
             return self.arange(self.aliases.get(n, n), own) if n in self.axis_names else n
 
-        return offset_text(item, name)
+        return offset_text(item, name, lambda start: self.load(start, own))
 
     @staticmethod
     def align(text: str, axes: tuple[str, ...], context: tuple[str, ...]) -> str:
@@ -129,9 +129,19 @@ class ReferenceExpressions:
                 return self.shifted(load, offsets[0], self.aliases.get(axes[0], axes[0]), context)
         if any(isinstance(i, m.Load) or is_offset(i) for i in load.index):
             return self.gather(load, context)
-        index = [i.text if isinstance(i, m.Number) else ":" for i in load.index]
+        tensor = tensor_of(self.spec, load.tensor.id)
+        index = [i.text if isinstance(i, m.Number) else self.whole(i, dim) for i, dim in zip(load.index, tensor.dims,
+                                                                                          strict=True)]
         text = f"{load.tensor.id}[{', '.join(index)}]" if any(i != ":" for i in index) else load.tensor.id
         return self.align(text, self.load_axes(load), context)
+
+    def whole(self, item: m.Index, dim: m.Name | m.Number) -> str:
+        """The slice of a dimension an axis indexes: all of it, or the axis's extent where that is
+        shorter (``offsets[b]`` with ``b over B1 - 1``: ``:B1_minus_1``)."""
+        if not isinstance(item, m.Name) or item.id not in self.axis_names:
+            return ":"
+        extent = self.dim_of(self.aliases.get(item.id, item.id))
+        return ":" if isinstance(dim, m.Name) and dim.id == extent else f":{extent}"
 
     def fresh(self, base: str) -> str:
         """``base``, or ``base_1``, ``base_2``, ... where an earlier line or a local takes it (another
@@ -425,7 +435,10 @@ class ReferenceLowering(ReferenceExpressions):
             value = f"torch.as_tensor({value})"
         elif isinstance(stmt.value, (m.BinOp, m.Neg)):
             value = f"({value})"
-        self.lines.append(f"{stmt.tensor.id}[{target}] = {to_dtype(value, dtype)}")
+        value = to_dtype(value, dtype)
+        if stmt.guard is not None:  # where the guard fails, the element keeps what it held
+            value = f"torch.where({self.expr(stmt.guard, index_axes)}, {value}, {stmt.tensor.id}[{target}])"
+        self.lines.append(f"{stmt.tensor.id}[{target}] = {value}")
 
     def offset_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str) -> None:
         """``y[b, g * CG + c] = value``: the value over the store's axes (the offset's in its
@@ -444,6 +457,11 @@ class ReferenceLowering(ReferenceExpressions):
         self.lines.append(f"{name} = torch.as_tensor({self.offset(item, own)}, device={self.device})")
         self.lines.append(f"{inside} = ({name} >= 0) & ({name} < {bound})")
         extents = ", ".join(self.dim_of(a) for a in context)
+        if stmt.guard is not None:  # y[offsets[r] + c] = v where c < n: only where the guard holds
+            assert set(self.expr_axes(stmt.guard)) <= set(own), "the checker keeps an offset store's guard on its axes"
+            guard = f"torch.as_tensor({self.expr(stmt.guard, own)}, device={self.device})"
+            shape = ", ".join(self.dim_of(a) for a in own)
+            self.lines.append(f"{inside} = {inside} & torch.broadcast_to({guard}, ({shape},))")
         value = f"torch.as_tensor({self.expr(stmt.value, tuple(context))}, device={self.device})"
         before = sum(isinstance(i, m.Name) for i in items[:position])
         picked = ", ".join([":"] * before + [inside])
@@ -482,6 +500,8 @@ class ReferenceLowering(ReferenceExpressions):
             value = f"torch.as_tensor({value}, device={self.device})"
         values = self.fresh(f"{stmt.tensor.id}_values")
         self.lines.append(f"{values} = torch.broadcast_to({value}, {name}[0].shape)")
+        if stmt.guard is not None:  # only the lanes where the guard holds
+            inside.append(f"torch.broadcast_to({self.expr(stmt.guard, context)}, {name}[0].shape)")
         if inside:  # indices outside their dimension write nothing
             keep = f"{name}_inside"
             self.lines.append(f"{keep} = {' & '.join(inside)}")

@@ -11,10 +11,10 @@ from tilegen import model as m
 from tilegen.across import across, assigned
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
-from tilegen.dtypes import BOOL
 from tilegen.check.indexing import check_scatter_add, index_axes
 from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
+from tilegen.dtypes import BOOL
 
 
 def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> None:

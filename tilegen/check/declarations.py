@@ -283,7 +283,8 @@ def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> Non
         return
     given = _given_sizes(state.spec)
     for part in m.subexpressions(extent):
-        if isinstance(part, m.BinOp) and part.op in ("+", "-", "*", "/") or isinstance(part, m.Number) and part.is_int:
+        arithmetic = isinstance(part, m.BinOp) and part.op in ("+", "-", "*", "/")
+        if arithmetic or (isinstance(part, m.Number) and part.is_int):
             continue
         if isinstance(part, m.Ref) and part.name.id in given:
             continue

@@ -91,7 +91,8 @@ def index_axes(
         shorter = (axis.is_index and isinstance(axis.extent, m.BinOp) and axis.extent.op == "-"
                    and isinstance(axis.extent.left, m.Ref) and axis.extent.left.name.id == dim_text
                    and isinstance(axis.extent.right, m.Number))  # b over B1 - 1 indexes offsets: i64[B1]
-        if dim_text != axis.dim.id and not shorter:  # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
+        # a size symbol, or a literal dimension (x: f32[N, 4] with k over 4)
+        if dim_text != axis.dim.id and not shorter:
             state.errors.error(
                 f"axis '{item.id}' tiles '{extent_text(axis)}', but dimension {position} of "
                 f"'{tensor.name.id}' is '{dim_text}'",
@@ -108,13 +109,13 @@ def index_axes(
 
 
 def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:
-    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or none)
-    plus or minus an offset of sizes, integer scalar inputs, integers, index axes (``g * CG +
-    c``) and loads of an integer tensor at index axes (``offsets[r] + c``: a start from data), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher
-    checks; other quotients and an axis divided round down). The tile axis
-    enters with a factor of 1, so the index runs over a shifted range of the tensor's dimension;
-    lanes outside it read 0, and a store leaves them out. A store takes one offset. Returns the
-    tile axis, if any."""
+    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or
+    none) plus or minus an offset of sizes, integer scalar inputs, integers, index axes (``g * CG +
+    c``) and loads of an integer tensor at index axes (``offsets[r] + c``: a start from data), with
+    ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher checks;
+    other quotients and an axis divided round down). The tile axis enters with a factor of 1, so
+    the index runs over a shifted range of the tensor's dimension; lanes outside it read 0, and a
+    store leaves them out. A store takes one offset. Returns the tile axis, if any."""
     where = f"the index of '{tensor.name.id}'"
     if state.spec.access_style != "pointers":
         state.errors.error(f"{where} is an offset, which goes through pointers only (this spec has "
@@ -141,8 +142,9 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scop
                 state.errors.error(f"'{source.name.id}' in {where} is {source.dtype.id}; a loaded offset is an "
                                    "integer tensor", expr.span)
             if spanned:
-                state.errors.error(f"'{expr.tensor.id}[...]' in {where} spans tile axis '{spanned[0]}'; a loaded offset "
-                                   "is one number per program: index it with index axes (r over R) and constants",
+                state.errors.error(f"'{expr.tensor.id}[...]' in {where} spans tile axis '{spanned[0]}'; a loaded "
+                                   "offset is one number per program: index it with index axes (r over R) and "
+                                   "constants",
                                    expr.span)
             if not linear:
                 state.errors.error(f"a loaded offset in {where} enters added or subtracted (offsets[r] + c)",

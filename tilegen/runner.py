@@ -105,7 +105,8 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     that closed range: floats in float64, rounded to the dtype and kept inside the range;
     integers uniform over the range's integers (see :func:`sample`). Otherwise floats are
     standard normal, ``u8`` uniform in [0, 256), an integer tensor a gather indexes by uniform in
-    [0, extent of the gathered dimension), other integers in [-100, 100), and scalars are 0.5
+    [0, extent of the gathered dimension), the offsets of jagged rows (``values[offsets[b] + l]``)
+    sorted from 0 to the extent they start rows in (empty rows among them), other integers in [-100, 100), and scalars are 0.5
     (float) or 3 (integer). ``spec`` must be specialized (:func:`tilegen.model.specialize`) where
     it has dtype variables. Raises KeyError naming a size symbol missing from ``sizes``, and
     ValueError for a float range that holds no value of the dtype.
@@ -113,7 +114,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     import torch
 
     generator = torch.Generator().manual_seed(seed)
-    ranges = gather_ranges(spec)
+    ranges, starts = gather_ranges(spec), loaded_starts(spec)
     inputs: dict[str, Argument] = {}
     for tensor in spec.inputs:
         if tensor.is_scalar:  # a number passed by value
@@ -141,6 +142,11 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             value = torch.rand(shape, generator=generator) < 0.5
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
+        elif tensor.name.id in starts:  # offsets of jagged rows: sorted, from 0 to the dimension they start in
+            dim, axes = starts[tensor.name.id]
+            extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
+            longest = min((sizes[a] for a in axes if a in sizes), default=extent)
+            value = jagged_offsets(extent, math.prod(shape) - 1, longest, generator).reshape(shape).to(dtype)
         elif tensor.name.id in ranges:  # gather indices: valid positions of the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
@@ -206,6 +212,48 @@ def gather_ranges(spec: m.Spec) -> dict[str, m.Name | m.Number]:
                     assert tensor is not None  # the checker's: a load or store names a tensor
                     ranges[item.tensor.id] = tensor.dims[position]
     return ranges
+
+
+def loaded_starts(spec: m.Spec) -> dict[str, tuple[m.Name | m.Number, tuple[str, ...]]]:
+    """Integer tensor -> the dimension its values start rows in and the sizes of the axes added to
+    them (``offsets`` -> ``(T, ("L",))`` for ``values[offsets[b] + l, d]`` with ``l over L``):
+    jagged rows' offsets, and what bounds a row's length."""
+    extents = {a.name.id: a.dim.id for a in spec.axes()}
+    starts: dict[str, tuple[m.Name | m.Number, tuple[str, ...]]] = {}
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            tensor = spec.tensor(access.tensor.id)
+            for position, item in enumerate(access.index):
+                if m.is_offset(item) and tensor is not None:
+                    added = tuple(extents[r.name.id] for r in m.subexpressions(item)
+                                  if isinstance(r, m.Ref) and r.name.id in extents)
+                    for part in m.subexpressions(item):
+                        if isinstance(part, m.Load):
+                            starts[part.tensor.id] = (tensor.dims[position], added)
+    return starts
+
+
+def jagged_offsets(total: int, rows: int, longest: int, generator: torch.Generator) -> torch.Tensor:
+    """``rows + 1`` sorted offsets from 0 to ``total`` (an int64 tensor on the CPU): ``rows`` rows of
+    random lengths, each at most ``longest`` where ``rows * longest`` covers ``total`` (else as even as
+    they go), empty ones among them. Raises ValueError for ``rows`` < 0, or ``rows`` = 0 with ``total`` > 0."""
+    import torch
+
+    if rows < 0 or (rows == 0 and total > 0):
+        raise ValueError(f"{rows} rows cannot hold {total} elements")
+    if rows == 0:
+        return torch.zeros(1, dtype=torch.int64)
+    longest = max(longest, -(-total // rows))
+    lengths = torch.full((rows,), total // rows, dtype=torch.int64)
+    lengths[: total % rows] += 1
+    for _ in range(2 * rows):  # random moves of rows from one to another, each kept within longest
+        i, j = torch.randint(0, rows, (2,), generator=generator).tolist()
+        room = min(int(lengths[i]), longest - int(lengths[j]))
+        if i != j and room > 0:
+            moved = int(torch.randint(0, room + 1, (), generator=generator))
+            lengths[i] -= moved
+            lengths[j] += moved
+    return torch.cat([torch.zeros(1, dtype=torch.int64), lengths.cumsum(0)])
 
 
 def load_image(path: Path, device: str) -> torch.Tensor:

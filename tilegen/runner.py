@@ -106,10 +106,11 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     integers uniform over the range's integers (see :func:`sample`). Otherwise floats are
     standard normal, ``u8`` uniform in [0, 256), an integer tensor a gather indexes by uniform in
     [0, extent of the gathered dimension), the offsets of jagged rows (``values[offsets[b] + l]``)
-    sorted from 0 to the extent they start rows in (empty rows among them), other integers in [-100, 100), and scalars are 0.5
-    (float) or 3 (integer). ``spec`` must be specialized (:func:`tilegen.model.specialize`) where
-    it has dtype variables. Raises KeyError naming a size symbol missing from ``sizes``, and
-    ValueError for a float range that holds no value of the dtype.
+    sorted from 0 to the extent they start rows in (:func:`jagged_offsets`), other integers in
+    [-100, 100), and scalars are 0.5 (float) or 3 (integer). ``spec`` must be specialized
+    (:func:`tilegen.model.specialize`) where it has dtype variables. Raises KeyError naming a
+    size symbol missing from ``sizes``, and ValueError for a float range that holds no value of
+    the dtype.
     """
     import torch
 

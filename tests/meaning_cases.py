@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
+from tilegen.runner import fit_jagged_rows
 from tilegen.sizes import scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -292,7 +293,7 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             if align > 1:
                 size = _aligned(size, align, sizes.values())
         sizes[dim.id] = size
-    return solve_derived(spec, sizes)
+    return fit_jagged_rows(spec, solve_derived(spec, sizes))
 
 
 def _aligned(size: int, align: int, taken) -> int:

@@ -107,9 +107,10 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
     """The launcher's positional arguments for ``case`` (``spec`` bound to its dtypes): an input
     declared with a range (``in x: f32[N] in [0.01, 10]``) drawn from it as ``tilegen run`` draws
     it; otherwise floats standard normal, scalars ``sign`` times 0.5 or 0.75 (3 for integers),
-    integers distinct values of both signs (gather indices valid positions, ``u8`` anything)."""
+    integers distinct values of both signs (gather indices valid positions, jagged rows' offsets
+    sorted as ``tilegen run`` draws them, ``u8`` anything)."""
     generator = torch.Generator().manual_seed(case.seed)
-    ranges = runner.gather_ranges(spec)
+    ranges, starts = runner.gather_ranges(spec), runner.loaded_starts(spec)
     args = []
     for tensor in spec.inputs:
         shape = [int(d.text) if isinstance(d, m.Number) else case.sizes[d.id] for d in tensor.dims]
@@ -131,6 +132,12 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
         elif tensor.dtype.id == "bool":  # a mask: True and False alike
             value = torch.rand(shape, generator=generator) < 0.5
+        elif tensor.name.id in starts:  # jagged rows' offsets: sorted, from 0 to the rows' dimension
+            dim, axes = starts[tensor.name.id]
+            extent = int(dim.text) if isinstance(dim, m.Number) else case.sizes[dim.id]
+            longest = min((case.sizes[a] for a in axes if a in case.sizes), default=extent)
+            # no empty row where the rows allow (a mean of none is NaN, which reads as an element never written)
+            value = runner.jagged_offsets(extent, count - 1, longest, generator, shortest=1).reshape(shape).to(dtype)
         elif tensor.name.id in ranges:  # gather indices: positions inside the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else case.sizes[dim.id]

@@ -23,7 +23,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -234,10 +234,12 @@ def loaded_starts(spec: m.Spec) -> dict[str, tuple[m.Name | m.Number, tuple[str,
     return starts
 
 
-def jagged_offsets(total: int, rows: int, longest: int, generator: torch.Generator) -> torch.Tensor:
+def jagged_offsets(total: int, rows: int, longest: int, generator: torch.Generator, shortest: int = 0
+                   ) -> torch.Tensor:
     """``rows + 1`` sorted offsets from 0 to ``total`` (an int64 tensor on the CPU): ``rows`` rows of
     random lengths, each at most ``longest`` where ``rows * longest`` covers ``total`` (else as even as
-    they go), empty ones among them. Raises ValueError for ``rows`` < 0, or ``rows`` = 0 with ``total`` > 0."""
+    they go) and at least ``shortest`` where ``total`` allows (empty ones among them by default).
+    Raises ValueError for ``rows`` < 0, or ``rows`` = 0 with ``total`` > 0."""
     import torch
 
     if rows < 0 or (rows == 0 and total > 0):
@@ -245,11 +247,12 @@ def jagged_offsets(total: int, rows: int, longest: int, generator: torch.Generat
     if rows == 0:
         return torch.zeros(1, dtype=torch.int64)
     longest = max(longest, -(-total // rows))
+    least = min(shortest, total // rows)
     lengths = torch.full((rows,), total // rows, dtype=torch.int64)
     lengths[: total % rows] += 1
     for _ in range(2 * rows):  # random moves of rows from one to another, each kept within longest
         i, j = torch.randint(0, rows, (2,), generator=generator).tolist()
-        room = min(int(lengths[i]), longest - int(lengths[j]))
+        room = min(int(lengths[i]) - least, longest - int(lengths[j]))
         if i != j and room > 0:
             moved = int(torch.randint(0, room + 1, (), generator=generator))
             lengths[i] -= moved
@@ -616,4 +619,17 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
         if spec.access_style == "descriptor":  # TMA rows must be 16-byte aligned
             tail = 16 if step > 16 else 0
         sizes[dim.id] = given.get(dim.id, step * programs + tail)
-    return solve_derived(spec, sizes, given)
+    return fit_jagged_rows(spec, solve_derived(spec, sizes, given), given)
+
+
+def fit_jagged_rows(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:
+    """``sizes`` with the dimension jagged rows lie in (``T`` of ``values[offsets[b] + l, d]``) made
+    at least as long as the rows the offsets make, so that no row need be empty, where no axis and
+    nothing ``given`` sizes that dimension."""
+    for name, (dim, _) in loaded_starts(spec).items():
+        offsets = spec.tensor(name)
+        assert offsets is not None, "a loaded start names an input"
+        rows = math.prod(sizes.get(d.id, 1) if isinstance(d, m.Name) else int(d.text) for d in offsets.dims) - 1
+        if isinstance(dim, m.Name) and dim.id not in given and not any(a.dim.id == dim.id for a in spec.axes()):
+            sizes[dim.id] = max(sizes[dim.id], rows)
+    return sizes

@@ -11,10 +11,15 @@ the same process as its torch baseline:
 * ``speedup_eager`` / ``speedup_graphed``: torch's time over tilegen's (above 1: tilegen faster);
 * ``max_error``: the largest difference from torch's result (float sums differ in their order).
 
-The embedding backward's baseline is torch's own (``torch.ops.aten.embedding_dense_backward``,
-what ``F.embedding``'s autograd runs), in the table's dtype; tilegen's sums in float32 and, for
+Where torch's call cannot be captured in a CUDA graph (``torch.bincount`` reads its size back
+to the host), its graphed column is NaN. The embedding backward's baseline is torch's own
+(``torch.ops.aten.embedding_dense_backward``, what ``F.embedding``'s autograd runs), in the
+table's dtype; tilegen's sums in float32 and, for
 a bfloat16 or float16 table, casts to it as autograd does (the cast is timed too). Shapes:
-Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes.
+Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes. The
+jagged operators (tritonbench's jagged_sum, jagged_mean, jagged_softmax) run on sequences of
+uniform random lengths up to L against ``torch.segment_reduce`` and a nested jagged tensor's
+softmax.
 """
 
 from __future__ import annotations
@@ -45,7 +50,10 @@ def _row(kernel: str, shape: str, dtype: torch.dtype, ours, theirs) -> dict:
     eager = do_bench(ours, return_mode="median")
     torch_eager = do_bench(theirs, return_mode="median")
     graphed = do_bench_cudagraph(ours, return_mode="median")
-    torch_graphed = do_bench_cudagraph(theirs, return_mode="median")
+    try:
+        torch_graphed = do_bench_cudagraph(theirs, return_mode="median")
+    except RuntimeError:  # torch's op syncs with the host (bincount's size): no graph of it
+        torch_graphed = float("nan")
     row = {
         "kernel": kernel, "shape": shape, "dtype": str(dtype).removeprefix("torch."),
         "eager_us": round(eager * 1e3, 1), "torch_eager_us": round(torch_eager * 1e3, 1),
@@ -103,10 +111,40 @@ def scatter_add_rows() -> list[dict]:
     return rows
 
 
+def _segments(batch: int, longest: int, columns: int, seed: int):
+    """values [T, columns] (f32, CUDA) and offsets [batch + 1] of sequences of uniform lengths in
+    [1, longest]."""
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    lengths = torch.randint(1, longest + 1, (batch,), device="cuda", generator=generator)
+    offsets = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+    values = torch.randn(int(offsets[-1]), columns, device="cuda", generator=generator)
+    return values, offsets
+
+
+def jagged_rows() -> list[dict]:
+    """tritonbench's jagged operators against torch: ``torch.segment_reduce`` for the sum and the
+    mean, and the softmax of a nested jagged tensor (``torch.nested.nested_tensor_from_jagged``)."""
+    rows = []
+    for batch, longest, columns in ((1024, 256, 128), (512, 1024, 256), (64, 2048, 1024)):
+        values, offsets = _segments(batch, longest, columns, batch)
+        shape = f"B={batch} L={longest} D={columns} T={values.shape[0]}"
+        for kernel, reduce in (("jagged_sum", "sum"), ("jagged_mean", "mean")):
+            module = _module(kernel)
+            rows.append(_row(kernel, shape, torch.float32,
+                             lambda m=module, k=kernel, v=values, o=offsets, n=longest: getattr(m, k)(v, o, n),
+                             lambda v=values, o=offsets, r=reduce: torch.segment_reduce(v, r, offsets=o, axis=0)))
+        module = _module("jagged_softmax")
+        nested = torch.nested.nested_tensor_from_jagged(values, offsets)
+        rows.append(_row("jagged_softmax", shape, torch.float32,
+                         lambda m=module, v=values, o=offsets, n=longest: m.jagged_softmax(v, o, n),
+                         lambda t=nested: torch.softmax(t, dim=1).values()))
+    return rows
+
+
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
-    rows = embedding_rows() + bincount_rows() + scatter_add_rows()
+    rows = embedding_rows() + bincount_rows() + scatter_add_rows() + jagged_rows()
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"
     with path.open("w", newline="") as f:

@@ -72,7 +72,7 @@ def cumsum_masked_kernel(
             offs_c = offs_c.to(tl.int64)
         # specs/cumsum_masked.tile:24: y[r, c] = cumsum(where(mask[r, c], x[r, c], 0), dim=c)
         mask = tl.load(mask_ptr + offs_r[:, None] * stride_mask_m + offs_c[None, :] * stride_mask_n, mask=mask_r[:, None])
-        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None])
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_r[:, None] & (mask))
         cumsum_c = tl.cumsum(tl.where(mask, x, 0), axis=1, reverse=False)
         y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c[None, :] * stride_y_n
         tl.store(y_ptrs, row_cumsum[:, None] + cumsum_c, mask=mask_r[:, None])
@@ -88,7 +88,7 @@ def cumsum_masked_kernel(
         # specs/cumsum_masked.tile:24: y[r, c] = cumsum(where(mask[r, c], x[r, c], 0), dim=c)
         mask_rc = mask_r[:, None] & mask_c[None, :]
         mask = tl.load(mask_ptr + offs_r[:, None] * stride_mask_m + offs_c[None, :] * stride_mask_n, mask=mask_rc)
-        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
+        x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc & (mask))
         cumsum_c = tl.cumsum(tl.where(mask_c[None, :], tl.where(mask, x, 0), 0.0), axis=1, reverse=False)
         y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c[None, :] * stride_y_n
         tl.store(y_ptrs, row_cumsum[:, None] + cumsum_c, mask=mask_rc)

@@ -68,7 +68,7 @@ def jagged_mean_kernel(
             offs_l = offs_l.to(tl.int64)
         # specs/jagged_mean.tile:14: acc += sum(where(l < n, values[offsets[b] + l, d], 0), dim=l)
         mask_ld = ((offsets_1 + offs_l[:, None]) >= 0) & ((offsets_1 + offs_l[:, None]) < T) & mask_d[None, :]
-        values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld, other=0)
+        values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld & (offs_l[:, None] < n), other=0)
         sum_l = tl.sum(tl.where(offs_l[:, None] < n, values, 0), axis=0)
         acc += sum_l
     # the last tile, if L % BL != 0: masked
@@ -79,7 +79,7 @@ def jagged_mean_kernel(
         mask_l = offs_l < L
         # specs/jagged_mean.tile:14: acc += sum(where(l < n, values[offsets[b] + l, d], 0), dim=l)
         mask_ld = mask_l[:, None] & ((offsets_1 + offs_l[:, None]) >= 0) & ((offsets_1 + offs_l[:, None]) < T) & mask_d[None, :]
-        values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld, other=0)
+        values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld & (offs_l[:, None] < n), other=0)
         sum_l = tl.sum(tl.where(mask_l[:, None], tl.where(offs_l[:, None] < n, values, 0), 0.0), axis=0)
         acc += sum_l
     # specs/jagged_mean.tile:15: y[b, d] = acc / n

@@ -63,7 +63,7 @@ def jagged_softmax_kernel(
     n = offsets - offsets_1
     # specs/jagged_softmax.tile:13: x = where(l < n, values[offsets[b] + l, d], -inf)
     mask_ld = mask_l[:, None] & ((offsets_1 + offs_l[:, None]) >= 0) & ((offsets_1 + offs_l[:, None]) < T) & mask_d[None, :]
-    values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld, other=0)
+    values = tl.load(values_ptr + (offsets_1 + offs_l[:, None]) * stride_values_t + offs_d[None, :] * stride_values_d, mask=mask_ld & (offs_l[:, None] < n), other=0)
     x = tl.where(offs_l[:, None] < n, values, float("-inf"))
     # specs/jagged_softmax.tile:14: e = exp(x - max(x, dim=l))
     max_l = amax(tl.where(mask_l[:, None], x, float("-inf")), 0)

@@ -238,14 +238,23 @@ class Access:
             ops = preheader
         return ops
 
-    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op] | None, fill: str | None = None) -> str:
+    def load(self, expr: m.Load, context: tuple[str, ...], ops: list[Op] | None, fill: str | None = None,
+             guard: str | None = None) -> str:
         """Emit ``tile = tl.load(...)`` and return the tile, broadcast to ``context``; masked-off
         lanes read ``fill`` (``other=``; a ``dot`` operand asks for 0.0), or nothing defined. A
         tile loaded before in this scope (same tensor, index, context and fill) is not loaded
-        again: inputs are read-only, so it still holds the same values. Without ``ops``, only such
+        again: inputs are read-only, so it still holds the same values. ``guard`` (a mask over
+        ``context``, the condition of a ``where`` that keeps this tile) joins the load's mask, so
+        that the lanes the ``where`` drops cost no memory traffic; it is left out where the load is
+        hoisted before a loop or goes through block pointers or descriptors. Without ``ops``, only such
         a tile (a nested gather's index, whose mask :meth:`pointer_expr` recomputes)."""
         state = self.state
-        key: LoadKey = (m.expr_key(expr), context, fill)
+        if guard is not None and (m.expr_key(expr), context, fill) in state.loads:
+            guard = None  # loaded whole already: no second load
+        if guard is not None and (ops is None or self.hoisted(expr, ops) is not ops
+                                  or state.spec.access_style != "pointers" or not self.tile_axes(expr.index)):
+            guard = None  # only a load made where the guard is, through pointers, takes it
+        key: LoadKey = (m.expr_key(expr), context, fill if guard is None else f"{fill} if {guard}")
         if key in state.loads:
             return state.loads[key]
         assert ops is not None, f"{expr.tensor.id}: a load with nowhere to go"
@@ -276,6 +285,8 @@ class Access:
             state.loads[key] = broadcast_tile(var, ordered, canonical)  # a later use broadcasts it alike
             return state.loads[key]
         ptr, mask = self.pointer_expr(expr, context, ops, load=True)
+        if guard is not None:  # where(l < n, values[...], 0): the lanes the where drops are not read
+            mask = f"{mask} & ({guard})" if mask else guard
         if fill is None and any(is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"
         other = f", other={fill}" if fill is not None else ""

@@ -310,6 +310,10 @@ class Expressions(ExpressionTypes):
             if given is None:
                 assert default is not None, f"{name}() needs '{param}'"
                 values[param] = default
+            elif function.selects and isinstance(given, m.Load) and self.expr_axes(call.args[0]):
+                # where(l < n, values[...], 0): the kept tile is loaded only where the mask holds
+                guard = x if position == 1 else f"~({x})"
+                values[param] = self.access.load(given, context, ops, guard=guard)
             else:
                 values[param] = self.expr(given, context, ops)
             if param in function.numbers and is_int(first) and function.kind == "elementwise":

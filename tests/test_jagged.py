@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from tests.conftest import config_indices, force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.runner import jagged_offsets
@@ -30,29 +31,32 @@ def _rows(values, offsets):
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-@pytest.mark.parametrize("blocks", [{"BD": 32, "BL": 16}, {"BD": 8, "BL": 4}, {"BD": 64, "BL": 64}])
-def test_jagged_sum_and_mean_are_torchs_per_sequence(generated, lengths, blocks):
+def test_jagged_sum_and_mean_are_torchs_per_sequence(generated, monkeypatch, lengths):
     values, offsets = _jagged(lengths, 45, seed=len(lengths))
     longest = max(lengths)
     rows = _rows(values, offsets)
     sums = torch.stack([r.sum(0) for r in rows])
     means = torch.stack([r.mean(0) for r in rows])  # an empty sequence's mean is NaN, as torch's
-    for bound in (longest, longest + 13):  # L: the longest sequence, or more
-        got = generated("jagged_sum").jagged_sum(values, offsets, bound, **blocks)
-        torch.testing.assert_close(got, sums, rtol=1e-5, atol=1e-5)
-        got = generated("jagged_mean").jagged_mean(values, offsets, bound, **blocks)
-        torch.testing.assert_close(got, means, rtol=1e-5, atol=1e-5, equal_nan=True)
-        torch.testing.assert_close(generated("jagged_sum").reference(values, offsets, bound), sums)
+    jagged_sum, jagged_mean = generated("jagged_sum"), generated("jagged_mean")
+    for index in config_indices(jagged_sum):
+        force_config(monkeypatch, jagged_sum, index)
+        force_config(monkeypatch, jagged_mean, index)
+        for bound in (longest, longest + 13):  # L: the longest sequence, or more
+            torch.testing.assert_close(jagged_sum.jagged_sum(values, offsets, bound), sums, rtol=1e-5, atol=1e-5)
+            got = jagged_mean.jagged_mean(values, offsets, bound)
+            torch.testing.assert_close(got, means, rtol=1e-5, atol=1e-5, equal_nan=True)
+    torch.testing.assert_close(jagged_sum.reference(values, offsets, longest), sums)
 
 
 @pytest.mark.parametrize("lengths", LENGTHS)
-@pytest.mark.parametrize("block", [16, 4, 64])
-def test_jagged_softmax_is_torchs_per_sequence(generated, lengths, block):
-    values, offsets = _jagged(lengths, 21, seed=block)
+def test_jagged_softmax_is_torchs_per_sequence(generated, monkeypatch, lengths):
+    values, offsets = _jagged(lengths, 21, seed=len(lengths))
     expected = torch.cat([torch.softmax(r, dim=0) for r in _rows(values, offsets)])
     module = generated("jagged_softmax")
-    got = module.jagged_softmax(values, offsets, max(lengths), BD=block)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    for index in config_indices(module):
+        force_config(monkeypatch, module, index)
+        got = module.jagged_softmax(values, offsets, max(lengths))
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(module.reference(values, offsets, max(lengths)), expected, rtol=1e-5, atol=1e-6)
 
 

@@ -18,10 +18,15 @@ def setting_value(setting: m.Param) -> m.Number:
 
 
 def check_tune(state: CheckState, tune: m.Tune) -> None:
-    """``tune``: a key of distinct sizes, at most one default config, no config listed twice,
+    """``tune``: a key of distinct sizes (integer scalar inputs an axis runs over among them), at
+    most one default config, no config listed twice,
     each setting once per config and of a block parameter or launch option, positive integers
     (a power of two for ``num_warps``), and every block parameter without a default set."""
     sizes = {d.id for t in state.spec.tensors for d in t.dims if isinstance(d, m.Name)}
+    # an integer scalar input an axis runs over (l over L, with in L: i32) keys like a size
+    extents = {n for a in state.spec.axes() for n in ([a.dim.id] + (m.offset_names(a.extent) if a.extent else []))}
+    sizes |= {t.name.id for t in state.spec.inputs if t.is_scalar and t.name.id in extents
+              and t.dtype.id not in m.FLOAT_DTYPES}
     for position, key in enumerate(tune.key):
         if any(earlier.id == key.id for earlier in tune.key[:position]):
             state.errors.error(f"'{key.id}' is in the autotune key twice", key.span)

@@ -136,8 +136,8 @@ def jagged_softmax(values: torch.Tensor, offsets: torch.Tensor, L: int, *, confi
         launch(grid, device_index, values, offsets, y, *args)
         return y
     device, L, T, D, B1, B1_minus_1 = _jagged_softmax_checked(values, offsets, L)
-    if _grad_enabled() and (values.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
-        return _jagged_softmax_apply(values, offsets, L)
+    if _grad_enabled() and (values.requires_grad):  # autograd would record this call, and the spec has no backward
+        _rt.no_backward("jagged_softmax")
     if values.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return jagged_softmax(values, offsets, L)
@@ -254,11 +254,3 @@ def _jagged_softmax_traced(values: torch.Tensor, offsets: torch.Tensor, L: int) 
 
 
 op = _rt.register_op("jagged_softmax", "6e1eb6b43221632b", jagged_softmax, _jagged_softmax_fake, _jagged_softmax_traced)
-
-
-_jagged_softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, jagged_softmax, __file__, ("values", "offsets", "L"), ("y",),
-    backward=(("jagged_softmax_backward", ("dy", "values", "offsets", "L"), ("dvalues",), False),),
-    saved=("values", "offsets"),
-    scalars=("L",),
-)

@@ -14,6 +14,7 @@ from tilegen.functions import Function, lookup, reduction, spanned_axes
 from tilegen.grad.adjoint import Adjoint, Value
 from tilegen.grad.declarations import NoBackward, float_tensor
 from tilegen.parser import parse
+from tilegen.spec_text import expr_text
 
 
 class Forward:
@@ -68,6 +69,17 @@ class Forward:
                     pass  # below, once every assignment is known good
                 case _:  # any other statement: no rule derives it yet
                     raise NoBackward(f"line {stmt.span.line} is not derived yet; write the backward by hand", stmt.span)
+        for stmt in m.statements(self.spec.body):  # jagged rows: the derivation cannot tell them apart
+            for access in m.accesses(stmt):
+                starts = [i for i in access.index if m.is_offset(i) and any(
+                    isinstance(p, m.Load) for p in m.subexpressions(i))]
+                if starts:
+                    raise NoBackward(f"'{access.tensor.id}' is read or written at a start loaded from data "
+                                     f"({expr_text(starts[0])}): a row past its end is another's, which the "
+                                     "derivation cannot tell apart; write the backward by hand", access.span)
+                if isinstance(stmt, m.Store) and stmt.guard is not None:
+                    raise NoBackward(f"the store to '{stmt.tensor.id}' is guarded ('where'): not derived yet; write "
+                                     "the backward by hand", stmt.span)
         stored: dict[str, m.Span] = {}
         for stmt in self.spec.body:
             if isinstance(stmt, m.Store):

@@ -126,3 +126,15 @@ def test_a_loaded_offset_varying_within_a_tile_is_refused():
     with pytest.raises(SpecError) as caught:
         compile_spec(source, "k.tile")
     assert "spans tile axis 'l'; a loaded offset is one number per program" in caught.value.render()
+
+
+def test_jagged_rows_get_no_derived_backward():
+    """A row read past its sequence's end belongs to the next sequence: a derived backward stored
+    zeros there, over the next sequence's gradient. The derivation refuses, naming the read."""
+    from tilegen.check import check
+    from tilegen.grad import NoBackward, derive_backward
+    from tilegen.parser import parse
+
+    source = JAGGED.replace("values[offsets[b] + l, d] where l < n", "exp(values[offsets[b] + l, d]) where l < n")
+    with pytest.raises(NoBackward, match="at a start loaded from data"):
+        derive_backward(check(parse(source, "k.tile")))

@@ -4,7 +4,8 @@
 ``indexing_<device>.csv`` and prints it. Each row is one kernel at one shape and dtype, timed in
 the same process as its torch baseline:
 
-* ``eager_us``: the generated launcher called as a user calls it (its output allocation, the
+* ``eager_us``: the generated launcher called as a user calls it, after its first call tuned its
+  configs for the shape (``TILEGEN_TUNE=full`` unless the environment says otherwise) (its output allocation, the
   zero fill its ``= 0`` declares, its checks or fast path, the kernel), median of
   ``triton.testing.do_bench``; ``torch_eager_us`` the same for torch's call;
 * ``graphed_us``: both replayed from a CUDA graph (``do_bench_cudagraph``): the GPU's time alone;
@@ -25,6 +26,7 @@ softmax.
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tilegen.runner import load_module  # noqa: E402
+
+os.environ.setdefault("TILEGEN_TUNE", "full")  # each kernel's configs timed at each shape (its first call)
 
 
 def _module(name: str):

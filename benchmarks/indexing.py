@@ -4,10 +4,10 @@
 ``indexing_<device>.csv`` and prints it. Each row is one kernel at one shape and dtype, timed in
 the same process as its torch baseline:
 
-* ``eager_us``: the generated launcher called as a user calls it, after its first call tuned its
-  configs for the shape (``TILEGEN_TUNE=full`` unless the environment says otherwise) (its output allocation, the
-  zero fill its ``= 0`` declares, its checks or fast path, the kernel), median of
-  ``triton.testing.do_bench``; ``torch_eager_us`` the same for torch's call;
+* ``eager_us``: the generated launcher called as a user calls it (its output allocation, the
+  zero fill its ``= 0`` declares, its checks or fast path, the kernel), after its first call tuned
+  its configs for the shape (``TILEGEN_TUNE=full`` unless the environment says otherwise), median
+  of ``triton.testing.do_bench``; ``torch_eager_us`` the same for torch's call;
 * ``graphed_us``: both replayed from a CUDA graph (``do_bench_cudagraph``): the GPU's time alone;
 * ``speedup_eager`` / ``speedup_graphed``: torch's time over tilegen's (above 1: tilegen faster);
 * ``max_error``: the largest difference from torch's result (float sums differ in their order).

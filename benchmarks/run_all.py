@@ -86,6 +86,10 @@ BENCHMARKS = [
               lambda out: [_script("launch_overhead", out)]),
     Benchmark("tune_effort", "the default quick tuning effort against full tuning, matmul_fast at 8 shapes",
               lambda out: [_script("tune_effort", out)]),
+    Benchmark("indexing", "scatter-adds (embedding backward, bincount, scatter_add) and jagged rows vs torch",
+              lambda out: [_script("indexing", out)]),
+    Benchmark("model_step", "the decoder's training step: torch eager, torch.compile, tilegen eager and compiled",
+              lambda out: [_script("model_step", out)]),
     Benchmark("train_decoder", "a small decoder trained on tilegen kernels beside torch (float32, bfloat16)",
               lambda out: [_script("train_decoder", out), _script("train_decoder", out, 300, "bfloat16")]),
 ]

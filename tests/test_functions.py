@@ -197,7 +197,7 @@ def errors(text):
         ("y[r, c] = elu(x[r, c], beta=2)", "unknown argument 'beta' to 'elu'; expected 'alpha'"),
         ("y[r, c] = tanhh(x[r, c])", "unknown function 'tanhh'"),
         ("y[r, c] = x[r, c] * BM", "'BM' is a block size, which has no value in the body"),
-        ("y[r, idx[r]] = x[r, c]", "a store cannot scatter through a loaded index"),
+        ("y[r, idx[r]] = x[r, c]", "the value spans axis 'c', which the store to 'y' does not index"),
         ("t = f[r]\n  t = x[r, c]\n  y[r, c] = t", "'t' spans ['r'], but the new value spans ['r', 'c']"),
     ],
 )

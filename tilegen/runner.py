@@ -147,7 +147,8 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
             dim, axes = starts[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
             longest = min((sizes[a] for a in axes if a in sizes), default=extent)
-            value = jagged_offsets(extent, math.prod(shape) - 1, longest, generator).reshape(shape).to(dtype)
+            rows = math.prod(shape) - 1  # none empty where the rows allow (a mean of none is NaN)
+            value = jagged_offsets(extent, rows, longest, generator, shortest=1).reshape(shape).to(dtype)
         elif tensor.name.id in ranges:  # gather indices: valid positions of the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]

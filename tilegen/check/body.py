@@ -96,7 +96,9 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                 extra = [a for a in axes if state.alias_of.get(a, a) not in canonical]
                 if stmt.guard is not None:
                     check_guard(state, stmt, stmt.guard, target, scope)
-                if extra and state.spec.tensor(stmt.tensor.id) is not None and len(target) == len(stmt.index):
+                scatters = any(isinstance(i, m.Load) for i in stmt.index)  # every lane stores: none may repeat
+                if extra and state.spec.tensor(stmt.tensor.id) is not None and (len(target) == len(stmt.index)
+                                                                                  or scatters):
                     state.errors.error(
                         f"the value spans axis '{extra[0]}', which the store to '{stmt.tensor.id}' does not index",
                         stmt.value.span,

@@ -384,7 +384,7 @@ def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
             p.name if p.kind is p.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}"
             for p in inspect.signature(launcher).parameters.values() if p.name != "config"  # config= forces: no tune
         )
-        assert f"lambda: {launcher.__name__}({params}))" in inspect.getsource(launcher)
+        assert f"lambda: {launcher.__name__}({params})" in inspect.getsource(launcher)
 
 
 def _submit_cleans_up():

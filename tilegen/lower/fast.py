@@ -56,6 +56,7 @@ class FastPath:
     arrays: tuple[str, ...]
     split: bool
     tuned: bool
+    shapes: tuple[str, ...] = ()  # each output's shape (but a 0-dim one's), as text: what the fast path makes again
 
     def keep(self, launcher: str, index: str) -> list[Op]:
         """The full path's line keeping its launch, ``launcher`` on device ``index`` (``"None"``:
@@ -146,4 +147,5 @@ def lower_fast_path(
     )
     outputs = [tuple_text([d.text if isinstance(d, m.Number) else d.id for d in t.dims]) for t in shaped]
     return FastPath(ops, ", ".join([tuple_text(args), *outputs]), kernel.finishes, descriptors,
-                    tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None)
+                    tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None,
+                    tuple(outputs))

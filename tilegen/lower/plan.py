@@ -239,6 +239,7 @@ class LauncherPlan:
     traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
     checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
+    launch: str = ""  # the module's runtime Launch of the kernel (``_<name>_launch = _rt.Launch(...)``); "": none
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("156d8e2869f130e7")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -111,6 +111,9 @@ def _row_cumprod_checked(x: torch.Tensor):
     return device, M, N
 
 
+_row_cumprod_launch = _rt.Launch(globals(), "row_cumprod_kernel", "row_cumprod", pointers=2, tuned=True)
+
+
 def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumprod.tile and return its output.
 
@@ -148,56 +151,12 @@ def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         return y
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("row_cumprod", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    row_cumprod_kernel, grid,
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, row_cumprod_kernel, lambda: row_cumprod(x)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        row_cumprod_kernel.fn[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(row_cumprod_kernel.fn), grid, None, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides)),
-        int64,
+    _row_cumprod_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: row_cumprod(x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, row_cumprod_kernel.fn, grid,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        config["BM"], config["BC"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
     return y
 
 
@@ -227,13 +186,7 @@ def _row_cumprod_traced(x: torch.Tensor) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(row_cumprod_kernel)[grid](
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _row_cumprod_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

@@ -108,7 +108,9 @@ def lower_fast_path(
     if spec.in_place:
         terms.append("inplace")
     terms.append("_current_device()")
-    key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
+    key = f"fast_key = ({', '.join(terms)})"  # one line where it is short, else one group of terms per line
+    if len(key) > 112:  # (the line, indented, within 120 characters)
+        key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
     shaped = [t for t in spec.outputs if not t.zero_dim]
     kept = [f"_{t.name.id}_shape" for t in shaped]
     kept += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]

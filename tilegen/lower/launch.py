@@ -126,13 +126,6 @@ def launch_name(name: str) -> str:
     return f"_{name.lstrip('_')}_launch"
 
 
-def runtime_launches(kernel: KernelPlan) -> bool:
-    """Whether the runtime's :class:`tilegen.runtime.Launch` runs the launch of ``kernel``: all but a
-    split loop's, finish kernels', a split tail's and row pieces', which the launcher writes out
-    (:func:`launch_ops`)."""
-    return kernel.split is None and not kernel.finishes and kernel.tail is None and kernel.pieces is None
-
-
 def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs) -> str:
     """The module's :class:`tilegen.runtime.Launch` of launcher ``name`` (``spec`` with its stages'
     values), which launches ``kernel``: the fast path passes its first group of arguments (the
@@ -254,7 +247,7 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
     (``_settle_ties``), and after that its remembered config is one more part of the key. With
     ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
-    if runtime_launches(kernel):
+    if kernel.runtime_launched:
         return runtime_launch(spec, kernel, name, launch, call, variant, fast)
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name

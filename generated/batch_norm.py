@@ -240,11 +240,7 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     each reduces across programs, so none of them could. Called by batch_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "_batch_norm_shift",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("_batch_norm_shift", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why

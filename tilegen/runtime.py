@@ -444,28 +444,36 @@ class Launch:
         a call that tuned is done (the autotuner ran it) and keeps nothing."""
         module = self.module
         jit = module[self.kernel]
-        options: dict[str, Any] = {}
         index: int | None = None
         tuner: Tuner | None = None
         if self.tuned:
             assert tune_key is not None and again is not None, f"{self.name}: a tuned launch without its tune key"
-            index = self.config_index(tune_key, grid, args, meta, again, first)
+            index = module["_TUNED"].get(tune_key)
             if index is None:
-                return
-            jit, tuner, chosen = jit.fn, module["_tuner"], module["_CONFIGS"][index]
-            meta, options = {**meta, **chosen.kwargs}, chosen.all_kwargs()
+                index = self.config_index(tune_key, grid, args, meta, again, first)
+                if index is None:  # the autotuner ran the call
+                    return
+            jit, tuner = jit.fn, module["_tuner"]
+            meta = {**meta, **module["_CONFIGS"][index].kwargs}
         if self.blocks:  # the descriptors' block shapes, from this config's blocks
             module["_descriptor_blocks"]({**dict(zip(self.arg_names, args, strict=False)), **meta})
         programs = grid(meta)
-        constexprs = tuple(meta[name] for name in self.constexprs)
+        constexprs = tuple([meta[name] for name in self.constexprs])
+        launch: DirectLaunch
         if INTERPRET:  # Triton's interpreter runs the kernel on the CPU
             jit[programs](*args, **meta)
             launch, device_index = interpreted(jit), None
         else:  # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
             device_index = device.index
             compiled = module["_COMPILED"]
-            key = (self.name, device_index, index, *map(_specialized, args), *constexprs)
-            launch = compiled.get(key) or compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+            # what Triton specializes each argument on (an int's int_class written out: most are ints)
+            terms = [(a % 16 == 0 if 1 < a < 2**31 else (a,)) if type(a) is int else _specialized(a) for a in args]
+            key = (self.name, device_index, index, *terms, *constexprs)
+            found = compiled.get(key)
+            if found is None:  # a new specialization: compiled with the config's options
+                options = module["_CONFIGS"][index].all_kwargs() if self.tuned else {}
+                found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+            launch = found
             launch(programs, device_index, *args, *constexprs)
         if arrays:
             kept = (*kept, descriptor_templates(args[:self.pointers], arrays))

@@ -240,14 +240,10 @@ def test_a_launcher_with_stages_takes_the_fast_path(generated):
     torch.testing.assert_close(second, module.reference(*args), atol=1e-5, rtol=1e-4)
 
 
-def test_the_compiled_launch_takes_every_argument_by_position_and_compiles_once_per_specialization(
-        generated, monkeypatch):
-    """The GPU's path of the runtime's Launch, run on the CPU: Triton's compile is replaced by the
-    interpreter's launch of what the compiled kernel's launcher gets (every argument by position,
-    constexprs last). The outputs are right; a call like an earlier one compiles nothing; another
-    pointer alignment or dtype compiles its own kernel."""
-    module = generated("rms_norm")
-    rt = module._rt
+def _compiling_on_the_cpu(module, monkeypatch):
+    """Make ``module``'s launches take the GPU's path of the runtime's Launch on the CPU: Triton's
+    compile replaced by the interpreter's launch of what the compiled kernel's launcher gets (every
+    argument by position, constexprs last), with new tables. Returns the compile keys it sees."""
     compiles = []
 
     def compile_launch(compiled, key, kernel, grid, *args, **meta):
@@ -256,11 +252,42 @@ def test_the_compiled_launch_takes_every_argument_by_position_and_compiles_once_
         compiled[key] = lambda grid, device_index, *passed: kernel[grid](*passed)
         return compiled[key]
 
-    monkeypatch.setattr(rt, "INTERPRET", False)
-    monkeypatch.setattr(rt, "compile_launch", compile_launch)
+    monkeypatch.setattr(module._rt, "INTERPRET", False)
+    monkeypatch.setattr(module._rt, "compile_launch", compile_launch)
     monkeypatch.setattr(module, "_COMPILED", {})
-    monkeypatch.setattr(module._tuner, "fast", {})
-    monkeypatch.setattr(module, "_FAST", module._tuner.fast)
+    if hasattr(module, "_tuner"):
+        monkeypatch.setattr(module._tuner, "fast", {})
+    monkeypatch.setattr(module, "_FAST", module._tuner.fast if hasattr(module, "_tuner") else {})
+    return compiles
+
+
+@pytest.mark.parametrize("name", ["copy", "softmax", "cross_entropy_backward", "embedding", "rope", "matmul_tutorial",
+                                  "attention_causal", "geglu_backward", "argmax_dim1", "add_single"])
+def test_the_compiled_launch_computes_what_the_reference_does(generated, monkeypatch, name):
+    """Every launcher through the runtime's Launch, on the GPU's path (:func:`_compiling_on_the_cpu`):
+    untuned and tuned kernels, an in-place one, integer inputs, scalars, a pointer fallback, several
+    outputs. Twice: the second call is the fast path's."""
+    from tests.conftest import spec_named
+    from tilegen import model as m
+    from tilegen.runner import compare, default_sizes, random_inputs
+
+    module = generated(name)
+    compiles = _compiling_on_the_cpu(module, monkeypatch)
+    spec = m.specialize(spec_named(name), spec_named(name).bindings()[0])
+    args = list(random_inputs(spec, default_sizes(spec, 3), "cpu", 1).values())
+    for _ in range(2):
+        error, passed = compare(getattr(module, name)(*args), module.reference(*args), spec, args, module.reference)
+        assert passed, f"{name}: max error {error}"
+    assert len(compiles) == 1
+
+
+def test_the_compiled_launch_takes_every_argument_by_position_and_compiles_once_per_specialization(
+        generated, monkeypatch):
+    """The GPU's path of the runtime's Launch, run on the CPU (:func:`_compiling_on_the_cpu`): the
+    outputs are right; a call like an earlier one compiles nothing; another pointer alignment or
+    dtype compiles its own kernel."""
+    module = generated("rms_norm")
+    compiles = _compiling_on_the_cpu(module, monkeypatch)
     x, w = torch.randn(5, 37), torch.randn(37)
     torch.testing.assert_close(module.rms_norm(x, w, 1e-6), module.reference(x, w, 1e-6))
     assert len(compiles) == 1 and compiles[0][0] == "rms_norm"

@@ -5,7 +5,9 @@
 its own file, once per process; so a generated module needs only torch and Triton. It imports
 nothing of tilegen but itself: no lark, jinja or typer.
 
-What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
+What it holds: a kernel's launch as a generated launcher asks for it (:class:`Launch`: the config,
+the launch, the compile cache, the launch kept for the fast path), the direct launch of a compiled
+kernel (:func:`launcher`, :func:`compile_launch`), the
 helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
 (:class:`Tuner`: the tuned-config cache in the process and on disk, the effort levels of
 TILEGEN_TUNE (:func:`effort`), forced configs (``config=``, TILEGEN_CONFIG), :func:`autotune`, the

@@ -18,9 +18,12 @@ if fast is not None and not (_grad_enabled() and (x.requires_grad)):
     y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
     launch(grid, device_index, x, y, *args)
     return y
-... the full path, which ends with
-_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)
+... the full path, which ends with its module's runtime Launch, keeping the launch under fast_key
+_softmax_launch(fast_key, device, grid, (x, y, M, N, ...), dict(...), ((M, N),), tune_key=..., again=...)
 ```
+
+(a launcher that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
+``_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)``.)
 
 What is kept after ``(launch, grid, device_index, device, args`` (the kernel's arguments after its
 pointers): each output's shape; each finish kernel's workspace sizes and ``(launch, grid,

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -74,6 +72,9 @@ def _add_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
     return device, N
 
 
+_add_launch = _rt.Launch(globals(), "add_kernel", "add", pointers=3)
+
+
 def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/add.tile and return its output.
 
@@ -112,39 +113,11 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
     _x_strides = x.stride()
     _y_strides = y.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        add_kernel[grid](
-            x, y, z,
-            N,
-            *_x_strides, *_y_strides, 1,
-            BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(add_kernel), grid, None, device, (N, *_x_strides, *_y_strides, 1, BLOCK_SIZE, int64), (N,)))
-        return z
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
-        *map(_int_class, (N, *_x_strides, *_y_strides)),
-        BLOCK_SIZE, int64,
+    _add_launch(
+        fast_key, device, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, add_kernel, grid,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_SIZE, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, *_y_strides, 1, BLOCK_SIZE, int64), (N,)))
     return z
 
 
@@ -176,13 +149,7 @@ def _add_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> 
     _x_strides = x.stride()
     _y_strides = y.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
-    wrap_triton(add_kernel)[grid](
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-    )
+    _add_launch.traced(((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
     return z
 
 

@@ -33,11 +33,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -81,6 +79,9 @@ def _add_backward_checked(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
     return device, N
 
 
+_add_backward_launch = _rt.Launch(globals(), "add_backward_kernel", "add_backward", pointers=3)
+
+
 def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/add.tile, derived backward and return its outputs.
 
@@ -119,39 +120,11 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         return dx, dy
     _dz_strides = dz.stride()
     int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        add_backward_kernel[grid](
-            dz, dx, dy,
-            N,
-            *_dz_strides, 1, 1,
-            BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(add_backward_kernel), grid, None, device, (N, *_dz_strides, 1, 1, BLOCK_SIZE, int64), (N,), (N,)))
-        return dx, dy
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dz.data_ptr() % 16, dx.data_ptr() % 16, dy.data_ptr() % 16,
-        *map(_int_class, (N, *_dz_strides)),
-        BLOCK_SIZE, int64,
+    _add_backward_launch(
+        fast_key, device, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,), (N,)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, add_backward_kernel, grid,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_SIZE, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_dz_strides, 1, 1, BLOCK_SIZE, int64), (N,), (N,)))
     return dx, dy
 
 
@@ -186,13 +159,7 @@ def _add_backward_traced(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[t
         return dx, dy
     _dz_strides = dz.stride()
     int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1)
-    wrap_triton(add_backward_kernel)[grid](
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64,
-    )
+    _add_backward_launch.traced(((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
     return dx, dy
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -73,6 +71,9 @@ def _add_single_checked(x: torch.Tensor, y: torch.Tensor):
     return device, N
 
 
+_add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3)
+
+
 def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/add_single.tile and return its output.
 
@@ -111,39 +112,11 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     BLOCK_N = 1 << (N - 1).bit_length()
     _x_strides = x.stride()
     _y_strides = y.stride()
-    grid = (1, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        add_single_kernel[grid](
-            x, y, z,
-            N,
-            *_x_strides, *_y_strides, 1,
-            BLOCK_N=BLOCK_N,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(add_single_kernel), grid, None, device, (N, *_x_strides, *_y_strides, 1, BLOCK_N), (N,)))
-        return z
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
-        *map(_int_class, (N, *_x_strides, *_y_strides)),
-        BLOCK_N,
+    _add_single_launch(
+        fast_key, device, lambda meta: (1, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_N=BLOCK_N), ((N,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, add_single_kernel, grid,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_N=BLOCK_N,
-    )
-    launch(
-        grid, device_index,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_N,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, *_y_strides, 1, BLOCK_N), (N,)))
     return z
 
 
@@ -177,6 +150,9 @@ def _add_single_loops_kernel(
         x = tl.load(x_ptr + offs_i * stride_x_n, mask=mask_i)
         y = tl.load(y_ptr + offs_i * stride_y_n, mask=mask_i)
         tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
+
+
+_add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3)
 
 
 def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -222,39 +198,11 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
     _x_strides = x.stride()
     _y_strides = y.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = (1, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _add_single_loops_kernel[grid](
-            x, y, z,
-            N,
-            *_x_strides, *_y_strides, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_add_single_loops_kernel), grid, None, device, (N, *_x_strides, *_y_strides, 1, BLOCK_N, int64), (N,)))
-        return z
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "loops",
-        x.data_ptr() % 16, y.data_ptr() % 16, z.data_ptr() % 16,
-        *map(_int_class, (N, *_x_strides, *_y_strides)),
-        BLOCK_N, int64,
+    _add_single_loops_launch(
+        fast_key, device, lambda meta: (1, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _add_single_loops_kernel, grid,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, *_y_strides, 1, BLOCK_N, int64), (N,)))
     return z
 
 
@@ -286,24 +234,12 @@ def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         _x_strides = x.stride()
         _y_strides = y.stride()
         int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-        grid = (1, 1, 1)
-        wrap_triton(_add_single_loops_kernel)[grid](
-            x, y, z,
-            N,
-            *_x_strides, *_y_strides, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _add_single_loops_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return z
     _x_strides = x.stride()
     _y_strides = y.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    grid = (1, 1, 1)
-    wrap_triton(add_single_kernel)[grid](
-        x, y, z,
-        N,
-        *_x_strides, *_y_strides, 1,
-        BLOCK_N=BLOCK_N,
-    )
+    _add_single_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N))
     return z
 
 

@@ -32,11 +32,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -79,6 +77,9 @@ def _add_single_backward_checked(dz: torch.Tensor):
     return device, N
 
 
+_add_single_backward_launch = _rt.Launch(globals(), "add_single_backward_kernel", "add_single_backward", pointers=3)
+
+
 def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/add_single.tile, derived backward and return its outputs.
 
@@ -117,39 +118,11 @@ def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return dx, dy
     BLOCK_N = 1 << (N - 1).bit_length()
     _dz_strides = dz.stride()
-    grid = (1, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        add_single_backward_kernel[grid](
-            dz, dx, dy,
-            N,
-            *_dz_strides, 1, 1,
-            BLOCK_N=BLOCK_N,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(add_single_backward_kernel), grid, None, device, (N, *_dz_strides, 1, 1, BLOCK_N), (N,), (N,)))
-        return dx, dy
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dz.data_ptr() % 16, dx.data_ptr() % 16, dy.data_ptr() % 16,
-        *map(_int_class, (N, *_dz_strides)),
-        BLOCK_N,
+    _add_single_backward_launch(
+        fast_key, device, lambda meta: (1, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_N=BLOCK_N), ((N,), (N,)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, add_single_backward_kernel, grid,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_N=BLOCK_N,
-    )
-    launch(
-        grid, device_index,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_N,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_dz_strides, 1, 1, BLOCK_N), (N,), (N,)))
     return dx, dy
 
 
@@ -185,6 +158,9 @@ def _add_single_backward_loops_kernel(
         tl.store(dx_ptr + offs_i * stride_dx_n, dz.to(tl.float32), mask=mask_i)
         # specs/add_single.tile, derived backward:9: dy[i] = f32(dz[i])
         tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
+
+
+_add_single_backward_loops_launch = _rt.Launch(globals(), "_add_single_backward_loops_kernel", "_add_single_backward_loops", pointers=3)
 
 
 def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -225,39 +201,11 @@ def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tupl
         return dx, dy
     _dz_strides = dz.stride()
     int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = (1, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _add_single_backward_loops_kernel[grid](
-            dz, dx, dy,
-            N,
-            *_dz_strides, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_add_single_backward_loops_kernel), grid, None, device, (N, *_dz_strides, 1, 1, BLOCK_N, int64), (N,), (N,)))
-        return dx, dy
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "loops",
-        dz.data_ptr() % 16, dx.data_ptr() % 16, dy.data_ptr() % 16,
-        *map(_int_class, (N, *_dz_strides)),
-        BLOCK_N, int64,
+    _add_single_backward_loops_launch(
+        fast_key, device, lambda meta: (1, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,), (N,)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _add_single_backward_loops_kernel, grid,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_dz_strides, 1, 1, BLOCK_N, int64), (N,), (N,)))
     return dx, dy
 
 
@@ -292,23 +240,11 @@ def _add_single_backward_traced(dz: torch.Tensor) -> tuple[torch.Tensor, torch.T
         BLOCK_N = 4096
         _dz_strides = dz.stride()
         int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-        grid = (1, 1, 1)
-        wrap_triton(_add_single_backward_loops_kernel)[grid](
-            dz, dx, dy,
-            N,
-            *_dz_strides, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _add_single_backward_loops_launch.traced((1, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return dx, dy
     _dz_strides = dz.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    grid = (1, 1, 1)
-    wrap_triton(add_single_backward_kernel)[grid](
-        dz, dx, dy,
-        N,
-        *_dz_strides, 1, 1,
-        BLOCK_N=BLOCK_N,
-    )
+    _add_single_backward_launch.traced((1, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_N=BLOCK_N))
     return dx, dy
 
 

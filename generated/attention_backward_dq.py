@@ -21,11 +21,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
@@ -180,6 +178,9 @@ def _attention_backward_dq_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     return device, DT, scale, B, H, S, D, T
 
 
+_attention_backward_dq_launch = _rt.Launch(globals(), "attention_backward_dq_kernel", "attention_backward_dq", pointers=7, tuned=True, blocks=True, retune=True)
+
+
 def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention_backward_dq.tile and return its output.
 
@@ -242,57 +243,12 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
     lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
     delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
     dq_desc = TensorDescriptor(dq, [B, H, S, D], [*_dq_strides], [1, 1, 1, 1])
-    tune_key = (device, S, T, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("attention_backward_dq", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                attention_backward_dq_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    attention_backward_dq_kernel, grid,
-                    q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
-                    B, H, S, D, T,
-                    scale,
-                    BLOCK_D=BLOCK_D,
-                )
-                _remember(tune_key, _settle_ties(tune_key, attention_backward_dq_kernel, lambda: attention_backward_dq(q, k, v, scale, do, lse, delta)))
-                return dq
-    config = _CONFIGS[config_index].kwargs
-    _descriptor_blocks({"q_desc": q_desc, "k_desc": k_desc, "v_desc": v_desc, "do_desc": do_desc, "lse_desc": lse_desc, "delta_desc": delta_desc, "dq_desc": dq_desc, "BLOCK_D": BLOCK_D, **config})
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        attention_backward_dq_kernel.fn[grid](
-            q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
-            B, H, S, D, T,
-            scale,
-            BLOCK_D=BLOCK_D, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_backward_dq_kernel.fn), grid, None, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc), (q, k, v, do, lse, delta, dq))), _tuner)
-        return dq
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, DT,
-        *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, *_dq_strides)),
-        BLOCK_D,
+    _attention_backward_dq_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, B, H, S, D, T, scale),
+        dict(BLOCK_D=BLOCK_D), ((B, H, S, D),),
+        tune_key=(device, S, T, D, DT), again=lambda: attention_backward_dq(q, k, v, scale, do, lse, delta), arrays=(q, k, v, do, lse, delta, dq),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, attention_backward_dq_kernel.fn, grid,
-        q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
-        B, H, S, D, T,
-        scale,
-        BLOCK_D=BLOCK_D, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
-        B, H, S, D, T,
-        scale,
-        config["BM"], config["BN"], BLOCK_D,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc), (q, k, v, do, lse, delta, dq))), _tuner)
     return dq
 
 
@@ -381,6 +337,9 @@ def _attention_backward_dq_pointers_kernel(
     mask_md_1 = mask_m[:, None] & mask_d[None, :]
     dq_ptrs = dq_ptr + pid_z * stride_dq_b + pid_h * stride_dq_h + offs_m[:, None] * stride_dq_s + offs_d[None, :] * stride_dq_d
     tl.store(dq_ptrs, (dq_acc * scale).to(DT), mask=mask_md_1)
+
+
+_attention_backward_dq_pointers_launch = _rt.Launch(globals(), "_attention_backward_dq_pointers_kernel", "_attention_backward_dq_pointers", pointers=7, tuned=True)
 
 
 def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
@@ -481,60 +440,12 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
     _lse_strides = lse.stride()
     _delta_strides = delta.stride()
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or (B - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) + (S - 1) * abs(_lse_strides[2]) >= 2**31 or (B - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) + (S - 1) * abs(_delta_strides[2]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "pointers", S, T, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_attention_backward_dq_pointers", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    _attention_backward_dq_pointers_kernel, grid,
-                    q, k, v, do, lse, delta, dq,
-                    B, H, S, D, T,
-                    scale,
-                    *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _attention_backward_dq_pointers_kernel, lambda: _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta)))
-                return dq
-    config = _CONFIGS[config_index].kwargs
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _attention_backward_dq_pointers_kernel.fn[grid](
-            q, k, v, do, lse, delta, dq,
-            B, H, S, D, T,
-            scale,
-            *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_backward_dq_pointers_kernel.fn), grid, None, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, int64), (B, H, S, D)), _tuner)
-        return dq
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "pointers", DT,
-        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, do.data_ptr() % 16, lse.data_ptr() % 16, delta.data_ptr() % 16, dq.data_ptr() % 16,
-        *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D)),
-        BLOCK_D, int64,
+    _attention_backward_dq_pointers_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, v, do, lse, delta, dq, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),),
+        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _attention_backward_dq_pointers_kernel.fn, grid,
-        q, k, v, do, lse, delta, dq,
-        B, H, S, D, T,
-        scale,
-        *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q, k, v, do, lse, delta, dq,
-        B, H, S, D, T,
-        scale,
-        *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1,
-        config["BM"], config["BN"], BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, int64), (B, H, S, D)), _tuner)
     return dq
 
 

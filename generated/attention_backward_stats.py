@@ -21,11 +21,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
@@ -178,6 +176,9 @@ def _attention_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, scale: f
     return device, DT, scale, B, H, S, D, T
 
 
+_attention_backward_stats_launch = _rt.Launch(globals(), "attention_backward_stats_kernel", "attention_backward_stats", pointers=6, tuned=True, blocks=True, retune=True)
+
+
 def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/attention_backward_stats.tile and return its outputs.
 
@@ -238,57 +239,12 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
     delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    tune_key = (device, S, T, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("attention_backward_stats", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                attention_backward_stats_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    attention_backward_stats_kernel, grid,
-                    q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc,
-                    B, H, S, D, T,
-                    scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
-                )
-                _remember(tune_key, _settle_ties(tune_key, attention_backward_stats_kernel, lambda: attention_backward_stats(q, k, scale, o, do)))
-                return lse, delta
-    config = _CONFIGS[config_index].kwargs
-    _descriptor_blocks({"q_desc": q_desc, "k_desc": k_desc, "o_desc": o_desc, "do_desc": do_desc, "lse_desc": lse_desc, "delta_desc": delta_desc, "BLOCK_D": BLOCK_D, **config})
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        attention_backward_stats_kernel.fn[grid](
-            q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc,
-            B, H, S, D, T,
-            scale,
-            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_backward_stats_kernel.fn), grid, None, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S), (B, H, S), _rt.descriptor_templates((q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc), (q, k, o, do, lse, delta))), _tuner)
-        return lse, delta
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, DT,
-        *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_o_strides, *_do_strides, *_lse_strides, *_delta_strides)),
-        BLOCK_D, SCALE_NONNEG,
+    _attention_backward_stats_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc, B, H, S, D, T, scale),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG), ((B, H, S), (B, H, S)),
+        tune_key=(device, S, T, D, DT), again=lambda: attention_backward_stats(q, k, scale, o, do), arrays=(q, k, o, do, lse, delta),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, attention_backward_stats_kernel.fn, grid,
-        q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc,
-        B, H, S, D, T,
-        scale,
-        BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc,
-        B, H, S, D, T,
-        scale,
-        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S), (B, H, S), _rt.descriptor_templates((q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc), (q, k, o, do, lse, delta))), _tuner)
     return lse, delta
 
 
@@ -391,6 +347,9 @@ def _attention_backward_stats_pointers_kernel(
     tl.store(delta_ptr + pid_z * stride_delta_b + pid_h * stride_delta_h + offs_m * stride_delta_s, sum_d, mask=mask_m)
 
 
+_attention_backward_stats_pointers_launch = _rt.Launch(globals(), "_attention_backward_stats_pointers_kernel", "_attention_backward_stats_pointers", pointers=6, tuned=True)
+
+
 def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """attention_backward_stats() where its TMA descriptors cannot serve: the kernel of specs/attention_backward_stats.tile through pointers, with the same tune configs.
     Called by attention_backward_stats(), after its checks.
@@ -469,60 +428,12 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
     _do_strides = do.stride()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (S - 1) * abs(_o_strides[2]) + (D - 1) * abs(_o_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or B * H * S > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "pointers", S, T, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_attention_backward_stats_pointers", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    _attention_backward_stats_pointers_kernel, grid,
-                    q, k, o, do, lse, delta,
-                    B, H, S, D, T,
-                    scale,
-                    *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _attention_backward_stats_pointers_kernel, lambda: _attention_backward_stats_pointers(q, k, scale, o, do)))
-                return lse, delta
-    config = _CONFIGS[config_index].kwargs
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _attention_backward_stats_pointers_kernel.fn[grid](
-            q, k, o, do, lse, delta,
-            B, H, S, D, T,
-            scale,
-            *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
-            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_backward_stats_pointers_kernel.fn), grid, None, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)), _tuner)
-        return lse, delta
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "pointers", DT,
-        q.data_ptr() % 16, k.data_ptr() % 16, o.data_ptr() % 16, do.data_ptr() % 16, lse.data_ptr() % 16, delta.data_ptr() % 16,
-        *map(_int_class, (B, H, S, D, T, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S)),
-        BLOCK_D, SCALE_NONNEG, int64,
+    _attention_backward_stats_pointers_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, o, do, lse, delta, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S), (B, H, S)),
+        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_backward_stats_pointers(q, k, scale, o, do),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _attention_backward_stats_pointers_kernel.fn, grid,
-        q, k, o, do, lse, delta,
-        B, H, S, D, T,
-        scale,
-        *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
-        BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q, k, o, do, lse, delta,
-        B, H, S, D, T,
-        scale,
-        *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1,
-        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S), (B, H, S)), _tuner)
     return lse, delta
 
 

@@ -21,11 +21,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
@@ -194,6 +192,9 @@ def _attention_causal_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return device, DT, scale, B, H, S, D
 
 
+_attention_causal_launch = _rt.Launch(globals(), "attention_causal_kernel", "attention_causal", pointers=4, tuned=True, blocks=True, retune=True)
+
+
 def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/attention_causal.tile and return its output.
 
@@ -248,57 +249,12 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     v_desc = TensorDescriptor(v, [B, H, S, D], [*_v_strides], [1, 1, 1, 1])
     o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    tune_key = (device, S, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("attention_causal", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                attention_causal_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    attention_causal_kernel, grid,
-                    q_desc, k_desc, v_desc, o_desc,
-                    B, H, S, D,
-                    scale,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG,
-                )
-                _remember(tune_key, _settle_ties(tune_key, attention_causal_kernel, lambda: attention_causal(q, k, v, scale)))
-                return o
-    config = _CONFIGS[config_index].kwargs
-    _descriptor_blocks({"q_desc": q_desc, "k_desc": k_desc, "v_desc": v_desc, "o_desc": o_desc, "BLOCK_D": BLOCK_D, **config})
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        attention_causal_kernel.fn[grid](
-            q_desc, k_desc, v_desc, o_desc,
-            B, H, S, D,
-            scale,
-            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(attention_causal_kernel.fn), grid, None, device, (B, H, S, D, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, o_desc), (q, k, v, o))), _tuner)
-        return o
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, DT,
-        *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, *_o_strides)),
-        BLOCK_D, SCALE_NONNEG,
+    _attention_causal_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q_desc, k_desc, v_desc, o_desc, B, H, S, D, scale),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG), ((B, H, S, D),),
+        tune_key=(device, S, D, DT), again=lambda: attention_causal(q, k, v, scale), arrays=(q, k, v, o),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, attention_causal_kernel.fn, grid,
-        q_desc, k_desc, v_desc, o_desc,
-        B, H, S, D,
-        scale,
-        BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q_desc, k_desc, v_desc, o_desc,
-        B, H, S, D,
-        scale,
-        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, scale, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG), (B, H, S, D), _rt.descriptor_templates((q_desc, k_desc, v_desc, o_desc), (q, k, v, o))), _tuner)
     return o
 
 
@@ -429,6 +385,9 @@ def _attention_causal_pointers_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(DT), mask=mask_md_1)
 
 
+_attention_causal_pointers_launch = _rt.Launch(globals(), "_attention_causal_pointers_kernel", "_attention_causal_pointers", pointers=4, tuned=True)
+
+
 def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """attention_causal() where its TMA descriptors cannot serve: the kernel of specs/attention_causal.tile through pointers, with the same tune configs.
     Called by attention_causal(), after its checks.
@@ -495,60 +454,12 @@ def _attention_causal_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     _v_strides = v.stride()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "pointers", S, D, DT)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_attention_causal_pointers", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H)
-                _rt.autotune(
-                    _attention_causal_pointers_kernel, grid,
-                    q, k, v, o,
-                    B, H, S, D,
-                    scale,
-                    *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-                    BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _attention_causal_pointers_kernel, lambda: _attention_causal_pointers(q, k, v, scale)))
-                return o
-    config = _CONFIGS[config_index].kwargs
-    grid = ((S + config["BM"] - 1) // config["BM"], B, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _attention_causal_pointers_kernel.fn[grid](
-            q, k, v, o,
-            B, H, S, D,
-            scale,
-            *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-            BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_attention_causal_pointers_kernel.fn), grid, None, device, (B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)), _tuner)
-        return o
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "pointers", DT,
-        q.data_ptr() % 16, k.data_ptr() % 16, v.data_ptr() % 16, o.data_ptr() % 16,
-        *map(_int_class, (B, H, S, D, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D)),
-        BLOCK_D, SCALE_NONNEG, int64,
+    _attention_causal_pointers_launch(
+        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, v, o, B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S, D),),
+        tune_key=(device, "pointers", S, D, DT), again=lambda: _attention_causal_pointers(q, k, v, scale),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _attention_causal_pointers_kernel.fn, grid,
-        q, k, v, o,
-        B, H, S, D,
-        scale,
-        *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-        BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        q, k, v, o,
-        B, H, S, D,
-        scale,
-        *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1,
-        config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1, config["BM"], config["BN"], BLOCK_D, SCALE_NONNEG, int64), (B, H, S, D)), _tuner)
     return o
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -71,6 +69,9 @@ def _bincount_checked(x: torch.Tensor, bins: int, *, BN: int = 1024):
     return device, bins, N
 
 
+_bincount_launch = _rt.Launch(globals(), "bincount_kernel", "bincount", pointers=2)
+
+
 def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/bincount.tile and return its output.
 
@@ -106,42 +107,11 @@ def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
         return counts
     _x_strides = x.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    grid = ((N + BN - 1) // BN, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        bincount_kernel[grid](
-            x, counts,
-            N,
-            bins,
-            *_x_strides, 1,
-            BN=BN, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(bincount_kernel), grid, None, device, (N, bins, *_x_strides, 1, BN, int64), (bins,)))
-        return counts
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, counts.data_ptr() % 16,
-        *map(_int_class, (N, bins, *_x_strides)),
-        BN, int64,
+    _bincount_launch(
+        fast_key, device, lambda meta: ((N + BN - 1) // BN, 1, 1),
+        (x, counts, N, bins, *_x_strides, 1),
+        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, bincount_kernel, grid,
-        x, counts,
-        N,
-        bins,
-        *_x_strides, 1,
-        BN=BN, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, counts,
-        N,
-        bins,
-        *_x_strides, 1,
-        BN, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, bins, *_x_strides, 1, BN, int64), (bins,)))
     return counts
 
 
@@ -175,14 +145,7 @@ def _bincount_traced(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Ten
         return counts
     _x_strides = x.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    grid = ((N + BN - 1) // BN, 1, 1)
-    wrap_triton(bincount_kernel)[grid](
-        x, counts,
-        N,
-        bins,
-        *_x_strides, 1,
-        BN=BN, INT64_OFFSETS=int64,
-    )
+    _bincount_launch.traced(((N + BN - 1) // BN, 1, 1), (x, counts, N, bins, *_x_strides, 1), dict(BN=BN, INT64_OFFSETS=int64))
     return counts
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -67,6 +65,9 @@ def _copy_checked(x: torch.Tensor, *, BS: int = 1024):
     return device, N
 
 
+_copy_launch = _rt.Launch(globals(), "copy_kernel", "copy", pointers=2)
+
+
 def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/copy.tile and return its output.
 
@@ -78,12 +79,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BS=BS)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "copy",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            BS,
-            _current_device(),
-        )
+        fast_key = ("copy", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, BS, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -103,39 +99,11 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return z
     _x_strides = x.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BS - 1) // BS, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        copy_kernel[grid](
-            x, z,
-            N,
-            *_x_strides, 1,
-            BS=BS, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(copy_kernel), grid, None, device, (N, *_x_strides, 1, BS, int64), (N,)))
-        return z
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, z.data_ptr() % 16,
-        *map(_int_class, (N, *_x_strides)),
-        BS, int64,
+    _copy_launch(
+        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (x, z, N, *_x_strides, 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, copy_kernel, grid,
-        x, z,
-        N,
-        *_x_strides, 1,
-        BS=BS, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, z,
-        N,
-        *_x_strides, 1,
-        BS, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_x_strides, 1, BS, int64), (N,)))
     return z
 
 
@@ -166,13 +134,7 @@ def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return z
     _x_strides = x.stride()
     int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BS - 1) // BS, 1, 1)
-    wrap_triton(copy_kernel)[grid](
-        x, z,
-        N,
-        *_x_strides, 1,
-        BS=BS, INT64_OFFSETS=int64,
-    )
+    _copy_launch.traced(((N + BS - 1) // BS, 1, 1), (x, z, N, *_x_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
     return z
 
 

@@ -31,11 +31,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -76,6 +74,9 @@ def _copy_backward_checked(dz: torch.Tensor, *, BS: int = 1024):
     return device, N
 
 
+_copy_backward_launch = _rt.Launch(globals(), "copy_backward_kernel", "copy_backward", pointers=2)
+
+
 def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/copy.tile, derived backward and return its output.
 
@@ -112,39 +113,11 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return dx
     _dz_strides = dz.stride()
     int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BS - 1) // BS, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        copy_backward_kernel[grid](
-            dz, dx,
-            N,
-            *_dz_strides, 1,
-            BS=BS, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(copy_backward_kernel), grid, None, device, (N, *_dz_strides, 1, BS, int64), (N,)))
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dz.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (N, *_dz_strides)),
-        BS, int64,
+    _copy_backward_launch(
+        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (dz, dx, N, *_dz_strides, 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, copy_backward_kernel, grid,
-        dz, dx,
-        N,
-        *_dz_strides, 1,
-        BS=BS, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dz, dx,
-        N,
-        *_dz_strides, 1,
-        BS, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, *_dz_strides, 1, BS, int64), (N,)))
     return dx
 
 
@@ -175,13 +148,7 @@ def _copy_backward_traced(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return dx
     _dz_strides = dz.stride()
     int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    grid = ((N + BS - 1) // BS, 1, 1)
-    wrap_triton(copy_backward_kernel)[grid](
-        dz, dx,
-        N,
-        *_dz_strides, 1,
-        BS=BS, INT64_OFFSETS=int64,
-    )
+    _copy_backward_launch.traced(((N + BS - 1) // BS, 1, 1), (dz, dx, N, *_dz_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
     return dx
 
 

@@ -49,11 +49,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -150,6 +148,9 @@ def _cosine_similarity_loss_backward_checked(dloss: torch.Tensor, predictions: t
     return device, M, N
 
 
+_cosine_similarity_loss_backward_launch = _rt.Launch(globals(), "cosine_similarity_loss_backward_kernel", "cosine_similarity_loss_backward", pointers=5)
+
+
 def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/cosine_similarity_loss.tile, derived backward and return its outputs.
 
@@ -195,39 +196,11 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cosine_similarity_loss_backward_kernel[grid](
-            dloss, predictions, targets, dpredictions, dtargets,
-            M, N,
-            *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-            BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cosine_similarity_loss_backward_kernel), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, BM, BLOCK_N, int64), (M, N), (M, N)))
-        return dpredictions, dtargets
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dloss.data_ptr() % 16, predictions.data_ptr() % 16, targets.data_ptr() % 16, dpredictions.data_ptr() % 16, dtargets.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides)),
-        BM, BLOCK_N, int64,
+    _cosine_similarity_loss_backward_launch(
+        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cosine_similarity_loss_backward_kernel, grid,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        BM, BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, BM, BLOCK_N, int64), (M, N), (M, N)))
     return dpredictions, dtargets
 
 
@@ -366,6 +339,9 @@ def _cosine_similarity_loss_backward_loops_kernel(
         tl.store(dtargets_ptrs, dt, mask=mask_rc_1)
 
 
+_cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5)
+
+
 def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
     """cosine_similarity_loss_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/cosine_similarity_loss.tile, derived backward with its whole axis in loops over tiles of BLOCK_N (a keyword, default 2048).
@@ -419,39 +395,11 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _cosine_similarity_loss_backward_loops_kernel[grid](
-            dloss, predictions, targets, dpredictions, dtargets,
-            M, N,
-            *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-            BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_cosine_similarity_loss_backward_loops_kernel), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, BM, BLOCK_N, int64), (M, N), (M, N)))
-        return dpredictions, dtargets
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "loops",
-        dloss.data_ptr() % 16, predictions.data_ptr() % 16, targets.data_ptr() % 16, dpredictions.data_ptr() % 16, dtargets.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides)),
-        BM, BLOCK_N, int64,
+    _cosine_similarity_loss_backward_loops_launch(
+        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _cosine_similarity_loss_backward_loops_kernel, grid,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        BM, BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, BM, BLOCK_N, int64), (M, N), (M, N)))
     return dpredictions, dtargets
 
 
@@ -505,26 +453,14 @@ def _cosine_similarity_loss_backward_traced(dloss: torch.Tensor, predictions: to
         _predictions_strides = predictions.stride()
         _targets_strides = targets.stride()
         int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        grid = ((M + BM - 1) // BM, 1, 1)
-        wrap_triton(_cosine_similarity_loss_backward_loops_kernel)[grid](
-            dloss, predictions, targets, dpredictions, dtargets,
-            M, N,
-            *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-            BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _cosine_similarity_loss_backward_loops_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return dpredictions, dtargets
     _dloss_strides = (0,)
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, 1, 1)
-    wrap_triton(cosine_similarity_loss_backward_kernel)[grid](
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _cosine_similarity_loss_backward_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return dpredictions, dtargets
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 amax = _rt.amax
@@ -128,6 +126,9 @@ def _cross_entropy_checked(logits: torch.Tensor, target: torch.Tensor):
     return device, M, V
 
 
+_cross_entropy_launch = _rt.Launch(globals(), "cross_entropy_kernel", "cross_entropy", pointers=3, tuned=True)
+
+
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backward: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy.tile and return its output.
 
@@ -168,56 +169,12 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backwar
     _logits_strides = logits.stride()
     _target_strides = target.stride()
     int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    tune_key = (device, V)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("cross_entropy", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (M, 1, 1)
-                _rt.autotune(
-                    cross_entropy_kernel, grid,
-                    logits, target, loss,
-                    M, V,
-                    *_logits_strides, *_target_strides, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, cross_entropy_kernel, lambda: cross_entropy(logits, target)))
-                return loss
-    config = _CONFIGS[config_index].kwargs
-    grid = (M, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cross_entropy_kernel.fn[grid](
-            logits, target, loss,
-            M, V,
-            *_logits_strides, *_target_strides, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cross_entropy_kernel.fn), grid, None, device, (M, V, *_logits_strides, *_target_strides, 1, config["BV"], int64), (M,)), _tuner)
-        return loss
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        logits.data_ptr() % 16, target.data_ptr() % 16, loss.data_ptr() % 16,
-        *map(_int_class, (M, V, *_logits_strides, *_target_strides)),
-        int64,
+    _cross_entropy_launch(
+        fast_key, device, lambda meta: (M, 1, 1),
+        (logits, target, loss, M, V, *_logits_strides, *_target_strides, 1),
+        dict(INT64_OFFSETS=int64), ((M,),),
+        tune_key=(device, V), again=lambda: cross_entropy(logits, target),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cross_entropy_kernel.fn, grid,
-        logits, target, loss,
-        M, V,
-        *_logits_strides, *_target_strides, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        logits, target, loss,
-        M, V,
-        *_logits_strides, *_target_strides, 1,
-        config["BV"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, V, *_logits_strides, *_target_strides, 1, config["BV"], int64), (M,)), _tuner)
     return loss
 
 
@@ -253,13 +210,7 @@ def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor) -> torch.T
     _logits_strides = logits.stride()
     _target_strides = target.stride()
     int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (M, 1, 1)
-    wrap_triton(cross_entropy_kernel)[grid](
-        logits, target, loss,
-        M, V,
-        *_logits_strides, *_target_strides, 1,
-        INT64_OFFSETS=int64,
-    )
+    _cross_entropy_launch.traced(lambda meta: (M, 1, 1), (logits, target, loss, M, V, *_logits_strides, *_target_strides, 1), dict(INT64_OFFSETS=int64))
     return loss
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -123,6 +121,9 @@ def _cross_entropy_backward_checked(dloss: torch.Tensor, logits: torch.Tensor, t
     return device, M, V
 
 
+_cross_entropy_backward_launch = _rt.Launch(globals(), "cross_entropy_backward_kernel", "cross_entropy_backward", pointers=5, tuned=True)
+
+
 def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, loss: torch.Tensor, *, inplace: bool = False, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cross_entropy_backward.tile and return its output.
 
@@ -173,59 +174,12 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
     _loss_strides = loss.stride()
     _dlogits_strides = dlogits.stride()
     int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (M - 1) * abs(_loss_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    tune_key = (device, V)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None and inplace:  # tuned with new outputs first: the trials must not read what they overwrote
-        cross_entropy_backward(dloss, logits, target, loss)
-        config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("cross_entropy_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (M, 1, 1)
-                _rt.autotune(
-                    cross_entropy_backward_kernel, grid,
-                    dloss, logits, target, loss, dlogits,
-                    M, V,
-                    *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, cross_entropy_backward_kernel, lambda: cross_entropy_backward(dloss, logits, target, loss)))
-                return dlogits
-    config = _CONFIGS[config_index].kwargs
-    grid = (M, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cross_entropy_backward_kernel.fn[grid](
-            dloss, logits, target, loss, dlogits,
-            M, V,
-            *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cross_entropy_backward_kernel.fn), grid, None, device, (M, V, *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides, config["BV"], int64), (M, V)), _tuner)
-        return dlogits
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dloss.data_ptr() % 16, logits.data_ptr() % 16, target.data_ptr() % 16, loss.data_ptr() % 16, dlogits.data_ptr() % 16,
-        *map(_int_class, (M, V, *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides)),
-        int64,
+    _cross_entropy_backward_launch(
+        fast_key, device, lambda meta: (M, 1, 1),
+        (dloss, logits, target, loss, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides),
+        dict(INT64_OFFSETS=int64), ((M, V),),
+        tune_key=(device, V), again=lambda: cross_entropy_backward(dloss, logits, target, loss), first=(lambda: cross_entropy_backward(dloss, logits, target, loss)) if inplace else None,
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cross_entropy_backward_kernel.fn, grid,
-        dloss, logits, target, loss, dlogits,
-        M, V,
-        *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dloss, logits, target, loss, dlogits,
-        M, V,
-        *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides,
-        config["BV"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, V, *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides, config["BV"], int64), (M, V)), _tuner)
     return dlogits
 
 
@@ -261,13 +215,7 @@ def _cross_entropy_backward_traced(dloss: torch.Tensor, logits: torch.Tensor, ta
     _loss_strides = loss.stride()
     _dlogits_strides = dlogits.stride()
     int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or (M - 1) * abs(_loss_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (M, 1, 1)
-    wrap_triton(cross_entropy_backward_kernel)[grid](
-        dloss, logits, target, loss, dlogits,
-        M, V,
-        *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides,
-        INT64_OFFSETS=int64,
-    )
+    _cross_entropy_backward_launch.traced(lambda meta: (M, 1, 1), (dloss, logits, target, loss, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, *_loss_strides, *_dlogits_strides), dict(INT64_OFFSETS=int64))
     return dlogits
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -120,6 +118,9 @@ def _cumsum_masked_checked(x: torch.Tensor, mask: torch.Tensor):
     return device, M, N
 
 
+_cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True)
+
+
 def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/cumsum_masked.tile and return its output.
 
@@ -159,56 +160,12 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
     _x_strides = x.stride()
     _mask_strides = mask.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("cumsum_masked", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    cumsum_masked_kernel, grid,
-                    x, mask, y,
-                    M, N,
-                    *_x_strides, *_mask_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, cumsum_masked_kernel, lambda: cumsum_masked(x, mask)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        cumsum_masked_kernel.fn[grid](
-            x, mask, y,
-            M, N,
-            *_x_strides, *_mask_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(cumsum_masked_kernel.fn), grid, None, device, (M, N, *_x_strides, *_mask_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, mask.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides, *_mask_strides)),
-        int64,
+    _cumsum_masked_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: cumsum_masked(x, mask),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, cumsum_masked_kernel.fn, grid,
-        x, mask, y,
-        M, N,
-        *_x_strides, *_mask_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, mask, y,
-        M, N,
-        *_x_strides, *_mask_strides, N, 1,
-        config["BM"], config["BC"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, *_mask_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
     return y
 
 
@@ -239,13 +196,7 @@ def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     _x_strides = x.stride()
     _mask_strides = mask.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(cumsum_masked_kernel)[grid](
-        x, mask, y,
-        M, N,
-        *_x_strides, *_mask_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _cumsum_masked_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -91,6 +89,9 @@ def _embedding_checked(idx: torch.Tensor, weight: torch.Tensor):
     return device, T, N, V, C
 
 
+_embedding_launch = _rt.Launch(globals(), "embedding_kernel", "embedding", pointers=3, tuned=True)
+
+
 def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding.tile and return its output.
 
@@ -133,56 +134,12 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
     _idx_strides = idx.stride()
     _weight_strides = weight.stride()
     int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    tune_key = (device, C, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("embedding", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1)
-                _rt.autotune(
-                    embedding_kernel, grid,
-                    idx, weight, y,
-                    N, V, C,
-                    *_idx_strides, *_weight_strides, C, 1,
-                    BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, embedding_kernel, lambda: embedding(idx, weight)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((N + config["BT"] - 1) // config["BT"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        embedding_kernel.fn[grid](
-            idx, weight, y,
-            N, V, C,
-            *_idx_strides, *_weight_strides, C, 1,
-            BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(embedding_kernel.fn), grid, None, device, (N, V, C, *_idx_strides, *_weight_strides, C, 1, config["BT"], BLOCK_C, int64), (N, C)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        idx.data_ptr() % 16, weight.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (N, V, C, *_idx_strides, *_weight_strides)),
-        BLOCK_C, int64,
+    _embedding_launch(
+        fast_key, device, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
+        (idx, weight, y, N, V, C, *_idx_strides, *_weight_strides, C, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),),
+        tune_key=(device, C, T), again=lambda: embedding(idx, weight),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, embedding_kernel.fn, grid,
-        idx, weight, y,
-        N, V, C,
-        *_idx_strides, *_weight_strides, C, 1,
-        BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        idx, weight, y,
-        N, V, C,
-        *_idx_strides, *_weight_strides, C, 1,
-        config["BT"], BLOCK_C, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, V, C, *_idx_strides, *_weight_strides, C, 1, config["BT"], BLOCK_C, int64), (N, C)), _tuner)
     return y
 
 
@@ -215,13 +172,7 @@ def _embedding_traced(idx: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     _weight_strides = weight.stride()
     BLOCK_C = 1 << (int(C) - 1).bit_length()
     int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1)
-    wrap_triton(embedding_kernel)[grid](
-        idx, weight, y,
-        N, V, C,
-        *_idx_strides, *_weight_strides, C, 1,
-        BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-    )
+    _embedding_launch.traced(lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1), (idx, weight, y, N, V, C, *_idx_strides, *_weight_strides, C, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -99,6 +97,9 @@ def _embedding_backward_checked(idx: torch.Tensor, weight: torch.Tensor, dy: tor
     return device, T, N, V, C
 
 
+_embedding_backward_launch = _rt.Launch(globals(), "embedding_backward_kernel", "embedding_backward", pointers=4, tuned=True)
+
+
 def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/embedding_backward.tile and return its output.
 
@@ -141,56 +142,12 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
     _weight_strides = weight.stride()
     _dy_strides = dy.stride()
     int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    tune_key = (device, C, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("embedding_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1)
-                _rt.autotune(
-                    embedding_backward_kernel, grid,
-                    idx, weight, dy, dweight,
-                    N, V, C,
-                    *_idx_strides, *_weight_strides, *_dy_strides, C, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, embedding_backward_kernel, lambda: embedding_backward(idx, weight, dy)))
-                return dweight
-    config = _CONFIGS[config_index].kwargs
-    grid = ((N + config["BT"] - 1) // config["BT"], (C + config["BC"] - 1) // config["BC"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        embedding_backward_kernel.fn[grid](
-            idx, weight, dy, dweight,
-            N, V, C,
-            *_idx_strides, *_weight_strides, *_dy_strides, C, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(embedding_backward_kernel.fn), grid, None, device, (N, V, C, *_idx_strides, *_weight_strides, *_dy_strides, C, 1, config["BT"], config["BC"], int64), (V, C)), _tuner)
-        return dweight
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        idx.data_ptr() % 16, weight.data_ptr() % 16, dy.data_ptr() % 16, dweight.data_ptr() % 16,
-        *map(_int_class, (N, V, C, *_idx_strides, *_weight_strides, *_dy_strides)),
-        int64,
+    _embedding_backward_launch(
+        fast_key, device, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1),
+        (idx, weight, dy, dweight, N, V, C, *_idx_strides, *_weight_strides, *_dy_strides, C, 1),
+        dict(INT64_OFFSETS=int64), ((V, C),),
+        tune_key=(device, C, T), again=lambda: embedding_backward(idx, weight, dy),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, embedding_backward_kernel.fn, grid,
-        idx, weight, dy, dweight,
-        N, V, C,
-        *_idx_strides, *_weight_strides, *_dy_strides, C, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        idx, weight, dy, dweight,
-        N, V, C,
-        *_idx_strides, *_weight_strides, *_dy_strides, C, 1,
-        config["BT"], config["BC"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, V, C, *_idx_strides, *_weight_strides, *_dy_strides, C, 1, config["BT"], config["BC"], int64), (V, C)), _tuner)
     return dweight
 
 
@@ -226,13 +183,7 @@ def _embedding_backward_traced(idx: torch.Tensor, weight: torch.Tensor, dy: torc
     _weight_strides = weight.stride()
     _dy_strides = dy.stride()
     int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1)
-    wrap_triton(embedding_backward_kernel)[grid](
-        idx, weight, dy, dweight,
-        N, V, C,
-        *_idx_strides, *_weight_strides, *_dy_strides, C, 1,
-        INT64_OFFSETS=int64,
-    )
+    _embedding_backward_launch.traced(lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1), (idx, weight, dy, dweight, N, V, C, *_idx_strides, *_weight_strides, *_dy_strides, C, 1), dict(INT64_OFFSETS=int64))
     return dweight
 
 

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -280,6 +280,9 @@ def _frobenius_norm_checked(x: torch.Tensor):
     return device, T, B, C, H, W
 
 
+_frobenius_norm_launch = _rt.Launch(globals(), "frobenius_norm_kernel", "frobenius_norm", pointers=3, tuned=True)
+
+
 def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/frobenius_norm.tile and return its output.
 
@@ -294,11 +297,7 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "frobenius_norm",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("frobenius_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -324,56 +323,12 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     _x_strides = x.stride()
     _norm_reduced_strides = norm_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    tune_key = (device, H, W, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("frobenius_norm", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
-                _rt.autotune(
-                    frobenius_norm_kernel, grid,
-                    x, norm_reduced, y,
-                    B, C, H, W,
-                    *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, frobenius_norm_kernel, lambda: frobenius_norm(x)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        frobenius_norm_kernel.fn[grid](
-            x, norm_reduced, y,
-            B, C, H, W,
-            *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(frobenius_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        x.data_ptr() % 16, norm_reduced.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W)),
-        BLOCK_W, int64,
+    _frobenius_norm_launch(
+        fast_key, device, lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"]),
+        (x, norm_reduced, y, B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        tune_key=(device, H, W, T), again=lambda: frobenius_norm(x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, frobenius_norm_kernel.fn, grid,
-        x, norm_reduced, y,
-        B, C, H, W,
-        *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, norm_reduced, y,
-        B, C, H, W,
-        *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1,
-        config["BH"], BLOCK_W, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
     return y
 
 

@@ -45,7 +45,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -541,6 +541,9 @@ def _frobenius_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
     return device, T, B, C, H, W
 
 
+_frobenius_norm_backward_launch = _rt.Launch(globals(), "frobenius_norm_backward_kernel", "frobenius_norm_backward", pointers=5, tuned=True)
+
+
 def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/frobenius_norm.tile, derived backward and return its output.
 
@@ -590,56 +593,12 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
     _norm_reduced_strides = norm_reduced.stride()
     _dsum_reduced_strides = dsum_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or (1 - 1) * abs(_dsum_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    tune_key = (device, H, W, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("frobenius_norm_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
-                _rt.autotune(
-                    frobenius_norm_backward_kernel, grid,
-                    dy, x, norm_reduced, dsum_reduced, dx,
-                    B, C, H, W,
-                    *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, frobenius_norm_backward_kernel, lambda: frobenius_norm_backward(dy, x)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        frobenius_norm_backward_kernel.fn[grid](
-            dy, x, norm_reduced, dsum_reduced, dx,
-            B, C, H, W,
-            *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(frobenius_norm_backward_kernel.fn), grid, None, device, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        dy.data_ptr() % 16, x.data_ptr() % 16, norm_reduced.data_ptr() % 16, dsum_reduced.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W)),
-        BLOCK_W, int64,
+    _frobenius_norm_backward_launch(
+        fast_key, device, lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"]),
+        (dy, x, norm_reduced, dsum_reduced, dx, B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        tune_key=(device, H, W, T), again=lambda: frobenius_norm_backward(dy, x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, frobenius_norm_backward_kernel.fn, grid,
-        dy, x, norm_reduced, dsum_reduced, dx,
-        B, C, H, W,
-        *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, x, norm_reduced, dsum_reduced, dx,
-        B, C, H, W,
-        *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1,
-        config["BH"], BLOCK_W, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_dy_strides, *_x_strides, *_norm_reduced_strides, *_dsum_reduced_strides, C * H * W, H * W, W, 1, config["BH"], BLOCK_W, int64), (B, C, H, W)), _tuner)
     return dx
 
 

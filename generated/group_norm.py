@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -367,6 +367,9 @@ def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return device, T, G, eps, B, C, H, W, C_over_G
 
 
+_group_norm_launch = _rt.Launch(globals(), "group_norm_kernel", "group_norm", pointers=6)
+
+
 def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float) -> torch.Tensor:
     """Run the kernel of specs/group_norm.tile and return its output.
 
@@ -416,42 +419,11 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_bias_strides[0]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) + (G - 1) * abs(_shift_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) + (G - 1) * abs(_square_reduced_strides[1]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    grid = (B, G, H)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        group_norm_kernel[grid](
-            x, weight, bias, shift_reduced, square_reduced, y,
-            B, C, H, W, C_over_G,
-            G, eps,
-            *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(group_norm_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, C, H, W)))
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, T,
-        x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, C_over_G, G, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W)),
-        BLOCK_C_over_G, BLOCK_W, int64,
+    _group_norm_launch(
+        fast_key, device, lambda meta: (B, G, H),
+        (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, C_over_G, G, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, group_norm_kernel, grid,
-        x, weight, bias, shift_reduced, square_reduced, y,
-        B, C, H, W, C_over_G,
-        G, eps,
-        *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, weight, bias, shift_reduced, square_reduced, y,
-        B, C, H, W, C_over_G,
-        G, eps,
-        *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1,
-        BLOCK_C_over_G, BLOCK_W, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, C, H, W)))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -117,6 +115,9 @@ def _jagged_mean_checked(values: torch.Tensor, offsets: torch.Tensor, L: int):
     return device, L, T, D, B1, B1_minus_1
 
 
+_jagged_mean_launch = _rt.Launch(globals(), "jagged_mean_kernel", "jagged_mean", pointers=3, tuned=True)
+
+
 def jagged_mean(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/jagged_mean.tile and return its output.
 
@@ -157,60 +158,12 @@ def jagged_mean(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: 
     _values_strides = values.stride()
     _offsets_strides = offsets.stride()
     int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
-    tune_key = (device, D)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("jagged_mean", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1)
-                _rt.autotune(
-                    jagged_mean_kernel, grid,
-                    values, offsets, y,
-                    T, D, B1, B1_minus_1,
-                    L,
-                    *_values_strides, *_offsets_strides, D, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, jagged_mean_kernel, lambda: jagged_mean(values, offsets, L)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = (B1_minus_1, (D + config["BD"] - 1) // config["BD"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        jagged_mean_kernel.fn[grid](
-            values, offsets, y,
-            T, D, B1, B1_minus_1,
-            L,
-            *_values_strides, *_offsets_strides, D, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(jagged_mean_kernel.fn), grid, None, device, (T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1, config["BD"], config["BL"], int64), (B1_minus_1, D)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        values.data_ptr() % 16, offsets.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides)),
-        int64,
+    _jagged_mean_launch(
+        fast_key, device, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
+        (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1),
+        dict(INT64_OFFSETS=int64), ((B1_minus_1, D),),
+        tune_key=(device, D), again=lambda: jagged_mean(values, offsets, L),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, jagged_mean_kernel.fn, grid,
-        values, offsets, y,
-        T, D, B1, B1_minus_1,
-        L,
-        *_values_strides, *_offsets_strides, D, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        values, offsets, y,
-        T, D, B1, B1_minus_1,
-        L,
-        *_values_strides, *_offsets_strides, D, 1,
-        config["BD"], config["BL"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1, config["BD"], config["BL"], int64), (B1_minus_1, D)), _tuner)
     return y
 
 
@@ -247,14 +200,7 @@ def _jagged_mean_traced(values: torch.Tensor, offsets: torch.Tensor, L: int) -> 
     _values_strides = values.stride()
     _offsets_strides = offsets.stride()
     int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1)
-    wrap_triton(jagged_mean_kernel)[grid](
-        values, offsets, y,
-        T, D, B1, B1_minus_1,
-        L,
-        *_values_strides, *_offsets_strides, D, 1,
-        INT64_OFFSETS=int64,
-    )
+    _jagged_mean_launch.traced(lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1), (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

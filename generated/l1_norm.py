@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -70,6 +68,9 @@ def _l1_norm_checked(x: torch.Tensor):
     return device, B, D
 
 
+_l1_norm_launch = _rt.Launch(globals(), "l1_norm_kernel", "l1_norm", pointers=2)
+
+
 def l1_norm(x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/l1_norm.tile and return its output.
 
@@ -80,11 +81,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "l1_norm",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("l1_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -107,39 +104,11 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     BLOCK_D = 1 << (D - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        l1_norm_kernel[grid](
-            x, y,
-            B, D,
-            *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(l1_norm_kernel), grid, None, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, D, *_x_strides)),
-        BLOCK_D, int64,
+    _l1_norm_launch(
+        fast_key, device, lambda meta: (B, 1, 1),
+        (x, y, B, D, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, l1_norm_kernel, grid,
-        x, y,
-        B, D,
-        *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        B, D,
-        *_x_strides, D, 1,
-        BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return y
 
 
@@ -198,6 +167,9 @@ def _l1_norm_loops_kernel(
         tl.store(y_ptr + pid_r * stride_y_b + offs_c_1 * stride_y_d, x_1 / (row_sum / D), mask=mask_c_1)
 
 
+_l1_norm_loops_launch = _rt.Launch(globals(), "_l1_norm_loops_kernel", "_l1_norm_loops", pointers=2)
+
+
 def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     """l1_norm() where the rows are too long for one tile (D > _WHOLE_LIMIT): the kernel of
     specs/l1_norm.tile with its whole axis in loops over tiles of BLOCK_D (a keyword, default 4096).
@@ -234,39 +206,11 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _l1_norm_loops_kernel[grid](
-            x, y,
-            B, D,
-            *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_l1_norm_loops_kernel), grid, None, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "loops",
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, D, *_x_strides)),
-        BLOCK_D, int64,
+    _l1_norm_loops_launch(
+        fast_key, device, lambda meta: (B, 1, 1),
+        (x, y, B, D, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _l1_norm_loops_kernel, grid,
-        x, y,
-        B, D,
-        *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        B, D,
-        *_x_strides, D, 1,
-        BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return y
 
 
@@ -298,24 +242,12 @@ def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
         BLOCK_D = 4096
         _x_strides = x.stride()
         int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        grid = (B, 1, 1)
-        wrap_triton(_l1_norm_loops_kernel)[grid](
-            x, y,
-            B, D,
-            *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
+        _l1_norm_loops_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
         return y
     _x_strides = x.stride()
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    wrap_triton(l1_norm_kernel)[grid](
-        x, y,
-        B, D,
-        *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
+    _l1_norm_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
     return y
 
 

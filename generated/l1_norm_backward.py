@@ -33,11 +33,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -95,6 +93,9 @@ def _l1_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
     return device, B, D
 
 
+_l1_norm_backward_launch = _rt.Launch(globals(), "l1_norm_backward_kernel", "l1_norm_backward", pointers=3)
+
+
 def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Run the kernel of specs/l1_norm.tile, derived backward and return its output.
 
@@ -134,39 +135,11 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     _dy_strides = dy.stride()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        l1_norm_backward_kernel[grid](
-            dy, x, dx,
-            B, D,
-            *_dy_strides, *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(l1_norm_backward_kernel), grid, None, device, (B, D, *_dy_strides, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dy.data_ptr() % 16, x.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (B, D, *_dy_strides, *_x_strides)),
-        BLOCK_D, int64,
+    _l1_norm_backward_launch(
+        fast_key, device, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, l1_norm_backward_kernel, grid,
-        dy, x, dx,
-        B, D,
-        *_dy_strides, *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dy, x, dx,
-        B, D,
-        *_dy_strides, *_x_strides, D, 1,
-        BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_dy_strides, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return dx
 
 
@@ -256,6 +229,9 @@ def _l1_norm_backward_loops_kernel(
         tl.store(dx_ptr + pid_r * stride_dx_b + offs_c_2 * stride_dx_d, dy_1.to(tl.float32) / mean1 + tl.where(x_2 > 0, dmean1 / D, tl.where(x_2 < 0, -(dmean1 / D), 0.0)), mask=mask_c_2)
 
 
+_l1_norm_backward_loops_launch = _rt.Launch(globals(), "_l1_norm_backward_loops_kernel", "_l1_norm_backward_loops", pointers=3)
+
+
 def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     """l1_norm_backward() where the rows are too long for one tile (D > _WHOLE_LIMIT): the kernel of
     specs/l1_norm.tile, derived backward with its whole axis in loops over tiles of BLOCK_D (a keyword, default 4096).
@@ -301,39 +277,11 @@ def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
     _dy_strides = dy.stride()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _l1_norm_backward_loops_kernel[grid](
-            dy, x, dx,
-            B, D,
-            *_dy_strides, *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_l1_norm_backward_loops_kernel), grid, None, device, (B, D, *_dy_strides, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "loops",
-        dy.data_ptr() % 16, x.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (B, D, *_dy_strides, *_x_strides)),
-        BLOCK_D, int64,
+    _l1_norm_backward_loops_launch(
+        fast_key, device, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _l1_norm_backward_loops_kernel, grid,
-        dy, x, dx,
-        B, D,
-        *_dy_strides, *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dy, x, dx,
-        B, D,
-        *_dy_strides, *_x_strides, D, 1,
-        BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D, *_dy_strides, *_x_strides, D, 1, BLOCK_D, int64), (B, D)))
     return dx
 
 
@@ -368,25 +316,13 @@ def _l1_norm_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         _dy_strides = dy.stride()
         _x_strides = x.stride()
         int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        grid = (B, 1, 1)
-        wrap_triton(_l1_norm_backward_loops_kernel)[grid](
-            dy, x, dx,
-            B, D,
-            *_dy_strides, *_x_strides, D, 1,
-            BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
+        _l1_norm_backward_loops_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
         return dx
     _dy_strides = dy.stride()
     _x_strides = x.stride()
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    grid = (B, 1, 1)
-    wrap_triton(l1_norm_backward_kernel)[grid](
-        dy, x, dx,
-        B, D,
-        *_dy_strides, *_x_strides, D, 1,
-        BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
+    _l1_norm_backward_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
     return dx
 
 

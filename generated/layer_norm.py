@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -123,6 +121,9 @@ def _layer_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     return device, eps, M, N
 
 
+_layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True)
+
+
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/layer_norm.tile and return its outputs.
 
@@ -172,60 +173,12 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     _weight_strides = weight.stride()
     _bias_strides = bias.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("layer_norm", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    layer_norm_kernel, grid,
-                    x, weight, bias, y, mu, rstd,
-                    M, N,
-                    eps,
-                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, layer_norm_kernel, lambda: layer_norm(x, weight, bias, eps)))
-                return y, mu, rstd
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        layer_norm_kernel.fn[grid](
-            x, weight, bias, y, mu, rstd,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(layer_norm_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
-        return y, mu, rstd
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16, y.data_ptr() % 16, mu.data_ptr() % 16, rstd.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides, *_weight_strides, *_bias_strides)),
-        BLOCK_N, int64,
+    _layer_norm_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
+        tune_key=(device, N), again=lambda: layer_norm(x, weight, bias, eps),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, layer_norm_kernel.fn, grid,
-        x, weight, bias, y, mu, rstd,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, weight, bias, y, mu, rstd,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
     return y, mu, rstd
 
 
@@ -350,6 +303,9 @@ def _layer_norm_loops_kernel(
         tl.store(y_ptrs, (xc * inv_std[:, None] * weight + bias).to(tl.float16), mask=mask_rc_1)
 
 
+_layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True)
+
+
 def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """layer_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/layer_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
@@ -406,60 +362,12 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     _weight_strides = weight.stride()
     _bias_strides = bias.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_layer_norm_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    _layer_norm_loops_kernel, grid,
-                    x, weight, bias, y, mu, rstd,
-                    M, N,
-                    eps,
-                    *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _layer_norm_loops_kernel, lambda: _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)))
-                return y, mu, rstd
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _layer_norm_loops_kernel.fn[grid](
-            x, weight, bias, y, mu, rstd,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_loops_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
-        return y, mu, rstd
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops",
-        x.data_ptr() % 16, weight.data_ptr() % 16, bias.data_ptr() % 16, y.data_ptr() % 16, mu.data_ptr() % 16, rstd.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides, *_weight_strides, *_bias_strides)),
-        BLOCK_N, int64,
+    _layer_norm_loops_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
+        tune_key=(device, "loops", N), again=lambda: _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _layer_norm_loops_kernel.fn, grid,
-        x, weight, bias, y, mu, rstd,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, weight, bias, y, mu, rstd,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1, config["BM"], BLOCK_N, int64), (M, N), (M,), (M,)), _tuner)
     return y, mu, rstd
 
 
@@ -506,28 +414,14 @@ def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         _weight_strides = weight.stride()
         _bias_strides = bias.stride()
         int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        wrap_triton(_layer_norm_loops_kernel)[grid](
-            x, weight, bias, y, mu, rstd,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _layer_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return y, mu, rstd
     _x_strides = x.stride()
     _weight_strides = weight.stride()
     _bias_strides = bias.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(layer_norm_kernel)[grid](
-        x, weight, bias, y, mu, rstd,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _layer_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return y, mu, rstd
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 amax = _rt.amax
@@ -94,6 +92,9 @@ def _log_softmax_checked(x: torch.Tensor):
     return device, M, N
 
 
+_log_softmax_launch = _rt.Launch(globals(), "log_softmax_kernel", "log_softmax", pointers=2, tuned=True)
+
+
 def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/log_softmax.tile and return its output.
 
@@ -107,11 +108,7 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "log_softmax",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("log_softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -134,56 +131,12 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     BLOCK_N = 1 << (N - 1).bit_length()
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("log_softmax", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    log_softmax_kernel, grid,
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, log_softmax_kernel, lambda: log_softmax(x)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        log_softmax_kernel.fn[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(log_softmax_kernel.fn), grid, None, device, (M, N, *_x_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides)),
-        BLOCK_N, int64,
+    _log_softmax_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: log_softmax(x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, log_softmax_kernel.fn, grid,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -275,6 +228,9 @@ def _log_softmax_loops_kernel(
         tl.store(y_ptrs, z - tl.log(row_sum[:, None]), mask=mask_rc_1)
 
 
+_log_softmax_loops_launch = _rt.Launch(globals(), "_log_softmax_loops_kernel", "_log_softmax_loops", pointers=2, tuned=True)
+
+
 def _log_softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """log_softmax() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/log_softmax.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
@@ -311,56 +267,12 @@ def _log_softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_log_softmax_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    _log_softmax_loops_kernel, grid,
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _log_softmax_loops_kernel, lambda: _log_softmax_loops(x, BLOCK_N=BLOCK_N)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _log_softmax_loops_kernel.fn[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_log_softmax_loops_kernel.fn), grid, None, device, (M, N, *_x_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops",
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides)),
-        BLOCK_N, int64,
+    _log_softmax_loops_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, "loops", N), again=lambda: _log_softmax_loops(x, BLOCK_N=BLOCK_N),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _log_softmax_loops_kernel.fn, grid,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -393,24 +305,12 @@ def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
         BLOCK_N = 4096
         _x_strides = x.stride()
         int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        wrap_triton(_log_softmax_loops_kernel)[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _log_softmax_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return y
     _x_strides = x.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(log_softmax_kernel)[grid](
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _log_softmax_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -99,6 +97,9 @@ def _log_softmax_backward_checked(dy: torch.Tensor, y: torch.Tensor):
     return device, M, N
 
 
+_log_softmax_backward_launch = _rt.Launch(globals(), "log_softmax_backward_kernel", "log_softmax_backward", pointers=3, tuned=True)
+
+
 def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/log_softmax_backward.tile and return its output.
 
@@ -141,56 +142,12 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("log_softmax_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    log_softmax_backward_kernel, grid,
-                    dy, y, dx,
-                    M, N,
-                    *_dy_strides, *_y_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, log_softmax_backward_kernel, lambda: log_softmax_backward(dy, y)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        log_softmax_backward_kernel.fn[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(log_softmax_backward_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dy.data_ptr() % 16, y.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides, *_y_strides)),
-        BLOCK_N, int64,
+    _log_softmax_backward_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: log_softmax_backward(dy, y),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, log_softmax_backward_kernel.fn, grid,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 
@@ -266,6 +223,9 @@ def _log_softmax_backward_loops_kernel(
         tl.store(dx_ptrs, dy_1 - tl.exp(y) * row_sum[:, None], mask=mask_rc_1)
 
 
+_log_softmax_backward_loops_launch = _rt.Launch(globals(), "_log_softmax_backward_loops_kernel", "_log_softmax_backward_loops", pointers=3, tuned=True)
+
+
 def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """log_softmax_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/log_softmax_backward.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
@@ -311,56 +271,12 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_log_softmax_backward_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    _log_softmax_backward_loops_kernel, grid,
-                    dy, y, dx,
-                    M, N,
-                    *_dy_strides, *_y_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _log_softmax_backward_loops_kernel, lambda: _log_softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _log_softmax_backward_loops_kernel.fn[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_log_softmax_backward_loops_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops",
-        dy.data_ptr() % 16, y.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides, *_y_strides)),
-        BLOCK_N, int64,
+    _log_softmax_backward_loops_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, "loops", N), again=lambda: _log_softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _log_softmax_backward_loops_kernel.fn, grid,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 
@@ -393,25 +309,13 @@ def _log_softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Ten
         _dy_strides = dy.stride()
         _y_strides = y.stride()
         int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        wrap_triton(_log_softmax_backward_loops_kernel)[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _log_softmax_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return dx
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(log_softmax_backward_kernel)[grid](
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _log_softmax_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return dx
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -100,6 +98,9 @@ def _matmul_batched_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, B
     return device, B, M, K, N
 
 
+_matmul_batched_launch = _rt.Launch(globals(), "matmul_batched_kernel", "matmul_batched", pointers=3)
+
+
 def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_batched.tile and return its output.
 
@@ -138,39 +139,11 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    grid = (B, (M + BM - 1) // BM, (N + BN - 1) // BN)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_batched_kernel[grid](
-            a, b, c,
-            B, M, K, N,
-            *_a_strides, *_b_strides, M * N, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_batched_kernel), grid, None, device, (B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1, BM, BN, BK, int64), (B, M, N)))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (B, M, K, N, *_a_strides, *_b_strides, M * N)),
-        BM, BN, BK, int64,
+    _matmul_batched_launch(
+        fast_key, device, lambda meta: (B, (M + BM - 1) // BM, (N + BN - 1) // BN),
+        (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_batched_kernel, grid,
-        a, b, c,
-        B, M, K, N,
-        *_a_strides, *_b_strides, M * N, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        B, M, K, N,
-        *_a_strides, *_b_strides, M * N, N, 1,
-        BM, BN, BK, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1, BM, BN, BK, int64), (B, M, N)))
     return c
 
 
@@ -210,13 +183,7 @@ def _matmul_batched_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    grid = (B, (M + BM - 1) // BM, (N + BN - 1) // BN)
-    wrap_triton(matmul_batched_kernel)[grid](
-        a, b, c,
-        B, M, K, N,
-        *_a_strides, *_b_strides, M * N, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
+    _matmul_batched_launch.traced((B, (M + BM - 1) // BM, (N + BN - 1) // BN), (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
     return c
 
 

@@ -34,11 +34,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -112,6 +110,9 @@ def _matmul_batched_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM
     return device, B, M, K, N
 
 
+_matmul_batched_backward_db_launch = _rt.Launch(globals(), "matmul_batched_backward_db_kernel", "matmul_batched_backward_db", pointers=3)
+
+
 def matmul_batched_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_batched.tile, derived backward matmul_batched_backward_db and return its output.
 
@@ -150,39 +151,11 @@ def matmul_batched_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 6
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    grid = (B, (K + BK - 1) // BK, (N + BN - 1) // BN)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_batched_backward_db_kernel[grid](
-            a, dc, db,
-            B, M, K, N,
-            *_a_strides, *_dc_strides, K * N, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_batched_backward_db_kernel), grid, None, device, (B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1, BM, BN, BK, int64), (B, K, N)))
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, dc.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (B, M, K, N, *_a_strides, *_dc_strides, K * N)),
-        BM, BN, BK, int64,
+    _matmul_batched_backward_db_launch(
+        fast_key, device, lambda meta: (B, (K + BK - 1) // BK, (N + BN - 1) // BN),
+        (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, K, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_batched_backward_db_kernel, grid,
-        a, dc, db,
-        B, M, K, N,
-        *_a_strides, *_dc_strides, K * N, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, dc, db,
-        B, M, K, N,
-        *_a_strides, *_dc_strides, K * N, N, 1,
-        BM, BN, BK, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1, BM, BN, BK, int64), (B, K, N)))
     return db
 
 
@@ -222,13 +195,7 @@ def _matmul_batched_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, BM:
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    grid = (B, (K + BK - 1) // BK, (N + BN - 1) // BN)
-    wrap_triton(matmul_batched_backward_db_kernel)[grid](
-        a, dc, db,
-        B, M, K, N,
-        *_a_strides, *_dc_strides, K * N, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
+    _matmul_batched_backward_db_launch.traced((B, (K + BK - 1) // BK, (N + BN - 1) // BN), (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
     return db
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
@@ -103,6 +101,9 @@ def _matmul_block_ptr_checked(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M:
     return device, M, K, N
 
 
+_matmul_block_ptr_launch = _rt.Launch(globals(), "matmul_block_ptr_kernel", "matmul_block_ptr", pointers=3)
+
+
 def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_block_ptr.tile and return its output.
 
@@ -143,39 +144,11 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_block_ptr_kernel[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_block_ptr_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_block_ptr_kernel, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 
@@ -213,6 +186,9 @@ def _matmul_block_ptr_descriptors_kernel(
         accumulator += tl.dot(a, b)
     # specs/matmul_block_ptr.tile:14: c[m, n] = accumulator
     c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], accumulator)
+
+
+_matmul_block_ptr_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_descriptors_kernel", "_matmul_block_ptr_descriptors", pointers=3)
 
 
 def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -278,35 +254,12 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
     else:
         b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [BLOCK_SIZE_K, BLOCK_SIZE_N])
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [BLOCK_SIZE_M, BLOCK_SIZE_N])
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_descriptors_kernel[grid](
-            a_desc, b_desc, c_desc,
-            M, K, N,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_descriptors_kernel), grid, None, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc), (a, b, c))))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "descriptors",
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_c_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
+    _matmul_block_ptr_descriptors_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a_desc, b_desc, c_desc, M, K, N),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T), ((M, N),),
+        arrays=(a, b, c),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_descriptors_kernel, grid,
-        a_desc, b_desc, c_desc,
-        M, K, N,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, B_T=B_T,
-    )
-    launch(
-        grid, device_index,
-        a_desc, b_desc, c_desc,
-        M, K, N,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, B_T), (M, N), _rt.descriptor_templates((a_desc, b_desc, c_desc), (a, b, c))))
     return c
 
 
@@ -357,6 +310,9 @@ def _matmul_block_ptr_pointers_kernel(
     tl.store(c_ptrs, accumulator, mask=mask_mn)
 
 
+_matmul_block_ptr_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_pointers_kernel", "_matmul_block_ptr_pointers", pointers=3)
+
+
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_block_ptr() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile through pointers.
     Called by matmul_block_ptr(), after its checks.
@@ -405,39 +361,11 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_pointers_kernel[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_pointers_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "pointers",
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_pointers_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_pointers_kernel, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 
@@ -478,13 +406,7 @@ def _matmul_block_ptr_traced(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    wrap_triton(matmul_block_ptr_kernel)[grid](
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
+    _matmul_block_ptr_launch.traced((((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
     return c
 
 

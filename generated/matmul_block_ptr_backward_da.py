@@ -36,11 +36,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
@@ -133,6 +131,9 @@ def _matmul_block_ptr_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, 
     return device, M, N, K
 
 
+_matmul_block_ptr_backward_da_launch = _rt.Launch(globals(), "matmul_block_ptr_backward_da_kernel", "matmul_block_ptr_backward_da", pointers=3)
+
+
 def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da and return its output.
 
@@ -173,39 +174,11 @@ def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_block_ptr_backward_da_kernel[grid](
-            dc, b, da,
-            M, N, K,
-            *_dc_strides, *_b_strides, K, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_block_ptr_backward_da_kernel), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, K)))
-        return da
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dc.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16,
-        *map(_int_class, (M, N, K, *_dc_strides, *_b_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_backward_da_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1),
+        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, K),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_block_ptr_backward_da_kernel, grid,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, K)))
     return da
 
 
@@ -261,6 +234,9 @@ def _matmul_block_ptr_backward_da_descriptors_kernel(
         acc += tl.dot(dc, tl.where(mask_n[:, None], b.to(tl.float32), 0.0))
     # specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da:13: da[m, k] = acc
     da_desc.store([pid_m * BLOCK_SIZE_M, pid_k * BLOCK_SIZE_K], acc.to(tl.float16))
+
+
+_matmul_block_ptr_backward_da_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_descriptors_kernel", "_matmul_block_ptr_backward_da_descriptors", pointers=3)
 
 
 def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -326,35 +302,12 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
     else:
         b_desc = TensorDescriptor(b, [K, N], [*_b_strides], [BLOCK_SIZE_K, BLOCK_SIZE_N])
     da_desc = TensorDescriptor(da, [M, K], [*_da_strides], [BLOCK_SIZE_M, BLOCK_SIZE_K])
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_backward_da_descriptors_kernel[grid](
-            dc_desc, b_desc, da_desc,
-            M, N, K,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, DC_T=DC_T, B_T=B_T,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_backward_da_descriptors_kernel), grid, None, device, (M, N, K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, DC_T, B_T), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc), (dc, b, da))))
-        return da
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "descriptors",
-        *map(_int_class, (M, N, K, *_dc_strides, *_b_strides, *_da_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, DC_T, B_T,
+    _matmul_block_ptr_backward_da_descriptors_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1),
+        (dc_desc, b_desc, da_desc, M, N, K),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, DC_T=DC_T, B_T=B_T), ((M, K),),
+        arrays=(dc, b, da),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_backward_da_descriptors_kernel, grid,
-        dc_desc, b_desc, da_desc,
-        M, N, K,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, DC_T=DC_T, B_T=B_T,
-    )
-    launch(
-        grid, device_index,
-        dc_desc, b_desc, da_desc,
-        M, N, K,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, DC_T, B_T,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, DC_T, B_T), (M, K), _rt.descriptor_templates((dc_desc, b_desc, da_desc), (dc, b, da))))
     return da
 
 
@@ -413,6 +366,9 @@ def _matmul_block_ptr_backward_da_pointers_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_m[:, None])
 
 
+_matmul_block_ptr_backward_da_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_pointers_kernel", "_matmul_block_ptr_backward_da_pointers", pointers=3)
+
+
 def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_block_ptr_backward_da() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da through pointers.
     Called by matmul_block_ptr_backward_da(), after its checks.
@@ -461,39 +417,11 @@ def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *,
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_backward_da_pointers_kernel[grid](
-            dc, b, da,
-            M, N, K,
-            *_dc_strides, *_b_strides, K, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_backward_da_pointers_kernel), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, K)))
-        return da
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "pointers",
-        dc.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16,
-        *map(_int_class, (M, N, K, *_dc_strides, *_b_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_backward_da_pointers_launch(
+        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1),
+        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, K),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_backward_da_pointers_kernel, grid,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (M, K)))
     return da
 
 
@@ -534,13 +462,7 @@ def _matmul_block_ptr_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, B
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1)
-    wrap_triton(matmul_block_ptr_backward_da_kernel)[grid](
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
+    _matmul_block_ptr_backward_da_launch.traced((((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
     return da
 
 

@@ -36,11 +36,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _BLOCK_POINTERS = _rt.BLOCK_POINTERS
@@ -133,6 +131,9 @@ def _matmul_block_ptr_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, 
     return device, M, K, N
 
 
+_matmul_block_ptr_backward_db_launch = _rt.Launch(globals(), "matmul_block_ptr_backward_db_kernel", "matmul_block_ptr_backward_db", pointers=3)
+
+
 def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db and return its output.
 
@@ -173,39 +174,11 @@ def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZ
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_block_ptr_backward_db_kernel[grid](
-            a, dc, db,
-            M, K, N,
-            *_a_strides, *_dc_strides, N, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_block_ptr_backward_db_kernel), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (K, N)))
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, dc.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_dc_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_backward_db_launch(
+        fast_key, device, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_block_ptr_backward_db_kernel, grid,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (K, N)))
     return db
 
 
@@ -261,6 +234,9 @@ def _matmul_block_ptr_backward_db_descriptors_kernel(
         acc += tl.dot(tl.where(mask_m[None, :], a.to(tl.float32), 0.0), dc)
     # specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db:13: db[k, n] = acc
     db_desc.store([pid_k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N], acc.to(tl.float16))
+
+
+_matmul_block_ptr_backward_db_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_descriptors_kernel", "_matmul_block_ptr_backward_db_descriptors", pointers=3)
 
 
 def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -326,35 +302,12 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
     else:
         dc_desc = TensorDescriptor(dc, [M, N], [*_dc_strides], [BLOCK_SIZE_M, BLOCK_SIZE_N])
     db_desc = TensorDescriptor(db, [K, N], [*_db_strides], [BLOCK_SIZE_K, BLOCK_SIZE_N])
-    grid = (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_backward_db_descriptors_kernel[grid](
-            a_desc, dc_desc, db_desc,
-            M, K, N,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, DC_T=DC_T,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_backward_db_descriptors_kernel), grid, None, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, DC_T), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc), (a, dc, db))))
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "descriptors",
-        *map(_int_class, (M, K, N, *_a_strides, *_dc_strides, *_db_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, DC_T,
+    _matmul_block_ptr_backward_db_descriptors_launch(
+        fast_key, device, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a_desc, dc_desc, db_desc, M, K, N),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, DC_T=DC_T), ((K, N),),
+        arrays=(a, dc, db),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_backward_db_descriptors_kernel, grid,
-        a_desc, dc_desc, db_desc,
-        M, K, N,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, A_T=A_T, DC_T=DC_T,
-    )
-    launch(
-        grid, device_index,
-        a_desc, dc_desc, db_desc,
-        M, K, N,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, DC_T,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, A_T, DC_T), (K, N), _rt.descriptor_templates((a_desc, dc_desc, db_desc), (a, dc, db))))
     return db
 
 
@@ -413,6 +366,9 @@ def _matmul_block_ptr_backward_db_pointers_kernel(
     tl.store(db_ptrs, acc.to(tl.float16), mask=mask_n[None, :])
 
 
+_matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3)
+
+
 def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_block_ptr_backward_db() where its TMA descriptors cannot serve: the kernel of specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db through pointers.
     Called by matmul_block_ptr_backward_db(), after its checks.
@@ -461,39 +417,11 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _matmul_block_ptr_backward_db_pointers_kernel[grid](
-            a, dc, db,
-            M, K, N,
-            *_a_strides, *_dc_strides, N, 1,
-            BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_matmul_block_ptr_backward_db_pointers_kernel), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (K, N)))
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, "pointers",
-        a.data_ptr() % 16, dc.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_dc_strides)),
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
+    _matmul_block_ptr_backward_db_pointers_launch(
+        fast_key, device, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _matmul_block_ptr_backward_db_pointers_kernel, grid,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, int64), (K, N)))
     return db
 
 
@@ -534,13 +462,7 @@ def _matmul_block_ptr_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, B
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1)
-    wrap_triton(matmul_block_ptr_backward_db_kernel)[grid](
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
+    _matmul_block_ptr_backward_db_launch.traced((((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1), (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1), dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
     return db
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
@@ -126,6 +124,9 @@ def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tenso
     return device, alpha, M, K, N
 
 
+_matmul_epilogue_launch = _rt.Launch(globals(), "matmul_epilogue_kernel", "matmul_epilogue", pointers=5)
+
+
 def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """Run the kernel of specs/matmul_epilogue.tile and return its output.
 
@@ -169,42 +170,11 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     _bias_strides = bias.stride()
     _residual_strides = residual.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_epilogue_kernel[grid](
-            a, b, bias, residual, c,
-            M, K, N,
-            alpha,
-            *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_epilogue_kernel), grid, None, device, (M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1, BM, BN, BK, GROUP_SIZE_M, int64), (M, N)))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, bias.data_ptr() % 16, residual.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides)),
-        BM, BN, BK, GROUP_SIZE_M, int64,
+    _matmul_epilogue_launch(
+        fast_key, device, lambda meta: (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1),
+        (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_epilogue_kernel, grid,
-        a, b, bias, residual, c,
-        M, K, N,
-        alpha,
-        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, b, bias, residual, c,
-        M, K, N,
-        alpha,
-        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-        BM, BN, BK, GROUP_SIZE_M, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1, BM, BN, BK, GROUP_SIZE_M, int64), (M, N)))
     return c
 
 
@@ -248,14 +218,7 @@ def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor
     _bias_strides = bias.stride()
     _residual_strides = residual.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1)
-    wrap_triton(matmul_epilogue_kernel)[grid](
-        a, b, bias, residual, c,
-        M, K, N,
-        alpha,
-        *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64,
-    )
+    _matmul_epilogue_launch.traced((((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1), (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
     return c
 
 

@@ -34,11 +34,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -108,6 +106,9 @@ def _matmul_f32_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: in
     return device, M, N, K
 
 
+_matmul_f32_backward_da_launch = _rt.Launch(globals(), "matmul_f32_backward_da_kernel", "matmul_f32_backward_da", pointers=3)
+
+
 def matmul_f32_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_f32.tile, derived backward matmul_f32_backward_da and return its output.
 
@@ -146,39 +147,11 @@ def matmul_f32_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 32, B
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (K + BK - 1) // BK, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_f32_backward_da_kernel[grid](
-            dc, b, da,
-            M, N, K,
-            *_dc_strides, *_b_strides, K, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_f32_backward_da_kernel), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BM, BN, BK, int64), (M, K)))
-        return da
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dc.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16,
-        *map(_int_class, (M, N, K, *_dc_strides, *_b_strides)),
-        BM, BN, BK, int64,
+    _matmul_f32_backward_da_launch(
+        fast_key, device, lambda meta: ((M + BM - 1) // BM, (K + BK - 1) // BK, 1),
+        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, K),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_f32_backward_da_kernel, grid,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BM, BN, BK, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, BM, BN, BK, int64), (M, K)))
     return da
 
 
@@ -217,13 +190,7 @@ def _matmul_f32_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (K + BK - 1) // BK, 1)
-    wrap_triton(matmul_f32_backward_da_kernel)[grid](
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
+    _matmul_f32_backward_da_launch.traced(((M + BM - 1) // BM, (K + BK - 1) // BK, 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
     return da
 
 

@@ -34,11 +34,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -108,6 +106,9 @@ def _matmul_f32_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM: in
     return device, M, K, N
 
 
+_matmul_f32_backward_db_launch = _rt.Launch(globals(), "matmul_f32_backward_db_kernel", "matmul_f32_backward_db", pointers=3)
+
+
 def matmul_f32_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
     """Run the kernel of specs/matmul_f32.tile, derived backward matmul_f32_backward_db and return its output.
 
@@ -146,39 +147,11 @@ def matmul_f32_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 32, B
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = ((K + BK - 1) // BK, (N + BN - 1) // BN, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_f32_backward_db_kernel[grid](
-            a, dc, db,
-            M, K, N,
-            *_a_strides, *_dc_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_f32_backward_db_kernel), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BM, BN, BK, int64), (K, N)))
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, dc.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_dc_strides)),
-        BM, BN, BK, int64,
+    _matmul_f32_backward_db_launch(
+        fast_key, device, lambda meta: ((K + BK - 1) // BK, (N + BN - 1) // BN, 1),
+        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((K, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_f32_backward_db_kernel, grid,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BM, BN, BK, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, BM, BN, BK, int64), (K, N)))
     return db
 
 
@@ -217,13 +190,7 @@ def _matmul_f32_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, BM: int
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = ((K + BK - 1) // BK, (N + BN - 1) // BN, 1)
-    wrap_triton(matmul_f32_backward_db_kernel)[grid](
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
+    _matmul_f32_backward_db_launch.traced(((K + BK - 1) // BK, (N + BN - 1) // BN, 1), (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
     return db
 
 

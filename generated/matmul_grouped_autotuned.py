@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -110,6 +108,9 @@ def _matmul_grouped_autotuned_checked(a: torch.Tensor, b: torch.Tensor):
     return device, M, K, N
 
 
+_matmul_grouped_autotuned_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_kernel", "matmul_grouped_autotuned", pointers=3, tuned=True)
+
+
 def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_grouped_autotuned.tile and return its output.
 
@@ -149,56 +150,12 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, K)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("matmul_grouped_autotuned", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-                _rt.autotune(
-                    matmul_grouped_autotuned_kernel, grid,
-                    a, b, c,
-                    M, K, N,
-                    *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, matmul_grouped_autotuned_kernel, lambda: matmul_grouped_autotuned(a, b)))
-                return c
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_grouped_autotuned_kernel.fn[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_grouped_autotuned_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64), (M, N)), _tuner)
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        int64,
+    _matmul_grouped_autotuned_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned(a, b),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_grouped_autotuned_kernel.fn, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64), (M, N)), _tuner)
     return c
 
 
@@ -231,13 +188,7 @@ def _matmul_grouped_autotuned_traced(a: torch.Tensor, b: torch.Tensor) -> torch.
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-    wrap_triton(matmul_grouped_autotuned_kernel)[grid](
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _matmul_grouped_autotuned_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
     return c
 
 

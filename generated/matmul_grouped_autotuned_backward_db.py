@@ -44,11 +44,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -131,6 +129,9 @@ def _matmul_grouped_autotuned_backward_db_checked(a: torch.Tensor, dc: torch.Ten
     return device, M, K, N
 
 
+_matmul_grouped_autotuned_backward_db_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_db_kernel", "matmul_grouped_autotuned_backward_db", pointers=3, tuned=True)
+
+
 def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_db and return its output.
 
@@ -170,56 +171,12 @@ def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, c
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, K)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("matmul_grouped_autotuned_backward_db", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1)
-                _rt.autotune(
-                    matmul_grouped_autotuned_backward_db_kernel, grid,
-                    a, dc, db,
-                    M, K, N,
-                    *_a_strides, *_dc_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, matmul_grouped_autotuned_backward_db_kernel, lambda: matmul_grouped_autotuned_backward_db(a, dc)))
-                return db
-    config = _CONFIGS[config_index].kwargs
-    grid = ((K + config["BK"] - 1) // config["BK"], (N + config["BN"] - 1) // config["BN"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_grouped_autotuned_backward_db_kernel.fn[grid](
-            a, dc, db,
-            M, K, N,
-            *_a_strides, *_dc_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_grouped_autotuned_backward_db_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64), (K, N)), _tuner)
-        return db
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        a.data_ptr() % 16, dc.data_ptr() % 16, db.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_dc_strides)),
-        int64,
+    _matmul_grouped_autotuned_backward_db_launch(
+        fast_key, device, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((K, N),),
+        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned_backward_db(a, dc),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_grouped_autotuned_backward_db_kernel.fn, grid,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_dc_strides, N, 1, config["BM"], config["BN"], config["BK"], config["GROUP_SIZE"], int64), (K, N)), _tuner)
     return db
 
 
@@ -252,13 +209,7 @@ def _matmul_grouped_autotuned_backward_db_traced(a: torch.Tensor, dc: torch.Tens
     _a_strides = a.stride()
     _dc_strides = dc.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1)
-    wrap_triton(matmul_grouped_autotuned_backward_db_kernel)[grid](
-        a, dc, db,
-        M, K, N,
-        *_a_strides, *_dc_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _matmul_grouped_autotuned_backward_db_launch.traced(lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1), dict(INT64_OFFSETS=int64))
     return db
 
 

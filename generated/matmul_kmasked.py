@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -108,6 +106,9 @@ def _matmul_kmasked_checked(a: torch.Tensor, b: torch.Tensor):
     return device, M, K, N
 
 
+_matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True)
+
+
 def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_kmasked.tile and return its output.
 
@@ -147,56 +148,12 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, K)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("matmul_kmasked", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1)
-                _rt.autotune(
-                    matmul_kmasked_kernel, grid,
-                    a, b, c,
-                    M, K, N,
-                    *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, matmul_kmasked_kernel, lambda: matmul_kmasked(a, b)))
-                return c
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BLOCK_SIZE_M"] - 1) // config["BLOCK_SIZE_M"], (N + config["BLOCK_SIZE_N"] - 1) // config["BLOCK_SIZE_N"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_kmasked_kernel.fn[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_kmasked_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, N)), _tuner)
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        int64,
+    _matmul_kmasked_launch(
+        fast_key, device, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, M, N, K), again=lambda: matmul_kmasked(a, b),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_kmasked_kernel.fn, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, N)), _tuner)
     return c
 
 
@@ -229,13 +186,7 @@ def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1)
-    wrap_triton(matmul_kmasked_kernel)[grid](
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _matmul_kmasked_launch.traced(lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
     return c
 
 

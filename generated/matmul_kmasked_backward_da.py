@@ -42,11 +42,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -127,6 +125,9 @@ def _matmul_kmasked_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
     return device, M, N, K
 
 
+_matmul_kmasked_backward_da_launch = _rt.Launch(globals(), "matmul_kmasked_backward_da_kernel", "matmul_kmasked_backward_da", pointers=3, tuned=True)
+
+
 def matmul_kmasked_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_da and return its output.
 
@@ -166,56 +167,12 @@ def matmul_kmasked_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, K)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("matmul_kmasked_backward_da", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1)
-                _rt.autotune(
-                    matmul_kmasked_backward_da_kernel, grid,
-                    dc, b, da,
-                    M, N, K,
-                    *_dc_strides, *_b_strides, K, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, matmul_kmasked_backward_da_kernel, lambda: matmul_kmasked_backward_da(dc, b)))
-                return da
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BLOCK_SIZE_M"] - 1) // config["BLOCK_SIZE_M"], (K + config["BLOCK_SIZE_K"] - 1) // config["BLOCK_SIZE_K"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_kmasked_backward_da_kernel.fn[grid](
-            dc, b, da,
-            M, N, K,
-            *_dc_strides, *_b_strides, K, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_kmasked_backward_da_kernel.fn), grid, None, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, K)), _tuner)
-        return da
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dc.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16,
-        *map(_int_class, (M, N, K, *_dc_strides, *_b_strides)),
-        int64,
+    _matmul_kmasked_backward_da_launch(
+        fast_key, device, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1),
+        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        dict(INT64_OFFSETS=int64), ((M, K),),
+        tune_key=(device, M, N, K), again=lambda: matmul_kmasked_backward_da(dc, b),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_kmasked_backward_da_kernel.fn, grid,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, K, *_dc_strides, *_b_strides, K, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], int64), (M, K)), _tuner)
     return da
 
 
@@ -248,13 +205,7 @@ def _matmul_kmasked_backward_da_traced(dc: torch.Tensor, b: torch.Tensor) -> tor
     _dc_strides = dc.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1)
-    wrap_triton(matmul_kmasked_backward_da_kernel)[grid](
-        dc, b, da,
-        M, N, K,
-        *_dc_strides, *_b_strides, K, 1,
-        INT64_OFFSETS=int64,
-    )
+    _matmul_kmasked_backward_da_launch.traced(lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(INT64_OFFSETS=int64))
     return da
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -97,6 +95,9 @@ def _matmul_naive_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN:
     return device, M, K, N
 
 
+_matmul_naive_launch = _rt.Launch(globals(), "matmul_naive_kernel", "matmul_naive", pointers=3)
+
+
 def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
     """Run the kernel of specs/matmul_naive.tile and return its output.
 
@@ -135,39 +136,11 @@ def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_naive_kernel[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_naive_kernel), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BM, BN, BK, int64), (M, N)))
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        BM, BN, BK, int64,
+    _matmul_naive_launch(
+        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_naive_kernel, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BM, BN, BK, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, BM, BN, BK, int64), (M, N)))
     return c
 
 
@@ -206,13 +179,7 @@ def _matmul_naive_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
-    wrap_triton(matmul_naive_kernel)[grid](
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64,
-    )
+    _matmul_naive_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
     return c
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 leaky_relu = _rt.leaky_relu
@@ -129,6 +127,9 @@ def _matmul_tutorial_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: 
     return device, M, K, N
 
 
+_matmul_tutorial_launch = _rt.Launch(globals(), "matmul_tutorial_kernel", "matmul_tutorial", pointers=3, tuned=True)
+
+
 def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none", config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/matmul_tutorial.tile and return its output.
 
@@ -170,56 +171,12 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, K)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("matmul_tutorial", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
-                _rt.autotune(
-                    matmul_tutorial_kernel, grid,
-                    a, b, c,
-                    M, K, N,
-                    *_a_strides, *_b_strides, N, 1,
-                    GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, matmul_tutorial_kernel, lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)))
-                return c
-    config = _CONFIGS[config_index].kwargs
-    grid = (((M + config["BLOCK_SIZE_M"] - 1) // config["BLOCK_SIZE_M"]) * ((N + config["BLOCK_SIZE_N"] - 1) // config["BLOCK_SIZE_N"]), 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        matmul_tutorial_kernel.fn[grid](
-            a, b, c,
-            M, K, N,
-            *_a_strides, *_b_strides, N, 1,
-            GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(matmul_tutorial_kernel.fn), grid, None, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], GROUP_SIZE_M, activation, int64), (M, N)), _tuner)
-        return c
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16,
-        *map(_int_class, (M, K, N, *_a_strides, *_b_strides)),
-        GROUP_SIZE_M, activation, int64,
+    _matmul_tutorial_launch(
+        fast_key, device, lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, M, N, K), again=lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, matmul_tutorial_kernel.fn, grid,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], GROUP_SIZE_M, activation, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, K, N, *_a_strides, *_b_strides, N, 1, config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"], config["BLOCK_SIZE_K"], GROUP_SIZE_M, activation, int64), (M, N)), _tuner)
     return c
 
 
@@ -269,13 +226,7 @@ def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: i
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1)
-    wrap_triton(matmul_tutorial_kernel)[grid](
-        a, b, c,
-        M, K, N,
-        *_a_strides, *_b_strides, N, 1,
-        GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64,
-    )
+    _matmul_tutorial_launch.traced(lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64))
     return c
 
 

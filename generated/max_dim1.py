@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 amax = _rt.amax
@@ -106,6 +104,9 @@ def _max_dim1_checked(x: torch.Tensor):
     return device, B, D1, D2
 
 
+_max_dim1_launch = _rt.Launch(globals(), "max_dim1_kernel", "max_dim1", pointers=2, tuned=True)
+
+
 def max_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/max_dim1.tile and return its output.
 
@@ -119,11 +120,7 @@ def max_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "max_dim1",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("max_dim1", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -143,56 +140,12 @@ def max_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
         return y
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    tune_key = (device, D1, D2)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("max_dim1", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1)
-                _rt.autotune(
-                    max_dim1_kernel, grid,
-                    x, y,
-                    B, D1, D2,
-                    *_x_strides, D2, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, max_dim1_kernel, lambda: max_dim1(x)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = (B, (D2 + config["BN"] - 1) // config["BN"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        max_dim1_kernel.fn[grid](
-            x, y,
-            B, D1, D2,
-            *_x_strides, D2, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(max_dim1_kernel.fn), grid, None, device, (B, D1, D2, *_x_strides, D2, 1, config["BK"], config["BN"], int64), (B, D2)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, D1, D2, *_x_strides)),
-        int64,
+    _max_dim1_launch(
+        fast_key, device, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
+        (x, y, B, D1, D2, *_x_strides, D2, 1),
+        dict(INT64_OFFSETS=int64), ((B, D2),),
+        tune_key=(device, D1, D2), again=lambda: max_dim1(x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, max_dim1_kernel.fn, grid,
-        x, y,
-        B, D1, D2,
-        *_x_strides, D2, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        B, D1, D2,
-        *_x_strides, D2, 1,
-        config["BK"], config["BN"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, D1, D2, *_x_strides, D2, 1, config["BK"], config["BN"], int64), (B, D2)), _tuner)
     return y
 
 
@@ -224,13 +177,7 @@ def _max_dim1_traced(x: torch.Tensor) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1)
-    wrap_triton(max_dim1_kernel)[grid](
-        x, y,
-        B, D1, D2,
-        *_x_strides, D2, 1,
-        INT64_OFFSETS=int64,
-    )
+    _max_dim1_launch.traced(lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1), (x, y, B, D1, D2, *_x_strides, D2, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

@@ -43,11 +43,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -129,6 +127,9 @@ def _mse_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, t
     return device, T, M, N
 
 
+_mse_loss_backward_launch = _rt.Launch(globals(), "mse_loss_backward_kernel", "mse_loss_backward", pointers=5, tuned=True)
+
+
 def mse_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/mse_loss.tile, derived backward and return its outputs.
 
@@ -174,56 +175,12 @@ def mse_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: t
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, M, N, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("mse_loss_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-                _rt.autotune(
-                    mse_loss_backward_kernel, grid,
-                    dloss, predictions, targets, dpredictions, dtargets,
-                    M, N,
-                    *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, mse_loss_backward_kernel, lambda: mse_loss_backward(dloss, predictions, targets)))
-                return dpredictions, dtargets
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        mse_loss_backward_kernel.fn[grid](
-            dloss, predictions, targets, dpredictions, dtargets,
-            M, N,
-            *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(mse_loss_backward_kernel.fn), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, config["BM"], config["BN"], int64), (M, N), (M, N)), _tuner)
-        return dpredictions, dtargets
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        dloss.data_ptr() % 16, predictions.data_ptr() % 16, targets.data_ptr() % 16, dpredictions.data_ptr() % 16, dtargets.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides)),
-        int64,
+    _mse_loss_backward_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
+        tune_key=(device, M, N, T), again=lambda: mse_loss_backward(dloss, predictions, targets),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, mse_loss_backward_kernel.fn, grid,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        config["BM"], config["BN"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1, config["BM"], config["BN"], int64), (M, N), (M, N)), _tuner)
     return dpredictions, dtargets
 
 
@@ -262,13 +219,7 @@ def _mse_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, ta
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-    wrap_triton(mse_loss_backward_kernel)[grid](
-        dloss, predictions, targets, dpredictions, dtargets,
-        M, N,
-        *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _mse_loss_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
     return dpredictions, dtargets
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -80,6 +78,9 @@ def _rgb2grey_checked(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
     return device, H, W
 
 
+_rgb2grey_launch = _rt.Launch(globals(), "rgb2grey_kernel", "rgb2grey", pointers=2)
+
+
 def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     """Run the kernel of specs/grayscale.tile and return its output.
 
@@ -91,12 +92,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BH=BH, BW=BW)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "rgb2grey",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            BH, BW,
-            _current_device(),
-        )
+        fast_key = ("rgb2grey", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, BH, BW, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -114,39 +110,11 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        rgb2grey_kernel[grid](
-            x, y,
-            H, W,
-            *_x_strides, W, 1,
-            BH=BH, BW=BW, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(rgb2grey_kernel), grid, None, device, (H, W, *_x_strides, W, 1, BH, BW, int64), (H, W)))
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (H, W, *_x_strides)),
-        BH, BW, int64,
+    _rgb2grey_launch(
+        fast_key, device, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
+        (x, y, H, W, *_x_strides, W, 1),
+        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, rgb2grey_kernel, grid,
-        x, y,
-        H, W,
-        *_x_strides, W, 1,
-        BH=BH, BW=BW, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        H, W,
-        *_x_strides, W, 1,
-        BH, BW, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (H, W, *_x_strides, W, 1, BH, BW, int64), (H, W)))
     return y
 
 
@@ -180,13 +148,7 @@ def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.T
         return y
     _x_strides = x.stride()
     int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    grid = ((H + BH - 1) // BH, (W + BW - 1) // BW, 1)
-    wrap_triton(rgb2grey_kernel)[grid](
-        x, y,
-        H, W,
-        *_x_strides, W, 1,
-        BH=BH, BW=BW, INT64_OFFSETS=int64,
-    )
+    _rgb2grey_launch.traced(((H + BH - 1) // BH, (W + BW - 1) // BW, 1), (x, y, H, W, *_x_strides, W, 1), dict(BH=BH, BW=BW, INT64_OFFSETS=int64))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -106,6 +104,9 @@ def _rms_norm_checked(x: torch.Tensor, weight: torch.Tensor, eps: float):
     return device, T, eps, M, N
 
 
+_rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True)
+
+
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm.tile and return its output.
 
@@ -151,60 +152,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, config: int |
     _x_strides = x.stride()
     _weight_strides = weight.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("rms_norm", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    rms_norm_kernel, grid,
-                    x, weight, y,
-                    M, N,
-                    eps,
-                    *_x_strides, *_weight_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, rms_norm_kernel, lambda: rms_norm(x, weight, eps)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        rms_norm_kernel.fn[grid](
-            x, weight, y,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(rms_norm_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        x.data_ptr() % 16, weight.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides, *_weight_strides)),
-        BLOCK_N, int64,
+    _rms_norm_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, *_x_strides, *_weight_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N, T), again=lambda: rms_norm(x, weight, eps),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, rms_norm_kernel.fn, grid,
-        x, weight, y,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, weight, y,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -292,6 +245,9 @@ def _rms_norm_loops_kernel(
         tl.store(y_ptrs, (xf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32)) * weight.to(tl.float32)).to(T), mask=mask_rc_1)
 
 
+_rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True)
+
+
 def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """rms_norm() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/rms_norm.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
@@ -339,60 +295,12 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor, eps: float, *, BLOCK_
     _x_strides = x.stride()
     _weight_strides = weight.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", N, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_rms_norm_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    _rms_norm_loops_kernel, grid,
-                    x, weight, y,
-                    M, N,
-                    eps,
-                    *_x_strides, *_weight_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _rms_norm_loops_kernel, lambda: _rms_norm_loops(x, weight, eps, BLOCK_N=BLOCK_N)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _rms_norm_loops_kernel.fn[grid](
-            x, weight, y,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_rms_norm_loops_kernel.fn), grid, None, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops", T,
-        x.data_ptr() % 16, weight.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides, *_weight_strides)),
-        BLOCK_N, int64,
+    _rms_norm_loops_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, *_x_strides, *_weight_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, "loops", N, T), again=lambda: _rms_norm_loops(x, weight, eps, BLOCK_N=BLOCK_N),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _rms_norm_loops_kernel.fn, grid,
-        x, weight, y,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, weight, y,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, eps, *_x_strides, *_weight_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return y
 
 
@@ -428,27 +336,13 @@ def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch
         _x_strides = x.stride()
         _weight_strides = weight.stride()
         int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        wrap_triton(_rms_norm_loops_kernel)[grid](
-            x, weight, y,
-            M, N,
-            eps,
-            *_x_strides, *_weight_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _rms_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return y
     _x_strides = x.stride()
     _weight_strides = weight.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(rms_norm_kernel)[grid](
-        x, weight, y,
-        M, N,
-        eps,
-        *_x_strides, *_weight_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _rms_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return y
 
 

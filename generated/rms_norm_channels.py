@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -97,6 +95,9 @@ def _rms_norm_channels_checked(x: torch.Tensor, eps: float):
     return device, eps, B, C, H, W
 
 
+_rms_norm_channels_launch = _rt.Launch(globals(), "rms_norm_channels_kernel", "rms_norm_channels", pointers=2, tuned=True)
+
+
 def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/rms_norm_channels.tile and return its output.
 
@@ -138,60 +139,12 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
     BLOCK_C = 1 << (C - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    tune_key = (device, C, W)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("rms_norm_channels", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"])
-                _rt.autotune(
-                    rms_norm_channels_kernel, grid,
-                    x, y,
-                    B, C, H, W,
-                    eps,
-                    *_x_strides, C * H * W, H * W, W, 1,
-                    BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, rms_norm_channels_kernel, lambda: rms_norm_channels(x, eps)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = (B, H, (W + config["BW"] - 1) // config["BW"])
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        rms_norm_channels_kernel.fn[grid](
-            x, y,
-            B, C, H, W,
-            eps,
-            *_x_strides, C * H * W, H * W, W, 1,
-            BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(rms_norm_channels_kernel.fn), grid, None, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_x_strides, C * H * W, H * W)),
-        BLOCK_C, int64,
+    _rms_norm_channels_launch(
+        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
+        tune_key=(device, C, W), again=lambda: rms_norm_channels(x, eps),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, rms_norm_channels_kernel.fn, grid,
-        x, y,
-        B, C, H, W,
-        eps,
-        *_x_strides, C * H * W, H * W, W, 1,
-        BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        B, C, H, W,
-        eps,
-        *_x_strides, C * H * W, H * W, W, 1,
-        config["BW"], BLOCK_C, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
     return y
 
 
@@ -276,6 +229,9 @@ def _rms_norm_channels_loops_kernel(
         tl.store(y_ptrs, v / tl.sqrt_rn(row_sum[None, :] / C + eps), mask=mask_cw_1)
 
 
+_rms_norm_channels_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_loops_kernel", "_rms_norm_channels_loops", pointers=2, tuned=True)
+
+
 def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
     """rms_norm_channels() where the rows are too long for one tile (C > _WHOLE_LIMIT): the kernel of
     specs/rms_norm_channels.tile with its whole axis in loops over tiles of BLOCK_C (a keyword, default 128).
@@ -314,60 +270,12 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
         return y
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", C, W)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_rms_norm_channels_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"])
-                _rt.autotune(
-                    _rms_norm_channels_loops_kernel, grid,
-                    x, y,
-                    B, C, H, W,
-                    eps,
-                    *_x_strides, C * H * W, H * W, W, 1,
-                    BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _rms_norm_channels_loops_kernel, lambda: _rms_norm_channels_loops(x, eps, BLOCK_C=BLOCK_C)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = (B, H, (W + config["BW"] - 1) // config["BW"])
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _rms_norm_channels_loops_kernel.fn[grid](
-            x, y,
-            B, C, H, W,
-            eps,
-            *_x_strides, C * H * W, H * W, W, 1,
-            BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_rms_norm_channels_loops_kernel.fn), grid, None, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops",
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (B, C, H, W, *_x_strides, C * H * W, H * W)),
-        BLOCK_C, int64,
+    _rms_norm_channels_loops_launch(
+        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
+        tune_key=(device, "loops", C, W), again=lambda: _rms_norm_channels_loops(x, eps, BLOCK_C=BLOCK_C),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _rms_norm_channels_loops_kernel.fn, grid,
-        x, y,
-        B, C, H, W,
-        eps,
-        *_x_strides, C * H * W, H * W, W, 1,
-        BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        B, C, H, W,
-        eps,
-        *_x_strides, C * H * W, H * W, W, 1,
-        config["BW"], BLOCK_C, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1, config["BW"], BLOCK_C, int64), (B, C, H, W)), _tuner)
     return y
 
 
@@ -403,26 +311,12 @@ def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
         BLOCK_C = 128
         _x_strides = x.stride()
         int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"])
-        wrap_triton(_rms_norm_channels_loops_kernel)[grid](
-            x, y,
-            B, C, H, W,
-            eps,
-            *_x_strides, C * H * W, H * W, W, 1,
-            BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-        )
+        _rms_norm_channels_loops_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
         return y
     _x_strides = x.stride()
     BLOCK_C = 1 << (int(C) - 1).bit_length()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"])
-    wrap_triton(rms_norm_channels_kernel)[grid](
-        x, y,
-        B, C, H, W,
-        eps,
-        *_x_strides, C * H * W, H * W, W, 1,
-        BLOCK_C=BLOCK_C, INT64_OFFSETS=int64,
-    )
+    _rms_norm_channels_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
     return y
 
 

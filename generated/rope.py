@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -128,6 +126,9 @@ def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
     return device, T, B, H, S, D, HK
 
 
+_rope_launch = _rt.Launch(globals(), "rope_kernel", "rope", pointers=6)
+
+
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel of specs/rope.tile and return its outputs.
 
@@ -175,39 +176,11 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     _cos_strides = cos.stride()
     _sin_strides = sin.stride()
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (S - 1) * abs(_cos_strides[0]) + (D - 1) * abs(_cos_strides[1]) >= 2**31 or (S - 1) * abs(_sin_strides[0]) + (D - 1) * abs(_sin_strides[1]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    grid = (B, S, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        rope_kernel[grid](
-            q, k, cos, sin, q_rotated, k_rotated,
-            B, H, S, D, HK,
-            *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
-            BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(rope_kernel), grid, None, device, (B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
-        return q_rotated, k_rotated
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, T,
-        q.data_ptr() % 16, k.data_ptr() % 16, cos.data_ptr() % 16, sin.data_ptr() % 16, q_rotated.data_ptr() % 16, k_rotated.data_ptr() % 16,
-        *map(_int_class, (B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, HK * S * D)),
-        BLOCK_H, BLOCK_HK, BLOCK_D, int64,
+    _rope_launch(
+        fast_key, device, lambda meta: (B, S, 1),
+        (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, rope_kernel, grid,
-        q, k, cos, sin, q_rotated, k_rotated,
-        B, H, S, D, HK,
-        *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
-        BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        q, k, cos, sin, q_rotated, k_rotated,
-        B, H, S, D, HK,
-        *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
-        BLOCK_H, BLOCK_HK, BLOCK_D, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1, BLOCK_H, BLOCK_HK, BLOCK_D, int64), (B, H, S, D), (B, HK, S, D)))
     return q_rotated, k_rotated
 
 
@@ -257,13 +230,7 @@ def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch
     BLOCK_HK = 1 << (int(HK) - 1).bit_length()
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (S - 1) * abs(_cos_strides[0]) + (D - 1) * abs(_cos_strides[1]) >= 2**31 or (S - 1) * abs(_sin_strides[0]) + (D - 1) * abs(_sin_strides[1]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    grid = (B, S, 1)
-    wrap_triton(rope_kernel)[grid](
-        q, k, cos, sin, q_rotated, k_rotated,
-        B, H, S, D, HK,
-        *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1,
-        BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64,
-    )
+    _rope_launch.traced((B, S, 1), (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1), dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
     return q_rotated, k_rotated
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -110,6 +108,9 @@ def _row_cumsum_checked(x: torch.Tensor):
     return device, M, N
 
 
+_row_cumsum_launch = _rt.Launch(globals(), "row_cumsum_kernel", "row_cumsum", pointers=2, tuned=True)
+
+
 def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumsum.tile and return its output.
 
@@ -123,11 +124,7 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
-            "row_cumsum",
-            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
-            _current_device(),
-        )
+        fast_key = ("row_cumsum", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
         fast = _FAST.get(fast_key)
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
@@ -147,56 +144,12 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
         return y
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("row_cumsum", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    row_cumsum_kernel, grid,
-                    x, y,
-                    M, N,
-                    *_x_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, row_cumsum_kernel, lambda: row_cumsum(x)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        row_cumsum_kernel.fn[grid](
-            x, y,
-            M, N,
-            *_x_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(row_cumsum_kernel.fn), grid, None, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        x.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides)),
-        int64,
+    _row_cumsum_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: row_cumsum(x),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, row_cumsum_kernel.fn, grid,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        config["BM"], config["BC"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
     return y
 
 
@@ -226,13 +179,7 @@ def _row_cumsum_traced(x: torch.Tensor) -> torch.Tensor:
         return y
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(row_cumsum_kernel)[grid](
-        x, y,
-        M, N,
-        *_x_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _row_cumsum_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

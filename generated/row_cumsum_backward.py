@@ -40,11 +40,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -128,6 +126,9 @@ def _row_cumsum_backward_checked(dy: torch.Tensor):
     return device, M, N
 
 
+_row_cumsum_backward_launch = _rt.Launch(globals(), "row_cumsum_backward_kernel", "row_cumsum_backward", pointers=2, tuned=True)
+
+
 def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/row_cumsum.tile, derived backward and return its output.
 
@@ -165,56 +166,12 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
         return dx
     _dy_strides = dy.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("row_cumsum_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    row_cumsum_backward_kernel, grid,
-                    dy, dx,
-                    M, N,
-                    *_dy_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, row_cumsum_backward_kernel, lambda: row_cumsum_backward(dy)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        row_cumsum_backward_kernel.fn[grid](
-            dy, dx,
-            M, N,
-            *_dy_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(row_cumsum_backward_kernel.fn), grid, None, device, (M, N, *_dy_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dy.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides)),
-        int64,
+    _row_cumsum_backward_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, dx, M, N, *_dy_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: row_cumsum_backward(dy),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, row_cumsum_backward_kernel.fn, grid,
-        dy, dx,
-        M, N,
-        *_dy_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, dx,
-        M, N,
-        *_dy_strides, N, 1,
-        config["BM"], config["BC"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, N, 1, config["BM"], config["BC"], int64), (M, N)), _tuner)
     return dx
 
 
@@ -244,13 +201,7 @@ def _row_cumsum_backward_traced(dy: torch.Tensor) -> torch.Tensor:
         return dx
     _dy_strides = dy.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(row_cumsum_backward_kernel)[grid](
-        dy, dx,
-        M, N,
-        *_dy_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _row_cumsum_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, dx, M, N, *_dy_strides, N, 1), dict(INT64_OFFSETS=int64))
     return dx
 
 

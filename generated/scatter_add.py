@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
@@ -88,6 +86,9 @@ def _scatter_add_checked(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: 
     return device, V, N, C
 
 
+_scatter_add_launch = _rt.Launch(globals(), "scatter_add_kernel", "scatter_add", pointers=3)
+
+
 def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
     """Run the kernel of specs/scatter_add.tile and return its output.
 
@@ -127,42 +128,11 @@ def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16,
     _index_strides = index.stride()
     _src_strides = src.stride()
     int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    grid = ((N + BT - 1) // BT, (C + BC - 1) // BC, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        scatter_add_kernel[grid](
-            index, src, y,
-            N, C,
-            V,
-            *_index_strides, *_src_strides, C, 1,
-            BT=BT, BC=BC, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(scatter_add_kernel), grid, None, device, (N, C, V, *_index_strides, *_src_strides, C, 1, BT, BC, int64), (V, C)))
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        index.data_ptr() % 16, src.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (N, C, V, *_index_strides, *_src_strides)),
-        BT, BC, int64,
+    _scatter_add_launch(
+        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((V, C),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, scatter_add_kernel, grid,
-        index, src, y,
-        N, C,
-        V,
-        *_index_strides, *_src_strides, C, 1,
-        BT=BT, BC=BC, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        index, src, y,
-        N, C,
-        V,
-        *_index_strides, *_src_strides, C, 1,
-        BT, BC, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, C, V, *_index_strides, *_src_strides, C, 1, BT, BC, int64), (V, C)))
     return y
 
 
@@ -200,14 +170,7 @@ def _scatter_add_traced(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: i
     _index_strides = index.stride()
     _src_strides = src.stride()
     int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    grid = ((N + BT - 1) // BT, (C + BC - 1) // BC, 1)
-    wrap_triton(scatter_add_kernel)[grid](
-        index, src, y,
-        N, C,
-        V,
-        *_index_strides, *_src_strides, C, 1,
-        BT=BT, BC=BC, INT64_OFFSETS=int64,
-    )
+    _scatter_add_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
     return y
 
 

@@ -32,11 +32,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -93,6 +91,9 @@ def _scatter_add_backward_checked(dy: torch.Tensor, index: torch.Tensor, *, BT: 
     return device, V, C, N
 
 
+_scatter_add_backward_launch = _rt.Launch(globals(), "scatter_add_backward_kernel", "scatter_add_backward", pointers=3)
+
+
 def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
     """Run the kernel of specs/scatter_add.tile, derived backward and return its output.
 
@@ -131,39 +132,11 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
     _dy_strides = dy.stride()
     _index_strides = index.stride()
     int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    grid = ((N + BT - 1) // BT, (C + BC - 1) // BC, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        scatter_add_backward_kernel[grid](
-            dy, index, dsrc,
-            V, C, N,
-            *_dy_strides, *_index_strides, C, 1,
-            BT=BT, BC=BC, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(scatter_add_backward_kernel), grid, None, device, (V, C, N, *_dy_strides, *_index_strides, C, 1, BT, BC, int64), (N, C)))
-        return dsrc
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        dy.data_ptr() % 16, index.data_ptr() % 16, dsrc.data_ptr() % 16,
-        *map(_int_class, (V, C, N, *_dy_strides, *_index_strides)),
-        BT, BC, int64,
+    _scatter_add_backward_launch(
+        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, scatter_add_backward_kernel, grid,
-        dy, index, dsrc,
-        V, C, N,
-        *_dy_strides, *_index_strides, C, 1,
-        BT=BT, BC=BC, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        dy, index, dsrc,
-        V, C, N,
-        *_dy_strides, *_index_strides, C, 1,
-        BT, BC, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (V, C, N, *_dy_strides, *_index_strides, C, 1, BT, BC, int64), (N, C)))
     return dsrc
 
 
@@ -198,13 +171,7 @@ def _scatter_add_backward_traced(dy: torch.Tensor, index: torch.Tensor, *, BT: i
     _dy_strides = dy.stride()
     _index_strides = index.stride()
     int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    grid = ((N + BT - 1) // BT, (C + BC - 1) // BC, 1)
-    wrap_triton(scatter_add_backward_kernel)[grid](
-        dy, index, dsrc,
-        V, C, N,
-        *_dy_strides, *_index_strides, C, 1,
-        BT=BT, BC=BC, INT64_OFFSETS=int64,
-    )
+    _scatter_add_backward_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
     return dsrc
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -101,6 +99,9 @@ def _softmax_backward_checked(dy: torch.Tensor, y: torch.Tensor):
     return device, M, N
 
 
+_softmax_backward_launch = _rt.Launch(globals(), "softmax_backward_kernel", "softmax_backward", pointers=3, tuned=True)
+
+
 def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/softmax_backward.tile and return its output.
 
@@ -143,56 +144,12 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("softmax_backward", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    softmax_backward_kernel, grid,
-                    dy, y, dx,
-                    M, N,
-                    *_dy_strides, *_y_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, softmax_backward_kernel, lambda: softmax_backward(dy, y)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        softmax_backward_kernel.fn[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(softmax_backward_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index,
-        dy.data_ptr() % 16, y.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides, *_y_strides)),
-        BLOCK_N, int64,
+    _softmax_backward_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N), again=lambda: softmax_backward(dy, y),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, softmax_backward_kernel.fn, grid,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 
@@ -278,6 +235,9 @@ def _softmax_backward_loops_kernel(
         tl.store(dx_ptrs, g - y_1 * row_sum[:, None], mask=mask_rc_1)
 
 
+_softmax_backward_loops_launch = _rt.Launch(globals(), "_softmax_backward_loops_kernel", "_softmax_backward_loops", pointers=3, tuned=True)
+
+
 def _softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     """softmax_backward() where the rows are too long for one tile (N > _WHOLE_LIMIT): the kernel of
     specs/softmax_backward.tile with its whole axis in loops over tiles of BLOCK_N (a keyword, default 4096).
@@ -323,56 +283,12 @@ def _softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int =
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, "loops", N)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("_softmax_backward_loops", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-                _rt.autotune(
-                    _softmax_backward_loops_kernel, grid,
-                    dy, y, dx,
-                    M, N,
-                    *_dy_strides, *_y_strides, N, 1,
-                    BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, _softmax_backward_loops_kernel, lambda: _softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N)))
-                return dx
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        _softmax_backward_loops_kernel.fn[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_softmax_backward_loops_kernel.fn), grid, None, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
-        return dx
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, "loops",
-        dy.data_ptr() % 16, y.data_ptr() % 16, dx.data_ptr() % 16,
-        *map(_int_class, (M, N, *_dy_strides, *_y_strides)),
-        BLOCK_N, int64,
+    _softmax_backward_loops_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, "loops", N), again=lambda: _softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, _softmax_backward_loops_kernel.fn, grid,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        config["BM"], BLOCK_N, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dy_strides, *_y_strides, N, 1, config["BM"], BLOCK_N, int64), (M, N)), _tuner)
     return dx
 
 
@@ -406,25 +322,13 @@ def _softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         _dy_strides = dy.stride()
         _y_strides = y.stride()
         int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-        wrap_triton(_softmax_backward_loops_kernel)[grid](
-            dy, y, dx,
-            M, N,
-            *_dy_strides, *_y_strides, N, 1,
-            BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-        )
+        _softmax_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
         return dx
     _dy_strides = dy.stride()
     _y_strides = y.stride()
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
-    wrap_triton(softmax_backward_kernel)[grid](
-        dy, y, dx,
-        M, N,
-        *_dy_strides, *_y_strides, N, 1,
-        BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
-    )
+    _softmax_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
     return dx
 
 

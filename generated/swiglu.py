@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 silu = _rt.silu
@@ -99,6 +97,9 @@ def _swiglu_checked(a: torch.Tensor, b: torch.Tensor):
     return device, T, M, N
 
 
+_swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True)
+
+
 def swiglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
     """Run the kernel of specs/swiglu.tile and return its output.
 
@@ -140,56 +141,12 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    tune_key = (device, N, T)
-    config_index = _TUNED.get(tune_key)
-    if config_index is None:  # first call with these sizes on this device (one thread at a time)
-        with _tuner.lock:
-            config_index = _tuned_index("swiglu", tune_key)
-            if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-                _rt.autotune(
-                    swiglu_kernel, grid,
-                    a, b, y,
-                    M, N,
-                    *_a_strides, *_b_strides, N, 1,
-                    INT64_OFFSETS=int64,
-                )
-                _remember(tune_key, _settle_ties(tune_key, swiglu_kernel, lambda: swiglu(a, b)))
-                return y
-    config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        swiglu_kernel.fn[grid](
-            a, b, y,
-            M, N,
-            *_a_strides, *_b_strides, N, 1,
-            INT64_OFFSETS=int64, **config,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(swiglu_kernel.fn), grid, None, device, (M, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], int64), (M, N)), _tuner)
-        return y
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index, config_index, T,
-        a.data_ptr() % 16, b.data_ptr() % 16, y.data_ptr() % 16,
-        *map(_int_class, (M, N, *_a_strides, *_b_strides)),
-        int64,
+    _swiglu_launch(
+        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, y, M, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),),
+        tune_key=(device, N, T), again=lambda: swiglu(a, b),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, swiglu_kernel.fn, grid,
-        a, b, y,
-        M, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
-    )
-    launch(
-        grid, device_index,
-        a, b, y,
-        M, N,
-        *_a_strides, *_b_strides, N, 1,
-        config["BM"], config["BN"], int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_a_strides, *_b_strides, N, 1, config["BM"], config["BN"], int64), (M, N)), _tuner)
     return y
 
 
@@ -222,13 +179,7 @@ def _swiglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
-    wrap_triton(swiglu_kernel)[grid](
-        a, b, y,
-        M, N,
-        *_a_strides, *_b_strides, N, 1,
-        INT64_OFFSETS=int64,
-    )
+    _swiglu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, y, M, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
     return y
 
 

@@ -22,11 +22,9 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("c5fb9f7a77e63d38")
+_rt = _runtime("355278f5cb88d01f")
 _INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
 _current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -84,6 +82,9 @@ def _swizzle_checked(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: i
     return device, M, N
 
 
+_swizzle_launch = _rt.Launch(globals(), "swizzle_kernel", "swizzle", pointers=2)
+
+
 def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
     """Run the kernel of specs/swizzle.tile and return its output.
 
@@ -118,39 +119,11 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         return z
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
-    if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
-        swizzle_kernel[grid](
-            x, z,
-            M, N,
-            *_x_strides, N, 1,
-            BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
-        )
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(swizzle_kernel), grid, None, device, (M, N, *_x_strides, N, 1, BM, BN, GROUP_SIZE, int64), (M, N)))
-        return z
-    # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
-    device_index = device.index
-    key = (
-        device_index,
-        x.data_ptr() % 16, z.data_ptr() % 16,
-        *map(_int_class, (M, N, *_x_strides)),
-        BM, BN, GROUP_SIZE, int64,
+    _swizzle_launch(
+        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (x, z, M, N, *_x_strides, N, 1),
+        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),),
     )
-    launch = _COMPILED.get(key) or _rt.compile_launch(
-        _COMPILED, key, swizzle_kernel, grid,
-        x, z,
-        M, N,
-        *_x_strides, N, 1,
-        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
-    )
-    launch(
-        grid, device_index,
-        x, z,
-        M, N,
-        *_x_strides, N, 1,
-        BM, BN, GROUP_SIZE, int64,
-    )
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_x_strides, N, 1, BM, BN, GROUP_SIZE, int64), (M, N)))
     return z
 
 
@@ -210,13 +183,7 @@ def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: in
         return z
     _x_strides = x.stride()
     int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    grid = ((M + BM - 1) // BM, (N + BN - 1) // BN, 1)
-    wrap_triton(swizzle_kernel)[grid](
-        x, z,
-        M, N,
-        *_x_strides, N, 1,
-        BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64,
-    )
+    _swizzle_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (x, z, M, N, *_x_strides, N, 1), dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64))
     return z
 
 

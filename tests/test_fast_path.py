@@ -238,3 +238,100 @@ def test_a_launcher_with_stages_takes_the_fast_path(generated):
     assert len(seen) == 2  # the stage's launch and the kernel's, both kept
     assert torch.equal(first, second)
     torch.testing.assert_close(second, module.reference(*args), atol=1e-5, rtol=1e-4)
+
+
+def _compiling_on_the_cpu(module, monkeypatch):
+    """Make ``module``'s launches take the GPU's path of the runtime's Launch on the CPU: Triton's
+    compile replaced by the interpreter's launch of what the compiled kernel's launcher gets (every
+    argument by position, constexprs last), with new tables. Returns the compile keys it sees."""
+    compiles = []
+
+    def compile_launch(compiled, key, kernel, grid, *args, **meta):
+        assert key not in compiled
+        compiles.append(key)
+        compiled[key] = lambda grid, device_index, *passed: kernel[grid](*passed)
+        return compiled[key]
+
+    monkeypatch.setattr(module._rt, "INTERPRET", False)
+    monkeypatch.setattr(module._rt, "compile_launch", compile_launch)
+    monkeypatch.setattr(module, "_COMPILED", {})
+    if hasattr(module, "_tuner"):
+        monkeypatch.setattr(module._tuner, "fast", {})
+    monkeypatch.setattr(module, "_FAST", module._tuner.fast if hasattr(module, "_tuner") else {})
+    return compiles
+
+
+@pytest.mark.parametrize("name,given,launcher", [
+    ("copy", {}, "copy"), ("softmax", {}, "softmax"), ("cross_entropy_backward", {}, "cross_entropy_backward"),
+    ("embedding", {}, "embedding"), ("rope", {}, "rope"), ("matmul_tutorial", {}, "matmul_tutorial"),
+    ("attention_causal", {"D": 61}, "_attention_causal_pointers"), ("attention_causal", {"D": 64}, "attention_causal"),
+    ("geglu_backward", {}, "geglu_backward"), ("argmax_dim1", {}, "argmax_dim1"), ("add_single", {}, "add_single"),
+])
+def test_the_compiled_launch_computes_what_the_reference_does(generated, monkeypatch, name, given, launcher):
+    """Every kind of launcher through the runtime's Launch, on the GPU's path
+    (:func:`_compiling_on_the_cpu`): untuned and tuned kernels, an in-place one, integer inputs,
+    scalars, several outputs, TMA descriptors (the interpreter emulates them; rows of 64 f16 are
+    16-byte aligned) and their pointer fallback (61). Twice: the second call is the fast path's.
+    ``launcher`` is the one that compiles."""
+    from tests.conftest import spec_named
+    from tilegen import model as m
+    from tilegen.runner import compare, default_sizes, random_inputs
+
+    module = generated(name)
+    compiles = _compiling_on_the_cpu(module, monkeypatch)
+    spec = m.specialize(spec_named(name), spec_named(name).bindings()[0])
+    args = list(random_inputs(spec, default_sizes(spec, 3, given), "cpu", 1).values())
+    for _ in range(2):
+        error, passed = compare(getattr(module, name)(*args), module.reference(*args), spec, args, module.reference)
+        assert passed, f"{name}: max error {error}"
+    assert [key[0] for key in compiles] == [launcher]
+
+
+def test_the_compiled_launch_takes_every_argument_by_position_and_compiles_once_per_specialization(
+        generated, monkeypatch):
+    """The GPU's path of the runtime's Launch, run on the CPU (:func:`_compiling_on_the_cpu`): the
+    outputs are right; a call like an earlier one compiles nothing; another pointer alignment or
+    dtype compiles its own kernel."""
+    module = generated("rms_norm")
+    compiles = _compiling_on_the_cpu(module, monkeypatch)
+    x, w = torch.randn(5, 37), torch.randn(37)
+    torch.testing.assert_close(module.rms_norm(x, w, 1e-6), module.reference(x, w, 1e-6))
+    assert len(compiles) == 1 and compiles[0][0] == "rms_norm"
+    other = torch.randn(5, 37)
+    torch.testing.assert_close(module.rms_norm(other, w, 1e-6), module.reference(other, w, 1e-6))  # kept
+    module._FAST.clear()  # the full path again: the compiled kernel of this specialization is there
+    torch.testing.assert_close(module.rms_norm(x, w, 1e-6), module.reference(x, w, 1e-6))
+    assert len(compiles) == 1
+    shifted = torch.randn(5, 38)[:, 1:]  # a pointer 4 bytes past a 16-byte boundary
+    torch.testing.assert_close(module.rms_norm(shifted, w, 1e-6), module.reference(shifted, w, 1e-6))
+    halves = x.half(), w.half()
+    torch.testing.assert_close(module.rms_norm(*halves, 1e-6), module.reference(*halves, 1e-6), atol=2e-3, rtol=2e-3)
+    assert len(compiles) == 3 == len(set(compiles))
+
+
+def test_a_launch_is_kept_in_the_modules_table_as_it_is_then(generated, monkeypatch):
+    """The runtime's Launch keeps a launch in the module's ``_FAST`` of the moment: a table put in
+    its place (a test's, a benchmark's) gets it, and the one it replaced does not."""
+    module = generated("copy")
+    before, fresh = module._FAST, {}
+    monkeypatch.setattr(module, "_FAST", fresh)
+    x = torch.randn(10)
+    kept = set(before)
+    torch.testing.assert_close(module.copy(x), x)
+    assert len(fresh) == 1 and set(before) == kept
+
+
+def test_a_launch_refuses_a_kernel_with_a_constexpr_before_another_parameter(generated):
+    """The compiled launch passes the constexprs last, by position: a kernel whose signature has
+    them elsewhere is refused when its Launch is made, not launched with its arguments shifted."""
+    import triton
+    import triton.language as tl
+
+    def kernel(x_ptr, BLOCK: tl.constexpr, n):
+        pass
+
+    rt = generated("copy")._rt
+    with pytest.raises(AssertionError, match="a constexpr before another parameter"):
+        rt.Launch({"kernel": triton.jit(kernel)}, "kernel", "kernel", pointers=1)
+    good = rt.Launch({"kernel": triton.jit(lambda x_ptr, n, BLOCK: None)}, "kernel", "kernel", pointers=1)
+    assert good.constexprs == () and good.arg_names == ("x_ptr", "n", "BLOCK")

@@ -384,7 +384,7 @@ def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
             p.name if p.kind is p.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}"
             for p in inspect.signature(launcher).parameters.values() if p.name != "config"  # config= forces: no tune
         )
-        assert f"lambda: {launcher.__name__}({params}))" in inspect.getsource(launcher)
+        assert f"lambda: {launcher.__name__}({params})" in inspect.getsource(launcher)
 
 
 def _submit_cleans_up():
@@ -493,7 +493,7 @@ def test_int_class_refines_tritons_specialization(generated, pair):
     native = pytest.importorskip("triton._C.libtriton").native_specialize_impl
     from triton.backends.compiler import BaseBackend
 
-    int_class = generated("copy")._int_class
+    int_class = generated("copy")._rt.int_class
     u, v = pair
     if int_class(u) == int_class(v):
         assert native(BaseBackend, u, False, True, True) == native(BaseBackend, v, False, True, True)
@@ -503,7 +503,7 @@ def test_int_class_refines_tritons_specialization(generated, pair):
 def test_int_class_separates_what_triton_separates(generated):
     """The classes of the edge values: 1, 64-bit and unsigned values are never merged with
     ordinary 32-bit integers, and True (divisible) is not confused with the value 1."""
-    int_class = generated("copy")._int_class
+    int_class = generated("copy")._rt.int_class
     assert int_class(32) == int_class(48) != int_class(33) == int_class(2)
     assert len({int_class(v) for v in (1, 16, 17, 2**31, 2**31 + 16, 2**63)}) == 6
 

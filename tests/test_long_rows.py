@@ -459,7 +459,7 @@ def test_traced_body_routes_long_rows(built):
 
     source = inspect.getsource(module._softmax_traced)
     assert "if N > _WHOLE_LIMIT:" in source
-    assert f"BLOCK_N = {CHUNK}" in source and "wrap_triton(_softmax_loops_kernel)[grid](" in source
+    assert f"BLOCK_N = {CHUNK}" in source and "_softmax_loops_launch.traced(" in source
 
 
 def test_add_single_past_one_tile(built):

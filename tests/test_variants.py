@@ -437,7 +437,7 @@ def test_persistent_programs_cover_every_tile(persistent, m, k, n):
 def test_persistent_source_loops_over_tiles(persistent):
     _, text = persistent
     assert "for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):" in text
-    assert "grid = (min(NUM_SMS, ((M + BM - 1) // BM) * ((N + BN - 1) // BN)), 1, 1)" in text
+    assert "lambda meta: (min(NUM_SMS, ((M + BM - 1) // BM) * ((N + BN - 1) // BN)), 1, 1)" in text
 
 
 def test_descriptor_source_loads_through_host_descriptors():

@@ -5,7 +5,9 @@
 its own file, once per process; so a generated module needs only torch and Triton. It imports
 nothing of tilegen but itself: no lark, jinja or typer.
 
-What it holds: the direct launch of a compiled kernel (:func:`launcher`, :func:`compile_launch`), the
+What it holds: a kernel's launch as a generated launcher asks for it (:class:`Launch`: the config,
+the launch, the compile cache, the launch kept for the fast path), the direct launch of a compiled
+kernel (:func:`launcher`, :func:`compile_launch`), the
 helpers that word a failed input check (:func:`bad_input` and friends), the autotuning
 (:class:`Tuner`: the tuned-config cache in the process and on disk, the effort levels of
 TILEGEN_TUNE (:func:`effort`), forced configs (``config=``, TILEGEN_CONFIG), :func:`autotune`, the
@@ -83,6 +85,9 @@ Grid = tuple[int, int, int]
 #: An autotuned launch's grid: a function of the config's keywords (``lambda meta: ...``).
 GridFunction = Callable[[dict[str, Any]], tuple[int, ...]]
 
+#: A launch's grid as :class:`Launch` takes it: a function of the constexprs (a config's among them).
+LaunchGrid = Callable[[dict[str, Any]], Grid]
+
 #: A module's fast-path table (``_FAST``, :func:`keep_launch`): fast-path key -> what a launch
 #: computed: ``(launch, grid, device_index, device, args, ...)``.
 FastTable = dict[Hashable, tuple[object, ...]]
@@ -106,7 +111,7 @@ if TYPE_CHECKING:
     Forced: TypeAlias = "ConfigName | Callable[[str, TuneKey], ConfigName | None]"
 
 
-class Launch(Protocol):
+class DirectLaunch(Protocol):
     """``launch(grid, device_index, *args)``: a kernel run over ``grid`` on the current stream of
     device ``device_index`` (None under the interpreter), with every kernel argument in ``args``
     (constexprs included): :func:`launcher`, :func:`interpreted`."""
@@ -114,7 +119,7 @@ class Launch(Protocol):
     def __call__(self, grid: Grid, device_index: int | None, /, *args: Any) -> None: ...
 
 
-class _RecordingLaunch(Launch, Protocol):
+class _RecordingLaunch(DirectLaunch, Protocol):
     """:func:`launcher`'s launch of a compiled kernel, which says what its first launch found."""
 
     c_launch_layout: str | None
@@ -140,7 +145,7 @@ def source_hash() -> str:
         return hashlib.sha256(handle.read()).hexdigest()[:16]
 
 
-def launcher(compiled: Any) -> Launch:
+def launcher(compiled: Any) -> DirectLaunch:
     """``launch(grid, device_index, *args)``: runs ``compiled`` (Triton's CompiledKernel) over
     ``grid`` (3 sizes) on the device's current stream, with every kernel argument in ``args``
     (constexprs included). It does what the runner ``compiled[grid](*args)`` of Triton's
@@ -243,8 +248,8 @@ def _same(a: object, b: object) -> bool:
 COMPILE_LOCK = threading.RLock()
 
 
-def compile_launch(compiled: dict[Hashable, Launch], key: Hashable, kernel: TritonKernel, grid: Grid, /,
-                   *args: Any, **meta: Any) -> Launch:
+def compile_launch(compiled: dict[Hashable, DirectLaunch], key: Hashable, kernel: TritonKernel, grid: Grid, /,
+                   *args: Any, **meta: Any) -> DirectLaunch:
     """The launch for ``key`` in ``compiled`` (a module's dict: specialization key -> launch,
     see :func:`launcher`), made there on a new key: ``kernel`` (a JITFunction) compiled by
     Triton's ``warmup`` for ``kernel[grid](*args, **meta)`` with :data:`COMPILE_OPTIONS` (or
@@ -332,7 +337,7 @@ def rebased(templates: Iterable[DescriptorTemplate | None], tensors: Sequence[to
     return made
 
 
-def interpreted(kernel: TritonKernel) -> Launch:
+def interpreted(kernel: TritonKernel) -> DirectLaunch:
     """``launch(grid, device_index, *args)`` for Triton's interpreter: ``kernel[grid](*args)``
     (a JITFunction; every argument by position, constexprs included), what a fast path keeps
     in place of a compiled launch (:func:`keep_launch`)."""
@@ -343,6 +348,145 @@ def int_class(value: int) -> bool | tuple[int]:
     """What Triton's JIT specializes an integer argument on: for 1 < value < 2**31 whether it is
     divisible by 16; otherwise the value itself (1 becomes a constexpr, larger values 64-bit)."""
     return value % 16 == 0 if 1 < value < 2**31 else (value,)
+
+
+def _specialized(arg: object) -> Hashable:
+    """What Triton's JIT specializes one positional kernel argument on, for :class:`Launch`'s
+    compile key: a tensor's dtype and 16-byte alignment, an int's :func:`int_class`, a TMA
+    descriptor's dtype, block shape, shape and strides; otherwise its type's name (a float, a bool, None)."""
+    if isinstance(arg, torch.Tensor):
+        return arg.dtype, arg.data_ptr() % 16
+    if type(arg) is int:
+        return int_class(arg)
+    if TensorDescriptor is not None and isinstance(arg, TensorDescriptor):
+        return (arg.base.dtype, tuple(arg.block_shape), tuple(map(int_class, arg.shape)),
+                tuple(map(int_class, arg.strides)))
+    return type(arg).__name__
+
+
+class Launch:
+    """One kernel's launch as a generated launcher asks for it once its checks passed: the config
+    (remembered, forced or tuned), the grid, the launch (Triton's JIT call under the interpreter;
+    on the GPU the compiled kernel of this specialization, compiled once: :func:`compile_launch`),
+    and the launch kept for the launcher's fast path (:func:`keep_launch`). A generated module
+    makes one per launcher, whose body then says only what is its own: checks, outputs, the
+    kernel's arguments, the grid, the tune key.
+
+    ``module`` is the generated module's namespace (its ``globals()``), where the launch finds,
+    when it runs, the kernel named ``kernel`` (a ``@triton.jit`` function, or with ``tuned`` its
+    ``triton.autotune``'d wrapper) and the module's tables: ``_FAST`` (fast-path key -> kept
+    launch), ``_COMPILED`` (specialization key -> :func:`launcher`), and for a tuned kernel its
+    ``_tuner`` (:class:`Tuner`), ``_CONFIGS``, ``_TUNED`` and the tuner's methods as the module
+    binds them (``_tuned_index``, ``_settle_ties``, ``_remember``): what replaces one of them on
+    the module (a test, a benchmark) replaces it for the launch too. ``name`` is the launcher's
+    (its compile keys, its tune messages). ``pointers``: how many of the kernel's first arguments
+    a fast-path call passes itself (its tensors, or the TMA descriptors made on them); the
+    arguments after them are kept. ``blocks``: the module's ``_descriptor_blocks`` sets the TMA
+    descriptors' block shapes from the config's blocks; ``retune``: the autotuner's own cache is
+    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). The kernel's
+    constexpr parameters follow all the others (every generated kernel's do): the compiled launch
+    takes them last, by position. Raises AssertionError where they do not.
+    """
+
+    def __init__(self, module: dict[str, Any], kernel: str, name: str, *, pointers: int, tuned: bool = False,
+                 blocks: bool = False, retune: bool = False) -> None:
+        self.module = module
+        self.kernel = kernel
+        self.name = name
+        self.pointers = pointers
+        self.tuned = tuned
+        self.blocks = blocks
+        self.retune = retune
+        jit = module[kernel].fn if tuned else module[kernel]
+        # the Python function's parameters (a JITFunction's, or the interpreter's InterpretedFunction's)
+        params = inspect.signature(jit.fn).parameters.values()
+        constexpr = [p.annotation is tl.constexpr or "constexpr" in str(p.annotation) for p in params]
+        self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
+        #: the constexpr parameters' names, in signature order (after every other parameter)
+        self.constexprs: tuple[str, ...] = tuple(p.name for p, c in zip(params, constexpr, strict=True) if c)
+        assert all(constexpr[len(constexpr) - len(self.constexprs):]), f"{name}: a constexpr before another parameter"
+
+    def config_index(self, tune_key: "TuneKey", grid: "LaunchGrid", args: tuple[Any, ...], meta: dict[str, Any],
+                     again: Callable[[], object], first: Callable[[], object] | None) -> int | None:
+        """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (``_TUNED``),
+        else (once per key, under the tuner's lock) ``_tuned_index``'s (:meth:`Tuner.tuned_index`).
+        Where that is None, the autotuner runs every config on ``args`` (:func:`autotune`) and its
+        choice, its near ties settled by timing ``again`` (the launcher's call of itself:
+        :meth:`Tuner.settle_ties`), is remembered; then None: the autotuner's launch computed the
+        call's outputs. ``first`` (an in-place call's): the call on new outputs, run before a tune,
+        whose trials must not read what they overwrote."""
+        module = self.module
+        index: int | None = module["_TUNED"].get(tune_key)
+        if index is None and first is not None:
+            first()
+            index = module["_TUNED"].get(tune_key)
+        if index is not None:
+            return index
+        with module["_tuner"].lock:  # first call with these sizes on this device (one thread at a time)
+            index = module["_tuned_index"](self.name, tune_key)
+            if index is None:  # tune, and remember the choice on disk
+                autotuner = module[self.kernel]
+                if self.retune:
+                    autotuner.cache.clear()
+                autotune(autotuner, grid, *args, **meta)
+                module["_remember"](tune_key, module["_settle_ties"](tune_key, autotuner, again))
+            return index
+
+    def __call__(self, fast_key: Hashable | None, device: torch.device, grid: "LaunchGrid", args: tuple[Any, ...],
+                 meta: dict[str, Any], kept: tuple[object, ...] = (), *, tune_key: "TuneKey | None" = None,
+                 again: Callable[[], object] | None = None, first: Callable[[], object] | None = None,
+                 arrays: tuple[torch.Tensor, ...] = ()) -> None:
+        """Launch the kernel on ``device`` over ``grid(constexprs)`` with the positional ``args``
+        (every argument but the constexprs, in signature order) and the constexprs ``meta`` (a
+        tuned kernel's config adds its own), and keep the launch under ``fast_key``:
+        ``(launch, grid, device_index, device, args after the pointers and the constexprs, *kept)``,
+        ``kept`` being what the fast path makes again (the outputs' shapes), then, for TMA
+        descriptors, their templates on ``arrays`` (:func:`descriptor_templates`). A tuned
+        kernel's config is :meth:`config_index`'s for ``tune_key`` (``again``, ``first``: see there);
+        a call that tuned is done (the autotuner ran it) and keeps nothing."""
+        module = self.module
+        jit = module[self.kernel]
+        index: int | None = None
+        tuner: Tuner | None = None
+        if self.tuned:
+            assert tune_key is not None and again is not None, f"{self.name}: a tuned launch without its tune key"
+            index = module["_TUNED"].get(tune_key)
+            if index is None:
+                index = self.config_index(tune_key, grid, args, meta, again, first)
+                if index is None:  # the autotuner ran the call
+                    return
+            jit, tuner = jit.fn, module["_tuner"]
+            meta = {**meta, **module["_CONFIGS"][index].kwargs}
+        if self.blocks:  # the descriptors' block shapes, from this config's blocks
+            module["_descriptor_blocks"]({**dict(zip(self.arg_names, args, strict=False)), **meta})
+        programs = grid(meta)
+        constexprs = tuple([meta[name] for name in self.constexprs])
+        launch: DirectLaunch
+        if INTERPRET:  # Triton's interpreter runs the kernel on the CPU
+            jit[programs](*args, **meta)
+            launch, device_index = interpreted(jit), None
+        else:  # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
+            device_index = device.index
+            compiled = module["_COMPILED"]
+            # what Triton specializes each argument on (an int's int_class written out: most are ints)
+            terms = [(a % 16 == 0 if 1 < a < 2**31 else (a,)) if type(a) is int else _specialized(a) for a in args]
+            key = (self.name, device_index, index, *terms, *constexprs)
+            found = compiled.get(key)
+            if found is None:  # a new specialization: compiled with the config's options
+                options = module["_CONFIGS"][index].all_kwargs() if self.tuned else {}
+                found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+            launch = found
+            launch(programs, device_index, *args, *constexprs)
+        if arrays:
+            kept = (*kept, descriptor_templates(args[:self.pointers], arrays))
+        keep_launch(module["_FAST"], fast_key,
+                    (launch, programs, device_index, device, (*args[self.pointers:], *constexprs), *kept), tuner)
+
+    def traced(self, grid: GridFunction | Grid, args: tuple[Any, ...], meta: dict[str, Any]) -> None:
+        """The launch as ``torch.compile`` traces it (the body of a ``torch.library.triton_op``):
+        ``wrap_triton(kernel)[grid](*args, **meta)``, Triton's own call, a tuned kernel through its
+        autotuner (whose configs Inductor then times, over ``grid``, a function of them)."""
+        torch.library.wrap_triton(self.module[self.kernel])[grid](*args, **meta)
 
 
 def bad_input(launcher: str, name: str, tensor: object, dtype: torch.dtype | tuple[torch.dtype, ...], rank: int,
@@ -660,7 +804,7 @@ def mish(x):  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 
-_COMPILED: dict[Hashable, Launch] = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
+_COMPILED: dict[Hashable, DirectLaunch] = {}  # the runtime's own kernels (the sum of partial sums): key -> launch
 
 
 @functools.cache
@@ -799,8 +943,20 @@ def _notify_interpreter() -> None:
         "the Triton interpreter cannot time autotune configs: each tuned launcher runs its spec's default "
         "config (TILEGEN_TUNE is not used); run another with config=N (or a dict of its keywords) on a call, "
         "or TILEGEN_CONFIG=N (or BM=64,num_warps=4) for every launcher",
-        stacklevel=4,
+        stacklevel=_caller_level(),
     )
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of a warning issued by this runtime's caller (:func:`_notify_interpreter`)
+    that names the line calling the launcher: the first frame outside this runtime and the
+    generated modules (those that bind it as ``_rt``)."""
+    me = sys.modules[__name__]
+    frame: types.FrameType | None = sys._getframe(2)  # the warning's issuer's caller
+    level = 2
+    while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_globals.get("_rt") is me):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def cache_dir() -> str:

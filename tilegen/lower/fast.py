@@ -18,9 +18,12 @@ if fast is not None and not (_grad_enabled() and (x.requires_grad)):
     y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
     launch(grid, device_index, x, y, *args)
     return y
-... the full path, which ends with
-_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)
+... the full path, which ends with its module's runtime Launch, keeping the launch under fast_key
+_softmax_launch(fast_key, device, grid, (x, y, M, N, ...), dict(...), ((M, N),), tune_key=..., again=...)
 ```
+
+(a launcher that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
+``_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)``.)
 
 What is kept after ``(launch, grid, device_index, device, args`` (the kernel's arguments after its
 pointers): each output's shape; each finish kernel's workspace sizes and ``(launch, grid,
@@ -56,6 +59,7 @@ class FastPath:
     arrays: tuple[str, ...]
     split: bool
     tuned: bool
+    shapes: tuple[str, ...] = ()  # each output's shape (but a 0-dim one's), as text: what the fast path makes again
 
     def keep(self, launcher: str, index: str) -> list[Op]:
         """The full path's line keeping its launch, ``launcher`` on device ``index`` (``"None"``:
@@ -107,7 +111,9 @@ def lower_fast_path(
     if spec.in_place:
         terms.append("inplace")
     terms.append("_current_device()")
-    key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
+    key = f"fast_key = ({', '.join(terms)})"  # one line where it is short, else one group of terms per line
+    if len(key) > 112:  # (the line, indented, within 120 characters)
+        key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
     shaped = [t for t in spec.outputs if not t.zero_dim]
     kept = [f"_{t.name.id}_shape" for t in shaped]
     kept += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
@@ -146,4 +152,5 @@ def lower_fast_path(
     )
     outputs = [tuple_text([d.text if isinstance(d, m.Number) else d.id for d in t.dims]) for t in shaped]
     return FastPath(ops, ", ".join([tuple_text(args), *outputs]), kernel.finishes, descriptors,
-                    tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None)
+                    tuple(t.name.id for t in spec.arrays), kernel.split is not None, spec.tune is not None,
+                    tuple(outputs))

@@ -1,7 +1,10 @@
-"""A launcher's launch, lowered: the grid, the kernel's arguments as text, the tuning of a tuned
-kernel, the interpreter's JIT call and the compiled kernel's direct launch (with its
-specialization key), the workspaces and launches of finish kernels and a split loop's sum, and
-the launch ``torch.compile`` traces (``wrap_triton``).
+"""A launcher's launch, lowered: the grid, the kernel's arguments as text, and the call of the
+module's runtime ``Launch`` (:func:`launch_object`, :func:`runtime_launch`: it tunes, launches in the
+interpreter or compiles and launches directly, and keeps the launch for the fast path), or, for a
+kernel with a split loop, finish kernels, a split tail or row pieces, those steps written out (the
+tuning of a tuned kernel, the interpreter's JIT call and the compiled kernel's direct launch with
+its specialization key, the workspaces and launches of finish kernels and a split loop's sum);
+and the launch ``torch.compile`` traces (``Launch.traced``, ``wrap_triton``).
 """
 
 from __future__ import annotations
@@ -109,6 +112,57 @@ def specialization_key(spec: m.Spec, launch: LaunchArgs, variant: str | None = N
     return "\n".join(["key = ("] + [f"    {line}," for line in lines] + [")"])
 
 
+def tune_key(spec: m.Spec, kernel: KernelPlan, variant: str | None = None) -> str:
+    """A tuned launcher's tune key: the device, the variant's word, the spec's tune key, each operand
+    layout's flag and each dtype variable (each layout and dtype tunes on its own)."""
+    assert spec.tune is not None, "tune_key of an untuned spec"
+    flags = [flag for _, flag in kernel.transposed]
+    dtypes = [v.name.id for v in spec.dtype_vars]
+    return tuple_text(
+        ["device", *([f'"{variant}"'] if variant else []), *(spec.tune.key_text(k.id) for k in spec.tune.key),
+         *flags, *dtypes]
+    )
+
+
+def launch_name(name: str) -> str:
+    """The name of launcher ``name``'s :class:`tilegen.runtime.Launch` in its module."""
+    return f"_{name.lstrip('_')}_launch"
+
+
+def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs) -> str:
+    """The module's :class:`tilegen.runtime.Launch` of launcher ``name`` (``spec`` with its stages'
+    values), which launches ``kernel``: the fast path passes its first group of arguments (the
+    tensors, or their descriptors) itself; a tuned TMA kernel's configs set the descriptors'
+    block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh."""
+    tuned = spec.tune is not None
+    arguments = ["globals()", f'"{kernel.name}"', f'"{name}"', f"pointers={len(launch.groups[0])}"]
+    arguments += ["tuned=True"] if tuned else []
+    arguments += ["blocks=True"] if tuned and kernel.descriptors else []
+    arguments += ["retune=True"] if tuned and kernel.descriptors and spec.dtype_vars else []
+    return f"{launch_name(name)} = _rt.Launch({', '.join(arguments)})"
+
+
+def runtime_launch(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, call: str,
+                   variant: str | None, fast: FastPath | None) -> list[Op]:
+    """The launch through the module's :class:`tilegen.runtime.Launch` (:func:`launch_object`): the
+    fast-path key it keeps the launch under, the device, the grid as a function of the constexprs,
+    the kernel's positional arguments and constexprs, what the fast path makes again (the outputs'
+    shapes); a tuned kernel's tune key and ``call`` (this launcher's call of itself, which settles
+    the autotuner's near ties; an in-place call's tune runs it first, on new outputs); a TMA
+    kernel's tensors (its descriptors are kept as templates on them)."""
+    arguments = tuple_text([a for group in launch.groups for a in group])
+    kept = tuple_text(fast.shapes) if fast is not None else "()"
+    keywords: list[str] = []
+    if spec.tune is not None:
+        keywords += [f"tune_key={tune_key(spec, kernel, variant)}", f"again=lambda: {call}"]
+        keywords += [f"first=(lambda: {call}) if inplace else None"] if spec.in_place else []
+    if kernel.descriptors and fast is not None:
+        keywords.append(f"arrays={tuple_text(t.name.id for t in spec.arrays)}")
+    groups = (("fast_key" if fast is not None else "None", "device", f"lambda meta: {grid_text(spec, 'meta')}"),
+              (arguments,), (f"dict({', '.join(launch.meta)})", kept), tuple(keywords))
+    return [Line(_call(launch_name(name), groups)), Line(f"return {', '.join(t.name.id for t in spec.outputs)}")]
+
+
 def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, call: str,
              variant: str | None = None) -> list[Op]:
     """A tuned launcher's config (``config``, its keywords): the one remembered for this call's tune
@@ -121,16 +175,12 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
-    flags = [flag for _, flag in kernel.transposed]  # each operand layout tunes on its own
-    dtypes = [v.name.id for v in spec.dtype_vars]  # and each dtype
+    dtypes = [v.name.id for v in spec.dtype_vars]
     # Triton's autotuner keys its own cache on tensor dtypes, which a descriptor does not
     # show: a dtype variable's other dtypes must not take a config tuned for the first
     retune = [Line(f"{jit}.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot")] if (
         dtypes and kernel.descriptors) else []
-    key = tuple_text(
-        ["device", *([f'"{variant}"'] if variant else []), *(spec.tune.key_text(k.id) for k in spec.tune.key),
-         *flags, *dtypes]
-    )
+    key = tune_key(spec, kernel, variant)
     tune_launch: list[Op] = [Line(f"grid = lambda meta: {grid_text(spec, 'meta')}")]
     summed: list[Op] = []
     if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
@@ -200,6 +250,8 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
     (``_settle_ties``), and after that its remembered config is one more part of the key. With
     ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
+    if kernel.runtime_launched:
+        return runtime_launch(spec, kernel, name, launch, call, variant, fast)
     returns = ", ".join(t.name.id for t in spec.outputs)
     jit = kernel.name
     ops: list[Op] = []
@@ -332,8 +384,8 @@ def traced_launch(spec: m.Spec, kernel: KernelPlan, launch: LaunchArgs) -> list[
     own call (a tuned kernel through its autotuner, whose configs Inductor then times)."""
     returns = ", ".join(t.name.id for t in spec.outputs)
     grid = f"lambda meta: {grid_text(spec, 'meta')}" if spec.tune is not None else grid_text(spec)
+    arguments = tuple_text([a for group in launch.groups for a in group])
     return [
-        Line(f"grid = {grid}"),
-        Line(_call(f"wrap_triton({kernel.name})[grid]", (*launch.groups, launch.meta))),
+        Line(f"{launch_name(spec.name.id)}.traced({grid}, {arguments}, dict({', '.join(launch.meta)}))"),
         Line(f"return {returns}"),
     ]

@@ -20,7 +20,7 @@ from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
 from tilegen.lower.fast import lower_fast_path
 from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
-from tilegen.lower.launch import launch_ops, traced_launch
+from tilegen.lower.launch import launch_object, launch_ops, traced_launch
 from tilegen.lower.names import dtype_bindings, dtype_options, made_outputs, size_symbols, torch_dtype, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
@@ -285,6 +285,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
+        launch=launch_object(full, kernel, name, launch) if kernel.runtime_launched else "",
         op_traced="None" if traced is None else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),

@@ -214,6 +214,12 @@ class KernelPlan:
     pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
     finishes: tuple[FinishPlan, ...] = ()  # the stores that reduce across programs, each finished by a kernel
 
+    @property
+    def runtime_launched(self) -> bool:
+        """Whether the runtime's ``Launch`` launches the kernel (:func:`tilegen.lower.launch.launch_object`):
+        all but a split loop's, finish kernels', a split tail's and row pieces', which the launcher writes out."""
+        return self.split is None and not self.finishes and self.tail is None and self.pieces is None
+
 
 @dataclass(frozen=True)
 class LauncherPlan:
@@ -242,6 +248,7 @@ class LauncherPlan:
     traced: tuple[Op, ...] | None  # the op's body under torch.compile (wrap_triton launch); None: opaque
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
     checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
+    launch: str = ""  # the module's runtime Launch of the kernel (``_<name>_launch = _rt.Launch(...)``); "": none
 
 
 @dataclass(frozen=True)
@@ -301,8 +308,10 @@ class ModulePlan:
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
         launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
-        names = [("_INTERPRET", "INTERPRET"), ("_int_class", "int_class"), ("_current_device", "current_device"),
-                 ("_keep_launch", "keep_launch"), ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]
+        written = not all(k.runtime_launched for k in kernels)  # a launch the launcher writes out
+        names = [("_INTERPRET", "INTERPRET"), *([("_int_class", "int_class")] if written else []),
+                 ("_current_device", "current_device"), *([("_keep_launch", "keep_launch")] if written else []),
+                 ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
             (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),

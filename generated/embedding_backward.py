@@ -9,7 +9,6 @@ import sys
 import torch
 import triton
 import triton.language as tl
-from torch.library import wrap_triton
 
 
 def _runtime(build):

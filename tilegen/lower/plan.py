@@ -385,3 +385,4 @@ class RowsPlan:
     call: str
     traced: tuple[Op, ...]
     launcher: str  # the looped launcher's name
+

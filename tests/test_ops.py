@@ -82,10 +82,12 @@ def test_op_registered_opcheck_and_compile(generated, name, binding):
     assert module.op is op
     launcher = getattr(module, kernel)
     expected = launcher(*args)
-    _same(op(*args), expected)
+    # float atomic adds (a scatter-add, y[idx[t], c] += v) sum in the order the GPU's atomics take
+    ordered = INTERPRET or not any(isinstance(s, m.Store) and s.adds for s in m.statements(spec.body))
+    _same(op(*args), expected, exact=ordered)
     # a tuned kernel traced for the GPU runs the config Triton's autotuner picks there, which may
     # differ from the launcher's choice (and so sum in another order): f16 ulps apart
-    exact = spec.tune is None or INTERPRET
+    exact = (spec.tune is None or INTERPRET) and ordered
     torch.library.opcheck(op.default, args, **({} if exact else {"atol": 4e-3, "rtol": 4e-3}))
 
     def model(*tensors):

@@ -132,12 +132,9 @@ def make_inputs(spec: m.Spec, case: Case, sign: int) -> tuple:
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
         elif tensor.dtype.id == "bool":  # a mask: True and False alike
             value = torch.rand(shape, generator=generator) < 0.5
-        elif tensor.name.id in starts:  # jagged rows' offsets: sorted, from 0 to the rows' dimension
-            dim, axes = starts[tensor.name.id]
-            extent = int(dim.text) if isinstance(dim, m.Number) else case.sizes[dim.id]
-            longest = min((case.sizes[a] for a in axes if a in case.sizes), default=extent)
-            # no empty row where the rows allow (a mean of none is NaN, which reads as an element never written)
-            value = runner.jagged_offsets(extent, count - 1, longest, generator, shortest=1).reshape(shape).to(dtype)
+        elif tensor.name.id in starts:  # jagged rows' offsets, as tilegen run draws them (no row empty: a
+            # mean of none is NaN, which reads as an element never written)
+            value = runner.draw_offsets(starts[tensor.name.id], case.sizes, shape, generator).to(dtype)
         elif tensor.name.id in ranges:  # gather indices: positions inside the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else case.sizes[dim.id]

@@ -397,8 +397,8 @@ class Store:
     """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype). With ``adds``,
     ``y[idx[t], c] += expr``, a scatter-add: each lane adds its value into its element by an atomic
     add (``tl.atomic_add``), so lanes and programs that meet at one element (a repeated index, a
-    grid axis the index leaves out) all add up, in an order the hardware picks. A float16 or
-    bfloat16 output is added up in float32 and rounded once, after the kernel."""
+    grid axis the index leaves out) all add up, in an order the hardware picks. The checker takes
+    f32, f64, i32 and i64 outputs only (an atomic add into f16 or bf16 would round at every add)."""
 
     tensor: Name
     index: tuple[Index, ...]
@@ -527,6 +527,12 @@ class Spec:
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
         return next((t for t in self.tensors if t.name.id == name), None)
+
+    def dtype_options(self, dtype: Name) -> tuple[str, ...]:
+        """Every dtype a tensor declared ``dtype`` may be, before specialization: a dtype
+        variable's options (``T`` of ``dtype T in f16, bf16``), or the dtype itself."""
+        var = next((v for v in self.dtype_vars if v.name.id == dtype.id), None)
+        return tuple(o.id for o in var.options) if var is not None else (dtype.id,)
 
     def bindings(self) -> list[dict[str, str]]:
         """Every assignment of the dtype variables to one of their dtypes, in declaration order

@@ -144,11 +144,7 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
         elif tensor.dtype.id == "u8":
             value = torch.randint(0, 256, shape, generator=generator, dtype=dtype)
         elif tensor.name.id in starts:  # offsets of jagged rows: sorted, from 0 to the dimension they start in
-            dim, axes = starts[tensor.name.id]
-            extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
-            longest = min((sizes[a] for a in axes if a in sizes), default=extent)
-            rows = math.prod(shape) - 1  # none empty where the rows allow (a mean of none is NaN)
-            value = jagged_offsets(extent, rows, longest, generator, shortest=1).reshape(shape).to(dtype)
+            value = draw_offsets(starts[tensor.name.id], sizes, shape, generator).to(dtype)
         elif tensor.name.id in ranges:  # gather indices: valid positions of the gathered dimension
             dim = ranges[tensor.name.id]
             extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
@@ -233,6 +229,17 @@ def loaded_starts(spec: m.Spec) -> dict[str, tuple[m.Name | m.Number, tuple[str,
                         if isinstance(part, m.Load):
                             starts[part.tensor.id] = (tensor.dims[position], added)
     return starts
+
+
+def draw_offsets(start: tuple[m.Name | m.Number, tuple[str, ...]], sizes: dict[str, int], shape: Sequence[int],
+                 generator: torch.Generator) -> torch.Tensor:
+    """Offsets of jagged rows of ``shape`` (int64, on the CPU) for one entry of :func:`loaded_starts`
+    at ``sizes``: from 0 to the rows' dimension, each row within the axes added to its start and
+    none empty where the rows allow (a mean of none is NaN). Raises KeyError for a size missing."""
+    dim, axes = start
+    extent = int(dim.text) if isinstance(dim, m.Number) else sizes[dim.id]
+    longest = min((sizes[a] for a in axes if a in sizes), default=extent)
+    return jagged_offsets(extent, math.prod(shape) - 1, longest, generator, shortest=1).reshape(tuple(shape))
 
 
 def jagged_offsets(total: int, rows: int, longest: int, generator: torch.Generator, shortest: int = 0

@@ -41,8 +41,7 @@ def _widened(like: m.Tensor, gradient: m.Tensor, forward_spec: m.Spec) -> bool:
     """A float32 gradient of a float input of the same shape (``dweight: f32[V, C]`` for
     ``weight: T[V, C]``, summed by atomic adds in f32): torch.autograd casts a gradient to its
     input's dtype."""
-    var = next((v for v in forward_spec.dtype_vars if v.name.id == like.dtype.id), None)
-    floats = all(is_float(o.id) for o in var.options) if var is not None else is_float(like.dtype.id)
+    floats = all(is_float(d) for d in forward_spec.dtype_options(like.dtype))
     return gradient.dtype.id == "f32" and floats and _shape(like) == _shape(gradient)
 
 

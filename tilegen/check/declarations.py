@@ -303,8 +303,7 @@ def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> Non
     elif tensor.in_place_of is not None:
         state.errors.error(f"'{name}' is written in place of '{tensor.in_place_of.id}', so it starts as that "
                            "input; drop '= " + initial.text + "' or 'in place of'", initial.span)
-    var = next((v for v in state.spec.dtype_vars if v.name.id == tensor.dtype.id), None)
-    dtypes = [o.id for o in var.options] if var is not None else [tensor.dtype.id]
+    dtypes = state.spec.dtype_options(tensor.dtype)
     if not initial.text.lstrip("-").isdigit() and any(not is_float(d) for d in dtypes):
         state.errors.error(f"'{name}' is {tensor.dtype.id}: it starts at an integer, not {initial.text}",
                            initial.span)

@@ -250,9 +250,7 @@ def check_scatter_add(state: CheckState, store: m.Store) -> None:
             f"'out {name}: {tensor.dtype.id}[{shape}] = 0'",
             store.tensor.span,
         )
-    var = next((v for v in state.spec.dtype_vars if v.name.id == tensor.dtype.id), None)
-    dtypes = [o.id for o in var.options] if var is not None else [tensor.dtype.id]
-    refused = [d for d in dtypes if d not in ATOMIC_DTYPES]
+    refused = [d for d in state.spec.dtype_options(tensor.dtype) if d not in ATOMIC_DTYPES]
     if refused:
         narrow = refused[0] in ("f16", "bf16")
         why = (f"an atomic add into {refused[0]} rounds the sum at every add: declare '{name}' f32 and cast it "

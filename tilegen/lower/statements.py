@@ -188,9 +188,8 @@ class Statements:
         ptr, mask = self.access.pointer_expr(stmt, context, ops, load=False)
         if stmt.guard is not None:  # y[...] = v where c < n: the lanes the guard holds for
             guard = self.exprs.expr(stmt.guard, context, ops)
-            if set(self.exprs.expr_axes(stmt.guard)) != set(context):
-                shape = tuple_text(state.axes[a].tile for a in context)
-                guard = f"tl.broadcast_to({guard}, {shape})"
+            if not self.exprs.expr_axes(stmt.guard):  # one truth value per program: a tile of them
+                guard = f"tl.broadcast_to({guard}, {tuple_text(state.axes[a].tile for a in context)})"
             mask = f"{mask} & ({guard})" if mask else guard
         sources = [state.canonical[i.id] for i in stmt.index if isinstance(i, m.Name) and i.id in state.canonical]
         if sources:  # through swizzle aliases: only lanes whose source is inside (see swizzled_outputs)

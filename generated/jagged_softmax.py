@@ -78,7 +78,7 @@ def jagged_softmax_kernel(
     # specs/jagged_softmax.tile:21: y[offsets[b] + l, d] = e / sum(e, dim=l) where l < n
     sum_l = tl.sum(tl.where(mask_l[:, None], e, 0.0), axis=0)
     y_ptrs = y_ptr + (offsets_1 + offs_l[:, None]) * stride_y_t + offs_d[None, :] * stride_y_d
-    tl.store(y_ptrs, e / sum_l[None, :], mask=mask_ld & (tl.broadcast_to(offs_l[:, None] < n, (BLOCK_L, BD))))
+    tl.store(y_ptrs, e / sum_l[None, :], mask=mask_ld & (offs_l[:, None] < n))
 
 
 _tuner = _rt.Tuner("jagged_softmax", "6e1eb6b43221632b", _CONFIGS, default=0, fast=_FAST)

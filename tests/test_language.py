@@ -61,6 +61,22 @@ def test_a_setting_with_several_values_makes_one_config_per_combination():
     assert len({c.span for c in spec.tune.configs[:-1]}) == 1  # errors in any of them point at its line
 
 
+def test_default_and_interpreter_configs_mark_a_listed_config_once():
+    """``default config`` / ``interpreter config`` repeating a config a list gives mark that config
+    (timed once, where the marked line stands); the interpreter config is its own, the default
+    config the GPU's untuned one; without an interpreter config the interpreter runs the default."""
+    text = TUNED.replace("config BM = 64, BN = 64, num_warps = 4, num_stages = 3\n    default config BM = 32, BN = 32, num_warps = 2",
+                         "config BM in [32, 64], BN = 64, num_warps = 4, num_stages in [2, 3]\n"
+                         "    interpreter config BM = 32, BN = 32, num_warps = 2\n"
+                         "    default config BM = 64, BN = 64, num_warps = 4, num_stages = 3")
+    spec = check(parse(text, "k.tile"))
+    written = [tuple(int(s.default.text) for s in c.settings) for c in spec.tune.configs]
+    assert written == [(32, 64, 4, 2), (32, 64, 4, 3), (64, 64, 4, 2), (32, 32, 2), (64, 64, 4, 3)]
+    assert spec.interpreter_config() is spec.tune.configs[3] and spec.default_config() is spec.tune.configs[4]
+    plain = check(parse(TUNED, "k.tile"))
+    assert plain.interpreter_config() is plain.default_config()
+
+
 def test_a_rounded_key_size_keys_the_launcher_on_its_next_power_of_two(tmp_path):
     """``tune key next_power_of_2(N)``: sizes that round to one power of two share the config
     tuned at the first of them (under the interpreter: the default config, remembered per key),
@@ -102,6 +118,10 @@ def errors(text):
         ("num_warps = 4,", "num_warps = 3,", "num_warps = 3 is not a power of two"),
         ("config BM = 64,", "config BQ = 64,", "config sets 'BQ', which is not a block parameter"),
         ("config BM = 64,", "default config BM = 48,", "only one config can be the default"),
+        ("default config BM = 32,", "interpreter config BM in [32, 64],",
+         "the interpreter config gives one value per setting"),
+        ("num_stages = 3\n", "num_stages = 3\n    interpreter config BM = 16, BN = 16, num_warps = 4\n"
+         "    interpreter config BM = 32, BN = 16, num_warps = 4\n", "only one config can be the interpreter config"),
         ("config BM = 64,", "config BM = 48,", "block size 'BM' = 48 is not a power of two"),
         ("config BM = 64,", "config BM = 8,", "'dot' tiles need every block size >= 16; 'BM' = 8"),
         ("config BM = 64, BN = 64,", "config BM = 64, BM = 32, BN = 64,", "'BM' is set twice in this config"),

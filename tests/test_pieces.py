@@ -214,8 +214,12 @@ def test_the_kernel_holds_the_pieces_in_the_source():
          "stores of a local over 'm' ('c[m, n] = acc')"),
         ("    default config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    config BM = 96",
          "    config BM = 32, BN = 32, BK = 16, num_stages = 2, num_warps = 4\n    default config BM = 96",
-         "the default config sets 'BM' = 96: the default config runs in Triton's interpreter and through "
-         "pointers where TMA cannot serve, whose tiles are powers of two; make the default a power of two"),
+         "the default config sets 'BM' = 96: it runs through pointers where TMA cannot serve (and in Triton's "
+         "interpreter, without an interpreter config), whose tiles are powers of two; make it a power of two"),
+        ("    config BM = 96",
+         "    interpreter config BM = 96",
+         "the interpreter config sets 'BM' = 96: Triton's interpreter runs it through pointers, whose tiles are "
+         "powers of two; make it a power of two"),
     ],
 )
 def test_a_block_that_cannot_be_pieced_is_refused(old, new, message):

@@ -78,6 +78,31 @@ def test_full_tunes_sizes_not_cached_and_none_never_does(gpu_tuner, monkeypatch)
     assert tuner.tuned_index("matmul_fast", _key(64, 32, 32)) == 23
 
 
+def test_an_interpreter_config_runs_in_the_interpreter_and_the_default_on_an_untuned_gpu(generated, monkeypatch):
+    """attention_causal names a 16 x 16 interpreter config and a 64 x 64 default: the interpreter runs
+    the first, a GPU at none (or quick with nothing tuned) the second, and a launch in the
+    interpreter reaches the kernel with the interpreter's blocks."""
+    module = generated("attention_causal")
+    monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
+    blocks = lambda index: {k: module._CONFIGS[index].all_kwargs()[k] for k in ("BM", "BN", "num_stages")}  # noqa: E731
+    interpreter = module._rt.Tuner("attention_causal", "0123", module._CONFIGS, default=module._tuner.default,
+                                   interpreted=module._tuner.interpreted)
+    interpreter.interpret = True
+    assert blocks(interpreter.tuned_index("attention_causal", _key(40, 8))) == {"BM": 16, "BN": 16, "num_stages": 1}
+    for effort in ("none", "quick"):
+        monkeypatch.setenv("TILEGEN_TUNE", effort)
+        gpu = module._rt.Tuner("attention_causal", "0123", module._CONFIGS, default=module._tuner.default,
+                               interpreted=module._tuner.interpreted, shipped={})
+        gpu.interpret = False
+        monkeypatch.setattr(gpu, "before", dict)  # no disk cache
+        assert blocks(gpu.tuned_index("attention_causal", _key(40, 8))) == {"BM": 64, "BN": 64, "num_stages": 3}
+    monkeypatch.setattr(module._tuner, "tuned", {})
+    monkeypatch.setattr(module, "_FAST", {})
+    q = torch.randn(1, 1, 40, 8)
+    torch.testing.assert_close(module.attention_causal(q, q, q, 0.5), module.reference(q, q, q, 0.5))
+    assert [blocks(i)["BM"] for i in module._tuner.tuned.values()] == [16]
+
+
 def test_an_unknown_effort_is_refused(gpu_tuner, monkeypatch):
     _, make = gpu_tuner
     monkeypatch.setenv("TILEGEN_TUNE", "fast")

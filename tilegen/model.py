@@ -236,11 +236,15 @@ class Swizzle:
 
 @dataclass(frozen=True)
 class Config:
-    """``[default] config BM = 128, BN = 64, num_warps = 4``: one autotune configuration."""
+    """``[default | interpreter] config BM = 128, BN = 64, num_warps = 4``: one autotune configuration.
+
+    ``default``: the config an untuned GPU launch runs (:meth:`Spec.default_config`);
+    ``interpreter``: the one Triton's interpreter runs (:meth:`Spec.interpreter_config`)."""
 
     settings: tuple[Param, ...]
     default: bool
     span: Span
+    interpreter: bool = False
 
     def get(self, name: str) -> Number | None:
         """The value this config gives ``name``, or None."""
@@ -490,10 +494,19 @@ class Spec:
         return tuple(p.name.id for p in self.params if p.name.id in named)
 
     def default_config(self) -> Config | None:
-        """The config the interpreter runs: the one marked ``default``, else the first."""
+        """The config a GPU launch runs untuned (``TILEGEN_TUNE=none``, or ``quick`` with nothing
+        tuned for its sizes): the one marked ``default``, else the first; None without ``tune``."""
         if self.tune is None:
             return None
         return next((c for c in self.tune.configs if c.default), self.tune.configs[0])
+
+    def interpreter_config(self) -> Config | None:
+        """The config Triton's interpreter runs unless one is forced: the one marked
+        ``interpreter`` (small tiles keep the interpreter quick and its loops several tiles
+        long), else :meth:`default_config`; None without ``tune``."""
+        if self.tune is None:
+            return None
+        return next((c for c in self.tune.configs if c.interpreter), None) or self.default_config()
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:

@@ -150,6 +150,17 @@ class _Kwarg:
     value: m.Expr | tuple[m.Ref, ...]
 
 
+def _marked_once(configs: tuple[m.Config, ...]) -> tuple[m.Config, ...]:
+    """``configs`` without the plain configs a ``default`` or ``interpreter`` config repeats: that
+    line marks a config the others list (``config BM in [64, 128]`` then ``default config BM = 64``),
+    which is timed once, where the marked line stands."""
+    def values(config: m.Config) -> frozenset[tuple[str, str]]:
+        return frozenset((s.name.id, s.default.text if s.default else "") for s in config.settings)
+
+    marked = {values(c) for c in configs if c.default or c.interpreter}
+    return tuple(c for c in configs if c.default or c.interpreter or values(c) not in marked)
+
+
 @v_args(meta=True)
 class ToModel(Transformer[Token, m.Spec]):
     """One method per grammar rule; each returns a model node (or a tuple of them, or one of this
@@ -251,9 +262,10 @@ class ToModel(Transformer[Token, m.Spec]):
     def config(self, meta: Meta, items: list[Any]) -> tuple[m.Config, ...]:
         """One config, or for settings with ``in [...]`` one per combination of their values
         (``itertools.product`` in the order written: the first setting outermost)."""
-        default = bool(items) and isinstance(items[0], Token) and items[0].type == "DEFAULT"
+        role = items[0].type if items and isinstance(items[0], Token) else None
         choices = [i if isinstance(i, tuple) else (i,) for i in items if isinstance(i, (m.Param, tuple))]
-        return tuple(m.Config(settings, default, _span(meta)) for settings in itertools.product(*choices))
+        return tuple(m.Config(settings, role == "DEFAULT", _span(meta), role == "INTERPRETER")
+                     for settings in itertools.product(*choices))
 
     def tune_key(self, meta: Meta, items: list[Token]) -> _Key:
         return _Key(_name(items[0]), False)
@@ -263,7 +275,7 @@ class ToModel(Transformer[Token, m.Spec]):
 
     def tune_decl(self, meta: Meta, items: list[_Key | tuple[m.Config, ...]]) -> m.Tune:
         keys = [i for i in items if isinstance(i, _Key)]
-        configs = tuple(c for i in items if isinstance(i, tuple) for c in i)  # one tuple per line
+        configs = _marked_once(tuple(c for i in items if isinstance(i, tuple) for c in i))  # one tuple per line
         rounded = frozenset(key.name.id for key in keys if key.rounded)
         return m.Tune(tuple(key.name for key in keys), configs, _span(meta), rounded)
 
@@ -481,6 +493,7 @@ _TERMINAL_WORDS = {
     "FLAT": "'flat'",
     "PERSISTENT": "'persistent'",
     "DEFAULT": "'default'",
+    "INTERPRETER": "'interpreter'",
 }
 
 

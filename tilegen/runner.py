@@ -581,7 +581,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
     largest = dict(blocks)  # unmasked axes must divide by every config's block
     if spec.tune is not None:
-        default = spec.default_config()
+        default = spec.interpreter_config()
         for config in spec.tune.configs:
             for setting in config.settings:
                 assert setting.default is not None  # a config's setting has its value

@@ -935,14 +935,15 @@ def forced_config() -> int | dict[str, int] | None:
 
 def _notify_interpreter() -> None:
     """Say once per process (whichever copy of this runtime asks first) that the interpreter runs
-    each tuned launcher's default config, and how to run another."""
+    each tuned launcher's interpreter config (its default, where the spec names none), and how to
+    run another."""
     if getattr(torch.ops.tilegen, "_interpreter_told", False):
         return
     _keep_shared("_interpreter_told", True)
     warnings.warn(
-        "the Triton interpreter cannot time autotune configs: each tuned launcher runs its spec's default "
-        "config (TILEGEN_TUNE is not used); run another with config=N (or a dict of its keywords) on a call, "
-        "or TILEGEN_CONFIG=N (or BM=64,num_warps=4) for every launcher",
+        "the Triton interpreter cannot time autotune configs: each tuned launcher runs its spec's interpreter "
+        "config, else its default config (TILEGEN_TUNE is not used); run another with config=N (or a dict of "
+        "its keywords) on a call, or TILEGEN_CONFIG=N (or BM=64,num_warps=4) for every launcher",
         stacklevel=_caller_level(),
     )
 
@@ -1002,8 +1003,10 @@ class Tuner:
     index of the config to run for each tune key ``(device, *sizes)``, in this process
     (``tuned``) and on disk, in ``path`` (``<cache_dir()>/<name>-<spec_hash>.json``: a spec
     edited is tuned afresh). How a key gets its config: :meth:`tuned_index` (the effort levels of
-    :func:`effort`, a forced config). Under the interpreter, which cannot time configs, every
-    key runs config ``default`` unless one is forced. ``forced`` forces one on this module's
+    :func:`effort`, a forced config). Untuned (``TILEGEN_TUNE=none``, or ``quick`` with nothing
+    cached or shipped for the sizes) a GPU runs config ``default``. Under the interpreter, which
+    cannot time configs, every key runs config ``interpreted`` (``default`` unless the spec names
+    an ``interpreter config``) unless one is forced. ``forced`` forces one on this module's
     launchers (an index, a dict of keywords, or a function of the launcher's name and the tune
     key giving one or None); where None, TILEGEN_CONFIG's (:func:`forced_config`).
     ``trial.pick`` (per thread) is the near tie :meth:`settle_ties` times; ``trial.force`` the
@@ -1016,8 +1019,10 @@ class Tuner:
     on them after this device's own cache (:meth:`nearest`)."""
 
     def __init__(self, name: str, spec_hash: str, configs: list[TritonConfig], default: int = 0,
-                 fast: FastTable | None = None, shipped: dict[str, dict[str, int]] | None = None) -> None:
+                 fast: FastTable | None = None, shipped: dict[str, dict[str, int]] | None = None,
+                 interpreted: int | None = None) -> None:
         self.configs = configs
+        self.interpreted = default if interpreted is None else interpreted
         self.shipped: dict[str, dict[str, int]] = shipped or {}
         self.fast: FastTable = {} if fast is None else fast  # the module's fast-path launches: cleared on a new config
         self.default = default
@@ -1114,7 +1119,7 @@ class Tuner:
         None: tune now. While settle_ties times a near tie on this thread, that config (other
         threads wait for the module's lock); in a call's ``config=`` (:meth:`forcing`), that one.
         Else, kept in ``tuned``: a config forced (``forced``, TILEGEN_CONFIG); under the
-        interpreter, which cannot time configs, the spec's default (said once per process);
+        interpreter, which cannot time configs, ``interpreted`` (said once per process);
         otherwise by :func:`effort`: ``none`` the default; ``quick`` the config cached on disk
         for these sizes, else the one cached for the nearest sizes (:meth:`nearest`), else the
         default; ``full`` the cached one, else None."""
@@ -1135,7 +1140,7 @@ class Tuner:
             index = self.named(launcher, forced)
         elif self.interpret:
             _notify_interpreter()
-            index = self.default
+            index = self.interpreted
         elif level == "none":
             index = self.default
         else:

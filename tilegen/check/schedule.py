@@ -178,15 +178,18 @@ def check_pieces(state: CheckState) -> None:
                     pass
                 case _:  # any other statement (an assignment, an update)
                     why = body
-        chosen = spec.default_config()
-        value = chosen.get(param) or state.params[param].default if chosen is not None else None
-        if why is None and value is not None and is_two_pieces(int(value.text)):
-            state.errors.error(
-                f"the default config sets '{param}' = {value.text}: the default config runs in Triton's "
-                "interpreter and through pointers where TMA cannot serve, whose tiles are powers of two; "
-                "make the default a power of two",
-                value.span,
-            )
+        for role, chosen in (("default", spec.default_config()), ("interpreter", spec.interpreter_config())):
+            value = chosen.get(param) or state.params[param].default if chosen is not None else None
+            if why is None and value is not None and is_two_pieces(int(value.text)):
+                where = ("Triton's interpreter runs it through pointers" if role == "interpreter" else
+                         "it runs through pointers where TMA cannot serve (and in Triton's interpreter, "
+                         "without an interpreter config)")
+                state.errors.error(
+                    f"the {role} config sets '{param}' = {value.text}: {where}, whose tiles are powers of two; "
+                    "make it a power of two",
+                    value.span,
+                )
+                break
         if why is None:
             continue
         for value in values:

@@ -19,7 +19,7 @@ def setting_value(setting: m.Param) -> m.Number:
 
 def check_tune(state: CheckState, tune: m.Tune) -> None:
     """``tune``: a key of distinct sizes (integer scalar inputs an axis runs over among them), at
-    most one default config, no config listed twice,
+    most one default and one interpreter config, no config listed twice,
     each setting once per config and of a block parameter or launch option, positive integers
     (a power of two for ``num_warps``), and every block parameter without a default set."""
     sizes = {d.id for t in state.spec.tensors for d in t.dims if isinstance(d, m.Name)}
@@ -35,17 +35,19 @@ def check_tune(state: CheckState, tune: m.Tune) -> None:
                 f"autotune key '{key.id}' is not a size; use dimensions such as {', '.join(sorted(sizes))}",
                 key.span,
             )
-    defaults = [c for c in tune.configs if c.default]
-    for extra in defaults[1:]:
-        if extra.span == defaults[0].span:  # one line: 'default config BM in [...]'
-            state.errors.error("the default config gives one value per setting, not a list", extra.span)
-            break
-        state.errors.error("only one config can be the default", extra.span)
+    for role, marked in (("default", [c for c in tune.configs if c.default]),
+                         ("interpreter", [c for c in tune.configs if c.interpreter])):
+        for extra in marked[1:]:
+            if extra.span == marked[0].span:  # one line: 'default config BM in [...]'
+                state.errors.error(f"the {role} config gives one value per setting, not a list", extra.span)
+                break
+            state.errors.error(f"only one config can be the {role} config", extra.span)
     written: dict[frozenset[tuple[str, str]], m.Config] = {}
     for config in tune.configs:
         values = frozenset((s.name.id, setting_value(s).text) for s in config.settings)
         first = written.setdefault(values, config)
-        if first is not config and not (config.default and first.default):
+        one_line = (config.default and first.default) or (config.interpreter and first.interpreter)  # reported above
+        if first is not config and not one_line:
             again = "again on its line" if first.span == config.span else f"as on line {first.span.line}"
             shown = ", ".join(f"{s.name.id} = {setting_value(s).text}" for s in config.settings)
             state.errors.error(f"config {shown} is listed twice ({again}); each config is timed once", config.span)

@@ -347,8 +347,9 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
         lines.append(
             f"Tuned: {', '.join(spec.tuned_params) or 'the launch options'} come from {len(spec.tune.configs)} "
             f"autotune configs keyed on {spec.tune.key_as_written}, chosen as TILEGEN_TUNE says (none, quick "
-            "or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton "
-            f"interpreter runs config {spec.tune.configs.index(spec.default_config())} unless one is forced."
+            "or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs "
+            f"config {spec.tune.configs.index(spec.default_config())} and the Triton interpreter config "
+            f"{spec.tune.configs.index(spec.interpreter_config())}, unless one is forced."
         )
     lines.append("Raises TypeError or ValueError naming the tensor and dimension on bad input.")
     return "\n".join(lines)

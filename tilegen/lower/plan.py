@@ -93,13 +93,14 @@ class TunePlan:
 
     configs: tuple[str, ...]
     key: tuple[str, ...]
-    default: int  # index of the config the interpreter runs
+    default: int  # index of the config an untuned GPU launch runs
     name: str = "_CONFIGS"  # the module-level list the decorator takes
     post_hook: str | None = None  # run after each config's launch while tuning (and timed with it)
     prune: str | None = None  # the autotuner's early_config_prune: only the configs it keeps compile (rows.py)
     # kernel arguments whose values the autotuner restores after timing a config (restore_value):
     # the outputs a scatter-add adds into, so that the timed runs add nothing to the result
     restore: tuple[str, ...] = ()
+    interpreted: int = 0  # index of the config Triton's interpreter runs (the default's unless the spec names one)
 
 
 @dataclass(frozen=True)

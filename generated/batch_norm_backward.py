@@ -64,7 +64,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -897,7 +897,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     Inputs: dy: T[B, C, H, W]; x: T[B, C, H, W]; weight: T[C]; eps: f32 (a number) (tensors may have any strides).
     Returns: dx: T[B, C, H, W]; dweight: T[C]; dbias: T[C] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of dy; one kernel, compiled for each.
-    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -134,7 +134,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, inplace_backwar
     Inputs: logits: f32[M, V]; target: i64[M] (tensors may have any strides).
     Returns: loss: f32[M] (new, contiguous).
     With inplace_backward=True, the backward writes the gradient of logits over logits (flash-attn's inplace_backward: no second tensor of that size) where autograd computed it (not a leaf, nor a view of one); its values are then gone, and a copy autograd saved of it elsewhere is refused when its backward reads it.
-    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -129,7 +129,7 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
     Inputs: dloss: f32[M]; logits: f32[M, V]; target: i64[M]; loss: f32[M] (tensors may have any strides).
     Returns: dlogits: f32[M, V] (new, contiguous).
     With inplace=True, dlogits is written over logits and returned: logits's storage, its strides, its values overwritten (the custom op always makes a new tensor).
-    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

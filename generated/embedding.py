@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -97,7 +97,7 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
     Inputs: idx: i64[N]; weight: T[V, C] (tensors may have any strides).
     Returns: y: T[N, C] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of weight; one kernel, compiled for each.
-    Tuned: BT come from 4 autotune configs keyed on C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BT come from 4 autotune configs keyed on C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

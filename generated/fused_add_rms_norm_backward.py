@@ -54,7 +54,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -232,7 +232,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
     Inputs: dy: T[M, N]; ds: T[M, N]; weight: T[N]; eps: f32 (a number); s: T[M, N] (tensors may have any strides).
     Returns: dx: T[M, N]; dresidual: T[M, N]; dweight: T[N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of dy; one kernel, compiled for each.
-    Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -124,7 +124,7 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
     Inputs: dy: T[M, N]; a: T[M, N]; b: T[M, N] (tensors may have any strides).
     Returns: da: T[M, N]; db: T[M, N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of dy; one kernel, compiled for each.
-    Tuned: BM, BN come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BM, BN come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

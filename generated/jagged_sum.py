@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -122,7 +122,7 @@ def jagged_sum(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: i
 
     Inputs: values: f32[T, D]; offsets: i64[B1]; L: i32 (a number) (tensors may have any strides).
     Returns: y: f32[B1_minus_1, D] (new, contiguous).
-    Tuned: BD, BL come from 5 autotune configs keyed on D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BD, BL come from 5 autotune configs keyed on D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -234,7 +234,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
 
     Inputs: dy: f16[M, N]; x: f16[M, N]; weight: f16[N]; mu: f32[M]; rstd: f32[M] (tensors may have any strides).
     Returns: dx: f16[M, N]; dweight: f16[N]; dbias: f16[N] (new, contiguous).
-    Tuned: BM come from 12 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BM come from 12 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

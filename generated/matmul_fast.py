@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -292,7 +292,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     Returns: c: T[M, N] (new, contiguous).
     Dtypes: T is f16 or bf16 or f32, the dtype of a; one kernel, compiled for each.
     Keyword arguments: GROUP_SIZE_M=8.
-    Tuned: BM, BN, BK come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 23 unless one is forced.
+    Tuned: BM, BN, BK come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 23 and the Triton interpreter config 23, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -43,7 +43,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -136,7 +136,7 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
 
     Inputs: dc: f16[M, N]; b: f16[K, N] (tensors may have any strides).
     Returns: da: f16[M, K] (new, contiguous).
-    Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 7 unless one is forced.
+    Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 7 and the Triton interpreter config 7, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

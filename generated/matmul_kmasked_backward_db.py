@@ -41,7 +41,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -132,7 +132,7 @@ def matmul_kmasked_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int
 
     Inputs: a: f16[M, K]; dc: f16[M, N] (tensors may have any strides).
     Returns: db: f16[K, N] (new, contiguous).
-    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 6 unless one is forced.
+    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 6 and the Triton interpreter config 6, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

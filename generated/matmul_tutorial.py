@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -135,7 +135,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
     Inputs: a: f16[M, K]; b: f16[K, N] (tensors may have any strides).
     Returns: c: f16[M, N] (new, contiguous).
     Keyword arguments: GROUP_SIZE_M=8, activation="none" (one of none, leaky_relu).
-    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 9 unless one is forced.
+    Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 9 and the Triton interpreter config 9, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

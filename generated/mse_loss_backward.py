@@ -42,7 +42,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("355278f5cb88d01f")
+_rt = _runtime("71e33c62018b9eb6")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -135,7 +135,7 @@ def mse_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: t
     Inputs: dloss: f32[]; predictions: T[M, N]; targets: T[M, N] (tensors may have any strides).
     Returns: dpredictions: T[M, N]; dtargets: T[M, N] (new, contiguous).
     Dtypes: T is f32 or f16 or bf16, the dtype of predictions; one kernel, compiled for each.
-    Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; the Triton interpreter runs config 0 unless one is forced.
+    Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
     if config is not None:  # a config the caller names: this call runs it

@@ -5,6 +5,7 @@ off in a Tuner (no timing runs: a Tuner that returns None tunes, which the gener
 """
 
 import json
+import os
 import warnings
 
 import pytest
@@ -101,6 +102,51 @@ def test_an_interpreter_config_runs_in_the_interpreter_and_the_default_on_an_unt
     q = torch.randn(1, 1, 40, 8)
     torch.testing.assert_close(module.attention_causal(q, q, q, 0.5), module.reference(q, q, q, 0.5))
     assert [blocks(i)["BM"] for i in module._tuner.tuned.values()] == [16]
+
+
+def test_a_default_config_too_big_for_the_gpu_falls_back_on_the_interpreter_config(generated, monkeypatch):
+    """Launch.fallback, which a launch calls where compiling its config ran out of resources: an
+    untuned default gives way to the interpreter config, with a warning, and is remembered for its
+    key; a forced config, another config, or a spec whose default is its interpreter config keeps
+    the error."""
+    module = generated("attention_causal")
+    launch = module._attention_causal_launch
+    tuner = module._tuner
+    monkeypatch.setattr(tuner, "tuned", {})
+    monkeypatch.setattr(module, "_TUNED", tuner.tuned)
+    monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
+    key = (torch.device("cpu"), 100, 256)
+    assert not launch.fallback(key, tuner.interpreted) and not launch.fallback(key, 7)
+    monkeypatch.setenv("TILEGEN_CONFIG", "1")
+    assert not launch.fallback(key, tuner.default)
+    monkeypatch.delenv("TILEGEN_CONFIG")
+    with pytest.warns(UserWarning, match=r"attention_causal: the spec's default config needs more resources than "
+                                         r"this GPU has at sizes \(100, 256\); running its interpreter config"):
+        assert launch.fallback(key, tuner.default)
+    assert module._TUNED == {key: tuner.interpreted}
+    softmax = generated("softmax")  # its default is its interpreter config: nothing to fall back on
+    assert not softmax._softmax_launch.fallback(key, softmax._tuner.default)
+
+
+GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                         reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+
+
+@GPU
+def test_on_a_gpu_a_default_config_too_big_runs_the_interpreter_config(generated, monkeypatch):
+    """f32 causal attention at head dimension 256: the default's 64 x 64 tiles in 3 stages need more
+    shared memory than an H100 has; the launch warns, runs the 16 x 16 interpreter config and is right."""
+    monkeypatch.setenv("TILEGEN_TUNE", "none")
+    monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
+    module = generated("attention_causal")
+    monkeypatch.setattr(module._tuner, "tuned", {})
+    monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
+    q, k, v = (torch.randn(1, 2, 100, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(i))
+               for i in range(3))
+    with pytest.warns(UserWarning, match="needs more resources than this GPU has"):
+        out = module.attention_causal(q, k, v, 0.0625)
+    torch.testing.assert_close(out, module.reference(q, k, v, 0.0625), rtol=1e-4, atol=1e-4)
+    assert list(module._TUNED.values()) == [module._tuner.interpreted]
 
 
 def test_an_unknown_effort_is_refused(gpu_tuner, monkeypatch):

@@ -39,6 +39,7 @@ import torch
 import triton
 import triton.language as tl
 from torch.autograd.graph import increment_version
+from triton.runtime.errors import OutOfResources
 
 if TYPE_CHECKING:  # torch's private modules, for the checker only
     from torch._library.custom_ops import CustomOpDef
@@ -443,7 +444,10 @@ class Launch:
         ``kept`` being what the fast path makes again (the outputs' shapes), then, for TMA
         descriptors, their templates on ``arrays`` (:func:`descriptor_templates`). A tuned
         kernel's config is :meth:`config_index`'s for ``tune_key`` (``again``, ``first``: see there);
-        a call that tuned is done (the autotuner ran it) and keeps nothing."""
+        a call that tuned is done (the autotuner ran it) and keeps nothing. Where the spec's default
+        config, chosen untuned, needs more resources than the GPU has, the launch runs its
+        interpreter config instead (:meth:`fallback`)."""
+        given = meta
         module = self.module
         jit = module[self.kernel]
         index: int | None = None
@@ -474,13 +478,36 @@ class Launch:
             found = compiled.get(key)
             if found is None:  # a new specialization: compiled with the config's options
                 options = module["_CONFIGS"][index].all_kwargs() if self.tuned else {}
-                found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+                try:
+                    found = compile_launch(compiled, key, jit, programs, *args, **{**meta, **options})
+                except OutOfResources:
+                    if tune_key is None or not self.fallback(tune_key, index):
+                        raise
+                    return self(fast_key, device, grid, args, given, kept, tune_key=tune_key, again=again,
+                                first=first, arrays=arrays)
             launch = found
             launch(programs, device_index, *args, *constexprs)
         if arrays:
             kept = (*kept, descriptor_templates(args[:self.pointers], arrays))
         keep_launch(module["_FAST"], fast_key,
                     (launch, programs, device_index, device, (*args[self.pointers:], *constexprs), *kept), tuner)
+
+    def fallback(self, tune_key: "TuneKey", index: int | None) -> bool:
+        """Run the interpreter config for ``tune_key`` from now on, and say so in a warning, where
+        ``index`` is the default config, chosen untuned (not forced) and too big for this GPU (its
+        shared memory, say: an f32 tile of a long head dimension); True where it does. The
+        interpreter config is the spec's smallest; a spec without one has nothing to fall back on."""
+        tuner: Tuner = self.module["_tuner"]
+        forced = getattr(tuner.trial, "force", None) is not None or tuner.forced is not None or forced_config()
+        if index != tuner.default or index == tuner.interpreted or forced:
+            return False
+        warnings.warn(
+            f"{self.name}: the spec's default config needs more resources than this GPU has at sizes "
+            f"{tuple(tune_key[1:])}; running its interpreter config (TILEGEN_TUNE=full finds the fastest that fits)",
+            stacklevel=_caller_level(),
+        )
+        self.module["_TUNED"][tune_key] = tuner.interpreted
+        return True
 
     def traced(self, grid: GridFunction | Grid, args: tuple[Any, ...], meta: dict[str, Any]) -> None:
         """The launch as ``torch.compile`` traces it (the body of a ``torch.library.triton_op``):

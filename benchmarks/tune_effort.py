@@ -1,7 +1,8 @@
 """The default ``quick`` tuning effort against ``full`` tuning, on the GPU: what a user's first call gets.
 
-``python benchmarks/tune_effort.py OUT_DIR [SPEC ...]`` (default: matmul_fast)
-times each spec's launcher at every shape of ``SHAPES`` and every dtype of its dtype variable, once
+``python benchmarks/tune_effort.py OUT_DIR [SPEC ...]`` (default: matmul_fast and causal attention's
+forward and backward kernels) times each spec's launcher at every shape ``SHAPES`` gives it and every
+dtype of its dtype variable, once
 in a process at ``TILEGEN_TUNE=quick`` and once at ``TILEGEN_TUNE=full``, each with its own empty
 tuning cache (``TILEGEN_CACHE_DIR``): ``quick`` takes the config of the nearest sizes in the table
 shipped beside the spec (``specs/<kernel>.tuned.json``, embedded in ``generated/``), else the spec's
@@ -26,12 +27,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-#: (M, N, K): sizes with an entry of their own in the shipped tables (2048, 3000 and a model's
-#: projection, tokens x hidden) and sizes without one (odd squares, odd and thin shapes).
-SHAPES = [(2048, 2048, 2048), (3000, 3000, 3000), (8192, 5632, 2048),
+#: matmul_fast's (M, N, K): sizes with an entry of their own in its shipped table (2048, 3000 and
+#: a model's projection, tokens x hidden) and sizes without one (odd squares, odd and thin shapes).
+MATMUL = [(2048, 2048, 2048), (3000, 3000, 3000), (8192, 5632, 2048),
           (1536, 1536, 1536), (2500, 2500, 2500), (5000, 5000, 5000), (777, 1333, 2049), (128, 4096, 4096)]
+#: causal attention's (B, H, S, D): a Llama-like layer (head dimension 128), GPT-2's heads (64), an odd S
+ATTENTION = [(4, 16, 2048, 128), (8, 16, 1024, 64), (2, 8, 3001, 128)]
+ATTENTION_SPECS = ["attention_causal", "attention_causal_backward_stats", "attention_causal_backward_dkdv",
+                   "attention_causal_backward_dq"]
+#: spec -> its sizes at each shape
+SHAPES = {"matmul_fast": [dict(zip("MNK", shape, strict=True)) for shape in MATMUL],
+          **{name: [dict(zip("BHSD", shape, strict=True)) for shape in ATTENTION] for name in ATTENTION_SPECS}}
+#: the dtypes timed where a spec's dtype variable has more (attention: the 16-bit ones a model runs)
+DTYPES = dict.fromkeys(ATTENTION_SPECS, ("f16", "bf16"))
 
-SPECS = ["matmul_fast"]
+SPECS = ["matmul_fast", *ATTENTION_SPECS]
 
 
 def child(effort: str, names: list[str]) -> None:
@@ -48,16 +58,18 @@ def child(effort: str, names: list[str]) -> None:
         spec = check_file(find_specs([str(ROOT / "specs" / f"{name}.tile")])[0])
         launcher, tuner = getattr(module, name), module._tuner
         for binding in spec.bindings():
+            if name in DTYPES and not set(binding.values()) <= set(DTYPES[name]):
+                continue
             bound = m.specialize(spec, binding)
-            for shape in SHAPES:
-                args = tuple(runner.random_inputs(bound, dict(zip("MNK", shape, strict=True)), "cuda").values())
+            for sizes in SHAPES[name]:
+                args = tuple(runner.random_inputs(bound, sizes, "cuda").values())
                 launcher(*args)  # the first call: chooses (and at full, tunes) its config
                 torch.cuda.synchronize()
                 ms = bench.time_graphed(functools.partial(launcher, *args))
                 keys = [f"{device_arch(key[0])}|{','.join(map(str, key[1:]))}" for key in tuner.tuned]
                 configs = sorted({str(tuner.configs[i].all_kwargs()) for i in tuner.tuned.values()})
                 print(json.dumps({"kernel": name, "dtype": ",".join(binding.values()),
-                                  "shape": "x".join(map(str, shape)), "ms": ms, "config": "; ".join(configs),
+                                  "shape": "x".join(map(str, sizes.values())), "ms": ms, "config": "; ".join(configs),
                                   "shipped": any(key in tuner.shipped for key in keys)}), flush=True)
                 tuner.tuned.clear()  # the next shape chooses afresh
                 tuner.fast.clear()

@@ -251,6 +251,8 @@ def test_threads_calling_a_tuned_launcher_first_tune_once(tmp_path, monkeypatch)
     path = tmp_path / "matmul_grouped_autotuned.py"
     path.write_text((ROOT / "generated" / "matmul_grouped_autotuned.py").read_text(encoding="utf-8"))
     module = load_module(path)
+    # no near ties timed again (Tuner.settle_ties compiles each of them): one config compiles
+    monkeypatch.setattr(module._rt, "NEAR_TIE", 0.0)
     tunes = []
     run = module.matmul_grouped_autotuned_kernel.run
 

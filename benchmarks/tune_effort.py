@@ -38,8 +38,8 @@ ATTENTION_SPECS = ["attention_causal", "attention_causal_backward_stats", "atten
 #: spec -> its sizes at each shape
 SHAPES = {"matmul_fast": [dict(zip("MNK", shape, strict=True)) for shape in MATMUL],
           **{name: [dict(zip("BHSD", shape, strict=True)) for shape in ATTENTION] for name in ATTENTION_SPECS}}
-#: the dtypes timed where a spec's dtype variable has more (attention: the 16-bit ones a model runs)
-DTYPES = dict.fromkeys(ATTENTION_SPECS, ("f16", "bf16"))
+#: the dtypes timed where a spec's dtype variable has more (attention: bf16, what a model runs)
+DTYPES = dict.fromkeys(ATTENTION_SPECS, ("bf16",))
 
 SPECS = ["matmul_fast", *ATTENTION_SPECS]
 

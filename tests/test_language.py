@@ -65,7 +65,8 @@ def test_default_and_interpreter_configs_mark_a_listed_config_once():
     """``default config`` / ``interpreter config`` repeating a config a list gives mark that config
     (timed once, where the marked line stands); the interpreter config is its own, the default
     config the GPU's untuned one; without an interpreter config the interpreter runs the default."""
-    text = TUNED.replace("config BM = 64, BN = 64, num_warps = 4, num_stages = 3\n    default config BM = 32, BN = 32, num_warps = 2",
+    text = TUNED.replace("config BM = 64, BN = 64, num_warps = 4, num_stages = 3\n"
+                         "    default config BM = 32, BN = 32, num_warps = 2",
                          "config BM in [32, 64], BN = 64, num_warps = 4, num_stages in [2, 3]\n"
                          "    interpreter config BM = 32, BN = 32, num_warps = 2\n"
                          "    default config BM = 64, BN = 64, num_warps = 4, num_stages = 3")

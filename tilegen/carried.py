@@ -150,9 +150,13 @@ class _Loop:
 
     # what an expression is ---------------------------------------------------------
     def varies(self, expr: m.Expr) -> bool:
-        """True where ``expr`` reads this step's tile along the loop's axis."""
+        """True where ``expr`` reads this step's tile along the loop's axis (indexed by the axis,
+        or by an offset of it: ``v[starts[b] + n, d]``)."""
         for part in m.subexpressions(expr):
-            if isinstance(part, m.Load) and any(isinstance(i, m.Name) and i.id == self.axis for i in part.index):
+            if isinstance(part, m.Load) and any(
+                (isinstance(i, m.Name) and i.id == self.axis) or (m.is_offset(i) and self.axis in m.offset_names(i))
+                for i in part.index
+            ):
                 return True
             if isinstance(part, m.Ref) and (part.name.id == self.axis or part.name.id in self.varying):
                 return True

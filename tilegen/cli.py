@@ -164,7 +164,7 @@ def _one_spec(path: str, command: str) -> SpecFile:
 def _print_notes(rows: Sequence[RunResult]) -> None:
     """The lines under a results table: each row's note (a file written; for a FAIL row its worst
     element, for a SKIP row why it is no verdict) and caught warnings, then one line where tuned
-    specs ran their default config (the interpreter cannot time configs)."""
+    specs ran their interpreter config (the interpreter cannot time configs)."""
     for row in rows:
         if row.note:
             out.print(row.note, markup=False)
@@ -175,7 +175,8 @@ def _print_notes(rows: Sequence[RunResult]) -> None:
 
 
 #: The line under a table where tuned specs ran in the interpreter.
-INTERPRETER_NOTE = "note: the Triton interpreter cannot time configs: tuned specs ran their default (TILEGEN_CONFIG=N)"
+INTERPRETER_NOTE = ("note: the Triton interpreter cannot time configs: tuned specs ran their interpreter config "
+                    "(TILEGEN_CONFIG=N)")
 
 
 def _results_table(results: Sequence[RunResult]) -> Table:

@@ -42,6 +42,7 @@ from tilegen.lower.plan import (
     SplitPlan,
     TunePlan,
 )
+from tilegen.lower.ranges import ProgramExit, program_exit
 from tilegen.lower.state import INT64_FLAG, LOOP_STAGES, TAIL_FLAGS, AxisInfo, KernelState, pipelines_tiles
 from tilegen.lower.statements import Statements
 from tilegen.lower.tail import tail_split
@@ -175,6 +176,13 @@ def _code(ops: Iterable[Op]) -> Iterator[str]:
             yield from _code(op.orelse if isinstance(op, IfBlock) else ())
 
 
+def _exit_op(state: KernelState, exit: ProgramExit) -> IfBlock:
+    """``if pid_m * BM >= n_b: return``: a program every one of whose lanes fails its stores' guard."""
+    start, comparison = state.axes[exit.axis].start, ">=" if exit.op == "<" else ">"
+    why = f"every store is guarded by {exit.axis} {exit.op} {exit.end}, false in all this program's lanes"
+    return IfBlock(f"{start} {comparison} {exit.end}", why, (Line("return"),))
+
+
 def lower_kernel(spec: m.Spec) -> KernelPlan:
     """The ``@triton.jit`` kernel of a checked spec, as the kernel passes of
     :mod:`tilegen.lower.passes` left it (:func:`~tilegen.lower.passes.kernel_spec`: its exponentials
@@ -191,10 +199,15 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     tile += pieces_setup(state)
     if state.pieces is not None:  # the pieces' descriptors follow the descriptors
         params = _after_descriptors(params, tuple(f"{t}_piece_desc" for t in state.pieces.descriptors))
-    for stmt in state.spec.body:
+    exit = program_exit(state.spec)
+    if exit is not None and exit.after < 0:
+        tile.append(_exit_op(state, exit))
+    for position, stmt in enumerate(state.spec.body):
         if not isinstance(stmt, m.Loop):
             tile.append(state.comment(stmt.span))
         tile.extend(statements.statement(stmt))
+        if exit is not None and position == exit.after:
+            tile.append(_exit_op(state, exit))
     # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
     # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs
     prelude: list[Op] = [

@@ -66,6 +66,51 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
     return None
 
 
+@dataclass(frozen=True)
+class ProgramExit:
+    """A program whose every store is guarded by ``axis < end`` (``<=`` for ``op`` ``"<="``), with
+    ``axis`` a tiled grid axis and ``end`` a number per program (a local the body's statement
+    ``after``, at the top level, defines from index-axis loads and scalars; or a scalar input):
+    a program whose tile of ``axis`` starts past ``end`` stores nothing, and returns at once."""
+
+    axis: str
+    op: str
+    end: str
+    after: int  # the index in the body of the statement that defines ``end``; -1: an input
+
+
+def program_exit(spec: m.Spec) -> ProgramExit | None:
+    """The early exit of a jagged grid (:class:`ProgramExit`; a program per (sequence, tile) where
+    tiles past a sequence's end do nothing: ``o[starts[b] + m, d] = v where m < n_b``), else None.
+    Every store must carry the same guard, since a program with an unguarded store has work to do;
+    a persistent grid (each program loops over tiles) and a split tail do not exit."""
+    if spec.persistent or spec.split_tail:
+        return None
+    stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
+    cond = stores[0].guard if stores else None
+    if cond is None or any(s.guard is None or m.expr_key(s.guard) != m.expr_key(cond) for s in stores):
+        return None
+    if not (isinstance(cond, m.BinOp) and cond.op in ("<", "<=") and isinstance(cond.left, m.Ref)
+            and isinstance(cond.right, m.Ref)):
+        return None
+    axis, end = cond.left.name.id, cond.right.name.id
+    if axis not in {a.name.id for a in spec.grid if a.block is not None and a.bounds != "whole"}:
+        return None
+    if any(t.name.id == end and t.is_scalar for t in spec.inputs):
+        return ProgramExit(axis, cond.op, end, -1)
+    index_axes = {a.name.id for a in spec.grid if a.is_index}
+    known = index_axes | {t.name.id for t in spec.inputs if t.is_scalar}
+    for position, stmt in enumerate(spec.body):
+        if isinstance(stmt, m.Assign) and stmt.name.id == end:
+            # one number per program: refs to index axes and scalars, loads at them (offsets[b + 1])
+            parts = list(m.subexpressions(stmt.value))
+            refs = {p.name.id for p in parts if isinstance(p, m.Ref)}
+            loaded = {name for p in parts if isinstance(p, m.Load) for i in p.index
+                      for name in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i) else [])}
+            return ProgramExit(axis, cond.op, end, position) if refs | loaded <= known else None
+    return None
+
+
 def from_below(guard: Guard) -> bool:
     """Whether ``guard`` bounds the loop's axis from below (``n >= m``, ``n > m``): its true
     side is the loop's last tiles."""

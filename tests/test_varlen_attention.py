@@ -1,0 +1,105 @@
+"""Varlen (packed) causal attention, FlashAttention-2's ``flash_attn_varlen_func``: sequences of
+different lengths packed along T with ``cu_seqlens``, each attending causally within itself only.
+Compared with an independent reference (each sequence's causal softmax attention in float64 torch)
+at several block sizes, with an empty sequence, a sequence of one token and lengths off every
+block; programs past their sequence's end return at once (the kernel's early exit), which the
+same results show is sound: no query row outside a sequence is stored, none inside is missed."""
+
+import itertools
+import math
+import os
+
+import pytest
+import torch
+
+from tests.conftest import force_config
+from tilegen.compiler import compile_spec
+
+#: lengths with an empty sequence, one of one token, and lengths off every block size
+LENGTHS = [5, 0, 1, 17, 33]
+
+
+def _packed(lengths, heads, dim, dtype, seed, device="cpu"):
+    generator = torch.Generator().manual_seed(seed)
+    total = sum(lengths)
+    q, k, v = (torch.randn(total, heads, dim, generator=generator).to(dtype).to(device) for _ in range(3))
+    cu_seqlens = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
+    return q, k, v, cu_seqlens
+
+
+def _torch_varlen(q, k, v, cu_seqlens, scale):
+    """Each sequence's causal attention on its own, in float64: softmax(q k^T * scale, causal) v."""
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    bounds = cu_seqlens.tolist()
+    for start, end in itertools.pairwise(bounds):
+        if end == start:
+            continue
+        qs, ks, vs = (t[start:end].transpose(0, 1).double() for t in (q, k, v))  # [H, n, D]
+        scores = qs @ ks.transpose(1, 2) * scale
+        causal = torch.ones(end - start, end - start, dtype=torch.bool, device=q.device).tril()
+        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+        out[start:end] = (weights @ vs).transpose(0, 1)
+    return out
+
+
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize("config", [None, {"BM": 64, "BN": 32}, {"BM": 128, "BN": 128}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_varlen_attention_is_each_sequences_causal_attention(generated, monkeypatch, config, dtype):
+    module = generated("varlen_attention")
+    force_config(monkeypatch, module, config)
+    q, k, v, cu_seqlens = _packed(LENGTHS, 2, 16, dtype, seed=len(str(config)))
+    scale = 1 / math.sqrt(16)
+    out = module.varlen_attention(q, k, v, cu_seqlens, max(LENGTHS), scale)
+    want = _torch_varlen(q, k, v, cu_seqlens, scale)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
+    torch.testing.assert_close(module.reference(q, k, v, cu_seqlens, max(LENGTHS), scale).double(), want,
+                               rtol=tol, atol=tol)
+
+
+def test_a_bound_above_the_longest_sequence_changes_nothing(generated):
+    """L is a bound (the caller's max_seqlen may be rounded up): tiles past every sequence exit."""
+    module = generated("varlen_attention")
+    q, k, v, cu_seqlens = _packed([3, 20, 9], 1, 8, torch.float32, seed=3)
+    exact = module.varlen_attention(q, k, v, cu_seqlens, 20, -0.5)  # a negative scale too
+    torch.testing.assert_close(module.varlen_attention(q, k, v, cu_seqlens, 77, -0.5), exact, rtol=0, atol=0)
+    torch.testing.assert_close(exact.double(), _torch_varlen(q, k, v, cu_seqlens, -0.5), rtol=1e-5, atol=1e-5)
+
+
+def test_programs_past_a_sequences_end_return_at_once():
+    """The kernel returns where every lane fails the one guard all its stores carry; a spec with an
+    unguarded store, or whose guard is on a whole axis, keeps every program."""
+    source = compile_spec((_spec_text("varlen_attention")), "specs/varlen_attention.tile").source
+    assert "    if pid_m * BM >= n_b:  # every store is guarded by m < n_b" in source
+    for name in ("jagged_softmax", "attention_causal"):
+        assert "\n        return\n" not in compile_spec(_spec_text(name), f"specs/{name}.tile").source
+
+
+def _spec_text(name):
+    from tests.conftest import ROOT
+
+    return (ROOT / "specs" / f"{name}.tile").read_text()
+
+
+GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                         reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+
+
+@GPU
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_varlen_attention_on_the_gpu(generated, dtype):
+    """Model-sized heads (D 128) and sequences of 1 to 700 tokens, every config the tuner may pick."""
+    module = generated("varlen_attention")
+    lengths = [700, 1, 0, 129, 64, 333]
+    q, k, v, cu_seqlens = _packed(lengths, 4, 128, dtype, seed=7, device="cuda")
+    want = _torch_varlen(q, k, v, cu_seqlens, 0.088)
+    for index in range(len(module._CONFIGS)):
+        try:
+            out = module.varlen_attention(q, k, v, cu_seqlens, 700, 0.088, config=index)
+        except Exception as error:  # a config needing more shared memory than the GPU has
+            assert "OutOfResources" in type(error).__name__, error
+            continue
+        torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2, msg=f"config {index}")

@@ -20,7 +20,10 @@ a bfloat16 or float16 table, casts to it as autograd does (the cast is timed too
 Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes. The
 jagged operators (tritonbench's jagged_sum, jagged_mean, jagged_softmax) run on sequences of
 uniform random lengths up to L against ``torch.segment_reduce`` and a nested jagged tensor's
-softmax.
+softmax. Varlen causal attention (packed q, k, v [T, H, D] with ``cu_seqlens``, bf16) runs
+against FlashAttention-2's varlen kernel in torch (``aten._flash_attention_forward`` with
+cumulative sequence lengths) and against SDPA on the batch padded to the longest sequence (the
+inputs padded beforehand, untimed; the unpadding of its output timed).
 """
 
 from __future__ import annotations
@@ -145,10 +148,44 @@ def jagged_rows() -> list[dict]:
     return rows
 
 
+def varlen_attention_rows() -> list[dict]:
+    """varlen_attention against torch's FlashAttention-2 varlen forward and padded SDPA (causal)."""
+    import torch.nn.functional as F
+
+    module = _module("varlen_attention")
+    rows = []
+    for batch, heads, dim, longest in ((16, 32, 128, 4096), (64, 12, 64, 1024), (8, 16, 128, 8192)):
+        generator = torch.Generator(device="cuda").manual_seed(batch)
+        lengths = torch.randint(1, longest + 1, (batch,), device="cuda", generator=generator)
+        cu = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]).to(torch.int32)
+        total = int(cu[-1])
+        q, k, v = (torch.randn(total, heads, dim, device="cuda", dtype=torch.bfloat16, generator=generator)
+                   for _ in range(3))
+        scale = dim ** -0.5
+        valid = torch.arange(longest, device="cuda")[None, :] < lengths[:, None]  # [B, L]
+        padded = []
+        for t in (q, k, v):
+            p = t.new_zeros(batch, longest, heads, dim)
+            p[valid] = t
+            padded.append(p.transpose(1, 2))  # [B, H, L, D]
+        shape = f"B={batch} H={heads} D={dim} L={longest} T={total}"
+        ours = lambda q=q, k=k, v=v, cu=cu, n=longest, s=scale: module.varlen_attention(q, k, v, cu, n, s)  # noqa: E731
+        flash = lambda q=q, k=k, v=v, cu=cu, n=longest, s=scale: torch.ops.aten._flash_attention_forward(  # noqa: E731
+            q, k, v, cu, cu, n, n, 0.0, True, False, scale=s)[0]
+        sdpa = lambda p=padded, m=valid, s=scale: F.scaled_dot_product_attention(  # noqa: E731
+            *p, is_causal=True, scale=s).transpose(1, 2)[m]
+        rows.append(_row("varlen_attention vs flash varlen", shape, torch.bfloat16, ours, flash))
+        rows.append(_row("varlen_attention vs padded SDPA", shape, torch.bfloat16, ours, sdpa))
+    return rows
+
+
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
-    rows = embedding_rows() + bincount_rows() + scatter_add_rows() + jagged_rows()
+    only = os.environ.get("INDEXING_ONLY")  # one group's rows: embedding, bincount, scatter_add, jagged, varlen
+    groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
+              "jagged": jagged_rows, "varlen": varlen_attention_rows}
+    rows = [row for name, group in groups.items() if only in (None, name) for row in group()]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"
     with path.open("w", newline="") as f:

@@ -3,7 +3,8 @@ different lengths packed along T with ``cu_seqlens``, each attending causally wi
 Compared with an independent reference (each sequence's causal softmax attention in float64 torch)
 at several block sizes, with an empty sequence, a sequence of one token and lengths off every
 block; programs past their sequence's end return at once (the kernel's early exit), which the
-same results show is sound: no query row outside a sequence is stored, none inside is missed."""
+same results show is sound: no query row outside a sequence is stored, none inside is missed.
+The backward's gradients are torch autograd's through the same reference."""
 
 import itertools
 import math
@@ -60,6 +61,28 @@ def test_varlen_attention_is_each_sequences_causal_attention(generated, monkeypa
                                rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("config", [None, {"BM": 64, "BN": 64}])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_varlen_attention_gradients_are_torchs(generated, monkeypatch, config, dtype):
+    """The backward (row statistics, dk and dv, dq: FlashAttention-2's, per packed sequence)
+    against torch autograd through the float64 reference: the gradients of q, k and v, none for
+    cu_seqlens; keys near a sequence's end take no gradient from the next sequence's queries."""
+    module = generated("varlen_attention")
+    for name in ("varlen_attention_backward_stats", "varlen_attention_backward_dkdv", "varlen_attention_backward_dq"):
+        force_config(monkeypatch, generated(name), config)
+    force_config(monkeypatch, module, config)
+    q, k, v, cu_seqlens = _packed(LENGTHS, 2, 16, dtype, seed=11)
+    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(12)).to(dtype)
+    scale = 0.25
+    ours = [t.clone().requires_grad_() for t in (q, k, v)]
+    module.varlen_attention(*ours, cu_seqlens, max(LENGTHS), scale).backward(do)
+    theirs = [t.double().requires_grad_() for t in (q, k, v)]
+    _torch_varlen(*theirs, cu_seqlens, scale).backward(do.double())
+    tol = 10 * TOLERANCE[dtype]
+    for name, mine, want in zip("qkv", ours, theirs, strict=True):
+        torch.testing.assert_close(mine.grad.double(), want.grad, rtol=tol, atol=tol, msg=f"d{name}")
+
+
 def test_a_bound_above_the_longest_sequence_changes_nothing(generated):
     """L is a bound (the caller's max_seqlen may be rounded up): tiles past every sequence exit."""
     module = generated("varlen_attention")
@@ -91,7 +114,8 @@ GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.
 @GPU
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_varlen_attention_on_the_gpu(generated, dtype):
-    """Model-sized heads (D 128) and sequences of 1 to 700 tokens, every config the tuner may pick."""
+    """Model-sized heads (D 128) and sequences of 1 to 700 tokens, every config the tuner may pick;
+    the gradients at the untuned default configs."""
     module = generated("varlen_attention")
     lengths = [700, 1, 0, 129, 64, 333]
     q, k, v, cu_seqlens = _packed(lengths, 4, 128, dtype, seed=7, device="cuda")
@@ -103,3 +127,10 @@ def test_varlen_attention_on_the_gpu(generated, dtype):
             assert "OutOfResources" in type(error).__name__, error
             continue
         torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2, msg=f"config {index}")
+    do = torch.randn(q.shape, device="cuda", generator=torch.Generator("cuda").manual_seed(8)).to(dtype)
+    ours = [t.clone().requires_grad_() for t in (q, k, v)]
+    module.varlen_attention(*ours, cu_seqlens, 700, 0.088).backward(do)
+    theirs = [t.double().requires_grad_() for t in (q, k, v)]
+    _torch_varlen(*theirs, cu_seqlens, 0.088).backward(do.double())
+    for name, mine, want in zip("qkv", ours, theirs, strict=True):
+        torch.testing.assert_close(mine.grad.double(), want.grad, rtol=5e-2, atol=5e-2, msg=f"d{name}")

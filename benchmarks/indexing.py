@@ -23,7 +23,9 @@ uniform random lengths up to L against ``torch.segment_reduce`` and a nested jag
 softmax. Varlen causal attention (packed q, k, v [T, H, D] with ``cu_seqlens``, bf16) runs
 against FlashAttention-2's varlen kernel in torch (``aten._flash_attention_forward`` with
 cumulative sequence lengths) and against SDPA on the batch padded to the longest sequence (the
-inputs padded beforehand, untimed; the unpadding of its output timed).
+inputs padded beforehand, untimed; the unpadding of its output timed), and with its backward
+against FlashAttention-2's varlen forward and backward (each through autograd).
+``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged) runs one group's rows.
 """
 
 from __future__ import annotations
@@ -169,13 +171,28 @@ def varlen_attention_rows() -> list[dict]:
             p[valid] = t
             padded.append(p.transpose(1, 2))  # [B, H, L, D]
         shape = f"B={batch} H={heads} D={dim} L={longest} T={total}"
-        ours = lambda q=q, k=k, v=v, cu=cu, n=longest, s=scale: module.varlen_attention(q, k, v, cu, n, s)  # noqa: E731
-        flash = lambda q=q, k=k, v=v, cu=cu, n=longest, s=scale: torch.ops.aten._flash_attention_forward(  # noqa: E731
-            q, k, v, cu, cu, n, n, 0.0, True, False, scale=s)[0]
+
+        def ours(a, b, c, cu=cu, n=longest, s=scale):
+            return module.varlen_attention(a, b, c, cu, n, s)
+
+        def flash(a, b, c, cu=cu, n=longest, s=scale):
+            return torch.ops.aten._flash_attention_forward(a, b, c, cu, cu, n, n, 0.0, True, False, scale=s)[0]
+
         sdpa = lambda p=padded, m=valid, s=scale: F.scaled_dot_product_attention(  # noqa: E731
             *p, is_causal=True, scale=s).transpose(1, 2)[m]
-        rows.append(_row("varlen_attention vs flash varlen", shape, torch.bfloat16, ours, flash))
-        rows.append(_row("varlen_attention vs padded SDPA", shape, torch.bfloat16, ours, sdpa))
+        rows.append(_row("varlen_attention vs flash varlen", shape, torch.bfloat16,
+                         lambda f=ours, t=(q, k, v): f(*t), lambda f=flash, t=(q, k, v): f(*t)))
+        rows.append(_row("varlen_attention vs padded SDPA", shape, torch.bfloat16,
+                         lambda f=ours, t=(q, k, v): f(*t), sdpa))
+        # forward and backward (dq, dk, dv stacked), each through its autograd
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+        do = torch.randn_like(q)
+
+        def both(forward, leaves=leaves, do=do):
+            return torch.stack(torch.autograd.grad(forward(*leaves), leaves, do))
+
+        rows.append(_row("varlen_attention forward + backward vs flash varlen", shape, torch.bfloat16,
+                         lambda f=ours: both(f), lambda f=flash: both(f)))
     return rows
 
 

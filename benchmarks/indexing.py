@@ -191,8 +191,11 @@ def varlen_attention_rows() -> list[dict]:
         def both(forward, leaves=leaves, do=do):
             return torch.stack(torch.autograd.grad(forward(*leaves), leaves, do))
 
-        rows.append(_row("varlen_attention forward + backward vs flash varlen", shape, torch.bfloat16,
-                         lambda f=ours: both(f), lambda f=flash: both(f)))
+        try:
+            rows.append(_row("varlen_attention forward + backward vs flash varlen", shape, torch.bfloat16,
+                             lambda f=ours: both(f), lambda f=flash: both(f)))
+        except RuntimeError as error:  # a torch without autograd through its varlen forward: say so, go on
+            print(f"varlen_attention forward + backward, {shape}: {str(error).splitlines()[0][:200]}", flush=True)
     return rows
 
 

@@ -161,8 +161,10 @@ def varlen_attention_rows() -> list[dict]:
         lengths = torch.randint(1, longest + 1, (batch,), device="cuda", generator=generator)
         cu = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]).to(torch.int32)
         total = int(cu[-1])
-        q, k, v = (torch.randn(total, heads, dim, device="cuda", dtype=torch.bfloat16, generator=generator)
-                   for _ in range(3))
+        # do (the backward's output gradient) made now: a failed graph capture of torch's padded
+        # call below leaves the default generator refusing new draws
+        q, k, v, do = (torch.randn(total, heads, dim, device="cuda", dtype=torch.bfloat16, generator=generator)
+                       for _ in range(4))
         scale = dim ** -0.5
         valid = torch.arange(longest, device="cuda")[None, :] < lengths[:, None]  # [B, L]
         padded = []
@@ -186,7 +188,6 @@ def varlen_attention_rows() -> list[dict]:
                          lambda f=ours, t=(q, k, v): f(*t), sdpa))
         # forward and backward (dq, dk, dv stacked), each through its autograd
         leaves = [t.detach().requires_grad_() for t in (q, k, v)]
-        do = torch.randn_like(q)
 
         def both(forward, leaves=leaves, do=do):
             return torch.stack(torch.autograd.grad(forward(*leaves), leaves, do))

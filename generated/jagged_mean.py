@@ -68,8 +68,9 @@ def jagged_mean_kernel(
     # specs/jagged_mean.tile:18: acc: f32[d] = 0
     acc = tl.zeros((BD,), dtype=tl.float32)
     # specs/jagged_mean.tile:19: for l over L by BL
+    # tiles of l where l < n holds nowhere change nothing: each range ends before them
     # tiles of l inside L: no masks
-    for l in range(0, L // BL):
+    for l in range(0, min(L // BL, tl.cdiv(n, BL))):
         offs_l = l * BL + tl.arange(0, BL)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_l = offs_l.to(tl.int64)
@@ -79,7 +80,7 @@ def jagged_mean_kernel(
         sum_l = tl.sum(tl.where(offs_l[:, None] < n, values, 0), axis=0)
         acc += sum_l
     # the last tile, if L % BL != 0: masked
-    for l in range(L // BL, tl.cdiv(L, BL)):
+    for l in range(L // BL, min(tl.cdiv(L, BL), tl.cdiv(n, BL))):
         offs_l = l * BL + tl.arange(0, BL)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_l = offs_l.to(tl.int64)

@@ -91,8 +91,9 @@ def varlen_attention_backward_dkdv_kernel(
     mask_dn = mask_n[None, :] & ((cu_seqlens_1 + offs_n[None, :]) >= 0) & ((cu_seqlens_1 + offs_n[None, :]) < T) & mask_d[:, None]
     k = tl.load(k_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_k_t + pid_h * stride_k_h + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
     v = tl.load(v_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_v_t + pid_h * stride_v_h + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
+    # tiles of m where m < n_b holds nowhere change nothing: each range ends before them
     # tiles where m >= n holds for some lanes: masked; earlier tiles change nothing (where m >= n holds nowhere): skipped
-    for m in range(pid_n * BN // BM, min(tl.cdiv(L, BM), tl.cdiv(pid_n * BN + BN - 1, BM))):
+    for m in range(pid_n * BN // BM, min(min(tl.cdiv(L, BM), tl.cdiv(pid_n * BN + BN - 1, BM)), tl.cdiv(n_b, BM))):
         offs_m = m * BM + tl.arange(0, BM)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_m = offs_m.to(tl.int64)
@@ -112,7 +113,7 @@ def varlen_attention_backward_dkdv_kernel(
         # specs/varlen_attention_backward_dkdv.tile:35: dk_acc += dot(DT(ds), q[cu_seqlens[b] + m, h, d])
         dk_acc += tl.dot(_dot_operand(tl.where(mask_m[None, :], tl.permute(ds, (1, 0)).to(DT), 0.0)), _dot_operand(q))
     # tiles of m inside L where m >= n holds everywhere: no masks
-    for m in range(tl.cdiv(pid_n * BN + BN - 1, BM), L // BM):
+    for m in range(tl.cdiv(pid_n * BN + BN - 1, BM), min(L // BM, tl.cdiv(n_b, BM))):
         offs_m = m * BM + tl.arange(0, BM)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_m = offs_m.to(tl.int64)
@@ -131,7 +132,7 @@ def varlen_attention_backward_dkdv_kernel(
         # specs/varlen_attention_backward_dkdv.tile:35: dk_acc += dot(DT(ds), q[cu_seqlens[b] + m, h, d])
         dk_acc += tl.dot(_dot_operand(tl.permute(ds, (1, 0)).to(DT)), _dot_operand(q))
     # the last tile, if L % BM != 0: masked
-    for m in range(max(tl.cdiv(pid_n * BN + BN - 1, BM), L // BM), tl.cdiv(L, BM)):
+    for m in range(max(tl.cdiv(pid_n * BN + BN - 1, BM), L // BM), min(tl.cdiv(L, BM), tl.cdiv(n_b, BM))):
         offs_m = m * BM + tl.arange(0, BM)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_m = offs_m.to(tl.int64)

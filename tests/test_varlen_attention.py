@@ -101,6 +101,19 @@ def test_programs_past_a_sequences_end_return_at_once():
         assert "\n        return\n" not in compile_spec(_spec_text(name), f"specs/{name}.tile").source
 
 
+def test_a_loop_ends_where_a_bound_from_data_holds_nowhere():
+    """A ``where(m < n_b, ...)`` on a loop's axis with ``n_b`` a number per program ends every range of
+    the loop at ``cdiv(n_b, BM)``: dk, dv walk their own sequence's queries only, jagged_sum its rows.
+    A condition other than the axis below the number ends nothing."""
+    dkdv = compile_spec(_spec_text("varlen_attention_backward_dkdv"), "specs/k.tile").source
+    loops = [line for line in dkdv.splitlines() if line.strip().startswith("for m in range(")]
+    assert len(loops) == 3 and all(line.endswith(", tl.cdiv(n_b, BM))):") for line in loops), loops
+    summed = compile_spec(_spec_text("jagged_sum"), "specs/k.tile").source
+    assert "for l in range(0, min(L // BL, tl.cdiv(n, BL))):" in summed
+    flipped = _spec_text("jagged_sum").replace("where(l < n,", "where(l >= n,")
+    assert "tl.cdiv(n, BL)" not in compile_spec(flipped, "specs/k.tile").source
+
+
 def _spec_text(name):
     from tests.conftest import ROOT
 

@@ -24,6 +24,7 @@ from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tu
 from tilegen.lower.pieces import in_piece, local_name, pieced
 from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op
 from tilegen.lower.ranges import (
+    end_bound,
     find_guard,
     from_below,
     guard_steps,
@@ -166,7 +167,7 @@ class Loops:
             checks = ["masked"] if axis.masked else []
             checks += [f"{k} {guard.op} {guard.axis} evaluated"] if guard is not None else []
             why = f"every tile of {k}, {', '.join(checks)}: a loop around loops (only the innermost splits)"
-            ranges = [(f"range(0, {tiles})", not checks, why if checks else "")]
+            ranges = [(("0", tiles), not checks, why if checks else "")]
         elif guard is not None and from_below(guard):  # skipped tiles first, then masked ones, then whole ones
             other = state.axes[guard.axis]
             full, live = guard_steps(guard, other.start, other.tile, block)
@@ -175,13 +176,13 @@ class Loops:
             if skips_when_false(loop, guard, set(state.locals)):
                 first, skipped = live, f"; earlier tiles change nothing (where {cond} holds nowhere): skipped"
             ranges = [
-                (f"range({first}, min({tiles}, {full}))", False,
+                ((first, f"min({tiles}, {full})"), False,
                  f"tiles where {cond} holds for some lanes: masked{skipped}"),
-                (f"range({full}, {whole_tiles})", True,
+                ((full, whole_tiles), True,
                  f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks"),
             ]
             if axis.masked:
-                ranges.append((f"range(max({full}, {whole_tiles}), {tiles})", False,
+                ranges.append(((f"max({full}, {whole_tiles})", tiles), False,
                                f"the last tile, if {axis.dim.id} % {block} != 0: masked"))
         elif guard is not None:
             other = state.axes[guard.axis]
@@ -201,40 +202,46 @@ class Loops:
                 skipped += f"; lanes past {dim} fail {cond} in every row stored: only the loads check {dim}"
             ranges = [
                 (
-                    f"range(0, {split})",
+                    ("0", split),
                     True,
                     f"tiles of {k} inside {axis.dim.id} where {cond} holds everywhere: no masks",
                 ),
                 (
-                    f"range({split}, {end})",
+                    (split, end),
                     False,
                     f"tiles where {cond} holds for some lanes, or past {axis.dim.id}: masked{skipped}",
                 ),
             ]
         elif axis.masked and loop.reverse:  # the last tile first; step i takes tile tiles - 1 - i
             ranges = [
-                (f"range(0, {tiles} - {whole_tiles})", False,
+                (("0", f"{tiles} - {whole_tiles}"), False,
                  f"from the end: the last tile, if {axis.dim.id} % {block} != 0: masked"),
-                (f"range({tiles} - {whole_tiles}, {tiles})", True,
+                ((f"{tiles} - {whole_tiles}", tiles), True,
                  f"the tiles of {k} inside {axis.dim.id}, from the last: no masks"),
             ]
         elif axis.masked:
             ranges = [
-                (f"range(0, {whole_tiles})", True, f"tiles of {k} inside {axis.dim.id}: no masks"),
+                (("0", whole_tiles), True, f"tiles of {k} inside {axis.dim.id}: no masks"),
                 (
-                    f"range({whole_tiles}, {tiles})",
+                    (whole_tiles, tiles),
                     False,
                     f"the last tile, if {axis.dim.id} % {block} != 0: masked",
                 ),
             ]
         else:
-            ranges = [(f"range(0, {tiles})", True, "from the end" if loop.reverse else "")]
+            ranges = [(("0", tiles), True, "from the end" if loop.reverse else "")]
         outer_masks, outer_loads, outer_taken = dict(state.masks), dict(state.loads), set(state.taken)
         outer_online, online = state.online, self.online_extrema(loop)
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
-        for iterable, inside, why in ranges:
+        bound = end_bound(loop, {n for n, axes in state.locals.items() if not axes}, set(state.locals))
+        if bound is not None and splits_full_tiles(loop) and not loop.reverse:
+            # tiles at or past a number per program (m < n_b) change nothing: every range ends there
+            limit = f"tl.cdiv({bound.axis}, {block})" if bound.op == "<" else f"tl.cdiv({bound.axis} + 1, {block})"
+            ranges = [((first, f"min({last}, {limit})"), inside, why) for (first, last), inside, why in ranges]
+        for (first, last), inside, why in ranges:
+            iterable = f"range({first}, {last})"
             body: list[Op] = [Line(f"{offs} = {tile} * {block} + tl.arange(0, {block})")]
             body += int64_casts(state, [offs])
             info = AxisInfo(offs, None, axis.dim.id, block, f"{tile} * {block}")
@@ -261,6 +268,9 @@ class Loops:
             if why:
                 loops.append(Comment(why))
             loops.append(ForLoop(step, iterable, tuple(body)))
+        if bound is not None and splits_full_tiles(loop) and not loop.reverse:
+            loops.insert(0, Comment(f"tiles of {k} where {k} {bound.op} {bound.axis} holds nowhere change nothing: "
+                                    f"each range ends before them"))
         if guard is not None:
             state.known_conditions.pop(guard.key, None)
         state.masks, state.loads, state.online = outer_masks, outer_loads, outer_online

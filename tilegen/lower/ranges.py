@@ -111,6 +111,40 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
     return None
 
 
+def end_bound(loop: m.Loop, scalars: set[str], carried: set[str]) -> Guard | None:
+    """A bound from data on ``loop``'s axis: a ``where`` condition of its own statements that is
+    (or has as a conjunct, ``&``) ``n < e`` or ``n <= e`` (``e > n``, ``e >= n``) with ``e`` one of
+    ``scalars`` (a number per program, defined before the loop: a sequence's length ``n_b``),
+    where a tile with the condition false in every lane changes nothing of ``carried`` (the locals
+    the loop may update; :func:`skips_when_false`). As a :class:`Guard` whose ``axis`` is ``e``;
+    the loop's tiles from ``cdiv(e, block)`` on (``cdiv(e + 1, block)`` for ``<=``) are skipped.
+    None where there is none."""
+    n = loop.axis.name.id
+    assigned = {s.name.id for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate))}
+    for stmt in loop.body:
+        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
+            if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
+                continue
+            for cond in _conjuncts(part.args[0]):
+                if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
+                    continue
+                left, right, op = cond.left.name.id, cond.right.name.id, cond.op
+                if right == n:
+                    left, right, op = right, left, _FLIPPED.get(op, op)
+                if left == n and op in ("<", "<=") and right in scalars and right not in assigned:
+                    guard = Guard(m.expr_key(cond), op, right)
+                    if skips_when_false(loop, guard, carried):
+                        return guard
+    return None
+
+
+def _conjuncts(cond: m.Expr) -> list[m.Expr]:
+    """``a & b & c`` -> [a, b, c]; another condition -> [it]."""
+    if isinstance(cond, m.BinOp) and cond.op == "&":
+        return _conjuncts(cond.left) + _conjuncts(cond.right)
+    return [cond]
+
+
 def from_below(guard: Guard) -> bool:
     """Whether ``guard`` bounds the loop's axis from below (``n >= m``, ``n > m``): its true
     side is the loop's last tiles."""

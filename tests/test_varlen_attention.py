@@ -101,6 +101,29 @@ def test_programs_past_a_sequences_end_return_at_once():
         assert "\n        return\n" not in compile_spec(_spec_text(name), f"specs/{name}.tile").source
 
 
+RAISED = """kernel k
+  in  x: f32[T]
+  in  starts: i32[B1]
+  in  L: i32
+  out y: f32[T]
+  block BM = 4
+  grid  m over L by BM, b over B1 - 1
+  n_b = starts[b + 1] - starts[b]
+  n_b = n_b + 3
+  y[starts[b] + m] = x[starts[b] + m] * 2.0 where m < n_b
+"""
+
+
+def test_a_bound_assigned_twice_keeps_every_program(compiled):
+    """The exit must read the number the stores compare with: a bound assigned again after its
+    first value gives no exit, and rows up to the raised bound are stored (the next sequence's)."""
+    assert "return\n" not in compile_spec(RAISED, "k.tile").source.split("def k(")[0].split("def k_kernel(")[1]
+    module = compiled(RAISED)
+    x = torch.arange(12, dtype=torch.float32)
+    y = module.k(x, torch.tensor([0, 2, 9], dtype=torch.int32), 9)
+    torch.testing.assert_close(y[:5], x[:5] * 2.0)  # sequence 0: rows 0-1, and 3 more by the raised bound
+
+
 def test_a_loop_ends_where_a_bound_from_data_holds_nowhere():
     """A ``where(m < n_b, ...)`` on a loop's axis with ``n_b`` a number per program ends every range of
     the loop at ``cdiv(n_b, BM)``: dk, dv walk their own sequence's queries only, jagged_sum its rows.

@@ -100,6 +100,10 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
         return ProgramExit(axis, cond.op, end, -1)
     index_axes = {a.name.id for a in spec.grid if a.is_index}
     known = index_axes | {t.name.id for t in spec.inputs if t.is_scalar}
+    writes = [s for s in m.statements(spec.body)
+              if isinstance(s, (m.Assign, m.Accumulate, m.Declare)) and s.name.id == end]
+    if len(writes) != 1:  # the number the stores compare with must be the one the exit reads
+        return None
     for position, stmt in enumerate(spec.body):
         if isinstance(stmt, m.Assign) and stmt.name.id == end:
             # one number per program: refs to index axes and scalars, loads at them (offsets[b + 1])

@@ -83,8 +83,9 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
     """The early exit of a jagged grid (:class:`ProgramExit`; a program per (sequence, tile) where
     tiles past a sequence's end do nothing: ``o[starts[b] + m, d] = v where m < n_b``), else None.
     Every store must carry the same guard, since a program with an unguarded store has work to do;
-    a persistent grid (each program loops over tiles) and a split tail do not exit."""
-    if spec.persistent or spec.split_tail:
+    a persistent grid (each program loops over tiles), a split tail and a split loop (whose
+    partial sums every program writes) do not exit."""
+    if spec.persistent or spec.split_tail or any(isinstance(s, m.Loop) and s.split for s in m.statements(spec.body)):
         return None
     stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
     cond = stores[0].guard if stores else None

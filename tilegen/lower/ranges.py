@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tilegen import model as m
+from tilegen.across import across
 from tilegen.functions import lookup, reduction
 
 #: The comparison with the loop axis on the left that each written form means.
@@ -83,9 +84,11 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
     """The early exit of a jagged grid (:class:`ProgramExit`; a program per (sequence, tile) where
     tiles past a sequence's end do nothing: ``o[starts[b] + m, d] = v where m < n_b``), else None.
     Every store must carry the same guard, since a program with an unguarded store has work to do;
-    a persistent grid (each program loops over tiles), a split tail and a split loop (whose
-    partial sums every program writes) do not exit."""
+    a persistent grid (each program loops over tiles), a split tail, a split loop and a store that
+    reduces across programs (whose partials every program writes) do not exit."""
     if spec.persistent or spec.split_tail or any(isinstance(s, m.Loop) and s.split for s in m.statements(spec.body)):
+        return None
+    if any(isinstance(s, m.Store) and across(s, spec.grid) is not None for s in m.statements(spec.body)):
         return None
     stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
     cond = stores[0].guard if stores else None

@@ -460,7 +460,7 @@ def test_every_config_of_a_middle_dim_reduction_on_unaligned_rows(generated, mon
     [BK, BN]."""
     module = generated(name)
     g = torch.Generator().manual_seed(1)
-    x = (torch.rand(3, 33, 97, generator=g) + 0.5).to(DEVICE)  # products of 33 factors near 1 stay finite
+    x = (torch.rand(2, 33, 97, generator=g) + 0.5).to(DEVICE)  # products of 33 factors near 1 stay finite
     expected = MIDDLE_DIM[name](x.double())
     for index in range(len(module._CONFIGS)):
         force_config(monkeypatch, module, index)

@@ -223,6 +223,8 @@ def test_matmul_gradients_match_torch(generated, monkeypatch, m, k, n, layout):
     # (192 and 320 rows are two pieces of TMA tiles)
     indices = [i for i, c in enumerate(da_module._CONFIGS) if all(v & (v - 1) == 0 for v in c.kwargs.values())]
     assert indices == [i for i, c in enumerate(db_module._CONFIGS) if all(v & (v - 1) == 0 for v in c.kwargs.values())]
+    # in the interpreter, a config whose block sizes both kernels ran already runs the same programs again
+    indices = [i for i in indices if i in config_indices(da_module) or i in config_indices(db_module)]
     for index in indices:
         force_config(monkeypatch, da_module, index)
         force_config(monkeypatch, db_module, index)

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from tests.conftest import fake_call, force_config
-from tests.meaning_cases import derive_sizes
+from tests.meaning_cases import derive_sizes, uses_tma
 from tilegen import model as m
 from tilegen.check import check
 from tilegen.compiler import compile_spec
@@ -37,10 +37,11 @@ def _spec(name):
 def _inputs(spec, device=DEVICE, small=False):
     """Inputs at the default sizes (one tile and a tail per size symbol), or where ``small``, at
     sizes below every block (one partial tile along each axis; none of 1, which dynamic shapes
-    would specialize on)."""
+    would specialize on; rows a TMA descriptor reads 16-byte aligned, so that its kernel runs)."""
     sizes = default_sizes(spec, 1)
     if small:
-        sizes = {name: 2 if size == 1 else size for name, size in derive_sizes(spec, shape="tiny").items()}
+        tiny = derive_sizes(spec, variant="tma" if uses_tma(spec) else "", shape="tiny")
+        sizes = {name: 2 if size == 1 else size for name, size in tiny.items()}
     return list(random_inputs(spec, sizes, device).values())
 
 

@@ -32,6 +32,22 @@ def specs_find(name: str):
     return beside(ROOT / "specs" / "any.tile", "specs/any.tile")(name)
 
 
+#: The test files that take longest in the interpreter (about a minute or more on one core), longest
+#: first. ``--dist loadfile`` hands files to the workers in collection order
+#: (``--no-loadscope-reorder``): these go first, so that the end of a run is short files on both
+#: workers, not one long file on one worker while the other waits. Only the order changes.
+LONG_FILES = ("test_meaning.py", "test_ops.py", "test_long_rows.py", "test_autograd.py", "test_derive.py",
+              "test_training.py", "test_fuzz.py", "test_build.py", "test_attention.py", "test_expressions.py",
+              "test_pieces.py", "test_argmax.py")
+
+
+def pytest_collection_modifyitems(items):
+    """Run the files of :data:`LONG_FILES` first, in its order; the rest keep theirs (a stable
+    sort: each file's tests keep their order)."""
+    rank = {name: index for index, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))
+
+
 @pytest.fixture(scope="session")
 def generated():
     """Load a committed generated module by kernel name: ``generated("copy").copy(x)``."""

@@ -240,15 +240,34 @@ def test_build_interrupted_before_the_rename_leaves_the_old_module_and_no_temp_f
     assert sorted(p.name for p in out.iterdir()) == ["_tilegen_runtime.py", "copy.py", "copy_backward.py"]
 
 
-def test_demo_runs_every_spec_in_the_interpreter(tmp_path):
-    """The README's main job: every spec builds and matches its reference (or is skipped with a
-    reason where this Triton lacks a feature), and the grey photo is written."""
+#: The specs the demo test runs, each standing for a kind: the image kernel (the grey photo), a
+#: spec whose build derives its backward (copy), a tuned spec with a hand-written backward
+#: (softmax), dtype variables (a row per dtype, bf16 included), and TMA descriptors with a split
+#: tail and two backward kernels (matmul_fast). Every spec of specs/ is run elsewhere, and at more
+#: settings than the demo's: tests/test_meaning.py runs each committed module against its
+#: reference, tests/test_derive.py each derived backward against torch's autograd,
+#: tests/test_ops.py each op, and test_generated_is_current builds them all.
+DEMO_SPECS = ("grayscale", "copy", "softmax", "softmax_backward", "rms_norm", "rms_norm_backward", "matmul_fast",
+              "matmul_fast_backward_da", "matmul_fast_backward_db")
+
+
+def test_demo_runs_specs_of_every_kind_in_the_interpreter(tmp_path):
+    """The README's main job: the specs build and match their references (or are skipped with a
+    reason where this Triton lacks a feature), derived backwards included, and the grey photo is
+    written."""
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    for name in DEMO_SPECS:
+        for path in SPECS.glob(f"{name}.*"):  # the spec and its tuned configs (.tuned.json)
+            shutil.copy(path, specs / path.name)
     result = CliRunner().invoke(
-        app, ["demo", str(SPECS), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "out"), "--programs", "1",
+        app, ["demo", str(specs), "-o", str(tmp_path / "gen"), "--out-dir", str(tmp_path / "out"), "--programs", "1",
               "--jobs", "1"]
     )
     assert result.exit_code == 0, result.output
     assert "FAIL" not in result.output
+    for kernel in ("rgb2grey", "copy_backward", "softmax_backward", "rms_norm", "matmul_fast_backward_db"):
+        assert kernel in result.output
     assert (tmp_path / "out" / "grace_hopper_grey.png").is_file()
 
 

@@ -25,7 +25,10 @@ def _values(*shape, seed=0):
 
 
 
-@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (2, 45, 33), (1, 67, 70)])
+# one tile of D1 over two batch entries; loops of D1 with tails, a column tile (1, 45, 33) and
+# two (1, 67, 70): one batch entry each, as the interpreter multiplies tile by tile, an element at
+# a time (several entries: the first case, and test_ops's unaligned rows)
+@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (1, 45, 33), (1, 67, 70)])
 def test_prod_over_the_middle_dim_at_every_config(generated, monkeypatch, b, d1, d2):
     module = generated("prod_reduction")
     x = _values(b, d1, d2, seed=d1 + d2)

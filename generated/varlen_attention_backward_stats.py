@@ -114,7 +114,6 @@ def varlen_attention_backward_stats_kernel(
         offs_n = n * BN + tl.arange(0, BN)
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_n = offs_n.to(tl.int64)
-        mask_n = offs_n < L
         # specs/varlen_attention_backward_stats.tile:28: s = where(n <= m, dot(q[cu_seqlens[b] + m, h, d], k[cu_seqlens[b] + n, h, d], precision=tf32x3) * scale, -inf)
         mask_dn = ((cu_seqlens_1 + offs_n[None, :]) >= 0) & ((cu_seqlens_1 + offs_n[None, :]) < T) & mask_d[:, None]
         k = tl.load(k_ptr + (cu_seqlens_1 + offs_n[None, :]) * stride_k_t + pid_h * stride_k_h + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)

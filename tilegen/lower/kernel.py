@@ -20,8 +20,6 @@ be shadowed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-
 from tilegen import model as m
 from tilegen.functions import HELPERS, function_of
 from tilegen.lower.access import Access
@@ -41,6 +39,7 @@ from tilegen.lower.plan import (
     Op,
     SplitPlan,
     TunePlan,
+    code_lines,
 )
 from tilegen.lower.ranges import ProgramExit, program_exit
 from tilegen.lower.state import INT64_FLAG, LOOP_STAGES, TAIL_FLAGS, AxisInfo, KernelState, pipelines_tiles
@@ -165,17 +164,6 @@ def _after_descriptors(
     return ((*first[:last], *extra, *first[last:]), *params[1:])
 
 
-def _code(ops: Iterable[Op]) -> Iterator[str]:
-    """The generated lines of ``ops`` and of the blocks inside them (loop headers, conditions)."""
-    for op in ops:
-        if isinstance(op, Line):
-            yield op.code
-        elif isinstance(op, (ForLoop, IfBlock)):
-            yield op.iterable if isinstance(op, ForLoop) else op.condition
-            yield from _code(op.body)
-            yield from _code(op.orelse if isinstance(op, IfBlock) else ())
-
-
 def _exit_op(state: KernelState, exit: ProgramExit) -> IfBlock:
     """``if pid_m * BM >= n_b: return``: a program every one of whose lanes fails its stores' guard."""
     start, comparison = state.axes[exit.axis].start, ">=" if exit.op == "<" else ">"
@@ -218,7 +206,7 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     pointer = "{name}_desc.dtype" if state.spec.access_style == "descriptor" else "{name}_ptr.dtype.element_ty"
     bound = dtype_bindings(state.spec, pointer)
     for var in state.spec.dtype_vars:  # where the kernel names it (a store into a workspace need not)
-        if mentions(_code(tile), var.name.id):
+        if mentions(code_lines(tile), var.name.id):
             prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
     # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
     flags = (*state.sign_flags.values(), *([INT64_FLAG] if state.int64 else []))

@@ -20,9 +20,9 @@ from tilegen.functions import function_of, literal_value
 from tilegen.lower.access import Access
 from tilegen.lower.checked import block_of, tensor_of
 from tilegen.lower.grid import int64_casts
-from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, stride_name, tuple_text
+from tilegen.lower.names import BF16_DOT_OPERAND, dtype_options, mentions, stride_name, tuple_text
 from tilegen.lower.pieces import in_piece, local_name, pieced
-from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op
+from tilegen.lower.plan import Comment, ForLoop, IfBlock, Line, Op, code_lines
 from tilegen.lower.ranges import (
     end_bound,
     find_guard,
@@ -264,6 +264,9 @@ class Loops:
                 if not isinstance(stmt, m.Loop):
                     body.append(state.comment(stmt.span))
                 body.extend(self.statement(stmt))
+            made = Line(f"{mask} = {offs} < {axis.dim.id}")
+            if made in body and not mentions(code_lines(op for op in body if op != made), str(mask)):
+                body.remove(made)  # no load or store took it (offset loads carry their own bounds)
             state.hoists.pop()
             if why:
                 loops.append(Comment(why))

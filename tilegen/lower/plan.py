@@ -7,6 +7,7 @@ that renders it (``macro``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -72,6 +73,18 @@ class TryBlock:
 
 
 Op = Comment | Line | ForLoop | IfBlock | WithBlock | TryBlock
+
+
+def code_lines(ops: Iterable[Op]) -> Iterator[str]:
+    """The generated lines of the kernel ``ops`` and of the blocks inside them (loop headers,
+    conditions): what a name's uses are looked up in."""
+    for op in ops:
+        if isinstance(op, Line):
+            yield op.code
+        elif isinstance(op, (ForLoop, IfBlock)):
+            yield op.iterable if isinstance(op, ForLoop) else op.condition
+            yield from code_lines(op.body)
+            yield from code_lines(op.orelse if isinstance(op, IfBlock) else ())
 
 
 @dataclass(frozen=True)

@@ -164,11 +164,11 @@ def _after_descriptors(
     return ((*first[:last], *extra, *first[last:]), *params[1:])
 
 
-def _exit_op(state: KernelState, exit: ProgramExit) -> IfBlock:
+def _exit_op(state: KernelState, early: ProgramExit) -> IfBlock:
     """``if pid_m * BM >= n_b: return``: a program every one of whose lanes fails its stores' guard."""
-    start, comparison = state.axes[exit.axis].start, ">=" if exit.op == "<" else ">"
-    why = f"every store is guarded by {exit.axis} {exit.op} {exit.end}, false in all this program's lanes"
-    return IfBlock(f"{start} {comparison} {exit.end}", why, (Line("return"),))
+    start, comparison = state.axes[early.axis].start, ">=" if early.op == "<" else ">"
+    why = f"every store is guarded by {early.axis} {early.op} {early.end}, false in all this program's lanes"
+    return IfBlock(f"{start} {comparison} {early.end}", why, (Line("return"),))
 
 
 def lower_kernel(spec: m.Spec) -> KernelPlan:
@@ -187,15 +187,15 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     tile += pieces_setup(state)
     if state.pieces is not None:  # the pieces' descriptors follow the descriptors
         params = _after_descriptors(params, tuple(f"{t}_piece_desc" for t in state.pieces.descriptors))
-    exit = program_exit(state.spec)
-    if exit is not None and exit.after < 0:
-        tile.append(_exit_op(state, exit))
+    early = program_exit(state.spec)
+    if early is not None and early.after < 0:
+        tile.append(_exit_op(state, early))
     for position, stmt in enumerate(state.spec.body):
         if not isinstance(stmt, m.Loop):
             tile.append(state.comment(stmt.span))
         tile.extend(statements.statement(stmt))
-        if exit is not None and position == exit.after:
-            tile.append(_exit_op(state, exit))
+        if early is not None and position == early.after:
+            tile.append(_exit_op(state, early))
     # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
     # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs
     prelude: list[Op] = [

@@ -235,9 +235,10 @@ class Loops:
         preheader: list[Op] = []  # loads that do not change with k go here, before the loop
         loops: list[Op] = []
         tile = f"({tiles} - 1 - {step})" if loop.reverse else step  # the tile a step takes
-        bound = end_bound(loop, {n for n, axes in state.locals.items() if not axes}, set(state.locals))
-        if bound is not None and splits_full_tiles(loop) and not loop.reverse:
-            # tiles at or past a number per program (m < n_b) change nothing: every range ends there
+        # tiles at or past a number per program (m < n_b) that change nothing: every range ends there
+        scalars = {n for n, axes in state.locals.items() if not axes}
+        bound = end_bound(loop, scalars, set(state.locals)) if splits_full_tiles(loop) and not loop.reverse else None
+        if bound is not None:
             limit = f"tl.cdiv({bound.axis}, {block})" if bound.op == "<" else f"tl.cdiv({bound.axis} + 1, {block})"
             ranges = [((first, f"min({last}, {limit})"), inside, why) for (first, last), inside, why in ranges]
         for (first, last), inside, why in ranges:
@@ -271,7 +272,7 @@ class Loops:
             if why:
                 loops.append(Comment(why))
             loops.append(ForLoop(step, iterable, tuple(body)))
-        if bound is not None and splits_full_tiles(loop) and not loop.reverse:
+        if bound is not None:
             loops.insert(0, Comment(f"tiles of {k} where {k} {bound.op} {bound.axis} holds nowhere change nothing: "
                                     f"each range ends before them"))
         if guard is not None:

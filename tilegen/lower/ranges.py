@@ -24,6 +24,7 @@ Plain functions of the model; :meth:`tilegen.lower.loops.Loops.tile_loop` uses t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,20 +52,27 @@ def find_guard(loop: m.Loop, tile_axes: set[str]) -> Guard | None:
     (nested loops excluded): a comparison of the loop axis with one of ``tile_axes`` (the
     program's tile axes in scope) that holds for the lower triangle (keys ``n`` at or before
     ``m``). None when there is none."""
+    return next((guard for guard in _comparisons(loop, conjuncts=False)
+                 if guard.axis in tile_axes and guard.axis != loop.axis.name.id), None)
+
+
+def _comparisons(loop: m.Loop, conjuncts: bool) -> Iterator[Guard]:
+    """The ``where`` conditions of ``loop``'s own statements that compare its axis with a name
+    (``n <= m``, ``e > n``), as :class:`Guard` with the loop's axis on the left; with
+    ``conjuncts``, each comparison of an ``&`` too (``(n <= m) & (m < e)``)."""
     n = loop.axis.name.id
     for stmt in loop.body:
         for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
             if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
                 continue
-            cond = part.args[0]
-            if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
-                continue
-            left, right, op = cond.left.name.id, cond.right.name.id, cond.op
-            if right == n and left != n:
-                left, right, op = right, left, _FLIPPED.get(op, op)
-            if left == n and right in tile_axes and right != n and op in _FLIPPED:
-                return Guard(m.expr_key(cond), op, right)
-    return None
+            for cond in _conjuncts(part.args[0]) if conjuncts else [part.args[0]]:
+                if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
+                    continue
+                left, right, op = cond.left.name.id, cond.right.name.id, cond.op
+                if right == n and left != n:
+                    left, right, op = right, left, _FLIPPED.get(op, op)
+                if left == n and op in _FLIPPED:
+                    yield Guard(m.expr_key(cond), op, right)
 
 
 @dataclass(frozen=True)
@@ -86,11 +94,12 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
     Every store must carry the same guard, since a program with an unguarded store has work to do;
     a persistent grid (each program loops over tiles), a split tail, a split loop and a store that
     reduces across programs (whose partials every program writes) do not exit."""
-    if spec.persistent or spec.split_tail or any(isinstance(s, m.Loop) and s.split for s in m.statements(spec.body)):
+    body = list(m.statements(spec.body))
+    stores = [s for s in body if isinstance(s, m.Store)]
+    if spec.persistent or spec.split_tail or any(isinstance(s, m.Loop) and s.split for s in body):
         return None
-    if any(isinstance(s, m.Store) and across(s, spec.grid) is not None for s in m.statements(spec.body)):
+    if any(across(s, spec.grid) is not None for s in stores):
         return None
-    stores = [s for s in m.statements(spec.body) if isinstance(s, m.Store)]
     cond = stores[0].guard if stores else None
     if cond is None or any(s.guard is None or m.expr_key(s.guard) != m.expr_key(cond) for s in stores):
         return None
@@ -102,21 +111,18 @@ def program_exit(spec: m.Spec) -> ProgramExit | None:
         return None
     if any(t.name.id == end and t.is_scalar for t in spec.inputs):
         return ProgramExit(axis, cond.op, end, -1)
-    index_axes = {a.name.id for a in spec.grid if a.is_index}
-    known = index_axes | {t.name.id for t in spec.inputs if t.is_scalar}
-    writes = [s for s in m.statements(spec.body)
-              if isinstance(s, (m.Assign, m.Accumulate, m.Declare)) and s.name.id == end]
-    if len(writes) != 1:  # the number the stores compare with must be the one the exit reads
+    writes = [s for s in body if isinstance(s, (m.Assign, m.Accumulate, m.Declare)) and s.name.id == end]
+    # the number the stores compare with must be the one the exit reads: one top-level assignment
+    position = next((i for i, s in enumerate(spec.body) if writes and s is writes[0]), None)
+    if len(writes) != 1 or position is None or not isinstance(writes[0], m.Assign):
         return None
-    for position, stmt in enumerate(spec.body):
-        if isinstance(stmt, m.Assign) and stmt.name.id == end:
-            # one number per program: refs to index axes and scalars, loads at them (offsets[b + 1])
-            parts = list(m.subexpressions(stmt.value))
-            refs = {p.name.id for p in parts if isinstance(p, m.Ref)}
-            loaded = {name for p in parts if isinstance(p, m.Load) for i in p.index
-                      for name in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i) else [])}
-            return ProgramExit(axis, cond.op, end, position) if refs | loaded <= known else None
-    return None
+    # one number per program: refs to index axes and scalars, loads at them (offsets[b + 1])
+    known = {a.name.id for a in spec.grid if a.is_index} | {t.name.id for t in spec.inputs if t.is_scalar}
+    parts = list(m.subexpressions(writes[0].value))
+    refs = {p.name.id for p in parts if isinstance(p, m.Ref)}
+    loaded = {name for p in parts if isinstance(p, m.Load) for i in p.index
+              for name in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i) else [])}
+    return ProgramExit(axis, cond.op, end, position) if refs | loaded <= known else None
 
 
 def end_bound(loop: m.Loop, scalars: set[str], carried: set[str]) -> Guard | None:
@@ -127,23 +133,10 @@ def end_bound(loop: m.Loop, scalars: set[str], carried: set[str]) -> Guard | Non
     the loop may update; :func:`skips_when_false`). As a :class:`Guard` whose ``axis`` is ``e``;
     the loop's tiles from ``cdiv(e, block)`` on (``cdiv(e + 1, block)`` for ``<=``) are skipped.
     None where there is none."""
-    n = loop.axis.name.id
     assigned = {s.name.id for s in m.statements(loop.body) if isinstance(s, (m.Assign, m.Accumulate))}
-    for stmt in loop.body:
-        for part in (p for value in m.values(stmt) for p in m.subexpressions(value)):
-            if not (isinstance(part, m.Call) and part.func.id == "where" and part.args):
-                continue
-            for cond in _conjuncts(part.args[0]):
-                if not (isinstance(cond, m.BinOp) and isinstance(cond.left, m.Ref) and isinstance(cond.right, m.Ref)):
-                    continue
-                left, right, op = cond.left.name.id, cond.right.name.id, cond.op
-                if right == n:
-                    left, right, op = right, left, _FLIPPED.get(op, op)
-                if left == n and op in ("<", "<=") and right in scalars and right not in assigned:
-                    guard = Guard(m.expr_key(cond), op, right)
-                    if skips_when_false(loop, guard, carried):
-                        return guard
-    return None
+    return next((guard for guard in _comparisons(loop, conjuncts=True)
+                 if guard.op in ("<", "<=") and guard.axis in scalars and guard.axis not in assigned
+                 and skips_when_false(loop, guard, carried)), None)
 
 
 def _conjuncts(cond: m.Expr) -> list[m.Expr]:

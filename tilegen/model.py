@@ -130,7 +130,8 @@ class Tensor:
     # launcher's ``inplace=True``; :mod:`tilegen.check.in_place` proves it safe)
     in_place_of: Name | None = None
     # ``out counts: i32[B] = 0``: the number the launcher fills the output with before the kernel
-    # runs (an output scatter-added into, ``counts[x[i]] += 1``, starts at it); None: not filled
+    # runs (an output scatter-added into, ``counts[x[i]] += 1``, starts at it); None: not filled.
+    # ``in ignore_index: i64 = -100``: a scalar input's default (the launcher's, the reference's)
     initial: Number | None = None
     # ``out y: f32[B1 - 1, D]``: each dimension written as an expression of sizes, as (the size
     # symbol ``dims`` holds in its place, :func:`derived_name`; the expression)

@@ -295,11 +295,20 @@ def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> Non
 
 def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> None:
     """``out y: f32[V, C] = 0``: only an output starts filled, not one written over an input (which
-    starts as that input), and an integer output with an integer."""
+    starts as that input), and an integer output with an integer. ``in eps: f32 = 1e-5``: a
+    scalar input's default, the launcher's when the caller leaves it out; the inputs after one
+    with a default have one too (a Python signature's rule)."""
     name = tensor.name.id
-    if tensor.role != "out":
+    if tensor.role == "in" and not tensor.is_scalar:
         state.errors.error(f"input '{name}' is given by the caller; only an output starts at a value "
-                           "('out y: f32[N] = 0')", initial.span)
+                           "('out y: f32[N] = 0') and only a scalar input has a default ('in eps: f32 = 1e-5')",
+                           initial.span)
+    elif tensor.role == "in":
+        inputs = state.spec.inputs
+        later = [t for t in inputs[inputs.index(tensor) + 1:] if t.initial is None]
+        if later:
+            state.errors.error(f"input '{later[0].name.id}' has no default but follows '{name}', which has one: "
+                               "declare the scalar inputs with defaults last", later[0].name.span)
     elif tensor.in_place_of is not None:
         state.errors.error(f"'{name}' is written in place of '{tensor.in_place_of.id}', so it starts as that "
                            "input; drop '= " + initial.text + "' or 'in place of'", initial.span)

@@ -21,7 +21,15 @@ from tilegen.lower.checked import default_of
 from tilegen.lower.fast import lower_fast_path
 from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
 from tilegen.lower.launch import launch_object, launch_ops, traced_launch
-from tilegen.lower.names import dtype_bindings, dtype_options, made_outputs, size_symbols, torch_dtype, tuple_text
+from tilegen.lower.names import (
+    default_text,
+    dtype_bindings,
+    dtype_options,
+    made_outputs,
+    size_symbols,
+    torch_dtype,
+    tuple_text,
+)
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
 __all__ = ["LauncherRole", "lower_launcher"]
@@ -82,7 +90,7 @@ def _signature(spec: m.Spec) -> _Signature:
     keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
     inputs = tuple(t.name.id for t in spec.inputs)
     arguments = ", ".join([*inputs, *(f"{k}={k}" for k, _ in keywords)])
-    annotated = [f"{t.name.id}: {python_type(t)}" for t in spec.inputs]
+    annotated = [f"{t.name.id}: {python_type(t)}{default_text(t, ' = ')}" for t in spec.inputs]
     kinds = {p.name.id: "int" for p in spec.params} | {c.name.id: "str" for c in spec.choices}
     if keywords:
         annotated += ["*", *(f"{k}: {kinds[k]} = {default}" for k, default in keywords)]
@@ -308,7 +316,8 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
     def describe(t: m.Tensor) -> str:
         dtype = m.as_written(t.dtype)
         if t.is_scalar:
-            return f"{t.name.id}: {dtype} (a number)"
+            default = default_text(t, ", default ").removeprefix(", ")
+            return f"{t.name.id}: {dtype} (a number{', ' + default if default else ''})"
         dims = "" if t.zero_dim else ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
         return f"{t.name.id}: {dtype}[{dims}]"
 

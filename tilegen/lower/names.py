@@ -71,6 +71,21 @@ def binop_text(expr: m.BinOp, left: str, right: str) -> str:
     return f"{left} {expr.op} {right}"
 
 
+def default_text(t: m.Tensor, equals: str) -> str:
+    """``equals`` and the default of a scalar input (``in eps: f32 = 1e-5``: `` = 1e-05``), as a
+    Python number of the launcher's type (a float for a float dtype); empty where it has none."""
+    if t.role != "in" or t.initial is None:
+        return ""
+    value = float(t.initial.text)
+    return equals + (repr(value) if t.dtype.id in m.FLOAT_DTYPES else str(int(value)))
+
+
+def parameters(spec: m.Spec) -> tuple[str, ...]:
+    """The launcher's inputs as its ``def`` and the reference's name them: each scalar input with
+    its default (``ignore_index=-100``)."""
+    return tuple(t.name.id + default_text(t, "=") for t in spec.inputs)
+
+
 def number_text(expr: m.Expr) -> str:
     """A constant (a number, or a negated one) as Python writes it: ``inf`` is ``float("inf")``,
     ``-inf`` ``float("-inf")``. The checker lets no other expression be one."""

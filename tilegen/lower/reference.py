@@ -36,6 +36,7 @@ from tilegen.lower.names import (
     mentions,
     number_text,
     offset_text,
+    parameters,
     swizzled_outputs,
     torch_dtype,
     tuple_text,
@@ -573,7 +574,7 @@ class ReferenceLowering(ReferenceExpressions):
         keywords = tuple((p.name.id, default_of(p)) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
         return ReferencePlan(
-            inputs=self.launcher.inputs,
+            inputs=parameters(spec),
             keywords=keywords,
             sizes=tuple((k, v) for k, v in self.launcher.sizes if mentions(self.lines, k)),
             lines=tuple(self.lines),

@@ -1,0 +1,96 @@
+"""Scalar inputs with defaults (``in ignore_index: i64 = -100``) and the cross-entropy options
+they carry: ``ignore_index`` and ``label_smoothing`` as torch.nn.functional.cross_entropy has
+them (reduction="none"), logits of every float dtype read into float32, forward and backward,
+at every tune config, against torch computing on the logits in float32."""
+
+import inspect
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import force_config
+from tilegen.check import check
+from tilegen.errors import SpecError
+from tilegen.parser import parse
+
+SCALED = """\
+kernel k
+  in  x: f32[N]
+  in  alpha: f32 = 2
+  in  shift: i32 = -3
+  out y: f32[N]
+  block BN = 16
+  grid  n over N by BN
+  y[n] = x[n] * alpha + f32(shift)
+"""
+
+
+def test_a_scalar_default_is_the_launchers_the_references_and_the_ops(compiled):
+    module = compiled(SCALED)
+    x = torch.randn(37)
+    parameters = inspect.signature(module.k).parameters
+    assert parameters["alpha"].default == 2.0 and type(parameters["alpha"].default) is float
+    assert parameters["shift"].default == -3
+    torch.testing.assert_close(module.k(x), x * 2 - 3)
+    torch.testing.assert_close(module.k(x, 0.5), x * 0.5 - 3)
+    torch.testing.assert_close(module.k(x, shift=4), x * 2 + 4)
+    torch.testing.assert_close(module.reference(x), x * 2 - 3)
+    assert inspect.signature(module.reference).parameters["shift"].default == -3
+    assert "float alpha=2., SymInt shift=-3" in str(module.op.default._schema)
+    torch.testing.assert_close(module.op(x), x * 2 - 3)
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("in  x: f32[N]", "in  x: f32[N] = 0", "only a scalar input has a default"),
+    ("in  shift: i32 = -3", "in  shift: i32", "input 'shift' has no default but follows 'alpha'"),
+    ("in  shift: i32 = -3", "in  shift: i32 = 0.5", "it starts at an integer, not 0.5"),
+])
+def test_bad_scalar_defaults_are_refused_at_their_line(old, new, message):
+    with pytest.raises(SpecError) as info:
+        check(parse(SCALED.replace(old, new), "bad.tile"))
+    assert message in info.value.render()
+    line = [text.strip() for text in SCALED.replace(old, new).splitlines()].index(new) + 1
+    assert f"bad.tile:{line}:" in info.value.render()
+
+
+def _logits(rows, classes, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, classes, generator=g) * 4
+    x[1, 3] = float("-inf")  # a masked class: the smoothing term must not turn it into NaN without smoothing
+    target = torch.randint(0, classes, (rows,), generator=g)
+    target[0] = target[rows - 2] = -100
+    return x.to(dtype), target, torch.randn(rows, generator=g)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("classes", [333, 1030])
+def test_cross_entropy_ignores_and_smooths_as_torch(generated, monkeypatch, dtype, smoothing, classes):
+    module = generated("cross_entropy")
+    x, target, weights = _logits(6, classes, dtype, seed=classes)
+    if smoothing:
+        x[1, 3] = 0.0  # with smoothing a -inf logit makes torch's loss inf as well: keep the row finite
+    logits32 = x.float().clone().requires_grad_()
+    expected = F.cross_entropy(logits32, target, reduction="none", label_smoothing=smoothing)
+    (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
+    atol = 2e-3 if dtype == torch.float16 else 1e-5  # the gradient rounded to f16
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        logits = x.clone().requires_grad_()
+        loss = module.cross_entropy(logits, target, label_smoothing=smoothing)
+        assert loss.dtype == torch.float32 and bool((loss[target == -100] == 0).all())
+        torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
+        (loss * weights).sum().backward()
+        assert logits.grad.dtype == dtype and bool((logits.grad[target == -100] == 0).all())
+        torch.testing.assert_close(logits.grad.float(), dx_expected, rtol=1e-3, atol=atol)
+    torch.testing.assert_close(module.reference(x, target, -100, smoothing), expected.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_cross_entropy_takes_another_ignore_index(generated):
+    module = generated("cross_entropy")
+    x, target, _ = _logits(5, 40, torch.float32, seed=1)
+    target[3] = 7
+    expected = F.cross_entropy(x, target.clamp(min=0), reduction="none", ignore_index=7)
+    torch.testing.assert_close(module.cross_entropy(x, target.clamp(min=0), 7), expected)
+    assert module.cross_entropy(x, target.clamp(min=0), 7)[3] == 0

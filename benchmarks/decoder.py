@@ -68,7 +68,9 @@ class Ops:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
     ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [T, D],
     sin [T, D]) -> (q, k)``; ``attention(q, k, v [B, H, T, D], scale) -> [B, H, T, D]`` (causal);
-    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``cross_entropy(logits [N, V], target i64[N]) -> [N]``."""
+    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``cross_entropy(logits [N, V] in the compute dtype, target i64[N]) -> f32[N]``, computed
+    in float32 (torch's as Hugging Face's models call it, on ``logits.float()``; the spec reads
+    bf16 logits into float32 itself)."""
 
     name: str
     embedding: Callable
@@ -93,7 +95,7 @@ TORCH = Ops(
     rope=lambda q, k, cos, sin: (q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin),
     attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
     swiglu=lambda a, b: F.silu(a) * b,
-    cross_entropy=lambda logits, target: F.cross_entropy(logits, target, reduction="none"),
+    cross_entropy=lambda logits, target: F.cross_entropy(logits.float(), target, reduction="none"),
 )
 
 
@@ -174,7 +176,7 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
         gated = ops.swiglu(ops.linear(h, w(f"{i}.gate")), ops.linear(h, w(f"{i}.up")))
         x = x + ops.linear(gated, w(f"{i}.down"))
     logits = ops.linear(ops.rms_norm(x, w("norm"), cfg.eps), w("head"))
-    return ops.cross_entropy(logits.float(), target.reshape(-1)).mean()
+    return ops.cross_entropy(logits, target.reshape(-1)).mean()
 
 
 def corpus(limit: int | None = None) -> torch.Tensor:

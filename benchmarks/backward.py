@@ -14,7 +14,8 @@ against cuBLAS (``OUT_DIR/matmul_backward.csv``); ``python benchmarks/backward.p
 backward.csv's ratios beside it (``.png``).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows; the ``_16384`` rows: four
 sequences of 4096 tokens, where the step's kernels outlast its host work), MLP width 14336
-(SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy).
+(SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy:
+f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing).
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
@@ -83,8 +84,13 @@ def _cases():
             return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
         return make
 
-    def classes(m, v):
-        return lambda: (torch.randn(m, v, device="cuda") * 3, torch.randint(0, v, (m,), device="cuda"))
+    def classes(m, v, dtype=torch.float32, ignored=0.0):
+        """Logits and targets, a fraction ``ignored`` of them -100 (padding, ignore_index)."""
+        def make():
+            target = torch.randint(0, v, (m,), device="cuda")
+            target[torch.rand(m, device="cuda") < ignored] = -100
+            return (torch.randn(m, v, device="cuda") * 3).to(dtype), target
+        return make
 
     def heads(b, h, s, d):
         return lambda: tuple(torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -135,6 +141,14 @@ def _cases():
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
                           lambda x, t: entropy.cross_entropy(x, t),
                           lambda x, t: F.cross_entropy(x, t, reduction="none")),
+        # bf16 logits read into float32 by the kernel, against torch on logits.float() (Hugging Face's call)
+        "cross_entropy_bf16": ("bf16", (4096, 128256), classes(4096, 128256, torch.bfloat16),
+                               lambda x, t: entropy.cross_entropy(x, t),
+                               lambda x, t: F.cross_entropy(x.float(), t, reduction="none")),
+        # a quarter of the targets padding (ignore_index) and label smoothing 0.1
+        "cross_entropy_options": ("f32", (4096, 128256), classes(4096, 128256, ignored=0.25),
+                                  lambda x, t: entropy.cross_entropy(x, t, label_smoothing=0.1),
+                                  lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.1)),
         **row_ops(4096),
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),

@@ -69,8 +69,8 @@ class Ops:
     ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [T, D],
     sin [T, D]) -> (q, k)``; ``attention(q, k, v [B, H, T, D], scale) -> [B, H, T, D]`` (causal);
     ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``cross_entropy(logits [N, V] in the compute dtype,
-    target i64[N]) -> f32[N]``, computed in float32 (torch's as Hugging Face's models call it, on ``logits.float()``; the spec reads
-    bf16 logits into float32 itself)."""
+    target i64[N]) -> f32[N]``, computed in float32 (torch's on ``logits.float()``, as Hugging
+    Face's models call it; the spec reads bf16 logits into float32 itself)."""
 
     name: str
     embedding: Callable

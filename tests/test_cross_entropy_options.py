@@ -4,6 +4,7 @@ them (reduction="none"), logits of every float dtype read into float32, forward 
 at every tune config, against torch computing on the logits in float32."""
 
 import inspect
+import os
 
 import pytest
 import torch
@@ -94,3 +95,31 @@ def test_cross_entropy_takes_another_ignore_index(generated):
     expected = F.cross_entropy(x, target.clamp(min=0), reduction="none", ignore_index=7)
     torch.testing.assert_close(module.cross_entropy(x, target.clamp(min=0), 7), expected)
     assert module.cross_entropy(x, target.clamp(min=0), 7)[3] == 0
+
+
+GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                         reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+
+
+@GPU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("classes", [32000, 50257])
+def test_cross_entropy_options_on_the_gpu(generated, dtype, classes):
+    """A language model's vocabularies (Llama 2's, GPT-2's odd one), a quarter of the targets
+    ignored, label smoothing 0.1, at every config; bf16 is exact here, as it is not in the
+    interpreter."""
+    module = generated("cross_entropy")
+    g = torch.Generator("cuda").manual_seed(classes)
+    x = (torch.randn(64, classes, device="cuda", generator=g) * 3).to(dtype)
+    target = torch.randint(0, classes, (64,), device="cuda", generator=g)
+    target[::4] = -100
+    weights = torch.randn(64, device="cuda", generator=g)
+    logits32 = x.float().clone().requires_grad_()
+    expected = F.cross_entropy(logits32, target, reduction="none", label_smoothing=0.1)
+    (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
+    for index in range(len(module._CONFIGS)):
+        logits = x.clone().requires_grad_()
+        loss = module.cross_entropy(logits, target, -100, 0.1, config=index)
+        torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
+        (loss * weights).sum().backward()
+        torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")

@@ -1,8 +1,9 @@
 """Autograd through generated kernels: a spec's ``backward`` line registers its backward spec
 (``softmax_backward.tile``) as the custom op's autograd formula, so the generated function and
 ``torch.ops.tilegen.*`` both differentiate. Checked in Triton's interpreter against torch's own
-autograd, written here: softmax, log_softmax, RMS norm and layer norm (dx, and the weight and
-bias gradients reduced across programs), SwiGLU, GeGLU, rotary embeddings and cross-entropy, at rows with tails
+autograd, written here: softmax, log_softmax, RMS norm (dx, and the weight gradient reduced
+across programs; layer norm's, in each of its dtypes, in tests/test_layer_norm.py), SwiGLU,
+GeGLU, rotary embeddings and cross-entropy, at rows with tails
 and every config of the backward (in the interpreter, one config of each set of block sizes:
 ``tests.conftest.config_indices``); the op, ``torch.no_grad``, ``torch.compile(fullgraph=True)``,
 activation checkpointing; a spec without a backward refusing inputs that require grad; and the
@@ -59,24 +60,6 @@ def test_rms_norm_gradients_match_torch(generated, monkeypatch, m, n):
         assert xs.grad.dtype == ws.grad.dtype == torch.float16
         torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2e-2, atol=2e-2)
         torch.testing.assert_close(ws.grad.float(), wf.grad, rtol=2e-2, atol=2e-2 * m)
-
-
-@pytest.mark.parametrize(("m", "n"), [(1, 7), (5, 37), (6, 130)])
-def test_layer_norm_gradients_match_torch(generated, monkeypatch, m, n):
-    """dx, dweight and dbias from the forward's saved row statistics (mu, rstd), at every config
-    of the backward, against torch's F.layer_norm in float32 on the same f16 values."""
-    module, backward = generated("layer_norm"), generated("layer_norm_backward")
-    x, dy = _rows(m, n, 4, torch.float16) + 3, _rows(m, n, 5, torch.float16)
-    w, b = (1 + _rows(1, n, 6) / 4).half()[0], (_rows(1, n, 7) / 4).half()[0]
-    xf, wf, bf = (t.float().requires_grad_() for t in (x, w, b))
-    F.layer_norm(xf, (n,), wf, bf, 1e-5).backward(dy.float())
-    for index in config_indices(backward):
-        force_config(monkeypatch, backward, index)
-        xs, ws, bs = (t.clone().requires_grad_() for t in (x, w, b))
-        module.layer_norm(xs, ws, bs, 1e-5)[0].backward(dy)  # mu and rstd: statistics, not followed
-        torch.testing.assert_close(xs.grad.float(), xf.grad, rtol=2e-2, atol=2e-2)
-        torch.testing.assert_close(ws.grad.float(), wf.grad, rtol=2e-2, atol=2e-2 * m)
-        torch.testing.assert_close(bs.grad.float(), bf.grad, rtol=2e-2, atol=2e-2 * m)
 
 
 def test_layer_norm_statistics_get_no_gradient_and_no_zeros(generated, monkeypatch):

@@ -207,7 +207,8 @@ def test_show_grad_prints_a_spec_that_builds_and_says_why_not():
     assert shown.exit_code == 0, shown.output
     assert shown.output.startswith("# The backward of specs/rms_norm.tile")
     backward = check(parse(shown.output, "rms_norm_backward.tile"))
-    assert [t.name.id for t in backward.inputs] == ["dy", "x", "weight", "eps"]
+    assert [t.name.id for t in backward.inputs] == ["dy", "x", "weight", "eps", "offset"]
+    assert backward.inputs[-1].initial is not None and backward.inputs[-1].initial.text == "0.0"  # its default kept
     assert [t.name.id for t in backward.outputs] == ["dx", "dweight"]
     refused = runner.invoke(app, ["show", "--grad", str(ROOT / "specs" / "row_cumprod.tile")])
     assert refused.exit_code == 1

@@ -67,3 +67,29 @@ def test_rms_norm_over_channels_at_every_config(generated, monkeypatch):
     for _ in _each_config(module, monkeypatch):
         torch.testing.assert_close(module.rms_norm_channels(x, 1e-5), expected, rtol=2e-6, atol=1e-7)
     torch.testing.assert_close(module.reference(x, 1e-5), expected, rtol=2e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("offset", [0.0, 1.0])
+def test_rms_norm_with_gemmas_offset_scales_by_offset_plus_weight(generated, monkeypatch, dtype, offset):
+    """Gemma's RMSNorm, x * rstd * (1 + w) (Liger-Kernel's ``offset=1.0``), forward and backward at
+    every config of both kernels, against torch's autograd in float64 rounded once to the dtype;
+    offset 0 is torch's F.rms_norm."""
+    module = generated("rms_norm")
+    x, weight = _randn(5, 333, seed=6, dtype=dtype) + 0.5, _randn(333, seed=7, dtype=dtype) / 4
+    dy, eps = _randn(5, 333, seed=8, dtype=dtype), 1e-6
+    xd, wd = x.double().requires_grad_(), weight.double().requires_grad_()
+    yd = xd * torch.rsqrt(xd.pow(2).mean(dim=-1, keepdim=True) + eps) * (offset + wd)
+    yd.backward(dy.double())
+    ulp = 2e-3 if dtype == torch.float16 else 2e-6
+    backward = generated("rms_norm_backward")
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        force_config(monkeypatch, backward, index % len(backward._CONFIGS))
+        xs, ws = x.clone().requires_grad_(), weight.clone().requires_grad_()
+        y = module.rms_norm(xs, ws, eps, offset) if offset else module.rms_norm(xs, ws, eps)
+        torch.testing.assert_close(y, yd.detach().to(dtype), rtol=ulp, atol=ulp)
+        y.backward(dy)
+        torch.testing.assert_close(xs.grad, xd.grad.to(dtype), rtol=4 * ulp, atol=4 * ulp)
+        torch.testing.assert_close(ws.grad, wd.grad.to(dtype), rtol=4 * ulp, atol=4 * ulp)
+    torch.testing.assert_close(module.reference(x, weight, eps, offset), yd.detach().to(dtype), rtol=ulp, atol=ulp)

@@ -37,11 +37,13 @@ def float_tensor(tensor: m.Tensor) -> bool:
 
 
 def declared(tensor: m.Tensor) -> str:
-    """``T[M, N]`` as the spec declares it (a scalar's range kept: ``i32 in [4, 4]``)."""
+    """``T[M, N]`` as the spec declares it (a scalar's range and default kept: ``i32 in [4, 4]``,
+    ``f32 = 0.0``)."""
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
     sample = f" in [{tensor.sample[0].text}, {tensor.sample[1].text}]" if tensor.sample and tensor.is_scalar else ""
-    return f"{m.as_written(tensor.dtype)}{shape}{sample}"
+    default = f" = {tensor.initial.text}" if tensor.role == "in" and tensor.is_scalar and tensor.initial else ""
+    return f"{m.as_written(tensor.dtype)}{shape}{sample}{default}"
 
 
 def declarations(spec: m.Spec, tensors: list[str], configs: Sequence[str] = (),

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -226,9 +226,9 @@ def attention_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, o)), *args)
         return o
-    device, DT, scale, B, H, S, D = _attention_causal_checked(q, k, v, scale)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_causal_apply(q, k, v, scale)
+    device, DT, scale, B, H, S, D = _attention_causal_checked(q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention_causal(q, k, v, scale)

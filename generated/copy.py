@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -87,9 +87,9 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, z, *args)
         return z
-    device, N = _copy_checked(x, BS=BS)
-    if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _copy_apply(x, BS)
+    device, N = _copy_checked(x, BS=BS)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return copy(x, BS=BS)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -164,9 +164,9 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
         finish, finish_grid, finish_args = _loss_finish
         finish(finish_grid, device_index, loss_partials, loss, *finish_args)
         return loss
-    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
-    if _grad_enabled() and (predictions.requires_grad or targets.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cosine_similarity_loss_apply(predictions, targets, BM)
+    device, M, N = _cosine_similarity_loss_checked(predictions, targets, BM=BM)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cosine_similarity_loss(predictions, targets, BM=BM)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -177,9 +177,9 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, logits, target, loss, *args)
         return loss
-    device, T, ignore_index, label_smoothing, M, V = _cross_entropy_checked(logits, target, ignore_index, label_smoothing)
-    if _grad_enabled() and (logits.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_apply(logits, target, ignore_index, label_smoothing, inplace_backward)
+    device, T, ignore_index, label_smoothing, M, V = _cross_entropy_checked(logits, target, ignore_index, label_smoothing)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target, ignore_index, label_smoothing)

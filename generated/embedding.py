@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -120,9 +120,9 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, *, config: int | dict | N
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, idx, weight, y, *args)
         return y
-    device, T, N, V, C = _embedding_checked(idx, weight)
-    if _grad_enabled() and (weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _embedding_apply(idx, weight)
+    device, T, N, V, C = _embedding_checked(idx, weight)
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return embedding(idx, weight)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -308,9 +308,9 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         norm_reduced = _frobenius_norm_norm(x)
         launch(grid, device_index, x, norm_reduced, y, *args)
         return y
-    device, T, B, C, H, W = _frobenius_norm_checked(x)
-    if _grad_enabled() and (x.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _frobenius_norm_apply(x)
+    device, T, B, C, H, W = _frobenius_norm_checked(x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -152,9 +152,9 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    device, T, eps, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps)
-    if _grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _fused_add_rms_norm_apply(x, residual, weight, eps)
+    device, T, eps, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -400,9 +400,9 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
         shift_reduced, square_reduced = _group_norm_shift(x, G)
         launch(grid, device_index, x, weight, bias, shift_reduced, square_reduced, y, *args)
         return y
-    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
-    if _grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _group_norm_apply(x, weight, bias, G, eps)
+    device, T, G, eps, B, C, H, W, C_over_G = _group_norm_checked(x, weight, bias, G, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return group_norm(x, weight, bias, G, eps)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -316,9 +316,9 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         c = torch.empty(*_c_shape, device=device, dtype=T)
         launch(grid, device_index, *_rebased(descriptors, (a, b, c)), partials, *args)
         return c
-    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_fast_apply(a, b, GROUP_SIZE_M)
+    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)

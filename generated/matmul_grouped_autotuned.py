@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -137,9 +137,9 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
-    if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_grouped_autotuned_apply(a, b)
+    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_grouped_autotuned(a, b)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -139,9 +139,9 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
-    if _grad_enabled() and (x.requires_grad or weight.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps, offset)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -157,9 +157,9 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         k_rotated = torch.empty(*_k_rotated_shape, device=device, dtype=T)
         launch(grid, device_index, q, k, cos, sin, q_rotated, k_rotated, *args)
         return q_rotated, k_rotated
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rope_apply(q, k, cos, sin)
+    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rope(q, k, cos, sin)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -115,9 +115,9 @@ def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16,
         y = torch.zeros(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, index, src, y, *args)
         return y
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    if _grad_enabled() and (src.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(src, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _scatter_add_apply(index, src, V, BT, BC)
+    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
     if index.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return scatter_add(index, src, V, BT=BT, BC=BC)

@@ -21,7 +21,7 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("713d2c04b5ce2b25")
+_rt = _runtime("83fb88e1ddd1f536")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
@@ -128,9 +128,9 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, a, b, y, *args)
         return y
-    device, T, M, N = _swiglu_checked(a, b)
-    if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd records this call: through a Function whose backward is the spec's
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _swiglu_apply(a, b)
+    device, T, M, N = _swiglu_checked(a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swiglu(a, b)

@@ -1454,14 +1454,18 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     switch = len(named) + len(keywords)  # where the Function's inplace_backward is
     positions = [named.index(x) for x in over]
 
+    # where each saved tensor and scalar is in (the inputs, the outputs): found once, not per call
+    places = {n: (0, i) for i, n in enumerate(named)} | {n: (1, i) for i, n in enumerate(made)}
+    saved_at, scalars_at = [places[n] for n in saved], [(n, places[n][1]) for n in scalars]
+    single = len(made) == 1
+
     # torch passes setup_context its arguments by these names
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any, keyword_only_inputs: object = None) -> None:
         args = inputs
-        values = dict(zip(named, args, strict=False))  # the op's keywords follow
-        values.update(zip(made, output if len(made) > 1 else (output,), strict=True))
-        ctx.save_for_backward(*(values[n] for n in saved))
-        for n in scalars:
-            setattr(ctx, n, values[n])
+        both = (args, (output,) if single else output)
+        ctx.save_for_backward(*[both[side][i] for side, i in saved_at])
+        for n, i in scalars_at:  # the scalars are inputs
+            setattr(ctx, n, args[i])
         if over:
             ctx.inplace = len(args) > switch and bool(args[switch]) and all(overwritable(args[i]) for i in positions)
 

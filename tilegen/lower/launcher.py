@@ -137,7 +137,10 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     if role.grad is None or not differentiable:
         return []
     name = spec.name.id
-    needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
+    if role.grad == "route":  # before the checks, which the Function's call of the launcher makes: any input
+        needs = " or ".join(f'getattr({x}, "requires_grad", False)' for x in differentiable)
+    else:
+        needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
     switch = ["inplace_backward"] if role.over else []
     eager = f"{autograd_apply(name)}({', '.join([*sig.inputs, *(k for k, _ in sig.keywords), *switch])})"
     action = Line(f'_rt.no_backward("{name}")') if role.grad != "route" else Line(f"return {eager}")
@@ -259,9 +262,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
                                 tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
                                 _differentiable(spec) if role.grad is not None else [], role.stages)
     route, without, staged = _routes(spec, role)
-    body = [*_entry(spec, sig, role), *(fast_path.ops if fast_path else ()), *head, *_autograd(spec, sig, role),
-            device_guard, *middle, *route, *made, _nothing(spec), *without, *staged, *args.flags[:args.whole],
-            *args.setup, *args.flags[args.whole:]]
+    # autograd's route goes before the checks (the launcher its Function calls makes them: once a
+    # call); a spec without a backward refuses after them (a bad input's error comes first)
+    routed = role.grad == "route"
+    grad = _autograd(spec, sig, role)
+    body = [*_entry(spec, sig, role), *(fast_path.ops if fast_path else ()), *(grad if routed else ()), *head,
+            *(() if routed else grad), device_guard, *middle, *route, *made, _nothing(spec), *without, *staged,
+            *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
     traced = _traced(spec, kernel, role, sig, args, [*head, *middle])
     switches = [*(["inplace: bool = False"] if spec.in_place else []),

@@ -35,9 +35,11 @@ SPEC_DIRS = ("specs", "tests/specs")
 #: Extents of masked axes, in order of first appearance: odd, so never a multiple of a block.
 ODD_EXTENTS = (37, 29, 45, 23, 53, 19, 43, 31)
 #: ``whole`` extents (not powers of two: a masked tail in the one tile), by the size scale of a
-#: spec without blocks; a whole axis that a ``dot`` contracts or spans (a head dimension) takes
-#: 61, or 40 where its rows go through a TMA descriptor (16-byte rows, a 64-wide tile).
-WHOLE_EXTENTS = (100, 37, 509)
+#: spec without blocks: tiles of 128, 64 and 256, with 28, 27 and 3 lanes masked (a larger tile
+#: runs the same program on more lanes; a spec with two whole axes runs the square); a whole
+#: axis that a ``dot`` contracts or spans (a head dimension) takes 61, or 40 where its rows go
+#: through a TMA descriptor (16-byte rows, a 64-wide tile).
+WHOLE_EXTENTS = (100, 37, 253)
 DOT_WHOLE_EXTENT, DOT_WHOLE_ALIGNED = 61, 40
 #: Extent of an index (batch) axis: one program per index.
 INDEX_EXTENT = 2

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIRS = ("specs", "tests/specs")
 
 #: Extents of masked axes, in order of first appearance: odd, so never a multiple of a block.
-ODD_EXTENTS = (37, 29, 45, 23, 53, 19, 43, 31)
+ODD_EXTENTS = (29, 21, 33, 19, 27, 17, 31, 23)
 #: ``whole`` extents (not powers of two: a masked tail in the one tile), by the size scale of a
 #: spec without blocks: tiles of 128, 64 and 256, with 28, 27 and 3 lanes masked (a larger tile
 #: runs the same program on more lanes; a spec with two whole axes runs the square); a whole

@@ -32,13 +32,14 @@ def specs_find(name: str):
     return beside(ROOT / "specs" / "any.tile", "specs/any.tile")(name)
 
 
-#: The test files that take longest in the interpreter (about a minute or more on one core), longest
+#: The test files that take longest in the interpreter (about 20 s or more on one core), longest
 #: first. ``--dist loadfile`` hands files to the workers in collection order
 #: (``--no-loadscope-reorder``): these go first, so that the end of a run is short files on both
 #: workers, not one long file on one worker while the other waits. Only the order changes.
-LONG_FILES = ("test_meaning.py", "test_ops.py", "test_long_rows.py", "test_autograd.py", "test_derive.py",
-              "test_training.py", "test_fuzz.py", "test_build.py", "test_attention.py", "test_expressions.py",
-              "test_pieces.py", "test_argmax.py")
+LONG_FILES = ("test_ops.py", "test_meaning.py", "test_long_rows.py", "test_derive.py", "test_autograd.py",
+              "test_expressions.py", "test_build.py", "test_attention.py", "test_training.py", "test_parity.py",
+              "test_properties.py", "test_scans.py", "test_tail.py", "test_stages.py", "test_argmax.py",
+              "test_hostile.py", "test_fuzz.py", "test_fast_path.py", "test_quiet_demo.py", "test_ranges.py")
 
 
 def pytest_collection_modifyitems(items):

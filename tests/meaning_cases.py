@@ -26,18 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
-from tilegen.runner import fit_jagged_rows
+from tilegen.runner import fit_jagged_rows, loaded_starts
 from tilegen.sizes import scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIRS = ("specs", "tests/specs")
 
 #: Extents of masked axes, in order of first appearance: odd, so never a multiple of a block.
-ODD_EXTENTS = (37, 29, 45, 23, 53, 19, 43, 31)
+ODD_EXTENTS = (29, 21, 33, 19, 27, 17, 31, 23)
 #: ``whole`` extents (not powers of two: a masked tail in the one tile), by the size scale of a
-#: spec without blocks; a whole axis that a ``dot`` contracts or spans (a head dimension) takes
-#: 61, or 40 where its rows go through a TMA descriptor (16-byte rows, a 64-wide tile).
-WHOLE_EXTENTS = (100, 37, 509)
+#: spec without blocks: tiles of 128, 64 and 256, with 28, 27 and 3 lanes masked (a larger tile
+#: runs the same program on more lanes; a spec with two whole axes runs the square); a whole
+#: axis that a ``dot`` contracts or spans (a head dimension) takes 61, or 40 where its rows go
+#: through a TMA descriptor (16-byte rows, a 64-wide tile).
+WHOLE_EXTENTS = (100, 37, 253)
 DOT_WHOLE_EXTENT, DOT_WHOLE_ALIGNED = 61, 40
 #: Extent of an index (batch) axis: one program per index.
 INDEX_EXTENT = 2
@@ -63,6 +65,10 @@ TINY_EXTENTS = (5, 3, 7, 9, 11, 13, 15, 17)
 INTERPRETER_SMS = 4
 SPLIT_MIN_EXTENT = 256
 SPLIT_TAIL_TILES = INTERPRETER_SMS + 1
+#: Jagged rows (``values[offsets[b] + l]``, ``l over L``) at the regular sizes: this many rows,
+#: of lengths 1 to L (about L - 1/2 on average), so that rows of several lengths, and rows shorter
+#: than L, run in each program's tile; more rows run the same code in more programs.
+JAGGED_ROWS = 4
 #: The size sets: the regular one, "compact", "tiny", and the two that make a launcher split.
 SHAPES = ("", "compact", "tiny", "split-k", "split-tail")
 
@@ -293,7 +299,26 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             if align > 1:
                 size = _aligned(size, align, sizes.values())
         sizes[dim.id] = size
+    if not tiny:
+        _jagged_rows(spec, sizes)
     return fit_jagged_rows(spec, solve_derived(spec, sizes))
+
+
+def _jagged_rows(spec: m.Spec, sizes: dict[str, int]) -> None:
+    """Make the jagged rows of ``spec`` (:func:`tilegen.runner.loaded_starts`) JAGGED_ROWS rows
+    whose lengths average about half an element less than the longest a row may be (the size of
+    the axes added to a row's start, L of ``l over L``): the offsets' one dimension JAGGED_ROWS + 1,
+    the dimension the rows lie in (not an axis's) their total length."""
+    axis_dims = {a.dim.id for a in spec.axes()}
+    for name, (dim, added) in loaded_starts(spec).items():
+        offsets = spec.tensor(name)
+        if offsets is None or len(offsets.dims) != 1 or not isinstance(offsets.dims[0], m.Name):
+            continue
+        if not isinstance(dim, m.Name) or dim.id in axis_dims or not added or offsets.dims[0].id in axis_dims:
+            continue
+        longest = min(sizes[a] for a in added)
+        sizes[offsets.dims[0].id] = JAGGED_ROWS + 1
+        sizes[dim.id] = max(JAGGED_ROWS, JAGGED_ROWS * longest - JAGGED_ROWS // 2)
 
 
 def _aligned(size: int, align: int, taken) -> int:

@@ -380,8 +380,11 @@ def test_gradcheck_in_float64(tmp_path):
     assert all(result.error is None for result in build([tmp_path / "softmax64.tile"], tmp_path / "out"))
     module = load_module(tmp_path / "out" / "softmax64.py")
     x = torch.randn(5, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3), requires_grad=True)
-    assert torch.autograd.gradcheck(module.softmax64, (x,), eps=1e-6, atol=1e-8, rtol=1e-6)
-    assert torch.autograd.gradcheck(module.op, (x,), eps=1e-6, atol=1e-8, rtol=1e-6)
+    # fast mode: the Jacobian against random vectors on both sides (u' J v), finite differences
+    # along one direction, not one per element (two launches each, 35 elements here); a backward
+    # that is wrong anywhere moves u' J v off its finite difference
+    assert torch.autograd.gradcheck(module.softmax64, (x,), eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
+    assert torch.autograd.gradcheck(module.op, (x,), eps=1e-6, atol=1e-8, rtol=1e-6, fast_mode=True)
     with pytest.raises(RuntimeError, match="softmax64_backward: an input requires grad, but the spec has no backward"):
         torch.autograd.grad(module.softmax64(x)[:, 0].sum(), x, create_graph=True)
 

@@ -17,25 +17,36 @@ SPECS = ROOT / "specs"
 GENERATED = ROOT / "generated"
 
 
-def test_generated_is_current(tmp_path):
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """Every spec built once into a new folder (the tests below read it, or copy it): the folder
+    and the build's results."""
+    out = tmp_path_factory.mktemp("fresh")
+    return out, build([SPECS], out)
+
+
+def test_generated_is_current(fresh):
     """Regenerate every spec and compare with the committed generated/ (fails when stale)."""
-    results = build([SPECS], tmp_path)
+    folder, results = fresh
     assert results and all(r.error is None for r in results)
-    built = sorted(p.name for p in tmp_path.glob("*.py"))
+    built = sorted(p.name for p in folder.glob("*.py"))
     committed = sorted(p.name for p in GENERATED.glob("*.py"))
     assert built == committed
     for name in built:
-        assert (tmp_path / name).read_bytes() == (GENERATED / name).read_bytes(), f"{name} is stale"
+        assert (folder / name).read_bytes() == (GENERATED / name).read_bytes(), f"{name} is stale"
 
 
 def test_build_check_reports_stale(tmp_path):
+    """One edited module of a current copy of generated/: exit 1, and it alone reported stale."""
     shutil.copytree(GENERATED, tmp_path / "gen")
-    runner = CliRunner()
-    assert runner.invoke(app, ["build", "--check", str(SPECS), "-o", str(tmp_path / "gen")]).exit_code == 0
     (tmp_path / "gen" / "copy.py").write_text("# edited\n")
-    result = runner.invoke(app, ["build", "--check", str(SPECS), "-o", str(tmp_path / "gen")])
+    result = CliRunner().invoke(app, ["build", "--check", str(SPECS), "-o", str(tmp_path / "gen")])
     assert result.exit_code == 1
-    assert "copy.py" in result.output
+    stale = [line for line in result.output.splitlines() if line.startswith("stale:")]
+    assert len(stale) == 1 and "copy.py" in stale[0], result.output
+    lines = [line for line in result.output.splitlines() if line.strip() and "without a backward" not in line]
+    current = [line for line in lines if line.split()[0] == "current"]
+    assert len(current) == len(lines) - 1 == len(list(GENERATED.glob("*.py"))) - 1, result.output  # the others
 
 
 def test_generated_modules_are_valid_python_importing_only_torch_and_triton():
@@ -117,8 +128,9 @@ def test_generated_modules_pass_ruff():
     assert result.returncode == 0, result.stdout
 
 
-def test_unchanged_build_keeps_mtime(tmp_path):
-    build([SPECS], tmp_path)
+def test_unchanged_build_keeps_mtime(fresh, tmp_path):
+    """A build over a build's output (a copy of it) rewrites nothing."""
+    shutil.copytree(fresh[0], tmp_path, dirs_exist_ok=True)
     before = {p.name: p.stat().st_mtime_ns for p in tmp_path.glob("*.py")}
     results = build([SPECS], tmp_path)
     assert {r.status for r in results} == {"unchanged"}

@@ -212,7 +212,7 @@ STRATEGIES = {"mutations": mutated_spec(), "tokens": token_soup(), "random": ran
 
 #: Examples per property in the pytest run (about 10 s in all on 2 cores); the long run below
 #: (``python tests/test_fuzz.py N``) is the place for many more.
-BUDGET = {"mutations": 600, "tokens": 300, "random": 400}
+BUDGET = {"mutations": 400, "tokens": 300, "random": 400}
 
 _SETTINGS = {
     "deadline": None,

@@ -25,10 +25,12 @@ def _values(*shape, seed=0):
 
 
 
-# one tile of D1 over two batch entries; loops of D1 with tails, a column tile (1, 45, 33) and
-# two (1, 67, 70): one batch entry each, as the interpreter multiplies tile by tile, an element at
-# a time (several entries: the first case, and test_ops's unaligned rows)
-@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (1, 45, 33), (1, 67, 70)])
+# (2, 7, 5): one partial tile of D1 (at every BK from 8 to 64) and one column tile, over two batch
+# entries; (1, 67, 70): loops of D1 with a tail at every BK (67 = 64 + 3), two column tiles at BN =
+# 64 and one partial one at the larger BN, rows of 70 floats (not 16-byte aligned). One batch entry
+# there, as the interpreter multiplies tile by tile, an element at a time (several entries: the
+# first case, and test_ops's unaligned rows)
+@pytest.mark.parametrize(("b", "d1", "d2"), [(2, 7, 5), (1, 67, 70)])
 def test_prod_over_the_middle_dim_at_every_config(generated, monkeypatch, b, d1, d2):
     module = generated("prod_reduction")
     x = _values(b, d1, d2, seed=d1 + d2)

@@ -147,8 +147,9 @@ def test_rgb2grey_matches_reference(generated, h, w, layout, bh, bw, seed):
 
 @settings(max_examples=15, **SETTINGS)
 @given(
-    m=st.one_of(st.sampled_from([1, 2, 3, 5, 7, 13, 17]), st.integers(1, 12)),
-    n=st.one_of(st.sampled_from([1, 2, 3, 5, 7, 13, 17]), st.integers(1, 12)),
+    # primes past every group size (a partial last group): 11 and 13 (17 ran more programs alike)
+    m=st.one_of(st.sampled_from([1, 2, 3, 5, 7, 11, 13]), st.integers(1, 12)),
+    n=st.one_of(st.sampled_from([1, 2, 3, 5, 7, 11, 13]), st.integers(1, 12)),
     layout=layouts(2), group=st.sampled_from([1, 2, 3, 4, 5, 8]), seed=st.integers(0, 2**31 - 1),
 )
 def test_swizzle_matches_reference(generated, m, n, layout, group, seed):

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS: dict[str, tuple[dict[str, str], dict[str, int], dict[str, float]]] = {
     "copy": ({}, {"N": 100_003}, {}),
     "softmax": ({}, {"M": 37, "N": 1000}, {}),
-    "rms_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
+    "rms_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5, "offset": 1.0}),
     "layer_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
     "cross_entropy": ({"T": "bf16"}, {"M": 37, "V": 5000}, {"ignore_index": -100, "label_smoothing": 0.1}),
     "matmul_fast": ({"T": "f16"}, {"M": 300, "N": 256, "K": 192}, {}),

@@ -101,7 +101,7 @@ def test_layer_norm_in_every_dtype_at_every_config(generated, monkeypatch, dtype
         torch.testing.assert_close(mu, want_mu, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(rstd, want_rstd, rtol=1e-5, atol=0)
         gap = (y.double() - theirs.double()).abs().cpu()
-        assert bool((gap <= _ulp(theirs, dtype) + F32_SLACK * scale.double().cpu()).all())
+        assert bool((gap <= _ulp(theirs, dtype).cpu() + F32_SLACK * scale.double().cpu()).all())
 
 
 @pytest.mark.parametrize(("m", "n"), SHAPES)

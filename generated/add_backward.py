@@ -108,7 +108,7 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
     device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

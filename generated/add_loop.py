@@ -111,7 +111,7 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
         launch(grid, device_index, x, y, z, *args)
         return z
     device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    if _grad_enabled() and (x.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_loop")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -153,7 +153,7 @@ def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         launch(grid, device_index, x, y, *args)
         return y
     device, B, D1, D2 = _argmin_dim1_checked(x)
-    if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("argmin_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

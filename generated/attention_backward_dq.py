@@ -216,7 +216,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args)
         return dq
     device, DT, scale, B, H, S, D, T = _attention_backward_dq_checked(q, k, v, scale, do, lse, delta)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_backward_dq")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

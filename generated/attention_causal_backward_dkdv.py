@@ -244,7 +244,7 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dk, dv)), *args)
         return dk, dv
     device, DT, scale, B, H, S, D = _attention_causal_backward_dkdv_checked(q, k, v, scale, do, lse, delta)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_causal_backward_dkdv")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -210,7 +210,7 @@ def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: flo
         launch(grid, device_index, *_rebased(descriptors, (q, k, o, do, lse, delta)), *args)
         return lse, delta
     device, DT, scale, B, H, S, D = _attention_causal_backward_stats_checked(q, k, scale, o, do)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_causal_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -102,7 +102,7 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         launch(grid, device_index, dz, dx, *args)
         return dx
     device, N = _copy_backward_checked(dz, BS=BS)
-    if _grad_enabled() and (dz.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("copy_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -198,7 +198,7 @@ def cross_entropy_backward(dloss: torch.Tensor, logits: torch.Tensor, target: to
         launch(grid, device_index, dloss, logits, target, loss, dlogits, *args)
         return dlogits
     device, T, ignore_index, label_smoothing, M, V = _cross_entropy_backward_checked(dloss, logits, target, loss, ignore_index, label_smoothing)
-    if _grad_enabled() and (dloss.requires_grad or logits.requires_grad or loss.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(logits, "requires_grad", False) or getattr(loss, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cross_entropy_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -167,7 +167,7 @@ def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int 
         launch(grid, device_index, dy, mask, dx, *args)
         return dx
     device, M, N = _cumsum_masked_backward_checked(dy, mask)
-    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cumsum_masked_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

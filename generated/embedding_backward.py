@@ -129,7 +129,7 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
         launch(grid, device_index, idx, weight, dy, dweight, *args)
         return dweight
     device, T, N, V, C = _embedding_backward_checked(idx, weight, dy)
-    if _grad_enabled() and (weight.requires_grad or dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(weight, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("embedding_backward")
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

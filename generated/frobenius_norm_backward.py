@@ -576,7 +576,7 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
         launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
         return dx
     device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
-    if _grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("frobenius_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -264,7 +264,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dresidual, dweight
     device, T, eps, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s)
-    if _grad_enabled() and (dy.requires_grad or ds.requires_grad or weight.requires_grad or s.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(ds, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(s, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("fused_add_rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

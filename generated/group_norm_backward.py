@@ -868,7 +868,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
     device, T, G, eps, B, C, H, W, C_over_G = _group_norm_backward_checked(dy, x, weight, G, eps)
-    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("group_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -198,7 +198,7 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         finish(finish_grid, device_index, dtargets_partials, dtargets, *finish_args)
         return dpredictions, dtargets
     device, M, N = _hinge_loss_backward_checked(dloss, predictions, targets)
-    if _grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("hinge_loss_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -147,7 +147,7 @@ def jagged_mean(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: 
         launch(grid, device_index, values, offsets, y, *args)
         return y
     device, L, T, D, B1, B1_minus_1 = _jagged_mean_checked(values, offsets, L)
-    if _grad_enabled() and (values.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(values, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("jagged_mean")
     if values.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

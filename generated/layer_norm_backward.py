@@ -277,7 +277,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
     device, T, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
-    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(mu, "requires_grad", False) or getattr(rstd, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("layer_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

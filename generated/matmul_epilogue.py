@@ -156,7 +156,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         launch(grid, device_index, a, b, bias, residual, c, *args)
         return c
     device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False) or getattr(bias, "requires_grad", False) or getattr(residual, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_epilogue")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -300,7 +300,7 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), partials, *args)
         return db
     device, T, M, K, N = _matmul_fast_backward_db_checked(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_fast_backward_db")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

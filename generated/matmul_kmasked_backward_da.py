@@ -155,7 +155,7 @@ def matmul_kmasked_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int
         launch(grid, device_index, dc, b, da, *args)
         return da
     device, M, N, K = _matmul_kmasked_backward_da_checked(dc, b)
-    if _grad_enabled() and (dc.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_kmasked_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -135,7 +135,7 @@ def matmul_naive_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64,
         launch(grid, device_index, a, dc, db, *args)
         return db
     device, M, K, N = _matmul_naive_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (a.requires_grad or dc.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_naive_backward_db")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -159,7 +159,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
         launch(grid, device_index, a, b, c, *args)
         return c
     device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    if _grad_enabled() and (a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_tutorial")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

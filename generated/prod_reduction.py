@@ -129,7 +129,7 @@ def prod_reduction(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         launch(grid, device_index, x, y, *args)
         return y
     device, B, D1, D2 = _prod_reduction_checked(x)
-    if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("prod_reduction")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -216,7 +216,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, e
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dweight
     device, T, eps, offset, M, N = _rms_norm_backward_checked(dy, x, weight, eps, offset)
-    if _grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

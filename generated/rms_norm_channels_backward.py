@@ -166,7 +166,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
         launch(grid, device_index, dy, x, dx, *args)
         return dx
     device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
-    if _grad_enabled() and (dy.requires_grad or x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_channels_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

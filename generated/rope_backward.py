@@ -163,7 +163,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         launch(grid, device_index, dq_rotated, dk_rotated, cos, sin, dq, dk, *args)
         return dq, dk
     device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    if _grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dq_rotated, "requires_grad", False) or getattr(dk_rotated, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rope_backward")
     if dq_rotated.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

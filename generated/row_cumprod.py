@@ -134,7 +134,7 @@ def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         launch(grid, device_index, x, y, *args)
         return y
     device, M, N = _row_cumprod_checked(x)
-    if _grad_enabled() and (x.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumprod")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -155,7 +155,7 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
         launch(grid, device_index, dy, dx, *args)
         return dx
     device, M, N = _row_cumsum_backward_checked(dy)
-    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumsum_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -120,7 +120,7 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
         launch(grid, device_index, dy, index, dsrc, *args)
         return dsrc
     device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    if _grad_enabled() and (dy.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("scatter_add_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -129,7 +129,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
         launch(grid, device_index, dy, y, dx, *args)
         return dx
     device, M, N = _softmax_backward_checked(dy, y)
-    if _grad_enabled() and (dy.requires_grad or y.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("softmax_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -148,7 +148,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, confi
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
     device, T, M, N = _swiglu_backward_checked(dy, a, b)
-    if _grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("swiglu_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -229,7 +229,7 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
         launch(grid, device_index, q, k, cu_seqlens, o, do, lse, delta, *args)
         return lse, delta
     device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    if _grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad):  # autograd would record this call, and the spec has no backward
+    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("varlen_attention_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):

@@ -142,6 +142,15 @@ class Tensor:
         """True for ``in alpha: f32`` (no shape): a number passed by value, not a tensor."""
         return not self.dims and not self.zero_dim
 
+    @property
+    def default(self) -> float | int | None:
+        """A scalar input's default as the launcher takes it (``in ignore_index: i64 = -100``:
+        ``-100``; a float for a float dtype), else None."""
+        if self.role != "in" or self.initial is None:
+            return None
+        value = float(self.initial.text)
+        return value if self.dtype.id in FLOAT_DTYPES else int(value)
+
 
 @dataclass(frozen=True)
 class DtypeVar:

@@ -109,9 +109,8 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
     sorted from 0 to the extent they start rows in (:func:`jagged_offsets`), other integers in
     [-100, 100), and scalars are drawn from their range, else their default, else 0.5 (float) or 3
     (integer). ``spec`` must be specialized (:func:`tilegen.model.specialize`) where it has dtype
-    variables. Raises KeyError naming a
-    size symbol missing from ``sizes``, and ValueError for a float range that holds no value of
-    the dtype.
+    variables. Raises KeyError naming a size symbol missing from ``sizes``, and ValueError for a
+    float range that holds no value of the dtype.
     """
     import torch
 
@@ -124,9 +123,8 @@ def random_inputs(spec: m.Spec, sizes: dict[str, int], device: str, seed: int = 
                 inputs[tensor.name.id] = sizes[tensor.name.id]
             elif tensor.sample is not None:
                 inputs[tensor.name.id] = sample(tensor, (), generator).item()
-            elif tensor.initial is not None:  # in ignore_index: i64 = -100: its default
-                number = float(tensor.initial.text)
-                inputs[tensor.name.id] = number if tensor.dtype.id in m.FLOAT_DTYPES else int(number)
+            elif tensor.default is not None:  # in ignore_index: i64 = -100
+                inputs[tensor.name.id] = tensor.default
             else:
                 inputs[tensor.name.id] = 0.5 if tensor.dtype.id in m.FLOAT_DTYPES else 3
             continue

@@ -305,8 +305,9 @@ def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> Non
                            initial.span)
     elif tensor.role == "in":
         inputs = state.spec.inputs
-        later = [t for t in inputs[inputs.index(tensor) + 1:] if t.initial is None]
-        if later:
+        at = inputs.index(tensor)
+        later = [t for t in inputs[at + 1:] if t.initial is None]
+        if later and all(t.initial is None for t in inputs[:at]):  # said once, by the first default
             state.errors.error(f"input '{later[0].name.id}' has no default but follows '{name}', which has one: "
                                "declare the scalar inputs with defaults last", later[0].name.span)
     elif tensor.in_place_of is not None:

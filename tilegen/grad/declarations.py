@@ -42,7 +42,7 @@ def declared(tensor: m.Tensor) -> str:
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
     sample = f" in [{tensor.sample[0].text}, {tensor.sample[1].text}]" if tensor.sample and tensor.is_scalar else ""
-    default = f" = {tensor.initial.text}" if tensor.role == "in" and tensor.is_scalar and tensor.initial else ""
+    default = f" = {tensor.initial.text}" if tensor.role == "in" and tensor.initial is not None else ""
     return f"{m.as_written(tensor.dtype)}{shape}{sample}{default}"
 
 

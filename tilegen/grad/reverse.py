@@ -169,7 +169,7 @@ class Deriver(Gradients):
             needed.append(extra)
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         taken = [t for t in spec.inputs if t in needed] + [t for t in spec.outputs if t.name.id in self.read_outputs]
-        taken.sort(key=lambda t: t.role == "in" and t.initial is not None)  # scalars with defaults last, as declared
+        taken.sort(key=lambda t: t.default is not None)  # scalars with defaults last, as declared
         ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in taken]
         outs = [f"  out d{t.name.id}: f32{declared(t).removeprefix(m.as_written(t.dtype))} = 0\n"  # summed by atomics
                 if t.name.id in self.scatters else f"  out d{t.name.id}: {declared(t)}\n"

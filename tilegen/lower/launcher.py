@@ -137,10 +137,8 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     if role.grad is None or not differentiable:
         return []
     name = spec.name.id
-    if role.grad == "route":  # before the checks, which the Function's call of the launcher makes: any input
-        needs = " or ".join(f'getattr({x}, "requires_grad", False)' for x in differentiable)
-    else:
-        needs = " or ".join(f"{x}.requires_grad" for x in differentiable)
+    # the route comes before the checks (the Function's call of the launcher makes them): any input
+    needs = " or ".join(f'getattr({x}, "requires_grad", False)' for x in differentiable)
     switch = ["inplace_backward"] if role.over else []
     eager = f"{autograd_apply(name)}({', '.join([*sig.inputs, *(k for k, _ in sig.keywords), *switch])})"
     action = Line(f'_rt.no_backward("{name}")') if role.grad != "route" else Line(f"return {eager}")

@@ -74,10 +74,7 @@ def binop_text(expr: m.BinOp, left: str, right: str) -> str:
 def default_text(t: m.Tensor, equals: str) -> str:
     """``equals`` and the default of a scalar input (``in eps: f32 = 1e-5``: `` = 1e-05``), as a
     Python number of the launcher's type (a float for a float dtype); empty where it has none."""
-    if t.role != "in" or t.initial is None:
-        return ""
-    value = float(t.initial.text)
-    return equals + (repr(value) if t.dtype.id in m.FLOAT_DTYPES else str(int(value)))
+    return "" if t.default is None else equals + repr(t.default)
 
 
 def parameters(spec: m.Spec) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ _PACKAGE = Path(__file__).resolve().parent
 
 
 def data_path(folder: str, *parts: str) -> Path:
-    """Path of ``folder/parts...`` (``folder`` is ``grammars`` or ``templates``).
+    """Path of ``folder/parts...`` (``folder`` is ``grammars``, ``templates`` or ``generated``).
 
     Raises FileNotFoundError when neither the packaged nor the checkout copy exists.
     """

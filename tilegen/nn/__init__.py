@@ -1,0 +1,37 @@
+"""tilegen's kernels as torch functions: the committed build of ``specs/`` (``generated/``).
+
+``kernel("rms_norm")`` is the launcher of ``generated/rms_norm.py``: a torch function with the
+spec's inputs and outputs, differentiable where the spec has a backward, a custom op under
+``torch.compile`` (docs/torch.md). Each module is imported once per process, so its tuning cache
+and compiled launches persist across calls. A wheel ships the build inside the package
+(``tilegen/generated``); a checkout or an editable install reads the top-level ``generated/``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from tilegen.resources import data_path
+from tilegen.runner import load_module
+
+
+@functools.cache
+def module(name: str) -> ModuleType:
+    """The generated module of spec ``name`` from the committed build, imported once per process.
+
+    Raises FileNotFoundError when the build has no ``<name>.py`` (a spec that does not exist)."""
+    path = data_path("generated", f"{name}.py")
+    if not path.is_file():
+        raise FileNotFoundError(f"tilegen's build has no kernel {name!r} (no {path})")
+    return load_module(path)
+
+
+def kernel(name: str) -> Callable[..., Any]:
+    """The launcher of spec ``name`` (``generated/<name>.py``'s function ``<name>``).
+
+    Raises FileNotFoundError as :func:`module` does."""
+    launcher: Callable[..., Any] = getattr(module(name), name)
+    return launcher

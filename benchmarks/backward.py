@@ -15,7 +15,8 @@ backward.csv's ratios beside it (``.png``).
 Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows; the ``_16384`` rows: four
 sequences of 4096 tokens, where the step's kernels outlast its host work), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy:
-f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing).
+f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing; fused
+with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``).
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
@@ -41,6 +42,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tilegen.nn.linear_cross_entropy import linear_cross_entropy  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 ROUNDS = 5
@@ -90,6 +92,16 @@ def _cases():
             target = torch.randint(0, v, (m,), device="cuda")
             target[torch.rand(m, device="cuda") < ignored] = -100
             return (torch.randn(m, v, device="cuda") * 3).to(dtype), target
+        return make
+
+    def head(n, hidden, v, dtype=torch.bfloat16):
+        """A language model's last hidden states [n, hidden], its head's weight [v, hidden] and
+        the targets, a quarter of them -100."""
+        def make():
+            target = torch.randint(0, v, (n,), device="cuda")
+            target[torch.rand(n, device="cuda") < 0.25] = -100
+            return (torch.randn(n, hidden, device="cuda", dtype=dtype),
+                    (torch.randn(v, hidden, device="cuda") / hidden**0.5).to(dtype), target)
         return make
 
     def heads(b, h, s, d):
@@ -149,6 +161,11 @@ def _cases():
         "cross_entropy_options": ("f32", (4096, 128256), classes(4096, 128256, ignored=0.25),
                                   lambda x, t: entropy.cross_entropy(x, t, label_smoothing=0.1),
                                   lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.1)),
+        # the head's matmul and the loss in chunks of rows (tilegen.nn.linear_cross_entropy) against
+        # F.cross_entropy((h @ w.T).float(), t): Llama-3-8B's head over 8192 tokens
+        "linear_cross_entropy": ("bf16", (8192, 4096, 128256), head(8192, 4096, 128256),
+                                 lambda h, w, t: linear_cross_entropy(h, w, t),
+                                 lambda h, w, t: F.cross_entropy((h @ w.T).float(), t)),
         **row_ops(4096),
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
@@ -167,8 +184,8 @@ def _cases():
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
-LEAVES = {"cross_entropy": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2,
-          "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
+LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "softmax": 1, "log_softmax": 1, "rms_norm": 2,
+          "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
 
 
 def _leaves(op):

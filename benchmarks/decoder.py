@@ -9,8 +9,10 @@ matmul, rotates q and k (rope, Hugging Face's ``rotate_half`` form), takes causa
 Two implementations of the same math, chosen by :class:`Ops`:
 
 * :data:`TILEGEN`: the generated functions of ``specs/`` (``embedding``, ``rms_norm``,
-  ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``, ``swiglu``,
-  ``cross_entropy``), each differentiated by its backward specs (``backward ...`` in the spec);
+  ``matmul_fast`` for every linear layer, ``rope``, ``attention_causal``, ``swiglu``), each
+  differentiated by its backward specs (``backward ...`` in the spec), and the head's matmul with
+  the loss in chunks of tokens (``tilegen.nn.linear_cross_entropy``: cuBLAS and the
+  ``cross_entropy`` specs, the [N, V] logits never whole);
 * :data:`TORCH`: torch eager (``F.embedding``, ``F.rms_norm``, ``@``, ``F.scaled_dot_product_attention``,
   ``F.silu``, ``F.cross_entropy``).
 
@@ -68,9 +70,9 @@ class Ops:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
     ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [T, D],
     sin [T, D]) -> (q, k)``; ``attention(q, k, v [B, H, T, D], scale) -> [B, H, T, D]`` (causal);
-    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``cross_entropy(logits [N, V] in the compute dtype,
-    target i64[N]) -> f32[N]``, computed in float32 (torch's on ``logits.float()``, as Hugging
-    Face's models call it; the spec reads bf16 logits into float32 itself)."""
+    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``head_loss(h [N, C], head [C, V], target i64[N])``
+    -> the mean cross-entropy of the logits ``h @ head`` (in the compute dtype) computed in float32
+    (torch's on ``logits.float()``, as Hugging Face's models call it), a 0-dim f32 tensor."""
 
     name: str
     embedding: Callable
@@ -79,7 +81,7 @@ class Ops:
     rope: Callable
     attention: Callable
     swiglu: Callable
-    cross_entropy: Callable
+    head_loss: Callable
 
 
 def _rotate_half(x):
@@ -95,7 +97,7 @@ TORCH = Ops(
     rope=lambda q, k, cos, sin: (q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin),
     attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
     swiglu=lambda a, b: F.silu(a) * b,
-    cross_entropy=lambda logits, target: F.cross_entropy(logits.float(), target, reduction="none"),
+    head_loss=lambda h, head, target: F.cross_entropy((h @ head).float(), target),
 )
 
 
@@ -107,6 +109,8 @@ def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
     def kernel(name):
         return getattr(load_module(folder / f"{name}.py"), name)
 
+    from tilegen.nn.linear_cross_entropy import linear_cross_entropy  # the committed build's cross_entropy kernels
+
     return Ops(
         "tilegen",
         embedding=kernel("embedding"),
@@ -115,7 +119,7 @@ def tilegen_ops(folder: Path = ROOT / "generated") -> Ops:
         rope=kernel("rope"),
         attention=kernel("attention_causal"),
         swiglu=kernel("swiglu"),
-        cross_entropy=kernel("cross_entropy"),
+        head_loss=lambda h, head, target: linear_cross_entropy(h, head.T, target),
     )
 
 
@@ -175,8 +179,7 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
         h = ops.rms_norm(x, w(f"{i}.mlp_norm"), cfg.eps)
         gated = ops.swiglu(ops.linear(h, w(f"{i}.gate")), ops.linear(h, w(f"{i}.up")))
         x = x + ops.linear(gated, w(f"{i}.down"))
-    logits = ops.linear(ops.rms_norm(x, w("norm"), cfg.eps), w("head"))
-    return ops.cross_entropy(logits, target.reshape(-1)).mean()
+    return ops.head_loss(ops.rms_norm(x, w("norm"), cfg.eps), w("head"), target.reshape(-1))
 
 
 def corpus(limit: int | None = None) -> torch.Tensor:

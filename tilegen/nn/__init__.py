@@ -10,7 +10,9 @@ and compiled launches persist across calls. A wheel ships the build inside the p
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -26,6 +28,9 @@ def module(name: str) -> ModuleType:
     path = data_path("generated", f"{name}.py")
     if not path.is_file():
         raise FileNotFoundError(f"tilegen's build has no kernel {name!r} (no {path})")
+    loaded = sys.modules.get(f"tilegen_generated_{name}")  # the same file, loaded by load_module already
+    if loaded is not None and Path(getattr(loaded, "__file__", "")).resolve() == path.resolve():
+        return loaded
     return load_module(path)
 
 

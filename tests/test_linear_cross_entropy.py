@@ -1,0 +1,150 @@
+"""tilegen.nn.linear_cross_entropy (fused linear cross-entropy) against torch's unfused
+F.cross_entropy(h @ weight.T + bias) and its autograd: losses and the gradients of h, weight and
+bias, over chunk sizes that do and do not divide the rows, ignored rows, label smoothing, both
+reductions, float32 and float16, and the refusals of bad arguments."""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tilegen.nn.linear_cross_entropy import default_chunk_rows, linear_cross_entropy
+
+
+def _inputs(n, hidden, vocab, dtype=torch.float32, bias=False, seed=0, device="cpu"):
+    g = torch.Generator(device).manual_seed(seed)
+    h = torch.randn(n, hidden, generator=g, device=device).to(dtype)
+    w = (torch.randn(vocab, hidden, generator=g, device=device) / hidden**0.5).to(dtype)
+    b = torch.randn(vocab, generator=g, device=device).to(dtype) if bias else None
+    target = torch.randint(0, vocab, (n,), generator=g, device=device)
+    target[1::5] = -100
+    return h, w, b, target
+
+
+def _torch(h, w, b, target, **options):
+    """The unfused answer: logits in h's dtype (as the matmul gives them), the loss in float32."""
+    leaves = [t.detach().clone().requires_grad_() for t in (h, w) + ((b,) if b is not None else ())]
+    logits = leaves[0] @ leaves[1].T + (leaves[2] if b is not None else 0)
+    loss = F.cross_entropy(logits.float(), target, **options)
+    loss.backward()
+    return loss.detach(), [t.grad for t in leaves]
+
+
+def _ours(h, w, b, target, **options):
+    leaves = [t.detach().clone().requires_grad_() for t in (h, w) + ((b,) if b is not None else ())]
+    loss = linear_cross_entropy(leaves[0], leaves[1], target, leaves[2] if b is not None else None, **options)
+    loss.backward()
+    return loss.detach(), [t.grad for t in leaves]
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 1, 4, 7, 64])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_matches_the_unfused_loss_and_gradients(chunk_rows, reduction):
+    h, w, b, target = _inputs(23, 16, 77, bias=True)
+    expected, expected_grads = _torch(h, w, b, target, reduction=reduction)
+    loss, grads = _ours(h, w, b, target, reduction=reduction, chunk_rows=chunk_rows)
+    torch.testing.assert_close(loss, expected)
+    for name, grad, want in zip(("h", "weight", "bias"), grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, want, msg=name)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_ignore_index_and_label_smoothing(smoothing):
+    h, w, _, target = _inputs(19, 8, 40, seed=1)
+    target[3] = 5  # another ignore_index: rows with 5 count for nothing, -100 is a class index error in torch
+    target[target == -100] = 0
+    expected, expected_grads = _torch(h, w, None, target, ignore_index=5, label_smoothing=smoothing)
+    loss, grads = _ours(h, w, None, target, ignore_index=5, label_smoothing=smoothing, chunk_rows=8)
+    torch.testing.assert_close(loss, expected)
+    for grad, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, want)
+
+
+def test_the_loss_gradient_scales_the_saved_gradients_and_3d_tokens_are_rows():
+    h, w, _, target = _inputs(12, 8, 30, seed=2)
+    h3, t3 = h.view(3, 4, 8).clone().requires_grad_(), target.view(3, 4)
+    w1 = w.clone().requires_grad_()
+    (linear_cross_entropy(h3, w1, t3, chunk_rows=5) * 2.5).backward()
+    leaves = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+    (F.cross_entropy(leaves[0] @ leaves[1].T, target) * 2.5).backward()
+    torch.testing.assert_close(h3.grad.view(12, 8), leaves[0].grad)
+    torch.testing.assert_close(w1.grad, leaves[1].grad)
+
+
+def test_half_precision_within_the_unfused_rounding():
+    """f16 logits are rounded from the matmul either way; the gradients of weight accumulate over
+    chunks in f16 (one rounding per chunk), so they are compared at f16's tolerance."""
+    h, w, b, target = _inputs(40, 32, 100, dtype=torch.float16, bias=True, seed=3)
+    expected, expected_grads = _torch(h, w, b, target)
+    loss, grads = _ours(h, w, b, target, chunk_rows=16)
+    torch.testing.assert_close(loss, expected, rtol=1e-3, atol=1e-3)
+    for grad, want in zip(grads, expected_grads, strict=True):
+        assert grad.dtype == torch.float16
+        torch.testing.assert_close(grad, want, rtol=2e-2, atol=2e-3)
+
+
+def test_without_gradients_only_the_loss_and_every_row_ignored_is_nan_as_torch():
+    h, w, _, target = _inputs(9, 8, 20, seed=4)
+    with torch.no_grad():
+        torch.testing.assert_close(linear_cross_entropy(h, w, target), F.cross_entropy(h @ w.T, target))
+    target[:] = -100
+    assert torch.isnan(linear_cross_entropy(h, w, target)) and torch.isnan(F.cross_entropy(h @ w.T, target))
+    assert linear_cross_entropy(h, w, target, reduction="sum") == 0
+
+
+def test_nonfinite_logits_propagate_as_torch():
+    h, w, _, target = _inputs(6, 4, 10, seed=5)
+    h[2, 0] = float("nan")
+    h[4, 1] = float("inf")
+    expected, _ = _torch(h, w, None, target, reduction="sum")
+    loss, _ = _ours(h, w, None, target, reduction="sum", chunk_rows=2)
+    assert torch.isnan(loss) and torch.isnan(expected)
+
+
+def test_default_chunk_keeps_a_chunks_logits_near_the_size_of_h():
+    assert default_chunk_rows(8192, 4096, 128256) == 256  # 32 chunks of [256, V] ~ [8192, 4096]
+    assert default_chunk_rows(8192, 4096, 4096) == 8192
+    assert default_chunk_rows(3, 4096, 100) == 4  # the next power of two of the rows
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (lambda h, w, t: (h, w[:, :3], t), "dimension 1 of weight is 3, but dimension 1 of h"),
+    (lambda h, w, t: (h, w, t[:4]), "dimension 0 of target is 4"),
+    (lambda h, w, t: (h, w.double(), t), "weight is torch.float64 but h is torch.float32"),
+    (lambda h, w, t: (h, w, t.int()), "target must be int64"),
+    (lambda h, w, t: (h, w, t.view(1, -1)), "h must be [N, H]"),
+])
+def test_bad_arguments_are_named(args, message):
+    h, w, _, target = _inputs(6, 4, 10)
+    with pytest.raises((TypeError, ValueError)) as error:
+        linear_cross_entropy(*args(h, w, target))
+    assert message in str(error.value)
+    with pytest.raises(ValueError, match="reduction must be 'mean' or 'sum'"):
+        linear_cross_entropy(h, w, target, reduction="none")
+
+
+def test_under_torch_compile_one_graph():
+    h, w, b, target = _inputs(10, 8, 30, bias=True, seed=6)
+    expected, expected_grads = _torch(h, w, b, target)
+    compiled = torch.compile(linear_cross_entropy, backend="aot_eager", fullgraph=True)
+    leaves = [t.clone().requires_grad_() for t in (h, w, b)]
+    loss = compiled(leaves[0], leaves[1], target, leaves[2], chunk_rows=4)
+    loss.backward()
+    torch.testing.assert_close(loss.detach(), expected)
+    for grad, want in zip([t.grad for t in leaves], expected_grads, strict=True):
+        torch.testing.assert_close(grad, want)
+
+
+@pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                    reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_language_models_head_on_the_gpu(dtype):
+    """Llama 2's vocabulary and a quarter of the rows ignored, the default chunks."""
+    h, w, _, target = _inputs(1000, 512, 32000, dtype=dtype, seed=7, device="cuda")
+    expected, expected_grads = _torch(h, w, None, target, label_smoothing=0.1)
+    loss, grads = _ours(h, w, None, target, label_smoothing=0.1)
+    tol = {} if dtype == torch.float32 else {"rtol": 2e-2, "atol": 2e-3}
+    torch.testing.assert_close(loss, expected, **({"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else tol))
+    for grad, want in zip(grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, want, **tol)

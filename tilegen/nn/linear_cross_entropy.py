@@ -1,0 +1,145 @@
+"""Fused linear cross-entropy: a language model's head and its loss without the [N, V] logits.
+
+``linear_cross_entropy(h, weight, target)`` is ``F.cross_entropy(h @ weight.T, target)`` computed
+over chunks of rows, so that only a chunk's logits exist at a time (Liger-Kernel's fused linear
+cross-entropy; Wijmans et al., "Cut Your Losses in Large-Vocabulary Language Models", 2024, make
+the same point). Each chunk's logits come from one matmul (cuBLAS through torch), tilegen's
+``cross_entropy`` kernel gives the rows' losses and ``cross_entropy_backward`` writes the logits'
+gradient over the logits, and two more matmuls turn it into the chunk's rows of ``dh`` and its
+term of ``dweight``. The gradients are computed in the forward, where the logits are at hand
+(the backward only scales them by the loss's gradient), so the forward of a call that needs no
+gradient skips them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+
+from tilegen.nn import kernel
+
+Reduction = Literal["mean", "sum"]
+
+# loaded on import, not in the forward, which torch.compile traces
+_cross_entropy, _cross_entropy_backward = kernel("cross_entropy"), kernel("cross_entropy_backward")
+
+
+def default_chunk_rows(rows: int, hidden: int, vocab: int) -> int:
+    """The number of rows per chunk: a power of two near ``rows * hidden / vocab``, so a chunk's
+    logits ([chunk, V]) are about the size of the input ``h`` ([N, H]) (Liger-Kernel's choice), at
+    least 1 and at most the next power of two of ``rows``."""
+    chunks = -(-vocab // max(hidden, 1))  # how many times larger the logits are than h
+    want = max(1, -(-rows // chunks))
+    return 1 << (want - 1).bit_length()
+
+
+def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None,
+           reduction: str) -> None:
+    """Raise TypeError or ValueError naming the argument whose type, rank, dtype or size is wrong."""
+    for name, value in (("h", h), ("weight", weight), ("target", target)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"linear_cross_entropy: {name} must be a tensor, got {type(value).__name__}")
+    if h.dim() != 2 or weight.dim() != 2 or target.dim() != 1:
+        raise ValueError(f"linear_cross_entropy: h must be [N, H], weight [V, H] and target [N]; got h of "
+                         f"shape {tuple(h.shape)}, weight {tuple(weight.shape)}, target {tuple(target.shape)}")
+    if weight.shape[1] != h.shape[1]:
+        raise ValueError(f"linear_cross_entropy: dimension 1 of weight is {weight.shape[1]}, "
+                         f"but dimension 1 of h (H) is {h.shape[1]}")
+    if target.shape[0] != h.shape[0]:
+        raise ValueError(f"linear_cross_entropy: dimension 0 of target is {target.shape[0]}, "
+                         f"but dimension 0 of h (N) is {h.shape[0]}")
+    if target.dtype != torch.int64:
+        raise TypeError(f"linear_cross_entropy: target must be int64 class indices, got {target.dtype}")
+    if weight.dtype != h.dtype:
+        raise TypeError(f"linear_cross_entropy: weight is {weight.dtype} but h is {h.dtype}; cast one of them")
+    if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != h.dtype):
+        raise ValueError(f"linear_cross_entropy: bias must be [{weight.shape[0]}] of {h.dtype}, "
+                         f"got {tuple(bias.shape)} of {bias.dtype}")
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"linear_cross_entropy: reduction must be 'mean' or 'sum', got {reduction!r} "
+                         "(per-row losses need the logits: use generated/cross_entropy.py)")
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """The autograd of :func:`linear_cross_entropy`: gradients made in the forward, scaled in the
+    backward by the loss's (0-dim) gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                bias: torch.Tensor | None, ignore_index: int, label_smoothing: float,
+                reduction: Reduction, chunk_rows: int | None) -> torch.Tensor:
+        n, hidden = h.shape
+        vocab = weight.shape[0]
+        want_h, want_w = h.requires_grad, weight.requires_grad
+        want_b = bias is not None and bias.requires_grad
+        grads = want_h or want_w or want_b
+        loss_rows = torch.empty(n, device=h.device, dtype=torch.float32)
+        dh = torch.empty_like(h) if want_h else None
+        dw = torch.zeros_like(weight) if want_w else None
+        db = torch.zeros(vocab, device=h.device, dtype=torch.float32) if want_b else None
+        valid = (target != ignore_index).sum()
+        # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored) for a mean (torch's denominator)
+        row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
+        step = chunk_rows or default_chunk_rows(n, hidden, vocab)
+        inplace = not torch.compiler.is_compiling()  # the op under torch.compile always makes a new tensor
+        for start in range(0, n, step):
+            rows = slice(start, min(start + step, n))
+            h_c, t_c = h[rows], target[rows]
+            logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
+            loss_c = _cross_entropy(logits, t_c, ignore_index, label_smoothing)
+            loss_rows[rows] = loss_c
+            if not grads:
+                continue
+            dlogits = _cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, ignore_index, label_smoothing,
+                                             inplace=inplace)
+            if dh is not None:
+                torch.mm(dlogits, weight, out=dh[rows])
+            if dw is not None:
+                dw.addmm_(dlogits.T, h_c)  # accumulated in the weight's dtype, as Liger-Kernel does
+            if db is not None:
+                db += dlogits.sum(0, dtype=torch.float32)
+        ctx.save_for_backward(dh, dw, None if db is None else db.to(bias.dtype))  # type: ignore[union-attr]
+        loss = loss_rows.sum()
+        return loss / valid if reduction == "mean" else loss
+
+    @staticmethod
+    def backward(ctx: Any, dloss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        dh, dw, db = ctx.saved_tensors
+        scale = [None if g is None else g * dloss.to(g.dtype) for g in (dh, dw, db)]
+        return scale[0], scale[1], None, scale[2], None, None, None, None
+
+
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                         bias: torch.Tensor | None = None, *, ignore_index: int = -100,
+                         label_smoothing: float = 0.0, reduction: Reduction = "mean",
+                         chunk_rows: int | None = None) -> torch.Tensor:
+    """``F.cross_entropy(h @ weight.T + bias, target, ignore_index=..., label_smoothing=...,
+    reduction=...)`` without the [N, V] logits: a 0-dim float32 loss, differentiable in ``h``,
+    ``weight`` and ``bias``.
+
+    Shapes and dtypes: ``h`` [N, H] (or [..., H] with ``target`` [...], taken as rows) and
+    ``weight`` [V, H] (``nn.Linear``'s layout, a language model's ``lm_head.weight``) of one float
+    dtype (f32, bf16 or f16); ``bias`` [V] of that dtype or None; ``target`` int64 [N], where
+    ``ignore_index`` marks rows that count for nothing (the mean divides by the rows not ignored,
+    as torch's does: NaN when every row is ignored).
+    ``label_smoothing`` in [0, 0.5]. The logits are h's dtype, as ``h @ weight.T`` gives them, and
+    the loss is computed from them in float32. ``reduction`` is ``"mean"`` or ``"sum"``.
+
+    ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits about the
+    size of ``h``) hold their logits; ``dh`` and ``dweight`` (each the size of its input) are made
+    in the forward when the input requires grad, ``dweight`` accumulated over chunks in the
+    weight's dtype. Peak memory beyond the inputs is therefore about ``h`` + ``weight`` +
+    one chunk's logits, against ``N x V`` logits (and their float32 copy and gradient) unfused.
+
+    Raises TypeError or ValueError naming the argument on a wrong type, rank, size or dtype.
+    """
+    if isinstance(h, torch.Tensor) and isinstance(target, torch.Tensor) and h.dim() > 2:
+        if h.shape[:-1] != target.shape:
+            raise ValueError(f"linear_cross_entropy: h's leading dimensions {tuple(h.shape[:-1])} are not "
+                             f"target's shape {tuple(target.shape)}")
+        h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
+    _check(h, weight, target, bias, reduction)
+    loss: torch.Tensor = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
+        h, weight, target, bias, ignore_index, label_smoothing, reduction, chunk_rows)
+    return loss

@@ -102,10 +102,21 @@ def test_nonfinite_logits_propagate_as_torch():
     assert torch.isnan(loss) and torch.isnan(expected)
 
 
-def test_default_chunk_keeps_a_chunks_logits_near_the_size_of_h():
-    assert default_chunk_rows(8192, 4096, 128256) == 256  # 32 chunks of [256, V] ~ [8192, 4096]
-    assert default_chunk_rows(8192, 4096, 4096) == 8192
+def test_default_chunk_keeps_a_chunks_logits_near_half_the_weight():
+    assert default_chunk_rows(8192, 4096, 128256) == 2048  # [2048, V] is half of [V, 4096]
+    assert default_chunk_rows(8192, 3000, 32000) == 1024  # 1500 is nearer 1024 than 2048
+    assert default_chunk_rows(8192, 3200, 32000) == 2048
     assert default_chunk_rows(3, 4096, 100) == 4  # the next power of two of the rows
+    assert default_chunk_rows(5, 1, 100) == 1
+
+
+def test_a_second_backward_through_one_call_is_refused():
+    h, w, _, target = _inputs(6, 4, 10, seed=8)
+    h.requires_grad_()
+    loss = linear_cross_entropy(h, w, target)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second backward"):
+        loss.backward()
 
 
 @pytest.mark.parametrize(("args", "message"), [

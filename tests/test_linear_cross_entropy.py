@@ -61,6 +61,21 @@ def test_ignore_index_and_label_smoothing(smoothing):
         torch.testing.assert_close(grad, want)
 
 
+def test_softcap_and_z_loss_as_the_per_row_kernel_has_them():
+    """The mean over rows not ignored of Gemma 2's soft-capped loss plus PaLM's z-loss (Liger-Kernel's
+    definitions), through torch's autograd."""
+    h, w, _, target = _inputs(14, 8, 50, seed=9)
+    leaves = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+    z = 3.0 * torch.tanh(leaves[0] @ leaves[1].T / 3.0)
+    z_loss = torch.where(target == -100, 0.0, 1e-3 * torch.logsumexp(z, dim=1) ** 2)
+    expected = F.cross_entropy(z, target) + z_loss.sum() / (target != -100).sum()
+    expected.backward()
+    loss, grads = _ours(h, w, None, target, softcap=3.0, lse_square_scale=1e-3, chunk_rows=4)
+    torch.testing.assert_close(loss, expected.detach())
+    for grad, leaf in zip(grads, leaves, strict=True):
+        torch.testing.assert_close(grad, leaf.grad)
+
+
 def test_the_loss_gradient_scales_the_saved_gradients_and_3d_tokens_are_rows():
     h, w, _, target = _inputs(12, 8, 30, seed=2)
     h3, t3 = h.view(3, 4, 8).clone().requires_grad_(), target.view(3, 4)

@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import decoder  # noqa: E402
+import decoder
 
 SIZES = {
     "small": decoder.Config(vocab=256, dim=384, heads=6, layers=4, hidden=1024, context=256, compute="bfloat16"),

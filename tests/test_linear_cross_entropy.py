@@ -117,12 +117,12 @@ def test_nonfinite_logits_propagate_as_torch():
     assert torch.isnan(loss) and torch.isnan(expected)
 
 
-def test_default_chunk_keeps_a_chunks_logits_near_half_the_weight():
-    assert default_chunk_rows(8192, 4096, 128256) == 2048  # [2048, V] is half of [V, 4096]
-    assert default_chunk_rows(8192, 3000, 32000) == 1024  # 1500 is nearer 1024 than 2048
-    assert default_chunk_rows(8192, 3200, 32000) == 2048
+def test_default_chunk_holds_logits_of_half_the_weight_or_256_mib():
+    assert default_chunk_rows(8192, 4096, 128256) == 2048  # bf16 [2048, V]: half of [V, 4096]
+    assert default_chunk_rows(8192, 2048, 32000) == 4096  # [4096, 32000] bf16 is 250 MiB
+    assert default_chunk_rows(8192, 2048, 32000, itemsize=4) == 2048
     assert default_chunk_rows(3, 4096, 100) == 4  # the next power of two of the rows
-    assert default_chunk_rows(5, 1, 100) == 1
+    assert default_chunk_rows(5, 1, 2**30) == 1
 
 
 def test_a_second_backward_through_one_call_is_refused():

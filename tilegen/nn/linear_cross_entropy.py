@@ -25,19 +25,19 @@ Reduction = Literal["mean", "sum"]
 _cross_entropy, _cross_entropy_backward = kernel("cross_entropy"), kernel("cross_entropy_backward")
 
 
-def default_chunk_rows(rows: int, hidden: int, vocab: int) -> int:
-    """The number of rows per chunk: the power of two nearest ``hidden / 2`` (at least 1, at most
-    the next power of two of ``rows``), so a chunk's logits [chunk, V] are about half the size of
-    the weight [V, H], whose gradient the call holds anyway. Fewer, larger chunks are faster: each
-    chunk's matmuls are larger and ``dweight`` is read and written once per chunk. Measured on an
-    H200 (benchmarks/backward.py, bf16, 8192 tokens of 4096, V = 128256): chunks of 256 rows took
-    1.4x as long as chunks of 2048, at the same peak memory."""
-    del vocab  # the logits' size follows the weight's through V
-    want = max(1, hidden // 2)
-    nearest = 1 << (want.bit_length() - 1)
-    if want - nearest > 2 * nearest - want:
-        nearest *= 2
-    return min(nearest, 1 << max(rows - 1, 0).bit_length())
+#: The logits a chunk may hold whatever the weight's size (bytes): 256 MiB.
+CHUNK_BYTES = 1 << 28
+
+
+def default_chunk_rows(rows: int, hidden: int, vocab: int, itemsize: int = 2) -> int:
+    """The number of rows per chunk: the largest power of two whose logits ([chunk, V] of
+    ``itemsize`` bytes) take at most half the weight's size ([V, H], whose gradient the call holds
+    anyway) or :data:`CHUNK_BYTES`, whichever is more; at least 1, at most the next power of two of
+    ``rows``. Fewer, larger chunks are faster: each chunk's matmuls are larger and ``dweight`` is
+    read and written once per chunk (on an H200, Llama-3-8B's head over 8192 tokens in bf16 took
+    1.4x as long in chunks of 256 rows as in chunks of 2048, at the same peak memory)."""
+    limit = max(hidden // 2, CHUNK_BYTES // max(vocab * itemsize, 1), 1)
+    return min(1 << (limit.bit_length() - 1), 1 << max(rows - 1, 0).bit_length())
 
 
 def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None,
@@ -87,7 +87,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         valid = (target != ignore_index).sum()
         # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored) for a mean (torch's denominator)
         row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
-        step = chunk_rows or default_chunk_rows(n, hidden, vocab)
+        step = chunk_rows or default_chunk_rows(n, hidden, vocab, h.element_size())
         inplace = not torch.compiler.is_compiling()  # the op under torch.compile always makes a new tensor
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
@@ -144,8 +144,8 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     dtype, as ``h @ weight.T`` gives them, and the loss is computed from them in float32.
     ``reduction`` is ``"mean"`` or ``"sum"``.
 
-    ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits about half
-    the size of ``weight``) hold their logits; ``dh`` and ``dweight`` (each the size of its input) are made
+    ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
+    the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of its input) are made
     in the forward when the input requires grad, ``dweight`` accumulated over chunks in the
     weight's dtype. Peak memory beyond the inputs is therefore about ``h`` + ``weight`` +
     one chunk's logits, against ``N x V`` logits (and their float32 copy and gradient) unfused.

@@ -16,7 +16,9 @@ Shapes are Llama-3-8B's: 4096 tokens of hidden 4096 (norms, softmax rows; the ``
 sequences of 4096 tokens, where the step's kernels outlast its host work), MLP width 14336
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy:
 f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing; fused
-with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``).
+with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``), and the generalized
+Jensen-Shannon divergence of bf16 log-probabilities (``jsd``, the student's gradient) against torch's
+formula in float32.
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
@@ -62,7 +64,7 @@ def _cases():
     softmax, log_softmax = _module("softmax"), _module("log_softmax")
     rms, layer = _module("rms_norm"), _module("layer_norm")
     swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
-    entropy = _module("cross_entropy")
+    entropy, jsd = _module("cross_entropy"), _module("jsd")
 
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
@@ -103,6 +105,14 @@ def _cases():
             return (torch.randn(n, hidden, device="cuda", dtype=dtype),
                     (torch.randn(v, hidden, device="cuda") / hidden**0.5).to(dtype), target)
         return make
+
+    def log_probs(m, v):
+        return lambda: tuple(torch.log_softmax(torch.randn(m, v, device="cuda") * 2, 1).bfloat16() for _ in range(2))
+
+    def torch_jsd(x, y, beta=0.5):  # Liger-Kernel's definition, in float32, per row
+        x, y = x.float(), y.float()
+        m = beta * y.exp() + (1 - beta) * x.exp()
+        return (beta * y.exp() * (y - m.log()) + (1 - beta) * x.exp() * (x - m.log())).sum(1)
 
     def heads(b, h, s, d):
         return lambda: tuple(torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
@@ -166,6 +176,8 @@ def _cases():
         "linear_cross_entropy": ("bf16", (8192, 4096, 128256), head(8192, 4096, 128256),
                                  lambda h, w, t: linear_cross_entropy(h, w, t),
                                  lambda h, w, t: F.cross_entropy((h @ w.T).float(), t)),
+        # distillation's loss: a student's and a teacher's log-probabilities over Llama 3's vocabulary
+        "jsd": ("bf16", (4096, 128256), log_probs(4096, 128256), lambda x, y: jsd.jsd(x, y, 0.5), torch_jsd),
         **row_ops(4096),
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
@@ -184,7 +196,7 @@ def _cases():
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
-LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "softmax": 1, "log_softmax": 1, "rms_norm": 2,
+LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "jsd": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2,
           "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
 
 

@@ -17,8 +17,8 @@ sequences of 4096 tokens, where the step's kernels outlast its host work), MLP w
 (SwiGLU, GeGLU), 32 query and 8 key heads of 128 (rope), a vocabulary of 128256 (cross-entropy:
 f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing; fused
 with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``), and the generalized
-Jensen-Shannon divergence of bf16 log-probabilities (``jsd``, the student's gradient) against torch's
-formula in float32.
+Jensen-Shannon divergence and the KL divergence of bf16 log-probabilities (``jsd``, ``kl_div_rows``;
+the student's gradient) against torch in float32.
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
@@ -64,7 +64,7 @@ def _cases():
     softmax, log_softmax = _module("softmax"), _module("log_softmax")
     rms, layer = _module("rms_norm"), _module("layer_norm")
     swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
-    entropy, jsd = _module("cross_entropy"), _module("jsd")
+    entropy, jsd, kl_div = _module("cross_entropy"), _module("jsd"), _module("kl_div_rows")
 
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
@@ -178,6 +178,8 @@ def _cases():
                                  lambda h, w, t: F.cross_entropy((h @ w.T).float(), t)),
         # distillation's loss: a student's and a teacher's log-probabilities over Llama 3's vocabulary
         "jsd": ("bf16", (4096, 128256), log_probs(4096, 128256), lambda x, y: jsd.jsd(x, y, 0.5), torch_jsd),
+        "kl_div_rows": ("bf16", (4096, 128256), log_probs(4096, 128256), lambda x, y: kl_div.kl_div_rows(x, y, 1),
+                        lambda x, y: F.kl_div(x.float(), y.float(), reduction="none", log_target=True).sum(1)),
         **row_ops(4096),
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
@@ -196,8 +198,8 @@ def _cases():
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
-LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "jsd": 1, "softmax": 1, "log_softmax": 1, "rms_norm": 2,
-          "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
+LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "jsd": 1, "kl_div_rows": 1, "softmax": 1, "log_softmax": 1,
+          "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
 
 
 def _leaves(op):

@@ -88,30 +88,31 @@ def test_cross_entropy_ignores_and_smooths_as_torch(generated, monkeypatch, dtyp
     torch.testing.assert_close(module.reference(x, target, -100, smoothing), expected.detach(), rtol=1e-5, atol=1e-5)
 
 
-def _z_loss(x, target, scale, smoothing):
-    """PaLM's z-loss as Liger-Kernel defines it, in torch: the loss plus scale * logsumexp(x)^2,
-    0 on ignored rows."""
-    loss = F.cross_entropy(x, target, reduction="none", label_smoothing=smoothing)
-    return loss + torch.where(target == -100, 0.0, scale * torch.logsumexp(x, dim=1) ** 2)
+def _softcapped_z_loss(x, target, softcap, scale, smoothing):
+    """Gemma 2's soft-capping and PaLM's z-loss as Liger-Kernel defines them, in torch: the loss of
+    z = softcap * tanh(x / softcap) plus scale * logsumexp(z)^2, 0 on ignored rows."""
+    z = softcap * torch.tanh(x / softcap) if softcap else x
+    loss = F.cross_entropy(z, target, reduction="none", label_smoothing=smoothing)
+    return loss + torch.where(target == -100, 0.0, scale * torch.logsumexp(z, dim=1) ** 2)
 
 
-@pytest.mark.parametrize(("scale", "smoothing"), [(1e-3, 0.0), (1e-4, 0.1)])
-def test_cross_entropy_z_loss_as_liger_defines_it(generated, monkeypatch, scale, smoothing):
+@pytest.mark.parametrize(("softcap", "scale", "smoothing"), [(30.0, 0.0, 0.0), (0.0, 1e-3, 0.0), (5.0, 1e-3, 0.1)])
+def test_cross_entropy_softcap_and_z_loss_as_liger_defines_them(generated, monkeypatch, softcap, scale, smoothing):
     module = generated("cross_entropy")
     x, target, weights = _logits(6, 333, torch.float32, seed=3)
     x[1, 3] = 0.0
-    x[2] *= 20  # a large log-sum-exp: the z-loss term dominates its row
+    x[2] *= 20  # logits past the cap: tanh's flat ends, where its derivative is near 0
     logits32 = x.clone().requires_grad_()
-    expected = _z_loss(logits32, target, scale, smoothing)
+    expected = _softcapped_z_loss(logits32, target, softcap, scale, smoothing)
     (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
     for index in range(len(module._CONFIGS)):
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, label_smoothing=smoothing, lse_square_scale=scale)
+        loss = module.cross_entropy(logits, target, label_smoothing=smoothing, softcap=softcap, lse_square_scale=scale)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
         (loss * weights).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected, rtol=1e-4, atol=1e-6)
-    reference = module.reference(x, target, -100, smoothing, scale)
+    reference = module.reference(x, target, -100, smoothing, softcap, scale)
     torch.testing.assert_close(reference, expected.detach(), rtol=1e-5, atol=1e-5)
 
 

@@ -61,16 +61,16 @@ def test_ignore_index_and_label_smoothing(smoothing):
         torch.testing.assert_close(grad, want)
 
 
-def test_z_loss_as_the_per_row_kernel_has_it():
-    """The mean over rows not ignored of the loss plus PaLM's z-loss (Liger-Kernel's definition),
-    through torch's autograd."""
+def test_softcap_and_z_loss_as_the_per_row_kernel_has_them():
+    """The mean over rows not ignored of Gemma 2's soft-capped loss plus PaLM's z-loss (Liger-Kernel's
+    definitions), through torch's autograd."""
     h, w, _, target = _inputs(14, 8, 50, seed=9)
     leaves = [h.clone().requires_grad_(), w.clone().requires_grad_()]
-    z = leaves[0] @ leaves[1].T
+    z = 3.0 * torch.tanh(leaves[0] @ leaves[1].T / 3.0)
     z_loss = torch.where(target == -100, 0.0, 1e-3 * torch.logsumexp(z, dim=1) ** 2)
     expected = F.cross_entropy(z, target) + z_loss.sum() / (target != -100).sum()
     expected.backward()
-    loss, grads = _ours(h, w, None, target, lse_square_scale=1e-3, chunk_rows=4)
+    loss, grads = _ours(h, w, None, target, softcap=3.0, lse_square_scale=1e-3, chunk_rows=4)
     torch.testing.assert_close(loss, expected.detach())
     for grad, leaf in zip(grads, leaves, strict=True):
         torch.testing.assert_close(grad, leaf.grad)

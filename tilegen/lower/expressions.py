@@ -356,9 +356,35 @@ class Expressions(ExpressionTypes):
                 name = "gelu_tanh"
             state.helpers.add(name)
             text = f"{name}({', '.join(values[p] for p in ['x', *(p for p, _ in function.params)])})"
+        elif function.selects and self.branches_at_runtime(call):
+            return f"({values['input']} if {x} else {values['other']})"
         else:
             text = function.triton_text(**values)
         return f"{text}.to({written})" if rounds and self.rounds_bf16(written) else text
+
+    def branches_at_runtime(self, call: m.Call) -> bool:
+        """Whether the ``where`` ``call`` lowers to a conditional expression, ``(a if cond else
+        b)``, which Triton compiles to a branch (``scf.if``) so a program computes only the branch
+        it takes: where ``cond`` is one value for the whole program (a scalar input's test,
+        cross-entropy's ``softcap == 0``; no tile axis), both branches are tiles over the same
+        axes, and one of them costs (a math function or activation, a division). ``tl.where``
+        computes both branches everywhere, which made an option that is off cost as much as on."""
+        if len(call.args) != 3 or self.expr_axes(call.args[0]):
+            return False
+        branches = call.args[1:]
+        axes = [set(self.expr_axes(b)) for b in branches]
+        if not axes[0] or axes[0] != axes[1] or any(self.dtype_of(b) != self.dtype_of(call) for b in branches):
+            return False
+
+        def costly(part: m.Expr) -> bool:
+            if isinstance(part, m.BinOp) and part.op == "/":
+                return True
+            if not isinstance(part, m.Call) or any(c.name.id == part.func.id for c in self.state.spec.choices):
+                return False
+            function = function_of(part.func)
+            return function is not None and function.kind in ("math", "activation")
+
+        return any(costly(part) for branch in branches for part in m.subexpressions(branch))
 
     def casts_through_f32(self, call: m.Call) -> bool:
         """Whether the cast ``call`` converts through float32: bf16 to or from an integer or f64

@@ -73,7 +73,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
-                bias: torch.Tensor | None, ignore_index: int, label_smoothing: float,
+                bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
                 lse_square_scale: float, reduction: Reduction, chunk_rows: int | None) -> torch.Tensor:
         n, hidden = h.shape
         vocab = weight.shape[0]
@@ -93,7 +93,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             rows = slice(start, min(start + step, n))
             h_c, t_c = h[rows], target[rows]
             logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
-            options = (ignore_index, label_smoothing, lse_square_scale)
+            options = (ignore_index, label_smoothing, softcap, lse_square_scale)
             loss_c = _cross_entropy(logits, t_c, *options)
             loss_rows[rows] = loss_c
             if not grads:
@@ -122,12 +122,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for grad in (dh, dw, db):  # in place: a scaled copy of dweight would double the peak memory
             if grad is not None:
                 grad.mul_(dloss.to(grad.dtype))
-        return dh, dw, None, db, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                          bias: torch.Tensor | None = None, *, ignore_index: int = -100,
-                         label_smoothing: float = 0.0, lse_square_scale: float = 0.0,
+                         label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0,
                          reduction: Reduction = "mean", chunk_rows: int | None = None) -> torch.Tensor:
     """``F.cross_entropy(h @ weight.T + bias, target, ignore_index=..., label_smoothing=...,
     reduction=...)`` without the [N, V] logits: a 0-dim float32 loss, differentiable in ``h``,
@@ -138,10 +138,10 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     dtype (f32, bf16 or f16); ``bias`` [V] of that dtype or None; ``target`` int64 [N], where
     ``ignore_index`` marks rows that count for nothing (the mean divides by the rows not ignored,
     as torch's does: NaN when every row is ignored).
-    ``label_smoothing`` in [0, 0.5]; ``lse_square_scale`` (PaLM's z-loss,
-    ``scale * logsumexp(logits)^2`` added to each row's loss, off at 0) as
-    ``generated/cross_entropy.py`` has it. The logits are h's dtype, as ``h @ weight.T`` gives
-    them, and the loss is computed from them in float32.
+    ``label_smoothing`` in [0, 0.5]; ``softcap`` (Gemma 2's ``softcap * tanh(logits / softcap)``,
+    off at 0) and ``lse_square_scale`` (PaLM's z-loss, ``scale * logsumexp(logits)^2`` added to
+    each row's loss, off at 0) as ``generated/cross_entropy.py`` has them. The logits are h's
+    dtype, as ``h @ weight.T`` gives them, and the loss is computed from them in float32.
     ``reduction`` is ``"mean"`` or ``"sum"``.
 
     ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
@@ -159,5 +159,5 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
     _check(h, weight, target, bias, reduction)
     loss: torch.Tensor = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
-        h, weight, target, bias, ignore_index, label_smoothing, lse_square_scale, reduction, chunk_rows)
+        h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows)
     return loss

@@ -151,3 +151,31 @@ def test_cross_entropy_options_on_the_gpu(generated, dtype, classes):
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
         (loss * weights).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")
+
+
+OPTION = """\
+kernel k
+  in  x: f32[N]
+  in  scale: f32 = 0.0
+  out y: f32[N]
+  out z: f32[N]
+  block BN = 16
+  grid  n over N by BN
+  y[n] = where(scale == 0, x[n], exp(x[n]) / scale)
+  z[n] = where(x[n] > 0, x[n], exp(x[n]) / scale)
+"""
+
+
+def test_a_where_on_a_scalar_option_is_a_branch_per_program(compiled):
+    """A mask of one value per program (a scalar input's test) with a costly branch is a
+    conditional expression, which Triton compiles to a branch: the option off computes no exp; a
+    mask that varies along the tile stays a tl.where. Both give torch.where's values."""
+    module = compiled(OPTION)
+    source = open(module.__file__).read()
+    assert "(x if scale == 0 else tl.exp(x) / scale)" in source
+    assert "tl.where(x > 0, x, tl.exp(x) / scale)" in source
+    x = torch.randn(37)
+    for scale in (0.0, 2.0):
+        y, z = module.k(x, scale)
+        torch.testing.assert_close(y, torch.where(torch.tensor(scale == 0), x, x.exp() / scale))
+        torch.testing.assert_close(z, torch.where(x > 0, x, x.exp() / scale))

@@ -21,15 +21,20 @@ def _rotate_half(x):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize(("heads", "kv_heads", "d"), [(4, 2, 8), (3, 1, 6), (2, 2, 64)])
-def test_rope_matches_rotate_half(generated, dtype, heads, kv_heads, d):
+@pytest.mark.parametrize(("heads", "kv_heads", "d", "shared"), [(4, 2, 8, False), (3, 1, 6, True), (2, 2, 64, False)])
+def test_rope_matches_rotate_half(generated, dtype, heads, kv_heads, d, shared):
+    """Each sequence's own tables ([B, S, D], as Hugging Face's rotary embedding makes them from
+    its position ids), or one table for the batch expanded to [B, S, D] (stride 0, no copy)."""
     module = generated("rope")
     q, k = _randn(2, heads, 5, d, seed=1, dtype=dtype), _randn(2, kv_heads, 5, d, seed=2, dtype=dtype)
-    angles = _randn(5, d // 2, seed=3)
+    angles = _randn(1, 5, d // 2, seed=3).expand(2, 5, d // 2) if shared else _randn(2, 5, d // 2, seed=3)
     cos, sin = torch.cat((angles, angles), -1).cos().to(dtype), torch.cat((angles, angles), -1).sin().to(dtype)
+    if shared:
+        cos, sin = cos[:1].expand(2, 5, d), sin[:1].expand(2, 5, d)
+        assert cos.stride(0) == 0
     for x, ours, theirs in zip((q, k), module.rope(q, k, cos, sin), module.reference(q, k, cos, sin), strict=True):
         h = x.double()
-        expected = (h * cos.double() + _rotate_half(h) * sin.double()).to(dtype)
+        expected = (h * cos.double()[:, None] + _rotate_half(h) * sin.double()[:, None]).to(dtype)
         ulp = 1e-3 if dtype == torch.float16 else 1e-6  # rounded once from float32
         torch.testing.assert_close(ours, expected, rtol=ulp, atol=ulp)
         torch.testing.assert_close(theirs, ours, rtol=0, atol=0)

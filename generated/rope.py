@@ -120,6 +120,8 @@ def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         raise ValueError(f"rope: sin dimension 1 (S) is {_sin1}, but q dimension 2 gives S = {S}")
     if _sin2 != D:
         raise ValueError(f"rope: sin dimension 2 (D) is {_sin2}, but q dimension 3 gives D = {D}")
+    if (D) % 2:
+        raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:

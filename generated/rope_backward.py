@@ -125,6 +125,8 @@ def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, c
         raise ValueError(f"rope_backward: sin dimension 1 (S) is {_sin1}, but dq_rotated dimension 2 gives S = {S}")
     if _sin2 != D:
         raise ValueError(f"rope_backward: sin dimension 2 (D) is {_sin2}, but dq_rotated dimension 3 gives D = {D}")
+    if (D) % 2:
+        raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
     if H > 1048576:
         raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
     if HK > 1048576:

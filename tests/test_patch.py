@@ -7,7 +7,10 @@ position, so the rotary tables differ per sequence ([B, S, D]). In Triton's inte
 
 import copy
 import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -128,6 +131,14 @@ def test_the_loss_divides_by_num_items_in_batch_where_given():
     for n in (None, 7, torch.tensor(7)):
         torch.testing.assert_close(causal_lm_loss(logits, labels, 11, num_items_in_batch=n),
                                    ForCausalLMLoss(logits, labels, 11, num_items_in_batch=n))
+
+
+def test_import_tilegen_imports_neither_torch_nor_transformers():
+    """``tilegen.patch`` is found on first use; ``import tilegen`` stays light."""
+    code = ("import sys, tilegen; assert 'torch' not in sys.modules and 'transformers' not in sys.modules; "
+            "from tilegen.nn.patch import patch; assert tilegen.patch is patch; "
+            "assert not hasattr(tilegen, 'patched')")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parent.parent)
 
 
 def test_a_family_not_supported_is_named():

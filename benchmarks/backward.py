@@ -85,7 +85,7 @@ def _cases():
             k = torch.randn(1, kv_heads, s, d, device="cuda", dtype=torch.bfloat16)
             angle = torch.randn(s, d // 2, device="cuda")
             angle = torch.cat([angle, angle], dim=-1)
-            return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
+            return q, k, angle.cos().bfloat16()[None], angle.sin().bfloat16()[None]  # [1, S, D]: one sequence's tables
         return make
 
     def classes(m, v, dtype=torch.float32, ignored=0.0):

@@ -68,11 +68,12 @@ class Config:
 class Ops:
     """One implementation of every operation the model takes (see the module docstring). Shapes:
     ``embedding(idx i64[N], table [V, C]) -> [N, C]``; ``rms_norm(x [N, C], w [C], eps) -> [N, C]``;
-    ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [T, D],
-    sin [T, D]) -> (q, k)``; ``attention(q, k, v [B, H, T, D], scale) -> [B, H, T, D]`` (causal);
-    ``swiglu(a [N, F], b [N, F]) -> [N, F]``; ``head_loss(h [N, C], head [C, V], target i64[N])``
-    -> the mean cross-entropy of the logits ``h @ head`` (in the compute dtype) computed in float32
-    (torch's on ``logits.float()``, as Hugging Face's models call it), a 0-dim f32 tensor."""
+    ``linear(x [N, K], w [K, M]) -> [N, M]``; ``rope(q [B, H, T, D], k [B, H, T, D], cos [B, T, D],
+    sin [B, T, D]) -> (q, k)`` (each sequence's tables, as Hugging Face's); ``attention(q, k, v
+    [B, H, T, D], scale) -> [B, H, T, D]`` (causal); ``swiglu(a [N, F], b [N, F]) -> [N, F]``;
+    ``head_loss(h [N, C], head [C, V], target i64[N])`` -> the mean cross-entropy of the logits
+    ``h @ head`` (in the compute dtype) computed in float32 (torch's on ``logits.float()``, as
+    Hugging Face's models call it), a 0-dim f32 tensor."""
 
     name: str
     embedding: Callable
@@ -89,12 +90,16 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def _rope(q, k, cos, sin):
+    return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
+
+
 TORCH = Ops(
     "torch",
     embedding=F.embedding,
     rms_norm=lambda x, w, eps: F.rms_norm(x, (x.shape[-1],), w, eps),
     linear=lambda x, w: x @ w,
-    rope=lambda q, k, cos, sin: (q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin),
+    rope=lambda q, k, cos, sin: _rope(q, k, cos.unsqueeze(1), sin.unsqueeze(1)),
     attention=lambda q, k, v, scale: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
     swiglu=lambda a, b: F.silu(a) * b,
     head_loss=lambda h, head, target: F.cross_entropy((h @ head).float(), target),
@@ -167,7 +172,7 @@ def loss(ops: Ops, params: dict, idx: torch.Tensor, target: torch.Tensor, cfg: C
     def w(name):  # a parameter in the compute dtype (a no-op in float32)
         return params[name].to(compute)
 
-    cos, sin = (table[:t].to(compute) for table in tables)
+    cos, sin = (table[:t].to(compute).expand(b, t, d) for table in tables)  # shared by the batch: stride 0
     x = ops.embedding(idx.reshape(-1), w("embedding"))  # [B * T, C]
     for i in range(cfg.layers):
         h = ops.rms_norm(x, w(f"{i}.attn_norm"), cfg.eps)

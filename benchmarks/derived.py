@@ -98,7 +98,7 @@ def _cases():
             k = torch.randn(1, kv_heads, s, dim, device="cuda", dtype=torch.bfloat16)
             angle = torch.randn(s, dim // 2, device="cuda")
             angle = torch.cat([angle, angle], dim=-1)
-            return q, k, angle.cos().bfloat16(), angle.sin().bfloat16()
+            return q, k, angle.cos().bfloat16()[None], angle.sin().bfloat16()[None]  # [1, S, D]: one sequence's tables
         return make
 
     def rotate_half(x):

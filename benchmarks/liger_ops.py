@@ -63,7 +63,7 @@ def _rope_inputs(shape, dtype):  # shape: (tokens, head dim); one sequence of th
     k = torch.randn(1, 8, tokens, d, device="cuda", dtype=dtype)
     angles = torch.randn(tokens, d // 2, device="cuda")
     emb = torch.cat((angles, angles), dim=-1)
-    return q, k, emb.cos().to(dtype), emb.sin().to(dtype)
+    return q, k, emb.cos().to(dtype)[None], emb.sin().to(dtype)[None]  # [1, tokens, d]: the sequence's tables
 
 
 #: kernel -> (torch's forward, as Liger's tests write it; input maker; the row length)

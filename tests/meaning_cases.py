@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tilegen import model as m
 from tilegen.runner import fit_jagged_rows, loaded_starts
-from tilegen.sizes import scalar_sizes, size_names, solve_derived
+from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIRS = ("specs", "tests/specs")
@@ -299,6 +299,7 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             if align > 1:
                 size = _aligned(size, align, sizes.values())
         sizes[dim.id] = size
+    round_to_multiples(spec, sizes)  # rope's D / 2 in an index: D even
     if not tiny:
         _jagged_rows(spec, sizes)
     return fit_jagged_rows(spec, solve_derived(spec, sizes))

@@ -127,7 +127,7 @@ def test_rope_gradients_rotate_back(generated):
     module = generated("rope")
     g = torch.Generator().manual_seed(13)
     q, k = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
-    angle = torch.randn(5, 4, generator=g)
+    angle = torch.randn(2, 5, 4, generator=g)  # each sequence's own positions
     cos, sin = torch.cat([angle, angle], -1).cos(), torch.cat([angle, angle], -1).sin()
     dq, dk = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 5, 8, generator=g)
 
@@ -135,8 +135,9 @@ def test_rope_gradients_rotate_back(generated):
         return torch.cat([-x[..., 4:], x[..., :4]], dim=-1)
 
     want_q, want_k = q.clone().requires_grad_(), k.clone().requires_grad_()
-    ((want_q * cos + rotate_half(want_q) * sin) * dq).sum().backward()
-    ((want_k * cos + rotate_half(want_k) * sin) * dk).sum().backward()
+    c, s = cos[:, None], sin[:, None]  # over the heads
+    ((want_q * c + rotate_half(want_q) * s) * dq).sum().backward()
+    ((want_k * c + rotate_half(want_k) * s) * dk).sum().backward()
     ours_q, ours_k = q.clone().requires_grad_(), k.clone().requires_grad_()
     q_rotated, k_rotated = module.rope(ours_q, ours_k, cos, sin)
     torch.autograd.backward([q_rotated, k_rotated], [dq, dk])

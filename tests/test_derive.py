@@ -256,7 +256,7 @@ RULES = [
     ("x[r, c] * sum(w[r, c], dim=c) + mean(x[r, c] * x[r, c], dim=c)", ""),
     ("x[r, c] - max(x[r, c] * w[r, c], dim=c) + min(w[r, c], dim=c)", ""),
     ("cumsum(x[r, c] * w[r, c], dim=c) + cumsum(x[r, c], dim=c, reverse=true)", ""),
-    ("x[r, c] * w[r, c] + x[r, c + 1] * w[r, c] - x[r, c - 2] + 0.5 * w[r, c + N / 2]", ""),
+    ("x[r, c] * w[r, c] + x[r, c + 1] * w[r, c] - x[r, c - 2] + 0.5 * w[r, c + (N - 1) / 2]", ""),  # N = 37
     ("exp(x[r, c] - detach(max(x[r, c], dim=c))) * detach(w[r, c] * x[r, c])", ""),
     ("exp(x[r, c] * w[r, c]) / sum(exp(x[r, c] * w[r, c]), dim=c) + x[r, c] - log(sum(exp(x[r, c]), dim=c))", ""),
 ]

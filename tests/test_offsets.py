@@ -21,15 +21,20 @@ def _rotate_half(x):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize(("heads", "kv_heads", "d"), [(4, 2, 8), (3, 1, 6), (2, 2, 64)])
-def test_rope_matches_rotate_half(generated, dtype, heads, kv_heads, d):
+@pytest.mark.parametrize(("heads", "kv_heads", "d", "shared"), [(4, 2, 8, False), (3, 1, 6, True), (2, 2, 64, False)])
+def test_rope_matches_rotate_half(generated, dtype, heads, kv_heads, d, shared):
+    """Each sequence's own tables ([B, S, D], as Hugging Face's rotary embedding makes them from
+    its position ids), or one table for the batch expanded to [B, S, D] (stride 0, no copy)."""
     module = generated("rope")
     q, k = _randn(2, heads, 5, d, seed=1, dtype=dtype), _randn(2, kv_heads, 5, d, seed=2, dtype=dtype)
-    angles = _randn(5, d // 2, seed=3)
+    angles = _randn(1, 5, d // 2, seed=3).expand(2, 5, d // 2) if shared else _randn(2, 5, d // 2, seed=3)
     cos, sin = torch.cat((angles, angles), -1).cos().to(dtype), torch.cat((angles, angles), -1).sin().to(dtype)
+    if shared:
+        cos, sin = cos[:1].expand(2, 5, d), sin[:1].expand(2, 5, d)
+        assert cos.stride(0) == 0
     for x, ours, theirs in zip((q, k), module.rope(q, k, cos, sin), module.reference(q, k, cos, sin), strict=True):
         h = x.double()
-        expected = (h * cos.double() + _rotate_half(h) * sin.double()).to(dtype)
+        expected = (h * cos.double()[:, None] + _rotate_half(h) * sin.double()[:, None]).to(dtype)
         ulp = 1e-3 if dtype == torch.float16 else 1e-6  # rounded once from float32
         torch.testing.assert_close(ours, expected, rtol=ulp, atol=ulp)
         torch.testing.assert_close(theirs, ours, rtol=0, atol=0)
@@ -54,13 +59,16 @@ def test_offsets_read_zero_outside_the_tensor_at_every_block(tmp_path, bm, bn):
     path = tmp_path / "shifts.py"
     path.write_text(compile_spec(SHIFTS, "shifts.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm + bn)
-    padded = torch.cat((x, torch.zeros(5, 9)), dim=1)  # what lies past the row reads 0
+    x = _randn(5, 10, seed=bm + bn)
+    padded = torch.cat((x, torch.zeros(5, 10)), dim=1)  # what lies past the row reads 0
     forward, skewed = module.shifts(x, BM=bm, BN=bn)
-    torch.testing.assert_close(forward, padded[:, 1:10] - x)
-    torch.testing.assert_close(skewed, padded[:, 3:12])  # N / 2 - 1 = 3
+    torch.testing.assert_close(forward, padded[:, 1:11] - x)
+    torch.testing.assert_close(skewed, padded[:, 4:14])  # N / 2 - 1 = 4
     for ours, theirs in zip(module.reference(x), (forward, skewed), strict=True):
         torch.testing.assert_close(ours, theirs)
+    odd = r"^shifts: the index c \+ N / 2 - 1 of x needs N \(9\) to be a multiple of 2$"
+    with pytest.raises(ValueError, match=odd):
+        module.shifts(_randn(5, 9), BM=bm, BN=bn)  # a quotient of sizes in an index divides: no half row of 4.5
 
 
 def _errors(text):
@@ -113,9 +121,9 @@ def test_stores_at_offsets_leave_out_the_lanes_outside(tmp_path, bm, bn):
     path = tmp_path / "shifted.py"
     path.write_text(compile_spec(STORED, "shifted.tile").source, encoding="utf-8")
     module = load_module(path)
-    x = _randn(5, 9, seed=bm * bn)
-    expected = torch.zeros(5, 9)
-    expected[:, 2:] = x[:, :7] * 2
+    x = _randn(5, 10, seed=bm * bn)
+    expected = torch.zeros(5, 10)
+    expected[:, 2:] = x[:, :8] * 2
     y, halves = module.shifted(x, BM=bm, BN=bn)
     torch.testing.assert_close(halves, x)
     torch.testing.assert_close(y[:, 2:], expected[:, 2:])  # its first two columns: nothing stores them
@@ -255,8 +263,8 @@ def test_a_quotient_of_sizes_in_an_index_that_does_not_divide_is_refused_at_laun
     assert str(caught.value) == says
 
 
-# A channel group's c in g * (C / G) + c (no axis over C / G): the group size must divide too. A
-# quotient added to an axis (c + N / 2 above, at N = 9) shifts it, rounding down.
+# A channel group's c in g * (C / G) + c (no axis over C / G): the group size must divide too, as
+# a quotient added to an axis (c + N / 2 above) must.
 CHANNELS = """kernel k
   in  x: f32[B, C]
   in  w: f32[B, G]
@@ -285,3 +293,14 @@ def test_messages_name_a_derived_extent_as_written():
     source = compile_spec(GROUPS, "group_sums.tile").source
     assert "group_sums: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= " in source
     assert "C_over_G must" not in source
+
+
+@pytest.mark.parametrize("name", ["rope", "rope_backward"])
+def test_rope_refuses_an_odd_head_dim_at_launch(generated, name):
+    """rotate_half takes the row's halves: with D = 7 the shift by D / 2 = 3 mixed lanes of the
+    wrong half, and the launcher ran it (rope's output was silently wrong)."""
+    module = generated(name)
+    q, k, cos = torch.zeros(1, 2, 3, 7), torch.zeros(1, 1, 3, 7), torch.zeros(1, 3, 7)
+    odd = rf"^{name}: the index d [-+] D / 2 of \w+ needs D \(7\) to be a multiple of 2$"
+    with pytest.raises(ValueError, match=odd):
+        getattr(module, name)(q, k, cos, cos)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
-from tilegen.sizes import scalar_sizes, size_names, solve_derived
+from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used (see select_device)
     import torch
@@ -629,6 +629,7 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
         if spec.access_style == "descriptor":  # TMA rows must be 16-byte aligned
             tail = 16 if step > 16 else 0
         sizes[dim.id] = given.get(dim.id, step * programs + tail)
+    sizes = round_to_multiples(spec, sizes, given)  # rope's D / 2 in an index: D even
     return fit_jagged_rows(spec, solve_derived(spec, sizes, given), given)
 
 

@@ -6,6 +6,9 @@ reads them off a call's tensors).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Container
+
 from tilegen import model as m
 
 
@@ -40,6 +43,33 @@ def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
             if isinstance(right, m.Ref) or (isinstance(right, m.Number) and right.is_int):
                 found[name] = (extent.left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
     return found
+
+
+def index_multiples(spec: m.Spec) -> dict[str, int]:
+    """The sizes an index divides by an integer (rope's ``x[d - D / 2]``), each with that integer
+    (their least common multiple where several): the launcher refuses a size that is not a
+    multiple of it (a quotient of sizes in an index must divide)."""
+    axes = {a.name.id for a in spec.axes()}
+    found: dict[str, int] = {}
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            for item in access.index:
+                if not m.is_offset(item):
+                    continue
+                for sub in m.subexpressions(item):
+                    if (isinstance(sub, m.BinOp) and sub.op == "/" and isinstance(sub.left, m.Ref)
+                            and sub.left.name.id not in axes and isinstance(sub.right, m.Number) and sub.right.is_int):
+                        name = sub.left.name.id
+                        found[name] = math.lcm(found.get(name, 1), int(sub.right.text))
+    return found
+
+
+def round_to_multiples(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:
+    """``sizes`` with each size of :func:`index_multiples` not ``given`` rounded up to its multiple."""
+    for name, factor in index_multiples(spec).items():
+        if name in sizes and name not in given:
+            sizes[name] += -sizes[name] % factor
+    return sizes
 
 
 def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:

@@ -101,27 +101,25 @@ def derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[
 
 
 def _division_checks(
-    expr: m.Expr, name: str, what: str, sized: Callable[[m.Expr], bool], exact: set[int] | None = None
+    expr: m.Expr, name: str, what: str, sized: Callable[[m.Expr], bool]
 ) -> list[tuple[str, str]]:
     """The launcher's checks of each ``/`` in ``expr`` (``what`` names it in the message): where
     ``sized`` holds for both operands (sizes, integer scalar inputs and integers: the launcher
-    knows them) and the quotient is one of ``exact`` (their ids; None: every one), the divisor
-    must be at least 1 and divide; where
-    ``sized`` holds for the divisor alone (an axis divided, rounding down: ``h / (H / HK)``), it
-    must be at least 1."""
+    knows them), the divisor must be at least 1 and divide; where ``sized`` holds for the divisor
+    alone (an axis divided, rounding down: ``h / (H / HK)``), it must be at least 1."""
     checks: list[tuple[str, str]] = []
     for sub in reversed(list(m.subexpressions(expr))):  # inner divisions first: their divisors are used outside
         if not (isinstance(sub, m.BinOp) and sub.op == "/") or not sized(sub.right):
             continue
         a, b = offset_text(sub.left, lambda n: n), offset_text(sub.right, lambda n: n)
         literal = isinstance(sub.right, m.Number) and sub.right.value >= 1  # nothing to check of it
-        if sized(sub.left) and (exact is None or id(sub) in exact):
+        if sized(sub.left):
             at_least = "" if literal else f", and {expr_text(sub.right)} at least 1"
             checks.append((
                 f"({a}) % {b}" if literal else f"{b} < 1 or ({a}) % ({b})",
                 f"f\"{name}: {what} needs {_shown(sub.left)} to be a multiple of {_shown(sub.right)}{at_least}\"",
             ))
-        elif not sized(sub.left) and not literal:
+        elif not literal:
             message = f"{name}: {what} divides by {expr_text(sub.right)}, which must be at least 1, got {{{b}}}"
             checks.append((f"{b} < 1", f"f\"{message}\""))
     return checks
@@ -136,28 +134,17 @@ def _shown(expr: m.Expr) -> str:
 
 def index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
     """The checks of the ``/`` in tensors' indexes, as :func:`_division_checks` makes them. A
-    quotient of sizes that multiplies or divides an axis is a group size (GQA's ``k[z, h / (H /
-    HK), n, d]``, a channel group's ``g * (C / G) + c``): it must divide, as a derived extent's
-    does (with H = 6, HK = 4 heads 4 and 5 read past ``k`` and got zeros). One added to an axis
-    (``c + N / 2``) shifts it, rounding down. An axis is divided by at least 1. Each condition
-    once, for the first access that holds it."""
+    quotient of sizes in an index must divide, as a derived extent's does: a group size that
+    multiplies or divides an axis (GQA's ``k[z, h / (H / HK), n, d]``: with H = 6, HK = 4 heads 4
+    and 5 read past ``k`` and got zeros; a channel group's ``g * (C / G) + c``) and a shift
+    (rope's ``x[d - D / 2]``: with D = 7 the halves overlapped and lanes mixed). An axis divided
+    rounds down, by at least 1. Each condition once, for the first access that holds it."""
     axes = {a.name.id for a in spec.axes()}
     if spec.swizzle is not None and spec.swizzle.aliases is not None:
         axes |= {n.id for n in spec.swizzle.aliases}
 
     def sized(expr: m.Expr) -> bool:
         return all(e.name.id not in axes for e in m.subexpressions(expr) if isinstance(e, m.Ref))
-
-    def groups(expr: m.Expr) -> Iterator[int]:
-        """The ids of the quotients of sizes in ``expr`` that scale an axis."""
-        if not isinstance(expr, m.BinOp):
-            return
-        if expr.op in ("*", "/"):
-            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
-                if sized(side) and not sized(other):
-                    yield from (id(e) for e in m.subexpressions(side) if isinstance(e, m.BinOp) and e.op == "/")
-        yield from groups(expr.left)
-        yield from groups(expr.right)
 
     def items(index: Iterable[IndexItem]) -> Iterator[m.BinOp | m.Neg]:
         for item in index:
@@ -171,7 +158,7 @@ def index_divisions(spec: m.Spec, name: str) -> list[tuple[str, str]]:
         for access in m.accesses(stmt):
             for item in items(access.index):
                 what = f"the index {expr_text(item)} of {access.tensor.id}"
-                for condition, message in _division_checks(item, name, what, sized, set(groups(item))):
+                for condition, message in _division_checks(item, name, what, sized):
                     found.setdefault(condition, message)
     return list(found.items())
 

@@ -1,0 +1,219 @@
+"""``tilegen.patch(model)``: a Hugging Face causal LM's RMSNorm, rotary embedding, MLP gate and
+loss run on tilegen's kernels (the committed build, through :func:`tilegen.nn.kernel`).
+
+What is patched, for a Llama, Mistral, Qwen2 or Gemma model of ``transformers``:
+
+- ``rms_norm``: each of the model's ``<Family>RMSNorm`` modules gets its own ``forward`` (an
+  instance attribute; the class is untouched): ``rms_norm(x, weight, eps, offset)``, offset 1.0
+  for Gemma's ``(1 + weight)``, the row normalised in float32 and rounded once.
+- ``rope``: Hugging Face's attention calls the module-level function ``apply_rotary_pos_emb`` of
+  its modeling module. That name is replaced, once per family, by a dispatcher that runs
+  tilegen's ``rope`` only while the attention module of a patched model runs (a forward pre-hook
+  and hook on each of its ``<Family>Attention`` modules count it in and out, per thread) and calls
+  the original function otherwise, so other models of the family are unaffected. ``cos`` and
+  ``sin`` come as [B, S, D] or [1, S, D] (expanded, no copy).
+- ``mlp``: each ``<Family>MLP`` gets its own ``forward``: ``down_proj(swiglu(gate_proj(x),
+  up_proj(x)))`` for ``hidden_act`` silu (Llama, Mistral, Qwen2), ``geglu`` for the tanh GELU
+  (Gemma's ``gelu_pytorch_tanh``). The three projections stay ``nn.Linear``.
+- ``loss``: ``model.loss_function`` (this instance's) becomes :func:`causal_lm_loss`, the
+  ``ForCausalLMLoss`` of ``transformers`` on tilegen's ``cross_entropy``.
+
+Dtypes: float32, bfloat16 and float16. A norm whose weight's dtype is not its input's (torch
+promotes, the kernel takes one dtype) and a rope or MLP call the kernels cannot take (mixed
+dtypes, tables of another shape) run the original torch code. What stays torch: the embedding,
+the linear layers (q/k/v/o, gate/up/down, lm_head), attention, the residual adds and the
+rotary embedding's tables (``<Family>RotaryEmbedding``). Kernels launch on a CUDA device or in
+Triton's interpreter (``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+
+from tilegen.nn import kernel
+
+#: ``config.model_type`` -> (the ``transformers`` modeling module, its classes' prefix)
+FAMILIES: dict[str, tuple[str, str]] = {
+    "llama": ("transformers.models.llama.modeling_llama", "Llama"),
+    "mistral": ("transformers.models.mistral.modeling_mistral", "Mistral"),
+    "qwen2": ("transformers.models.qwen2.modeling_qwen2", "Qwen2"),
+    "gemma": ("transformers.models.gemma.modeling_gemma", "Gemma"),
+}
+
+#: ``hidden_act`` -> the gated kernel of the MLP: act(gate) * up
+GATES: dict[str, str] = {
+    "silu": "swiglu",
+    "swish": "swiglu",
+    "gelu_pytorch_tanh": "geglu",
+    "gelu_python_tanh": "geglu",
+    "gelu_new": "geglu",
+}
+
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def patch(
+    model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, mlp: bool = True, loss: bool = True
+) -> torch.nn.Module:
+    """Swap ``model``'s RMSNorm, rotary embedding, MLP gate and causal-LM loss for tilegen's
+    kernels, in place (see the module docstring for exactly what is patched and its scope);
+    returns ``model``. Each keyword set to False leaves that piece as it is. Patching again
+    patches nothing twice.
+
+    ``model``: a ``transformers`` Llama, Mistral, Qwen2 or Gemma model (``config.model_type``
+    llama, mistral, qwen2 or gemma), a ``*ForCausalLM`` or its base model (which has no loss).
+    Its parameters may be float32, bfloat16 or float16.
+
+    Raises ValueError naming the model type for a family not supported, and naming
+    ``hidden_act`` where ``mlp`` is on and the activation has no kernel (silu and the tanh GELU
+    have); ImportError where ``transformers`` is not installed.
+    """
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"tilegen.patch: model type {model_type!r} ({type(model).__name__}) is not supported; "
+            f"supported: {', '.join(FAMILIES)}"
+        )
+    where, prefix = FAMILIES[model_type]
+    modeling = importlib.import_module(where)
+    gate = ""
+    if mlp:
+        act = getattr(config, "hidden_act", None) or getattr(config, "hidden_activation", None)
+        gate = GATES.get(str(act), "")
+        if not gate:
+            raise ValueError(
+                f"tilegen.patch: {type(model).__name__}'s hidden_act {act!r} has no gated kernel (supported: "
+                f"{', '.join(GATES)}); pass mlp=False to leave the MLP as it is"
+            )
+    norm_class, mlp_class = getattr(modeling, f"{prefix}RMSNorm"), getattr(modeling, f"{prefix}MLP")
+    attention_class = getattr(modeling, f"{prefix}Attention")
+    offset = 1.0 if model_type == "gemma" else 0.0
+    for module in model.modules():
+        if rms_norm and isinstance(module, norm_class) and "forward" not in vars(module):
+            module.forward = types.MethodType(functools.partial(_rms_norm_forward, offset=offset), module)
+        elif mlp and isinstance(module, mlp_class) and "forward" not in vars(module):
+            module.forward = types.MethodType(functools.partial(_mlp_forward, gate=gate), module)
+        elif rope and isinstance(module, attention_class) and not getattr(module, "_tilegen_rope", False):
+            module.register_forward_pre_hook(_rope_enter)
+            module.register_forward_hook(_rope_leave, always_call=True)
+            module._tilegen_rope = True
+    if rope:
+        _install_rope(modeling)
+    if loss and hasattr(type(model), "loss_function") and hasattr(model, "lm_head"):
+        cast(Any, model).loss_function = causal_lm_loss  # the instance's (PreTrainedModel's setter)
+    return model
+
+
+def _rms_norm_forward(self: Any, hidden_states: torch.Tensor, *, offset: float) -> torch.Tensor:
+    """An RMSNorm module's forward on tilegen's ``rms_norm`` (Llama's ``variance_epsilon``,
+    Gemma's ``eps``); the original where the weight's dtype is not the input's."""
+    weight, x = self.weight, hidden_states
+    if weight.dtype != x.dtype or x.dtype not in _FLOATS:
+        original: torch.Tensor = type(self).forward(self, hidden_states)
+        return original
+    eps = getattr(self, "variance_epsilon", None)
+    eps = self.eps if eps is None else eps
+    y: torch.Tensor = kernel("rms_norm")(x.reshape(-1, x.shape[-1]), weight, eps, offset)
+    return y.view(x.shape)
+
+
+def _mlp_forward(self: Any, x: torch.Tensor, *, gate: str) -> torch.Tensor:
+    """A gated MLP's forward with ``act(gate_proj(x)) * up_proj(x)`` on tilegen's ``gate``
+    kernel (swiglu or geglu); the original where the projections' dtypes differ."""
+    a, b = self.gate_proj(x), self.up_proj(x)
+    if a.dtype != b.dtype or a.dtype not in _FLOATS:
+        y: torch.Tensor = self.act_fn(a) * b
+    else:
+        y = kernel(gate)(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])).view(a.shape)
+    out: torch.Tensor = self.down_proj(y)
+    return out
+
+
+# ------------------------------------------------------------------------------------ rope
+
+
+class _Inside(threading.local):
+    """How many patched attention modules this thread is inside (nested calls count)."""
+
+    depth = 0
+
+
+_INSIDE = _Inside()
+_ORIGINAL_ROPE: dict[str, Callable[..., Any]] = {}  # modeling module name -> its apply_rotary_pos_emb
+
+
+def _rope_enter(module: torch.nn.Module, args: Any) -> None:
+    _INSIDE.depth += 1
+
+
+def _rope_leave(module: torch.nn.Module, args: Any, output: Any) -> None:
+    _INSIDE.depth -= 1
+
+
+def _install_rope(modeling: Any) -> None:
+    """Replace ``modeling.apply_rotary_pos_emb`` by the dispatcher, once per module."""
+    if modeling.__name__ in _ORIGINAL_ROPE:
+        return
+    original = modeling.apply_rotary_pos_emb
+    _ORIGINAL_ROPE[modeling.__name__] = original
+
+    @functools.wraps(original)
+    def apply_rotary_pos_emb(q, k, cos, sin, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """tilegen's rope inside a patched model's attention, Hugging Face's elsewhere."""
+        plain = not args and kwargs in ({}, {"unsqueeze_dim": 1})
+        if _INSIDE.depth > 0 and plain and _rope_fits(q, k, cos, sin):
+            b, _, s, d = q.shape
+            return kernel("rope")(q, k, cos.expand(b, s, d), sin.expand(b, s, d))
+        return original(q, k, cos, sin, *args, **kwargs)
+
+    modeling.apply_rotary_pos_emb = apply_rotary_pos_emb
+
+
+def _rope_fits(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """Whether the kernel takes these: q [B, H, S, D] and k [B, HK, S, D] of one float dtype,
+    cos and sin of it, [B, S, D] or [1, S, D]."""
+    if q.dim() != 4 or k.dim() != 4 or q.dtype not in _FLOATS:
+        return False
+    b, _, s, d = q.shape
+    return all(t.dtype == q.dtype for t in (k, cos, sin)) and all(
+        t.dim() == 3 and t.shape[0] in (1, b) and tuple(t.shape[1:]) == (s, d) for t in (cos, sin)
+    )
+
+
+# ------------------------------------------------------------------------------------ loss
+
+
+def causal_lm_loss(
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    vocab_size: int,
+    num_items_in_batch: torch.Tensor | int | None = None,
+    ignore_index: int = -100,
+    shift_labels: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """``transformers``' ``ForCausalLMLoss`` on tilegen's ``cross_entropy``: token t predicts
+    label t + 1 (``labels`` [B, S] shifted left, the last position ``ignore_index``; or
+    ``shift_labels`` as given), the loss of each token in float32 (the logits, [B, S, V] in
+    float32, bfloat16 or float16, are read into float32 by the kernel, not copied), summed and
+    divided by ``num_items_in_batch`` where given, else averaged over the tokens whose label is
+    not ``ignore_index`` (NaN where there are none, as torch's mean). Other keywords are ignored,
+    as ``transformers`` ignores them. Returns a 0-dim float32 tensor."""
+    if shift_labels is None:
+        shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    target = shift_labels.reshape(-1).to(device=logits.device, dtype=torch.int64)
+    per_token: torch.Tensor = kernel("cross_entropy")(logits.reshape(-1, vocab_size), target, ignore_index)
+    if num_items_in_batch is None:
+        return per_token.sum() / (target != ignore_index).sum()
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(per_token.device)
+    return per_token.sum() / num_items_in_batch

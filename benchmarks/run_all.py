@@ -92,6 +92,11 @@ BENCHMARKS = [
               lambda out: [_script("model_step", out)]),
     Benchmark("train_decoder", "a small decoder trained on tilegen kernels beside torch (float32, bfloat16)",
               lambda out: [_script("train_decoder", out), _script("train_decoder", out, 300, "bfloat16")]),
+    Benchmark("patch_step", "a Hugging Face Llama of Llama-3-8B's layers, patched by tilegen.patch and not",
+              lambda out: [_script("patch_step", out)]),
+    Benchmark("train_ddp", "the decoder trained data-parallel on two GPUs (DDP under torchrun) and on one",
+              lambda out: [["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                            *_script("train_ddp", out)], _script("train_ddp", out)]),
 ]
 NAMES = [b.name for b in BENCHMARKS]
 

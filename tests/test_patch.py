@@ -180,3 +180,28 @@ def test_a_patched_bf16_model_is_as_close_to_f32_as_the_original(family, calls):
         ours_err = (grads[name].float() - exact_grad).norm()
         their_err = (want_grads[name].float() - exact_grad).norm()
         assert ours_err <= 2 * their_err + 2 * ulp * exact_grad.norm(), name
+
+
+@pytest.mark.skipif(GPU, reason="the interpreter's test")
+def test_training_fuses_the_head_with_the_loss(calls):
+    """In training with labels the patched causal LM runs the head and the loss as one fused call
+    (no logits returned), through the cross_entropy kernel, to the original's loss and head
+    gradient; in eval mode, or with ``linear_cross_entropy=False``, it returns the logits."""
+    theirs = tiny("qwen2", layers=1)
+    ours = tilegen.patch(copy.deepcopy(theirs))
+    assert ours.training
+    inputs = batch()
+    loss, grads = step(ours, inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert ours(**inputs).logits is None
+        ours.eval()
+        assert ours(**inputs).logits.shape == (2, 8, 100)
+        plain = tilegen.patch(copy.deepcopy(theirs), linear_cross_entropy=False)
+        assert plain(**inputs).logits is not None
+    assert calls["cross_entropy"] == 4
+    want_loss, want_grads = step(theirs, inputs)
+    eps = torch.finfo(torch.float32).eps
+    torch.testing.assert_close(loss, want_loss, rtol=4 * eps, atol=0)
+    scale = want_grads["lm_head.weight"].abs().max().item()
+    torch.testing.assert_close(grads["lm_head.weight"], want_grads["lm_head.weight"], rtol=0, atol=32 * eps * scale)

@@ -17,12 +17,13 @@ from typing import Any, Literal
 
 import torch
 
-from tilegen.nn import kernel
+from tilegen.nn import module
 
 Reduction = Literal["mean", "sum"]
 
-# loaded on import, not in the forward, which torch.compile traces
-_cross_entropy, _cross_entropy_backward = kernel("cross_entropy"), kernel("cross_entropy_backward")
+# loaded on import, not in the forward, which torch.compile traces (their launchers are looked up
+# on the modules at each call)
+_FORWARD, _BACKWARD = module("cross_entropy"), module("cross_entropy_backward")
 
 
 #: The logits a chunk may hold whatever the weight's size (bytes): 256 MiB.
@@ -94,11 +95,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
             h_c, t_c = h[rows], target[rows]
             logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
             options = (ignore_index, label_smoothing, softcap, lse_square_scale)
-            loss_c = _cross_entropy(logits, t_c, *options)
+            loss_c = _FORWARD.cross_entropy(logits, t_c, *options)
             loss_rows[rows] = loss_c
             if not grads:
                 continue
-            dlogits = _cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, inplace=inplace)
+            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, inplace=inplace)
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
             if want_w:  # accumulated in the weight's dtype, as Liger-Kernel does

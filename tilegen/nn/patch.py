@@ -61,12 +61,17 @@ _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def patch(
-    model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, mlp: bool = True, loss: bool = True
+    model: torch.nn.Module, *, rms_norm: bool = True, rope: bool = True, mlp: bool = True, loss: bool = True,
+    linear_cross_entropy: bool = True,
 ) -> torch.nn.Module:
     """Swap ``model``'s RMSNorm, rotary embedding, MLP gate and causal-LM loss for tilegen's
     kernels, in place (see the module docstring for exactly what is patched and its scope);
     returns ``model``. Each keyword set to False leaves that piece as it is. Patching again
-    patches nothing twice.
+    patches nothing twice. With ``linear_cross_entropy`` (and ``loss``), a ``*ForCausalLM``'s
+    forward in training (``model.training``, grad enabled, ``labels`` given) fuses ``lm_head`` with
+    the loss (:func:`tilegen.nn.linear_cross_entropy.linear_cross_entropy`: the [B, S, V] logits
+    never exist) and returns ``logits=None``, as Liger-Kernel's patch does; otherwise it is the
+    model's own forward.
 
     ``model``: a ``transformers`` Llama, Mistral, Qwen2 or Gemma model (``config.model_type``
     llama, mistral, qwen2 or gemma), a ``*ForCausalLM`` or its base model (which has no loss).
@@ -110,6 +115,8 @@ def patch(
         _install_rope(modeling)
     if loss and hasattr(type(model), "loss_function") and hasattr(model, "lm_head"):
         cast(Any, model).loss_function = causal_lm_loss  # the instance's (PreTrainedModel's setter)
+        if linear_cross_entropy and "forward" not in vars(model):
+            model.forward = types.MethodType(_causal_lm_forward, model)
     return model
 
 
@@ -217,3 +224,39 @@ def causal_lm_loss(
     if torch.is_tensor(num_items_in_batch):
         num_items_in_batch = num_items_in_batch.to(per_token.device)
     return per_token.sum() / num_items_in_batch
+
+
+def _causal_lm_forward(self: Any, *args: Any, labels: torch.Tensor | None = None, **kwargs: Any) -> Any:
+    """A ``*ForCausalLM``'s forward whose head and loss are one fused call where a training step
+    asks for the loss: the base model's last hidden states, then ``linear_cross_entropy`` with
+    ``lm_head``'s weight and bias on the labels shifted as ``ForCausalLMLoss`` shifts them (or
+    ``shift_labels``), summed over ``num_items_in_batch`` where given, else the mean over the
+    tokens not ignored, soft-capped where the config has ``final_logit_softcapping``. Returns the
+    model's output class with ``logits=None``. Anything else (no labels, eval mode, no grad, a
+    ``logits_to_keep``) runs the model's own forward."""
+    from tilegen.nn.linear_cross_entropy import linear_cross_entropy
+
+    if labels is None or not (self.training and torch.is_grad_enabled()) or kwargs.get("logits_to_keep", 0):
+        return type(self).forward(self, *args, labels=labels, **kwargs)
+    shift_labels = kwargs.pop("shift_labels", None)
+    num_items = kwargs.get("num_items_in_batch")
+    ignore_index = kwargs.get("ignore_index", -100)
+    return_dict = kwargs.pop("return_dict", None)
+    kwargs.pop("logits_to_keep", None)
+    outputs = self.model(*args, **kwargs)
+    hidden = outputs.last_hidden_state
+    if shift_labels is None:
+        shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+    target = shift_labels.reshape(-1).to(device=hidden.device, dtype=torch.int64)
+    head = self.lm_head
+    softcap = getattr(self.config, "final_logit_softcapping", None) or 0.0
+    loss = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), head.weight, target, head.bias,
+                                ignore_index=ignore_index, softcap=float(softcap),
+                                reduction="mean" if num_items is None else "sum")
+    if num_items is not None:
+        loss = loss / (num_items.to(loss.device) if torch.is_tensor(num_items) else num_items)
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    fields = {k: v for k, v in outputs.items() if k != "last_hidden_state"}
+    result = CausalLMOutputWithPast(loss=loss, logits=None, **fields)
+    return result.to_tuple() if return_dict is False else result

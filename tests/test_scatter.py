@@ -75,6 +75,28 @@ def test_embedding_trains_like_torch_through_the_scatter(generated):
         torch.testing.assert_close(ours, weight.grad, **tolerance)
 
 
+@pytest.mark.parametrize("padding_idx", [0, 5, 12])
+def test_embedding_padding_idx_row_gets_no_gradient(generated, padding_idx):
+    """F.embedding's padding_idx: the forward reads that row as any other, its gradient stays zero
+    (the backward's store leaves its tokens out) while every other row gets torch's sum."""
+    module = generated("embedding")
+    generator = torch.Generator().manual_seed(padding_idx)
+    idx = torch.randint(0, 13, (41,), generator=generator)
+    idx[::4] = padding_idx  # a quarter of the tokens are padding, as a padded batch's
+    weight = torch.randn(13, 40, generator=generator).requires_grad_()
+    upstream = torch.randn(41, 40, generator=generator)
+    y = module.embedding(idx, weight, padding_idx)
+    (y * upstream).sum().backward()
+    ours, weight.grad = weight.grad, None
+    expected_y = torch.nn.functional.embedding(idx, weight, padding_idx=padding_idx)
+    (expected_y * upstream).sum().backward()
+    torch.testing.assert_close(y, expected_y, rtol=0, atol=0)
+    assert torch.equal(ours[padding_idx], torch.zeros(40))
+    torch.testing.assert_close(ours, weight.grad)
+    reference = generated("embedding_backward").reference(idx, weight.detach(), upstream, padding_idx)
+    torch.testing.assert_close(reference, weight.grad)
+
+
 @pytest.mark.parametrize("block", [16, 64, 1024])
 def test_bincount_counts_each_value(generated, block):
     module = generated("bincount")

@@ -210,7 +210,6 @@ kernel k
         (("out dw: f32[V, C] = 0", "out dw: u8[V, C] = 0"), "'dw' is u8; atomic adds ('+=' on a store) take"),
         (("  dw[idx[t], c] += dy[t, c]\n", "  dw[idx[t], c] += dy[t, c]\n  dw[idx[t], c] = dy[t, c]\n"),
          "'dw' is stored with '=' and added into with '+='"),
-        (("in  idx: i64[N]", "in  idx: i64[N] = 0"), "input 'idx' is given by the caller; only an output starts"),
         (("out dw: f32[V, C] = 0", "out dw: i32[V, C] = 0.5"), "'dw' is i32: it starts at an integer, not 0.5"),
         (("  block BT", "  access block_ptr\n  block BT"), "'+=' on a store adds through pointers"),
     ],

@@ -132,6 +132,7 @@ class Tensor:
     # ``out counts: i32[B] = 0``: the number the launcher fills the output with before the kernel
     # runs (an output scatter-added into, ``counts[x[i]] += 1``, starts at it); None: not filled.
     # ``in ignore_index: i64 = -100``: a scalar input's default (the launcher's, the reference's)
+    # ``in weight: f32[V] = 1``: an optional tensor input, each element of it this number where absent
     initial: Number | None = None
     # ``out y: f32[B1 - 1, D]``: each dimension written as an expression of sizes, as (the size
     # symbol ``dims`` holds in its place, :func:`derived_name`; the expression)
@@ -143,10 +144,16 @@ class Tensor:
         return not self.dims and not self.zero_dim
 
     @property
+    def optional(self) -> bool:
+        """``in weight: f32[V] = 1``: a tensor input the caller may leave out (None, the launcher's
+        default); absent, every element reads as ``initial``."""
+        return self.role == "in" and self.initial is not None and not self.is_scalar
+
+    @property
     def default(self) -> float | int | None:
         """A scalar input's default as the launcher takes it (``in ignore_index: i64 = -100``:
         ``-100``; a float for a float dtype), else None."""
-        if self.role != "in" or self.initial is None:
+        if self.role != "in" or self.initial is None or not self.is_scalar:
             return None
         value = float(self.initial.text)
         return value if self.dtype.id in FLOAT_DTYPES else int(value)

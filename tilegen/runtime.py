@@ -273,6 +273,30 @@ current_device = torch._C._cuda_getDevice if torch.cuda.is_available() else (lam
 is_compiling = torch.compiler.is_compiling
 grad_enabled = torch.is_grad_enabled
 
+#: One-element tensors of the optional inputs left out, by (value, dtype, device): see :func:`absent`.
+_ABSENT: dict[tuple[float, torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def absent(value: float, made: Callable[[], tuple[tuple[int, ...], torch.dtype, torch.device]]) -> torch.Tensor | None:
+    """The tensor a launcher passes for an optional input the caller left out (``in weight: f32[V]
+    = 1``): every element ``value``, one element broadcast (stride 0) to the shape, dtype and
+    device ``made()`` reads from the inputs the caller gave; the kernel reads it as any tensor.
+    The element is made once per (value, dtype, device), outside torch.compile's tracing and fake
+    tensors. None where ``made()`` fails (an input that is not a tensor of its rank: its check
+    names it)."""
+    try:
+        shape, dtype, device = made()
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+    if is_compiling() or torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None:
+        return torch.full((), value, dtype=dtype, device=device).expand(shape)  # a fake one, or traced: not kept
+    key = (value, dtype, device)
+    one = _ABSENT.get(key)
+    if one is None:
+        one = _ABSENT[key] = torch.full((), value, dtype=dtype, device=device)
+    return one.expand(shape)
+
+
 #: The most launches a module's fast path keeps (see :func:`keep_launch`); past it the table starts afresh.
 FAST_LIMIT = 1024
 

@@ -297,19 +297,18 @@ def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> Non
     """``out y: f32[V, C] = 0``: only an output starts filled, not one written over an input (which
     starts as that input), and an integer output with an integer. ``in eps: f32 = 1e-5``: a
     scalar input's default, the launcher's when the caller leaves it out; the inputs after one
-    with a default have one too (a Python signature's rule)."""
+    with a default have one too (a Python signature's rule). ``in weight: f32[V] = 1``: an
+    optional tensor input (:func:`check_optional`)."""
     name = tensor.name.id
-    if tensor.role == "in" and not tensor.is_scalar:
-        state.errors.error(f"input '{name}' is given by the caller; only an output starts at a value "
-                           "('out y: f32[N] = 0') and only a scalar input has a default ('in eps: f32 = 1e-5')",
-                           initial.span)
-    elif tensor.role == "in":
+    if tensor.optional:
+        check_optional(state, tensor)
+    if tensor.role == "in":
         inputs = state.spec.inputs
         at = inputs.index(tensor)
         later = [t for t in inputs[at + 1:] if t.initial is None]
         if later and all(t.initial is None for t in inputs[:at]):  # said once, by the first default
             state.errors.error(f"input '{later[0].name.id}' has no default but follows '{name}', which has one: "
-                               "declare the scalar inputs with defaults last", later[0].name.span)
+                               "declare the inputs with defaults last", later[0].name.span)
     elif tensor.in_place_of is not None:
         state.errors.error(f"'{name}' is written in place of '{tensor.in_place_of.id}', so it starts as that "
                            "input; drop '= " + initial.text + "' or 'in place of'", initial.span)
@@ -319,10 +318,32 @@ def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> Non
                            initial.span)
 
 
+def check_optional(state: CheckState, tensor: m.Tensor) -> None:
+    """``in weight: f32[V] = 1``: where the caller leaves the tensor out, the launcher passes one
+    whose every element is that number (one element, broadcast: stride 0), so its shape and dtype
+    come from the inputs the caller must give: each size a dimension of one of them (or an integer
+    scalar input), its dtype variable one of theirs. No output is written over it."""
+    name = tensor.name.id
+    required = [t for t in state.spec.inputs if not t.is_scalar and not t.optional]
+    given = _given_sizes(state.spec)
+    for dim in tensor.dims:
+        if isinstance(dim, m.Name) and dim.id not in given:
+            state.errors.error(f"optional input '{name}' has dimension '{dim.id}', which no required input gives: "
+                               "where it is left out its shape comes from the others", dim.span)
+    if isinstance(tensor.dtype, m.BoundDtype) and not any(
+            isinstance(t.dtype, m.BoundDtype) and t.dtype.var == tensor.dtype.var for t in required):
+        state.errors.error(f"optional input '{name}' is typed {tensor.dtype.var}, which no required input is: where "
+                           "it is left out its dtype comes from the others", tensor.dtype.span)
+    for out in state.spec.outputs:
+        if out.in_place_of is not None and out.in_place_of.id == name:
+            state.errors.error(f"'{out.name.id}' is written in place of '{name}', an optional input (absent, "
+                               "it is one element broadcast)", out.in_place_of.span)
+
+
 def _given_sizes(spec: m.Spec) -> set[str]:
-    """The sizes the launcher's arguments give: the symbols of the input tensors' shapes and the
-    integer scalar inputs."""
-    shapes = {d.id for t in spec.inputs if not t.is_scalar for d in t.dims if isinstance(d, m.Name)}
+    """The sizes the launcher's arguments give: the symbols of the required input tensors' shapes
+    and the integer scalar inputs."""
+    shapes = {d.id for t in spec.inputs if not t.is_scalar and not t.optional for d in t.dims if isinstance(d, m.Name)}
     return shapes | {t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
 

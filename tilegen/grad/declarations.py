@@ -36,14 +36,15 @@ def float_tensor(tensor: m.Tensor) -> bool:
     return is_float(tensor.dtype.id)
 
 
-def declared(tensor: m.Tensor) -> str:
-    """``T[M, N]`` as the spec declares it (a scalar's range and default kept: ``i32 in [4, 4]``,
-    ``f32 = 0.0``)."""
+def declared(tensor: m.Tensor, default: bool = True) -> str:
+    """``T[M, N]`` as the spec declares it (a scalar's range and, with ``default``, an input's
+    default kept: ``i32 in [4, 4]``, ``f32 = 0.0``, an optional tensor's ``T[N] = 1``; a gradient
+    output declared like its input takes no default)."""
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
     sample = f" in [{tensor.sample[0].text}, {tensor.sample[1].text}]" if tensor.sample and tensor.is_scalar else ""
-    default = f" = {tensor.initial.text}" if tensor.role == "in" and tensor.initial is not None else ""
-    return f"{m.as_written(tensor.dtype)}{shape}{sample}{default}"
+    kept = default and tensor.role == "in" and tensor.initial is not None
+    return f"{m.as_written(tensor.dtype)}{shape}{sample}{f' = {tensor.initial.text}' if kept else ''}"
 
 
 def declarations(spec: m.Spec, tensors: list[str], configs: Sequence[str] = (),

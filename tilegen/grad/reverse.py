@@ -169,10 +169,10 @@ class Deriver(Gradients):
             needed.append(extra)
             sizes |= {d.id for d in extra.dims if isinstance(d, m.Name)} | {extra.name.id}
         taken = [t for t in spec.inputs if t in needed] + [t for t in spec.outputs if t.name.id in self.read_outputs]
-        taken.sort(key=lambda t: t.default is not None)  # scalars with defaults last, as declared
+        taken.sort(key=lambda t: t.default is not None or t.optional)  # inputs with defaults last, as declared
         ins += [f"  in  {t.name.id}: {declared(t)}\n" for t in taken]
-        outs = [f"  out d{t.name.id}: f32{declared(t).removeprefix(m.as_written(t.dtype))} = 0\n"  # summed by atomics
-                if t.name.id in self.scatters else f"  out d{t.name.id}: {declared(t)}\n"
+        outs = [f"  out d{t.name.id}: f32{declared(t, False).removeprefix(m.as_written(t.dtype))} = 0\n"  # atomics
+                if t.name.id in self.scatters else f"  out d{t.name.id}: {declared(t, False)}\n"
                 for t in spec.inputs if t.name.id in self.gradients]
         saved = [t.name.id for t in spec.outputs if t.name.id in self.read_outputs]
         source = "its inputs" + (f" and its output{'s' if len(saved) > 1 else ''} {', '.join(saved)}" if saved else "")

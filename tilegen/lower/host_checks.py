@@ -16,6 +16,7 @@ from tilegen.lower.names import (
     dtype_options,
     is_offset,
     offset_text,
+    required_first,
     torch_dtype,
     tuple_text,
 )
@@ -51,7 +52,7 @@ def bind_sizes(
     checks: list[tuple[str, str]] = []
     sizes: list[tuple[str, str]] = []
     bound: dict[str, str] = {}
-    for tensor in spec.arrays:
+    for tensor in required_first(spec.arrays):
         if tensor.role != "in" or tensor.zero_dim:  # a 0-dim input has no dimension to bind (its rank is checked)
             continue
         targets = []
@@ -222,7 +223,7 @@ def input_checks(spec: m.Spec, name: str) -> list[Op]:
     tensor's, which every tensor must share (a GPU's, or any under the interpreter)."""
     head: list[Op] = []
     sources = dtype_bindings(spec)  # dtype variable -> the input it is read from
-    for t in spec.inputs:
+    for t in required_first(spec.inputs):
         if t.is_scalar:
             kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
             head.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
@@ -239,7 +240,7 @@ def input_checks(spec: m.Spec, name: str) -> list[Op]:
                             (Line(f'_rt.bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),)))
         if source == x:
             head.append(Line(f"{m.as_written(t.dtype)} = {x}.dtype"))  # the variable (T)
-    arrays = [t for t in spec.inputs if not t.is_scalar]
+    arrays = [t for t in required_first(spec.inputs) if not t.is_scalar]
     first = arrays[0].name.id
     head.append(Line(f"device = {first}.device"))
     others = [f"{t.name.id}.device != device" for t in arrays[1:]]

@@ -124,6 +124,27 @@ def _entry(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     return ops
 
 
+def _absent(spec: m.Spec, name: str) -> list[Op]:
+    """An optional input the caller left out (None) becomes the runtime's broadcast tensor of its
+    value (:func:`tilegen.runtime.absent`), shaped from the sizes and typed from the dtype of the
+    inputs the caller gave, so that everything after (fast path, checks, launch) sees a tensor."""
+    optional = [t for t in spec.inputs if t.optional]
+    if not optional:
+        return []
+    sizes = dict(bind_sizes(spec, name)[2])
+    dtypes = dtype_bindings(spec, "{name}.dtype")
+    device = next(t.name.id for t in spec.inputs if not t.is_scalar and not t.optional)
+    ops: list[Op] = []
+    for t in optional:
+        dims = [d.text if isinstance(d, m.Number) else sizes.get(d.id, d.id) for d in t.dims]
+        dtype = dtypes[t.dtype.var] if isinstance(t.dtype, m.BoundDtype) else torch_dtype(t.dtype)
+        assert t.initial is not None
+        made = f"lambda: ({tuple_text(dims)}, {dtype}, {device}.device)"
+        ops.append(IfBlock(f"{t.name.id} is None", f"left out: every element {t.initial.text}",
+                           (Line(f"{t.name.id} = _rt.absent({float(t.initial.text)!r}, {made})"),)))
+    return ops
+
+
 def _forces(spec: m.Spec, role: LauncherRole) -> bool:
     """Whether the launcher takes ``config=``: the spec's own launcher of a tuned spec."""
     return spec.tune is not None and role.variant is None and not spec.name.id.startswith("_")
@@ -264,11 +285,12 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     # call); a spec without a backward refuses after them (a bad input's error comes first)
     routed = role.grad == "route"
     grad = _autograd(spec, sig, role)
-    body = [*_entry(spec, sig, role), *(fast_path.ops if fast_path else ()), *(grad if routed else ()), *head,
+    absent = _absent(spec, name)
+    body = [*_entry(spec, sig, role), *absent, *(fast_path.ops if fast_path else ()), *(grad if routed else ()), *head,
             *(() if routed else grad), device_guard, *middle, *route, *made, _nothing(spec), *without, *staged,
             *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
-    traced = _traced(spec, kernel, role, sig, args, [*head, *middle])
+    traced = _traced(spec, kernel, role, sig, args, [*absent, *head, *middle])
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
@@ -294,7 +316,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
         docstring=role.docstring or launcher_docstring(spec, role.variant, role.uses, role.over),
-        fake=(*_constant(spec), *head, *middle, *made_new, Line(f"return {returns}")),
+        fake=(*_constant(spec), *absent, *head, *middle, *made_new, Line(f"return {returns}")),
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
@@ -324,7 +346,8 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
             default = default_text(t, ", default ").removeprefix(", ")
             return f"{t.name.id}: {dtype} (a number{', ' + default if default else ''})"
         dims = "" if t.zero_dim else ", ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
-        return f"{t.name.id}: {dtype}[{dims}]"
+        left_out = f" (optional: left out, every element is {t.initial.text})" if t.optional and t.initial else ""
+        return f"{t.name.id}: {dtype}[{dims}]{left_out}"
 
     plural = "s" if len(spec.outputs) > 1 else ""
     lines = [f"Run the kernel of {spec.path} and return its output{plural}.", ""]
@@ -372,5 +395,5 @@ def launcher_docstring(spec: m.Spec, variant: str | None = None, uses: str = "",
 def python_type(t: m.Tensor) -> str:
     """The Python type of an input: a tensor, or a Python number for a scalar."""
     if not t.is_scalar:
-        return "torch.Tensor"
+        return "torch.Tensor | None" if t.optional else "torch.Tensor"
     return "float" if t.dtype.id in m.FLOAT_DTYPES else "int"

@@ -46,13 +46,19 @@ def dtype_options(dtype: m.Name) -> tuple[str, ...]:
     return dtype.options if isinstance(dtype, m.BoundDtype) else (dtype.id,)
 
 
+def required_first(tensors: Iterable[m.Tensor]) -> list[m.Tensor]:
+    """``tensors`` with the optional inputs last (in order otherwise): sizes, dtypes and the device
+    are read from the inputs the caller must give, and checked before an optional one is."""
+    return sorted(tensors, key=lambda t: t.optional)
+
+
 def dtype_bindings(spec: m.Spec, pointer: str = "{name}") -> dict[str, str]:
     """Dtype variable -> where it is read: the first input tensor typed with it, through
     ``pointer`` (``"{name}"``: the input's name; ``"{name}.dtype"`` on the host,
     ``"{name}_ptr.dtype.element_ty"`` in a kernel); where no input is, the first output (a
     finish kernel's, :mod:`tilegen.lower.finish`, whose inputs are float32 partials)."""
     found: dict[str, str] = {}
-    for t in (*spec.inputs, *spec.outputs):
+    for t in (*required_first(spec.inputs), *spec.outputs):
         if not t.is_scalar and isinstance(t.dtype, m.BoundDtype):
             found.setdefault(t.dtype.var, pointer.format(name=t.name.id))
     return found
@@ -73,7 +79,10 @@ def binop_text(expr: m.BinOp, left: str, right: str) -> str:
 
 def default_text(t: m.Tensor, equals: str) -> str:
     """``equals`` and the default of a scalar input (``in eps: f32 = 1e-5``: `` = 1e-05``), as a
-    Python number of the launcher's type (a float for a float dtype); empty where it has none."""
+    Python number of the launcher's type (a float for a float dtype), or None for an optional
+    tensor input; empty where it has none."""
+    if t.optional:
+        return equals + "None"
     return "" if t.default is None else equals + repr(t.default)
 
 

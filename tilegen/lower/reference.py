@@ -561,6 +561,11 @@ class ReferenceLowering(ReferenceExpressions):
                 name = tensor.name.id
                 self.lines.append(
                     f"{name} = torch.as_tensor({name}, dtype={torch_dtype(tensor.dtype)}, device={self.device})")
+        for tensor in spec.inputs:  # an optional input left out: every element its value
+            if tensor.optional and tensor.initial is not None:
+                dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+                filled = initial_text(tensor, ", ".join(dims), self.device)
+                self.lines.append(f"{tensor.name.id} = {filled} if {tensor.name.id} is None else {tensor.name.id}")
         for name, shape_text, dtype in self.launcher.outputs:
             make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
             made = f"torch.{make}({shape_text}, dtype={dtype}, device={self.device})"

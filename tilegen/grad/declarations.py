@@ -43,8 +43,8 @@ def declared(tensor: m.Tensor, default: bool = True) -> str:
     dims = ", ".join(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
     shape = f"[{dims}]" if tensor.dims or tensor.zero_dim else ""
     sample = f" in [{tensor.sample[0].text}, {tensor.sample[1].text}]" if tensor.sample and tensor.is_scalar else ""
-    kept = default and tensor.role == "in" and tensor.initial is not None
-    return f"{m.as_written(tensor.dtype)}{shape}{sample}{f' = {tensor.initial.text}' if kept else ''}"
+    kept = f" = {tensor.initial.text}" if default and tensor.role == "in" and tensor.initial is not None else ""
+    return f"{m.as_written(tensor.dtype)}{shape}{sample}{kept}"
 
 
 def declarations(spec: m.Spec, tensors: list[str], configs: Sequence[str] = (),

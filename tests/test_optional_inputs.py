@@ -52,6 +52,19 @@ def test_a_left_out_input_reads_as_its_number_at_every_config(compiled, monkeypa
             torch.testing.assert_close(module.reference(*args), expected, rtol=1e-3, atol=1e-3)
 
 
+def test_a_dtype_variable_of_its_own_is_its_first_option_where_left_out(compiled):
+    """``dtype W in f32, f16`` taken by the optional input alone: left out, it is float32 (the
+    first option); given, any of them."""
+    source = SCALE.replace("  dtype T in f32, f16\n", "  dtype T in f32, f16\n  dtype W in f32, f16\n")
+    module = compiled(source.replace("in  weight: T[N] = 1", "in  weight: W[N] = 2"))
+    x = _randn(3, 10, seed=8)
+    torch.testing.assert_close(module.k(x), x * 2 + 0.5)
+    torch.testing.assert_close(module.reference(x), x * 2 + 0.5)
+    weight = _randn(10, seed=9).half()
+    torch.testing.assert_close(module.k(x, weight), x * weight.float() + 0.5)
+    torch.testing.assert_close(module.reference(x, weight), x * weight.float() + 0.5)
+
+
 def test_the_fast_path_serves_a_call_that_leaves_the_input_out(compiled):
     """The broadcast tensor is made once per (value, dtype, device): a second call like the
     first has the same key, so it launches from the fast path."""
@@ -101,9 +114,6 @@ def test_bad_inputs_name_the_input_not_the_left_out_one(compiled):
     [
         (("in  weight: T[N] = 1", "in  weight: T[K] = 1"),
          "k.tile:4:17: error: optional input 'weight' has dimension 'K', which no required input gives"),
-        (("  dtype T in f32, f16\n  in  x: T[M, N]\n  in  weight: T[N] = 1",
-          "  dtype T in f32, f16\n  dtype U in f32, f16\n  in  x: T[M, N]\n  in  weight: U[N] = 1"),
-         "optional input 'weight' is typed U, which no required input is"),
         (("  in  eps: f32 = 0.0\n", "  in  eps: f32 = 0.0\n  in  z: f32[N]\n"),
          "input 'z' has no default but follows 'weight', which has one: declare the inputs with defaults last"),
         (("  out y: T[M, N]", "  out y: f32[N] in place of bias\n  out y2: T[M, N]"),

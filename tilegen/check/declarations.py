@@ -320,20 +320,16 @@ def check_initial(state: CheckState, tensor: m.Tensor, initial: m.Number) -> Non
 
 def check_optional(state: CheckState, tensor: m.Tensor) -> None:
     """``in weight: f32[V] = 1``: where the caller leaves the tensor out, the launcher passes one
-    whose every element is that number (one element, broadcast: stride 0), so its shape and dtype
-    come from the inputs the caller must give: each size a dimension of one of them (or an integer
-    scalar input), its dtype variable one of theirs. No output is written over it."""
+    whose every element is that number (one element, broadcast: stride 0), so its shape comes from
+    the inputs the caller must give: each size a dimension of one of them (or an integer scalar
+    input). Its dtype is theirs where it shares their dtype variable, else its dtype's first option
+    (``dtype W in f32, bf16``: float32). No output is written over it."""
     name = tensor.name.id
-    required = [t for t in state.spec.inputs if not t.is_scalar and not t.optional]
     given = _given_sizes(state.spec)
     for dim in tensor.dims:
         if isinstance(dim, m.Name) and dim.id not in given:
             state.errors.error(f"optional input '{name}' has dimension '{dim.id}', which no required input gives: "
                                "where it is left out its shape comes from the others", dim.span)
-    if isinstance(tensor.dtype, m.BoundDtype) and not any(
-            isinstance(t.dtype, m.BoundDtype) and t.dtype.var == tensor.dtype.var for t in required):
-        state.errors.error(f"optional input '{name}' is typed {tensor.dtype.var}, which no required input is: where "
-                           "it is left out its dtype comes from the others", tensor.dtype.span)
     for out in state.spec.outputs:
         if out.in_place_of is not None and out.in_place_of.id == name:
             state.errors.error(f"'{out.name.id}' is written in place of '{name}', an optional input (absent, "

@@ -22,6 +22,7 @@ from tilegen.lower.fast import lower_fast_path
 from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
 from tilegen.lower.launch import launch_object, launch_ops, traced_launch
 from tilegen.lower.names import (
+    absent_dtype,
     default_text,
     dtype_bindings,
     dtype_options,
@@ -132,14 +133,12 @@ def _absent(spec: m.Spec, name: str) -> list[Op]:
     if not optional:
         return []
     sizes = dict(bind_sizes(spec, name)[2])
-    dtypes = dtype_bindings(spec, "{name}.dtype")
     device = next(t.name.id for t in spec.inputs if not t.is_scalar and not t.optional)
     ops: list[Op] = []
     for t in optional:
         dims = [d.text if isinstance(d, m.Number) else sizes.get(d.id, d.id) for d in t.dims]
-        dtype = dtypes[t.dtype.var] if isinstance(t.dtype, m.BoundDtype) else torch_dtype(t.dtype)
         assert t.initial is not None
-        made = f"lambda: ({tuple_text(dims)}, {dtype}, {device}.device)"
+        made = f"lambda: ({tuple_text(dims)}, {absent_dtype(spec, t)}, {device}.device)"
         ops.append(IfBlock(f"{t.name.id} is None", f"left out: every element {t.initial.text}",
                            (Line(f"{t.name.id} = _rt.absent({float(t.initial.text)!r}, {made})"),)))
     return ops

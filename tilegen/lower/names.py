@@ -52,6 +52,18 @@ def required_first(tensors: Iterable[m.Tensor]) -> list[m.Tensor]:
     return sorted(tensors, key=lambda t: t.optional)
 
 
+def absent_dtype(spec: m.Spec, tensor: m.Tensor) -> str:
+    """The torch dtype (host text) of optional input ``tensor`` where the caller leaves it out: its
+    dtype; for a dtype variable, the dtype of the required input it is read from (``x.dtype``),
+    else the variable's first option."""
+    if not isinstance(tensor.dtype, m.BoundDtype):
+        return torch_dtype(tensor.dtype)
+    source = dtype_bindings(spec).get(tensor.dtype.var)
+    if source is not None and source != tensor.name.id:
+        return f"{source}.dtype"
+    return m.DTYPES[tensor.dtype.options[0]][1]
+
+
 def dtype_bindings(spec: m.Spec, pointer: str = "{name}") -> dict[str, str]:
     """Dtype variable -> where it is read: the first input tensor typed with it, through
     ``pointer`` (``"{name}"``: the input's name; ``"{name}.dtype"`` on the host,

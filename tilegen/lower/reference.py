@@ -28,6 +28,7 @@ from tilegen.dtypes import (
 from tilegen.functions import Function, function_of, spanned_axes
 from tilegen.lower.checked import block_of, default_of, tensor_of
 from tilegen.lower.names import (
+    absent_dtype,
     binop_text,
     dtype_bindings,
     index_items,
@@ -75,7 +76,7 @@ class ReferenceExpressions:
         self.dtypes: dict[str, str] = {}  # declared local -> torch dtype (a dot accumulates in it)
         self.spec_dtypes: dict[str, str | None] = {}  # local -> spec dtype, for tilegen.dtypes
         self.lines: list[str] = []
-        self.device = next(t.name.id for t in spec.inputs if not t.is_scalar) + ".device"
+        self.device = next(t.name.id for t in spec.inputs if not t.is_scalar and not t.optional) + ".device"
 
     def dim_of(self, axis_name: str) -> str:
         for axis in self.spec.axes():
@@ -552,6 +553,16 @@ class ReferenceLowering(ReferenceExpressions):
                 case _:
                     assert_never(stmt)
 
+    def absent(self, tensor: m.Tensor) -> str:
+        """The line filling optional input ``tensor`` where the caller left it out (None): every
+        element its declared number, in the dtype the launcher gives it."""
+        assert tensor.initial is not None
+        dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
+        shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+        value = number_text(tensor.initial)
+        filled = f"torch.full({shape}, {value}, dtype={absent_dtype(self.spec, tensor)}, device={self.device})"
+        return f"{tensor.name.id} = {filled} if {tensor.name.id} is None else {tensor.name.id}"
+
     def plan(self) -> ReferencePlan:
         spec = self.spec
         bound = dtype_bindings(spec, "{name}.dtype")
@@ -561,11 +572,6 @@ class ReferenceLowering(ReferenceExpressions):
                 name = tensor.name.id
                 self.lines.append(
                     f"{name} = torch.as_tensor({name}, dtype={torch_dtype(tensor.dtype)}, device={self.device})")
-        for tensor in spec.inputs:  # an optional input left out: every element its value
-            if tensor.optional and tensor.initial is not None:
-                dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
-                filled = initial_text(tensor, ", ".join(dims), self.device)
-                self.lines.append(f"{tensor.name.id} = {filled} if {tensor.name.id} is None else {tensor.name.id}")
         for name, shape_text, dtype in self.launcher.outputs:
             make = "zeros" if name in swizzled_outputs(spec) else "empty"  # as the launcher makes them
             made = f"torch.{make}({shape_text}, dtype={dtype}, device={self.device})"
@@ -576,6 +582,7 @@ class ReferenceLowering(ReferenceExpressions):
         self.walk(spec.body)
         # a dtype variable where the reference names it (a float32 loss of T inputs need not)
         self.lines[:0] = [b for b in bindings if mentions(self.lines, b.split(" = ")[0])]
+        self.lines[:0] = [self.absent(t) for t in spec.inputs if t.optional]  # before T = weight.dtype
         keywords = tuple((p.name.id, default_of(p)) for p in spec.params) if self.aliases else ()
         keywords += tuple((c.name.id, f'"{c.options[0].id}"') for c in spec.choices)
         return ReferencePlan(

@@ -43,7 +43,7 @@ def test_a_scalar_default_is_the_launchers_the_references_and_the_ops(compiled):
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [
-    ("in  x: f32[N]", "in  x: f32[N] = 0", "only a scalar input has a default"),
+    ("in  x: f32[N]", "in  x: f32[N] = 0", "optional input 'x' has dimension 'N', which no required input gives"),
     ("in  shift: i32 = -3", "in  shift: i32", "input 'shift' has no default but follows 'alpha'"),
     ("in  shift: i32 = -3", "in  shift: i32 = 0.5", "it starts at an integer, not 0.5"),
 ])

@@ -76,6 +76,16 @@ def test_the_fast_path_serves_a_call_that_leaves_the_input_out(compiled):
     assert len(module._FAST) == 1 and torch.equal(first, second)
     module.k(x, _randn(8))  # a given weight: its own key
     assert len(module._FAST) == 2
+    # a given tensor broadcast as the left-out one is (stride 0) is still read: the key says given
+    torch.testing.assert_close(module.k(x, torch.tensor(3.0).expand(8)), x * 3 + 0.5)
+
+
+def test_a_left_out_input_compiles_to_its_number():
+    """The kernel takes HAS_<NAME> per optional input: left out, each load of it is its number
+    (``tl.full``), which Triton folds, so an option left out costs no load."""
+    source = compile_spec(SCALE, "k.tile").source
+    assert "HAS_WEIGHT: tl.constexpr" in source and "HAS_BIAS: tl.constexpr" in source
+    assert "if HAS_WEIGHT else tl.full(" in source and "HAS_WEIGHT=_weight_given" in source
 
 
 def test_autograd_through_a_left_out_input_and_a_given_one(compiled):

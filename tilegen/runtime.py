@@ -1454,7 +1454,7 @@ BackwardStep: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...], bool]
 def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, inputs: Sequence[str],
              outputs: Sequence[str], backward: Sequence[BackwardStep], saved: Sequence[str] = (),
              scalars: Sequence[str] = (), keywords: Sequence[str] = (), over: Sequence[str] = (),
-             unread: Sequence[str] = ()) -> Callable[..., Any]:
+             unread: Sequence[str] = (), optional: Sequence[str] = ()) -> Callable[..., Any]:
     """The autograd formula of a spec with a backward, from what its module declares: registered on
     ``op`` (:func:`register_backward`), and returned as the apply (:func:`autograd_apply`) of a
     ``torch.autograd.Function`` over ``launcher`` that the launcher calls for an eager call autograd
@@ -1472,6 +1472,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     and every such input is one autograd computed (:func:`overwritable`). ``unread``: the outputs'
     gradients no kernel reads, where they read one other: the eager Function has autograd make no
     zeros for them, and returns no gradients where that one took no part in what was differentiated.
+    ``optional``: the optional inputs (``in weight: T[N] = 1``); one the call left out (None) gets
+    no gradient, and the backward's kernels get None for it too.
     """
     named, made = tuple(inputs), tuple(outputs)
     grads_in = tuple(f"d{n}" for n in made)
@@ -1481,6 +1483,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     # where each saved tensor and scalar is in (the inputs, the outputs): found once, not per call
     places = {n: (0, i) for i, n in enumerate(named)} | {n: (1, i) for i, n in enumerate(made)}
     saved_at, scalars_at = [places[n] for n in saved], [(n, places[n][1]) for n in scalars]
+    optional_at = [(n, named.index(n)) for n in optional]
     single = len(made) == 1
 
     # torch passes setup_context its arguments by these names
@@ -1492,6 +1495,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
             setattr(ctx, n, args[i])
         if over:
             ctx.inplace = len(args) > switch and bool(args[switch]) and all(overwritable(args[i]) for i in positions)
+        if optional_at:
+            ctx.left_out = frozenset(n for n, i in optional_at if args[i] is None)
 
     def formula(ctx: Any, *grads: Any, eager: bool = False) -> Any:
         values = dict(zip(saved, ctx.saved_tensors, strict=True))
@@ -1510,7 +1515,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
             got = dict(zip(results, got if len(results) > 1 else (got,), strict=True))
             values.update(got)
             given.update(got)
-        found = tuple(given.get(f"d{n}") for n in named)
+        left_out = getattr(ctx, "left_out", ())
+        found = tuple(None if n in left_out else given.get(f"d{n}") for n in named)
         return found if len(found) > 1 else found[0]
 
     register_backward(op, formula, setup_context, file, (step[0] for step in backward))

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.descriptors import descriptor_checks, make_descriptors
 from tilegen.lower.launch import LaunchArgs, constexpr_values
-from tilegen.lower.names import size_symbols
+from tilegen.lower.names import given_name, size_symbols
 from tilegen.lower.plan import KernelPlan, Line, Op
 
 
@@ -90,6 +90,8 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
     for scalar, flag in kernel.sign_flags:  # the kernel's max of x * scalar is max(x) * scalar, or min
         flags.append(Line(f"{flag} = bool({scalar} >= 0)  # the kernel reduces {scalar}-scaled tiles unscaled"))
         meta += (f"{flag}={flag}",)
+    for tensor, flag in kernel.given_flags:  # left out: the kernel reads its number, not the tensor
+        meta += (f"{flag}={given_name(tensor)}",)
     if kernel.int64:
         flags.append(Line(f"int64 = {int64_condition(full)}  # offsets past 2**31 elements"))
         meta += ("INT64_OFFSETS=int64",)

@@ -82,6 +82,7 @@ def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[s
         "keywords": keywords,
         "over": over,
         "unread": unread_grads(spec, backward),
+        "optional": [t.name.id for t in spec.inputs if t.optional],
     }
     arguments += [f"{key}={names(value)}" for key, value in optional.items() if value]
     return AutogradPlan(autograd_apply(name), tuple(arguments))

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.finish import launch_args
-from tilegen.lower.names import dtype_bindings, made_outputs, tuple_text
+from tilegen.lower.names import dtype_bindings, given_name, made_outputs, tuple_text
 from tilegen.lower.plan import FinishPlan, IfBlock, KernelPlan, Line, Op, StagePlan, TryBlock
 
 
@@ -105,7 +105,8 @@ def lower_fast_path(
     for t in spec.inputs:
         x = t.name.id
         terms.append(f"{x}, type({x})" if t.is_scalar else
-                     f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15")
+                     f"{x}.shape, {x}.stride(), {x}.dtype, {x}.device, {x}.data_ptr() & 15"
+                     + (f", {given_name(x)}" if t.optional else ""))
     if keywords:
         terms.append(", ".join(k for k, _ in keywords))
     if spec.in_place:

@@ -208,8 +208,9 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     for var in state.spec.dtype_vars:  # where the kernel names it (a store into a workspace need not)
         if mentions(code_lines(tile), var.name.id):
             prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
-    # constexprs the launcher sets, after the spec's own: scalar inputs' signs, then 64-bit offsets
-    flags = (*state.sign_flags.values(), *([INT64_FLAG] if state.int64 else []))
+    # constexprs the launcher sets, after the spec's own: scalar inputs' signs, optional inputs
+    # given, then 64-bit offsets
+    flags = (*state.sign_flags.values(), *state.given_flags.values(), *([INT64_FLAG] if state.int64 else []))
     if flags:
         constexprs = tuple(KernelParam(flag, True) for flag in flags)
         if params and params[-1][0].constexpr:
@@ -240,6 +241,7 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         tuple(state.transposed.items()),
         state.split,
         tuple(state.sign_flags.items()),
+        tuple(state.given_flags.items()),
         tail,
         state.pieces,
         tuple(lower_finish(state.spec, found, lower_kernel) for found in state.across.values()),

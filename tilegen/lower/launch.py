@@ -18,7 +18,7 @@ from tilegen.lower.fast import FastPath
 from tilegen.lower.finish import launch_args
 from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.names import tuple_text
+from tilegen.lower.names import given_name, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
 
 
@@ -78,6 +78,7 @@ def constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``."""
     tuned = set(spec.tuned_params)
     choices = {c.constexpr: c.name.id for c in spec.choices}
+    choices |= {flag: given_name(tensor) for tensor, flag in kernel.given_flags}
     values: list[str] = []
     for group in kernel.param_groups:
         for param in group:

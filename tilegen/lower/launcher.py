@@ -24,6 +24,7 @@ from tilegen.lower.launch import launch_object, launch_ops, traced_launch
 from tilegen.lower.names import (
     absent_dtype,
     default_text,
+    given_name,
     dtype_bindings,
     dtype_options,
     made_outputs,
@@ -139,7 +140,8 @@ def _absent(spec: m.Spec, name: str) -> list[Op]:
         dims = [d.text if isinstance(d, m.Number) else sizes.get(d.id, d.id) for d in t.dims]
         assert t.initial is not None
         made = f"lambda: ({tuple_text(dims)}, {absent_dtype(spec, t)}, {device}.device)"
-        ops.append(IfBlock(f"{t.name.id} is None", f"left out: every element {t.initial.text}",
+        ops.append(Line(f"{given_name(t.name.id)} = {t.name.id} is not None"))
+        ops.append(IfBlock(f"not {given_name(t.name.id)}", f"left out: every element {t.initial.text}",
                            (Line(f"{t.name.id} = _rt.absent({float(t.initial.text)!r}, {made})"),)))
     return ops
 
@@ -160,7 +162,9 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     # the route comes before the checks (the Function's call of the launcher makes them): any input
     needs = " or ".join(f'getattr({x}, "requires_grad", False)' for x in differentiable)
     switch = ["inplace_backward"] if role.over else []
-    eager = f"{autograd_apply(name)}({', '.join([*sig.inputs, *(k for k, _ in sig.keywords), *switch])})"
+    # an optional input left out goes in as None: the backward's kernels then leave it out too
+    inputs = [f"{t.name.id} if {given_name(t.name.id)} else None" if t.optional else t.name.id for t in spec.inputs]
+    eager = f"{autograd_apply(name)}({', '.join([*inputs, *(k for k, _ in sig.keywords), *switch])})"
     action = Line(f'_rt.no_backward("{name}")') if role.grad != "route" else Line(f"return {eager}")
     why = ("autograd records this call: through a Function whose backward is the spec's"
            if role.grad == "route" else "autograd would record this call, and the spec has no backward")

@@ -52,6 +52,12 @@ def required_first(tensors: Iterable[m.Tensor]) -> list[m.Tensor]:
     return sorted(tensors, key=lambda t: t.optional)
 
 
+def given_name(tensor: str) -> str:
+    """The launcher's local holding whether the caller gave optional input ``tensor`` (before it
+    is filled in, :func:`tilegen.lower.launcher`'s ``_absent``): the kernel's ``HAS_<NAME>``."""
+    return f"_{tensor}_given"
+
+
 def absent_dtype(spec: m.Spec, tensor: m.Tensor) -> str:
     """The torch dtype (host text) of optional input ``tensor`` where the caller leaves it out: its
     dtype; for a dtype variable, the dtype of the required input it is read from (``x.dtype``),

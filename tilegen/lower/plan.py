@@ -224,6 +224,7 @@ class KernelPlan:
     transposed: tuple[tuple[str, str], ...] = ()  # (2D input, constexpr): its descriptor spans its transpose
     split: SplitPlan | None = None  # the split loop, if any
     sign_flags: tuple[tuple[str, str], ...] = ()  # (float scalar input, constexpr: it is >= 0), see scaled.py
+    given_flags: tuple[tuple[str, str], ...] = ()  # (optional input, constexpr: the caller gave it)
     tail: TailPlan | None = None  # ``split tail``: the tile function and the tail descriptors
     pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
     finishes: tuple[FinishPlan, ...] = ()  # the stores that reduce across programs, each finished by a kernel

@@ -116,6 +116,8 @@ class KernelState:
     # local -> (its unscaled tile, factor text, Factor) in this scope
     scaled: dict[str, tuple[str, str, Factor]] = field(default_factory=dict)
     sign_flags: dict[str, str] = field(default_factory=dict)  # float scalar input -> constexpr: it is >= 0
+    # optional input -> constexpr: the caller gave it (else its loads are its number, see Access.load)
+    given_flags: dict[str, str] = field(default_factory=dict)
     # running extremum of the loop being lowered -> (its identity, -inf, the name of its guarded
     # copy in this loop range once made, else ""): see Loops.online_extrema
     online: dict[str, tuple[float, str]] = field(default_factory=dict)
@@ -152,6 +154,9 @@ class KernelState:
         # The spec's own tile variables keep their names; generated ones go around them.
         self.reduced = reduced_locals(spec)
         self.taken |= {s.name.id for s in m.statements(spec.body) if isinstance(s, (m.Declare, m.Assign))}
+        for t in spec.inputs:
+            if t.optional:
+                self.given_flags[t.name.id] = self.fresh(f"HAS_{t.name.id.upper()}")
         for dim in whole_dims(spec):  # the tile of a whole axis: N rounded up to a power of two
             # a launcher local too, so it must not take an input's name either
             self.whole_blocks[dim] = self.fresh(f"BLOCK_{dim}", avoid={t.name.id for t in spec.tensors})

@@ -116,6 +116,40 @@ def test_cross_entropy_softcap_and_z_loss_as_liger_defines_them(generated, monke
     torch.testing.assert_close(reference, expected.detach(), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("weight_dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize(("dtype", "smoothing", "softcap", "scale"), [
+    (torch.float32, 0.0, 0.0, 0.0), (torch.float32, 0.1, 0.0, 0.0), (torch.float16, 0.2, 0.0, 0.0),
+    (torch.float32, 0.1, 5.0, 1e-3), (torch.float32, 0.0, 0.0, 1e-3),
+])
+def test_cross_entropy_weighs_each_class_as_torch(generated, monkeypatch, weight_dtype, dtype, smoothing, softcap,
+                                                  scale):
+    """F.cross_entropy's per-class weight (loss (1 - e) * w[t] * nll + e / V * sum(w * -log p) a
+    row, reduction "none"), with smoothing, soft-capping and z-loss (unweighted, as Liger-Kernel
+    adds it), forward and backward at every config; a target whose class weighs 0 has loss and
+    gradient 0 without smoothing or z-loss (its row's log-sum-exp does not come back from a 0)."""
+    module = generated("cross_entropy")
+    x, target, upstream = _logits(7, 333, dtype, seed=11)
+    x[1, 3] = 0.0
+    weight = torch.rand(333, generator=torch.Generator().manual_seed(12)).to(weight_dtype)
+    weight[target[3]] = 0.0  # a class that does not count
+    logits32 = x.float().clone().requires_grad_()
+    z = softcap * torch.tanh(logits32 / softcap) if softcap else logits32
+    expected = F.cross_entropy(z, target, weight=weight.float(), reduction="none", label_smoothing=smoothing)
+    expected = expected + torch.where(target == -100, 0.0, scale * torch.logsumexp(z, dim=1) ** 2)
+    (dx_expected,) = torch.autograd.grad((expected * upstream).sum(), logits32)
+    atol = 2e-3 if dtype == torch.float16 else 1e-5
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        logits = x.clone().requires_grad_()
+        loss = module.cross_entropy(logits, target, -100, smoothing, softcap, scale, weight)
+        torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
+        (loss * upstream).sum().backward()
+        assert torch.isfinite(logits.grad).all()
+        torch.testing.assert_close(logits.grad.float(), dx_expected, rtol=1e-3, atol=atol)
+    reference = module.reference(x, target, -100, smoothing, softcap, scale, weight)
+    torch.testing.assert_close(reference, expected.detach(), rtol=1e-5, atol=1e-5)
+
+
 def test_cross_entropy_takes_another_ignore_index(generated):
     module = generated("cross_entropy")
     x, target, _ = _logits(5, 40, torch.float32, seed=1)
@@ -152,6 +186,30 @@ def test_cross_entropy_options_on_the_gpu(generated, dtype, classes):
         loss = module.cross_entropy(logits, target, -100, 0.1, softcap, config=index)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
         (loss * weights).sum().backward()
+        torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")
+
+
+@GPU
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_class_weights_on_the_gpu(generated, dtype, smoothing):
+    """Per-class weights at Llama 2's vocabulary, forward and backward at every config, against
+    torch's F.cross_entropy(weight=...) in float32."""
+    module = generated("cross_entropy")
+    g = torch.Generator("cuda").manual_seed(7)
+    x = (torch.randn(64, 32000, device="cuda", generator=g) * 3).to(dtype)
+    target = torch.randint(0, 32000, (64,), device="cuda", generator=g)
+    target[::5] = -100
+    weight = torch.rand(32000, device="cuda", generator=g)
+    upstream = torch.randn(64, device="cuda", generator=g)
+    logits32 = x.float().clone().requires_grad_()
+    expected = F.cross_entropy(logits32, target, weight=weight, reduction="none", label_smoothing=smoothing)
+    (dx_expected,) = torch.autograd.grad((expected * upstream).sum(), logits32)
+    for index in range(len(module._CONFIGS)):
+        logits = x.clone().requires_grad_()
+        loss = module.cross_entropy(logits, target, -100, smoothing, 0.0, 0.0, weight, config=index)
+        torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
+        (loss * upstream).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")
 
 

@@ -54,7 +54,7 @@ KERNELS: dict[str, tuple[dict[str, str], dict[str, int], dict[str, float]]] = {
     "softmax": ({}, {"M": 37, "N": 1000}, {}),
     "rms_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5, "offset": 1.0}),
     "layer_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
-    "cross_entropy": ({"T": "bf16"}, {"M": 37, "V": 5000},
+    "cross_entropy": ({"T": "bf16", "W": "f32"}, {"M": 37, "V": 5000},
                       {"ignore_index": -100, "label_smoothing": 0.1, "softcap": 30.0, "lse_square_scale": 1e-4}),
     "matmul_fast": ({"T": "f16"}, {"M": 300, "N": 256, "K": 192}, {}),
     "attention": ({"DT": "f16"}, {"B": 2, "H": 3, "S": 200, "T": 136, "D": 64}, {"scale": 0.125}),

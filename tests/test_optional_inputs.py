@@ -4,6 +4,8 @@ shaped and typed from the inputs the caller gave. The kernel, the reference, aut
 backward), torch.compile's fake and the fast path all take either form; a spec that cannot
 shape or type the absent tensor is refused at its place."""
 
+import os
+
 import pytest
 import torch
 
@@ -39,17 +41,18 @@ def _randn(*shape, seed=0):
 def test_a_left_out_input_reads_as_its_number_at_every_config(compiled, monkeypatch, dtype):
     module = compiled(SCALE)
     x, weight, bias = _randn(5, 37, seed=1).to(dtype), _randn(37, seed=2).to(dtype), _randn(37, seed=3)
+    # the kernel's arithmetic: x * weight in the inputs' dtype, then + bias + eps in float32, stored in it
     cases = [
         ((x,), (x.float() + 0.5).to(dtype)),
-        ((x, weight), (x.float() * weight.float() + 0.5).to(dtype)),
+        ((x, weight), ((x * weight).float() + 0.5).to(dtype)),
         ((x, None, bias, 0.25), (x.float() + bias + 0.25).to(dtype)),
-        ((x, weight, bias), (x.float() * weight.float() + bias).to(dtype)),
+        ((x, weight, bias), ((x * weight).float() + bias).to(dtype)),
     ]
     for index in range(len(module._CONFIGS)):
         force_config(monkeypatch, module, index)
         for args, expected in cases:
-            torch.testing.assert_close(module.k(*args), expected, rtol=1e-3, atol=1e-3)
-            torch.testing.assert_close(module.reference(*args), expected, rtol=1e-3, atol=1e-3)
+            torch.testing.assert_close(module.k(*args), expected, rtol=1e-3, atol=1e-5)
+            torch.testing.assert_close(module.reference(*args), expected, rtol=1e-3, atol=1e-5)
 
 
 def test_a_dtype_variable_of_its_own_is_its_first_option_where_left_out(compiled):
@@ -136,3 +139,67 @@ def test_an_optional_input_that_cannot_be_made_is_refused_at_its_place(change, m
     with pytest.raises(SpecError) as error:
         compile_spec(source, "k.tile")
     assert message in str(error.value)
+
+
+GIVEN = """\
+kernel g
+  in  x: f32[N]
+  in  weight: f32[N] = 1
+  out y: f32[N]
+  out count: f32[N]
+  block BN = 16
+  grid  n over N by BN
+  y[n] = where(given(weight), x[n] * weight[n], x[n] - 1)
+  count[n] = where(given(weight), 1.0, 0.0) + x[n]
+"""
+
+
+def test_given_says_whether_the_caller_passed_the_input(compiled):
+    """``given(weight)``: the kernel's HAS_WEIGHT (a constant of each compiled kernel), the
+    reference's ``weight is not None``; a spec picks its work by it."""
+    module = compiled(GIVEN)
+    x, weight = _randn(37, seed=10), _randn(37, seed=11)
+    for function in (module.g, module.reference):
+        y, count = function(x)
+        torch.testing.assert_close(y, x - 1)
+        torch.testing.assert_close(count, x)
+        y, count = function(x, weight)
+        torch.testing.assert_close(y, x * weight)
+        torch.testing.assert_close(count, x + 1)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (("given(weight), 1.0", "given(x), 1.0"),
+     "'given' takes the name of an optional input ('in w: f32[N] = 1'): one of weight"),
+    (("given(weight), 1.0", "given(weight[n]), 1.0"), "'given' takes the name of an optional input"),
+])
+def test_given_of_anything_but_an_optional_input_is_refused(change, message):
+    source = GIVEN.replace(*change)
+    assert source != GIVEN
+    with pytest.raises(SpecError) as error:
+        compile_spec(source, "g.tile")
+    assert message in str(error.value) and "g.tile:9:" in str(error.value)
+
+
+@pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
+                    reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_optional_inputs_compile_either_way_on_the_gpu(compiled, dtype):
+    """Each left-out/given combination is its own compiled kernel (HAS_WEIGHT, HAS_BIAS), at
+    every config, eager and under torch.compile (inductor)."""
+    module = compiled(SCALE)
+    g = torch.Generator("cuda").manual_seed(1)
+    x = torch.randn(37, 1000, device="cuda", generator=g).to(dtype)
+    weight = torch.randn(1000, device="cuda", generator=g).to(dtype)
+    bias = torch.randn(1000, device="cuda", generator=g)
+    # the kernel's arithmetic: x * weight in the inputs' dtype, then + bias in float32, stored in it
+    cases = [((x,), x.float() + 0.5), ((x, weight), (x * weight).float() + 0.5),
+             ((x, None, bias), x.float() + bias), ((x, weight, bias), (x * weight).float() + bias)]
+    cases = [(args, expected.to(dtype).float()) for args, expected in cases]
+    tolerance = {"rtol": 1e-3, "atol": 1e-5} if dtype == torch.float16 else {"rtol": 1e-5, "atol": 1e-5}
+    for index in range(len(module._CONFIGS)):
+        for args, expected in cases * 2:  # twice: the second through the fast path
+            torch.testing.assert_close(module.k(*args, config=index).float(), expected, **tolerance)
+    function = torch.compile(lambda *args: module.k(*args) * 2, fullgraph=True)
+    for args, expected in cases:
+        torch.testing.assert_close(function(*args).float(), expected * 2, **tolerance)

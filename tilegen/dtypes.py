@@ -141,6 +141,12 @@ def converts_to_f32(dtype: str | None, spec: m.Spec, narrow: tuple[str, ...] | N
     return any(test(d) for d in possible_dtypes(dtype, spec))
 
 
+#: ``given(weight)``: True where the caller passed optional input ``weight`` (``in weight: T[N] =
+#: 1``), a constant of each compiled kernel (its ``HAS_WEIGHT``): a spec's own switch between the
+#: work an input needs and what its number gives at once (a sum of its elements, say).
+GIVEN = "given"
+
+
 def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -> str | None:
     """The dtype ``expr`` (of ``spec``'s body) computes to.
 
@@ -163,6 +169,8 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
         left, right = expr_dtype(expr.left, spec, local), expr_dtype(expr.right, spec, local)
         return promote(left, right, divide=expr.op == "/")
     if isinstance(expr, m.Call):
+        if expr.func.id == GIVEN:  # given(weight): whether the caller passed that optional input
+            return BOOL
         function = lookup(expr.func.id)
         if function is None:  # a ``choose`` activation: computes in float32
             return "f32"

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from tilegen import model as m
 from tilegen.check.indexing import index_axes
 from tilegen.check.state import MIN_DOT_TILE, CheckState, Scope, block_text
-from tilegen.dtypes import BOOL, COMPARISONS, INDEX, LOGIC, expr_dtype, is_int
+from tilegen.dtypes import BOOL, COMPARISONS, GIVEN, INDEX, LOGIC, expr_dtype, is_int
 from tilegen.functions import CASTS, FUNCTIONS, Function, lookup
 from tilegen.spec_text import extent_text
 
@@ -88,11 +88,24 @@ def check_operands(state: CheckState, expr: m.BinOp, scope: Scope) -> None:
             )
 
 
+def check_given(state: CheckState, call: m.Call) -> None:
+    """``given(weight)``: one argument, the bare name of an optional input (``in weight: T[N] = 1``)."""
+    arg = call.args[0] if len(call.args) == 1 and not call.kwargs else None
+    tensor = state.spec.tensor(arg.name.id) if isinstance(arg, m.Ref) else None
+    if tensor is None or not tensor.optional:
+        optional = [t.name.id for t in state.spec.inputs if t.optional]
+        which = f": one of {', '.join(optional)}" if optional else "; this spec has none"
+        state.errors.error(f"'given' takes the name of an optional input ('in w: f32[N] = 1'){which}", call.span)
+
+
 def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
     """Check a call of a choice or of a function of :mod:`tilegen.functions` (by its entry:
     ``dot`` and reductions by their kind, the argument counts, parameters, keywords, number
     arguments and masks by the entry's fields) and return the axes of its result."""
     name = call.func.id
+    if name == GIVEN:
+        check_given(state, call)
+        return ()
     choice = next((c for c in state.spec.choices if c.name.id == name), None)
     function = lookup(name)
     if choice is None and function is None:

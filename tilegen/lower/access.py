@@ -291,13 +291,13 @@ class Access:
         if fill is None and any(is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"
         other = f", other={fill}" if fill is not None else ""
-        load = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
+        loaded = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
         flag = state.given_flags.get(expr.tensor.id)
         if flag is not None:  # an optional input left out: its number, which the compiler folds
             initial = next(t.initial for t in state.spec.inputs if t.name.id == expr.tensor.id)
             assert initial is not None
             value = number_text(initial)
-            load = f"{load} if {flag} else tl.full(({ptr}).shape, {value}, {expr.tensor.id}_ptr.dtype.element_ty)"
-        ops.append(Line(f"{var} = {load}"))
+            loaded = f"{loaded} if {flag} else tl.full(({ptr}).shape, {value}, {expr.tensor.id}_ptr.dtype.element_ty)"
+        ops.append(Line(f"{var} = {loaded}"))
         return var
 

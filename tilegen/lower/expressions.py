@@ -18,6 +18,7 @@ from tilegen.dtypes import (
     BOOL,
     COMPARISONS,
     DTYPE_LIMITS,
+    GIVEN,
     INDEX,
     LOGIC,
     NARROW,
@@ -274,6 +275,9 @@ class Expressions(ExpressionTypes):
         """A function of :mod:`tilegen.functions`: math in float32, a helper, or a reduction."""
         state = self.state
         name = call.func.id
+        if name == GIVEN:  # the kernel's constexpr: the caller passed that optional input
+            assert isinstance(call.args[0], m.Ref)
+            return state.given_flags[call.args[0].name.id]
         choice = next((c for c in state.spec.choices if c.name.id == name), None)
         if choice is not None:
             arg = self.expr(call.args[0], context, ops)

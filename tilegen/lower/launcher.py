@@ -24,9 +24,9 @@ from tilegen.lower.launch import launch_object, launch_ops, traced_launch
 from tilegen.lower.names import (
     absent_dtype,
     default_text,
-    given_name,
     dtype_bindings,
     dtype_options,
+    given_name,
     made_outputs,
     size_symbols,
     torch_dtype,

@@ -15,6 +15,7 @@ from typing_extensions import assert_never
 
 from tilegen import model as m
 from tilegen.dtypes import (
+    GIVEN,
     INDEX,
     LOGIC,
     NARROW,
@@ -31,6 +32,7 @@ from tilegen.lower.names import (
     absent_dtype,
     binop_text,
     dtype_bindings,
+    given_name,
     index_items,
     initial_text,
     is_offset,
@@ -263,6 +265,9 @@ class ReferenceExpressions:
 
     def call(self, call: m.Call, context: tuple[str, ...], acc_dtype: str | None) -> str:
         name = call.func.id
+        if name == GIVEN:  # whether the caller passed that optional input (see absent)
+            assert isinstance(call.args[0], m.Ref)
+            return f"torch.tensor({given_name(call.args[0].name.id)}, device={self.device})"
         if name == "dot":
             return self.dot(call, context, acc_dtype)
         if any(c.name.id == name for c in self.spec.choices):
@@ -555,13 +560,15 @@ class ReferenceLowering(ReferenceExpressions):
 
     def absent(self, tensor: m.Tensor) -> str:
         """The line filling optional input ``tensor`` where the caller left it out (None): every
-        element its declared number, in the dtype the launcher gives it."""
+        element its declared number, in the dtype the launcher gives it; ``_<name>_given`` keeps
+        whether it was passed, for ``given(<name>)``."""
         assert tensor.initial is not None
         dims = [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
         shape = f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
         value = number_text(tensor.initial)
         filled = f"torch.full({shape}, {value}, dtype={absent_dtype(self.spec, tensor)}, device={self.device})"
-        return f"{tensor.name.id} = {filled} if {tensor.name.id} is None else {tensor.name.id}"
+        name = tensor.name.id
+        return f"{given_name(name)}, {name} = {name} is not None, {filled} if {name} is None else {name}"
 
     def plan(self) -> ReferencePlan:
         spec = self.spec

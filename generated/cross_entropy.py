@@ -90,7 +90,8 @@ def cross_entropy_kernel(
         sum_c = tl.sum(tl.exp((z - m_new_or_0).to(tl.float32)).to(tl.float32), axis=0)
         l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_c
         # specs/cross_entropy.tile:45: s_i = s_i + sum(f32(where(c < n_s, weight[c], 1)) * z, dim=c)
-        weight = tl.load(weight_ptr + offs_c * stride_weight_v, mask=offs_c < n_s) if HAS_WEIGHT else tl.full((weight_ptr + offs_c * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_ptrs = weight_ptr + offs_c * stride_weight_v
+        weight = tl.load(weight_ptrs, mask=offs_c < n_s) if HAS_WEIGHT else tl.full(weight_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_1 = tl.sum((tl.where(offs_c < n_s, weight, 1).to(tl.float32) * z).to(tl.float32), axis=0)
         s_i = s_i + sum_c_1
         # specs/cross_entropy.tile:46: m_i = m_new
@@ -115,7 +116,8 @@ def cross_entropy_kernel(
         sum_c = tl.sum(tl.where(mask_c, tl.exp((z - m_new_or_0).to(tl.float32)).to(tl.float32), 0.0), axis=0)
         l_i = l_i * tl.exp((m_i - m_new_or_0).to(tl.float32)) + sum_c
         # specs/cross_entropy.tile:45: s_i = s_i + sum(f32(where(c < n_s, weight[c], 1)) * z, dim=c)
-        weight = tl.load(weight_ptr + offs_c * stride_weight_v, mask=mask_c & (offs_c < n_s)) if HAS_WEIGHT else tl.full((weight_ptr + offs_c * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_ptrs = weight_ptr + offs_c * stride_weight_v
+        weight = tl.load(weight_ptrs, mask=mask_c & (offs_c < n_s)) if HAS_WEIGHT else tl.full(weight_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_1 = tl.sum(tl.where(mask_c, (tl.where(offs_c < n_s, weight, 1).to(tl.float32) * z).to(tl.float32), 0.0), axis=0)
         s_i = s_i + sum_c_1
         # specs/cross_entropy.tile:46: m_i = m_new
@@ -132,7 +134,8 @@ def cross_entropy_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_c_1 = offs_c_1.to(tl.int64)
         # specs/cross_entropy.tile:50: w_i = w_i + sum(f32(where(c < n_w, weight[c], 0)), dim=c)
-        weight_1 = tl.load(weight_ptr + offs_c_1 * stride_weight_v, mask=offs_c_1 < n_w) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_1 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_1_ptrs = weight_ptr + offs_c_1 * stride_weight_v
+        weight_1 = tl.load(weight_1_ptrs, mask=offs_c_1 < n_w) if HAS_WEIGHT else tl.full(weight_1_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_2 = tl.sum(tl.where(offs_c_1 < n_w, weight_1, 0).to(tl.float32), axis=0)
         w_i = w_i + sum_c_2
     # the last tile, if V % BV != 0: masked
@@ -142,7 +145,8 @@ def cross_entropy_kernel(
             offs_c_1 = offs_c_1.to(tl.int64)
         mask_c_1 = offs_c_1 < V
         # specs/cross_entropy.tile:50: w_i = w_i + sum(f32(where(c < n_w, weight[c], 0)), dim=c)
-        weight_1 = tl.load(weight_ptr + offs_c_1 * stride_weight_v, mask=mask_c_1 & (offs_c_1 < n_w)) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_1 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_1_ptrs = weight_ptr + offs_c_1 * stride_weight_v
+        weight_1 = tl.load(weight_1_ptrs, mask=mask_c_1 & (offs_c_1 < n_w)) if HAS_WEIGHT else tl.full(weight_1_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_2 = tl.sum(tl.where(mask_c_1, tl.where(offs_c_1 < n_w, weight_1, 0).to(tl.float32), 0.0), axis=0)
         w_i = w_i + sum_c_2
     # specs/cross_entropy.tile:51: lse = m_i + log(l_i)
@@ -157,7 +161,8 @@ def cross_entropy_kernel(
     # specs/cross_entropy.tile:54: nll = lse - where(softcap == 0, x_t, softcap * tanh(x_t / softcap))
     nll = lse - tl.where(softcap == 0, x_t, softcap * tanh(x_t / softcap))
     # specs/cross_entropy.tile:55: w_t = f32(weight[target[r]])
-    weight_2 = tl.load(weight_ptr + target * stride_weight_v, mask=mask_logits) if HAS_WEIGHT else tl.full((weight_ptr + target * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+    weight_2_ptrs = weight_ptr + target * stride_weight_v
+    weight_2 = tl.load(weight_2_ptrs, mask=mask_logits) if HAS_WEIGHT else tl.full(weight_2_ptrs.shape, 1, weight_ptr.dtype.element_ty)
     w_t = weight_2.to(tl.float32)
     # specs/cross_entropy.tile:56: loss[r] = where(target[r] == ignore_index, 0.0, (1 - label_smoothing) * w_t * nll + smoothed + lse_square_scale * lse * lse)
     tl.store(loss_ptr + pid_r * stride_loss_m, tl.where(target == ignore_index, 0.0, (1 - label_smoothing) * w_t * nll + smoothed + lse_square_scale * lse * lse))

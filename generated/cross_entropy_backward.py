@@ -80,7 +80,8 @@ def cross_entropy_backward_kernel(
         logits = tl.load(logits_ptr + pid_r * stride_logits_m + offs_c * stride_logits_v)
         x_s = logits.to(tl.float32)
         # specs/cross_entropy_backward.tile:43: w_s = f32(where(c < n_s, weight[c], 1))
-        weight = tl.load(weight_ptr + offs_c * stride_weight_v, mask=offs_c < n_s) if HAS_WEIGHT else tl.full((weight_ptr + offs_c * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_ptrs = weight_ptr + offs_c * stride_weight_v
+        weight = tl.load(weight_ptrs, mask=offs_c < n_s) if HAS_WEIGHT else tl.full(weight_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         w_s = tl.where(offs_c < n_s, weight, 1).to(tl.float32)
         # specs/cross_entropy_backward.tile:44: s_i = s_i + sum(where(c < n_s, w_s * where(softcap == 0, x_s, softcap * tanh(x_s / softcap)), 0.0), dim=c)
         sum_c = tl.sum(tl.where(offs_c < n_s, w_s * (x_s if softcap == 0 else softcap * tanh(x_s / softcap)), 0.0).to(tl.float32), axis=0)
@@ -95,7 +96,8 @@ def cross_entropy_backward_kernel(
         logits = tl.load(logits_ptr + pid_r * stride_logits_m + offs_c * stride_logits_v, mask=mask_c)
         x_s = logits.to(tl.float32)
         # specs/cross_entropy_backward.tile:43: w_s = f32(where(c < n_s, weight[c], 1))
-        weight = tl.load(weight_ptr + offs_c * stride_weight_v, mask=mask_c & (offs_c < n_s)) if HAS_WEIGHT else tl.full((weight_ptr + offs_c * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_ptrs = weight_ptr + offs_c * stride_weight_v
+        weight = tl.load(weight_ptrs, mask=mask_c & (offs_c < n_s)) if HAS_WEIGHT else tl.full(weight_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         w_s = tl.where(offs_c < n_s, weight, 1).to(tl.float32)
         # specs/cross_entropy_backward.tile:44: s_i = s_i + sum(where(c < n_s, w_s * where(softcap == 0, x_s, softcap * tanh(x_s / softcap)), 0.0), dim=c)
         sum_c = tl.sum(tl.where(mask_c, tl.where(offs_c < n_s, w_s * (x_s if softcap == 0 else softcap * tanh(x_s / softcap)), 0.0).to(tl.float32), 0.0), axis=0)
@@ -112,7 +114,8 @@ def cross_entropy_backward_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_c_1 = offs_c_1.to(tl.int64)
         # specs/cross_entropy_backward.tile:48: w_i = w_i + sum(f32(where(c < n_w, weight[c], 0)), dim=c)
-        weight_1 = tl.load(weight_ptr + offs_c_1 * stride_weight_v, mask=offs_c_1 < n_w) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_1 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_1_ptrs = weight_ptr + offs_c_1 * stride_weight_v
+        weight_1 = tl.load(weight_1_ptrs, mask=offs_c_1 < n_w) if HAS_WEIGHT else tl.full(weight_1_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_1 = tl.sum(tl.where(offs_c_1 < n_w, weight_1, 0).to(tl.float32), axis=0)
         w_i = w_i + sum_c_1
     # the last tile, if V % BV != 0: masked
@@ -122,7 +125,8 @@ def cross_entropy_backward_kernel(
             offs_c_1 = offs_c_1.to(tl.int64)
         mask_c_1 = offs_c_1 < V
         # specs/cross_entropy_backward.tile:48: w_i = w_i + sum(f32(where(c < n_w, weight[c], 0)), dim=c)
-        weight_1 = tl.load(weight_ptr + offs_c_1 * stride_weight_v, mask=mask_c_1 & (offs_c_1 < n_w)) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_1 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_1_ptrs = weight_ptr + offs_c_1 * stride_weight_v
+        weight_1 = tl.load(weight_1_ptrs, mask=mask_c_1 & (offs_c_1 < n_w)) if HAS_WEIGHT else tl.full(weight_1_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         sum_c_1 = tl.sum(tl.where(mask_c_1, tl.where(offs_c_1 < n_w, weight_1, 0).to(tl.float32), 0.0), axis=0)
         w_i = w_i + sum_c_1
     # specs/cross_entropy_backward.tile:49: x_t = f32(logits[r, target[r]])
@@ -131,7 +135,8 @@ def cross_entropy_backward_kernel(
     logits_1 = tl.load(logits_ptr + pid_r * stride_logits_m + target * stride_logits_v, mask=mask_logits)
     x_t = logits_1.to(tl.float32)
     # specs/cross_entropy_backward.tile:50: w_t = f32(weight[target[r]])
-    weight_2 = tl.load(weight_ptr + target * stride_weight_v, mask=mask_logits) if HAS_WEIGHT else tl.full((weight_ptr + target * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+    weight_2_ptrs = weight_ptr + target * stride_weight_v
+    weight_2 = tl.load(weight_2_ptrs, mask=mask_logits) if HAS_WEIGHT else tl.full(weight_2_ptrs.shape, 1, weight_ptr.dtype.element_ty)
     w_t = weight_2.to(tl.float32)
     # specs/cross_entropy_backward.tile:51: a = (1 - label_smoothing) * w_t + label_smoothing * where(given(weight), w_i, V) / V
     a = (1 - label_smoothing) * w_t + label_smoothing * tl.where(HAS_WEIGHT, w_i, V) / V
@@ -161,7 +166,8 @@ def cross_entropy_backward_kernel(
         # specs/cross_entropy_backward.tile:59: p = exp(z - lse)
         p = tl.exp((z - lse).to(tl.float32))
         # specs/cross_entropy_backward.tile:60: w = f32(where(c < n_s, weight[c], 1))
-        weight_3 = tl.load(weight_ptr + offs_c_2 * stride_weight_v, mask=offs_c_2 < n_s) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_2 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_3_ptrs = weight_ptr + offs_c_2 * stride_weight_v
+        weight_3 = tl.load(weight_3_ptrs, mask=offs_c_2 < n_s) if HAS_WEIGHT else tl.full(weight_3_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         w = tl.where(offs_c_2 < n_s, weight_3, 1).to(tl.float32)
         # specs/cross_entropy_backward.tile:61: g = (p * coef - (1 - label_smoothing) * w_t * where(c == target[r], 1.0, 0.0) - label_smoothing / V * w) * dloss[r]
         g = (p * coef - (1 - label_smoothing) * w_t * tl.where(offs_c_2 == target_1, 1.0, 0.0) - label_smoothing / V * w) * dloss
@@ -183,7 +189,8 @@ def cross_entropy_backward_kernel(
         # specs/cross_entropy_backward.tile:59: p = exp(z - lse)
         p = tl.exp((z - lse).to(tl.float32))
         # specs/cross_entropy_backward.tile:60: w = f32(where(c < n_s, weight[c], 1))
-        weight_3 = tl.load(weight_ptr + offs_c_2 * stride_weight_v, mask=mask_c_2 & (offs_c_2 < n_s)) if HAS_WEIGHT else tl.full((weight_ptr + offs_c_2 * stride_weight_v).shape, 1, weight_ptr.dtype.element_ty)
+        weight_3_ptrs = weight_ptr + offs_c_2 * stride_weight_v
+        weight_3 = tl.load(weight_3_ptrs, mask=mask_c_2 & (offs_c_2 < n_s)) if HAS_WEIGHT else tl.full(weight_3_ptrs.shape, 1, weight_ptr.dtype.element_ty)
         w = tl.where(offs_c_2 < n_s, weight_3, 1).to(tl.float32)
         # specs/cross_entropy_backward.tile:61: g = (p * coef - (1 - label_smoothing) * w_t * where(c == target[r], 1.0, 0.0) - label_smoothing / V * w) * dloss[r]
         g = (p * coef - (1 - label_smoothing) * w_t * tl.where(offs_c_2 == target_1, 1.0, 0.0) - label_smoothing / V * w) * dloss

@@ -93,3 +93,28 @@ def test_rms_norm_with_gemmas_offset_scales_by_offset_plus_weight(generated, mon
         torch.testing.assert_close(xs.grad, xd.grad.to(dtype), rtol=4 * ulp, atol=4 * ulp)
         torch.testing.assert_close(ws.grad, wd.grad.to(dtype), rtol=4 * ulp, atol=4 * ulp)
     torch.testing.assert_close(module.reference(x, weight, eps, offset), yd.detach().to(dtype), rtol=ulp, atol=ulp)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("offset", [0.0, 1.0])
+def test_rms_norm_without_a_weight_is_the_normalised_row(generated, monkeypatch, dtype, offset):
+    """F.rms_norm(x, (N,), weight=None) (Liger's ``elementwise_affine=False``): the weight left out,
+    y = x * rstd whatever the offset (Gemma's norm without a weight has no 1 + w either), forward
+    and backward at every config of both kernels, against torch's autograd in float64."""
+    module, backward = generated("rms_norm"), generated("rms_norm_backward")
+    x, dy, eps = _randn(5, 333, seed=9, dtype=dtype) + 0.5, _randn(5, 333, seed=10, dtype=dtype), 1e-6
+    xd = x.double().requires_grad_()
+    yd = F.rms_norm(xd, (333,), None, eps)
+    yd.backward(dy.double())
+    ulp = 2e-3 if dtype == torch.float16 else 2e-6
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        force_config(monkeypatch, backward, index % len(backward._CONFIGS))
+        xs = x.clone().requires_grad_()
+        y = module.rms_norm(xs, None, eps, offset)
+        torch.testing.assert_close(y, yd.detach().to(dtype), rtol=ulp, atol=ulp)
+        y.backward(dy)
+        torch.testing.assert_close(xs.grad, xd.grad.to(dtype), rtol=4 * ulp, atol=4 * ulp)
+    torch.testing.assert_close(module.reference(x, None, eps, offset), yd.detach().to(dtype), rtol=ulp, atol=ulp)
+    torch.testing.assert_close(module.rms_norm(x), F.rms_norm(x.double(), (333,), None, 1e-6).to(dtype),
+                               rtol=ulp, atol=ulp)  # eps defaults to 1e-6, Llama's

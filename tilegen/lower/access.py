@@ -291,13 +291,17 @@ class Access:
         if fill is None and any(is_offset(i) for i in expr.index):  # an offset's lanes outside the tensor read 0
             fill = "0"
         other = f", other={fill}" if fill is not None else ""
-        loaded = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
         flag = state.given_flags.get(expr.tensor.id)
         if flag is not None:  # an optional input left out: its number, which the compiler folds
+            pointers = state.fresh(f"{var}_ptrs")
+            ops.append(Line(f"{pointers} = {ptr}"))
+            ptr = pointers
+        loaded = f"tl.load({ptr}, mask={mask}{other})" if mask else f"tl.load({ptr})"
+        if flag is not None:
             initial = next(t.initial for t in state.spec.inputs if t.name.id == expr.tensor.id)
             assert initial is not None
-            value = number_text(initial)
-            loaded = f"{loaded} if {flag} else tl.full(({ptr}).shape, {value}, {expr.tensor.id}_ptr.dtype.element_ty)"
+            dtype = f"{expr.tensor.id}_ptr.dtype.element_ty"
+            loaded += f" if {flag} else tl.full({ptr}.shape, {number_text(initial)}, {dtype})"
         ops.append(Line(f"{var} = {loaded}"))
         return var
 

@@ -61,6 +61,22 @@ def test_ignore_index_and_label_smoothing(smoothing):
         torch.testing.assert_close(grad, want)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_class_weights_as_torchs_cross_entropy_weight(reduction, smoothing):
+    """``ce_weight``: F.cross_entropy's ``weight`` (the mean divides by the targets' weights), a
+    class of weight 0 among them, over several chunks."""
+    h, w, b, target = _inputs(21, 8, 40, bias=True, seed=4)
+    ce_weight = torch.rand(40, generator=torch.Generator().manual_seed(5))
+    ce_weight[target[2]] = 0.0
+    options = {"reduction": reduction, "label_smoothing": smoothing}
+    expected, expected_grads = _torch(h, w, b, target, weight=ce_weight, **options)
+    loss, grads = _ours(h, w, b, target, ce_weight=ce_weight, chunk_rows=8, **options)
+    torch.testing.assert_close(loss, expected)
+    for name, grad, want in zip(("h", "weight", "bias"), grads, expected_grads, strict=True):
+        torch.testing.assert_close(grad, want, msg=name)
+
+
 def test_softcap_and_z_loss_as_the_per_row_kernel_has_them():
     """The mean over rows not ignored of Gemma 2's soft-capped loss plus PaLM's z-loss (Liger-Kernel's
     definitions), through torch's autograd."""
@@ -148,6 +164,8 @@ def test_bad_arguments_are_named(args, message):
     assert message in str(error.value)
     with pytest.raises(ValueError, match="reduction must be 'mean' or 'sum'"):
         linear_cross_entropy(h, w, target, reduction="none")
+    with pytest.raises(ValueError, match=r"ce_weight must be a float tensor \[10\] \(a weight per class\), got \(9,\)"):
+        linear_cross_entropy(h, w, target, ce_weight=torch.ones(9))
 
 
 def test_under_torch_compile_one_graph():

@@ -42,7 +42,7 @@ def default_chunk_rows(rows: int, hidden: int, vocab: int, itemsize: int = 2) ->
 
 
 def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: torch.Tensor | None,
-           reduction: str) -> None:
+           reduction: str, ce_weight: torch.Tensor | None = None) -> None:
     """Raise TypeError or ValueError naming the argument whose type, rank, dtype or size is wrong."""
     for name, value in (("h", h), ("weight", weight), ("target", target)):
         if not isinstance(value, torch.Tensor):
@@ -63,6 +63,11 @@ def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: to
     if bias is not None and (bias.shape != (weight.shape[0],) or bias.dtype != h.dtype):
         raise ValueError(f"linear_cross_entropy: bias must be [{weight.shape[0]}] of {h.dtype}, "
                          f"got {tuple(bias.shape)} of {bias.dtype}")
+    if ce_weight is not None and (not isinstance(ce_weight, torch.Tensor) or ce_weight.shape != (weight.shape[0],)
+                                  or not ce_weight.is_floating_point()):
+        shown = tuple(ce_weight.shape) if isinstance(ce_weight, torch.Tensor) else type(ce_weight).__name__
+        raise ValueError(f"linear_cross_entropy: ce_weight must be a float tensor [{weight.shape[0]}] (a weight "
+                         f"per class), got {shown}")
     if reduction not in ("mean", "sum"):
         raise ValueError(f"linear_cross_entropy: reduction must be 'mean' or 'sum', got {reduction!r} "
                          "(per-row losses need the logits: use generated/cross_entropy.py)")
@@ -75,7 +80,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
-                lse_square_scale: float, reduction: Reduction, chunk_rows: int | None) -> torch.Tensor:
+                lse_square_scale: float, reduction: Reduction, chunk_rows: int | None,
+                ce_weight: torch.Tensor | None) -> torch.Tensor:
         n, hidden = h.shape
         vocab = weight.shape[0]
         want_h, want_w = h.requires_grad, weight.requires_grad
@@ -85,8 +91,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         dh = torch.empty_like(h) if want_h else None
         dw: torch.Tensor | None = None  # the first chunk's product, then each later one added in
         db = torch.zeros(vocab, device=h.device, dtype=torch.float32) if want_b else None
-        valid = (target != ignore_index).sum()
-        # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored) for a mean (torch's denominator)
+        kept = target != ignore_index
+        if ce_weight is None:
+            valid = kept.sum()
+        else:  # torch's mean with class weights divides by the weights of the rows' targets
+            valid = (ce_weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
+        # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored, or their weights) for a mean
         row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
         step = chunk_rows or default_chunk_rows(n, hidden, vocab, h.element_size())
         inplace = not torch.compiler.is_compiling()  # the op under torch.compile always makes a new tensor
@@ -95,11 +105,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
             h_c, t_c = h[rows], target[rows]
             logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
             options = (ignore_index, label_smoothing, softcap, lse_square_scale)
-            loss_c = _FORWARD.cross_entropy(logits, t_c, *options)
+            loss_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
             loss_rows[rows] = loss_c
             if not grads:
                 continue
-            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, inplace=inplace)
+            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, ce_weight,
+                                                       inplace=inplace)
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
             if want_w:  # accumulated in the weight's dtype, as Liger-Kernel does
@@ -123,13 +134,14 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for grad in (dh, dw, db):  # in place: a scaled copy of dweight would double the peak memory
             if grad is not None:
                 grad.mul_(dloss.to(grad.dtype))
-        return dh, dw, None, db, None, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                          bias: torch.Tensor | None = None, *, ignore_index: int = -100,
                          label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0,
-                         reduction: Reduction = "mean", chunk_rows: int | None = None) -> torch.Tensor:
+                         reduction: Reduction = "mean", chunk_rows: int | None = None,
+                         ce_weight: torch.Tensor | None = None) -> torch.Tensor:
     """``F.cross_entropy(h @ weight.T + bias, target, ignore_index=..., label_smoothing=...,
     reduction=...)`` without the [N, V] logits: a 0-dim float32 loss, differentiable in ``h``,
     ``weight`` and ``bias``.
@@ -143,7 +155,11 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     off at 0) and ``lse_square_scale`` (PaLM's z-loss, ``scale * logsumexp(logits)^2`` added to
     each row's loss, off at 0) as ``generated/cross_entropy.py`` has them. The logits are h's
     dtype, as ``h @ weight.T`` gives them, and the loss is computed from them in float32.
-    ``reduction`` is ``"mean"`` or ``"sum"``.
+    ``reduction`` is ``"mean"`` or ``"sum"``. ``ce_weight`` [V] (any float dtype; Liger-Kernel's
+    name for ``F.cross_entropy``'s ``weight``) weighs each class: a row's loss is scaled by its
+    target's weight (and the smoothing term by each class's), and the mean divides by the weights
+    of the targets not ignored, as torch's does; the z-loss is not weighted (Liger-Kernel's), so
+    with a mean it is divided by that sum too (Liger divides it by the row count).
 
     ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
     the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of its input) are made
@@ -158,7 +174,8 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
             raise ValueError(f"linear_cross_entropy: h's leading dimensions {tuple(h.shape[:-1])} are not "
                              f"target's shape {tuple(target.shape)}")
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
-    _check(h, weight, target, bias, reduction)
+    _check(h, weight, target, bias, reduction, ce_weight)
     loss: torch.Tensor = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
-        h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows)
+        h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,
+        ce_weight)
     return loss

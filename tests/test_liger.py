@@ -46,16 +46,20 @@ def test_gated_activations_at_every_config(generated, monkeypatch, name, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_fused_add_rms_norm_returns_the_sum_and_the_normalised_rows(generated, monkeypatch, dtype):
+@pytest.mark.parametrize("offset", [0.0, 1.0])
+def test_fused_add_rms_norm_returns_the_sum_and_the_normalised_rows(generated, monkeypatch, dtype, offset):
+    """Llama's casting (the normalised row rounded to the dtype, then times the weight); offset 1.0
+    scales by 1 + weight (Gemma's)."""
     module = generated("fused_add_rms_norm")
     x, residual = _randn(5, 333, seed=3, dtype=dtype), _randn(5, 333, seed=4, dtype=dtype)
     weight, eps = _randn(333, seed=5, dtype=dtype), 1e-6
     s = x + residual
     h = s.double()
-    expected = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)).to(dtype) * weight
+    normed = (h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + eps)).to(dtype)
+    expected = (normed.float() * (offset + weight.float())).to(dtype)
     ulp = 2e-3 if dtype == torch.float16 else 2e-6  # the rstd's float32 rounding, moved by one f16 rounding
     for _ in _each_config(module, monkeypatch):
-        y, total = module.fused_add_rms_norm(x, residual, weight, eps)
+        y, total = module.fused_add_rms_norm(x, residual, weight, eps, offset)
         assert torch.equal(total, s)
         torch.testing.assert_close(y, expected, rtol=ulp, atol=ulp)
 

@@ -80,15 +80,23 @@ def compiled(tmp_path):
 
 
 @functools.cache
+def checked_spec(path: Path):
+    """The checked :class:`tilegen.model.Spec` of the spec file at ``path`` (in this repository;
+    its errors and messages name it relative to the root, ``specs/add.tile``), parsed once per
+    process: a spec is immutable, and the tests ask for the same ones many times."""
+    from tilegen.check import check
+    from tilegen.parser import parse
+
+    return check(parse(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix()))
+
+
+@functools.cache
 def spec_named(kernel: str):
     """The checked :class:`tilegen.model.Spec` of the spec in specs/ whose kernel is ``kernel``
     (``spec_named("rgb2grey")`` is specs/grayscale.tile), for :mod:`tilegen.tolerance`.
     Raises KeyError for a kernel no spec defines."""
-    from tilegen.check import check
-    from tilegen.parser import parse
-
     for path in sorted((ROOT / "specs").glob("*.tile")):
-        spec = check(parse(path.read_text(encoding="utf-8"), f"specs/{path.name}"))
+        spec = checked_spec(path)
         if spec.name.id == kernel:
             return spec
     raise KeyError(f"no spec in specs/ defines kernel {kernel!r}")

@@ -107,11 +107,11 @@ def spec_paths() -> list[Path]:
 
 
 def checked(path: Path) -> m.Spec:
-    """The checked model of the spec at ``path`` (displayed relative to the repository)."""
-    from tilegen.check import check
-    from tilegen.parser import parse
+    """The checked model of the spec at ``path`` (displayed relative to the repository), parsed
+    once per process (tests.conftest.checked_spec)."""
+    from tests.conftest import checked_spec
 
-    return check(parse(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix()))
+    return checked_spec(path)
 
 
 # --------------------------------------------------------------------------- spec analysis

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import force_config
+from tests.conftest import config_indices, force_config
 from tilegen.check import check
 from tilegen.errors import SpecError
 from tilegen.parser import parse
@@ -76,7 +76,7 @@ def test_cross_entropy_ignores_and_smooths_as_torch(generated, monkeypatch, dtyp
     expected = F.cross_entropy(logits32, target, reduction="none", label_smoothing=smoothing)
     (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
     atol = 2e-3 if dtype == torch.float16 else 1e-5  # the gradient rounded to f16
-    for index in range(len(module._CONFIGS)):
+    for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
         loss = module.cross_entropy(logits, target, label_smoothing=smoothing)
@@ -105,7 +105,7 @@ def test_cross_entropy_softcap_and_z_loss_as_liger_defines_them(generated, monke
     logits32 = x.clone().requires_grad_()
     expected = _softcapped_z_loss(logits32, target, softcap, scale, smoothing)
     (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
-    for index in range(len(module._CONFIGS)):
+    for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
         loss = module.cross_entropy(logits, target, label_smoothing=smoothing, softcap=softcap, lse_square_scale=scale)

@@ -14,12 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import fake_call, force_config
+from tests.conftest import checked_spec, fake_call, force_config
 from tests.meaning_cases import derive_sizes, uses_tma
 from tilegen import model as m
-from tilegen.check import check
 from tilegen.compiler import compile_spec
-from tilegen.parser import parse
 from tilegen.runner import compare, default_sizes, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,8 +28,7 @@ BACKEND = "aot_eager" if INTERPRET else "inductor"
 
 
 def _spec(name):
-    path = ROOT / "specs" / f"{name}.tile"
-    return check(parse(path.read_text(encoding="utf-8"), f"specs/{name}.tile"))
+    return checked_spec(ROOT / "specs" / f"{name}.tile")
 
 
 def _inputs(spec, device=DEVICE, small=False):

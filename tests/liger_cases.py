@@ -157,7 +157,7 @@ _RMS_REFS = _sets("reference offset casting_mode", ("llama", 0.0, "llama"), ("ge
 RMS_NORM = [
     # test_correctness: LigerRMSNorm (weight all ones) against the reference module, eps 1e-6
     Grid("rms_norm", "test_rms_norm.py::test_correctness", "rms_norm", (
-        shapes("bs sl hd", ((2, 128, 512), (2, 4, 256)), ((5, 123, 123), (3, 5, 123))),
+        shapes("bs sl hd", ((2, 128, 512), (2, 2, 256)), ((5, 123, 123), (3, 3, 123))),
         _dtypes((F32, 1e-4, 1e-6), (BF16, 2e-1, 2e-2)),
         [*_RMS_REFS, {"reference": "base", "offset": 0.0, "casting_mode": "none"}],
         _each("in_place", True, False),
@@ -177,7 +177,7 @@ FUSED_ADD_RMS_NORM = [
     # test_correctness: LigerFusedAddRMSNorm (weight all ones), gradients of both outputs; Liger marks
     # (base, none, bf16, 5x123x123) xfail, not strict (its bf16 variance in bf16)
     Grid("fused_add_rms_norm", "test_fused_add_rms_norm.py::test_correctness", "fused_add_rms_norm", (
-        shapes("bs sl hd", ((2, 128, 512), (2, 4, 256)), ((5, 123, 123), (3, 5, 123))),
+        shapes("bs sl hd", ((2, 128, 512), (2, 2, 256)), ((5, 123, 123), (3, 3, 123))),
         _dtypes((F32, 1e-4, 1e-6), (BF16, 2e-1, 2e-2)),
         [*_RMS_REFS, {"reference": "base", "offset": 0.0, "casting_mode": "none"}],
         _each("in_place", True, False),
@@ -216,10 +216,10 @@ SWIGLU = [
     # test_correctness_llamamlp: LlamaMLP, down(silu(gate(x)) * up(x)), weights randn
     Grid("swiglu", "test_swiglu.py::test_correctness_llamamlp", "gated_mlp", (_MLP_SHAPES, _MLP_DTYPES),
          {"layout": "llama", "activation": "silu"}),
-    # test_correctness_mixtralexperts (transformers >= 5): MixtralExperts, 8 experts, top 2
+    # test_correctness_mixtralexperts (transformers >= 5): MixtralExperts, 8 experts (4 in the interpreter), top 2
     Grid("swiglu", "test_swiglu.py::test_correctness_mixtralexperts", "mixtral_experts", (
         _MLP_SHAPES, _dtypes((F32, 30, 5e-2), (BF16, 100.0, 5e-2)),
-    ), {"experts": 8, "top_k": 2}),
+    ), {"experts": Shape(("experts",), (8,), (4,)), "top_k": 2}),
     # test_correctness_phi3mlp: Phi3MLP, one gate_up projection chunked in two
     Grid("swiglu", "test_swiglu.py::test_correctness_phi3mlp", "gated_mlp", (_MLP_SHAPES, _MLP_DTYPES),
          {"layout": "phi3", "activation": "silu"}),
@@ -272,8 +272,8 @@ GEGLU = [
 # --- cross_entropy: test/transformers/test_cross_entropy.py ----------------------------------------
 _CE_DTYPES = [{"scalar": 1.0, "dtype": BF16, "atol": 1e-8, "rtol": 5e-2},
               {"scalar": 1.0, "dtype": F32, "atol": 1e-8, "rtol": 1e-6}]
-_LLAMA_V = ((2, 4096, 32000), (2, 4, 300))
-_WEIRD_V = ((3, 423, 32000), (3, 5, 300))
+_LLAMA_V = ((2, 4096, 32000), (2, 2, 300))
+_WEIRD_V = ((3, 423, 32000), (3, 1, 300))
 _BTV = shapes("B T V", _LLAMA_V, _WEIRD_V)
 _REDUCTIONS = _each("reduction", "sum", "mean", "none")
 
@@ -348,7 +348,7 @@ CROSS_ENTROPY = [
     # test_correctness_not_last_layer_with_other_params (float32 rtol 1e-5 here)
     Grid("cross_entropy", "test_cross_entropy.py::test_correctness_not_last_layer_with_other_params",
          "cross_entropy", (
-             shapes("B T V", ((2, 1024, 32000), (2, 4, 300)), _WEIRD_V),
+             shapes("B T V", ((2, 1024, 32000), (2, 2, 300)), _WEIRD_V),
              _sets("ignore_index lse_square_scale label_smoothing softcap", (-100, 1e-4, 0.1, 30.0),
                    (42, 1e-5, 0.2, 40.0)),
              _each("reduction", "sum", "mean"),
@@ -365,7 +365,7 @@ CROSS_ENTROPY = [
          "ce_out_of_bounds", (_btv((*_LLAMA_V, {"ignore_index": 2}), (*_WEIRD_V, {"ignore_index": -123})),)),
     # test_correctness_with_forward_only: under no_grad; torch's loss without ignore_index, Liger's with it
     Grid("cross_entropy", "test_cross_entropy.py::test_correctness_with_forward_only", "cross_entropy", (
-        _btv(((2, 4096, 32000), (2, 4, 300), {"ignore_index": -100}), (*_WEIRD_V, {"ignore_index": 2})),
+        _btv(((2, 4096, 32000), (2, 2, 300), {"ignore_index": -100}), (*_WEIRD_V, {"ignore_index": 2})),
         _each("reduction", "mean", "sum", "none"),
         [{"dtype": F32, "scalar": 1.0, "atol": 1e-4, "rtol": 1e-4},
          {"dtype": F16, "scalar": 1.0, "atol": 1e-2, "rtol": 1e-2},
@@ -387,11 +387,11 @@ CROSS_ENTROPY = [
     Grid("cross_entropy", "test_cross_entropy.py::test_correctness_true_class_grad_confident_predictions",
          "ce_confident", (
              _each("dtype", BF16, F16), _each("label_smoothing", 0.0, 0.1), _each("reduction", "sum", "mean"),
-         ), {"shape": Shape(("B", "T", "V"), (2, 64, 4096), (2, 4, 256))}),
+         ), {"shape": Shape(("B", "T", "V"), (2, 64, 4096), (2, 2, 256))}),
 ]
 
 # --- fused_linear_cross_entropy: test/transformers/test_fused_linear_cross_entropy.py ---------------
-_FLCE_SHAPES = shapes("B T H V", ((8, 128, 1024, 4096), (2, 4, 64, 256)), ((4, 47, 31, 123), (2, 5, 31, 123)))
+_FLCE_SHAPES = shapes("B T H V", ((8, 128, 1024, 4096), (2, 2, 64, 256)), ((4, 47, 31, 123), (2, 3, 31, 123)))
 _FLCE_TOL = [{"reduction": r, "scalar": 1.0, "dtype": d, "atol": a, "rtol": t}
              for r, d, a, t in (("mean", BF16, 5e-3, 5e-2), ("mean", F32, 1e-5, 5e-4),
                                 ("sum", BF16, 5e-0, 5e1), ("sum", F32, 1e-3, 5e-2))]
@@ -446,7 +446,8 @@ FUSED_LINEAR_CROSS_ENTROPY = [
     # test_liger_fused_linear_cross_entropy_structured_output: 3 x 2 hidden states, 3 classes, with bias
     Grid("fused_linear_cross_entropy",
          "test_fused_linear_cross_entropy.py::test_liger_fused_linear_cross_entropy_structured_output",
-         "flce_structured", (_sets("return_z_loss return_token_accuracy", *itertools.product((False, True), repeat=2)),)),
+         "flce_structured",
+         (_sets("return_z_loss return_token_accuracy", *itertools.product((False, True), repeat=2)),)),
     # test_correctness_with_predicted_tokens (mean; weight and bias randn)
     Grid("fused_linear_cross_entropy", "test_fused_linear_cross_entropy.py::test_correctness_with_predicted_tokens",
          "flce", (
@@ -472,10 +473,10 @@ ROPE = [
     # positions 0..S-1 ([1, S, D], or expanded to [B, S, D]), against apply_rotary_pos_emb
     Grid("rope", "test_rope.py::test_correctness", "rope", (
         shapes("bsz seq_len num_q_heads num_kv_heads head_dim",
-               ((1, 128, 32, 32, 64), (1, 4, 8, 8, 32)), ((2, 128, 32, 32, 64), (2, 4, 8, 8, 32)),
-               ((1, 128, 32, 8, 64), (1, 4, 8, 2, 32)), ((2, 128, 32, 8, 64), (2, 4, 8, 2, 32)),
-               ((3, 423, 73, 213, 92), (3, 5, 7, 21, 92)), ((3, 423, 73, 155, 92), (3, 5, 7, 15, 92)),
-               ((1, 8192, 32, 8, 128), (1, 4, 8, 2, 128))),
+               ((1, 128, 32, 32, 64), (1, 2, 8, 8, 32)), ((2, 128, 32, 32, 64), (2, 2, 8, 8, 32)),
+               ((1, 128, 32, 8, 64), (1, 2, 8, 2, 32)), ((2, 128, 32, 8, 64), (2, 2, 8, 2, 32)),
+               ((3, 423, 73, 213, 92), (1, 3, 7, 21, 92)), ((3, 423, 73, 155, 92), (1, 3, 7, 15, 92)),
+               ((1, 8192, 32, 8, 128), (1, 2, 8, 2, 128))),
         _ROPE_DTYPES,
         _each("expand_position_ids", True, False),
     ), {"layout": "transposed", "tables": "3d"}),
@@ -484,14 +485,14 @@ ROPE = [
     Grid("rope", "test_rope.py::test_functional_correctness", "rope", (
         shapes("bsz seq_len num_q_heads num_kv_heads head_dim",
                ((1, 2, 2, 2, 8), (1, 2, 2, 2, 8)), ((1, 2, 1, 2, 8), (1, 2, 1, 2, 8)),
-               ((9, 7, 41, 41, 41), (3, 5, 7, 7, 41))),
+               ((9, 7, 41, 41, 41), (3, 3, 7, 7, 41))),
         _dtypes((F32, 1e-5, 1e-5), (BF16, 1e-1, 1e-5), (F16, 1e-2, 1e-5)),
         _each("expand_position_ids", True, False),
     ), {"layout": "contiguous", "tables": "3d"}),
     # test_vision_2d_cos_sin: one [S, D] table (no batch dimension), batch 1
     Grid("rope", "test_rope.py::test_vision_2d_cos_sin", "rope", (
-        shapes("seq_len num_heads head_dim", ((128, 32, 64), (4, 8, 32)), ((256, 16, 128), (4, 8, 64)),
-               ((423, 73, 92), (5, 7, 92))),
+        shapes("seq_len num_heads head_dim", ((128, 32, 64), (2, 8, 32)), ((256, 16, 128), (4, 8, 64)),
+               ((423, 73, 92), (3, 7, 92))),
         _ROPE_DTYPES,
     ), {"layout": "vision", "tables": "2d", "expand_position_ids": False}),
 ]
@@ -512,7 +513,7 @@ KL_DIV = [
 ]
 
 # --- jsd: test/transformers/test_jsd.py ------------------------------------------------------------
-_JSD_SHAPES = shapes("B T V", ((2, 1024, 3200), (2, 4, 300)), ((41, 401, 1271), (3, 5, 271)))
+_JSD_SHAPES = shapes("B T V", ((2, 1024, 3200), (2, 2, 300)), ((41, 401, 1271), (3, 3, 271)))
 _JSD_DTYPES = _dtypes((BF16, 1e-7, 5e-2), (F32, 1e-7, 1e-6), (F16, 1e-3, 1e-3))
 # the test's JSD module: beta * KL(P || M) + (1 - beta) * KL(Q || M) per row, the mean over the rows
 # (over those whose label is not ignore_index where labels are given), cast to the dtype
@@ -576,7 +577,7 @@ GROUP_NORM = [
     # [batch, channels, hidden], eps 1e-6
     Grid("group_norm", "test_group_norm.py::test_liger_group_norm", "group_norm", (
         shapes("batch_size num_channels num_groups hidden_size",
-               ((1, 1, 1, 3), (1, 1, 1, 3)), ((1, 32, 32, 4), (1, 8, 8, 4)), ((16, 32, 1, 4096), (2, 8, 1, 256)),
+               ((1, 1, 1, 3), (1, 1, 1, 3)), ((1, 32, 32, 4), (1, 4, 4, 4)), ((16, 32, 1, 4096), (2, 8, 1, 256)),
                ((2, 63, 21, 2163), (2, 9, 3, 163)), ((16, 48, 12, 8192), (2, 12, 3, 256))),
         _dtypes((F32, 1e-4, 1e-4)),
     )),

@@ -233,6 +233,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, weight: torch.T
                        (return_predicted_tokens, "return_predicted_tokens")):
         if flag:
             need.append(f"cross_entropy: {name}")
+    if weight is not None and lse_square_scale and reduction == "mean":
+        need.append(Z_LOSS_MEAN.format(op="cross_entropy"))
     _need_dtype(need, "cross_entropy", "cross_entropy", "logits", logits.dtype)
     _refuse(need)
     rows = launcher(logits, target, ignore_index, label_smoothing, softcap or 0.0, lse_square_scale, **extra)
@@ -246,6 +248,12 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, *, weight: torch.T
     return rows.sum() / (target != ignore_index).sum()
 
 
+#: Liger's mean of class-weighted losses divides the (unweighted) z-loss by the row count and the
+#: rest by the targets' weights; tilegen's per-row loss holds both, so one denominator divides them.
+Z_LOSS_MEAN = ("{op}: the mean of class-weighted losses with a z-loss (Liger divides the z-loss by the rows, "
+               "tilegen's per-row loss holds it: divided by the targets' weights with the rest)")
+
+
 def fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                                bias: torch.Tensor | None = None, *, ce_weight: torch.Tensor | None = None,
                                ignore_index: int = -100, lse_square_scale: float = 0.0,
@@ -256,8 +264,14 @@ def fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: to
     """LigerFusedLinearCrossEntropyLoss: tilegen.nn.linear_cross_entropy."""
     function = lce.linear_cross_entropy
     need: list[str] = []
+    extra: dict[str, Any] = {}
     if ce_weight is not None:
-        need.append("fused_linear_cross_entropy: per-class weight (ce_weight)")
+        if "ce_weight" in inspect.signature(function).parameters:
+            extra["ce_weight"] = ce_weight
+        else:
+            need.append("fused_linear_cross_entropy: per-class weight (ce_weight)")
+        if lse_square_scale and reduction == "mean":
+            need.append(Z_LOSS_MEAN.format(op="fused_linear_cross_entropy"))
     if reduction not in typing.get_args(getattr(lce, "Reduction", typing.Literal["mean", "sum"])):
         need.append(f"fused_linear_cross_entropy: reduction={reduction!r}")
     for flag, name in ((return_z_loss, "return_z_loss"), (return_token_accuracy, "return_token_accuracy"),
@@ -268,7 +282,7 @@ def fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: to
         need.append("fused_linear_cross_entropy: accum_dtype (dweight is accumulated in the weight's dtype)")
     _refuse(need)
     return function(h, weight, target, bias, ignore_index=ignore_index, label_smoothing=label_smoothing,
-                    softcap=softcap or 0.0, lse_square_scale=lse_square_scale, reduction=reduction)
+                    softcap=softcap or 0.0, lse_square_scale=lse_square_scale, reduction=reduction, **extra)
 
 
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,5 @@
-"""Scatter-adds on the GPU against torch: the embedding backward, bincount and scatter_add.
+"""Indexing from data on the GPU against torch: scatter-adds (the embedding backward, bincount,
+scatter_add), jagged rows, varlen attention and the MoE grouped GEMM.
 
 ``python benchmarks/indexing.py [OUT_DIR]`` (default ``benchmarks/results``) writes
 ``indexing_<device>.csv`` and prints it. Each row is one kernel at one shape and dtype, timed in
@@ -25,7 +26,10 @@ against FlashAttention-2's varlen kernel in torch (``aten._flash_attention_forwa
 cumulative sequence lengths) and against SDPA on the batch padded to the longest sequence (the
 inputs padded beforehand, untimed; the unpadding of its output timed), and with its backward
 against FlashAttention-2's varlen forward and backward (each through autograd).
-``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged) runs one group's rows.
+The MoE grouped GEMM (tokens sorted by expert, bf16) runs at Mixtral 8x7B's and
+DeepSeek-V2-Lite's expert shapes against ``torch._grouped_mm`` and a torch loop over the experts,
+forward and forward + backward.
+``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe) runs one group's rows.
 """
 
 from __future__ import annotations
@@ -200,12 +204,67 @@ def varlen_attention_rows() -> list[dict]:
     return rows
 
 
+def _routing(tokens: int, experts: int, top_k: int, seed: int) -> list[int]:
+    """Rows per expert of ``tokens`` tokens each routed to ``top_k`` distinct experts, the router's
+    choice drawn with random (uneven) expert popularity, as a trained router's load is."""
+    generator = torch.Generator().manual_seed(seed)
+    popularity = torch.rand(experts, generator=generator) + 0.25
+    choice = torch.multinomial(popularity.expand(tokens, experts), top_k, generator=generator)
+    return torch.bincount(choice.flatten(), minlength=experts).tolist()
+
+
+def moe_rows() -> list[dict]:
+    """The MoE grouped GEMM at Mixtral 8x7B's (E 8, top-2, 4096 -> 14336) and DeepSeek-V2-Lite's
+    (E 64, top-6, 2048 -> 1408) expert shapes, 4096 tokens, bf16, the weights in nn.Linear's layout
+    ([E, N, K], read transposed), against torch._grouped_mm and a torch loop over the experts;
+    forward, and forward + backward through autograd."""
+    module = _module("moe_grouped_gemm")
+    rows = []
+    for name, experts, top_k, k, n in (("Mixtral-8x7B", 8, 2, 4096, 14336), ("DeepSeek-V2-Lite", 64, 6, 2048, 1408)):
+        counts = _routing(4096, experts, top_k, seed=experts)
+        x = torch.randn(sum(counts), k, device="cuda", dtype=torch.bfloat16)
+        w = (torch.randn(experts, n, k, device="cuda") / k**0.5).to(torch.bfloat16).transpose(1, 2)
+        ends = torch.tensor(counts, device="cuda").cumsum(0).to(torch.int32)
+        bounds = list(zip([0, *ends[:-1].tolist()], ends.tolist(), strict=True))
+        longest = max(counts)
+        shape = f"{name}: E={experts} top{top_k} S={sum(counts)} K={k} N={n}"
+
+        def ours(x=x, w=w, ends=ends, longest=longest):
+            return module.moe_grouped_gemm(x, w, ends, longest)
+
+        def loop(x=x, w=w, bounds=bounds):
+            return torch.cat([x[s:e] @ w[i] for i, (s, e) in enumerate(bounds)])
+
+        rows.append(_row("moe_grouped_gemm vs loop", shape, torch.bfloat16, ours, loop))
+        if hasattr(torch, "_grouped_mm"):
+            rows.append(_row("moe_grouped_gemm vs _grouped_mm", shape, torch.bfloat16, ours,
+                             lambda x=x, w=w, ends=ends: torch._grouped_mm(x, w, offs=ends)))
+        xg, wg = x.clone().requires_grad_(), w.detach().clone().requires_grad_()
+        dy = torch.randn(sum(counts), n, device="cuda", dtype=torch.bfloat16)
+
+        def both(f, xg=xg, wg=wg, dy=dy):
+            xg.grad = wg.grad = None
+            f(xg, wg).backward(dy)
+            return wg.grad
+
+        rows.append(_row("moe_grouped_gemm forward + backward vs loop", shape, torch.bfloat16,
+                         lambda: both(lambda a, b: ours(a, b)), lambda: both(lambda a, b: loop(a, b))))
+        if hasattr(torch, "_grouped_mm"):
+            try:
+                rows.append(_row("moe_grouped_gemm forward + backward vs _grouped_mm", shape, torch.bfloat16,
+                                 lambda: both(lambda a, b: ours(a, b)),
+                                 lambda ends=ends: both(lambda a, b: torch._grouped_mm(a, b, offs=ends))))
+            except RuntimeError as error:  # a torch without _grouped_mm's backward: say so, go on
+                print(f"moe_grouped_gemm forward + backward, {shape}: {str(error).splitlines()[0][:200]}", flush=True)
+    return rows
+
+
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
     only = os.environ.get("INDEXING_ONLY")  # one group's rows: embedding, bincount, scatter_add, jagged, varlen
     groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
-              "jagged": jagged_rows, "varlen": varlen_attention_rows}
+              "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows}
     rows = [row for name, group in groups.items() if only in (None, name) for row in group()]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"

@@ -217,7 +217,8 @@ def moe_rows() -> list[dict]:
     """The MoE grouped GEMM at Mixtral 8x7B's (E 8, top-2, 4096 -> 14336) and DeepSeek-V2-Lite's
     (E 64, top-6, 2048 -> 1408) expert shapes, 4096 tokens, bf16, the weights in nn.Linear's layout
     ([E, N, K], read transposed), against torch._grouped_mm and a torch loop over the experts;
-    forward, and forward + backward through autograd."""
+    forward, and forward + backward through autograd with the weights in [E, K, N] (the layout of
+    the weight gradient tilegen makes)."""
     module = _module("moe_grouped_gemm")
     rows = []
     for name, experts, top_k, k, n in (("Mixtral-8x7B", 8, 2, 4096, 14336), ("DeepSeek-V2-Lite", 64, 6, 2048, 1408)):
@@ -239,7 +240,9 @@ def moe_rows() -> list[dict]:
         if hasattr(torch, "_grouped_mm"):
             rows.append(_row("moe_grouped_gemm vs _grouped_mm", shape, torch.bfloat16, ours,
                              lambda x=x, w=w, ends=ends: torch._grouped_mm(x, w, offs=ends)))
-        xg, wg = x.clone().requires_grad_(), w.detach().clone().requires_grad_()
+        # the gradient of w is made contiguous, [E, K, N]: weights kept in that layout take it as it is
+        # (in nn.Linear's, autograd copies it into theirs, a strided copy of the weights' size)
+        xg, wg = x.clone().requires_grad_(), w.contiguous().requires_grad_()
         dy = torch.randn(sum(counts), n, device="cuda", dtype=torch.bfloat16)
 
         def both(f, xg=xg, wg=wg, dy=dy):

@@ -136,3 +136,20 @@ def test_gpu_grouped_gemm_at_every_config(generated, dtype):
     if dtype == torch.bfloat16 and hasattr(torch, "_grouped_mm"):
         grouped = torch._grouped_mm(x, w, offs=ends)
         torch.testing.assert_close(module.moe_grouped_gemm(x, w, ends, max(counts)), grouped, rtol=2e-2, atol=2e-2)
+
+
+def test_tilegen_run_draws_rows_within_their_bound(generated):
+    """The inputs `tilegen run` draws: sorted ends over all of x's rows, no expert past L (which the
+    runner raises to hold the rows it draws), so that every row of y is written and checked."""
+    from tests.conftest import spec_named
+    from tilegen.model import specialize
+    from tilegen.runner import default_sizes, random_inputs
+
+    spec = specialize(spec_named("moe_grouped_gemm"), {"T": "f32"})
+    sizes = default_sizes(spec, 2)
+    inputs = random_inputs(spec, sizes, "cpu")
+    ends = inputs["ends"]
+    counts = torch.diff(ends, prepend=ends.new_zeros(1))
+    assert (counts >= 0).all() and int(ends[-1]) == sizes["S"] and int(counts.max()) <= inputs["L"]
+    y = generated("moe_grouped_gemm").moe_grouped_gemm(*(inputs[n] for n in ("x", "w", "ends", "L")))
+    torch.testing.assert_close(y.double(), _loop(inputs["x"], inputs["w"], ends), rtol=1e-5, atol=1e-5)

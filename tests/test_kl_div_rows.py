@@ -20,15 +20,21 @@ def _inputs(rows, vocab, dtype, log_target, seed):
 
 
 @pytest.mark.parametrize("log_target", [0, 1])
-@pytest.mark.parametrize(("dtype", "vocab"), [(torch.float32, 333), (torch.float16, 1030)])
-def test_kl_div_rows_and_its_derived_backward_at_every_config(generated, monkeypatch, log_target, dtype, vocab):
+@pytest.mark.parametrize(("dtype", "target_dtype", "vocab"), [
+    (torch.float32, torch.float32, 333), (torch.float16, torch.float16, 1030), (torch.float16, torch.float32, 333)])
+def test_kl_div_rows_and_its_derived_backward_at_every_config(generated, monkeypatch, log_target, dtype,
+                                                              target_dtype, vocab):
+    """The rows' losses and both gradients (the teacher's of log-probabilities too), the teacher in
+    the student's dtype or its own."""
     module, backward = generated("kl_div_rows"), generated("kl_div_rows_backward")
     x, t = _inputs(5, vocab, dtype, log_target, seed=vocab)
+    t = t.to(target_dtype)
     weights = torch.randn(5)
     leaves = [x.float().clone().requires_grad_(), t.float().clone().requires_grad_()]
     expected = F.kl_div(leaves[0], leaves[1], reduction="none", log_target=bool(log_target)).sum(1)
     dx, dt = torch.autograd.grad((expected * weights).sum(), leaves)
-    positive = t.float() > 0  # torch's gradient of the teacher is -inf where its probability is 0
+    positive = t.float() > 0 if not log_target else torch.ones_like(dt, dtype=torch.bool)
+    assert bool(dt[positive].isfinite().all())  # torch's gradient of the teacher is -inf where its probability is 0
     atol = 1e-6 if dtype == torch.float32 else 1e-3
     for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
@@ -38,6 +44,7 @@ def test_kl_div_rows_and_its_derived_backward_at_every_config(generated, monkeyp
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5, msg=f"config {index}")
         (loss * weights).sum().backward()
         torch.testing.assert_close(ours[0].grad.float(), dx, rtol=1e-3, atol=atol, msg=f"config {index}")
+        assert ours[1].grad.dtype == target_dtype
         torch.testing.assert_close(ours[1].grad.float()[positive], dt[positive], rtol=1e-3, atol=atol)
     torch.testing.assert_close(module.reference(x, t, log_target), expected.detach(), rtol=1e-5, atol=1e-5)
 

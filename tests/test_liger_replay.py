@@ -16,9 +16,9 @@ Between a Liger option and tilegen's op sits one adapter per op (:func:`rms_norm
 adapter looks for an option in the launcher's signature (an optional ``weight``, an ``offset``) or
 the spec's dtypes, so that a case runs once tilegen has the option. An option no value Liger's
 test checks depends on (``in_place``; a casting mode, at bf16, whose rounding stays within Liger's
-tolerance; kl_div's float32 target cast to the input's dtype) is run without and noted in the
-test's ``liger_notes`` property (:mod:`tests.liger_summary` counts them); ``TILEGEN_LIGER_STRICT=1``
-counts such an option missing instead.
+tolerance) is run without and noted in the test's ``liger_notes`` property
+(:mod:`tests.liger_summary` counts them); ``TILEGEN_LIGER_STRICT=1`` counts such an option missing
+instead.
 
 In Triton's interpreter (the default) the cases run at the small sizes of :mod:`tests.liger_cases`,
 each tuned launcher at its config of the largest blocks (fewest programs: the interpreter runs each
@@ -82,7 +82,7 @@ class Missing(Exception):
 NOTES: list[str] = []
 
 #: ``TILEGEN_LIGER_STRICT=1``: an option Liger's test checks no value of (``in_place``, a casting
-#: mode within tolerance, a target cast to the input's dtype) is missing too, its case skipped.
+#: mode within tolerance) is missing too, its case skipped.
 STRICT = os.environ.get("TILEGEN_LIGER_STRICT") == "1"
 
 
@@ -307,10 +307,7 @@ def kl_div(student: torch.Tensor, target: torch.Tensor, *, reduction: str, log_t
         loss = kernel("kl_div_elementwise")(_rows(student), _rows(target), int(log_target))
         return loss.to(torch.promote_types(student.dtype, target.dtype)).reshape(student.shape)
     _need_dtype(need, "kl_div", "kl_div_rows", "student", student.dtype)
-    if target.dtype != student.dtype:
-        _without(need, "kl_div: a target of another dtype than the input's (kl_div_rows takes one dtype for "
-                       "both: the float32 target is cast to the input's)")
-        target = target.to(student.dtype)
+    _need_dtype(need, "kl_div", "kl_div_rows", "teacher", target.dtype)
     _refuse(need)
     rows = kernel("kl_div_rows")(_rows(student), _rows(target), int(log_target))
     total = rows.sum()

@@ -29,7 +29,7 @@ interleaved rounds; ``ms``, ``TB_per_s``, ``tilegen_over_torch``) and replayed i
 
 Each row of the CSV also gives the bandwidth over the least traffic (x read once, y written once,
 the weights, layer norm's mean and 1/std) and the ratio to torch, both eager and graphed, the max
-error against torch in float32 (the specs' own dtypes: softmax and log-softmax take f32, the norms
+error against torch in float32 (softmax and log-softmax run in f32, the norms
 f16), and the config the launcher tuned to. ``first_call`` rows give the seconds of the first call in a fresh process
 (a fresh Triton cache and tilegen tune cache, so compiling and tuning are included; the inputs
 are made before the clock starts) for ``--first-call-ns``. ``--chunks`` times the looped

@@ -44,6 +44,40 @@ def test_softmax_gradients_match_torch(generated, monkeypatch, kernel, m, n):
         torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("m", "n"), [(3, 1), (5, 37), (2, 130)])
+def test_softmax_of_half_dtypes_computes_in_float32_and_rounds_once(generated, monkeypatch, dtype, m, n):
+    """bf16 and f16 rows, as torch's softmax takes them: y is torch's float32 softmax of the row
+    rounded once to the dtype, and dx the Jacobian-vector product of the y it returned, in
+    float64, rounded once; at every config of both kernels, one tile a row and in loops (chunks
+    smaller than the row, with tails). The interpreter rounds to bf16 toward zero: one ulp."""
+    module, backward = generated("softmax"), generated("softmax_backward")
+    x, dy = _rows(m, n, seed=n, dtype=dtype), _rows(m, n, seed=n + 1, dtype=dtype)
+    want_y = torch.softmax(x.float(), dim=1).to(dtype)
+    ulp = {"rtol": 8e-3, "atol": 1e-5} if dtype == torch.bfloat16 else {"rtol": 1e-3, "atol": 1e-6}
+
+    def want_dx(y):
+        y64, g = y.double(), dy.double() * y.double()
+        return (g - y64 * g.sum(dim=1, keepdim=True)).to(dtype)
+
+    torch.testing.assert_close(torch.softmax(x, dim=1), want_y, **ulp)  # torch's own bf16 softmax rounds once
+    for index in config_indices(backward):
+        force_config(monkeypatch, module, index)
+        force_config(monkeypatch, backward, index)
+        ours = x.clone().requires_grad_()
+        y = module.softmax(ours)
+        assert y.dtype == dtype
+        torch.testing.assert_close(y, want_y, **ulp)
+        y.backward(dy)
+        assert ours.grad.dtype == dtype
+        torch.testing.assert_close(ours.grad, want_dx(y.detach()), **ulp)
+    for block in (16, 64):
+        y = module._softmax_loops(x, BLOCK_N=block)
+        torch.testing.assert_close(y, want_y, **ulp)
+        torch.testing.assert_close(backward._softmax_backward_loops(dy, y, BLOCK_N=block), want_dx(y), **ulp)
+    torch.testing.assert_close(module.reference(x), want_y, **ulp)
+
+
 @pytest.mark.parametrize(("m", "n"), [(1, 7), (5, 37), (6, 130)])
 def test_rms_norm_gradients_match_torch(generated, monkeypatch, m, n):
     """dx along each row, and dweight summed over the rows across programs, at every config of

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: variable of a spec must be bound here (test_the_stress_plan_without_a_gpu checks, in CI).
 KERNELS: dict[str, tuple[dict[str, str], dict[str, int], dict[str, float]]] = {
     "copy": ({}, {"N": 100_003}, {}),
-    "softmax": ({}, {"M": 37, "N": 1000}, {}),
+    "softmax": ({"T": "f32"}, {"M": 37, "N": 1000}, {}),
     "rms_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5, "offset": 1.0}),
     "layer_norm": ({"T": "f16"}, {"M": 37, "N": 1000}, {"eps": 1e-5}),
     "cross_entropy": ({"T": "bf16", "W": "f32"}, {"M": 37, "V": 5000},

@@ -1,7 +1,8 @@
 """Liger-Kernel's forward ops as specs (swiglu, geglu, fused_add_rms_norm) and KernelBench's RMS
 norm over the channels of [B, C, H, W], checked in Triton's interpreter at every tune config
 against torch written here the way Liger computes them: the activation in float32 rounded to the
-inputs' dtype, then the product in that dtype.
+inputs' dtype, then the product in that dtype. SwiGLU's gate and down multipliers (Falcon H1's)
+forward and backward, against torch's autograd.
 
 bf16 is left to the GPU runs: Triton's interpreter holds bf16 tiles as uint16 and its arithmetic
 on them (a bf16 product) is not bf16 arithmetic.
@@ -43,6 +44,68 @@ def test_gated_activations_at_every_config(generated, monkeypatch, name, dtype):
     for _ in _each_config(module, monkeypatch):
         torch.testing.assert_close(getattr(module, name)(a, b), expected, rtol=ulp, atol=1e-6)
     torch.testing.assert_close(module.reference(a, b), expected, rtol=ulp, atol=1e-6)
+
+
+#: (gate_multiplier, down_multiplier): Falcon H1's, Liger's test's, and signs both ways.
+MULTIPLIERS = [(0.7, 1.3), (1.5, 0.5), (-0.7, 1.3), (1.5, -0.5), (-2.0, -0.25)]
+
+
+@pytest.mark.parametrize(("gate", "down"), MULTIPLIERS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_swiglu_multipliers_forward_and_backward_at_every_config(generated, monkeypatch, gate, down, dtype):
+    """Falcon H1's mlp_multipliers: y = silu(a * gate) * b * down (Liger's LigerSiLUMulFunction with
+    multipliers), rows with a tail of every config's blocks, forward at every config against torch
+    rounded as Liger rounds (the gate to the dtype, then the product), the gradients at every config
+    of the backward against torch's autograd in float64, rounded once to the dtype."""
+    module, backward = generated("swiglu"), generated("swiglu_backward")
+    a, b = _randn(6, 1030, seed=11, dtype=dtype), _randn(6, 1030, seed=12, dtype=dtype)
+    dy = _randn(6, 1030, seed=13, dtype=dtype)
+    expected = (F.silu(a.float() * gate).to(dtype).float() * b.float() * down).to(dtype)
+    ad, bd = a.double().requires_grad_(), b.double().requires_grad_()
+    (F.silu(ad * gate) * bd * down).backward(dy.double())
+    ulp = 2e-3 if dtype == torch.float16 else 2e-6
+    for index in range(len(module._CONFIGS)):
+        force_config(monkeypatch, module, index)
+        force_config(monkeypatch, backward, index % len(backward._CONFIGS))
+        torch.testing.assert_close(module.swiglu(a, b, gate, down), expected, rtol=ulp, atol=1e-6)
+        ours_a, ours_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        module.swiglu(ours_a, ours_b, gate_multiplier=gate, down_multiplier=down).backward(dy)
+        torch.testing.assert_close(ours_a.grad, ad.grad.to(dtype), rtol=2 * ulp, atol=2 * ulp)
+        torch.testing.assert_close(ours_b.grad, bd.grad.to(dtype), rtol=2 * ulp, atol=2 * ulp)
+    torch.testing.assert_close(module.reference(a, b, gate, down), expected, rtol=ulp, atol=1e-6)
+
+
+def test_swiglu_multipliers_of_one_are_the_plain_swiglu(generated):
+    """The defaults, 1.0, give the plain SwiGLU bit for bit, and its gradients."""
+    module = generated("swiglu")
+    a, b, dy = (_randn(3, 77, seed=seed) for seed in (14, 15, 16))
+    assert torch.equal(module.swiglu(a, b, 1.0, 1.0), module.swiglu(a, b))
+    grads = []
+    for multipliers in ((), (1.0, 1.0)):
+        ours_a, ours_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        module.swiglu(ours_a, ours_b, *multipliers).backward(dy)
+        grads.append((ours_a.grad, ours_b.grad))
+    assert all(torch.equal(x, y) for x, y in zip(*grads, strict=True))
+
+
+@pytest.mark.parametrize(("gate", "down"), [(0.7, 1.3), (-0.7, 1.3), (1.5, -0.5)])
+def test_swiglu_multipliers_carry_infinities_and_nan_as_torch(generated, gate, down):
+    """a of +-inf and NaN (b of inf too): silu(inf) = inf and silu(-inf) = NaN (x * sigmoid(x), as
+    torch's), NaN in NaN out, forward and gradients where torch's autograd has them."""
+    module = generated("swiglu")
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([[inf, -inf, nan, 3.0, -2.0, 0.5, 40.0, -40.0]])
+    b = torch.tensor([[1.5, -2.0, 1.0, inf, 2.0, nan, -1.0, 0.25]])
+    dy = torch.tensor([[1.0, 1.0, 1.0, 1.0, -inf, 2.0, 1.0, 1.0]])
+    at, bt = a.clone().requires_grad_(), b.clone().requires_grad_()
+    want = F.silu(at * gate) * bt * down
+    want.backward(dy)
+    ours_a, ours_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+    got = module.swiglu(ours_a, ours_b, gate, down)
+    got.backward(dy)
+    torch.testing.assert_close(got, want.detach(), rtol=1e-6, atol=1e-6, equal_nan=True)
+    torch.testing.assert_close(ours_a.grad, at.grad, rtol=1e-5, atol=1e-6, equal_nan=True)
+    torch.testing.assert_close(ours_b.grad, bt.grad, rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

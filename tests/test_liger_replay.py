@@ -16,9 +16,9 @@ Between a Liger option and tilegen's op sits one adapter per op (:func:`rms_norm
 adapter looks for an option in the launcher's signature (an optional ``weight``, an ``offset``) or
 the spec's dtypes, so that a case runs once tilegen has the option. An option no value Liger's
 test checks depends on (``in_place``; a casting mode, at bf16, whose rounding stays within Liger's
-tolerance; kl_div's float32 target cast to the input's dtype) is run without and noted in the
-test's ``liger_notes`` property (:mod:`tests.liger_summary` counts them); ``TILEGEN_LIGER_STRICT=1``
-counts such an option missing instead.
+tolerance) is run without and noted in the test's ``liger_notes`` property
+(:mod:`tests.liger_summary` counts them); ``TILEGEN_LIGER_STRICT=1`` counts such an option missing
+instead.
 
 In Triton's interpreter (the default) the cases run at the small sizes of :mod:`tests.liger_cases`,
 each tuned launcher at its config of the largest blocks (fewest programs: the interpreter runs each
@@ -82,7 +82,7 @@ class Missing(Exception):
 NOTES: list[str] = []
 
 #: ``TILEGEN_LIGER_STRICT=1``: an option Liger's test checks no value of (``in_place``, a casting
-#: mode within tolerance, a target cast to the input's dtype) is missing too, its case skipped.
+#: mode within tolerance) is missing too, its case skipped.
 STRICT = os.environ.get("TILEGEN_LIGER_STRICT") == "1"
 
 
@@ -297,15 +297,17 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
 
 def kl_div(student: torch.Tensor, target: torch.Tensor, *, reduction: str, log_target: bool) -> torch.Tensor:
     """LigerKLDIVLoss: tilegen's kl_div_rows (the loss per row), reduced as ``reduction`` asks
-    (batchmean: / rows, mean: / elements)."""
+    (batchmean: / rows, mean: / elements); ``reduction="none"``: tilegen's kl_div_elementwise (the
+    loss of each element, the target in its own dtype, float32 cast to the dtype torch's loss has)."""
     need: list[str] = []
     if reduction == "none":
-        need.append("kl_div: reduction='none' (the loss of each element, where tilegen's is per row)")
+        _need_dtype(need, "kl_div", "kl_div_elementwise", "student", student.dtype)
+        _need_dtype(need, "kl_div", "kl_div_elementwise", "teacher", target.dtype)
+        _refuse(need)
+        loss = kernel("kl_div_elementwise")(_rows(student), _rows(target), int(log_target))
+        return loss.to(torch.promote_types(student.dtype, target.dtype)).reshape(student.shape)
     _need_dtype(need, "kl_div", "kl_div_rows", "student", student.dtype)
-    if target.dtype != student.dtype:
-        _without(need, "kl_div: a target of another dtype than the input's (kl_div_rows takes one dtype for "
-                       "both: the float32 target is cast to the input's)")
-        target = target.to(student.dtype)
+    _need_dtype(need, "kl_div", "kl_div_rows", "teacher", target.dtype)
     _refuse(need)
     rows = kernel("kl_div_rows")(_rows(student), _rows(target), int(log_target))
     total = rows.sum()
@@ -969,11 +971,14 @@ def run_kl_div(case: Case, s: dict[str, int]) -> None:
     rows, vocab = s["B"] * s["T"], s["V"]
     x = _randn(rows, vocab, dtype=case.dtype).log_softmax(dim=-1)
     target = _randn(rows, vocab).softmax(dim=-1)  # float32, as the test draws it (log-probabilities or not)
+    # Liger's test runs no backward of reduction="none"; the replay backs a random gradient through
+    # the loss of each element (torch's gradient of it)
+    grads = _randn_grads if case.reduction == "none" else _scaled(None if case.last_layer else 2.0)
     replay(case, {"x": x, "target": target}, ["x"],
            lambda v: {"loss": kl_div(v["x"], v["target"], reduction=case.reduction, log_target=case.log_target)},
            lambda v, side: {"loss": F.kl_div(v["x"], v["target"], reduction=case.reduction,
                                              log_target=case.log_target)},
-           _scaled(None if case.last_layer else 2.0))
+           grads)
 
 
 def _torch_jsd(log_q: torch.Tensor, log_p: torch.Tensor, labels: torch.Tensor | None, side: Side, *, beta: float,
@@ -1050,7 +1055,7 @@ def _param(case: Case) -> Any:
 
 
 CASES = all_cases()
-_PREFIXES = tuple({"fused_linear_cross_entropy": "cross_entropy", "kl_div": "kl_div_rows"}.get(op, op) for op in GRIDS)
+_PREFIXES = tuple({"fused_linear_cross_entropy": "cross_entropy"}.get(op, op) for op in GRIDS)
 #: The generated modules the adapters launch (forwards and backwards).
 GENERATED = sorted(p.stem for p in (ROOT / "generated").glob("*.py") if p.stem.startswith(_PREFIXES)
                    and not p.stem.startswith("rms_norm_channels"))

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import ROOT
+from tilegen import model as m
 from tilegen import runner
 from tilegen.build import build, check_file, find_specs
 from tilegen.cli import INTERPRETER_NOTE, app
@@ -51,7 +52,7 @@ def test_launchers_called_directly_still_warn(two_specs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(torch.ops.tilegen, "_interpreter_told", False, raising=False)  # a process not told yet
     build([two_specs], tmp_path / "gen")
-    spec = check_file(find_specs([two_specs / "softmax.tile"])[0])
+    spec = m.specialize(check_file(find_specs([two_specs / "softmax.tile"])[0]), {"T": "f32"})
     module = runner.load_module(tmp_path / "gen" / "softmax.py")
     inputs = runner.random_inputs(spec, runner.default_sizes(spec, 2), "cpu")
     with warnings.catch_warnings(record=True) as caught:
@@ -88,14 +89,15 @@ def test_demo_output_is_quiet_and_notes_the_default_configs(two_specs, tmp_path,
     assert result.exit_code == 0, result.output
     assert escaped == [], [str(w.message) for w in escaped]
     assert "Warning" not in result.output and "warnings.warn" not in result.output
-    assert result.output.count("PASS") == 3
+    assert result.output.count("PASS") == 7  # softmax and its backward in each of their three dtypes
     notes = [line for line in result.output.splitlines() if line.startswith("note:")]
     assert notes == [INTERPRETER_NOTE] and len(INTERPRETER_NOTE) < 120
-    assert re.fullmatch(r"3 passed, 0 failed in \d+ s", result.output.splitlines()[-1]), result.output
+    assert re.fullmatch(r"7 passed, 0 failed in \d+ s", result.output.splitlines()[-1]), result.output
     header = next(line for line in result.output.splitlines() if "max error" in line)
     assert header.index("tolerance") > header.index("max error")
     rows = [line for line in result.output.splitlines() if "PASS" in line]
-    assert sorted(row.split("│")[1].strip() for row in rows) == ["matmul_epilogue", "softmax", "softmax_backward"]
+    assert sorted(row.split("│")[1].strip() for row in rows) == ["matmul_epilogue"] + [
+        f"{kernel}[T={dtype}]" for kernel in ("softmax", "softmax_backward") for dtype in ("bf16", "f16", "f32")]
 
 
 def test_demo_table_keeps_long_kernel_names_whole(two_specs, tmp_path):

@@ -192,3 +192,22 @@ def test_a_language_models_head_on_the_gpu(dtype):
     torch.testing.assert_close(loss, expected, **({"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else tol))
     for grad, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(grad, want, **tol)
+
+
+def test_under_autocast_the_matmuls_run_in_its_dtype():
+    """Under torch.autocast (bf16) the chunks' matmuls run in bf16 as the unfused loss's do, and the
+    gradients come back in the float32 inputs' dtype, close to the unfused ones."""
+    generator = torch.Generator().manual_seed(11)
+    h, w = torch.randn(6, 8, generator=generator), torch.rand(16, 8, generator=generator)
+    target = torch.randint(0, 16, (6,), generator=generator)
+    ours = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+    theirs = [h.clone().requires_grad_(), w.clone().requires_grad_()]
+    with torch.autocast("cpu", torch.bfloat16):
+        loss = linear_cross_entropy(*ours, target, chunk_rows=4)
+        want = F.cross_entropy((theirs[0] @ theirs[1].T).float(), target)
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-5)
+    loss.backward()
+    want.backward()
+    for mine, other in zip(ours, theirs, strict=True):
+        assert mine.grad.dtype == torch.float32
+        torch.testing.assert_close(mine.grad, other.grad, rtol=2e-2, atol=4e-3)

@@ -18,12 +18,13 @@ from typing import Any, Literal
 import torch
 
 from tilegen.nn import module
+from tilegen.nn.cross_entropy import CrossEntropyOutput, statistics
 
 Reduction = Literal["mean", "sum"]
 
 # loaded on import, not in the forward, which torch.compile traces (their launchers are looked up
 # on the modules at each call)
-_FORWARD, _BACKWARD = module("cross_entropy"), module("cross_entropy_backward")
+_FORWARD, _BACKWARD, _STATS = module("cross_entropy"), module("cross_entropy_backward"), module("cross_entropy_stats")
 
 
 #: The logits a chunk may hold whatever the weight's size (bytes): 256 MiB.
@@ -75,19 +76,28 @@ def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: to
 
 class _LinearCrossEntropy(torch.autograd.Function):
     """The autograd of :func:`linear_cross_entropy`: gradients made in the forward, scaled in the
-    backward by the loss's (0-dim) gradient."""
+    backward by the loss's (0-dim) gradient. With ``stats`` it also returns each row's log-sum-exp
+    and largest logit's index (``cross_entropy_stats`` of each chunk's logits; empty without),
+    which carry no gradient."""
 
     @staticmethod
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
                 lse_square_scale: float, reduction: Reduction, chunk_rows: int | None,
-                ce_weight: torch.Tensor | None) -> torch.Tensor:
+                ce_weight: torch.Tensor | None, stats: bool, accum_dtype: torch.dtype | None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         n, hidden = h.shape
         vocab = weight.shape[0]
         want_h, want_w = h.requires_grad, weight.requires_grad
         want_b = bias is not None and bias.requires_grad
+        if torch.is_autocast_enabled(h.device.type):  # the matmuls in autocast's dtype, as unfused ones run;
+            low = torch.get_autocast_dtype(h.device.type)  # the gradients go back in the inputs' dtypes
+            h, weight, bias = h.to(low), weight.to(low), None if bias is None else bias.to(low)
         grads = want_h or want_w or want_b
         loss_rows = torch.empty(n, device=h.device, dtype=torch.float32)
+        lse = torch.empty(n if stats else 0, device=h.device, dtype=torch.float32)
+        predicted = torch.empty(n if stats else 0, device=h.device, dtype=torch.int64)
+        accumulate = accum_dtype if accum_dtype is not None and accum_dtype != weight.dtype else None
         dh = torch.empty_like(h) if want_h else None
         dw: torch.Tensor | None = None  # the first chunk's product, then each later one added in
         db = torch.zeros(vocab, device=h.device, dtype=torch.float32) if want_b else None
@@ -107,25 +117,33 @@ class _LinearCrossEntropy(torch.autograd.Function):
             options = (ignore_index, label_smoothing, softcap, lse_square_scale)
             loss_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
             loss_rows[rows] = loss_c
+            if stats:
+                lse[rows], predicted[rows] = _STATS.cross_entropy_stats(logits.detach(), softcap)
             if not grads:
                 continue
             dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, ce_weight,
                                                        inplace=inplace)
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
-            if want_w:  # accumulated in the weight's dtype, as Liger-Kernel does
+            if want_w and accumulate is not None:  # each chunk's product added up in accum_dtype
+                product = (dlogits.T @ h_c).to(accumulate)
+                dw = product if dw is None else dw.add_(product)
+            elif want_w:  # accumulated in the weight's dtype, as Liger-Kernel does by default
                 dw = dlogits.T @ h_c if dw is None else dw.addmm_(dlogits.T, h_c)
             if db is not None:
                 db += dlogits.sum(0, dtype=torch.float32)
         if want_w and dw is None:  # no rows: no chunk
             dw = torch.zeros_like(weight)
+        elif dw is not None and dw.dtype != weight.dtype:
+            dw = dw.to(weight.dtype)
         ctx.save_for_backward(dh, dw, None if db is None else db.to(bias.dtype))  # type: ignore[union-attr]
         ctx.scaled = False
+        ctx.mark_non_differentiable(lse, predicted)
         loss = loss_rows.sum()
-        return loss / valid if reduction == "mean" else loss
+        return (loss / valid if reduction == "mean" else loss), lse, predicted
 
     @staticmethod
-    def backward(ctx: Any, dloss: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
         if ctx.scaled:
             raise RuntimeError("linear_cross_entropy: a second backward through one call (retain_graph=True): "
                                "its gradients were made in the forward and scaled in place by the first")
@@ -134,14 +152,16 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for grad in (dh, dw, db):  # in place: a scaled copy of dweight would double the peak memory
             if grad is not None:
                 grad.mul_(dloss.to(grad.dtype))
-        return dh, dw, None, db, None, None, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                          bias: torch.Tensor | None = None, *, ignore_index: int = -100,
                          label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0,
                          reduction: Reduction = "mean", chunk_rows: int | None = None,
-                         ce_weight: torch.Tensor | None = None) -> torch.Tensor:
+                         ce_weight: torch.Tensor | None = None, accum_dtype: torch.dtype | None = None,
+                         return_z_loss: bool = False, return_token_accuracy: bool = False,
+                         return_predicted_tokens: bool = False) -> torch.Tensor | CrossEntropyOutput:
     """``F.cross_entropy(h @ weight.T + bias, target, ignore_index=..., label_smoothing=...,
     reduction=...)`` without the [N, V] logits: a 0-dim float32 loss, differentiable in ``h``,
     ``weight`` and ``bias``.
@@ -162,10 +182,16 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     with a mean it is divided by that sum too (Liger divides it by the row count).
 
     ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
-    the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of its input) are made
-    in the forward when the input requires grad, ``dweight`` accumulated over chunks in the
-    weight's dtype. Peak memory beyond the inputs is therefore about ``h`` + ``weight`` +
-    one chunk's logits, against ``N x V`` logits (and their float32 copy and gradient) unfused.
+    the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of
+    its input) are made in the forward when the input requires grad, ``dweight`` accumulated over
+    chunks in the weight's dtype, or in ``accum_dtype`` where given (``torch.float32`` for a bf16
+    weight: each chunk's product rounded once, their sum not; one float32 [V, H] more). Peak memory
+    beyond the inputs is therefore about ``h`` + ``weight`` + one chunk's logits, against ``N x V``
+    logits (and their float32 copy and gradient) unfused.
+
+    ``return_z_loss``, ``return_token_accuracy`` and ``return_predicted_tokens`` (Liger-Kernel's
+    options) give a :class:`~tilegen.nn.cross_entropy.CrossEntropyOutput` in place of the loss
+    alone, its statistics from each chunk's logits (``cross_entropy_stats``: one more read of them).
 
     Raises TypeError or ValueError naming the argument on a wrong type, rank, size or dtype.
     """
@@ -175,7 +201,13 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
                              f"target's shape {tuple(target.shape)}")
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
     _check(h, weight, target, bias, reduction, ce_weight)
-    loss: torch.Tensor = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
+    stats = return_z_loss or return_token_accuracy or return_predicted_tokens
+    loss, lse, predicted = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
         h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,
-        ce_weight)
-    return loss
+        ce_weight, stats, accum_dtype)
+    if not stats:
+        return loss  # type: ignore[no-any-return]
+    z, accuracy, tokens = statistics(lse, predicted, target, ignore_index=ignore_index,
+                                     lse_square_scale=lse_square_scale, reduction=reduction, z_loss=return_z_loss,
+                                     token_accuracy=return_token_accuracy, predicted_tokens=return_predicted_tokens)
+    return CrossEntropyOutput(loss, z, accuracy, tokens)

@@ -253,6 +253,7 @@ def _causal_lm_forward(self: Any, *args: Any, labels: torch.Tensor | None = None
     loss = linear_cross_entropy(hidden.reshape(-1, hidden.shape[-1]), head.weight, target, head.bias,
                                 ignore_index=ignore_index, softcap=float(softcap),
                                 reduction="mean" if num_items is None else "sum")
+    assert isinstance(loss, torch.Tensor)  # no statistics asked for: the loss alone
     if num_items is not None:
         loss = loss / (num_items.to(loss.device) if torch.is_tensor(num_items) else num_items)
     from transformers.modeling_outputs import CausalLMOutputWithPast

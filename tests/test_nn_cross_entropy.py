@@ -105,3 +105,31 @@ def test_fused_linear_statistics_are_the_unfused_ones():
     plain = cross_entropy(h @ weight.T, target, **options)
     for name in CrossEntropyOutput._fields:
         torch.testing.assert_close(getattr(fused, name), getattr(plain, name), rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("fused", [False, True])
+def test_class_weights_with_a_z_loss(fused, reduction):
+    """With class weights (of both signs, one 0) and a z-loss, the cross-entropy is reduced as torch's
+    (a mean divides by the targets' weights) and the z-loss over the rows not ignored (PaLM's and
+    Liger-Kernel's mean): loss and gradients against torch autograd of that sum."""
+    generator = torch.Generator().manual_seed(7)
+    h, w = torch.randn(11, 8, generator=generator), torch.randn(30, 8, generator=generator)
+    target = torch.randint(0, 30, (11,), generator=generator)
+    target[2] = -100
+    weight = torch.randn(30, generator=generator)
+    weight[target[5]] = 0.0
+    ours, theirs = h.clone().requires_grad_(), h.clone().requires_grad_()
+    options = {"lse_square_scale": 1e-2, "reduction": reduction, "softcap": 5.0}
+    if fused:
+        loss = linear_cross_entropy(ours, w, target, ce_weight=weight, chunk_rows=4, **options)
+    else:
+        loss = cross_entropy(ours @ w.T, target, weight, **options)
+    logits = 5.0 * torch.tanh(theirs @ w.T / 5.0)
+    kept = target != -100
+    z = torch.where(kept, 1e-2 * torch.logsumexp(logits, -1) ** 2, 0.0).sum()
+    want = F.cross_entropy(logits, target, weight, reduction=reduction) + (z / kept.sum() if reduction == "mean" else z)
+    torch.testing.assert_close(loss, want, rtol=1e-5, atol=1e-6)
+    loss.backward()
+    want.backward()
+    torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-6)

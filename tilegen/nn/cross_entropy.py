@@ -38,6 +38,15 @@ class CrossEntropyOutput(NamedTuple):
     predicted_tokens: torch.Tensor | None = None
 
 
+def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float) -> bool:
+    """Whether the z-loss is computed apart from the cross-entropy kernel's rows: with class
+    weights. The kernel's backward recovers each row's log-sum-exp from its loss, which a target's
+    weight of 0 or below leaves without a unique answer, and a class-weighted mean divides the
+    z-loss by the rows, not by the weights (PaLM's and Liger-Kernel's mean). Apart, the rows' z-loss
+    comes from ``cross_entropy_stats`` (one more read of the logits, and its backward's)."""
+    return weight is not None and lse_square_scale != 0
+
+
 def statistics(lse: torch.Tensor, predicted: torch.Tensor, target: torch.Tensor, *, ignore_index: int,
                lse_square_scale: float, reduction: Reduction, z_loss: bool, token_accuracy: bool,
                predicted_tokens: bool) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
@@ -70,10 +79,10 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
     Shapes and dtypes: ``logits`` [N, V] (or [..., V] with ``target`` [...]) in f32, bf16 or f16;
     ``target`` int64 [N]; ``weight`` [V] (any float dtype) or None. The loss is float32: the rows'
     losses with ``reduction="none"``, their sum, or their mean over the rows not ignored (with
-    ``weight``, torch's: divided by the weights of the targets not ignored; NaN when every row is
-    ignored). Any of ``return_z_loss``, ``return_token_accuracy`` and ``return_predicted_tokens``
-    gives a :class:`CrossEntropyOutput` in place of the loss alone (Liger-Kernel's
-    ``LigerCrossEntropyLoss`` options).
+    ``weight``, torch's: divided by the weights of the targets not ignored, the z-loss still by
+    the rows, as Liger-Kernel's; NaN when every row is ignored). Any of ``return_z_loss``,
+    ``return_token_accuracy`` and ``return_predicted_tokens`` gives a :class:`CrossEntropyOutput`
+    in place of the loss alone (Liger-Kernel's ``LigerCrossEntropyLoss`` options).
 
     Raises TypeError or ValueError naming the tensor and dimension on bad input (the kernel's
     checks), and ValueError for an unknown ``reduction``.
@@ -82,17 +91,20 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
     if isinstance(logits, torch.Tensor) and isinstance(target, torch.Tensor) and logits.dim() > 2:
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)  # [B, S, V] as rows
+    kept = target != ignore_index
+    weights = kept.sum() if weight is None else (weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
+    apart = split_z_loss(weight, lse_square_scale)
     rows: torch.Tensor = _LOSS.cross_entropy(logits, target, ignore_index, label_smoothing, softcap,
-                                             lse_square_scale, weight)
+                                             0.0 if apart else lse_square_scale, weight)
+    z_rows = torch.zeros_like(rows)
+    if apart:  # differentiable: cross_entropy_stats has a derived backward
+        z_rows = torch.where(kept, lse_square_scale * _STATS.cross_entropy_stats(logits, softcap)[0] ** 2, 0.0)
     if reduction == "none":
-        loss = rows
+        loss = rows + z_rows
     elif reduction == "sum":
-        loss = rows.sum()
-    elif weight is None:
-        loss = rows.sum() / (target != ignore_index).sum()
-    else:  # torch's weighted mean divides by the weights of the targets not ignored
-        kept = target != ignore_index
-        loss = rows.sum() / (weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
+        loss = rows.sum() + z_rows.sum()
+    else:  # torch's mean over the rows not ignored, or their targets' weights; the z-loss over the rows
+        loss = rows.sum() / weights + z_rows.sum() / kept.sum()
     if not (return_z_loss or return_token_accuracy or return_predicted_tokens):
         return loss
     lse, predicted = _STATS.cross_entropy_stats(logits.detach(), softcap)

@@ -18,13 +18,14 @@ from typing import Any, Literal
 import torch
 
 from tilegen.nn import module
-from tilegen.nn.cross_entropy import CrossEntropyOutput, statistics
+from tilegen.nn.cross_entropy import CrossEntropyOutput, split_z_loss, statistics
 
 Reduction = Literal["mean", "sum"]
 
 # loaded on import, not in the forward, which torch.compile traces (their launchers are looked up
 # on the modules at each call)
-_FORWARD, _BACKWARD, _STATS = module("cross_entropy"), module("cross_entropy_backward"), module("cross_entropy_stats")
+_FORWARD, _BACKWARD = module("cross_entropy"), module("cross_entropy_backward")
+_STATS, _STATS_BACKWARD = module("cross_entropy_stats"), module("cross_entropy_stats_backward")
 
 
 #: The logits a chunk may hold whatever the weight's size (bytes): 256 MiB.
@@ -108,21 +109,34 @@ class _LinearCrossEntropy(torch.autograd.Function):
             valid = (ce_weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
         # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored, or their weights) for a mean
         row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
+        apart = split_z_loss(ce_weight, lse_square_scale)  # the z-loss from cross_entropy_stats
+        z_sum = torch.zeros((), device=h.device)
+        z_grad = 1.0 / kept.sum().float() if reduction == "mean" else torch.ones((), device=h.device)
         step = chunk_rows or default_chunk_rows(n, hidden, vocab, h.element_size())
         inplace = not torch.compiler.is_compiling()  # the op under torch.compile always makes a new tensor
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
             h_c, t_c = h[rows], target[rows]
             logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
-            options = (ignore_index, label_smoothing, softcap, lse_square_scale)
+            options = (ignore_index, label_smoothing, softcap, 0.0 if apart else lse_square_scale)
             loss_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
             loss_rows[rows] = loss_c
-            if stats:
-                lse[rows], predicted[rows] = _STATS.cross_entropy_stats(logits.detach(), softcap)
+            if stats or apart:
+                lse_c, predicted_c = _STATS.cross_entropy_stats(logits.detach(), softcap)
+                if stats:
+                    lse[rows], predicted[rows] = lse_c, predicted_c
+                if apart:
+                    z_sum += torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0).sum()
             if not grads:
                 continue
+            dz = None
+            if apart:  # d(scale * lse^2) = 2 * scale * lse * softmax, read before dlogits overwrites the logits
+                dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) * z_grad
+                dz = _STATS_BACKWARD.cross_entropy_stats_backward(dlse, logits, softcap)
             dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, ce_weight,
                                                        inplace=inplace)
+            if dz is not None:
+                dlogits = dlogits + dz
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
             if want_w and accumulate is not None:  # each chunk's product added up in accum_dtype
@@ -140,7 +154,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         ctx.scaled = False
         ctx.mark_non_differentiable(lse, predicted)
         loss = loss_rows.sum()
-        return (loss / valid if reduction == "mean" else loss), lse, predicted
+        loss = loss / valid + z_sum * z_grad if reduction == "mean" else loss + z_sum
+        return loss, lse, predicted
 
     @staticmethod
     def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
@@ -178,8 +193,9 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     ``reduction`` is ``"mean"`` or ``"sum"``. ``ce_weight`` [V] (any float dtype; Liger-Kernel's
     name for ``F.cross_entropy``'s ``weight``) weighs each class: a row's loss is scaled by its
     target's weight (and the smoothing term by each class's), and the mean divides by the weights
-    of the targets not ignored, as torch's does; the z-loss is not weighted (Liger-Kernel's), so
-    with a mean it is divided by that sum too (Liger divides it by the row count).
+    of the targets not ignored, as torch's does; the z-loss is not weighted, and its mean is over
+    the rows not ignored (PaLM's and Liger-Kernel's; it comes from ``cross_entropy_stats`` then,
+    one more read of each chunk's logits).
 
     ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
     the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of

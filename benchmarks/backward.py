@@ -161,15 +161,15 @@ def _cases():
 
     return {
         "cross_entropy": ("f32", (4096, 128256), classes(4096, 128256),
-                          lambda x, t: entropy.cross_entropy(x, t),
+                          lambda x, t: entropy.cross_entropy(x, t)[0],
                           lambda x, t: F.cross_entropy(x, t, reduction="none")),
         # bf16 logits read into float32 by the kernel, against torch on logits.float() (Hugging Face's call)
         "cross_entropy_bf16": ("bf16", (4096, 128256), classes(4096, 128256, torch.bfloat16),
-                               lambda x, t: entropy.cross_entropy(x, t),
+                               lambda x, t: entropy.cross_entropy(x, t)[0],
                                lambda x, t: F.cross_entropy(x.float(), t, reduction="none")),
         # a quarter of the targets padding (ignore_index) and label smoothing 0.1
         "cross_entropy_options": ("f32", (4096, 128256), classes(4096, 128256, ignored=0.25),
-                                  lambda x, t: entropy.cross_entropy(x, t, label_smoothing=0.1),
+                                  lambda x, t: entropy.cross_entropy(x, t, label_smoothing=0.1)[0],
                                   lambda x, t: F.cross_entropy(x, t, reduction="none", label_smoothing=0.1)),
         # the head's matmul and the loss in chunks of rows (tilegen.nn.linear_cross_entropy) against
         # F.cross_entropy((h @ w.T).float(), t): Llama-3-8B's head over 8192 tokens
@@ -272,7 +272,7 @@ def inplace_memory(m: int = 4096, v: int = 128256, d: int = 256) -> dict:
     w = (torch.randn(v, d, device="cuda") / d**0.5).requires_grad_()
     t = torch.randint(0, v, (m,), device="cuda")
     dy = torch.randn(m, device="cuda")
-    functions = {"tilegen": lambda x: entropy.cross_entropy(x, t, inplace_backward=True),
+    functions = {"tilegen": lambda x: entropy.cross_entropy(x, t, inplace_backward=True)[0],
                  "torch": lambda x: F.cross_entropy(x, t, reduction="none")}
     for fn in functions.values():  # the first call tunes
         fn(h @ w.T).backward(dy)

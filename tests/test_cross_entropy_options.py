@@ -79,13 +79,13 @@ def test_cross_entropy_ignores_and_smooths_as_torch(generated, monkeypatch, dtyp
     for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, label_smoothing=smoothing)
+        loss, _ = module.cross_entropy(logits, target, label_smoothing=smoothing)
         assert loss.dtype == torch.float32 and bool((loss[target == -100] == 0).all())
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
         (loss * weights).sum().backward()
         assert logits.grad.dtype == dtype and bool((logits.grad[target == -100] == 0).all())
         torch.testing.assert_close(logits.grad.float(), dx_expected, rtol=1e-3, atol=atol)
-    torch.testing.assert_close(module.reference(x, target, -100, smoothing), expected.detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module.reference(x, target, -100, smoothing)[0], expected.detach(), rtol=1e-5, atol=1e-5)
 
 
 def _softcapped_z_loss(x, target, softcap, scale, smoothing):
@@ -108,11 +108,12 @@ def test_cross_entropy_softcap_and_z_loss_as_liger_defines_them(generated, monke
     for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, label_smoothing=smoothing, softcap=softcap, lse_square_scale=scale)
+        loss, _ = module.cross_entropy(logits, target, label_smoothing=smoothing, softcap=softcap,
+                                       lse_square_scale=scale)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
         (loss * weights).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected, rtol=1e-4, atol=1e-6)
-    reference = module.reference(x, target, -100, smoothing, softcap, scale)
+    reference = module.reference(x, target, -100, smoothing, softcap, scale)[0]
     torch.testing.assert_close(reference, expected.detach(), rtol=1e-5, atol=1e-5)
 
 
@@ -141,12 +142,12 @@ def test_cross_entropy_weighs_each_class_as_torch(generated, monkeypatch, weight
     for index in config_indices(module):  # one config of each block size in the interpreter
         force_config(monkeypatch, module, index)
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, -100, smoothing, softcap, scale, weight)
+        loss, _ = module.cross_entropy(logits, target, -100, smoothing, softcap, scale, weight)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-5)
         (loss * upstream).sum().backward()
         assert torch.isfinite(logits.grad).all()
         torch.testing.assert_close(logits.grad.float(), dx_expected, rtol=1e-3, atol=atol)
-    reference = module.reference(x, target, -100, smoothing, softcap, scale, weight)
+    reference = module.reference(x, target, -100, smoothing, softcap, scale, weight)[0]
     torch.testing.assert_close(reference, expected.detach(), rtol=1e-5, atol=1e-5)
 
 
@@ -155,8 +156,8 @@ def test_cross_entropy_takes_another_ignore_index(generated):
     x, target, _ = _logits(5, 40, torch.float32, seed=1)
     target[3] = 7
     expected = F.cross_entropy(x, target.clamp(min=0), reduction="none", ignore_index=7)
-    torch.testing.assert_close(module.cross_entropy(x, target.clamp(min=0), 7), expected)
-    assert module.cross_entropy(x, target.clamp(min=0), 7)[3] == 0
+    torch.testing.assert_close(module.cross_entropy(x, target.clamp(min=0), 7)[0], expected)
+    assert module.cross_entropy(x, target.clamp(min=0), 7)[0][3] == 0
 
 
 GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
@@ -183,7 +184,7 @@ def test_cross_entropy_options_on_the_gpu(generated, dtype, classes):
     (dx_expected,) = torch.autograd.grad((expected * weights).sum(), logits32)
     for index in range(len(module._CONFIGS)):
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, -100, 0.1, softcap, config=index)
+        loss, _ = module.cross_entropy(logits, target, -100, 0.1, softcap, config=index)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
         (loss * weights).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")
@@ -207,7 +208,7 @@ def test_cross_entropy_class_weights_on_the_gpu(generated, dtype, smoothing):
     (dx_expected,) = torch.autograd.grad((expected * upstream).sum(), logits32)
     for index in range(len(module._CONFIGS)):
         logits = x.clone().requires_grad_()
-        loss = module.cross_entropy(logits, target, -100, smoothing, 0.0, 0.0, weight, config=index)
+        loss, _ = module.cross_entropy(logits, target, -100, smoothing, 0.0, 0.0, weight, config=index)
         torch.testing.assert_close(loss, expected.detach(), rtol=1e-5, atol=1e-4, msg=f"config {index}")
         (loss * upstream).sum().backward()
         torch.testing.assert_close(logits.grad, dx_expected.to(dtype), rtol=1e-2, atol=1e-5, msg=f"config {index}")

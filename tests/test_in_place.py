@@ -125,11 +125,11 @@ def test_cross_entropy_backward_in_place_at_every_config(generated, monkeypatch,
     forward, backward = generated("cross_entropy"), generated("cross_entropy_backward")
     force_config(monkeypatch, backward, config)
     logits, target = _problem(3, 9000 + config)  # a tail at every block
-    loss = forward.cross_entropy(logits, target)
+    _, lse = forward.cross_entropy(logits, target)
     dloss = torch.randn(3, generator=torch.Generator().manual_seed(config)).to(DEVICE)
     leaf = logits.clone().requires_grad_()
     F.cross_entropy(leaf, target, reduction="none").backward(dloss)
-    out = backward.cross_entropy_backward(dloss, logits, target, loss, inplace=True)
+    out = backward.cross_entropy_backward(dloss, torch.zeros_like(dloss), logits, target, lse, inplace=True)
     assert out.data_ptr() == logits.data_ptr()
     torch.testing.assert_close(out, leaf.grad, rtol=1e-5, atol=1e-6)
 
@@ -147,11 +147,11 @@ def test_a_first_in_place_call_tunes_on_a_new_output(generated, monkeypatch, tmp
     monkeypatch.setattr(tuner, "path", str(tmp_path / "tuned.json"))  # nothing tuned on disk
     monkeypatch.setattr(tuner, "disk", None)
     logits, target = _problem(5, 3001, seed=7)
-    loss = forward.cross_entropy(logits, target)
+    _, lse = forward.cross_entropy(logits, target)
     dloss = torch.randn(5).to(DEVICE)
     leaf = logits.clone().requires_grad_()
     F.cross_entropy(leaf, target, reduction="none").backward(dloss)
-    out = backward.cross_entropy_backward(dloss, logits, target, loss, inplace=True)
+    out = backward.cross_entropy_backward(dloss, torch.zeros_like(dloss), logits, target, lse, inplace=True)
     assert out.data_ptr() == logits.data_ptr()
     torch.testing.assert_close(out, leaf.grad, rtol=1e-5, atol=1e-6)
 
@@ -160,8 +160,8 @@ def test_the_op_makes_a_new_tensor(generated):
     backward = generated("cross_entropy_backward")
     logits, target = _problem(2, 300)
     kept = logits.clone()
-    loss = generated("cross_entropy").cross_entropy(logits, target)
-    out = backward.op(torch.ones(2, device=DEVICE), logits, target, loss)
+    _, lse = generated("cross_entropy").cross_entropy(logits, target)
+    out = backward.op(torch.ones(2, device=DEVICE), torch.zeros(2, device=DEVICE), logits, target, lse)
     assert torch.equal(logits, kept) and out.data_ptr() != logits.data_ptr()
 
 
@@ -179,7 +179,7 @@ def test_inplace_backward_of_an_lm_head(generated, inplace):
     ce = generated("cross_entropy")
     h, w, target = _head()
     logits = h @ w.t()
-    ce.cross_entropy(logits, target, inplace_backward=inplace).mean().backward()
+    ce.cross_entropy(logits, target, inplace_backward=inplace)[0].mean().backward()
     h2, w2 = h.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     logits2 = h2 @ w2.t()
     logits2.retain_grad()
@@ -196,10 +196,10 @@ def test_a_leaf_is_never_written_over(generated):
     ce = generated("cross_entropy")
     logits, target = _problem(3, 500)
     leaf = logits.clone().requires_grad_()
-    ce.cross_entropy(leaf, target, inplace_backward=True).sum().backward()
+    ce.cross_entropy(leaf, target, inplace_backward=True)[0].sum().backward()
     assert torch.equal(leaf.detach(), logits)
     view = leaf[:, :400]  # nor a view of one
-    ce.cross_entropy(view, target % 400, inplace_backward=True).sum().backward()
+    ce.cross_entropy(view, target % 400, inplace_backward=True)[0].sum().backward()
     assert torch.equal(leaf.detach(), logits)
 
 
@@ -210,7 +210,7 @@ def test_a_copy_saved_elsewhere_is_refused_not_read_stale(generated):
     h, w, target = _head(seed=2)
     logits = h @ w.t()
     z = torch.logsumexp(logits, dim=1).pow(2).mean()
-    loss = ce.cross_entropy(logits, target, inplace_backward=True).mean() + z
+    loss = ce.cross_entropy(logits, target, inplace_backward=True)[0].mean() + z
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
 

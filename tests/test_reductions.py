@@ -84,14 +84,15 @@ def test_cross_entropy_matches_torch(generated, v):
     logits = _rand(5, v, seed=v, scale=5.0)
     target = torch.randint(0, v, (5,), generator=torch.Generator().manual_seed(v))
     target[0], target[-1] = 0, v - 1
-    loss = generated("cross_entropy").cross_entropy(logits, target)
+    loss, lse = generated("cross_entropy").cross_entropy(logits, target)
     torch.testing.assert_close(loss, F.cross_entropy(logits, target, reduction="none"), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse, torch.logsumexp(logits, dim=-1), atol=1e-5, rtol=1e-5)
 
 
 def test_cross_entropy_reads_nothing_past_the_classes(generated):
     """A target outside [0, V) reads no memory: its logit counts as 0 (torch would raise)."""
     logits = _rand(2, 10, seed=1)
-    loss = generated("cross_entropy").cross_entropy(logits, torch.tensor([3, 10]))
+    loss, _ = generated("cross_entropy").cross_entropy(logits, torch.tensor([3, 10]))
     lse = torch.logsumexp(logits, dim=-1)
     torch.testing.assert_close(loss, torch.stack([lse[0] - logits[0, 3], lse[1]]))
 
@@ -126,8 +127,8 @@ def test_generated_softmax_reads_like_tutorial_02():
     source = (ROOT / "generated" / "softmax.py").read_text()
     kernel = source[source.index("def softmax_kernel"):source.index("def softmax(")]
     assert kernel.count("tl.load(") == 1 and kernel.count("tl.store(") == 1
-    assert 'amax(tl.where(mask_c[None, :], x, float("-inf")), 1)' in kernel  # NaN-propagating tl.max
-    assert "tl.sum(tl.where(mask_c[None, :], e, 0.0), axis=1)" in kernel
+    assert 'amax(tl.where(mask_c[None, :], xf, float("-inf")), 1)' in kernel  # NaN-propagating tl.max
+    assert "tl.sum(tl.where(mask_c[None, :], e.to(tl.float32), 0.0), axis=1)" in kernel
     assert "e / sum_c[:, None]" in kernel  # the row sums broadcast back over the row
 
 

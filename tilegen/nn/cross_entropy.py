@@ -3,9 +3,10 @@
 ``cross_entropy(logits, target)`` is ``F.cross_entropy(logits.float(), target)`` through tilegen's
 ``cross_entropy`` kernel (the loss of each row, with its backward), reduced as ``reduction`` asks,
 and, where asked, the numbers Liger-Kernel's ``LigerCrossEntropyLoss`` returns beside the loss:
-the z-loss, the token accuracy and the predicted tokens, from ``cross_entropy_stats`` (each row's
-log-sum-exp and largest logit: one more read of the logits, made only when one of them is asked
-for). :func:`statistics` gives them from those rows for :mod:`tilegen.nn.linear_cross_entropy` too.
+the z-loss (from the log-sum-exp the loss kernel returns beside each row's loss), the token
+accuracy and the predicted tokens (from ``cross_entropy_stats``'s largest logit of each row: one
+more read of the logits, made only when one of them is asked for). :func:`statistics` gives them
+from those rows for :mod:`tilegen.nn.linear_cross_entropy` too.
 """
 
 from __future__ import annotations
@@ -39,11 +40,10 @@ class CrossEntropyOutput(NamedTuple):
 
 
 def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float) -> bool:
-    """Whether the z-loss is computed apart from the cross-entropy kernel's rows: with class
-    weights. The kernel's backward recovers each row's log-sum-exp from its loss, which a target's
-    weight of 0 or below leaves without a unique answer, and a class-weighted mean divides the
-    z-loss by the rows, not by the weights (PaLM's and Liger-Kernel's mean). Apart, the rows' z-loss
-    comes from ``cross_entropy_stats`` (one more read of the logits, and its backward's)."""
+    """Whether the z-loss is added apart from the cross-entropy kernel's rows: with class weights,
+    whose mean divides the cross-entropy by the targets' weights and the z-loss by the rows (PaLM's
+    and Liger-Kernel's mean). Apart, it is ``lse_square_scale * lse^2`` of the kernel's ``lse``
+    output, whose gradient the kernel's backward adds (no other read of the logits)."""
     return weight is not None and lse_square_scale != 0
 
 
@@ -94,11 +94,13 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
     kept = target != ignore_index
     weights = kept.sum() if weight is None else (weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
     apart = split_z_loss(weight, lse_square_scale)
-    rows: torch.Tensor = _LOSS.cross_entropy(logits, target, ignore_index, label_smoothing, softcap,
-                                             0.0 if apart else lse_square_scale, weight)
+    rows: torch.Tensor
+    lse: torch.Tensor
+    rows, lse = _LOSS.cross_entropy(logits, target, ignore_index, label_smoothing, softcap,
+                                    0.0 if apart else lse_square_scale, weight)
     z_rows = torch.zeros_like(rows)
-    if apart:  # differentiable: cross_entropy_stats has a derived backward
-        z_rows = torch.where(kept, lse_square_scale * _STATS.cross_entropy_stats(logits, softcap)[0] ** 2, 0.0)
+    if apart:  # differentiable: the kernel's lse output has a gradient (the row's softmax)
+        z_rows = torch.where(kept, lse_square_scale * lse * lse, 0.0)
     if reduction == "none":
         loss = rows + z_rows
     elif reduction == "sum":
@@ -107,8 +109,9 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
         loss = rows.sum() / weights + z_rows.sum() / kept.sum()
     if not (return_z_loss or return_token_accuracy or return_predicted_tokens):
         return loss
-    lse, predicted = _STATS.cross_entropy_stats(logits.detach(), softcap)
-    z, accuracy, tokens = statistics(lse, predicted, target, ignore_index=ignore_index,
+    predicted = _STATS.cross_entropy_stats(logits.detach(), softcap)[1] if return_token_accuracy or \
+        return_predicted_tokens else torch.empty(0, dtype=torch.int64, device=lse.device)
+    z, accuracy, tokens = statistics(lse.detach(), predicted, target, ignore_index=ignore_index,
                                      lse_square_scale=lse_square_scale, reduction=reduction, z_loss=return_z_loss,
                                      token_accuracy=return_token_accuracy, predicted_tokens=return_predicted_tokens)
     return CrossEntropyOutput(loss, z, accuracy, tokens)

@@ -24,8 +24,7 @@ Reduction = Literal["mean", "sum"]
 
 # loaded on import, not in the forward, which torch.compile traces (their launchers are looked up
 # on the modules at each call)
-_FORWARD, _BACKWARD = module("cross_entropy"), module("cross_entropy_backward")
-_STATS, _STATS_BACKWARD = module("cross_entropy_stats"), module("cross_entropy_stats_backward")
+_FORWARD, _BACKWARD, _STATS = module("cross_entropy"), module("cross_entropy_backward"), module("cross_entropy_stats")
 
 
 #: The logits a chunk may hold whatever the weight's size (bytes): 256 MiB.
@@ -78,7 +77,7 @@ def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: to
 class _LinearCrossEntropy(torch.autograd.Function):
     """The autograd of :func:`linear_cross_entropy`: gradients made in the forward, scaled in the
     backward by the loss's (0-dim) gradient. With ``stats`` it also returns each row's log-sum-exp
-    and largest logit's index (``cross_entropy_stats`` of each chunk's logits; empty without),
+    (the loss kernel's) and largest logit's index (``cross_entropy_stats``; empty without),
     which carry no gradient."""
 
     @staticmethod
@@ -109,7 +108,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
             valid = (ce_weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
         # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored, or their weights) for a mean
         row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
-        apart = split_z_loss(ce_weight, lse_square_scale)  # the z-loss from cross_entropy_stats
+        apart = split_z_loss(ce_weight, lse_square_scale)  # the z-loss from the kernel's lse, apart
         z_sum = torch.zeros((), device=h.device)
         z_grad = 1.0 / kept.sum().float() if reduction == "mean" else torch.ones((), device=h.device)
         step = chunk_rows or default_chunk_rows(n, hidden, vocab, h.element_size())
@@ -119,24 +118,20 @@ class _LinearCrossEntropy(torch.autograd.Function):
             h_c, t_c = h[rows], target[rows]
             logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
             options = (ignore_index, label_smoothing, softcap, 0.0 if apart else lse_square_scale)
-            loss_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
+            loss_c, lse_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
             loss_rows[rows] = loss_c
-            if stats or apart:
-                lse_c, predicted_c = _STATS.cross_entropy_stats(logits.detach(), softcap)
-                if stats:
-                    lse[rows], predicted[rows] = lse_c, predicted_c
-                if apart:
-                    z_sum += torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0).sum()
+            if stats:
+                lse[rows] = lse_c
+                predicted[rows] = _STATS.cross_entropy_stats(logits.detach(), softcap)[1]
+            if apart:
+                z_sum += torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0).sum()
             if not grads:
                 continue
-            dz = None
-            if apart:  # d(scale * lse^2) = 2 * scale * lse * softmax, read before dlogits overwrites the logits
-                dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) * z_grad
-                dz = _STATS_BACKWARD.cross_entropy_stats_backward(dlse, logits, softcap)
-            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], logits, t_c, loss_c, *options, ce_weight,
+            # the z-loss apart: d(scale * lse^2) / d(lse) = 2 * scale * lse, which the backward turns into logits'
+            dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) * z_grad if apart \
+                else torch.zeros_like(lse_c)
+            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], dlse, logits, t_c, lse_c, *options, ce_weight,
                                                        inplace=inplace)
-            if dz is not None:
-                dlogits = dlogits + dz
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
             if want_w and accumulate is not None:  # each chunk's product added up in accum_dtype
@@ -194,8 +189,7 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     name for ``F.cross_entropy``'s ``weight``) weighs each class: a row's loss is scaled by its
     target's weight (and the smoothing term by each class's), and the mean divides by the weights
     of the targets not ignored, as torch's does; the z-loss is not weighted, and its mean is over
-    the rows not ignored (PaLM's and Liger-Kernel's; it comes from ``cross_entropy_stats`` then,
-    one more read of each chunk's logits).
+    the rows not ignored (PaLM's and Liger-Kernel's).
 
     ``chunk_rows`` rows at a time (default :func:`default_chunk_rows`: a chunk's logits at most half
     the size of ``weight``, or 256 MiB) hold their logits; ``dh`` and ``dweight`` (each the size of
@@ -207,7 +201,8 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
 
     ``return_z_loss``, ``return_token_accuracy`` and ``return_predicted_tokens`` (Liger-Kernel's
     options) give a :class:`~tilegen.nn.cross_entropy.CrossEntropyOutput` in place of the loss
-    alone, its statistics from each chunk's logits (``cross_entropy_stats``: one more read of them).
+    alone: the z-loss from the loss kernel's log-sum-exp, the others from ``cross_entropy_stats``
+    (one more read of each chunk's logits, only when asked for).
 
     Raises TypeError or ValueError naming the argument on a wrong type, rank, size or dtype.
     """

@@ -218,7 +218,7 @@ def causal_lm_loss(
     if shift_labels is None:
         shift_labels = F.pad(labels, (0, 1), value=ignore_index)[..., 1:]
     target = shift_labels.reshape(-1).to(device=logits.device, dtype=torch.int64)
-    per_token: torch.Tensor = kernel("cross_entropy")(logits.reshape(-1, vocab_size), target, ignore_index)
+    per_token: torch.Tensor = kernel("cross_entropy")(logits.reshape(-1, vocab_size), target, ignore_index)[0]
     if num_items_in_batch is None:
         return per_token.sum() / (target != ignore_index).sum()
     if torch.is_tensor(num_items_in_batch):

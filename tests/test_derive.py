@@ -126,7 +126,8 @@ def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] = ("backward
 @pytest.mark.parametrize("file", DERIVED + HAND_WRITTEN)
 def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp_path, file):
     """The op's gradients (its derived backward's kernel) against torch's autograd through the
-    module's reference, at every config of the backward; the cotangent is the output plus noise,
+    module's reference, at every config of the backward (one forward, its graph differentiated at
+    each); the cotangent is the output plus noise,
     so that every term of the gradient counts (with a cotangent uncorrelated with the output, a
     norm's term through its statistics is a thousandth of the rest). A spec with a hand-written
     backward is built without its backward line."""
@@ -139,12 +140,17 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp
         module, backwards = generated(kernel), [generated(name) for name in DERIVED_MODULES[file]]
     typed, args, names = _case(spec)
     want, cotangents = _grads(module.reference, args, names)
+    # one forward through the op; its graph differentiated again at each config of the backward
+    leaves = [a.detach().clone().requires_grad_() if i in names else a for i, a in enumerate(args)]
+    outputs = getattr(module, kernel)(*leaves)
+    floats = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.is_floating_point()]
+    total = sum((o.float() * c.float()).sum() for o, c in zip(floats, cotangents, strict=True))
     forced = [(b, i) for b in backwards if hasattr(b, "_CONFIGS") for i in config_indices(b)] or [(None, None)]
     for backward, index in forced:  # each config of each backward kernel, the others at their default
         monkeypatch.undo()
         if backward is not None:
             force_config(monkeypatch, backward, index)
-        got, _ = _grads(getattr(module, kernel), args, names, cotangents)
+        got = torch.autograd.grad(total, [leaves[i] for i in names], retain_graph=True, allow_unused=True)
         assert any(g is not None for g in want)
         for i, ours, theirs in zip(names, got, want, strict=True):
             if theirs is None:  # read only through detach (rope's cos and sin): none in either

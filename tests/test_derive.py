@@ -127,10 +127,9 @@ def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] = ("backward
 def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp_path, file):
     """The op's gradients (its derived backward's kernel) against torch's autograd through the
     module's reference, at every config of the backward (one forward, its graph differentiated at
-    each); the cotangent is the output plus noise,
-    so that every term of the gradient counts (with a cotangent uncorrelated with the output, a
-    norm's term through its statistics is a thousandth of the rest). A spec with a hand-written
-    backward is built without its backward line."""
+    each); the cotangent is the output plus noise, so that every term of the gradient counts (with
+    a cotangent uncorrelated with the output, a norm's term through its statistics is a thousandth
+    of the rest). A spec with a hand-written backward is built without its backward line."""
     spec = _spec(ROOT / "specs" / f"{file}.tile")
     kernel = spec.name.id
     if file in HAND_WRITTEN:

@@ -57,14 +57,22 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def generated():
-    """Load a committed generated module by kernel name: ``generated("copy").copy(x)``."""
+    """Load a committed generated module by kernel name: ``generated("copy").copy(x)``; once per
+    process, the module already imported from that file where there is one (as ``tilegen.nn.module``
+    and a forward's backward, ``_tilegen_runtime.sibling``, reuse it), so that a test patching it
+    patches what its callers run."""
+    import sys
+
     from tilegen.runner import load_module
 
     cache = {}
 
     def load(name: str):
         if name not in cache:
-            cache[name] = load_module(ROOT / "generated" / f"{name}.py")
+            path = ROOT / "generated" / f"{name}.py"
+            loaded = sys.modules.get(f"tilegen_generated_{name}")
+            same = loaded is not None and Path(getattr(loaded, "__file__", "")).resolve() == path.resolve()
+            cache[name] = loaded if same else load_module(path)
         return cache[name]
 
     return load

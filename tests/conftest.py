@@ -32,14 +32,20 @@ def specs_find(name: str):
     return beside(ROOT / "specs" / "any.tile", "specs/any.tile")(name)
 
 
-#: The test files that take longest in the interpreter (about 20 s or more on one core), longest
-#: first. ``--dist loadfile`` hands files to the workers in collection order
-#: (``--no-loadscope-reorder``): these go first, so that the end of a run is short files on both
-#: workers, not one long file on one worker while the other waits. Only the order changes.
-LONG_FILES = ("test_ops.py", "test_meaning.py", "test_long_rows.py", "test_derive.py", "test_autograd.py",
-              "test_expressions.py", "test_build.py", "test_attention.py", "test_training.py", "test_parity.py",
-              "test_properties.py", "test_scans.py", "test_tail.py", "test_stages.py", "test_argmax.py",
-              "test_hostile.py", "test_fuzz.py", "test_fast_path.py", "test_quiet_demo.py", "test_ranges.py")
+#: The test files that take longest in the interpreter (about 5 s or more on one core, measured
+#: with ``--durations=0``), longest first. ``--dist loadfile`` hands files to the workers in
+#: collection order (``--no-loadscope-reorder``): these go first, so that the end of a run is short
+#: files on both workers, not one long file on one worker while the other waits. Only the order
+#: changes. test_distributed.py runs three processes of its own: early, while the other worker
+#: has long files to run.
+LONG_FILES = ("test_meaning.py", "test_ops.py", "test_long_rows.py", "test_distributed.py", "test_derive.py",
+              "test_expressions.py", "test_attention.py", "test_training.py", "test_build.py", "test_autograd.py",
+              "test_fuzz.py", "test_patch.py", "test_cross_entropy_options.py", "test_linear_cross_entropy.py",
+              "test_scans.py", "test_argmax.py", "test_prod.py", "test_stages.py", "test_properties.py",
+              "test_liger_replay.py", "test_liger_replay_losses.py", "test_check_build.py", "test_fast_path.py",
+              "test_layer_norm.py", "test_parity.py", "test_hostile.py", "test_liger.py", "test_pieces.py",
+              "test_varlen_attention.py", "test_across.py", "test_in_place.py", "test_tail.py", "test_variants.py",
+              "test_carried.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -51,14 +57,22 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def generated():
-    """Load a committed generated module by kernel name: ``generated("copy").copy(x)``."""
+    """Load a committed generated module by kernel name: ``generated("copy").copy(x)``; once per
+    process, the module already imported from that file where there is one (as ``tilegen.nn.module``
+    and a forward's backward, ``_tilegen_runtime.sibling``, reuse it), so that a test patching it
+    patches what its callers run."""
+    import sys
+
     from tilegen.runner import load_module
 
     cache = {}
 
     def load(name: str):
         if name not in cache:
-            cache[name] = load_module(ROOT / "generated" / f"{name}.py")
+            path = ROOT / "generated" / f"{name}.py"
+            loaded = sys.modules.get(f"tilegen_generated_{name}")
+            same = loaded is not None and Path(getattr(loaded, "__file__", "")).resolve() == path.resolve()
+            cache[name] = loaded if same else load_module(path)
         return cache[name]
 
     return load

@@ -604,3 +604,28 @@ def all_cases() -> list[Case]:
                     case = Case(case.op, case.test, case.kind, case.params, f"{case.id}-{count}")
                 cases.append(case)
     return cases
+
+
+def _values(case: Case) -> set[tuple[str, Any]]:
+    """The parameters of ``case`` that say what it checks (tolerances left out: they follow the dtype)."""
+    return {(key, value) for key, value in case.params.items() if key not in _QUIET}
+
+
+def representative(cases: list[Case]) -> list[Case]:
+    """A subset of ``cases`` in which every Liger test (``Case.test``) runs each value of each of
+    its parameters at least once (every size, dtype, reduction, option value), in the order of
+    ``cases``. A stable rule, the same subset on every run: per test, the case with the most values
+    not yet taken, the first of equals, until every value is taken (the greedy cover). About a
+    fifth of the cases; the rest combine values these run already."""
+    by_test: dict[str, list[Case]] = {}
+    for case in cases:
+        by_test.setdefault(case.test, []).append(case)
+    chosen: set[str] = set()
+    for group in by_test.values():
+        values = [_values(case) for case in group]
+        needed = set().union(*values)
+        while needed:
+            best = max(range(len(group)), key=lambda i: (len(values[i] & needed), -i))
+            chosen.add(group[best].id)
+            needed -= values[best]
+    return [case for case in cases if case.id in chosen]

@@ -126,10 +126,10 @@ def _without_backward(tmp_path, file: str, kernels: tuple[str, ...] = ("backward
 @pytest.mark.parametrize("file", DERIVED + HAND_WRITTEN)
 def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp_path, file):
     """The op's gradients (its derived backward's kernel) against torch's autograd through the
-    module's reference, at every config of the backward; the cotangent is the output plus noise,
-    so that every term of the gradient counts (with a cotangent uncorrelated with the output, a
-    norm's term through its statistics is a thousandth of the rest). A spec with a hand-written
-    backward is built without its backward line."""
+    module's reference, at every config of the backward (one forward, its graph differentiated at
+    each); the cotangent is the output plus noise, so that every term of the gradient counts (with
+    a cotangent uncorrelated with the output, a norm's term through its statistics is a thousandth
+    of the rest). A spec with a hand-written backward is built without its backward line."""
     spec = _spec(ROOT / "specs" / f"{file}.tile")
     kernel = spec.name.id
     if file in HAND_WRITTEN:
@@ -139,12 +139,17 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp
         module, backwards = generated(kernel), [generated(name) for name in DERIVED_MODULES[file]]
     typed, args, names = _case(spec)
     want, cotangents = _grads(module.reference, args, names)
+    # one forward through the op; its graph differentiated again at each config of the backward
+    leaves = [a.detach().clone().requires_grad_() if i in names else a for i, a in enumerate(args)]
+    outputs = getattr(module, kernel)(*leaves)
+    floats = [o for o in (outputs if isinstance(outputs, tuple) else (outputs,)) if o.is_floating_point()]
+    total = sum((o.float() * c.float()).sum() for o, c in zip(floats, cotangents, strict=True))
     forced = [(b, i) for b in backwards if hasattr(b, "_CONFIGS") for i in config_indices(b)] or [(None, None)]
     for backward, index in forced:  # each config of each backward kernel, the others at their default
         monkeypatch.undo()
         if backward is not None:
             force_config(monkeypatch, backward, index)
-        got, _ = _grads(getattr(module, kernel), args, names, cotangents)
+        got = torch.autograd.grad(total, [leaves[i] for i in names], retain_graph=True, allow_unused=True)
         assert any(g is not None for g in want)
         for i, ours, theirs in zip(names, got, want, strict=True):
             if theirs is None:  # read only through detach (rope's cos and sin): none in either
@@ -159,7 +164,7 @@ def test_the_derived_backward_matches_torch_autograd(generated, monkeypatch, tmp
 
 
 @pytest.mark.parametrize("file", HAND_WRITTEN)
-def test_the_derived_backward_agrees_with_the_hand_written_one(tmp_path, file):
+def test_the_derived_backward_agrees_with_the_hand_written_one(generated, tmp_path, file):
     """The derived backward, built as a module of its own, gives the hand-written backward's
     gradients (through torch's autograd of the reference: the same numbers both take)."""
     path = ROOT / "specs" / f"{file}.tile"
@@ -168,8 +173,7 @@ def test_the_derived_backward_agrees_with_the_hand_written_one(tmp_path, file):
     derived_module = tmp_path / f"{spec.name.id}_grad.py"
     derived_module.write_text(compile_spec(text, f"specs/{file}_grad.tile", derive=False).source, encoding="utf-8")
     derived = load_module(derived_module)
-    hand = load_module(ROOT / "generated" / f"{spec.backward[0].id}.py")
-    forward = load_module(ROOT / "generated" / f"{spec.name.id}.py")
+    hand, forward = generated(spec.backward[0].id), generated(spec.name.id)
     typed, args, _ = _case(spec, seed=3)
     outputs = forward.reference(*args)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -316,7 +320,7 @@ def test_each_rule_matches_torch_autograd(tmp_path, expr, sample):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4, msg=lambda text, n=name: f"d{n}: {text}")
 
 
-def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path):
+def test_matmul_fast_derived_backward_matches_the_hand_written_products(generated, tmp_path):
     """matmul_fast's derived backward (two products: da = dc b^T on a grid over m and k, db = a^T dc
     over k and n, each with the forward's TMA access, swizzle and configs) built without the spec's
     backward line, against torch's autograd and against the hand-written products, at the default
@@ -329,8 +333,8 @@ def test_matmul_fast_derived_backward_matches_the_hand_written_products(tmp_path
     for ours, theirs in zip(got, want, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4 * theirs.abs().max().item())
     dc = cotangents[0]
-    hand_da = load_module(ROOT / "generated" / "matmul_fast_backward_da.py").matmul_fast_backward_da(dc, b)
-    hand_db = load_module(ROOT / "generated" / "matmul_fast_backward_db.py").matmul_fast_backward_db(a, dc)
+    hand_da = generated("matmul_fast_backward_da").matmul_fast_backward_da(dc, b)
+    hand_db = generated("matmul_fast_backward_db").matmul_fast_backward_db(a, dc)
     torch.testing.assert_close(backwards[0].matmul_fast_derived_backward_da(dc, b), hand_da, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(backwards[1].matmul_fast_derived_backward_db(a, dc), hand_db, rtol=1e-5, atol=1e-5)
 

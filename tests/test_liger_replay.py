@@ -1048,19 +1048,12 @@ RUNNERS: dict[str, Callable[[Case, dict[str, int]], None]] = {
 # --- known bugs: strict xfails, each with its reproducer in the reason -----------------------------------
 
 #: (predicate on a case, exception type, reason): tilegen's result is wrong or it fails where torch
-#: does not, or misses Liger's tolerance where torch meets it. Not strict: a precision shortfall
-#: may pass at another size or on the GPU.
-KNOWN_BUGS: list[tuple[Callable[[Case], bool], type[BaseException], str]] = [
-    (lambda case: (case.op == "cross_entropy" and case.params.get("dtype") == torch.float32
-                   and bool(case.params.get("softcap")) and case.params.get("label_smoothing", 0) > 0),
-     AssertionError,
-     "precision: float32 soft-capping's tanh is 2 * sigmoid(2x) - 1, which cancels near 0 (2e-6 "
-     "relative at 0.05): the gradient lands up to about 25 float32 ulps from torch's, past Liger's rtol 1e-6"),
-]
+#: does not. Strict: once fixed, the case passes and the mark must go. (None known now.)
+KNOWN_BUGS: list[tuple[Callable[[Case], bool], type[BaseException], str]] = []
 
 
 def _param(case: Case) -> Any:
-    marks = [pytest.mark.xfail(strict=False, raises=error, reason=reason)
+    marks = [pytest.mark.xfail(strict=True, raises=error, reason=reason)
              for applies, error, reason in KNOWN_BUGS if applies(case)]
     return pytest.param(case, id=case.id, marks=marks)
 

@@ -18,7 +18,7 @@ from tests.conftest import checked_spec, fake_call, force_config
 from tests.meaning_cases import derive_sizes, uses_tma
 from tilegen import model as m
 from tilegen.compiler import compile_spec
-from tilegen.runner import compare, default_sizes, random_inputs
+from tilegen.runner import compare, default_sizes, fit_jagged_rows, random_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.stem for p in (ROOT / "specs").glob("*.tile"))
@@ -38,7 +38,7 @@ def _inputs(spec, device=DEVICE, small=False):
     sizes = default_sizes(spec, 1)
     if small:
         tiny = derive_sizes(spec, variant="tma" if uses_tma(spec) else "", shape="tiny")
-        sizes = {name: 2 if size == 1 else size for name, size in tiny.items()}
+        sizes = fit_jagged_rows(spec, {name: 2 if size == 1 else size for name, size in tiny.items()})
     return list(random_inputs(spec, sizes, device).values())
 
 

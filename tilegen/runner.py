@@ -636,13 +636,16 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
 def fit_jagged_rows(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:
     """``sizes`` with the dimension jagged rows lie in (``T`` of ``values[offsets[b] + l, d]``) made
     at least as long as the rows the offsets make, so that no row need be empty, where no axis and
-    nothing ``given`` sizes that dimension; and the bound of a row's length (``L`` of ``l over L``),
-    unless given, at least the dimension over the rows, so that the rows :func:`draw_offsets`
-    draws fit in it."""
+    nothing ``given`` sizes that dimension (a single offset, which makes no row, becomes two); and
+    the bound of a row's length (``L`` of ``l over L``), unless given, at least the dimension over
+    the rows, so that the rows :func:`draw_offsets` draws fit in it."""
     for name, (dim, added) in loaded_starts(spec).items():
         offsets = spec.tensor(name)
         assert offsets is not None, "a loaded start names an input"
         rows = math.prod(sizes.get(d.id, 1) if isinstance(d, m.Name) else int(d.text) for d in offsets.dims) - 1
+        first = offsets.dims[0]
+        if rows < 1 and len(offsets.dims) == 1 and isinstance(first, m.Name) and first.id not in given:
+            sizes[first.id], rows = 2, 1  # one offset makes no row: two make one
         if isinstance(dim, m.Name) and dim.id not in given and not any(a.dim.id == dim.id for a in spec.axes()):
             sizes[dim.id] = max(sizes[dim.id], rows)
         total = sizes[dim.id] if isinstance(dim, m.Name) else int(dim.text)

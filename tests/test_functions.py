@@ -58,6 +58,13 @@ ORACLES = {
     "hardsigmoid": ("hardsigmoid(x[i])", lambda x, y: F.hardsigmoid(x), "any"),
     "hardswish": ("hardswish(x[i])", lambda x, y: F.hardswish(x), "any"),
     "mish": ("mish(x[i])", lambda x, y: F.mish(x), "any"),
+    "round": ("round(x[i] * 2.0)", lambda x, y: torch.round(x * 2.0), "any"),
+    "floor": ("floor(x[i])", lambda x, y: torch.floor(x), "any"),
+    "ceil": ("ceil(x[i])", lambda x, y: torch.ceil(x), "any"),
+    "trunc": ("trunc(x[i])", lambda x, y: torch.trunc(x), "any"),
+    "sign": ("sign(x[i])", lambda x, y: torch.sign(x), "any"),
+    "fmod": ("fmod(x[i], y[i])", lambda x, y: torch.fmod(x, y), "any"),
+    "remainder": ("remainder(x[i], y[i])", lambda x, y: torch.remainder(x, y), "any"),
     "detach": ("detach(x[i] - y[i]) * 2.0", lambda x, y: (x - y) * 2.0, "any"),
 }
 

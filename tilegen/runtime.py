@@ -852,6 +852,95 @@ def mish(x):  # type: ignore[no-untyped-def]
     return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)
 
 
+@triton.jit
+def torch_floor(x):  # type: ignore[no-untyped-def]
+    """torch.floor in x's dtype: an integer is its own floor."""
+    if x.dtype.is_floating():
+        w = x
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+        return tl.floor(w).to(x.dtype)
+    return x
+
+
+@triton.jit
+def torch_ceil(x):  # type: ignore[no-untyped-def]
+    """torch.ceil in x's dtype: an integer is its own ceiling."""
+    if x.dtype.is_floating():
+        w = x
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+        return tl.ceil(w).to(x.dtype)
+    return x
+
+
+@triton.jit
+def torch_trunc(x):  # type: ignore[no-untyped-def]
+    """torch.trunc in x's dtype (toward 0: -0.5 gives -0.0), from tl.floor and tl.ceil."""
+    if x.dtype.is_floating():
+        w = x
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+        return tl.where(w < 0, tl.ceil(w), tl.floor(w)).to(x.dtype)
+    return x
+
+
+@triton.jit
+def torch_round(x):  # type: ignore[no-untyped-def]
+    """torch.round in x's dtype: to the nearest integer, a tie to the even one, with x's sign
+    (-0.5 gives -0.0); NaN and inf stay. From tl.floor alone, exact at every magnitude: the
+    fraction |x| - floor(|x|) is exact, and an odd floor is one that halving does not keep."""
+    if x.dtype.is_floating():
+        w = x
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+        t = tl.abs(w)
+        f = tl.floor(t)
+        d = t - f
+        odd = (f - 2.0 * tl.floor(0.5 * f)) == 1.0
+        r = tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
+        return tl.where(r == 0, w * 0.0, tl.where(w < 0, -r, r)).to(x.dtype)
+    return x
+
+
+@triton.jit
+def torch_sign(x):  # type: ignore[no-untyped-def]
+    """torch.sign in x's dtype: 1, -1 or 0 (0 for 0, -0.0 and NaN, as torch's)."""
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@triton.jit
+def torch_fmod(x, y):  # type: ignore[no-untyped-def]
+    """torch.fmod (C's fmod): x - trunc(x / y) * y, exactly, with the sign of x; floats through
+    float32 (f64 in f64), integers as C's %."""
+    x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
+    if x.dtype.is_floating():
+        w = x
+        v = y
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+            v = y.to(tl.float32)
+        return (w % v).to(x.dtype)
+    return x % y
+
+
+@triton.jit
+def torch_remainder(x, y):  # type: ignore[no-untyped-def]
+    """torch.remainder (Python's %): x - floor(x / y) * y, with the sign of y; as torch computes it,
+    C's fmod moved by y where it is not 0 and its sign is not y's."""
+    x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
+    if x.dtype.is_floating():
+        a = x
+        b = y
+        if x.dtype != tl.float64:  # f16/bf16 through float32
+            a = x.to(tl.float32)
+            b = y.to(tl.float32)
+        mod = a % b
+        return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
+    mod = x % y
+    return tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+
+
 # ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 

@@ -315,13 +315,13 @@ FUNCTIONS: dict[str, Function] = {
                  torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})",
                  grad={"x": _clamp_grad}),
         # rounding, in the operand's dtype (an integer is its own); their gradient is 0 (``flat``)
-        Function("round", "elementwise", triton="torch_round({x})", helpers=("torch_round",),
+        Function("round", "elementwise", triton='torch_rounding({x}, "round")', helpers=("torch_rounding",),
                  torch="torch.round({x})", flat=True),
-        Function("floor", "elementwise", triton="torch_floor({x})", helpers=("torch_floor",),
+        Function("floor", "elementwise", triton='torch_rounding({x}, "floor")', helpers=("torch_rounding",),
                  torch="torch.floor({x})", flat=True),
-        Function("ceil", "elementwise", triton="torch_ceil({x})", helpers=("torch_ceil",),
+        Function("ceil", "elementwise", triton='torch_rounding({x}, "ceil")', helpers=("torch_rounding",),
                  torch="torch.ceil({x})", flat=True),
-        Function("trunc", "elementwise", triton="torch_trunc({x})", helpers=("torch_trunc",),
+        Function("trunc", "elementwise", triton='torch_rounding({x}, "trunc")', helpers=("torch_rounding",),
                  torch="torch.trunc({x})", flat=True),
         Function("sign", "elementwise", triton="torch_sign({x})", helpers=("torch_sign",),
                  torch="torch.sign({x})", flat=True),
@@ -426,8 +426,7 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 HELPERS: tuple[str, ...] = (
     "multiply", "maximum_nan", "minimum_nan", "amax", "amin", "first_argmax", "first_argmin", "relu", "leaky_relu",
     "gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "elu", "selu", "softplus", "softsign", "hardsigmoid",
-    "hardswish", "power", "mish", "torch_round", "torch_floor", "torch_ceil", "torch_trunc", "torch_sign",
-    "torch_fmod", "torch_remainder",
+    "hardswish", "power", "mish", "torch_rounding", "torch_sign", "torch_fmod", "torch_remainder",
 )
 
 

@@ -852,55 +852,32 @@ def mish(x):  # type: ignore[no-untyped-def]
     return x * (2.0 * tl.sigmoid(2.0 * sp) - 1.0)
 
 
-@triton.jit
-def torch_floor(x):  # type: ignore[no-untyped-def]
-    """torch.floor in x's dtype: an integer is its own floor."""
-    if x.dtype.is_floating():
-        w = x
-        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
-        return tl.floor(w).to(x.dtype)
-    return x
-
-
-@triton.jit
-def torch_ceil(x):  # type: ignore[no-untyped-def]
-    """torch.ceil in x's dtype: an integer is its own ceiling."""
-    if x.dtype.is_floating():
-        w = x
-        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
-        return tl.ceil(w).to(x.dtype)
-    return x
-
-
-@triton.jit
-def torch_trunc(x):  # type: ignore[no-untyped-def]
-    """torch.trunc in x's dtype (toward 0: -0.5 gives -0.0), from tl.floor and tl.ceil."""
-    if x.dtype.is_floating():
-        w = x
-        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
-        return tl.where(w < 0, tl.ceil(w), tl.floor(w)).to(x.dtype)
-    return x
-
-
-@triton.jit
-def torch_round(x):  # type: ignore[no-untyped-def]
-    """torch.round in x's dtype: to the nearest integer, a tie to the even one, with x's sign
-    (-0.5 gives -0.0); NaN and inf stay. From tl.floor alone, exact at every magnitude: the
-    fraction |x| - floor(|x|) is exact, and an odd floor is one that halving does not keep."""
-    if x.dtype.is_floating():
-        w = x
-        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
+@triton.jit  # type: ignore[untyped-decorator]
+def torch_rounding(x, mode: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.floor, torch.ceil, torch.trunc or torch.round (``mode`` "floor", "ceil", "trunc",
+    "round") in x's dtype; an integer is its own. f16/bf16 go through float32 (exactly). trunc goes
+    toward 0 (-0.5 gives -0.0); round to the nearest integer, a tie to the even one, with x's sign:
+    from tl.floor alone, exact at every magnitude (the fraction |x| - floor(|x|) is exact, and an
+    odd floor is one that halving does not keep). NaN and inf stay."""
+    if not x.dtype.is_floating():
+        return x
+    w = x
+    if x.dtype != tl.float64:
+        w = x.to(tl.float32)
+    if mode == "floor":
+        w = tl.floor(w)
+    elif mode == "ceil":
+        w = tl.ceil(w)
+    elif mode == "trunc":
+        w = tl.where(w < 0, tl.ceil(w), tl.floor(w))
+    else:
         t = tl.abs(w)
         f = tl.floor(t)
         d = t - f
         odd = (f - 2.0 * tl.floor(0.5 * f)) == 1.0
         r = tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
-        return tl.where(r == 0, w * 0.0, tl.where(w < 0, -r, r)).to(x.dtype)
-    return x
+        w = tl.where(r == 0, w * 0.0, tl.where(w < 0, -r, r))
+    return w.to(x.dtype)
 
 
 @triton.jit

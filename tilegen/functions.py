@@ -22,6 +22,10 @@ Kinds:
 * ``scan``: ``cumsum``, ``cumprod`` along one axis (``dim=``, ``reverse=true`` from the end),
   as torch.cumsum/cumprod; the result spans the operand's axes. They take ``identity``,
   ``combine``, ``widens`` and ``rounds`` as reductions do;
+* ``random``: ``rand(seed, offset)``, ``randn(seed, offset)``: float32 numbers of Triton's Philox
+  (``tl.rand``, ``tl.randn``) for an integer scalar input ``seed`` and an integer expression of
+  axes ``offset``, the same for an element at every block size; the torch reference computes the
+  same numbers (:func:`tilegen.runtime.philox_rand`);
 * ``cast``: a dtype's name converts (``f16(p)``);
 * ``dot``: the accumulate-dot of a ``for`` loop.
 """
@@ -352,6 +356,11 @@ FUNCTIONS: dict[str, Function] = {
         _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})", "-0.5 * {g} * {y} * {y} * {y}"),
         _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
         Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
+        # random numbers: Triton's Philox, one number per (seed, offset); the reference computes the same (runtime)
+        Function("rand", "random", (("offset", None),), triton="tl.rand({x}, {offset})",
+                 torch="_rt.philox_rand({x}, {offset})"),
+        Function("randn", "random", (("offset", None),), triton="tl.randn({x}, {offset})",
+                 torch="_rt.philox_randn({x}, {offset})"),
         # activations (helpers), in float32
         _activation("tanh", "torch.tanh({x})", "{g} * (1.0 - {y} * {y})"),
         _activation("sigmoid", "torch.sigmoid({x})", "{g} * {y} * (1.0 - {y})"),

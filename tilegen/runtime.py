@@ -919,6 +919,61 @@ def torch_remainder(x, y):  # type: ignore[no-untyped-def]
 
 
 # ---------------------------------------------------------------------------------------------
+# rand and randn in torch: Triton's Philox (triton.language.random), for the torch reference.
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _umul32(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The high and low 32 bits of ``a * b`` for a 32-bit constant ``a`` and a tensor ``b`` of 32-bit
+    values held in int64 (the product would overflow int64: ``b`` is split in 16-bit halves)."""
+    low = a * (b & 0xFFFF)
+    middle = a * (b >> 16) + (low >> 16)
+    return middle >> 16, ((middle & 0xFFFF) << 16) | (low & 0xFFFF)
+
+
+def _philox(seed: int, offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first two 32-bit words of Philox-4x32-10 at counter (offset, 0, 0, 0) and key ``seed``
+    (its low and high words), as int64 tensors: Triton's ``randint4x`` (tl.rand and tl.randn read them)."""
+    offset = offset.to(torch.int64)
+    c0, c1 = offset & _MASK32, (offset >> 32) & _MASK32
+    c2 = c3 = torch.zeros_like(c0)
+    k0, k1 = int(seed) & _MASK32, (int(seed) >> 32) & _MASK32
+    for _ in range(10):
+        hi_b, lo_b = _umul32(0xCD9E8D57, c2)
+        hi_a, lo_a = _umul32(0xD2511F53, c0)
+        c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
+        k0, k1 = (k0 + 0x9E3779B9) & _MASK32, (k1 + 0xBB67AE85) & _MASK32
+    return c0, c1
+
+
+def _uniform(word: torch.Tensor) -> torch.Tensor:
+    """A 32-bit word (int64 holding 0 to 2**32 - 1) as Triton's uniform float32 in [0, 1):
+    read as int32, negatives complemented, times 4.6566127342e-10 in float32."""
+    signed = torch.where(word >= 2**31, word - 2**32, word)
+    signed = torch.where(signed < 0, -signed - 1, signed)
+    return signed.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device=word.device)
+
+
+def philox_rand(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``tl.rand(seed, offset)`` computed by torch, bit for bit: uniform float32 in [0, 1), one per
+    element of the integer tensor ``offset`` (from 0 to 2**31 - 1), the same number as the kernel
+    draws for that offset and seed."""
+    offset = torch.as_tensor(offset)
+    return _uniform(_philox(int(seed), offset)[0])
+
+
+def philox_randn(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``tl.randn(seed, offset)`` computed by torch: Box-Muller of two of Philox's uniforms, in
+    float32 (its log, sqrt and cos are torch's, a few units in the last place from the GPU's)."""
+    offset = torch.as_tensor(offset)
+    first, second = _philox(int(seed), offset)
+    u1 = torch.clamp(_uniform(first), min=1.0e-7)
+    theta = torch.tensor(6.283185307179586, dtype=torch.float32, device=offset.device) * _uniform(second)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
+
+
+# ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 
 _COMPILED: dict[Hashable, DirectLaunch] = {}  # the runtime's own kernels (the sum of partial sums): key -> launch

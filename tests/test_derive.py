@@ -257,6 +257,9 @@ RULES = [
     ("clamp(x[r, c], min=-0.5, max=0.5) + clamp(w[r, c], min=-0.2) + clamp(w[r, c], max=0.1)", ""),
     ("maximum(x[r, c], w[r, c]) + minimum(x[r, c], 2.0 * w[r, c])", ""),
     ("where(x[r, c] > 0, x[r, c] * w[r, c], w[r, c])", ""),
+    ("fmod(3.0 * x[r, c], w[r, c]) + remainder(3.0 * x[r, c], w[r, c]) + fmod(w[r, c], 0.3)", ""),
+    ("round(4.0 * x[r, c]) * w[r, c] + floor(x[r, c]) + ceil(w[r, c]) * x[r, c] + trunc(w[r, c])"
+     " + sign(w[r, c]) * x[r, c]", ""),
     ("x[r, c] * sum(w[r, c], dim=c) + mean(x[r, c] * x[r, c], dim=c)", ""),
     ("x[r, c] - max(x[r, c] * w[r, c], dim=c) + min(w[r, c], dim=c)", ""),
     ("cumsum(x[r, c] * w[r, c], dim=c) + cumsum(x[r, c], dim=c, reverse=true)", ""),

@@ -58,6 +58,13 @@ ORACLES = {
     "hardsigmoid": ("hardsigmoid(x[i])", lambda x, y: F.hardsigmoid(x), "any"),
     "hardswish": ("hardswish(x[i])", lambda x, y: F.hardswish(x), "any"),
     "mish": ("mish(x[i])", lambda x, y: F.mish(x), "any"),
+    "round": ("round(x[i] * 2.0)", lambda x, y: torch.round(x * 2.0), "any"),
+    "floor": ("floor(x[i])", lambda x, y: torch.floor(x), "any"),
+    "ceil": ("ceil(x[i])", lambda x, y: torch.ceil(x), "any"),
+    "trunc": ("trunc(x[i])", lambda x, y: torch.trunc(x), "any"),
+    "sign": ("sign(x[i])", lambda x, y: torch.sign(x), "any"),
+    "fmod": ("fmod(x[i], y[i])", lambda x, y: torch.fmod(x, y), "any"),
+    "remainder": ("remainder(x[i], y[i])", lambda x, y: torch.remainder(x, y), "any"),
     "detach": ("detach(x[i] - y[i]) * 2.0", lambda x, y: (x - y) * 2.0, "any"),
 }
 
@@ -69,7 +76,8 @@ def build(tmp_path, text, name="k"):
 
 
 def test_every_elementwise_function_has_an_oracle():
-    elementwise = {n for n, f in FUNCTIONS.items() if f.kind not in ("dot", "reduction", "scan")}  # test_scans
+    # scans: test_scans; rand and randn: test_random
+    elementwise = {n for n, f in FUNCTIONS.items() if f.kind not in ("dot", "reduction", "scan", "random")}
     assert elementwise == set(ORACLES)
 
 

@@ -181,6 +181,8 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
             return "i32" if first == "i8" else "f32"
         if function.kind in ("math", "activation"):
             return math_dtype(first)
+        if function.kind == "random":
+            return "f32"
         if function.kind in ("reduction", "scan"):
             if function.result is not None:
                 return function.result

@@ -22,6 +22,10 @@ Kinds:
 * ``scan``: ``cumsum``, ``cumprod`` along one axis (``dim=``, ``reverse=true`` from the end),
   as torch.cumsum/cumprod; the result spans the operand's axes. They take ``identity``,
   ``combine``, ``widens`` and ``rounds`` as reductions do;
+* ``random``: ``rand(seed, offset)``, ``randn(seed, offset)``: float32 numbers of Triton's Philox
+  (``tl.rand``, ``tl.randn``) for an integer scalar input ``seed`` and an integer expression of
+  axes ``offset``, the same for an element at every block size; the torch reference computes the
+  same numbers (:func:`tilegen.runtime.philox_rand`);
 * ``cast``: a dtype's name converts (``f16(p)``);
 * ``dot``: the accumulate-dot of a ``for`` loop.
 """
@@ -95,7 +99,9 @@ class Function:
     axis's extent) and ``{flip}`` (the other direction of a scan). A callable takes those values
     and gives the text. Rules follow torch's autograd formulas (``tools/autograd/derivatives.yaml``),
     ties included (``maximum`` splits a tie's gradient in halves; ``max`` over an axis among its
-    maxima). An operation without a rule has no derived backward.
+    maxima). An operation without a rule has no derived backward. ``flat``: piecewise constant, its
+    gradient 0 wherever it has one (``round``, ``floor``, ``ceil``, ``trunc``, ``sign``, as torch's):
+    no gradient flows through it, as through ``detach``.
     """
 
     name: str
@@ -122,6 +128,7 @@ class Function:
     result: str | None = None
     masks: bool = False
     picks: str | None = None
+    flat: bool = False
     grad: Mapping[str, str | Callable[[dict[str, str]], str]] = field(default_factory=dict)
 
     def grad_text(self, operand: str, values: dict[str, str]) -> str | None:
@@ -311,6 +318,23 @@ FUNCTIONS: dict[str, Function] = {
                  tensors=("min", "max"), promotes=True, triton=_clamp_triton,
                  torch=lambda v: f"torch.clamp({v['x']}, min={v['min'] or None}, max={v['max'] or None})",
                  grad={"x": _clamp_grad}),
+        # rounding, in the operand's dtype (an integer is its own); their gradient is 0 (``flat``)
+        Function("round", "elementwise", triton='torch_rounding({x}, "round")', helpers=("torch_rounding",),
+                 torch="torch.round({x})", flat=True),
+        Function("floor", "elementwise", triton='torch_rounding({x}, "floor")', helpers=("torch_rounding",),
+                 torch="torch.floor({x})", flat=True),
+        Function("ceil", "elementwise", triton='torch_rounding({x}, "ceil")', helpers=("torch_rounding",),
+                 torch="torch.ceil({x})", flat=True),
+        Function("trunc", "elementwise", triton='torch_rounding({x}, "trunc")', helpers=("torch_rounding",),
+                 torch="torch.trunc({x})", flat=True),
+        Function("sign", "elementwise", triton="torch_sign({x})", helpers=("torch_sign",),
+                 torch="torch.sign({x})", flat=True),
+        Function("fmod", "elementwise", (("other", None),), triton="torch_fmod({x}, {other})",
+                 helpers=("torch_fmod",), torch="torch.fmod({x}, {other})", tensors=("other",), promotes=True,
+                 grad={"x": "{g_}", "other": "-{g} * trunc({x} / {other})"}),
+        Function("remainder", "elementwise", (("other", None),), triton="torch_remainder({x}, {other})",
+                 helpers=("torch_remainder",), torch="torch.remainder({x}, {other})", tensors=("other",),
+                 promotes=True, grad={"x": "{g_}", "other": "-{g} * floor({x} / {other})"}),
         Function("relu", "elementwise", triton="relu({x})", torch="torch.relu({x})",
                  grad={"x": "where({x} > 0, {g_}, 0.0)"}),
         Function("leaky_relu", "elementwise", (("negative_slope", "0.01"),), numbers=("negative_slope",), floats=True,
@@ -332,6 +356,11 @@ FUNCTIONS: dict[str, Function] = {
         _math("rsqrt", "tl.rsqrt({x})", "torch.rsqrt({x})", "-0.5 * {g} * {y} * {y} * {y}"),
         _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
         Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
+        # random numbers: Triton's Philox, one number per (seed, offset); the reference computes the same (runtime)
+        Function("rand", "random", (("offset", None),), triton="tl.rand({x}, {offset})",
+                 torch="_rt.philox_rand({x}, {offset})"),
+        Function("randn", "random", (("offset", None),), triton="tl.randn({x}, {offset})",
+                 torch="_rt.philox_randn({x}, {offset})"),
         # activations (helpers), in float32
         _activation("tanh", "torch.tanh({x})", "{g} * (1.0 - {y} * {y})"),
         _activation("sigmoid", "torch.sigmoid({x})", "{g} * {y} * (1.0 - {y})"),
@@ -406,7 +435,7 @@ CHOICE_OPTIONS = ("none", "relu", "leaky_relu", "gelu", "sigmoid", "silu")
 HELPERS: tuple[str, ...] = (
     "multiply", "maximum_nan", "minimum_nan", "amax", "amin", "first_argmax", "first_argmin", "relu", "leaky_relu",
     "gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "elu", "selu", "softplus", "softsign", "hardsigmoid",
-    "hardswish", "power", "mish",
+    "hardswish", "power", "mish", "torch_rounding", "torch_sign", "torch_fmod", "torch_remainder",
 )
 
 
@@ -455,11 +484,27 @@ def folded(expr: m.Expr) -> int | float | None:
     x, others = numbers[0], list(given.values())
     if any(math.isnan(v) for v in (x, *others)):
         return math.nan
+    if function.name in ("fmod", "remainder"):  # C's and Python's %, as torch's
+        a, b = x, others[0]
+        if b == 0 or math.isinf(a):  # by 0 (an integer's is undefined), or of inf: computed by the kernel
+            return None
+        if function.name == "remainder":
+            return a % b
+        return int(math.fmod(a, b)) if isinstance(a, int) and isinstance(b, int) else math.fmod(a, b)
     if function.name == "clamp":
         low, high = given.get("min"), given.get("max")
         x = x if low is None else max(x, low)
         return x if high is None else min(x, high)
     return (max if function.name == "maximum" else min)(x, *others)
+
+
+def stops_gradient(expr: m.Expr) -> bool:
+    """True for a call through which no gradient flows: ``detach``, or a ``flat`` function
+    (``floor(x)``), whose gradient is 0 wherever it has one."""
+    if m.is_detach(expr):
+        return True
+    function = lookup(expr.func) if isinstance(expr, m.Call) else None
+    return function is not None and function.flat
 
 
 def lookup(name: str | m.Name) -> Function | None:

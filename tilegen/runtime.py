@@ -874,6 +874,127 @@ def mish(x):  # type: ignore[no-untyped-def]
     return x * tanh(sp)
 
 
+@triton.jit  # type: ignore[untyped-decorator]
+def torch_rounding(x, mode: tl.constexpr):  # type: ignore[no-untyped-def]
+    """torch.floor, torch.ceil, torch.trunc or torch.round (``mode`` "floor", "ceil", "trunc",
+    "round") in x's dtype; an integer is its own. f16/bf16 go through float32 (exactly). trunc goes
+    toward 0 (-0.5 gives -0.0); round to the nearest integer, a tie to the even one, with x's sign:
+    from tl.floor alone, exact at every magnitude (the fraction |x| - floor(|x|) is exact, and an
+    odd floor is one that halving does not keep). NaN and inf stay."""
+    if not x.dtype.is_floating():
+        return x
+    w = x
+    if x.dtype != tl.float64:
+        w = x.to(tl.float32)
+    if mode == "floor":
+        w = tl.floor(w)
+    elif mode == "ceil":
+        w = tl.ceil(w)
+    elif mode == "trunc":
+        w = tl.where(w < 0, tl.ceil(w), tl.floor(w))
+    else:
+        t = tl.abs(w)
+        f = tl.floor(t)
+        d = t - f
+        odd = (f - 2.0 * tl.floor(0.5 * f)) == 1.0
+        r = tl.where((d > 0.5) | ((d == 0.5) & odd), f + 1.0, f)
+        w = tl.where(r == 0, w * 0.0, tl.where(w < 0, -r, r))
+    return w.to(x.dtype)
+
+
+@triton.jit
+def torch_sign(x):  # type: ignore[no-untyped-def]
+    """torch.sign in x's dtype: 1, -1 or 0 (0 for 0, -0.0 and NaN, as torch's)."""
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+@triton.jit
+def torch_fmod(x, y):  # type: ignore[no-untyped-def]
+    """torch.fmod (C's fmod): x - trunc(x / y) * y, exactly, with the sign of x; floats through
+    float32 (f64 in f64), integers as C's %."""
+    x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
+    if x.dtype.is_floating():
+        w = x
+        v = y
+        if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
+            w = x.to(tl.float32)
+            v = y.to(tl.float32)
+        return (w % v).to(x.dtype)
+    return x % y
+
+
+@triton.jit
+def torch_remainder(x, y):  # type: ignore[no-untyped-def]
+    """torch.remainder (Python's %): x - floor(x / y) * y, with the sign of y; as torch computes it,
+    C's fmod moved by y where it is not 0 and its sign is not y's."""
+    x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
+    if x.dtype.is_floating():
+        a = x
+        b = y
+        if x.dtype != tl.float64:  # f16/bf16 through float32
+            a = x.to(tl.float32)
+            b = y.to(tl.float32)
+        mod = a % b
+        return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
+    mod = x % y
+    return tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+
+
+# ---------------------------------------------------------------------------------------------
+# rand and randn in torch: Triton's Philox (triton.language.random), for the torch reference.
+
+_MASK32 = 0xFFFFFFFF
+
+
+def _umul32(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The high and low 32 bits of ``a * b`` for a 32-bit constant ``a`` and a tensor ``b`` of 32-bit
+    values held in int64 (the product would overflow int64: ``b`` is split in 16-bit halves)."""
+    low = a * (b & 0xFFFF)
+    middle = a * (b >> 16) + (low >> 16)
+    return middle >> 16, ((middle & 0xFFFF) << 16) | (low & 0xFFFF)
+
+
+def _philox(seed: int, offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first two 32-bit words of Philox-4x32-10 at counter (offset, 0, 0, 0) and key ``seed``
+    (its low and high words), as int64 tensors: Triton's ``randint4x`` (tl.rand and tl.randn read them)."""
+    offset = offset.to(torch.int64)
+    c0, c1 = offset & _MASK32, (offset >> 32) & _MASK32
+    c2 = c3 = torch.zeros_like(c0)
+    k0, k1 = int(seed) & _MASK32, (int(seed) >> 32) & _MASK32
+    for _ in range(10):
+        hi_b, lo_b = _umul32(0xCD9E8D57, c2)
+        hi_a, lo_a = _umul32(0xD2511F53, c0)
+        c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
+        k0, k1 = (k0 + 0x9E3779B9) & _MASK32, (k1 + 0xBB67AE85) & _MASK32
+    return c0, c1
+
+
+def _uniform(word: torch.Tensor) -> torch.Tensor:
+    """A 32-bit word (int64 holding 0 to 2**32 - 1) as Triton's uniform float32 in [0, 1):
+    read as int32, negatives complemented, times 4.6566127342e-10 in float32."""
+    signed = torch.where(word >= 2**31, word - 2**32, word)
+    signed = torch.where(signed < 0, -signed - 1, signed)
+    return signed.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device=word.device)
+
+
+def philox_rand(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``tl.rand(seed, offset)`` computed by torch, bit for bit: uniform float32 in [0, 1), one per
+    element of the integer tensor ``offset`` (from 0 to 2**31 - 1), the same number as the kernel
+    draws for that offset and seed."""
+    offset = torch.as_tensor(offset)
+    return _uniform(_philox(int(seed), offset)[0])
+
+
+def philox_randn(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``tl.randn(seed, offset)`` computed by torch: Box-Muller of two of Philox's uniforms, in
+    float32 (its log, sqrt and cos are torch's, a few units in the last place from the GPU's)."""
+    offset = torch.as_tensor(offset)
+    first, second = _philox(int(seed), offset)
+    u1 = torch.clamp(_uniform(first), min=1.0e-7)
+    theta = torch.tensor(6.283185307179586, dtype=torch.float32, device=offset.device) * _uniform(second)
+    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
+
+
 # ---------------------------------------------------------------------------------------------
 # A split loop (``for k over K by BK split``): the sum of its partial sums.
 

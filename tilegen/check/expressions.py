@@ -133,6 +133,8 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
         return dot_axes(state, call, operands[:2], scope)
     if function.kind in ("reduction", "scan"):
         return reduction_axes(state, call, function, operands, scope)
+    if function.kind == "random":
+        random_arguments(state, call, scope)
     count = len(call.args)
     if not function.min_args <= count <= function.max_args:
         wanted = (
@@ -182,6 +184,22 @@ def call_axes(state: CheckState, call: m.Call, scope: Scope) -> tuple[str, ...]:
     for axes in operands:
         result += tuple(a for a in axes if a not in result)
     return result
+
+
+def random_arguments(state: CheckState, call: m.Call, scope: Scope) -> None:
+    """``rand(seed, offset)``: ``seed`` an integer scalar input, ``offset`` an integer expression
+    (of axes, sizes and scalars: each element's index, ``r * N + c``)."""
+    name = call.func.id
+    if len(call.args) != 2 or call.kwargs:
+        return  # the count is checked as any function's
+    seed, offset = call.args
+    scalar = state.spec.tensor(seed.name.id) if isinstance(seed, m.Ref) else None
+    if scalar is None or not scalar.is_scalar or not is_int(scalar.dtype.id):
+        state.errors.error(f"the seed of '{name}' is an integer scalar input ('in seed: i64'), e.g. "
+                           f"{name}(seed, r * N + c)", seed.span)
+    if not is_int(dtype_of(state, offset, scope)):
+        state.errors.error(f"the offset of '{name}' is an integer expression of axes (each element's own "
+                           f"number), e.g. {name}(seed, r * N + c)", offset.span)
 
 
 def _negative_literal(expr: m.Expr) -> bool:

@@ -10,7 +10,7 @@ import string
 from tilegen import model as m
 from tilegen.check.state import RESERVED
 from tilegen.dtypes import BOOL, expr_dtype, is_float
-from tilegen.functions import Function, lookup, reduction, spanned_axes
+from tilegen.functions import Function, lookup, reduction, spanned_axes, stops_gradient
 from tilegen.grad.adjoint import Adjoint, Value
 from tilegen.grad.declarations import NoBackward, float_tensor
 from tilegen.parser import parse
@@ -123,10 +123,11 @@ class Forward:
 
     def is_active(self, expr: m.Expr) -> bool:
         """True where ``expr`` is a float value that depends on a float tensor input other than
-        through ``detach`` (whose gradient is zero: torch's detach, JAX's stop_gradient)."""
+        through ``detach`` (whose gradient is zero: torch's detach, JAX's stop_gradient) or a
+        piecewise constant function (``floor``, ``sign``: :func:`~tilegen.functions.stops_gradient`)."""
         if not _floaty(self.dtype(expr)):
             return False
-        for sub in m.subexpressions(expr, prune=m.is_detach):
+        for sub in m.subexpressions(expr, prune=stops_gradient):
             if isinstance(sub, m.Load) and sub.tensor.id in self.differentiable:
                 return True
             if isinstance(sub, m.Ref) and (sub.name.id in self.active or sub.name.id in self.differentiable):
@@ -155,7 +156,7 @@ class Forward:
                 left = self.named(left, "t", span) if active_right else left
                 right = self.named(right, "t", span) if active_left or active_right else right
             return dataclasses.replace(expr, left=left, right=right)
-        if m.is_detach(expr):  # no rule reads what is inside
+        if stops_gradient(expr):  # no rule reads what is inside
             return expr
         if isinstance(expr, m.Call):
             args = tuple(self.hoist(a, span) for a in expr.args)

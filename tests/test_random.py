@@ -1,0 +1,112 @@
+"""rand and randn (Triton's Philox) and the dropout spec, in the interpreter.
+
+The torch reference computes Philox itself (``tilegen.runtime.philox_rand``); it is checked here
+against ``tl.rand`` and ``tl.randn`` run in a Triton kernel of this file, bit for bit for
+``rand``. A spec's numbers depend on the seed and each element's offset only: every block size
+gives the same tensor. Dropout's derived backward draws its mask again: the gradient is the
+upstream one scaled where the forward kept the element and 0 where it dropped it.
+"""
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tilegen.errors import SpecError
+from tilegen.runtime import philox_rand, philox_randn
+
+
+@triton.jit
+def _philox_kernel(seed, out_ptr, normal_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.rand(seed, offsets), mask=mask)
+    tl.store(normal_ptr + offsets, tl.randn(seed, offsets), mask=mask)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**33 + 7])
+def test_the_reference_draws_tritons_numbers(seed):
+    n = 3000
+    uniform, normal = torch.empty(n), torch.empty(n)
+    _philox_kernel[(triton.cdiv(n, 512),)](seed, uniform, normal, n, BLOCK=512)
+    offsets = torch.arange(n)
+    assert torch.equal(philox_rand(seed, offsets), uniform)
+    torch.testing.assert_close(philox_randn(seed, offsets), normal, atol=1e-6, rtol=1e-6)
+    assert not torch.equal(philox_rand(seed + 1, offsets), uniform)
+
+
+RANDOM = """\
+kernel draws
+  in  x: f32[M, N]
+  in  seed: i64
+  out u: f32[M, N]
+  out z: f32[M, N]
+  block BM = {bm}, BN = {bn}
+  grid  r over M by BM, c over N by BN
+  u[r, c] = rand(seed, r * N + c) + 0.0 * x[r, c]
+  z[r, c] = randn(seed, r * N + c)
+"""
+
+
+def test_rand_and_randn_are_the_same_at_every_block_size(compiled):
+    x = torch.zeros(37, 129)
+    draws = []
+    for i, (bm, bn) in enumerate([(1, 16), (4, 32), (16, 256)]):
+        module = compiled(RANDOM.format(bm=bm, bn=bn), f"draws{i}")
+        u, z = module.draws(x, 7)
+        want_u, want_z = module.reference(x, 7)
+        assert torch.equal(u, want_u)
+        torch.testing.assert_close(z, want_z, atol=1e-5, rtol=1e-5)
+        draws.append((u, z))
+    for u, z in draws[1:]:
+        assert torch.equal(u, draws[0][0]) and torch.equal(z, draws[0][1])
+    u, z = draws[0]
+    assert 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean().item() - 0.5) < 0.02 and abs(u.std().item() - (1 / 12) ** 0.5) < 0.02
+    assert abs(z.mean().item()) < 0.05 and abs(z.std().item() - 1.0) < 0.05
+    assert torch.equal(u, philox_rand(7, torch.arange(37 * 129).reshape(37, 129)))  # each element's own offset
+    other, _ = compiled(RANDOM.format(bm=4, bn=32), "draws_other").draws(x, 8)
+    assert (other != u).float().mean() > 0.99  # another seed, other numbers
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("u[r, c] = rand(x[r, c], r * N + c)", "the seed of 'rand' is an integer scalar input"),
+    ("u[r, c] = rand(p, r * N + c)", "the seed of 'rand' is an integer scalar input"),
+    ("u[r, c] = randn(seed, x[r, c])", "the offset of 'randn' is an integer expression"),
+])
+def test_random_arguments_are_checked(compiled, line, message):
+    source = RANDOM.format(bm=4, bn=32).replace("  in  seed: i64\n", "  in  seed: i64\n  in  p: f32\n")
+    source = source.split("  u[r, c]")[0] + f"  {line}\n  z[r, c] = 0.0 * x[r, c]\n"
+    with pytest.raises(SpecError, match=message):
+        compiled(source, "bad")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+def test_dropout_keeps_one_minus_p_scaled_at_every_block_size(generated, dtype, p):
+    module = generated("dropout")
+    x = (torch.randn(67, 300, generator=torch.Generator().manual_seed(3)) + 5.0).to(dtype)  # no zeros
+    y = module.dropout(x, p, 1234)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.02
+    torch.testing.assert_close(y[kept], (x.float() / (1 - p)).to(dtype)[kept])
+    torch.testing.assert_close(module.reference(x, p, 1234), y)
+    for bm, bn in [(1, 16), (8, 64), (32, 512)]:
+        assert torch.equal(module.dropout(x, p, 1234, BM=bm, BN=bn), y)
+    again = module.dropout(x, p, 1235)
+    assert ((again != 0) != kept).any()  # another seed, another mask
+
+
+def test_dropout_backward_draws_the_forward_mask_again(generated):
+    module = generated("dropout")
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(45, 130, generator=g) + 5.0).requires_grad_()
+    y = module.dropout(x, 0.3, 99)
+    dy = torch.randn(45, 130, generator=g)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    kept = y.detach() != 0
+    torch.testing.assert_close(dx, torch.where(kept, dy / 0.7, 0.0))
+    assert 0.6 < kept.float().mean() < 0.8
+    reference = x.detach().clone().requires_grad_()
+    (want,) = torch.autograd.grad(module.reference(reference, 0.3, 99), reference, dy)
+    torch.testing.assert_close(dx, want)

@@ -1165,10 +1165,9 @@ def test_the_small_sizes_keep_each_sizes_character() -> None:
 
 def test_an_adapter_names_every_missing_option() -> None:
     """An adapter refuses before launching, naming each option it lacks, not the first only."""
-    x = torch.zeros(2, 3)
+    h, w = torch.zeros(2, 3), torch.zeros(4, 3)
     with pytest.raises(Missing) as refused:
-        cross_entropy(x, torch.zeros(2, dtype=torch.long), weight=torch.ones(3), return_z_loss=True,
-                      return_predicted_tokens=True)
-    assert [o for o in refused.value.options if "weight" not in o] == [
-        "cross_entropy: return_z_loss", "cross_entropy: return_predicted_tokens"]
+        fused_linear_cross_entropy(h, w, torch.zeros(2, dtype=torch.long), reduction="none", use_token_scaling=True)
+    assert refused.value.options == ["fused_linear_cross_entropy: reduction='none'",
+                                     "fused_linear_cross_entropy: use_token_scaling"]
 

@@ -294,17 +294,19 @@ def test_tune_module_tunes_at_full_effort_and_fills_the_disk_cache(tmp_path, mon
     tuned = []
     monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args[0]))
     monkeypatch.setattr(module, "_settle_ties", lambda key, kernel, call: module._CONFIGS[5])
-    results = runner.tune_module(module, spec, {"M": 8, "N": 256}, "cpu")
+    results = runner.tune_module(module, spec, {"M": 8, "N": 256}, "cpu", {"T": "f32"})
     assert tuned == [module.softmax_kernel]
-    assert [(r.kernel, r.key, r.index, r.cached) for r in results] == [("softmax", "cpu|256", 5, False)]
-    assert json.loads((tmp_path / "cache" / "softmax.json").read_text()) == {"cpu|256": module._CONFIGS[5].all_kwargs()}
+    assert [(r.kernel, r.key, r.index, r.cached) for r in results] == [
+        ("softmax[T=f32]", "cpu|256,torch.float32", 5, False)]
+    assert json.loads((tmp_path / "cache" / "softmax.json").read_text()) == {
+        "cpu|256,torch.float32": module._CONFIGS[5].all_kwargs()}
     import os
 
     assert os.environ["TILEGEN_TUNE"] == "none"
     later = module._rt.Tuner("softmax", "x", module._CONFIGS)
     later.interpret, later.path = False, module._tuner.path
     monkeypatch.setenv("TILEGEN_TUNE", "quick")
-    assert later.tuned_index("softmax", (torch.device("cpu"), 512)) == 5  # the nearest tuned N
+    assert later.tuned_index("softmax", (torch.device("cpu"), 512, torch.float32)) == 5  # the nearest tuned N
 
 
 def test_tilegen_tune_needs_a_gpu_and_says_so(tmp_path):

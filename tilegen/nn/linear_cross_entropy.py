@@ -20,7 +20,7 @@ import torch
 from tilegen.nn import module
 from tilegen.nn.cross_entropy import CrossEntropyOutput, split_z_loss, statistics
 
-Reduction = Literal["mean", "sum"]
+Reduction = Literal["mean", "sum", "none"]
 
 # loaded on import, not in the forward, which torch.compile traces (their launchers are looked up
 # on the modules at each call)
@@ -69,9 +69,8 @@ def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: to
         shown = tuple(ce_weight.shape) if isinstance(ce_weight, torch.Tensor) else type(ce_weight).__name__
         raise ValueError(f"linear_cross_entropy: ce_weight must be a float tensor [{weight.shape[0]}] (a weight "
                          f"per class), got {shown}")
-    if reduction not in ("mean", "sum"):
-        raise ValueError(f"linear_cross_entropy: reduction must be 'mean' or 'sum', got {reduction!r} "
-                         "(per-row losses need the logits: use generated/cross_entropy.py)")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"linear_cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 class _LinearCrossEntropy(torch.autograd.Function):
@@ -165,6 +164,59 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return dh, dw, None, db, None, None, None, None, None, None, None, None, None
 
 
+class _LinearCrossEntropyRows(torch.autograd.Function):
+    """The autograd of :func:`linear_cross_entropy` with ``reduction="none"``: the forward keeps
+    each row's log-sum-exp, not the gradients (they depend on each row's gradient, which only the
+    backward has), and the backward makes each chunk's logits again, then their gradient, ``dh``
+    rows and ``dweight`` terms, as the forward of the other reductions does."""
+
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
+                bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
+                lse_square_scale: float, chunk_rows: int | None, ce_weight: torch.Tensor | None,
+                accum_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if torch.is_autocast_enabled(h.device.type):  # the matmuls in autocast's dtype, as unfused ones run
+            low = torch.get_autocast_dtype(h.device.type)
+            h, weight, bias = h.to(low), weight.to(low), None if bias is None else bias.to(low)
+        n = h.shape[0]
+        step = chunk_rows or default_chunk_rows(n, h.shape[1], weight.shape[0], h.element_size())
+        options = (ignore_index, label_smoothing, softcap, lse_square_scale)
+        loss = torch.empty(n, device=h.device, dtype=torch.float32)
+        lse = torch.empty(n, device=h.device, dtype=torch.float32)
+        for start in range(0, n, step):
+            rows = slice(start, min(start + step, n))
+            logits = h[rows] @ weight.T if bias is None else torch.addmm(bias, h[rows], weight.T)
+            loss[rows], lse[rows] = _FORWARD.cross_entropy(logits, target[rows], *options, ce_weight)
+        ctx.save_for_backward(h, weight, target, bias, ce_weight, lse)
+        ctx.options, ctx.step, ctx.accum_dtype = options, step, accum_dtype
+        ctx.mark_non_differentiable(lse)
+        return loss, lse
+
+    @staticmethod
+    def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
+        h, weight, target, bias, ce_weight, lse = ctx.saved_tensors
+        want_h, want_w, want_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
+        accumulate = ctx.accum_dtype if ctx.accum_dtype not in (None, weight.dtype) else weight.dtype
+        dh = torch.empty_like(h) if want_h else None
+        dw = torch.zeros(weight.shape, device=weight.device, dtype=accumulate) if want_w else None
+        db = torch.zeros(weight.shape[0], device=h.device, dtype=torch.float32) if want_b else None
+        dloss = dloss.float().contiguous()
+        for start in range(0, h.shape[0], ctx.step):
+            rows = slice(start, min(start + ctx.step, h.shape[0]))
+            logits = h[rows] @ weight.T if bias is None else torch.addmm(bias, h[rows], weight.T)
+            dlogits = _BACKWARD.cross_entropy_backward(dloss[rows], torch.zeros_like(lse[rows]), logits, target[rows],
+                                                       lse[rows], *ctx.options, ce_weight, inplace=True)
+            if dh is not None:
+                dh[rows] = dlogits @ weight
+            if dw is not None:
+                dw += (dlogits.T @ h[rows]).to(dw.dtype)
+            if db is not None:
+                db += dlogits.sum(0, dtype=torch.float32)
+        dw = None if dw is None else dw.to(weight.dtype)
+        db = None if db is None else db.to(bias.dtype)
+        return dh, dw, None, db, None, None, None, None, None, None, None
+
+
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                          bias: torch.Tensor | None = None, *, ignore_index: int = -100,
                          label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0,
@@ -185,7 +237,9 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     off at 0) and ``lse_square_scale`` (PaLM's z-loss, ``scale * logsumexp(logits)^2`` added to
     each row's loss, off at 0) as ``generated/cross_entropy.py`` has them. The logits are h's
     dtype, as ``h @ weight.T`` gives them, and the loss is computed from them in float32.
-    ``reduction`` is ``"mean"`` or ``"sum"``. ``ce_weight`` [V] (any float dtype; Liger-Kernel's
+    ``reduction`` is ``"mean"``, ``"sum"`` or ``"none"`` (each row's loss, float32 [N]: its gradients
+    depend on each row's gradient, so the backward makes each chunk's logits again, one more matmul
+    per chunk). ``ce_weight`` [V] (any float dtype; Liger-Kernel's
     name for ``F.cross_entropy``'s ``weight``) weighs each class: a row's loss is scaled by its
     target's weight (and the smoothing term by each class's), and the mean divides by the weights
     of the targets not ignored, as torch's does; the z-loss is not weighted, and its mean is over
@@ -213,9 +267,21 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
     _check(h, weight, target, bias, reduction, ce_weight)
     stats = return_z_loss or return_token_accuracy or return_predicted_tokens
-    loss, lse, predicted = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
-        h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,
-        ce_weight, stats, accum_dtype)
+    if reduction == "none":
+        loss, lse = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]
+            h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, chunk_rows,
+            ce_weight, accum_dtype)
+        predicted = torch.empty(0, dtype=torch.int64, device=h.device)
+        if return_token_accuracy or return_predicted_tokens:  # the logits once more, without a gradient
+            with torch.no_grad():
+                step = chunk_rows or default_chunk_rows(h.shape[0], h.shape[1], weight.shape[0], h.element_size())
+                predicted = torch.cat([_STATS.cross_entropy_stats(
+                    h[i:i + step] @ weight.T + (0 if bias is None else bias), softcap)[1]
+                    for i in range(0, h.shape[0], step)]) if h.shape[0] else predicted
+    else:
+        loss, lse, predicted = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
+            h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,
+            ce_weight, stats, accum_dtype)
     if not stats:
         return loss  # type: ignore[no-any-return]
     z, accuracy, tokens = statistics(lse, predicted, target, ignore_index=ignore_index,

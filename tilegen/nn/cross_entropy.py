@@ -39,12 +39,12 @@ class CrossEntropyOutput(NamedTuple):
     predicted_tokens: torch.Tensor | None = None
 
 
-def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float) -> bool:
-    """Whether the z-loss is added apart from the cross-entropy kernel's rows: with class weights,
-    whose mean divides the cross-entropy by the targets' weights and the z-loss by the rows (PaLM's
-    and Liger-Kernel's mean). Apart, it is ``lse_square_scale * lse^2`` of the kernel's ``lse``
-    output, whose gradient the kernel's backward adds (no other read of the logits)."""
-    return weight is not None and lse_square_scale != 0
+def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float, reduction: str) -> bool:
+    """Whether the z-loss is added apart from the cross-entropy kernel's rows: for the mean of
+    class-weighted rows, which divides the cross-entropy by the targets' weights and the z-loss by
+    the rows (PaLM's and Liger-Kernel's mean). Apart, it is ``lse_square_scale * lse^2`` of the
+    kernel's ``lse`` output, whose gradient the kernel's backward adds (no other read of the logits)."""
+    return weight is not None and lse_square_scale != 0 and reduction == "mean"
 
 
 def statistics(lse: torch.Tensor, predicted: torch.Tensor, target: torch.Tensor, *, ignore_index: int,
@@ -91,22 +91,21 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
     if isinstance(logits, torch.Tensor) and isinstance(target, torch.Tensor) and logits.dim() > 2:
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)  # [B, S, V] as rows
-    kept = target != ignore_index
-    weights = kept.sum() if weight is None else (weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
-    apart = split_z_loss(weight, lse_square_scale)
+    apart = split_z_loss(weight, lse_square_scale, reduction)
     rows: torch.Tensor
     lse: torch.Tensor
     rows, lse = _LOSS.cross_entropy(logits, target, ignore_index, label_smoothing, softcap,
                                     0.0 if apart else lse_square_scale, weight)
-    z_rows = torch.zeros_like(rows)
-    if apart:  # differentiable: the kernel's lse output has a gradient (the row's softmax)
-        z_rows = torch.where(kept, lse_square_scale * lse * lse, 0.0)
     if reduction == "none":
-        loss = rows + z_rows
+        loss = rows
     elif reduction == "sum":
-        loss = rows.sum() + z_rows.sum()
-    else:  # torch's mean over the rows not ignored, or their targets' weights; the z-loss over the rows
-        loss = rows.sum() / weights + z_rows.sum() / kept.sum()
+        loss = rows.sum()
+    else:  # torch's mean over the rows not ignored, or over their targets' weights
+        kept = target != ignore_index
+        weights = kept.sum() if weight is None else (weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
+        loss = rows.sum() / weights
+        if apart:  # the z-loss over the rows; differentiable: the kernel's lse has a gradient (the softmax)
+            loss = loss + torch.where(kept, lse_square_scale * lse * lse, 0.0).sum() / kept.sum()
     if not (return_z_loss or return_token_accuracy or return_predicted_tokens):
         return loss
     predicted = _STATS.cross_entropy_stats(logits.detach(), softcap)[1] if return_token_accuracy or \

@@ -73,6 +73,21 @@ def _check(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: to
         raise ValueError(f"linear_cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def _in_autocast_dtype(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``h``, ``weight`` and ``bias`` in torch.autocast's dtype where it is on (the matmuls run in
+    it, as the unfused ones would; autograd casts the gradients back to the inputs' dtypes)."""
+    if not torch.is_autocast_enabled(h.device.type):
+        return h, weight, bias
+    low = torch.get_autocast_dtype(h.device.type)
+    return h.to(low), weight.to(low), None if bias is None else bias.to(low)
+
+
+def _logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``h @ weight.T + bias``: a chunk's logits, one cuBLAS matmul."""
+    return h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     """The autograd of :func:`linear_cross_entropy`: gradients made in the forward, scaled in the
     backward by the loss's (0-dim) gradient. With ``stats`` it also returns each row's log-sum-exp
@@ -89,9 +104,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         vocab = weight.shape[0]
         want_h, want_w = h.requires_grad, weight.requires_grad
         want_b = bias is not None and bias.requires_grad
-        if torch.is_autocast_enabled(h.device.type):  # the matmuls in autocast's dtype, as unfused ones run;
-            low = torch.get_autocast_dtype(h.device.type)  # the gradients go back in the inputs' dtypes
-            h, weight, bias = h.to(low), weight.to(low), None if bias is None else bias.to(low)
+        h, weight, bias = _in_autocast_dtype(h, weight, bias)
         grads = want_h or want_w or want_b
         loss_rows = torch.empty(n, device=h.device, dtype=torch.float32)
         lse = torch.empty(n if stats else 0, device=h.device, dtype=torch.float32)
@@ -107,15 +120,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
             valid = (ce_weight.float()[target.masked_fill(~kept, 0)] * kept).sum()
         # d(loss)/d(loss_row): 1 for a sum, 1 / (rows not ignored, or their weights) for a mean
         row_grad = (torch.ones((), device=h.device) if reduction == "sum" else 1.0 / valid.float()).expand(n)
-        apart = split_z_loss(ce_weight, lse_square_scale)  # the z-loss from the kernel's lse, apart
-        z_sum = torch.zeros((), device=h.device)
-        z_grad = 1.0 / kept.sum().float() if reduction == "mean" else torch.ones((), device=h.device)
+        apart = split_z_loss(ce_weight, lse_square_scale, reduction)  # the z-loss from the kernel's lse, apart
+        z_sum, kept_rows = torch.zeros((), device=h.device), kept.sum()
         step = chunk_rows or default_chunk_rows(n, hidden, vocab, h.element_size())
+        no_dlse = torch.zeros(0 if apart or not grads else min(step, n), device=h.device)  # lse's gradient: none
         inplace = not torch.compiler.is_compiling()  # the op under torch.compile always makes a new tensor
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
             h_c, t_c = h[rows], target[rows]
-            logits = h_c @ weight.T if bias is None else torch.addmm(bias, h_c, weight.T)
+            logits = _logits(h_c, weight, bias)
             options = (ignore_index, label_smoothing, softcap, 0.0 if apart else lse_square_scale)
             loss_c, lse_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
             loss_rows[rows] = loss_c
@@ -126,9 +139,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 z_sum += torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0).sum()
             if not grads:
                 continue
-            # the z-loss apart: d(scale * lse^2) / d(lse) = 2 * scale * lse, which the backward turns into logits'
-            dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) * z_grad if apart \
-                else torch.zeros_like(lse_c)
+            # the z-loss apart: d(scale * lse^2 / rows) / d(lse) = 2 * scale * lse / rows, which the backward
+            # turns into the logits'
+            dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) / kept_rows if apart \
+                else no_dlse[:len(lse_c)]
             dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], dlse, logits, t_c, lse_c, *options, ce_weight,
                                                        inplace=inplace)
             if dh is not None:
@@ -148,7 +162,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         ctx.scaled = False
         ctx.mark_non_differentiable(lse, predicted)
         loss = loss_rows.sum()
-        loss = loss / valid + z_sum * z_grad if reduction == "mean" else loss + z_sum
+        loss = loss / valid + z_sum / kept_rows if reduction == "mean" else loss
         return loss, lse, predicted
 
     @staticmethod
@@ -174,23 +188,24 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
                 lse_square_scale: float, chunk_rows: int | None, ce_weight: torch.Tensor | None,
-                accum_dtype: torch.dtype | None) -> tuple[torch.Tensor, torch.Tensor]:
-        if torch.is_autocast_enabled(h.device.type):  # the matmuls in autocast's dtype, as unfused ones run
-            low = torch.get_autocast_dtype(h.device.type)
-            h, weight, bias = h.to(low), weight.to(low), None if bias is None else bias.to(low)
+                accum_dtype: torch.dtype | None, argmax: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h, weight, bias = _in_autocast_dtype(h, weight, bias)
         n = h.shape[0]
         step = chunk_rows or default_chunk_rows(n, h.shape[1], weight.shape[0], h.element_size())
         options = (ignore_index, label_smoothing, softcap, lse_square_scale)
         loss = torch.empty(n, device=h.device, dtype=torch.float32)
         lse = torch.empty(n, device=h.device, dtype=torch.float32)
+        predicted = torch.empty(n if argmax else 0, device=h.device, dtype=torch.int64)
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
-            logits = h[rows] @ weight.T if bias is None else torch.addmm(bias, h[rows], weight.T)
+            logits = _logits(h[rows], weight, bias)
             loss[rows], lse[rows] = _FORWARD.cross_entropy(logits, target[rows], *options, ce_weight)
+            if argmax:
+                predicted[rows] = _STATS.cross_entropy_stats(logits, softcap)[1]
         ctx.save_for_backward(h, weight, target, bias, ce_weight, lse)
         ctx.options, ctx.step, ctx.accum_dtype = options, step, accum_dtype
-        ctx.mark_non_differentiable(lse)
-        return loss, lse
+        ctx.mark_non_differentiable(lse, predicted)
+        return loss, lse, predicted
 
     @staticmethod
     def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
@@ -201,11 +216,11 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
         dw = torch.zeros(weight.shape, device=weight.device, dtype=accumulate) if want_w else None
         db = torch.zeros(weight.shape[0], device=h.device, dtype=torch.float32) if want_b else None
         dloss = dloss.float().contiguous()
+        no_dlse = torch.zeros_like(lse)  # the log-sum-exp is not an output of linear_cross_entropy
         for start in range(0, h.shape[0], ctx.step):
             rows = slice(start, min(start + ctx.step, h.shape[0]))
-            logits = h[rows] @ weight.T if bias is None else torch.addmm(bias, h[rows], weight.T)
-            dlogits = _BACKWARD.cross_entropy_backward(dloss[rows], torch.zeros_like(lse[rows]), logits, target[rows],
-                                                       lse[rows], *ctx.options, ce_weight, inplace=True)
+            dlogits = _BACKWARD.cross_entropy_backward(dloss[rows], no_dlse[rows], _logits(h[rows], weight, bias),
+                                                       target[rows], lse[rows], *ctx.options, ce_weight, inplace=True)
             if dh is not None:
                 dh[rows] = dlogits @ weight
             if dw is not None:
@@ -214,7 +229,7 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
                 db += dlogits.sum(0, dtype=torch.float32)
         dw = None if dw is None else dw.to(weight.dtype)
         db = None if db is None else db.to(bias.dtype)
-        return dh, dw, None, db, None, None, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -268,16 +283,9 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     _check(h, weight, target, bias, reduction, ce_weight)
     stats = return_z_loss or return_token_accuracy or return_predicted_tokens
     if reduction == "none":
-        loss, lse = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]
+        loss, lse, predicted = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]
             h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, chunk_rows,
-            ce_weight, accum_dtype)
-        predicted = torch.empty(0, dtype=torch.int64, device=h.device)
-        if return_token_accuracy or return_predicted_tokens:  # the logits once more, without a gradient
-            with torch.no_grad():
-                step = chunk_rows or default_chunk_rows(h.shape[0], h.shape[1], weight.shape[0], h.element_size())
-                predicted = torch.cat([_STATS.cross_entropy_stats(
-                    h[i:i + step] @ weight.T + (0 if bias is None else bias), softcap)[1]
-                    for i in range(0, h.shape[0], step)]) if h.shape[0] else predicted
+            ce_weight, accum_dtype, return_token_accuracy or return_predicted_tokens)
     else:
         loss, lse, predicted = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
             h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,

@@ -5,7 +5,10 @@ against ``tl.rand`` and ``tl.randn`` run in a Triton kernel of this file, bit fo
 ``rand``. A spec's numbers depend on the seed and each element's offset only: every block size
 gives the same tensor. Dropout's derived backward draws its mask again: the gradient is the
 upstream one scaled where the forward kept the element and 0 where it dropped it.
+``TILEGEN_TEST_GPU=1`` runs the same tests on the GPU.
 """
+
+import os
 
 import pytest
 import torch
@@ -14,6 +17,8 @@ import triton.language as tl
 
 from tilegen.errors import SpecError
 from tilegen.runtime import philox_rand, philox_randn
+
+DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"
 
 
 @triton.jit
@@ -27,9 +32,9 @@ def _philox_kernel(seed, out_ptr, normal_ptr, n, BLOCK: tl.constexpr):
 @pytest.mark.parametrize("seed", [0, 1, 12345, 2**33 + 7])
 def test_the_reference_draws_tritons_numbers(seed):
     n = 3000
-    uniform, normal = torch.empty(n), torch.empty(n)
+    uniform, normal = torch.empty(n, device=DEVICE), torch.empty(n, device=DEVICE)
     _philox_kernel[(triton.cdiv(n, 512),)](seed, uniform, normal, n, BLOCK=512)
-    offsets = torch.arange(n)
+    offsets = torch.arange(n, device=DEVICE)
     assert torch.equal(philox_rand(seed, offsets), uniform)
     torch.testing.assert_close(philox_randn(seed, offsets), normal, atol=1e-6, rtol=1e-6)
     assert not torch.equal(philox_rand(seed + 1, offsets), uniform)
@@ -49,7 +54,7 @@ kernel draws
 
 
 def test_rand_and_randn_are_the_same_at_every_block_size(compiled):
-    x = torch.zeros(37, 129)
+    x = torch.zeros(37, 129, device=DEVICE)
     draws = []
     for i, (bm, bn) in enumerate([(1, 16), (4, 32), (16, 256)]):
         module = compiled(RANDOM.format(bm=bm, bn=bn), f"draws{i}")
@@ -64,7 +69,7 @@ def test_rand_and_randn_are_the_same_at_every_block_size(compiled):
     assert 0.0 <= u.min() and u.max() < 1.0
     assert abs(u.mean().item() - 0.5) < 0.02 and abs(u.std().item() - (1 / 12) ** 0.5) < 0.02
     assert abs(z.mean().item()) < 0.05 and abs(z.std().item() - 1.0) < 0.05
-    assert torch.equal(u, philox_rand(7, torch.arange(37 * 129).reshape(37, 129)))  # each element's own offset
+    assert torch.equal(u, philox_rand(7, torch.arange(37 * 129, device=DEVICE).reshape(37, 129)))  # each element's own offset
     other, _ = compiled(RANDOM.format(bm=4, bn=32), "draws_other").draws(x, 8)
     assert (other != u).float().mean() > 0.99  # another seed, other numbers
 
@@ -85,7 +90,7 @@ def test_random_arguments_are_checked(compiled, line, message):
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
 def test_dropout_keeps_one_minus_p_scaled_at_every_block_size(generated, dtype, p):
     module = generated("dropout")
-    x = (torch.randn(67, 300, generator=torch.Generator().manual_seed(3)) + 5.0).to(dtype)  # no zeros
+    x = (torch.randn(67, 300, generator=torch.Generator().manual_seed(3)) + 5.0).to(DEVICE, dtype)  # no zeros
     y = module.dropout(x, p, 1234)
     kept = y != 0
     assert abs(kept.float().mean().item() - (1 - p)) < 0.02
@@ -100,9 +105,9 @@ def test_dropout_keeps_one_minus_p_scaled_at_every_block_size(generated, dtype, 
 def test_dropout_backward_draws_the_forward_mask_again(generated):
     module = generated("dropout")
     g = torch.Generator().manual_seed(4)
-    x = (torch.randn(45, 130, generator=g) + 5.0).requires_grad_()
+    x = (torch.randn(45, 130, generator=g) + 5.0).to(DEVICE).requires_grad_()
     y = module.dropout(x, 0.3, 99)
-    dy = torch.randn(45, 130, generator=g)
+    dy = torch.randn(45, 130, generator=g).to(DEVICE)
     (dx,) = torch.autograd.grad(y, x, dy)
     kept = y.detach() != 0
     torch.testing.assert_close(dx, torch.where(kept, dy / 0.7, 0.0))

@@ -908,19 +908,34 @@ def torch_sign(x):  # type: ignore[no-untyped-def]
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
+if INTERPRET:  # numpy's float % is C's fmod, exact
+
+    @triton.jit
+    def _float_fmod(a, b):  # type: ignore[no-untyped-def]
+        """C's fmod of float32 or float64 tiles, exact."""
+        return a % b
+
+else:  # Triton's float % on the GPU is a - trunc(a / b) * b, wrong once the quotient is large
+
+    @triton.jit
+    def _float_fmod(a, b):  # type: ignore[no-untyped-def]
+        """C's fmod of float32 or float64 tiles, exact: libdevice's (CUDA's fmodf, fmod)."""
+        return libdevice.fmod(a, b)
+
+
 @triton.jit
 def torch_fmod(x, y):  # type: ignore[no-untyped-def]
     """torch.fmod (C's fmod): x - trunc(x / y) * y, exactly, with the sign of x; floats through
     float32 (f64 in f64), integers as C's %."""
     x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
     if x.dtype.is_floating():
-        w = x
-        v = y
         if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
-            v = y.to(tl.float32)
-        return (w % v).to(x.dtype)
-    return x % y
+            out = _float_fmod(x.to(tl.float32), y.to(tl.float32)).to(x.dtype)
+        else:
+            out = _float_fmod(x, y)
+    else:
+        out = x % y
+    return out
 
 
 @triton.jit
@@ -929,15 +944,17 @@ def torch_remainder(x, y):  # type: ignore[no-untyped-def]
     C's fmod moved by y where it is not 0 and its sign is not y's."""
     x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
     if x.dtype.is_floating():
-        a = x
-        b = y
         if x.dtype != tl.float64:  # f16/bf16 through float32
-            a = x.to(tl.float32)
             b = y.to(tl.float32)
-        mod = a % b
-        return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
-    mod = x % y
-    return tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+            mod = _float_fmod(x.to(tl.float32), b)
+        else:
+            b = y
+            mod = _float_fmod(x, y)
+        out = tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
+    else:
+        mod = x % y
+        out = tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

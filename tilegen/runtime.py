@@ -957,7 +957,7 @@ def torch_remainder(x, y):  # type: ignore[no-untyped-def]
     return out
 
 
-@triton.jit
+@triton.jit  # type: ignore[untyped-decorator]
 def _philox_values(r0, r1, r2, r3, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
     """Four Philox words as four uniform float32 numbers in [0, 1) (Triton's uint_to_uniform_float),
     or, NORMAL, as four normal ones: Box-Muller of the pairs (0, 1) and (2, 3), cos then sin."""
@@ -971,7 +971,7 @@ def _philox_values(r0, r1, r2, r3, NORMAL: tl.constexpr):  # type: ignore[no-unt
     return u0, u1, u2, u3
 
 
-@triton.jit
+@triton.jit  # type: ignore[untyped-decorator]
 def _philox_each(seed, offset, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
     """tile_rand / tile_randn one Philox evaluation per element: value ``offset & 3`` of counter ``offset >> 2``."""
     r0, r1, r2, r3 = tl.randint4x(seed, offset >> 2)
@@ -980,7 +980,7 @@ def _philox_each(seed, offset, NORMAL: tl.constexpr):  # type: ignore[no-untyped
     return tl.where(lane == 0, v0, tl.where(lane == 1, v1, tl.where(lane == 2, v2, v3)))
 
 
-@triton.jit
+@triton.jit  # type: ignore[untyped-decorator]
 def _philox_draw(seed, offset, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
     """The numbers of tile_rand (NORMAL: tile_randn) at each element of the integer tile ``offset``.
     Where each run of four elements (in the tile's order) holds four consecutive offsets from a

@@ -49,15 +49,18 @@ def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float, reduction
 
 def statistics(lse: torch.Tensor, predicted: torch.Tensor, target: torch.Tensor, *, ignore_index: int,
                lse_square_scale: float, reduction: Reduction, z_loss: bool, token_accuracy: bool,
-               predicted_tokens: bool) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+               predicted_tokens: bool, token_scale: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """The z-loss, token accuracy and predicted tokens (each None unless asked for) of rows with
     log-sum-exp ``lse`` (float32 [N]) and largest logit at ``predicted`` (int64 [N]), as
-    :class:`CrossEntropyOutput` defines them (Liger-Kernel's ``cross_entropy_forward``)."""
+    :class:`CrossEntropyOutput` defines them (Liger-Kernel's ``cross_entropy_forward``); each row's
+    z-loss times ``token_scale`` (float32 [N]) where given (token scaling)."""
     kept = target != ignore_index
     rows = kept.sum()
     z = accuracy = tokens = None
     if z_loss:
         z = torch.where(kept, lse_square_scale * lse * lse, 0.0)
+        z = z if token_scale is None else z * token_scale
         z = z if reduction == "none" else z.sum() / rows if reduction == "mean" else z.sum()
     if token_accuracy:
         correct = ((predicted == target) & kept).float()

@@ -16,6 +16,7 @@ from typing_extensions import assert_never
 from tilegen import model as m
 from tilegen.dtypes import (
     GIVEN,
+    SCALAR_F64,
     INDEX,
     LOGIC,
     NARROW,
@@ -386,6 +387,11 @@ class ReferenceExpressions:
         if expr.op in LOGIC:
             return left, right
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
+        if SCALAR_F64 in (dl, dr):  # a 0-d f64 tensor is weak, as the kernel's f64 scalar; but with f16 or bf16
+            other = dr if dl == SCALAR_F64 else dl  # the kernel computes as an f32 scalar would: in float32
+            if other not in ("f16", "bf16") or not self.fixed(other):
+                return left, right
+            dl, dr = ("f32" if d == SCALAR_F64 else d for d in (dl, dr))
         if dl == dr or not self.fixed(dl) or not self.fixed(dr):
             return left, right
         target = promote(dl, dr, divide=expr.op == "/")

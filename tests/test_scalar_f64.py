@@ -1,0 +1,112 @@
+"""f64 scalar inputs (``in beta2: f64``): float64 in their own arithmetic and with f64 tensors,
+rounded to float32 where they meet f32 tensors (as torch rounds a Python number), and
+specs/adamw.tile against torch.optim.AdamW's single-tensor step in f32 and f64, in place and not,
+over several steps. In Triton's interpreter, or on the GPU under ``TILEGEN_TEST_GPU=1``."""
+
+import math
+import os
+
+import pytest
+import torch
+
+DEVICE = "cpu" if os.environ.get("TRITON_INTERPRET") == "1" else "cuda"
+
+SCALED = """kernel scaled
+  dtype T in f32, f64
+  in  x: T[N]
+  in  s: f64
+  in  k: i64
+  out y: T[N]
+  out z: f32[N]
+  block BN = 64
+  grid  i over N by BN
+  y[i] = x[i] * (s * s) + sqrt(1 - s ** k)
+  z[i] = f32(x[i]) * s
+"""
+
+# 1/3 is not a float32: squared in float64 and then rounded it is not its float32 squared
+S = 1 / 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_an_f64_scalar_computes_in_f64_and_meets_f32_tensors_as_torch(compiled, dtype):
+    """``s * s`` and ``sqrt(1 - s ** k)`` of f64 scalars are float64 (Python's numbers), then meet
+    ``x`` as torch's Python numbers do: rounded to float32 for f32 ``x``, in float64 for f64 ``x``;
+    ``f32(x) * s`` is float32 whatever ``x``. Torch's answers within float64's last unit (``s ** k``
+    is ``power``'s exp2(k * log2(s))), float32's bit for bit."""
+    module = compiled(SCALED, "scaled")
+    x = torch.linspace(-3, 5, 150, dtype=dtype, device=DEVICE)
+    y, z = module.scaled(x, S, 3)
+    assert y.dtype == dtype and z.dtype == torch.float32
+    exact = {"rtol": 0, "atol": 0} if dtype == torch.float32 else {"rtol": 4e-16, "atol": 4e-16}
+    torch.testing.assert_close(y, x * (S * S) + math.sqrt(1 - S**3), **exact)
+    torch.testing.assert_close(z, x.float() * S, rtol=0, atol=0)
+    if dtype == torch.float32:  # the square taken of the rounded scalar would be another number
+        assert not torch.equal(y, x * torch.tensor(S, dtype=dtype) ** 2 + math.sqrt(1 - S**3))
+    for got, want in zip((y, z), module.reference(x, S, 3), strict=True):
+        torch.testing.assert_close(got, want, **exact)
+
+
+def test_an_f64_scalar_keeps_its_digits_into_the_kernel(compiled):
+    """A Python float passed for an f64 scalar is not rounded to float32 on its way (Triton takes an
+    unannotated float as fp32; the kernel's argument is typed tl.float64)."""
+    module = compiled(SCALED, "scaled")
+    x = torch.ones(8, dtype=torch.float64, device=DEVICE)
+    tiny = 1.0 + 2.0**-40
+    y, _ = module.scaled(x, tiny, 0)  # s ** 0 is 1: sqrt(0) is 0
+    assert (y == tiny * tiny).all() and tiny * tiny != 1.0 and float(torch.tensor(tiny, dtype=torch.float32)) == 1.0
+
+
+def _torch_adamw(param, grad, exp_avg, exp_avg_sq, steps, **options):
+    """torch.optim.AdamW, foreach=False (its single-tensor step), ``steps`` times with the same
+    gradient, from the given moving averages; (param, exp_avg, exp_avg_sq) after."""
+    p = torch.nn.Parameter(param.clone())
+    optimizer = torch.optim.AdamW([p], foreach=False, **options)
+    p.grad = grad.clone()
+    optimizer.step()  # makes the state; then it is set to the given averages and the step redone
+    state = optimizer.state[p]
+    with torch.no_grad():
+        p.copy_(param)
+    state["exp_avg"].copy_(exp_avg)
+    state["exp_avg_sq"].copy_(exp_avg_sq)
+    state["step"].zero_()
+    for _ in range(steps):
+        optimizer.step()
+    return p.detach(), state["exp_avg"], state["exp_avg_sq"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_adamw_is_torchs_single_tensor_step(generated, dtype, inplace):
+    """specs/adamw.tile, three steps, against torch.optim.AdamW: f64 within float64's rounding
+    (an f64 scalar rounded to float32 anywhere would be ~1e-8 off), f32 within a few float32
+    units (torch rounds each op; the kernel the whole expression once)."""
+    module = generated("adamw")
+    n = 1000  # not a multiple of the block: the last program's tail is masked
+    g = torch.Generator().manual_seed(0)
+    param, grad = (torch.randn(n, generator=g, dtype=torch.float64).to(dtype).to(DEVICE) for _ in range(2))
+    exp_avg = (0.1 * torch.randn(n, generator=g, dtype=torch.float64)).to(dtype).to(DEVICE)
+    exp_avg_sq = (0.01 * torch.rand(n, generator=g, dtype=torch.float64)).to(dtype).to(DEVICE)
+    options = {"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.01}
+    want = _torch_adamw(param, grad, exp_avg, exp_avg_sq, 3, **options)
+    state = [t.clone() for t in (param, exp_avg, exp_avg_sq)]
+    for step in (1, 2, 3):
+        out = module.adamw(state[0], grad, state[1], state[2], 1e-3, 0.9, 0.999, 1e-8, 0.01, step, inplace=inplace)
+        if inplace:
+            assert all(o.data_ptr() == s.data_ptr() for o, s in zip(out, state, strict=True))
+        state = list(out)
+    tolerance = {"rtol": 1e-13, "atol": 1e-15} if dtype == torch.float64 else {"rtol": 1e-6, "atol": 1e-7}
+    for name, got, expected in zip(("param", "exp_avg", "exp_avg_sq"), state, want, strict=True):
+        assert got.dtype == dtype
+        torch.testing.assert_close(got, expected, msg=name, **tolerance)
+    reference = module.reference(param, grad, exp_avg, exp_avg_sq, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1)
+    first = module.adamw(param, grad, exp_avg, exp_avg_sq, 1e-3, 0.9, 0.999, 1e-8, 0.01, 1)
+    for got, expected in zip(first, reference, strict=True):
+        torch.testing.assert_close(got, expected, **tolerance)
+
+
+def test_adamw_refuses_a_tensor_for_a_number(generated):
+    module = generated("adamw")
+    x = torch.zeros(4, device=DEVICE)
+    with pytest.raises(TypeError, match="lr must be a Python float"):
+        module.adamw(x, x, x, x, torch.tensor(1e-3), 0.9, 0.999, 1e-8, 0.01, 1)

@@ -47,6 +47,7 @@ import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -66,11 +67,6 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 
 if not INTERPRET and not torch.cuda.is_available():
     pytest.skip("TILEGEN_TEST_GPU=1 needs CUDA", allow_module_level=True)
-
-#: Whether tilegen's cross_entropy refuses a target outside [0, V) (Liger raises; tilegen's kernel
-#: reads past the row, so the replay does not call it with one until this says so).
-CE_CHECKS_TARGETS = False
-
 
 class Missing(Exception):
     """An adapter's refusal: the case needs these options (``"op: option"``), which tilegen's op lacks."""
@@ -762,10 +758,15 @@ def run_ce_out_of_bounds(case: Case, s: dict[str, int]) -> None:
     _ignore_some(target, case.ignore_index)
     count = int(torch.randint(1, max(rows // 2, 2), (1,)).item())
     target[torch.randperm(rows)[:count].to(DEVICE)] = torch.randint(vocab, 2 * vocab, (count,)).to(DEVICE)
-    if not CE_CHECKS_TARGETS:
-        raise Missing(["cross_entropy: an error for a target outside [0, V) (tilegen reads no targets on the "
-                       "host; the gather reads 0 there)"])
-    with pytest.raises((ValueError, IndexError, RuntimeError), match="out of"):
+    # Liger raises (a host sync it makes anyway); tilegen's loss is NaN there, its gradients too, and
+    # with TILEGEN_CHECK_INDICES=1 it raises IndexError as torch's CPU cross-entropy does
+    logits = x.clone().requires_grad_(True)
+    loss = cross_entropy(logits, target, ignore_index=case.ignore_index)
+    loss.backward()
+    assert torch.isnan(loss) and logits.grad is not None
+    outside = (target != case.ignore_index) & (target >= vocab)
+    assert torch.isnan(logits.grad[outside].float()).all() and not torch.isnan(logits.grad[~outside].float()).any()
+    with mock.patch.dict(os.environ, {"TILEGEN_CHECK_INDICES": "1"}), pytest.raises(IndexError, match="out of bounds"):
         cross_entropy(x, target, ignore_index=case.ignore_index)
 
 

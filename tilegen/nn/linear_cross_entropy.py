@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 
 from tilegen.nn import module
-from tilegen.nn.cross_entropy import CrossEntropyOutput, split_z_loss, statistics
+from tilegen.nn.cross_entropy import CrossEntropyOutput, check_targets, split_z_loss, statistics
 
 Reduction = Literal["mean", "sum", "none"]
 
@@ -306,6 +306,10 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     ignored row's factor is 0. The probability comes from the loss kernel's log-sum-exp and the
     target's logit (no further read of the logits), in float32; the returned z-loss is scaled alike.
 
+    A target outside [0, V) that is not ``ignore_index`` makes the loss NaN (and the gradients);
+    with ``TILEGEN_CHECK_INDICES=1`` in the environment the call raises IndexError instead
+    (:func:`~tilegen.nn.cross_entropy.check_targets`: a host sync, for debugging).
+
     Raises TypeError or ValueError naming the argument on a wrong type, rank, size or dtype.
     """
     if isinstance(h, torch.Tensor) and isinstance(target, torch.Tensor) and h.dim() > 2:
@@ -314,6 +318,7 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
                              f"target's shape {tuple(target.shape)}")
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
     _check(h, weight, target, bias, reduction, ce_weight)
+    check_targets(target, weight.shape[0], ignore_index, "linear_cross_entropy")
     stats = return_z_loss or return_token_accuracy or return_predicted_tokens
     if reduction == "none":
         loss, lse, predicted, scales = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]

@@ -904,7 +904,8 @@ def run_flce(case: Case, s: dict[str, int]) -> None:
 
 
 def _token_scaled_ce(logits: torch.Tensor, target: torch.Tensor, *, weight: torch.Tensor | None,
-                     lse_square_scale: float, reduction: str, ignore_index: int, label_smoothing: float) -> torch.Tensor:
+                     lse_square_scale: float, reduction: str, ignore_index: int,
+                     label_smoothing: float) -> torch.Tensor:
     """Liger's token scaling (its tests' manual answer, with the z-loss as Liger's kernel adds it):
     each row's cross-entropy plus z-loss times the softmax's probability of its target, detached,
     0 where ignored; reduced as torch's cross-entropy (the mean over the targets' weights, the

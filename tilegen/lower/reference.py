@@ -16,10 +16,10 @@ from typing_extensions import assert_never
 from tilegen import model as m
 from tilegen.dtypes import (
     GIVEN,
-    SCALAR_F64,
     INDEX,
     LOGIC,
     NARROW,
+    SCALAR_F64,
     WEAK_FLOAT,
     converts_to_f32,
     expr_dtype,

@@ -59,6 +59,32 @@ def test_an_f64_scalar_keeps_its_digits_into_the_kernel(compiled):
     assert (y == 3 * 2.0**-40).all()
 
 
+MIXED = """kernel mixed
+  in  a: i32[N]
+  in  b: f16[N]
+  in  s: f64
+  out u: f64[N]
+  out w: f32[N]
+  block BN = 64
+  grid  i over N by BN
+  u[i] = a[i] * s
+  w[i] = b[i] * s
+"""
+
+
+def test_an_f64_scalar_with_integer_tiles_is_f64_with_16_bit_ones_f32(compiled):
+    """With an integer tile an f64 scalar computes in float64; with an f16 tile as an f32 scalar
+    does (both operands in float32), in the kernel and in its reference."""
+    module = compiled(MIXED, "mixed")
+    a = torch.arange(-40, 60, dtype=torch.int32, device=DEVICE) * 1001
+    b = torch.linspace(-2, 3, 100, device=DEVICE).half()
+    s = 1 / 3
+    u, w = module.mixed(a, b, s)
+    assert torch.equal(u, a.double() * s) and torch.equal(w, b.float() * torch.tensor(s, dtype=torch.float32))
+    for got, want in zip((u, w), module.reference(a, b, s), strict=True):
+        assert torch.equal(got, want)
+
+
 def _torch_adamw(param, grad, exp_avg, exp_avg_sq, steps, **options):
     """torch.optim.AdamW, foreach=False (its single-tensor step), ``steps`` times with the same
     gradient, from the given moving averages; (param, exp_avg, exp_avg_sq) after."""

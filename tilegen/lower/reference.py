@@ -390,7 +390,7 @@ class ReferenceExpressions:
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
         if SCALAR_F64 in (dl, dr):  # a 0-d f64 tensor is weak, as the kernel's f64 scalar, but the kernel
             other = dr if dl == SCALAR_F64 else dl  # computes with f16 or bf16 in float32, with integers in float64
-            if not self.fixed(other) or other not in ("f16", "bf16") and not is_int(other):
+            if not self.fixed(other) or (other not in ("f16", "bf16") and not is_int(other)):
                 return left, right
             dl, dr = ((("f64" if is_int(other) else "f32") if d == SCALAR_F64 else d) for d in (dl, dr))
         if dl == dr or not self.fixed(dl) or not self.fixed(dr):

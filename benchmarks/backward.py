@@ -18,7 +18,8 @@ sequences of 4096 tokens, where the step's kernels outlast its host work), MLP w
 f32, bf16 logits against torch on ``logits.float()``, and with ignore_index and label smoothing; fused
 with the head's matmul over 8192 tokens of hidden 4096, ``linear_cross_entropy``), and the generalized
 Jensen-Shannon divergence and the KL divergence of bf16 log-probabilities (``jsd``, ``kl_div_rows``;
-the student's gradient) against torch in float32.
+the student's gradient) against torch in float32, and dropout (p = 0.1, bf16 and f32, over an MLP
+activation of 4096 x 14336) against ``F.dropout``, its gradient checked against the spec's reference.
 Attention (bf16, FlashAttention-2's backward as three specs) at 4 x 32 heads of 64 and 4 x 16 heads
 of 128 over 4096 tokens (tutorial 06's), causal and not, against SDPA's flash backend and its
 cuDNN backend, each its own row; matmul_fast (bf16; the backward's da = dc b^T and db = a^T dc)
@@ -65,6 +66,7 @@ def _cases():
     rms, layer = _module("rms_norm"), _module("layer_norm")
     swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
     entropy, jsd, kl_div = _module("cross_entropy"), _module("jsd"), _module("kl_div_rows")
+    dropout = _module("dropout")
 
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
@@ -181,6 +183,13 @@ def _cases():
         "kl_div_rows": ("bf16", (4096, 128256), log_probs(4096, 128256), lambda x, y: kl_div.kl_div_rows(x, y, 1),
                         lambda x, y: F.kl_div(x.float(), y.float(), reduction="none", log_target=True).sum(1)),
         **row_ops(4096),
+        # dropout at p = 0.1 over an MLP activation: tilegen draws its mask again in the backward
+        # (Philox, Triton tutorial 04), torch stores it; the masks differ, so the gradients are
+        # checked against the spec's torch reference (the same Philox numbers) instead of F.dropout
+        **{f"dropout_{name}": (name, (4096, 14336), rows(4096, 14336, dtype),
+                               lambda x: dropout.dropout(x, 0.1, 1234), lambda x: F.dropout(x, 0.1),
+                               lambda x: dropout.reference(x, 0.1, 1234))
+           for name, dtype in (("bf16", torch.bfloat16), ("f32", torch.float32))},
         "swiglu": ("bf16", (4096, 14336), pair(4096, 14336),
                    lambda a, b: swiglu.swiglu(a, b), lambda a, b: F.silu(a) * b),
         "geglu": ("bf16", (4096, 14336), pair(4096, 14336),
@@ -198,8 +207,9 @@ def _cases():
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
-LEAVES = {"cross_entropy": 1, "linear_cross_entropy": 2, "jsd": 1, "kl_div_rows": 1, "softmax": 1, "log_softmax": 1,
-          "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3, "matmul": 2}
+LEAVES = {"cross_entropy": 1, "dropout": 1, "linear_cross_entropy": 2, "jsd": 1, "kl_div_rows": 1, "softmax": 1,
+          "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3,
+          "matmul": 2}
 
 
 def _leaves(op):
@@ -214,7 +224,9 @@ def _step(fn, inputs, dy):
     return run
 
 
-def case(op, dtype, shape, make, ours, theirs):
+def case(op, dtype, shape, make, ours, theirs, check=None):
+    """One row: ``ours`` and ``theirs`` timed forward + backward on inputs from ``make``; the
+    gradients checked against ``check``'s (default ``theirs``: the same function, computed by torch)."""
     base = make()
     with torch.no_grad():
         dy = torch.randn_like(theirs(*base))
@@ -237,7 +249,7 @@ def case(op, dtype, shape, make, ours, theirs):
     mine = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
     ref = [t.clone().requires_grad_(i < _leaves(op)) for i, t in enumerate(base)]
     ours(*mine).backward(dy)
-    theirs(*ref).backward(dy)
+    (check or theirs)(*ref).backward(dy)
     error = max((a.grad.float() - b.grad.float()).abs().max().item()
                 for a, b in zip(mine, ref, strict=True) if a.grad is not None)
     grads = [t for t in mine + ref if t.requires_grad]

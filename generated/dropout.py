@@ -21,12 +21,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0ea80f379f4aa8c6")
+_rt = _runtime("334c5c9ff4af3fe8")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
+tile_rand = _rt.tile_rand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -58,7 +59,7 @@ def dropout_kernel(
     mask_rc = mask_r[:, None] & mask_c[None, :]
     x = tl.load(x_ptr + offs_r[:, None] * stride_x_m + offs_c[None, :] * stride_x_n, mask=mask_rc)
     y_ptrs = y_ptr + offs_r[:, None] * stride_y_m + offs_c[None, :] * stride_y_n
-    tl.store(y_ptrs, tl.where(tl.rand(seed, offs_r[:, None] * N + offs_c[None, :]) > p, x / (1.0 - p), 0.0).to(T), mask=mask_rc)
+    tl.store(y_ptrs, tl.where(tile_rand(seed, offs_r[:, None] * N + offs_c[None, :]) > p, x / (1.0 - p), 0.0).to(T), mask=mask_rc)
 
 
 def _dropout_checked(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):

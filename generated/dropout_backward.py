@@ -34,12 +34,13 @@ def _runtime(build):
     return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
 
 
-_rt = _runtime("0ea80f379f4aa8c6")
+_rt = _runtime("334c5c9ff4af3fe8")
 _INTERPRET = _rt.INTERPRET
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _check_scalar = _rt.check_scalar
+tile_rand = _rt.tile_rand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -73,7 +74,7 @@ def dropout_backward_kernel(
     mask_rc = mask_r[:, None] & mask_c[None, :]
     dy = tl.load(dy_ptr + offs_r[:, None] * stride_dy_m + offs_c[None, :] * stride_dy_n, mask=mask_rc)
     dx_ptrs = dx_ptr + offs_r[:, None] * stride_dx_m + offs_c[None, :] * stride_dx_n
-    tl.store(dx_ptrs, (tl.where(tl.rand(seed, offs_r[:, None] * N + offs_c[None, :]) > p, dy.to(tl.float32), 0.0) / t).to(T), mask=mask_rc)
+    tl.store(dx_ptrs, (tl.where(tile_rand(seed, offs_r[:, None] * N + offs_c[None, :]) > p, dy.to(tl.float32), 0.0) / t).to(T), mask=mask_rc)
 
 
 def _dropout_backward_checked(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):

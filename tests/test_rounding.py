@@ -4,9 +4,11 @@ Each runs in a one-line spec at several block sizes over a shape that leaves tai
 axes, on values of both signs, ties (``k + 0.5``: ``round`` takes the even neighbour), zeros of
 both signs, NaN, infinities, values beyond float32's integers and integers; the results must be
 torch's exactly (the sign of a zero included), as the kernel and as the module's torch reference.
+``TILEGEN_TEST_GPU=1`` runs the same tests on the GPU.
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -38,6 +40,7 @@ DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf1
           "i32": torch.int32}
 BLOCKS = [(1, 16), (4, 8), (16, 64)]
 SHAPE = (37, 45)
+DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"
 
 
 def build(tmp_path, text, name):
@@ -54,8 +57,8 @@ def values(dtype: str, seed: int = 0) -> torch.Tensor:
     count = SHAPE[0] * SHAPE[1] - len(special) - 2 * len(ties)
     x = torch.cat([special, ties, -ties, torch.randn(count, generator=torch.Generator().manual_seed(seed)) * 10])
     if dtype == "i32":
-        return x.nan_to_num(0.0, 0.0, 0.0).clamp(-1000, 1000).to(torch.int32).reshape(SHAPE)
-    return x.to(DTYPES[dtype]).reshape(SHAPE)
+        return x.nan_to_num(0.0, 0.0, 0.0).clamp(-1000, 1000).to(DEVICE, torch.int32).reshape(SHAPE)
+    return x.to(DEVICE, DTYPES[dtype]).reshape(SHAPE)
 
 
 def assert_same(got: torch.Tensor, want: torch.Tensor, ulps: int = 0) -> None:
@@ -96,9 +99,9 @@ def divisors(dtype: str) -> torch.Tensor:
     y = torch.randn(SHAPE, generator=torch.Generator().manual_seed(5)) * 3
     y.view(-1)[:8] = torch.tensor([0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 3.0])
     if dtype == "i32":
-        y = y.nan_to_num(7.0, 7.0, -7.0).to(torch.int32)
+        y = y.nan_to_num(7.0, 7.0, -7.0).to(DEVICE, torch.int32)
         return torch.where(y == 0, -3, y)
-    return y.to(DTYPES[dtype])
+    return y.to(DEVICE, DTYPES[dtype])
 
 
 @pytest.mark.parametrize("block", BLOCKS)

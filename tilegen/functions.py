@@ -23,9 +23,10 @@ Kinds:
   as torch.cumsum/cumprod; the result spans the operand's axes. They take ``identity``,
   ``combine``, ``widens`` and ``rounds`` as reductions do;
 * ``random``: ``rand(seed, offset)``, ``randn(seed, offset)``: float32 numbers of Triton's Philox
-  (``tl.rand``, ``tl.randn``) for an integer scalar input ``seed`` and an integer expression of
-  axes ``offset``, the same for an element at every block size; the torch reference computes the
-  same numbers (:func:`tilegen.runtime.philox_rand`);
+  (``tl.randint4x``; four consecutive offsets share one evaluation, see the runtime's ``tile_rand``)
+  for an integer scalar input ``seed`` and an integer expression of axes ``offset``, the same for an
+  element at every block size; the torch reference computes the same numbers
+  (:func:`tilegen.runtime.philox_rand`);
 * ``cast``: a dtype's name converts (``f16(p)``);
 * ``dot``: the accumulate-dot of a ``for`` loop.
 """
@@ -357,9 +358,9 @@ FUNCTIONS: dict[str, Function] = {
         _math("erf", "tl.erf({x})", "torch.erf({x})", "{g} * 1.1283791670955126 * exp(-{x} * {x})"),
         Function("pow", "math", (("exponent", None),), torch="torch.pow({x}, {exponent})", grad={"x": _pow_grad}),
         # random numbers: Triton's Philox, one number per (seed, offset); the reference computes the same (runtime)
-        Function("rand", "random", (("offset", None),), triton="tl.rand({x}, {offset})",
+        Function("rand", "random", (("offset", None),), triton="tile_rand({x}, {offset})", helpers=("tile_rand",),
                  torch="_rt.philox_rand({x}, {offset})"),
-        Function("randn", "random", (("offset", None),), triton="tl.randn({x}, {offset})",
+        Function("randn", "random", (("offset", None),), triton="tile_randn({x}, {offset})", helpers=("tile_randn",),
                  torch="_rt.philox_randn({x}, {offset})"),
         # activations (helpers), in float32
         _activation("tanh", "torch.tanh({x})", "{g} * (1.0 - {y} * {y})"),
@@ -436,6 +437,7 @@ HELPERS: tuple[str, ...] = (
     "multiply", "maximum_nan", "minimum_nan", "amax", "amin", "first_argmax", "first_argmin", "relu", "leaky_relu",
     "gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "elu", "selu", "softplus", "softsign", "hardsigmoid",
     "hardswish", "power", "mish", "torch_rounding", "torch_sign", "torch_fmod", "torch_remainder",
+    "tile_rand", "tile_randn",
 )
 
 

@@ -908,19 +908,34 @@ def torch_sign(x):  # type: ignore[no-untyped-def]
     return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
 
 
+if INTERPRET:  # numpy's float % is C's fmod, exact
+
+    @triton.jit
+    def _float_fmod(a, b):  # type: ignore[no-untyped-def]
+        """C's fmod of float32 or float64 tiles, exact."""
+        return a % b
+
+else:  # Triton's float % on the GPU is a - trunc(a / b) * b, wrong once the quotient is large
+
+    @triton.jit
+    def _float_fmod(a, b):  # type: ignore[no-untyped-def]
+        """C's fmod of float32 or float64 tiles, exact: libdevice's (CUDA's fmodf, fmod)."""
+        return libdevice.fmod(a, b)
+
+
 @triton.jit
 def torch_fmod(x, y):  # type: ignore[no-untyped-def]
     """torch.fmod (C's fmod): x - trunc(x / y) * y, exactly, with the sign of x; floats through
     float32 (f64 in f64), integers as C's %."""
     x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
     if x.dtype.is_floating():
-        w = x
-        v = y
         if x.dtype != tl.float64:  # f16/bf16 through float32, exactly
-            w = x.to(tl.float32)
-            v = y.to(tl.float32)
-        return (w % v).to(x.dtype)
-    return x % y
+            out = _float_fmod(x.to(tl.float32), y.to(tl.float32)).to(x.dtype)
+        else:
+            out = _float_fmod(x, y)
+    else:
+        out = x % y
+    return out
 
 
 @triton.jit
@@ -929,15 +944,79 @@ def torch_remainder(x, y):  # type: ignore[no-untyped-def]
     C's fmod moved by y where it is not 0 and its sign is not y's."""
     x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
     if x.dtype.is_floating():
-        a = x
-        b = y
         if x.dtype != tl.float64:  # f16/bf16 through float32
-            a = x.to(tl.float32)
             b = y.to(tl.float32)
-        mod = a % b
-        return tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
-    mod = x % y
-    return tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+            mod = _float_fmod(x.to(tl.float32), b)
+        else:
+            b = y
+            mod = _float_fmod(x, y)
+        out = tl.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod).to(x.dtype)
+    else:
+        mod = x % y
+        out = tl.where((mod != 0) & ((y < 0) != (mod < 0)), mod + y, mod)
+    return out
+
+
+@triton.jit
+def _philox_values(r0, r1, r2, r3, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
+    """Four Philox words as four uniform float32 numbers in [0, 1) (Triton's uint_to_uniform_float),
+    or, NORMAL, as four normal ones: Box-Muller of the pairs (0, 1) and (2, 3), cos then sin."""
+    u0 = tl.uint_to_uniform_float(r0)
+    u1 = tl.uint_to_uniform_float(r1)
+    u2 = tl.uint_to_uniform_float(r2)
+    u3 = tl.uint_to_uniform_float(r3)
+    if NORMAL:
+        u0, u1 = tl.pair_uniform_to_normal(u0, u1)
+        u2, u3 = tl.pair_uniform_to_normal(u2, u3)
+    return u0, u1, u2, u3
+
+
+@triton.jit
+def _philox_each(seed, offset, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
+    """tile_rand / tile_randn one Philox evaluation per element: value ``offset & 3`` of counter ``offset >> 2``."""
+    r0, r1, r2, r3 = tl.randint4x(seed, offset >> 2)
+    v0, v1, v2, v3 = _philox_values(r0, r1, r2, r3, NORMAL)
+    lane = offset & 3
+    return tl.where(lane == 0, v0, tl.where(lane == 1, v1, tl.where(lane == 2, v2, v3)))
+
+
+@triton.jit
+def _philox_draw(seed, offset, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
+    """The numbers of tile_rand (NORMAL: tile_randn) at each element of the integer tile ``offset``.
+    Where each run of four elements (in the tile's order) holds four consecutive offsets from a
+    multiple of 4, as a row of a tile over a contiguous axis does, one Philox evaluation serves the
+    four (the four words of Triton's randint4x); elsewhere each element evaluates its own."""
+    if offset.numel % 4 == 0:
+        groups = tl.reshape(offset, (offset.numel // 4, 2, 2))
+        even, odd = tl.split(groups)
+        o0, o2 = tl.split(even)
+        o1, o3 = tl.split(odd)
+        runs = ((o0 & 3) == 0) & (o1 == o0 + 1) & (o2 == o0 + 2) & (o3 == o0 + 3)
+        if tl.min(runs.to(tl.int32)) == 1:
+            r0, r1, r2, r3 = tl.randint4x(seed, o0 >> 2)
+            v0, v1, v2, v3 = _philox_values(r0, r1, r2, r3, NORMAL)
+            values = tl.reshape(tl.join(tl.join(v0, v2), tl.join(v1, v3)), offset.shape)
+        else:
+            values = _philox_each(seed, offset, NORMAL)
+    else:
+        values = _philox_each(seed, offset, NORMAL)
+    return values
+
+
+@triton.jit
+def tile_rand(seed, offset):  # type: ignore[no-untyped-def]
+    """rand(seed, offset): a uniform float32 in [0, 1) per element of the integer tile ``offset``
+    (0 to 2**63 - 1): value ``offset & 3`` of Philox-4x32-10 (Salmon et al., SC 2011; Triton's
+    ``tl.randint4x``) at counter ``offset >> 2`` and key ``seed``, so four consecutive offsets share
+    one evaluation. The same number at every block size; :func:`philox_rand` computes it in torch."""
+    return _philox_draw(seed, offset, False)
+
+
+@triton.jit
+def tile_randn(seed, offset):  # type: ignore[no-untyped-def]
+    """randn(seed, offset): a standard normal float32 per element of ``offset``: Box-Muller of the
+    uniforms of tile_rand's Philox evaluation, pairs (0, 1) and (2, 3), lane ``offset & 3``."""
+    return _philox_draw(seed, offset, True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -954,11 +1033,11 @@ def _umul32(a: int, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return middle >> 16, ((middle & 0xFFFF) << 16) | (low & 0xFFFF)
 
 
-def _philox(seed: int, offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first two 32-bit words of Philox-4x32-10 at counter (offset, 0, 0, 0) and key ``seed``
-    (its low and high words), as int64 tensors: Triton's ``randint4x`` (tl.rand and tl.randn read them)."""
-    offset = offset.to(torch.int64)
-    c0, c1 = offset & _MASK32, (offset >> 32) & _MASK32
+def _philox(seed: int, counter: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The four 32-bit words of Philox-4x32-10 at counter (counter, 0, 0, 0) (its low and high
+    words first) and key ``seed`` (its low and high words), as int64 tensors: Triton's ``randint4x``."""
+    counter = counter.to(torch.int64)
+    c0, c1 = counter & _MASK32, (counter >> 32) & _MASK32
     c2 = c3 = torch.zeros_like(c0)
     k0, k1 = int(seed) & _MASK32, (int(seed) >> 32) & _MASK32
     for _ in range(10):
@@ -966,7 +1045,7 @@ def _philox(seed: int, offset: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
         hi_a, lo_a = _umul32(0xD2511F53, c0)
         c0, c1, c2, c3 = hi_b ^ c1 ^ k0, lo_b, hi_a ^ c3 ^ k1, lo_a
         k0, k1 = (k0 + 0x9E3779B9) & _MASK32, (k1 + 0xBB67AE85) & _MASK32
-    return c0, c1
+    return c0, c1, c2, c3
 
 
 def _uniform(word: torch.Tensor) -> torch.Tensor:
@@ -977,22 +1056,33 @@ def _uniform(word: torch.Tensor) -> torch.Tensor:
     return signed.to(torch.float32) * torch.tensor(4.6566127342e-10, dtype=torch.float32, device=word.device)
 
 
+def _lane(values: tuple[torch.Tensor, ...], offset: torch.Tensor) -> torch.Tensor:
+    """``values[offset & 3]`` element by element."""
+    lane = offset & 3
+    low, high = torch.where(lane == 0, values[0], values[1]), torch.where(lane == 2, values[2], values[3])
+    return torch.where(lane < 2, low, high)
+
+
 def philox_rand(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """``tl.rand(seed, offset)`` computed by torch, bit for bit: uniform float32 in [0, 1), one per
-    element of the integer tensor ``offset`` (from 0 to 2**31 - 1), the same number as the kernel
-    draws for that offset and seed."""
-    offset = torch.as_tensor(offset)
-    return _uniform(_philox(int(seed), offset)[0])
+    """``rand(seed, offset)`` (the kernels' ``tile_rand``) computed by torch, bit for bit: a uniform
+    float32 in [0, 1) per element of the integer tensor ``offset`` (0 to 2**63 - 1), word
+    ``offset & 3`` of Philox-4x32-10 at counter ``offset >> 2``."""
+    offset = torch.as_tensor(offset).to(torch.int64)
+    return _lane(tuple(_uniform(word) for word in _philox(int(seed), offset >> 2)), offset)
 
 
 def philox_randn(seed: int | torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """``tl.randn(seed, offset)`` computed by torch: Box-Muller of two of Philox's uniforms, in
-    float32 (its log, sqrt and cos are torch's, a few units in the last place from the GPU's)."""
-    offset = torch.as_tensor(offset)
-    first, second = _philox(int(seed), offset)
-    u1 = torch.clamp(_uniform(first), min=1.0e-7)
-    theta = torch.tensor(6.283185307179586, dtype=torch.float32, device=offset.device) * _uniform(second)
-    return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(theta)
+    """``randn(seed, offset)`` (``tile_randn``) computed by torch: Box-Muller of the uniforms of
+    Philox's words (0, 1) (cos, sin) and (2, 3), lane ``offset & 3``, in float32 (its log, sqrt, cos
+    and sin are torch's, a few units in the last place from the GPU's)."""
+    offset = torch.as_tensor(offset).to(torch.int64)
+    u = [_uniform(word) for word in _philox(int(seed), offset >> 2)]
+    two_pi = torch.tensor(6.283185307179586, dtype=torch.float32, device=offset.device)
+    normals = []
+    for first, second in ((u[0], u[1]), (u[2], u[3])):
+        radius = torch.sqrt(-2.0 * torch.log(torch.clamp(first, min=1.0e-7)))
+        normals += [radius * torch.cos(two_pi * second), radius * torch.sin(two_pi * second)]
+    return _lane(tuple(normals), offset)
 
 
 # ---------------------------------------------------------------------------------------------

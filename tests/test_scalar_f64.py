@@ -67,21 +67,27 @@ MIXED = """kernel mixed
   out w: f32[N]
   block BN = 64
   grid  i over N by BN
+  out v: f32[N]
   u[i] = a[i] * s
   w[i] = b[i] * s
+  v[i] = where(b[i] > 0, s, f32(b[i])) * maximum(s, f32(b[i]))
 """
 
 
 def test_an_f64_scalar_with_integer_tiles_is_f64_with_16_bit_ones_f32(compiled):
     """With an integer tile an f64 scalar computes in float64; with an f16 tile as an f32 scalar
-    does (both operands in float32), in the kernel and in its reference."""
+    does (both operands in float32); chosen by ``where`` or ``maximum`` beside an f32 tile it is
+    rounded to float32, as torch.where and torch.maximum take a Python number; in the kernel and
+    in its reference."""
     module = compiled(MIXED, "mixed")
     a = torch.arange(-40, 60, dtype=torch.int32, device=DEVICE) * 1001
     b = torch.linspace(-2, 3, 100, device=DEVICE).half()
     s = 1 / 3
-    u, w = module.mixed(a, b, s)
-    assert torch.equal(u, a.double() * s) and torch.equal(w, b.float() * torch.tensor(s, dtype=torch.float32))
-    for got, want in zip((u, w), module.reference(a, b, s), strict=True):
+    u, w, v = module.mixed(a, b, s)
+    s32 = torch.tensor(s, dtype=torch.float32)
+    assert torch.equal(u, a.double() * s) and torch.equal(w, b.float() * s32)
+    assert torch.equal(v, torch.where(b > 0, s32, b.float()) * torch.maximum(s32, b.float()))
+    for got, want in zip((u, w, v), module.reference(a, b, s), strict=True):
         assert torch.equal(got, want)
 
 

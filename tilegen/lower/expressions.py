@@ -233,11 +233,16 @@ class ExpressionTypes:
         """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
         (``.to(tl.int16)``; bf16 to or from an integer or f64 through float32, as
         :meth:`casts_through_f32` says why), a negative integer literal meeting u8 wraps as torch's
-        does (``-1``: ``255``); anything else is left to Triton."""
+        does (``-1``: ``255``), an f64 scalar value rounded to a float32 ``target``
+        (``where(m, beta, x)`` of an f32 ``x``, see :meth:`weak_scalar`); anything else is left to
+        Triton."""
         dtype = self.dtype_of(expr)
         value = literal_value(expr)
         if dtype is None and target == "u8" and value is not None and value < 0:
             return str(int(value) % 256)
+        if dtype == SCALAR_F64 and self.fixed(target) and is_float(target) and target != "f64":
+            text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
+            return f"{text}.to({m.DTYPES[target][0]})"
         if not self.fixed(dtype) or dtype == target or not self.fixed(target):
             return text
         text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text

@@ -47,6 +47,7 @@ import typing
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 import torch
@@ -66,11 +67,6 @@ DEVICE = "cpu" if INTERPRET else "cuda"
 
 if not INTERPRET and not torch.cuda.is_available():
     pytest.skip("TILEGEN_TEST_GPU=1 needs CUDA", allow_module_level=True)
-
-#: Whether tilegen's cross_entropy refuses a target outside [0, V) (Liger raises; tilegen's kernel
-#: reads past the row, so the replay does not call it with one until this says so).
-CE_CHECKS_TARGETS = False
-
 
 class Missing(Exception):
     """An adapter's refusal: the case needs these options (``"op: option"``), which tilegen's op lacks."""
@@ -252,7 +248,10 @@ def fused_linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: to
     if reduction not in typing.get_args(getattr(lce, "Reduction", typing.Literal["mean", "sum"])):
         need.append(f"fused_linear_cross_entropy: reduction={reduction!r}")
     if use_token_scaling:
-        need.append("fused_linear_cross_entropy: use_token_scaling")
+        if _takes(function, "use_token_scaling"):
+            extra["use_token_scaling"] = True
+        else:
+            need.append("fused_linear_cross_entropy: use_token_scaling")
     _refuse(need)
     return function(h, weight, target, bias, ignore_index=ignore_index, label_smoothing=label_smoothing,
                     softcap=softcap or 0.0, lse_square_scale=lse_square_scale, reduction=reduction,
@@ -759,10 +758,15 @@ def run_ce_out_of_bounds(case: Case, s: dict[str, int]) -> None:
     _ignore_some(target, case.ignore_index)
     count = int(torch.randint(1, max(rows // 2, 2), (1,)).item())
     target[torch.randperm(rows)[:count].to(DEVICE)] = torch.randint(vocab, 2 * vocab, (count,)).to(DEVICE)
-    if not CE_CHECKS_TARGETS:
-        raise Missing(["cross_entropy: an error for a target outside [0, V) (tilegen reads no targets on the "
-                       "host; the gather reads 0 there)"])
-    with pytest.raises((ValueError, IndexError, RuntimeError), match="out of"):
+    # Liger raises (a host sync it makes anyway); tilegen's loss is NaN there, its gradients too, and
+    # with TILEGEN_CHECK_INDICES=1 it raises IndexError as torch's CPU cross-entropy does
+    logits = x.clone().requires_grad_(True)
+    loss = cross_entropy(logits, target, ignore_index=case.ignore_index)
+    loss.backward()
+    assert torch.isnan(loss) and logits.grad is not None
+    outside = (target != case.ignore_index) & (target >= vocab)
+    assert torch.isnan(logits.grad[outside].float()).all() and not torch.isnan(logits.grad[~outside].float()).any()
+    with mock.patch.dict(os.environ, {"TILEGEN_CHECK_INDICES": "1"}), pytest.raises(IndexError, match="out of bounds"):
         cross_entropy(x, target, ignore_index=case.ignore_index)
 
 
@@ -882,6 +886,8 @@ def run_flce(case: Case, s: dict[str, int]) -> None:
         logits = side.f32(F.linear(v["h"], v["weight"], v["bias"]))
         if case.softcap:
             logits = case.softcap * torch.tanh(logits / case.softcap)
+        if case.use_token_scaling:
+            return {"loss": _token_scaled_ce(logits, target, weight=v["ce_weight"], **options)}
         total, _z = _ce_with_z_loss(logits, target, side, weight=v["ce_weight"], dtype=torch.float32, **options)
         return {"loss": total}
 
@@ -895,6 +901,27 @@ def run_flce(case: Case, s: dict[str, int]) -> None:
     trained = ["h", *(["weight", "bias"] if init != "randn" else [])]
     replay(case, {"h": x, "weight": weight, "bias": bias, "ce_weight": ce_weight}, trained, tilegen_side, torch_side,
            grads, context=autocast, exact=case.autocast is None)
+
+
+def _token_scaled_ce(logits: torch.Tensor, target: torch.Tensor, *, weight: torch.Tensor | None,
+                     lse_square_scale: float, reduction: str, ignore_index: int,
+                     label_smoothing: float) -> torch.Tensor:
+    """Liger's token scaling (its tests' manual answer, with the z-loss as Liger's kernel adds it):
+    each row's cross-entropy plus z-loss times the softmax's probability of its target, detached,
+    0 where ignored; reduced as torch's cross-entropy (the mean over the targets' weights, the
+    z-loss's over the rows not ignored)."""
+    kept = target != ignore_index
+    safe = target.masked_fill(~kept, 0)
+    probability = torch.where(kept, torch.softmax(logits.detach(), dim=-1).gather(1, safe[:, None])[:, 0], 0.0)
+    ce = F.cross_entropy(logits, target, weight=weight, reduction="none", label_smoothing=label_smoothing,
+                         ignore_index=ignore_index) * probability
+    z = torch.where(kept, lse_square_scale * torch.logsumexp(logits, dim=-1) ** 2, 0.0) * probability
+    if reduction == "none":
+        return ce + z
+    if reduction == "sum":
+        return ce.sum() + z.sum()
+    weights = kept.sum() if weight is None else (weight[safe] * kept).sum()
+    return ce.sum() / weights + z.sum() / kept.sum()
 
 
 def run_flce_structured(case: Case, s: dict[str, int]) -> None:
@@ -1164,9 +1191,14 @@ def test_the_small_sizes_keep_each_sizes_character() -> None:
                 assert shrunk_properly(full, small, cap), f"{case.id}: {name} {full} -> {small}"
 
 
-def test_an_adapter_names_the_option_it_lacks() -> None:
-    """An adapter refuses before launching, naming the option it lacks (the one left: Liger's token
-    scaling), whatever other options the call also passes."""
+def test_an_adapter_names_the_option_it_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An adapter refuses before launching, naming the option its op lacks (here a fused linear
+    cross-entropy without token scaling), whatever other options the call also passes."""
+    def without_token_scaling(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, bias: Any = None,
+                              **options: Any) -> torch.Tensor:
+        raise AssertionError("launched")
+
+    monkeypatch.setattr(lce, "linear_cross_entropy", without_token_scaling)
     h, w = torch.zeros(2, 3), torch.zeros(4, 3)
     with pytest.raises(Missing) as refused:
         fused_linear_cross_entropy(h, w, torch.zeros(2, dtype=torch.long), reduction="none", use_token_scaling=True,

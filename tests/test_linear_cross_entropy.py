@@ -237,3 +237,43 @@ def test_reduction_none_gives_each_rows_loss_and_its_gradients(chunk_rows):
     want.backward(row_grad)
     for name, mine, other in zip(("h", "weight", "bias"), ours, theirs, strict=True):
         torch.testing.assert_close(mine.grad, other.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("ce_weight", [False, True])
+def test_token_scaling_weighs_each_row_by_its_targets_probability(reduction, ce_weight):
+    """``use_token_scaling``: each row's loss (z-loss included) times softmax(z)[target] of its
+    soft-capped logits, that factor a constant in the autograd (detached) and 0 on ignored rows,
+    against torch's unfused autograd over several chunks; the returned z-loss is scaled alike."""
+    h, w, b, target = _inputs(21, 8, 37, bias=True, seed=11)
+    weights = torch.rand(37, generator=torch.Generator().manual_seed(12)) + 0.5 if ce_weight else None
+    ours = [t.detach().clone().requires_grad_() for t in (h, w, b)]
+    theirs = [t.detach().clone().requires_grad_() for t in (h, w, b)]
+    got = linear_cross_entropy(*ours[:2], target, ours[2], reduction=reduction, ce_weight=weights, chunk_rows=8,
+                               label_smoothing=0.1, softcap=5.0, lse_square_scale=1e-3, use_token_scaling=True,
+                               return_z_loss=True)
+    z = 5.0 * torch.tanh((theirs[0] @ theirs[1].T + theirs[2]) / 5.0)
+    kept = target != -100
+    safe = target.masked_fill(~kept, 0)
+    probability = torch.where(kept, torch.softmax(z.detach(), -1)[torch.arange(21), safe], 0.0)
+    assert 0 < probability[kept].min() and probability[kept].max() < 1
+    ce = F.cross_entropy(z, target, weights, reduction="none", label_smoothing=0.1) * probability
+    z_rows = torch.where(kept, 1e-3 * torch.logsumexp(z, -1) ** 2, 0.0) * probability
+    if reduction == "none":
+        want, want_z = ce + z_rows, z_rows
+    elif reduction == "sum":
+        want, want_z = ce.sum() + z_rows.sum(), z_rows.sum()
+    else:  # the cross-entropy over the targets' weights, the z-loss over the rows not ignored
+        denominator = kept.sum() if weights is None else weights[safe][kept].sum()
+        want, want_z = ce.sum() / denominator + z_rows.sum() / kept.sum(), z_rows.sum() / kept.sum()
+    torch.testing.assert_close(got.loss, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got.z_loss, want_z.detach(), rtol=1e-5, atol=1e-7)
+    row_grad = torch.randn(21, generator=torch.Generator().manual_seed(13)) if reduction == "none" else None
+    got.loss.backward(row_grad)
+    want.backward(row_grad)
+    for name, mine, other in zip(("h", "weight", "bias"), ours, theirs, strict=True):
+        torch.testing.assert_close(mine.grad, other.grad, rtol=1e-4, atol=1e-6, msg=name)
+    if reduction == "sum":  # each factor is below 1
+        unscaled = linear_cross_entropy(h, w, target, b, reduction="sum", ce_weight=weights, label_smoothing=0.1,
+                                        softcap=5.0, lse_square_scale=1e-3)
+        assert got.loss < unscaled

@@ -133,3 +133,34 @@ def test_class_weights_with_a_z_loss(fused, reduction):
     loss.backward()
     want.backward()
     torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [-1, 7, 1000])
+def test_a_target_outside_the_classes_is_nan_or_with_the_check_an_index_error(monkeypatch, bad):
+    """A target outside [0, V) (not ignore_index): its row's loss and gradients are NaN, the other
+    rows torch's, any reduction NaN; under TILEGEN_CHECK_INDICES=1 an IndexError as torch's CPU
+    cross-entropy raises, from the fused linear head too."""
+    monkeypatch.delenv("TILEGEN_CHECK_INDICES", raising=False)
+    logits, _ = _batch(5, 7, seed=3)
+    target = torch.tensor([0, bad, 3, -100, 6])
+    ours = logits.clone().requires_grad_()
+    rows = cross_entropy(ours, target, reduction="none")
+    kept = torch.tensor([True, False, True, True, True])
+    assert torch.isnan(rows[1])
+    torch.testing.assert_close(rows[kept], F.cross_entropy(logits[kept], target[kept], reduction="none"))
+    assert torch.isnan(cross_entropy(logits, target)) and torch.isnan(cross_entropy(logits, target, reduction="sum"))
+    rows.sum().backward()
+    theirs = logits.clone().requires_grad_()
+    F.cross_entropy(theirs[kept], target[kept], reduction="sum").backward()
+    assert torch.isnan(ours.grad[1]).all()
+    torch.testing.assert_close(ours.grad[kept], theirs.grad[kept])
+    h, w = torch.randn(5, 4), torch.randn(7, 4)
+    assert torch.isnan(linear_cross_entropy(h, w, target))
+    with pytest.raises(IndexError, match="out of bounds"):
+        F.cross_entropy(logits, target)
+    monkeypatch.setenv("TILEGEN_CHECK_INDICES", "1")
+    with pytest.raises(IndexError, match=f"cross_entropy: target {bad} is out of bounds: the classes are 0 to 6"):
+        cross_entropy(logits, target)
+    with pytest.raises(IndexError, match=f"linear_cross_entropy: target {bad} is out of bounds"):
+        linear_cross_entropy(h, w, target)
+    assert torch.isfinite(cross_entropy(logits, torch.where(target == bad, 2, target)))  # in range: no error

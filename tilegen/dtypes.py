@@ -26,6 +26,12 @@ BOOL = "bool"
 #: The dtype of a float literal (``0.5``): it takes the other operand's float dtype.
 WEAK_FLOAT = "float"
 
+#: The dtype of an f64 scalar input and of arithmetic of such scalars with numbers, integers and
+#: each other: float64, but weak where it meets a tile or value of another float dtype, as a
+#: Python number meets a torch tensor: with f32 (or f16, bf16) it computes as an f32 scalar would
+#: (rounded to float32 first), with f64 in float64.
+SCALAR_F64 = "f64 scalar"
+
 #: The dtype of an axis's index values (``m`` in ``where(n <= m, ...)``) and of a size symbol.
 INDEX = "i32"
 
@@ -68,8 +74,8 @@ def integer_value(number: m.Number) -> int | None:
 
 
 def is_float(dtype: str | None) -> TypeGuard[str]:
-    """True for f16, bf16, f32 and f64."""
-    return dtype in _FLOAT_RANK
+    """True for f16, bf16, f32 and f64 (an f64 scalar's :data:`SCALAR_F64` too)."""
+    return dtype in _FLOAT_RANK or dtype == SCALAR_F64
 
 
 def is_int(dtype: str | None) -> bool:
@@ -80,6 +86,11 @@ def is_int(dtype: str | None) -> bool:
 def promote(left: str | None, right: str | None, *, divide: bool = False) -> str | None:
     """The dtype of arithmetic on ``left`` and ``right`` (``None``: an integer literal,
     ``"float"``: a float literal)."""
+    if SCALAR_F64 in (left, right):  # float64 with numbers, integers and f64; as an f32 scalar with other floats
+        other = right if left == SCALAR_F64 else left
+        if other in (None, WEAK_FLOAT, SCALAR_F64) or is_int(other):
+            return SCALAR_F64
+        return "f64" if other == "f64" else promote("f32", other, divide=divide)
     if WEAK_FLOAT in (left, right):
         other = right if left == WEAK_FLOAT else left
         if other is None:
@@ -106,8 +117,8 @@ def promote(left: str | None, right: str | None, *, divide: bool = False) -> str
 
 
 def math_dtype(dtype: str | None) -> str:
-    """What math computes in: f64 stays f64, everything else is float32."""
-    return "f64" if dtype == "f64" else "f32"
+    """What math computes in: f64 stays f64 (an f64 scalar's too), everything else is float32."""
+    return dtype if dtype in ("f64", SCALAR_F64) else "f32"
 
 
 def computes_in_f32(dtype: str | None) -> bool:
@@ -157,7 +168,9 @@ def expr_dtype(expr: m.Expr, spec: m.Spec, local: Callable[[str], str | None]) -
     if isinstance(expr, m.Number):
         return None if expr.is_int else WEAK_FLOAT
     if isinstance(expr, m.Ref):
-        return local(expr.name.id)
+        dtype = local(expr.name.id)
+        tensor = spec.tensor(expr.name.id) if dtype == "f64" else None
+        return SCALAR_F64 if tensor is not None and tensor.is_scalar else dtype
     if isinstance(expr, m.Load):
         tensor = spec.tensor(expr.tensor.id)
         return tensor.dtype.id if tensor is not None else None

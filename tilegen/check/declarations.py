@@ -234,7 +234,7 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
 
 def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
     """A tensor declaration: a new name, a known dtype, a shape (0-dim tensors and shapeless
-    outputs are refused), an f32 dtype for a scalar, positive literal dimensions, and an input
+    outputs are refused), an f32, f64 or integer dtype for a scalar, positive literal dimensions, and an input
     range (:func:`check_sample`) where one is given."""
     state.define(tensor.name, "tensor")
     check_dtype(state, tensor.dtype)
@@ -242,10 +242,11 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         state.errors.error(
             f"output '{tensor.name.id}' needs a shape; only inputs can be scalars", tensor.name.span
         )
-    if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16", "f64"):
-        # Triton passes a Python float to a kernel as fp32, whatever the spec says
+    if tensor.is_scalar and tensor.dtype.id in ("f16", "bf16"):
+        # a Python number reaches a kernel as f32 or f64 (a typed argument); torch rounds it to a
+        # 16-bit tensor's dtype where they meet
         state.errors.error(
-            f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32; "
+            f"scalar '{tensor.name.id}' is {tensor.dtype.id}, but a kernel takes a Python number as f32 or f64; "
             "declare it f32",
             tensor.dtype.span,
         )

@@ -22,6 +22,7 @@ from tilegen.dtypes import (
     INDEX,
     LOGIC,
     NARROW,
+    SCALAR_F64,
     WEAK_FLOAT,
     converts_to_f32,
     expr_dtype,
@@ -183,6 +184,8 @@ class ExpressionTypes:
                 return None
             if function.kind == "cast":
                 return triton_dtype_text(expr.func)
+            if function.kind == "math" and set(self.possible_dtypes(expr.args[0])) <= {"f32", "f64"}:
+                return self.written(expr.args[0])  # math keeps f32 and f64
             if function.kind == "elementwise" or function.name in ("max", "min"):
                 return self.joint(*(expr.args[1:] if function.selects else expr.args))
         return None
@@ -192,6 +195,8 @@ class ExpressionTypes:
         one dtype text where literals (and integers, where a float is among them) aside they share
         it, else None."""
         typed = [e for e in exprs if self.dtype_of(e) not in (None, WEAK_FLOAT)]
+        if any(self.dtype_of(e) != SCALAR_F64 for e in typed):  # an f64 scalar takes the other's dtype
+            typed = [e for e in typed if self.dtype_of(e) != SCALAR_F64]
         floats = [e for e in typed if is_float(self.dtype_of(e))]
         texts = {self.written(e) for e in floats or typed}
         return texts.pop() if len(texts) == 1 else None
@@ -228,11 +233,16 @@ class ExpressionTypes:
         """``text`` (of ``expr``) in the spec dtype ``target``: a tile of another fixed dtype is cast
         (``.to(tl.int16)``; bf16 to or from an integer or f64 through float32, as
         :meth:`casts_through_f32` says why), a negative integer literal meeting u8 wraps as torch's
-        does (``-1``: ``255``); anything else is left to Triton."""
+        does (``-1``: ``255``), an f64 scalar value rounded to a float32 ``target``
+        (``where(m, beta, x)`` of an f32 ``x``, see :meth:`weak_scalar`); anything else is left to
+        Triton."""
         dtype = self.dtype_of(expr)
         value = literal_value(expr)
         if dtype is None and target == "u8" and value is not None and value < 0:
             return str(int(value) % 256)
+        if dtype == SCALAR_F64 and self.fixed(target) and is_float(target) and target != "f64":
+            text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
+            return f"{text}.to({m.DTYPES[target][0]})"
         if not self.fixed(dtype) or dtype == target or not self.fixed(target):
             return text
         text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
@@ -240,12 +250,48 @@ class ExpressionTypes:
             text = f"{text}.to(tl.float32)"
         return f"{text}.to({m.DTYPES[target][0]})"
 
+    def weak_scalar(self, text: str, expr: m.Expr, other: m.Expr, other_text: str) -> str:
+        """``text`` (of ``expr``) rounded to float32, or to the dtype of ``other`` (its text
+        ``other_text``) where that is f32 or f64 under every binding (``T`` of ``dtype T in f32,
+        f64``, or ``(other).dtype`` where no name says it), where ``expr`` is an f64 scalar value
+        (:data:`tilegen.dtypes.SCALAR_F64`) and ``other`` a value of another float dtype: the
+        scalar reaches the kernel as float64, which Triton would promote the other operand to,
+        where torch rounds a Python number to an f32 tensor's dtype."""
+        theirs = self.dtype_of(other)
+        if self.dtype_of(expr) != SCALAR_F64 or not is_float(theirs) or theirs == SCALAR_F64:
+            return text
+        written = self.written(other)
+        if written == "tl.float64":  # f64 under every binding: Triton computes in it
+            return text
+        if not set(self.possible_dtypes(other)) <= {"f32", "f64"}:
+            written = "tl.float32"
+        elif written is None:
+            written = f"({other_text}).dtype"
+        text = f"({text})" if isinstance(expr, (m.BinOp, m.Neg)) else text
+        return f"{text}.to({written})"
+
+    def f64_math(self, function: Function, values: dict[str, str], arg: m.Expr) -> str:
+        """The Triton text of ``function`` (one with an ``f64_triton`` form) of ``arg``: the f64 form
+        for an f64 tile or scalar, the float32 form for the rest, and where ``arg`` may be either
+        (``T`` of ``dtype T in f32, f64``) the one Triton picks at compile time by its dtype."""
+        possible = set(self.possible_dtypes(arg))
+        if possible <= {"f64", SCALAR_F64}:
+            return function.f64_triton.format(**values)
+        if "f64" not in possible:
+            return function.triton_text(**values)
+        x = values["x"]
+        return (f"({function.f64_triton.format(**values)} if ({x}).dtype == tl.float64 "
+                f"else {function.triton_text(**values)})")
+
     def typed(self, expr: m.BinOp, left: str, right: str) -> str:
         """``left op right`` (the texts of ``expr``'s operands) computed in the dtype the spec's rules
         give it (:func:`tilegen.dtypes.promote`, torch's), where Triton's rules (:func:`triton_dtype`)
         differ: the operands cast to it (``u8`` with ``i8`` in i16, f16 with bf16 in f32, ``/`` of
         integers of both signednesses in float32), a division of f16 or bf16 (float32 in Triton)
-        rounded to it, a negative literal meeting u8 wrapped."""
+        rounded to it, a negative literal meeting u8 wrapped; an f64 scalar meeting a value of another
+        float dtype rounded first (:meth:`weak_scalar`)."""
+        left, right = (self.weak_scalar(left, expr.left, expr.right, right),
+                       self.weak_scalar(right, expr.right, expr.left, left))
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
         target = promote(dl, dr, divide=expr.op == "/")
         written = m.DTYPES[target][0] if self.fixed(target) else self.joint(expr.left, expr.right)
@@ -348,8 +394,9 @@ class Expressions(ExpressionTypes):
             values["x"] = self.upcast(x, call.args[0])
             if name == "pow":
                 return self.power(call, values, ops)
-            if function.f64_triton and self.dtype_of(call.args[0]) == "f64":
-                return function.f64_triton.format(**values)
+            if function.f64_triton and "f64" in {"f64" if d == SCALAR_F64 else d
+                                                 for d in self.possible_dtypes(call.args[0])}:
+                return self.f64_math(function, values, call.args[0])
         if function.kind == "cast" and isinstance(call.args[0], (m.BinOp, m.Neg)):
             values["x"] = f"({x})"
         if function.kind == "cast" and self.casts_through_f32(call):  # see in_f32
@@ -442,7 +489,7 @@ class Expressions(ExpressionTypes):
         x, value = values["x"], folded(exponent)  # 0.5 - 0 is 0.5 here too, as the reference's Python number
         if value in (0.5, -0.5):  # torch's own special cases: sqrt and rsqrt (NaN at -inf, unlike C's pow)
             sqrt = function_of("sqrt")
-            root = sqrt.f64_triton.format(x=x) if self.dtype_of(call.args[0]) == "f64" else sqrt.triton_text(x=x)
+            root = self.f64_math(sqrt, {"x": x}, call.args[0])
             return root if value > 0 else f"(1.0 / {root})"
         if value is None or math.isnan(value) or not float(value).is_integer() or abs(value) > MAX_MULTIPLIED_EXPONENT:
             state.helpers.add("power")

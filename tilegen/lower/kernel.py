@@ -77,7 +77,9 @@ def kernel_params(state: KernelState) -> tuple[tuple[KernelParam, ...], ...]:
     descriptors = spec.access_style == "descriptor"  # shape and strides live in the descriptor
     pointers = tuple(KernelParam(f"{t.name.id}_desc" if descriptors else f"{t.name.id}_ptr") for t in spec.arrays)
     sizes = tuple(KernelParam(d) for d in size_symbols(spec))
-    scalars = tuple(KernelParam(t.name.id) for t in spec.inputs if t.is_scalar)
+    # an f64 scalar is annotated: Triton passes an unannotated Python float as fp32
+    scalars = tuple(KernelParam(t.name.id, annotation="tl.float64" if t.dtype.id == "f64" else None)
+                    for t in spec.inputs if t.is_scalar)
     strides = () if descriptors else tuple(
         tuple(KernelParam(stride_name(t, i)) for i in range(len(t.dims))) for t in spec.arrays
     )
@@ -197,9 +199,12 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         if early is not None and position == early.after:
             tile.append(_exit_op(state, early))
     # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
-    # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs
+    # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs; an f64
+    # one (typed, so fp64 either way) is a Python float in Triton's interpreter, which tl.cast would
+    # round through fp32 and tl.full makes an fp64 value as it is
     prelude: list[Op] = [
-        Line(f"{t.name.id} = tl.cast({t.name.id}, {m.DTYPES[t.dtype.id][0]})")
+        Line(f"{t.name.id} = tl.full([], {t.name.id}, tl.float64)" if t.dtype.id == "f64" else
+             f"{t.name.id} = tl.cast({t.name.id}, {m.DTYPES[t.dtype.id][0]})")
         for t in state.spec.inputs if t.is_scalar and t.dtype.id in m.FLOAT_DTYPES
     ]
     # a dtype variable is the dtype of the first input typed with it

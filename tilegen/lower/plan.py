@@ -89,15 +89,19 @@ def code_lines(ops: Iterable[Op]) -> Iterator[str]:
 
 @dataclass(frozen=True)
 class KernelParam:
-    """One kernel argument: its name and whether it is a ``tl.constexpr``."""
+    """One kernel argument: its name, whether it is a ``tl.constexpr``, and the Triton type it is
+    annotated with, if any (``tl.float64``: Triton takes an unannotated Python float as fp32)."""
 
     name: str
     constexpr: bool = False
+    annotation: str | None = None
 
     @property
     def text(self) -> str:
-        """The parameter as written in the signature (``BM: tl.constexpr``)."""
-        return f"{self.name}: tl.constexpr" if self.constexpr else self.name
+        """The parameter as written in the signature (``BM: tl.constexpr``, ``beta2: tl.float64``)."""
+        if self.constexpr:
+            return f"{self.name}: tl.constexpr"
+        return f"{self.name}: {self.annotation}" if self.annotation else self.name
 
 
 @dataclass(frozen=True)

@@ -19,10 +19,12 @@ from tilegen.dtypes import (
     INDEX,
     LOGIC,
     NARROW,
+    SCALAR_F64,
     WEAK_FLOAT,
     converts_to_f32,
     expr_dtype,
     is_float,
+    is_int,
     possible_dtypes,
     promote,
 )
@@ -386,6 +388,11 @@ class ReferenceExpressions:
         if expr.op in LOGIC:
             return left, right
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
+        if SCALAR_F64 in (dl, dr):  # a 0-d f64 tensor is weak, as the kernel's f64 scalar, but the kernel
+            other = dr if dl == SCALAR_F64 else dl  # computes with f16 or bf16 in float32, with integers in float64
+            if not self.fixed(other) or (other not in ("f16", "bf16") and not is_int(other)):
+                return left, right
+            dl, dr = ((("f64" if is_int(other) else "f32") if d == SCALAR_F64 else d) for d in (dl, dr))
         if dl == dr or not self.fixed(dl) or not self.fixed(dr):
             return left, right
         target = promote(dl, dr, divide=expr.op == "/")

@@ -11,6 +11,7 @@ from those rows for :mod:`tilegen.nn.linear_cross_entropy` too.
 
 from __future__ import annotations
 
+import os
 from typing import Literal, NamedTuple
 
 import torch
@@ -39,6 +40,25 @@ class CrossEntropyOutput(NamedTuple):
     predicted_tokens: torch.Tensor | None = None
 
 
+#: The environment variable that turns on :func:`check_targets` (any value but "" and "0").
+CHECK_INDICES = "TILEGEN_CHECK_INDICES"
+
+
+def check_targets(target: torch.Tensor, classes: int, ignore_index: int, caller: str) -> None:
+    """Where the environment sets ``TILEGEN_CHECK_INDICES`` (to anything but "" or "0"), raise
+    IndexError naming the first target outside [0, ``classes``) that is not ``ignore_index`` (as
+    torch's CPU cross-entropy does). The check reads the targets on the host, a device sync, so it
+    is off by default: then the loss kernel gives such a row the loss NaN (and NaN gradients),
+    which every reduction keeps. Skipped under torch.compile."""
+    if torch.compiler.is_compiling() or os.environ.get(CHECK_INDICES, "") in ("", "0"):
+        return
+    outside = (target != ignore_index) & ((target < 0) | (target >= classes))
+    if bool(outside.any()):
+        bad = int(target[outside][0])
+        raise IndexError(f"{caller}: target {bad} is out of bounds: the classes are 0 to {classes - 1} "
+                         f"(ignore_index {ignore_index})")
+
+
 def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float, reduction: str) -> bool:
     """Whether the z-loss is added apart from the cross-entropy kernel's rows: for the mean of
     class-weighted rows, which divides the cross-entropy by the targets' weights and the z-loss by
@@ -49,15 +69,18 @@ def split_z_loss(weight: torch.Tensor | None, lse_square_scale: float, reduction
 
 def statistics(lse: torch.Tensor, predicted: torch.Tensor, target: torch.Tensor, *, ignore_index: int,
                lse_square_scale: float, reduction: Reduction, z_loss: bool, token_accuracy: bool,
-               predicted_tokens: bool) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+               predicted_tokens: bool, token_scale: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """The z-loss, token accuracy and predicted tokens (each None unless asked for) of rows with
     log-sum-exp ``lse`` (float32 [N]) and largest logit at ``predicted`` (int64 [N]), as
-    :class:`CrossEntropyOutput` defines them (Liger-Kernel's ``cross_entropy_forward``)."""
+    :class:`CrossEntropyOutput` defines them (Liger-Kernel's ``cross_entropy_forward``); each row's
+    z-loss times ``token_scale`` (float32 [N]) where given (token scaling)."""
     kept = target != ignore_index
     rows = kept.sum()
     z = accuracy = tokens = None
     if z_loss:
         z = torch.where(kept, lse_square_scale * lse * lse, 0.0)
+        z = z if token_scale is None else z * token_scale
         z = z if reduction == "none" else z.sum() / rows if reduction == "mean" else z.sum()
     if token_accuracy:
         correct = ((predicted == target) & kept).float()
@@ -84,6 +107,10 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
     ``return_token_accuracy`` and ``return_predicted_tokens`` gives a :class:`CrossEntropyOutput`
     in place of the loss alone (Liger-Kernel's ``LigerCrossEntropyLoss`` options).
 
+    A target outside [0, V) that is not ``ignore_index`` makes its row's loss NaN (and so the
+    reduced loss; its gradients NaN); with ``TILEGEN_CHECK_INDICES=1`` in the environment the call
+    raises IndexError instead (:func:`check_targets`: a host sync, for debugging).
+
     Raises TypeError or ValueError naming the tensor and dimension on bad input (the kernel's
     checks), and ValueError for an unknown ``reduction``.
     """
@@ -91,6 +118,8 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, weight: torch.Tens
         raise ValueError(f"cross_entropy: reduction must be 'none', 'mean' or 'sum', not {reduction!r}")
     if isinstance(logits, torch.Tensor) and isinstance(target, torch.Tensor) and logits.dim() > 2:
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)  # [B, S, V] as rows
+    if isinstance(logits, torch.Tensor) and isinstance(target, torch.Tensor):
+        check_targets(target, logits.shape[-1], ignore_index, "cross_entropy")
     apart = split_z_loss(weight, lse_square_scale, reduction)
     rows: torch.Tensor
     lse: torch.Tensor

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import torch
 
 from tilegen.nn import module
-from tilegen.nn.cross_entropy import CrossEntropyOutput, split_z_loss, statistics
+from tilegen.nn.cross_entropy import CrossEntropyOutput, check_targets, split_z_loss, statistics
 
 Reduction = Literal["mean", "sum", "none"]
 
@@ -83,6 +83,19 @@ def _in_autocast_dtype(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     return h.to(low), weight.to(low), None if bias is None else bias.to(low)
 
 
+def _target_probability(logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int,
+                        softcap: float) -> torch.Tensor:
+    """Each row's probability of its target, ``softmax(z)[target] = exp(z[target] - lse)`` of the
+    (soft-capped) logits ``z`` from the loss kernel's log-sum-exp, in float32; 0 where the row is
+    ignored (Liger-Kernel's ``use_token_scaling`` factor; it carries no gradient)."""
+    kept = target != ignore_index
+    index = target.masked_fill(~kept, 0).clamp(0, logits.shape[1] - 1)
+    z = logits.detach().gather(1, index[:, None])[:, 0].float()
+    if softcap:
+        z = softcap * torch.tanh(z / softcap)
+    return torch.where(kept, torch.exp(z - lse), 0.0)
+
+
 def _logits(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """``h @ weight.T + bias``: a chunk's logits, one cuBLAS matmul."""
     return h @ weight.T if bias is None else torch.addmm(bias, h, weight.T)
@@ -98,8 +111,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
                 lse_square_scale: float, reduction: Reduction, chunk_rows: int | None,
-                ce_weight: torch.Tensor | None, stats: bool, accum_dtype: torch.dtype | None
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                ce_weight: torch.Tensor | None, stats: bool, accum_dtype: torch.dtype | None, token_scaling: bool
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         n, hidden = h.shape
         vocab = weight.shape[0]
         want_h, want_w = h.requires_grad, weight.requires_grad
@@ -109,6 +122,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         loss_rows = torch.empty(n, device=h.device, dtype=torch.float32)
         lse = torch.empty(n if stats else 0, device=h.device, dtype=torch.float32)
         predicted = torch.empty(n if stats else 0, device=h.device, dtype=torch.int64)
+        scales = torch.empty(n if token_scaling else 0, device=h.device, dtype=torch.float32)
         accumulate = accum_dtype if accum_dtype is not None and accum_dtype != weight.dtype else None
         dh = torch.empty_like(h) if want_h else None
         dw: torch.Tensor | None = None  # the first chunk's product, then each later one added in
@@ -131,19 +145,24 @@ class _LinearCrossEntropy(torch.autograd.Function):
             logits = _logits(h_c, weight, bias)
             options = (ignore_index, label_smoothing, softcap, 0.0 if apart else lse_square_scale)
             loss_c, lse_c = _FORWARD.cross_entropy(logits, t_c, *options, ce_weight)
+            grad_c = row_grad[rows]
+            if token_scaling:  # each row's loss (and so its gradient) times its target's probability, detached
+                p_c = scales[rows] = _target_probability(logits, t_c, lse_c, ignore_index, softcap)
+                loss_c, grad_c = loss_c * p_c, grad_c * p_c
             loss_rows[rows] = loss_c
             if stats:
                 lse[rows] = lse_c
                 predicted[rows] = _STATS.cross_entropy_stats(logits.detach(), softcap)[1]
+            z_factor = scales[rows] if token_scaling else 1.0
             if apart:
-                z_sum += torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0).sum()
+                z_sum += (torch.where(t_c != ignore_index, lse_square_scale * lse_c * lse_c, 0.0) * z_factor).sum()
             if not grads:
                 continue
             # the z-loss apart: d(scale * lse^2 / rows) / d(lse) = 2 * scale * lse / rows, which the backward
             # turns into the logits'
-            dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) / kept_rows if apart \
-                else no_dlse[:len(lse_c)]
-            dlogits = _BACKWARD.cross_entropy_backward(row_grad[rows], dlse, logits, t_c, lse_c, *options, ce_weight,
+            dlse = torch.where(t_c != ignore_index, 2 * lse_square_scale * lse_c, 0.0) * z_factor / kept_rows \
+                if apart else no_dlse[:len(lse_c)]
+            dlogits = _BACKWARD.cross_entropy_backward(grad_c, dlse, logits, t_c, lse_c, *options, ce_weight,
                                                        inplace=inplace)
             if dh is not None:
                 torch.mm(dlogits, weight, out=dh[rows])
@@ -160,10 +179,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
             dw = dw.to(weight.dtype)
         ctx.save_for_backward(dh, dw, None if db is None else db.to(bias.dtype))  # type: ignore[union-attr]
         ctx.scaled = False
-        ctx.mark_non_differentiable(lse, predicted)
+        ctx.mark_non_differentiable(lse, predicted, scales)
         loss = loss_rows.sum()
         loss = loss / valid + z_sum / kept_rows if reduction == "mean" else loss
-        return loss, lse, predicted
+        return loss, lse, predicted, scales
 
     @staticmethod
     def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
@@ -175,7 +194,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for grad in (dh, dw, db):  # in place: a scaled copy of dweight would double the peak memory
             if grad is not None:
                 grad.mul_(dloss.to(grad.dtype))
-        return dh, dw, None, db, None, None, None, None, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None, None, None, None, None
 
 
 class _LinearCrossEntropyRows(torch.autograd.Function):
@@ -188,7 +207,8 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
     def forward(ctx: Any, h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
                 bias: torch.Tensor | None, ignore_index: int, label_smoothing: float, softcap: float,
                 lse_square_scale: float, chunk_rows: int | None, ce_weight: torch.Tensor | None,
-                accum_dtype: torch.dtype | None, argmax: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                accum_dtype: torch.dtype | None, argmax: bool, token_scaling: bool
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         h, weight, bias = _in_autocast_dtype(h, weight, bias)
         n = h.shape[0]
         step = chunk_rows or default_chunk_rows(n, h.shape[1], weight.shape[0], h.element_size())
@@ -196,26 +216,32 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
         loss = torch.empty(n, device=h.device, dtype=torch.float32)
         lse = torch.empty(n, device=h.device, dtype=torch.float32)
         predicted = torch.empty(n if argmax else 0, device=h.device, dtype=torch.int64)
+        scales = torch.empty(n if token_scaling else 0, device=h.device, dtype=torch.float32)
         for start in range(0, n, step):
             rows = slice(start, min(start + step, n))
             logits = _logits(h[rows], weight, bias)
             loss[rows], lse[rows] = _FORWARD.cross_entropy(logits, target[rows], *options, ce_weight)
+            if token_scaling:  # each row's loss times its target's probability, detached
+                scales[rows] = _target_probability(logits, target[rows], lse[rows], options[0], options[2])
+                loss[rows] *= scales[rows]
             if argmax:
                 predicted[rows] = _STATS.cross_entropy_stats(logits, softcap)[1]
-        ctx.save_for_backward(h, weight, target, bias, ce_weight, lse)
+        ctx.save_for_backward(h, weight, target, bias, ce_weight, lse, scales)
         ctx.options, ctx.step, ctx.accum_dtype = options, step, accum_dtype
-        ctx.mark_non_differentiable(lse, predicted)
-        return loss, lse, predicted
+        ctx.mark_non_differentiable(lse, predicted, scales)
+        return loss, lse, predicted, scales
 
     @staticmethod
     def backward(ctx: Any, dloss: torch.Tensor, *unused: Any) -> tuple[torch.Tensor | None, ...]:
-        h, weight, target, bias, ce_weight, lse = ctx.saved_tensors
+        h, weight, target, bias, ce_weight, lse, scales = ctx.saved_tensors
         want_h, want_w, want_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
         accumulate = ctx.accum_dtype if ctx.accum_dtype not in (None, weight.dtype) else weight.dtype
         dh = torch.empty_like(h) if want_h else None
         dw = torch.zeros(weight.shape, device=weight.device, dtype=accumulate) if want_w else None
         db = torch.zeros(weight.shape[0], device=h.device, dtype=torch.float32) if want_b else None
         dloss = dloss.float().contiguous()
+        if scales.numel():  # token scaling: the loss of a row is its cross-entropy times a constant
+            dloss = dloss * scales
         no_dlse = torch.zeros_like(lse)  # the log-sum-exp is not an output of linear_cross_entropy
         for start in range(0, h.shape[0], ctx.step):
             rows = slice(start, min(start + ctx.step, h.shape[0]))
@@ -229,7 +255,7 @@ class _LinearCrossEntropyRows(torch.autograd.Function):
                 db += dlogits.sum(0, dtype=torch.float32)
         dw = None if dw is None else dw.to(weight.dtype)
         db = None if db is None else db.to(bias.dtype)
-        return dh, dw, None, db, None, None, None, None, None, None, None, None
+        return dh, dw, None, db, None, None, None, None, None, None, None, None, None
 
 
 def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
@@ -238,7 +264,8 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
                          reduction: Reduction = "mean", chunk_rows: int | None = None,
                          ce_weight: torch.Tensor | None = None, accum_dtype: torch.dtype | None = None,
                          return_z_loss: bool = False, return_token_accuracy: bool = False,
-                         return_predicted_tokens: bool = False) -> torch.Tensor | CrossEntropyOutput:
+                         return_predicted_tokens: bool = False, use_token_scaling: bool = False
+                         ) -> torch.Tensor | CrossEntropyOutput:
     """``F.cross_entropy(h @ weight.T + bias, target, ignore_index=..., label_smoothing=...,
     reduction=...)`` without the [N, V] logits: a 0-dim float32 loss, differentiable in ``h``,
     ``weight`` and ``bias``.
@@ -273,6 +300,16 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
     alone: the z-loss from the loss kernel's log-sum-exp, the others from ``cross_entropy_stats``
     (one more read of each chunk's logits, only when asked for).
 
+    ``use_token_scaling`` (Liger-Kernel's option) multiplies each row's loss (its z-loss too) by the
+    probability the row's (soft-capped) logits give its target, ``softmax(z)[target]``, taken as a
+    constant (detached: the gradient of a row is its cross-entropy's times that probability); an
+    ignored row's factor is 0. The probability comes from the loss kernel's log-sum-exp and the
+    target's logit (no further read of the logits), in float32; the returned z-loss is scaled alike.
+
+    A target outside [0, V) that is not ``ignore_index`` makes the loss NaN (and the gradients);
+    with ``TILEGEN_CHECK_INDICES=1`` in the environment the call raises IndexError instead
+    (:func:`~tilegen.nn.cross_entropy.check_targets`: a host sync, for debugging).
+
     Raises TypeError or ValueError naming the argument on a wrong type, rank, size or dtype.
     """
     if isinstance(h, torch.Tensor) and isinstance(target, torch.Tensor) and h.dim() > 2:
@@ -281,18 +318,20 @@ def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, target: torch.Te
                              f"target's shape {tuple(target.shape)}")
         h, target = h.reshape(-1, h.shape[-1]), target.reshape(-1)  # [B, S, H] tokens as [B * S, H] rows
     _check(h, weight, target, bias, reduction, ce_weight)
+    check_targets(target, weight.shape[0], ignore_index, "linear_cross_entropy")
     stats = return_z_loss or return_token_accuracy or return_predicted_tokens
     if reduction == "none":
-        loss, lse, predicted = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]
+        loss, lse, predicted, scales = _LinearCrossEntropyRows.apply(  # type: ignore[no-untyped-call]
             h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, chunk_rows,
-            ce_weight, accum_dtype, return_token_accuracy or return_predicted_tokens)
+            ce_weight, accum_dtype, return_token_accuracy or return_predicted_tokens, use_token_scaling)
     else:
-        loss, lse, predicted = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
+        loss, lse, predicted, scales = _LinearCrossEntropy.apply(  # type: ignore[no-untyped-call]
             h, weight, target, bias, ignore_index, label_smoothing, softcap, lse_square_scale, reduction, chunk_rows,
-            ce_weight, stats, accum_dtype)
+            ce_weight, stats, accum_dtype, use_token_scaling)
     if not stats:
         return loss  # type: ignore[no-any-return]
     z, accuracy, tokens = statistics(lse, predicted, target, ignore_index=ignore_index,
                                      lse_square_scale=lse_square_scale, reduction=reduction, z_loss=return_z_loss,
-                                     token_accuracy=return_token_accuracy, predicted_tokens=return_predicted_tokens)
+                                     token_accuracy=return_token_accuracy, predicted_tokens=return_predicted_tokens,
+                                     token_scale=scales if use_token_scaling else None)
     return CrossEntropyOutput(loss, z, accuracy, tokens)

@@ -1080,9 +1080,22 @@ RUNNERS: dict[str, Callable[[Case, dict[str, int]], None]] = {
 KNOWN_BUGS: list[tuple[Callable[[Case], bool], type[BaseException], str]] = []
 
 
+#: Cases where torch's rounding and Liger's differ beyond Liger's tolerance at Liger's sizes on the
+#: GPU (the interpreter's small sizes stay inside it), and tilegen computes Liger's: strict xfails
+#: there. geglu's bf16 MLP at (2, 2048, 2048, 4096) and (9, 41, 341, 4231): its weight gradients
+#: (about 1e5) differ from torch's by two bf16 units in about 5% of elements, because da is rounded
+#: to bf16 once from float32 (Liger's kernel, and tilegen's spec) where torch rounds dy * b first
+#: and gelu's backward after; the same two formulas emulated in torch differ in 4.9% of them.
+ROUNDING: list[tuple[Callable[[Case], bool], type[BaseException], str]] = [
+    (lambda case: not INTERPRET and case.op == "geglu" and case.kind == "gated_mlp" and case.dtype == torch.bfloat16,
+     AssertionError, "bf16 da rounded once (Liger's formula) where torch rounds twice: weight gradients of about "
+     "1e5 two bf16 units apart in ~5% of elements, beyond atol = rtol = 1e-2"),
+]
+
+
 def _param(case: Case) -> Any:
     marks = [pytest.mark.xfail(strict=True, raises=error, reason=reason)
-             for applies, error, reason in KNOWN_BUGS if applies(case)]
+             for applies, error, reason in KNOWN_BUGS + ROUNDING if applies(case)]
     return pytest.param(case, id=case.id, marks=marks)
 
 

@@ -46,16 +46,22 @@ DTYPE_LIMITS: dict[str, tuple[int, int] | float] = {
     "i32": (-(2**31), 2**31 - 1),
     "i64": (-(2**63), 2**63 - 1),
     "u8": (0, 255),
+    "f8e4m3": 448.0,
+    "f8e5m2": 57344.0,
     "f16": 65504.0,
     "bf16": 3.3895313892515355e38,
     "f32": 3.4028234663852886e38,
     "f64": 1.7976931348623157e308,
 }
 
-#: The 16-bit floats, which sums accumulate in float32 (as torch does).
-NARROW = ("f16", "bf16")
+#: The 8-bit floats (OCP FP8: e4m3 with no infinities, as torch's float8_e4m3fn, and e5m2): tensors
+#: to load and store and ``dot`` operands; arithmetic on them computes in float32.
+FP8 = ("f8e4m3", "f8e5m2")
 
-_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+#: The 16-bit floats, which sums accumulate in float32 (as torch does), and the 8-bit ones.
+NARROW = ("f16", "bf16", *FP8)
+
+_FLOAT_RANK = {"f8e4m3": 0, "f8e5m2": 0, "f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 _INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 
@@ -85,7 +91,11 @@ def is_int(dtype: str | None) -> bool:
 
 def promote(left: str | None, right: str | None, *, divide: bool = False) -> str | None:
     """The dtype of arithmetic on ``left`` and ``right`` (``None``: an integer literal,
-    ``"float"``: a float literal)."""
+    ``"float"``: a float literal). Arithmetic on an fp8 operand computes in float32 (torch has
+    no fp8 arithmetic; Triton converts)."""
+    if left in FP8 or right in FP8:
+        other = right if left in FP8 else left
+        return "f64" if other == "f64" else "f32"
     if SCALAR_F64 in (left, right):  # float64 with numbers, integers and f64; as an f32 scalar with other floats
         other = right if left == SCALAR_F64 else left
         if other in (None, WEAK_FLOAT, SCALAR_F64) or is_int(other):
@@ -116,6 +126,12 @@ def promote(left: str | None, right: str | None, *, divide: bool = False) -> str
     return max(left, right, key=lambda d: _INT_BITS[d])
 
 
+def is_fp8(dtype: str | None, spec: m.Spec) -> bool:
+    """True where ``dtype`` is fp8 under every binding of ``spec``'s dtype variables (``F`` of
+    ``dtype F in f8e4m3, f8e5m2`` too): arithmetic converts such an operand to float32 first."""
+    return dtype is not None and all(d in FP8 for d in possible_dtypes(dtype, spec))
+
+
 def math_dtype(dtype: str | None) -> str:
     """What math computes in: f64 stays f64 (an f64 scalar's too), everything else is float32."""
     return dtype if dtype in ("f64", SCALAR_F64) else "f32"
@@ -123,7 +139,7 @@ def math_dtype(dtype: str | None) -> str:
 
 def computes_in_f32(dtype: str | None) -> bool:
     """True where math on a tile of ``dtype`` first converts it to float32: f16, bf16, integers."""
-    return dtype in ("f16", "bf16") or is_int(dtype)
+    return dtype in NARROW or is_int(dtype)
 
 
 def possible_dtypes(dtype: str | None, spec: m.Spec) -> tuple[str | None, ...]:

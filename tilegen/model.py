@@ -21,6 +21,8 @@ DTYPES: dict[str, tuple[str, str]] = {
     "bf16": ("tl.bfloat16", "torch.bfloat16"),
     "f32": ("tl.float32", "torch.float32"),
     "f64": ("tl.float64", "torch.float64"),
+    "f8e4m3": ("tl.float8e4nv", "torch.float8_e4m3fn"),
+    "f8e5m2": ("tl.float8e5", "torch.float8_e5m2"),
     "i8": ("tl.int8", "torch.int8"),
     "i16": ("tl.int16", "torch.int16"),
     "i32": ("tl.int32", "torch.int32"),
@@ -29,10 +31,11 @@ DTYPES: dict[str, tuple[str, str]] = {
     "bool": ("tl.int1", "torch.bool"),  # a mask: comparisons give one, where() and any/all take one
 }
 
-FLOAT_DTYPES = frozenset({"f16", "bf16", "f32", "f64"})
+FLOAT_DTYPES = frozenset({"f8e4m3", "f8e5m2", "f16", "bf16", "f32", "f64"})
 
 #: Bytes per element of each dtype.
-DTYPE_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "u8": 1, "bool": 1}
+DTYPE_BYTES = {"f8e4m3": 1, "f8e5m2": 1, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+               "u8": 1, "bool": 1}
 
 #: ``dot(..., precision=...)`` values, as Triton's ``input_precision`` spells them.
 PRECISIONS = ("ieee", "tf32", "tf32x3")

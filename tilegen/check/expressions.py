@@ -16,7 +16,8 @@ from tilegen.functions import CASTS, FUNCTIONS, Function, lookup
 from tilegen.spec_text import extent_text
 
 #: Operand dtypes ``tl.dot`` takes, and the accumulator dtypes each may add into.
-DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "i8": ("i32",)}
+DOT_ACCUMULATORS = {"f16": ("f32", "f16"), "bf16": ("f32",), "f32": ("f32",), "f8e4m3": ("f32",), "f8e5m2": ("f32",),
+                    "i8": ("i32",)}
 
 
 def dtype_of(state: CheckState, expr: m.Expr, scope: Scope) -> str | None:

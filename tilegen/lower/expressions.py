@@ -18,6 +18,7 @@ from tilegen.dtypes import (
     BOOL,
     COMPARISONS,
     DTYPE_LIMITS,
+    FP8,
     GIVEN,
     INDEX,
     LOGIC,
@@ -27,6 +28,7 @@ from tilegen.dtypes import (
     converts_to_f32,
     expr_dtype,
     is_float,
+    is_fp8,
     is_int,
     possible_dtypes,
     promote,
@@ -60,9 +62,12 @@ def constant_text(value: int | float) -> str:
 def triton_dtype(left: str, right: str, op: str) -> str | None:
     """The dtype Triton computes ``left op right`` of two tiles in (its own promotion rules, which
     differ from the spec's: f16 with bf16 is f16, u8 with i8 is u8, and a division of f16 or bf16
-    is float32), or None where Triton refuses (``/`` of integers of both signednesses)."""
+    is float32), or None where Triton refuses (``/`` of integers of both signednesses) or where an
+    operand is fp8 (converted to the spec's dtype first)."""
     divide = op == "/"
     pair = {left, right}
+    if pair & set(FP8):  # Triton's fp8 arithmetic is not torch's (which has none): convert first
+        return None
     if "f64" in pair:
         return "f64"
     if divide and (is_float(left) or is_float(right)):
@@ -304,6 +309,10 @@ class ExpressionTypes:
             return text if expr.op in COMPARISONS else f"({text}).to({written})"
         if expr.op in LOGIC or not self.fixed(target):
             return binop_text(expr, left, right)
+        if is_fp8(dl, self.state.spec) and not self.fixed(dl):  # F of f8e4m3, f8e5m2: in float32 (f64)
+            left = f"{left}.to({m.DTYPES[target][0]})"
+        if is_fp8(dr, self.state.spec) and not self.fixed(dr):
+            right = f"{right}.to({m.DTYPES[target][0]})"
         rounds = expr.op == "/" and target in NARROW  # Triton divides f16 and bf16 in float32
         cast = self.fixed(dl) and self.fixed(dr) and not rounds and triton_dtype(dl, dr, expr.op) != target
         if cast or dl is None:

@@ -125,3 +125,27 @@ kernel mixed
         compiled(source.format(other="f16"), "mixed")
     with pytest.raises(SpecError, match="'a' is f8e4m3, 'b' is f8e5m2"):
         compiled(source.format(other="f8e5m2"), "mixed")
+
+
+def test_casts_to_fp8_store_what_torch_converts(compiled):
+    """``f8e4m3(...)`` and ``f8e5m2(...)`` of values each dtype holds exactly (the interpreter's own
+    rounding of other values is not torch's), and an fp8 output written from float32."""
+    source = """\
+kernel to_f8
+  in  x: f32[N]
+  out y: f8e4m3[N]
+  out z: f8e5m2[N]
+  block BN = 32
+  grid  i over N by BN
+  y[i] = f8e4m3(x[i] * 2.0)
+  z[i] = x[i]
+"""
+    module = compiled(source, "to_f8")
+    exact = torch.tensor([0.0, -0.0, 1.0, -1.5, 0.125, 3.0, -28.0, 0.015625, 112.0, -96.0, 2.0**-7, 5.0])
+    x = exact.repeat(7)[:77]
+    y, z = module.to_f8(x)
+    assert y.dtype == torch.float8_e4m3fn and z.dtype == torch.float8_e5m2
+    assert torch.equal(y.float(), (x * 2.0).to(torch.float8_e4m3fn).float())
+    assert torch.equal(z.float(), x.to(torch.float8_e5m2).float())
+    want_y, want_z = module.reference(x)
+    assert torch.equal(want_y.float(), y.float()) and torch.equal(want_z.float(), z.float())

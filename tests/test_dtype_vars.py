@@ -142,7 +142,8 @@ def test_op_takes_each_dtype_and_fakes_it(tmp_path):
 @pytest.mark.parametrize(
     "declaration,message",
     [
-        ("dtype T in f16, i32", "dtype variable 'T' may stand for float dtypes (f16, bf16, f32, f64, f8e4m3, f8e5m2), not 'i32'"),
+        ("dtype T in f16, i32",
+         "dtype variable 'T' may stand for float dtypes (f16, bf16, f32, f64, f8e4m3, f8e5m2), not 'i32'"),
         ("dtype T in f16, f16", "'f16' is listed twice for dtype variable 'T'"),
         ("dtype T in f16", "dtype variable 'T' needs two or more dtypes; for one, write it in place of 'T'"),
         ("dtype f16 in f16, bf16", "dtype variable name 'f16' is reserved; choose another name"),
@@ -162,7 +163,8 @@ def test_the_launcher_must_read_the_variable_off_an_input():
 
 def test_a_problem_of_one_binding_names_it():
     text = MATMUL.replace("dtype T in f16, bf16, f32", "dtype T in f16, f64")
-    assert "'dot' does not take f64 tiles ('a'); operands are one of f16, bf16, f32, f8e4m3, f8e5m2, i8 (with T = f64)" in _errors(text)
+    assert ("'dot' does not take f64 tiles ('a'); operands are one of f16, bf16, f32, f8e4m3, f8e5m2, i8 (with T = f64)"
+            in _errors(text))
 
 
 def test_dtypes_that_need_different_kernels_are_refused():

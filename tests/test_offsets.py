@@ -96,8 +96,35 @@ def test_what_an_offset_may_not_say(line, words):
 
 
 def test_an_offset_loads_through_pointers_only():
-    text = HEAD.replace("block BN = 8\n", "block BN = 8\n  access block_ptr\n") + "  y[r, c] = x[r, c + 1]\n"
-    assert any("goes through pointers only" in message for message in _errors(text))
+    """Block pointers take no offset; a descriptor only one of index axes and sizes (one number per
+    program, below), not a tile axis's."""
+    for access in ("block_ptr", "descriptor"):
+        text = HEAD.replace("block BN = 8\n", f"block BN = 8\n  access {access}\n") + "  y[r, c] = x[r, c + 1]\n"
+        assert any("goes through pointers only" in message for message in _errors(text))
+
+
+GROUPED = """
+kernel grouped
+  in  x: f32[B, H, N]
+  in  w: f32[B, G, N]
+  out y: f32[B, H, N]
+  block BN = 16
+  grid  z over B, h over H, c over N by BN
+  access {access}
+  y[z, h, c] = x[z, h, c] + w[z, h / (H / G), c]
+"""
+
+
+@pytest.mark.parametrize("access", ["pointers", "descriptor"])
+def test_an_offset_of_index_axes_reads_one_row_per_program(compiled, access):
+    """``w[z, h / (H / G), c]``: the row of group h / (H / G), through pointers or as a descriptor's
+    offset (a block of 1); the launch refuses H not a multiple of G."""
+    module = compiled(GROUPED.format(access=access), f"grouped_{access}")
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 6, 40, generator=g), torch.randn(2, 3, 40, generator=g)
+    torch.testing.assert_close(module.grouped(x, w), x + w.repeat_interleave(2, dim=1))
+    with pytest.raises(ValueError, match="multiple of G"):
+        module.grouped(x, torch.randn(2, 4, 40))
 
 
 # Stores at offsets: the shifted row, lanes that fall outside the output left out (each element is

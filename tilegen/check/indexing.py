@@ -109,17 +109,21 @@ def index_axes(
 
 
 def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:
-    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers: one tile axis (or
-    none) plus or minus an offset of sizes, integer scalar inputs, integers, index axes (``g * CG +
+    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers (through a tensor
+    descriptor, an offset of index axes and sizes alone: ``k[z, h / (H / HK), n, d]``, one number per
+    program, a block of 1): one tile axis (or none) plus or minus an offset of sizes, integer scalar inputs, integers, index axes (``g * CG +
     c``) and loads of an integer tensor at index axes (``offsets[r] + c``: a start from data), with
     ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the launcher checks;
     other quotients and an axis divided round down). The tile axis enters with a factor of 1, so
     the index runs over a shifted range of the tensor's dimension; lanes outside it read 0, and a
     store leaves them out. A store takes one offset. Returns the tile axis, if any."""
     where = f"the index of '{tensor.name.id}'"
-    if state.spec.access_style != "pointers":
+    per_program = not any(isinstance(e, m.Load) for e in m.subexpressions(item)) and not any(
+        n in scope.axes and not scope.axes[n].is_index for n in m.offset_names(item))
+    if state.spec.access_style == "block_ptr" or (state.spec.access_style == "descriptor" and not per_program):
         state.errors.error(f"{where} is an offset, which goes through pointers only (this spec has "
-                           f"'access {state.spec.access_style}')", item.span)
+                           f"'access {state.spec.access_style}'; a descriptor takes an offset of index axes "
+                           "and sizes alone, one number per program)", item.span)
         return []
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
     tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1

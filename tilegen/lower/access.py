@@ -197,7 +197,7 @@ class Access:
     def descriptor(self, access: m.Load | m.Store) -> tuple[str, str]:
         """The host-made tensor descriptor argument of ``tensor`` (``a_desc``) and the offsets
         of this access's tile; records the descriptor's block shape for the launcher (1 where
-        the index holds an index axis or a constant)."""
+        the index holds an index axis, a constant or an offset of index axes and sizes)."""
         state = self.state
         tensor = tensor_of(state.spec, access.tensor.id)
         blocks: list[str] = []
@@ -207,6 +207,9 @@ class Access:
             if isinstance(item, m.Number):
                 blocks.append("1")
                 offsets.append(item.text)
+            elif is_offset(item):  # one number per program (k[z, h / (H / HK), n, d]): a block of 1
+                blocks.append("1")
+                offsets.append(self.offset(item, ()))
             else:
                 assert isinstance(item, m.Name), f"not a constant or an axis: {item}"
                 tile = state.axes[item.id].tile

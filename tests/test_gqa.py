@@ -63,3 +63,18 @@ def test_gqa_refuses_heads_that_do_not_group(generated):
     q, k, v = inputs(1, 6, 4, 16, 16, torch.float32)
     with pytest.raises(ValueError, match="HK"):
         module.attention_gqa(q.detach(), k.detach(), v.detach(), 0.25)
+
+
+@pytest.mark.parametrize(("drawn", "given", "want"), [
+    ({"H": 12, "HK": 5}, (), {"H": 12, "HK": 4}),  # the largest divisor of H not above the draw
+    ({"H": 3, "HK": 89}, (), {"H": 3, "HK": 3}),
+    ({"H": 7, "HK": 4}, ("HK",), {"H": 8, "HK": 4}),  # HK given: H rounded up to a multiple
+])
+def test_a_run_draws_heads_that_group(drawn, given, want):
+    """`tilegen run` and the demo choose sizes the launch accepts: H a multiple of HK."""
+    from tests.conftest import spec_named
+    from tilegen.sizes import index_quotients, round_to_multiples
+
+    spec = spec_named("attention_gqa")
+    assert index_quotients(spec) == [("H", "HK")]
+    assert round_to_multiples(spec, dict(drawn), given) == want

@@ -64,11 +64,37 @@ def index_multiples(spec: m.Spec) -> dict[str, int]:
     return found
 
 
+def index_quotients(spec: m.Spec) -> list[tuple[str, str]]:
+    """The pairs of sizes ``(A, B)`` an index divides one by the other (grouped-query attention's
+    ``k[z, h / (H / HK), n, d]``: ``(H, HK)``): the launcher refuses ``A`` not a multiple of ``B``."""
+    axes = {a.name.id for a in spec.axes()}
+    found: list[tuple[str, str]] = []
+    for stmt in m.statements(spec.body):
+        for access in m.accesses(stmt):
+            for item in access.index:
+                for sub in m.subexpressions(item) if m.is_offset(item) else ():
+                    if (isinstance(sub, m.BinOp) and sub.op == "/" and isinstance(sub.left, m.Ref)
+                            and isinstance(sub.right, m.Ref) and not {sub.left.name.id, sub.right.name.id} & axes):
+                        pair = (sub.left.name.id, sub.right.name.id)
+                        found += [pair] if pair not in found else []
+    return found
+
+
 def round_to_multiples(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:
-    """``sizes`` with each size of :func:`index_multiples` not ``given`` rounded up to its multiple."""
+    """``sizes`` with each size of :func:`index_multiples` not ``given`` rounded up to its multiple,
+    and each divisor ``B`` of an :func:`index_quotients` pair ``(A, B)`` made the largest divisor of
+    ``A`` not above it (``A`` rounded up to a multiple of ``B`` where ``B`` is given)."""
     for name, factor in index_multiples(spec).items():
         if name in sizes and name not in given:
             sizes[name] += -sizes[name] % factor
+    for numerator, divisor in index_quotients(spec):
+        if numerator not in sizes or divisor not in sizes:
+            continue
+        if divisor not in given:
+            sizes[divisor] = max(d for d in range(1, min(sizes[divisor], sizes[numerator]) + 1)
+                                 if sizes[numerator] % d == 0)
+        elif numerator not in given:
+            sizes[numerator] += -sizes[numerator] % sizes[divisor]
     return sizes
 
 

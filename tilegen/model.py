@@ -603,13 +603,28 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
 _OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "over"}
 
 
+#: The longest name :func:`derived_name` spells out; a longer extent is named after its first size.
+SPELLED_OUT = 20
+
+
 def derived_name(extent: Expr) -> str:
     """The size symbol of a derived extent, as the generated code names it: ``C / G`` is
-    ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``."""
+    ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``; an extent whose name would
+    pass :data:`SPELLED_OUT` characters is its first size's, ``_out`` added (a pooling's
+    ``(H + 2 * P - K) / S + 1`` is ``H_out``, as torch's docs name it)."""
+    name = _spelled(extent)
+    if len(name) <= SPELLED_OUT:
+        return name
+    first = next((e.name.id for e in subexpressions(extent) if isinstance(e, Ref)), "size")
+    return f"{first}_out"
+
+
+def _spelled(extent: Expr) -> str:
+    """A derived extent's name with every operator spelled out (``C_over_G``)."""
     if isinstance(extent, BinOp):
-        return f"{derived_name(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{derived_name(extent.right)}"
+        return f"{_spelled(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{_spelled(extent.right)}"
     if isinstance(extent, Neg):
-        return f"minus_{derived_name(extent.operand)}"
+        return f"minus_{_spelled(extent.operand)}"
     if isinstance(extent, Ref):
         return extent.name.id
     return extent.text if isinstance(extent, Number) else "size"

@@ -648,6 +648,54 @@ def offset_names(item: Expr) -> list[str]:
     return names
 
 
+def index_locals(spec: Spec) -> Spec:
+    """``spec`` with each index item that names a local of index arithmetic replaced by its value:
+    ``h = stride * oh + kh - padding``, then ``x[n, c, h, w]`` reads ``x[n, c, stride * oh + kh -
+    padding, ...]`` (an offset index, checked as one). Such a local is assigned once, to ``+ - * /``
+    and negation of names and integers (the checker says which names an index takes); any other
+    name in an index is left for the checker (an axis, or an error)."""
+    assigned: dict[str, list[Assign | None]] = {}  # local -> its assignments (None: a declaration or update)
+    for stmt in statements(spec.body):
+        if isinstance(stmt, (Assign, Accumulate, Declare)):
+            assigned.setdefault(stmt.name.id, []).append(stmt if isinstance(stmt, Assign) else None)
+    found: dict[str, Expr] = {}
+
+    def arithmetic(e: Expr) -> bool:
+        parts = list(subexpressions(e))
+        return (all(isinstance(p, (Ref, BinOp, Neg)) or (isinstance(p, Number) and p.is_int) for p in parts)
+                and all(p.op in ("+", "-", "*", "/") for p in parts if isinstance(p, BinOp)))
+
+    def inlined(e: Expr) -> Expr | None:  # a local of index arithmetic inside another's value
+        return found[e.name.id] if isinstance(e, Ref) and e.name.id in found else None
+
+    for name, stmts in assigned.items():
+        first = stmts[0]
+        if len(stmts) == 1 and first is not None and arithmetic(first.value):
+            found[name] = first.value
+    for name in list(found):
+        found[name] = map_expr(found[name], inlined)
+    if not found:
+        return spec
+
+    def item(i: Index) -> Index:
+        if isinstance(i, Name) and i.id in found:
+            return cast(Index, found[i.id])
+        if isinstance(i, Load):
+            return dataclasses.replace(i, index=tuple(item(j) for j in i.index))
+        return i
+
+    def load(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return dataclasses.replace(e, index=tuple(item(j) for j in e.index))
+        return None
+
+    def rewritten(s: Stmt) -> Stmt:
+        s = map_values(s, lambda e: map_expr(e, load))
+        return dataclasses.replace(s, index=tuple(item(j) for j in s.index)) if isinstance(s, Store) else s
+
+    return dataclasses.replace(spec, body=map_body(spec.body, rewritten))
+
+
 def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:
     """Every statement of ``body`` in order, nested loop bodies included (after their loop): the
     one walk over statements."""

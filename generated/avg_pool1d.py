@@ -127,9 +127,9 @@ def avg_pool1d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, cou
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, y, *args)
         return y
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _avg_pool1d_apply(x, kernel_size, stride, padding, count_include_pad, BL)
     device, T, kernel_size, stride, padding, count_include_pad, N, C, L, L_out = _avg_pool1d_checked(x, kernel_size, stride, padding, count_include_pad, BL=BL)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("avg_pool1d")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return avg_pool1d(x, kernel_size, stride, padding, count_include_pad, BL=BL)
@@ -186,3 +186,12 @@ def _avg_pool1d_traced(x: torch.Tensor, kernel_size: int, stride: int, padding: 
 
 
 op = _rt.register_op("avg_pool1d", "c5eaeceb33487f3b", avg_pool1d, _avg_pool1d_fake, _avg_pool1d_traced)
+
+
+_avg_pool1d_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, avg_pool1d, __file__, ("x", "kernel_size", "stride", "padding", "count_include_pad"), ("y",),
+    backward=(("avg_pool1d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad"), ("dx",), False),),
+    saved=("x",),
+    scalars=("kernel_size", "stride", "padding", "count_include_pad"),
+    keywords=("BL",),
+)

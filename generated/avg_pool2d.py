@@ -155,9 +155,9 @@ def avg_pool2d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, cou
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, y, *args)
         return y
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _avg_pool2d_apply(x, kernel_size, stride, padding, count_include_pad, divisor_override, BH, BW)
     device, T, kernel_size, stride, padding, count_include_pad, divisor_override, N, C, H, W, H_out, W_out = _avg_pool2d_checked(x, kernel_size, stride, padding, count_include_pad, divisor_override, BH=BH, BW=BW)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("avg_pool2d")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return avg_pool2d(x, kernel_size, stride, padding, count_include_pad, divisor_override, BH=BH, BW=BW)
@@ -221,3 +221,12 @@ def _avg_pool2d_traced(x: torch.Tensor, kernel_size: int, stride: int, padding: 
 
 
 op = _rt.register_op("avg_pool2d", "e300289bb8d3c660", avg_pool2d, _avg_pool2d_fake, _avg_pool2d_traced)
+
+
+_avg_pool2d_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, avg_pool2d, __file__, ("x", "kernel_size", "stride", "padding", "count_include_pad", "divisor_override"), ("y",),
+    backward=(("avg_pool2d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad", "divisor_override"), ("dx",), False),),
+    saved=("x",),
+    scalars=("kernel_size", "stride", "padding", "count_include_pad", "divisor_override"),
+    keywords=("BH", "BW"),
+)

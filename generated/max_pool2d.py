@@ -148,9 +148,9 @@ def max_pool2d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dil
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, y, *args)
         return y
+    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
+        return _max_pool2d_apply(x, kernel_size, stride, padding, dilation, BH, BW)
     device, T, kernel_size, stride, padding, dilation, N, C, H, W, H_out, W_out = _max_pool2d_checked(x, kernel_size, stride, padding, dilation, BH=BH, BW=BW)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("max_pool2d")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return max_pool2d(x, kernel_size, stride, padding, dilation, BH=BH, BW=BW)
@@ -212,3 +212,12 @@ def _max_pool2d_traced(x: torch.Tensor, kernel_size: int, stride: int, padding: 
 
 
 op = _rt.register_op("max_pool2d", "a6cbf26c405b0822", max_pool2d, _max_pool2d_fake, _max_pool2d_traced)
+
+
+_max_pool2d_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
+    op, max_pool2d, __file__, ("x", "kernel_size", "stride", "padding", "dilation"), ("y",),
+    backward=(("max_pool2d_backward", ("dy", "x", "kernel_size", "stride", "padding", "dilation", "y"), ("dx",), False),),
+    saved=("x", "y"),
+    scalars=("kernel_size", "stride", "padding", "dilation"),
+    keywords=("BH", "BW"),
+)

@@ -80,6 +80,11 @@ def index_axes(
                                f"integer, an offset axis or a gather", item.span)
             continue
         axis = scope.axes.get(item.id)
+        if axis is None and item.id in scope.locals:  # h = x[r] + 1: not index arithmetic (model.index_locals)
+            state.errors.error(f"'{item.id}' is a local that is not index arithmetic: an index takes an axis, an "
+                               "integer, a gather, or arithmetic of axes, sizes and integers, written out or as a "
+                               "local assigned once to it (h = stride * oh + kh - padding)", item.span)
+            continue
         if axis is None:
             state.errors.error(f"unknown axis '{item.id}'", item.span)
             continue

@@ -81,7 +81,7 @@ def test_pool1d_matches_torch(generated, length, k, s, p, d, bl):
                                    F.avg_pool1d(x, k, s, p, False, bool(count_include_pad)))
 
 
-@pytest.mark.parametrize(("bh", "bw"), [(2, 2), (4, 8)])
+@pytest.mark.parametrize(("bh", "bw"), [(1, 8), (8, 4)])
 @pytest.mark.parametrize(("shape", "k", "s", "p", "d"), [((5, 6, 7), 3, 2, 1, 1), ((4, 7, 5), 2, 1, 1, 2)])
 def test_max_pool3d_matches_torch_on_a_grid_of_five_axes(generated, shape, k, s, p, d, bh, bw):
     """n, c and od share program id 0: every (n, c, od) is computed once."""
@@ -248,3 +248,11 @@ def test_two_extents_of_one_name_are_refused(dims, message):
     text = (f"kernel k\n  in  x: f32[B, L]\n  in  S: i32\n  out {dims}\n  grid  b over B, o over L whole\n"
             "  y[b, 0] = x[b, 0]\n  v[b, 0] = x[b, 1]\n")
     assert any(message in line for line in _errors(text))
+
+
+@pytest.mark.parametrize("count_include_pad", [1, 0])
+@pytest.mark.parametrize(("shape", "k", "s", "p"), [((5, 6, 7), 3, 2, 1), ((3, 4, 5), 2, 1, 1)])
+def test_avg_pool3d_matches_torch(generated, shape, k, s, p, count_include_pad):
+    x = _randn(2, 3, *shape, seed=sum(shape) + k)
+    y = generated("avg_pool3d").avg_pool3d(x, k, s, p, count_include_pad, BH=4, BW=8)
+    torch.testing.assert_close(y, F.avg_pool3d(x, k, s, p, False, bool(count_include_pad)), rtol=1e-6, atol=1e-6)

@@ -256,3 +256,19 @@ def test_avg_pool3d_matches_torch(generated, shape, k, s, p, count_include_pad):
     x = _randn(2, 3, *shape, seed=sum(shape) + k)
     y = generated("avg_pool3d").avg_pool3d(x, k, s, p, count_include_pad, BH=4, BW=8)
     torch.testing.assert_close(y, F.avg_pool3d(x, k, s, p, False, bool(count_include_pad)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(("bh", "bw"), BLOCKS)
+@pytest.mark.parametrize("case", POOL2D[:4])
+def test_max_pool2d_indices_match_torch_ties_included(generated, case, bh, bw):
+    """``return_indices=True``: each maximum's place h * W + w in its plane, the first of equal values
+    in row-major order, as torch's (integer-valued inputs make ties in most windows)."""
+    h, w, k, s, p, d = case
+    module = generated("max_pool2d_indices")
+    ties = torch.randint(-2, 3, (2, 3, h, w), generator=torch.Generator().manual_seed(w)).float()
+    for x in (_randn(2, 3, h, w, seed=h), ties):
+        y, indices = module.max_pool2d_indices(x, k, s, p, d, BH=bh, BW=bw)
+        expected, expected_indices = F.max_pool2d(x, k, s, p, d, return_indices=True)
+        _same(y, expected)
+        assert torch.equal(indices, expected_indices)
+        assert torch.equal(module.reference(x, k, s, p, d)[1], expected_indices)

@@ -280,7 +280,9 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         if isinstance(dim, m.Name) and dim.id in dict(tensor.extents):
             check_dim_extent(state, tensor, dict(tensor.extents)[dim.id])
             continue
-        if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
+        named = {name for t in state.spec.outputs for name, _ in t.extents}  # another output's H_out = ...
+        if (tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec)
+                and dim.id not in named):
             what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
             state.errors.error(
                 f"output '{tensor.name.id}' has dimension '{dim.id}', which is {what}: the launcher makes "

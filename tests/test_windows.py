@@ -63,10 +63,10 @@ def test_avg_pool2d_matches_torch(generated, case, bh, bw, count_include_pad, di
     h, w, k, s, p, _ = case
     module = generated("avg_pool2d")
     x = _randn(2, 3, h, w, seed=h + w * k)
-    y = module.avg_pool2d(x, k, s, p, count_include_pad, divisor_override, BH=bh, BW=bw)
+    y = module.avg_pool2d(x, k, s, p, 0, count_include_pad, divisor_override, BH=bh, BW=bw)
     expected = F.avg_pool2d(x, k, s, p, False, bool(count_include_pad), divisor_override or None)
     torch.testing.assert_close(y, expected, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(module.reference(x, k, s, p, count_include_pad, divisor_override), y)
+    torch.testing.assert_close(module.reference(x, k, s, p, 0, count_include_pad, divisor_override), y)
 
 
 @pytest.mark.parametrize("bl", [1, 4, 32])
@@ -77,7 +77,7 @@ def test_pool1d_matches_torch(generated, length, k, s, p, d, bl):
     _same(generated("max_pool1d").max_pool1d(x, k, s, p, d, BL=bl), F.max_pool1d(x, k, s, p, d))
     x = x.nan_to_num()
     for count_include_pad in (1, 0):
-        torch.testing.assert_close(generated("avg_pool1d").avg_pool1d(x, k, s, p, count_include_pad, BL=bl),
+        torch.testing.assert_close(generated("avg_pool1d").avg_pool1d(x, k, s, p, 0, count_include_pad, BL=bl),
                                    F.avg_pool1d(x, k, s, p, False, bool(count_include_pad)))
 
 
@@ -107,9 +107,10 @@ def test_pooling_gradients_match_torch(generated, name):
 
 def test_an_output_size_below_one_is_refused(generated):
     module = generated("max_pool2d")
-    with pytest.raises(ValueError, match=r"^max_pool2d: dimension 2 of 'y', \(H \+ 2 \* padding - dilation \* "
-                                         r"\(kernel_size - 1\) - 1\) / stride \+ 1, is 0 at H = 2, padding = 0, "
-                                         r"dilation = 1, kernel_size = 3, stride = 1; it must be at least 1"):
+    message = (r"^max_pool2d: dimension 2 of 'y', minimum\(\(H \+ 2 \* padding - dilation \* \(kernel_size - 1\) "
+               r"- 1 \+ ceil_mode \* \(stride - 1\)\) / stride \+ 1, \(H \+ padding - 1\) / stride \+ 1\), is 0 at "
+               r"H = 2, padding = 0, dilation = 1, kernel_size = 3, ceil_mode = 0, stride = 1; it must be at least 1")
+    with pytest.raises(ValueError, match=message):
         module.max_pool2d(torch.zeros(1, 1, 2, 5), 3, 1, 0, 1)
     with pytest.raises(ValueError, match=r"divides by stride, which must be at least 1, got 0"):
         module.max_pool2d(torch.zeros(1, 1, 5, 5), 3, 0, 0, 1)
@@ -254,7 +255,7 @@ def test_two_extents_of_one_name_are_refused(dims, message):
 @pytest.mark.parametrize(("shape", "k", "s", "p"), [((5, 6, 7), 3, 2, 1), ((3, 4, 5), 2, 1, 1)])
 def test_avg_pool3d_matches_torch(generated, shape, k, s, p, count_include_pad):
     x = _randn(2, 3, *shape, seed=sum(shape) + k)
-    y = generated("avg_pool3d").avg_pool3d(x, k, s, p, count_include_pad, BH=4, BW=8)
+    y = generated("avg_pool3d").avg_pool3d(x, k, s, p, 0, count_include_pad, BH=4, BW=8)
     torch.testing.assert_close(y, F.avg_pool3d(x, k, s, p, False, bool(count_include_pad)), rtol=1e-6, atol=1e-6)
 
 
@@ -272,3 +273,29 @@ def test_max_pool2d_indices_match_torch_ties_included(generated, case, bh, bw):
         _same(y, expected)
         assert torch.equal(indices, expected_indices)
         assert torch.equal(module.reference(x, k, s, p, d)[1], expected_indices)
+
+
+# (H, W, kernel_size, stride, padding): ceil_mode adds a last partial window (8 = 3 + 2 * 2 + 1 rows
+# at stride 2), or would add one that starts in the padding, which torch drops (5, 3, 2, 1).
+CEIL = [(8, 7, 3, 2, 1), (6, 9, 2, 2, 0), (5, 5, 3, 2, 1), (7, 10, 4, 3, 2)]
+
+
+@pytest.mark.parametrize("case", CEIL)
+def test_ceil_mode_matches_torch(generated, case):
+    """Extents of minimum(...): torch's shapes, the last windows hanging past the input (-inf for
+    max, and for average their taps inside the padded input as the divisor)."""
+    h, w, k, s, p = case
+    x = _randn(2, 3, h, w, seed=h * w)
+    for ceil in (0, 1):
+        y, indices = generated("max_pool2d_indices").max_pool2d_indices(x, k, s, p, 1, ceil, BH=4, BW=4)
+        expected, expected_indices = F.max_pool2d(x, k, s, p, 1, bool(ceil), True)
+        _same(y, expected)
+        assert torch.equal(indices, expected_indices)
+        _same(generated("max_pool2d").max_pool2d(x, k, s, p, 1, ceil, BH=4, BW=4), expected)
+        _same(generated("max_pool1d").max_pool1d(x[0], k, s, p, 1, ceil), F.max_pool1d(x[0], k, s, p, 1, bool(ceil)))
+        for count_include_pad in (1, 0):
+            ours = generated("avg_pool2d").avg_pool2d(x, k, s, p, ceil, count_include_pad, BH=4, BW=4)
+            theirs = F.avg_pool2d(x, k, s, p, bool(ceil), bool(count_include_pad))
+            torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
+            ours = generated("avg_pool1d").avg_pool1d(x[0], k, s, p, ceil, count_include_pad)
+            torch.testing.assert_close(ours, F.avg_pool1d(x[0], k, s, p, bool(ceil), bool(count_include_pad)))

@@ -630,6 +630,16 @@ def _spelled(extent: Expr) -> str:
     return extent.text if isinstance(extent, Number) else "size"
 
 
+#: The calls an extent may hold, as the launcher's Python writes them (``minimum(A, B)`` is
+#: ``min(A, B)``): a pooling's ``ceil_mode`` extent drops a last window that starts in the padding.
+EXTENT_CALLS = {"minimum": "min", "maximum": "max"}
+
+
+def is_extent_call(expr: Expr) -> TypeGuard[Call]:
+    """True for ``minimum(a, b)`` or ``maximum(a, b)`` in an extent (:data:`EXTENT_CALLS`)."""
+    return isinstance(expr, Call) and expr.func.id in EXTENT_CALLS and len(expr.args) == 2 and not expr.kwargs
+
+
 def is_offset(item: Index | Expr) -> TypeGuard[BinOp | Neg]:
     """True for an index item that is arithmetic (``c + N / 2``): an offset axis."""
     return isinstance(item, (BinOp, Neg))

@@ -123,6 +123,8 @@ def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
         return int(extent.text)
     if isinstance(extent, m.Ref):
         return sizes[extent.name.id]
+    if m.is_extent_call(extent):
+        return (min if extent.func.id == "minimum" else max)(_evaluate(a, sizes) for a in extent.args)
     assert isinstance(extent, m.BinOp)  # the checker's: a derived extent is arithmetic of sizes
     left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
     return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

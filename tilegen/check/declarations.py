@@ -95,15 +95,18 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
 
 
 def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
-    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /`` of sizes of the
-    tensors' shapes, integer scalar inputs and positive integers (``/`` divides exactly: the
-    launcher checks it)."""
+    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /``, ``minimum`` and
+    ``maximum`` of sizes of the tensors' shapes, integer scalar inputs and positive integers (a
+    quotient alone divides exactly, which the launcher checks; elsewhere ``/`` rounds down)."""
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
     def visit(e: m.Expr) -> None:
         if isinstance(e, m.BinOp) and e.op in ("+", "-", "*", "/"):
             visit(e.left)
             visit(e.right)
+        elif m.is_extent_call(e):  # minimum(A, B), maximum(A, B)
+            for arg in e.args:
+                visit(arg)
         elif isinstance(e, m.Ref) and (e.name.id in state.tensor_dims or e.name.id in scalars):
             pass
         elif isinstance(e, m.Number) and e.is_int and e.value > 0:
@@ -297,9 +300,9 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
 
 
 def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> None:
-    """``out y: f32[B1 - 1, D]``: an output's dimension written as ``+ - * /`` of the sizes of the
-    inputs' shapes, integer scalar inputs and positive integers (an input's dimensions are sizes:
-    the launcher reads them from its shape)."""
+    """``out y: f32[B1 - 1, D]``: an output's dimension written as ``+ - * /``, ``minimum`` and
+    ``maximum`` of the sizes of the inputs' shapes, integer scalar inputs and positive integers (an
+    input's dimensions are sizes: the launcher reads them from its shape)."""
     if tensor.role == "in":
         state.errors.error(f"input '{tensor.name.id}' has a dimension written as an expression; an input's "
                            "dimensions are sizes or literals (an output's may be expressions of them)", extent.span)
@@ -307,7 +310,7 @@ def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> Non
     given = _given_sizes(state.spec)
     for part in m.subexpressions(extent):
         arithmetic = isinstance(part, m.BinOp) and part.op in ("+", "-", "*", "/")
-        if arithmetic or (isinstance(part, m.Number) and part.is_int):
+        if arithmetic or m.is_extent_call(part) or (isinstance(part, m.Number) and part.is_int):
             continue
         if isinstance(part, m.Ref) and part.name.id in given:
             continue

@@ -106,7 +106,10 @@ def derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[
         divisors = {id(e.right) for e in m.subexpressions(extent) if isinstance(e, m.BinOp) and e.op == "/"}
         checks += _division_checks(extent, name, what, _among(divisors))
         checks.append((f"{text} < 1", extent_message(spec, name, size, extent)))
-    return checks, texts
+    firsts: dict[str, str] = {}  # each condition once (stride < 1 for every / by stride): the first message
+    for condition, message in checks:
+        firsts.setdefault(condition, message)
+    return list(firsts.items()), texts
 
 
 def _among(divisors: set[int]) -> Callable[[m.Expr], bool]:

@@ -299,3 +299,14 @@ def test_ceil_mode_matches_torch(generated, case):
             torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-6)
             ours = generated("avg_pool1d").avg_pool1d(x[0], k, s, p, ceil, count_include_pad)
             torch.testing.assert_close(ours, F.avg_pool1d(x[0], k, s, p, bool(ceil), bool(count_include_pad)))
+
+
+@pytest.mark.parametrize(("extent", "message"), [
+    ("exp(L)", "t.tile:3:17: error: a dimension of 'y' is arithmetic (+ - * /, minimum, maximum) of the inputs' "
+               "sizes, integer scalar inputs and integers"),
+    ("minimum(L, 2, 3)", "t.tile:3:17: error: a dimension of 'y' is arithmetic (+ - * /, minimum, maximum) of the "
+                         "inputs' sizes, integer scalar inputs and integers"),
+])
+def test_what_an_extent_may_not_call(extent, message):
+    text = f"kernel k\n  in  x: f32[B, L]\n  out y: f32[B, {extent}]\n  grid  b over B\n  y[b, 0] = x[b, 0]\n"
+    assert _errors(text) == [message]

@@ -113,7 +113,8 @@ def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
             pass
         else:
             state.errors.error(
-                f"the extent of '{axis.name.id}' is arithmetic (+ - * /) of sizes of the tensors' shapes, "
+                f"the extent of '{axis.name.id}' is arithmetic (+ - * /, minimum, maximum) of sizes of the tensors' "
+                "shapes, "
                 "integer scalar inputs and positive integers",
                 e.span,
             )
@@ -314,8 +315,8 @@ def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> Non
             continue
         if isinstance(part, m.Ref) and part.name.id in given:
             continue
-        state.errors.error(f"a dimension of '{tensor.name.id}' is arithmetic (+ - * /) of the inputs' sizes, integer "
-                           "scalar inputs and integers", part.span)
+        state.errors.error(f"a dimension of '{tensor.name.id}' is arithmetic (+ - * /, minimum, maximum) of the "
+                           "inputs' sizes, integer scalar inputs and integers", part.span)
         return
 
 

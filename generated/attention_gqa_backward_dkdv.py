@@ -303,12 +303,16 @@ def reference(q, k, v, scale, do, lse, delta):
     h_index_1 = (torch.arange(H, device=q.device) // (H // HK))
     ds = p * (torch.einsum("abcd,abed->abce", do.to(torch.float32), torch.where(((h_index_1 >= 0) & (h_index_1 < HK))[None, :, None, None], v[:, h_index_1.clamp(0, HK - 1), :, :], 0).to(torch.float32)) - delta[:, :, :, None])
     dk_acc += torch.einsum("abcd,abce->abde", ds.to(DT).to(torch.float32), q.to(torch.float32))
-    h_index_2 = torch.as_tensor((torch.arange(H, device=q.device) // (H // HK)), device=q.device)
-    h_index_2_inside = (h_index_2 >= 0) & (h_index_2 < HK)
-    dk[:, h_index_2[h_index_2_inside], :, :] = torch.broadcast_to(torch.as_tensor(dk_acc * scale, device=q.device), (B, H, S, D,))[:, h_index_2_inside].to(torch.float32)
-    h_index_3 = torch.as_tensor((torch.arange(H, device=q.device) // (H // HK)), device=q.device)
-    h_index_3_inside = (h_index_3 >= 0) & (h_index_3 < HK)
-    dv[:, h_index_3[h_index_3_inside], :, :] = torch.broadcast_to(torch.as_tensor(dv_acc, device=q.device), (B, H, S, D,))[:, h_index_3_inside].to(torch.float32)
+    dk_index = torch.broadcast_tensors(torch.arange(B, device=q.device)[:, None, None, None], torch.as_tensor((torch.arange(H, device=q.device)[None, :, None, None] // (H // HK)), device=q.device), torch.arange(S, device=q.device)[None, None, :, None], torch.arange(D, device=q.device)[None, None, None, :])
+    dk_values = torch.broadcast_to(dk_acc * scale, dk_index[0].shape)
+    dk_index_inside = (dk_index[1] >= 0) & (dk_index[1] < HK)
+    dk_index, dk_values = tuple(i[dk_index_inside] for i in dk_index), dk_values[dk_index_inside]
+    dk.index_put_(dk_index, dk_values.to(torch.float32), accumulate=True)
+    dv_index = torch.broadcast_tensors(torch.arange(B, device=q.device)[:, None, None, None], torch.as_tensor((torch.arange(H, device=q.device)[None, :, None, None] // (H // HK)), device=q.device), torch.arange(S, device=q.device)[None, None, :, None], torch.arange(D, device=q.device)[None, None, None, :])
+    dv_values = torch.broadcast_to(dv_acc, dv_index[0].shape)
+    dv_index_inside = (dv_index[1] >= 0) & (dv_index[1] < HK)
+    dv_index, dv_values = tuple(i[dv_index_inside] for i in dv_index), dv_values[dv_index_inside]
+    dv.index_put_(dv_index, dv_values.to(torch.float32), accumulate=True)
     return dk, dv
 
 

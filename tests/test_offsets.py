@@ -83,8 +83,11 @@ HEAD = ("kernel k\n  in  x: f32[M, N]\n  in  s: f32\n  out y: f32[M, N]\n  block
 
 @pytest.mark.parametrize(("line", "words"), [
     ("  y[r + 1, c + 1] = x[r, c]\n", "takes one offset index, not several"),
-    ("  y[r, c] = x[r, 2 * c]\n", "'c' must enter with a factor of 1"),
-    ("  y[r, c] = x[r, N - c]\n", "'c' must enter with a factor of 1"),
+    ("  y[r, 2 * c] = x[r, c]\n", "'c' must enter a store with '=' with a factor of 1"),
+    ("  y[r, N - c] = x[r, c]\n", "'c' must enter a store with '=' with a factor of 1"),
+    ("  y[r, c] = x[r, c * c]\n", "tile axis 'c' is multiplied by tile axis 'c'"),
+    ("  y[r, c] = x[r, c / 2]\n", "tile axis 'c' is divided"),
+    ("  y[r, c] = x[r, c + c]\n", "tile axis 'c' enters the index of 'x' twice"),
     ("  y[r, c] = x[r, c + 0.5]\n", "takes integers, not 0.5"),
     ("  y[r, c] = x[r, c + s]\n", "is not an axis, a size or an integer scalar input"),
     ("  y[r, c] = x[r, c + (N < 2)]\n", "arithmetic (+ - * /) of axes, sizes and integers"),

@@ -606,16 +606,41 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
 _OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "over"}
 
 
+#: The longest name :func:`derived_name` spells out; a longer extent is named after its first size.
+SPELLED_OUT = 20
+
+
 def derived_name(extent: Expr) -> str:
     """The size symbol of a derived extent, as the generated code names it: ``C / G`` is
-    ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``."""
+    ``C_over_G``, ``D / 2`` is ``D_over_2``, ``N - 1`` is ``N_minus_1``; an extent whose name would
+    pass :data:`SPELLED_OUT` characters is its first size's, ``_out`` added (a pooling's
+    ``(H + 2 * P - K) / S + 1`` is ``H_out``, as torch's docs name it)."""
+    name = _spelled(extent)
+    if len(name) <= SPELLED_OUT:
+        return name
+    first = next((e.name.id for e in subexpressions(extent) if isinstance(e, Ref)), "size")
+    return f"{first}_out"
+
+
+def _spelled(extent: Expr) -> str:
+    """A derived extent's name with every operator spelled out (``C_over_G``)."""
     if isinstance(extent, BinOp):
-        return f"{derived_name(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{derived_name(extent.right)}"
+        return f"{_spelled(extent.left)}_{_OPERATOR_WORDS[extent.op]}_{_spelled(extent.right)}"
     if isinstance(extent, Neg):
-        return f"minus_{derived_name(extent.operand)}"
+        return f"minus_{_spelled(extent.operand)}"
     if isinstance(extent, Ref):
         return extent.name.id
     return extent.text if isinstance(extent, Number) else "size"
+
+
+#: The calls an extent may hold, as the launcher's Python writes them (``minimum(A, B)`` is
+#: ``min(A, B)``): a pooling's ``ceil_mode`` extent drops a last window that starts in the padding.
+EXTENT_CALLS = {"minimum": "min", "maximum": "max"}
+
+
+def is_extent_call(expr: Expr) -> TypeGuard[Call]:
+    """True for ``minimum(a, b)`` or ``maximum(a, b)`` in an extent (:data:`EXTENT_CALLS`)."""
+    return isinstance(expr, Call) and expr.func.id in EXTENT_CALLS and len(expr.args) == 2 and not expr.kwargs
 
 
 def is_offset(item: Index | Expr) -> TypeGuard[BinOp | Neg]:
@@ -634,6 +659,54 @@ def offset_names(item: Expr) -> list[str]:
             for i in e.index:
                 names += [i.id] if isinstance(i, Name) else offset_names(i) if is_offset(i) else []
     return names
+
+
+def index_locals(spec: Spec) -> Spec:
+    """``spec`` with each index item that names a local of index arithmetic replaced by its value:
+    ``h = stride * oh + kh - padding``, then ``x[n, c, h, w]`` reads ``x[n, c, stride * oh + kh -
+    padding, ...]`` (an offset index, checked as one). Such a local is assigned once, to ``+ - * /``
+    and negation of names and integers (the checker says which names an index takes); any other
+    name in an index is left for the checker (an axis, or an error)."""
+    assigned: dict[str, list[Assign | None]] = {}  # local -> its assignments (None: a declaration or update)
+    for stmt in statements(spec.body):
+        if isinstance(stmt, (Assign, Accumulate, Declare)):
+            assigned.setdefault(stmt.name.id, []).append(stmt if isinstance(stmt, Assign) else None)
+    found: dict[str, Expr] = {}
+
+    def arithmetic(e: Expr) -> bool:
+        parts = list(subexpressions(e))
+        return (all(isinstance(p, (Ref, BinOp, Neg)) or (isinstance(p, Number) and p.is_int) for p in parts)
+                and all(p.op in ("+", "-", "*", "/") for p in parts if isinstance(p, BinOp)))
+
+    def inlined(e: Expr) -> Expr | None:  # a local of index arithmetic inside another's value
+        return found[e.name.id] if isinstance(e, Ref) and e.name.id in found else None
+
+    for name, stmts in assigned.items():
+        first = stmts[0]
+        if len(stmts) == 1 and first is not None and arithmetic(first.value):
+            found[name] = first.value
+    for name in list(found):
+        found[name] = map_expr(found[name], inlined)
+    if not found:
+        return spec
+
+    def item(i: Index) -> Index:
+        if isinstance(i, Name) and i.id in found:
+            return cast(Index, found[i.id])
+        if isinstance(i, Load):
+            return dataclasses.replace(i, index=tuple(item(j) for j in i.index))
+        return i
+
+    def load(e: Expr) -> Expr | None:
+        if isinstance(e, Load):
+            return dataclasses.replace(e, index=tuple(item(j) for j in e.index))
+        return None
+
+    def rewritten(s: Stmt) -> Stmt:
+        s = map_values(s, lambda e: map_expr(e, load))
+        return dataclasses.replace(s, index=tuple(item(j) for j in s.index)) if isinstance(s, Store) else s
+
+    return dataclasses.replace(spec, body=map_body(spec.body, rewritten))
 
 
 def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:

@@ -78,9 +78,16 @@ class _InPlace:
 
 @dataclasses.dataclass(frozen=True)
 class _Extent:
-    """A dimension written as an expression of sizes (``B1 - 1``)."""
+    """A dimension written as an expression of sizes (``B1 - 1``), and the name a spec gives it
+    (``H_out = (H - K) / S + 1``), if any."""
 
     expr: m.Expr
+    name: m.Name | None = None
+
+    @property
+    def size(self) -> str:
+        """The size symbol naming it: the spec's name, else :func:`~tilegen.model.derived_name`."""
+        return self.name.id if self.name is not None else m.derived_name(self.expr)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +187,8 @@ class ToModel(Transformer[Token, m.Spec]):
         sample = dims.pop() if dims and isinstance(dims[-1], tuple) else None  # `in [low, high]`
         zero_dim = bool(dims) and isinstance(dims[0], m.Span)  # `f32[]`: the span of its brackets
         dims = dims[1:] if zero_dim else dims
-        extents = tuple((m.derived_name(d.expr), d.expr) for d in dims if isinstance(d, _Extent))
-        dims = [m.Name(m.derived_name(d.expr), d.expr.span) if isinstance(d, _Extent) else d for d in dims]
+        extents = tuple((d.size, d.expr) for d in dims if isinstance(d, _Extent))
+        dims = [m.Name(d.size, d.name.span if d.name else d.expr.span) if isinstance(d, _Extent) else d for d in dims]
         return m.Tensor(role, _name(name), _name(dtype), tuple(dims), _span(meta), sample, zero_dim, in_place, initial,
                         extents)
 
@@ -206,10 +213,13 @@ class ToModel(Transformer[Token, m.Spec]):
     def role(self, meta: Meta, items: list[Token]) -> str:
         return str(items[0])
 
-    def dim(self, meta: Meta, items: list[m.Expr]) -> m.Name | m.Number | _Extent:
+    def dim(self, meta: Meta, items: list[Any]) -> m.Name | m.Number | _Extent:
         """A tensor's dimension: a size (a :class:`~tilegen.model.Name`), a literal, or an expression
-        of sizes (kept whole; :meth:`tensor_decl` names it as a derived size)."""
-        (item,) = items
+        of sizes (kept whole; :meth:`tensor_decl` names it as a derived size), named or not
+        (``H_out = (H - K) / S + 1``)."""
+        *named, item = items
+        if named:
+            return _Extent(item, _name(named[0]))
         if isinstance(item, m.Ref):
             return item.name
         if isinstance(item, m.Number):
@@ -567,11 +577,12 @@ def parse(source: str, path: str = "<spec>") -> m.Spec:
             [Diagnostic(f"indentation does not match any outer block ({err})", span)], path, source
         ) from None
     try:
-        return ToModel(path, source).transform(tree)
+        spec: m.Spec = ToModel(path, source).transform(tree)
     except VisitError as err:  # a construct the grammar accepts and the model cannot hold
         if isinstance(err.orig_exc, SpecError):
             raise err.orig_exc from None
         raise
+    return m.index_locals(spec)
 
 
 def _dedent_line(text: str) -> int:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
-from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
+from tilegen.sizes import floors, round_to_multiples, scalar_sizes, size_names, solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used (see select_device)
     import torch
@@ -610,6 +610,9 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
         if dim.id in sizes:
             continue
         over = [a for a in axes if a.dim.id == dim.id]
+        if not over:  # H of an output's H_out = (H + 2 * P - K) / S + 1: sized as the axes over H_out are
+            over = [a for a in axes for name, extent in spec.derived
+                    if a.dim.id == name and floors(extent) and dim.id in m.offset_names(extent)]
         if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
             extent = 61 if dim.id in dot_dims else (1 << bits) - 3
             sizes[dim.id] = given.get(dim.id, extent)

@@ -33,15 +33,28 @@ def is_scalar_input(spec: m.Spec, name: str) -> bool:
     return tensor is not None and tensor.is_scalar
 
 
+def is_quotient(extent: m.Expr) -> bool:
+    """Whether a derived extent is ``A / S`` alone (a size over an integer scalar input or an
+    integer): a dimension split into parts (``C / G``), which must divide. In any other extent
+    (``(H + 2 * P - K) / S + 1``, a count of windows as torch's shape formulas give it) ``/``
+    rounds down."""
+    return (isinstance(extent, m.BinOp) and extent.op == "/" and isinstance(extent.left, m.Ref)
+            and (isinstance(extent.right, m.Ref) or (isinstance(extent.right, m.Number) and extent.right.is_int)))
+
+
+def floors(extent: m.Expr) -> bool:
+    """Whether a derived extent divides and rounds down (``/`` in it, not :func:`is_quotient`)."""
+    return not is_quotient(extent) and any(isinstance(e, m.BinOp) and e.op == "/" for e in m.subexpressions(extent))
+
+
 def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
-    """Derived extents of the form ``A / S`` (a size over an integer scalar input or an integer):
-    derived name -> (``A``, ``S``)."""
+    """Derived extents of the form ``A / S`` (:func:`is_quotient`): derived name -> (``A``, ``S``)."""
     found = {}
     for name, extent in spec.derived:
-        if isinstance(extent, m.BinOp) and extent.op == "/" and isinstance(extent.left, m.Ref):
-            right = extent.right
-            if isinstance(right, m.Ref) or (isinstance(right, m.Number) and right.is_int):
-                found[name] = (extent.left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
+        if isinstance(extent, m.BinOp) and is_quotient(extent):
+            left, right = extent.left, extent.right
+            assert isinstance(left, m.Ref) and isinstance(right, (m.Ref, m.Number))
+            found[name] = (left.name.id, right.name.id if isinstance(right, m.Ref) else int(right.text))
     return found
 
 
@@ -136,6 +149,8 @@ def _evaluate(extent: m.Expr, sizes: dict[str, int]) -> int:
         return int(extent.text)
     if isinstance(extent, m.Ref):
         return sizes[extent.name.id]
+    if m.is_extent_call(extent):
+        return (min if extent.func.id == "minimum" else max)(_evaluate(a, sizes) for a in extent.args)
     assert isinstance(extent, m.BinOp)  # the checker's: a derived extent is arithmetic of sizes
     left, right = _evaluate(extent.left, sizes), _evaluate(extent.right, sizes)
     return {"+": left + right, "-": left - right, "*": left * right, "/": left // max(right, 1)}[extent.op]

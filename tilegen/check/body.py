@@ -90,7 +90,7 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                     check_across(state, found, scope)
                 if stmt.adds:
                     check_scatter_add(state, stmt)
-                target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True)
+                target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True, adds=stmt.adds)
                 axes = expr_axes(state, stmt.value, scope)
                 canonical = {state.alias_of.get(a, a) for a in target}
                 extra = [a for a in axes if state.alias_of.get(a, a) not in canonical]

@@ -13,7 +13,7 @@ from tilegen.check.state import KEYWORDS, MIN_DOT_TILE, RESERVED, CheckState, Sc
 from tilegen.check.tuning import check_tune
 from tilegen.dtypes import DTYPE_LIMITS, integer_value, is_float
 from tilegen.functions import CHOICE_OPTIONS
-from tilegen.spec_text import extent_text
+from tilegen.spec_text import expr_text, extent_text
 
 
 def check_dtype(state: CheckState, dtype: m.Name) -> None:
@@ -95,22 +95,26 @@ def check_dtype_var(state: CheckState, var: m.DtypeVar) -> None:
 
 
 def check_extent(state: CheckState, axis: m.Axis, extent: m.Expr) -> None:
-    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /`` of sizes of the
-    tensors' shapes, integer scalar inputs and positive integers (``/`` divides exactly: the
-    launcher checks it)."""
+    """A derived extent (``extent``, the axis's), ``c over C / G``: ``+ - * /``, ``minimum`` and
+    ``maximum`` of sizes of the tensors' shapes, integer scalar inputs and positive integers (a
+    quotient alone divides exactly, which the launcher checks; elsewhere ``/`` rounds down)."""
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES}
 
     def visit(e: m.Expr) -> None:
         if isinstance(e, m.BinOp) and e.op in ("+", "-", "*", "/"):
             visit(e.left)
             visit(e.right)
+        elif m.is_extent_call(e):  # minimum(A, B), maximum(A, B)
+            for arg in e.args:
+                visit(arg)
         elif isinstance(e, m.Ref) and (e.name.id in state.tensor_dims or e.name.id in scalars):
             pass
         elif isinstance(e, m.Number) and e.is_int and e.value > 0:
             pass
         else:
             state.errors.error(
-                f"the extent of '{axis.name.id}' is arithmetic (+ - * /) of sizes of the tensors' shapes, "
+                f"the extent of '{axis.name.id}' is arithmetic (+ - * /, minimum, maximum) of sizes of the tensors' "
+                "shapes, "
                 "integer scalar inputs and positive integers",
                 e.span,
             )
@@ -208,6 +212,7 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
     for dim in sorted(state.tensor_dims):
         span = next(d.span for t in spec.tensors for d in t.dims if isinstance(d, m.Name) and d.id == dim)
         state.define(m.Name(dim, span), "dimension")
+    check_derived_names(state)
     for dim, _ in spec.derived:  # the generated code's name of a derived extent (C_over_G)
         if dim not in state.tensor_dims:
             state.define(next(a.dim for a in spec.axes() if a.dim.id == dim), "dimension")
@@ -230,6 +235,26 @@ def check_declarations(state: CheckState) -> dict[str, m.Axis]:
     if spec.access is not None:
         check_access(state, spec.access)
     return axes
+
+
+def check_derived_names(state: CheckState) -> None:
+    """Each derived extent's size symbol (:func:`~tilegen.model.derived_name`: ``C_over_G``, or
+    ``H_out`` for a long one) names one extent, and no dimension an input declares by that name."""
+    spec = state.spec
+    written = [(a.dim, a.extent) for a in spec.axes() if a.extent is not None]
+    written += [(d, e) for t in spec.tensors for (name, e) in t.extents for d in t.dims
+                if isinstance(d, m.Name) and d.id == name]
+    first: dict[str, m.Expr] = {}
+    declared = {d.id for t in spec.inputs for d in t.dims if isinstance(d, m.Name)}
+    declared -= {name for t in spec.inputs for name, _ in t.extents}
+    for dim, extent in written:
+        earlier = first.setdefault(dim.id, extent)
+        if m.expr_key(earlier) != m.expr_key(extent):
+            state.errors.error(f"the extents {expr_text(earlier)} and {expr_text(extent)} are both named '{dim.id}' "
+                               "in the generated code; write one of them with another first size", extent.span)
+        elif dim.id in declared:
+            state.errors.error(f"the extent {expr_text(extent)} is named '{dim.id}' in the generated code, which is a "
+                               "dimension of an input: rename that dimension", extent.span)
 
 
 def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
@@ -260,7 +285,9 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
         if isinstance(dim, m.Name) and dim.id in dict(tensor.extents):
             check_dim_extent(state, tensor, dict(tensor.extents)[dim.id])
             continue
-        if tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec):
+        named = {name for t in state.spec.outputs for name, _ in t.extents}  # another output's H_out = ...
+        if (tensor.role == "out" and isinstance(dim, m.Name) and dim.id not in _given_sizes(state.spec)
+                and dim.id not in named):
             what = "a float scalar input" if scalar is not None and scalar.is_scalar else "given by no input"
             state.errors.error(
                 f"output '{tensor.name.id}' has dimension '{dim.id}', which is {what}: the launcher makes "
@@ -275,9 +302,9 @@ def check_tensor(state: CheckState, tensor: m.Tensor) -> None:
 
 
 def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> None:
-    """``out y: f32[B1 - 1, D]``: an output's dimension written as ``+ - * /`` of the sizes of the
-    inputs' shapes, integer scalar inputs and positive integers (an input's dimensions are sizes:
-    the launcher reads them from its shape)."""
+    """``out y: f32[B1 - 1, D]``: an output's dimension written as ``+ - * /``, ``minimum`` and
+    ``maximum`` of the sizes of the inputs' shapes, integer scalar inputs and positive integers (an
+    input's dimensions are sizes: the launcher reads them from its shape)."""
     if tensor.role == "in":
         state.errors.error(f"input '{tensor.name.id}' has a dimension written as an expression; an input's "
                            "dimensions are sizes or literals (an output's may be expressions of them)", extent.span)
@@ -285,12 +312,12 @@ def check_dim_extent(state: CheckState, tensor: m.Tensor, extent: m.Expr) -> Non
     given = _given_sizes(state.spec)
     for part in m.subexpressions(extent):
         arithmetic = isinstance(part, m.BinOp) and part.op in ("+", "-", "*", "/")
-        if arithmetic or (isinstance(part, m.Number) and part.is_int):
+        if arithmetic or m.is_extent_call(part) or (isinstance(part, m.Number) and part.is_int):
             continue
         if isinstance(part, m.Ref) and part.name.id in given:
             continue
-        state.errors.error(f"a dimension of '{tensor.name.id}' is arithmetic (+ - * /) of the inputs' sizes, integer "
-                           "scalar inputs and integers", part.span)
+        state.errors.error(f"a dimension of '{tensor.name.id}' is arithmetic (+ - * /, minimum, maximum) of the "
+                           "inputs' sizes, integer scalar inputs and integers", part.span)
         return
 
 
@@ -363,16 +390,11 @@ def check_param(state: CheckState, param: m.Param) -> None:
 
 
 def check_grid(state: CheckState) -> dict[str, m.Axis]:
-    """The grid: at most 3 launched axes (Triton's program ids), two tiled ones for a flat or
-    persistent grid, and each axis by :func:`check_axis_decl`. Returns the axes by name."""
+    """The grid: two tiled axes for a flat or persistent grid, and each axis by
+    :func:`check_axis_decl` (any number of them: past three, the first ones launched share program
+    id 0). Returns the axes by name."""
     spec = state.spec
     axes: dict[str, m.Axis] = {}
-    launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
-    if len(launched) > 3:
-        state.errors.error(
-            f"a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not {len(launched)}",
-            launched[3].span,
-        )
     if spec.walks_rows:  # a persistent walk over the tiles of one axis (rows)
         tiled = [a for a in spec.grid if a.bounds != "whole"]
         if len(tiled) != 1 or tiled[0].block is None or tiled[0].is_index:

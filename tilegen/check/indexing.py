@@ -19,9 +19,11 @@ IndexItem = m.Index
 
 
 def index_axes(
-    state: CheckState, tensor_name: m.Name, index: Sequence[IndexItem], scope: Scope, writing: bool
+    state: CheckState, tensor_name: m.Name, index: Sequence[IndexItem], scope: Scope, writing: bool,
+    adds: bool = False,
 ) -> tuple[str, ...]:
-    """Check ``tensor[index]`` and return the axes it spans, in index order."""
+    """Check ``tensor[index]`` (``adds``: a scatter-add's target) and return the axes it spans, in
+    index order."""
     tensor = state.spec.tensor(tensor_name.id)
     if tensor is None:
         state.errors.error(f"unknown tensor '{tensor_name.id}'", tensor_name.span)
@@ -48,7 +50,7 @@ def index_axes(
             tensor_name.span,
         )
         return ()
-    if writing and sum(m.is_offset(i) for i in index) > 1:
+    if writing and not adds and sum(m.is_offset(i) for i in index) > 1:
         state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several", tensor_name.span)
     result: list[str] = []
     gathered: list[str] = []  # the axes of loaded indices: x[idx[t, c], c] spans c once, as torch.gather
@@ -57,7 +59,7 @@ def index_axes(
             gathered += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if isinstance(item, (m.BinOp, m.Neg)):  # an offset axis (m.is_offset)
-            for offset in offset_axes(state, tensor, item, scope):
+            for offset in offset_axes(state, tensor, item, scope, writing, adds):
                 if offset in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
                     state.errors.error(f"axis '{offset}' indexes '{tensor.name.id}' twice", item.span)
                 else:
@@ -78,6 +80,11 @@ def index_axes(
                                f"integer, an offset axis or a gather", item.span)
             continue
         axis = scope.axes.get(item.id)
+        if axis is None and item.id in scope.locals:  # h = x[r] + 1: not index arithmetic (model.index_locals)
+            state.errors.error(f"'{item.id}' is a local that is not index arithmetic: an index takes an axis, an "
+                               "integer, a gather, or arithmetic of axes, sizes and integers, written out or as a "
+                               "local assigned once to it (h = stride * oh + kh - padding)", item.span)
+            continue
         if axis is None:
             state.errors.error(f"unknown axis '{item.id}'", item.span)
             continue
@@ -108,16 +115,22 @@ def index_axes(
     return tuple(dict.fromkeys(gathered + result))
 
 
-def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope) -> list[str]:
-    """``x[r, c + N / 2]``: an offset axis, in a load or a store through pointers (through a tensor
-    descriptor, an offset of index axes and sizes alone: ``k[z, h / (H / HK), n, d]``, one number
-    per program, a block of 1): one tile axis (or none) plus or minus an offset of sizes, integer
-    scalar inputs, integers, index axes (``g * CG + c``) and loads of an integer tensor at index
-    axes (``offsets[r] + c``: a start from data), with ``+ - * /`` (a quotient of sizes that scales
-    an axis must divide, which the launcher checks; other quotients and an axis divided round
-    down). The tile axis enters with a factor of 1, so the index runs over a shifted range of the
-    tensor's dimension; lanes outside it read 0, and a store leaves them out. A store takes one
-    offset. Returns the tile axis, if any."""
+def offset_axes(
+    state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False, adds: bool = False
+) -> list[str]:
+    """``x[r, c + N / 2]``, ``x[b, S * oh + kh * D - P]``: an offset index, in a load or a store
+    through pointers (through a tensor descriptor, an offset of index axes and sizes alone,
+    ``k[z, h / (H / HK), n, d]``: one number per program, a block of 1): tile axes (none, one, or a
+    window of several) each times a factor of sizes, integer scalar inputs and integers (a stride,
+    a dilation), plus or minus an offset of sizes, integer scalar inputs, integers, index axes
+    (``g * CG + c``) and loads of an integer tensor at index axes (``offsets[r] + c``: a start from
+    data), with ``+ - * /`` (a quotient of sizes that scales an axis must divide, which the
+    launcher checks; other quotients and an index axis divided round down). A tile axis is not
+    divided, nor multiplied by a tile axis; lanes whose index falls outside the dimension read 0,
+    and a store leaves them out. A store with ``=`` takes one offset, whose one tile axis enters
+    with a factor of 1 (a stride would leave elements between unwritten, a window would write one
+    element from several lanes); a scatter-add (``+=``) takes windows and strides. Returns the tile
+    axes, in order."""
     where = f"the index of '{tensor.name.id}'"
     per_program = not any(isinstance(e, m.Load) for e in m.subexpressions(item)) and not any(
         n in scope.axes and not scope.axes[n].is_index for n in m.offset_names(item))
@@ -128,8 +141,13 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scop
         return []
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
     tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1
+    wrong: list[tuple[str, str, m.Span]] = []  # (axis, why, where) of a tile axis that is not a window's term
 
-    def walk(expr: m.Expr, linear: bool) -> None:
+    def tile_names(expr: m.Expr) -> list[str]:
+        return [e.name.id for e in m.subexpressions(expr)
+                if isinstance(e, m.Ref) and e.name.id in scope.axes and not scope.axes[e.name.id].is_index]
+
+    def walk(expr: m.Expr, linear: bool) -> None:  # linear: added, a factor of 1
         if isinstance(expr, m.Number):
             if not expr.is_int:
                 state.errors.error(f"{where} takes integers, not {expr.text}", expr.span)
@@ -156,20 +174,40 @@ def offset_axes(state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scop
                                    expr.span)
         elif isinstance(expr, m.Neg):
             walk(expr.operand, False)
-        elif isinstance(expr, m.BinOp) and expr.op in ("+", "-", "*", "/"):
-            walk(expr.left, linear and expr.op in ("+", "-"))
+        elif isinstance(expr, m.BinOp) and expr.op in ("+", "-"):
+            walk(expr.left, linear)
             walk(expr.right, linear and expr.op == "+")
+        elif isinstance(expr, m.BinOp) and expr.op == "*":
+            left, right = tile_names(expr.left), tile_names(expr.right)
+            if left and right:
+                wrong.append((left[0], f"is multiplied by tile axis '{right[0]}'", expr.span))
+            walk(expr.left, False)
+            walk(expr.right, False)
+        elif isinstance(expr, m.BinOp) and expr.op == "/":
+            for name in tile_names(expr):
+                wrong.append((name, "is divided", expr.span))
+            walk(expr.left, False)
+            walk(expr.right, False)
         else:
             state.errors.error(f"{where} is arithmetic (+ - * /) of axes, sizes and integers", expr.span)
 
     walk(item, True)
-    if len(tiles) > 1:
-        state.errors.error(f"{where} offsets one tile axis, not {len(tiles)} ({', '.join(t for t, _ in tiles)})",
-                           item.span)
-    elif tiles and not tiles[0][1]:
-        state.errors.error(f"in {where}, '{tiles[0][0]}' must enter with a factor of 1: the axis plus or minus an "
-                           "offset (c + N / 2, c - 1)", item.span)
-    return [t for t, _ in tiles[:1]]
+    for name, why, span in wrong[:1]:
+        state.errors.error(f"in {where}, tile axis '{name}' {why}: a tile axis enters added, subtracted or times a "
+                           "factor of sizes and integers (S * oh + kh - P)", span)
+    names = [t for t, _ in tiles]
+    twice = [t for t in dict.fromkeys(names) if names.count(t) > 1]
+    if twice:
+        state.errors.error(f"tile axis '{twice[0]}' enters {where} twice; write it once (2 * c, not c + c)", item.span)
+    if writing and not adds and len(tiles) > 1:
+        state.errors.error(f"a store with '=' to '{tensor.name.id}' offsets one tile axis, not {len(tiles)} "
+                           f"({', '.join(names)}): lanes of a window would write one element; add them with "
+                           "'+=' into an output declared '= 0'", item.span)
+    elif writing and not adds and tiles and not tiles[0][1]:
+        state.errors.error(f"in {where}, '{tiles[0][0]}' must enter a store with '=' with a factor of 1: the axis "
+                           "plus or minus an offset (c + N / 2, c - 1); a stride would leave the elements between "
+                           "unwritten (a scatter-add, '+=', takes one)", item.span)
+    return list(dict.fromkeys(names))
 
 
 def check_descriptor_block(

@@ -60,6 +60,10 @@ class Gradients(Adjoints):
             index_axes = set(self.spanned(load))
             value = self.stored(terms, index_axes)
             index = ", ".join(index_text(i) for i in load.index)
+            if any(_windowed(i, self.axes) for i in load.index):  # lanes of a window (or stride) meet: add
+                self.scatters.add(tensor.name.id)
+                lines.append(f"d{tensor.name.id}[{index}] += {value}")
+                continue
             lines.append(f"d{tensor.name.id}[{index}] = {value}" if load.index else f"d{tensor.name.id} = {value}")
         return lines
 
@@ -189,6 +193,24 @@ def _scatters(load: m.Load, axes: Container[str]) -> bool:
     gathers = [i for i in load.index if isinstance(i, m.Load)]
     return bool(gathers) and all(plain(i) for i in load.index if not isinstance(i, m.Load)) and all(
         plain(j) for g in gathers for j in g.index)
+
+
+def _windowed(item: IndexItem, axes: dict[str, m.Axis]) -> bool:
+    """True for an offset that is not one tile axis plus an offset: a window of several tile axes
+    (``S * oh + kh - P``) or an axis times a factor (``2 * i``), whose adjoint is added where its
+    lanes land (several lanes meet at one element, and elements between a stride's get none)."""
+    if not m.is_offset(item):
+        return False
+    tiles = [n for n in m.offset_names(item) if n in axes and not axes[n].is_index]
+    if len(tiles) != 1:
+        return len(tiles) > 1
+
+    def added(e: m.Expr) -> bool:  # the tile axis enters with a factor of 1
+        if isinstance(e, m.Ref):
+            return e.name.id == tiles[0]
+        return isinstance(e, m.BinOp) and e.op in "+-" and (added(e.left) or (e.op == "+" and added(e.right)))
+
+    return not added(item)
 
 
 def _along(item: IndexItem, axes: Container[str]) -> bool:

@@ -76,12 +76,11 @@ def partial_stores(
     if state.spec.walks_rows:
         return _carried_partials(state, stmt, found, context, exprs, access)
     ops: list[Op] = []
-    launched = [a.name.id for a in state.spec.grid if a.bounds != "whole"]
     place = ""
     for axis in found.axes:  # row-major over the reduced axes, in grid order
         pid = state.pids[axis]
         outer = f"({place})" if "+" in place else place
-        place = pid if not place else f"{outer} * tl.num_programs({launched.index(axis)}) + {pid}"
+        place = pid if not place else f"{outer} * {state.num_programs[axis]} + {pid}"
     tensor = tensor_of(state.spec, stmt.tensor.id)
     ptr, mask = access.pointer_expr(stmt, context, ops, load=False)
     prefix = f"{tensor.name.id}_ptr"

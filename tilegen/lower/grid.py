@@ -47,9 +47,13 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
         ops.append(Line(f"{pids[axis.name.id]} = {state.tile_id}"))
     else:
         launched = [a for a in spec.grid if a.bounds != "whole"]  # a whole axis takes no program id
-        for number, axis in enumerate(launched):
+        flattened = launched[:-2] if len(launched) > 3 else []  # onto program id 0, the first slowest
+        if flattened:
+            setup += flattened_pids(state, flattened, pids)
+        for number, axis in enumerate(launched[len(flattened):], start=1 if flattened else 0):
             pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
             setup.append(Line(f"{pids[axis.name.id]} = tl.program_id({number})"))
+            state.num_programs[axis.name.id] = f"tl.num_programs({number})"
         setup += swizzle2d(state, pids)
     state.pids = dict(pids)
     ops += int64_casts(state, list(dict.fromkeys(pids.values())), constant_strides(state))
@@ -90,6 +94,24 @@ def grid_ops(state: KernelState) -> tuple[list[Op], list[Op]]:
     if not spec.persistent and not spec.split_tail:
         return setup + ops, []
     return setup, ops
+
+
+def flattened_pids(state: KernelState, axes: Sequence[m.Axis], pids: dict[str, str]) -> list[Op]:
+    """The program ids of the first launched axes of a grid of more than three (Triton has three
+    program ids), all on program id 0, row-major (the first slowest, as a hand-written kernel
+    flattens batch and channel): ``pid_n = pid_nc // C``, ``pid_c = pid_nc % C``."""
+    counts = [a.dim.id if a.is_index else f"tl.cdiv({a.dim.id}, {block_of(a)})" for a in axes]
+    flat = state.fresh("pid_" + "".join(a.name.id for a in axes))
+    names = ", ".join(a.name.id for a in axes)
+    ops: list[Op] = [Line(f"{flat} = tl.program_id(0)  # {names}: one program id, the first slowest")]
+    for i, axis in enumerate(axes):
+        pids[axis.name.id] = state.fresh(f"pid_{axis.name.id}")
+        state.num_programs[axis.name.id] = counts[i]
+        later = counts[i + 1:]
+        value = f"{flat} // {later[0]}" if len(later) == 1 else f"{flat} // ({' * '.join(later)})" if later else flat
+        value = value if i == 0 else f"{value} % {counts[i]}"
+        ops.append(Line(f"{pids[axis.name.id]} = {value}"))
+    return ops
 
 
 def int64_casts(state: KernelState, names: list[str], strides: Sequence[str] = ()) -> list[Op]:

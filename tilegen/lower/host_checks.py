@@ -22,6 +22,7 @@ from tilegen.lower.names import (
 )
 from tilegen.lower.plan import IfBlock, Line, Op, RowsPlan
 from tilegen.row_loops import MAX_TILE
+from tilegen.sizes import floors
 from tilegen.spec_text import expr_text, extent_text
 
 
@@ -96,9 +97,36 @@ def derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[
     checks: list[tuple[str, str]] = []
     texts: list[tuple[str, str]] = []
     for size, extent in spec.derived:
-        texts.append((size, offset_text(extent, lambda n: n)))
-        checks += _division_checks(extent, name, f"the extent ({expr_text(extent)})", lambda e: True)
-    return checks, texts
+        text = offset_text(extent, lambda n: n)
+        texts.append((size, text))
+        what = f"the extent ({expr_text(extent)})"
+        if not floors(extent):
+            checks += _division_checks(extent, name, what, lambda e: True)
+            continue
+        divisors = {id(e.right) for e in m.subexpressions(extent) if isinstance(e, m.BinOp) and e.op == "/"}
+        checks += _division_checks(extent, name, what, _among(divisors))
+        checks.append((f"{text} < 1", extent_message(spec, name, size, extent)))
+    firsts: dict[str, str] = {}  # each condition once (stride < 1 for every / by stride): the first message
+    for condition, message in checks:
+        firsts.setdefault(condition, message)
+    return list(firsts.items()), texts
+
+
+def _among(divisors: set[int]) -> Callable[[m.Expr], bool]:
+    """Whether an expression is one of ``divisors`` (their ids): the operands the launcher knows in
+    an extent that rounds down, where the dividend is a count of positions, not a size to divide."""
+    return lambda e: id(e) in divisors
+
+
+def extent_message(spec: m.Spec, name: str, size: str, extent: m.Expr) -> str:
+    """The launcher's message for a derived extent that rounds down below 1 (a window larger than
+    the padded input), naming the output dimension (else the axis) it is and the sizes it reads."""
+    where = next((f"dimension {i} of '{t.name.id}'" for t in spec.outputs for i, d in enumerate(t.dims)
+                  if isinstance(d, m.Name) and d.id == size), None)
+    where = where or next(f"the extent of axis '{a.name.id}'" for a in spec.axes() if a.dim.id == size)
+    values = ", ".join(f"{n} = {{{n}}}" for n in dict.fromkeys(m.offset_names(extent)))
+    return (f"f\"{name}: {where}, {expr_text(extent)}, is {{{offset_text(extent, lambda n: n)}}} at {values}; it must "
+            f"be at least 1 (the window is larger than the padded input)\"")
 
 
 def _division_checks(

@@ -53,6 +53,8 @@ def grid_text(spec: m.Spec, config: str | None = None) -> str:
                 sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(block_of(axis)))})")
             else:
                 sizes.append(cdiv(axis.dim.id, block(block_of(axis))))
+    if len(sizes) > 3:  # the first axes flattened onto program id 0 (tilegen.lower.grid.flattened_pids)
+        sizes = [" * ".join(f"({s})" for s in sizes[:-2]), *sizes[-2:]]
     sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
     return tuple_text(sizes)
 

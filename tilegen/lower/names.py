@@ -250,6 +250,8 @@ def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load
         return load(item)
     if isinstance(item, m.Neg):
         return f"-({offset_text(item.operand, name, load)})"
+    if m.is_extent_call(item):  # an extent's minimum(A, B): the launcher's min(A, B)
+        return f"{m.EXTENT_CALLS[item.func.id]}({', '.join(offset_text(a, name, load) for a in item.args)})"
     assert isinstance(item, m.BinOp), f"not an offset index: {item}"
     op = "//" if item.op == "/" else item.op
     return f"({offset_text(item.left, name, load)} {op} {offset_text(item.right, name, load)})"

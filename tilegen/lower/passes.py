@@ -126,13 +126,13 @@ def derived_refs(spec: m.Spec) -> m.Spec:
     """``spec`` with each offset index's arithmetic that is a derived extent (``C / G`` in
     ``x[b, g * (C / G) + c]`` where an axis is over ``C / G``) the size that names it
     (``C_over_G``), which the launcher computes once and passes, as it does the other sizes."""
-    names = {name for name, _ in spec.derived}
+    names = {m.expr_key(extent): name for name, extent in spec.derived}
     if not names:
         return spec
 
     def size(e: m.Expr) -> m.Expr | None:  # arithmetic that is a derived extent: the size naming it
-        if isinstance(e, m.BinOp) and m.derived_name(e) in names:
-            return m.Ref(m.Name(m.derived_name(e), e.span), e.span)
+        if isinstance(e, m.BinOp) and m.expr_key(e) in names:
+            return m.Ref(m.Name(names[m.expr_key(e)], e.span), e.span)
         return None
 
     def named(e: m.Expr) -> m.Expr:

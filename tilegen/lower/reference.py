@@ -441,7 +441,7 @@ class ReferenceLowering(ReferenceExpressions):
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
-        if any(is_offset(i) for i in stmt.index):
+        if any(is_offset(i) for i in stmt.index) and not stmt.adds:
             self.offset_store(stmt, tensor, dtype)
             return
         if stmt.adds or any(isinstance(i, m.Load) for i in stmt.index):
@@ -491,13 +491,17 @@ class ReferenceLowering(ReferenceExpressions):
         self.lines.append(f"{stmt.tensor.id}[{target}] = {to_dtype(value, dtype)}")
 
     def scatter_store(self, stmt: m.Store, dtype: str) -> None:
-        """``y[idx[t], c] += value`` (or ``=``): an index tensor per dimension over the store's axes
-        (an axis its ``arange``, a loaded index its tensor), the lanes whose loaded index falls
-        outside its dimension dropped, as the kernel's mask drops them, and ``index_put_`` of the
-        value at the rest (``accumulate=True`` for ``+=``: repeated indices add up)."""
+        """``y[idx[t], c] += value`` (or ``=``), ``dx[n, S * o + k - P] += value``: an index tensor
+        per dimension over the store's axes (an axis its ``arange``, a loaded index its tensor, an
+        offset its values), the lanes whose index falls outside its dimension dropped, as the
+        kernel's mask drops them, and ``index_put_`` of the value at the rest (``accumulate=True``
+        for ``+=``: repeated indices, a window's overlaps, add up)."""
         tensor = tensor_of(self.spec, stmt.tensor.id)
         own: list[str] = []
         for item in stmt.index:
+            if is_offset(item):
+                own += [n for n in m.offset_names(item) if n in self.axis_names]
+                continue
             own += self.expr_axes(item) if isinstance(item, m.Load) else [item.id] if isinstance(item, m.Name) else []
         context = tuple(dict.fromkeys(self.aliases.get(a, a) for a in own))
         name = self.fresh(f"{stmt.tensor.id}_index")
@@ -506,11 +510,12 @@ class ReferenceLowering(ReferenceExpressions):
         for position, item in enumerate(stmt.index):
             if isinstance(item, m.Number):
                 index.append(f"torch.as_tensor({item.text}, device={self.device})")
-            elif isinstance(item, m.Load):
+            elif isinstance(item, m.Load) or is_offset(item):
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
                 inside.append(f"({name}[{position}] >= 0) & ({name}[{position}] < {bound})")
-                index.append(self.load(item, context))
+                index.append(self.load(item, context) if isinstance(item, m.Load) else
+                             f"torch.as_tensor({self.offset(item, context)}, device={self.device})")
             else:
                 assert isinstance(item, m.Name), f"not an index item: {item}"
                 index.append(self.arange(self.aliases.get(item.id, item.id), context))

@@ -135,6 +135,9 @@ class KernelState:
     piece: int | None = None  # the piece being lowered (see pieces.in_piece)
     renames: dict[str, str] = field(default_factory=dict)  # local -> its name in the piece being lowered
     pids: dict[str, str] = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
+    # launched grid axis -> its number of programs (``tl.num_programs(1)``; the count itself for an
+    # axis flattened with others onto program id 0, a grid of more than three; grid.grid_ops)
+    num_programs: dict[str, str] = field(default_factory=dict)
     across: dict[int, Across] = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
     # a persistent walk over rows: each across-programs partial carried over the program's tiles,
     # started before the tile loop (``carried``) and stored after it (``after_tiles``)

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -62,22 +55,15 @@ def add_loop_kernel(
         tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
+_add_loop_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
+
+
 def _add_loop_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
     """The checks of add_loop()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_loop", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_loop", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_loop", x=x, y=y)
+    device, N = _add_loop_inputs("add_loop", x, y)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_loop: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     return device, N
 
 

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -53,21 +46,7 @@ def add_single_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
-def _add_single_checked(x: torch.Tensor, y: torch.Tensor):
-    """The checks of add_single()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_single", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_single", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single", x=x, y=y)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    return device, N
+_add_single_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
 
 
 _add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3)
@@ -99,7 +78,7 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _add_single_apply(x, y)
-    device, N = _add_single_checked(x, y)
+    device, N = _add_single_inputs("add_single", x, y)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return add_single(x, y)
@@ -151,6 +130,9 @@ def _add_single_loops_kernel(
         tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
+_add_single_loops_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
+
+
 _add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3)
 
 
@@ -175,22 +157,12 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("_add_single_loops", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("_add_single_loops", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_add_single_loops", x=x, y=y)
+    device, N = _add_single_loops_inputs("_add_single_loops", x, y)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _add_single_loops(x, y, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"_add_single_loops: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z
@@ -216,7 +188,7 @@ def reference(x, y):
 def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The outputs of add_single(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N = _add_single_checked(x, y)
+    device, N = _add_single_inputs("add_single", x, y)
     z = torch.empty(N, device=device, dtype=torch.float32)
     return z
 
@@ -224,7 +196,7 @@ def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """add_single() as torch.compile traces it on the GPU: the checks of _add_single_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N = _add_single_checked(x, y)
+    device, N = _add_single_inputs("add_single", x, y)
     z = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
         return z

@@ -21,18 +21,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -64,16 +57,7 @@ def add_single_backward_kernel(
     tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
-def _add_single_backward_checked(dz: torch.Tensor):
-    """The checks of add_single_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_single_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single_backward", dz=dz)
-    N, = dz.shape
-    return device, N
+_add_single_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
 _add_single_backward_launch = _rt.Launch(globals(), "add_single_backward_kernel", "add_single_backward", pointers=3)
@@ -103,7 +87,7 @@ def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    device, N = _add_single_backward_checked(dz)
+    device, N = _add_single_backward_inputs("add_single_backward", dz)
     if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("add_single_backward")
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -159,6 +143,9 @@ def _add_single_backward_loops_kernel(
         tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
+_add_single_backward_loops_inputs = _rt.Inputs(("dz", torch.float32, "N"))
+
+
 _add_single_backward_loops_launch = _rt.Launch(globals(), "_add_single_backward_loops_kernel", "_add_single_backward_loops", pointers=3)
 
 
@@ -183,17 +170,12 @@ def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tupl
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("_add_single_backward_loops", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("_add_single_backward_loops", dz=dz)
+    device, N = _add_single_backward_loops_inputs("_add_single_backward_loops", dz)
     if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _add_single_backward_loops(dz, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_add_single_backward_loops", "BLOCK_N", BLOCK_N)
-    N, = dz.shape
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch
@@ -221,7 +203,7 @@ def reference(dz):
 def _add_single_backward_fake(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of add_single_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N = _add_single_backward_checked(dz)
+    device, N = _add_single_backward_inputs("add_single_backward", dz)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     return dx, dy
@@ -230,7 +212,7 @@ def _add_single_backward_fake(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 def _add_single_backward_traced(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """add_single_backward() as torch.compile traces it on the GPU: the checks of _add_single_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N = _add_single_backward_checked(dz)
+    device, N = _add_single_backward_inputs("add_single_backward", dz)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     if N == 0:  # nothing to compute: no launch

@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _rebased = _rt.rebased
@@ -155,40 +147,15 @@ def attention_kernel(
 
 
 _tuner = _rt.Tuner("attention", "0ab5b659b5257f21", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_attention_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float))
 
 
 def _attention_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
     """The checks of attention()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention", q=q, k=k, v=v)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
+    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
     if D > 8192:
         raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     return device, DT, scale, B, H, S, D, T
@@ -390,6 +357,9 @@ def _attention_pointers_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(DT), mask=mask_md_1)
 
 
+_attention_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float))
+
+
 _attention_pointers_launch = _rt.Launch(globals(), "_attention_pointers_kernel", "_attention_pointers", pointers=4, tuned=True)
 
 
@@ -415,37 +385,10 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, o, *args)
         return o
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_pointers", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("_attention_pointers", "v", v, DT, 4, "q")
-    scale = _check_scalar("_attention_pointers", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_pointers", q=q, k=k, v=v)
+    device, DT, scale, B, H, S, D, T = _attention_pointers_inputs("_attention_pointers", q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _attention_pointers(q, k, v, scale)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"_attention_pointers: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"_attention_pointers: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"_attention_pointers: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"_attention_pointers: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
     if D > 8192:
         raise ValueError(f"_attention_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     o = torch.empty(B, H, S, D, device=device, dtype=DT)

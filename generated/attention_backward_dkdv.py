@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _rebased = _rt.rebased
@@ -119,69 +111,15 @@ def attention_backward_dkdv_kernel(
 
 
 _tuner = _rt.Tuner("attention_backward_dkdv", "756f52c953fae0bc", _CONFIGS, default=5, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_attention_backward_dkdv_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"))
 
 
 def _attention_backward_dkdv_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
     """The checks of attention_backward_dkdv()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_backward_dkdv", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_backward_dkdv", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention_backward_dkdv", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention_backward_dkdv", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_backward_dkdv", "do", do, DT, 4, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 3:
-        _rt.bad_input("attention_backward_dkdv", "lse", lse, torch.float32, 3)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 3:
-        _rt.bad_input("attention_backward_dkdv", "delta", delta, torch.float32, 3)
-    device = q.device
-    if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_backward_dkdv", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    _lse0, _lse1, _lse2 = lse.shape
-    _delta0, _delta1, _delta2 = delta.shape
-    if _k0 != B:
-        raise ValueError(f"attention_backward_dkdv: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_backward_dkdv: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention_backward_dkdv: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention_backward_dkdv: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention_backward_dkdv: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention_backward_dkdv: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention_backward_dkdv: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_backward_dkdv: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_backward_dkdv: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_backward_dkdv: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_backward_dkdv: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if _lse0 != B:
-        raise ValueError(f"attention_backward_dkdv: lse dimension 0 (B) is {_lse0}, but q dimension 0 gives B = {B}")
-    if _lse1 != H:
-        raise ValueError(f"attention_backward_dkdv: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _lse2 != S:
-        raise ValueError(f"attention_backward_dkdv: lse dimension 2 (S) is {_lse2}, but q dimension 2 gives S = {S}")
-    if _delta0 != B:
-        raise ValueError(f"attention_backward_dkdv: delta dimension 0 (B) is {_delta0}, but q dimension 0 gives B = {B}")
-    if _delta1 != H:
-        raise ValueError(f"attention_backward_dkdv: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
-    if _delta2 != S:
-        raise ValueError(f"attention_backward_dkdv: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
+    device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_inputs("attention_backward_dkdv", q, k, v, scale, do, lse, delta)
     if D > 8192:
         raise ValueError(f"attention_backward_dkdv: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     return device, DT, scale, B, H, S, D, T
@@ -361,6 +299,9 @@ def _attention_backward_dkdv_pointers_kernel(
     tl.store(dv_ptrs, dv_acc.to(DT), mask=mask_nd)
 
 
+_attention_backward_dkdv_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"))
+
+
 _attention_backward_dkdv_pointers_launch = _rt.Launch(globals(), "_attention_backward_dkdv_pointers_kernel", "_attention_backward_dkdv_pointers", pointers=8, tuned=True)
 
 
@@ -390,66 +331,10 @@ def _attention_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v: torch
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, do, lse, delta, dk, dv, *args)
         return dk, dv
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "v", v, DT, 4, "q")
-    scale = _check_scalar("_attention_backward_dkdv_pointers", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "do", do, DT, 4, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 3:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "lse", lse, torch.float32, 3)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 3:
-        _rt.bad_input("_attention_backward_dkdv_pointers", "delta", delta, torch.float32, 3)
-    device = q.device
-    if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_backward_dkdv_pointers", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
+    device, DT, scale, B, H, S, D, T = _attention_backward_dkdv_pointers_inputs("_attention_backward_dkdv_pointers", q, k, v, scale, do, lse, delta)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _attention_backward_dkdv_pointers(q, k, v, scale, do, lse, delta)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    _lse0, _lse1, _lse2 = lse.shape
-    _delta0, _delta1, _delta2 = delta.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_backward_dkdv_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_backward_dkdv_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_backward_dkdv_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"_attention_backward_dkdv_pointers: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"_attention_backward_dkdv_pointers: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"_attention_backward_dkdv_pointers: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"_attention_backward_dkdv_pointers: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"_attention_backward_dkdv_pointers: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"_attention_backward_dkdv_pointers: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"_attention_backward_dkdv_pointers: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"_attention_backward_dkdv_pointers: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if _lse0 != B:
-        raise ValueError(f"_attention_backward_dkdv_pointers: lse dimension 0 (B) is {_lse0}, but q dimension 0 gives B = {B}")
-    if _lse1 != H:
-        raise ValueError(f"_attention_backward_dkdv_pointers: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _lse2 != S:
-        raise ValueError(f"_attention_backward_dkdv_pointers: lse dimension 2 (S) is {_lse2}, but q dimension 2 gives S = {S}")
-    if _delta0 != B:
-        raise ValueError(f"_attention_backward_dkdv_pointers: delta dimension 0 (B) is {_delta0}, but q dimension 0 gives B = {B}")
-    if _delta1 != H:
-        raise ValueError(f"_attention_backward_dkdv_pointers: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
-    if _delta2 != S:
-        raise ValueError(f"_attention_backward_dkdv_pointers: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
     if D > 8192:
         raise ValueError(f"_attention_backward_dkdv_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     dk = torch.empty(B, H, T, D, device=device, dtype=DT)

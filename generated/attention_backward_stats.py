@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 TensorDescriptor = _rt.TensorDescriptor
 _has_tma = _rt.has_tma
 _rebased = _rt.rebased
@@ -126,51 +118,15 @@ def attention_backward_stats_kernel(
 
 
 _tuner = _rt.Tuner("attention_backward_stats", "096a94848042e10f", _CONFIGS, default=3, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"))
 
 
 def _attention_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
     """The checks of attention_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "k", k, DT, 4, "q")
-    scale = _check_scalar("attention_backward_stats", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_backward_stats", q=q, k=k, o=o, do=do)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"attention_backward_stats: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention_backward_stats: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"attention_backward_stats: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"attention_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"attention_backward_stats: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"attention_backward_stats: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_backward_stats: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_backward_stats: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_backward_stats: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
+    device, DT, scale, B, H, S, D, T = _attention_backward_stats_inputs("attention_backward_stats", q, k, scale, o, do)
     if D > 8192:
         raise ValueError(f"attention_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     return device, DT, scale, B, H, S, D, T
@@ -347,6 +303,9 @@ def _attention_backward_stats_pointers_kernel(
     tl.store(delta_ptr + pid_z * stride_delta_b + pid_h * stride_delta_h + offs_m * stride_delta_s, sum_d, mask=mask_m)
 
 
+_attention_backward_stats_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"))
+
+
 _attention_backward_stats_pointers_launch = _rt.Launch(globals(), "_attention_backward_stats_pointers_kernel", "_attention_backward_stats_pointers", pointers=6, tuned=True)
 
 
@@ -373,48 +332,10 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, q, k, o, do, lse, delta, *args)
         return lse, delta
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "k", k, DT, 4, "q")
-    scale = _check_scalar("_attention_backward_stats_pointers", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_backward_stats_pointers", q=q, k=k, o=o, do=do)
+    device, DT, scale, B, H, S, D, T = _attention_backward_stats_pointers_inputs("_attention_backward_stats_pointers", q, k, scale, o, do)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _attention_backward_stats_pointers(q, k, scale, o, do)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
     if D > 8192:
         raise ValueError(f"_attention_backward_stats_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)

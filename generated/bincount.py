@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -53,18 +45,15 @@ def bincount_kernel(
     tl.atomic_add(counts_ptr + x * stride_counts_bins, tl.full((BN,), 1, dtype=tl.int64), mask=mask_i_1, sem="relaxed")
 
 
+_bincount_inputs = _rt.Inputs(("x", torch.int64, "N"), ("bins", int))
+
+
 def _bincount_checked(x: torch.Tensor, bins: int, *, BN: int = 1024):
     """The checks of bincount()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 1:
-        _rt.bad_input("bincount", "x", x, torch.int64, 1)
-    bins = _check_scalar("bincount", "bins", bins, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("bincount", x=x)
+    device, bins, N = _bincount_inputs("bincount", x, bins)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("bincount", "BN", BN)
-    N, = x.shape
     return device, bins, N
 
 

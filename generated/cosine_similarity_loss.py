@@ -11,17 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
@@ -112,24 +106,15 @@ def cosine_similarity_loss_finish_kernel(
     tl.store(loss_ptr + offs_q * stride_loss_elements, loss_merged / loss_merged_count, mask=mask_q)
 
 
+_cosine_similarity_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+
+
 def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
     """The checks of cosine_similarity_loss()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
+    device, M, N = _cosine_similarity_loss_inputs("cosine_similarity_loss", predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     if N > 262144:
         raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     return device, M, N

@@ -38,18 +38,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -124,26 +117,15 @@ def cosine_similarity_loss_backward_kernel(
     tl.store(dtargets_ptrs, dt, mask=mask_rc)
 
 
+_cosine_similarity_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+
+
 def _cosine_similarity_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
     """The checks of cosine_similarity_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("cosine_similarity_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
+    device, M, N = _cosine_similarity_loss_backward_inputs("cosine_similarity_loss_backward", dloss, predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     return device, M, N
 
 
@@ -338,6 +320,9 @@ def _cosine_similarity_loss_backward_loops_kernel(
         tl.store(dtargets_ptrs, dt, mask=mask_rc_1)
 
 
+_cosine_similarity_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+
+
 _cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5)
 
 
@@ -364,15 +349,7 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_cosine_similarity_loss_backward_loops", dloss=dloss, predictions=predictions, targets=targets)
+    device, M, N = _cosine_similarity_loss_backward_loops_inputs("_cosine_similarity_loss_backward_loops", dloss, predictions, targets)
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
@@ -380,12 +357,6 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
         _rt.bad_block("_cosine_similarity_loss_backward_loops", "BM", BM)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_cosine_similarity_loss_backward_loops", "BLOCK_N", BLOCK_N)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"_cosine_similarity_loss_backward_loops: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"_cosine_similarity_loss_backward_loops: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch

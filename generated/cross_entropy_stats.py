@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 amax = _rt.amax
 first_argmax = _rt.first_argmax
 tanh = _rt.tanh
@@ -146,21 +138,9 @@ def cross_entropy_stats_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_stats", "3b258a62b74bb46b", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_stats_checked(logits: torch.Tensor, softcap: float = 0.0):
-    """The checks of cross_entropy_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_stats", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    softcap = _check_scalar("cross_entropy_stats", "softcap", softcap, float)
-    device = logits.device
-    if (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_stats", logits=logits)
-    M, V = logits.shape
-    return device, T, softcap, M, V
+_cross_entropy_stats_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
 _cross_entropy_stats_launch = _rt.Launch(globals(), "cross_entropy_stats_kernel", "cross_entropy_stats", pointers=3, tuned=True)
@@ -197,7 +177,7 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
         return lse, predicted
     if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_stats_apply(logits, softcap)
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy_stats(logits, softcap)
@@ -234,7 +214,7 @@ def reference(logits, softcap=0.0):
 def _cross_entropy_stats_fake(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of cross_entropy_stats(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     predicted = torch.empty(M, device=device, dtype=torch.int64)
     return lse, predicted
@@ -243,7 +223,7 @@ def _cross_entropy_stats_fake(logits: torch.Tensor, softcap: float = 0.0) -> tup
 def _cross_entropy_stats_traced(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """cross_entropy_stats() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     predicted = torch.empty(M, device=device, dtype=torch.int64)
     if M == 0:  # nothing to compute: no launch

@@ -41,22 +41,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 amax = _rt.amax
 tanh = _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
@@ -248,26 +240,9 @@ def cross_entropy_stats_backward_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_stats_backward", "6d14ef64524197a1", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_stats_backward_checked(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0):
-    """The checks of cross_entropy_stats_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dlse, torch.Tensor) or dlse.dtype != torch.float32 or dlse.dim() != 1:
-        _rt.bad_input("cross_entropy_stats_backward", "dlse", dlse, torch.float32, 1)
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_stats_backward", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    softcap = _check_scalar("cross_entropy_stats_backward", "softcap", softcap, float)
-    device = dlse.device
-    if logits.device != device or (not dlse.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_stats_backward", dlse=dlse, logits=logits)
-    M, = dlse.shape
-    _logits0, V = logits.shape
-    if _logits0 != M:
-        raise ValueError(f"cross_entropy_stats_backward: logits dimension 0 (M) is {_logits0}, but dlse dimension 0 gives M = {M}")
-    return device, T, softcap, M, V
+_cross_entropy_stats_backward_inputs = _rt.Inputs(("dlse", torch.float32, "M"), ("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
 _cross_entropy_stats_backward_launch = _rt.Launch(globals(), "cross_entropy_stats_backward_kernel", "cross_entropy_stats_backward", pointers=3, tuned=True)
@@ -303,7 +278,7 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=T)
         launch(grid, device_index, dlse, logits, dlogits, *args)
         return dlogits
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
     if _grad_enabled() and (getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cross_entropy_stats_backward")
     if dlse.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -351,7 +326,7 @@ def reference(dlse, logits, softcap=0.0):
 def _cross_entropy_stats_backward_fake(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
     """The outputs of cross_entropy_stats_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
     dlogits = torch.empty(M, V, device=device, dtype=T)
     return dlogits
 
@@ -359,7 +334,7 @@ def _cross_entropy_stats_backward_fake(dlse: torch.Tensor, logits: torch.Tensor,
 def _cross_entropy_stats_backward_traced(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
     """cross_entropy_stats_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
+    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
     dlogits = torch.empty(M, V, device=device, dtype=T)
     if M == 0 or V == 0:  # nothing to compute: no launch
         return dlogits

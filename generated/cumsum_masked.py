@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -95,26 +88,9 @@ def cumsum_masked_kernel(
 
 
 _tuner = _rt.Tuner("cumsum_masked", "f3f5c8da093628fe", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cumsum_masked_checked(x: torch.Tensor, mask: torch.Tensor):
-    """The checks of cumsum_masked()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("cumsum_masked", "x", x, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked", "mask", mask, torch.bool, 2)
-    device = x.device
-    if mask.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked", x=x, mask=mask)
-    M, N = x.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked: mask dimension 0 (M) is {_mask0}, but x dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked: mask dimension 1 (N) is {_mask1}, but x dimension 1 gives N = {N}")
-    return device, M, N
+_cumsum_masked_inputs = _rt.Inputs(("x", torch.float32, "M N"), ("mask", torch.bool, "M N"))
 
 
 _cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True)
@@ -149,7 +125,7 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cumsum_masked_apply(x, mask)
-    device, M, N = _cumsum_masked_checked(x, mask)
+    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cumsum_masked(x, mask)
@@ -180,7 +156,7 @@ def reference(x, mask):
 def _cumsum_masked_fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """The outputs of cumsum_masked(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _cumsum_masked_checked(x, mask)
+    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     return y
 
@@ -188,7 +164,7 @@ def _cumsum_masked_fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """cumsum_masked() as torch.compile traces it on the GPU: the checks of _cumsum_masked_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _cumsum_masked_checked(x, mask)
+    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y

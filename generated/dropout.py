@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -61,22 +53,17 @@ def dropout_kernel(
     tl.store(y_ptrs, tl.where(tl.rand(seed, offs_r[:, None] * N + offs_c[None, :]) > p, x / (1.0 - p), 0.0).to(T), mask=mask_rc)
 
 
+_dropout_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("p", float), ("seed", int))
+
+
 def _dropout_checked(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
     """The checks of dropout()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 2:
-        _rt.bad_input("dropout", "x", x, (torch.float32, torch.float16, torch.bfloat16), 2)
-    T = x.dtype
-    p = _check_scalar("dropout", "p", p, float)
-    seed = _check_scalar("dropout", "seed", seed, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("dropout", x=x)
+    device, T, p, seed, M, N = _dropout_inputs("dropout", x, p, seed)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("dropout", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("dropout", "BN", BN)
-    M, N = x.shape
     return device, T, p, seed, M, N
 
 

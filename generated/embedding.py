@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -69,23 +61,15 @@ def embedding_kernel(
 
 
 _tuner = _rt.Tuner("embedding", "6f97e411fbb24543", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("padding_idx", int))
 
 
 def _embedding_checked(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
     """The checks of embedding()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    padding_idx = _check_scalar("embedding", "padding_idx", padding_idx, int)
-    device = idx.device
-    if weight.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding", idx=idx, weight=weight)
-    N, = idx.shape
-    V, C = weight.shape
+    device, T, padding_idx, N, V, C = _embedding_inputs("embedding", idx, weight, padding_idx)
     if C > 65536:
         raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
     return device, T, padding_idx, N, V, C

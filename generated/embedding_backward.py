@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -72,31 +64,9 @@ def embedding_backward_kernel(
 
 
 _tuner = _rt.Tuner("embedding_backward", "ac477aa1ff2d879a", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _embedding_backward_checked(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1):
-    """The checks of embedding_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding_backward", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding_backward", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
-        _rt.bad_input("embedding_backward", "dy", dy, T, 2, "weight")
-    padding_idx = _check_scalar("embedding_backward", "padding_idx", padding_idx, int)
-    device = idx.device
-    if weight.device != device or dy.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding_backward", idx=idx, weight=weight, dy=dy)
-    N, = idx.shape
-    V, C = weight.shape
-    _dy0, _dy1 = dy.shape
-    if _dy0 != N:
-        raise ValueError(f"embedding_backward: dy dimension 0 (N) is {_dy0}, but idx dimension 0 gives N = {N}")
-    if _dy1 != C:
-        raise ValueError(f"embedding_backward: dy dimension 1 (C) is {_dy1}, but weight dimension 1 gives C = {C}")
-    return device, T, padding_idx, N, V, C
+_embedding_backward_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("dy", "weight", "N C"), ("padding_idx", int))
 
 
 _embedding_backward_launch = _rt.Launch(globals(), "embedding_backward_kernel", "embedding_backward", pointers=4, tuned=True)
@@ -132,7 +102,7 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
         dweight = torch.zeros(*_dweight_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, idx, weight, dy, dweight, *args)
         return dweight
-    device, T, padding_idx, N, V, C = _embedding_backward_checked(idx, weight, dy, padding_idx)
+    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
     if _grad_enabled() and (getattr(weight, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("embedding_backward")
     if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -170,7 +140,7 @@ def reference(idx, weight, dy, padding_idx=-1):
 def _embedding_backward_fake(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
     """The outputs of embedding_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, padding_idx, N, V, C = _embedding_backward_checked(idx, weight, dy, padding_idx)
+    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
     dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
     return dweight
 
@@ -178,7 +148,7 @@ def _embedding_backward_fake(idx: torch.Tensor, weight: torch.Tensor, dy: torch.
 def _embedding_backward_traced(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
     """embedding_backward() as torch.compile traces it on the GPU: the checks of _embedding_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, padding_idx, N, V, C = _embedding_backward_checked(idx, weight, dy, padding_idx)
+    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
     dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
     if V == 0 or C == 0:  # nothing to compute: no launch
         return dweight

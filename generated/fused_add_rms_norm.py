@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that fused_add_rms_norm() holds in one tile: longer rows run _fused_add_rms_norm_loops(),
@@ -89,34 +81,9 @@ def fused_add_rms_norm_kernel(
 
 
 _tuner = _rt.Tuner("fused_add_rms_norm", "3a9010cbb512bede", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _fused_add_rms_norm_checked(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0):
-    """The checks of fused_add_rms_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("fused_add_rms_norm", "eps", eps, float)
-    offset = _check_scalar("fused_add_rms_norm", "offset", offset, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, offset, M, N
+_fused_add_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
 
 
 _fused_add_rms_norm_launch = _rt.Launch(globals(), "fused_add_rms_norm_kernel", "fused_add_rms_norm", pointers=5, tuned=True)
@@ -157,7 +124,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         return y, s
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _fused_add_rms_norm_apply(x, residual, weight, eps, offset)
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return fused_add_rms_norm(x, residual, weight, eps, offset)
@@ -289,6 +256,9 @@ def _fused_add_rms_norm_loops_kernel(
         tl.store(y_ptrs, (normed.to(tl.float32) * (offset + weight.to(tl.float32))).to(T), mask=mask_rc_1)
 
 
+_fused_add_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
+
+
 _fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_loops_kernel", "_fused_add_rms_norm_loops", pointers=5, tuned=True)
 
 
@@ -318,32 +288,12 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_fused_add_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("_fused_add_rms_norm_loops", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_fused_add_rms_norm_loops", "weight", weight, T, 1, "x")
-    eps = _check_scalar("_fused_add_rms_norm_loops", "eps", eps, float)
-    offset = _check_scalar("_fused_add_rms_norm_loops", "offset", offset, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_fused_add_rms_norm_loops", x=x, residual=residual, weight=weight)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_loops_inputs("_fused_add_rms_norm_loops", x, residual, weight, eps, offset)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _fused_add_rms_norm_loops(x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"_fused_add_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
@@ -381,7 +331,7 @@ def reference(x, residual, weight, eps, offset=0.0):
 def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of fused_add_rms_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     return y, s
@@ -390,7 +340,7 @@ def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: to
 def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """fused_add_rms_norm() as torch.compile traces it on the GPU: the checks of _fused_add_rms_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch

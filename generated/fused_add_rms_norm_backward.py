@@ -47,24 +47,17 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _num_sms = _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -196,40 +189,15 @@ def fused_add_rms_norm_backward_finish_kernel(
 
 
 _tuner = _rt.Tuner("fused_add_rms_norm_backward", "3071cf563b88339d", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_fused_add_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("ds", "dy", "M N"), ("weight", "dy", "N"), ("eps", float), ("s", "dy", "M N"), ("offset", float))
 
 
 def _fused_add_rms_norm_backward_checked(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0):
     """The checks of fused_add_rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(ds, torch.Tensor) or ds.dtype != T or ds.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "ds", ds, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("fused_add_rms_norm_backward", "eps", eps, float)
-    if not isinstance(s, torch.Tensor) or s.dtype != T or s.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm_backward", "s", s, T, 2, "dy")
-    offset = _check_scalar("fused_add_rms_norm_backward", "offset", offset, float)
-    device = dy.device
-    if ds.device != device or weight.device != device or s.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm_backward", dy=dy, ds=ds, weight=weight, s=s)
-    M, N = dy.shape
-    _ds0, _ds1 = ds.shape
-    _weight0, = weight.shape
-    _s0, _s1 = s.shape
-    if _ds0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 0 (M) is {_ds0}, but dy dimension 0 gives M = {M}")
-    if _ds1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: ds dimension 1 (N) is {_ds1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _s0 != M:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 0 (M) is {_s0}, but dy dimension 0 gives M = {M}")
-    if _s1 != N:
-        raise ValueError(f"fused_add_rms_norm_backward: s dimension 1 (N) is {_s1}, but dy dimension 1 gives N = {N}")
+    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
     if N > 262144:
         raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     return device, T, eps, offset, M, N
@@ -292,10 +260,10 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_ds_strides[0]) + (N - 1) * abs(_ds_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (M - 1) * abs(_s_strides[0]) + (N - 1) * abs(_s_strides[1]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
     NUM_SMS = _num_sms(device)
     tune_key = (device, N, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("fused_add_rms_norm_backward", tune_key)
+            config_index = _tuner.tuned_index("fused_add_rms_norm_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1)
                 dweight_programs = min(NUM_SMS, ((M + 1 - 1) // 1))  # programs walking M
@@ -308,7 +276,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
                     *_dy_strides, *_ds_strides, *_weight_strides, *_s_strides, N, 1, N, 1, 1,
                     BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS,
                 )
-                _remember(tune_key, _settle_ties(tune_key, fused_add_rms_norm_backward_kernel, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, fused_add_rms_norm_backward_kernel, lambda: fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)))
                 return fused_add_rms_norm_backward(dy, ds, weight, eps, s, offset)
     config = _CONFIGS[config_index].kwargs
     grid = (min(NUM_SMS, (M + config["BM"] - 1) // config["BM"]), 1, 1)

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -73,27 +66,9 @@ def geglu_kernel(
 
 
 _tuner = _rt.Tuner("geglu", "15b8dd9e48e47d9e", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _geglu_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of geglu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("geglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu", a=a, b=b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"geglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
-    return device, T, M, N
+_geglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"))
 
 
 _geglu_launch = _rt.Launch(globals(), "geglu_kernel", "geglu", pointers=3, tuned=True)
@@ -130,7 +105,7 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _geglu_apply(a, b)
-    device, T, M, N = _geglu_checked(a, b)
+    device, T, M, N = _geglu_inputs("geglu", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return geglu(a, b)
@@ -163,7 +138,7 @@ def reference(a, b):
 def _geglu_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of geglu(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _geglu_checked(a, b)
+    device, T, M, N = _geglu_inputs("geglu", a, b)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
@@ -171,7 +146,7 @@ def _geglu_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """geglu() as torch.compile traces it on the GPU: the checks of _geglu_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _geglu_checked(a, b)
+    device, T, M, N = _geglu_inputs("geglu", a, b)
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y

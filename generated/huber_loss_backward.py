@@ -36,18 +36,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -113,29 +106,9 @@ def huber_loss_backward_kernel(
 
 
 _tuner = _rt.Tuner("huber_loss_backward", "39584c87a125a833", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _huber_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
-    """The checks of huber_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("huber_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype not in (torch.float32, torch.float16, torch.bfloat16) or predictions.dim() != 2:
-        _rt.bad_input("huber_loss_backward", "predictions", predictions, (torch.float32, torch.float16, torch.bfloat16), 2)
-    T = predictions.dtype
-    if not isinstance(targets, torch.Tensor) or targets.dtype != T or targets.dim() != 2:
-        _rt.bad_input("huber_loss_backward", "targets", targets, T, 2, "predictions")
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("huber_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"huber_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"huber_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    return device, T, M, N
+_huber_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("targets", "predictions", "M N"))
 
 
 _huber_loss_backward_launch = _rt.Launch(globals(), "huber_loss_backward_kernel", "huber_loss_backward", pointers=5, tuned=True)
@@ -172,7 +145,7 @@ def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=T)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, T, M, N = _huber_loss_backward_checked(dloss, predictions, targets)
+    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("huber_loss_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -216,7 +189,7 @@ def reference(dloss, predictions, targets):
 def _huber_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of huber_loss_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _huber_loss_backward_checked(dloss, predictions, targets)
+    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
     dpredictions = torch.empty(M, N, device=device, dtype=T)
     dtargets = torch.empty(M, N, device=device, dtype=T)
     return dpredictions, dtargets
@@ -225,7 +198,7 @@ def _huber_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, ta
 def _huber_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """huber_loss_backward() as torch.compile traces it on the GPU: the checks of _huber_loss_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _huber_loss_backward_checked(dloss, predictions, targets)
+    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
     dpredictions = torch.empty(M, N, device=device, dtype=T)
     dtargets = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 amax = _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -82,22 +74,15 @@ def jagged_softmax_kernel(
 
 
 _tuner = _rt.Tuner("jagged_softmax", "6e1eb6b43221632b", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_jagged_softmax_inputs = _rt.Inputs(("values", torch.float32, "T D"), ("offsets", torch.int64, "B1"), ("L", int))
 
 
 def _jagged_softmax_checked(values: torch.Tensor, offsets: torch.Tensor, L: int):
     """The checks of jagged_softmax()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(values, torch.Tensor) or values.dtype != torch.float32 or values.dim() != 2:
-        _rt.bad_input("jagged_softmax", "values", values, torch.float32, 2)
-    if not isinstance(offsets, torch.Tensor) or offsets.dtype != torch.int64 or offsets.dim() != 1:
-        _rt.bad_input("jagged_softmax", "offsets", offsets, torch.int64, 1)
-    L = _check_scalar("jagged_softmax", "L", L, int)
-    device = values.device
-    if offsets.device != device or (not values.is_cuda and not _INTERPRET):
-        _rt.bad_device("jagged_softmax", values=values, offsets=offsets)
-    T, D = values.shape
-    B1, = offsets.shape
+    device, L, T, D, B1 = _jagged_softmax_inputs("jagged_softmax", values, offsets, L)
     B1_minus_1 = (B1 - 1)
     if L > 16384:
         raise ValueError(f"jagged_softmax: 'l over L whole' makes one tile of all of L, so L must be <= 16384 (Triton's largest tile holds 1048576 elements), got {L}")

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along V) that jsd() holds in one tile: longer rows run _jsd_loops(),
@@ -85,28 +77,9 @@ def jsd_kernel(
 
 
 _tuner = _rt.Tuner("jsd", "a691f5a0081556ac", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _jsd_checked(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
-    """The checks of jsd()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("jsd", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype != T or teacher.dim() != 2:
-        _rt.bad_input("jsd", "teacher", teacher, T, 2, "student")
-    beta = _check_scalar("jsd", "beta", beta, float)
-    device = student.device
-    if teacher.device != device or (not student.is_cuda and not _INTERPRET):
-        _rt.bad_device("jsd", student=student, teacher=teacher)
-    M, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _teacher0 != M:
-        raise ValueError(f"jsd: teacher dimension 0 (M) is {_teacher0}, but student dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"jsd: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    return device, T, beta, M, V
+_jsd_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
 
 
 _jsd_launch = _rt.Launch(globals(), "jsd_kernel", "jsd", pointers=3, tuned=True)
@@ -143,7 +116,7 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, conf
         return loss
     if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _jsd_apply(student, teacher, beta)
-    device, T, beta, M, V = _jsd_checked(student, teacher, beta)
+    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
     if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return jsd(student, teacher, beta)
@@ -243,6 +216,9 @@ def _jsd_loops_kernel(
     tl.store(loss_ptr + offs_r * stride_loss_m, row_sum, mask=mask_r)
 
 
+_jsd_loops_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
+
+
 _jsd_loops_launch = _rt.Launch(globals(), "_jsd_loops_kernel", "_jsd_loops", pointers=3, tuned=True)
 
 
@@ -268,26 +244,12 @@ def _jsd_loops(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, 
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, student, teacher, loss, *args)
         return loss
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("_jsd_loops", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype != T or teacher.dim() != 2:
-        _rt.bad_input("_jsd_loops", "teacher", teacher, T, 2, "student")
-    beta = _check_scalar("_jsd_loops", "beta", beta, float)
-    device = student.device
-    if teacher.device != device or (not student.is_cuda and not _INTERPRET):
-        _rt.bad_device("_jsd_loops", student=student, teacher=teacher)
+    device, T, beta, M, V = _jsd_loops_inputs("_jsd_loops", student, teacher, beta)
     if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _jsd_loops(student, teacher, beta, BLOCK_V=BLOCK_V)
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
         _rt.bad_block("_jsd_loops", "BLOCK_V", BLOCK_V)
-    M, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _teacher0 != M:
-        raise ValueError(f"_jsd_loops: teacher dimension 0 (M) is {_teacher0}, but student dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"_jsd_loops: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
     loss = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0:  # nothing to compute: no launch
         return loss
@@ -321,7 +283,7 @@ def reference(student, teacher, beta=0.5):
 def _jsd_fake(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> torch.Tensor:
     """The outputs of jsd(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, beta, M, V = _jsd_checked(student, teacher, beta)
+    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     return loss
 
@@ -329,7 +291,7 @@ def _jsd_fake(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -
 def _jsd_traced(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> torch.Tensor:
     """jsd() as torch.compile traces it on the GPU: the checks of _jsd_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, beta, M, V = _jsd_checked(student, teacher, beta)
+    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0:  # nothing to compute: no launch
         return loss

@@ -54,22 +54,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along V) that jsd_backward() holds in one tile: longer rows run _jsd_backward_loops(),
@@ -171,33 +163,9 @@ def jsd_backward_kernel(
 
 
 _tuner = _rt.Tuner("jsd_backward", "981177a05bef1826", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _jsd_backward_checked(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
-    """The checks of jsd_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("jsd_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("jsd_backward", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype != T or teacher.dim() != 2:
-        _rt.bad_input("jsd_backward", "teacher", teacher, T, 2, "student")
-    beta = _check_scalar("jsd_backward", "beta", beta, float)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("jsd_backward", dloss=dloss, student=student, teacher=teacher)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"jsd_backward: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"jsd_backward: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"jsd_backward: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    return device, T, beta, M, V
+_jsd_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
 
 
 _jsd_backward_launch = _rt.Launch(globals(), "jsd_backward_kernel", "jsd_backward", pointers=5, tuned=True)
@@ -235,7 +203,7 @@ def jsd_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tens
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=T)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, beta, M, V = _jsd_backward_checked(dloss, student, teacher, beta)
+    device, T, beta, M, V = _jsd_backward_inputs("jsd_backward", dloss, student, teacher, beta)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("jsd_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -410,6 +378,9 @@ def _jsd_backward_loops_kernel(
         tl.store(dteacher_ptrs, dy.to(T), mask=mask_rc)
 
 
+_jsd_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
+
+
 _jsd_backward_loops_launch = _rt.Launch(globals(), "_jsd_backward_loops_kernel", "_jsd_backward_loops", pointers=5, tuned=True)
 
 
@@ -438,31 +409,12 @@ def _jsd_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: tor
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=T)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("_jsd_backward_loops", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("_jsd_backward_loops", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype != T or teacher.dim() != 2:
-        _rt.bad_input("_jsd_backward_loops", "teacher", teacher, T, 2, "student")
-    beta = _check_scalar("_jsd_backward_loops", "beta", beta, float)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_jsd_backward_loops", dloss=dloss, student=student, teacher=teacher)
+    device, T, beta, M, V = _jsd_backward_loops_inputs("_jsd_backward_loops", dloss, student, teacher, beta)
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _jsd_backward_loops(dloss, student, teacher, beta, BLOCK_V=BLOCK_V)
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
         _rt.bad_block("_jsd_backward_loops", "BLOCK_V", BLOCK_V)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"_jsd_backward_loops: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"_jsd_backward_loops: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"_jsd_backward_loops: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=T)
     if M == 0 or V == 0:  # nothing to compute: no launch
@@ -519,7 +471,7 @@ def reference(dloss, student, teacher, beta=0.5):
 def _jsd_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of jsd_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, beta, M, V = _jsd_backward_checked(dloss, student, teacher, beta)
+    device, T, beta, M, V = _jsd_backward_inputs("jsd_backward", dloss, student, teacher, beta)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=T)
     return dstudent, dteacher
@@ -528,7 +480,7 @@ def _jsd_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torc
 def _jsd_backward_traced(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
     """jsd_backward() as torch.compile traces it on the GPU: the checks of _jsd_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, beta, M, V = _jsd_backward_checked(dloss, student, teacher, beta)
+    device, T, beta, M, V = _jsd_backward_inputs("jsd_backward", dloss, student, teacher, beta)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=T)
     if M == 0 or V == 0:  # nothing to compute: no launch

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -88,36 +80,9 @@ def kl_div_elementwise_backward_kernel(
 
 
 _tuner = _rt.Tuner("kl_div_elementwise_backward", "7ed071d647d375ff", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_elementwise_backward_checked(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
-    """The checks of kl_div_elementwise_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 2:
-        _rt.bad_input("kl_div_elementwise_backward", "dloss", dloss, torch.float32, 2)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("kl_div_elementwise_backward", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("kl_div_elementwise_backward", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("kl_div_elementwise_backward", "log_target", log_target, int)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_elementwise_backward", dloss=dloss, student=student, teacher=teacher)
-    M, V = dloss.shape
-    _student0, _student1 = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"kl_div_elementwise_backward: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _student1 != V:
-        raise ValueError(f"kl_div_elementwise_backward: student dimension 1 (V) is {_student1}, but dloss dimension 1 gives V = {V}")
-    if _teacher0 != M:
-        raise ValueError(f"kl_div_elementwise_backward: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"kl_div_elementwise_backward: teacher dimension 1 (V) is {_teacher1}, but dloss dimension 1 gives V = {V}")
-    return device, T, U, log_target, M, V
+_kl_div_elementwise_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M V"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
 _kl_div_elementwise_backward_launch = _rt.Launch(globals(), "kl_div_elementwise_backward_kernel", "kl_div_elementwise_backward", pointers=5, tuned=True)
@@ -157,7 +122,7 @@ def kl_div_elementwise_backward(dloss: torch.Tensor, student: torch.Tensor, teac
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, U, log_target, M, V = _kl_div_elementwise_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_elementwise_backward_inputs("kl_div_elementwise_backward", dloss, student, teacher, log_target)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("kl_div_elementwise_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -200,7 +165,7 @@ def reference(dloss, student, teacher, log_target=0):
 def _kl_div_elementwise_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of kl_div_elementwise_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_elementwise_backward_inputs("kl_div_elementwise_backward", dloss, student, teacher, log_target)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     return dstudent, dteacher
@@ -209,7 +174,7 @@ def _kl_div_elementwise_backward_fake(dloss: torch.Tensor, student: torch.Tensor
 def _kl_div_elementwise_backward_traced(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """kl_div_elementwise_backward() as torch.compile traces it on the GPU: the checks of _kl_div_elementwise_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_elementwise_backward_inputs("kl_div_elementwise_backward", dloss, student, teacher, log_target)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     if M == 0 or V == 0:  # nothing to compute: no launch

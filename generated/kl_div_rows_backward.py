@@ -46,22 +46,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along V) that kl_div_rows_backward() holds in one tile: longer rows run _kl_div_rows_backward_loops(),
@@ -145,34 +137,9 @@ def kl_div_rows_backward_kernel(
 
 
 _tuner = _rt.Tuner("kl_div_rows_backward", "cb8031b578bfc712", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_rows_backward_checked(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
-    """The checks of kl_div_rows_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("kl_div_rows_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("kl_div_rows_backward", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("kl_div_rows_backward", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("kl_div_rows_backward", "log_target", log_target, int)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_rows_backward", dloss=dloss, student=student, teacher=teacher)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"kl_div_rows_backward: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"kl_div_rows_backward: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"kl_div_rows_backward: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    return device, T, U, log_target, M, V
+_kl_div_rows_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
 _kl_div_rows_backward_launch = _rt.Launch(globals(), "kl_div_rows_backward_kernel", "kl_div_rows_backward", pointers=5, tuned=True)
@@ -212,7 +179,7 @@ def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: to
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("kl_div_rows_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -352,6 +319,9 @@ def _kl_div_rows_backward_loops_kernel(
         tl.store(dteacher_ptrs, dt.to(U), mask=mask_rc)
 
 
+_kl_div_rows_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
+
+
 _kl_div_rows_backward_loops_launch = _rt.Launch(globals(), "_kl_div_rows_backward_loops_kernel", "_kl_div_rows_backward_loops", pointers=5, tuned=True)
 
 
@@ -381,32 +351,12 @@ def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teac
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("_kl_div_rows_backward_loops", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("_kl_div_rows_backward_loops", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("_kl_div_rows_backward_loops", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("_kl_div_rows_backward_loops", "log_target", log_target, int)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_kl_div_rows_backward_loops", dloss=dloss, student=student, teacher=teacher)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_loops_inputs("_kl_div_rows_backward_loops", dloss, student, teacher, log_target)
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _kl_div_rows_backward_loops(dloss, student, teacher, log_target, BLOCK_V=BLOCK_V)
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
         _rt.bad_block("_kl_div_rows_backward_loops", "BLOCK_V", BLOCK_V)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"_kl_div_rows_backward_loops: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"_kl_div_rows_backward_loops: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"_kl_div_rows_backward_loops: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     if M == 0 or V == 0:  # nothing to compute: no launch
@@ -454,7 +404,7 @@ def reference(dloss, student, teacher, log_target=0):
 def _kl_div_rows_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of kl_div_rows_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     return dstudent, dteacher
@@ -463,7 +413,7 @@ def _kl_div_rows_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teach
 def _kl_div_rows_backward_traced(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """kl_div_rows_backward() as torch.compile traces it on the GPU: the checks of _kl_div_rows_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     if M == 0 or V == 0:  # nothing to compute: no launch

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -55,16 +48,7 @@ def l1_norm_kernel(
     tl.store(y_ptr + pid_r * stride_y_b + offs_c * stride_y_d, x / mean_c, mask=mask_c)
 
 
-def _l1_norm_checked(x: torch.Tensor):
-    """The checks of l1_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm", x=x)
-    B, D = x.shape
-    return device, B, D
+_l1_norm_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
 _l1_norm_launch = _rt.Launch(globals(), "l1_norm_kernel", "l1_norm", pointers=2)
@@ -91,7 +75,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _l1_norm_apply(x)
-    device, B, D = _l1_norm_checked(x)
+    device, B, D = _l1_norm_inputs("l1_norm", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return l1_norm(x)
@@ -166,6 +150,9 @@ def _l1_norm_loops_kernel(
         tl.store(y_ptr + pid_r * stride_y_b + offs_c_1 * stride_y_d, x_1 / (row_sum / D), mask=mask_c_1)
 
 
+_l1_norm_loops_inputs = _rt.Inputs(("x", torch.float32, "B D"))
+
+
 _l1_norm_loops_launch = _rt.Launch(globals(), "_l1_norm_loops_kernel", "_l1_norm_loops", pointers=2)
 
 
@@ -189,17 +176,12 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("_l1_norm_loops", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_l1_norm_loops", x=x)
+    device, B, D = _l1_norm_loops_inputs("_l1_norm_loops", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _l1_norm_loops(x, BLOCK_D=BLOCK_D)
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
         _rt.bad_block("_l1_norm_loops", "BLOCK_D", BLOCK_D)
-    B, D = x.shape
     y = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return y
@@ -225,7 +207,7 @@ def reference(x):
 def _l1_norm_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of l1_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l1_norm_checked(x)
+    device, B, D = _l1_norm_inputs("l1_norm", x)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
     return y
 
@@ -233,7 +215,7 @@ def _l1_norm_fake(x: torch.Tensor) -> torch.Tensor:
 def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
     """l1_norm() as torch.compile traces it on the GPU: the checks of _l1_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l1_norm_checked(x)
+    device, B, D = _l1_norm_inputs("l1_norm", x)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return y

@@ -22,18 +22,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -73,23 +66,7 @@ def l1_norm_backward_kernel(
     tl.store(dx_ptr + pid_r * stride_dx_b + offs_c * stride_dx_d, dy.to(tl.float32) / mean1 + tl.where(x > 0, dmean1 / D, tl.where(x < 0, -(dmean1 / D), 0.0)), mask=mask_c)
 
 
-def _l1_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
-    """The checks of l1_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l1_norm_backward", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("l1_norm_backward", dy=dy, x=x)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"l1_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"l1_norm_backward: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
-    return device, B, D
+_l1_norm_backward_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
 
 
 _l1_norm_backward_launch = _rt.Launch(globals(), "l1_norm_backward_kernel", "l1_norm_backward", pointers=3)
@@ -119,7 +96,7 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, B, D = _l1_norm_backward_checked(dy, x)
+    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("l1_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -228,6 +205,9 @@ def _l1_norm_backward_loops_kernel(
         tl.store(dx_ptr + pid_r * stride_dx_b + offs_c_2 * stride_dx_d, dy_1.to(tl.float32) / mean1 + tl.where(x_2 > 0, dmean1 / D, tl.where(x_2 < 0, -(dmean1 / D), 0.0)), mask=mask_c_2)
 
 
+_l1_norm_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
+
+
 _l1_norm_backward_loops_launch = _rt.Launch(globals(), "_l1_norm_backward_loops_kernel", "_l1_norm_backward_loops", pointers=3)
 
 
@@ -252,24 +232,12 @@ def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("_l1_norm_backward_loops", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("_l1_norm_backward_loops", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_l1_norm_backward_loops", dy=dy, x=x)
+    device, B, D = _l1_norm_backward_loops_inputs("_l1_norm_backward_loops", dy, x)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _l1_norm_backward_loops(dy, x, BLOCK_D=BLOCK_D)
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
         _rt.bad_block("_l1_norm_backward_loops", "BLOCK_D", BLOCK_D)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"_l1_norm_backward_loops: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"_l1_norm_backward_loops: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return dx
@@ -298,7 +266,7 @@ def reference(dy, x):
 def _l1_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The outputs of l1_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l1_norm_backward_checked(dy, x)
+    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
     return dx
 
@@ -306,7 +274,7 @@ def _l1_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def _l1_norm_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """l1_norm_backward() as torch.compile traces it on the GPU: the checks of _l1_norm_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l1_norm_backward_checked(dy, x)
+    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
     if B == 0 or D == 0:  # nothing to compute: no launch
         return dx

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that layer_norm() holds in one tile: longer rows run _layer_norm_loops(),
@@ -96,31 +88,9 @@ def layer_norm_kernel(
 
 
 _tuner = _rt.Tuner("layer_norm", "63dce00e09a498f7", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _layer_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
-    """The checks of layer_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("layer_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("layer_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("layer_norm", "bias", bias, T, 1, "x")
-    eps = _check_scalar("layer_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, M, N
+_layer_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
 
 
 _layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True)
@@ -161,7 +131,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         return y, mu, rstd
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _layer_norm_apply(x, weight, bias, eps)
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
+    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return layer_norm(x, weight, bias, eps)
@@ -309,6 +279,9 @@ def _layer_norm_loops_kernel(
         tl.store(y_ptrs, (xc * inv_std[:, None] * weight.to(tl.float32) + bias.to(tl.float32)).to(T), mask=mask_rc_1)
 
 
+_layer_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
+
+
 _layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True)
 
 
@@ -338,29 +311,12 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
         return y, mu, rstd
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_layer_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_layer_norm_loops", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("_layer_norm_loops", "bias", bias, T, 1, "x")
-    eps = _check_scalar("_layer_norm_loops", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_layer_norm_loops", x=x, weight=weight, bias=bias)
+    device, T, eps, M, N = _layer_norm_loops_inputs("_layer_norm_loops", x, weight, bias, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"_layer_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"_layer_norm_loops: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
@@ -401,7 +357,7 @@ def reference(x, weight, bias, eps):
 def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of layer_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
+    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
@@ -411,7 +367,7 @@ def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """layer_norm() as torch.compile traces it on the GPU: the checks of _layer_norm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
+    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
     y = torch.empty(M, N, device=device, dtype=T)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)

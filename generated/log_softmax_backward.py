@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -74,26 +67,9 @@ def log_softmax_backward_kernel(
 
 
 _tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _log_softmax_backward_checked(dy: torch.Tensor, y: torch.Tensor):
-    """The checks of log_softmax_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
-        _rt.bad_input("log_softmax_backward", "y", y, torch.float32, 2)
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("log_softmax_backward", dy=dy, y=y)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"log_softmax_backward: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"log_softmax_backward: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
-    return device, M, N
+_log_softmax_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("y", torch.float32, "M N"))
 
 
 _log_softmax_backward_launch = _rt.Launch(globals(), "log_softmax_backward_kernel", "log_softmax_backward", pointers=3, tuned=True)
@@ -126,7 +102,7 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    device, M, N = _log_softmax_backward_checked(dy, y)
+    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("log_softmax_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -222,6 +198,9 @@ def _log_softmax_backward_loops_kernel(
         tl.store(dx_ptrs, dy_1 - tl.exp(y) * row_sum[:, None], mask=mask_rc_1)
 
 
+_log_softmax_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("y", torch.float32, "M N"))
+
+
 _log_softmax_backward_loops_launch = _rt.Launch(globals(), "_log_softmax_backward_loops_kernel", "_log_softmax_backward_loops", pointers=3, tuned=True)
 
 
@@ -246,24 +225,12 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("_log_softmax_backward_loops", "dy", dy, torch.float32, 2)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 2:
-        _rt.bad_input("_log_softmax_backward_loops", "y", y, torch.float32, 2)
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_log_softmax_backward_loops", dy=dy, y=y)
+    device, M, N = _log_softmax_backward_loops_inputs("_log_softmax_backward_loops", dy, y)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _log_softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_log_softmax_backward_loops", "BLOCK_N", BLOCK_N)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"_log_softmax_backward_loops: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"_log_softmax_backward_loops: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
@@ -291,7 +258,7 @@ def reference(dy, y):
 def _log_softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The outputs of log_softmax_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _log_softmax_backward_checked(dy, y)
+    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     return dx
 
@@ -299,7 +266,7 @@ def _log_softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
 def _log_softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """log_softmax_backward() as torch.compile traces it on the GPU: the checks of _log_softmax_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _log_softmax_backward_checked(dy, y)
+    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx

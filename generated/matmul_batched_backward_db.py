@@ -23,18 +23,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -84,28 +77,19 @@ def matmul_batched_backward_db_kernel(
     tl.store(db_ptrs, acc.to(tl.float16), mask=mask_kn)
 
 
+_matmul_batched_backward_db_inputs = _rt.Inputs(("a", torch.float16, "B M K"), ("dc", torch.float16, "B M N"))
+
+
 def _matmul_batched_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
     """The checks of matmul_batched_backward_db()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_db", "a", a, torch.float16, 3)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 3:
-        _rt.bad_input("matmul_batched_backward_db", "dc", dc, torch.float16, 3)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_batched_backward_db", a=a, dc=dc)
+    device, B, M, K, N = _matmul_batched_backward_db_inputs("matmul_batched_backward_db", a, dc)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_batched_backward_db", "BK", BK)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_batched_backward_db", "BN", BN)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_batched_backward_db", "BM", BM)
-    B, M, K = a.shape
-    _dc0, _dc1, N = dc.shape
-    if _dc0 != B:
-        raise ValueError(f"matmul_batched_backward_db: dc dimension 0 (B) is {_dc0}, but a dimension 0 gives B = {B}")
-    if _dc1 != M:
-        raise ValueError(f"matmul_batched_backward_db: dc dimension 1 (M) is {_dc1}, but a dimension 1 gives M = {M}")
     return device, B, M, K, N
 
 

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -75,26 +68,19 @@ def matmul_block_ptr_kernel(
     tl.store(c_block_ptr, accumulator, boundary_check=(0, 1))
 
 
+_matmul_block_ptr_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 def _matmul_block_ptr_checked(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_inputs("matmul_block_ptr", a, b)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_block_ptr: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, K, N
@@ -187,6 +173,9 @@ def _matmul_block_ptr_descriptors_kernel(
     c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], accumulator)
 
 
+_matmul_block_ptr_descriptors_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_descriptors_kernel", "_matmul_block_ptr_descriptors", pointers=3)
 
 
@@ -210,13 +199,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (a, b, c)), *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_descriptors", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_descriptors", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_descriptors", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_descriptors_inputs("_matmul_block_ptr_descriptors", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_descriptors(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -226,10 +209,6 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         _rt.bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"_matmul_block_ptr_descriptors: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -309,6 +288,9 @@ def _matmul_block_ptr_pointers_kernel(
     tl.store(c_ptrs, accumulator, mask=mask_mn)
 
 
+_matmul_block_ptr_pointers_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_pointers_kernel", "_matmul_block_ptr_pointers", pointers=3)
 
 
@@ -332,13 +314,7 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_pointers", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_pointers", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_pointers", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_pointers_inputs("_matmul_block_ptr_pointers", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -348,10 +324,6 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
         _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"_matmul_block_ptr_pointers: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)

@@ -25,18 +25,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -105,26 +98,19 @@ def matmul_block_ptr_backward_da_kernel(
     tl.store(da_block_ptr, acc.to(tl.float16), boundary_check=(0,))
 
 
+_matmul_block_ptr_backward_da_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
 def _matmul_block_ptr_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr_backward_da()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_da", dc=dc, b=b)
+    device, M, N, K = _matmul_block_ptr_backward_da_inputs("matmul_block_ptr_backward_da", dc, b)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_M", BLOCK_SIZE_M)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_block_ptr_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_da: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, N, K
@@ -235,6 +221,9 @@ def _matmul_block_ptr_backward_da_descriptors_kernel(
     da_desc.store([pid_m * BLOCK_SIZE_M, pid_k * BLOCK_SIZE_K], acc.to(tl.float16))
 
 
+_matmul_block_ptr_backward_da_descriptors_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_backward_da_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_descriptors_kernel", "_matmul_block_ptr_backward_da_descriptors", pointers=3)
 
 
@@ -258,13 +247,7 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, *_rebased(descriptors, (dc, b, da)), *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_descriptors", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_descriptors", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_da_descriptors", dc=dc, b=b)
+    device, M, N, K = _matmul_block_ptr_backward_da_descriptors_inputs("_matmul_block_ptr_backward_da_descriptors", dc, b)
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_da_descriptors(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -274,10 +257,6 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
         _rt.bad_block("_matmul_block_ptr_backward_da_descriptors", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("_matmul_block_ptr_backward_da_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"_matmul_block_ptr_backward_da_descriptors: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_da_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     da = torch.empty(M, K, device=device, dtype=torch.float16)
@@ -365,6 +344,9 @@ def _matmul_block_ptr_backward_da_pointers_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_m[:, None])
 
 
+_matmul_block_ptr_backward_da_pointers_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_backward_da_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_pointers_kernel", "_matmul_block_ptr_backward_da_pointers", pointers=3)
 
 
@@ -388,13 +370,7 @@ def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *,
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_pointers", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_pointers", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_da_pointers", dc=dc, b=b)
+    device, M, N, K = _matmul_block_ptr_backward_da_pointers_inputs("_matmul_block_ptr_backward_da_pointers", dc, b)
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_da_pointers(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -404,10 +380,6 @@ def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *,
         _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"_matmul_block_ptr_backward_da_pointers: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_da_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     da = torch.empty(M, K, device=device, dtype=torch.float16)

@@ -25,18 +25,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -105,26 +98,19 @@ def matmul_block_ptr_backward_db_kernel(
     tl.store(db_block_ptr, acc.to(tl.float16), boundary_check=(1,))
 
 
+_matmul_block_ptr_backward_db_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
 def _matmul_block_ptr_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr_backward_db()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_db", a=a, dc=dc)
+    device, M, K, N = _matmul_block_ptr_backward_db_inputs("matmul_block_ptr_backward_db", a, dc)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_block_ptr_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_db: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, K, N
@@ -235,6 +221,9 @@ def _matmul_block_ptr_backward_db_descriptors_kernel(
     db_desc.store([pid_k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N], acc.to(tl.float16))
 
 
+_matmul_block_ptr_backward_db_descriptors_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
 _matmul_block_ptr_backward_db_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_descriptors_kernel", "_matmul_block_ptr_backward_db_descriptors", pointers=3)
 
 
@@ -258,13 +247,7 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_descriptors", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_descriptors", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_db_descriptors", a=a, dc=dc)
+    device, M, K, N = _matmul_block_ptr_backward_db_descriptors_inputs("_matmul_block_ptr_backward_db_descriptors", a, dc)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_db_descriptors(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -274,10 +257,6 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
         _rt.bad_block("_matmul_block_ptr_backward_db_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("_matmul_block_ptr_backward_db_descriptors", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"_matmul_block_ptr_backward_db_descriptors: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_db_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)
@@ -365,6 +344,9 @@ def _matmul_block_ptr_backward_db_pointers_kernel(
     tl.store(db_ptrs, acc.to(tl.float16), mask=mask_n[None, :])
 
 
+_matmul_block_ptr_backward_db_pointers_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
 _matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3)
 
 
@@ -388,13 +370,7 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_pointers", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_pointers", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_db_pointers", a=a, dc=dc)
+    device, M, K, N = _matmul_block_ptr_backward_db_pointers_inputs("_matmul_block_ptr_backward_db_pointers", a, dc)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_db_pointers(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -404,10 +380,6 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
         _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_db_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)

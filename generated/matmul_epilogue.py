@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 gelu_tanh = _rt.gelu_tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -87,39 +79,19 @@ def matmul_epilogue_kernel(
     tl.store(c_ptrs, (gelu_tanh(alpha * acc + bias) + residual).to(tl.bfloat16), mask=mask_mn)
 
 
+_matmul_epilogue_inputs = _rt.Inputs(("a", torch.bfloat16, "M K"), ("b", torch.bfloat16, "K N"), ("bias", torch.float32, "N"), ("residual", torch.bfloat16, "M N"), ("alpha", float))
+
+
 def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_epilogue()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
-        _rt.bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
-    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
-    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
-    device = a.device
-    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+    device, alpha, M, K, N = _matmul_epilogue_inputs("matmul_epilogue", a, b, bias, residual, alpha)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_epilogue", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_epilogue", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_epilogue", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    _bias0, = bias.shape
-    _residual0, _residual1 = residual.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if _bias0 != N:
-        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
-    if _residual0 != M:
-        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
     return device, alpha, M, K, N
 
 

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -85,23 +78,15 @@ def matmul_grouped_autotuned_kernel(
 
 
 _tuner = _rt.Tuner("matmul_grouped_autotuned", "38d50275d2169170", _CONFIGS, default=7, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_matmul_grouped_autotuned_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
 def _matmul_grouped_autotuned_checked(a: torch.Tensor, b: torch.Tensor):
     """The checks of matmul_grouped_autotuned()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_grouped_autotuned: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
+    device, M, K, N = _matmul_grouped_autotuned_inputs("matmul_grouped_autotuned", a, b)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     return device, M, K, N

@@ -33,18 +33,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -106,23 +99,15 @@ def matmul_grouped_autotuned_backward_da_kernel(
 
 
 _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_da", "71c5528672a63468", _CONFIGS, default=7, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_matmul_grouped_autotuned_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "M N"), ("b", torch.float16, "K N"))
 
 
 def _matmul_grouped_autotuned_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
     """The checks of matmul_grouped_autotuned_backward_da()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned_backward_da", dc=dc, b=b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+    device, M, N, K = _matmul_grouped_autotuned_backward_da_inputs("matmul_grouped_autotuned_backward_da", dc, b)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     return device, M, N, K

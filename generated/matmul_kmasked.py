@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -85,24 +78,9 @@ def matmul_kmasked_kernel(
 
 
 _tuner = _rt.Tuner("matmul_kmasked", "c02b917b852a733a", _CONFIGS, default=6, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_kmasked_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_kmasked()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_kmasked", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_kmasked", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_kmasked", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_kmasked: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    return device, M, K, N
+_matmul_kmasked_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
 _matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True)
@@ -137,7 +115,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_kmasked_apply(a, b)
-    device, M, K, N = _matmul_kmasked_checked(a, b)
+    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_kmasked(a, b)
@@ -170,7 +148,7 @@ def reference(a, b):
 def _matmul_kmasked_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of matmul_kmasked(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K, N = _matmul_kmasked_checked(a, b)
+    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     return c
 
@@ -178,7 +156,7 @@ def _matmul_kmasked_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """matmul_kmasked() as torch.compile traces it on the GPU: the checks of _matmul_kmasked_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K, N = _matmul_kmasked_checked(a, b)
+    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c

@@ -31,18 +31,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -104,24 +97,9 @@ def matmul_kmasked_backward_da_kernel(
 
 
 _tuner = _rt.Tuner("matmul_kmasked_backward_da", "c919dc54a21fddb5", _CONFIGS, default=6, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_kmasked_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_kmasked_backward_da()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_kmasked_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_kmasked_backward_da", dc=dc, b=b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_kmasked_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    return device, M, N, K
+_matmul_kmasked_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "M N"), ("b", torch.float16, "K N"))
 
 
 _matmul_kmasked_backward_da_launch = _rt.Launch(globals(), "matmul_kmasked_backward_da_kernel", "matmul_kmasked_backward_da", pointers=3, tuned=True)
@@ -154,7 +132,7 @@ def matmul_kmasked_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    device, M, N, K = _matmul_kmasked_backward_da_checked(dc, b)
+    device, M, N, K = _matmul_kmasked_backward_da_inputs("matmul_kmasked_backward_da", dc, b)
     if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_kmasked_backward_da")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -189,7 +167,7 @@ def reference(dc, b):
 def _matmul_kmasked_backward_da_fake(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """The outputs of matmul_kmasked_backward_da(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N, K = _matmul_kmasked_backward_da_checked(dc, b)
+    device, M, N, K = _matmul_kmasked_backward_da_inputs("matmul_kmasked_backward_da", dc, b)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     return da
 
@@ -197,7 +175,7 @@ def _matmul_kmasked_backward_da_fake(dc: torch.Tensor, b: torch.Tensor) -> torch
 def _matmul_kmasked_backward_da_traced(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """matmul_kmasked_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_kmasked_backward_da_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N, K = _matmul_kmasked_backward_da_checked(dc, b)
+    device, M, N, K = _matmul_kmasked_backward_da_inputs("matmul_kmasked_backward_da", dc, b)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     if M == 0 or K == 0:  # nothing to compute: no launch
         return da

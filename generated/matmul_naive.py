@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -69,26 +62,19 @@ def matmul_naive_kernel(
     tl.store(c_ptrs, acc.to(tl.float16), mask=mask_mn)
 
 
+_matmul_naive_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 def _matmul_naive_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
     """The checks of matmul_naive()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_naive", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive", a=a, b=b)
+    device, M, K, N = _matmul_naive_inputs("matmul_naive", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_naive", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_naive", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_naive", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BK:
         raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     return device, M, K, N

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -88,19 +81,9 @@ def min_dim1_kernel(
 
 
 _tuner = _rt.Tuner("min_dim1", "b0bbc85a2a98c0ce", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _min_dim1_checked(x: torch.Tensor):
-    """The checks of min_dim1()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("min_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("min_dim1", x=x)
-    B, D1, D2 = x.shape
-    return device, B, D1, D2
+_min_dim1_inputs = _rt.Inputs(("x", torch.float32, "B D1 D2"))
 
 
 _min_dim1_launch = _rt.Launch(globals(), "min_dim1_kernel", "min_dim1", pointers=2, tuned=True)
@@ -128,7 +111,7 @@ def min_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, B, D1, D2 = _min_dim1_checked(x)
+    device, B, D1, D2 = _min_dim1_inputs("min_dim1", x)
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("min_dim1")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -162,7 +145,7 @@ def reference(x):
 def _min_dim1_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of min_dim1(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D1, D2 = _min_dim1_checked(x)
+    device, B, D1, D2 = _min_dim1_inputs("min_dim1", x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     return y
 
@@ -170,7 +153,7 @@ def _min_dim1_fake(x: torch.Tensor) -> torch.Tensor:
 def _min_dim1_traced(x: torch.Tensor) -> torch.Tensor:
     """min_dim1() as torch.compile traces it on the GPU: the checks of _min_dim1_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D1, D2 = _min_dim1_checked(x)
+    device, B, D1, D2 = _min_dim1_inputs("min_dim1", x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     if B == 0 or D2 == 0:  # nothing to compute: no launch
         return y

@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -100,31 +92,9 @@ def moe_grouped_gemm_kernel(
 
 
 _tuner = _rt.Tuner("moe_grouped_gemm", "a9ec01ce9539cfd0", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _moe_grouped_gemm_checked(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int):
-    """The checks of moe_grouped_gemm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("moe_grouped_gemm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(w, torch.Tensor) or w.dtype != T or w.dim() != 3:
-        _rt.bad_input("moe_grouped_gemm", "w", w, T, 3, "x")
-    if not isinstance(ends, torch.Tensor) or ends.dtype != torch.int32 or ends.dim() != 1:
-        _rt.bad_input("moe_grouped_gemm", "ends", ends, torch.int32, 1)
-    L = _check_scalar("moe_grouped_gemm", "L", L, int)
-    device = x.device
-    if w.device != device or ends.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("moe_grouped_gemm", x=x, w=w, ends=ends)
-    S, K = x.shape
-    E, _w1, N = w.shape
-    _ends0, = ends.shape
-    if _w1 != K:
-        raise ValueError(f"moe_grouped_gemm: w dimension 1 (K) is {_w1}, but x dimension 1 gives K = {K}")
-    if _ends0 != E:
-        raise ValueError(f"moe_grouped_gemm: ends dimension 0 (E) is {_ends0}, but w dimension 0 gives E = {E}")
-    return device, T, L, S, K, E, N
+_moe_grouped_gemm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "S K"), ("w", "x", "E K N"), ("ends", torch.int32, "E"), ("L", int))
 
 
 _moe_grouped_gemm_launch = _rt.Launch(globals(), "moe_grouped_gemm_kernel", "moe_grouped_gemm", pointers=4, tuned=True)
@@ -163,7 +133,7 @@ def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: in
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(w, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _moe_grouped_gemm_apply(x, w, ends, L)
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return moe_grouped_gemm(x, w, ends, L)
@@ -207,7 +177,7 @@ def reference(x, w, ends, L):
 def _moe_grouped_gemm_fake(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
     """The outputs of moe_grouped_gemm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
     y = torch.empty(S, N, device=device, dtype=T)
     return y
 
@@ -215,7 +185,7 @@ def _moe_grouped_gemm_fake(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor,
 def _moe_grouped_gemm_traced(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
     """moe_grouped_gemm() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
     y = torch.empty(S, N, device=device, dtype=T)
     if S == 0 or N == 0:  # nothing to compute: no launch
         return y

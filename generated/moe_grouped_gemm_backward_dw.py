@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -111,29 +103,9 @@ def moe_grouped_gemm_backward_dw_kernel(
 
 
 _tuner = _rt.Tuner("moe_grouped_gemm_backward_dw", "21e0cf3132253b8d", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _moe_grouped_gemm_backward_dw_checked(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
-    """The checks of moe_grouped_gemm_backward_dw()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("moe_grouped_gemm_backward_dw", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(ends, torch.Tensor) or ends.dtype != torch.int32 or ends.dim() != 1:
-        _rt.bad_input("moe_grouped_gemm_backward_dw", "ends", ends, torch.int32, 1)
-    L = _check_scalar("moe_grouped_gemm_backward_dw", "L", L, int)
-    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
-        _rt.bad_input("moe_grouped_gemm_backward_dw", "dy", dy, T, 2, "x")
-    device = x.device
-    if ends.device != device or dy.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("moe_grouped_gemm_backward_dw", x=x, ends=ends, dy=dy)
-    S, K = x.shape
-    E, = ends.shape
-    _dy0, N = dy.shape
-    if _dy0 != S:
-        raise ValueError(f"moe_grouped_gemm_backward_dw: dy dimension 0 (S) is {_dy0}, but x dimension 0 gives S = {S}")
-    return device, T, L, S, K, E, N
+_moe_grouped_gemm_backward_dw_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "S K"), ("ends", torch.int32, "E"), ("L", int), ("dy", "x", "S N"))
 
 
 _moe_grouped_gemm_backward_dw_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dw_kernel", "moe_grouped_gemm_backward_dw", pointers=4, tuned=True)
@@ -170,7 +142,7 @@ def moe_grouped_gemm_backward_dw(x: torch.Tensor, ends: torch.Tensor, L: int, dy
         dw = torch.empty(*_dw_shape, device=device, dtype=T)
         launch(grid, device_index, x, ends, dy, dw, *args)
         return dw
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_checked(x, ends, L, dy)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("moe_grouped_gemm_backward_dw")
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -213,7 +185,7 @@ def reference(x, ends, L, dy):
 def _moe_grouped_gemm_backward_dw_fake(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
     """The outputs of moe_grouped_gemm_backward_dw(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_checked(x, ends, L, dy)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
     dw = torch.empty(E, K, N, device=device, dtype=T)
     return dw
 
@@ -221,7 +193,7 @@ def _moe_grouped_gemm_backward_dw_fake(x: torch.Tensor, ends: torch.Tensor, L: i
 def _moe_grouped_gemm_backward_dw_traced(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
     """moe_grouped_gemm_backward_dw() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_backward_dw_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_checked(x, ends, L, dy)
+    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
     dw = torch.empty(E, K, N, device=device, dtype=T)
     if K == 0 or E == 0 or N == 0:  # nothing to compute: no launch
         return dw

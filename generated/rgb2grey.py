@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -59,21 +52,17 @@ def rgb2grey_kernel(
     tl.store(y_ptrs, (0.2989 * x_0 + 0.5870 * x_1 + 0.1140 * x_2).to(tl.uint8), mask=mask_hw)
 
 
+_rgb2grey_inputs = _rt.Inputs(("x", torch.uint8, "3 H W"))
+
+
 def _rgb2grey_checked(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
     """The checks of rgb2grey()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
-        _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rgb2grey", x=x)
+    device, H, W = _rgb2grey_inputs("rgb2grey", x)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _rt.bad_block("rgb2grey", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("rgb2grey", "BW", BW)
-    _x0, H, W = x.shape
-    if _x0 != 3:
-        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
     return device, H, W
 
 

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along N) that rms_norm() holds in one tile: longer rows run _rms_norm_loops(),
@@ -83,27 +75,9 @@ def rms_norm_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm", "8902e86458d227e3", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _rms_norm_checked(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
-    """The checks of rms_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    eps = _check_scalar("rms_norm", "eps", eps, float)
-    offset = _check_scalar("rms_norm", "offset", offset, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm", "weight", weight, T, 1, "x")
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm", x=x, weight=weight)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, offset, M, N
+_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
 
 
 _rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True)
@@ -145,7 +119,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight if _weight_given else None, eps, offset)
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm(x, weight, eps, offset)
@@ -254,6 +228,9 @@ def _rms_norm_loops_kernel(
         tl.store(y_ptrs, (xf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32)) * tl.where(HAS_WEIGHT, offset + weight.to(tl.float32), 1.0)).to(T), mask=mask_rc_1)
 
 
+_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
+
+
 _rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True)
 
 
@@ -284,25 +261,12 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    eps = _check_scalar("_rms_norm_loops", "eps", eps, float)
-    offset = _check_scalar("_rms_norm_loops", "offset", offset, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_rms_norm_loops", "weight", weight, T, 1, "x")
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_rms_norm_loops", x=x, weight=weight)
+    device, T, eps, offset, M, N = _rms_norm_loops_inputs("_rms_norm_loops", x, eps, offset, weight)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _rms_norm_loops(x, weight, eps, offset, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -338,7 +302,7 @@ def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor | None = None, eps: flo
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
@@ -349,7 +313,7 @@ def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor | None = None, eps: f
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y

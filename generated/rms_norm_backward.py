@@ -11,24 +11,17 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _INTERPRET = _rt.INTERPRET
 _int_class = _rt.int_class
 _current_device = _rt.current_device
 _keep_launch = _rt.keep_launch
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _num_sms = _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -148,33 +141,15 @@ def rms_norm_backward_finish_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm_backward", "2a3769a4ebe5c682", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("eps", float), ("offset", float), ("weight", "dy", "N"))
 
 
 def _rms_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
     """The checks of rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 2:
-        _rt.bad_input("rms_norm_backward", "x", x, T, 2, "dy")
-    eps = _check_scalar("rms_norm_backward", "eps", eps, float)
-    offset = _check_scalar("rms_norm_backward", "offset", offset, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm_backward", "weight", weight, T, 1, "dy")
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_backward", dy=dy, x=x, weight=weight)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    if _x0 != M:
-        raise ValueError(f"rms_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"rms_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"rms_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
+    device, T, eps, offset, M, N = _rms_norm_backward_inputs("rms_norm_backward", dy, x, eps, offset, weight)
     if N > 131072:
         raise ValueError(f"rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
     return device, T, eps, offset, M, N
@@ -236,10 +211,10 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
     NUM_SMS = _num_sms(device)
     tune_key = (device, N, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("rms_norm_backward", tune_key)
+            config_index = _tuner.tuned_index("rms_norm_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1)
                 dweight_programs = min(NUM_SMS, ((M + 1 - 1) // 1))  # programs walking M
@@ -252,7 +227,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
                     *_dy_strides, *_x_strides, *_weight_strides, N, 1, 1,
                     BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS,
                 )
-                _remember(tune_key, _settle_ties(tune_key, rms_norm_backward_kernel, lambda: rms_norm_backward(dy, x, weight, eps, offset)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, rms_norm_backward_kernel, lambda: rms_norm_backward(dy, x, weight, eps, offset)))
                 return rms_norm_backward(dy, x, weight, eps, offset)
     config = _CONFIGS[config_index].kwargs
     grid = (min(NUM_SMS, (M + config["BM"] - 1) // config["BM"]), 1, 1)

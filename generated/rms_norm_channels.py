@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along C) that rms_norm_channels() holds in one tile: longer rows run _rms_norm_channels_loops(),
@@ -78,20 +70,9 @@ def rms_norm_channels_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm_channels", "236f626ce406c07a", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _rms_norm_channels_checked(x: torch.Tensor, eps: float):
-    """The checks of rms_norm_channels()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels", "eps", eps, float)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels", x=x)
-    B, C, H, W = x.shape
-    return device, eps, B, C, H, W
+_rms_norm_channels_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("eps", float))
 
 
 _rms_norm_channels_launch = _rt.Launch(globals(), "rms_norm_channels_kernel", "rms_norm_channels", pointers=2, tuned=True)
@@ -126,7 +107,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_channels_apply(x, eps)
-    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return rms_norm_channels(x, eps)
@@ -228,6 +209,9 @@ def _rms_norm_channels_loops_kernel(
         tl.store(y_ptrs, v / tl.sqrt_rn(row_sum[None, :] / C + eps), mask=mask_cw_1)
 
 
+_rms_norm_channels_loops_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("eps", float))
+
+
 _rms_norm_channels_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_loops_kernel", "_rms_norm_channels_loops", pointers=2, tuned=True)
 
 
@@ -252,18 +236,12 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_rms_norm_channels_loops", "x", x, torch.float32, 4)
-    eps = _check_scalar("_rms_norm_channels_loops", "eps", eps, float)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_rms_norm_channels_loops", x=x)
+    device, eps, B, C, H, W = _rms_norm_channels_loops_inputs("_rms_norm_channels_loops", x, eps)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _rms_norm_channels_loops(x, eps, BLOCK_C=BLOCK_C)
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
         _rt.bad_block("_rms_norm_channels_loops", "BLOCK_C", BLOCK_C)
-    B, C, H, W = x.shape
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y
@@ -294,7 +272,7 @@ def reference(x, eps):
 def _rms_norm_channels_fake(x: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of rms_norm_channels(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     return y
 
@@ -302,7 +280,7 @@ def _rms_norm_channels_fake(x: torch.Tensor, eps: float) -> torch.Tensor:
 def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
     """rms_norm_channels() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, eps, B, C, H, W = _rms_norm_channels_checked(x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return y

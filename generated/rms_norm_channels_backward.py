@@ -31,22 +31,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 #: The longest row (along C) that rms_norm_channels_backward() holds in one tile: longer rows run _rms_norm_channels_backward_loops(),
@@ -107,31 +99,9 @@ def rms_norm_channels_backward_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm_channels_backward", "60e4c8bdff45f709", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _rms_norm_channels_backward_checked(dy: torch.Tensor, x: torch.Tensor, eps: float):
-    """The checks of rms_norm_channels_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels_backward", dy=dy, x=x)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    return device, eps, B, C, H, W
+_rms_norm_channels_backward_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
 
 
 _rms_norm_channels_backward_launch = _rt.Launch(globals(), "rms_norm_channels_backward_kernel", "rms_norm_channels_backward", pointers=3, tuned=True)
@@ -165,7 +135,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_channels_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -310,6 +280,9 @@ def _rms_norm_channels_backward_loops_kernel(
         tl.store(dx_ptrs, dv, mask=mask_cw_2)
 
 
+_rms_norm_channels_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
+
+
 _rms_norm_channels_backward_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_backward_loops_kernel", "_rms_norm_channels_backward_loops", pointers=3, tuned=True)
 
 
@@ -335,29 +308,12 @@ def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: fl
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("_rms_norm_channels_backward_loops", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_rms_norm_channels_backward_loops", "x", x, torch.float32, 4)
-    eps = _check_scalar("_rms_norm_channels_backward_loops", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_rms_norm_channels_backward_loops", dy=dy, x=x)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_loops_inputs("_rms_norm_channels_backward_loops", dy, x, eps)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _rms_norm_channels_backward_loops(dy, x, eps, BLOCK_C=BLOCK_C)
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
         _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return dx
@@ -392,7 +348,7 @@ def reference(dy, x, eps):
 def _rms_norm_channels_backward_fake(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
     """The outputs of rms_norm_channels_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     return dx
 
@@ -400,7 +356,7 @@ def _rms_norm_channels_backward_fake(dy: torch.Tensor, x: torch.Tensor, eps: flo
 def _rms_norm_channels_backward_traced(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
     """rms_norm_channels_backward() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
         return dx

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -83,43 +76,13 @@ def rope_kernel(
     tl.store(k_rotated_ptrs, (k.to(tl.float32) * c[None, :] + (k_1.to(tl.float32) - k_2.to(tl.float32)) * n[None, :]).to(T), mask=mask_gd)
 
 
+_rope_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B HK S D"), ("cos", "q", "B S D"), ("sin", "q", "B S D"))
+
+
 def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """The checks of rope()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != T or k.dim() != 4:
-        _rt.bad_input("rope", "k", k, T, 4, "q")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 3:
-        _rt.bad_input("rope", "cos", cos, T, 3, "q")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 3:
-        _rt.bad_input("rope", "sin", sin, T, 3, "q")
-    device = q.device
-    if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
-    B, H, S, D = q.shape
-    _k0, HK, _k2, _k3 = k.shape
-    _cos0, _cos1, _cos2 = cos.shape
-    _sin0, _sin1, _sin2 = sin.shape
-    if _k0 != B:
-        raise ValueError(f"rope: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k2 != S:
-        raise ValueError(f"rope: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"rope: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _cos0 != B:
-        raise ValueError(f"rope: cos dimension 0 (B) is {_cos0}, but q dimension 0 gives B = {B}")
-    if _cos1 != S:
-        raise ValueError(f"rope: cos dimension 1 (S) is {_cos1}, but q dimension 2 gives S = {S}")
-    if _cos2 != D:
-        raise ValueError(f"rope: cos dimension 2 (D) is {_cos2}, but q dimension 3 gives D = {D}")
-    if _sin0 != B:
-        raise ValueError(f"rope: sin dimension 0 (B) is {_sin0}, but q dimension 0 gives B = {B}")
-    if _sin1 != S:
-        raise ValueError(f"rope: sin dimension 1 (S) is {_sin1}, but q dimension 2 gives S = {S}")
-    if _sin2 != D:
-        raise ValueError(f"rope: sin dimension 2 (D) is {_sin2}, but q dimension 3 gives D = {D}")
+    device, T, B, H, S, D, HK = _rope_inputs("rope", q, k, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
     if H > 1048576:

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -88,43 +81,13 @@ def rope_backward_kernel(
     tl.store(dk_ptrs, (dk_rotated.to(tl.float32) * c[None, :] + dk_rotated_1.to(tl.float32) * up[None, :] - dk_rotated_2.to(tl.float32) * down[None, :]).to(T), mask=mask_gd)
 
 
+_rope_backward_inputs = _rt.Inputs(("dq_rotated", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("dk_rotated", "dq_rotated", "B HK S D"), ("cos", "dq_rotated", "B S D"), ("sin", "dq_rotated", "B S D"))
+
+
 def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
     """The checks of rope_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = dq_rotated.dtype
-    if not isinstance(dk_rotated, torch.Tensor) or dk_rotated.dtype != T or dk_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dk_rotated", dk_rotated, T, 4, "dq_rotated")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 3:
-        _rt.bad_input("rope_backward", "cos", cos, T, 3, "dq_rotated")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 3:
-        _rt.bad_input("rope_backward", "sin", sin, T, 3, "dq_rotated")
-    device = dq_rotated.device
-    if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
-    B, H, S, D = dq_rotated.shape
-    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
-    _cos0, _cos1, _cos2 = cos.shape
-    _sin0, _sin1, _sin2 = sin.shape
-    if _dk_rotated0 != B:
-        raise ValueError(f"rope_backward: dk_rotated dimension 0 (B) is {_dk_rotated0}, but dq_rotated dimension 0 gives B = {B}")
-    if _dk_rotated2 != S:
-        raise ValueError(f"rope_backward: dk_rotated dimension 2 (S) is {_dk_rotated2}, but dq_rotated dimension 2 gives S = {S}")
-    if _dk_rotated3 != D:
-        raise ValueError(f"rope_backward: dk_rotated dimension 3 (D) is {_dk_rotated3}, but dq_rotated dimension 3 gives D = {D}")
-    if _cos0 != B:
-        raise ValueError(f"rope_backward: cos dimension 0 (B) is {_cos0}, but dq_rotated dimension 0 gives B = {B}")
-    if _cos1 != S:
-        raise ValueError(f"rope_backward: cos dimension 1 (S) is {_cos1}, but dq_rotated dimension 2 gives S = {S}")
-    if _cos2 != D:
-        raise ValueError(f"rope_backward: cos dimension 2 (D) is {_cos2}, but dq_rotated dimension 3 gives D = {D}")
-    if _sin0 != B:
-        raise ValueError(f"rope_backward: sin dimension 0 (B) is {_sin0}, but dq_rotated dimension 0 gives B = {B}")
-    if _sin1 != S:
-        raise ValueError(f"rope_backward: sin dimension 1 (S) is {_sin1}, but dq_rotated dimension 2 gives S = {S}")
-    if _sin2 != D:
-        raise ValueError(f"rope_backward: sin dimension 2 (D) is {_sin2}, but dq_rotated dimension 3 gives D = {D}")
+    device, T, B, H, S, D, HK = _rope_backward_inputs("rope_backward", dq_rotated, dk_rotated, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
     if H > 1048576:

@@ -29,18 +29,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -110,19 +103,9 @@ def row_cumsum_backward_kernel(
 
 
 _tuner = _rt.Tuner("row_cumsum_backward", "2032830cf7de6f0d", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _row_cumsum_backward_checked(dy: torch.Tensor):
-    """The checks of row_cumsum_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("row_cumsum_backward", "dy", dy, torch.float32, 2)
-    device = dy.device
-    if (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("row_cumsum_backward", dy=dy)
-    M, N = dy.shape
-    return device, M, N
+_row_cumsum_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"))
 
 
 _row_cumsum_backward_launch = _rt.Launch(globals(), "row_cumsum_backward_kernel", "row_cumsum_backward", pointers=2, tuned=True)
@@ -154,7 +137,7 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, dx, *args)
         return dx
-    device, M, N = _row_cumsum_backward_checked(dy)
+    device, M, N = _row_cumsum_backward_inputs("row_cumsum_backward", dy)
     if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("row_cumsum_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -186,7 +169,7 @@ def reference(dy):
 def _row_cumsum_backward_fake(dy: torch.Tensor) -> torch.Tensor:
     """The outputs of row_cumsum_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _row_cumsum_backward_checked(dy)
+    device, M, N = _row_cumsum_backward_inputs("row_cumsum_backward", dy)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     return dx
 
@@ -194,7 +177,7 @@ def _row_cumsum_backward_fake(dy: torch.Tensor) -> torch.Tensor:
 def _row_cumsum_backward_traced(dy: torch.Tensor) -> torch.Tensor:
     """row_cumsum_backward() as torch.compile traces it on the GPU: the checks of _row_cumsum_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _row_cumsum_backward_checked(dy)
+    device, M, N = _row_cumsum_backward_inputs("row_cumsum_backward", dy)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx

@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -61,27 +53,17 @@ def scatter_add_kernel(
     tl.atomic_add(y_ptrs, src, mask=mask_tc_1, sem="relaxed")
 
 
+_scatter_add_inputs = _rt.Inputs(("index", torch.int64, "N C"), ("src", torch.float32, "N C"), ("V", int))
+
+
 def _scatter_add_checked(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64):
     """The checks of scatter_add()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or index.dim() != 2:
-        _rt.bad_input("scatter_add", "index", index, torch.int64, 2)
-    if not isinstance(src, torch.Tensor) or src.dtype != torch.float32 or src.dim() != 2:
-        _rt.bad_input("scatter_add", "src", src, torch.float32, 2)
-    V = _check_scalar("scatter_add", "V", V, int)
-    device = index.device
-    if src.device != device or (not index.is_cuda and not _INTERPRET):
-        _rt.bad_device("scatter_add", index=index, src=src)
+    device, V, N, C = _scatter_add_inputs("scatter_add", index, src, V)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add", "BC", BC)
-    N, C = index.shape
-    _src0, _src1 = src.shape
-    if _src0 != N:
-        raise ValueError(f"scatter_add: src dimension 0 (N) is {_src0}, but index dimension 0 gives N = {N}")
-    if _src1 != C:
-        raise ValueError(f"scatter_add: src dimension 1 (C) is {_src1}, but index dimension 1 gives C = {C}")
     return device, V, N, C
 
 

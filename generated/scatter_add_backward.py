@@ -21,18 +21,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -69,24 +62,17 @@ def scatter_add_backward_kernel(
     tl.store(dsrc_ptrs, dy.to(tl.float32), mask=mask_tc)
 
 
+_scatter_add_backward_inputs = _rt.Inputs(("dy", torch.float32, "V C"), ("index", torch.int64, "N C"))
+
+
 def _scatter_add_backward_checked(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64):
     """The checks of scatter_add_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("scatter_add_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or index.dim() != 2:
-        _rt.bad_input("scatter_add_backward", "index", index, torch.int64, 2)
-    device = dy.device
-    if index.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("scatter_add_backward", dy=dy, index=index)
+    device, V, C, N = _scatter_add_backward_inputs("scatter_add_backward", dy, index)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add_backward", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add_backward", "BC", BC)
-    V, C = dy.shape
-    N, _index1 = index.shape
-    if _index1 != C:
-        raise ValueError(f"scatter_add_backward: index dimension 1 (C) is {_index1}, but dy dimension 1 gives C = {C}")
     return device, V, C, N
 
 

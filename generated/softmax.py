@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -82,20 +75,9 @@ def softmax_kernel(
 
 
 _tuner = _rt.Tuner("softmax", "4912fe466dbd1aa2", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _softmax_checked(x: torch.Tensor):
-    """The checks of softmax()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.dim() != 2:
-        _rt.bad_input("softmax", "x", x, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("softmax", x=x)
-    M, N = x.shape
-    return device, T, M, N
+_softmax_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.float16), "M N"))
 
 
 _softmax_launch = _rt.Launch(globals(), "softmax_kernel", "softmax", pointers=2, tuned=True)
@@ -127,7 +109,7 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _softmax_apply(x)
-    device, T, M, N = _softmax_checked(x)
+    device, T, M, N = _softmax_inputs("softmax", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return softmax(x)
@@ -250,6 +232,9 @@ def _softmax_loops_kernel(
         tl.store(y_ptrs, (e / row_sum[:, None]).to(T), mask=mask_rc_1)
 
 
+_softmax_loops_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.float16), "M N"))
+
+
 _softmax_loops_launch = _rt.Launch(globals(), "_softmax_loops_kernel", "_softmax_loops", pointers=2, tuned=True)
 
 
@@ -274,18 +259,12 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.dim() != 2:
-        _rt.bad_input("_softmax_loops", "x", x, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_softmax_loops", x=x)
+    device, T, M, N = _softmax_loops_inputs("_softmax_loops", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _softmax_loops(x, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_softmax_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y
@@ -316,7 +295,7 @@ def reference(x):
 def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of softmax(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _softmax_checked(x)
+    device, T, M, N = _softmax_inputs("softmax", x)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
@@ -324,7 +303,7 @@ def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
 def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
     """softmax() as torch.compile traces it on the GPU: the checks of _softmax_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _softmax_checked(x)
+    device, T, M, N = _softmax_inputs("softmax", x)
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y

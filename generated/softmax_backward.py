@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -80,27 +73,9 @@ def softmax_backward_kernel(
 
 
 _tuner = _rt.Tuner("softmax_backward", "85a209ddd262f093", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _softmax_backward_checked(dy: torch.Tensor, y: torch.Tensor):
-    """The checks of softmax_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.bfloat16, torch.float16) or dy.dim() != 2:
-        _rt.bad_input("softmax_backward", "dy", dy, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = dy.dtype
-    if not isinstance(y, torch.Tensor) or y.dtype != T or y.dim() != 2:
-        _rt.bad_input("softmax_backward", "y", y, T, 2, "dy")
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("softmax_backward", dy=dy, y=y)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"softmax_backward: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"softmax_backward: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
-    return device, T, M, N
+_softmax_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.bfloat16, torch.float16), "M N"), ("y", "dy", "M N"))
 
 
 _softmax_backward_launch = _rt.Launch(globals(), "softmax_backward_kernel", "softmax_backward", pointers=3, tuned=True)
@@ -135,7 +110,7 @@ def softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | 
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    device, T, M, N = _softmax_backward_checked(dy, y)
+    device, T, M, N = _softmax_backward_inputs("softmax_backward", dy, y)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("softmax_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -251,6 +226,9 @@ def _softmax_backward_loops_kernel(
         tl.store(dx_ptrs, (g - yf * row_sum[:, None]).to(T), mask=mask_rc_1)
 
 
+_softmax_backward_loops_inputs = _rt.Inputs(("dy", (torch.float32, torch.bfloat16, torch.float16), "M N"), ("y", "dy", "M N"))
+
+
 _softmax_backward_loops_launch = _rt.Launch(globals(), "_softmax_backward_loops_kernel", "_softmax_backward_loops", pointers=3, tuned=True)
 
 
@@ -276,25 +254,12 @@ def _softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int =
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.bfloat16, torch.float16) or dy.dim() != 2:
-        _rt.bad_input("_softmax_backward_loops", "dy", dy, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = dy.dtype
-    if not isinstance(y, torch.Tensor) or y.dtype != T or y.dim() != 2:
-        _rt.bad_input("_softmax_backward_loops", "y", y, T, 2, "dy")
-    device = dy.device
-    if y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_softmax_backward_loops", dy=dy, y=y)
+    device, T, M, N = _softmax_backward_loops_inputs("_softmax_backward_loops", dy, y)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_softmax_backward_loops", "BLOCK_N", BLOCK_N)
-    M, N = dy.shape
-    _y0, _y1 = y.shape
-    if _y0 != M:
-        raise ValueError(f"_softmax_backward_loops: y dimension 0 (M) is {_y0}, but dy dimension 0 gives M = {M}")
-    if _y1 != N:
-        raise ValueError(f"_softmax_backward_loops: y dimension 1 (N) is {_y1}, but dy dimension 1 gives N = {N}")
     dx = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx
@@ -325,7 +290,7 @@ def reference(dy, y):
 def _softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The outputs of softmax_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _softmax_backward_checked(dy, y)
+    device, T, M, N = _softmax_backward_inputs("softmax_backward", dy, y)
     dx = torch.empty(M, N, device=device, dtype=T)
     return dx
 
@@ -333,7 +298,7 @@ def _softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 def _softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """softmax_backward() as torch.compile traces it on the GPU: the checks of _softmax_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _softmax_backward_checked(dy, y)
+    device, T, M, N = _softmax_backward_inputs("softmax_backward", dy, y)
     dx = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return dx

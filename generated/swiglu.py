@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 silu = _rt.silu
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -77,29 +69,9 @@ def swiglu_kernel(
 
 
 _tuner = _rt.Tuner("swiglu", "91247d5cdc2ca3fd", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _swiglu_checked(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
-    """The checks of swiglu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("swiglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("swiglu", "b", b, T, 2, "a")
-    gate_multiplier = _check_scalar("swiglu", "gate_multiplier", gate_multiplier, float)
-    down_multiplier = _check_scalar("swiglu", "down_multiplier", down_multiplier, float)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("swiglu", a=a, b=b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"swiglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"swiglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
-    return device, T, gate_multiplier, down_multiplier, M, N
+_swiglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
 _swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True)
@@ -138,7 +110,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _swiglu_apply(a, b, gate_multiplier, down_multiplier)
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return swiglu(a, b, gate_multiplier, down_multiplier)
@@ -173,7 +145,7 @@ def reference(a, b, gate_multiplier=1.0, down_multiplier=1.0):
 def _swiglu_fake(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
     """The outputs of swiglu(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
     y = torch.empty(M, N, device=device, dtype=T)
     return y
 
@@ -181,7 +153,7 @@ def _swiglu_fake(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0,
 def _swiglu_traced(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
     """swiglu() as torch.compile traces it on the GPU: the checks of _swiglu_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
     y = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return y

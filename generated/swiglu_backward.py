@@ -11,22 +11,14 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
 sigmoid = _rt.sigmoid
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
@@ -87,36 +79,9 @@ def swiglu_backward_kernel(
 
 
 _tuner = _rt.Tuner("swiglu_backward", "1b9b48ac69596f57", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _swiglu_backward_checked(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
-    """The checks of swiglu_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("swiglu_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(a, torch.Tensor) or a.dtype != T or a.dim() != 2:
-        _rt.bad_input("swiglu_backward", "a", a, T, 2, "dy")
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("swiglu_backward", "b", b, T, 2, "dy")
-    gate_multiplier = _check_scalar("swiglu_backward", "gate_multiplier", gate_multiplier, float)
-    down_multiplier = _check_scalar("swiglu_backward", "down_multiplier", down_multiplier, float)
-    device = dy.device
-    if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("swiglu_backward", dy=dy, a=a, b=b)
-    M, N = dy.shape
-    _a0, _a1 = a.shape
-    _b0, _b1 = b.shape
-    if _a0 != M:
-        raise ValueError(f"swiglu_backward: a dimension 0 (M) is {_a0}, but dy dimension 0 gives M = {M}")
-    if _a1 != N:
-        raise ValueError(f"swiglu_backward: a dimension 1 (N) is {_a1}, but dy dimension 1 gives N = {N}")
-    if _b0 != M:
-        raise ValueError(f"swiglu_backward: b dimension 0 (M) is {_b0}, but dy dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"swiglu_backward: b dimension 1 (N) is {_b1}, but dy dimension 1 gives N = {N}")
-    return device, T, gate_multiplier, down_multiplier, M, N
+_swiglu_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("a", "dy", "M N"), ("b", "dy", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
 _swiglu_backward_launch = _rt.Launch(globals(), "swiglu_backward_kernel", "swiglu_backward", pointers=5, tuned=True)
@@ -155,7 +120,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("swiglu_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -198,7 +163,7 @@ def reference(dy, a, b, gate_multiplier=1.0, down_multiplier=1.0):
 def _swiglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of swiglu_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
     da = torch.empty(M, N, device=device, dtype=T)
     db = torch.empty(M, N, device=device, dtype=T)
     return da, db
@@ -207,7 +172,7 @@ def _swiglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, ga
 def _swiglu_backward_traced(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """swiglu_backward() as torch.compile traces it on the GPU: the checks of _swiglu_backward_checked, new outputs, then the
     kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
     da = torch.empty(M, N, device=device, dtype=T)
     db = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch

@@ -11,18 +11,11 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
@@ -65,19 +58,17 @@ def swizzle_kernel(
     tl.store(z_ptrs, x, mask=mask_smsn_1 & mask_m[:, None] & mask_n[None, :])
 
 
+_swizzle_inputs = _rt.Inputs(("x", torch.int64, "M N"))
+
+
 def _swizzle_checked(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
     """The checks of swizzle()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
-        _rt.bad_input("swizzle", "x", x, torch.int64, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("swizzle", x=x)
+    device, M, N = _swizzle_inputs("swizzle", x)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("swizzle", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("swizzle", "BN", BN)
-    M, N = x.shape
     return device, M, N
 
 

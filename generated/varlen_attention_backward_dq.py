@@ -11,23 +11,15 @@ import triton
 import triton.language as tl
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("0ea80f379f4aa8c6")
-_INTERPRET = _rt.INTERPRET
+_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
 _current_device = _rt.current_device
 _is_compiling = _rt.is_compiling
 _grad_enabled = _rt.grad_enabled
 _dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -131,65 +123,15 @@ def varlen_attention_backward_dq_kernel(
 
 
 _tuner = _rt.Tuner("varlen_attention_backward_dq", "5dd0437839ac9f43", _CONFIGS, default=5, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
+
+
+_varlen_attention_backward_dq_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("v", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("do", "q", "T H D"), ("lse", torch.float32, "T H"), ("delta", torch.float32, "T H"))
 
 
 def _varlen_attention_backward_dq_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
     """The checks of varlen_attention_backward_dq()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "q", q, (torch.float16, torch.bfloat16, torch.float32), 3)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "k", k, DT, 3, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "v", v, DT, 3, "q")
-    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1:
-        _rt.bad_input("varlen_attention_backward_dq", "cu_seqlens", cu_seqlens, torch.int32, 1)
-    L = _check_scalar("varlen_attention_backward_dq", "L", L, int)
-    scale = _check_scalar("varlen_attention_backward_dq", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "do", do, DT, 3, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 2:
-        _rt.bad_input("varlen_attention_backward_dq", "lse", lse, torch.float32, 2)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 2:
-        _rt.bad_input("varlen_attention_backward_dq", "delta", delta, torch.float32, 2)
-    device = q.device
-    if k.device != device or v.device != device or cu_seqlens.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("varlen_attention_backward_dq", q=q, k=k, v=v, cu_seqlens=cu_seqlens, do=do, lse=lse, delta=delta)
-    T, H, D = q.shape
-    _k0, _k1, _k2 = k.shape
-    _v0, _v1, _v2 = v.shape
-    B1, = cu_seqlens.shape
-    _do0, _do1, _do2 = do.shape
-    _lse0, _lse1 = lse.shape
-    _delta0, _delta1 = delta.shape
-    if _k0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 0 (T) is {_k0}, but q dimension 0 gives T = {T}")
-    if _k1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 2 (D) is {_k2}, but q dimension 2 gives D = {D}")
-    if _v0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 0 (T) is {_v0}, but q dimension 0 gives T = {T}")
-    if _v1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 2 (D) is {_v2}, but q dimension 2 gives D = {D}")
-    if _do0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 0 (T) is {_do0}, but q dimension 0 gives T = {T}")
-    if _do1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 2 (D) is {_do2}, but q dimension 2 gives D = {D}")
-    if _lse0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: lse dimension 0 (T) is {_lse0}, but q dimension 0 gives T = {T}")
-    if _lse1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _delta0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: delta dimension 0 (T) is {_delta0}, but q dimension 0 gives T = {T}")
-    if _delta1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
+    device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_dq_inputs("varlen_attention_backward_dq", q, k, v, cu_seqlens, L, scale, do, lse, delta)
     B1_minus_1 = (B1 - 1)
     if D > 8192:
         raise ValueError(f"varlen_attention_backward_dq: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")

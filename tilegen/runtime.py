@@ -401,9 +401,8 @@ class Launch:
     when it runs, the kernel named ``kernel`` (a ``@triton.jit`` function, or with ``tuned`` its
     ``triton.autotune``'d wrapper) and the module's tables: ``_FAST`` (fast-path key -> kept
     launch), ``_COMPILED`` (specialization key -> :func:`launcher`), and for a tuned kernel its
-    ``_tuner`` (:class:`Tuner`), ``_CONFIGS``, ``_TUNED`` and the tuner's methods as the module
-    binds them (``_tuned_index``, ``_settle_ties``, ``_remember``): what replaces one of them on
-    the module (a test, a benchmark) replaces it for the launch too. ``name`` is the launcher's
+    ``_tuner`` (:class:`Tuner`) and ``_CONFIGS``: what replaces one of them on the module, or one of
+    the tuner's attributes (a test, a benchmark), replaces it for the launch too. ``name`` is the launcher's
     (its compile keys, its tune messages). ``pointers``: how many of the kernel's first arguments
     a fast-path call passes itself (its tensors, or the TMA descriptors made on them); the
     arguments after them are kept. ``blocks``: the module's ``_descriptor_blocks`` sets the TMA
@@ -433,28 +432,29 @@ class Launch:
 
     def config_index(self, tune_key: "TuneKey", grid: "LaunchGrid", args: tuple[Any, ...], meta: dict[str, Any],
                      again: Callable[[], object], first: Callable[[], object] | None) -> int | None:
-        """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (``_TUNED``),
-        else (once per key, under the tuner's lock) ``_tuned_index``'s (:meth:`Tuner.tuned_index`).
+        """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (:attr:`Tuner.tuned`),
+        else (once per key, under the tuner's lock) :meth:`Tuner.tuned_index`'s.
         Where that is None, the autotuner runs every config on ``args`` (:func:`autotune`) and its
         choice, its near ties settled by timing ``again`` (the launcher's call of itself:
         :meth:`Tuner.settle_ties`), is remembered; then None: the autotuner's launch computed the
         call's outputs. ``first`` (an in-place call's): the call on new outputs, run before a tune,
         whose trials must not read what they overwrote."""
         module = self.module
-        index: int | None = module["_TUNED"].get(tune_key)
+        tuner: Tuner = module["_tuner"]
+        index: int | None = tuner.tuned.get(tune_key)
         if index is None and first is not None:
             first()
-            index = module["_TUNED"].get(tune_key)
+            index = tuner.tuned.get(tune_key)
         if index is not None:
             return index
-        with module["_tuner"].lock:  # first call with these sizes on this device (one thread at a time)
-            index = module["_tuned_index"](self.name, tune_key)
+        with tuner.lock:  # first call with these sizes on this device (one thread at a time)
+            index = tuner.tuned_index(self.name, tune_key)
             if index is None:  # tune, and remember the choice on disk
                 autotuner = module[self.kernel]
                 if self.retune:
                     autotuner.cache.clear()
                 autotune(autotuner, grid, *args, **meta)
-                module["_remember"](tune_key, module["_settle_ties"](tune_key, autotuner, again))
+                tuner.remember(tune_key, tuner.settle_ties(tune_key, autotuner, again))
             return index
 
     def __call__(self, fast_key: Hashable | None, device: torch.device, grid: "LaunchGrid", args: tuple[Any, ...],
@@ -478,12 +478,13 @@ class Launch:
         tuner: Tuner | None = None
         if self.tuned:
             assert tune_key is not None and again is not None, f"{self.name}: a tuned launch without its tune key"
-            index = module["_TUNED"].get(tune_key)
+            tuner = module["_tuner"]
+            index = tuner.tuned.get(tune_key)
             if index is None:
                 index = self.config_index(tune_key, grid, args, meta, again, first)
                 if index is None:  # the autotuner ran the call
                     return
-            jit, tuner = jit.fn, module["_tuner"]
+            jit = jit.fn
             meta = {**meta, **module["_CONFIGS"][index].kwargs}
         if self.blocks:  # the descriptors' block shapes, from this config's blocks
             module["_descriptor_blocks"]({**dict(zip(self.arg_names, args, strict=False)), **meta})
@@ -530,7 +531,7 @@ class Launch:
             f"{tuple(tune_key[1:])}; running its interpreter config (TILEGEN_TUNE=full finds the fastest that fits)",
             stacklevel=_caller_level(),
         )
-        self.module["_TUNED"][tune_key] = tuner.interpreted
+        tuner.tuned[tune_key] = tuner.interpreted
         return True
 
     def traced(self, grid: GridFunction | Grid, args: tuple[Any, ...], meta: dict[str, Any]) -> None:
@@ -590,6 +591,72 @@ def check_scalar(launcher: str, name: str, value: object,
     if isinstance(value, bool) or not isinstance(value, allowed):
         raise TypeError(f"{launcher}: {name} must be a Python {kind.__name__}, got {type(value).__name__}")
     return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
+
+
+#: One input of a launcher as :class:`Inputs` checks it: ``(name, float)`` or ``(name, int)`` for a
+#: scalar; for a tensor ``(name, dtype, dims)``: ``dtype`` a tuple of the dtypes it may have (its
+#: dtype then binds the dtype variable), the name of the input whose dtype it must have, or a torch
+#: dtype; ``dims`` its dimensions, size names and numbers apart by spaces (``"M N"``, ``"B 3"``; ``""``: 0-dim).
+InputSpec: TypeAlias = "tuple[str, type[int] | type[float]] | tuple[str, tuple[torch.dtype, ...] | str | torch.dtype, str]"
+
+
+class Inputs:
+    """The checks a launcher makes of its inputs, from what its spec declares of them
+    (:data:`InputSpec`, in the order the checks run: the inputs the caller must give first):
+    each tensor's type, dtype and rank, each scalar's type, one device for all (a GPU's, or any
+    under the interpreter); then each tensor's dimensions, binding the spec's size names from the
+    first input that has them and checking the others against them. Calling it with the
+    launcher's name and the inputs (in that order) returns ``(device, *dtypes, *scalars,
+    *sizes)``: the dtype of each input that binds a dtype variable, each scalar as its type,
+    each size as first bound; or raises the TypeError or ValueError naming the input and dimension
+    (:func:`bad_input`, :func:`bad_device`, :func:`check_scalar`)."""
+
+    def __init__(self, *inputs: InputSpec) -> None:
+        self.inputs = inputs
+        #: per input: (name, dtype or scalar type, rank, dims as size names and numbers; None for a scalar)
+        self.checks: list[tuple[str, Any, int, tuple[str | int, ...] | None]] = []
+        for spec in inputs:
+            if len(spec) == 2:
+                self.checks.append((spec[0], spec[1], 0, None))
+                continue
+            dims = tuple(int(d) if d.isdigit() else d for d in spec[2].split())  # type: ignore[misc]
+            self.checks.append((spec[0], spec[1], len(dims), dims))
+        #: the tensors' positions among the inputs
+        self.tensors = [i for i, check in enumerate(self.checks) if check[3] is not None]
+
+    def __call__(self, launcher: str, *values: Any) -> tuple[Any, ...]:
+        scalars: list[Any] = []
+        dtypes: dict[str, torch.dtype] = {}  # input name -> its dtype, for the inputs that bind one
+        for (name, dtype, rank, dims), value in zip(self.checks, values, strict=True):
+            if dims is None:
+                scalars.append(check_scalar(launcher, name, value, dtype))
+            elif type(dtype) is tuple:
+                if not isinstance(value, torch.Tensor) or value.dtype not in dtype or value.dim() != rank:
+                    bad_input(launcher, name, value, dtype, rank)
+                dtypes[name] = value.dtype
+            elif type(dtype) is str:
+                if not isinstance(value, torch.Tensor) or value.dtype != dtypes[dtype] or value.dim() != rank:
+                    bad_input(launcher, name, value, dtypes[dtype], rank, dtype)
+            elif not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != rank:
+                bad_input(launcher, name, value, dtype, rank)
+        first, *others = [values[i] for i in self.tensors]
+        device = first.device
+        if any(other.device != device for other in others) or (not first.is_cuda and not INTERPRET):
+            bad_device(launcher, **{self.checks[i][0]: values[i] for i in self.tensors})
+        sizes: dict[str, Any] = {}
+        where: dict[str, str] = {}
+        for i in self.tensors:
+            name, _, _, dims = self.checks[i]
+            for index, (dim, size) in enumerate(zip(dims, values[i].shape)):  # type: ignore[arg-type]
+                if type(dim) is int:
+                    if size != dim:
+                        raise ValueError(f"{launcher}: {name} dimension {index} must be {dim}, got {size}")
+                elif dim not in sizes:
+                    sizes[dim], where[dim] = size, f"{name} dimension {index}"
+                elif size != sizes[dim]:
+                    raise ValueError(f"{launcher}: {name} dimension {index} ({dim}) is {size}, "
+                                     f"but {where[dim]} gives {dim} = {sizes[dim]}")
+        return (device, *dtypes.values(), *scalars, *sizes.values())
 
 
 @functools.cache

@@ -169,7 +169,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     """A tuned launcher's config (``config``, its keywords): the one remembered for this call's tune
     key (device, the spec's tune key, operand layouts, dtypes), else, once per key under the tuner's
     lock, the autotuner's (``_rt.autotune``; or the one in tilegen's cache on disk), whose near ties
-    are settled by timing ``call`` (this launcher's call of itself) at each (``_settle_ties``). The
+    are settled by timing ``call`` (this launcher's call of itself) at each (``_tuner.settle_ties``). The
     call that tuned returns its outputs (those of ``call`` again where finish kernels merged the
     partials of another config)."""
     assert spec.tune is not None, "tune_ops of an untuned spec"
@@ -205,10 +205,10 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     tune_launch.append(Line(_call("_rt.autotune", ((jit, "grid"), *launch.groups, launch.meta))))
     ops += [
         Line(f"tune_key = {key}"),
-        Line("config_index = _TUNED.get(tune_key)"),
+        Line("config_index = _tuner.tuned.get(tune_key)"),
         *([IfBlock("config_index is None and inplace",
                    "tuned with new outputs first: the trials must not read what they overwrote",
-                   (Line(call), Line("config_index = _TUNED.get(tune_key)")))]
+                   (Line(call), Line("config_index = _tuner.tuned.get(tune_key)")))]
           if spec.in_place else []),
         IfBlock(
             "config_index is None",
@@ -218,7 +218,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
                     "_tuner.lock",
                     "",
                     (
-                        Line(f'config_index = _tuned_index("{name}", tune_key)'),
+                        Line(f'config_index = _tuner.tuned_index("{name}", tune_key)'),
                         IfBlock(
                             "config_index is None",
                             "tune, and remember the choice on disk",
@@ -226,7 +226,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
                                 *retune,
                                 *tune_launch,
                                 *summed,
-                                Line(f"_remember(tune_key, _settle_ties(tune_key, {jit}, lambda: {call}))"),
+                                Line(f"_tuner.remember(tune_key, _tuner.settle_ties(tune_key, {jit}, lambda: {call}))"),
                                 # the partials of the config picked (the last run's may be another's)
                                 Line(f"return {call if kernel.finishes else returns}"),
                             ),
@@ -249,7 +249,7 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
     binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
     sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
-    (``_settle_ties``), and after that its remembered config is one more part of the key. With
+    (``_tuner.settle_ties``), and after that its remembered config is one more part of the key. With
     ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
     if kernel.runtime_launched:
         return runtime_launch(spec, kernel, name, launch, call, variant, fast)

@@ -19,7 +19,7 @@ from tilegen.lower.arguments import Arguments, lower_arguments
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
 from tilegen.lower.fast import lower_fast_path
-from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
+from tilegen.lower.host_checks import bind_sizes, checked_names, derived_sizes, input_checks, inputs_table, shape_checks
 from tilegen.lower.launch import launch_object, launch_ops, traced_launch
 from tilegen.lower.names import (
     absent_dtype,
@@ -174,11 +174,7 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
 def _bound(spec: m.Spec) -> tuple[str, ...]:
     """What the checks bind that the launch reads: the device, the dtype variables read from an
     input, the scalars (as checked), the size symbols and the derived sizes."""
-    sources = dtype_bindings(spec)
-    dtypes = [var for var, source in sources.items()]
-    scalars = [t.name.id for t in spec.inputs if t.is_scalar]
-    sizes = [size for size, _ in _sizes(spec, spec.name.id)]
-    return tuple(dict.fromkeys(["device", *dtypes, *scalars, *sizes]))
+    return tuple(dict.fromkeys([*checked_names(spec), *(size for size, _ in derived_sizes(spec, spec.name.id)[1])]))
 
 
 def _dims(tensor: m.Tensor) -> list[str]:
@@ -270,7 +266,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     middle, _, _ = shape_checks(spec, name, role.rows)
     shared = role.grad is not None  # the spec's own launcher: its op's fake and traced body check alike
     checked: tuple[Op, ...] = ()
-    if shared:
+    if shared and middle:
         bound = ", ".join(_bound(spec))
         checked = (*head, *middle, Line(f"return {bound}"))
         head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
@@ -315,7 +311,6 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         num_sms=spec.persistent or bool(spec.split_tail),
         descriptors=spec.access_style == "descriptor",
         block_pointers=spec.access_style == "block_ptr",
-        scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
         docstring=role.docstring or launcher_docstring(spec, role.variant, role.uses, role.over),
@@ -324,6 +319,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
         launch=launch_object(full, kernel, name, launch) if kernel.runtime_launched else "",
+        table=inputs_table(spec, name),
         op_traced="None" if traced is None else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),

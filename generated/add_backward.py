@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -60,16 +60,25 @@ def add_backward_kernel(
 _add_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
-def _add_backward_checked(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
-    """The checks of add_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _add_backward_plan(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """add_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_SIZE = _rt.concrete(BLOCK_SIZE)
     device, N = _add_backward_inputs("add_backward", dz)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    return device, N
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
+    _dz_strides = dz.stride()
+    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _add_backward_launch, device, (dx, dy), N == 0, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,), (N,)), None,
+    )
 
 
-_add_backward_launch = _rt.Launch(globals(), "add_backward_kernel", "add_backward", pointers=3)
+_add_backward_launch = _rt.Launch(globals(), "add_backward_kernel", "add_backward", pointers=3, plan=_add_backward_plan, refuse=(0,))
 
 
 def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
@@ -98,24 +107,7 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("add_backward")
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_backward(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_backward_launch(
-        fast_key, device, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
-        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,), (N,)),
-    )
-    return dx, dy
+    return _add_backward_launch.run(add_backward, fast_key, dz, BLOCK_SIZE=BLOCK_SIZE)
 
 
 def reference(dz):
@@ -128,29 +120,4 @@ def reference(dz):
     return dx, dy
 
 
-def _add_backward_fake(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of add_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    return dx, dy
-
-
-def _add_backward_traced(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_backward() as torch.compile traces it on the GPU: the checks of _add_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_backward_launch.traced(((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
-    return dx, dy
-
-
-op = _rt.register_op("add_backward", "a7508341b66267d4", add_backward, _add_backward_fake, _add_backward_traced)
+op = _rt.register_op("add_backward", "a7508341b66267d4", add_backward, _add_backward_launch)

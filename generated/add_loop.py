@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -58,16 +58,25 @@ def add_loop_kernel(
 _add_loop_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
 
 
-def _add_loop_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
-    """The checks of add_loop()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _add_loop_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """add_loop()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_SIZE = _rt.concrete(BLOCK_SIZE)
     device, N = _add_loop_inputs("add_loop", x, y)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add_loop", "BLOCK_SIZE", BLOCK_SIZE)
-    return device, N
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _add_loop_launch, device, (z,), N == 0, lambda meta: (1, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_add_loop_launch = _rt.Launch(globals(), "add_loop_kernel", "add_loop", pointers=3)
+_add_loop_launch = _rt.Launch(globals(), "add_loop_kernel", "add_loop", pointers=3, plan=_add_loop_plan, refuse=(0, 1))
 
 
 def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
@@ -96,24 +105,7 @@ def add_loop(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tor
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("add_loop")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_loop(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_loop_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _add_loop_launch.run(add_loop, fast_key, x, y, BLOCK_SIZE=BLOCK_SIZE)
 
 
 def reference(x, y):
@@ -124,28 +116,4 @@ def reference(x, y):
     return z
 
 
-def _add_loop_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """The outputs of add_loop(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _add_loop_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """add_loop() as torch.compile traces it on the GPU: the checks of _add_loop_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_loop_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_loop_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("add_loop", "2c2d86cab701339f", add_loop, _add_loop_fake, _add_loop_traced)
+op = _rt.register_op("add_loop", "2c2d86cab701339f", add_loop, _add_loop_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -49,7 +49,24 @@ def add_single_kernel(
 _add_single_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
 
 
-_add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3)
+def _add_single_plan(x: torch.Tensor, y: torch.Tensor):
+    """add_single()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, N = _add_single_inputs("add_single", x, y)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
+        return _add_single_loops_plan(x, y)
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    return _rt.Planned(
+        _add_single_launch, device, (z,), N == 0, lambda meta: (1, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_N=BLOCK_N), ((N,),), None,
+    )
+
+
+_add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3, plan=_add_single_plan)
 
 
 def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -78,24 +95,7 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _add_single_apply(x, y)
-    device, N = _add_single_inputs("add_single", x, y)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_single(x, y)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
-        return _add_single_loops(x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    _add_single_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_N=BLOCK_N), ((N,),),
-    )
-    return z
+    return _add_single_launch.run(add_single, fast_key, x, y)
 
 
 @triton.jit
@@ -133,7 +133,25 @@ def _add_single_loops_kernel(
 _add_single_loops_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
 
 
-_add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3)
+def _add_single_loops_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_add_single_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, N = _add_single_loops_inputs("_add_single_loops", x, y)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    _y_strides = y.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _add_single_loops_launch, device, (z,), N == 0, lambda meta: (1, 1, 1),
+        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,),), None,
+    )
+
+
+_add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3, plan=_add_single_loops_plan)
 
 
 def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -157,24 +175,7 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    device, N = _add_single_loops_inputs("_add_single_loops", x, y)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _add_single_loops(x, y, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_single_loops_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _add_single_loops_launch.run(_add_single_loops, fast_key, x, y, BLOCK_N=BLOCK_N)
 
 
 def reference(x, y):
@@ -185,36 +186,7 @@ def reference(x, y):
     return z
 
 
-def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The outputs of add_single(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N = _add_single_inputs("add_single", x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """add_single() as torch.compile traces it on the GPU: the checks of _add_single_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N = _add_single_inputs("add_single", x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _y_strides = y.stride()
-        int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-        _add_single_loops_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _add_single_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N))
-    return z
-
-
-op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_fake, _add_single_traced)
+op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_launch)
 
 
 _add_single_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

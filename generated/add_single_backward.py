@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -60,7 +60,24 @@ def add_single_backward_kernel(
 _add_single_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
-_add_single_backward_launch = _rt.Launch(globals(), "add_single_backward_kernel", "add_single_backward", pointers=3)
+def _add_single_backward_plan(dz: torch.Tensor):
+    """add_single_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, N = _add_single_backward_inputs("add_single_backward", dz)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_backward_loops() loops over them
+        return _add_single_backward_loops_plan(dz)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _dz_strides = dz.stride()
+    return _rt.Planned(
+        _add_single_backward_launch, device, (dx, dy), N == 0, lambda meta: (1, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_N=BLOCK_N), ((N,), (N,)), None,
+    )
+
+
+_add_single_backward_launch = _rt.Launch(globals(), "add_single_backward_kernel", "add_single_backward", pointers=3, plan=_add_single_backward_plan, refuse=(0,))
 
 
 def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,26 +104,7 @@ def add_single_backward(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    device, N = _add_single_backward_inputs("add_single_backward", dz)
-    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("add_single_backward")
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_single_backward(dz)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_backward_loops() loops over them
-        return _add_single_backward_loops(dz)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dz_strides = dz.stride()
-    _add_single_backward_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
-        dict(BLOCK_N=BLOCK_N), ((N,), (N,)),
-    )
-    return dx, dy
+    return _add_single_backward_launch.run(add_single_backward, fast_key, dz)
 
 
 @triton.jit
@@ -146,7 +144,25 @@ def _add_single_backward_loops_kernel(
 _add_single_backward_loops_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
-_add_single_backward_loops_launch = _rt.Launch(globals(), "_add_single_backward_loops_kernel", "_add_single_backward_loops", pointers=3)
+def _add_single_backward_loops_plan(dz: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_add_single_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, N = _add_single_backward_loops_inputs("_add_single_backward_loops", dz)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_add_single_backward_loops", "BLOCK_N", BLOCK_N)
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
+    _dz_strides = dz.stride()
+    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _add_single_backward_loops_launch, device, (dx, dy), N == 0, lambda meta: (1, 1, 1),
+        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,), (N,)), None,
+    )
+
+
+_add_single_backward_loops_launch = _rt.Launch(globals(), "_add_single_backward_loops_kernel", "_add_single_backward_loops", pointers=3, plan=_add_single_backward_loops_plan)
 
 
 def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,24 +186,7 @@ def _add_single_backward_loops(dz: torch.Tensor, *, BLOCK_N: int = 4096) -> tupl
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    device, N = _add_single_backward_loops_inputs("_add_single_backward_loops", dz)
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _add_single_backward_loops(dz, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_add_single_backward_loops", "BLOCK_N", BLOCK_N)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_single_backward_loops_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,), (N,)),
-    )
-    return dx, dy
+    return _add_single_backward_loops_launch.run(_add_single_backward_loops, fast_key, dz, BLOCK_N=BLOCK_N)
 
 
 def reference(dz):
@@ -200,33 +199,4 @@ def reference(dz):
     return dx, dy
 
 
-def _add_single_backward_fake(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of add_single_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N = _add_single_backward_inputs("add_single_backward", dz)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    return dx, dy
-
-
-def _add_single_backward_traced(dz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_single_backward() as torch.compile traces it on the GPU: the checks of _add_single_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N = _add_single_backward_inputs("add_single_backward", dz)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_backward_loops()'s kernel
-        BLOCK_N = 4096
-        _dz_strides = dz.stride()
-        int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-        _add_single_backward_loops_launch.traced((1, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return dx, dy
-    _dz_strides = dz.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _add_single_backward_launch.traced((1, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_N=BLOCK_N))
-    return dx, dy
-
-
-op = _rt.register_op("add_single_backward", "97549c800e18c1d7", add_single_backward, _add_single_backward_fake, _add_single_backward_traced)
+op = _rt.register_op("add_single_backward", "97549c800e18c1d7", add_single_backward, _add_single_backward_launch)

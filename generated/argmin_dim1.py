@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -110,7 +110,21 @@ _tuner = _rt.Tuner("argmin_dim1", "ec4d67bb8e0d7236", _CONFIGS, default=0, fast=
 _argmin_dim1_inputs = _rt.Inputs(("x", torch.float32, "B D1 D2"))
 
 
-_argmin_dim1_launch = _rt.Launch(globals(), "argmin_dim1_kernel", "argmin_dim1", pointers=2, tuned=True)
+def _argmin_dim1_plan(x: torch.Tensor):
+    """argmin_dim1()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, B, D1, D2 = _argmin_dim1_inputs("argmin_dim1", x)
+    y = torch.empty(B, D2, device=device, dtype=torch.int64)
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _argmin_dim1_launch, device, (y,), B == 0 or D2 == 0, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
+        (x, y, B, D1, D2, *_x_strides, D2, 1),
+        dict(INT64_OFFSETS=int64), ((B, D2),), (device, D1, D2),
+    )
+
+
+_argmin_dim1_launch = _rt.Launch(globals(), "argmin_dim1_kernel", "argmin_dim1", pointers=2, tuned=True, plan=_argmin_dim1_plan, refuse=(0,))
 
 
 def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -135,24 +149,7 @@ def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, y, *args)
         return y
-    device, B, D1, D2 = _argmin_dim1_inputs("argmin_dim1", x)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("argmin_dim1")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return argmin_dim1(x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _argmin_dim1_launch(
-        fast_key, device, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
-        (x, y, B, D1, D2, *_x_strides, D2, 1),
-        dict(INT64_OFFSETS=int64), ((B, D2),),
-        tune_key=(device, D1, D2), again=lambda: argmin_dim1(x),
-    )
-    return y
+    return _argmin_dim1_launch.run(argmin_dim1, fast_key, x)
 
 
 def reference(x):
@@ -164,25 +161,4 @@ def reference(x):
     return y
 
 
-def _argmin_dim1_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of argmin_dim1(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D1, D2 = _argmin_dim1_inputs("argmin_dim1", x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    return y
-
-
-def _argmin_dim1_traced(x: torch.Tensor) -> torch.Tensor:
-    """argmin_dim1() as torch.compile traces it on the GPU: the checks of _argmin_dim1_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D1, D2 = _argmin_dim1_inputs("argmin_dim1", x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _argmin_dim1_launch.traced(lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1), (x, y, B, D1, D2, *_x_strides, D2, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("argmin_dim1", "ec4d67bb8e0d7236", argmin_dim1, _argmin_dim1_fake, _argmin_dim1_traced)
+op = _rt.register_op("argmin_dim1", "ec4d67bb8e0d7236", argmin_dim1, _argmin_dim1_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -280,7 +280,29 @@ def _attention_backward_dq_pointers_kernel(
 _attention_backward_dq_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"))
 
 
-_attention_backward_dq_pointers_launch = _rt.Launch(globals(), "_attention_backward_dq_pointers_kernel", "_attention_backward_dq_pointers", pointers=7, tuned=True)
+def _attention_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """_attention_backward_dq_pointers()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, DT, scale, B, H, S, D, T = _attention_backward_dq_pointers_inputs("_attention_backward_dq_pointers", q, k, v, scale, do, lse, delta)
+    if D > 8192:
+        raise ValueError(f"_attention_backward_dq_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
+    dq = torch.empty(B, H, S, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _do_strides = do.stride()
+    _lse_strides = lse.stride()
+    _delta_strides = delta.stride()
+    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or (B - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) + (S - 1) * abs(_lse_strides[2]) >= 2**31 or (B - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) + (S - 1) * abs(_delta_strides[2]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _attention_backward_dq_pointers_launch, device, (dq,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, v, do, lse, delta, dq, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, T, D, DT),
+    )
+
+
+_attention_backward_dq_pointers_launch = _rt.Launch(globals(), "_attention_backward_dq_pointers_kernel", "_attention_backward_dq_pointers", pointers=7, tuned=True, plan=_attention_backward_dq_pointers_plan)
 
 
 def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
@@ -308,30 +330,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)
         return dq
-    device, DT, scale, B, H, S, D, T = _attention_backward_dq_pointers_inputs("_attention_backward_dq_pointers", q, k, v, scale, do, lse, delta)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta)
-    if D > 8192:
-        raise ValueError(f"_attention_backward_dq_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
-        return dq
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or (B - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) + (S - 1) * abs(_lse_strides[2]) >= 2**31 or (B - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) + (S - 1) * abs(_delta_strides[2]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    _attention_backward_dq_pointers_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, v, do, lse, delta, dq, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),),
-        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta),
-    )
-    return dq
+    return _attention_backward_dq_pointers_launch.run(_attention_backward_dq_pointers, fast_key, q, k, v, scale, do, lse, delta)
 
 
 def reference(q, k, v, scale, do, lse, delta):

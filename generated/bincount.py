@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -48,16 +48,24 @@ def bincount_kernel(
 _bincount_inputs = _rt.Inputs(("x", torch.int64, "N"), ("bins", int))
 
 
-def _bincount_checked(x: torch.Tensor, bins: int, *, BN: int = 1024):
-    """The checks of bincount()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _bincount_plan(x: torch.Tensor, bins: int, *, BN: int = 1024):
+    """bincount()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BN = _rt.concrete(BN)
     device, bins, N = _bincount_inputs("bincount", x, bins)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("bincount", "BN", BN)
-    return device, bins, N
+    counts = torch.zeros(bins, device=device, dtype=torch.int64)
+    _x_strides = x.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _bincount_launch, device, (counts,), bins == 0, lambda meta: ((N + BN - 1) // BN, 1, 1),
+        (x, counts, N, bins, *_x_strides, 1),
+        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),), None,
+    )
 
 
-_bincount_launch = _rt.Launch(globals(), "bincount_kernel", "bincount", pointers=2)
+_bincount_launch = _rt.Launch(globals(), "bincount_kernel", "bincount", pointers=2, plan=_bincount_plan)
 
 
 def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
@@ -86,21 +94,7 @@ def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
         counts = torch.zeros(*_counts_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, counts, *args)
         return counts
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return bincount(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    if bins == 0:  # nothing to compute: no launch
-        return counts
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    _bincount_launch(
-        fast_key, device, lambda meta: ((N + BN - 1) // BN, 1, 1),
-        (x, counts, N, bins, *_x_strides, 1),
-        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),),
-    )
-    return counts
+    return _bincount_launch.run(bincount, fast_key, x, bins, BN=BN)
 
 
 def reference(x, bins):
@@ -114,27 +108,4 @@ def reference(x, bins):
     return counts
 
 
-def _bincount_fake(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
-    """The outputs of bincount(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BN = int(BN)
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    return counts
-
-
-def _bincount_traced(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
-    """bincount() as torch.compile traces it on the GPU: the checks of _bincount_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BN = int(BN)
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    if bins == 0:  # nothing to compute: no launch
-        return counts
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    _bincount_launch.traced(((N + BN - 1) // BN, 1, 1), (x, counts, N, bins, *_x_strides, 1), dict(BN=BN, INT64_OFFSETS=int64))
-    return counts
-
-
-op = _rt.register_op("bincount", "63d12474186b4ad3", bincount, _bincount_fake, _bincount_traced)
+op = _rt.register_op("bincount", "63d12474186b4ad3", bincount, _bincount_launch)

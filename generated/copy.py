@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -46,16 +46,24 @@ def copy_kernel(
 _copy_inputs = _rt.Inputs(("x", torch.float32, "N"))
 
 
-def _copy_checked(x: torch.Tensor, *, BS: int = 1024):
-    """The checks of copy()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _copy_plan(x: torch.Tensor, *, BS: int = 1024):
+    """copy()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BS = _rt.concrete(BS)
     device, N = _copy_inputs("copy", x)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _rt.bad_block("copy", "BS", BS)
-    return device, N
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _copy_launch, device, (z,), N == 0, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (x, z, N, *_x_strides, 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_copy_launch = _rt.Launch(globals(), "copy_kernel", "copy", pointers=2)
+_copy_launch = _rt.Launch(globals(), "copy_kernel", "copy", pointers=2, plan=_copy_plan)
 
 
 def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
@@ -80,21 +88,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _copy_apply(x, BS)
-    device, N = _copy_checked(x, BS=BS)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return copy(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_launch(
-        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
-        (x, z, N, *_x_strides, 1),
-        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _copy_launch.run(copy, fast_key, x, BS=BS)
 
 
 def reference(x):
@@ -105,30 +99,7 @@ def reference(x):
     return z
 
 
-def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """The outputs of copy(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BS = int(BS)
-    device, N = _copy_checked(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy() as torch.compile traces it on the GPU: the checks of _copy_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BS = int(BS)
-    device, N = _copy_checked(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_launch.traced(((N + BS - 1) // BS, 1, 1), (x, z, N, *_x_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_fake, _copy_traced)
+op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_launch)
 
 
 _copy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

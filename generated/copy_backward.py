@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -55,16 +55,24 @@ def copy_backward_kernel(
 _copy_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
-def _copy_backward_checked(dz: torch.Tensor, *, BS: int = 1024):
-    """The checks of copy_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _copy_backward_plan(dz: torch.Tensor, *, BS: int = 1024):
+    """copy_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BS = _rt.concrete(BS)
     device, N = _copy_backward_inputs("copy_backward", dz)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _rt.bad_block("copy_backward", "BS", BS)
-    return device, N
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    _dz_strides = dz.stride()
+    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _copy_backward_launch, device, (dx,), N == 0, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (dz, dx, N, *_dz_strides, 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_copy_backward_launch = _rt.Launch(globals(), "copy_backward_kernel", "copy_backward", pointers=2)
+_copy_backward_launch = _rt.Launch(globals(), "copy_backward_kernel", "copy_backward", pointers=2, plan=_copy_backward_plan, refuse=(0,))
 
 
 def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
@@ -92,23 +100,7 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, *args)
         return dx
-    device, N = _copy_backward_checked(dz, BS=BS)
-    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("copy_backward")
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return copy_backward(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_backward_launch(
-        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
-        (dz, dx, N, *_dz_strides, 1),
-        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
-    )
-    return dx
+    return _copy_backward_launch.run(copy_backward, fast_key, dz, BS=BS)
 
 
 def reference(dz):
@@ -119,27 +111,4 @@ def reference(dz):
     return dx
 
 
-def _copy_backward_fake(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """The outputs of copy_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BS = int(BS)
-    device, N = _copy_backward_checked(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    return dx
-
-
-def _copy_backward_traced(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy_backward() as torch.compile traces it on the GPU: the checks of _copy_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BS = int(BS)
-    device, N = _copy_backward_checked(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_backward_launch.traced(((N + BS - 1) // BS, 1, 1), (dz, dx, N, *_dz_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("copy_backward", "76675a6723f80f76", copy_backward, _copy_backward_fake, _copy_backward_traced)
+op = _rt.register_op("copy_backward", "76675a6723f80f76", copy_backward, _copy_backward_launch)

@@ -38,7 +38,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -120,16 +120,30 @@ def cosine_similarity_loss_backward_kernel(
 _cosine_similarity_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
 
 
-def _cosine_similarity_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
-    """The checks of cosine_similarity_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _cosine_similarity_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
+    """cosine_similarity_loss_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
     device, M, N = _cosine_similarity_loss_backward_inputs("cosine_similarity_loss_backward", dloss, predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
-    return device, M, N
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops() loops over them
+        return _cosine_similarity_loss_backward_loops_plan(dloss, predictions, targets, BM=BM)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _dloss_strides = (0,)
+    _predictions_strides = predictions.stride()
+    _targets_strides = targets.stride()
+    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cosine_similarity_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
+    )
 
 
-_cosine_similarity_loss_backward_launch = _rt.Launch(globals(), "cosine_similarity_loss_backward_kernel", "cosine_similarity_loss_backward", pointers=5)
+_cosine_similarity_loss_backward_launch = _rt.Launch(globals(), "cosine_similarity_loss_backward_kernel", "cosine_similarity_loss_backward", pointers=5, plan=_cosine_similarity_loss_backward_plan, refuse=(0, 1, 2))
 
 
 def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,29 +174,7 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cosine_similarity_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cosine_similarity_loss_backward(dloss, predictions, targets, BM=BM)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops() loops over them
-        return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-    )
-    return dpredictions, dtargets
+    return _cosine_similarity_loss_backward_launch.run(cosine_similarity_loss_backward, fast_key, dloss, predictions, targets, BM=BM)
 
 
 @triton.jit
@@ -323,7 +315,30 @@ def _cosine_similarity_loss_backward_loops_kernel(
 _cosine_similarity_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
 
 
-_cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5)
+def _cosine_similarity_loss_backward_loops_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048):
+    """_cosine_similarity_loss_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, M, N = _cosine_similarity_loss_backward_loops_inputs("_cosine_similarity_loss_backward_loops", dloss, predictions, targets)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BM", BM)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BLOCK_N", BLOCK_N)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    _predictions_strides = predictions.stride()
+    _targets_strides = targets.stride()
+    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cosine_similarity_loss_backward_loops_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
+    )
+
+
+_cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5, plan=_cosine_similarity_loss_backward_loops_plan)
 
 
 def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
@@ -349,28 +364,7 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, M, N = _cosine_similarity_loss_backward_loops_inputs("_cosine_similarity_loss_backward_loops", dloss, predictions, targets)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BM", BM)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BLOCK_N", BLOCK_N)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-    )
-    return dpredictions, dtargets
+    return _cosine_similarity_loss_backward_loops_launch.run(_cosine_similarity_loss_backward_loops, fast_key, dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
 
 
 def reference(dloss, predictions, targets):
@@ -398,40 +392,4 @@ def reference(dloss, predictions, targets):
     return dpredictions, dtargets
 
 
-def _cosine_similarity_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of cosine_similarity_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dpredictions, dtargets
-
-
-def _cosine_similarity_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """cosine_similarity_loss_backward() as torch.compile traces it on the GPU: the checks of _cosine_similarity_loss_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops()'s kernel
-        BLOCK_N = 2048
-        _dloss_strides = (0,)
-        _predictions_strides = predictions.stride()
-        _targets_strides = targets.stride()
-        int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _cosine_similarity_loss_backward_loops_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return dpredictions, dtargets
-
-
-op = _rt.register_op("cosine_similarity_loss_backward", "992d9fdf00823daf", cosine_similarity_loss_backward, _cosine_similarity_loss_backward_fake, _cosine_similarity_loss_backward_traced)
+op = _rt.register_op("cosine_similarity_loss_backward", "992d9fdf00823daf", cosine_similarity_loss_backward, _cosine_similarity_loss_backward_launch)

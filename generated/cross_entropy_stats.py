@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -143,7 +143,22 @@ _tuner = _rt.Tuner("cross_entropy_stats", "3b258a62b74bb46b", _CONFIGS, default=
 _cross_entropy_stats_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
-_cross_entropy_stats_launch = _rt.Launch(globals(), "cross_entropy_stats_kernel", "cross_entropy_stats", pointers=3, tuned=True)
+def _cross_entropy_stats_plan(logits: torch.Tensor, softcap: float = 0.0):
+    """cross_entropy_stats()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
+    lse = torch.empty(M, device=device, dtype=torch.float32)
+    predicted = torch.empty(M, device=device, dtype=torch.int64)
+    _logits_strides = logits.stride()
+    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cross_entropy_stats_launch, device, (lse, predicted), M == 0, lambda meta: (M, 1, 1),
+        (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1),
+        dict(INT64_OFFSETS=int64), ((M,), (M,)), (device, V, T),
+    )
+
+
+_cross_entropy_stats_launch = _rt.Launch(globals(), "cross_entropy_stats_kernel", "cross_entropy_stats", pointers=3, tuned=True, plan=_cross_entropy_stats_plan)
 
 
 def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -177,23 +192,7 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
         return lse, predicted
     if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_stats_apply(logits, softcap)
-    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
-    if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_stats(logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    if M == 0:  # nothing to compute: no launch
-        return lse, predicted
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1),
-        dict(INT64_OFFSETS=int64), ((M,), (M,)),
-        tune_key=(device, V, T), again=lambda: cross_entropy_stats(logits, softcap),
-    )
-    return lse, predicted
+    return _cross_entropy_stats_launch.run(cross_entropy_stats, fast_key, logits, softcap)
 
 
 def reference(logits, softcap=0.0):
@@ -211,30 +210,7 @@ def reference(logits, softcap=0.0):
     return lse, predicted
 
 
-def _cross_entropy_stats_fake(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of cross_entropy_stats(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    return lse, predicted
-
-
-def _cross_entropy_stats_traced(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """cross_entropy_stats() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    if M == 0:  # nothing to compute: no launch
-        return lse, predicted
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_launch.traced(lambda meta: (M, 1, 1), (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1), dict(INT64_OFFSETS=int64))
-    return lse, predicted
-
-
-op = _rt.register_op("cross_entropy_stats", "3b258a62b74bb46b", cross_entropy_stats, _cross_entropy_stats_fake, _cross_entropy_stats_traced)
+op = _rt.register_op("cross_entropy_stats", "3b258a62b74bb46b", cross_entropy_stats, _cross_entropy_stats_launch)
 
 
 _cross_entropy_stats_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

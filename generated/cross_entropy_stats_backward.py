@@ -41,7 +41,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -245,7 +245,22 @@ _tuner = _rt.Tuner("cross_entropy_stats_backward", "6d14ef64524197a1", _CONFIGS,
 _cross_entropy_stats_backward_inputs = _rt.Inputs(("dlse", torch.float32, "M"), ("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
-_cross_entropy_stats_backward_launch = _rt.Launch(globals(), "cross_entropy_stats_backward_kernel", "cross_entropy_stats_backward", pointers=3, tuned=True)
+def _cross_entropy_stats_backward_plan(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0):
+    """cross_entropy_stats_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
+    dlogits = torch.empty(M, V, device=device, dtype=T)
+    _dlse_strides = dlse.stride()
+    _logits_strides = logits.stride()
+    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cross_entropy_stats_backward_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: (M, 1, 1),
+        (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1),
+        dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T),
+    )
+
+
+_cross_entropy_stats_backward_launch = _rt.Launch(globals(), "cross_entropy_stats_backward_kernel", "cross_entropy_stats_backward", pointers=3, tuned=True, plan=_cross_entropy_stats_backward_plan, refuse=(0, 1))
 
 
 def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -278,25 +293,7 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=T)
         launch(grid, device_index, dlse, logits, dlogits, *args)
         return dlogits
-    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
-    if _grad_enabled() and (getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cross_entropy_stats_backward")
-    if dlse.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_stats_backward(dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_backward_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1),
-        dict(INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V, T), again=lambda: cross_entropy_stats_backward(dlse, logits, softcap),
-    )
-    return dlogits
+    return _cross_entropy_stats_backward_launch.run(cross_entropy_stats_backward, fast_key, dlse, logits, softcap)
 
 
 def reference(dlse, logits, softcap=0.0):
@@ -323,26 +320,4 @@ def reference(dlse, logits, softcap=0.0):
     return dlogits
 
 
-def _cross_entropy_stats_backward_fake(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
-    """The outputs of cross_entropy_stats_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    return dlogits
-
-
-def _cross_entropy_stats_backward_traced(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
-    """cross_entropy_stats_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_backward_launch.traced(lambda meta: (M, 1, 1), (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1), dict(INT64_OFFSETS=int64))
-    return dlogits
-
-
-op = _rt.register_op("cross_entropy_stats_backward", "6d14ef64524197a1", cross_entropy_stats_backward, _cross_entropy_stats_backward_fake, _cross_entropy_stats_backward_traced)
+op = _rt.register_op("cross_entropy_stats_backward", "6d14ef64524197a1", cross_entropy_stats_backward, _cross_entropy_stats_backward_launch)

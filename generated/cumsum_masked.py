@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -93,7 +93,22 @@ _tuner = _rt.Tuner("cumsum_masked", "f3f5c8da093628fe", _CONFIGS, default=0, fas
 _cumsum_masked_inputs = _rt.Inputs(("x", torch.float32, "M N"), ("mask", torch.bool, "M N"))
 
 
-_cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True)
+def _cumsum_masked_plan(x: torch.Tensor, mask: torch.Tensor):
+    """cumsum_masked()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    _mask_strides = mask.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cumsum_masked_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True, plan=_cumsum_masked_plan)
 
 
 def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -125,23 +140,7 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cumsum_masked_apply(x, mask)
-    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cumsum_masked(x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: cumsum_masked(x, mask),
-    )
-    return y
+    return _cumsum_masked_launch.run(cumsum_masked, fast_key, x, mask)
 
 
 def reference(x, mask):
@@ -153,29 +152,7 @@ def reference(x, mask):
     return y
 
 
-def _cumsum_masked_fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The outputs of cumsum_masked(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """cumsum_masked() as torch.compile traces it on the GPU: the checks of _cumsum_masked_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("cumsum_masked", "f3f5c8da093628fe", cumsum_masked, _cumsum_masked_fake, _cumsum_masked_traced)
+op = _rt.register_op("cumsum_masked", "f3f5c8da093628fe", cumsum_masked, _cumsum_masked_launch)
 
 
 _cumsum_masked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

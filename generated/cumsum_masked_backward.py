@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -112,7 +112,22 @@ _tuner = _rt.Tuner("cumsum_masked_backward", "6df030654ca69b59", _CONFIGS, defau
 _cumsum_masked_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("mask", torch.bool, "M N"))
 
 
-_cumsum_masked_backward_launch = _rt.Launch(globals(), "cumsum_masked_backward_kernel", "cumsum_masked_backward", pointers=3, tuned=True)
+def _cumsum_masked_backward_plan(dy: torch.Tensor, mask: torch.Tensor):
+    """cumsum_masked_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _cumsum_masked_backward_inputs("cumsum_masked_backward", dy, mask)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dy_strides = dy.stride()
+    _mask_strides = mask.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _cumsum_masked_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, mask, dx, M, N, *_dy_strides, *_mask_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_cumsum_masked_backward_launch = _rt.Launch(globals(), "cumsum_masked_backward_kernel", "cumsum_masked_backward", pointers=3, tuned=True, plan=_cumsum_masked_backward_plan, refuse=(0,))
 
 
 def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -142,25 +157,7 @@ def cumsum_masked_backward(dy: torch.Tensor, mask: torch.Tensor, *, config: int 
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, mask, dx, *args)
         return dx
-    device, M, N = _cumsum_masked_backward_inputs("cumsum_masked_backward", dy, mask)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cumsum_masked_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cumsum_masked_backward(dy, mask)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, mask, dx, M, N, *_dy_strides, *_mask_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: cumsum_masked_backward(dy, mask),
-    )
-    return dx
+    return _cumsum_masked_backward_launch.run(cumsum_masked_backward, fast_key, dy, mask)
 
 
 def reference(dy, mask):
@@ -172,26 +169,4 @@ def reference(dy, mask):
     return dx
 
 
-def _cumsum_masked_backward_fake(dy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The outputs of cumsum_masked_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _cumsum_masked_backward_inputs("cumsum_masked_backward", dy, mask)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dx
-
-
-def _cumsum_masked_backward_traced(dy: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """cumsum_masked_backward() as torch.compile traces it on the GPU: the checks of _cumsum_masked_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _cumsum_masked_backward_inputs("cumsum_masked_backward", dy, mask)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, mask, dx, M, N, *_dy_strides, *_mask_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("cumsum_masked_backward", "6df030654ca69b59", cumsum_masked_backward, _cumsum_masked_backward_fake, _cumsum_masked_backward_traced)
+op = _rt.register_op("cumsum_masked_backward", "6df030654ca69b59", cumsum_masked_backward, _cumsum_masked_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,18 +56,27 @@ def dropout_kernel(
 _dropout_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("p", float), ("seed", int))
 
 
-def _dropout_checked(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
-    """The checks of dropout()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _dropout_plan(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
+    """dropout()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
     device, T, p, seed, M, N = _dropout_inputs("dropout", x, p, seed)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("dropout", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("dropout", "BN", BN)
-    return device, T, p, seed, M, N
+    y = torch.empty(M, N, device=device, dtype=T)
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _dropout_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (x, y, M, N, p, seed, *_x_strides, N, 1),
+        dict(BM=BM, BN=BN, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_dropout_launch = _rt.Launch(globals(), "dropout_kernel", "dropout", pointers=2)
+_dropout_launch = _rt.Launch(globals(), "dropout_kernel", "dropout", pointers=2, plan=_dropout_plan)
 
 
 def dropout(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
@@ -101,21 +110,7 @@ def dropout(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128)
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _dropout_apply(x, p, seed, BM, BN)
-    device, T, p, seed, M, N = _dropout_checked(x, p, seed, BM=BM, BN=BN)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return dropout(x, p, seed, BM=BM, BN=BN)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _dropout_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (x, y, M, N, p, seed, *_x_strides, N, 1),
-        dict(BM=BM, BN=BN, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return y
+    return _dropout_launch.run(dropout, fast_key, x, p, seed, BM=BM, BN=BN)
 
 
 def reference(x, p, seed):
@@ -129,32 +124,7 @@ def reference(x, p, seed):
     return y
 
 
-def _dropout_fake(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
-    """The outputs of dropout(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    device, T, p, seed, M, N = _dropout_checked(x, p, seed, BM=BM, BN=BN)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _dropout_traced(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
-    """dropout() as torch.compile traces it on the GPU: the checks of _dropout_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    device, T, p, seed, M, N = _dropout_checked(x, p, seed, BM=BM, BN=BN)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _dropout_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (x, y, M, N, p, seed, *_x_strides, N, 1), dict(BM=BM, BN=BN, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("dropout", "fa8f80c8e7c5fd59", dropout, _dropout_fake, _dropout_traced)
+op = _rt.register_op("dropout", "fa8f80c8e7c5fd59", dropout, _dropout_launch)
 
 
 _dropout_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -71,18 +71,27 @@ def dropout_backward_kernel(
 _dropout_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("p", float), ("seed", int))
 
 
-def _dropout_backward_checked(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
-    """The checks of dropout_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _dropout_backward_plan(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
+    """dropout_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
     device, T, p, seed, M, N = _dropout_backward_inputs("dropout_backward", dy, p, seed)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("dropout_backward", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("dropout_backward", "BN", BN)
-    return device, T, p, seed, M, N
+    dx = torch.empty(M, N, device=device, dtype=T)
+    _dy_strides = dy.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _dropout_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (dy, dx, M, N, p, seed, *_dy_strides, N, 1),
+        dict(BM=BM, BN=BN, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_dropout_backward_launch = _rt.Launch(globals(), "dropout_backward_kernel", "dropout_backward", pointers=2)
+_dropout_backward_launch = _rt.Launch(globals(), "dropout_backward_kernel", "dropout_backward", pointers=2, plan=_dropout_backward_plan, refuse=(0,))
 
 
 def dropout_backward(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
@@ -114,23 +123,7 @@ def dropout_backward(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: 
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         launch(grid, device_index, dy, dx, *args)
         return dx
-    device, T, p, seed, M, N = _dropout_backward_checked(dy, p, seed, BM=BM, BN=BN)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("dropout_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return dropout_backward(dy, p, seed, BM=BM, BN=BN)
-    dx = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _dropout_backward_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (dy, dx, M, N, p, seed, *_dy_strides, N, 1),
-        dict(BM=BM, BN=BN, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return dx
+    return _dropout_backward_launch.run(dropout_backward, fast_key, dy, p, seed, BM=BM, BN=BN)
 
 
 def reference(dy, p, seed):
@@ -145,29 +138,4 @@ def reference(dy, p, seed):
     return dx
 
 
-def _dropout_backward_fake(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
-    """The outputs of dropout_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    device, T, p, seed, M, N = _dropout_backward_checked(dy, p, seed, BM=BM, BN=BN)
-    dx = torch.empty(M, N, device=device, dtype=T)
-    return dx
-
-
-def _dropout_backward_traced(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128) -> torch.Tensor:
-    """dropout_backward() as torch.compile traces it on the GPU: the checks of _dropout_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    device, T, p, seed, M, N = _dropout_backward_checked(dy, p, seed, BM=BM, BN=BN)
-    dx = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _dropout_backward_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (dy, dx, M, N, p, seed, *_dy_strides, N, 1), dict(BM=BM, BN=BN, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("dropout_backward", "276a93e831e7ea61", dropout_backward, _dropout_backward_fake, _dropout_backward_traced)
+op = _rt.register_op("dropout_backward", "276a93e831e7ea61", dropout_backward, _dropout_backward_launch)

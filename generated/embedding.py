@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -66,16 +66,25 @@ _tuner = _rt.Tuner("embedding", "6f97e411fbb24543", _CONFIGS, default=0, fast=_F
 _embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("padding_idx", int))
 
 
-def _embedding_checked(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
-    """The checks of embedding()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _embedding_plan(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
+    """embedding()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, T, padding_idx, N, V, C = _embedding_inputs("embedding", idx, weight, padding_idx)
     if C > 65536:
         raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
-    return device, T, padding_idx, N, V, C
+    y = torch.empty(N, C, device=device, dtype=T)
+    BLOCK_C = 1 << (int(C) - 1).bit_length()
+    _idx_strides = idx.stride()
+    _weight_strides = weight.stride()
+    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _embedding_launch, device, (y,), N == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
+        (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),), (device, C, T),
+    )
 
 
-_embedding_launch = _rt.Launch(globals(), "embedding_kernel", "embedding", pointers=3, tuned=True)
+_embedding_launch = _rt.Launch(globals(), "embedding_kernel", "embedding", pointers=3, tuned=True, plan=_embedding_plan)
 
 
 def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *, config: int | dict | None = None) -> torch.Tensor:
@@ -110,24 +119,7 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
         return y
     if _grad_enabled() and (getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _embedding_apply(idx, weight, padding_idx)
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return embedding(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    if N == 0 or C == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_C = 1 << (C - 1).bit_length()
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _embedding_launch(
-        fast_key, device, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
-        (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),),
-        tune_key=(device, C, T), again=lambda: embedding(idx, weight, padding_idx),
-    )
-    return y
+    return _embedding_launch.run(embedding, fast_key, idx, weight, padding_idx)
 
 
 def reference(idx, weight, padding_idx=-1):
@@ -140,30 +132,7 @@ def reference(idx, weight, padding_idx=-1):
     return y
 
 
-def _embedding_fake(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """The outputs of embedding(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    return y
-
-
-def _embedding_traced(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """embedding() as torch.compile traces it on the GPU: the checks of _embedding_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    if N == 0 or C == 0:  # nothing to compute: no launch
-        return y
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    BLOCK_C = 1 << (int(C) - 1).bit_length()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _embedding_launch.traced(lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1), (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("embedding", "6f97e411fbb24543", embedding, _embedding_fake, _embedding_traced)
+op = _rt.register_op("embedding", "6f97e411fbb24543", embedding, _embedding_launch)
 
 
 _embedding_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

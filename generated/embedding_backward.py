@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -69,7 +69,23 @@ _tuner = _rt.Tuner("embedding_backward", "ac477aa1ff2d879a", _CONFIGS, default=0
 _embedding_backward_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("dy", "weight", "N C"), ("padding_idx", int))
 
 
-_embedding_backward_launch = _rt.Launch(globals(), "embedding_backward_kernel", "embedding_backward", pointers=4, tuned=True)
+def _embedding_backward_plan(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1):
+    """embedding_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
+    dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
+    _idx_strides = idx.stride()
+    _weight_strides = weight.stride()
+    _dy_strides = dy.stride()
+    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _embedding_backward_launch, device, (dweight,), V == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1),
+        (idx, weight, dy, dweight, N, V, C, padding_idx, *_idx_strides, *_weight_strides, *_dy_strides, C, 1),
+        dict(INT64_OFFSETS=int64), ((V, C),), (device, C, T),
+    )
+
+
+_embedding_backward_launch = _rt.Launch(globals(), "embedding_backward_kernel", "embedding_backward", pointers=4, tuned=True, plan=_embedding_backward_plan, refuse=(1, 2))
 
 
 def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1, *, config: int | dict | None = None) -> torch.Tensor:
@@ -102,26 +118,7 @@ def embedding_backward(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor
         dweight = torch.zeros(*_dweight_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, idx, weight, dy, dweight, *args)
         return dweight
-    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
-    if _grad_enabled() and (getattr(weight, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("embedding_backward")
-    if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return embedding_backward(idx, weight, dy, padding_idx)
-    dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if V == 0 or C == 0:  # nothing to compute: no launch
-        return dweight
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    _dy_strides = dy.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _embedding_backward_launch(
-        fast_key, device, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1),
-        (idx, weight, dy, dweight, N, V, C, padding_idx, *_idx_strides, *_weight_strides, *_dy_strides, C, 1),
-        dict(INT64_OFFSETS=int64), ((V, C),),
-        tune_key=(device, C, T), again=lambda: embedding_backward(idx, weight, dy, padding_idx),
-    )
-    return dweight
+    return _embedding_backward_launch.run(embedding_backward, fast_key, idx, weight, dy, padding_idx)
 
 
 def reference(idx, weight, dy, padding_idx=-1):
@@ -137,27 +134,4 @@ def reference(idx, weight, dy, padding_idx=-1):
     return dweight
 
 
-def _embedding_backward_fake(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """The outputs of embedding_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
-    dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
-    return dweight
-
-
-def _embedding_backward_traced(idx: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """embedding_backward() as torch.compile traces it on the GPU: the checks of _embedding_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
-    dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if V == 0 or C == 0:  # nothing to compute: no launch
-        return dweight
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    _dy_strides = dy.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _embedding_backward_launch.traced(lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1), (idx, weight, dy, dweight, N, V, C, padding_idx, *_idx_strides, *_weight_strides, *_dy_strides, C, 1), dict(INT64_OFFSETS=int64))
-    return dweight
-
-
-op = _rt.register_op("embedding_backward", "ac477aa1ff2d879a", embedding_backward, _embedding_backward_fake, _embedding_backward_traced)
+op = _rt.register_op("embedding_backward", "ac477aa1ff2d879a", embedding_backward, _embedding_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -86,7 +86,27 @@ _tuner = _rt.Tuner("fused_add_rms_norm", "3a9010cbb512bede", _CONFIGS, default=0
 _fused_add_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
 
 
-_fused_add_rms_norm_launch = _rt.Launch(globals(), "fused_add_rms_norm_kernel", "fused_add_rms_norm", pointers=5, tuned=True)
+def _fused_add_rms_norm_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0):
+    """fused_add_rms_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
+        return _fused_add_rms_norm_loops_plan(x, residual, weight, eps, offset)
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _x_strides = x.stride()
+    _residual_strides = residual.stride()
+    _weight_strides = weight.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _fused_add_rms_norm_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
+    )
+
+
+_fused_add_rms_norm_launch = _rt.Launch(globals(), "fused_add_rms_norm_kernel", "fused_add_rms_norm", pointers=5, tuned=True, plan=_fused_add_rms_norm_plan)
 
 
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -124,28 +144,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         return y, s
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _fused_add_rms_norm_apply(x, residual, weight, eps, offset)
-    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return fused_add_rms_norm(x, residual, weight, eps, offset)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
-        return _fused_add_rms_norm_loops(x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, N, T), again=lambda: fused_add_rms_norm(x, residual, weight, eps, offset),
-    )
-    return y, s
+    return _fused_add_rms_norm_launch.run(fused_add_rms_norm, fast_key, x, residual, weight, eps, offset)
 
 
 _LOOPS_CONFIGS = [
@@ -259,7 +258,27 @@ def _fused_add_rms_norm_loops_kernel(
 _fused_add_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
 
 
-_fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_loops_kernel", "_fused_add_rms_norm_loops", pointers=5, tuned=True)
+def _fused_add_rms_norm_loops_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096):
+    """_fused_add_rms_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_loops_inputs("_fused_add_rms_norm_loops", x, residual, weight, eps, offset)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
+    _x_strides = x.stride()
+    _residual_strides = residual.stride()
+    _weight_strides = weight.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _fused_add_rms_norm_loops_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, "loops", N, T),
+    )
+
+
+_fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_loops_kernel", "_fused_add_rms_norm_loops", pointers=5, tuned=True, plan=_fused_add_rms_norm_loops_plan)
 
 
 def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -288,27 +307,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    device, T, eps, offset, M, N = _fused_add_rms_norm_loops_inputs("_fused_add_rms_norm_loops", x, residual, weight, eps, offset)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _fused_add_rms_norm_loops(x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, "loops", N, T), again=lambda: _fused_add_rms_norm_loops(x, residual, weight, eps, offset, BLOCK_N=BLOCK_N),
-    )
-    return y, s
+    return _fused_add_rms_norm_loops_launch.run(_fused_add_rms_norm_loops, fast_key, x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, residual, weight, eps, offset=0.0):
@@ -328,41 +327,7 @@ def reference(x, residual, weight, eps, offset=0.0):
     return y, s
 
 
-def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of fused_add_rms_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    return y, s
-
-
-def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """fused_add_rms_norm() as torch.compile traces it on the GPU: the checks of _fused_add_rms_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _residual_strides = residual.stride()
-        _weight_strides = weight.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _fused_add_rms_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y, s
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y, s
-
-
-op = _rt.register_op("fused_add_rms_norm", "3a9010cbb512bede", fused_add_rms_norm, _fused_add_rms_norm_fake, _fused_add_rms_norm_traced)
+op = _rt.register_op("fused_add_rms_norm", "3a9010cbb512bede", fused_add_rms_norm, _fused_add_rms_norm_launch)
 
 
 _fused_add_rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -71,7 +71,22 @@ _tuner = _rt.Tuner("geglu", "15b8dd9e48e47d9e", _CONFIGS, default=0, fast=_FAST)
 _geglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"))
 
 
-_geglu_launch = _rt.Launch(globals(), "geglu_kernel", "geglu", pointers=3, tuned=True)
+def _geglu_plan(a: torch.Tensor, b: torch.Tensor):
+    """geglu()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, M, N = _geglu_inputs("geglu", a, b)
+    y = torch.empty(M, N, device=device, dtype=T)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _geglu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, y, M, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_geglu_launch = _rt.Launch(globals(), "geglu_kernel", "geglu", pointers=3, tuned=True, plan=_geglu_plan)
 
 
 def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -105,23 +120,7 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _geglu_apply(a, b)
-    device, T, M, N = _geglu_inputs("geglu", a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return geglu(a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, y, M, N, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: geglu(a, b),
-    )
-    return y
+    return _geglu_launch.run(geglu, fast_key, a, b)
 
 
 def reference(a, b):
@@ -135,29 +134,7 @@ def reference(a, b):
     return y
 
 
-def _geglu_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of geglu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _geglu_inputs("geglu", a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """geglu() as torch.compile traces it on the GPU: the checks of _geglu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _geglu_inputs("geglu", a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, y, M, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_fake, _geglu_traced)
+op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_launch)
 
 
 _geglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -83,7 +83,24 @@ _tuner = _rt.Tuner("geglu_backward", "75c4b92697637567", _CONFIGS, default=0, fa
 _geglu_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("a", "dy", "M N"), ("b", "dy", "M N"))
 
 
-_geglu_backward_launch = _rt.Launch(globals(), "geglu_backward_kernel", "geglu_backward", pointers=5, tuned=True)
+def _geglu_backward_plan(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
+    """geglu_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, M, N = _geglu_backward_inputs("geglu_backward", dy, a, b)
+    da = torch.empty(M, N, device=device, dtype=T)
+    db = torch.empty(M, N, device=device, dtype=T)
+    _dy_strides = dy.stride()
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _geglu_backward_launch, device, (da, db), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dy, a, b, da, db, M, N, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
+    )
+
+
+_geglu_backward_launch = _rt.Launch(globals(), "geglu_backward_kernel", "geglu_backward", pointers=5, tuned=True, plan=_geglu_backward_plan, refuse=(0, 1, 2))
 
 
 def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,27 +134,7 @@ def geglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
-    device, T, M, N = _geglu_backward_inputs("geglu_backward", dy, a, b)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("geglu_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return geglu_backward(dy, a, b)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dy, a, b, da, db, M, N, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, N, T), again=lambda: geglu_backward(dy, a, b),
-    )
-    return da, db
+    return _geglu_backward_launch.run(geglu_backward, fast_key, dy, a, b)
 
 
 def reference(dy, a, b):
@@ -156,29 +153,4 @@ def reference(dy, a, b):
     return da, db
 
 
-def _geglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of geglu_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _geglu_backward_inputs("geglu_backward", dy, a, b)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    return da, db
-
-
-def _geglu_backward_traced(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """geglu_backward() as torch.compile traces it on the GPU: the checks of _geglu_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _geglu_backward_inputs("geglu_backward", dy, a, b)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dy, a, b, da, db, M, N, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
-    return da, db
-
-
-op = _rt.register_op("geglu_backward", "75c4b92697637567", geglu_backward, _geglu_backward_fake, _geglu_backward_traced)
+op = _rt.register_op("geglu_backward", "75c4b92697637567", geglu_backward, _geglu_backward_launch)

@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -111,7 +111,24 @@ _tuner = _rt.Tuner("huber_loss_backward", "39584c87a125a833", _CONFIGS, default=
 _huber_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", (torch.float32, torch.float16, torch.bfloat16), "M N"), ("targets", "predictions", "M N"))
 
 
-_huber_loss_backward_launch = _rt.Launch(globals(), "huber_loss_backward_kernel", "huber_loss_backward", pointers=5, tuned=True)
+def _huber_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
+    """huber_loss_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
+    dpredictions = torch.empty(M, N, device=device, dtype=T)
+    dtargets = torch.empty(M, N, device=device, dtype=T)
+    _dloss_strides = (0,)
+    _predictions_strides = predictions.stride()
+    _targets_strides = targets.stride()
+    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _huber_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, M, N, T),
+    )
+
+
+_huber_loss_backward_launch = _rt.Launch(globals(), "huber_loss_backward_kernel", "huber_loss_backward", pointers=5, tuned=True, plan=_huber_loss_backward_plan, refuse=(0, 1, 2))
 
 
 def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,27 +162,7 @@ def huber_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=T)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("huber_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return huber_loss_backward(dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=T)
-    dtargets = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _huber_loss_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, M, N, T), again=lambda: huber_loss_backward(dloss, predictions, targets),
-    )
-    return dpredictions, dtargets
+    return _huber_loss_backward_launch.run(huber_loss_backward, fast_key, dloss, predictions, targets)
 
 
 def reference(dloss, predictions, targets):
@@ -186,29 +183,4 @@ def reference(dloss, predictions, targets):
     return dpredictions, dtargets
 
 
-def _huber_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of huber_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=T)
-    dtargets = torch.empty(M, N, device=device, dtype=T)
-    return dpredictions, dtargets
-
-
-def _huber_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """huber_loss_backward() as torch.compile traces it on the GPU: the checks of _huber_loss_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _huber_loss_backward_inputs("huber_loss_backward", dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=T)
-    dtargets = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _huber_loss_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
-    return dpredictions, dtargets
-
-
-op = _rt.register_op("huber_loss_backward", "39584c87a125a833", huber_loss_backward, _huber_loss_backward_fake, _huber_loss_backward_traced)
+op = _rt.register_op("huber_loss_backward", "39584c87a125a833", huber_loss_backward, _huber_loss_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -92,15 +92,23 @@ _tuner = _rt.Tuner("jagged_mean", "331d24a081111b04", _CONFIGS, default=0, fast=
 _jagged_mean_inputs = _rt.Inputs(("values", torch.float32, "T D"), ("offsets", torch.int64, "B1"), ("L", int))
 
 
-def _jagged_mean_checked(values: torch.Tensor, offsets: torch.Tensor, L: int):
-    """The checks of jagged_mean()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _jagged_mean_plan(values: torch.Tensor, offsets: torch.Tensor, L: int):
+    """jagged_mean()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, L, T, D, B1 = _jagged_mean_inputs("jagged_mean", values, offsets, L)
     B1_minus_1 = (B1 - 1)
-    return device, L, T, D, B1, B1_minus_1
+    y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
+    _values_strides = values.stride()
+    _offsets_strides = offsets.stride()
+    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _jagged_mean_launch, device, (y,), D == 0 or B1_minus_1 == 0, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
+        (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1),
+        dict(INT64_OFFSETS=int64), ((B1_minus_1, D),), (device, D),
+    )
 
 
-_jagged_mean_launch = _rt.Launch(globals(), "jagged_mean_kernel", "jagged_mean", pointers=3, tuned=True)
+_jagged_mean_launch = _rt.Launch(globals(), "jagged_mean_kernel", "jagged_mean", pointers=3, tuned=True, plan=_jagged_mean_plan, refuse=(0,))
 
 
 def jagged_mean(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: int | dict | None = None) -> torch.Tensor:
@@ -131,25 +139,7 @@ def jagged_mean(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: 
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, values, offsets, y, *args)
         return y
-    device, L, T, D, B1, B1_minus_1 = _jagged_mean_checked(values, offsets, L)
-    if _grad_enabled() and (getattr(values, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("jagged_mean")
-    if values.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return jagged_mean(values, offsets, L)
-    y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
-    if D == 0 or B1_minus_1 == 0:  # nothing to compute: no launch
-        return y
-    _values_strides = values.stride()
-    _offsets_strides = offsets.stride()
-    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
-    _jagged_mean_launch(
-        fast_key, device, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
-        (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1),
-        dict(INT64_OFFSETS=int64), ((B1_minus_1, D),),
-        tune_key=(device, D), again=lambda: jagged_mean(values, offsets, L),
-    )
-    return y
+    return _jagged_mean_launch.run(jagged_mean, fast_key, values, offsets, L)
 
 
 def reference(values, offsets, L):
@@ -167,26 +157,4 @@ def reference(values, offsets, L):
     return y
 
 
-def _jagged_mean_fake(values: torch.Tensor, offsets: torch.Tensor, L: int) -> torch.Tensor:
-    """The outputs of jagged_mean(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, L, T, D, B1, B1_minus_1 = _jagged_mean_checked(values, offsets, L)
-    y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
-    return y
-
-
-def _jagged_mean_traced(values: torch.Tensor, offsets: torch.Tensor, L: int) -> torch.Tensor:
-    """jagged_mean() as torch.compile traces it on the GPU: the checks of _jagged_mean_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, L, T, D, B1, B1_minus_1 = _jagged_mean_checked(values, offsets, L)
-    y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
-    if D == 0 or B1_minus_1 == 0:  # nothing to compute: no launch
-        return y
-    _values_strides = values.stride()
-    _offsets_strides = offsets.stride()
-    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
-    _jagged_mean_launch.traced(lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1), (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("jagged_mean", "331d24a081111b04", jagged_mean, _jagged_mean_fake, _jagged_mean_traced)
+op = _rt.register_op("jagged_mean", "331d24a081111b04", jagged_mean, _jagged_mean_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -82,7 +82,25 @@ _tuner = _rt.Tuner("jsd", "a691f5a0081556ac", _CONFIGS, default=0, fast=_FAST)
 _jsd_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
 
 
-_jsd_launch = _rt.Launch(globals(), "jsd_kernel", "jsd", pointers=3, tuned=True)
+def _jsd_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
+    """jsd()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
+    if V > _WHOLE_LIMIT:  # rows too long for one tile: _jsd_loops() loops over them
+        return _jsd_loops_plan(student, teacher, beta)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _jsd_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, V, T),
+    )
+
+
+_jsd_launch = _rt.Launch(globals(), "jsd_kernel", "jsd", pointers=3, tuned=True, plan=_jsd_plan)
 
 
 def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, config: int | dict | None = None) -> torch.Tensor:
@@ -116,26 +134,7 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, conf
         return loss
     if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _jsd_apply(student, teacher, beta)
-    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return jsd(student, teacher, beta)
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _jsd_loops() loops over them
-        return _jsd_loops(student, teacher, beta)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _jsd_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),),
-        tune_key=(device, V, T), again=lambda: jsd(student, teacher, beta),
-    )
-    return loss
+    return _jsd_launch.run(jsd, fast_key, student, teacher, beta)
 
 
 _LOOPS_CONFIGS = [
@@ -219,7 +218,25 @@ def _jsd_loops_kernel(
 _jsd_loops_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", "student", "M V"), ("beta", float))
 
 
-_jsd_loops_launch = _rt.Launch(globals(), "_jsd_loops_kernel", "_jsd_loops", pointers=3, tuned=True)
+def _jsd_loops_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096):
+    """_jsd_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_V = _rt.concrete(BLOCK_V)
+    device, T, beta, M, V = _jsd_loops_inputs("_jsd_loops", student, teacher, beta)
+    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
+        _rt.bad_block("_jsd_loops", "BLOCK_V", BLOCK_V)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _jsd_loops_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, "loops", V, T),
+    )
+
+
+_jsd_loops_launch = _rt.Launch(globals(), "_jsd_loops_kernel", "_jsd_loops", pointers=3, tuned=True, plan=_jsd_loops_plan)
 
 
 def _jsd_loops(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096) -> torch.Tensor:
@@ -244,25 +261,7 @@ def _jsd_loops(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, 
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, student, teacher, loss, *args)
         return loss
-    device, T, beta, M, V = _jsd_loops_inputs("_jsd_loops", student, teacher, beta)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _jsd_loops(student, teacher, beta, BLOCK_V=BLOCK_V)
-    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
-        _rt.bad_block("_jsd_loops", "BLOCK_V", BLOCK_V)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _jsd_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),),
-        tune_key=(device, "loops", V, T), again=lambda: _jsd_loops(student, teacher, beta, BLOCK_V=BLOCK_V),
-    )
-    return loss
+    return _jsd_loops_launch.run(_jsd_loops, fast_key, student, teacher, beta, BLOCK_V=BLOCK_V)
 
 
 def reference(student, teacher, beta=0.5):
@@ -280,37 +279,7 @@ def reference(student, teacher, beta=0.5):
     return loss
 
 
-def _jsd_fake(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> torch.Tensor:
-    """The outputs of jsd(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    return loss
-
-
-def _jsd_traced(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5) -> torch.Tensor:
-    """jsd() as torch.compile traces it on the GPU: the checks of _jsd_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _jsd_loops()'s kernel
-        BLOCK_V = 4096
-        _student_strides = student.stride()
-        _teacher_strides = teacher.stride()
-        int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-        _jsd_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _jsd_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-    return loss
-
-
-op = _rt.register_op("jsd", "a691f5a0081556ac", jsd, _jsd_fake, _jsd_traced)
+op = _rt.register_op("jsd", "a691f5a0081556ac", jsd, _jsd_launch)
 
 
 _jsd_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

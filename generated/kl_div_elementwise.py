@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -71,7 +71,22 @@ _tuner = _rt.Tuner("kl_div_elementwise", "d5955a08327077a8", _CONFIGS, default=0
 _kl_div_elementwise_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_elementwise_launch = _rt.Launch(globals(), "kl_div_elementwise_kernel", "kl_div_elementwise", pointers=3, tuned=True)
+def _kl_div_elementwise_plan(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
+    """kl_div_elementwise()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
+    loss = torch.empty(M, V, device=device, dtype=torch.float32)
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _kl_div_elementwise_launch, device, (loss,), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
+        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1),
+        dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T, U),
+    )
+
+
+_kl_div_elementwise_launch = _rt.Launch(globals(), "kl_div_elementwise_kernel", "kl_div_elementwise", pointers=3, tuned=True, plan=_kl_div_elementwise_plan)
 
 
 def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -106,23 +121,7 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
         return loss
     if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_elementwise_apply(student, teacher, log_target)
-    device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_elementwise(student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_elementwise_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
-        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1),
-        dict(INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V, T, U), again=lambda: kl_div_elementwise(student, teacher, log_target),
-    )
-    return loss
+    return _kl_div_elementwise_launch.run(kl_div_elementwise, fast_key, student, teacher, log_target)
 
 
 def reference(student, teacher, log_target=0):
@@ -136,29 +135,7 @@ def reference(student, teacher, log_target=0):
     return loss
 
 
-def _kl_div_elementwise_fake(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """The outputs of kl_div_elementwise(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    return loss
-
-
-def _kl_div_elementwise_traced(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """kl_div_elementwise() as torch.compile traces it on the GPU: the checks of _kl_div_elementwise_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_elementwise_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1), (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1), dict(INT64_OFFSETS=int64))
-    return loss
-
-
-op = _rt.register_op("kl_div_elementwise", "d5955a08327077a8", kl_div_elementwise, _kl_div_elementwise_fake, _kl_div_elementwise_traced)
+op = _rt.register_op("kl_div_elementwise", "d5955a08327077a8", kl_div_elementwise, _kl_div_elementwise_launch)
 
 
 _kl_div_elementwise_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

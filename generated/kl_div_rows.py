@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -77,7 +77,25 @@ _tuner = _rt.Tuner("kl_div_rows", "04404782d4aafc0f", _CONFIGS, default=0, fast=
 _kl_div_rows_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_rows_launch = _rt.Launch(globals(), "kl_div_rows_kernel", "kl_div_rows", pointers=3, tuned=True)
+def _kl_div_rows_plan(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
+    """kl_div_rows()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, U, log_target, M, V = _kl_div_rows_inputs("kl_div_rows", student, teacher, log_target)
+    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_loops() loops over them
+        return _kl_div_rows_loops_plan(student, teacher, log_target)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _kl_div_rows_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, V, T, U),
+    )
+
+
+_kl_div_rows_launch = _rt.Launch(globals(), "kl_div_rows_kernel", "kl_div_rows", pointers=3, tuned=True, plan=_kl_div_rows_plan)
 
 
 def kl_div_rows(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -112,26 +130,7 @@ def kl_div_rows(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 
         return loss
     if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_rows_apply(student, teacher, log_target)
-    device, T, U, log_target, M, V = _kl_div_rows_inputs("kl_div_rows", student, teacher, log_target)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_rows(student, teacher, log_target)
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_loops() loops over them
-        return _kl_div_rows_loops(student, teacher, log_target)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),),
-        tune_key=(device, V, T, U), again=lambda: kl_div_rows(student, teacher, log_target),
-    )
-    return loss
+    return _kl_div_rows_launch.run(kl_div_rows, fast_key, student, teacher, log_target)
 
 
 _LOOPS_CONFIGS = [
@@ -206,7 +205,25 @@ def _kl_div_rows_loops_kernel(
 _kl_div_rows_loops_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_rows_loops_launch = _rt.Launch(globals(), "_kl_div_rows_loops_kernel", "_kl_div_rows_loops", pointers=3, tuned=True)
+def _kl_div_rows_loops_plan(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096):
+    """_kl_div_rows_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_V = _rt.concrete(BLOCK_V)
+    device, T, U, log_target, M, V = _kl_div_rows_loops_inputs("_kl_div_rows_loops", student, teacher, log_target)
+    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
+        _rt.bad_block("_kl_div_rows_loops", "BLOCK_V", BLOCK_V)
+    loss = torch.empty(M, device=device, dtype=torch.float32)
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _kl_div_rows_loops_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, "loops", V, T, U),
+    )
+
+
+_kl_div_rows_loops_launch = _rt.Launch(globals(), "_kl_div_rows_loops_kernel", "_kl_div_rows_loops", pointers=3, tuned=True, plan=_kl_div_rows_loops_plan)
 
 
 def _kl_div_rows_loops(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096) -> torch.Tensor:
@@ -231,25 +248,7 @@ def _kl_div_rows_loops(student: torch.Tensor, teacher: torch.Tensor, log_target:
         loss = torch.empty(*_loss_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, student, teacher, loss, *args)
         return loss
-    device, T, U, log_target, M, V = _kl_div_rows_loops_inputs("_kl_div_rows_loops", student, teacher, log_target)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _kl_div_rows_loops(student, teacher, log_target, BLOCK_V=BLOCK_V)
-    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
-        _rt.bad_block("_kl_div_rows_loops", "BLOCK_V", BLOCK_V)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),),
-        tune_key=(device, "loops", V, T, U), again=lambda: _kl_div_rows_loops(student, teacher, log_target, BLOCK_V=BLOCK_V),
-    )
-    return loss
+    return _kl_div_rows_loops_launch.run(_kl_div_rows_loops, fast_key, student, teacher, log_target, BLOCK_V=BLOCK_V)
 
 
 def reference(student, teacher, log_target=0):
@@ -264,37 +263,7 @@ def reference(student, teacher, log_target=0):
     return loss
 
 
-def _kl_div_rows_fake(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """The outputs of kl_div_rows(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_rows_inputs("kl_div_rows", student, teacher, log_target)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    return loss
-
-
-def _kl_div_rows_traced(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """kl_div_rows() as torch.compile traces it on the GPU: the checks of _kl_div_rows_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_rows_inputs("kl_div_rows", student, teacher, log_target)
-    loss = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return loss
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_loops()'s kernel
-        BLOCK_V = 4096
-        _student_strides = student.stride()
-        _teacher_strides = teacher.stride()
-        int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-        _kl_div_rows_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-    return loss
-
-
-op = _rt.register_op("kl_div_rows", "04404782d4aafc0f", kl_div_rows, _kl_div_rows_fake, _kl_div_rows_traced)
+op = _rt.register_op("kl_div_rows", "04404782d4aafc0f", kl_div_rows, _kl_div_rows_launch)
 
 
 _kl_div_rows_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

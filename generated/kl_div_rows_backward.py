@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -142,7 +142,27 @@ _tuner = _rt.Tuner("kl_div_rows_backward", "cb8031b578bfc712", _CONFIGS, default
 _kl_div_rows_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_rows_backward_launch = _rt.Launch(globals(), "kl_div_rows_backward_kernel", "kl_div_rows_backward", pointers=5, tuned=True)
+def _kl_div_rows_backward_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
+    """kl_div_rows_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
+    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops() loops over them
+        return _kl_div_rows_backward_loops_plan(dloss, student, teacher, log_target)
+    dstudent = torch.empty(M, V, device=device, dtype=T)
+    dteacher = torch.empty(M, V, device=device, dtype=U)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    _dloss_strides = dloss.stride()
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _kl_div_rows_backward_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, V, T, U),
+    )
+
+
+_kl_div_rows_backward_launch = _rt.Launch(globals(), "kl_div_rows_backward_kernel", "kl_div_rows_backward", pointers=5, tuned=True, plan=_kl_div_rows_backward_plan, refuse=(0, 1, 2))
 
 
 def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,30 +199,7 @@ def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: to
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("kl_div_rows_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_rows_backward(dloss, student, teacher, log_target)
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops() loops over them
-        return _kl_div_rows_backward_loops(dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)),
-        tune_key=(device, V, T, U), again=lambda: kl_div_rows_backward(dloss, student, teacher, log_target),
-    )
-    return dstudent, dteacher
+    return _kl_div_rows_backward_launch.run(kl_div_rows_backward, fast_key, dloss, student, teacher, log_target)
 
 
 _LOOPS_CONFIGS = [
@@ -322,7 +319,27 @@ def _kl_div_rows_backward_loops_kernel(
 _kl_div_rows_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_rows_backward_loops_launch = _rt.Launch(globals(), "_kl_div_rows_backward_loops_kernel", "_kl_div_rows_backward_loops", pointers=5, tuned=True)
+def _kl_div_rows_backward_loops_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096):
+    """_kl_div_rows_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_V = _rt.concrete(BLOCK_V)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_loops_inputs("_kl_div_rows_backward_loops", dloss, student, teacher, log_target)
+    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
+        _rt.bad_block("_kl_div_rows_backward_loops", "BLOCK_V", BLOCK_V)
+    dstudent = torch.empty(M, V, device=device, dtype=T)
+    dteacher = torch.empty(M, V, device=device, dtype=U)
+    _dloss_strides = dloss.stride()
+    _student_strides = student.stride()
+    _teacher_strides = teacher.stride()
+    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _kl_div_rows_backward_loops_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, "loops", V, T, U),
+    )
+
+
+_kl_div_rows_backward_loops_launch = _rt.Launch(globals(), "_kl_div_rows_backward_loops_kernel", "_kl_div_rows_backward_loops", pointers=5, tuned=True, plan=_kl_div_rows_backward_loops_plan)
 
 
 def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -351,27 +368,7 @@ def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teac
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, U, log_target, M, V = _kl_div_rows_backward_loops_inputs("_kl_div_rows_backward_loops", dloss, student, teacher, log_target)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _kl_div_rows_backward_loops(dloss, student, teacher, log_target, BLOCK_V=BLOCK_V)
-    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
-        _rt.bad_block("_kl_div_rows_backward_loops", "BLOCK_V", BLOCK_V)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)),
-        tune_key=(device, "loops", V, T, U), again=lambda: _kl_div_rows_backward_loops(dloss, student, teacher, log_target, BLOCK_V=BLOCK_V),
-    )
-    return dstudent, dteacher
+    return _kl_div_rows_backward_loops_launch.run(_kl_div_rows_backward_loops, fast_key, dloss, student, teacher, log_target, BLOCK_V=BLOCK_V)
 
 
 def reference(dloss, student, teacher, log_target=0):
@@ -401,38 +398,4 @@ def reference(dloss, student, teacher, log_target=0):
     return dstudent, dteacher
 
 
-def _kl_div_rows_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of kl_div_rows_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    return dstudent, dteacher
-
-
-def _kl_div_rows_backward_traced(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """kl_div_rows_backward() as torch.compile traces it on the GPU: the checks of _kl_div_rows_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops()'s kernel
-        BLOCK_V = 4096
-        _dloss_strides = dloss.stride()
-        _student_strides = student.stride()
-        _teacher_strides = teacher.stride()
-        int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-        _kl_div_rows_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-        return dstudent, dteacher
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-    return dstudent, dteacher
-
-
-op = _rt.register_op("kl_div_rows_backward", "cb8031b578bfc712", kl_div_rows_backward, _kl_div_rows_backward_fake, _kl_div_rows_backward_traced)
+op = _rt.register_op("kl_div_rows_backward", "cb8031b578bfc712", kl_div_rows_backward, _kl_div_rows_backward_launch)

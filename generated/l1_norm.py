@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -51,7 +51,24 @@ def l1_norm_kernel(
 _l1_norm_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
-_l1_norm_launch = _rt.Launch(globals(), "l1_norm_kernel", "l1_norm", pointers=2)
+def _l1_norm_plan(x: torch.Tensor):
+    """l1_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, B, D = _l1_norm_inputs("l1_norm", x)
+    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops() loops over them
+        return _l1_norm_loops_plan(x)
+    y = torch.empty(B, D, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _l1_norm_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (x, y, B, D, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l1_norm_launch = _rt.Launch(globals(), "l1_norm_kernel", "l1_norm", pointers=2, plan=_l1_norm_plan)
 
 
 def l1_norm(x: torch.Tensor) -> torch.Tensor:
@@ -75,24 +92,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _l1_norm_apply(x)
-    device, B, D = _l1_norm_inputs("l1_norm", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return l1_norm(x)
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops() loops over them
-        return _l1_norm_loops(x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return y
+    return _l1_norm_launch.run(l1_norm, fast_key, x)
 
 
 @triton.jit
@@ -153,7 +153,24 @@ def _l1_norm_loops_kernel(
 _l1_norm_loops_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
-_l1_norm_loops_launch = _rt.Launch(globals(), "_l1_norm_loops_kernel", "_l1_norm_loops", pointers=2)
+def _l1_norm_loops_plan(x: torch.Tensor, *, BLOCK_D: int = 4096):
+    """_l1_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_D = _rt.concrete(BLOCK_D)
+    device, B, D = _l1_norm_loops_inputs("_l1_norm_loops", x)
+    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
+        _rt.bad_block("_l1_norm_loops", "BLOCK_D", BLOCK_D)
+    y = torch.empty(B, D, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _l1_norm_loops_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (x, y, B, D, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l1_norm_loops_launch = _rt.Launch(globals(), "_l1_norm_loops_kernel", "_l1_norm_loops", pointers=2, plan=_l1_norm_loops_plan)
 
 
 def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
@@ -176,23 +193,7 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, B, D = _l1_norm_loops_inputs("_l1_norm_loops", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _l1_norm_loops(x, BLOCK_D=BLOCK_D)
-    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
-        _rt.bad_block("_l1_norm_loops", "BLOCK_D", BLOCK_D)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_loops_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return y
+    return _l1_norm_loops_launch.run(_l1_norm_loops, fast_key, x, BLOCK_D=BLOCK_D)
 
 
 def reference(x):
@@ -204,35 +205,7 @@ def reference(x):
     return y
 
 
-def _l1_norm_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of l1_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l1_norm_inputs("l1_norm", x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    return y
-
-
-def _l1_norm_traced(x: torch.Tensor) -> torch.Tensor:
-    """l1_norm() as torch.compile traces it on the GPU: the checks of _l1_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l1_norm_inputs("l1_norm", x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops()'s kernel
-        BLOCK_D = 4096
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        _l1_norm_loops_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("l1_norm", "1aee3d59dd338419", l1_norm, _l1_norm_fake, _l1_norm_traced)
+op = _rt.register_op("l1_norm", "1aee3d59dd338419", l1_norm, _l1_norm_launch)
 
 
 _l1_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

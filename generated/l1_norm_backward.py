@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -69,7 +69,25 @@ def l1_norm_backward_kernel(
 _l1_norm_backward_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
 
 
-_l1_norm_backward_launch = _rt.Launch(globals(), "l1_norm_backward_kernel", "l1_norm_backward", pointers=3)
+def _l1_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor):
+    """l1_norm_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
+    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops() loops over them
+        return _l1_norm_backward_loops_plan(dy, x)
+    dx = torch.empty(B, D, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _dy_strides = dy.stride()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _l1_norm_backward_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l1_norm_backward_launch = _rt.Launch(globals(), "l1_norm_backward_kernel", "l1_norm_backward", pointers=3, plan=_l1_norm_backward_plan, refuse=(0, 1))
 
 
 def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -96,27 +114,7 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("l1_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return l1_norm_backward(dy, x)
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops() loops over them
-        return _l1_norm_backward_loops(dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_backward_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return dx
+    return _l1_norm_backward_launch.run(l1_norm_backward, fast_key, dy, x)
 
 
 @triton.jit
@@ -208,7 +206,25 @@ def _l1_norm_backward_loops_kernel(
 _l1_norm_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
 
 
-_l1_norm_backward_loops_launch = _rt.Launch(globals(), "_l1_norm_backward_loops_kernel", "_l1_norm_backward_loops", pointers=3)
+def _l1_norm_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096):
+    """_l1_norm_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_D = _rt.concrete(BLOCK_D)
+    device, B, D = _l1_norm_backward_loops_inputs("_l1_norm_backward_loops", dy, x)
+    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
+        _rt.bad_block("_l1_norm_backward_loops", "BLOCK_D", BLOCK_D)
+    dx = torch.empty(B, D, device=device, dtype=torch.float32)
+    _dy_strides = dy.stride()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _l1_norm_backward_loops_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l1_norm_backward_loops_launch = _rt.Launch(globals(), "_l1_norm_backward_loops_kernel", "_l1_norm_backward_loops", pointers=3, plan=_l1_norm_backward_loops_plan)
 
 
 def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
@@ -232,24 +248,7 @@ def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, B, D = _l1_norm_backward_loops_inputs("_l1_norm_backward_loops", dy, x)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _l1_norm_backward_loops(dy, x, BLOCK_D=BLOCK_D)
-    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
-        _rt.bad_block("_l1_norm_backward_loops", "BLOCK_D", BLOCK_D)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_backward_loops_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return dx
+    return _l1_norm_backward_loops_launch.run(_l1_norm_backward_loops, fast_key, dy, x, BLOCK_D=BLOCK_D)
 
 
 def reference(dy, x):
@@ -263,34 +262,4 @@ def reference(dy, x):
     return dx
 
 
-def _l1_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The outputs of l1_norm_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    return dx
-
-
-def _l1_norm_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """l1_norm_backward() as torch.compile traces it on the GPU: the checks of _l1_norm_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops()'s kernel
-        BLOCK_D = 4096
-        _dy_strides = dy.stride()
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        _l1_norm_backward_loops_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l1_norm_backward_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("l1_norm_backward", "16557242fb06c76f", l1_norm_backward, _l1_norm_backward_fake, _l1_norm_backward_traced)
+op = _rt.register_op("l1_norm_backward", "16557242fb06c76f", l1_norm_backward, _l1_norm_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -93,7 +93,28 @@ _tuner = _rt.Tuner("layer_norm", "63dce00e09a498f7", _CONFIGS, default=0, fast=_
 _layer_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
 
 
-_layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True)
+def _layer_norm_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """layer_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
+        return _layer_norm_loops_plan(x, weight, bias, eps)
+    y = torch.empty(M, N, device=device, dtype=T)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _x_strides = x.stride()
+    _weight_strides = weight.stride()
+    _bias_strides = bias.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _layer_norm_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, N, T),
+    )
+
+
+_layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True, plan=_layer_norm_plan)
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -131,29 +152,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         return y, mu, rstd
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _layer_norm_apply(x, weight, bias, eps)
-    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return layer_norm(x, weight, bias, eps)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
-        return _layer_norm_loops(x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
-        tune_key=(device, N, T), again=lambda: layer_norm(x, weight, bias, eps),
-    )
-    return y, mu, rstd
+    return _layer_norm_launch.run(layer_norm, fast_key, x, weight, bias, eps)
 
 
 _LOOPS_CONFIGS = [
@@ -282,7 +281,28 @@ def _layer_norm_loops_kernel(
 _layer_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
 
 
-_layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True)
+def _layer_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096):
+    """_layer_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, T, eps, M, N = _layer_norm_loops_inputs("_layer_norm_loops", x, weight, bias, eps)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    _weight_strides = weight.stride()
+    _bias_strides = bias.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _layer_norm_loops_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, "loops", N, T),
+    )
+
+
+_layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True, plan=_layer_norm_loops_plan)
 
 
 def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -311,28 +331,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
         return y, mu, rstd
-    device, T, eps, M, N = _layer_norm_loops_inputs("_layer_norm_loops", x, weight, bias, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
-        tune_key=(device, "loops", N, T), again=lambda: _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N),
-    )
-    return y, mu, rstd
+    return _layer_norm_loops_launch.run(_layer_norm_loops, fast_key, x, weight, bias, eps, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight, bias, eps):
@@ -354,43 +353,7 @@ def reference(x, weight, bias, eps):
     return y, mu, rstd
 
 
-def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The outputs of layer_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    return y, mu, rstd
-
-
-def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """layer_norm() as torch.compile traces it on the GPU: the checks of _layer_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _weight_strides = weight.stride()
-        _bias_strides = bias.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-        _layer_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y, mu, rstd
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y, mu, rstd
-
-
-op = _rt.register_op("layer_norm", "63dce00e09a498f7", layer_norm, _layer_norm_fake, _layer_norm_traced)
+op = _rt.register_op("layer_norm", "63dce00e09a498f7", layer_norm, _layer_norm_launch)
 
 
 _layer_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -74,7 +74,24 @@ _tuner = _rt.Tuner("log_softmax", "dc7b92a9c70e987d", _CONFIGS, default=0, fast=
 _log_softmax_inputs = _rt.Inputs(("x", torch.float32, "M N"))
 
 
-_log_softmax_launch = _rt.Launch(globals(), "log_softmax_kernel", "log_softmax", pointers=2, tuned=True)
+def _log_softmax_plan(x: torch.Tensor):
+    """log_softmax()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _log_softmax_inputs("log_softmax", x)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops() loops over them
+        return _log_softmax_loops_plan(x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _log_softmax_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_log_softmax_launch = _rt.Launch(globals(), "log_softmax_kernel", "log_softmax", pointers=2, tuned=True, plan=_log_softmax_plan)
 
 
 def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -101,25 +118,7 @@ def log_softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _log_softmax_apply(x)
-    device, M, N = _log_softmax_inputs("log_softmax", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return log_softmax(x)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops() loops over them
-        return _log_softmax_loops(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: log_softmax(x),
-    )
-    return y
+    return _log_softmax_launch.run(log_softmax, fast_key, x)
 
 
 _LOOPS_CONFIGS = [
@@ -213,7 +212,24 @@ def _log_softmax_loops_kernel(
 _log_softmax_loops_inputs = _rt.Inputs(("x", torch.float32, "M N"))
 
 
-_log_softmax_loops_launch = _rt.Launch(globals(), "_log_softmax_loops_kernel", "_log_softmax_loops", pointers=2, tuned=True)
+def _log_softmax_loops_plan(x: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_log_softmax_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, M, N = _log_softmax_loops_inputs("_log_softmax_loops", x)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_log_softmax_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _log_softmax_loops_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N),
+    )
+
+
+_log_softmax_loops_launch = _rt.Launch(globals(), "_log_softmax_loops_kernel", "_log_softmax_loops", pointers=2, tuned=True, plan=_log_softmax_loops_plan)
 
 
 def _log_softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -236,24 +252,7 @@ def _log_softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, M, N = _log_softmax_loops_inputs("_log_softmax_loops", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _log_softmax_loops(x, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_log_softmax_loops", "BLOCK_N", BLOCK_N)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "loops", N), again=lambda: _log_softmax_loops(x, BLOCK_N=BLOCK_N),
-    )
-    return y
+    return _log_softmax_loops_launch.run(_log_softmax_loops, fast_key, x, BLOCK_N=BLOCK_N)
 
 
 def reference(x):
@@ -266,35 +265,7 @@ def reference(x):
     return y
 
 
-def _log_softmax_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of log_softmax(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _log_softmax_inputs("log_softmax", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _log_softmax_traced(x: torch.Tensor) -> torch.Tensor:
-    """log_softmax() as torch.compile traces it on the GPU: the checks of _log_softmax_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _log_softmax_inputs("log_softmax", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _log_softmax_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("log_softmax", "dc7b92a9c70e987d", log_softmax, _log_softmax_fake, _log_softmax_traced)
+op = _rt.register_op("log_softmax", "dc7b92a9c70e987d", log_softmax, _log_softmax_launch)
 
 
 _log_softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

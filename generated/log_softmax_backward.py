@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -72,7 +72,25 @@ _tuner = _rt.Tuner("log_softmax_backward", "0b90215b69a23c24", _CONFIGS, default
 _log_softmax_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("y", torch.float32, "M N"))
 
 
-_log_softmax_backward_launch = _rt.Launch(globals(), "log_softmax_backward_kernel", "log_softmax_backward", pointers=3, tuned=True)
+def _log_softmax_backward_plan(dy: torch.Tensor, y: torch.Tensor):
+    """log_softmax_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops() loops over them
+        return _log_softmax_backward_loops_plan(dy, y)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _dy_strides = dy.stride()
+    _y_strides = y.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _log_softmax_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_log_softmax_backward_launch = _rt.Launch(globals(), "log_softmax_backward_kernel", "log_softmax_backward", pointers=3, tuned=True, plan=_log_softmax_backward_plan, refuse=(0, 1))
 
 
 def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -102,28 +120,7 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("log_softmax_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return log_softmax_backward(dy, y)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops() loops over them
-        return _log_softmax_backward_loops(dy, y)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dy_strides = dy.stride()
-    _y_strides = y.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: log_softmax_backward(dy, y),
-    )
-    return dx
+    return _log_softmax_backward_launch.run(log_softmax_backward, fast_key, dy, y)
 
 
 _LOOPS_CONFIGS = [
@@ -201,7 +198,25 @@ def _log_softmax_backward_loops_kernel(
 _log_softmax_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("y", torch.float32, "M N"))
 
 
-_log_softmax_backward_loops_launch = _rt.Launch(globals(), "_log_softmax_backward_loops_kernel", "_log_softmax_backward_loops", pointers=3, tuned=True)
+def _log_softmax_backward_loops_plan(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_log_softmax_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, M, N = _log_softmax_backward_loops_inputs("_log_softmax_backward_loops", dy, y)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_log_softmax_backward_loops", "BLOCK_N", BLOCK_N)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dy_strides = dy.stride()
+    _y_strides = y.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _log_softmax_backward_loops_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N),
+    )
+
+
+_log_softmax_backward_loops_launch = _rt.Launch(globals(), "_log_softmax_backward_loops_kernel", "_log_softmax_backward_loops", pointers=3, tuned=True, plan=_log_softmax_backward_loops_plan)
 
 
 def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -225,25 +240,7 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, y, dx, *args)
         return dx
-    device, M, N = _log_softmax_backward_loops_inputs("_log_softmax_backward_loops", dy, y)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _log_softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_log_softmax_backward_loops", "BLOCK_N", BLOCK_N)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _y_strides = y.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "loops", N), again=lambda: _log_softmax_backward_loops(dy, y, BLOCK_N=BLOCK_N),
-    )
-    return dx
+    return _log_softmax_backward_loops_launch.run(_log_softmax_backward_loops, fast_key, dy, y, BLOCK_N=BLOCK_N)
 
 
 def reference(dy, y):
@@ -255,34 +252,4 @@ def reference(dy, y):
     return dx
 
 
-def _log_softmax_backward_fake(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The outputs of log_softmax_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dx
-
-
-def _log_softmax_backward_traced(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log_softmax_backward() as torch.compile traces it on the GPU: the checks of _log_softmax_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops()'s kernel
-        BLOCK_N = 4096
-        _dy_strides = dy.stride()
-        _y_strides = y.stride()
-        int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _log_softmax_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return dx
-    _dy_strides = dy.stride()
-    _y_strides = y.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _log_softmax_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("log_softmax_backward", "0b90215b69a23c24", log_softmax_backward, _log_softmax_backward_fake, _log_softmax_backward_traced)
+op = _rt.register_op("log_softmax_backward", "0b90215b69a23c24", log_softmax_backward, _log_softmax_backward_launch)

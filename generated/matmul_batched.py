@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -68,9 +68,12 @@ def matmul_batched_kernel(
 _matmul_batched_inputs = _rt.Inputs(("a", torch.float16, "B M K"), ("b", torch.float16, "B K N"))
 
 
-def _matmul_batched_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
-    """The checks of matmul_batched()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_batched_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """matmul_batched()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
     device, B, M, K, N = _matmul_batched_inputs("matmul_batched", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_batched", "BM", BM)
@@ -78,10 +81,18 @@ def _matmul_batched_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, B
         _rt.bad_block("matmul_batched", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_batched", "BK", BK)
-    return device, B, M, K, N
+    c = torch.empty(B, M, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_batched_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: (B, (M + BM - 1) // BM, (N + BN - 1) // BN),
+        (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, N),), None,
+    )
 
 
-_matmul_batched_launch = _rt.Launch(globals(), "matmul_batched_kernel", "matmul_batched", pointers=3)
+_matmul_batched_launch = _rt.Launch(globals(), "matmul_batched_kernel", "matmul_batched", pointers=3, plan=_matmul_batched_plan)
 
 
 def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
@@ -112,22 +123,7 @@ def matmul_batched(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_batched_apply(a, b, BM, BN, BK)
-    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_batched(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(B, M, N, device=device, dtype=torch.float16)
-    if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    _matmul_batched_launch(
-        fast_key, device, lambda meta: (B, (M + BM - 1) // BM, (N + BN - 1) // BN),
-        (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, N),),
-    )
-    return c
+    return _matmul_batched_launch.run(matmul_batched, fast_key, a, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, b):
@@ -142,35 +138,7 @@ def reference(a, b):
     return c
 
 
-def _matmul_batched_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_batched(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(B, M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_batched_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_batched() as torch.compile traces it on the GPU: the checks of _matmul_batched_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, K, N = _matmul_batched_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(B, M, N, device=device, dtype=torch.float16)
-    if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    _matmul_batched_launch.traced((B, (M + BM - 1) // BM, (N + BN - 1) // BN), (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_batched", "5efe361dda19b168", matmul_batched, _matmul_batched_fake, _matmul_batched_traced)
+op = _rt.register_op("matmul_batched", "5efe361dda19b168", matmul_batched, _matmul_batched_launch)
 
 
 _matmul_batched_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -80,9 +80,12 @@ def matmul_batched_backward_da_kernel(
 _matmul_batched_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "B M N"), ("b", torch.float16, "B K N"))
 
 
-def _matmul_batched_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
-    """The checks of matmul_batched_backward_da()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_batched_backward_da_plan(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """matmul_batched_backward_da()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
     device, B, M, N, K = _matmul_batched_backward_da_inputs("matmul_batched_backward_da", dc, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_batched_backward_da", "BM", BM)
@@ -90,10 +93,18 @@ def _matmul_batched_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM
         _rt.bad_block("matmul_batched_backward_da", "BK", BK)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_batched_backward_da", "BN", BN)
-    return device, B, M, N, K
+    da = torch.empty(B, M, K, device=device, dtype=torch.float16)
+    _dc_strides = dc.stride()
+    _b_strides = b.stride()
+    int64 = (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * K > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_batched_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: (B, (M + BM - 1) // BM, (K + BK - 1) // BK),
+        (dc, b, da, B, M, N, K, *_dc_strides, *_b_strides, M * K, K, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, K),), None,
+    )
 
 
-_matmul_batched_backward_da_launch = _rt.Launch(globals(), "matmul_batched_backward_da_kernel", "matmul_batched_backward_da", pointers=3)
+_matmul_batched_backward_da_launch = _rt.Launch(globals(), "matmul_batched_backward_da_kernel", "matmul_batched_backward_da", pointers=3, plan=_matmul_batched_backward_da_plan, refuse=(0, 1))
 
 
 def matmul_batched_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
@@ -122,24 +133,7 @@ def matmul_batched_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 6
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_batched_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_batched_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(B, M, K, device=device, dtype=torch.float16)
-    if B == 0 or M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * K > 2**31  # offsets past 2**31 elements
-    _matmul_batched_backward_da_launch(
-        fast_key, device, lambda meta: (B, (M + BM - 1) // BM, (K + BK - 1) // BK),
-        (dc, b, da, B, M, N, K, *_dc_strides, *_b_strides, M * K, K, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, K),),
-    )
-    return da
+    return _matmul_batched_backward_da_launch.run(matmul_batched_backward_da, fast_key, dc, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(dc, b):
@@ -154,32 +148,4 @@ def reference(dc, b):
     return da
 
 
-def _matmul_batched_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_batched_backward_da(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(B, M, K, device=device, dtype=torch.float16)
-    return da
-
-
-def _matmul_batched_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_batched_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_batched_backward_da_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, N, K = _matmul_batched_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(B, M, K, device=device, dtype=torch.float16)
-    if B == 0 or M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * K > 2**31  # offsets past 2**31 elements
-    _matmul_batched_backward_da_launch.traced((B, (M + BM - 1) // BM, (K + BK - 1) // BK), (dc, b, da, B, M, N, K, *_dc_strides, *_b_strides, M * K, K, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return da
-
-
-op = _rt.register_op("matmul_batched_backward_da", "ed4daadf9e4556f4", matmul_batched_backward_da, _matmul_batched_backward_da_fake, _matmul_batched_backward_da_traced)
+op = _rt.register_op("matmul_batched_backward_da", "ed4daadf9e4556f4", matmul_batched_backward_da, _matmul_batched_backward_da_launch)

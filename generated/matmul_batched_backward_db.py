@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -80,9 +80,12 @@ def matmul_batched_backward_db_kernel(
 _matmul_batched_backward_db_inputs = _rt.Inputs(("a", torch.float16, "B M K"), ("dc", torch.float16, "B M N"))
 
 
-def _matmul_batched_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
-    """The checks of matmul_batched_backward_db()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_batched_backward_db_plan(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """matmul_batched_backward_db()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
     device, B, M, K, N = _matmul_batched_backward_db_inputs("matmul_batched_backward_db", a, dc)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_batched_backward_db", "BK", BK)
@@ -90,10 +93,18 @@ def _matmul_batched_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BM
         _rt.bad_block("matmul_batched_backward_db", "BN", BN)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_batched_backward_db", "BM", BM)
-    return device, B, M, K, N
+    db = torch.empty(B, K, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _dc_strides = dc.stride()
+    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_batched_backward_db_launch, device, (db,), B == 0 or K == 0 or N == 0, lambda meta: (B, (K + BK - 1) // BK, (N + BN - 1) // BN),
+        (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, K, N),), None,
+    )
 
 
-_matmul_batched_backward_db_launch = _rt.Launch(globals(), "matmul_batched_backward_db_kernel", "matmul_batched_backward_db", pointers=3)
+_matmul_batched_backward_db_launch = _rt.Launch(globals(), "matmul_batched_backward_db_kernel", "matmul_batched_backward_db", pointers=3, plan=_matmul_batched_backward_db_plan, refuse=(0, 1))
 
 
 def matmul_batched_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
@@ -122,24 +133,7 @@ def matmul_batched_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 6
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    device, B, M, K, N = _matmul_batched_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_batched_backward_db")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_batched_backward_db(a, dc, BM=BM, BN=BN, BK=BK)
-    db = torch.empty(B, K, N, device=device, dtype=torch.float16)
-    if B == 0 or K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    _matmul_batched_backward_db_launch(
-        fast_key, device, lambda meta: (B, (K + BK - 1) // BK, (N + BN - 1) // BN),
-        (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, K, N),),
-    )
-    return db
+    return _matmul_batched_backward_db_launch.run(matmul_batched_backward_db, fast_key, a, dc, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, dc):
@@ -154,32 +148,4 @@ def reference(a, dc):
     return db
 
 
-def _matmul_batched_backward_db_fake(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_batched_backward_db(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, K, N = _matmul_batched_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK)
-    db = torch.empty(B, K, N, device=device, dtype=torch.float16)
-    return db
-
-
-def _matmul_batched_backward_db_traced(a: torch.Tensor, dc: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_batched_backward_db() as torch.compile traces it on the GPU: the checks of _matmul_batched_backward_db_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, B, M, K, N = _matmul_batched_backward_db_checked(a, dc, BM=BM, BN=BN, BK=BK)
-    db = torch.empty(B, K, N, device=device, dtype=torch.float16)
-    if B == 0 or K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    _matmul_batched_backward_db_launch.traced((B, (K + BK - 1) // BK, (N + BN - 1) // BN), (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return db
-
-
-op = _rt.register_op("matmul_batched_backward_db", "0a7fd823bb7ded12", matmul_batched_backward_db, _matmul_batched_backward_db_fake, _matmul_batched_backward_db_traced)
+op = _rt.register_op("matmul_batched_backward_db", "0a7fd823bb7ded12", matmul_batched_backward_db, _matmul_batched_backward_db_launch)

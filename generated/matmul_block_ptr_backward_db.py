@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -347,7 +347,34 @@ def _matmul_block_ptr_backward_db_pointers_kernel(
 _matmul_block_ptr_backward_db_pointers_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
 
 
-_matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3)
+def _matmul_block_ptr_backward_db_pointers_plan(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """_matmul_block_ptr_backward_db_pointers()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_SIZE_M = _rt.concrete(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = _rt.concrete(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = _rt.concrete(BLOCK_SIZE_K)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, M, K, N = _matmul_block_ptr_backward_db_pointers_inputs("_matmul_block_ptr_backward_db_pointers", a, dc)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _dc_strides = dc.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_block_ptr_backward_db_pointers_launch, device, (db,), K == 0 or N == 0, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),), None,
+    )
+
+
+_matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3, plan=_matmul_block_ptr_backward_db_pointers_plan)
 
 
 def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -370,30 +397,7 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    device, M, K, N = _matmul_block_ptr_backward_db_pointers_inputs("_matmul_block_ptr_backward_db_pointers", a, dc)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _matmul_block_ptr_backward_db_pointers(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
-    db = torch.empty(K, N, device=device, dtype=torch.float16)
-    if K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    _matmul_block_ptr_backward_db_pointers_launch(
-        fast_key, device, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
-        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
-        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),),
-    )
-    return db
+    return _matmul_block_ptr_backward_db_pointers_launch.run(_matmul_block_ptr_backward_db_pointers, fast_key, a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, dc):

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -82,9 +82,13 @@ def matmul_epilogue_kernel(
 _matmul_epilogue_inputs = _rt.Inputs(("a", torch.bfloat16, "M K"), ("b", torch.bfloat16, "K N"), ("bias", torch.float32, "N"), ("residual", torch.bfloat16, "M N"), ("alpha", float))
 
 
-def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
-    """The checks of matmul_epilogue()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_epilogue_plan(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
+    """matmul_epilogue()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
     device, alpha, M, K, N = _matmul_epilogue_inputs("matmul_epilogue", a, b, bias, residual, alpha)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_epilogue", "BM", BM)
@@ -92,10 +96,20 @@ def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tenso
         _rt.bad_block("matmul_epilogue", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_epilogue", "BK", BK)
-    return device, alpha, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    _bias_strides = bias.stride()
+    _residual_strides = residual.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_epilogue_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1),
+        (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_epilogue_launch = _rt.Launch(globals(), "matmul_epilogue_kernel", "matmul_epilogue", pointers=5)
+_matmul_epilogue_launch = _rt.Launch(globals(), "matmul_epilogue_kernel", "matmul_epilogue", pointers=5, plan=_matmul_epilogue_plan, refuse=(0, 1, 2, 3))
 
 
 def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -127,26 +141,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, a, b, bias, residual, c, *args)
         return c
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False) or getattr(bias, "requires_grad", False) or getattr(residual, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_epilogue")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_epilogue(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _bias_strides = bias.stride()
-    _residual_strides = residual.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_epilogue_launch(
-        fast_key, device, lambda meta: (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1),
-        (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_epilogue_launch.run(matmul_epilogue, fast_key, a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, b, bias, residual, alpha):
@@ -161,36 +156,4 @@ def reference(a, b, bias, residual, alpha):
     return c
 
 
-def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """The outputs of matmul_epilogue(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    return c
-
-
-def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_epilogue() as torch.compile traces it on the GPU: the checks of _matmul_epilogue_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _bias_strides = bias.stride()
-    _residual_strides = residual.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_epilogue_launch.traced((((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1), (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_epilogue", "10002ac797aeab8d", matmul_epilogue, _matmul_epilogue_fake, _matmul_epilogue_traced)
+op = _rt.register_op("matmul_epilogue", "10002ac797aeab8d", matmul_epilogue, _matmul_epilogue_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -66,9 +66,12 @@ def matmul_f32_kernel(
 _matmul_f32_inputs = _rt.Inputs(("a", torch.float32, "M K"), ("b", torch.float32, "K N"))
 
 
-def _matmul_f32_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32):
-    """The checks of matmul_f32()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_f32_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32):
+    """matmul_f32()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
     device, M, K, N = _matmul_f32_inputs("matmul_f32", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_f32", "BM", BM)
@@ -76,10 +79,18 @@ def _matmul_f32_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: i
         _rt.bad_block("matmul_f32", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_f32", "BK", BK)
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_f32_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_f32_launch = _rt.Launch(globals(), "matmul_f32_kernel", "matmul_f32", pointers=3)
+_matmul_f32_launch = _rt.Launch(globals(), "matmul_f32_kernel", "matmul_f32", pointers=3, plan=_matmul_f32_plan)
 
 
 def matmul_f32(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
@@ -110,22 +121,7 @@ def matmul_f32(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, 
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_f32_apply(a, b, BM, BN, BK)
-    device, M, K, N = _matmul_f32_checked(a, b, BM=BM, BN=BN, BK=BK)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_f32(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_f32_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_f32_launch.run(matmul_f32, fast_key, a, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, b):
@@ -139,35 +135,7 @@ def reference(a, b):
     return c
 
 
-def _matmul_f32_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_f32(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_f32_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    return c
-
-
-def _matmul_f32_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 32, BN: int = 32, BK: int = 32) -> torch.Tensor:
-    """matmul_f32() as torch.compile traces it on the GPU: the checks of _matmul_f32_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_f32_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_f32_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_f32", "ce0f7a4c071264be", matmul_f32, _matmul_f32_fake, _matmul_f32_traced)
+op = _rt.register_op("matmul_f32", "ce0f7a4c071264be", matmul_f32, _matmul_f32_launch)
 
 
 _matmul_f32_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

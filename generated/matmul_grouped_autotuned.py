@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -83,16 +83,24 @@ _tuner = _rt.Tuner("matmul_grouped_autotuned", "38d50275d2169170", _CONFIGS, def
 _matmul_grouped_autotuned_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
-def _matmul_grouped_autotuned_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_grouped_autotuned()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_grouped_autotuned_plan(a: torch.Tensor, b: torch.Tensor):
+    """matmul_grouped_autotuned()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, M, K, N = _matmul_grouped_autotuned_inputs("matmul_grouped_autotuned", a, b)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_grouped_autotuned_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, M, N, K),
+    )
 
 
-_matmul_grouped_autotuned_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_kernel", "matmul_grouped_autotuned", pointers=3, tuned=True)
+_matmul_grouped_autotuned_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_kernel", "matmul_grouped_autotuned", pointers=3, tuned=True, plan=_matmul_grouped_autotuned_plan)
 
 
 def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -124,23 +132,7 @@ def matmul_grouped_autotuned(a: torch.Tensor, b: torch.Tensor, *, config: int | 
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_grouped_autotuned_apply(a, b)
-    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_grouped_autotuned(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned(a, b),
-    )
-    return c
+    return _matmul_grouped_autotuned_launch.run(matmul_grouped_autotuned, fast_key, a, b)
 
 
 def reference(a, b):
@@ -154,29 +146,7 @@ def reference(a, b):
     return c
 
 
-def _matmul_grouped_autotuned_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_grouped_autotuned(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_grouped_autotuned_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K, N = _matmul_grouped_autotuned_checked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_grouped_autotuned", "38d50275d2169170", matmul_grouped_autotuned, _matmul_grouped_autotuned_fake, _matmul_grouped_autotuned_traced)
+op = _rt.register_op("matmul_grouped_autotuned", "38d50275d2169170", matmul_grouped_autotuned, _matmul_grouped_autotuned_launch)
 
 
 _matmul_grouped_autotuned_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

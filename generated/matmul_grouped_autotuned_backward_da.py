@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -104,16 +104,24 @@ _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_da", "71c5528672a63468", _
 _matmul_grouped_autotuned_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "M N"), ("b", torch.float16, "K N"))
 
 
-def _matmul_grouped_autotuned_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_grouped_autotuned_backward_da()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_grouped_autotuned_backward_da_plan(dc: torch.Tensor, b: torch.Tensor):
+    """matmul_grouped_autotuned_backward_da()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, M, N, K = _matmul_grouped_autotuned_backward_da_inputs("matmul_grouped_autotuned_backward_da", dc, b)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
-    return device, M, N, K
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
+    _dc_strides = dc.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_grouped_autotuned_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1),
+        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        dict(INT64_OFFSETS=int64), ((M, K),), (device, M, N, K),
+    )
 
 
-_matmul_grouped_autotuned_backward_da_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_da_kernel", "matmul_grouped_autotuned_backward_da", pointers=3, tuned=True)
+_matmul_grouped_autotuned_backward_da_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_da_kernel", "matmul_grouped_autotuned_backward_da", pointers=3, tuned=True, plan=_matmul_grouped_autotuned_backward_da_plan, refuse=(0, 1))
 
 
 def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -143,25 +151,7 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_grouped_autotuned_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_grouped_autotuned_backward_da(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_da_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1),
-        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
-        dict(INT64_OFFSETS=int64), ((M, K),),
-        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned_backward_da(dc, b),
-    )
-    return da
+    return _matmul_grouped_autotuned_backward_da_launch.run(matmul_grouped_autotuned_backward_da, fast_key, dc, b)
 
 
 def reference(dc, b):
@@ -175,26 +165,4 @@ def reference(dc, b):
     return da
 
 
-def _matmul_grouped_autotuned_backward_da_fake(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_grouped_autotuned_backward_da(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    return da
-
-
-def _matmul_grouped_autotuned_backward_da_traced(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_backward_da_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_da_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(INT64_OFFSETS=int64))
-    return da
-
-
-op = _rt.register_op("matmul_grouped_autotuned_backward_da", "71c5528672a63468", matmul_grouped_autotuned_backward_da, _matmul_grouped_autotuned_backward_da_fake, _matmul_grouped_autotuned_backward_da_traced)
+op = _rt.register_op("matmul_grouped_autotuned_backward_da", "71c5528672a63468", matmul_grouped_autotuned_backward_da, _matmul_grouped_autotuned_backward_da_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -83,7 +83,22 @@ _tuner = _rt.Tuner("matmul_kmasked", "c02b917b852a733a", _CONFIGS, default=6, fa
 _matmul_kmasked_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
-_matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True)
+def _matmul_kmasked_plan(a: torch.Tensor, b: torch.Tensor):
+    """matmul_kmasked()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_kmasked_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, M, N, K),
+    )
+
+
+_matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True, plan=_matmul_kmasked_plan)
 
 
 def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -115,23 +130,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_kmasked_apply(a, b)
-    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_kmasked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_kmasked_launch(
-        fast_key, device, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_kmasked(a, b),
-    )
-    return c
+    return _matmul_kmasked_launch.run(matmul_kmasked, fast_key, a, b)
 
 
 def reference(a, b):
@@ -145,29 +144,7 @@ def reference(a, b):
     return c
 
 
-def _matmul_kmasked_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_kmasked(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_kmasked() as torch.compile traces it on the GPU: the checks of _matmul_kmasked_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_kmasked_launch.traced(lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_fake, _matmul_kmasked_traced)
+op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_launch)
 
 
 _matmul_kmasked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -66,9 +66,12 @@ def matmul_tril_kernel(
 _matmul_tril_inputs = _rt.Inputs(("a", torch.float32, "M K"), ("b", torch.float32, "K N"))
 
 
-def _matmul_tril_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
-    """The checks of matmul_tril()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_tril_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """matmul_tril()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
     device, M, K, N = _matmul_tril_inputs("matmul_tril", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_tril", "BM", BM)
@@ -76,10 +79,18 @@ def _matmul_tril_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
         _rt.bad_block("matmul_tril", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_tril", "BK", BK)
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_tril_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_tril_launch = _rt.Launch(globals(), "matmul_tril_kernel", "matmul_tril", pointers=3)
+_matmul_tril_launch = _rt.Launch(globals(), "matmul_tril_kernel", "matmul_tril", pointers=3, plan=_matmul_tril_plan, refuse=(0, 1))
 
 
 def matmul_tril(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
@@ -108,24 +119,7 @@ def matmul_tril(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64,
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_tril")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_tril(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tril_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_tril_launch.run(matmul_tril, fast_key, a, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, b):
@@ -139,32 +133,4 @@ def reference(a, b):
     return c
 
 
-def _matmul_tril_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_tril(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    return c
-
-
-def _matmul_tril_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_tril() as torch.compile traces it on the GPU: the checks of _matmul_tril_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_tril_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tril_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_tril", "f3fe82bb18c70e13", matmul_tril, _matmul_tril_fake, _matmul_tril_traced)
+op = _rt.register_op("matmul_tril", "f3fe82bb18c70e13", matmul_tril, _matmul_tril_launch)

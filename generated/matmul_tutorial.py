@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -100,18 +100,27 @@ _tuner = _rt.Tuner("matmul_tutorial", "bedd96d3022b5beb", _CONFIGS, default=9, f
 _matmul_tutorial_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
-def _matmul_tutorial_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none"):
-    """The checks of matmul_tutorial()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _matmul_tutorial_plan(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none"):
+    """matmul_tutorial()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
     device, M, K, N = _matmul_tutorial_inputs("matmul_tutorial", a, b)
     if activation not in ("none", "leaky_relu"):
         raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
     if K % 32:
         raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _matmul_tutorial_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1),
+        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64), ((M, N),), (device, M, N, K),
+    )
 
 
-_matmul_tutorial_launch = _rt.Launch(globals(), "matmul_tutorial_kernel", "matmul_tutorial", pointers=3, tuned=True)
+_matmul_tutorial_launch = _rt.Launch(globals(), "matmul_tutorial_kernel", "matmul_tutorial", pointers=3, tuned=True, plan=_matmul_tutorial_plan, refuse=(0, 1))
 
 
 def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none", config: int | dict | None = None) -> torch.Tensor:
@@ -143,25 +152,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_tutorial")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tutorial_launch(
-        fast_key, device, lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation),
-    )
-    return c
+    return _matmul_tutorial_launch.run(matmul_tutorial, fast_key, a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
 
 
 def _torch_activation(x, name):
@@ -190,28 +181,4 @@ def reference(a, b, *, activation="none"):
     return c
 
 
-def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
-    """The outputs of matmul_tutorial(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
-    """matmul_tutorial() as torch.compile traces it on the GPU: the checks of _matmul_tutorial_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tutorial_launch.traced(lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_tutorial", "bedd96d3022b5beb", matmul_tutorial, _matmul_tutorial_fake, _matmul_tutorial_traced)
+op = _rt.register_op("matmul_tutorial", "bedd96d3022b5beb", matmul_tutorial, _matmul_tutorial_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -97,7 +97,23 @@ _tuner = _rt.Tuner("moe_grouped_gemm", "a9ec01ce9539cfd0", _CONFIGS, default=1, 
 _moe_grouped_gemm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "S K"), ("w", "x", "E K N"), ("ends", torch.int32, "E"), ("L", int))
 
 
-_moe_grouped_gemm_launch = _rt.Launch(globals(), "moe_grouped_gemm_kernel", "moe_grouped_gemm", pointers=4, tuned=True)
+def _moe_grouped_gemm_plan(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int):
+    """moe_grouped_gemm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
+    y = torch.empty(S, N, device=device, dtype=T)
+    _x_strides = x.stride()
+    _w_strides = w.stride()
+    _ends_strides = ends.stride()
+    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _moe_grouped_gemm_launch, device, (y,), S == 0 or N == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
+        (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((S, N),), (device, triton.next_power_of_2(L), N, K, T),
+    )
+
+
+_moe_grouped_gemm_launch = _rt.Launch(globals(), "moe_grouped_gemm_kernel", "moe_grouped_gemm", pointers=4, tuned=True, plan=_moe_grouped_gemm_plan)
 
 
 def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int, *, config: int | dict | None = None) -> torch.Tensor:
@@ -133,24 +149,7 @@ def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: in
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(w, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _moe_grouped_gemm_apply(x, w, ends, L)
-    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return moe_grouped_gemm(x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    if S == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
-        (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((S, N),),
-        tune_key=(device, triton.next_power_of_2(L), N, K, T), again=lambda: moe_grouped_gemm(x, w, ends, L),
-    )
-    return y
+    return _moe_grouped_gemm_launch.run(moe_grouped_gemm, fast_key, x, w, ends, L)
 
 
 def reference(x, w, ends, L):
@@ -174,30 +173,7 @@ def reference(x, w, ends, L):
     return y
 
 
-def _moe_grouped_gemm_fake(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
-    """The outputs of moe_grouped_gemm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    return y
-
-
-def _moe_grouped_gemm_traced(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
-    """moe_grouped_gemm() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    if S == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E), (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("moe_grouped_gemm", "a9ec01ce9539cfd0", moe_grouped_gemm, _moe_grouped_gemm_fake, _moe_grouped_gemm_traced)
+op = _rt.register_op("moe_grouped_gemm", "a9ec01ce9539cfd0", moe_grouped_gemm, _moe_grouped_gemm_launch)
 
 
 _moe_grouped_gemm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -108,7 +108,23 @@ _tuner = _rt.Tuner("moe_grouped_gemm_backward_dw", "21e0cf3132253b8d", _CONFIGS,
 _moe_grouped_gemm_backward_dw_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "S K"), ("ends", torch.int32, "E"), ("L", int), ("dy", "x", "S N"))
 
 
-_moe_grouped_gemm_backward_dw_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dw_kernel", "moe_grouped_gemm_backward_dw", pointers=4, tuned=True)
+def _moe_grouped_gemm_backward_dw_plan(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
+    """moe_grouped_gemm_backward_dw()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
+    dw = torch.empty(E, K, N, device=device, dtype=T)
+    _x_strides = x.stride()
+    _ends_strides = ends.stride()
+    _dy_strides = dy.stride()
+    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or E * K * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _moe_grouped_gemm_backward_dw_launch, device, (dw,), K == 0 or E == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E),
+        (x, ends, dy, dw, S, K, E, N, L, *_x_strides, *_ends_strides, *_dy_strides, K * N, N, 1),
+        dict(INT64_OFFSETS=int64), ((E, K, N),), (device, triton.next_power_of_2(L), N, K, T),
+    )
+
+
+_moe_grouped_gemm_backward_dw_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dw_kernel", "moe_grouped_gemm_backward_dw", pointers=4, tuned=True, plan=_moe_grouped_gemm_backward_dw_plan, refuse=(0, 3))
 
 
 def moe_grouped_gemm_backward_dw(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -142,26 +158,7 @@ def moe_grouped_gemm_backward_dw(x: torch.Tensor, ends: torch.Tensor, L: int, dy
         dw = torch.empty(*_dw_shape, device=device, dtype=T)
         launch(grid, device_index, x, ends, dy, dw, *args)
         return dw
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
-    if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("moe_grouped_gemm_backward_dw")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return moe_grouped_gemm_backward_dw(x, ends, L, dy)
-    dw = torch.empty(E, K, N, device=device, dtype=T)
-    if K == 0 or E == 0 or N == 0:  # nothing to compute: no launch
-        return dw
-    _x_strides = x.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or E * K * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dw_launch(
-        fast_key, device, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E),
-        (x, ends, dy, dw, S, K, E, N, L, *_x_strides, *_ends_strides, *_dy_strides, K * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((E, K, N),),
-        tune_key=(device, triton.next_power_of_2(L), N, K, T), again=lambda: moe_grouped_gemm_backward_dw(x, ends, L, dy),
-    )
-    return dw
+    return _moe_grouped_gemm_backward_dw_launch.run(moe_grouped_gemm_backward_dw, fast_key, x, ends, L, dy)
 
 
 def reference(x, ends, L, dy):
@@ -182,27 +179,4 @@ def reference(x, ends, L, dy):
     return dw
 
 
-def _moe_grouped_gemm_backward_dw_fake(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """The outputs of moe_grouped_gemm_backward_dw(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
-    dw = torch.empty(E, K, N, device=device, dtype=T)
-    return dw
-
-
-def _moe_grouped_gemm_backward_dw_traced(x: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """moe_grouped_gemm_backward_dw() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_backward_dw_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
-    dw = torch.empty(E, K, N, device=device, dtype=T)
-    if K == 0 or E == 0 or N == 0:  # nothing to compute: no launch
-        return dw
-    _x_strides = x.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or E * K * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dw_launch.traced(lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E), (x, ends, dy, dw, S, K, E, N, L, *_x_strides, *_ends_strides, *_dy_strides, K * N, N, 1), dict(INT64_OFFSETS=int64))
-    return dw
-
-
-op = _rt.register_op("moe_grouped_gemm_backward_dw", "21e0cf3132253b8d", moe_grouped_gemm_backward_dw, _moe_grouped_gemm_backward_dw_fake, _moe_grouped_gemm_backward_dw_traced)
+op = _rt.register_op("moe_grouped_gemm_backward_dw", "21e0cf3132253b8d", moe_grouped_gemm_backward_dw, _moe_grouped_gemm_backward_dw_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -96,7 +96,23 @@ _tuner = _rt.Tuner("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", _CONFIGS,
 _moe_grouped_gemm_backward_dx_inputs = _rt.Inputs(("w", (torch.float16, torch.bfloat16, torch.float32), "E K N"), ("ends", torch.int32, "E"), ("L", int), ("dy", "w", "S N"))
 
 
-_moe_grouped_gemm_backward_dx_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dx_kernel", "moe_grouped_gemm_backward_dx", pointers=4, tuned=True)
+def _moe_grouped_gemm_backward_dx_plan(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
+    """moe_grouped_gemm_backward_dx()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
+    dx = torch.empty(S, K, device=device, dtype=T)
+    _w_strides = w.stride()
+    _ends_strides = ends.stride()
+    _dy_strides = dy.stride()
+    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _moe_grouped_gemm_backward_dx_launch, device, (dx,), K == 0 or S == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
+        (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1),
+        dict(INT64_OFFSETS=int64), ((S, K),), (device, triton.next_power_of_2(L), N, K, T),
+    )
+
+
+_moe_grouped_gemm_backward_dx_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dx_kernel", "moe_grouped_gemm_backward_dx", pointers=4, tuned=True, plan=_moe_grouped_gemm_backward_dx_plan, refuse=(0, 3))
 
 
 def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -130,26 +146,7 @@ def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         launch(grid, device_index, w, ends, dy, dx, *args)
         return dx
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
-    if _grad_enabled() and (getattr(w, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("moe_grouped_gemm_backward_dx")
-    if w.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return moe_grouped_gemm_backward_dx(w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    if K == 0 or S == 0:  # nothing to compute: no launch
-        return dx
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dx_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
-        (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1),
-        dict(INT64_OFFSETS=int64), ((S, K),),
-        tune_key=(device, triton.next_power_of_2(L), N, K, T), again=lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy),
-    )
-    return dx
+    return _moe_grouped_gemm_backward_dx_launch.run(moe_grouped_gemm_backward_dx, fast_key, w, ends, L, dy)
 
 
 def reference(w, ends, L, dy):
@@ -173,27 +170,4 @@ def reference(w, ends, L, dy):
     return dx
 
 
-def _moe_grouped_gemm_backward_dx_fake(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """The outputs of moe_grouped_gemm_backward_dx(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    return dx
-
-
-def _moe_grouped_gemm_backward_dx_traced(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """moe_grouped_gemm_backward_dx() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_backward_dx_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    if K == 0 or S == 0:  # nothing to compute: no launch
-        return dx
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dx_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E), (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1), dict(INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", moe_grouped_gemm_backward_dx, _moe_grouped_gemm_backward_dx_fake, _moe_grouped_gemm_backward_dx_traced)
+op = _rt.register_op("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", moe_grouped_gemm_backward_dx, _moe_grouped_gemm_backward_dx_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -55,18 +55,27 @@ def rgb2grey_kernel(
 _rgb2grey_inputs = _rt.Inputs(("x", torch.uint8, "3 H W"))
 
 
-def _rgb2grey_checked(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
-    """The checks of rgb2grey()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _rgb2grey_plan(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
+    """rgb2grey()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BH = _rt.concrete(BH)
+    BW = _rt.concrete(BW)
     device, H, W = _rgb2grey_inputs("rgb2grey", x)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _rt.bad_block("rgb2grey", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("rgb2grey", "BW", BW)
-    return device, H, W
+    y = torch.empty(H, W, device=device, dtype=torch.uint8)
+    _x_strides = x.stride()
+    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rgb2grey_launch, device, (y,), H == 0 or W == 0, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
+        (x, y, H, W, *_x_strides, W, 1),
+        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),), None,
+    )
 
 
-_rgb2grey_launch = _rt.Launch(globals(), "rgb2grey_kernel", "rgb2grey", pointers=2)
+_rgb2grey_launch = _rt.Launch(globals(), "rgb2grey_kernel", "rgb2grey", pointers=2, plan=_rgb2grey_plan)
 
 
 def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
@@ -89,21 +98,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.uint8)
         launch(grid, device_index, x, y, *args)
         return y
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rgb2grey(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    if H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    _rgb2grey_launch(
-        fast_key, device, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
-        (x, y, H, W, *_x_strides, W, 1),
-        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),),
-    )
-    return y
+    return _rgb2grey_launch.run(rgb2grey, fast_key, x, BH=BH, BW=BW)
 
 
 def reference(x):
@@ -115,29 +110,4 @@ def reference(x):
     return y
 
 
-def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
-    """The outputs of rgb2grey(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BH = int(BH)
-    BW = int(BW)
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    return y
-
-
-def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
-    """rgb2grey() as torch.compile traces it on the GPU: the checks of _rgb2grey_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BH = int(BH)
-    BW = int(BW)
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    if H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    _rgb2grey_launch.traced(((H + BH - 1) // BH, (W + BW - 1) // BW, 1), (x, y, H, W, *_x_strides, W, 1), dict(BH=BH, BW=BW, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("rgb2grey", "625ea7dabf580b6b", rgb2grey, _rgb2grey_fake, _rgb2grey_traced)
+op = _rt.register_op("rgb2grey", "625ea7dabf580b6b", rgb2grey, _rgb2grey_launch)

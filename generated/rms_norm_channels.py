@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -75,7 +75,24 @@ _tuner = _rt.Tuner("rms_norm_channels", "236f626ce406c07a", _CONFIGS, default=0,
 _rms_norm_channels_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("eps", float))
 
 
-_rms_norm_channels_launch = _rt.Launch(globals(), "rms_norm_channels_kernel", "rms_norm_channels", pointers=2, tuned=True)
+def _rms_norm_channels_plan(x: torch.Tensor, eps: float):
+    """rms_norm_channels()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
+    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops() loops over them
+        return _rms_norm_channels_loops_plan(x, eps)
+    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    BLOCK_C = 1 << (int(C) - 1).bit_length()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rms_norm_channels_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
+    )
+
+
+_rms_norm_channels_launch = _rt.Launch(globals(), "rms_norm_channels_kernel", "rms_norm_channels", pointers=2, tuned=True, plan=_rms_norm_channels_plan)
 
 
 def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
@@ -107,25 +124,7 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_channels_apply(x, eps)
-    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rms_norm_channels(x, eps)
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops() loops over them
-        return _rms_norm_channels_loops(x, eps)
-    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_C = 1 << (C - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, C, W), again=lambda: rms_norm_channels(x, eps),
-    )
-    return y
+    return _rms_norm_channels_launch.run(rms_norm_channels, fast_key, x, eps)
 
 
 _LOOPS_CONFIGS = [
@@ -212,7 +211,24 @@ def _rms_norm_channels_loops_kernel(
 _rms_norm_channels_loops_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("eps", float))
 
 
-_rms_norm_channels_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_loops_kernel", "_rms_norm_channels_loops", pointers=2, tuned=True)
+def _rms_norm_channels_loops_plan(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128):
+    """_rms_norm_channels_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_C = _rt.concrete(BLOCK_C)
+    device, eps, B, C, H, W = _rms_norm_channels_loops_inputs("_rms_norm_channels_loops", x, eps)
+    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
+        _rt.bad_block("_rms_norm_channels_loops", "BLOCK_C", BLOCK_C)
+    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rms_norm_channels_loops_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
+    )
+
+
+_rms_norm_channels_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_loops_kernel", "_rms_norm_channels_loops", pointers=2, tuned=True, plan=_rms_norm_channels_loops_plan)
 
 
 def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
@@ -236,24 +252,7 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, eps, B, C, H, W = _rms_norm_channels_loops_inputs("_rms_norm_channels_loops", x, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _rms_norm_channels_loops(x, eps, BLOCK_C=BLOCK_C)
-    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
-        _rt.bad_block("_rms_norm_channels_loops", "BLOCK_C", BLOCK_C)
-    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_loops_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, "loops", C, W), again=lambda: _rms_norm_channels_loops(x, eps, BLOCK_C=BLOCK_C),
-    )
-    return y
+    return _rms_norm_channels_loops_launch.run(_rms_norm_channels_loops, fast_key, x, eps, BLOCK_C=BLOCK_C)
 
 
 def reference(x, eps):
@@ -269,35 +268,7 @@ def reference(x, eps):
     return y
 
 
-def _rms_norm_channels_fake(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """The outputs of rms_norm_channels(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
-    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    return y
-
-
-def _rms_norm_channels_traced(x: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm_channels() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
-    y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops()'s kernel
-        BLOCK_C = 128
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-        _rms_norm_channels_loops_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    BLOCK_C = 1 << (int(C) - 1).bit_length()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("rms_norm_channels", "236f626ce406c07a", rms_norm_channels, _rms_norm_channels_fake, _rms_norm_channels_traced)
+op = _rt.register_op("rms_norm_channels", "236f626ce406c07a", rms_norm_channels, _rms_norm_channels_launch)
 
 
 _rms_norm_channels_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

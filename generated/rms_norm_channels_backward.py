@@ -31,7 +31,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -104,7 +104,25 @@ _tuner = _rt.Tuner("rms_norm_channels_backward", "60e4c8bdff45f709", _CONFIGS, d
 _rms_norm_channels_backward_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
 
 
-_rms_norm_channels_backward_launch = _rt.Launch(globals(), "rms_norm_channels_backward_kernel", "rms_norm_channels_backward", pointers=3, tuned=True)
+def _rms_norm_channels_backward_plan(dy: torch.Tensor, x: torch.Tensor, eps: float):
+    """rms_norm_channels_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
+    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
+        return _rms_norm_channels_backward_loops_plan(dy, x, eps)
+    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    BLOCK_C = 1 << (int(C) - 1).bit_length()
+    _dy_strides = dy.stride()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rms_norm_channels_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
+    )
+
+
+_rms_norm_channels_backward_launch = _rt.Launch(globals(), "rms_norm_channels_backward_kernel", "rms_norm_channels_backward", pointers=3, tuned=True, plan=_rms_norm_channels_backward_plan, refuse=(0, 1))
 
 
 def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
@@ -135,28 +153,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("rms_norm_channels_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rms_norm_channels_backward(dy, x, eps)
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
-        return _rms_norm_channels_backward_loops(dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_C = 1 << (C - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, C, W), again=lambda: rms_norm_channels_backward(dy, x, eps),
-    )
-    return dx
+    return _rms_norm_channels_backward_launch.run(rms_norm_channels_backward, fast_key, dy, x, eps)
 
 
 _LOOPS_CONFIGS = [
@@ -283,7 +280,25 @@ def _rms_norm_channels_backward_loops_kernel(
 _rms_norm_channels_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
 
 
-_rms_norm_channels_backward_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_backward_loops_kernel", "_rms_norm_channels_backward_loops", pointers=3, tuned=True)
+def _rms_norm_channels_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, eps: float, *, BLOCK_C: int = 128):
+    """_rms_norm_channels_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BLOCK_C = _rt.concrete(BLOCK_C)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_loops_inputs("_rms_norm_channels_backward_loops", dy, x, eps)
+    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
+        _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
+    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    _dy_strides = dy.stride()
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rms_norm_channels_backward_loops_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
+    )
+
+
+_rms_norm_channels_backward_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_backward_loops_kernel", "_rms_norm_channels_backward_loops", pointers=3, tuned=True, plan=_rms_norm_channels_backward_loops_plan)
 
 
 def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
@@ -308,25 +323,7 @@ def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: fl
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, eps, B, C, H, W = _rms_norm_channels_backward_loops_inputs("_rms_norm_channels_backward_loops", dy, x, eps)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _rms_norm_channels_backward_loops(dy, x, eps, BLOCK_C=BLOCK_C)
-    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
-        _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_loops_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, "loops", C, W), again=lambda: _rms_norm_channels_backward_loops(dy, x, eps, BLOCK_C=BLOCK_C),
-    )
-    return dx
+    return _rms_norm_channels_backward_loops_launch.run(_rms_norm_channels_backward_loops, fast_key, dy, x, eps, BLOCK_C=BLOCK_C)
 
 
 def reference(dy, x, eps):
@@ -345,34 +342,4 @@ def reference(dy, x, eps):
     return dx
 
 
-def _rms_norm_channels_backward_fake(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
-    """The outputs of rms_norm_channels_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    return dx
-
-
-def _rms_norm_channels_backward_traced(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm_channels_backward() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops()'s kernel
-        BLOCK_C = 128
-        _dy_strides = dy.stride()
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-        _rms_norm_channels_backward_loops_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    BLOCK_C = 1 << (int(C) - 1).bit_length()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("rms_norm_channels_backward", "60e4c8bdff45f709", rms_norm_channels_backward, _rms_norm_channels_backward_fake, _rms_norm_channels_backward_traced)
+op = _rt.register_op("rms_norm_channels_backward", "60e4c8bdff45f709", rms_norm_channels_backward, _rms_norm_channels_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -79,9 +79,9 @@ def rope_kernel(
 _rope_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B HK S D"), ("cos", "q", "B S D"), ("sin", "q", "B S D"))
 
 
-def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The checks of rope()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _rope_plan(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """rope()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, T, B, H, S, D, HK = _rope_inputs("rope", q, k, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
@@ -91,10 +91,24 @@ def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torc
         raise ValueError(f"rope: 'g over HK whole' makes one tile of all of HK, so HK (k dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
     if D > 1048576:
         raise ValueError(f"rope: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, T, B, H, S, D, HK
+    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
+    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
+    BLOCK_H = 1 << (int(H) - 1).bit_length()
+    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _cos_strides = cos.stride()
+    _sin_strides = sin.stride()
+    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rope_launch, device, (q_rotated, k_rotated), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
+        (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
+    )
 
 
-_rope_launch = _rt.Launch(globals(), "rope_kernel", "rope", pointers=6)
+_rope_launch = _rt.Launch(globals(), "rope_kernel", "rope", pointers=6, plan=_rope_plan)
 
 
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,28 +142,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         return q_rotated, k_rotated
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rope_apply(q, k, cos, sin)
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rope(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return q_rotated, k_rotated
-    BLOCK_H = 1 << (H - 1).bit_length()
-    BLOCK_HK = 1 << (HK - 1).bit_length()
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_launch(
-        fast_key, device, lambda meta: (B, S, 1),
-        (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)),
-    )
-    return q_rotated, k_rotated
+    return _rope_launch.run(rope, fast_key, q, k, cos, sin)
 
 
 def reference(q, k, cos, sin):
@@ -173,36 +166,7 @@ def reference(q, k, cos, sin):
     return q_rotated, k_rotated
 
 
-def _rope_fake(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of rope(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    return q_rotated, k_rotated
-
-
-def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope() as torch.compile traces it on the GPU: the checks of _rope_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return q_rotated, k_rotated
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    BLOCK_H = 1 << (int(H) - 1).bit_length()
-    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_launch.traced((B, S, 1), (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1), dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return q_rotated, k_rotated
-
-
-op = _rt.register_op("rope", "dc2462b443ab2ac4", rope, _rope_fake, _rope_traced)
+op = _rt.register_op("rope", "dc2462b443ab2ac4", rope, _rope_launch)
 
 
 _rope_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -84,9 +84,9 @@ def rope_backward_kernel(
 _rope_backward_inputs = _rt.Inputs(("dq_rotated", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("dk_rotated", "dq_rotated", "B HK S D"), ("cos", "dq_rotated", "B S D"), ("sin", "dq_rotated", "B S D"))
 
 
-def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The checks of rope_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _rope_backward_plan(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """rope_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, T, B, H, S, D, HK = _rope_backward_inputs("rope_backward", dq_rotated, dk_rotated, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
@@ -96,10 +96,24 @@ def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, c
         raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
     if D > 1048576:
         raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, T, B, H, S, D, HK
+    dq = torch.empty(B, H, S, D, device=device, dtype=T)
+    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
+    BLOCK_H = 1 << (int(H) - 1).bit_length()
+    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _dq_rotated_strides = dq_rotated.stride()
+    _dk_rotated_strides = dk_rotated.stride()
+    _cos_strides = cos.stride()
+    _sin_strides = sin.stride()
+    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _rope_backward_launch, device, (dq, dk), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
+        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
+    )
 
 
-_rope_backward_launch = _rt.Launch(globals(), "rope_backward_kernel", "rope_backward", pointers=6)
+_rope_backward_launch = _rt.Launch(globals(), "rope_backward_kernel", "rope_backward", pointers=6, plan=_rope_backward_plan, refuse=(0, 1, 2, 3))
 
 
 def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,30 +145,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         dk = torch.empty(*_dk_shape, device=device, dtype=T)
         launch(grid, device_index, dq_rotated, dk_rotated, cos, sin, dq, dk, *args)
         return dq, dk
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    if _grad_enabled() and (getattr(dq_rotated, "requires_grad", False) or getattr(dk_rotated, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("rope_backward")
-    if dq_rotated.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rope_backward(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return dq, dk
-    BLOCK_H = 1 << (H - 1).bit_length()
-    BLOCK_HK = 1 << (HK - 1).bit_length()
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _dq_rotated_strides = dq_rotated.stride()
-    _dk_rotated_strides = dk_rotated.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_backward_launch(
-        fast_key, device, lambda meta: (B, S, 1),
-        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)),
-    )
-    return dq, dk
+    return _rope_backward_launch.run(rope_backward, fast_key, dq_rotated, dk_rotated, cos, sin)
 
 
 def reference(dq_rotated, dk_rotated, cos, sin):
@@ -181,33 +172,4 @@ def reference(dq_rotated, dk_rotated, cos, sin):
     return dq, dk
 
 
-def _rope_backward_fake(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of rope_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    return dq, dk
-
-
-def _rope_backward_traced(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope_backward() as torch.compile traces it on the GPU: the checks of _rope_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return dq, dk
-    _dq_rotated_strides = dq_rotated.stride()
-    _dk_rotated_strides = dk_rotated.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    BLOCK_H = 1 << (int(H) - 1).bit_length()
-    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_backward_launch.traced((B, S, 1), (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1), dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dq, dk
-
-
-op = _rt.register_op("rope_backward", "02aaa4341992157b", rope_backward, _rope_backward_fake, _rope_backward_traced)
+op = _rt.register_op("rope_backward", "02aaa4341992157b", rope_backward, _rope_backward_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -91,7 +91,21 @@ _tuner = _rt.Tuner("row_cumprod", "d0ef908809e61ead", _CONFIGS, default=0, fast=
 _row_cumprod_inputs = _rt.Inputs(("x", torch.float32, "M N"))
 
 
-_row_cumprod_launch = _rt.Launch(globals(), "row_cumprod_kernel", "row_cumprod", pointers=2, tuned=True)
+def _row_cumprod_plan(x: torch.Tensor):
+    """row_cumprod()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _row_cumprod_inputs("row_cumprod", x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _row_cumprod_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_row_cumprod_launch = _rt.Launch(globals(), "row_cumprod_kernel", "row_cumprod", pointers=2, tuned=True, plan=_row_cumprod_plan, refuse=(0,))
 
 
 def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -116,24 +130,7 @@ def row_cumprod(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, M, N = _row_cumprod_inputs("row_cumprod", x)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("row_cumprod")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return row_cumprod(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _row_cumprod_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: row_cumprod(x),
-    )
-    return y
+    return _row_cumprod_launch.run(row_cumprod, fast_key, x)
 
 
 def reference(x):
@@ -145,25 +142,4 @@ def reference(x):
     return y
 
 
-def _row_cumprod_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of row_cumprod(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _row_cumprod_inputs("row_cumprod", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _row_cumprod_traced(x: torch.Tensor) -> torch.Tensor:
-    """row_cumprod() as torch.compile traces it on the GPU: the checks of _row_cumprod_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _row_cumprod_inputs("row_cumprod", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _row_cumprod_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("row_cumprod", "d0ef908809e61ead", row_cumprod, _row_cumprod_fake, _row_cumprod_traced)
+op = _rt.register_op("row_cumprod", "d0ef908809e61ead", row_cumprod, _row_cumprod_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -90,7 +90,21 @@ _tuner = _rt.Tuner("row_cumsum", "37880e4cdcf16573", _CONFIGS, default=0, fast=_
 _row_cumsum_inputs = _rt.Inputs(("x", torch.float32, "M N"))
 
 
-_row_cumsum_launch = _rt.Launch(globals(), "row_cumsum_kernel", "row_cumsum", pointers=2, tuned=True)
+def _row_cumsum_plan(x: torch.Tensor):
+    """row_cumsum()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, M, N = _row_cumsum_inputs("row_cumsum", x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _row_cumsum_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *_x_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_row_cumsum_launch = _rt.Launch(globals(), "row_cumsum_kernel", "row_cumsum", pointers=2, tuned=True, plan=_row_cumsum_plan)
 
 
 def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -117,22 +131,7 @@ def row_cumsum(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Te
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _row_cumsum_apply(x)
-    device, M, N = _row_cumsum_inputs("row_cumsum", x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return row_cumsum(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _row_cumsum_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: row_cumsum(x),
-    )
-    return y
+    return _row_cumsum_launch.run(row_cumsum, fast_key, x)
 
 
 def reference(x):
@@ -144,28 +143,7 @@ def reference(x):
     return y
 
 
-def _row_cumsum_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of row_cumsum(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _row_cumsum_inputs("row_cumsum", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _row_cumsum_traced(x: torch.Tensor) -> torch.Tensor:
-    """row_cumsum() as torch.compile traces it on the GPU: the checks of _row_cumsum_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _row_cumsum_inputs("row_cumsum", x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _row_cumsum_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("row_cumsum", "37880e4cdcf16573", row_cumsum, _row_cumsum_fake, _row_cumsum_traced)
+op = _rt.register_op("row_cumsum", "37880e4cdcf16573", row_cumsum, _row_cumsum_launch)
 
 
 _row_cumsum_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

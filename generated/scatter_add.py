@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,18 +56,28 @@ def scatter_add_kernel(
 _scatter_add_inputs = _rt.Inputs(("index", torch.int64, "N C"), ("src", torch.float32, "N C"), ("V", int))
 
 
-def _scatter_add_checked(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64):
-    """The checks of scatter_add()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _scatter_add_plan(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64):
+    """scatter_add()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BT = _rt.concrete(BT)
+    BC = _rt.concrete(BC)
     device, V, N, C = _scatter_add_inputs("scatter_add", index, src, V)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add", "BC", BC)
-    return device, V, N, C
+    y = torch.zeros(V, C, device=device, dtype=torch.float32)
+    _index_strides = index.stride()
+    _src_strides = src.stride()
+    int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _scatter_add_launch, device, (y,), C == 0 or V == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((V, C),), None,
+    )
 
 
-_scatter_add_launch = _rt.Launch(globals(), "scatter_add_kernel", "scatter_add", pointers=3)
+_scatter_add_launch = _rt.Launch(globals(), "scatter_add_kernel", "scatter_add", pointers=3, plan=_scatter_add_plan)
 
 
 def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
@@ -99,22 +109,7 @@ def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16,
         return y
     if _grad_enabled() and (getattr(src, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _scatter_add_apply(index, src, V, BT, BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    if index.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return scatter_add(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if C == 0 or V == 0:  # nothing to compute: no launch
-        return y
-    _index_strides = index.stride()
-    _src_strides = src.stride()
-    int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_launch(
-        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
-        (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1),
-        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((V, C),),
-    )
-    return y
+    return _scatter_add_launch.run(scatter_add, fast_key, index, src, V, BT=BT, BC=BC)
 
 
 def reference(index, src, V):
@@ -129,33 +124,7 @@ def reference(index, src, V):
     return y
 
 
-def _scatter_add_fake(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """The outputs of scatter_add(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    return y
-
-
-def _scatter_add_traced(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """scatter_add() as torch.compile traces it on the GPU: the checks of _scatter_add_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if C == 0 or V == 0:  # nothing to compute: no launch
-        return y
-    _index_strides = index.stride()
-    _src_strides = src.stride()
-    int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("scatter_add", "cc7a4c9c640959d4", scatter_add, _scatter_add_fake, _scatter_add_traced)
+op = _rt.register_op("scatter_add", "cc7a4c9c640959d4", scatter_add, _scatter_add_launch)
 
 
 _scatter_add_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -21,7 +21,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -65,18 +65,28 @@ def scatter_add_backward_kernel(
 _scatter_add_backward_inputs = _rt.Inputs(("dy", torch.float32, "V C"), ("index", torch.int64, "N C"))
 
 
-def _scatter_add_backward_checked(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64):
-    """The checks of scatter_add_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _scatter_add_backward_plan(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64):
+    """scatter_add_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BT = _rt.concrete(BT)
+    BC = _rt.concrete(BC)
     device, V, C, N = _scatter_add_backward_inputs("scatter_add_backward", dy, index)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add_backward", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add_backward", "BC", BC)
-    return device, V, C, N
+    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
+    _dy_strides = dy.stride()
+    _index_strides = index.stride()
+    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _scatter_add_backward_launch, device, (dsrc,), C == 0 or N == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),), None,
+    )
 
 
-_scatter_add_backward_launch = _rt.Launch(globals(), "scatter_add_backward_kernel", "scatter_add_backward", pointers=3)
+_scatter_add_backward_launch = _rt.Launch(globals(), "scatter_add_backward_kernel", "scatter_add_backward", pointers=3, plan=_scatter_add_backward_plan, refuse=(0,))
 
 
 def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
@@ -105,24 +115,7 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
         dsrc = torch.empty(*_dsrc_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, index, dsrc, *args)
         return dsrc
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("scatter_add_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return scatter_add_backward(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    if C == 0 or N == 0:  # nothing to compute: no launch
-        return dsrc
-    _dy_strides = dy.stride()
-    _index_strides = index.stride()
-    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_backward_launch(
-        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
-        (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1),
-        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),),
-    )
-    return dsrc
+    return _scatter_add_backward_launch.run(scatter_add_backward, fast_key, dy, index, BT=BT, BC=BC)
 
 
 def reference(dy, index):
@@ -134,30 +127,4 @@ def reference(dy, index):
     return dsrc
 
 
-def _scatter_add_backward_fake(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """The outputs of scatter_add_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    return dsrc
-
-
-def _scatter_add_backward_traced(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """scatter_add_backward() as torch.compile traces it on the GPU: the checks of _scatter_add_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    if C == 0 or N == 0:  # nothing to compute: no launch
-        return dsrc
-    _dy_strides = dy.stride()
-    _index_strides = index.stride()
-    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_backward_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
-    return dsrc
-
-
-op = _rt.register_op("scatter_add_backward", "5c3d18663190babf", scatter_add_backward, _scatter_add_backward_fake, _scatter_add_backward_traced)
+op = _rt.register_op("scatter_add_backward", "5c3d18663190babf", scatter_add_backward, _scatter_add_backward_launch)

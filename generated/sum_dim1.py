@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -85,7 +85,21 @@ _tuner = _rt.Tuner("sum_dim1", "ffa1e8789ad535cd", _CONFIGS, default=0, fast=_FA
 _sum_dim1_inputs = _rt.Inputs(("x", torch.float32, "B D1 D2"))
 
 
-_sum_dim1_launch = _rt.Launch(globals(), "sum_dim1_kernel", "sum_dim1", pointers=2, tuned=True)
+def _sum_dim1_plan(x: torch.Tensor):
+    """sum_dim1()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, B, D1, D2 = _sum_dim1_inputs("sum_dim1", x)
+    y = torch.empty(B, D2, device=device, dtype=torch.float32)
+    _x_strides = x.stride()
+    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _sum_dim1_launch, device, (y,), B == 0 or D2 == 0, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
+        (x, y, B, D1, D2, *_x_strides, D2, 1),
+        dict(INT64_OFFSETS=int64), ((B, D2),), (device, D1, D2),
+    )
+
+
+_sum_dim1_launch = _rt.Launch(globals(), "sum_dim1_kernel", "sum_dim1", pointers=2, tuned=True, plan=_sum_dim1_plan, refuse=(0,))
 
 
 def sum_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -110,24 +124,7 @@ def sum_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    device, B, D1, D2 = _sum_dim1_inputs("sum_dim1", x)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("sum_dim1")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return sum_dim1(x)
-    y = torch.empty(B, D2, device=device, dtype=torch.float32)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _sum_dim1_launch(
-        fast_key, device, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
-        (x, y, B, D1, D2, *_x_strides, D2, 1),
-        dict(INT64_OFFSETS=int64), ((B, D2),),
-        tune_key=(device, D1, D2), again=lambda: sum_dim1(x),
-    )
-    return y
+    return _sum_dim1_launch.run(sum_dim1, fast_key, x)
 
 
 def reference(x):
@@ -141,25 +138,4 @@ def reference(x):
     return y
 
 
-def _sum_dim1_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of sum_dim1(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D1, D2 = _sum_dim1_inputs("sum_dim1", x)
-    y = torch.empty(B, D2, device=device, dtype=torch.float32)
-    return y
-
-
-def _sum_dim1_traced(x: torch.Tensor) -> torch.Tensor:
-    """sum_dim1() as torch.compile traces it on the GPU: the checks of _sum_dim1_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D1, D2 = _sum_dim1_inputs("sum_dim1", x)
-    y = torch.empty(B, D2, device=device, dtype=torch.float32)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _sum_dim1_launch.traced(lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1), (x, y, B, D1, D2, *_x_strides, D2, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("sum_dim1", "ffa1e8789ad535cd", sum_dim1, _sum_dim1_fake, _sum_dim1_traced)
+op = _rt.register_op("sum_dim1", "ffa1e8789ad535cd", sum_dim1, _sum_dim1_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -74,7 +74,22 @@ _tuner = _rt.Tuner("swiglu", "91247d5cdc2ca3fd", _CONFIGS, default=0, fast=_FAST
 _swiglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
-_swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True)
+def _swiglu_plan(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
+    """swiglu()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
+    y = torch.empty(M, N, device=device, dtype=T)
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _swiglu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, y, M, N, gate_multiplier, down_multiplier, *_a_strides, *_b_strides, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True, plan=_swiglu_plan)
 
 
 def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -110,23 +125,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _swiglu_apply(a, b, gate_multiplier, down_multiplier)
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swiglu(a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, y, M, N, gate_multiplier, down_multiplier, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: swiglu(a, b, gate_multiplier, down_multiplier),
-    )
-    return y
+    return _swiglu_launch.run(swiglu, fast_key, a, b, gate_multiplier, down_multiplier)
 
 
 def reference(a, b, gate_multiplier=1.0, down_multiplier=1.0):
@@ -142,29 +141,7 @@ def reference(a, b, gate_multiplier=1.0, down_multiplier=1.0):
     return y
 
 
-def _swiglu_fake(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
-    """The outputs of swiglu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _swiglu_traced(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
-    """swiglu() as torch.compile traces it on the GPU: the checks of _swiglu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, y, M, N, gate_multiplier, down_multiplier, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("swiglu", "91247d5cdc2ca3fd", swiglu, _swiglu_fake, _swiglu_traced)
+op = _rt.register_op("swiglu", "91247d5cdc2ca3fd", swiglu, _swiglu_launch)
 
 
 _swiglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -84,7 +84,24 @@ _tuner = _rt.Tuner("swiglu_backward", "1b9b48ac69596f57", _CONFIGS, default=0, f
 _swiglu_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("a", "dy", "M N"), ("b", "dy", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
-_swiglu_backward_launch = _rt.Launch(globals(), "swiglu_backward_kernel", "swiglu_backward", pointers=5, tuned=True)
+def _swiglu_backward_plan(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
+    """swiglu_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
+    da = torch.empty(M, N, device=device, dtype=T)
+    db = torch.empty(M, N, device=device, dtype=T)
+    _dy_strides = dy.stride()
+    _a_strides = a.stride()
+    _b_strides = b.stride()
+    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _swiglu_backward_launch, device, (da, db), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
+    )
+
+
+_swiglu_backward_launch = _rt.Launch(globals(), "swiglu_backward_kernel", "swiglu_backward", pointers=5, tuned=True, plan=_swiglu_backward_plan, refuse=(0, 1, 2))
 
 
 def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,27 +137,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("swiglu_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swiglu_backward(dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, N, T), again=lambda: swiglu_backward(dy, a, b, gate_multiplier, down_multiplier),
-    )
-    return da, db
+    return _swiglu_backward_launch.run(swiglu_backward, fast_key, dy, a, b, gate_multiplier, down_multiplier)
 
 
 def reference(dy, a, b, gate_multiplier=1.0, down_multiplier=1.0):
@@ -160,29 +157,4 @@ def reference(dy, a, b, gate_multiplier=1.0, down_multiplier=1.0):
     return da, db
 
 
-def _swiglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of swiglu_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    return da, db
-
-
-def _swiglu_backward_traced(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """swiglu_backward() as torch.compile traces it on the GPU: the checks of _swiglu_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
-    return da, db
-
-
-op = _rt.register_op("swiglu_backward", "1b9b48ac69596f57", swiglu_backward, _swiglu_backward_fake, _swiglu_backward_traced)
+op = _rt.register_op("swiglu_backward", "1b9b48ac69596f57", swiglu_backward, _swiglu_backward_launch)

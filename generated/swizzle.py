@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -61,18 +61,28 @@ def swizzle_kernel(
 _swizzle_inputs = _rt.Inputs(("x", torch.int64, "M N"))
 
 
-def _swizzle_checked(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
-    """The checks of swizzle()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _swizzle_plan(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
+    """swizzle()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    GROUP_SIZE = _rt.concrete(GROUP_SIZE)
     device, M, N = _swizzle_inputs("swizzle", x)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("swizzle", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("swizzle", "BN", BN)
-    return device, M, N
+    z = torch.zeros(M, N, device=device, dtype=torch.int64)
+    _x_strides = x.stride()
+    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _swizzle_launch, device, (z,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (x, z, M, N, *_x_strides, N, 1),
+        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_swizzle_launch = _rt.Launch(globals(), "swizzle_kernel", "swizzle", pointers=2)
+_swizzle_launch = _rt.Launch(globals(), "swizzle_kernel", "swizzle", pointers=2, plan=_swizzle_plan)
 
 
 def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
@@ -100,21 +110,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         z = torch.zeros(*_z_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, z, *args)
         return z
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swizzle(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swizzle_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (x, z, M, N, *_x_strides, N, 1),
-        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return z
+    return _swizzle_launch.run(swizzle, fast_key, x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
 
 
 def _swizzle2d(i, j, size_i, size_j, size_g):
@@ -150,31 +146,4 @@ def reference(x, *, BM=1, BN=1, GROUP_SIZE=3):
     return z
 
 
-def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
-    """The outputs of swizzle(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    GROUP_SIZE = int(GROUP_SIZE)
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    return z
-
-
-def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
-    """swizzle() as torch.compile traces it on the GPU: the checks of _swizzle_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    GROUP_SIZE = int(GROUP_SIZE)
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swizzle_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (x, z, M, N, *_x_strides, N, 1), dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("swizzle", "cf4327e8c18edb3e", swizzle, _swizzle_fake, _swizzle_traced)
+op = _rt.register_op("swizzle", "cf4327e8c18edb3e", swizzle, _swizzle_launch)

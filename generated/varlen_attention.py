@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -167,17 +167,29 @@ _tuner = _rt.Tuner("varlen_attention", "f664cc277354b8af", _CONFIGS, default=1, 
 _varlen_attention_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("v", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float))
 
 
-def _varlen_attention_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float):
-    """The checks of varlen_attention()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _varlen_attention_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float):
+    """varlen_attention()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, DT, L, scale, T, H, D, B1 = _varlen_attention_inputs("varlen_attention", q, k, v, cu_seqlens, L, scale)
     B1_minus_1 = (B1 - 1)
     if D > 8192:
         raise ValueError(f"varlen_attention: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, L, scale, T, H, D, B1, B1_minus_1
+    o = torch.empty(T, H, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _cu_seqlens_strides = cu_seqlens.stride()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _varlen_attention_launch, device, (o,), T == 0 or H == 0 or D == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
+        (q, k, v, cu_seqlens, o, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, H * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H, D),), (device, triton.next_power_of_2(L), D, DT),
+    )
 
 
-_varlen_attention_launch = _rt.Launch(globals(), "varlen_attention_kernel", "varlen_attention", pointers=5, tuned=True)
+_varlen_attention_launch = _rt.Launch(globals(), "varlen_attention_kernel", "varlen_attention", pointers=5, tuned=True, plan=_varlen_attention_plan)
 
 
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, *, config: int | dict | None = None) -> torch.Tensor:
@@ -215,27 +227,7 @@ def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
         return o
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _varlen_attention_apply(q, k, v, cu_seqlens, L, scale)
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_checked(q, k, v, cu_seqlens, L, scale)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return varlen_attention(q, k, v, cu_seqlens, L, scale)
-    o = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return o
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
-        (q, k, v, cu_seqlens, o, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, H * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H, D),),
-        tune_key=(device, triton.next_power_of_2(L), D, DT), again=lambda: varlen_attention(q, k, v, cu_seqlens, L, scale),
-    )
-    return o
+    return _varlen_attention_launch.run(varlen_attention, fast_key, q, k, v, cu_seqlens, L, scale)
 
 
 def reference(q, k, v, cu_seqlens, L, scale):
@@ -267,33 +259,7 @@ def reference(q, k, v, cu_seqlens, L, scale):
     return o
 
 
-def _varlen_attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float) -> torch.Tensor:
-    """The outputs of varlen_attention(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_checked(q, k, v, cu_seqlens, L, scale)
-    o = torch.empty(T, H, D, device=device, dtype=DT)
-    return o
-
-
-def _varlen_attention_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float) -> torch.Tensor:
-    """varlen_attention() as torch.compile traces it on the GPU: the checks of _varlen_attention_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_checked(q, k, v, cu_seqlens, L, scale)
-    o = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return o
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H), (q, k, v, cu_seqlens, o, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, H * D, D, 1), dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64))
-    return o
-
-
-op = _rt.register_op("varlen_attention", "f664cc277354b8af", varlen_attention, _varlen_attention_fake, _varlen_attention_traced)
+op = _rt.register_op("varlen_attention", "f664cc277354b8af", varlen_attention, _varlen_attention_launch)
 
 
 _varlen_attention_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

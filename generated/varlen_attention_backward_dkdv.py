@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -158,17 +158,32 @@ _tuner = _rt.Tuner("varlen_attention_backward_dkdv", "70f7ec5afb934b3e", _CONFIG
 _varlen_attention_backward_dkdv_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("v", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("do", "q", "T H D"), ("lse", torch.float32, "T H"), ("delta", torch.float32, "T H"))
 
 
-def _varlen_attention_backward_dkdv_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
-    """The checks of varlen_attention_backward_dkdv()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _varlen_attention_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """varlen_attention_backward_dkdv()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_dkdv_inputs("varlen_attention_backward_dkdv", q, k, v, cu_seqlens, L, scale, do, lse, delta)
     B1_minus_1 = (B1 - 1)
     if D > 8192:
         raise ValueError(f"varlen_attention_backward_dkdv: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, L, scale, T, H, D, B1, B1_minus_1
+    dk = torch.empty(T, H, D, device=device, dtype=DT)
+    dv = torch.empty(T, H, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _v_strides = v.stride()
+    _cu_seqlens_strides = cu_seqlens.stride()
+    _do_strides = do.stride()
+    _lse_strides = lse.stride()
+    _delta_strides = delta.stride()
+    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or (T - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) >= 2**31 or (T - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _varlen_attention_backward_dkdv_launch, device, (dk, dv), T == 0 or H == 0 or D == 0, lambda meta: ((L + meta["BN"] - 1) // meta["BN"], B1_minus_1, H),
+        (q, k, v, cu_seqlens, do, lse, delta, dk, dv, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, *_do_strides, *_lse_strides, *_delta_strides, H * D, D, 1, H * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((T, H, D), (T, H, D)), (device, triton.next_power_of_2(L), D, DT),
+    )
 
 
-_varlen_attention_backward_dkdv_launch = _rt.Launch(globals(), "varlen_attention_backward_dkdv_kernel", "varlen_attention_backward_dkdv", pointers=9, tuned=True)
+_varlen_attention_backward_dkdv_launch = _rt.Launch(globals(), "varlen_attention_backward_dkdv_kernel", "varlen_attention_backward_dkdv", pointers=9, tuned=True, plan=_varlen_attention_backward_dkdv_plan, refuse=(0, 1, 2, 6, 7, 8))
 
 
 def varlen_attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -208,32 +223,7 @@ def varlen_attention_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
         dv = torch.empty(*_dv_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dk, dv, *args)
         return dk, dv
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dkdv_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("varlen_attention_backward_dkdv")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return varlen_attention_backward_dkdv(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dk = torch.empty(T, H, D, device=device, dtype=DT)
-    dv = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return dk, dv
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or (T - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) >= 2**31 or (T - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_dkdv_launch(
-        fast_key, device, lambda meta: ((L + meta["BN"] - 1) // meta["BN"], B1_minus_1, H),
-        (q, k, v, cu_seqlens, do, lse, delta, dk, dv, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, *_do_strides, *_lse_strides, *_delta_strides, H * D, D, 1, H * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((T, H, D), (T, H, D)),
-        tune_key=(device, triton.next_power_of_2(L), D, DT), again=lambda: varlen_attention_backward_dkdv(q, k, v, cu_seqlens, L, scale, do, lse, delta),
-    )
-    return dk, dv
+    return _varlen_attention_backward_dkdv_launch.run(varlen_attention_backward_dkdv, fast_key, q, k, v, cu_seqlens, L, scale, do, lse, delta)
 
 
 def reference(q, k, v, cu_seqlens, L, scale, do, lse, delta):
@@ -266,34 +256,4 @@ def reference(q, k, v, cu_seqlens, L, scale, do, lse, delta):
     return dk, dv
 
 
-def _varlen_attention_backward_dkdv_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of varlen_attention_backward_dkdv(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dkdv_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dk = torch.empty(T, H, D, device=device, dtype=DT)
-    dv = torch.empty(T, H, D, device=device, dtype=DT)
-    return dk, dv
-
-
-def _varlen_attention_backward_dkdv_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """varlen_attention_backward_dkdv() as torch.compile traces it on the GPU: the checks of _varlen_attention_backward_dkdv_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dkdv_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dk = torch.empty(T, H, D, device=device, dtype=DT)
-    dv = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return dk, dv
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or (T - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) >= 2**31 or (T - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_dkdv_launch.traced(lambda meta: ((L + meta["BN"] - 1) // meta["BN"], B1_minus_1, H), (q, k, v, cu_seqlens, do, lse, delta, dk, dv, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, *_do_strides, *_lse_strides, *_delta_strides, H * D, D, 1, H * D, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dk, dv
-
-
-op = _rt.register_op("varlen_attention_backward_dkdv", "70f7ec5afb934b3e", varlen_attention_backward_dkdv, _varlen_attention_backward_dkdv_fake, _varlen_attention_backward_dkdv_traced)
+op = _rt.register_op("varlen_attention_backward_dkdv", "70f7ec5afb934b3e", varlen_attention_backward_dkdv, _varlen_attention_backward_dkdv_launch)

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 
-_RT = "_tilegen_runtime_b1a737a4bdf17b55"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -137,17 +137,31 @@ _tuner = _rt.Tuner("varlen_attention_backward_stats", "363c9d8e5288c887", _CONFI
 _varlen_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("o", "q", "T H D"), ("do", "q", "T H D"))
 
 
-def _varlen_attention_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
-    """The checks of varlen_attention_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
+def _varlen_attention_backward_stats_plan(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
+    """varlen_attention_backward_stats()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
+    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
     device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_stats_inputs("varlen_attention_backward_stats", q, k, cu_seqlens, L, scale, o, do)
     B1_minus_1 = (B1 - 1)
     if D > 8192:
         raise ValueError(f"varlen_attention_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, L, scale, T, H, D, B1, B1_minus_1
+    lse = torch.empty(T, H, device=device, dtype=torch.float32)
+    delta = torch.empty(T, H, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    _q_strides = q.stride()
+    _k_strides = k.stride()
+    _cu_seqlens_strides = cu_seqlens.stride()
+    _o_strides = o.stride()
+    _do_strides = do.stride()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
+    return _rt.Planned(
+        _varlen_attention_backward_stats_launch, device, (lse, delta), T == 0 or H == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
+        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H), (T, H)), (device, triton.next_power_of_2(L), D, DT),
+    )
 
 
-_varlen_attention_backward_stats_launch = _rt.Launch(globals(), "varlen_attention_backward_stats_kernel", "varlen_attention_backward_stats", pointers=7, tuned=True)
+_varlen_attention_backward_stats_launch = _rt.Launch(globals(), "varlen_attention_backward_stats_kernel", "varlen_attention_backward_stats", pointers=7, tuned=True, plan=_varlen_attention_backward_stats_plan, refuse=(0, 1, 5, 6))
 
 
 def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -184,31 +198,7 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, q, k, cu_seqlens, o, do, lse, delta, *args)
         return lse, delta
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("varlen_attention_backward_stats")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    if T == 0 or H == 0:  # nothing to compute: no launch
-        return lse, delta
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_stats_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
-        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H), (T, H)),
-        tune_key=(device, triton.next_power_of_2(L), D, DT), again=lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do),
-    )
-    return lse, delta
+    return _varlen_attention_backward_stats_launch.run(varlen_attention_backward_stats, fast_key, q, k, cu_seqlens, L, scale, o, do)
 
 
 def reference(q, k, cu_seqlens, L, scale, o, do):
@@ -240,33 +230,4 @@ def reference(q, k, cu_seqlens, L, scale, o, do):
     return lse, delta
 
 
-def _varlen_attention_backward_stats_fake(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of varlen_attention_backward_stats(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    return lse, delta
-
-
-def _varlen_attention_backward_stats_traced(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """varlen_attention_backward_stats() as torch.compile traces it on the GPU: the checks of _varlen_attention_backward_stats_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    if T == 0 or H == 0:  # nothing to compute: no launch
-        return lse, delta
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_stats_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H), (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1), dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64))
-    return lse, delta
-
-
-op = _rt.register_op("varlen_attention_backward_stats", "363c9d8e5288c887", varlen_attention_backward_stats, _varlen_attention_backward_stats_fake, _varlen_attention_backward_stats_traced)
+op = _rt.register_op("varlen_attention_backward_stats", "363c9d8e5288c887", varlen_attention_backward_stats, _varlen_attention_backward_stats_launch)

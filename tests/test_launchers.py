@@ -281,7 +281,8 @@ def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generate
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
     monkeypatch.setattr(triton.testing, "do_bench", _graph_timing(module, key, {1: 2.0, 2: 1.0}, timed))
-    assert module._tuner.settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None) is module._CONFIGS[2]
+    picked = module._tuner.settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
+    assert picked is module._CONFIGS[2]
     assert timed == [1, 2] * 5 and key not in module._tuner.tuned and module._tuner.trial.pick is None
 
     def broken(fn, rep=20, quantiles=None):

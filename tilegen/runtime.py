@@ -33,7 +33,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, Protocol, TypeAlias, TypeVar, cast
 
 import torch
 import triton
@@ -389,6 +389,26 @@ def _specialized(arg: object) -> Hashable:
     return type(arg).__name__
 
 
+class Planned(NamedTuple):
+    """A call of a launcher as its module's plan makes it (``_<name>_plan``, after the checks of its
+    inputs) for :meth:`Launch.run`, :meth:`Launch.fake` and :meth:`Launch.traced_call`: the
+    :class:`Launch` of the kernel that computes it (the launcher's own, or the one it routes to),
+    the device, the new outputs, whether they are empty (nothing to launch), the grid (a function of
+    the constexprs), the kernel's positional arguments and its constexprs (a tuned kernel's config
+    adds its own), the outputs' shapes (what the fast path makes again) and the tune key (None:
+    an untuned kernel)."""
+
+    launch: "Launch"
+    device: torch.device
+    outputs: tuple[torch.Tensor, ...]
+    empty: bool
+    grid: "LaunchGrid"
+    args: tuple[Any, ...]
+    meta: dict[str, Any]
+    kept: tuple[object, ...]
+    tune_key: "TuneKey | None"
+
+
 class Launch:
     """One kernel's launch as a generated launcher asks for it once its checks passed: the config
     (remembered, forced or tuned), the grid, the launch (Triton's JIT call under the interpreter;
@@ -407,14 +427,21 @@ class Launch:
     a fast-path call passes itself (its tensors, or the TMA descriptors made on them); the
     arguments after them are kept. ``blocks``: the module's ``_descriptor_blocks`` sets the TMA
     descriptors' block shapes from the config's blocks; ``retune``: the autotuner's own cache is
-    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). The kernel's
+    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). ``plan``: the
+    module's plan of a call (:class:`Planned`), where the launcher's full path (:meth:`run`), its
+    op's fake implementation (:meth:`fake`) and the body torch.compile traces (:meth:`traced_call`)
+    are the runtime's; ``refuse``: the positions of the inputs autograd may follow, where a call
+    autograd would record is refused (the spec has no backward). The kernel's
     constexpr parameters follow all the others (every generated kernel's do): the compiled launch
     takes them last, by position. Raises AssertionError where they do not.
     """
 
     def __init__(self, module: dict[str, Any], kernel: str, name: str, *, pointers: int, tuned: bool = False,
-                 blocks: bool = False, retune: bool = False) -> None:
+                 blocks: bool = False, retune: bool = False, plan: Callable[..., Planned] | None = None,
+                 refuse: tuple[int, ...] = ()) -> None:
         self.module = module
+        self.plan = plan
+        self.refuse = refuse
         self.kernel = kernel
         self.name = name
         self.pointers = pointers
@@ -537,8 +564,51 @@ class Launch:
     def traced(self, grid: GridFunction | Grid, args: tuple[Any, ...], meta: dict[str, Any]) -> None:
         """The launch as ``torch.compile`` traces it (the body of a ``torch.library.triton_op``):
         ``wrap_triton(kernel)[grid](*args, **meta)``, Triton's own call, a tuned kernel through its
-        autotuner (whose configs Inductor then times, over ``grid``, a function of them)."""
+        autotuner (whose configs Inductor then times, over ``grid``, a function of them); an
+        untuned kernel's grid, where a function, is called on ``meta``."""
+        if callable(grid) and not self.tuned:
+            grid = grid(meta)
         torch.library.wrap_triton(self.module[self.kernel])[grid](*args, **meta)
+
+    def run(self, launcher: Callable[..., Any], fast_key: Hashable | None, /, *args: Any, **kwargs: Any) -> Any:
+        """The full path of the call ``launcher(*args, **kwargs)``, whose fast path found no launch
+        kept under ``fast_key``: the module's :attr:`plan` of it (the checks, the outputs, the
+        kernel's arguments); a call autograd would record refused where the spec has no backward
+        (:attr:`refuse`); tensors on a GPU other than the current one run there (the call again,
+        under ``torch.cuda.device``); then the launch the plan names (:meth:`__call__`), keeping it
+        under ``fast_key``, unless the outputs are empty. Returns the outputs."""
+        assert self.plan is not None, f"{self.name}: run without the module's plan"
+        planned = self.plan(*args, **kwargs)
+        if self.refuse and grad_enabled() and any(args[i].requires_grad for i in self.refuse):
+            no_backward(self.name)
+        device = planned.device
+        if device.type == "cuda" and device.index != torch.cuda.current_device():  # run there, on its current stream
+            with torch.cuda.device(device):
+                return launcher(*args, **kwargs)
+        if not planned.empty:
+            planned.launch(fast_key, device, planned.grid, planned.args, planned.meta, planned.kept,
+                           tune_key=planned.tune_key, again=lambda: launcher(*args, **kwargs))
+        outputs = planned.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def fake(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs of the launcher's call, allocated and not computed, after the same checks
+        (:attr:`plan`): its custom op's fake implementation, with which torch.compile propagates
+        shapes and dtypes."""
+        assert self.plan is not None, f"{self.name}: fake without the module's plan"
+        outputs = self.plan(*args, **kwargs).outputs
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def traced_call(self, *args: Any, **kwargs: Any) -> Any:
+        """The launcher's call as torch.compile traces it on the GPU (the body of its
+        ``torch.library.triton_op``): the plan's new outputs, then its kernel launched through
+        ``wrap_triton`` (:meth:`traced`), so that Inductor sees the Triton kernel."""
+        assert self.plan is not None, f"{self.name}: traced without the module's plan"
+        planned = self.plan(*args, **kwargs)
+        if not planned.empty:
+            planned.launch.traced(planned.grid, planned.args, planned.meta)
+        outputs = planned.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def bad_input(launcher: str, name: str, tensor: object, dtype: torch.dtype | tuple[torch.dtype, ...], rank: int,
@@ -593,11 +663,18 @@ def check_scalar(launcher: str, name: str, value: object,
     return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
 
 
+def concrete(value: _T) -> _T:
+    """``value``, an int where torch.compile passes a launcher's keyword as a symbolic one
+    (torch.SymInt): the kernel takes it as a constexpr."""
+    return int(value) if isinstance(value, torch.SymInt) else value  # type: ignore[return-value]
+
+
 #: One input of a launcher as :class:`Inputs` checks it: ``(name, float)`` or ``(name, int)`` for a
 #: scalar; for a tensor ``(name, dtype, dims)``: ``dtype`` a tuple of the dtypes it may have (its
 #: dtype then binds the dtype variable), the name of the input whose dtype it must have, or a torch
 #: dtype; ``dims`` its dimensions, size names and numbers apart by spaces (``"M N"``, ``"B 3"``; ``""``: 0-dim).
-InputSpec: TypeAlias = "tuple[str, type[int] | type[float]] | tuple[str, tuple[torch.dtype, ...] | str | torch.dtype, str]"
+InputSpec: TypeAlias = ("tuple[str, type[int] | type[float]] | "
+                         "tuple[str, tuple[torch.dtype, ...] | str | torch.dtype, str]")
 
 
 class Inputs:
@@ -647,7 +724,7 @@ class Inputs:
         where: dict[str, str] = {}
         for i in self.tensors:
             name, _, _, dims = self.checks[i]
-            for index, (dim, size) in enumerate(zip(dims, values[i].shape)):  # type: ignore[arg-type]
+            for index, (dim, size) in enumerate(zip(dims, values[i].shape, strict=True)):  # type: ignore[arg-type]
                 if type(dim) is int:
                     if size != dim:
                         raise ValueError(f"{launcher}: {name} dimension {index} must be {dim}, got {size}")
@@ -1777,8 +1854,8 @@ def overwritable(tensor: torch.Tensor) -> bool:
     return tensor.grad_fn is not None and (base is None or base.grad_fn is not None)
 
 
-def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: Callable[..., Any],
-                traced: Callable[..., Any] | None) -> "OpOverloadPacket":
+def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "Callable[..., Any] | Launch",
+                traced: Callable[..., Any] | None = None) -> "OpOverloadPacket":
     """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
     (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
 
@@ -1789,8 +1866,13 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: C
     (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
     run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
     registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>`` (with a
-    warning); importing the same spec again returns the op registered first.
+    warning); importing the same spec again returns the op registered first. ``fake`` may be the
+    launcher's :class:`Launch` over its module's plan: then its :meth:`Launch.fake` and
+    :meth:`Launch.traced_call` are the fake implementation and the traced body.
     """
+    schema, traced_schema = _op_schema(launcher), None
+    if isinstance(fake, Launch):
+        fake, traced, traced_schema = fake.fake, fake.traced_call, schema
     namespace = torch.ops.tilegen
     owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:
@@ -1803,11 +1885,12 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: C
     if name not in owners:
         custom: CustomOpDef
         if traced is None or INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=_op_schema(launcher))
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=schema)
             custom.register_fake(fake)
         else:
             # torch annotates triton_op as returning a Callable; what it returns is custom_op's CustomOpDef
-            custom = cast("CustomOpDef", torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=()))
+            custom = cast("CustomOpDef", torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=(),
+                                                                     schema=traced_schema))
             custom.register_kernel("cuda", launcher)
         _eager_shortcut(name, custom, launcher)
         owners[name] = spec_hash

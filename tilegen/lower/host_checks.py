@@ -254,7 +254,8 @@ def checked_names(spec: m.Spec) -> tuple[str, ...]:
     read from an input, each scalar, each size bound from the inputs' shapes."""
     sources = dtype_bindings(spec)
     inputs = [t.name.id for t in required_first(spec.inputs)]
-    dtypes = sorted((var for var, source in sources.items() if source in inputs), key=lambda v: inputs.index(sources[v]))
+    dtypes = sorted((var for var, source in sources.items() if source in inputs),
+                    key=lambda var: inputs.index(sources[var]))
     scalars = [t.name.id for t in required_first(spec.inputs) if t.is_scalar]
     return ("device", *dtypes, *scalars, *(size for size, _ in bind_sizes(spec, spec.name.id)[2]))
 

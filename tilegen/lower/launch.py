@@ -18,7 +18,7 @@ from tilegen.lower.fast import FastPath
 from tilegen.lower.finish import launch_args
 from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.names import given_name, tuple_text
+from tilegen.lower.names import given_name, plan_name, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
 
 
@@ -130,16 +130,21 @@ def launch_name(name: str) -> str:
     return f"_{name.lstrip('_')}_launch"
 
 
-def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs) -> str:
+def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, planned: bool = False,
+                  refused: tuple[int, ...] = ()) -> str:
     """The module's :class:`tilegen.runtime.Launch` of launcher ``name`` (``spec`` with its stages'
     values), which launches ``kernel``: the fast path passes its first group of arguments (the
     tensors, or their descriptors) itself; a tuned TMA kernel's configs set the descriptors'
-    block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh."""
+    block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh. A
+    ``planned`` launcher's full path is the launch's (``plan``: the module's plan of a call), which
+    refuses a call autograd would record where the inputs at positions ``refused`` require grad."""
     tuned = spec.tune is not None
     arguments = ["globals()", f'"{kernel.name}"', f'"{name}"', f"pointers={len(launch.groups[0])}"]
     arguments += ["tuned=True"] if tuned else []
     arguments += ["blocks=True"] if tuned and kernel.descriptors else []
     arguments += ["retune=True"] if tuned and kernel.descriptors and spec.dtype_vars else []
+    arguments += [f"plan={plan_name(name)}"] if planned else []
+    arguments += [f"refuse={tuple_text(map(str, refused))}"] if refused else []
     return f"{launch_name(name)} = _rt.Launch({', '.join(arguments)})"
 
 

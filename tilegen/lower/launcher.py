@@ -18,9 +18,9 @@ from tilegen import model as m
 from tilegen.lower.arguments import Arguments, lower_arguments
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
-from tilegen.lower.fast import lower_fast_path
+from tilegen.lower.fast import FastPath, lower_fast_path
 from tilegen.lower.host_checks import bind_sizes, checked_names, derived_sizes, input_checks, inputs_table, shape_checks
-from tilegen.lower.launch import launch_object, launch_ops, traced_launch
+from tilegen.lower.launch import grid_text, launch_name, launch_object, launch_ops, traced_launch, tune_key
 from tilegen.lower.names import (
     absent_dtype,
     default_text,
@@ -28,10 +28,12 @@ from tilegen.lower.names import (
     dtype_options,
     given_name,
     made_outputs,
+    plan_name,
     size_symbols,
     torch_dtype,
     tuple_text,
 )
+from tilegen.lower.names import call_text as _call
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
 __all__ = ["LauncherRole", "lower_launcher"]
@@ -171,6 +173,15 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     return [IfBlock(f"_grad_enabled() and ({needs})", why, (action,))]
 
 
+def _refused(spec: m.Spec, role: LauncherRole) -> tuple[int, ...]:
+    """The positions of the inputs autograd may follow, where the spec has no backward (a call
+    autograd would record is refused, after the checks); none otherwise."""
+    differentiable = _differentiable(spec)
+    if role.grad != "refuse":
+        return ()
+    return tuple(i for i, t in enumerate(spec.inputs) if t.name.id in differentiable)
+
+
 def _bound(spec: m.Spec) -> tuple[str, ...]:
     """What the checks bind that the launch reads: the device, the dtype variables read from an
     input, the scalars (as checked), the size symbols and the derived sizes."""
@@ -182,13 +193,57 @@ def _dims(tensor: m.Tensor) -> list[str]:
     return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
 
 
+def _empty(spec: m.Spec) -> str:
+    """The condition of an output with no element: nothing to compute, no launch."""
+    extents = {d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)}
+    order = (*size_symbols(spec), *(t.name.id for t in spec.inputs if t.is_scalar))  # g over G: G a scalar
+    return " or ".join(f"{d} == 0" for d in sorted(extents, key=order.index)) or "False"
+
+
 def _nothing(spec: m.Spec) -> IfBlock:
     """An output with no element: nothing to compute, no launch."""
     returns = ", ".join(t.name.id for t in spec.outputs)
-    extents = {d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)}
-    order = (*size_symbols(spec), *(t.name.id for t in spec.inputs if t.is_scalar))  # g over G: G a scalar
-    empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=order.index)) or "False"
-    return IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),))
+    return IfBlock(_empty(spec), "nothing to compute: no launch", (Line(f"return {returns}"),))
+
+
+def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
+    """Whether the launcher's full path, its op's fake implementation and its traced body are the
+    runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
+    call (:func:`_plan`): a pointer kernel the runtime launches, whose outputs are new, without
+    stages, optional inputs or a backward written over its inputs."""
+    return (kernel.runtime_launched and not spec.in_place and not role.stages and not role.over
+            and spec.access_style not in ("descriptor", "block_ptr") and not any(t.optional for t in spec.inputs))
+
+
+def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
+          fast: FastPath) -> tuple[Op, ...]:
+    """The body of the module's plan of a call of a planned launcher (:func:`_planned`): its checks,
+    the looped launcher's plan for rows too long for one tile, new outputs, the kernel's arguments,
+    and what the runtime's ``Launch`` needs of them (``_rt.Planned``): the launch, the device, the
+    outputs, whether they are empty, the grid, the arguments, the constexprs, the outputs' shapes
+    (what the fast path makes again) and the tune key. A keyword may be a symbolic int under
+    torch.compile, and a whole axis's extent a symbolic size: int() makes them constants."""
+    rows = role.rows
+    route: list[Op] = []
+    if rows is not None:
+        why = f"rows too long for one tile: {rows.launcher}() loops over them"
+        route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why,
+                         (Line(f"return {plan_name(rows.launcher)}{rows.call[len(rows.launcher):]}"),))]
+    name = spec.name.id
+    outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)
+    whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
+    launch = args.launch
+    key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
+    groups = (
+        (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), _empty(spec),
+         f"lambda meta: {grid_text(spec, 'meta')}"),
+        (tuple_text([a for group in launch.groups for a in group]),),
+        (f"dict({', '.join(launch.meta)})", tuple_text(fast.shapes), key),
+    )
+    tuned = set(spec.tuned_params)
+    concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
+    return (*concrete, *checks, *route, *outputs, *whole, *args.setup, *args.flags[args.whole:],
+            Line(_call("return _rt.Planned", groups)))
 
 
 def _routes(spec: m.Spec, role: LauncherRole) -> tuple[list[Op], list[Op], list[Op]]:
@@ -265,8 +320,10 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     )
     middle, _, _ = shape_checks(spec, name, role.rows)
     shared = role.grad is not None  # the spec's own launcher: its op's fake and traced body check alike
+    planned = _planned(spec, kernel, role)
+    checks = [*head, *middle]
     checked: tuple[Op, ...] = ()
-    if shared and middle:
+    if shared and middle and not planned:
         bound = ", ".join(_bound(spec))
         checked = (*head, *middle, Line(f"return {bound}"))
         head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
@@ -290,6 +347,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
             *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
     traced = _traced(spec, kernel, role, sig, args, [*absent, *head, *middle])
+    plan: tuple[Op, ...] = ()
+    if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
+        assert fast_path is not None, "a planned launcher without its fast path"
+        plan = _plan(spec, kernel, role, checks, args, fast_path)
+        body = [*_entry(spec, sig, role), *fast_path.ops, *(grad if routed else ()),
+                Line(f"return {launch_name(name)}.run({name}, fast_key, {sig.arguments})")]
+        traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
@@ -318,9 +382,11 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
-        launch=launch_object(full, kernel, name, launch) if kernel.runtime_launched else "",
+        launch=launch_object(full, kernel, name, launch, planned, _refused(spec, role) if planned else ())
+        if kernel.runtime_launched else "",
+        plan=plan,
         table=inputs_table(spec, name),
-        op_traced="None" if traced is None else (
+        op_traced="None" if traced is None or planned else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),
     )

@@ -263,6 +263,7 @@ class LauncherPlan:
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
     checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
     launch: str = ""  # the module's runtime Launch of the kernel (``_<name>_launch = _rt.Launch(...)``); "": none
+    plan: tuple[Op, ...] = ()  # ``_<name>_plan``'s body: the runtime's Launch runs the full path, fake and traced body
     table: str = ""  # the module's runtime Inputs of the launcher (``_<name>_inputs = _rt.Inputs(...)``): its checks
 
 
@@ -321,7 +322,6 @@ class ModulePlan:
         to a name of its own: what its launchers and kernels use on every call (a global name
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
-        launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
         written = not all(k.runtime_launched for k in kernels)  # a launch the launcher writes out
         names = [*([("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")] if written else []),

@@ -13,13 +13,9 @@
 #   dy[i] = f32(dz[i])
 """add_backward: Triton kernel, launcher and torch reference generated from specs/add.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -27,9 +23,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -61,8 +55,7 @@ _add_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
 
 
 def _add_backward_plan(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
-    """add_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """add_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_SIZE = _rt.concrete(BLOCK_SIZE)
     device, N = _add_backward_inputs("add_backward", dz)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
@@ -92,13 +85,12 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dz, BLOCK_SIZE=BLOCK_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "add_backward",
             dz.shape, dz.stride(), dz.dtype, dz.device, dz.data_ptr() & 15,
             BLOCK_SIZE,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dz.requires_grad)):

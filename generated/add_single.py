@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """add_single: Triton kernel, launcher and torch reference generated from specs/add_single.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that add_single() holds in one tile: longer rows run _add_single_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along N) add_single() holds in one tile, longer ones run _add_single_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -50,8 +42,7 @@ _add_single_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, 
 
 
 def _add_single_plan(x: torch.Tensor, y: torch.Tensor):
-    """add_single()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """add_single()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, N = _add_single_inputs("add_single", x, y)
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
         return _add_single_loops_plan(x, y)
@@ -79,13 +70,12 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "add_single",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or y.requires_grad)):
@@ -134,8 +124,7 @@ _add_single_loops_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.flo
 
 
 def _add_single_loops_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096):
-    """_add_single_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_add_single_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, N = _add_single_loops_inputs("_add_single_loops", x, y)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
@@ -160,14 +149,13 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
     Called by add_single(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_add_single_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -190,6 +178,5 @@ op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_l
 
 
 _add_single_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, add_single, __file__, ("x", "y"), ("z",),
-    backward=(("add_single_backward", ("dz",), ("dx", "dy"), False),),
+    op, add_single, __file__, ("x", "y"), ("z",), backward=(("add_single_backward", ("dz",), ("dx", "dy"), False),),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """attention: Triton kernel, launcher and torch reference generated from specs/attention.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,15 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
-amax = _rt.amax
-amin = _rt.amin
+_current_device, _is_compiling, _grad_enabled, _dot_operand, TensorDescriptor, _has_tma, _rebased, amax, amin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.amax, _rt.amin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -173,20 +161,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
     Tuned: BM, BN come from 23 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 1 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, scale)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale)) if config is not None else op(q, k, v, scale)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "attention",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             scale, type(scale),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
@@ -361,8 +346,7 @@ _attention_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, to
 
 
 def _attention_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
-    """_attention_pointers()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_attention_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D, T = _attention_pointers_inputs("_attention_pointers", q, k, v, scale)
     if D > 8192:
         raise ValueError(f"_attention_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
@@ -388,15 +372,14 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     Called by attention(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_attention_pointers",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             scale, type(scale),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -443,8 +426,5 @@ op = _rt.register_op("attention", "0ab5b659b5257f21", attention, _attention_fake
 
 
 _attention_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, attention, __file__, ("q", "k", "v", "scale"), ("o",),
-    backward=(("attention_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)),
-    saved=("q", "k", "o", "v"),
-    scalars=("scale",),
+    op, attention, __file__, ("q", "k", "v", "scale"), ("o",), backward=(("attention_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)), saved=("q", "k", "o", "v"), scalars=("scale",),
 )

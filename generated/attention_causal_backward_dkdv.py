@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """attention_causal_backward_dkdv: Triton kernel, launcher and torch reference generated from specs/attention_causal_backward_dkdv.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,13 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_current_device, _is_compiling, _grad_enabled, _dot_operand, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -153,12 +143,10 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     Tuned: BN, BM come from 6 autotune configs keyed on S, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 5 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention_causal_backward_dkdv", config, lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, scale, do, lse, delta)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("attention_causal_backward_dkdv", config, lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta)) if config is not None else op(q, k, v, scale, do, lse, delta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "attention_causal_backward_dkdv",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -168,8 +156,7 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
@@ -338,8 +325,7 @@ _attention_causal_backward_dkdv_pointers_inputs = _rt.Inputs(("q", (torch.float1
 
 
 def _attention_causal_backward_dkdv_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
-    """_attention_causal_backward_dkdv_pointers()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_attention_causal_backward_dkdv_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D = _attention_causal_backward_dkdv_pointers_inputs("_attention_causal_backward_dkdv_pointers", q, k, v, scale, do, lse, delta)
     if D > 8192:
         raise ValueError(f"_attention_causal_backward_dkdv_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
@@ -368,7 +354,7 @@ def _attention_causal_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v
     Called by attention_causal_backward_dkdv(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_attention_causal_backward_dkdv_pointers",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -378,8 +364,7 @@ def _attention_causal_backward_dkdv_pointers(q: torch.Tensor, k: torch.Tensor, v
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

@@ -45,13 +45,9 @@
 #   dbias[c] = sum(sum(sum(f32(dy[b, c, h, w]), dim=w), dim=h), dim=b)
 """batch_norm_backward: Triton kernel, launcher and torch reference generated from specs/batch_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -59,12 +55,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -405,12 +396,11 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_batch_norm_backward_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -689,7 +679,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_batch_norm_backward_dmean",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -698,8 +688,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             shift_reduced.shape, shift_reduced.stride(), shift_reduced.dtype, shift_reduced.device, shift_reduced.data_ptr() & 15,
             square_reduced.shape, square_reduced.stride(), square_reduced.dtype, square_reduced.device, square_reduced.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -839,20 +828,17 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x, weight, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps)) if config is not None else op(dy, x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "batch_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):

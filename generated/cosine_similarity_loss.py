@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cosine_similarity_loss: Triton kernel, launcher and torch reference generated from specs/cosine_similarity_loss.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,12 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -131,14 +122,13 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cosine_similarity_loss",
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
@@ -228,8 +218,5 @@ op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_simila
 
 
 _cosine_similarity_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cosine_similarity_loss, __file__, ("predictions", "targets"), ("loss",),
-    backward=(("cosine_similarity_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
-    saved=("predictions", "targets"),
-    keywords=("BM",),
+    op, cosine_similarity_loss, __file__, ("predictions", "targets"), ("loss",), backward=(("cosine_similarity_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),), saved=("predictions", "targets"), keywords=("BM",),
 )

@@ -29,13 +29,9 @@
 #   dtargets[r, c] = dt
 """cosine_similarity_loss_backward: Triton kernel, launcher and torch reference generated from specs/cosine_similarity_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -43,14 +39,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that cosine_similarity_loss_backward() holds in one tile: longer rows run _cosine_similarity_loss_backward_loops(),
-#: whose kernel loops over tiles of them. 2048 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) cosine_similarity_loss_backward() holds in one tile, longer ones run _cosine_similarity_loss_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(2048, 262144)
 
 
@@ -121,8 +113,7 @@ _cosine_similarity_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""
 
 
 def _cosine_similarity_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
-    """cosine_similarity_loss_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """cosine_similarity_loss_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BM = _rt.concrete(BM)
     device, M, N = _cosine_similarity_loss_backward_inputs("cosine_similarity_loss_backward", dloss, predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
@@ -157,15 +148,14 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dloss, predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cosine_similarity_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
@@ -316,8 +306,7 @@ _cosine_similarity_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float
 
 
 def _cosine_similarity_loss_backward_loops_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048):
-    """_cosine_similarity_loss_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_cosine_similarity_loss_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BM = _rt.concrete(BM)
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, M, N = _cosine_similarity_loss_backward_loops_inputs("_cosine_similarity_loss_backward_loops", dloss, predictions, targets)
@@ -347,15 +336,14 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
     Called by cosine_similarity_loss_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_cosine_similarity_loss_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM, BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy: Triton kernel, launcher and torch reference generated from specs/cross_entropy.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,11 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
-tanh = _rt.tanh
+_current_device, _is_compiling, _grad_enabled, amax, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -183,15 +175,13 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
     Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace_backward=inplace_backward))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace_backward=inplace_backward)) if config is not None else op(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
@@ -201,8 +191,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
             lse_square_scale, type(lse_square_scale),
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (logits.requires_grad or weight.requires_grad)):
@@ -302,10 +291,5 @@ op = _rt.register_op("cross_entropy", "225f48e8665b7760", cross_entropy, _cross_
 
 
 _cross_entropy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cross_entropy, __file__, ("logits", "target", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("loss", "lse"),
-    backward=(("cross_entropy_backward", ("dloss", "dlse", "logits", "target", "lse", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("dlogits",), True),),
-    saved=("logits", "target", "lse", "weight"),
-    scalars=("ignore_index", "label_smoothing", "softcap", "lse_square_scale"),
-    over=("logits",),
-    optional=("weight",),
+    op, cross_entropy, __file__, ("logits", "target", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("loss", "lse"), backward=(("cross_entropy_backward", ("dloss", "dlse", "logits", "target", "lse", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("dlogits",), True),), saved=("logits", "target", "lse", "weight"), scalars=("ignore_index", "label_smoothing", "softcap", "lse_square_scale"), over=("logits",), optional=("weight",),
 )

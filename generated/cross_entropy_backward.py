@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy_backward: Triton kernel, launcher and torch reference generated from specs/cross_entropy_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,10 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-tanh = _rt.tanh
+_current_device, _is_compiling, _grad_enabled, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -174,15 +167,13 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
     Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace=inplace))
-    if _is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    if config is not None or _is_compiling() and not inplace:  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace=inplace)) if config is not None else op(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             dlse.shape, dlse.stride(), dlse.dtype, dlse.device, dlse.data_ptr() & 15,
@@ -196,8 +187,7 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             inplace,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or dlse.requires_grad or logits.requires_grad or lse.requires_grad or weight.requires_grad)):

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy_stats: Triton kernel, launcher and torch reference generated from specs/cross_entropy_stats.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,12 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
-first_argmax = _rt.first_argmax
-tanh = _rt.tanh
+_current_device, _is_compiling, _grad_enabled, amax, first_argmax, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.first_argmax, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -144,8 +135,7 @@ _cross_entropy_stats_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat
 
 
 def _cross_entropy_stats_plan(logits: torch.Tensor, softcap: float = 0.0):
-    """cross_entropy_stats()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """cross_entropy_stats()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     predicted = torch.empty(M, device=device, dtype=torch.int64)
@@ -170,18 +160,15 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
     Tuned: BV come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_stats", config, lambda: cross_entropy_stats(logits, softcap))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(logits, softcap)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_stats", config, lambda: cross_entropy_stats(logits, softcap)) if config is not None else op(logits, softcap)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_stats",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             softcap, type(softcap),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (logits.requires_grad)):
@@ -214,9 +201,5 @@ op = _rt.register_op("cross_entropy_stats", "3b258a62b74bb46b", cross_entropy_st
 
 
 _cross_entropy_stats_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cross_entropy_stats, __file__, ("logits", "softcap"), ("lse", "predicted"),
-    backward=(("cross_entropy_stats_backward", ("dlse", "logits", "softcap"), ("dlogits",), False),),
-    saved=("logits",),
-    scalars=("softcap",),
-    unread=("dpredicted",),
+    op, cross_entropy_stats, __file__, ("logits", "softcap"), ("lse", "predicted"), backward=(("cross_entropy_stats_backward", ("dlse", "logits", "softcap"), ("dlogits",), False),), saved=("logits",), scalars=("softcap",), unread=("dpredicted",),
 )

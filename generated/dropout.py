@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """dropout: Triton kernel, launcher and torch reference generated from specs/dropout.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,9 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -57,8 +51,7 @@ _dropout_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16
 
 
 def _dropout_plan(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
-    """dropout()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """dropout()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BM = _rt.concrete(BM)
     BN = _rt.concrete(BN)
     device, T, p, seed, M, N = _dropout_inputs("dropout", x, p, seed)
@@ -91,15 +84,14 @@ def dropout(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128)
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, p, seed, BM=BM, BN=BN)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "dropout",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             p, type(p),
             seed, type(seed),
             BM, BN,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -128,8 +120,5 @@ op = _rt.register_op("dropout", "fa8f80c8e7c5fd59", dropout, _dropout_launch)
 
 
 _dropout_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, dropout, __file__, ("x", "p", "seed"), ("y",),
-    backward=(("dropout_backward", ("dy", "p", "seed"), ("dx",), False),),
-    scalars=("p", "seed"),
-    keywords=("BM", "BN"),
+    op, dropout, __file__, ("x", "p", "seed"), ("y",), backward=(("dropout_backward", ("dy", "p", "seed"), ("dx",), False),), scalars=("p", "seed"), keywords=("BM", "BN"),
 )

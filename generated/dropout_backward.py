@@ -15,13 +15,9 @@
 #   dx[r, c] = where(rand(seed, r * N + c) > p, f32(dy[r, c]), 0.0) / t
 """dropout_backward: Triton kernel, launcher and torch reference generated from specs/dropout.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -29,9 +25,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -72,8 +66,7 @@ _dropout_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torc
 
 
 def _dropout_backward_plan(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int = 128):
-    """dropout_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """dropout_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BM = _rt.concrete(BM)
     BN = _rt.concrete(BN)
     device, T, p, seed, M, N = _dropout_backward_inputs("dropout_backward", dy, p, seed)
@@ -106,15 +99,14 @@ def dropout_backward(dy: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: 
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, p, seed, BM=BM, BN=BN)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "dropout_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             p, type(p),
             seed, type(seed),
             BM, BN,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad)):

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """embedding: Triton kernel, launcher and torch reference generated from specs/embedding.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,9 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -67,8 +61,7 @@ _embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.floa
 
 
 def _embedding_plan(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
-    """embedding()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """embedding()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, padding_idx, N, V, C = _embedding_inputs("embedding", idx, weight, padding_idx)
     if C > 65536:
         raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
@@ -96,19 +89,16 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
     Tuned: BT come from 4 autotune configs keyed on C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("embedding", config, lambda: embedding(idx, weight, padding_idx))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(idx, weight, padding_idx)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("embedding", config, lambda: embedding(idx, weight, padding_idx)) if config is not None else op(idx, weight, padding_idx)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "embedding",
             idx.shape, idx.stride(), idx.dtype, idx.device, idx.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             padding_idx, type(padding_idx),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (weight.requires_grad)):
@@ -136,8 +126,5 @@ op = _rt.register_op("embedding", "6f97e411fbb24543", embedding, _embedding_laun
 
 
 _embedding_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",),
-    backward=(("embedding_backward", ("idx", "weight", "dy", "padding_idx"), ("dweight",), False),),
-    saved=("idx", "weight"),
-    scalars=("padding_idx",),
+    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",), backward=(("embedding_backward", ("idx", "weight", "dy", "padding_idx"), ("dweight",), False),), saved=("idx", "weight"), scalars=("padding_idx",),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """frobenius_norm: Triton kernel, launcher and torch reference generated from specs/frobenius_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,12 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -165,12 +156,11 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     each reduces across programs, so none of them could. Called by frobenius_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_frobenius_norm_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -279,13 +269,14 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     Tuned: BH come from 4 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("frobenius_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := (
+            "frobenius_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -345,7 +336,5 @@ op = _rt.register_op("frobenius_norm", "e2ef40f1ac2bc408", frobenius_norm, _frob
 
 
 _frobenius_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, frobenius_norm, __file__, ("x",), ("y",),
-    backward=(("frobenius_norm_backward", ("dy", "x"), ("dx",), False),),
-    saved=("x",),
+    op, frobenius_norm, __file__, ("x",), ("y",), backward=(("frobenius_norm_backward", ("dy", "x"), ("dx",), False),), saved=("x",),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """fused_add_rms_norm: Triton kernel, launcher and torch reference generated from specs/fused_add_rms_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that fused_add_rms_norm() holds in one tile: longer rows run _fused_add_rms_norm_loops(),
-#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) fused_add_rms_norm() holds in one tile, longer ones run _fused_add_rms_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
@@ -87,8 +79,7 @@ _fused_add_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, to
 
 
 def _fused_add_rms_norm_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0):
-    """fused_add_rms_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """fused_add_rms_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
         return _fused_add_rms_norm_loops_plan(x, residual, weight, eps, offset)
@@ -118,12 +109,10 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     Tuned: BM come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps, offset))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, residual, weight, eps, offset)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps, offset)) if config is not None else op(x, residual, weight, eps, offset)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "fused_add_rms_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
@@ -131,8 +120,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             eps, type(eps),
             offset, type(offset),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad)):
@@ -259,8 +247,7 @@ _fused_add_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat
 
 
 def _fused_add_rms_norm_loops_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096):
-    """_fused_add_rms_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_fused_add_rms_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, T, eps, offset, M, N = _fused_add_rms_norm_loops_inputs("_fused_add_rms_norm_loops", x, residual, weight, eps, offset)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
@@ -287,7 +274,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
     Called by fused_add_rms_norm(), after its checks. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_fused_add_rms_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
@@ -296,8 +283,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
             offset, type(offset),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -331,8 +317,5 @@ op = _rt.register_op("fused_add_rms_norm", "3a9010cbb512bede", fused_add_rms_nor
 
 
 _fused_add_rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, fused_add_rms_norm, __file__, ("x", "residual", "weight", "eps", "offset"), ("y", "s"),
-    backward=(("fused_add_rms_norm_backward", ("dy", "ds", "weight", "eps", "s", "offset"), ("dx", "dresidual", "dweight"), False),),
-    saved=("weight", "s"),
-    scalars=("eps", "offset"),
+    op, fused_add_rms_norm, __file__, ("x", "residual", "weight", "eps", "offset"), ("y", "s"), backward=(("fused_add_rms_norm_backward", ("dy", "ds", "weight", "eps", "s", "offset"), ("dx", "dresidual", "dweight"), False),), saved=("weight", "s"), scalars=("eps", "offset"),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """group_norm: Triton kernel, launcher and torch reference generated from specs/group_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,12 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -223,13 +214,12 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     each reduces across programs, so none of them could. Called by group_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_group_norm_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             G, type(G),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -355,7 +345,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, weight, bias, G, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "group_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
@@ -363,8 +353,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
             G, type(G),
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -437,8 +426,5 @@ op = _rt.register_op("group_norm", "237cf4d9921ca508", group_norm, _group_norm_f
 
 
 _group_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, group_norm, __file__, ("x", "weight", "bias", "G", "eps"), ("y",),
-    backward=(("group_norm_backward", ("dy", "x", "weight", "G", "eps"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight"),
-    scalars=("G", "eps"),
+    op, group_norm, __file__, ("x", "weight", "bias", "G", "eps"), ("y",), backward=(("group_norm_backward", ("dy", "x", "weight", "G", "eps"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight"), scalars=("G", "eps"),
 )

@@ -36,13 +36,9 @@
 #   dbias[g * (C / G) + c] = sum(sum(sum(f32(dy[b, g * (C / G) + c, h, w]), dim=w), dim=h), dim=b)
 """group_norm_backward: Triton kernel, launcher and torch reference generated from specs/group_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -50,12 +46,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -374,13 +365,12 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
     each reduces across programs, so none of them could. Called by group_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_group_norm_backward_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             G, type(G),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -636,7 +626,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     each reduces across programs, so none of them could. Called by group_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_group_norm_backward_dmean",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -646,8 +636,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             shift_reduced.shape, shift_reduced.stride(), shift_reduced.dtype, shift_reduced.device, shift_reduced.data_ptr() & 15,
             square_reduced.shape, square_reduced.stride(), square_reduced.dtype, square_reduced.device, square_reduced.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -774,7 +763,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x, weight, G, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "group_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -782,8 +771,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             G, type(G),
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):

@@ -22,13 +22,9 @@
 #   dtargets[c] = sum(-dt * predictions[r, c], dim=r)
 """hinge_loss_backward: Triton kernel, launcher and torch reference generated from specs/hinge_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -36,12 +32,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -150,19 +141,16 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("hinge_loss_backward", config, lambda: hinge_loss_backward(dloss, predictions, targets))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, predictions, targets)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("hinge_loss_backward", config, lambda: hinge_loss_backward(dloss, predictions, targets)) if config is not None else op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "hinge_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):

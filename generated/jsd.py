@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """jsd: Triton kernel, launcher and torch reference generated from specs/jsd.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along V) that jsd() holds in one tile: longer rows run _jsd_loops(),
-#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along V) jsd() holds in one tile, longer ones run _jsd_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
@@ -83,8 +75,7 @@ _jsd_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float
 
 
 def _jsd_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
-    """jsd()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """jsd()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, beta, M, V = _jsd_inputs("jsd", student, teacher, beta)
     if V > _WHOLE_LIMIT:  # rows too long for one tile: _jsd_loops() loops over them
         return _jsd_loops_plan(student, teacher, beta)
@@ -112,19 +103,16 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, conf
     Tuned: BM come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("jsd", config, lambda: jsd(student, teacher, beta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(student, teacher, beta)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("jsd", config, lambda: jsd(student, teacher, beta)) if config is not None else op(student, teacher, beta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "jsd",
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             beta, type(beta),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (student.requires_grad or teacher.requires_grad)):
@@ -219,8 +207,7 @@ _jsd_loops_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch
 
 
 def _jsd_loops_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096):
-    """_jsd_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_jsd_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_V = _rt.concrete(BLOCK_V)
     device, T, beta, M, V = _jsd_loops_inputs("_jsd_loops", student, teacher, beta)
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
@@ -245,15 +232,14 @@ def _jsd_loops(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, 
     Called by jsd(), after its checks. Its tune configs are those of jsd() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_jsd_loops",
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             beta, type(beta),
             BLOCK_V,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -283,8 +269,5 @@ op = _rt.register_op("jsd", "a691f5a0081556ac", jsd, _jsd_launch)
 
 
 _jsd_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, jsd, __file__, ("student", "teacher", "beta"), ("loss",),
-    backward=(("jsd_backward", ("dloss", "student", "teacher", "beta"), ("dstudent", "dteacher"), False),),
-    saved=("student", "teacher"),
-    scalars=("beta",),
+    op, jsd, __file__, ("student", "teacher", "beta"), ("loss",), backward=(("jsd_backward", ("dloss", "student", "teacher", "beta"), ("dstudent", "dteacher"), False),), saved=("student", "teacher"), scalars=("beta",),
 )

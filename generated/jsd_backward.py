@@ -45,13 +45,9 @@
 #   dteacher[r, c] = dy
 """jsd_backward: Triton kernel, launcher and torch reference generated from specs/jsd.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -59,14 +55,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along V) that jsd_backward() holds in one tile: longer rows run _jsd_backward_loops(),
-#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along V) jsd_backward() holds in one tile, longer ones run _jsd_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
@@ -169,8 +161,7 @@ _jsd_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (to
 
 
 def _jsd_backward_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
-    """jsd_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """jsd_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, beta, M, V = _jsd_backward_inputs("jsd_backward", dloss, student, teacher, beta)
     if V > _WHOLE_LIMIT:  # rows too long for one tile: _jsd_backward_loops() loops over them
         return _jsd_backward_loops_plan(dloss, student, teacher, beta)
@@ -200,20 +191,17 @@ def jsd_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tens
     Tuned: BM come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("jsd_backward", config, lambda: jsd_backward(dloss, student, teacher, beta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, student, teacher, beta)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("jsd_backward", config, lambda: jsd_backward(dloss, student, teacher, beta)) if config is not None else op(dloss, student, teacher, beta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "jsd_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             beta, type(beta),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or student.requires_grad or teacher.requires_grad)):
@@ -379,8 +367,7 @@ _jsd_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student
 
 
 def _jsd_backward_loops_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5, *, BLOCK_V: int = 4096):
-    """_jsd_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_jsd_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_V = _rt.concrete(BLOCK_V)
     device, T, beta, M, V = _jsd_backward_loops_inputs("_jsd_backward_loops", dloss, student, teacher, beta)
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
@@ -407,7 +394,7 @@ def _jsd_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: tor
     Called by jsd_backward(), after its checks. Its tune configs are those of jsd_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_jsd_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
@@ -415,8 +402,7 @@ def _jsd_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: tor
             beta, type(beta),
             BLOCK_V,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """kl_div_elementwise: Triton kernel, launcher and torch reference generated from specs/kl_div_elementwise.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,9 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -72,8 +66,7 @@ _kl_div_elementwise_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat
 
 
 def _kl_div_elementwise_plan(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
-    """kl_div_elementwise()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """kl_div_elementwise()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
     loss = torch.empty(M, V, device=device, dtype=torch.float32)
     _student_strides = student.stride()
@@ -99,19 +92,16 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
     Tuned: BM, BV come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("kl_div_elementwise", config, lambda: kl_div_elementwise(student, teacher, log_target))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(student, teacher, log_target)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("kl_div_elementwise", config, lambda: kl_div_elementwise(student, teacher, log_target)) if config is not None else op(student, teacher, log_target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "kl_div_elementwise",
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             log_target, type(log_target),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (student.requires_grad or teacher.requires_grad)):
@@ -139,8 +129,5 @@ op = _rt.register_op("kl_div_elementwise", "d5955a08327077a8", kl_div_elementwis
 
 
 _kl_div_elementwise_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, kl_div_elementwise, __file__, ("student", "teacher", "log_target"), ("loss",),
-    backward=(("kl_div_elementwise_backward", ("dloss", "student", "teacher", "log_target"), ("dstudent", "dteacher"), False),),
-    saved=("student", "teacher"),
-    scalars=("log_target",),
+    op, kl_div_elementwise, __file__, ("student", "teacher", "log_target"), ("loss",), backward=(("kl_div_elementwise_backward", ("dloss", "student", "teacher", "log_target"), ("dstudent", "dteacher"), False),), saved=("student", "teacher"), scalars=("log_target",),
 )

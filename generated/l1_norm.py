@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """l1_norm: Triton kernel, launcher and torch reference generated from specs/l1_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along D) that l1_norm() holds in one tile: longer rows run _l1_norm_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along D) l1_norm() holds in one tile, longer ones run _l1_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -52,8 +44,7 @@ _l1_norm_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
 def _l1_norm_plan(x: torch.Tensor):
-    """l1_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """l1_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, B, D = _l1_norm_inputs("l1_norm", x)
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_loops() loops over them
         return _l1_norm_loops_plan(x)
@@ -81,8 +72,7 @@ def l1_norm(x: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("l1_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("l1_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -154,8 +144,7 @@ _l1_norm_loops_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
 def _l1_norm_loops_plan(x: torch.Tensor, *, BLOCK_D: int = 4096):
-    """_l1_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_l1_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_D = _rt.concrete(BLOCK_D)
     device, B, D = _l1_norm_loops_inputs("_l1_norm_loops", x)
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
@@ -179,13 +168,12 @@ def _l1_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     Called by l1_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_l1_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_D,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -209,7 +197,5 @@ op = _rt.register_op("l1_norm", "1aee3d59dd338419", l1_norm, _l1_norm_launch)
 
 
 _l1_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, l1_norm, __file__, ("x",), ("y",),
-    backward=(("l1_norm_backward", ("dy", "x"), ("dx",), False),),
-    saved=("x",),
+    op, l1_norm, __file__, ("x",), ("y",), backward=(("l1_norm_backward", ("dy", "x"), ("dx",), False),), saved=("x",),
 )

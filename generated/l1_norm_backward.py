@@ -13,13 +13,9 @@
 #   dx[r, c] = f32(dy[r, c]) / mean1 + where(x[r, c] > 0, dmean1 / D, where(x[r, c] < 0, -(dmean1 / D), 0.0))
 """l1_norm_backward: Triton kernel, launcher and torch reference generated from specs/l1_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -27,14 +23,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along D) that l1_norm_backward() holds in one tile: longer rows run _l1_norm_backward_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along D) l1_norm_backward() holds in one tile, longer ones run _l1_norm_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -70,8 +62,7 @@ _l1_norm_backward_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.
 
 
 def _l1_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor):
-    """l1_norm_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """l1_norm_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, B, D = _l1_norm_backward_inputs("l1_norm_backward", dy, x)
     if D > _WHOLE_LIMIT:  # rows too long for one tile: _l1_norm_backward_loops() loops over them
         return _l1_norm_backward_loops_plan(dy, x)
@@ -100,13 +91,12 @@ def l1_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "l1_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -207,8 +197,7 @@ _l1_norm_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", 
 
 
 def _l1_norm_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096):
-    """_l1_norm_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_l1_norm_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_D = _rt.concrete(BLOCK_D)
     device, B, D = _l1_norm_backward_loops_inputs("_l1_norm_backward_loops", dy, x)
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
@@ -233,14 +222,13 @@ def _l1_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
     Called by l1_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_l1_norm_backward_loops",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_D,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

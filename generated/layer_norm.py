@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """layer_norm: Triton kernel, launcher and torch reference generated from specs/layer_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that layer_norm() holds in one tile: longer rows run _layer_norm_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) layer_norm() holds in one tile, longer ones run _layer_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -94,8 +86,7 @@ _layer_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.floa
 
 
 def _layer_norm_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
-    """layer_norm()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """layer_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
         return _layer_norm_loops_plan(x, weight, bias, eps)
@@ -126,20 +117,17 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, weight, bias, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps)) if config is not None else op(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "layer_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -282,8 +270,7 @@ _layer_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torc
 
 
 def _layer_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096):
-    """_layer_norm_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_layer_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, T, eps, M, N = _layer_norm_loops_inputs("_layer_norm_loops", x, weight, bias, eps)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
@@ -311,7 +298,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     Called by layer_norm(), after its checks. Its tune configs are those of layer_norm() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_layer_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
@@ -319,8 +306,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
             eps, type(eps),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -357,8 +343,5 @@ op = _rt.register_op("layer_norm", "63dce00e09a498f7", layer_norm, _layer_norm_l
 
 
 _layer_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, layer_norm, __file__, ("x", "weight", "bias", "eps"), ("y", "mu", "rstd"),
-    backward=(("layer_norm_backward", ("dy", "x", "weight", "mu", "rstd"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight", "mu", "rstd"),
-    unread=("dmu", "drstd"),
+    op, layer_norm, __file__, ("x", "weight", "bias", "eps"), ("y", "mu", "rstd"), backward=(("layer_norm_backward", ("dy", "x", "weight", "mu", "rstd"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight", "mu", "rstd"), unread=("dmu", "drstd"),
 )

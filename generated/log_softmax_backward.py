@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """log_softmax_backward: Triton kernel, launcher and torch reference generated from specs/log_softmax_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that log_softmax_backward() holds in one tile: longer rows run _log_softmax_backward_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) log_softmax_backward() holds in one tile, longer ones run _log_softmax_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -73,8 +65,7 @@ _log_softmax_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("y", to
 
 
 def _log_softmax_backward_plan(dy: torch.Tensor, y: torch.Tensor):
-    """log_softmax_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """log_softmax_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, M, N = _log_softmax_backward_inputs("log_softmax_backward", dy, y)
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _log_softmax_backward_loops() loops over them
         return _log_softmax_backward_loops_plan(dy, y)
@@ -101,18 +92,15 @@ def log_softmax_backward(dy: torch.Tensor, y: torch.Tensor, *, config: int | dic
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("log_softmax_backward", config, lambda: log_softmax_backward(dy, y))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, y)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("log_softmax_backward", config, lambda: log_softmax_backward(dy, y)) if config is not None else op(dy, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "log_softmax_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or y.requires_grad)):
@@ -199,8 +187,7 @@ _log_softmax_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("
 
 
 def _log_softmax_backward_loops_plan(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096):
-    """_log_softmax_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_log_softmax_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, M, N = _log_softmax_backward_loops_inputs("_log_softmax_backward_loops", dy, y)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
@@ -225,14 +212,13 @@ def _log_softmax_backward_loops(dy: torch.Tensor, y: torch.Tensor, *, BLOCK_N: i
     Called by log_softmax_backward(), after its checks. Its tune configs are those of log_softmax_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_log_softmax_backward_loops",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

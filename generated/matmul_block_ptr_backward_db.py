@@ -16,13 +16,9 @@
 #   db[k, n] = acc
 """matmul_block_ptr_backward_db: Triton kernel, launcher and torch reference generated from specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -30,13 +26,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_BLOCK_POINTERS = _rt.BLOCK_POINTERS
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_current_device, _is_compiling, _grad_enabled, _BLOCK_POINTERS, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.BLOCK_POINTERS, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -130,14 +120,13 @@ def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZ
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_block_ptr_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
@@ -232,14 +221,13 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_db_descriptors",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -348,8 +336,7 @@ _matmul_block_ptr_backward_db_pointers_inputs = _rt.Inputs(("a", torch.float16, 
 
 
 def _matmul_block_ptr_backward_db_pointers_plan(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
-    """_matmul_block_ptr_backward_db_pointers()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_matmul_block_ptr_backward_db_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_SIZE_M = _rt.concrete(BLOCK_SIZE_M)
     BLOCK_SIZE_N = _rt.concrete(BLOCK_SIZE_N)
     BLOCK_SIZE_K = _rt.concrete(BLOCK_SIZE_K)
@@ -382,14 +369,13 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_db_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_epilogue: Triton kernel, launcher and torch reference generated from specs/matmul_epilogue.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,11 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-gelu_tanh = _rt.gelu_tanh
+_current_device, _is_compiling, _grad_enabled, _dot_operand, gelu_tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.gelu_tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -83,8 +75,7 @@ _matmul_epilogue_inputs = _rt.Inputs(("a", torch.bfloat16, "M K"), ("b", torch.b
 
 
 def _matmul_epilogue_plan(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
-    """matmul_epilogue()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """matmul_epilogue()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BM = _rt.concrete(BM)
     BN = _rt.concrete(BN)
     BK = _rt.concrete(BK)
@@ -123,7 +114,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_epilogue",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
@@ -132,8 +123,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
             alpha, type(alpha),
             BM, BN, BK, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):

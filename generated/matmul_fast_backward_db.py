@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_fast_backward_db: Triton kernel, launcher and torch reference generated from specs/matmul_fast_backward_db.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,21 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_num_sms = _rt.num_sms
-_tail_split = _rt.tail_split
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
-_pieces = _rt.pieces
-_no_partials = _rt.no_partials
-_sum_partials = _rt.sum_partials
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.no_partials, _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -256,19 +238,16 @@ def matmul_fast_backward_db(a: torch.Tensor, dc: torch.Tensor, *, GROUP_SIZE_M: 
     Tuned: BK, BN, BM come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 23 and the Triton interpreter config 23, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_fast_backward_db", config, lambda: matmul_fast_backward_db(a, dc, GROUP_SIZE_M=GROUP_SIZE_M))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_fast_backward_db", config, lambda: matmul_fast_backward_db(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)) if config is not None else op(a, dc, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_fast_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
@@ -564,14 +543,13 @@ def _matmul_fast_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, GROU
     Called by matmul_fast_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_fast_backward_db_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

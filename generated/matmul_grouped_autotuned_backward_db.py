@@ -24,13 +24,9 @@
 #   db[k, n] = acc
 """matmul_grouped_autotuned_backward_db: Triton kernel, launcher and torch reference generated from specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_db."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -38,9 +34,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -105,8 +99,7 @@ _matmul_grouped_autotuned_backward_db_inputs = _rt.Inputs(("a", torch.float16, "
 
 
 def _matmul_grouped_autotuned_backward_db_plan(a: torch.Tensor, dc: torch.Tensor):
-    """matmul_grouped_autotuned_backward_db()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """matmul_grouped_autotuned_backward_db()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, M, K, N = _matmul_grouped_autotuned_backward_db_inputs("matmul_grouped_autotuned_backward_db", a, dc)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
@@ -132,18 +125,15 @@ def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, c
     Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 7 and the Triton interpreter config 7, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_grouped_autotuned_backward_db", config, lambda: matmul_grouped_autotuned_backward_db(a, dc))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, dc)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_grouped_autotuned_backward_db", config, lambda: matmul_grouped_autotuned_backward_db(a, dc)) if config is not None else op(a, dc)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_grouped_autotuned_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):

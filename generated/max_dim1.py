@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """max_dim1: Triton kernel, launcher and torch reference generated from specs/max_dim1.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,10 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -87,8 +80,7 @@ _max_dim1_inputs = _rt.Inputs(("x", torch.float32, "B D1 D2"))
 
 
 def _max_dim1_plan(x: torch.Tensor):
-    """max_dim1()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """max_dim1()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, B, D1, D2 = _max_dim1_inputs("max_dim1", x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     _x_strides = x.stride()
@@ -111,13 +103,10 @@ def max_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
     Tuned: BK, BN come from 7 autotune configs keyed on D1, D2, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("max_dim1", config, lambda: max_dim1(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("max_dim1", config, lambda: max_dim1(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("max_dim1", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("max_dim1", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):

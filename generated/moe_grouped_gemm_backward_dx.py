@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """moe_grouped_gemm_backward_dx: Triton kernel, launcher and torch reference generated from specs/moe_grouped_gemm_backward_dx.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,10 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -97,8 +90,7 @@ _moe_grouped_gemm_backward_dx_inputs = _rt.Inputs(("w", (torch.float16, torch.bf
 
 
 def _moe_grouped_gemm_backward_dx_plan(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
-    """moe_grouped_gemm_backward_dx()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """moe_grouped_gemm_backward_dx()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
     dx = torch.empty(S, K, device=device, dtype=T)
     _w_strides = w.stride()
@@ -124,20 +116,17 @@ def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy
     Tuned: BM, BK, BN come from 8 autotune configs keyed on next_power_of_2(L), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 1 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("moe_grouped_gemm_backward_dx", config, lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(w, ends, L, dy)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("moe_grouped_gemm_backward_dx", config, lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy)) if config is not None else op(w, ends, L, dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "moe_grouped_gemm_backward_dx",
             w.shape, w.stride(), w.dtype, w.device, w.data_ptr() & 15,
             ends.shape, ends.stride(), ends.dtype, ends.device, ends.data_ptr() & 15,
             L, type(L),
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (w.requires_grad or dy.requires_grad)):

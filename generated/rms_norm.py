@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rms_norm: Triton kernel, launcher and torch reference generated from specs/rms_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that rms_norm() holds in one tile: longer rows run _rms_norm_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) rms_norm() holds in one tile, longer ones run _rms_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -92,23 +84,20 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps, offset))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, weight, eps, offset)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps, offset)) if config is not None else op(x, weight, eps, offset)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rms_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             eps, type(eps),
             offset, type(offset),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad)):
@@ -243,7 +232,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_rms_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
@@ -251,8 +240,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
             offset, type(offset),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -336,9 +324,5 @@ op = _rt.register_op("rms_norm", "8902e86458d227e3", rms_norm, _rms_norm_fake, _
 
 
 _rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, rms_norm, __file__, ("x", "weight", "eps", "offset"), ("y",),
-    backward=(("rms_norm_backward", ("dy", "x", "weight", "eps", "offset"), ("dx", "dweight"), False),),
-    saved=("x", "weight"),
-    scalars=("eps", "offset"),
-    optional=("weight",),
+    op, rms_norm, __file__, ("x", "weight", "eps", "offset"), ("y",), backward=(("rms_norm_backward", ("dy", "x", "weight", "eps", "offset"), ("dx", "dweight"), False),), saved=("x", "weight"), scalars=("eps", "offset"), optional=("weight",),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rms_norm_channels: Triton kernel, launcher and torch reference generated from specs/rms_norm_channels.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,14 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along C) that rms_norm_channels() holds in one tile: longer rows run _rms_norm_channels_loops(),
-#: whose kernel loops over tiles of them. 128 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 4096, Triton's largest tile).
+#: The longest row (along C) rms_norm_channels() holds in one tile, longer ones run _rms_norm_channels_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 4096).
 _WHOLE_LIMIT = _rt.whole_limit(128, 4096)
 
 
@@ -76,8 +68,7 @@ _rms_norm_channels_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("eps", 
 
 
 def _rms_norm_channels_plan(x: torch.Tensor, eps: float):
-    """rms_norm_channels()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """rms_norm_channels()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, eps, B, C, H, W = _rms_norm_channels_inputs("rms_norm_channels", x, eps)
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_loops() loops over them
         return _rms_norm_channels_loops_plan(x, eps)
@@ -103,18 +94,15 @@ def rms_norm_channels(x: torch.Tensor, eps: float, *, config: int | dict | None 
     Tuned: BW come from 4 autotune configs keyed on C, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("rms_norm_channels", config, lambda: rms_norm_channels(x, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("rms_norm_channels", config, lambda: rms_norm_channels(x, eps)) if config is not None else op(x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rms_norm_channels",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -212,8 +200,7 @@ _rms_norm_channels_loops_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("
 
 
 def _rms_norm_channels_loops_plan(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128):
-    """_rms_norm_channels_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_rms_norm_channels_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_C = _rt.concrete(BLOCK_C)
     device, eps, B, C, H, W = _rms_norm_channels_loops_inputs("_rms_norm_channels_loops", x, eps)
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
@@ -237,14 +224,13 @@ def _rms_norm_channels_loops(x: torch.Tensor, eps: float, *, BLOCK_C: int = 128)
     Called by rms_norm_channels(), after its checks. Its tune configs are those of rms_norm_channels() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_rms_norm_channels_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             BLOCK_C,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -272,8 +258,5 @@ op = _rt.register_op("rms_norm_channels", "236f626ce406c07a", rms_norm_channels,
 
 
 _rms_norm_channels_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, rms_norm_channels, __file__, ("x", "eps"), ("y",),
-    backward=(("rms_norm_channels_backward", ("dy", "x", "eps"), ("dx",), False),),
-    saved=("x",),
-    scalars=("eps",),
+    op, rms_norm_channels, __file__, ("x", "eps"), ("y",), backward=(("rms_norm_channels_backward", ("dy", "x", "eps"), ("dx",), False),), saved=("x",), scalars=("eps",),
 )

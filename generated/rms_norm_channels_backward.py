@@ -22,13 +22,9 @@
 #   dx[b, c, h, w] = dv
 """rms_norm_channels_backward: Triton kernel, launcher and torch reference generated from specs/rms_norm_channels.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -36,14 +32,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along C) that rms_norm_channels_backward() holds in one tile: longer rows run _rms_norm_channels_backward_loops(),
-#: whose kernel loops over tiles of them. 128 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 4096, Triton's largest tile).
+#: The longest row (along C) rms_norm_channels_backward() holds in one tile, longer ones run _rms_norm_channels_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 4096).
 _WHOLE_LIMIT = _rt.whole_limit(128, 4096)
 
 
@@ -105,8 +97,7 @@ _rms_norm_channels_backward_inputs = _rt.Inputs(("dy", torch.float32, "B C H W")
 
 
 def _rms_norm_channels_backward_plan(dy: torch.Tensor, x: torch.Tensor, eps: float):
-    """rms_norm_channels_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """rms_norm_channels_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
     if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
         return _rms_norm_channels_backward_loops_plan(dy, x, eps)
@@ -133,19 +124,16 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
     Tuned: BW come from 4 autotune configs keyed on C, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps)) if config is not None else op(dy, x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rms_norm_channels_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -281,8 +269,7 @@ _rms_norm_channels_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B C
 
 
 def _rms_norm_channels_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, eps: float, *, BLOCK_C: int = 128):
-    """_rms_norm_channels_backward_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_rms_norm_channels_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_C = _rt.concrete(BLOCK_C)
     device, eps, B, C, H, W = _rms_norm_channels_backward_loops_inputs("_rms_norm_channels_backward_loops", dy, x, eps)
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
@@ -307,15 +294,14 @@ def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: fl
     Called by rms_norm_channels_backward(), after its checks. Its tune configs are those of rms_norm_channels_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_rms_norm_channels_backward_loops",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             BLOCK_C,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:

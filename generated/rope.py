@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rope: Triton kernel, launcher and torch reference generated from specs/rope.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,9 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -80,8 +74,7 @@ _rope_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), 
 
 
 def _rope_plan(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """rope()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """rope()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, B, H, S, D, HK = _rope_inputs("rope", q, k, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
@@ -122,15 +115,14 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rope",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             cos.shape, cos.stride(), cos.dtype, cos.device, cos.data_ptr() & 15,
             sin.shape, sin.stride(), sin.dtype, sin.device, sin.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
@@ -170,7 +162,5 @@ op = _rt.register_op("rope", "dc2462b443ab2ac4", rope, _rope_launch)
 
 
 _rope_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, rope, __file__, ("q", "k", "cos", "sin"), ("q_rotated", "k_rotated"),
-    backward=(("rope_backward", ("dq_rotated", "dk_rotated", "cos", "sin"), ("dq", "dk"), False),),
-    saved=("cos", "sin"),
+    op, rope, __file__, ("q", "k", "cos", "sin"), ("q_rotated", "k_rotated"), backward=(("rope_backward", ("dq_rotated", "dk_rotated", "cos", "sin"), ("dq", "dk"), False),), saved=("cos", "sin"),
 )

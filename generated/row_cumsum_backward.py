@@ -20,13 +20,9 @@
 #   dx[r, c] = cumsum(f32(dy[r, c]), dim=c, reverse=true)
 """row_cumsum_backward: Triton kernel, launcher and torch reference generated from specs/row_cumsum.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -34,9 +30,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -109,8 +103,7 @@ _row_cumsum_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"))
 
 
 def _row_cumsum_backward_plan(dy: torch.Tensor):
-    """row_cumsum_backward()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """row_cumsum_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, M, N = _row_cumsum_backward_inputs("row_cumsum_backward", dy)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     _dy_strides = dy.stride()
@@ -133,17 +126,14 @@ def row_cumsum_backward(dy: torch.Tensor, *, config: int | dict | None = None) -
     Tuned: BM, BC come from 8 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("row_cumsum_backward", config, lambda: row_cumsum_backward(dy))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("row_cumsum_backward", config, lambda: row_cumsum_backward(dy)) if config is not None else op(dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "row_cumsum_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad)):

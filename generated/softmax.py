@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """softmax: Triton kernel, launcher and torch reference generated from specs/softmax.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,15 +12,10 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that softmax() holds in one tile: longer rows run _softmax_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) softmax() holds in one tile, longer ones run _softmax_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -81,8 +72,7 @@ _softmax_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.float16
 
 
 def _softmax_plan(x: torch.Tensor):
-    """softmax()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """softmax()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, M, N = _softmax_inputs("softmax", x)
     if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops() loops over them
         return _softmax_loops_plan(x)
@@ -109,13 +99,10 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("softmax", config, lambda: softmax(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("softmax", config, lambda: softmax(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -235,8 +222,7 @@ _softmax_loops_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.f
 
 
 def _softmax_loops_plan(x: torch.Tensor, *, BLOCK_N: int = 4096):
-    """_softmax_loops()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """_softmax_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     BLOCK_N = _rt.concrete(BLOCK_N)
     device, T, M, N = _softmax_loops_inputs("_softmax_loops", x)
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
@@ -260,13 +246,12 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     Called by softmax(), after its checks. Its tune configs are those of softmax() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_softmax_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -295,7 +280,5 @@ op = _rt.register_op("softmax", "4912fe466dbd1aa2", softmax, _softmax_launch)
 
 
 _softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, softmax, __file__, ("x",), ("y",),
-    backward=(("softmax_backward", ("dy", "y"), ("dx",), False),),
-    saved=("y",),
+    op, softmax, __file__, ("x",), ("y",), backward=(("softmax_backward", ("dy", "y"), ("dx",), False),), saved=("y",),
 )

@@ -2,13 +2,9 @@
 # Do not edit: change the spec and run `tilegen build`.
 """varlen_attention_backward_stats: Triton kernel, launcher and torch reference generated from specs/varlen_attention_backward_stats.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
 _RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
@@ -16,12 +12,7 @@ if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirna
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
 _rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-amax = _rt.amax
-amin = _rt.amin
+_current_device, _is_compiling, _grad_enabled, _dot_operand, amax, amin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.amax, _rt.amin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -138,8 +129,7 @@ _varlen_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch
 
 
 def _varlen_attention_backward_stats_plan(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
-    """varlen_attention_backward_stats()'s call as the runtime launches it (_rt.Launch.run), fakes it for torch.compile (_rt.Launch.fake) and
-    traces it (_rt.Launch.traced_call): the checks, the outputs, the kernel's arguments (_rt.Planned)."""
+    """varlen_attention_backward_stats()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_stats_inputs("varlen_attention_backward_stats", q, k, cu_seqlens, L, scale, o, do)
     B1_minus_1 = (B1 - 1)
     if D > 8192:
@@ -173,12 +163,10 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
     Tuned: BM, BN come from 5 autotune configs keyed on next_power_of_2(L), D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 3 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("varlen_attention_backward_stats", config, lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, cu_seqlens, L, scale, o, do)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("varlen_attention_backward_stats", config, lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do)) if config is not None else op(q, k, cu_seqlens, L, scale, o, do)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "varlen_attention_backward_stats",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -188,8 +176,7 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
             o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):

@@ -114,18 +114,25 @@ def _entry(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     ``Tuner.forcing``), and the spec's launcher hands a call under torch.compile to its custom op,
     before its fast path, whose key dynamo cannot trace."""
     name = spec.name.id
-    ops: list[Op] = []
+    forcing = compiling = None
     if _forces(spec, role):
         again = ", ".join([*sig.inputs, *(f"{k}={k}" for k, _ in sig.keywords),
                            *(["inplace=inplace"] if spec.in_place else []),
                            *(["inplace_backward=inplace_backward"] if role.over else [])])
-        ops.append(IfBlock("config is not None", "a config the caller names: this call runs it",
-                           (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),)))
+        forcing = f'_tuner.forcing("{name}", config, lambda: {name}({again}))'
     if role.grad is not None:
-        ops.append(IfBlock("_is_compiling()" + (" and not inplace" if spec.in_place else ""),
-                           "torch.compile traces the custom op: its fake and its traced launch, not this call's",
-                           (Line(f"return op({sig.arguments})"),)))
-    return ops
+        compiling = "_is_compiling()" + (" and not inplace" if spec.in_place else "")
+    if forcing is not None and compiling is not None:  # one test where both are off (every call but these)
+        why = "a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)"
+        return [IfBlock(f"config is not None or {compiling}", why,
+                        (Line(f"return {forcing} if config is not None else op({sig.arguments})"),))]
+    if forcing is not None:
+        return [IfBlock("config is not None", "a config the caller names: this call runs it",
+                        (Line(f"return {forcing}"),))]
+    if compiling is not None:
+        return [IfBlock(compiling, "torch.compile traces the custom op: its fake and its traced launch, not this call's",
+                        (Line(f"return op({sig.arguments})"),))]
+    return []
 
 
 def _absent(spec: m.Spec, name: str) -> list[Op]:

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -49,12 +49,10 @@ def _add_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add", "BLOCK_SIZE", BLOCK_SIZE)
     z = torch.empty(N, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, y), (z,))
     return _rt.Planned(
         _add_launch, device, (z,), N == 0, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
+        (x, y, z, N, *x.stride(), *y.stride(), 1),
         dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),), None,
     )
 

@@ -17,7 +17,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -60,10 +60,9 @@ def _add_single_backward_plan(dz: torch.Tensor):
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _dz_strides = dz.stride()
     return _rt.Planned(
         _add_single_backward_launch, device, (dx, dy), N == 0, lambda meta: (1, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        (dz, dx, dy, N, *dz.stride(), 1, 1),
         dict(BLOCK_N=BLOCK_N), ((N,), (N,)), None,
     )
 
@@ -142,11 +141,10 @@ def _add_single_backward_loops_plan(dz: torch.Tensor, *, BLOCK_N: int = 4096):
         _rt.bad_block("_add_single_backward_loops", "BLOCK_N", BLOCK_N)
     dx = torch.empty(N, device=device, dtype=torch.float32)
     dy = torch.empty(N, device=device, dtype=torch.float32)
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dz,), (dx, dy))
     return _rt.Planned(
         _add_single_backward_loops_launch, device, (dx, dy), N == 0, lambda meta: (1, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
+        (dz, dx, dy, N, *dz.stride(), 1, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,), (N,)), None,
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -137,16 +137,7 @@ def attention_kernel(
 _tuner = _rt.Tuner("attention", "0ab5b659b5257f21", _CONFIGS, default=1, interpreted=0, fast=_FAST)
 
 
-_attention_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float))
-
-
-def _attention_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
-    """The checks of attention()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
-    if D > 8192:
-        raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D, T
+_attention_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), whole=(("d", "D", 8192),))
 
 
 _attention_launch = _rt.Launch(globals(), "attention_kernel", "attention", pointers=4, tuned=True, blocks=True, retune=True)
@@ -182,7 +173,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
         return o
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_apply(q, k, v, scale)
-    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
+    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)
@@ -342,24 +333,19 @@ def _attention_pointers_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(DT), mask=mask_md_1)
 
 
-_attention_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float))
+_attention_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), whole=(("d", "D", 8192),))
 
 
 def _attention_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
     """_attention_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D, T = _attention_pointers_inputs("_attention_pointers", q, k, v, scale)
-    if D > 8192:
-        raise ValueError(f"_attention_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((q, k, v), (o,))
     return _rt.Planned(
         _attention_pointers_launch, device, (o,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, v, o, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1),
+        (q, k, v, o, B, H, S, D, T, scale, *q.stride(), *k.stride(), *v.stride(), H * S * D, S * D, D, 1),
         dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, T, D, DT),
     )
 
@@ -417,7 +403,7 @@ def reference(q, k, v, scale):
 def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """The outputs of attention(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
+    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     return o
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -94,16 +94,7 @@ def attention_causal_backward_dq_kernel(
 _tuner = _rt.Tuner("attention_causal_backward_dq", "efb99a8ee41597ee", _CONFIGS, default=5, interpreted=0, fast=_FAST)
 
 
-_attention_causal_backward_dq_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"))
-
-
-def _attention_causal_backward_dq_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
-    """The checks of attention_causal_backward_dq()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, DT, scale, B, H, S, D = _attention_causal_backward_dq_inputs("attention_causal_backward_dq", q, k, v, scale, do, lse, delta)
-    if D > 8192:
-        raise ValueError(f"attention_causal_backward_dq: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D
+_attention_causal_backward_dq_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))
 
 
 _attention_causal_backward_dq_launch = _rt.Launch(globals(), "attention_causal_backward_dq_kernel", "attention_causal_backward_dq", pointers=7, tuned=True, blocks=True, retune=True)
@@ -140,7 +131,7 @@ def attention_causal_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args)
         return dq
-    device, DT, scale, B, H, S, D = _attention_causal_backward_dq_checked(q, k, v, scale, do, lse, delta)
+    device, DT, scale, B, H, S, D = _attention_causal_backward_dq_inputs("attention_causal_backward_dq", q, k, v, scale, do, lse, delta)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_causal_backward_dq")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -264,26 +255,18 @@ def _attention_causal_backward_dq_pointers_kernel(
     tl.store(dq_ptrs, (dq_acc * scale).to(DT), mask=mask_md_1)
 
 
-_attention_causal_backward_dq_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"))
+_attention_causal_backward_dq_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("v", "q", "B H S D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))
 
 
 def _attention_causal_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
     """_attention_causal_backward_dq_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D = _attention_causal_backward_dq_pointers_inputs("_attention_causal_backward_dq_pointers", q, k, v, scale, do, lse, delta)
-    if D > 8192:
-        raise ValueError(f"_attention_causal_backward_dq_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (S - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or (B - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) + (S - 1) * abs(_lse_strides[2]) >= 2**31 or (B - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) + (S - 1) * abs(_delta_strides[2]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dq,))
     return _rt.Planned(
         _attention_causal_backward_dq_pointers_launch, device, (dq,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, v, do, lse, delta, dq, B, H, S, D, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1),
+        (q, k, v, do, lse, delta, dq, B, H, S, D, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * S * D, S * D, D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, D, DT),
     )
 
@@ -338,7 +321,7 @@ def reference(q, k, v, scale, do, lse, delta):
 def _attention_causal_backward_dq_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     """The outputs of attention_causal_backward_dq(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D = _attention_causal_backward_dq_checked(q, k, v, scale, do, lse, delta)
+    device, DT, scale, B, H, S, D = _attention_causal_backward_dq_inputs("attention_causal_backward_dq", q, k, v, scale, do, lse, delta)
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
     return dq
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -104,16 +104,7 @@ def attention_causal_backward_stats_kernel(
 _tuner = _rt.Tuner("attention_causal_backward_stats", "1e17e0319cf3876d", _CONFIGS, default=3, interpreted=0, fast=_FAST)
 
 
-_attention_causal_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"))
-
-
-def _attention_causal_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
-    """The checks of attention_causal_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_inputs("attention_causal_backward_stats", q, k, scale, o, do)
-    if D > 8192:
-        raise ValueError(f"attention_causal_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D
+_attention_causal_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"), whole=(("d", "D", 8192),))
 
 
 _attention_causal_backward_stats_launch = _rt.Launch(globals(), "attention_causal_backward_stats_kernel", "attention_causal_backward_stats", pointers=6, tuned=True, blocks=True, retune=True)
@@ -148,7 +139,7 @@ def attention_causal_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: flo
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, o, do, lse, delta)), *args)
         return lse, delta
-    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_checked(q, k, scale, o, do)
+    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_inputs("attention_causal_backward_stats", q, k, scale, o, do)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_causal_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -281,26 +272,20 @@ def _attention_causal_backward_stats_pointers_kernel(
     tl.store(delta_ptr + pid_z * stride_delta_b + pid_h * stride_delta_h + offs_m * stride_delta_s, sum_d, mask=mask_m)
 
 
-_attention_causal_backward_stats_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"))
+_attention_causal_backward_stats_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H S D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"), whole=(("d", "D", 8192),))
 
 
 def _attention_causal_backward_stats_pointers_plan(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
     """_attention_causal_backward_stats_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, scale, B, H, S, D = _attention_causal_backward_stats_pointers_inputs("_attention_causal_backward_stats_pointers", q, k, scale, o, do)
-    if D > 8192:
-        raise ValueError(f"_attention_causal_backward_stats_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (S - 1) * abs(_o_strides[2]) + (D - 1) * abs(_o_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or B * H * S > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((q, k, o, do), (lse, delta))
     return _rt.Planned(
         _attention_causal_backward_stats_pointers_launch, device, (lse, delta), B == 0 or H == 0 or S == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, o, do, lse, delta, B, H, S, D, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1),
+        (q, k, o, do, lse, delta, B, H, S, D, scale, *q.stride(), *k.stride(), *o.stride(), *do.stride(), H * S, S, 1, H * S, S, 1),
         dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S), (B, H, S)), (device, "pointers", S, D, DT),
     )
 
@@ -355,7 +340,7 @@ def reference(q, k, scale, o, do):
 def _attention_causal_backward_stats_fake(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of attention_causal_backward_stats(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_checked(q, k, scale, o, do)
+    device, DT, scale, B, H, S, D = _attention_causal_backward_stats_inputs("attention_causal_backward_stats", q, k, scale, o, do)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
     return lse, delta

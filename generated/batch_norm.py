@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -218,7 +218,7 @@ def _batch_norm_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
-_batch_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"))
+_batch_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
 
 
 def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -255,8 +255,6 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         raise ValueError(f"_batch_norm_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"_batch_norm_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -335,7 +333,7 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return shift_reduced, square_reduced
 
 
-_batch_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("eps", float))
+_batch_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("eps", float), whole=(("w", "W", 65536),))
 
 
 def _batch_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
@@ -348,8 +346,6 @@ def _batch_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         raise ValueError(f"batch_norm: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"batch_norm: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"batch_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, eps, B, C, H, W
 
 

@@ -50,7 +50,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -388,7 +388,7 @@ def _batch_norm_backward_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
-_batch_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"))
+_batch_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
 
 
 def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -425,8 +425,6 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         raise ValueError(f"_batch_norm_backward_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_backward_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"_batch_norm_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -671,7 +669,7 @@ def _batch_norm_backward_dmean_finish_dmean1_reduced_kernel(
     tl.store(dmean1_reduced_ptr + offs_q * stride_dmean1_reduced_elements, dmean1_reduced_merged, mask=mask_q)
 
 
-_batch_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), ("shift_reduced", torch.float32, "C"), ("square_reduced", torch.float32, "C"))
+_batch_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), ("shift_reduced", torch.float32, "C"), ("square_reduced", torch.float32, "C"), whole=(("w", "W", 16384),))
 
 
 def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -713,8 +711,6 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         raise ValueError(f"_batch_norm_backward_dmean: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_backward_dmean: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"_batch_norm_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(C, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -801,7 +797,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
-_batch_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float))
+_batch_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), whole=(("w", "W", 16384),))
 
 
 def _batch_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float):
@@ -814,8 +810,6 @@ def _batch_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torc
         raise ValueError(f"batch_norm_backward: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"batch_norm_backward: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"batch_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, eps, B, C, H, W
 
 

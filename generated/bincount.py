@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -49,11 +49,10 @@ def _bincount_plan(x: torch.Tensor, bins: int, *, BN: int = 1024):
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("bincount", "BN", BN)
     counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (counts,))
     return _rt.Planned(
         _bincount_launch, device, (counts,), bins == 0, lambda meta: ((N + BN - 1) // BN, 1, 1),
-        (x, counts, N, bins, *_x_strides, 1),
+        (x, counts, N, bins, *x.stride(), 1),
         dict(BN=BN, INT64_OFFSETS=int64), ((bins,),), None,
     )
 

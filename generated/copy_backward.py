@@ -16,7 +16,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,11 +56,10 @@ def _copy_backward_plan(dz: torch.Tensor, *, BS: int = 1024):
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _rt.bad_block("copy_backward", "BS", BS)
     dx = torch.empty(N, device=device, dtype=torch.float32)
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dz,), (dx,))
     return _rt.Planned(
         _copy_backward_launch, device, (dx,), N == 0, lambda meta: ((N + BS - 1) // BS, 1, 1),
-        (dz, dx, N, *_dz_strides, 1),
+        (dz, dx, N, *dz.stride(), 1),
         dict(BS=BS, INT64_OFFSETS=int64), ((N,),), None,
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -97,7 +97,7 @@ def cosine_similarity_loss_finish_kernel(
     tl.store(loss_ptr + offs_q * stride_loss_elements, loss_merged / loss_merged_count, mask=mask_q)
 
 
-_cosine_similarity_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+_cosine_similarity_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"), whole=(("c", "N", 262144),))
 
 
 def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
@@ -106,8 +106,6 @@ def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Te
     device, M, N = _cosine_similarity_loss_inputs("cosine_similarity_loss", predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    if N > 262144:
-        raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     return device, M, N
 
 

@@ -34,7 +34,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -124,12 +124,10 @@ def _cosine_similarity_loss_backward_plan(dloss: torch.Tensor, predictions: torc
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
     _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
     return _rt.Planned(
         _cosine_similarity_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, N, 1),
         dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
     )
 
@@ -317,12 +315,10 @@ def _cosine_similarity_loss_backward_loops_plan(dloss: torch.Tensor, predictions
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
     _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
     return _rt.Planned(
         _cosine_similarity_loss_backward_loops_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, N, 1),
         dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
     )
 

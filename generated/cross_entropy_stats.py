@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -139,11 +139,10 @@ def _cross_entropy_stats_plan(logits: torch.Tensor, softcap: float = 0.0):
     device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     predicted = torch.empty(M, device=device, dtype=torch.int64)
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((logits,), (lse, predicted))
     return _rt.Planned(
         _cross_entropy_stats_launch, device, (lse, predicted), M == 0, lambda meta: (M, 1, 1),
-        (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1),
+        (logits, lse, predicted, M, V, softcap, *logits.stride(), 1, 1),
         dict(INT64_OFFSETS=int64), ((M,), (M,)), (device, V, T),
     )
 

@@ -37,7 +37,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -241,12 +241,10 @@ def _cross_entropy_stats_backward_plan(dlse: torch.Tensor, logits: torch.Tensor,
     """cross_entropy_stats_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
     dlogits = torch.empty(M, V, device=device, dtype=T)
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dlse, logits), (dlogits,))
     return _rt.Planned(
         _cross_entropy_stats_backward_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: (M, 1, 1),
-        (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1),
+        (dlse, logits, dlogits, M, V, softcap, *dlse.stride(), *logits.stride(), V, 1),
         dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -91,12 +91,10 @@ def _cumsum_masked_plan(x: torch.Tensor, mask: torch.Tensor):
     """cumsum_masked()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, mask), (y,))
     return _rt.Planned(
         _cumsum_masked_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1),
+        (x, mask, y, M, N, *x.stride(), *mask.stride(), N, 1),
         dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
     )
 

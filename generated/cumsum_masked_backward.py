@@ -26,7 +26,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -110,12 +110,10 @@ def _cumsum_masked_backward_plan(dy: torch.Tensor, mask: torch.Tensor):
     """cumsum_masked_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, M, N = _cumsum_masked_backward_inputs("cumsum_masked_backward", dy, mask)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    _dy_strides = dy.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, mask), (dx,))
     return _rt.Planned(
         _cumsum_masked_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, mask, dx, M, N, *_dy_strides, *_mask_strides, N, 1),
+        (dy, mask, dx, M, N, *dy.stride(), *mask.stride(), N, 1),
         dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -60,11 +60,10 @@ def _dropout_plan(x: torch.Tensor, p: float, seed: int, *, BM: int = 4, BN: int 
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("dropout", "BN", BN)
     y = torch.empty(M, N, device=device, dtype=T)
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _dropout_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (x, y, M, N, p, seed, *_x_strides, N, 1),
+        (x, y, M, N, p, seed, *x.stride(), N, 1),
         dict(BM=BM, BN=BN, INT64_OFFSETS=int64), ((M, N),), None,
     )
 

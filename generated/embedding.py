@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -57,22 +57,18 @@ def embedding_kernel(
 _tuner = _rt.Tuner("embedding", "6f97e411fbb24543", _CONFIGS, default=0, fast=_FAST)
 
 
-_embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("padding_idx", int))
+_embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("padding_idx", int), whole=(("c", "C", 65536),))
 
 
 def _embedding_plan(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
     """embedding()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, padding_idx, N, V, C = _embedding_inputs("embedding", idx, weight, padding_idx)
-    if C > 65536:
-        raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
     y = torch.empty(N, C, device=device, dtype=T)
     BLOCK_C = 1 << (int(C) - 1).bit_length()
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((idx, weight), (y,))
     return _rt.Planned(
         _embedding_launch, device, (y,), N == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
-        (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1),
+        (idx, weight, y, N, V, C, padding_idx, *idx.stride(), *weight.stride(), C, 1),
         dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),), (device, C, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -67,13 +67,10 @@ def _embedding_backward_plan(idx: torch.Tensor, weight: torch.Tensor, dy: torch.
     """embedding_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
     dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    _dy_strides = dy.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((idx, weight, dy), (dweight,))
     return _rt.Planned(
         _embedding_backward_launch, device, (dweight,), V == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1),
-        (idx, weight, dy, dweight, N, V, C, padding_idx, *_idx_strides, *_weight_strides, *_dy_strides, C, 1),
+        (idx, weight, dy, dweight, N, V, C, padding_idx, *idx.stride(), *weight.stride(), *dy.stride(), C, 1),
         dict(INT64_OFFSETS=int64), ((V, C),), (device, C, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -148,7 +148,7 @@ def _frobenius_norm_norm_finish_kernel(
     tl.store(norm_reduced_ptr + offs_q * stride_norm_reduced_elements, tl.sqrt_rn(norm_reduced_merged), mask=mask_q)
 
 
-_frobenius_norm_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"))
+_frobenius_norm_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
 
 
 def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
@@ -175,8 +175,6 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_norm(x)
-    if W > 65536:
-        raise ValueError(f"_frobenius_norm_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return norm_reduced
@@ -245,16 +243,7 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     return norm_reduced
 
 
-_frobenius_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"))
-
-
-def _frobenius_norm_checked(x: torch.Tensor):
-    """The checks of frobenius_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
-    if W > 65536:
-        raise ValueError(f"frobenius_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
-    return device, T, B, C, H, W
+_frobenius_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
 
 
 _frobenius_norm_launch = _rt.Launch(globals(), "frobenius_norm_kernel", "frobenius_norm", pointers=3, tuned=True)
@@ -288,7 +277,7 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _frobenius_norm_apply(x)
-    device, T, B, C, H, W = _frobenius_norm_checked(x)
+    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)
@@ -327,7 +316,7 @@ def reference(x):
 def _frobenius_norm_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, C, H, W = _frobenius_norm_checked(x)
+    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     return y
 

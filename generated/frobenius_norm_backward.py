@@ -31,7 +31,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -184,7 +184,7 @@ def _frobenius_norm_backward_norm_finish_kernel(
     tl.store(norm_reduced_ptr + offs_q * stride_norm_reduced_elements, tl.sqrt_rn(norm_reduced_merged), mask=mask_q)
 
 
-_frobenius_norm_backward_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"))
+_frobenius_norm_backward_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
 
 
 def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
@@ -211,8 +211,6 @@ def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_backward_norm(x)
-    if W > 16384:
-        raise ValueError(f"_frobenius_norm_backward_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return norm_reduced
@@ -374,7 +372,7 @@ def _frobenius_norm_backward_dsum_finish_kernel(
     tl.store(dsum_reduced_ptr + offs_q * stride_dsum_reduced_elements, dsum_reduced_merged, mask=mask_q)
 
 
-_frobenius_norm_backward_dsum_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("norm_reduced", torch.float32, "1"))
+_frobenius_norm_backward_dsum_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("norm_reduced", torch.float32, "1"), whole=(("w", "W", 16384),))
 
 
 def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduced: torch.Tensor) -> torch.Tensor:
@@ -403,8 +401,6 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-    if W > 16384:
-        raise ValueError(f"_frobenius_norm_backward_dsum: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     dsum_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return dsum_reduced
@@ -475,16 +471,7 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
     return dsum_reduced
 
 
-_frobenius_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"))
-
-
-def _frobenius_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
-    """The checks of frobenius_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
-    if W > 16384:
-        raise ValueError(f"frobenius_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
-    return device, T, B, C, H, W
+_frobenius_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), whole=(("w", "W", 16384),))
 
 
 _frobenius_norm_backward_launch = _rt.Launch(globals(), "frobenius_norm_backward_kernel", "frobenius_norm_backward", pointers=5, tuned=True)
@@ -518,7 +505,7 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
         dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
         launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
         return dx
-    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
+    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("frobenius_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -565,7 +552,7 @@ def reference(dy, x):
 def _frobenius_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
+    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     return dx
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -86,13 +86,10 @@ def _fused_add_rms_norm_plan(x: torch.Tensor, residual: torch.Tensor, weight: to
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, residual, weight), (y, s))
     return _rt.Planned(
         _fused_add_rms_norm_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *x.stride(), *residual.stride(), *weight.stride(), N, 1, N, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
     )
 
@@ -254,13 +251,10 @@ def _fused_add_rms_norm_loops_plan(x: torch.Tensor, residual: torch.Tensor, weig
         _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
     y = torch.empty(M, N, device=device, dtype=T)
     s = torch.empty(M, N, device=device, dtype=T)
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, residual, weight), (y, s))
     return _rt.Planned(
         _fused_add_rms_norm_loops_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *x.stride(), *residual.stride(), *weight.stride(), N, 1, N, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, "loops", N, T),
     )
 

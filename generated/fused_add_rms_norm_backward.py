@@ -43,7 +43,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -181,16 +181,7 @@ def fused_add_rms_norm_backward_finish_kernel(
 _tuner = _rt.Tuner("fused_add_rms_norm_backward", "3071cf563b88339d", _CONFIGS, default=0, fast=_FAST)
 
 
-_fused_add_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("ds", "dy", "M N"), ("weight", "dy", "N"), ("eps", float), ("s", "dy", "M N"), ("offset", float))
-
-
-def _fused_add_rms_norm_backward_checked(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0):
-    """The checks of fused_add_rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
-    if N > 262144:
-        raise ValueError(f"fused_add_rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
-    return device, T, eps, offset, M, N
+_fused_add_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("ds", "dy", "M N"), ("weight", "dy", "N"), ("eps", float), ("s", "dy", "M N"), ("offset", float), whole=(("c", "N", 262144),))
 
 
 def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -228,7 +219,7 @@ def fused_add_rms_norm_backward(dy: torch.Tensor, ds: torch.Tensor, weight: torc
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dresidual, dweight
-    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s, offset)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(ds, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(s, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("fused_add_rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -341,7 +332,7 @@ def reference(dy, ds, weight, eps, s, offset=0.0):
 def _fused_add_rms_norm_backward_fake(dy: torch.Tensor, ds: torch.Tensor, weight: torch.Tensor, eps: float, s: torch.Tensor, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of fused_add_rms_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_checked(dy, ds, weight, eps, s, offset)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_backward_inputs("fused_add_rms_norm_backward", dy, ds, weight, eps, s, offset)
     dx = torch.empty(M, N, device=device, dtype=T)
     dresidual = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)

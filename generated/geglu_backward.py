@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -81,13 +81,10 @@ def _geglu_backward_plan(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
     device, T, M, N = _geglu_backward_inputs("geglu_backward", dy, a, b)
     da = torch.empty(M, N, device=device, dtype=T)
     db = torch.empty(M, N, device=device, dtype=T)
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, a, b), (da, db))
     return _rt.Planned(
         _geglu_backward_launch, device, (da, db), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dy, a, b, da, db, M, N, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
+        (dy, a, b, da, db, M, N, *dy.stride(), *a.stride(), *b.stride(), N, 1, N, 1),
         dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -206,7 +206,7 @@ def _group_norm_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
-_group_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int))
+_group_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int), whole=(("w", "W", 1048576),))
 
 
 def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -247,8 +247,6 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"_group_norm_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"_group_norm_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     if B == 0 or G == 0:  # nothing to compute: no launch
@@ -310,7 +308,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     return shift_reduced, square_reduced
 
 
-_group_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("G", int), ("eps", float))
+_group_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("G", int), ("eps", float), whole=(("w", "W", 1048576),))
 
 
 def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float):
@@ -326,8 +324,6 @@ def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, G, eps, B, C, H, W, C_over_G
 
 

@@ -41,7 +41,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -357,7 +357,7 @@ def _group_norm_backward_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
-_group_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int))
+_group_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int), whole=(("w", "W", 1048576),))
 
 
 def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -398,8 +398,6 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"_group_norm_backward_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"_group_norm_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     if B == 0 or G == 0:  # nothing to compute: no launch
@@ -618,7 +616,7 @@ def _group_norm_backward_dmean_finish_dmean1_reduced_kernel(
     tl.store(dmean1_reduced_ptr + offs_q * stride_dmean1_reduced_elements, dmean1_reduced_merged, mask=mask_q)
 
 
-_group_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("G", int), ("eps", float), ("shift_reduced", torch.float32, "B G"), ("square_reduced", torch.float32, "B G"))
+_group_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("G", int), ("eps", float), ("shift_reduced", torch.float32, "B G"), ("square_reduced", torch.float32, "B G"), whole=(("w", "W", 1048576),))
 
 
 def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -664,8 +662,6 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"_group_norm_backward_dmean: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"_group_norm_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     if B == 0 or G == 0:  # nothing to compute: no launch
@@ -731,7 +727,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
-_group_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("G", int), ("eps", float))
+_group_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("G", int), ("eps", float), whole=(("w", "W", 1048576),))
 
 
 def _group_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, G: int, eps: float):
@@ -747,8 +743,6 @@ def _group_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torc
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"group_norm_backward: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, G, eps, B, C, H, W, C_over_G
 
 

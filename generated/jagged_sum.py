@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -91,12 +91,10 @@ def _jagged_sum_plan(values: torch.Tensor, offsets: torch.Tensor, L: int):
     device, L, T, D, B1 = _jagged_sum_inputs("jagged_sum", values, offsets, L)
     B1_minus_1 = (B1 - 1)
     y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
-    _values_strides = values.stride()
-    _offsets_strides = offsets.stride()
-    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or B1_minus_1 * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((values, offsets), (y,))
     return _rt.Planned(
         _jagged_sum_launch, device, (y,), D == 0 or B1_minus_1 == 0, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
-        (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1),
+        (values, offsets, y, T, D, B1, B1_minus_1, L, *values.stride(), *offsets.stride(), D, 1),
         dict(INT64_OFFSETS=int64), ((B1_minus_1, D),), (device, D),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -81,12 +81,10 @@ def _jsd_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 0.5):
         return _jsd_loops_plan(student, teacher, beta)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     BLOCK_V = 1 << (int(V) - 1).bit_length()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((student, teacher), (loss,))
     return _rt.Planned(
         _jsd_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
+        (student, teacher, loss, M, V, beta, *student.stride(), *teacher.stride(), 1),
         dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, V, T),
     )
 
@@ -213,12 +211,10 @@ def _jsd_loops_plan(student: torch.Tensor, teacher: torch.Tensor, beta: float = 
     if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
         _rt.bad_block("_jsd_loops", "BLOCK_V", BLOCK_V)
     loss = torch.empty(M, device=device, dtype=torch.float32)
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((student, teacher), (loss,))
     return _rt.Planned(
         _jsd_loops_launch, device, (loss,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (student, teacher, loss, M, V, beta, *_student_strides, *_teacher_strides, 1),
+        (student, teacher, loss, M, V, beta, *student.stride(), *teacher.stride(), 1),
         dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M,),), (device, "loops", V, T),
     )
 

@@ -50,7 +50,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -168,13 +168,10 @@ def _jsd_backward_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torc
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=T)
     BLOCK_V = 1 << (int(V) - 1).bit_length()
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dloss, student, teacher), (dstudent, dteacher))
     return _rt.Planned(
         _jsd_backward_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, beta, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, beta, *dloss.stride(), *student.stride(), *teacher.stride(), V, 1, V, 1),
         dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, V, T),
     )
 
@@ -374,13 +371,10 @@ def _jsd_backward_loops_plan(dloss: torch.Tensor, student: torch.Tensor, teacher
         _rt.bad_block("_jsd_backward_loops", "BLOCK_V", BLOCK_V)
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=T)
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dloss, student, teacher), (dstudent, dteacher))
     return _rt.Planned(
         _jsd_backward_loops_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, beta, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, beta, *dloss.stride(), *student.stride(), *teacher.stride(), V, 1, V, 1),
         dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, "loops", V, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -69,12 +69,10 @@ def _kl_div_elementwise_plan(student: torch.Tensor, teacher: torch.Tensor, log_t
     """kl_div_elementwise()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
     loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((student, teacher), (loss,))
     return _rt.Planned(
         _kl_div_elementwise_launch, device, (loss,), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
-        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1),
+        (student, teacher, loss, M, V, log_target, *student.stride(), *teacher.stride(), V, 1),
         dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T, U),
     )
 

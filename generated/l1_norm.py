@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -50,11 +50,10 @@ def _l1_norm_plan(x: torch.Tensor):
         return _l1_norm_loops_plan(x)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _l1_norm_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
+        (x, y, B, D, *x.stride(), D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
     )
 
@@ -150,11 +149,10 @@ def _l1_norm_loops_plan(x: torch.Tensor, *, BLOCK_D: int = 4096):
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
         _rt.bad_block("_l1_norm_loops", "BLOCK_D", BLOCK_D)
     y = torch.empty(B, D, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _l1_norm_loops_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
+        (x, y, B, D, *x.stride(), D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
     )
 

@@ -18,7 +18,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -68,12 +68,10 @@ def _l1_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor):
         return _l1_norm_backward_loops_plan(dy, x)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, x), (dx,))
     return _rt.Planned(
         _l1_norm_backward_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        (dy, x, dx, B, D, *dy.stride(), *x.stride(), D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
     )
 
@@ -203,12 +201,10 @@ def _l1_norm_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: 
     if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
         _rt.bad_block("_l1_norm_backward_loops", "BLOCK_D", BLOCK_D)
     dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, x), (dx,))
     return _rt.Planned(
         _l1_norm_backward_loops_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
+        (dy, x, dx, B, D, *dy.stride(), *x.stride(), D, 1),
         dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -94,13 +94,10 @@ def _layer_norm_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, weight, bias), (y, mu, rstd))
     return _rt.Planned(
         _layer_norm_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *x.stride(), *weight.stride(), *bias.stride(), N, 1, 1, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, N, T),
     )
 
@@ -278,13 +275,10 @@ def _layer_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Te
     y = torch.empty(M, N, device=device, dtype=T)
     mu = torch.empty(M, device=device, dtype=torch.float32)
     rstd = torch.empty(M, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, weight, bias), (y, mu, rstd))
     return _rt.Planned(
         _layer_norm_loops_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *x.stride(), *weight.stride(), *bias.stride(), N, 1, 1, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, "loops", N, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -182,16 +182,7 @@ def layer_norm_backward_finish_dbias_kernel(
 _tuner = _rt.Tuner("layer_norm_backward", "f268b0c6c6965d46", _CONFIGS, default=0, fast=_FAST)
 
 
-_layer_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("weight", "dy", "N"), ("mu", torch.float32, "M"), ("rstd", torch.float32, "M"))
-
-
-def _layer_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor):
-    """The checks of layer_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, T, M, N = _layer_norm_backward_inputs("layer_norm_backward", dy, x, weight, mu, rstd)
-    if N > 131072:
-        raise ValueError(f"layer_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
-    return device, T, M, N
+_layer_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("weight", "dy", "N"), ("mu", torch.float32, "M"), ("rstd", torch.float32, "M"), whole=(("c", "N", 131072),))
 
 
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -231,7 +222,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish, finish_grid, finish_args = _dbias_finish
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
-    device, T, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
+    device, T, M, N = _layer_norm_backward_inputs("layer_norm_backward", dy, x, weight, mu, rstd)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(mu, "requires_grad", False) or getattr(rstd, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("layer_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -340,7 +331,7 @@ def reference(dy, x, weight, mu, rstd):
 def _layer_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of layer_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
+    device, T, M, N = _layer_norm_backward_inputs("layer_norm_backward", dy, x, weight, mu, rstd)
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     dbias = torch.empty(N, device=device, dtype=T)

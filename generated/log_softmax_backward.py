@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -71,12 +71,10 @@ def _log_softmax_backward_plan(dy: torch.Tensor, y: torch.Tensor):
         return _log_softmax_backward_loops_plan(dy, y)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _dy_strides = dy.stride()
-    _y_strides = y.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, y), (dx,))
     return _rt.Planned(
         _log_softmax_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        (dy, y, dx, M, N, *dy.stride(), *y.stride(), N, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, N),
     )
 
@@ -193,12 +191,10 @@ def _log_softmax_backward_loops_plan(dy: torch.Tensor, y: torch.Tensor, *, BLOCK
     if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
         _rt.bad_block("_log_softmax_backward_loops", "BLOCK_N", BLOCK_N)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    _dy_strides = dy.stride()
-    _y_strides = y.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_y_strides[0]) + (N - 1) * abs(_y_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, y), (dx,))
     return _rt.Planned(
         _log_softmax_backward_loops_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dy, y, dx, M, N, *_dy_strides, *_y_strides, N, 1),
+        (dy, y, dx, M, N, *dy.stride(), *y.stride(), N, 1),
         dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -75,12 +75,10 @@ def _matmul_batched_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_batched", "BK", BK)
     c = torch.empty(B, M, N, device=device, dtype=torch.float16)
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((a, b), (c,))
     return _rt.Planned(
         _matmul_batched_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: (B, (M + BM - 1) // BM, (N + BN - 1) // BN),
-        (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1),
+        (a, b, c, B, M, K, N, *a.stride(), *b.stride(), M * N, N, 1),
         dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, N),), None,
     )
 

@@ -19,7 +19,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -87,12 +87,10 @@ def _matmul_batched_backward_da_plan(dc: torch.Tensor, b: torch.Tensor, *, BM: i
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_batched_backward_da", "BN", BN)
     da = torch.empty(B, M, K, device=device, dtype=torch.float16)
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * K > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dc, b), (da,))
     return _rt.Planned(
         _matmul_batched_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: (B, (M + BM - 1) // BM, (K + BK - 1) // BK),
-        (dc, b, da, B, M, N, K, *_dc_strides, *_b_strides, M * K, K, 1),
+        (dc, b, da, B, M, N, K, *dc.stride(), *b.stride(), M * K, K, 1),
         dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, K),), None,
     )
 

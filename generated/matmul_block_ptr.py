@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -295,12 +295,10 @@ def _matmul_block_ptr_pointers_plan(a: torch.Tensor, b: torch.Tensor, *, BLOCK_S
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((a, b), (c,))
     return _rt.Planned(
         _matmul_block_ptr_pointers_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
         dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), None,
     )
 

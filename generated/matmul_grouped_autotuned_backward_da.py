@@ -29,7 +29,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -104,12 +104,10 @@ def _matmul_grouped_autotuned_backward_da_plan(dc: torch.Tensor, b: torch.Tensor
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
     da = torch.empty(M, K, device=device, dtype=torch.float16)
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dc, b), (da,))
     return _rt.Planned(
         _matmul_grouped_autotuned_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1),
-        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
+        (dc, b, da, M, N, K, *dc.stride(), *b.stride(), K, 1),
         dict(INT64_OFFSETS=int64), ((M, K),), (device, M, N, K),
     )
 

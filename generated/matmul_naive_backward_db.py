@@ -19,7 +19,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -85,12 +85,10 @@ def _matmul_naive_backward_db_plan(a: torch.Tensor, dc: torch.Tensor, *, BM: int
     if K % BK:
         raise ValueError(f"matmul_naive_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((a, dc), (db,))
     return _rt.Planned(
         _matmul_naive_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: ((K + BK - 1) // BK, (N + BN - 1) // BN, 1),
-        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
+        (a, dc, db, M, K, N, *a.stride(), *dc.stride(), N, 1),
         dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((K, N),), None,
     )
 

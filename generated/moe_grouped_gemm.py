@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -94,13 +94,10 @@ def _moe_grouped_gemm_plan(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor,
     """moe_grouped_gemm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
     y = torch.empty(S, N, device=device, dtype=T)
-    _x_strides = x.stride()
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, w, ends), (y,))
     return _rt.Planned(
         _moe_grouped_gemm_launch, device, (y,), S == 0 or N == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
-        (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1),
+        (x, w, ends, y, S, K, E, N, L, *x.stride(), *w.stride(), *ends.stride(), N, 1),
         dict(INT64_OFFSETS=int64), ((S, N),), (device, triton.next_power_of_2(L), N, K, T),
     )
 

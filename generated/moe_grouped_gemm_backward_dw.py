@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -105,13 +105,10 @@ def _moe_grouped_gemm_backward_dw_plan(x: torch.Tensor, ends: torch.Tensor, L: i
     """moe_grouped_gemm_backward_dw()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
     dw = torch.empty(E, K, N, device=device, dtype=T)
-    _x_strides = x.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or E * K * N > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x, ends, dy), (dw,))
     return _rt.Planned(
         _moe_grouped_gemm_backward_dw_launch, device, (dw,), K == 0 or E == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E),
-        (x, ends, dy, dw, S, K, E, N, L, *_x_strides, *_ends_strides, *_dy_strides, K * N, N, 1),
+        (x, ends, dy, dw, S, K, E, N, L, *x.stride(), *ends.stride(), *dy.stride(), K * N, N, 1),
         dict(INT64_OFFSETS=int64), ((E, K, N),), (device, triton.next_power_of_2(L), N, K, T),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -93,13 +93,10 @@ def _moe_grouped_gemm_backward_dx_plan(w: torch.Tensor, ends: torch.Tensor, L: i
     """moe_grouped_gemm_backward_dx()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
     dx = torch.empty(S, K, device=device, dtype=T)
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((w, ends, dy), (dx,))
     return _rt.Planned(
         _moe_grouped_gemm_backward_dx_launch, device, (dx,), K == 0 or S == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
-        (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1),
+        (w, ends, dy, dx, E, K, N, S, L, *w.stride(), *ends.stride(), *dy.stride(), K, 1),
         dict(INT64_OFFSETS=int64), ((S, K),), (device, triton.next_power_of_2(L), N, K, T),
     )
 

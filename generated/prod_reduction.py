@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -83,11 +83,10 @@ def _prod_reduction_plan(x: torch.Tensor):
     """prod_reduction()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, B, D1, D2 = _prod_reduction_inputs("prod_reduction", x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _prod_reduction_launch, device, (y,), B == 0 or D2 == 0, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
-        (x, y, B, D1, D2, *_x_strides, D2, 1),
+        (x, y, B, D1, D2, *x.stride(), D2, 1),
         dict(INT64_OFFSETS=int64), ((B, D2),), (device, D1, D2),
     )
 

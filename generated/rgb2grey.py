@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -59,11 +59,10 @@ def _rgb2grey_plan(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("rgb2grey", "BW", BW)
     y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    _x_strides = x.stride()
-    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _rgb2grey_launch, device, (y,), H == 0 or W == 0, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
-        (x, y, H, W, *_x_strides, W, 1),
+        (x, y, H, W, *x.stride(), W, 1),
         dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),), None,
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -133,16 +133,7 @@ def rms_norm_backward_finish_kernel(
 _tuner = _rt.Tuner("rms_norm_backward", "2a3769a4ebe5c682", _CONFIGS, default=0, fast=_FAST)
 
 
-_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("eps", float), ("offset", float), ("weight", "dy", "N"))
-
-
-def _rms_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
-    """The checks of rms_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    device, T, eps, offset, M, N = _rms_norm_backward_inputs("rms_norm_backward", dy, x, eps, offset, weight)
-    if N > 131072:
-        raise ValueError(f"rms_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
-    return device, T, eps, offset, M, N
+_rms_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("eps", float), ("offset", float), ("weight", "dy", "N"), whole=(("c", "N", 131072),))
 
 
 def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -181,7 +172,7 @@ def rms_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor | 
         finish, finish_grid, finish_args = _dweight_finish
         finish(finish_grid, device_index, dweight_partials, dweight, *finish_args)
         return dx, dweight
-    device, T, eps, offset, M, N = _rms_norm_backward_checked(dy, x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_backward_inputs("rms_norm_backward", dy, x, eps, offset, weight)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("rms_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -287,7 +278,7 @@ def _rms_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((dy.shape[1],), dy.dtype, dy.device))
-    device, T, eps, offset, M, N = _rms_norm_backward_checked(dy, x, weight, eps, offset)
+    device, T, eps, offset, M, N = _rms_norm_backward_inputs("rms_norm_backward", dy, x, eps, offset, weight)
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     return dx, dweight

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -74,11 +74,10 @@ def _rms_norm_channels_plan(x: torch.Tensor, eps: float):
         return _rms_norm_channels_loops_plan(x, eps)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     BLOCK_C = 1 << (int(C) - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _rms_norm_channels_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        (x, y, B, C, H, W, eps, *x.stride(), C * H * W, H * W, W, 1),
         dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
     )
 
@@ -206,11 +205,10 @@ def _rms_norm_channels_loops_plan(x: torch.Tensor, eps: float, *, BLOCK_C: int =
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
         _rt.bad_block("_rms_norm_channels_loops", "BLOCK_C", BLOCK_C)
     y = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((x,), (y,))
     return _rt.Planned(
         _rms_norm_channels_loops_launch, device, (y,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (x, y, B, C, H, W, eps, *_x_strides, C * H * W, H * W, W, 1),
+        (x, y, B, C, H, W, eps, *x.stride(), C * H * W, H * W, W, 1),
         dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
     )
 

@@ -27,7 +27,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -103,12 +103,10 @@ def _rms_norm_channels_backward_plan(dy: torch.Tensor, x: torch.Tensor, eps: flo
         return _rms_norm_channels_backward_loops_plan(dy, x, eps)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     BLOCK_C = 1 << (int(C) - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, x), (dx,))
     return _rt.Planned(
         _rms_norm_channels_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
+        (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
         dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
     )
 
@@ -275,12 +273,10 @@ def _rms_norm_channels_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, ep
     if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
         _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, x), (dx,))
     return _rt.Planned(
         _rms_norm_channels_backward_loops_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
+        (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
         dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
     )
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -75,7 +75,7 @@ def rope_backward_kernel(
     tl.store(dk_ptrs, (dk_rotated.to(tl.float32) * c[None, :] + dk_rotated_1.to(tl.float32) * up[None, :] - dk_rotated_2.to(tl.float32) * down[None, :]).to(T), mask=mask_gd)
 
 
-_rope_backward_inputs = _rt.Inputs(("dq_rotated", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("dk_rotated", "dq_rotated", "B HK S D"), ("cos", "dq_rotated", "B S D"), ("sin", "dq_rotated", "B S D"))
+_rope_backward_inputs = _rt.Inputs(("dq_rotated", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("dk_rotated", "dq_rotated", "B HK S D"), ("cos", "dq_rotated", "B S D"), ("sin", "dq_rotated", "B S D"), whole=(("h", "H", 1048576), ("g", "HK", 1048576), ("d", "D", 1048576)))
 
 
 def _rope_backward_plan(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
@@ -83,25 +83,15 @@ def _rope_backward_plan(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos:
     device, T, B, H, S, D, HK = _rope_backward_inputs("rope_backward", dq_rotated, dk_rotated, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
-    if H > 1048576:
-        raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
     dq = torch.empty(B, H, S, D, device=device, dtype=T)
     dk = torch.empty(B, HK, S, D, device=device, dtype=T)
     BLOCK_H = 1 << (int(H) - 1).bit_length()
     BLOCK_HK = 1 << (int(HK) - 1).bit_length()
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _dq_rotated_strides = dq_rotated.stride()
-    _dk_rotated_strides = dk_rotated.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dq_rotated, dk_rotated, cos, sin), (dq, dk))
     return _rt.Planned(
         _rope_backward_launch, device, (dq, dk), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
-        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *dq_rotated.stride(), *dk_rotated.stride(), *cos.stride(), *sin.stride(), H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
         dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
     )
 

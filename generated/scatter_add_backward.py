@@ -17,7 +17,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -69,12 +69,10 @@ def _scatter_add_backward_plan(dy: torch.Tensor, index: torch.Tensor, *, BT: int
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add_backward", "BC", BC)
     dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    _dy_strides = dy.stride()
-    _index_strides = index.stride()
-    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((dy, index), (dsrc,))
     return _rt.Planned(
         _scatter_add_backward_launch, device, (dsrc,), C == 0 or N == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
-        (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1),
+        (dy, index, dsrc, V, C, N, *dy.stride(), *index.stride(), C, 1),
         dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),), None,
     )
 

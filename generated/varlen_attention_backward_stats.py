@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_8515b03b3bba8d56"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -125,28 +125,21 @@ def varlen_attention_backward_stats_kernel(
 _tuner = _rt.Tuner("varlen_attention_backward_stats", "363c9d8e5288c887", _CONFIGS, default=3, interpreted=0, fast=_FAST)
 
 
-_varlen_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("o", "q", "T H D"), ("do", "q", "T H D"))
+_varlen_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("o", "q", "T H D"), ("do", "q", "T H D"), whole=(("d", "D", 8192),))
 
 
 def _varlen_attention_backward_stats_plan(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
     """varlen_attention_backward_stats()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
     device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_stats_inputs("varlen_attention_backward_stats", q, k, cu_seqlens, L, scale, o, do)
     B1_minus_1 = (B1 - 1)
-    if D > 8192:
-        raise ValueError(f"varlen_attention_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
     lse = torch.empty(T, H, device=device, dtype=torch.float32)
     delta = torch.empty(T, H, device=device, dtype=torch.float32)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
+    int64 = _rt.wide_offsets((q, k, cu_seqlens, o, do), (lse, delta))
     return _rt.Planned(
         _varlen_attention_backward_stats_launch, device, (lse, delta), T == 0 or H == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
-        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1),
+        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *q.stride(), *k.stride(), *cu_seqlens.stride(), *o.stride(), *do.stride(), H, 1, H, 1),
         dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H), (T, H)), (device, triton.next_power_of_2(L), D, DT),
     )
 

@@ -669,6 +669,9 @@ def concrete(value: _T) -> _T:
     return int(value) if isinstance(value, torch.SymInt) else value  # type: ignore[return-value]
 
 
+#: The elements of Triton's largest tile.
+LARGEST_TILE = 1 << 20
+
 #: One input of a launcher as :class:`Inputs` checks it: ``(name, float)`` or ``(name, int)`` for a
 #: scalar; for a tensor ``(name, dtype, dims)``: ``dtype`` a tuple of the dtypes it may have (its
 #: dtype then binds the dtype variable), the name of the input whose dtype it must have, or a torch
@@ -682,14 +685,17 @@ class Inputs:
     (:data:`InputSpec`, in the order the checks run: the inputs the caller must give first):
     each tensor's type, dtype and rank, each scalar's type, one device for all (a GPU's, or any
     under the interpreter); then each tensor's dimensions, binding the spec's size names from the
-    first input that has them and checking the others against them. Calling it with the
+    first input that has them and checking the others against them; then that the extent of each
+    ``whole`` axis, ``(axis, size, limit)``, fits one tile (``limit``: Triton's largest tile over
+    the other axes' largest blocks). Calling it with the
     launcher's name and the inputs (in that order) returns ``(device, *dtypes, *scalars,
     *sizes)``: the dtype of each input that binds a dtype variable, each scalar as its type,
     each size as first bound; or raises the TypeError or ValueError naming the input and dimension
     (:func:`bad_input`, :func:`bad_device`, :func:`check_scalar`)."""
 
-    def __init__(self, *inputs: InputSpec) -> None:
+    def __init__(self, *inputs: InputSpec, whole: tuple[tuple[str, str, int], ...] = ()) -> None:
         self.inputs = inputs
+        self.whole = whole
         #: per input: (name, dtype or scalar type, rank, dims as size names and numbers; None for a scalar)
         self.checks: list[tuple[str, Any, int, tuple[str | int, ...] | None]] = []
         for spec in inputs:
@@ -733,7 +739,21 @@ class Inputs:
                 elif size != sizes[dim]:
                     raise ValueError(f"{launcher}: {name} dimension {index} ({dim}) is {size}, "
                                      f"but {where[dim]} gives {dim} = {sizes[dim]}")
+        for axis, dim, limit in self.whole:
+            if sizes[dim] > limit:
+                raise ValueError(f"{launcher}: '{axis} over {dim} whole' makes one tile of all of {dim}, so {dim} "
+                                 f"({where[dim]}) must be <= {limit} (Triton's largest tile holds {LARGEST_TILE} "
+                                 f"elements), got {sizes[dim]}")
         return (device, *dtypes.values(), *scalars, *sizes.values())
+
+
+def wide_offsets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
+    """Whether a kernel's offsets need 64 bits (its ``INT64_OFFSETS``): an input spans 2**31
+    elements or more (its shape and strides), or an output (new, contiguous) holds more."""
+    for tensor in inputs:
+        if sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)) >= 2**31:
+            return True
+    return any(tensor.numel() > 2**31 for tensor in outputs)
 
 
 @functools.cache

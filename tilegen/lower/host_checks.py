@@ -204,14 +204,10 @@ def axis_checks(
             )
         elif axis.bounds == "whole" and (rows is None or rows.dim != axis.dim.id):
             dim = axis.dim.id
+            if dim in bound and written == dim:  # the runtime's Inputs checks it (whole_limits)
+                continue
             origin = f" ({bound[dim]})" if dim in bound else ""
-            # the tile spans the other grid axes' blocks too (the largest any config takes)
-            others = [a.block.id for a in spec.grid if a is not axis and a.block is not None]
-            limit = MAX_TILE
-            for block in others:
-                largest = largest_value(spec, block)
-                param = next(p for p in spec.params if p.name.id == block)
-                limit //= int(largest or default_of(param))
+            limit = whole_limit(spec, axis)
             checks.append(
                 (
                     f"{dim} > {limit}",
@@ -222,16 +218,41 @@ def axis_checks(
     return checks
 
 
+def whole_limit(spec: m.Spec, axis: m.Axis) -> int:
+    """The longest extent a ``whole`` axis may have: its tile spans the other grid axes' blocks too
+    (the largest any config takes), within Triton's largest tile."""
+    limit = MAX_TILE
+    for block in (a.block.id for a in spec.grid if a is not axis and a.block is not None):
+        largest = largest_value(spec, block)
+        param = next(p for p in spec.params if p.name.id == block)
+        limit //= int(largest or default_of(param))
+    return limit
+
+
+def whole_limits(spec: m.Spec, rows: RowsPlan | None) -> list[str]:
+    """``(axis, size, limit)`` (as text) of each ``whole`` axis over a size an input binds, which
+    the runtime's Inputs checks fits one tile (:func:`whole_limit`); but the axis whose long rows
+    ``rows`` loops over. :func:`axis_checks` writes out the checks of the others."""
+    bound = bind_sizes(spec, spec.name.id)[3]
+    found = []
+    for axis in spec.axes():
+        dim = axis.dim.id
+        if axis.bounds == "whole" and (rows is None or rows.dim != dim) and dim in bound and extent_text(axis) == dim:
+            found.append(f'("{axis.name.id}", "{dim}", {whole_limit(spec, axis)})')
+    return found
+
+
 def inputs_name(name: str) -> str:
     """The name of launcher ``name``'s :class:`tilegen.runtime.Inputs` in its module."""
     return f"_{name.lstrip('_')}_inputs"
 
 
-def inputs_table(spec: m.Spec, name: str) -> str:
+def inputs_table(spec: m.Spec, name: str, rows: RowsPlan | None = None) -> str:
     """The module's :class:`tilegen.runtime.Inputs` of launcher ``name``: each input of ``spec``
     (those the caller must give first) as the runtime checks it: a scalar's type; a tensor's
     dtype (the dtypes it may have where it binds a dtype variable, the input it shares one with,
-    or its torch dtype) and dimensions."""
+    or its torch dtype) and dimensions; then the ``whole`` axes whose extent must fit one tile
+    (:func:`whole_limits`)."""
     sources = dtype_bindings(spec)  # dtype variable -> the input it is read from
     entries: list[str] = []
     for t in required_first(spec.inputs):
@@ -246,6 +267,9 @@ def inputs_table(spec: m.Spec, name: str) -> str:
             dtype = f'"{source}"' if source is not None else torch_dtype(t.dtype)
         dims = "" if t.zero_dim else " ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
         entries.append(f'("{x}", {dtype}, "{dims}")')
+    whole = whole_limits(spec, rows)
+    if whole:
+        entries.append(f"whole={tuple_text(whole)}")
     return f"{inputs_name(name)} = _rt.Inputs({', '.join(entries)})"
 
 

@@ -338,7 +338,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     made = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()")  # over their inputs with inplace=True
     made_new = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)  # the op's fake: new
     returns = ", ".join(t.name.id for t in spec.outputs)
-    args = lower_arguments(spec, full, kernel, role.fallback)
+    args = lower_arguments(spec, full, kernel, role.fallback, planned)
     launch = args.launch
     fast_path = lower_fast_path(spec, kernel, sig.keywords, launch.groups[0],
                                 tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
@@ -392,7 +392,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         launch=launch_object(full, kernel, name, launch, planned, _refused(spec, role) if planned else ())
         if kernel.runtime_launched else "",
         plan=plan,
-        table=inputs_table(spec, name),
+        table=inputs_table(spec, name, role.rows),
         op_traced="None" if traced is None or planned else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),

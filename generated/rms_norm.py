@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_cd83f158c1abea06"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_6f47bbd210a5e7ab"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -72,7 +72,25 @@ _tuner = _rt.Tuner("rms_norm", "8902e86458d227e3", _CONFIGS, default=0, fast=_FA
 _rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
 
 
-_rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True)
+def _rms_norm_plan(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
+    """rms_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
+    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
+        return _rms_norm_loops_plan(x, weight if _weight_given else None, eps, offset)
+    y = torch.empty(M, N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((x, weight), (y,))
+    return _rt.Planned(
+        _rms_norm_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, offset, *x.stride(), *weight.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True, plan=_rms_norm_plan)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -108,26 +126,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight if _weight_given else None, eps, offset)
-    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rms_norm(x, weight, eps, offset)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
-        return _rms_norm_loops(x, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: rms_norm(x, weight, eps, offset),
-    )
-    return y
+    return _rms_norm_launch.run(rms_norm, fast_key, x, weight if _weight_given else None, eps, offset)
 
 
 _LOOPS_CONFIGS = [
@@ -220,7 +219,25 @@ def _rms_norm_loops_kernel(
 _rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
 
 
-_rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True)
+def _rms_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, BLOCK_N: int = 4096):
+    """_rms_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
+    device, T, eps, offset, M, N = _rms_norm_loops_inputs("_rms_norm_loops", x, eps, offset, weight)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((x, weight), (y,))
+    return _rt.Planned(
+        _rms_norm_loops_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, offset, *x.stride(), *weight.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N, T),
+    )
+
+
+_rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True, plan=_rms_norm_loops_plan)
 
 
 def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -249,25 +266,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    device, T, eps, offset, M, N = _rms_norm_loops_inputs("_rms_norm_loops", x, eps, offset, weight)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _rms_norm_loops(x, weight, eps, offset, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "loops", N, T), again=lambda: _rms_norm_loops(x, weight, eps, offset, BLOCK_N=BLOCK_N),
-    )
-    return y
+    return _rms_norm_loops_launch.run(_rms_norm_loops, fast_key, x, weight if _weight_given else None, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight=None, eps=1e-06, offset=0.0):
@@ -284,43 +283,7 @@ def reference(x, weight=None, eps=1e-06, offset=0.0):
     return y
 
 
-def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0) -> torch.Tensor:
-    """The outputs of rms_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0) -> torch.Tensor:
-    """rms_norm() as torch.compile traces it on the GPU: the checks of _rms_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _weight_strides = weight.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _rms_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("rms_norm", "8902e86458d227e3", rms_norm, _rms_norm_fake, _rms_norm_traced)
+op = _rt.register_op("rms_norm", "8902e86458d227e3", rms_norm, _rms_norm_launch)
 
 
 _rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls

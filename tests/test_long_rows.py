@@ -701,3 +701,15 @@ def test_a_spec_with_a_dtype_variable_loops_over_long_rows(generated, monkeypatc
     torch.testing.assert_close(y.float(), want_y.to(dtype).float(), atol=2e-3, rtol=2e-3)
     args = (x, residual, w, 1e-6)
     assert_close(_spec("fused_add_rms_norm"), args, (y, s), module.reference(*args), module.reference)
+
+
+def test_long_rows_with_an_optional_input_left_out(generated, monkeypatch):
+    """rms_norm without its weight past _WHOLE_LIMIT: the looped kernel too reads the weight as left
+    out (every element 1, not offset + 1)."""
+    module = generated("rms_norm")
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(3))
+    for offset in (0.0, 0.5):
+        looped = module.rms_norm(x, None, 1e-6, offset)
+        torch.testing.assert_close(looped, module.reference(x, None, 1e-6, offset))
+        torch.testing.assert_close(looped, module.rms_norm(x, torch.ones(40), 1e-6, 0.0))

@@ -566,9 +566,8 @@ class Launch:
         ``wrap_triton(kernel)[grid](*args, **meta)``, Triton's own call, a tuned kernel through its
         autotuner (whose configs Inductor then times, over ``grid``, a function of them); an
         untuned kernel's grid, where a function, is called on ``meta``."""
-        if callable(grid) and not self.tuned:
-            grid = grid(meta)
-        torch.library.wrap_triton(self.module[self.kernel])[grid](*args, **meta)
+        programs = grid(meta) if callable(grid) and not self.tuned else grid
+        torch.library.wrap_triton(self.module[self.kernel])[programs](*args, **meta)
 
     def run(self, launcher: Callable[..., Any], fast_key: Hashable | None, /, *args: Any, **kwargs: Any) -> Any:
         """The full path of the call ``launcher(*args, **kwargs)``, whose fast path found no launch
@@ -702,7 +701,7 @@ class Inputs:
             if len(spec) == 2:
                 self.checks.append((spec[0], spec[1], 0, None))
                 continue
-            dims = tuple(int(d) if d.isdigit() else d for d in spec[2].split())  # type: ignore[misc]
+            dims = tuple(int(d) if d.isdigit() else d for d in spec[2].split())
             self.checks.append((spec[0], spec[1], len(dims), dims))
         #: the tensors' positions among the inputs
         self.tensors = [i for i, check in enumerate(self.checks) if check[3] is not None]
@@ -731,7 +730,7 @@ class Inputs:
         for i in self.tensors:
             name, _, _, dims = self.checks[i]
             for index, (dim, size) in enumerate(zip(dims, values[i].shape, strict=True)):  # type: ignore[arg-type]
-                if type(dim) is int:
+                if isinstance(dim, int):
                     if size != dim:
                         raise ValueError(f"{launcher}: {name} dimension {index} must be {dim}, got {size}")
                 elif dim not in sizes:
@@ -1892,7 +1891,8 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "
     """
     schema, traced_schema = _op_schema(launcher), None
     if isinstance(fake, Launch):
-        fake, traced, traced_schema = fake.fake, fake.traced_call, schema
+        launch = fake
+        fake, traced, traced_schema = launch.fake, launch.traced_call, schema
     namespace = torch.ops.tilegen
     owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:

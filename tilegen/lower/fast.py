@@ -9,7 +9,8 @@ same key pass again. Anything else takes the full path, whose checks raise:
 
 ```
 try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-    fast = _FAST.get(fast_key := ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
+    fast = _FAST.get(fast_key := ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+                                  _current_device()))
 except (AttributeError, TypeError, RuntimeError):
     fast_key = fast = None
 if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -17,11 +18,11 @@ if fast is not None and not (_grad_enabled() and (x.requires_grad)):
     y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
     launch(grid, device_index, x, y, *args)
     return y
-... the full path, which ends with its module's runtime Launch, keeping the launch under fast_key
-_softmax_launch(fast_key, device, grid, (x, y, M, N, ...), dict(...), ((M, N),), tune_key=..., again=...)
+return _softmax_launch.run(softmax, fast_key, x)  # the full path: the runtime's, over the module's plan
 ```
 
-(a launcher that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
+(the runtime's Launch keeps the launch under fast_key; a launcher that calls its Launch itself passes
+it fast_key, and one that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
 ``_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)``.)
 
 What is kept after ``(launch, grid, device_index, device, args`` (the kernel's arguments after its

@@ -130,8 +130,8 @@ def _entry(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
         return [IfBlock("config is not None", "a config the caller names: this call runs it",
                         (Line(f"return {forcing}"),))]
     if compiling is not None:
-        return [IfBlock(compiling, "torch.compile traces the custom op: its fake and its traced launch, not this call's",
-                        (Line(f"return op({sig.arguments})"),))]
+        why = "torch.compile traces the custom op: its fake and its traced launch, not this call's"
+        return [IfBlock(compiling, why, (Line(f"return op({sig.arguments})"),))]
     return []
 
 
@@ -213,13 +213,20 @@ def _nothing(spec: m.Spec) -> IfBlock:
     return IfBlock(_empty(spec), "nothing to compute: no launch", (Line(f"return {returns}"),))
 
 
+def _passed(spec: m.Spec, sig: _Signature) -> str:
+    """The launcher's arguments as it passes them on after filling in the optional inputs left out:
+    those go in as None again (the plan fills them in, and tells the kernel they were left out)."""
+    given = [f"{t.name.id} if {given_name(t.name.id)} else None" if t.optional else t.name.id for t in spec.inputs]
+    return ", ".join([*given, *(f"{k}={k}" for k, _ in sig.keywords)])
+
+
 def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
     """Whether the launcher's full path, its op's fake implementation and its traced body are the
     runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
     call (:func:`_plan`): a pointer kernel the runtime launches, whose outputs are new, without
-    stages, optional inputs or a backward written over its inputs."""
+    stages or a backward written over its inputs."""
     return (kernel.runtime_launched and not spec.in_place and not role.stages and not role.over
-            and spec.access_style not in ("descriptor", "block_ptr") and not any(t.optional for t in spec.inputs))
+            and spec.access_style not in ("descriptor", "block_ptr"))
 
 
 def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
@@ -235,7 +242,7 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     if rows is not None:
         why = f"rows too long for one tile: {rows.launcher}() loops over them"
         route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why,
-                         (Line(f"return {plan_name(rows.launcher)}{rows.call[len(rows.launcher):]}"),))]
+                         (Line(f"return {plan_name(rows.launcher)}({_passed(spec, _signature(spec))})"),))]
     name = spec.name.id
     outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)
     whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
@@ -249,7 +256,7 @@ def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op]
     )
     tuned = set(spec.tuned_params)
     concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
-    return (*concrete, *checks, *route, *outputs, *whole, *args.setup, *args.flags[args.whole:],
+    return (*concrete, *_absent(spec, name), *checks, *route, *outputs, *whole, *args.setup, *args.flags[args.whole:],
             Line(_call("return _rt.Planned", groups)))
 
 
@@ -358,8 +365,8 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
         assert fast_path is not None, "a planned launcher without its fast path"
         plan = _plan(spec, kernel, role, checks, args, fast_path)
-        body = [*_entry(spec, sig, role), *fast_path.ops, *(grad if routed else ()),
-                Line(f"return {launch_name(name)}.run({name}, fast_key, {sig.arguments})")]
+        body = [*_entry(spec, sig, role), *absent, *fast_path.ops, *(grad if routed else ()),
+                Line(f"return {launch_name(name)}.run({name}, fast_key, {_passed(spec, sig)})")]
         traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),

@@ -1889,10 +1889,9 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "
     launcher's :class:`Launch` over its module's plan: then its :meth:`Launch.fake` and
     :meth:`Launch.traced_call` are the fake implementation and the traced body.
     """
-    schema, traced_schema = _op_schema(launcher), None
     if isinstance(fake, Launch):
         launch = fake
-        fake, traced, traced_schema = launch.fake, launch.traced_call, schema
+        fake, traced = launch.fake, _signed(launch.traced_call, launcher)
     namespace = torch.ops.tilegen
     owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:
@@ -1905,12 +1904,12 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "
     if name not in owners:
         custom: CustomOpDef
         if traced is None or INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=schema)
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(),
+                                             schema=_op_schema(launcher))
             custom.register_fake(fake)
         else:
             # torch annotates triton_op as returning a Callable; what it returns is custom_op's CustomOpDef
-            custom = cast("CustomOpDef", torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=(),
-                                                                     schema=traced_schema))
+            custom = cast("CustomOpDef", torch.library.triton_op(f"tilegen::{name}", traced, mutates_args=()))
             custom.register_kernel("cuda", launcher)
         _eager_shortcut(name, custom, launcher)
         owners[name] = spec_hash
@@ -1918,18 +1917,30 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "
     return op
 
 
-def _op_schema(launcher: Callable[..., Any]) -> str:
-    """The op schema of ``launcher``'s signature without its ``config=`` (a tuned launcher's,
-    :meth:`Tuner.forcing`: the op runs the config the tuning chooses)."""
+def _signed(function: Callable[..., _T], launcher: Callable[..., Any]) -> Callable[..., _T]:
+    """``function`` (which takes what ``launcher`` takes) under ``launcher``'s signature without its
+    ``config=`` (a tuned launcher's, :meth:`Tuner.forcing`: the op runs the config the tuning
+    chooses): what torch reads an op's schema from (``infer_schema``, ``triton_op``)."""
     signature = inspect.signature(launcher)
     kept = [p for p in signature.parameters.values() if p.name != "config"]
+
+    @functools.wraps(function)
+    def signed(*args: Any, **kwargs: Any) -> _T:
+        return function(*args, **kwargs)
+
+    # inspect.signature reads a function's __signature__, which typeshed's FunctionType does not declare
+    signed.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    signed.__name__ = getattr(launcher, "__name__", "launcher")
+    return signed
+
+
+def _op_schema(launcher: Callable[..., Any]) -> str:
+    """The op schema of ``launcher``'s signature without its ``config=`` (:func:`_signed`)."""
 
     def prototype(*args: Any, **kwargs: Any) -> NoReturn:  # the signature's stand-in: never called
         raise NotImplementedError
 
-    # inspect.signature reads a function's __signature__, which typeshed's FunctionType does not declare
-    prototype.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
-    return torch.library.infer_schema(prototype, mutates_args=())
+    return torch.library.infer_schema(_signed(prototype, launcher), mutates_args=())
 
 
 #: The library of the ops' eager shortcuts (:func:`_eager_shortcut`), kept for the process.

@@ -128,7 +128,7 @@ def max_error(name: str, out, args) -> float:
 
 def tuned_config(module, key) -> str:
     """The config the launcher remembered for ``key`` (``(device, N)`` or ``(device, "loops", N)``)."""
-    index = module._TUNED.get(key)
+    index = module._tuner.tuned.get(key)
     return "" if index is None else json.dumps(module._CONFIGS[index].all_kwargs(), sort_keys=True)
 
 

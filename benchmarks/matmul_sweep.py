@@ -43,9 +43,9 @@ FIELDS = ["part", "case", "dtype", "a", "b", "M", "N", "K", "tilegen ms", "cuBLA
 
 
 def _picked(launcher) -> str:
-    """The config the launcher's module tuned last (its ``_TUNED`` cache, newest entry), as text."""
+    """The config the launcher's module tuned last (its tuner's ``tuned`` cache, newest entry), as text."""
     module = launcher.__globals__
-    key, index = list(module["_TUNED"].items())[-1]
+    key, index = list(module["_tuner"].tuned.items())[-1]
     config = module["_CONFIGS"][index]  # both launchers remember an index in _CONFIGS
     blocks = " ".join(f"{name}={value}" for name, value in config.kwargs.items())
     return f"{'pointers ' if 'pointers' in key else ''}{blocks} w{config.num_warps} s{config.num_stages}"

@@ -1,7 +1,7 @@
 """GPU parity of ``split tail`` in matmul_fast (issue 12): each split, with configs forced.
 
 The autotuner picks one config per size, so which split a size runs depends on the tuning; here
-each case seeds the launcher's tuned-config cache (``_TUNED``) with a chosen config, so that
+each case seeds the launcher's tuned-config cache (its tuner's ``tuned``) with a chosen config, so that
 quarters, halves of M, halves of N and no split all run, in f16 and bf16, with ``b`` row- and
 column-major, against torch in f64; through TMA descriptors and, with an odd K, through the
 pointer kernel.
@@ -57,9 +57,9 @@ def cases():
                 b = torch.randn(n, k, device=DEV, dtype=dtype)
                 b = b.t() if b_col else b.reshape(k, n)
                 if k % 8:  # the pointer launcher's tune key
-                    fast._TUNED[(a.device, "pointers", triton.next_power_of_2(m), n, k, dtype)] = index
+                    fast._tuner.tuned[(a.device, "pointers", triton.next_power_of_2(m), n, k, dtype)] = index
                 else:
-                    fast._TUNED[(a.device, triton.next_power_of_2(m), n, k, False, b_col, dtype)] = index
+                    fast._tuner.tuned[(a.device, triton.next_power_of_2(m), n, k, False, b_col, dtype)] = index
                 c = fast.matmul_fast(a, b)
                 expected = a.double() @ b.double()
                 err = (c.double() - expected).abs().max().item() / expected.abs().max().item()

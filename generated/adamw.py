@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """adamw: Triton kernel, launcher and torch reference generated from specs/adamw.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-power = _rt.power
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, power = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.power
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -80,39 +65,15 @@ def adamw_kernel(
     tl.store(param_out_ptr + offs_n * stride_param_out_n, (decayed - (lr / (1 - power(beta1, step))).to(T) * m / ((tl.sqrt(v) if (v).dtype == tl.float64 else tl.sqrt_rn(v)) / tl.sqrt(1 - power(beta2, step)).to(T) + eps.to(T))).to(T), mask=mask_n)
 
 
+_adamw_inputs = _rt.Inputs(("param", (torch.float32, torch.float64), "N"), ("grad", "param", "N"), ("exp_avg", "param", "N"), ("exp_avg_sq", "param", "N"), ("lr", float), ("beta1", float), ("beta2", float), ("eps", float), ("weight_decay", float), ("step", int))
+
+
 def _adamw_checked(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor, lr: float, beta1: float, beta2: float, eps: float, weight_decay: float, step: int, *, BN: int = 1024):
     """The checks of adamw()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(param, torch.Tensor) or param.dtype not in (torch.float32, torch.float64) or param.dim() != 1:
-        _rt.bad_input("adamw", "param", param, (torch.float32, torch.float64), 1)
-    T = param.dtype
-    if not isinstance(grad, torch.Tensor) or grad.dtype != T or grad.dim() != 1:
-        _rt.bad_input("adamw", "grad", grad, T, 1, "param")
-    if not isinstance(exp_avg, torch.Tensor) or exp_avg.dtype != T or exp_avg.dim() != 1:
-        _rt.bad_input("adamw", "exp_avg", exp_avg, T, 1, "param")
-    if not isinstance(exp_avg_sq, torch.Tensor) or exp_avg_sq.dtype != T or exp_avg_sq.dim() != 1:
-        _rt.bad_input("adamw", "exp_avg_sq", exp_avg_sq, T, 1, "param")
-    lr = _check_scalar("adamw", "lr", lr, float)
-    beta1 = _check_scalar("adamw", "beta1", beta1, float)
-    beta2 = _check_scalar("adamw", "beta2", beta2, float)
-    eps = _check_scalar("adamw", "eps", eps, float)
-    weight_decay = _check_scalar("adamw", "weight_decay", weight_decay, float)
-    step = _check_scalar("adamw", "step", step, int)
-    device = param.device
-    if grad.device != device or exp_avg.device != device or exp_avg_sq.device != device or (not param.is_cuda and not _INTERPRET):
-        _rt.bad_device("adamw", param=param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+    device, T, lr, beta1, beta2, eps, weight_decay, step, N = _adamw_inputs("adamw", param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("adamw", "BN", BN)
-    N, = param.shape
-    _grad0, = grad.shape
-    _exp_avg0, = exp_avg.shape
-    _exp_avg_sq0, = exp_avg_sq.shape
-    if _grad0 != N:
-        raise ValueError(f"adamw: grad dimension 0 (N) is {_grad0}, but param dimension 0 gives N = {N}")
-    if _exp_avg0 != N:
-        raise ValueError(f"adamw: exp_avg dimension 0 (N) is {_exp_avg0}, but param dimension 0 gives N = {N}")
-    if _exp_avg_sq0 != N:
-        raise ValueError(f"adamw: exp_avg_sq dimension 0 (N) is {_exp_avg_sq0}, but param dimension 0 gives N = {N}")
     return device, T, lr, beta1, beta2, eps, weight_decay, step, N
 
 
@@ -134,7 +95,7 @@ def adamw(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_av
     if _is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step, BN=BN)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "adamw",
             param.shape, param.stride(), param.dtype, param.device, param.data_ptr() & 15,
             grad.shape, grad.stride(), grad.dtype, grad.device, grad.data_ptr() & 15,
@@ -149,8 +110,7 @@ def adamw(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_av
             BN,
             inplace,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (param.requires_grad or grad.requires_grad or exp_avg.requires_grad or exp_avg_sq.requires_grad)):

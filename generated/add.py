@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """add: Triton kernel, launcher and torch reference generated from specs/add.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -52,26 +39,25 @@ def add_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
-def _add_checked(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
-    """The checks of add()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add", x=x, y=y)
+_add_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
+
+
+def _add_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """add()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_SIZE = _rt.concrete(BLOCK_SIZE)
+    device, N = _add_inputs("add", x, y)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    return device, N
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x, y), (z,))
+    return _rt.Planned(
+        _add_launch, device, (z,), N == 0, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
+        (x, y, z, N, *x.stride(), *y.stride(), 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_add_launch = _rt.Launch(globals(), "add_kernel", "add", pointers=3)
+_add_launch = _rt.Launch(globals(), "add_kernel", "add", pointers=3, plan=_add_plan)
 
 
 def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
@@ -85,14 +71,13 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, y, BLOCK_SIZE=BLOCK_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "add",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             BLOCK_SIZE,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or y.requires_grad)):
@@ -102,22 +87,7 @@ def add(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Te
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _add_apply(x, y, BLOCK_SIZE)
-    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_launch(
-        fast_key, device, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _add_launch.run(add, fast_key, x, y, BLOCK_SIZE=BLOCK_SIZE)
 
 
 def reference(x, y):
@@ -128,35 +98,9 @@ def reference(x, y):
     return z
 
 
-def _add_fake(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """The outputs of add(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _add_traced(x: torch.Tensor, y: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> torch.Tensor:
-    """add() as torch.compile traces it on the GPU: the checks of _add_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_checked(x, y, BLOCK_SIZE=BLOCK_SIZE)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_launch.traced(((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("add", "c68ff404ef296919", add, _add_fake, _add_traced)
+op = _rt.register_op("add", "c68ff404ef296919", add, _add_launch)
 
 
 _add_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, add, __file__, ("x", "y"), ("z",),
-    backward=(("add_backward", ("dz",), ("dx", "dy"), False),),
-    keywords=("BLOCK_SIZE",),
+    op, add, __file__, ("x", "y"), ("z",), backward=(("add_backward", ("dz",), ("dx", "dy"), False),), keywords=("BLOCK_SIZE",),
 )

@@ -13,30 +13,17 @@
 #   dy[i] = f32(dz[i])
 """add_backward: Triton kernel, launcher and torch reference generated from specs/add.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -64,21 +51,26 @@ def add_backward_kernel(
     tl.store(dy_ptr + offs_i * stride_dy_n, dz.to(tl.float32), mask=mask_i)
 
 
-def _add_backward_checked(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
-    """The checks of add_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("add_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_backward", dz=dz)
+_add_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
+
+
+def _add_backward_plan(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024):
+    """add_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_SIZE = _rt.concrete(BLOCK_SIZE)
+    device, N = _add_backward_inputs("add_backward", dz)
     if type(BLOCK_SIZE) is not int or BLOCK_SIZE < 1 or BLOCK_SIZE & (BLOCK_SIZE - 1):
         _rt.bad_block("add_backward", "BLOCK_SIZE", BLOCK_SIZE)
-    N, = dz.shape
-    return device, N
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    dy = torch.empty(N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dz,), (dx, dy))
+    return _rt.Planned(
+        _add_backward_launch, device, (dx, dy), N == 0, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
+        (dz, dx, dy, N, *dz.stride(), 1, 1),
+        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,), (N,)), None,
+    )
 
 
-_add_backward_launch = _rt.Launch(globals(), "add_backward_kernel", "add_backward", pointers=3)
+_add_backward_launch = _rt.Launch(globals(), "add_backward_kernel", "add_backward", pointers=3, plan=_add_backward_plan, refuse=(0,))
 
 
 def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,13 +84,12 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dz, BLOCK_SIZE=BLOCK_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "add_backward",
             dz.shape, dz.stride(), dz.dtype, dz.device, dz.data_ptr() & 15,
             BLOCK_SIZE,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dz.requires_grad)):
@@ -107,24 +98,7 @@ def add_backward(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Ten
         dy = torch.empty(*_dy_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, dy, *args)
         return dx, dy
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("add_backward")
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_backward(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_backward_launch(
-        fast_key, device, lambda meta: ((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1),
-        (dz, dx, dy, N, *_dz_strides, 1, 1),
-        dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64), ((N,), (N,)),
-    )
-    return dx, dy
+    return _add_backward_launch.run(add_backward, fast_key, dz, BLOCK_SIZE=BLOCK_SIZE)
 
 
 def reference(dz):
@@ -137,29 +111,4 @@ def reference(dz):
     return dx, dy
 
 
-def _add_backward_fake(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of add_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    return dx, dy
-
-
-def _add_backward_traced(dz: torch.Tensor, *, BLOCK_SIZE: int = 1024) -> tuple[torch.Tensor, torch.Tensor]:
-    """add_backward() as torch.compile traces it on the GPU: the checks of _add_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BLOCK_SIZE = int(BLOCK_SIZE)
-    device, N = _add_backward_checked(dz, BLOCK_SIZE=BLOCK_SIZE)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    dy = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx, dy
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_backward_launch.traced(((N + BLOCK_SIZE - 1) // BLOCK_SIZE, 1, 1), (dz, dx, dy, N, *_dz_strides, 1, 1), dict(BLOCK_SIZE=BLOCK_SIZE, INT64_OFFSETS=int64))
-    return dx, dy
-
-
-op = _rt.register_op("add_backward", "a7508341b66267d4", add_backward, _add_backward_fake, _add_backward_traced)
+op = _rt.register_op("add_backward", "a7508341b66267d4", add_backward, _add_backward_launch)

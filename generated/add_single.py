@@ -2,35 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """add_single: Triton kernel, launcher and torch reference generated from specs/add_single.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that add_single() holds in one tile: longer rows run _add_single_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along N) add_single() holds in one tile, longer ones run _add_single_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -53,24 +38,24 @@ def add_single_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
-def _add_single_checked(x: torch.Tensor, y: torch.Tensor):
-    """The checks of add_single()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("add_single", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("add_single", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("add_single", x=x, y=y)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"add_single: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    return device, N
+_add_single_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
 
 
-_add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3)
+def _add_single_plan(x: torch.Tensor, y: torch.Tensor):
+    """add_single()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, N = _add_single_inputs("add_single", x, y)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
+        return _add_single_loops_plan(x, y)
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    return _rt.Planned(
+        _add_single_launch, device, (z,), N == 0, lambda meta: (1, 1, 1),
+        (x, y, z, N, *x.stride(), *y.stride(), 1),
+        dict(BLOCK_N=BLOCK_N), ((N,),), None,
+    )
+
+
+_add_single_launch = _rt.Launch(globals(), "add_single_kernel", "add_single", pointers=3, plan=_add_single_plan)
 
 
 def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -83,13 +68,12 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, y)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "add_single",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or y.requires_grad)):
@@ -99,24 +83,7 @@ def add_single(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _add_single_apply(x, y)
-    device, N = _add_single_checked(x, y)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return add_single(x, y)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops() loops over them
-        return _add_single_loops(x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    _add_single_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_N=BLOCK_N), ((N,),),
-    )
-    return z
+    return _add_single_launch.run(add_single, fast_key, x, y)
 
 
 @triton.jit
@@ -151,7 +118,25 @@ def _add_single_loops_kernel(
         tl.store(z_ptr + offs_i * stride_z_n, x + y, mask=mask_i)
 
 
-_add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3)
+_add_single_loops_inputs = _rt.Inputs(("x", torch.float32, "N"), ("y", torch.float32, "N"))
+
+
+def _add_single_loops_plan(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_add_single_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, N = _add_single_loops_inputs("_add_single_loops", x, y)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x, y), (z,))
+    return _rt.Planned(
+        _add_single_loops_launch, device, (z,), N == 0, lambda meta: (1, 1, 1),
+        (x, y, z, N, *x.stride(), *y.stride(), 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,),), None,
+    )
+
+
+_add_single_loops_launch = _rt.Launch(globals(), "_add_single_loops_kernel", "_add_single_loops", pointers=3, plan=_add_single_loops_plan)
 
 
 def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -160,14 +145,13 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
     Called by add_single(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_add_single_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -175,34 +159,7 @@ def _add_single_loops(x: torch.Tensor, y: torch.Tensor, *, BLOCK_N: int = 4096) 
         z = torch.empty(*_z_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, z, *args)
         return z
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("_add_single_loops", "x", x, torch.float32, 1)
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.float32 or y.dim() != 1:
-        _rt.bad_input("_add_single_loops", "y", y, torch.float32, 1)
-    device = x.device
-    if y.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_add_single_loops", x=x, y=y)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _add_single_loops(x, y, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_add_single_loops", "BLOCK_N", BLOCK_N)
-    N, = x.shape
-    _y0, = y.shape
-    if _y0 != N:
-        raise ValueError(f"_add_single_loops: y dimension 0 (N) is {_y0}, but x dimension 0 gives N = {N}")
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _add_single_loops_launch(
-        fast_key, device, lambda meta: (1, 1, 1),
-        (x, y, z, N, *_x_strides, *_y_strides, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _add_single_loops_launch.run(_add_single_loops, fast_key, x, y, BLOCK_N=BLOCK_N)
 
 
 def reference(x, y):
@@ -213,39 +170,9 @@ def reference(x, y):
     return z
 
 
-def _add_single_fake(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The outputs of add_single(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N = _add_single_checked(x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _add_single_traced(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """add_single() as torch.compile traces it on the GPU: the checks of _add_single_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N = _add_single_checked(x, y)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _add_single_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _y_strides = y.stride()
-        int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or (N - 1) * abs(_y_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-        _add_single_loops_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return z
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    _add_single_launch.traced((1, 1, 1), (x, y, z, N, *_x_strides, *_y_strides, 1), dict(BLOCK_N=BLOCK_N))
-    return z
-
-
-op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_fake, _add_single_traced)
+op = _rt.register_op("add_single", "7237f3b31341811e", add_single, _add_single_launch)
 
 
 _add_single_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, add_single, __file__, ("x", "y"), ("z",),
-    backward=(("add_single_backward", ("dz",), ("dx", "dy"), False),),
+    op, add_single, __file__, ("x", "y"), ("z",), backward=(("add_single_backward", ("dz",), ("dx", "dy"), False),),
 )

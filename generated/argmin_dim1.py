@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """argmin_dim1: Triton kernel, launcher and torch reference generated from specs/argmin_dim1.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amin = _rt.amin
-first_argmin = _rt.first_argmin
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amin, first_argmin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amin, _rt.first_argmin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -112,22 +97,24 @@ def argmin_dim1_kernel(
 
 
 _tuner = _rt.Tuner("argmin_dim1", "ec4d67bb8e0d7236", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _argmin_dim1_checked(x: torch.Tensor):
-    """The checks of argmin_dim1()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 3:
-        _rt.bad_input("argmin_dim1", "x", x, torch.float32, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("argmin_dim1", x=x)
-    B, D1, D2 = x.shape
-    return device, B, D1, D2
+_argmin_dim1_inputs = _rt.Inputs(("x", torch.float32, "B D1 D2"))
 
 
-_argmin_dim1_launch = _rt.Launch(globals(), "argmin_dim1_kernel", "argmin_dim1", pointers=2, tuned=True)
+def _argmin_dim1_plan(x: torch.Tensor):
+    """argmin_dim1()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, B, D1, D2 = _argmin_dim1_inputs("argmin_dim1", x)
+    y = torch.empty(B, D2, device=device, dtype=torch.int64)
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _argmin_dim1_launch, device, (y,), B == 0 or D2 == 0, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
+        (x, y, B, D1, D2, *x.stride(), D2, 1),
+        dict(INT64_OFFSETS=int64), ((B, D2),), (device, D1, D2),
+    )
+
+
+_argmin_dim1_launch = _rt.Launch(globals(), "argmin_dim1_kernel", "argmin_dim1", pointers=2, tuned=True, plan=_argmin_dim1_plan, refuse=(0,))
 
 
 def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -138,13 +125,14 @@ def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
     Tuned: BK, BN come from 8 autotune configs keyed on D1, D2, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("argmin_dim1", config, lambda: argmin_dim1(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("argmin_dim1", config, lambda: argmin_dim1(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("argmin_dim1", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := (
+            "argmin_dim1",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -152,24 +140,7 @@ def argmin_dim1(x: torch.Tensor, *, config: int | dict | None = None) -> torch.T
         y = torch.empty(*_y_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, y, *args)
         return y
-    device, B, D1, D2 = _argmin_dim1_checked(x)
-    if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("argmin_dim1")
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return argmin_dim1(x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _argmin_dim1_launch(
-        fast_key, device, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
-        (x, y, B, D1, D2, *_x_strides, D2, 1),
-        dict(INT64_OFFSETS=int64), ((B, D2),),
-        tune_key=(device, D1, D2), again=lambda: argmin_dim1(x),
-    )
-    return y
+    return _argmin_dim1_launch.run(argmin_dim1, fast_key, x)
 
 
 def reference(x):
@@ -181,25 +152,4 @@ def reference(x):
     return y
 
 
-def _argmin_dim1_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of argmin_dim1(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D1, D2 = _argmin_dim1_checked(x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    return y
-
-
-def _argmin_dim1_traced(x: torch.Tensor) -> torch.Tensor:
-    """argmin_dim1() as torch.compile traces it on the GPU: the checks of _argmin_dim1_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D1, D2 = _argmin_dim1_checked(x)
-    y = torch.empty(B, D2, device=device, dtype=torch.int64)
-    if B == 0 or D2 == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D1 - 1) * abs(_x_strides[1]) + (D2 - 1) * abs(_x_strides[2]) >= 2**31 or B * D2 > 2**31  # offsets past 2**31 elements
-    _argmin_dim1_launch.traced(lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1), (x, y, B, D1, D2, *_x_strides, D2, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("argmin_dim1", "ec4d67bb8e0d7236", argmin_dim1, _argmin_dim1_fake, _argmin_dim1_traced)
+op = _rt.register_op("argmin_dim1", "ec4d67bb8e0d7236", argmin_dim1, _argmin_dim1_launch)

@@ -2,37 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """attention: Triton kernel, launcher and torch reference generated from specs/attention.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
-amax = _rt.amax
-amin = _rt.amin
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand, TensorDescriptor, _has_tma, _rebased, amax, amin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.amax, _rt.amin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -155,43 +135,9 @@ def attention_kernel(
 
 
 _tuner = _rt.Tuner("attention", "0ab5b659b5257f21", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _attention_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
-    """The checks of attention()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention", q=q, k=k, v=v)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"attention: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D, T
+_attention_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), whole=(("d", "D", 8192),))
 
 
 _attention_launch = _rt.Launch(globals(), "attention_kernel", "attention", pointers=4, tuned=True, blocks=True, retune=True)
@@ -206,20 +152,17 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
     Tuned: BM, BN come from 23 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 1 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, scale)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("attention", config, lambda: attention(q, k, v, scale)) if config is not None else op(q, k, v, scale)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "attention",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             scale, type(scale),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)):
@@ -230,7 +173,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, *
         return o
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _attention_apply(q, k, v, scale)
-    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
+    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return attention(q, k, v, scale)
@@ -390,7 +333,24 @@ def _attention_pointers_kernel(
     tl.store(o_ptrs, (acc / l_i[:, None]).to(DT), mask=mask_md_1)
 
 
-_attention_pointers_launch = _rt.Launch(globals(), "_attention_pointers_kernel", "_attention_pointers", pointers=4, tuned=True)
+_attention_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), whole=(("d", "D", 8192),))
+
+
+def _attention_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float):
+    """_attention_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D, T = _attention_pointers_inputs("_attention_pointers", q, k, v, scale)
+    o = torch.empty(B, H, S, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    int64 = _rt.wide_offsets((q, k, v), (o,))
+    return _rt.Planned(
+        _attention_pointers_launch, device, (o,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, v, o, B, H, S, D, T, scale, *q.stride(), *k.stride(), *v.stride(), H * S * D, S * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, T, D, DT),
+    )
+
+
+_attention_pointers_launch = _rt.Launch(globals(), "_attention_pointers_kernel", "_attention_pointers", pointers=4, tuned=True, plan=_attention_pointers_plan)
 
 
 def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -398,15 +358,14 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
     Called by attention(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_attention_pointers",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             v.shape, v.stride(), v.dtype, v.device, v.data_ptr() & 15,
             scale, type(scale),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -415,55 +374,7 @@ def _attention_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale
         o = torch.empty(*_o_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, o, *args)
         return o
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_pointers", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("_attention_pointers", "v", v, DT, 4, "q")
-    scale = _check_scalar("_attention_pointers", "scale", scale, float)
-    device = q.device
-    if k.device != device or v.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_pointers", q=q, k=k, v=v)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _attention_pointers(q, k, v, scale)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"_attention_pointers: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"_attention_pointers: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"_attention_pointers: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"_attention_pointers: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"_attention_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    o = torch.empty(B, H, S, D, device=device, dtype=DT)
-    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
-        return o
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    _attention_pointers_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, v, o, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S, D),),
-        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_pointers(q, k, v, scale),
-    )
-    return o
+    return _attention_pointers_launch.run(_attention_pointers, fast_key, q, k, v, scale)
 
 
 def reference(q, k, v, scale):
@@ -492,7 +403,7 @@ def reference(q, k, v, scale):
 def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
     """The outputs of attention(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D, T = _attention_checked(q, k, v, scale)
+    device, DT, scale, B, H, S, D, T = _attention_inputs("attention", q, k, v, scale)
     o = torch.empty(B, H, S, D, device=device, dtype=DT)
     return o
 
@@ -501,8 +412,5 @@ op = _rt.register_op("attention", "0ab5b659b5257f21", attention, _attention_fake
 
 
 _attention_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, attention, __file__, ("q", "k", "v", "scale"), ("o",),
-    backward=(("attention_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)),
-    saved=("q", "k", "o", "v"),
-    scalars=("scale",),
+    op, attention, __file__, ("q", "k", "v", "scale"), ("o",), backward=(("attention_backward_stats", ("q", "k", "scale", "o", "do"), ("lse", "delta"), False), ("attention_backward_dkdv", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dk", "dv"), False), ("attention_backward_dq", ("q", "k", "v", "scale", "do", "lse", "delta"), ("dq",), False)), saved=("q", "k", "o", "v"), scalars=("scale",),
 )

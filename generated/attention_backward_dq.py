@@ -2,35 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """attention_backward_dq: Triton kernel, launcher and torch reference generated from specs/attention_backward_dq.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -110,72 +92,9 @@ def attention_backward_dq_kernel(
 
 
 _tuner = _rt.Tuner("attention_backward_dq", "581b7ea6a3343d82", _CONFIGS, default=5, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _attention_backward_dq_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
-    """The checks of attention_backward_dq()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_backward_dq", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_backward_dq", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("attention_backward_dq", "v", v, DT, 4, "q")
-    scale = _check_scalar("attention_backward_dq", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_backward_dq", "do", do, DT, 4, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 3:
-        _rt.bad_input("attention_backward_dq", "lse", lse, torch.float32, 3)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 3:
-        _rt.bad_input("attention_backward_dq", "delta", delta, torch.float32, 3)
-    device = q.device
-    if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_backward_dq", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    _lse0, _lse1, _lse2 = lse.shape
-    _delta0, _delta1, _delta2 = delta.shape
-    if _k0 != B:
-        raise ValueError(f"attention_backward_dq: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_backward_dq: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention_backward_dq: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"attention_backward_dq: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"attention_backward_dq: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"attention_backward_dq: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"attention_backward_dq: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_backward_dq: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_backward_dq: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_backward_dq: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_backward_dq: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if _lse0 != B:
-        raise ValueError(f"attention_backward_dq: lse dimension 0 (B) is {_lse0}, but q dimension 0 gives B = {B}")
-    if _lse1 != H:
-        raise ValueError(f"attention_backward_dq: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _lse2 != S:
-        raise ValueError(f"attention_backward_dq: lse dimension 2 (S) is {_lse2}, but q dimension 2 gives S = {S}")
-    if _delta0 != B:
-        raise ValueError(f"attention_backward_dq: delta dimension 0 (B) is {_delta0}, but q dimension 0 gives B = {B}")
-    if _delta1 != H:
-        raise ValueError(f"attention_backward_dq: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
-    if _delta2 != S:
-        raise ValueError(f"attention_backward_dq: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
-    if D > 8192:
-        raise ValueError(f"attention_backward_dq: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D, T
+_attention_backward_dq_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))
 
 
 _attention_backward_dq_launch = _rt.Launch(globals(), "attention_backward_dq_kernel", "attention_backward_dq", pointers=7, tuned=True, blocks=True, retune=True)
@@ -190,12 +109,10 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
     Tuned: BM, BN come from 6 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 5 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention_backward_dq", config, lambda: attention_backward_dq(q, k, v, scale, do, lse, delta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, scale, do, lse, delta)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("attention_backward_dq", config, lambda: attention_backward_dq(q, k, v, scale, do, lse, delta)) if config is not None else op(q, k, v, scale, do, lse, delta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "attention_backward_dq",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -205,8 +122,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
@@ -215,7 +131,7 @@ def attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sca
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
         launch(grid, device_index, *_rebased(descriptors, (q, k, v, do, lse, delta, dq)), *args)
         return dq
-    device, DT, scale, B, H, S, D, T = _attention_backward_dq_checked(q, k, v, scale, do, lse, delta)
+    device, DT, scale, B, H, S, D, T = _attention_backward_dq_inputs("attention_backward_dq", q, k, v, scale, do, lse, delta)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_backward_dq")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -339,7 +255,23 @@ def _attention_backward_dq_pointers_kernel(
     tl.store(dq_ptrs, (dq_acc * scale).to(DT), mask=mask_md_1)
 
 
-_attention_backward_dq_pointers_launch = _rt.Launch(globals(), "_attention_backward_dq_pointers_kernel", "_attention_backward_dq_pointers", pointers=7, tuned=True)
+_attention_backward_dq_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("v", "q", "B H T D"), ("scale", float), ("do", "q", "B H S D"), ("lse", torch.float32, "B H S"), ("delta", torch.float32, "B H S"), whole=(("d", "D", 8192),))
+
+
+def _attention_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """_attention_backward_dq_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D, T = _attention_backward_dq_pointers_inputs("_attention_backward_dq_pointers", q, k, v, scale, do, lse, delta)
+    dq = torch.empty(B, H, S, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dq,))
+    return _rt.Planned(
+        _attention_backward_dq_pointers_launch, device, (dq,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, v, do, lse, delta, dq, B, H, S, D, T, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * S * D, S * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, T, D, DT),
+    )
+
+
+_attention_backward_dq_pointers_launch = _rt.Launch(globals(), "_attention_backward_dq_pointers_kernel", "_attention_backward_dq_pointers", pointers=7, tuned=True, plan=_attention_backward_dq_pointers_plan)
 
 
 def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
@@ -347,7 +279,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
     Called by attention_backward_dq(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_attention_backward_dq_pointers",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -357,8 +289,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -367,86 +298,7 @@ def _attention_backward_dq_pointers(q: torch.Tensor, k: torch.Tensor, v: torch.T
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, do, lse, delta, dq, *args)
         return dq
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_backward_dq_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_backward_dq_pointers", "k", k, DT, 4, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 4:
-        _rt.bad_input("_attention_backward_dq_pointers", "v", v, DT, 4, "q")
-    scale = _check_scalar("_attention_backward_dq_pointers", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("_attention_backward_dq_pointers", "do", do, DT, 4, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 3:
-        _rt.bad_input("_attention_backward_dq_pointers", "lse", lse, torch.float32, 3)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 3:
-        _rt.bad_input("_attention_backward_dq_pointers", "delta", delta, torch.float32, 3)
-    device = q.device
-    if k.device != device or v.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_backward_dq_pointers", q=q, k=k, v=v, do=do, lse=lse, delta=delta)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _v0, _v1, _v2, _v3 = v.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    _lse0, _lse1, _lse2 = lse.shape
-    _delta0, _delta1, _delta2 = delta.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_backward_dq_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_backward_dq_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_backward_dq_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _v0 != B:
-        raise ValueError(f"_attention_backward_dq_pointers: v dimension 0 (B) is {_v0}, but q dimension 0 gives B = {B}")
-    if _v1 != H:
-        raise ValueError(f"_attention_backward_dq_pointers: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != T:
-        raise ValueError(f"_attention_backward_dq_pointers: v dimension 2 (T) is {_v2}, but k dimension 2 gives T = {T}")
-    if _v3 != D:
-        raise ValueError(f"_attention_backward_dq_pointers: v dimension 3 (D) is {_v3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"_attention_backward_dq_pointers: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"_attention_backward_dq_pointers: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"_attention_backward_dq_pointers: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"_attention_backward_dq_pointers: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if _lse0 != B:
-        raise ValueError(f"_attention_backward_dq_pointers: lse dimension 0 (B) is {_lse0}, but q dimension 0 gives B = {B}")
-    if _lse1 != H:
-        raise ValueError(f"_attention_backward_dq_pointers: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _lse2 != S:
-        raise ValueError(f"_attention_backward_dq_pointers: lse dimension 2 (S) is {_lse2}, but q dimension 2 gives S = {S}")
-    if _delta0 != B:
-        raise ValueError(f"_attention_backward_dq_pointers: delta dimension 0 (B) is {_delta0}, but q dimension 0 gives B = {B}")
-    if _delta1 != H:
-        raise ValueError(f"_attention_backward_dq_pointers: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
-    if _delta2 != S:
-        raise ValueError(f"_attention_backward_dq_pointers: delta dimension 2 (S) is {_delta2}, but q dimension 2 gives S = {S}")
-    if D > 8192:
-        raise ValueError(f"_attention_backward_dq_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    dq = torch.empty(B, H, S, D, device=device, dtype=DT)
-    if B == 0 or H == 0 or S == 0 or D == 0:  # nothing to compute: no launch
-        return dq
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (T - 1) * abs(_v_strides[2]) + (D - 1) * abs(_v_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or (B - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) + (S - 1) * abs(_lse_strides[2]) >= 2**31 or (B - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) + (S - 1) * abs(_delta_strides[2]) >= 2**31 or B * H * S * D > 2**31  # offsets past 2**31 elements
-    _attention_backward_dq_pointers_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, v, do, lse, delta, dq, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_v_strides, *_do_strides, *_lse_strides, *_delta_strides, H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),),
-        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_backward_dq_pointers(q, k, v, scale, do, lse, delta),
-    )
-    return dq
+    return _attention_backward_dq_pointers_launch.run(_attention_backward_dq_pointers, fast_key, q, k, v, scale, do, lse, delta)
 
 
 def reference(q, k, v, scale, do, lse, delta):
@@ -469,7 +321,7 @@ def reference(q, k, v, scale, do, lse, delta):
 def _attention_backward_dq_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
     """The outputs of attention_backward_dq(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D, T = _attention_backward_dq_checked(q, k, v, scale, do, lse, delta)
+    device, DT, scale, B, H, S, D, T = _attention_backward_dq_inputs("attention_backward_dq", q, k, v, scale, do, lse, delta)
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
     return dq
 

@@ -2,37 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """attention_backward_stats: Triton kernel, launcher and torch reference generated from specs/attention_backward_stats.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
-amax = _rt.amax
-amin = _rt.amin
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand, TensorDescriptor, _has_tma, _rebased, amax, amin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.amax, _rt.amin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -126,54 +106,9 @@ def attention_backward_stats_kernel(
 
 
 _tuner = _rt.Tuner("attention_backward_stats", "096a94848042e10f", _CONFIGS, default=3, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _attention_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
-    """The checks of attention_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "k", k, DT, 4, "q")
-    scale = _check_scalar("attention_backward_stats", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("attention_backward_stats", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("attention_backward_stats", q=q, k=k, o=o, do=do)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"attention_backward_stats: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"attention_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"attention_backward_stats: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"attention_backward_stats: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"attention_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"attention_backward_stats: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"attention_backward_stats: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"attention_backward_stats: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"attention_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"attention_backward_stats: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"attention_backward_stats: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"attention_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, scale, B, H, S, D, T
+_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"), whole=(("d", "D", 8192),))
 
 
 _attention_backward_stats_launch = _rt.Launch(globals(), "attention_backward_stats_kernel", "attention_backward_stats", pointers=6, tuned=True, blocks=True, retune=True)
@@ -188,12 +123,10 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
     Tuned: BM, BN come from 5 autotune configs keyed on S, T, D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 3 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("attention_backward_stats", config, lambda: attention_backward_stats(q, k, scale, o, do))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, scale, o, do)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("attention_backward_stats", config, lambda: attention_backward_stats(q, k, scale, o, do)) if config is not None else op(q, k, scale, o, do)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "attention_backward_stats",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -201,8 +134,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
             o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):
@@ -211,7 +143,7 @@ def attention_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float, o: 
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (q, k, o, do, lse, delta)), *args)
         return lse, delta
-    device, DT, scale, B, H, S, D, T = _attention_backward_stats_checked(q, k, scale, o, do)
+    device, DT, scale, B, H, S, D, T = _attention_backward_stats_inputs("attention_backward_stats", q, k, scale, o, do)
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("attention_backward_stats")
     if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -347,7 +279,25 @@ def _attention_backward_stats_pointers_kernel(
     tl.store(delta_ptr + pid_z * stride_delta_b + pid_h * stride_delta_h + offs_m * stride_delta_s, sum_d, mask=mask_m)
 
 
-_attention_backward_stats_pointers_launch = _rt.Launch(globals(), "_attention_backward_stats_pointers_kernel", "_attention_backward_stats_pointers", pointers=6, tuned=True)
+_attention_backward_stats_pointers_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B H T D"), ("scale", float), ("o", "q", "B H S D"), ("do", "q", "B H S D"), whole=(("d", "D", 8192),))
+
+
+def _attention_backward_stats_pointers_plan(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor):
+    """_attention_backward_stats_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, DT, scale, B, H, S, D, T = _attention_backward_stats_pointers_inputs("_attention_backward_stats_pointers", q, k, scale, o, do)
+    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
+    delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    int64 = _rt.wide_offsets((q, k, o, do), (lse, delta))
+    return _rt.Planned(
+        _attention_backward_stats_pointers_launch, device, (lse, delta), B == 0 or H == 0 or S == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        (q, k, o, do, lse, delta, B, H, S, D, T, scale, *q.stride(), *k.stride(), *o.stride(), *do.stride(), H * S, S, 1, H * S, S, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S), (B, H, S)), (device, "pointers", S, T, D, DT),
+    )
+
+
+_attention_backward_stats_pointers_launch = _rt.Launch(globals(), "_attention_backward_stats_pointers_kernel", "_attention_backward_stats_pointers", pointers=6, tuned=True, plan=_attention_backward_stats_pointers_plan)
 
 
 def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -355,7 +305,7 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
     Called by attention_backward_stats(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_attention_backward_stats_pointers",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -363,8 +313,7 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
             o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -373,68 +322,7 @@ def _attention_backward_stats_pointers(q: torch.Tensor, k: torch.Tensor, scale: 
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, q, k, o, do, lse, delta, *args)
         return lse, delta
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "k", k, DT, 4, "q")
-    scale = _check_scalar("_attention_backward_stats_pointers", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "o", o, DT, 4, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 4:
-        _rt.bad_input("_attention_backward_stats_pointers", "do", do, DT, 4, "q")
-    device = q.device
-    if k.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("_attention_backward_stats_pointers", q=q, k=k, o=o, do=do)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _attention_backward_stats_pointers(q, k, scale, o, do)
-    B, H, S, D = q.shape
-    _k0, _k1, T, _k3 = k.shape
-    _o0, _o1, _o2, _o3 = o.shape
-    _do0, _do1, _do2, _do3 = do.shape
-    if _k0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _o0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 0 (B) is {_o0}, but q dimension 0 gives B = {B}")
-    if _o1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != S:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 2 (S) is {_o2}, but q dimension 2 gives S = {S}")
-    if _o3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: o dimension 3 (D) is {_o3}, but q dimension 3 gives D = {D}")
-    if _do0 != B:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 0 (B) is {_do0}, but q dimension 0 gives B = {B}")
-    if _do1 != H:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != S:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 2 (S) is {_do2}, but q dimension 2 gives S = {S}")
-    if _do3 != D:
-        raise ValueError(f"_attention_backward_stats_pointers: do dimension 3 (D) is {_do3}, but q dimension 3 gives D = {D}")
-    if D > 8192:
-        raise ValueError(f"_attention_backward_stats_pointers: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
-    if B == 0 or H == 0 or S == 0:  # nothing to compute: no launch
-        return lse, delta
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (T - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (S - 1) * abs(_o_strides[2]) + (D - 1) * abs(_o_strides[3]) >= 2**31 or (B - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (S - 1) * abs(_do_strides[2]) + (D - 1) * abs(_do_strides[3]) >= 2**31 or B * H * S > 2**31  # offsets past 2**31 elements
-    _attention_backward_stats_pointers_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
-        (q, k, o, do, lse, delta, B, H, S, D, T, scale, *_q_strides, *_k_strides, *_o_strides, *_do_strides, H * S, S, 1, H * S, S, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S), (B, H, S)),
-        tune_key=(device, "pointers", S, T, D, DT), again=lambda: _attention_backward_stats_pointers(q, k, scale, o, do),
-    )
-    return lse, delta
+    return _attention_backward_stats_pointers_launch.run(_attention_backward_stats_pointers, fast_key, q, k, scale, o, do)
 
 
 def reference(q, k, scale, o, do):
@@ -459,7 +347,7 @@ def reference(q, k, scale, o, do):
 def _attention_backward_stats_fake(q: torch.Tensor, k: torch.Tensor, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of attention_backward_stats(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, scale, B, H, S, D, T = _attention_backward_stats_checked(q, k, scale, o, do)
+    device, DT, scale, B, H, S, D, T = _attention_backward_stats_inputs("attention_backward_stats", q, k, scale, o, do)
     lse = torch.empty(B, H, S, device=device, dtype=torch.float32)
     delta = torch.empty(B, H, S, device=device, dtype=torch.float32)
     return lse, delta

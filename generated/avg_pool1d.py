@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """avg_pool1d: Triton kernel, launcher and torch reference generated from specs/avg_pool1d.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -71,23 +57,15 @@ def avg_pool1d_kernel(
     tl.store(y_ptr + pid_n * stride_y_n + pid_c * stride_y_c + offs_o * stride_y_l_out, (sum_k_1 / taps).to(T), mask=mask_o)
 
 
-def _avg_pool1d_checked(x: torch.Tensor, kernel_size: int, stride: int, padding: int, ceil_mode: int = 0, count_include_pad: int = 1, *, BL: int = 16):
-    """The checks of avg_pool1d()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 3:
-        _rt.bad_input("avg_pool1d", "x", x, (torch.float32, torch.float16, torch.bfloat16), 3)
-    T = x.dtype
-    kernel_size = _check_scalar("avg_pool1d", "kernel_size", kernel_size, int)
-    stride = _check_scalar("avg_pool1d", "stride", stride, int)
-    padding = _check_scalar("avg_pool1d", "padding", padding, int)
-    ceil_mode = _check_scalar("avg_pool1d", "ceil_mode", ceil_mode, int)
-    count_include_pad = _check_scalar("avg_pool1d", "count_include_pad", count_include_pad, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("avg_pool1d", x=x)
+_avg_pool1d_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "N C L"), ("kernel_size", int), ("stride", int), ("padding", int), ("ceil_mode", int), ("count_include_pad", int))
+
+
+def _avg_pool1d_plan(x: torch.Tensor, kernel_size: int, stride: int, padding: int, ceil_mode: int = 0, count_include_pad: int = 1, *, BL: int = 16):
+    """avg_pool1d()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BL = _rt.concrete(BL)
+    device, T, kernel_size, stride, padding, ceil_mode, count_include_pad, N, C, L = _avg_pool1d_inputs("avg_pool1d", x, kernel_size, stride, padding, ceil_mode, count_include_pad)
     if type(BL) is not int or BL < 1 or BL & (BL - 1):
         _rt.bad_block("avg_pool1d", "BL", BL)
-    N, C, L = x.shape
     if stride < 1:
         raise ValueError(f"avg_pool1d: the extent (minimum((L + 2 * padding - kernel_size + ceil_mode * (stride - 1)) / stride + 1, (L + padding - 1) / stride + 1)) divides by stride, which must be at least 1, got {stride}")
     if min((((((L + (2 * padding)) - kernel_size) + (ceil_mode * (stride - 1))) // stride) + 1), ((((L + padding) - 1) // stride) + 1)) < 1:
@@ -95,10 +73,17 @@ def _avg_pool1d_checked(x: torch.Tensor, kernel_size: int, stride: int, padding:
     L_out = min((((((L + (2 * padding)) - kernel_size) + (ceil_mode * (stride - 1))) // stride) + 1), ((((L + padding) - 1) // stride) + 1))
     if kernel_size > 65536:
         raise ValueError(f"avg_pool1d: 'k over kernel_size whole' makes one tile of all of kernel_size, so kernel_size must be <= 65536 (Triton's largest tile holds 1048576 elements), got {kernel_size}")
-    return device, T, kernel_size, stride, padding, ceil_mode, count_include_pad, N, C, L, L_out
+    y = torch.empty(N, C, L_out, device=device, dtype=T)
+    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _avg_pool1d_launch, device, (y,), N == 0 or C == 0 or L_out == 0, lambda meta: (N, C, (L_out + BL - 1) // BL),
+        (x, y, N, C, L, L_out, kernel_size, stride, padding, ceil_mode, count_include_pad, *x.stride(), C * L_out, L_out, 1),
+        dict(BL=BL, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, L_out),), None,
+    )
 
 
-_avg_pool1d_launch = _rt.Launch(globals(), "avg_pool1d_kernel", "avg_pool1d", pointers=2)
+_avg_pool1d_launch = _rt.Launch(globals(), "avg_pool1d_kernel", "avg_pool1d", pointers=2, plan=_avg_pool1d_plan)
 
 
 def avg_pool1d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, ceil_mode: int = 0, count_include_pad: int = 1, *, BL: int = 16) -> torch.Tensor:
@@ -113,7 +98,7 @@ def avg_pool1d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, cei
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "avg_pool1d",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             kernel_size, type(kernel_size),
@@ -123,8 +108,7 @@ def avg_pool1d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, cei
             count_include_pad, type(count_include_pad),
             BL,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -135,22 +119,7 @@ def avg_pool1d(x: torch.Tensor, kernel_size: int, stride: int, padding: int, cei
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _avg_pool1d_apply(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL)
-    device, T, kernel_size, stride, padding, ceil_mode, count_include_pad, N, C, L, L_out = _avg_pool1d_checked(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return avg_pool1d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
-    y = torch.empty(N, C, L_out, device=device, dtype=T)
-    if N == 0 or C == 0 or L_out == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_kernel_size = 1 << (kernel_size - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (L - 1) * abs(_x_strides[2]) >= 2**31 or N * C * L_out > 2**31  # offsets past 2**31 elements
-    _avg_pool1d_launch(
-        fast_key, device, lambda meta: (N, C, (L_out + BL - 1) // BL),
-        (x, y, N, C, L, L_out, kernel_size, stride, padding, ceil_mode, count_include_pad, *_x_strides, C * L_out, L_out, 1),
-        dict(BL=BL, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, L_out),),
-    )
-    return y
+    return _avg_pool1d_launch.run(avg_pool1d, fast_key, x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
 
 
 def reference(x, kernel_size, stride, padding, ceil_mode=0, count_include_pad=1):
@@ -169,37 +138,9 @@ def reference(x, kernel_size, stride, padding, ceil_mode=0, count_include_pad=1)
     return y
 
 
-def _avg_pool1d_fake(x: torch.Tensor, kernel_size: int, stride: int, padding: int, ceil_mode: int = 0, count_include_pad: int = 1, *, BL: int = 16) -> torch.Tensor:
-    """The outputs of avg_pool1d(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BL = int(BL)
-    device, T, kernel_size, stride, padding, ceil_mode, count_include_pad, N, C, L, L_out = _avg_pool1d_checked(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
-    y = torch.empty(N, C, L_out, device=device, dtype=T)
-    return y
-
-
-def _avg_pool1d_traced(x: torch.Tensor, kernel_size: int, stride: int, padding: int, ceil_mode: int = 0, count_include_pad: int = 1, *, BL: int = 16) -> torch.Tensor:
-    """avg_pool1d() as torch.compile traces it on the GPU: the checks of _avg_pool1d_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BL = int(BL)
-    device, T, kernel_size, stride, padding, ceil_mode, count_include_pad, N, C, L, L_out = _avg_pool1d_checked(x, kernel_size, stride, padding, ceil_mode, count_include_pad, BL=BL)
-    y = torch.empty(N, C, L_out, device=device, dtype=T)
-    if N == 0 or C == 0 or L_out == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
-    int64 = (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (L - 1) * abs(_x_strides[2]) >= 2**31 or N * C * L_out > 2**31  # offsets past 2**31 elements
-    _avg_pool1d_launch.traced((N, C, (L_out + BL - 1) // BL), (x, y, N, C, L, L_out, kernel_size, stride, padding, ceil_mode, count_include_pad, *_x_strides, C * L_out, L_out, 1), dict(BL=BL, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("avg_pool1d", "fd1497d7354a33f6", avg_pool1d, _avg_pool1d_fake, _avg_pool1d_traced)
+op = _rt.register_op("avg_pool1d", "fd1497d7354a33f6", avg_pool1d, _avg_pool1d_launch)
 
 
 _avg_pool1d_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, avg_pool1d, __file__, ("x", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"), ("y",),
-    backward=(("avg_pool1d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad"), ("dx",), False),),
-    saved=("x",),
-    scalars=("kernel_size", "stride", "padding", "count_include_pad"),
-    keywords=("BL",),
+    op, avg_pool1d, __file__, ("x", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"), ("y",), backward=(("avg_pool1d_backward", ("dy", "x", "kernel_size", "stride", "padding", "count_include_pad"), ("dx",), False),), saved=("x",), scalars=("kernel_size", "stride", "padding", "count_include_pad"), keywords=("BL",),
 )

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """batch_norm: Triton kernel, launcher and torch reference generated from specs/batch_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -94,7 +78,6 @@ def batch_norm_kernel(
 
 
 _tuner = _rt.Tuner("batch_norm", "b76414399cca1856", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
 _SHIFT_CONFIGS = [
@@ -235,13 +218,19 @@ def _batch_norm_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
+_batch_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
+
+
 def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of batch_norm_kernel loads:
     each reduces across programs, so none of them could. Called by batch_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("_batch_norm_shift", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := (
+            "_batch_norm_shift",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -256,24 +245,16 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("_batch_norm_shift", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_batch_norm_shift", x=x)
+    device, T, B, C, H, W = _batch_norm_shift_inputs("_batch_norm_shift", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _batch_norm_shift(x)
-    B, C, H, W = x.shape
     if B <= 0:
         raise ValueError(f"_batch_norm_shift: x dimension 0 (B) must be > 0, got {B}")
     if H <= 0:
         raise ValueError(f"_batch_norm_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"_batch_norm_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -282,10 +263,10 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
     tune_key = (device, "shift", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_batch_norm_shift", tune_key)
+            config_index = _tuner.tuned_index("_batch_norm_shift", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 shift_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -299,7 +280,7 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                     *_x_strides, 1, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _batch_norm_shift_kernel, lambda: _batch_norm_shift(x)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_shift_kernel, lambda: _batch_norm_shift(x)))
                 return _batch_norm_shift(x)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -352,35 +333,19 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return shift_reduced, square_reduced
 
 
+_batch_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("eps", float), whole=(("w", "W", 65536),))
+
+
 def _batch_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
     """The checks of batch_norm()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("batch_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("batch_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("batch_norm", "bias", bias, T, 1, "x")
-    eps = _check_scalar("batch_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("batch_norm", x=x, weight=weight, bias=bias)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"batch_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"batch_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
+    device, T, eps, B, C, H, W = _batch_norm_inputs("batch_norm", x, weight, bias, eps)
     if B <= 0:
         raise ValueError(f"batch_norm: x dimension 0 (B) must be > 0, got {B}")
     if H <= 0:
         raise ValueError(f"batch_norm: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"batch_norm: x dimension 3 (W) must be > 0, got {W}")
-    if W > 65536:
-        raise ValueError(f"batch_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, eps, B, C, H, W
 
 
@@ -396,20 +361,17 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     Tuned: BH come from 4 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("batch_norm", config, lambda: batch_norm(x, weight, bias, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, weight, bias, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("batch_norm", config, lambda: batch_norm(x, weight, bias, eps)) if config is not None else op(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "batch_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -477,8 +439,5 @@ op = _rt.register_op("batch_norm", "b76414399cca1856", batch_norm, _batch_norm_f
 
 
 _batch_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, batch_norm, __file__, ("x", "weight", "bias", "eps"), ("y",),
-    backward=(("batch_norm_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight"),
-    scalars=("eps",),
+    op, batch_norm, __file__, ("x", "weight", "bias", "eps"), ("y",), backward=(("batch_norm_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight"), scalars=("eps",),
 )

@@ -45,33 +45,17 @@
 #   dbias[c] = sum(sum(sum(f32(dy[b, c, h, w]), dim=w), dim=h), dim=b)
 """batch_norm_backward: Triton kernel, launcher and torch reference generated from specs/batch_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -262,7 +246,6 @@ def batch_norm_backward_finish_dbias_kernel(
 
 
 _tuner = _rt.Tuner("batch_norm_backward", "057fb5b2c70263e1", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
 _SHIFT_CONFIGS = [
@@ -405,17 +388,19 @@ def _batch_norm_backward_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
+_batch_norm_backward_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
+
+
 def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of batch_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_batch_norm_backward_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -430,24 +415,16 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("_batch_norm_backward_shift", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_batch_norm_backward_shift", x=x)
+    device, T, B, C, H, W = _batch_norm_backward_shift_inputs("_batch_norm_backward_shift", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _batch_norm_backward_shift(x)
-    B, C, H, W = x.shape
     if B <= 0:
         raise ValueError(f"_batch_norm_backward_shift: x dimension 0 (B) must be > 0, got {B}")
     if H <= 0:
         raise ValueError(f"_batch_norm_backward_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_backward_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"_batch_norm_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(C, device=device, dtype=torch.float32)
     square_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -456,10 +433,10 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
     tune_key = (device, "shift", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_batch_norm_backward_shift", tune_key)
+            config_index = _tuner.tuned_index("_batch_norm_backward_shift", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 shift_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -473,7 +450,7 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
                     *_x_strides, 1, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _batch_norm_backward_shift_kernel, lambda: _batch_norm_backward_shift(x)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_shift_kernel, lambda: _batch_norm_backward_shift(x)))
                 return _batch_norm_backward_shift(x)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -692,12 +669,15 @@ def _batch_norm_backward_dmean_finish_dmean1_reduced_kernel(
     tl.store(dmean1_reduced_ptr + offs_q * stride_dmean1_reduced_elements, dmean1_reduced_merged, mask=mask_q)
 
 
+_batch_norm_backward_dmean_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), ("shift_reduced", torch.float32, "C"), ("square_reduced", torch.float32, "C"), whole=(("w", "W", 16384),))
+
+
 def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes dmean, dmean1 (into dmean_reduced, dmean1_reduced), which every program of batch_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by batch_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_batch_norm_backward_dmean",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -706,8 +686,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             shift_reduced.shape, shift_reduced.stride(), shift_reduced.dtype, shift_reduced.device, shift_reduced.data_ptr() & 15,
             square_reduced.shape, square_reduced.stride(), square_reduced.dtype, square_reduced.device, square_reduced.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -722,51 +701,16 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         finish, finish_grid, finish_args = _dmean1_reduced_finish
         finish(finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, *finish_args)
         return dmean_reduced, dmean1_reduced
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("_batch_norm_backward_dmean", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("_batch_norm_backward_dmean", "x", x, T, 4, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_batch_norm_backward_dmean", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("_batch_norm_backward_dmean", "eps", eps, float)
-    if not isinstance(shift_reduced, torch.Tensor) or shift_reduced.dtype != torch.float32 or shift_reduced.dim() != 1:
-        _rt.bad_input("_batch_norm_backward_dmean", "shift_reduced", shift_reduced, torch.float32, 1)
-    if not isinstance(square_reduced, torch.Tensor) or square_reduced.dtype != torch.float32 or square_reduced.dim() != 1:
-        _rt.bad_input("_batch_norm_backward_dmean", "square_reduced", square_reduced, torch.float32, 1)
-    device = dy.device
-    if x.device != device or weight.device != device or shift_reduced.device != device or square_reduced.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_batch_norm_backward_dmean", dy=dy, x=x, weight=weight, shift_reduced=shift_reduced, square_reduced=square_reduced)
+    device, T, eps, B, C, H, W = _batch_norm_backward_dmean_inputs("_batch_norm_backward_dmean", dy, x, weight, eps, shift_reduced, square_reduced)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, = weight.shape
-    _shift_reduced0, = shift_reduced.shape
-    _square_reduced0, = square_reduced.shape
-    if _x0 != B:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"_batch_norm_backward_dmean: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"_batch_norm_backward_dmean: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if _shift_reduced0 != C:
-        raise ValueError(f"_batch_norm_backward_dmean: shift_reduced dimension 0 (C) is {_shift_reduced0}, but dy dimension 1 gives C = {C}")
-    if _square_reduced0 != C:
-        raise ValueError(f"_batch_norm_backward_dmean: square_reduced dimension 0 (C) is {_square_reduced0}, but dy dimension 1 gives C = {C}")
     if B <= 0:
         raise ValueError(f"_batch_norm_backward_dmean: x dimension 0 (B) must be > 0, got {B}")
     if H <= 0:
         raise ValueError(f"_batch_norm_backward_dmean: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_batch_norm_backward_dmean: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"_batch_norm_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(C, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(C, device=device, dtype=torch.float32)
     if C == 0:  # nothing to compute: no launch
@@ -779,10 +723,10 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
     tune_key = (device, "dmean", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_batch_norm_backward_dmean", tune_key)
+            config_index = _tuner.tuned_index("_batch_norm_backward_dmean", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 dmean_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -797,7 +741,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
                     *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _batch_norm_backward_dmean_kernel, lambda: _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_dmean_kernel, lambda: _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)))
                 return _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -853,41 +797,19 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     return dmean_reduced, dmean1_reduced
 
 
+_batch_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("weight", "dy", "C"), ("eps", float), whole=(("w", "W", 16384),))
+
+
 def _batch_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float):
     """The checks of batch_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("batch_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("batch_norm_backward", "x", x, T, 4, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("batch_norm_backward", "weight", weight, T, 1, "dy")
-    eps = _check_scalar("batch_norm_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("batch_norm_backward", dy=dy, x=x, weight=weight)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, = weight.shape
-    if _x0 != B:
-        raise ValueError(f"batch_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"batch_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"batch_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"batch_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"batch_norm_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
+    device, T, eps, B, C, H, W = _batch_norm_backward_inputs("batch_norm_backward", dy, x, weight, eps)
     if B <= 0:
         raise ValueError(f"batch_norm_backward: x dimension 0 (B) must be > 0, got {B}")
     if H <= 0:
         raise ValueError(f"batch_norm_backward: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"batch_norm_backward: x dimension 3 (W) must be > 0, got {W}")
-    if W > 16384:
-        raise ValueError(f"batch_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, eps, B, C, H, W
 
 
@@ -900,20 +822,17 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x, weight, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("batch_norm_backward", config, lambda: batch_norm_backward(dy, x, weight, eps)) if config is not None else op(dy, x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "batch_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):
@@ -956,10 +875,10 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     _dmean1_reduced_strides = dmean1_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31  # offsets past 2**31 elements
     tune_key = (device, H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("batch_norm_backward", tune_key)
+            config_index = _tuner.tuned_index("batch_norm_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 dweight_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -974,7 +893,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                     *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, batch_norm_backward_kernel, lambda: batch_norm_backward(dy, x, weight, eps)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, batch_norm_backward_kernel, lambda: batch_norm_backward(dy, x, weight, eps)))
                 return batch_norm_backward(dy, x, weight, eps)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])

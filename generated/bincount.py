@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """bincount: Triton kernel, launcher and torch reference generated from specs/bincount.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -53,22 +39,25 @@ def bincount_kernel(
     tl.atomic_add(counts_ptr + x * stride_counts_bins, tl.full((BN,), 1, dtype=tl.int64), mask=mask_i_1, sem="relaxed")
 
 
-def _bincount_checked(x: torch.Tensor, bins: int, *, BN: int = 1024):
-    """The checks of bincount()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 1:
-        _rt.bad_input("bincount", "x", x, torch.int64, 1)
-    bins = _check_scalar("bincount", "bins", bins, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("bincount", x=x)
+_bincount_inputs = _rt.Inputs(("x", torch.int64, "N"), ("bins", int))
+
+
+def _bincount_plan(x: torch.Tensor, bins: int, *, BN: int = 1024):
+    """bincount()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BN = _rt.concrete(BN)
+    device, bins, N = _bincount_inputs("bincount", x, bins)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("bincount", "BN", BN)
-    N, = x.shape
-    return device, bins, N
+    counts = torch.zeros(bins, device=device, dtype=torch.int64)
+    int64 = _rt.wide_offsets((x,), (counts,))
+    return _rt.Planned(
+        _bincount_launch, device, (counts,), bins == 0, lambda meta: ((N + BN - 1) // BN, 1, 1),
+        (x, counts, N, bins, *x.stride(), 1),
+        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),), None,
+    )
 
 
-_bincount_launch = _rt.Launch(globals(), "bincount_kernel", "bincount", pointers=2)
+_bincount_launch = _rt.Launch(globals(), "bincount_kernel", "bincount", pointers=2, plan=_bincount_plan)
 
 
 def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
@@ -82,14 +71,13 @@ def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, bins, BN=BN)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "bincount",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             bins, type(bins),
             BN,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -97,21 +85,7 @@ def bincount(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
         counts = torch.zeros(*_counts_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, counts, *args)
         return counts
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return bincount(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    if bins == 0:  # nothing to compute: no launch
-        return counts
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    _bincount_launch(
-        fast_key, device, lambda meta: ((N + BN - 1) // BN, 1, 1),
-        (x, counts, N, bins, *_x_strides, 1),
-        dict(BN=BN, INT64_OFFSETS=int64), ((bins,),),
-    )
-    return counts
+    return _bincount_launch.run(bincount, fast_key, x, bins, BN=BN)
 
 
 def reference(x, bins):
@@ -125,27 +99,4 @@ def reference(x, bins):
     return counts
 
 
-def _bincount_fake(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
-    """The outputs of bincount(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BN = int(BN)
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    return counts
-
-
-def _bincount_traced(x: torch.Tensor, bins: int, *, BN: int = 1024) -> torch.Tensor:
-    """bincount() as torch.compile traces it on the GPU: the checks of _bincount_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BN = int(BN)
-    device, bins, N = _bincount_checked(x, bins, BN=BN)
-    counts = torch.zeros(bins, device=device, dtype=torch.int64)
-    if bins == 0:  # nothing to compute: no launch
-        return counts
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or bins > 2**31  # offsets past 2**31 elements
-    _bincount_launch.traced(((N + BN - 1) // BN, 1, 1), (x, counts, N, bins, *_x_strides, 1), dict(BN=BN, INT64_OFFSETS=int64))
-    return counts
-
-
-op = _rt.register_op("bincount", "63d12474186b4ad3", bincount, _bincount_fake, _bincount_traced)
+op = _rt.register_op("bincount", "63d12474186b4ad3", bincount, _bincount_launch)

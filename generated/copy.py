@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """copy: Triton kernel, launcher and torch reference generated from specs/copy.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -50,21 +37,25 @@ def copy_kernel(
     tl.store(z_ptr + offs_i * stride_z_n, x, mask=mask_i)
 
 
-def _copy_checked(x: torch.Tensor, *, BS: int = 1024):
-    """The checks of copy()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 1:
-        _rt.bad_input("copy", "x", x, torch.float32, 1)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy", x=x)
+_copy_inputs = _rt.Inputs(("x", torch.float32, "N"))
+
+
+def _copy_plan(x: torch.Tensor, *, BS: int = 1024):
+    """copy()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BS = _rt.concrete(BS)
+    device, N = _copy_inputs("copy", x)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _rt.bad_block("copy", "BS", BS)
-    N, = x.shape
-    return device, N
+    z = torch.empty(N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x,), (z,))
+    return _rt.Planned(
+        _copy_launch, device, (z,), N == 0, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (x, z, N, *x.stride(), 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_copy_launch = _rt.Launch(globals(), "copy_kernel", "copy", pointers=2)
+_copy_launch = _rt.Launch(globals(), "copy_kernel", "copy", pointers=2, plan=_copy_plan)
 
 
 def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
@@ -78,8 +69,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BS=BS)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("copy", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, BS, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("copy", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, BS, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -89,21 +79,7 @@ def copy(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         return z
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _copy_apply(x, BS)
-    device, N = _copy_checked(x, BS=BS)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return copy(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_launch(
-        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
-        (x, z, N, *_x_strides, 1),
-        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
-    )
-    return z
+    return _copy_launch.run(copy, fast_key, x, BS=BS)
 
 
 def reference(x):
@@ -114,34 +90,9 @@ def reference(x):
     return z
 
 
-def _copy_fake(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """The outputs of copy(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BS = int(BS)
-    device, N = _copy_checked(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    return z
-
-
-def _copy_traced(x: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy() as torch.compile traces it on the GPU: the checks of _copy_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BS = int(BS)
-    device, N = _copy_checked(x, BS=BS)
-    z = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_launch.traced(((N + BS - 1) // BS, 1, 1), (x, z, N, *_x_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_fake, _copy_traced)
+op = _rt.register_op("copy", "b81e7d6a6983c652", copy, _copy_launch)
 
 
 _copy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, copy, __file__, ("x",), ("z",),
-    backward=(("copy_backward", ("dz",), ("dx",), False),),
-    keywords=("BS",),
+    op, copy, __file__, ("x",), ("z",), backward=(("copy_backward", ("dz",), ("dx",), False),), keywords=("BS",),
 )

@@ -11,30 +11,17 @@
 #   dx[i] = f32(dz[i])
 """copy_backward: Triton kernel, launcher and torch reference generated from specs/copy.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -59,21 +46,25 @@ def copy_backward_kernel(
     tl.store(dx_ptr + offs_i * stride_dx_n, dz.to(tl.float32), mask=mask_i)
 
 
-def _copy_backward_checked(dz: torch.Tensor, *, BS: int = 1024):
-    """The checks of copy_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dz, torch.Tensor) or dz.dtype != torch.float32 or dz.dim() != 1:
-        _rt.bad_input("copy_backward", "dz", dz, torch.float32, 1)
-    device = dz.device
-    if (not dz.is_cuda and not _INTERPRET):
-        _rt.bad_device("copy_backward", dz=dz)
+_copy_backward_inputs = _rt.Inputs(("dz", torch.float32, "N"))
+
+
+def _copy_backward_plan(dz: torch.Tensor, *, BS: int = 1024):
+    """copy_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BS = _rt.concrete(BS)
+    device, N = _copy_backward_inputs("copy_backward", dz)
     if type(BS) is not int or BS < 1 or BS & (BS - 1):
         _rt.bad_block("copy_backward", "BS", BS)
-    N, = dz.shape
-    return device, N
+    dx = torch.empty(N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dz,), (dx,))
+    return _rt.Planned(
+        _copy_backward_launch, device, (dx,), N == 0, lambda meta: ((N + BS - 1) // BS, 1, 1),
+        (dz, dx, N, *dz.stride(), 1),
+        dict(BS=BS, INT64_OFFSETS=int64), ((N,),), None,
+    )
 
 
-_copy_backward_launch = _rt.Launch(globals(), "copy_backward_kernel", "copy_backward", pointers=2)
+_copy_backward_launch = _rt.Launch(globals(), "copy_backward_kernel", "copy_backward", pointers=2, plan=_copy_backward_plan, refuse=(0,))
 
 
 def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
@@ -87,13 +78,12 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dz, BS=BS)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "copy_backward",
             dz.shape, dz.stride(), dz.dtype, dz.device, dz.data_ptr() & 15,
             BS,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dz.requires_grad)):
@@ -101,23 +91,7 @@ def copy_backward(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dz, dx, *args)
         return dx
-    device, N = _copy_backward_checked(dz, BS=BS)
-    if _grad_enabled() and (getattr(dz, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("copy_backward")
-    if dz.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return copy_backward(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_backward_launch(
-        fast_key, device, lambda meta: ((N + BS - 1) // BS, 1, 1),
-        (dz, dx, N, *_dz_strides, 1),
-        dict(BS=BS, INT64_OFFSETS=int64), ((N,),),
-    )
-    return dx
+    return _copy_backward_launch.run(copy_backward, fast_key, dz, BS=BS)
 
 
 def reference(dz):
@@ -128,27 +102,4 @@ def reference(dz):
     return dx
 
 
-def _copy_backward_fake(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """The outputs of copy_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BS = int(BS)
-    device, N = _copy_backward_checked(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    return dx
-
-
-def _copy_backward_traced(dz: torch.Tensor, *, BS: int = 1024) -> torch.Tensor:
-    """copy_backward() as torch.compile traces it on the GPU: the checks of _copy_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BS = int(BS)
-    device, N = _copy_backward_checked(dz, BS=BS)
-    dx = torch.empty(N, device=device, dtype=torch.float32)
-    if N == 0:  # nothing to compute: no launch
-        return dx
-    _dz_strides = dz.stride()
-    int64 = (N - 1) * abs(_dz_strides[0]) >= 2**31 or N > 2**31  # offsets past 2**31 elements
-    _copy_backward_launch.traced(((N + BS - 1) // BS, 1, 1), (dz, dx, N, *_dz_strides, 1), dict(BS=BS, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("copy_backward", "76675a6723f80f76", copy_backward, _copy_backward_fake, _copy_backward_traced)
+op = _rt.register_op("copy_backward", "76675a6723f80f76", copy_backward, _copy_backward_launch)

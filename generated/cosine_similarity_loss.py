@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cosine_similarity_loss: Triton kernel, launcher and torch reference generated from specs/cosine_similarity_loss.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -112,26 +97,15 @@ def cosine_similarity_loss_finish_kernel(
     tl.store(loss_ptr + offs_q * stride_loss_elements, loss_merged / loss_merged_count, mask=mask_q)
 
 
+_cosine_similarity_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"), whole=(("c", "N", 262144),))
+
+
 def _cosine_similarity_loss_checked(predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
     """The checks of cosine_similarity_loss()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss", predictions=predictions, targets=targets)
+    device, M, N = _cosine_similarity_loss_inputs("cosine_similarity_loss", predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    if N > 262144:
-        raise ValueError(f"cosine_similarity_loss: 'c over N whole' makes one tile of all of N, so N (predictions dimension 1) must be <= 262144 (Triton's largest tile holds 1048576 elements), got {N}")
     return device, M, N
 
 
@@ -146,14 +120,13 @@ def cosine_similarity_loss(predictions: torch.Tensor, targets: torch.Tensor, *, 
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cosine_similarity_loss",
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
@@ -243,8 +216,5 @@ op = _rt.register_op("cosine_similarity_loss", "7a327704ce1a9f56", cosine_simila
 
 
 _cosine_similarity_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cosine_similarity_loss, __file__, ("predictions", "targets"), ("loss",),
-    backward=(("cosine_similarity_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
-    saved=("predictions", "targets"),
-    keywords=("BM",),
+    op, cosine_similarity_loss, __file__, ("predictions", "targets"), ("loss",), backward=(("cosine_similarity_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),), saved=("predictions", "targets"), keywords=("BM",),
 )

@@ -29,35 +29,20 @@
 #   dtargets[r, c] = dt
 """cosine_similarity_loss_backward: Triton kernel, launcher and torch reference generated from specs/cosine_similarity_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that cosine_similarity_loss_backward() holds in one tile: longer rows run _cosine_similarity_loss_backward_loops(),
-#: whose kernel loops over tiles of them. 2048 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) cosine_similarity_loss_backward() holds in one tile, longer ones run _cosine_similarity_loss_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(2048, 262144)
 
 
@@ -124,30 +109,30 @@ def cosine_similarity_loss_backward_kernel(
     tl.store(dtargets_ptrs, dt, mask=mask_rc)
 
 
-def _cosine_similarity_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
-    """The checks of cosine_similarity_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("cosine_similarity_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("cosine_similarity_loss_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cosine_similarity_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
+_cosine_similarity_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+
+
+def _cosine_similarity_loss_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4):
+    """cosine_similarity_loss_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    device, M, N = _cosine_similarity_loss_backward_inputs("cosine_similarity_loss_backward", dloss, predictions, targets)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("cosine_similarity_loss_backward", "BM", BM)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"cosine_similarity_loss_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    return device, M, N
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops() loops over them
+        return _cosine_similarity_loss_backward_loops_plan(dloss, predictions, targets, BM=BM)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
+    return _rt.Planned(
+        _cosine_similarity_loss_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
+    )
 
 
-_cosine_similarity_loss_backward_launch = _rt.Launch(globals(), "cosine_similarity_loss_backward_kernel", "cosine_similarity_loss_backward", pointers=5)
+_cosine_similarity_loss_backward_launch = _rt.Launch(globals(), "cosine_similarity_loss_backward_kernel", "cosine_similarity_loss_backward", pointers=5, plan=_cosine_similarity_loss_backward_plan, refuse=(0, 1, 2))
 
 
 def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,15 +146,14 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dloss, predictions, targets, BM=BM)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cosine_similarity_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
@@ -178,29 +162,7 @@ def cosine_similarity_loss_backward(dloss: torch.Tensor, predictions: torch.Tens
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cosine_similarity_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cosine_similarity_loss_backward(dloss, predictions, targets, BM=BM)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops() loops over them
-        return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-    )
-    return dpredictions, dtargets
+    return _cosine_similarity_loss_backward_launch.run(cosine_similarity_loss_backward, fast_key, dloss, predictions, targets, BM=BM)
 
 
 @triton.jit
@@ -338,7 +300,30 @@ def _cosine_similarity_loss_backward_loops_kernel(
         tl.store(dtargets_ptrs, dt, mask=mask_rc_1)
 
 
-_cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5)
+_cosine_similarity_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
+
+
+def _cosine_similarity_loss_backward_loops_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048):
+    """_cosine_similarity_loss_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, M, N = _cosine_similarity_loss_backward_loops_inputs("_cosine_similarity_loss_backward_loops", dloss, predictions, targets)
+    if type(BM) is not int or BM < 1 or BM & (BM - 1):
+        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BM", BM)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BLOCK_N", BLOCK_N)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
+    return _rt.Planned(
+        _cosine_similarity_loss_backward_loops_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, 1, 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, N, 1),
+        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), None,
+    )
+
+
+_cosine_similarity_loss_backward_loops_launch = _rt.Launch(globals(), "_cosine_similarity_loss_backward_loops_kernel", "_cosine_similarity_loss_backward_loops", pointers=5, plan=_cosine_similarity_loss_backward_loops_plan)
 
 
 def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4, BLOCK_N: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
@@ -347,15 +332,14 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
     Called by cosine_similarity_loss_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_cosine_similarity_loss_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             BM, BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -364,42 +348,7 @@ def _cosine_similarity_loss_backward_loops(dloss: torch.Tensor, predictions: tor
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("_cosine_similarity_loss_backward_loops", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_cosine_similarity_loss_backward_loops", dloss=dloss, predictions=predictions, targets=targets)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _cosine_similarity_loss_backward_loops(dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
-    if type(BM) is not int or BM < 1 or BM & (BM - 1):
-        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BM", BM)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_cosine_similarity_loss_backward_loops", "BLOCK_N", BLOCK_N)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"_cosine_similarity_loss_backward_loops: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"_cosine_similarity_loss_backward_loops: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, 1, 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-    )
-    return dpredictions, dtargets
+    return _cosine_similarity_loss_backward_loops_launch.run(_cosine_similarity_loss_backward_loops, fast_key, dloss, predictions, targets, BM=BM, BLOCK_N=BLOCK_N)
 
 
 def reference(dloss, predictions, targets):
@@ -427,40 +376,4 @@ def reference(dloss, predictions, targets):
     return dpredictions, dtargets
 
 
-def _cosine_similarity_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of cosine_similarity_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dpredictions, dtargets
-
-
-def _cosine_similarity_loss_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, BM: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
-    """cosine_similarity_loss_backward() as torch.compile traces it on the GPU: the checks of _cosine_similarity_loss_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    device, M, N = _cosine_similarity_loss_backward_checked(dloss, predictions, targets, BM=BM)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _cosine_similarity_loss_backward_loops()'s kernel
-        BLOCK_N = 2048
-        _dloss_strides = (0,)
-        _predictions_strides = predictions.stride()
-        _targets_strides = targets.stride()
-        int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _cosine_similarity_loss_backward_loops_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cosine_similarity_loss_backward_launch.traced(((M + BM - 1) // BM, 1, 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(BM=BM, BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return dpredictions, dtargets
-
-
-op = _rt.register_op("cosine_similarity_loss_backward", "992d9fdf00823daf", cosine_similarity_loss_backward, _cosine_similarity_loss_backward_fake, _cosine_similarity_loss_backward_traced)
+op = _rt.register_op("cosine_similarity_loss_backward", "992d9fdf00823daf", cosine_similarity_loss_backward, _cosine_similarity_loss_backward_launch)

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy: Triton kernel, launcher and torch reference generated from specs/cross_entropy.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
-tanh = _rt.tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -174,35 +158,9 @@ def cross_entropy_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy", "ba626ed5f869f76a", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_checked(logits: torch.Tensor, target: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None):
-    """The checks of cross_entropy()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy", "target", target, torch.int64, 1)
-    ignore_index = _check_scalar("cross_entropy", "ignore_index", ignore_index, int)
-    label_smoothing = _check_scalar("cross_entropy", "label_smoothing", label_smoothing, float)
-    softcap = _check_scalar("cross_entropy", "softcap", softcap, float)
-    lse_square_scale = _check_scalar("cross_entropy", "lse_square_scale", lse_square_scale, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float32, torch.bfloat16, torch.float16) or weight.dim() != 1:
-        _rt.bad_input("cross_entropy", "weight", weight, (torch.float32, torch.bfloat16, torch.float16), 1)
-    W = weight.dtype
-    device = logits.device
-    if target.device != device or weight.device != device or (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy", logits=logits, target=target, weight=weight)
-    M, V = logits.shape
-    _target0, = target.shape
-    _weight0, = weight.shape
-    if _target0 != M:
-        raise ValueError(f"cross_entropy: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
-    if _weight0 != V:
-        raise ValueError(f"cross_entropy: weight dimension 0 (V) is {_weight0}, but logits dimension 1 gives V = {V}")
-    return device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V
+_cross_entropy_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("target", torch.int64, "M"), ("ignore_index", int), ("label_smoothing", float), ("softcap", float), ("lse_square_scale", float), ("weight", (torch.float32, torch.bfloat16, torch.float16), "V"))
 
 
 _cross_entropy_launch = _rt.Launch(globals(), "cross_entropy_kernel", "cross_entropy", pointers=5, tuned=True)
@@ -219,15 +177,13 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
     Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace_backward=inplace_backward))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy", config, lambda: cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace_backward=inplace_backward)) if config is not None else op(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
@@ -237,8 +193,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
             lse_square_scale, type(lse_square_scale),
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (logits.requires_grad or weight.requires_grad)):
@@ -249,7 +204,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_index: int 
         return loss, lse
     if _grad_enabled() and (getattr(logits, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_apply(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight if _weight_given else None, inplace_backward)
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_checked(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
@@ -310,7 +265,7 @@ def _cross_entropy_fake(logits: torch.Tensor, target: torch.Tensor, ignore_index
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_checked(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     return loss, lse
@@ -322,7 +277,7 @@ def _cross_entropy_traced(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, logits.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_checked(logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_inputs("cross_entropy", logits, target, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     loss = torch.empty(M, device=device, dtype=torch.float32)
     lse = torch.empty(M, device=device, dtype=torch.float32)
     if M == 0:  # nothing to compute: no launch
@@ -339,10 +294,5 @@ op = _rt.register_op("cross_entropy", "ba626ed5f869f76a", cross_entropy, _cross_
 
 
 _cross_entropy_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cross_entropy, __file__, ("logits", "target", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("loss", "lse"),
-    backward=(("cross_entropy_backward", ("dloss", "dlse", "logits", "target", "lse", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("dlogits",), True),),
-    saved=("logits", "target", "lse", "weight"),
-    scalars=("ignore_index", "label_smoothing", "softcap", "lse_square_scale"),
-    over=("logits",),
-    optional=("weight",),
+    op, cross_entropy, __file__, ("logits", "target", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("loss", "lse"), backward=(("cross_entropy_backward", ("dloss", "dlse", "logits", "target", "lse", "ignore_index", "label_smoothing", "softcap", "lse_square_scale", "weight"), ("dlogits",), True),), saved=("logits", "target", "lse", "weight"), scalars=("ignore_index", "label_smoothing", "softcap", "lse_square_scale"), over=("logits",), optional=("weight",),
 )

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy_backward: Triton kernel, launcher and torch reference generated from specs/cross_entropy_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-tanh = _rt.tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -163,50 +148,9 @@ def cross_entropy_backward_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_backward", "d26c89e15dc3af18", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_backward_checked(dloss: torch.Tensor, dlse: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, ignore_index: int = -100, label_smoothing: float = 0.0, softcap: float = 0.0, lse_square_scale: float = 0.0, weight: torch.Tensor | None = None):
-    """The checks of cross_entropy_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(dlse, torch.Tensor) or dlse.dtype != torch.float32 or dlse.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "dlse", dlse, torch.float32, 1)
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_backward", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "target", target, torch.int64, 1)
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "lse", lse, torch.float32, 1)
-    ignore_index = _check_scalar("cross_entropy_backward", "ignore_index", ignore_index, int)
-    label_smoothing = _check_scalar("cross_entropy_backward", "label_smoothing", label_smoothing, float)
-    softcap = _check_scalar("cross_entropy_backward", "softcap", softcap, float)
-    lse_square_scale = _check_scalar("cross_entropy_backward", "lse_square_scale", lse_square_scale, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float32, torch.bfloat16, torch.float16) or weight.dim() != 1:
-        _rt.bad_input("cross_entropy_backward", "weight", weight, (torch.float32, torch.bfloat16, torch.float16), 1)
-    W = weight.dtype
-    device = dloss.device
-    if dlse.device != device or logits.device != device or target.device != device or lse.device != device or weight.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_backward", dloss=dloss, dlse=dlse, logits=logits, target=target, lse=lse, weight=weight)
-    M, = dloss.shape
-    _dlse0, = dlse.shape
-    _logits0, V = logits.shape
-    _target0, = target.shape
-    _lse0, = lse.shape
-    _weight0, = weight.shape
-    if _dlse0 != M:
-        raise ValueError(f"cross_entropy_backward: dlse dimension 0 (M) is {_dlse0}, but dloss dimension 0 gives M = {M}")
-    if _logits0 != M:
-        raise ValueError(f"cross_entropy_backward: logits dimension 0 (M) is {_logits0}, but dloss dimension 0 gives M = {M}")
-    if _target0 != M:
-        raise ValueError(f"cross_entropy_backward: target dimension 0 (M) is {_target0}, but dloss dimension 0 gives M = {M}")
-    if _lse0 != M:
-        raise ValueError(f"cross_entropy_backward: lse dimension 0 (M) is {_lse0}, but dloss dimension 0 gives M = {M}")
-    if _weight0 != V:
-        raise ValueError(f"cross_entropy_backward: weight dimension 0 (V) is {_weight0}, but logits dimension 1 gives V = {V}")
-    return device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V
+_cross_entropy_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("dlse", torch.float32, "M"), ("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("target", torch.int64, "M"), ("lse", torch.float32, "M"), ("ignore_index", int), ("label_smoothing", float), ("softcap", float), ("lse_square_scale", float), ("weight", (torch.float32, torch.bfloat16, torch.float16), "V"))
 
 
 _cross_entropy_backward_launch = _rt.Launch(globals(), "cross_entropy_backward_kernel", "cross_entropy_backward", pointers=7, tuned=True)
@@ -223,15 +167,13 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
     Tuned: BV come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace=inplace))
-    if _is_compiling() and not inplace:  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    if config is not None or _is_compiling() and not inplace:  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_backward", config, lambda: cross_entropy_backward(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight, inplace=inplace)) if config is not None else op(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             dlse.shape, dlse.stride(), dlse.dtype, dlse.device, dlse.data_ptr() & 15,
@@ -245,8 +187,7 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             inplace,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or dlse.requires_grad or logits.requires_grad or lse.requires_grad or weight.requires_grad)):
@@ -257,7 +198,7 @@ def cross_entropy_backward(dloss: torch.Tensor, dlse: torch.Tensor, logits: torc
             _rt.overwritten(logits)
         launch(grid, device_index, dloss, dlse, logits, target, lse, weight, dlogits, *args)
         return dlogits
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_checked(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("cross_entropy_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -320,7 +261,7 @@ def _cross_entropy_backward_fake(dloss: torch.Tensor, dlse: torch.Tensor, logits
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_checked(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     dlogits = torch.empty(M, V, device=device, dtype=T)
     return dlogits
 
@@ -331,7 +272,7 @@ def _cross_entropy_backward_traced(dloss: torch.Tensor, dlse: torch.Tensor, logi
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((logits.shape[1],), torch.float32, dloss.device))
-    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_checked(dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
+    device, T, W, ignore_index, label_smoothing, softcap, lse_square_scale, M, V = _cross_entropy_backward_inputs("cross_entropy_backward", dloss, dlse, logits, target, lse, ignore_index, label_smoothing, softcap, lse_square_scale, weight)
     dlogits = torch.empty(M, V, device=device, dtype=T)
     if M == 0 or V == 0:  # nothing to compute: no launch
         return dlogits

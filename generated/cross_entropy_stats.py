@@ -2,34 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy_stats: Triton kernel, launcher and torch reference generated from specs/cross_entropy_stats.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
-first_argmax = _rt.first_argmax
-tanh = _rt.tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax, first_argmax, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.first_argmax, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -146,24 +129,25 @@ def cross_entropy_stats_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_stats", "3b258a62b74bb46b", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_stats_checked(logits: torch.Tensor, softcap: float = 0.0):
-    """The checks of cross_entropy_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_stats", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    softcap = _check_scalar("cross_entropy_stats", "softcap", softcap, float)
-    device = logits.device
-    if (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_stats", logits=logits)
-    M, V = logits.shape
-    return device, T, softcap, M, V
+_cross_entropy_stats_inputs = _rt.Inputs(("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
-_cross_entropy_stats_launch = _rt.Launch(globals(), "cross_entropy_stats_kernel", "cross_entropy_stats", pointers=3, tuned=True)
+def _cross_entropy_stats_plan(logits: torch.Tensor, softcap: float = 0.0):
+    """cross_entropy_stats()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, softcap, M, V = _cross_entropy_stats_inputs("cross_entropy_stats", logits, softcap)
+    lse = torch.empty(M, device=device, dtype=torch.float32)
+    predicted = torch.empty(M, device=device, dtype=torch.int64)
+    int64 = _rt.wide_offsets((logits,), (lse, predicted))
+    return _rt.Planned(
+        _cross_entropy_stats_launch, device, (lse, predicted), M == 0, lambda meta: (M, 1, 1),
+        (logits, lse, predicted, M, V, softcap, *logits.stride(), 1, 1),
+        dict(INT64_OFFSETS=int64), ((M,), (M,)), (device, V, T),
+    )
+
+
+_cross_entropy_stats_launch = _rt.Launch(globals(), "cross_entropy_stats_kernel", "cross_entropy_stats", pointers=3, tuned=True, plan=_cross_entropy_stats_plan)
 
 
 def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -175,18 +159,15 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
     Tuned: BV come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_stats", config, lambda: cross_entropy_stats(logits, softcap))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(logits, softcap)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_stats", config, lambda: cross_entropy_stats(logits, softcap)) if config is not None else op(logits, softcap)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_stats",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             softcap, type(softcap),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (logits.requires_grad)):
@@ -197,23 +178,7 @@ def cross_entropy_stats(logits: torch.Tensor, softcap: float = 0.0, *, config: i
         return lse, predicted
     if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_stats_apply(logits, softcap)
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
-    if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_stats(logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    if M == 0:  # nothing to compute: no launch
-        return lse, predicted
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1),
-        dict(INT64_OFFSETS=int64), ((M,), (M,)),
-        tune_key=(device, V, T), again=lambda: cross_entropy_stats(logits, softcap),
-    )
-    return lse, predicted
+    return _cross_entropy_stats_launch.run(cross_entropy_stats, fast_key, logits, softcap)
 
 
 def reference(logits, softcap=0.0):
@@ -231,36 +196,9 @@ def reference(logits, softcap=0.0):
     return lse, predicted
 
 
-def _cross_entropy_stats_fake(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of cross_entropy_stats(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    return lse, predicted
-
-
-def _cross_entropy_stats_traced(logits: torch.Tensor, softcap: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """cross_entropy_stats() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_checked(logits, softcap)
-    lse = torch.empty(M, device=device, dtype=torch.float32)
-    predicted = torch.empty(M, device=device, dtype=torch.int64)
-    if M == 0:  # nothing to compute: no launch
-        return lse, predicted
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_launch.traced(lambda meta: (M, 1, 1), (logits, lse, predicted, M, V, softcap, *_logits_strides, 1, 1), dict(INT64_OFFSETS=int64))
-    return lse, predicted
-
-
-op = _rt.register_op("cross_entropy_stats", "3b258a62b74bb46b", cross_entropy_stats, _cross_entropy_stats_fake, _cross_entropy_stats_traced)
+op = _rt.register_op("cross_entropy_stats", "3b258a62b74bb46b", cross_entropy_stats, _cross_entropy_stats_launch)
 
 
 _cross_entropy_stats_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cross_entropy_stats, __file__, ("logits", "softcap"), ("lse", "predicted"),
-    backward=(("cross_entropy_stats_backward", ("dlse", "logits", "softcap"), ("dlogits",), False),),
-    saved=("logits",),
-    scalars=("softcap",),
-    unread=("dpredicted",),
+    op, cross_entropy_stats, __file__, ("logits", "softcap"), ("lse", "predicted"), backward=(("cross_entropy_stats_backward", ("dlse", "logits", "softcap"), ("dlogits",), False),), saved=("logits",), scalars=("softcap",), unread=("dpredicted",),
 )

@@ -32,33 +32,17 @@
 #   dlogits[r, c] = dx
 """cross_entropy_stats_backward: Triton kernel, launcher and torch reference generated from specs/cross_entropy_stats.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
-tanh = _rt.tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -248,29 +232,24 @@ def cross_entropy_stats_backward_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_stats_backward", "6d14ef64524197a1", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_stats_backward_checked(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0):
-    """The checks of cross_entropy_stats_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dlse, torch.Tensor) or dlse.dtype != torch.float32 or dlse.dim() != 1:
-        _rt.bad_input("cross_entropy_stats_backward", "dlse", dlse, torch.float32, 1)
-    if not isinstance(logits, torch.Tensor) or logits.dtype not in (torch.float32, torch.bfloat16, torch.float16) or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_stats_backward", "logits", logits, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = logits.dtype
-    softcap = _check_scalar("cross_entropy_stats_backward", "softcap", softcap, float)
-    device = dlse.device
-    if logits.device != device or (not dlse.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_stats_backward", dlse=dlse, logits=logits)
-    M, = dlse.shape
-    _logits0, V = logits.shape
-    if _logits0 != M:
-        raise ValueError(f"cross_entropy_stats_backward: logits dimension 0 (M) is {_logits0}, but dlse dimension 0 gives M = {M}")
-    return device, T, softcap, M, V
+_cross_entropy_stats_backward_inputs = _rt.Inputs(("dlse", torch.float32, "M"), ("logits", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("softcap", float))
 
 
-_cross_entropy_stats_backward_launch = _rt.Launch(globals(), "cross_entropy_stats_backward_kernel", "cross_entropy_stats_backward", pointers=3, tuned=True)
+def _cross_entropy_stats_backward_plan(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0):
+    """cross_entropy_stats_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, softcap, M, V = _cross_entropy_stats_backward_inputs("cross_entropy_stats_backward", dlse, logits, softcap)
+    dlogits = torch.empty(M, V, device=device, dtype=T)
+    int64 = _rt.wide_offsets((dlse, logits), (dlogits,))
+    return _rt.Planned(
+        _cross_entropy_stats_backward_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: (M, 1, 1),
+        (dlse, logits, dlogits, M, V, softcap, *dlse.stride(), *logits.stride(), V, 1),
+        dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T),
+    )
+
+
+_cross_entropy_stats_backward_launch = _rt.Launch(globals(), "cross_entropy_stats_backward_kernel", "cross_entropy_stats_backward", pointers=3, tuned=True, plan=_cross_entropy_stats_backward_plan, refuse=(0, 1))
 
 
 def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -282,19 +261,16 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
     Tuned: BV come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_stats_backward", config, lambda: cross_entropy_stats_backward(dlse, logits, softcap))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dlse, logits, softcap)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_stats_backward", config, lambda: cross_entropy_stats_backward(dlse, logits, softcap)) if config is not None else op(dlse, logits, softcap)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_stats_backward",
             dlse.shape, dlse.stride(), dlse.dtype, dlse.device, dlse.data_ptr() & 15,
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             softcap, type(softcap),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dlse.requires_grad or logits.requires_grad)):
@@ -303,25 +279,7 @@ def cross_entropy_stats_backward(dlse: torch.Tensor, logits: torch.Tensor, softc
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=T)
         launch(grid, device_index, dlse, logits, dlogits, *args)
         return dlogits
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
-    if _grad_enabled() and (getattr(dlse, "requires_grad", False) or getattr(logits, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cross_entropy_stats_backward")
-    if dlse.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_stats_backward(dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_backward_launch(
-        fast_key, device, lambda meta: (M, 1, 1),
-        (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1),
-        dict(INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V, T), again=lambda: cross_entropy_stats_backward(dlse, logits, softcap),
-    )
-    return dlogits
+    return _cross_entropy_stats_backward_launch.run(cross_entropy_stats_backward, fast_key, dlse, logits, softcap)
 
 
 def reference(dlse, logits, softcap=0.0):
@@ -348,26 +306,4 @@ def reference(dlse, logits, softcap=0.0):
     return dlogits
 
 
-def _cross_entropy_stats_backward_fake(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
-    """The outputs of cross_entropy_stats_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    return dlogits
-
-
-def _cross_entropy_stats_backward_traced(dlse: torch.Tensor, logits: torch.Tensor, softcap: float = 0.0) -> torch.Tensor:
-    """cross_entropy_stats_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_stats_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, softcap, M, V = _cross_entropy_stats_backward_checked(dlse, logits, softcap)
-    dlogits = torch.empty(M, V, device=device, dtype=T)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dlse_strides = dlse.stride()
-    _logits_strides = logits.stride()
-    int64 = (M - 1) * abs(_dlse_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_stats_backward_launch.traced(lambda meta: (M, 1, 1), (dlse, logits, dlogits, M, V, softcap, *_dlse_strides, *_logits_strides, V, 1), dict(INT64_OFFSETS=int64))
-    return dlogits
-
-
-op = _rt.register_op("cross_entropy_stats_backward", "6d14ef64524197a1", cross_entropy_stats_backward, _cross_entropy_stats_backward_fake, _cross_entropy_stats_backward_traced)
+op = _rt.register_op("cross_entropy_stats_backward", "6d14ef64524197a1", cross_entropy_stats_backward, _cross_entropy_stats_backward_launch)

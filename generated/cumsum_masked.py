@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cumsum_masked: Triton kernel, launcher and torch reference generated from specs/cumsum_masked.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -95,29 +82,24 @@ def cumsum_masked_kernel(
 
 
 _tuner = _rt.Tuner("cumsum_masked", "f3f5c8da093628fe", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cumsum_masked_checked(x: torch.Tensor, mask: torch.Tensor):
-    """The checks of cumsum_masked()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("cumsum_masked", "x", x, torch.float32, 2)
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.dim() != 2:
-        _rt.bad_input("cumsum_masked", "mask", mask, torch.bool, 2)
-    device = x.device
-    if mask.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("cumsum_masked", x=x, mask=mask)
-    M, N = x.shape
-    _mask0, _mask1 = mask.shape
-    if _mask0 != M:
-        raise ValueError(f"cumsum_masked: mask dimension 0 (M) is {_mask0}, but x dimension 0 gives M = {M}")
-    if _mask1 != N:
-        raise ValueError(f"cumsum_masked: mask dimension 1 (N) is {_mask1}, but x dimension 1 gives N = {N}")
-    return device, M, N
+_cumsum_masked_inputs = _rt.Inputs(("x", torch.float32, "M N"), ("mask", torch.bool, "M N"))
 
 
-_cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True)
+def _cumsum_masked_plan(x: torch.Tensor, mask: torch.Tensor):
+    """cumsum_masked()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N = _cumsum_masked_inputs("cumsum_masked", x, mask)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x, mask), (y,))
+    return _rt.Planned(
+        _cumsum_masked_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, mask, y, M, N, *x.stride(), *mask.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_cumsum_masked_launch = _rt.Launch(globals(), "cumsum_masked_kernel", "cumsum_masked", pointers=3, tuned=True, plan=_cumsum_masked_plan)
 
 
 def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -128,18 +110,15 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
     Tuned: BM, BC come from 8 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cumsum_masked", config, lambda: cumsum_masked(x, mask))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, mask)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cumsum_masked", config, lambda: cumsum_masked(x, mask)) if config is not None else op(x, mask)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cumsum_masked",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             mask.shape, mask.stride(), mask.dtype, mask.device, mask.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -149,23 +128,7 @@ def cumsum_masked(x: torch.Tensor, mask: torch.Tensor, *, config: int | dict | N
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cumsum_masked_apply(x, mask)
-    device, M, N = _cumsum_masked_checked(x, mask)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cumsum_masked(x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: cumsum_masked(x, mask),
-    )
-    return y
+    return _cumsum_masked_launch.run(cumsum_masked, fast_key, x, mask)
 
 
 def reference(x, mask):
@@ -177,33 +140,9 @@ def reference(x, mask):
     return y
 
 
-def _cumsum_masked_fake(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The outputs of cumsum_masked(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _cumsum_masked_checked(x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _cumsum_masked_traced(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """cumsum_masked() as torch.compile traces it on the GPU: the checks of _cumsum_masked_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _cumsum_masked_checked(x, mask)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _mask_strides = mask.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_mask_strides[0]) + (N - 1) * abs(_mask_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _cumsum_masked_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, mask, y, M, N, *_x_strides, *_mask_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("cumsum_masked", "f3f5c8da093628fe", cumsum_masked, _cumsum_masked_fake, _cumsum_masked_traced)
+op = _rt.register_op("cumsum_masked", "f3f5c8da093628fe", cumsum_masked, _cumsum_masked_launch)
 
 
 _cumsum_masked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cumsum_masked, __file__, ("x", "mask"), ("y",),
-    backward=(("cumsum_masked_backward", ("dy", "mask"), ("dx",), False),),
-    saved=("mask",),
+    op, cumsum_masked, __file__, ("x", "mask"), ("y",), backward=(("cumsum_masked_backward", ("dy", "mask"), ("dx",), False),), saved=("mask",),
 )

@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """embedding: Triton kernel, launcher and torch reference generated from specs/embedding.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -69,29 +55,25 @@ def embedding_kernel(
 
 
 _tuner = _rt.Tuner("embedding", "6f97e411fbb24543", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _embedding_checked(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
-    """The checks of embedding()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(idx, torch.Tensor) or idx.dtype != torch.int64 or idx.dim() != 1:
-        _rt.bad_input("embedding", "idx", idx, torch.int64, 1)
-    if not isinstance(weight, torch.Tensor) or weight.dtype not in (torch.float16, torch.bfloat16, torch.float32) or weight.dim() != 2:
-        _rt.bad_input("embedding", "weight", weight, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = weight.dtype
-    padding_idx = _check_scalar("embedding", "padding_idx", padding_idx, int)
-    device = idx.device
-    if weight.device != device or (not idx.is_cuda and not _INTERPRET):
-        _rt.bad_device("embedding", idx=idx, weight=weight)
-    N, = idx.shape
-    V, C = weight.shape
-    if C > 65536:
-        raise ValueError(f"embedding: 'c over C whole' makes one tile of all of C, so C (weight dimension 1) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {C}")
-    return device, T, padding_idx, N, V, C
+_embedding_inputs = _rt.Inputs(("idx", torch.int64, "N"), ("weight", (torch.float16, torch.bfloat16, torch.float32), "V C"), ("padding_idx", int), whole=(("c", "C", 65536),))
 
 
-_embedding_launch = _rt.Launch(globals(), "embedding_kernel", "embedding", pointers=3, tuned=True)
+def _embedding_plan(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1):
+    """embedding()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, padding_idx, N, V, C = _embedding_inputs("embedding", idx, weight, padding_idx)
+    y = torch.empty(N, C, device=device, dtype=T)
+    BLOCK_C = 1 << (int(C) - 1).bit_length()
+    int64 = _rt.wide_offsets((idx, weight), (y,))
+    return _rt.Planned(
+        _embedding_launch, device, (y,), N == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
+        (idx, weight, y, N, V, C, padding_idx, *idx.stride(), *weight.stride(), C, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),), (device, C, T),
+    )
+
+
+_embedding_launch = _rt.Launch(globals(), "embedding_kernel", "embedding", pointers=3, tuned=True, plan=_embedding_plan)
 
 
 def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *, config: int | dict | None = None) -> torch.Tensor:
@@ -103,19 +85,16 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
     Tuned: BT come from 4 autotune configs keyed on C, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("embedding", config, lambda: embedding(idx, weight, padding_idx))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(idx, weight, padding_idx)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("embedding", config, lambda: embedding(idx, weight, padding_idx)) if config is not None else op(idx, weight, padding_idx)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "embedding",
             idx.shape, idx.stride(), idx.dtype, idx.device, idx.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             padding_idx, type(padding_idx),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (weight.requires_grad)):
@@ -126,24 +105,7 @@ def embedding(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1, *,
         return y
     if _grad_enabled() and (getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _embedding_apply(idx, weight, padding_idx)
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    if idx.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return embedding(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    if N == 0 or C == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_C = 1 << (C - 1).bit_length()
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _embedding_launch(
-        fast_key, device, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1),
-        (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((N, C),),
-        tune_key=(device, C, T), again=lambda: embedding(idx, weight, padding_idx),
-    )
-    return y
+    return _embedding_launch.run(embedding, fast_key, idx, weight, padding_idx)
 
 
 def reference(idx, weight, padding_idx=-1):
@@ -156,35 +118,9 @@ def reference(idx, weight, padding_idx=-1):
     return y
 
 
-def _embedding_fake(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """The outputs of embedding(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    return y
-
-
-def _embedding_traced(idx: torch.Tensor, weight: torch.Tensor, padding_idx: int = -1) -> torch.Tensor:
-    """embedding() as torch.compile traces it on the GPU: the checks of _embedding_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, padding_idx, N, V, C = _embedding_checked(idx, weight, padding_idx)
-    y = torch.empty(N, C, device=device, dtype=T)
-    if N == 0 or C == 0:  # nothing to compute: no launch
-        return y
-    _idx_strides = idx.stride()
-    _weight_strides = weight.stride()
-    BLOCK_C = 1 << (int(C) - 1).bit_length()
-    int64 = (N - 1) * abs(_idx_strides[0]) >= 2**31 or (V - 1) * abs(_weight_strides[0]) + (C - 1) * abs(_weight_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _embedding_launch.traced(lambda meta: ((N + meta["BT"] - 1) // meta["BT"], 1, 1), (idx, weight, y, N, V, C, padding_idx, *_idx_strides, *_weight_strides, C, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("embedding", "6f97e411fbb24543", embedding, _embedding_fake, _embedding_traced)
+op = _rt.register_op("embedding", "6f97e411fbb24543", embedding, _embedding_launch)
 
 
 _embedding_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",),
-    backward=(("embedding_backward", ("idx", "weight", "dy", "padding_idx"), ("dweight",), False),),
-    saved=("idx", "weight"),
-    scalars=("padding_idx",),
+    op, embedding, __file__, ("idx", "weight", "padding_idx"), ("y",), backward=(("embedding_backward", ("idx", "weight", "dy", "padding_idx"), ("dweight",), False),), saved=("idx", "weight"), scalars=("padding_idx",),
 )

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """frobenius_norm: Triton kernel, launcher and torch reference generated from specs/frobenius_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -78,7 +63,6 @@ def frobenius_norm_kernel(
 
 
 _tuner = _rt.Tuner("frobenius_norm", "e2ef40f1ac2bc408", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
 _NORM_CONFIGS = [
@@ -164,17 +148,19 @@ def _frobenius_norm_norm_finish_kernel(
     tl.store(norm_reduced_ptr + offs_q * stride_norm_reduced_elements, tl.sqrt_rn(norm_reduced_merged), mask=mask_q)
 
 
+_frobenius_norm_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
+
+
 def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     """Computes norm (into norm_reduced), which every program of frobenius_norm_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_frobenius_norm_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -185,18 +171,10 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
         finish, finish_grid, finish_args = _norm_reduced_finish
         finish(finish_grid, device_index, norm_reduced_partials, norm_reduced, *finish_args)
         return norm_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("_frobenius_norm_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_frobenius_norm_norm", x=x)
+    device, T, B, C, H, W = _frobenius_norm_norm_inputs("_frobenius_norm_norm", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_norm(x)
-    B, C, H, W = x.shape
-    if W > 65536:
-        raise ValueError(f"_frobenius_norm_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
     norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return norm_reduced
@@ -204,10 +182,10 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, "norm", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_frobenius_norm_norm", tune_key)
+            config_index = _tuner.tuned_index("_frobenius_norm_norm", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 norm_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
@@ -219,7 +197,7 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
                     *_x_strides, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _frobenius_norm_norm_kernel, lambda: _frobenius_norm_norm(x)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_norm_kernel, lambda: _frobenius_norm_norm(x)))
                 return _frobenius_norm_norm(x)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -265,19 +243,7 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     return norm_reduced
 
 
-def _frobenius_norm_checked(x: torch.Tensor):
-    """The checks of frobenius_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("frobenius_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("frobenius_norm", x=x)
-    B, C, H, W = x.shape
-    if W > 65536:
-        raise ValueError(f"frobenius_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 65536 (Triton's largest tile holds 1048576 elements), got {W}")
-    return device, T, B, C, H, W
+_frobenius_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 65536),))
 
 
 _frobenius_norm_launch = _rt.Launch(globals(), "frobenius_norm_kernel", "frobenius_norm", pointers=3, tuned=True)
@@ -292,13 +258,14 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     Tuned: BH come from 4 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("frobenius_norm", config, lambda: frobenius_norm(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("frobenius_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := (
+            "frobenius_norm",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            _current_device(),
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -310,7 +277,7 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _frobenius_norm_apply(x)
-    device, T, B, C, H, W = _frobenius_norm_checked(x)
+    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return frobenius_norm(x)
@@ -349,7 +316,7 @@ def reference(x):
 def _frobenius_norm_fake(x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, C, H, W = _frobenius_norm_checked(x)
+    device, T, B, C, H, W = _frobenius_norm_inputs("frobenius_norm", x)
     y = torch.empty(B, C, H, W, device=device, dtype=T)
     return y
 
@@ -358,7 +325,5 @@ op = _rt.register_op("frobenius_norm", "e2ef40f1ac2bc408", frobenius_norm, _frob
 
 
 _frobenius_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, frobenius_norm, __file__, ("x",), ("y",),
-    backward=(("frobenius_norm_backward", ("dy", "x"), ("dx",), False),),
-    saved=("x",),
+    op, frobenius_norm, __file__, ("x",), ("y",), backward=(("frobenius_norm_backward", ("dy", "x"), ("dx",), False),), saved=("x",),
 )

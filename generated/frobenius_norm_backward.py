@@ -26,32 +26,17 @@
 #   dx[b, c, h, w] = dv
 """frobenius_norm_backward: Triton kernel, launcher and torch reference generated from specs/frobenius_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -112,7 +97,6 @@ def frobenius_norm_backward_kernel(
 
 
 _tuner = _rt.Tuner("frobenius_norm_backward", "c2fe31db9f730d5d", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
 _NORM_CONFIGS = [
@@ -200,17 +184,19 @@ def _frobenius_norm_backward_norm_finish_kernel(
     tl.store(norm_reduced_ptr + offs_q * stride_norm_reduced_elements, tl.sqrt_rn(norm_reduced_merged), mask=mask_q)
 
 
+_frobenius_norm_backward_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), whole=(("w", "W", 16384),))
+
+
 def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
     """Computes norm (into norm_reduced), which every program of frobenius_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_frobenius_norm_backward_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -221,18 +207,10 @@ def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
         finish, finish_grid, finish_args = _norm_reduced_finish
         finish(finish_grid, device_index, norm_reduced_partials, norm_reduced, *finish_args)
         return norm_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("_frobenius_norm_backward_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_frobenius_norm_backward_norm", x=x)
+    device, T, B, C, H, W = _frobenius_norm_backward_norm_inputs("_frobenius_norm_backward_norm", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_backward_norm(x)
-    B, C, H, W = x.shape
-    if W > 16384:
-        raise ValueError(f"_frobenius_norm_backward_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     norm_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return norm_reduced
@@ -240,10 +218,10 @@ def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, "norm", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_frobenius_norm_backward_norm", tune_key)
+            config_index = _tuner.tuned_index("_frobenius_norm_backward_norm", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 norm_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
@@ -255,7 +233,7 @@ def _frobenius_norm_backward_norm(x: torch.Tensor) -> torch.Tensor:
                     *_x_strides, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _frobenius_norm_backward_norm_kernel, lambda: _frobenius_norm_backward_norm(x)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_backward_norm_kernel, lambda: _frobenius_norm_backward_norm(x)))
                 return _frobenius_norm_backward_norm(x)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -394,19 +372,21 @@ def _frobenius_norm_backward_dsum_finish_kernel(
     tl.store(dsum_reduced_ptr + offs_q * stride_dsum_reduced_elements, dsum_reduced_merged, mask=mask_q)
 
 
+_frobenius_norm_backward_dsum_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), ("norm_reduced", torch.float32, "1"), whole=(("w", "W", 16384),))
+
+
 def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduced: torch.Tensor) -> torch.Tensor:
     """Computes dsum (into dsum_reduced), which every program of frobenius_norm_backward_kernel loads:
     each reduces across programs, so none of them could. Called by frobenius_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_frobenius_norm_backward_dsum",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             norm_reduced.shape, norm_reduced.stride(), norm_reduced.dtype, norm_reduced.device, norm_reduced.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -417,34 +397,10 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
         finish, finish_grid, finish_args = _dsum_reduced_finish
         finish(finish_grid, device_index, dsum_reduced_partials, dsum_reduced, *finish_args)
         return dsum_reduced
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("_frobenius_norm_backward_dsum", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("_frobenius_norm_backward_dsum", "x", x, T, 4, "dy")
-    if not isinstance(norm_reduced, torch.Tensor) or norm_reduced.dtype != torch.float32 or norm_reduced.dim() != 1:
-        _rt.bad_input("_frobenius_norm_backward_dsum", "norm_reduced", norm_reduced, torch.float32, 1)
-    device = dy.device
-    if x.device != device or norm_reduced.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_frobenius_norm_backward_dsum", dy=dy, x=x, norm_reduced=norm_reduced)
+    device, T, B, C, H, W = _frobenius_norm_backward_dsum_inputs("_frobenius_norm_backward_dsum", dy, x, norm_reduced)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _frobenius_norm_backward_dsum(dy, x, norm_reduced)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _norm_reduced0, = norm_reduced.shape
-    if _x0 != B:
-        raise ValueError(f"_frobenius_norm_backward_dsum: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"_frobenius_norm_backward_dsum: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"_frobenius_norm_backward_dsum: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"_frobenius_norm_backward_dsum: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _norm_reduced0 != 1:
-        raise ValueError(f"_frobenius_norm_backward_dsum: norm_reduced dimension 0 must be 1, got {_norm_reduced0}")
-    if W > 16384:
-        raise ValueError(f"_frobenius_norm_backward_dsum: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
     dsum_reduced = torch.empty(1, device=device, dtype=torch.float32)
     if False:  # nothing to compute: no launch
         return dsum_reduced
@@ -454,10 +410,10 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
     _norm_reduced_strides = norm_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, "dsum", H, W, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_frobenius_norm_backward_dsum", tune_key)
+            config_index = _tuner.tuned_index("_frobenius_norm_backward_dsum", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
                 dsum_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
@@ -469,7 +425,7 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
                     *_dy_strides, *_x_strides, *_norm_reduced_strides, 1,
                     BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, _frobenius_norm_backward_dsum_kernel, lambda: _frobenius_norm_backward_dsum(dy, x, norm_reduced)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_backward_dsum_kernel, lambda: _frobenius_norm_backward_dsum(dy, x, norm_reduced)))
                 return _frobenius_norm_backward_dsum(dy, x, norm_reduced)
     config = _CONFIGS[config_index].kwargs
     grid = (B, C, (H + config["BH"] - 1) // config["BH"])
@@ -515,30 +471,7 @@ def _frobenius_norm_backward_dsum(dy: torch.Tensor, x: torch.Tensor, norm_reduce
     return dsum_reduced
 
 
-def _frobenius_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
-    """The checks of frobenius_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("frobenius_norm_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("frobenius_norm_backward", "x", x, T, 4, "dy")
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("frobenius_norm_backward", dy=dy, x=x)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"frobenius_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"frobenius_norm_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"frobenius_norm_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"frobenius_norm_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if W > 16384:
-        raise ValueError(f"frobenius_norm_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 16384 (Triton's largest tile holds 1048576 elements), got {W}")
-    return device, T, B, C, H, W
+_frobenius_norm_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("x", "dy", "B C H W"), whole=(("w", "W", 16384),))
 
 
 _frobenius_norm_backward_launch = _rt.Launch(globals(), "frobenius_norm_backward_kernel", "frobenius_norm_backward", pointers=5, tuned=True)
@@ -553,18 +486,15 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
     Tuned: BH come from 6 autotune configs keyed on H, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("frobenius_norm_backward", config, lambda: frobenius_norm_backward(dy, x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("frobenius_norm_backward", config, lambda: frobenius_norm_backward(dy, x)) if config is not None else op(dy, x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "frobenius_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -575,7 +505,7 @@ def frobenius_norm_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | 
         dsum_reduced = _frobenius_norm_backward_dsum(dy, x, norm_reduced)
         launch(grid, device_index, dy, x, norm_reduced, dsum_reduced, dx, *args)
         return dx
-    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
+    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("frobenius_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -622,7 +552,7 @@ def reference(dy, x):
 def _frobenius_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The outputs of frobenius_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, C, H, W = _frobenius_norm_backward_checked(dy, x)
+    device, T, B, C, H, W = _frobenius_norm_backward_inputs("frobenius_norm_backward", dy, x)
     dx = torch.empty(B, C, H, W, device=device, dtype=T)
     return dx
 

@@ -2,36 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """fused_add_rms_norm: Triton kernel, launcher and torch reference generated from specs/fused_add_rms_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that fused_add_rms_norm() holds in one tile: longer rows run _fused_add_rms_norm_loops(),
-#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) fused_add_rms_norm() holds in one tile, longer ones run _fused_add_rms_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
@@ -89,37 +73,28 @@ def fused_add_rms_norm_kernel(
 
 
 _tuner = _rt.Tuner("fused_add_rms_norm", "3a9010cbb512bede", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _fused_add_rms_norm_checked(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0):
-    """The checks of fused_add_rms_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("fused_add_rms_norm", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("fused_add_rms_norm", "weight", weight, T, 1, "x")
-    eps = _check_scalar("fused_add_rms_norm", "eps", eps, float)
-    offset = _check_scalar("fused_add_rms_norm", "offset", offset, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("fused_add_rms_norm", x=x, residual=residual, weight=weight)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"fused_add_rms_norm: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"fused_add_rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, offset, M, N
+_fused_add_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
 
 
-_fused_add_rms_norm_launch = _rt.Launch(globals(), "fused_add_rms_norm_kernel", "fused_add_rms_norm", pointers=5, tuned=True)
+def _fused_add_rms_norm_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0):
+    """fused_add_rms_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, eps, offset, M, N = _fused_add_rms_norm_inputs("fused_add_rms_norm", x, residual, weight, eps, offset)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
+        return _fused_add_rms_norm_loops_plan(x, residual, weight, eps, offset)
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((x, residual, weight), (y, s))
+    return _rt.Planned(
+        _fused_add_rms_norm_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *x.stride(), *residual.stride(), *weight.stride(), N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
+    )
+
+
+_fused_add_rms_norm_launch = _rt.Launch(globals(), "fused_add_rms_norm_kernel", "fused_add_rms_norm", pointers=5, tuned=True, plan=_fused_add_rms_norm_plan)
 
 
 def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,12 +106,10 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     Tuned: BM come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps, offset))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, residual, weight, eps, offset)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("fused_add_rms_norm", config, lambda: fused_add_rms_norm(x, residual, weight, eps, offset)) if config is not None else op(x, residual, weight, eps, offset)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "fused_add_rms_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
@@ -144,8 +117,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
             eps, type(eps),
             offset, type(offset),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or residual.requires_grad or weight.requires_grad)):
@@ -157,28 +129,7 @@ def fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
         return y, s
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(residual, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _fused_add_rms_norm_apply(x, residual, weight, eps, offset)
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return fused_add_rms_norm(x, residual, weight, eps, offset)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops() loops over them
-        return _fused_add_rms_norm_loops(x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, N, T), again=lambda: fused_add_rms_norm(x, residual, weight, eps, offset),
-    )
-    return y, s
+    return _fused_add_rms_norm_launch.run(fused_add_rms_norm, fast_key, x, residual, weight, eps, offset)
 
 
 _LOOPS_CONFIGS = [
@@ -289,7 +240,26 @@ def _fused_add_rms_norm_loops_kernel(
         tl.store(y_ptrs, (normed.to(tl.float32) * (offset + weight.to(tl.float32))).to(T), mask=mask_rc_1)
 
 
-_fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_loops_kernel", "_fused_add_rms_norm_loops", pointers=5, tuned=True)
+_fused_add_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("residual", "x", "M N"), ("weight", "x", "N"), ("eps", float), ("offset", float))
+
+
+def _fused_add_rms_norm_loops_plan(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096):
+    """_fused_add_rms_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, T, eps, offset, M, N = _fused_add_rms_norm_loops_inputs("_fused_add_rms_norm_loops", x, residual, weight, eps, offset)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    s = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((x, residual, weight), (y, s))
+    return _rt.Planned(
+        _fused_add_rms_norm_loops_launch, device, (y, s), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, residual, weight, y, s, M, N, eps, offset, *x.stride(), *residual.stride(), *weight.stride(), N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)), (device, "loops", N, T),
+    )
+
+
+_fused_add_rms_norm_loops_launch = _rt.Launch(globals(), "_fused_add_rms_norm_loops_kernel", "_fused_add_rms_norm_loops", pointers=5, tuned=True, plan=_fused_add_rms_norm_loops_plan)
 
 
 def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -298,7 +268,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
     Called by fused_add_rms_norm(), after its checks. Its tune configs are those of fused_add_rms_norm() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_fused_add_rms_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             residual.shape, residual.stride(), residual.dtype, residual.device, residual.data_ptr() & 15,
@@ -307,8 +277,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
             offset, type(offset),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -318,47 +287,7 @@ def _fused_add_rms_norm_loops(x: torch.Tensor, residual: torch.Tensor, weight: t
         s = torch.empty(*_s_shape, device=device, dtype=T)
         launch(grid, device_index, x, residual, weight, y, s, *args)
         return y, s
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_fused_add_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(residual, torch.Tensor) or residual.dtype != T or residual.dim() != 2:
-        _rt.bad_input("_fused_add_rms_norm_loops", "residual", residual, T, 2, "x")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_fused_add_rms_norm_loops", "weight", weight, T, 1, "x")
-    eps = _check_scalar("_fused_add_rms_norm_loops", "eps", eps, float)
-    offset = _check_scalar("_fused_add_rms_norm_loops", "offset", offset, float)
-    device = x.device
-    if residual.device != device or weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_fused_add_rms_norm_loops", x=x, residual=residual, weight=weight)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _fused_add_rms_norm_loops(x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_fused_add_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _residual0, _residual1 = residual.shape
-    _weight0, = weight.shape
-    if _residual0 != M:
-        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 0 (M) is {_residual0}, but x dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"_fused_add_rms_norm_loops: residual dimension 1 (N) is {_residual1}, but x dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"_fused_add_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, "loops", N, T), again=lambda: _fused_add_rms_norm_loops(x, residual, weight, eps, offset, BLOCK_N=BLOCK_N),
-    )
-    return y, s
+    return _fused_add_rms_norm_loops_launch.run(_fused_add_rms_norm_loops, fast_key, x, residual, weight, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, residual, weight, eps, offset=0.0):
@@ -378,46 +307,9 @@ def reference(x, residual, weight, eps, offset=0.0):
     return y, s
 
 
-def _fused_add_rms_norm_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of fused_add_rms_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    return y, s
-
-
-def _fused_add_rms_norm_traced(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, offset: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """fused_add_rms_norm() as torch.compile traces it on the GPU: the checks of _fused_add_rms_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, offset, M, N = _fused_add_rms_norm_checked(x, residual, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    s = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, s
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _fused_add_rms_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _residual_strides = residual.stride()
-        _weight_strides = weight.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _fused_add_rms_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y, s
-    _x_strides = x.stride()
-    _residual_strides = residual.stride()
-    _weight_strides = weight.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _fused_add_rms_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, residual, weight, y, s, M, N, eps, offset, *_x_strides, *_residual_strides, *_weight_strides, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y, s
-
-
-op = _rt.register_op("fused_add_rms_norm", "3a9010cbb512bede", fused_add_rms_norm, _fused_add_rms_norm_fake, _fused_add_rms_norm_traced)
+op = _rt.register_op("fused_add_rms_norm", "3a9010cbb512bede", fused_add_rms_norm, _fused_add_rms_norm_launch)
 
 
 _fused_add_rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, fused_add_rms_norm, __file__, ("x", "residual", "weight", "eps", "offset"), ("y", "s"),
-    backward=(("fused_add_rms_norm_backward", ("dy", "ds", "weight", "eps", "s", "offset"), ("dx", "dresidual", "dweight"), False),),
-    saved=("weight", "s"),
-    scalars=("eps", "offset"),
+    op, fused_add_rms_norm, __file__, ("x", "residual", "weight", "eps", "offset"), ("y", "s"), backward=(("fused_add_rms_norm_backward", ("dy", "ds", "weight", "eps", "s", "offset"), ("dx", "dresidual", "dweight"), False),), saved=("weight", "s"), scalars=("eps", "offset"),
 )

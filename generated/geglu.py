@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """geglu: Triton kernel, launcher and torch reference generated from specs/geglu.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-gelu_tanh = _rt.gelu_tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, gelu_tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.gelu_tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -73,30 +59,24 @@ def geglu_kernel(
 
 
 _tuner = _rt.Tuner("geglu", "15b8dd9e48e47d9e", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _geglu_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of geglu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("geglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("geglu", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("geglu", a=a, b=b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"geglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"geglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
-    return device, T, M, N
+_geglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"))
 
 
-_geglu_launch = _rt.Launch(globals(), "geglu_kernel", "geglu", pointers=3, tuned=True)
+def _geglu_plan(a: torch.Tensor, b: torch.Tensor):
+    """geglu()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, M, N = _geglu_inputs("geglu", a, b)
+    y = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((a, b), (y,))
+    return _rt.Planned(
+        _geglu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, y, M, N, *a.stride(), *b.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_geglu_launch = _rt.Launch(globals(), "geglu_kernel", "geglu", pointers=3, tuned=True, plan=_geglu_plan)
 
 
 def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -108,18 +88,15 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
     Tuned: BM, BN come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("geglu", config, lambda: geglu(a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("geglu", config, lambda: geglu(a, b)) if config is not None else op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "geglu",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -130,23 +107,7 @@ def geglu(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None)
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _geglu_apply(a, b)
-    device, T, M, N = _geglu_checked(a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return geglu(a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, y, M, N, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: geglu(a, b),
-    )
-    return y
+    return _geglu_launch.run(geglu, fast_key, a, b)
 
 
 def reference(a, b):
@@ -160,33 +121,9 @@ def reference(a, b):
     return y
 
 
-def _geglu_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of geglu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _geglu_checked(a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _geglu_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """geglu() as torch.compile traces it on the GPU: the checks of _geglu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _geglu_checked(a, b)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _geglu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, y, M, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_fake, _geglu_traced)
+op = _rt.register_op("geglu", "15b8dd9e48e47d9e", geglu, _geglu_launch)
 
 
 _geglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, geglu, __file__, ("a", "b"), ("y",),
-    backward=(("geglu_backward", ("dy", "a", "b"), ("da", "db"), False),),
-    saved=("a", "b"),
+    op, geglu, __file__, ("a", "b"), ("y",), backward=(("geglu_backward", ("dy", "a", "b"), ("da", "db"), False),), saved=("a", "b"),
 )

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """group_norm: Triton kernel, launcher and torch reference generated from specs/group_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -222,18 +206,20 @@ def _group_norm_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
+_group_norm_shift_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("G", int), whole=(("w", "W", 1048576),))
+
+
 def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of group_norm_kernel loads:
     each reduces across programs, so none of them could. Called by group_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_group_norm_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             G, type(G),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -248,17 +234,10 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("_group_norm_shift", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    G = _check_scalar("_group_norm_shift", "G", G, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_group_norm_shift", x=x)
+    device, T, G, B, C, H, W = _group_norm_shift_inputs("_group_norm_shift", x, G)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _group_norm_shift(x, G)
-    B, C, H, W = x.shape
     if H <= 0:
         raise ValueError(f"_group_norm_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
@@ -268,8 +247,6 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"_group_norm_shift: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"_group_norm_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, G, device=device, dtype=torch.float32)
     if B == 0 or G == 0:  # nothing to compute: no launch
@@ -331,28 +308,13 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     return shift_reduced, square_reduced
 
 
+_group_norm_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "B C H W"), ("weight", "x", "C"), ("bias", "x", "C"), ("G", int), ("eps", float), whole=(("w", "W", 1048576),))
+
+
 def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int, eps: float):
     """The checks of group_norm()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("group_norm", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("group_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("group_norm", "bias", bias, T, 1, "x")
-    G = _check_scalar("group_norm", "G", G, int)
-    eps = _check_scalar("group_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("group_norm", x=x, weight=weight, bias=bias)
-    B, C, H, W = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"group_norm: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _bias0 != C:
-        raise ValueError(f"group_norm: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
+    device, T, G, eps, B, C, H, W = _group_norm_inputs("group_norm", x, weight, bias, G, eps)
     if H <= 0:
         raise ValueError(f"group_norm: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
@@ -362,8 +324,6 @@ def _group_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
     C_over_G = (C // G)
     if C_over_G > 1048576:
         raise ValueError(f"group_norm: 'c over C / G whole' makes one tile of all of C / G, so C / G must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {C_over_G}")
-    if W > 1048576:
-        raise ValueError(f"group_norm: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, T, G, eps, B, C, H, W, C_over_G
 
 
@@ -381,7 +341,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, weight, bias, G, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "group_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
@@ -389,8 +349,7 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
             G, type(G),
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -463,8 +422,5 @@ op = _rt.register_op("group_norm", "237cf4d9921ca508", group_norm, _group_norm_f
 
 
 _group_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, group_norm, __file__, ("x", "weight", "bias", "G", "eps"), ("y",),
-    backward=(("group_norm_backward", ("dy", "x", "weight", "G", "eps"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight"),
-    scalars=("G", "eps"),
+    op, group_norm, __file__, ("x", "weight", "bias", "G", "eps"), ("y",), backward=(("group_norm_backward", ("dy", "x", "weight", "G", "eps"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight"), scalars=("G", "eps"),
 )

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """hinge_loss: Triton kernel, launcher and torch reference generated from specs/hinge_loss.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -116,24 +101,9 @@ def hinge_loss_finish_kernel(
 
 
 _tuner = _rt.Tuner("hinge_loss", "696bdaaaab9ba3c5", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _hinge_loss_checked(predictions: torch.Tensor, targets: torch.Tensor):
-    """The checks of hinge_loss()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("hinge_loss", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 1:
-        _rt.bad_input("hinge_loss", "targets", targets, torch.float32, 1)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("hinge_loss", predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, = targets.shape
-    if _targets0 != N:
-        raise ValueError(f"hinge_loss: targets dimension 0 (N) is {_targets0}, but predictions dimension 1 gives N = {N}")
-    return device, M, N
+_hinge_loss_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "N"))
 
 
 def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -144,18 +114,15 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("hinge_loss", config, lambda: hinge_loss(predictions, targets))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(predictions, targets)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("hinge_loss", config, lambda: hinge_loss(predictions, targets)) if config is not None else op(predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "hinge_loss",
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
@@ -168,7 +135,7 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         return loss
     if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _hinge_loss_apply(predictions, targets)
-    device, M, N = _hinge_loss_checked(predictions, targets)
+    device, M, N = _hinge_loss_inputs("hinge_loss", predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return hinge_loss(predictions, targets)
@@ -179,10 +146,10 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     _targets_strides = targets.stride()
     int64 = (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (N - 1) * abs(_targets_strides[0]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, M, N)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("hinge_loss", tune_key)
+            config_index = _tuner.tuned_index("hinge_loss", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
                 loss_programs = ((M + 4 - 1) // 4) * ((N + 256 - 1) // 256)  # programs along M, N
@@ -194,7 +161,7 @@ def hinge_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
                     *_predictions_strides, *_targets_strides, 1,
                     INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, hinge_loss_kernel, lambda: hinge_loss(predictions, targets)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, hinge_loss_kernel, lambda: hinge_loss(predictions, targets)))
                 return hinge_loss(predictions, targets)
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
@@ -250,7 +217,7 @@ def reference(predictions, targets):
 def _hinge_loss_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The outputs of hinge_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _hinge_loss_checked(predictions, targets)
+    device, M, N = _hinge_loss_inputs("hinge_loss", predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 
@@ -259,7 +226,5 @@ op = _rt.register_op("hinge_loss", "696bdaaaab9ba3c5", hinge_loss, _hinge_loss_f
 
 
 _hinge_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, hinge_loss, __file__, ("predictions", "targets"), ("loss",),
-    backward=(("hinge_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
-    saved=("predictions", "targets"),
+    op, hinge_loss, __file__, ("predictions", "targets"), ("loss",), backward=(("hinge_loss_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),), saved=("predictions", "targets"),
 )

@@ -22,32 +22,17 @@
 #   dtargets[c] = sum(-dt * predictions[r, c], dim=r)
 """hinge_loss_backward: Triton kernel, launcher and torch reference generated from specs/hinge_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -143,26 +128,9 @@ def hinge_loss_backward_finish_kernel(
 
 
 _tuner = _rt.Tuner("hinge_loss_backward", "cf94298e86c4500c", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _hinge_loss_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
-    """The checks of hinge_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("hinge_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("hinge_loss_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 1:
-        _rt.bad_input("hinge_loss_backward", "targets", targets, torch.float32, 1)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("hinge_loss_backward", dloss=dloss, predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, = targets.shape
-    if _targets0 != N:
-        raise ValueError(f"hinge_loss_backward: targets dimension 0 (N) is {_targets0}, but predictions dimension 1 gives N = {N}")
-    return device, M, N
+_hinge_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "N"))
 
 
 def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,19 +141,16 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("hinge_loss_backward", config, lambda: hinge_loss_backward(dloss, predictions, targets))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, predictions, targets)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("hinge_loss_backward", config, lambda: hinge_loss_backward(dloss, predictions, targets)) if config is not None else op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "hinge_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
@@ -197,7 +162,7 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         finish, finish_grid, finish_args = _dtargets_finish
         finish(finish_grid, device_index, dtargets_partials, dtargets, *finish_args)
         return dpredictions, dtargets
-    device, M, N = _hinge_loss_backward_checked(dloss, predictions, targets)
+    device, M, N = _hinge_loss_backward_inputs("hinge_loss_backward", dloss, predictions, targets)
     if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("hinge_loss_backward")
     if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -212,10 +177,10 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (N - 1) * abs(_targets_strides[0]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
     tune_key = (device, M, N)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("hinge_loss_backward", tune_key)
+            config_index = _tuner.tuned_index("hinge_loss_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
                 dtargets_programs = ((M + 4 - 1) // 4)  # programs along M
@@ -227,7 +192,7 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
                     *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
                     INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, hinge_loss_backward_kernel, lambda: hinge_loss_backward(dloss, predictions, targets)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, hinge_loss_backward_kernel, lambda: hinge_loss_backward(dloss, predictions, targets)))
                 return hinge_loss_backward(dloss, predictions, targets)
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
@@ -289,7 +254,7 @@ def reference(dloss, predictions, targets):
 def _hinge_loss_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of hinge_loss_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _hinge_loss_backward_checked(dloss, predictions, targets)
+    device, M, N = _hinge_loss_backward_inputs("hinge_loss_backward", dloss, predictions, targets)
     dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
     dtargets = torch.empty(N, device=device, dtype=torch.float32)
     return dpredictions, dtargets

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """jagged_softmax: Triton kernel, launcher and torch reference generated from specs/jagged_softmax.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -82,29 +67,28 @@ def jagged_softmax_kernel(
 
 
 _tuner = _rt.Tuner("jagged_softmax", "6e1eb6b43221632b", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _jagged_softmax_checked(values: torch.Tensor, offsets: torch.Tensor, L: int):
-    """The checks of jagged_softmax()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(values, torch.Tensor) or values.dtype != torch.float32 or values.dim() != 2:
-        _rt.bad_input("jagged_softmax", "values", values, torch.float32, 2)
-    if not isinstance(offsets, torch.Tensor) or offsets.dtype != torch.int64 or offsets.dim() != 1:
-        _rt.bad_input("jagged_softmax", "offsets", offsets, torch.int64, 1)
-    L = _check_scalar("jagged_softmax", "L", L, int)
-    device = values.device
-    if offsets.device != device or (not values.is_cuda and not _INTERPRET):
-        _rt.bad_device("jagged_softmax", values=values, offsets=offsets)
-    T, D = values.shape
-    B1, = offsets.shape
+_jagged_softmax_inputs = _rt.Inputs(("values", torch.float32, "T D"), ("offsets", torch.int64, "B1"), ("L", int))
+
+
+def _jagged_softmax_plan(values: torch.Tensor, offsets: torch.Tensor, L: int):
+    """jagged_softmax()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, L, T, D, B1 = _jagged_softmax_inputs("jagged_softmax", values, offsets, L)
     B1_minus_1 = (B1 - 1)
     if L > 16384:
         raise ValueError(f"jagged_softmax: 'l over L whole' makes one tile of all of L, so L must be <= 16384 (Triton's largest tile holds 1048576 elements), got {L}")
-    return device, L, T, D, B1, B1_minus_1
+    y = torch.empty(T, D, device=device, dtype=torch.float32)
+    BLOCK_L = 1 << (int(L) - 1).bit_length()
+    int64 = _rt.wide_offsets((values, offsets), (y,))
+    return _rt.Planned(
+        _jagged_softmax_launch, device, (y,), T == 0 or D == 0, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
+        (values, offsets, y, T, D, B1, B1_minus_1, L, *values.stride(), *offsets.stride(), D, 1),
+        dict(BLOCK_L=BLOCK_L, INT64_OFFSETS=int64), ((T, D),), (device, triton.next_power_of_2(L), D),
+    )
 
 
-_jagged_softmax_launch = _rt.Launch(globals(), "jagged_softmax_kernel", "jagged_softmax", pointers=3, tuned=True)
+_jagged_softmax_launch = _rt.Launch(globals(), "jagged_softmax_kernel", "jagged_softmax", pointers=3, tuned=True, plan=_jagged_softmax_plan, refuse=(0,))
 
 
 def jagged_softmax(values: torch.Tensor, offsets: torch.Tensor, L: int, *, config: int | dict | None = None) -> torch.Tensor:
@@ -115,19 +99,16 @@ def jagged_softmax(values: torch.Tensor, offsets: torch.Tensor, L: int, *, confi
     Tuned: BD come from 5 autotune configs keyed on next_power_of_2(L), D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("jagged_softmax", config, lambda: jagged_softmax(values, offsets, L))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(values, offsets, L)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("jagged_softmax", config, lambda: jagged_softmax(values, offsets, L)) if config is not None else op(values, offsets, L)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "jagged_softmax",
             values.shape, values.stride(), values.dtype, values.device, values.data_ptr() & 15,
             offsets.shape, offsets.stride(), offsets.dtype, offsets.device, offsets.data_ptr() & 15,
             L, type(L),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (values.requires_grad)):
@@ -135,26 +116,7 @@ def jagged_softmax(values: torch.Tensor, offsets: torch.Tensor, L: int, *, confi
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, values, offsets, y, *args)
         return y
-    device, L, T, D, B1, B1_minus_1 = _jagged_softmax_checked(values, offsets, L)
-    if _grad_enabled() and (getattr(values, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("jagged_softmax")
-    if values.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return jagged_softmax(values, offsets, L)
-    y = torch.empty(T, D, device=device, dtype=torch.float32)
-    if T == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_L = 1 << (L - 1).bit_length()
-    _values_strides = values.stride()
-    _offsets_strides = offsets.stride()
-    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or T * D > 2**31  # offsets past 2**31 elements
-    _jagged_softmax_launch(
-        fast_key, device, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
-        (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1),
-        dict(BLOCK_L=BLOCK_L, INT64_OFFSETS=int64), ((T, D),),
-        tune_key=(device, triton.next_power_of_2(L), D), again=lambda: jagged_softmax(values, offsets, L),
-    )
-    return y
+    return _jagged_softmax_launch.run(jagged_softmax, fast_key, values, offsets, L)
 
 
 def reference(values, offsets, L):
@@ -175,27 +137,4 @@ def reference(values, offsets, L):
     return y
 
 
-def _jagged_softmax_fake(values: torch.Tensor, offsets: torch.Tensor, L: int) -> torch.Tensor:
-    """The outputs of jagged_softmax(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, L, T, D, B1, B1_minus_1 = _jagged_softmax_checked(values, offsets, L)
-    y = torch.empty(T, D, device=device, dtype=torch.float32)
-    return y
-
-
-def _jagged_softmax_traced(values: torch.Tensor, offsets: torch.Tensor, L: int) -> torch.Tensor:
-    """jagged_softmax() as torch.compile traces it on the GPU: the checks of _jagged_softmax_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, L, T, D, B1, B1_minus_1 = _jagged_softmax_checked(values, offsets, L)
-    y = torch.empty(T, D, device=device, dtype=torch.float32)
-    if T == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    _values_strides = values.stride()
-    _offsets_strides = offsets.stride()
-    BLOCK_L = 1 << (int(L) - 1).bit_length()
-    int64 = (T - 1) * abs(_values_strides[0]) + (D - 1) * abs(_values_strides[1]) >= 2**31 or (B1 - 1) * abs(_offsets_strides[0]) >= 2**31 or T * D > 2**31  # offsets past 2**31 elements
-    _jagged_softmax_launch.traced(lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1), (values, offsets, y, T, D, B1, B1_minus_1, L, *_values_strides, *_offsets_strides, D, 1), dict(BLOCK_L=BLOCK_L, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("jagged_softmax", "6e1eb6b43221632b", jagged_softmax, _jagged_softmax_fake, _jagged_softmax_traced)
+op = _rt.register_op("jagged_softmax", "6e1eb6b43221632b", jagged_softmax, _jagged_softmax_launch)

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """kl_div: Triton kernel, launcher and torch reference generated from specs/kl_div.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -117,26 +102,9 @@ def kl_div_finish_kernel(
 
 
 _tuner = _rt.Tuner("kl_div", "6eb1c0ef4d12655f", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_checked(predictions: torch.Tensor, targets: torch.Tensor):
-    """The checks of kl_div()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div", "targets", targets, torch.float32, 2)
-    device = predictions.device
-    if targets.device != device or (not predictions.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div", predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    return device, M, N
+_kl_div_inputs = _rt.Inputs(("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
 
 
 def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -147,18 +115,15 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
     Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("kl_div", config, lambda: kl_div(predictions, targets))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(predictions, targets)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("kl_div", config, lambda: kl_div(predictions, targets)) if config is not None else op(predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "kl_div",
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (predictions.requires_grad or targets.requires_grad)):
@@ -171,7 +136,7 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
         return loss
     if _grad_enabled() and (getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_apply(predictions, targets)
-    device, M, N = _kl_div_checked(predictions, targets)
+    device, M, N = _kl_div_inputs("kl_div", predictions, targets)
     if predictions.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return kl_div(predictions, targets)
@@ -182,10 +147,10 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
     _targets_strides = targets.stride()
     int64 = (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, M, N)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("kl_div", tune_key)
+            config_index = _tuner.tuned_index("kl_div", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
                 loss_programs = ((M + 4 - 1) // 4) * ((N + 256 - 1) // 256)  # programs along M, N
@@ -197,7 +162,7 @@ def kl_div(predictions: torch.Tensor, targets: torch.Tensor, *, config: int | di
                     *_predictions_strides, *_targets_strides, 1,
                     INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, kl_div_kernel, lambda: kl_div(predictions, targets)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, kl_div_kernel, lambda: kl_div(predictions, targets)))
                 return kl_div(predictions, targets)
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
@@ -255,7 +220,7 @@ def reference(predictions, targets):
 def _kl_div_fake(predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """The outputs of kl_div(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _kl_div_checked(predictions, targets)
+    device, M, N = _kl_div_inputs("kl_div", predictions, targets)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 
@@ -264,7 +229,5 @@ op = _rt.register_op("kl_div", "6eb1c0ef4d12655f", kl_div, _kl_div_fake, None)
 
 
 _kl_div_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, kl_div, __file__, ("predictions", "targets"), ("loss",),
-    backward=(("kl_div_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),),
-    saved=("predictions", "targets"),
+    op, kl_div, __file__, ("predictions", "targets"), ("loss",), backward=(("kl_div_backward", ("dloss", "predictions", "targets"), ("dpredictions", "dtargets"), False),), saved=("predictions", "targets"),
 )

@@ -26,30 +26,17 @@
 #   dtargets[r, c] = dt
 """kl_div_backward: Triton kernel, launcher and torch reference generated from specs/kl_div.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -110,31 +97,26 @@ def kl_div_backward_kernel(
 
 
 _tuner = _rt.Tuner("kl_div_backward", "894059b73624350a", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_backward_checked(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
-    """The checks of kl_div_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("kl_div_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(predictions, torch.Tensor) or predictions.dtype != torch.float32 or predictions.dim() != 2:
-        _rt.bad_input("kl_div_backward", "predictions", predictions, torch.float32, 2)
-    if not isinstance(targets, torch.Tensor) or targets.dtype != torch.float32 or targets.dim() != 2:
-        _rt.bad_input("kl_div_backward", "targets", targets, torch.float32, 2)
-    device = dloss.device
-    if predictions.device != device or targets.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_backward", dloss=dloss, predictions=predictions, targets=targets)
-    M, N = predictions.shape
-    _targets0, _targets1 = targets.shape
-    if _targets0 != M:
-        raise ValueError(f"kl_div_backward: targets dimension 0 (M) is {_targets0}, but predictions dimension 0 gives M = {M}")
-    if _targets1 != N:
-        raise ValueError(f"kl_div_backward: targets dimension 1 (N) is {_targets1}, but predictions dimension 1 gives N = {N}")
-    return device, M, N
+_kl_div_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("predictions", torch.float32, "M N"), ("targets", torch.float32, "M N"))
 
 
-_kl_div_backward_launch = _rt.Launch(globals(), "kl_div_backward_kernel", "kl_div_backward", pointers=5, tuned=True)
+def _kl_div_backward_plan(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor):
+    """kl_div_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N = _kl_div_backward_inputs("kl_div_backward", dloss, predictions, targets)
+    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
+    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, predictions, targets), (dpredictions, dtargets))
+    return _rt.Planned(
+        _kl_div_backward_launch, device, (dpredictions, dtargets), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *predictions.stride(), *targets.stride(), N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, M, N),
+    )
+
+
+_kl_div_backward_launch = _rt.Launch(globals(), "kl_div_backward_kernel", "kl_div_backward", pointers=5, tuned=True, plan=_kl_div_backward_plan, refuse=(0, 1, 2))
 
 
 def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,19 +127,16 @@ def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: tor
     Tuned: BM, BN come from 4 autotune configs keyed on M, N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("kl_div_backward", config, lambda: kl_div_backward(dloss, predictions, targets))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, predictions, targets)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("kl_div_backward", config, lambda: kl_div_backward(dloss, predictions, targets)) if config is not None else op(dloss, predictions, targets)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "kl_div_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             predictions.shape, predictions.stride(), predictions.dtype, predictions.device, predictions.data_ptr() & 15,
             targets.shape, targets.stride(), targets.dtype, targets.device, targets.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or predictions.requires_grad or targets.requires_grad)):
@@ -166,27 +145,7 @@ def kl_div_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets: tor
         dtargets = torch.empty(*_dtargets_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, predictions, targets, dpredictions, dtargets, *args)
         return dpredictions, dtargets
-    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(predictions, "requires_grad", False) or getattr(targets, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("kl_div_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_backward(dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _kl_div_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, M, N), again=lambda: kl_div_backward(dloss, predictions, targets),
-    )
-    return dpredictions, dtargets
+    return _kl_div_backward_launch.run(kl_div_backward, fast_key, dloss, predictions, targets)
 
 
 def reference(dloss, predictions, targets):
@@ -206,29 +165,4 @@ def reference(dloss, predictions, targets):
     return dpredictions, dtargets
 
 
-def _kl_div_backward_fake(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of kl_div_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dpredictions, dtargets
-
-
-def _kl_div_backward_traced(dloss: torch.Tensor, predictions: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """kl_div_backward() as torch.compile traces it on the GPU: the checks of _kl_div_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _kl_div_backward_checked(dloss, predictions, targets)
-    dpredictions = torch.empty(M, N, device=device, dtype=torch.float32)
-    dtargets = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dpredictions, dtargets
-    _dloss_strides = (0,)
-    _predictions_strides = predictions.stride()
-    _targets_strides = targets.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _kl_div_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dloss, predictions, targets, dpredictions, dtargets, M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
-    return dpredictions, dtargets
-
-
-op = _rt.register_op("kl_div_backward", "894059b73624350a", kl_div_backward, _kl_div_backward_fake, _kl_div_backward_traced)
+op = _rt.register_op("kl_div_backward", "894059b73624350a", kl_div_backward, _kl_div_backward_launch)

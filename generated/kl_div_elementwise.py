@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """kl_div_elementwise: Triton kernel, launcher and torch reference generated from specs/kl_div_elementwise.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -74,32 +60,24 @@ def kl_div_elementwise_kernel(
 
 
 _tuner = _rt.Tuner("kl_div_elementwise", "d5955a08327077a8", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_elementwise_checked(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
-    """The checks of kl_div_elementwise()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("kl_div_elementwise", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("kl_div_elementwise", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("kl_div_elementwise", "log_target", log_target, int)
-    device = student.device
-    if teacher.device != device or (not student.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_elementwise", student=student, teacher=teacher)
-    M, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _teacher0 != M:
-        raise ValueError(f"kl_div_elementwise: teacher dimension 0 (M) is {_teacher0}, but student dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"kl_div_elementwise: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    return device, T, U, log_target, M, V
+_kl_div_elementwise_inputs = _rt.Inputs(("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_elementwise_launch = _rt.Launch(globals(), "kl_div_elementwise_kernel", "kl_div_elementwise", pointers=3, tuned=True)
+def _kl_div_elementwise_plan(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
+    """kl_div_elementwise()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, U, log_target, M, V = _kl_div_elementwise_inputs("kl_div_elementwise", student, teacher, log_target)
+    loss = torch.empty(M, V, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((student, teacher), (loss,))
+    return _rt.Planned(
+        _kl_div_elementwise_launch, device, (loss,), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
+        (student, teacher, loss, M, V, log_target, *student.stride(), *teacher.stride(), V, 1),
+        dict(INT64_OFFSETS=int64), ((M, V),), (device, V, T, U),
+    )
+
+
+_kl_div_elementwise_launch = _rt.Launch(globals(), "kl_div_elementwise_kernel", "kl_div_elementwise", pointers=3, tuned=True, plan=_kl_div_elementwise_plan)
 
 
 def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -112,19 +90,16 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
     Tuned: BM, BV come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("kl_div_elementwise", config, lambda: kl_div_elementwise(student, teacher, log_target))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(student, teacher, log_target)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("kl_div_elementwise", config, lambda: kl_div_elementwise(student, teacher, log_target)) if config is not None else op(student, teacher, log_target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "kl_div_elementwise",
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             log_target, type(log_target),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (student.requires_grad or teacher.requires_grad)):
@@ -134,23 +109,7 @@ def kl_div_elementwise(student: torch.Tensor, teacher: torch.Tensor, log_target:
         return loss
     if _grad_enabled() and (getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _kl_div_elementwise_apply(student, teacher, log_target)
-    device, T, U, log_target, M, V = _kl_div_elementwise_checked(student, teacher, log_target)
-    if student.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_elementwise(student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_elementwise_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
-        (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1),
-        dict(INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V, T, U), again=lambda: kl_div_elementwise(student, teacher, log_target),
-    )
-    return loss
+    return _kl_div_elementwise_launch.run(kl_div_elementwise, fast_key, student, teacher, log_target)
 
 
 def reference(student, teacher, log_target=0):
@@ -164,34 +123,9 @@ def reference(student, teacher, log_target=0):
     return loss
 
 
-def _kl_div_elementwise_fake(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """The outputs of kl_div_elementwise(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_checked(student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    return loss
-
-
-def _kl_div_elementwise_traced(student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> torch.Tensor:
-    """kl_div_elementwise() as torch.compile traces it on the GPU: the checks of _kl_div_elementwise_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_elementwise_checked(student, teacher, log_target)
-    loss = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return loss
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_elementwise_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1), (student, teacher, loss, M, V, log_target, *_student_strides, *_teacher_strides, V, 1), dict(INT64_OFFSETS=int64))
-    return loss
-
-
-op = _rt.register_op("kl_div_elementwise", "d5955a08327077a8", kl_div_elementwise, _kl_div_elementwise_fake, _kl_div_elementwise_traced)
+op = _rt.register_op("kl_div_elementwise", "d5955a08327077a8", kl_div_elementwise, _kl_div_elementwise_launch)
 
 
 _kl_div_elementwise_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, kl_div_elementwise, __file__, ("student", "teacher", "log_target"), ("loss",),
-    backward=(("kl_div_elementwise_backward", ("dloss", "student", "teacher", "log_target"), ("dstudent", "dteacher"), False),),
-    saved=("student", "teacher"),
-    scalars=("log_target",),
+    op, kl_div_elementwise, __file__, ("student", "teacher", "log_target"), ("loss",), backward=(("kl_div_elementwise_backward", ("dloss", "student", "teacher", "log_target"), ("dstudent", "dteacher"), False),), saved=("student", "teacher"), scalars=("log_target",),
 )

@@ -37,36 +37,20 @@
 #   dteacher[r, c] = dt
 """kl_div_rows_backward: Triton kernel, launcher and torch reference generated from specs/kl_div_rows.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along V) that kl_div_rows_backward() holds in one tile: longer rows run _kl_div_rows_backward_loops(),
-#: whose kernel loops over tiles of them. 16384 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along V) kl_div_rows_backward() holds in one tile, longer ones run _kl_div_rows_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(16384, 262144)
 
 
@@ -145,37 +129,28 @@ def kl_div_rows_backward_kernel(
 
 
 _tuner = _rt.Tuner("kl_div_rows_backward", "cb8031b578bfc712", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _kl_div_rows_backward_checked(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
-    """The checks of kl_div_rows_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("kl_div_rows_backward", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("kl_div_rows_backward", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("kl_div_rows_backward", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("kl_div_rows_backward", "log_target", log_target, int)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("kl_div_rows_backward", dloss=dloss, student=student, teacher=teacher)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"kl_div_rows_backward: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"kl_div_rows_backward: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"kl_div_rows_backward: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    return device, T, U, log_target, M, V
+_kl_div_rows_backward_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
 
 
-_kl_div_rows_backward_launch = _rt.Launch(globals(), "kl_div_rows_backward_kernel", "kl_div_rows_backward", pointers=5, tuned=True)
+def _kl_div_rows_backward_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0):
+    """kl_div_rows_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, U, log_target, M, V = _kl_div_rows_backward_inputs("kl_div_rows_backward", dloss, student, teacher, log_target)
+    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops() loops over them
+        return _kl_div_rows_backward_loops_plan(dloss, student, teacher, log_target)
+    dstudent = torch.empty(M, V, device=device, dtype=T)
+    dteacher = torch.empty(M, V, device=device, dtype=U)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    int64 = _rt.wide_offsets((dloss, student, teacher), (dstudent, dteacher))
+    return _rt.Planned(
+        _kl_div_rows_backward_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *dloss.stride(), *student.stride(), *teacher.stride(), V, 1, V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, V, T, U),
+    )
+
+
+_kl_div_rows_backward_launch = _rt.Launch(globals(), "kl_div_rows_backward_kernel", "kl_div_rows_backward", pointers=5, tuned=True, plan=_kl_div_rows_backward_plan, refuse=(0, 1, 2))
 
 
 def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -188,20 +163,17 @@ def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: to
     Tuned: BM come from 4 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("kl_div_rows_backward", config, lambda: kl_div_rows_backward(dloss, student, teacher, log_target))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, student, teacher, log_target)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("kl_div_rows_backward", config, lambda: kl_div_rows_backward(dloss, student, teacher, log_target)) if config is not None else op(dloss, student, teacher, log_target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "kl_div_rows_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
             teacher.shape, teacher.stride(), teacher.dtype, teacher.device, teacher.data_ptr() & 15,
             log_target, type(log_target),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or student.requires_grad or teacher.requires_grad)):
@@ -212,30 +184,7 @@ def kl_div_rows_backward(dloss: torch.Tensor, student: torch.Tensor, teacher: to
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(student, "requires_grad", False) or getattr(teacher, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("kl_div_rows_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return kl_div_rows_backward(dloss, student, teacher, log_target)
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops() loops over them
-        return _kl_div_rows_backward_loops(dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)),
-        tune_key=(device, V, T, U), again=lambda: kl_div_rows_backward(dloss, student, teacher, log_target),
-    )
-    return dstudent, dteacher
+    return _kl_div_rows_backward_launch.run(kl_div_rows_backward, fast_key, dloss, student, teacher, log_target)
 
 
 _LOOPS_CONFIGS = [
@@ -352,7 +301,26 @@ def _kl_div_rows_backward_loops_kernel(
         tl.store(dteacher_ptrs, dt.to(U), mask=mask_rc)
 
 
-_kl_div_rows_backward_loops_launch = _rt.Launch(globals(), "_kl_div_rows_backward_loops_kernel", "_kl_div_rows_backward_loops", pointers=5, tuned=True)
+_kl_div_rows_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, "M"), ("student", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("teacher", (torch.float32, torch.bfloat16, torch.float16), "M V"), ("log_target", int))
+
+
+def _kl_div_rows_backward_loops_plan(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096):
+    """_kl_div_rows_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_V = _rt.concrete(BLOCK_V)
+    device, T, U, log_target, M, V = _kl_div_rows_backward_loops_inputs("_kl_div_rows_backward_loops", dloss, student, teacher, log_target)
+    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
+        _rt.bad_block("_kl_div_rows_backward_loops", "BLOCK_V", BLOCK_V)
+    dstudent = torch.empty(M, V, device=device, dtype=T)
+    dteacher = torch.empty(M, V, device=device, dtype=U)
+    int64 = _rt.wide_offsets((dloss, student, teacher), (dstudent, dteacher))
+    return _rt.Planned(
+        _kl_div_rows_backward_loops_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *dloss.stride(), *student.stride(), *teacher.stride(), V, 1, V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)), (device, "loops", V, T, U),
+    )
+
+
+_kl_div_rows_backward_loops_launch = _rt.Launch(globals(), "_kl_div_rows_backward_loops_kernel", "_kl_div_rows_backward_loops", pointers=5, tuned=True, plan=_kl_div_rows_backward_loops_plan)
 
 
 def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0, *, BLOCK_V: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -361,7 +329,7 @@ def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teac
     Called by kl_div_rows_backward(), after its checks. Its tune configs are those of kl_div_rows_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_kl_div_rows_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             student.shape, student.stride(), student.dtype, student.device, student.data_ptr() & 15,
@@ -369,8 +337,7 @@ def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teac
             log_target, type(log_target),
             BLOCK_V,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -381,47 +348,7 @@ def _kl_div_rows_backward_loops(dloss: torch.Tensor, student: torch.Tensor, teac
         dteacher = torch.empty(*_dteacher_shape, device=device, dtype=U)
         launch(grid, device_index, dloss, student, teacher, dstudent, dteacher, *args)
         return dstudent, dteacher
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 1:
-        _rt.bad_input("_kl_div_rows_backward_loops", "dloss", dloss, torch.float32, 1)
-    if not isinstance(student, torch.Tensor) or student.dtype not in (torch.float32, torch.bfloat16, torch.float16) or student.dim() != 2:
-        _rt.bad_input("_kl_div_rows_backward_loops", "student", student, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = student.dtype
-    if not isinstance(teacher, torch.Tensor) or teacher.dtype not in (torch.float32, torch.bfloat16, torch.float16) or teacher.dim() != 2:
-        _rt.bad_input("_kl_div_rows_backward_loops", "teacher", teacher, (torch.float32, torch.bfloat16, torch.float16), 2)
-    U = teacher.dtype
-    log_target = _check_scalar("_kl_div_rows_backward_loops", "log_target", log_target, int)
-    device = dloss.device
-    if student.device != device or teacher.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_kl_div_rows_backward_loops", dloss=dloss, student=student, teacher=teacher)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _kl_div_rows_backward_loops(dloss, student, teacher, log_target, BLOCK_V=BLOCK_V)
-    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
-        _rt.bad_block("_kl_div_rows_backward_loops", "BLOCK_V", BLOCK_V)
-    M, = dloss.shape
-    _student0, V = student.shape
-    _teacher0, _teacher1 = teacher.shape
-    if _student0 != M:
-        raise ValueError(f"_kl_div_rows_backward_loops: student dimension 0 (M) is {_student0}, but dloss dimension 0 gives M = {M}")
-    if _teacher0 != M:
-        raise ValueError(f"_kl_div_rows_backward_loops: teacher dimension 0 (M) is {_teacher0}, but dloss dimension 0 gives M = {M}")
-    if _teacher1 != V:
-        raise ValueError(f"_kl_div_rows_backward_loops: teacher dimension 1 (V) is {_teacher1}, but student dimension 1 gives V = {V}")
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V), (M, V)),
-        tune_key=(device, "loops", V, T, U), again=lambda: _kl_div_rows_backward_loops(dloss, student, teacher, log_target, BLOCK_V=BLOCK_V),
-    )
-    return dstudent, dteacher
+    return _kl_div_rows_backward_loops_launch.run(_kl_div_rows_backward_loops, fast_key, dloss, student, teacher, log_target, BLOCK_V=BLOCK_V)
 
 
 def reference(dloss, student, teacher, log_target=0):
@@ -451,38 +378,4 @@ def reference(dloss, student, teacher, log_target=0):
     return dstudent, dteacher
 
 
-def _kl_div_rows_backward_fake(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of kl_div_rows_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    return dstudent, dteacher
-
-
-def _kl_div_rows_backward_traced(dloss: torch.Tensor, student: torch.Tensor, teacher: torch.Tensor, log_target: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """kl_div_rows_backward() as torch.compile traces it on the GPU: the checks of _kl_div_rows_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, U, log_target, M, V = _kl_div_rows_backward_checked(dloss, student, teacher, log_target)
-    dstudent = torch.empty(M, V, device=device, dtype=T)
-    dteacher = torch.empty(M, V, device=device, dtype=U)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dstudent, dteacher
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _kl_div_rows_backward_loops()'s kernel
-        BLOCK_V = 4096
-        _dloss_strides = dloss.stride()
-        _student_strides = student.stride()
-        _teacher_strides = teacher.stride()
-        int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-        _kl_div_rows_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-        return dstudent, dteacher
-    _dloss_strides = dloss.stride()
-    _student_strides = student.stride()
-    _teacher_strides = teacher.stride()
-    BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = (M - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_student_strides[0]) + (V - 1) * abs(_student_strides[1]) >= 2**31 or (M - 1) * abs(_teacher_strides[0]) + (V - 1) * abs(_teacher_strides[1]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _kl_div_rows_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *_dloss_strides, *_student_strides, *_teacher_strides, V, 1, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-    return dstudent, dteacher
-
-
-op = _rt.register_op("kl_div_rows_backward", "cb8031b578bfc712", kl_div_rows_backward, _kl_div_rows_backward_fake, _kl_div_rows_backward_traced)
+op = _rt.register_op("kl_div_rows_backward", "cb8031b578bfc712", kl_div_rows_backward, _kl_div_rows_backward_launch)

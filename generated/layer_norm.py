@@ -2,36 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """layer_norm: Triton kernel, launcher and torch reference generated from specs/layer_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that layer_norm() holds in one tile: longer rows run _layer_norm_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) layer_norm() holds in one tile, longer ones run _layer_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -96,34 +80,29 @@ def layer_norm_kernel(
 
 
 _tuner = _rt.Tuner("layer_norm", "63dce00e09a498f7", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _layer_norm_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
-    """The checks of layer_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("layer_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("layer_norm", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("layer_norm", "bias", bias, T, 1, "x")
-    eps = _check_scalar("layer_norm", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm", x=x, weight=weight, bias=bias)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"layer_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"layer_norm: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, M, N
+_layer_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
 
 
-_layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True)
+def _layer_norm_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
+    """layer_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, eps, M, N = _layer_norm_inputs("layer_norm", x, weight, bias, eps)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
+        return _layer_norm_loops_plan(x, weight, bias, eps)
+    y = torch.empty(M, N, device=device, dtype=T)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((x, weight, bias), (y, mu, rstd))
+    return _rt.Planned(
+        _layer_norm_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *x.stride(), *weight.stride(), *bias.stride(), N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, N, T),
+    )
+
+
+_layer_norm_launch = _rt.Launch(globals(), "layer_norm_kernel", "layer_norm", pointers=6, tuned=True, plan=_layer_norm_plan)
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -135,20 +114,17 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, weight, bias, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("layer_norm", config, lambda: layer_norm(x, weight, bias, eps)) if config is not None else op(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "layer_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -161,29 +137,7 @@ def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
         return y, mu, rstd
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(bias, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _layer_norm_apply(x, weight, bias, eps)
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return layer_norm(x, weight, bias, eps)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops() loops over them
-        return _layer_norm_loops(x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
-        tune_key=(device, N, T), again=lambda: layer_norm(x, weight, bias, eps),
-    )
-    return y, mu, rstd
+    return _layer_norm_launch.run(layer_norm, fast_key, x, weight, bias, eps)
 
 
 _LOOPS_CONFIGS = [
@@ -309,7 +263,27 @@ def _layer_norm_loops_kernel(
         tl.store(y_ptrs, (xc * inv_std[:, None] * weight.to(tl.float32) + bias.to(tl.float32)).to(T), mask=mask_rc_1)
 
 
-_layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True)
+_layer_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("weight", "x", "N"), ("bias", "x", "N"), ("eps", float))
+
+
+def _layer_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096):
+    """_layer_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, T, eps, M, N = _layer_norm_loops_inputs("_layer_norm_loops", x, weight, bias, eps)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    mu = torch.empty(M, device=device, dtype=torch.float32)
+    rstd = torch.empty(M, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x, weight, bias), (y, mu, rstd))
+    return _rt.Planned(
+        _layer_norm_loops_launch, device, (y, mu, rstd), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, bias, y, mu, rstd, M, N, eps, *x.stride(), *weight.stride(), *bias.stride(), N, 1, 1, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)), (device, "loops", N, T),
+    )
+
+
+_layer_norm_loops_launch = _rt.Launch(globals(), "_layer_norm_loops_kernel", "_layer_norm_loops", pointers=6, tuned=True, plan=_layer_norm_loops_plan)
 
 
 def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -318,7 +292,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     Called by layer_norm(), after its checks. Its tune configs are those of layer_norm() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_layer_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
@@ -326,8 +300,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
             eps, type(eps),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -338,45 +311,7 @@ def _layer_norm_loops(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
         rstd = torch.empty(*_rstd_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, weight, bias, y, mu, rstd, *args)
         return y, mu, rstd
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_layer_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_layer_norm_loops", "weight", weight, T, 1, "x")
-    if not isinstance(bias, torch.Tensor) or bias.dtype != T or bias.dim() != 1:
-        _rt.bad_input("_layer_norm_loops", "bias", bias, T, 1, "x")
-    eps = _check_scalar("_layer_norm_loops", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_layer_norm_loops", x=x, weight=weight, bias=bias)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_layer_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _weight0, = weight.shape
-    _bias0, = bias.shape
-    if _weight0 != N:
-        raise ValueError(f"_layer_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    if _bias0 != N:
-        raise ValueError(f"_layer_norm_loops: bias dimension 0 (N) is {_bias0}, but x dimension 1 gives N = {N}")
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M,), (M,)),
-        tune_key=(device, "loops", N, T), again=lambda: _layer_norm_loops(x, weight, bias, eps, BLOCK_N=BLOCK_N),
-    )
-    return y, mu, rstd
+    return _layer_norm_loops_launch.run(_layer_norm_loops, fast_key, x, weight, bias, eps, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight, bias, eps):
@@ -398,48 +333,9 @@ def reference(x, weight, bias, eps):
     return y, mu, rstd
 
 
-def _layer_norm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The outputs of layer_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    return y, mu, rstd
-
-
-def _layer_norm_traced(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """layer_norm() as torch.compile traces it on the GPU: the checks of _layer_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, eps, M, N = _layer_norm_checked(x, weight, bias, eps)
-    y = torch.empty(M, N, device=device, dtype=T)
-    mu = torch.empty(M, device=device, dtype=torch.float32)
-    rstd = torch.empty(M, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y, mu, rstd
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _layer_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _weight_strides = weight.stride()
-        _bias_strides = bias.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-        _layer_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y, mu, rstd
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    _bias_strides = bias.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or M * N > 2**31 or M > 2**31  # offsets past 2**31 elements
-    _layer_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, bias, y, mu, rstd, M, N, eps, *_x_strides, *_weight_strides, *_bias_strides, N, 1, 1, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y, mu, rstd
-
-
-op = _rt.register_op("layer_norm", "63dce00e09a498f7", layer_norm, _layer_norm_fake, _layer_norm_traced)
+op = _rt.register_op("layer_norm", "63dce00e09a498f7", layer_norm, _layer_norm_launch)
 
 
 _layer_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, layer_norm, __file__, ("x", "weight", "bias", "eps"), ("y", "mu", "rstd"),
-    backward=(("layer_norm_backward", ("dy", "x", "weight", "mu", "rstd"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight", "mu", "rstd"),
-    unread=("dmu", "drstd"),
+    op, layer_norm, __file__, ("x", "weight", "bias", "eps"), ("y", "mu", "rstd"), backward=(("layer_norm_backward", ("dy", "x", "weight", "mu", "rstd"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight", "mu", "rstd"), unread=("dmu", "drstd"),
 )

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """layer_norm_backward: Triton kernel, launcher and torch reference generated from specs/layer_norm_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_num_sms = _rt.num_sms
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _num_sms = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.num_sms
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -196,44 +180,9 @@ def layer_norm_backward_finish_dbias_kernel(
 
 
 _tuner = _rt.Tuner("layer_norm_backward", "f268b0c6c6965d46", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _layer_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor):
-    """The checks of layer_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 2:
-        _rt.bad_input("layer_norm_backward", "x", x, T, 2, "dy")
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "weight", weight, T, 1, "dy")
-    if not isinstance(mu, torch.Tensor) or mu.dtype != torch.float32 or mu.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "mu", mu, torch.float32, 1)
-    if not isinstance(rstd, torch.Tensor) or rstd.dtype != torch.float32 or rstd.dim() != 1:
-        _rt.bad_input("layer_norm_backward", "rstd", rstd, torch.float32, 1)
-    device = dy.device
-    if x.device != device or weight.device != device or mu.device != device or rstd.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm_backward", dy=dy, x=x, weight=weight, mu=mu, rstd=rstd)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    _weight0, = weight.shape
-    _mu0, = mu.shape
-    _rstd0, = rstd.shape
-    if _x0 != M:
-        raise ValueError(f"layer_norm_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"layer_norm_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    if _weight0 != N:
-        raise ValueError(f"layer_norm_backward: weight dimension 0 (N) is {_weight0}, but dy dimension 1 gives N = {N}")
-    if _mu0 != M:
-        raise ValueError(f"layer_norm_backward: mu dimension 0 (M) is {_mu0}, but dy dimension 0 gives M = {M}")
-    if _rstd0 != M:
-        raise ValueError(f"layer_norm_backward: rstd dimension 0 (M) is {_rstd0}, but dy dimension 0 gives M = {M}")
-    if N > 131072:
-        raise ValueError(f"layer_norm_backward: 'c over N whole' makes one tile of all of N, so N (dy dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
-    return device, T, M, N
+_layer_norm_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("x", "dy", "M N"), ("weight", "dy", "N"), ("mu", torch.float32, "M"), ("rstd", torch.float32, "M"), whole=(("c", "N", 131072),))
 
 
 def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -245,12 +194,10 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     Tuned: BM come from 12 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("layer_norm_backward", config, lambda: layer_norm_backward(dy, x, weight, mu, rstd))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x, weight, mu, rstd)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("layer_norm_backward", config, lambda: layer_norm_backward(dy, x, weight, mu, rstd)) if config is not None else op(dy, x, weight, mu, rstd)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "layer_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -258,8 +205,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             mu.shape, mu.stride(), mu.dtype, mu.device, mu.data_ptr() & 15,
             rstd.shape, rstd.stride(), rstd.dtype, rstd.device, rstd.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad or mu.requires_grad or rstd.requires_grad)):
@@ -276,7 +222,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         finish, finish_grid, finish_args = _dbias_finish
         finish(finish_grid, device_index, dbias_partials, dbias, *finish_args)
         return dx, dweight, dbias
-    device, T, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
+    device, T, M, N = _layer_norm_backward_inputs("layer_norm_backward", dy, x, weight, mu, rstd)
     if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False) or getattr(mu, "requires_grad", False) or getattr(rstd, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("layer_norm_backward")
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -296,10 +242,10 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or (M - 1) * abs(_mu_strides[0]) >= 2**31 or (M - 1) * abs(_rstd_strides[0]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
     NUM_SMS = _num_sms(device)
     tune_key = (device, N, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("layer_norm_backward", tune_key)
+            config_index = _tuner.tuned_index("layer_norm_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: (min(NUM_SMS, (M + meta["BM"] - 1) // meta["BM"]), 1, 1)
                 dweight_programs = min(NUM_SMS, ((M + 1 - 1) // 1))  # programs walking M
@@ -313,7 +259,7 @@ def layer_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                     *_dy_strides, *_x_strides, *_weight_strides, *_mu_strides, *_rstd_strides, N, 1, 1, 1,
                     BLOCK_N=BLOCK_N, INT64_OFFSETS=int64, NUM_SMS=NUM_SMS,
                 )
-                _remember(tune_key, _settle_ties(tune_key, layer_norm_backward_kernel, lambda: layer_norm_backward(dy, x, weight, mu, rstd)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, layer_norm_backward_kernel, lambda: layer_norm_backward(dy, x, weight, mu, rstd)))
                 return layer_norm_backward(dy, x, weight, mu, rstd)
     config = _CONFIGS[config_index].kwargs
     grid = (min(NUM_SMS, (M + config["BM"] - 1) // config["BM"]), 1, 1)
@@ -385,7 +331,7 @@ def reference(dy, x, weight, mu, rstd):
 def _layer_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, mu: torch.Tensor, rstd: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The outputs of layer_norm_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _layer_norm_backward_checked(dy, x, weight, mu, rstd)
+    device, T, M, N = _layer_norm_backward_inputs("layer_norm_backward", dy, x, weight, mu, rstd)
     dx = torch.empty(M, N, device=device, dtype=T)
     dweight = torch.empty(N, device=device, dtype=T)
     dbias = torch.empty(N, device=device, dtype=T)

@@ -2,34 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_block_ptr: Triton kernel, launcher and torch reference generated from specs/matmul_block_ptr.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_BLOCK_POINTERS = _rt.BLOCK_POINTERS
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _BLOCK_POINTERS, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.BLOCK_POINTERS, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -75,26 +58,19 @@ def matmul_block_ptr_kernel(
     tl.store(c_block_ptr, accumulator, boundary_check=(0, 1))
 
 
+_matmul_block_ptr_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 def _matmul_block_ptr_checked(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_inputs("matmul_block_ptr", a, b)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_M", BLOCK_SIZE_M)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_block_ptr: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, K, N
@@ -114,14 +90,13 @@ def matmul_block_ptr(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_block_ptr",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -187,6 +162,9 @@ def _matmul_block_ptr_descriptors_kernel(
     c_desc.store([pid_m * BLOCK_SIZE_M, pid_n * BLOCK_SIZE_N], accumulator)
 
 
+_matmul_block_ptr_descriptors_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_descriptors_kernel", "_matmul_block_ptr_descriptors", pointers=3)
 
 
@@ -195,14 +173,13 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
     Called by matmul_block_ptr(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_descriptors",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -210,13 +187,7 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, *_rebased(descriptors, (a, b, c)), *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_descriptors", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_descriptors", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_descriptors", a=a, b=b)
+    device, M, K, N = _matmul_block_ptr_descriptors_inputs("_matmul_block_ptr_descriptors", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_descriptors(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -226,10 +197,6 @@ def _matmul_block_ptr_descriptors(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
         _rt.bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("_matmul_block_ptr_descriptors", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"_matmul_block_ptr_descriptors: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     c = torch.empty(M, N, device=device, dtype=torch.float32)
@@ -309,7 +276,34 @@ def _matmul_block_ptr_pointers_kernel(
     tl.store(c_ptrs, accumulator, mask=mask_mn)
 
 
-_matmul_block_ptr_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_pointers_kernel", "_matmul_block_ptr_pointers", pointers=3)
+_matmul_block_ptr_pointers_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
+def _matmul_block_ptr_pointers_plan(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """_matmul_block_ptr_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_SIZE_M = _rt.concrete(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = _rt.concrete(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = _rt.concrete(BLOCK_SIZE_K)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, M, K, N = _matmul_block_ptr_pointers_inputs("_matmul_block_ptr_pointers", a, b)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matmul_block_ptr_pointers_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), None,
+    )
+
+
+_matmul_block_ptr_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_pointers_kernel", "_matmul_block_ptr_pointers", pointers=3, plan=_matmul_block_ptr_pointers_plan)
 
 
 def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -317,14 +311,13 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
     Called by matmul_block_ptr(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -332,40 +325,7 @@ def _matmul_block_ptr_pointers(a: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_pointers", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_pointers", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_pointers", a=a, b=b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _matmul_block_ptr_pointers(a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("_matmul_block_ptr_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"_matmul_block_ptr_pointers: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"_matmul_block_ptr_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_block_ptr_pointers_launch(
-        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_block_ptr_pointers_launch.run(_matmul_block_ptr_pointers, fast_key, a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, b):
@@ -413,8 +373,5 @@ op = _rt.register_op("matmul_block_ptr", "baf796264d580e47", matmul_block_ptr, _
 
 
 _matmul_block_ptr_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, matmul_block_ptr, __file__, ("a", "b"), ("c",),
-    backward=(("matmul_block_ptr_backward_da", ("dc", "b"), ("da",), False), ("matmul_block_ptr_backward_db", ("a", "dc"), ("db",), False)),
-    saved=("b", "a"),
-    keywords=("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"),
+    op, matmul_block_ptr, __file__, ("a", "b"), ("c",), backward=(("matmul_block_ptr_backward_da", ("dc", "b"), ("da",), False), ("matmul_block_ptr_backward_db", ("a", "dc"), ("db",), False)), saved=("b", "a"), keywords=("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M"),
 )

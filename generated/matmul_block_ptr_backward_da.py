@@ -16,34 +16,17 @@
 #   da[m, k] = acc
 """matmul_block_ptr_backward_da: Triton kernel, launcher and torch reference generated from specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_da."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_BLOCK_POINTERS = _rt.BLOCK_POINTERS
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _BLOCK_POINTERS, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.BLOCK_POINTERS, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -105,26 +88,19 @@ def matmul_block_ptr_backward_da_kernel(
     tl.store(da_block_ptr, acc.to(tl.float16), boundary_check=(0,))
 
 
+_matmul_block_ptr_backward_da_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
 def _matmul_block_ptr_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr_backward_da()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_da", dc=dc, b=b)
+    device, M, N, K = _matmul_block_ptr_backward_da_inputs("matmul_block_ptr_backward_da", dc, b)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_M", BLOCK_SIZE_M)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr_backward_da", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_block_ptr_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_da: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, N, K
@@ -144,14 +120,13 @@ def matmul_block_ptr_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZ
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_block_ptr_backward_da",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
@@ -235,6 +210,9 @@ def _matmul_block_ptr_backward_da_descriptors_kernel(
     da_desc.store([pid_m * BLOCK_SIZE_M, pid_k * BLOCK_SIZE_K], acc.to(tl.float16))
 
 
+_matmul_block_ptr_backward_da_descriptors_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
 _matmul_block_ptr_backward_da_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_descriptors_kernel", "_matmul_block_ptr_backward_da_descriptors", pointers=3)
 
 
@@ -243,14 +221,13 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
     Called by matmul_block_ptr_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_da_descriptors",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -258,13 +235,7 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, *_rebased(descriptors, (dc, b, da)), *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_descriptors", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_descriptors", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_da_descriptors", dc=dc, b=b)
+    device, M, N, K = _matmul_block_ptr_backward_da_descriptors_inputs("_matmul_block_ptr_backward_da_descriptors", dc, b)
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_da_descriptors(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -274,10 +245,6 @@ def _matmul_block_ptr_backward_da_descriptors(dc: torch.Tensor, b: torch.Tensor,
         _rt.bad_block("_matmul_block_ptr_backward_da_descriptors", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("_matmul_block_ptr_backward_da_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"_matmul_block_ptr_backward_da_descriptors: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_da_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     da = torch.empty(M, K, device=device, dtype=torch.float16)
@@ -365,7 +332,34 @@ def _matmul_block_ptr_backward_da_pointers_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_m[:, None])
 
 
-_matmul_block_ptr_backward_da_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_pointers_kernel", "_matmul_block_ptr_backward_da_pointers", pointers=3)
+_matmul_block_ptr_backward_da_pointers_inputs = _rt.Inputs(("dc", torch.float32, "M N"), ("b", torch.float16, "K N"))
+
+
+def _matmul_block_ptr_backward_da_pointers_plan(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """_matmul_block_ptr_backward_da_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_SIZE_M = _rt.concrete(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = _rt.concrete(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = _rt.concrete(BLOCK_SIZE_K)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, M, N, K = _matmul_block_ptr_backward_da_pointers_inputs("_matmul_block_ptr_backward_da_pointers", dc, b)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_backward_da_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((dc, b), (da,))
+    return _rt.Planned(
+        _matmul_block_ptr_backward_da_pointers_launch, device, (da,), M == 0 or K == 0, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1),
+        (dc, b, da, M, N, K, *dc.stride(), *b.stride(), K, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, K),), None,
+    )
+
+
+_matmul_block_ptr_backward_da_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_da_pointers_kernel", "_matmul_block_ptr_backward_da_pointers", pointers=3, plan=_matmul_block_ptr_backward_da_pointers_plan)
 
 
 def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -373,14 +367,13 @@ def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *,
     Called by matmul_block_ptr_backward_da(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_da_pointers",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -388,40 +381,7 @@ def _matmul_block_ptr_backward_da_pointers(dc: torch.Tensor, b: torch.Tensor, *,
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_pointers", "dc", dc, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_da_pointers", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_da_pointers", dc=dc, b=b)
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _matmul_block_ptr_backward_da_pointers(dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_da_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"_matmul_block_ptr_backward_da_pointers: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"_matmul_block_ptr_backward_da_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_block_ptr_backward_da_pointers_launch(
-        fast_key, device, lambda meta: (((M + BLOCK_SIZE_M - 1) // BLOCK_SIZE_M) * ((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K), 1, 1),
-        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
-        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, K),),
-    )
-    return da
+    return _matmul_block_ptr_backward_da_pointers_launch.run(_matmul_block_ptr_backward_da_pointers, fast_key, dc, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(dc, b):

@@ -16,34 +16,17 @@
 #   db[k, n] = acc
 """matmul_block_ptr_backward_db: Triton kernel, launcher and torch reference generated from specs/matmul_block_ptr.tile, derived backward matmul_block_ptr_backward_db."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_BLOCK_POINTERS = _rt.BLOCK_POINTERS
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _BLOCK_POINTERS, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.BLOCK_POINTERS, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -105,26 +88,19 @@ def matmul_block_ptr_backward_db_kernel(
     tl.store(db_block_ptr, acc.to(tl.float16), boundary_check=(1,))
 
 
+_matmul_block_ptr_backward_db_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
 def _matmul_block_ptr_backward_db_checked(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
     """The checks of matmul_block_ptr_backward_db()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("matmul_block_ptr_backward_db", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_block_ptr_backward_db", a=a, dc=dc)
+    device, M, K, N = _matmul_block_ptr_backward_db_inputs("matmul_block_ptr_backward_db", a, dc)
     if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_K", BLOCK_SIZE_K)
     if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("matmul_block_ptr_backward_db", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_block_ptr_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"matmul_block_ptr_backward_db: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     return device, M, K, N
@@ -144,14 +120,13 @@ def matmul_block_ptr_backward_db(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZ
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_block_ptr_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
@@ -235,6 +210,9 @@ def _matmul_block_ptr_backward_db_descriptors_kernel(
     db_desc.store([pid_k * BLOCK_SIZE_K, pid_n * BLOCK_SIZE_N], acc.to(tl.float16))
 
 
+_matmul_block_ptr_backward_db_descriptors_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
 _matmul_block_ptr_backward_db_descriptors_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_descriptors_kernel", "_matmul_block_ptr_backward_db_descriptors", pointers=3)
 
 
@@ -243,14 +221,13 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_db_descriptors",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -258,13 +235,7 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, *_rebased(descriptors, (a, dc, db)), *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_descriptors", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_descriptors", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_db_descriptors", a=a, dc=dc)
+    device, M, K, N = _matmul_block_ptr_backward_db_descriptors_inputs("_matmul_block_ptr_backward_db_descriptors", a, dc)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_block_ptr_backward_db_descriptors(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -274,10 +245,6 @@ def _matmul_block_ptr_backward_db_descriptors(a: torch.Tensor, dc: torch.Tensor,
         _rt.bad_block("_matmul_block_ptr_backward_db_descriptors", "BLOCK_SIZE_N", BLOCK_SIZE_N)
     if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
         _rt.bad_block("_matmul_block_ptr_backward_db_descriptors", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"_matmul_block_ptr_backward_db_descriptors: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
     if K % BLOCK_SIZE_K:
         raise ValueError(f"_matmul_block_ptr_backward_db_descriptors: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)
@@ -365,7 +332,34 @@ def _matmul_block_ptr_backward_db_pointers_kernel(
     tl.store(db_ptrs, acc.to(tl.float16), mask=mask_n[None, :])
 
 
-_matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3)
+_matmul_block_ptr_backward_db_pointers_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float32, "M N"))
+
+
+def _matmul_block_ptr_backward_db_pointers_plan(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8):
+    """_matmul_block_ptr_backward_db_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_SIZE_M = _rt.concrete(BLOCK_SIZE_M)
+    BLOCK_SIZE_N = _rt.concrete(BLOCK_SIZE_N)
+    BLOCK_SIZE_K = _rt.concrete(BLOCK_SIZE_K)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, M, K, N = _matmul_block_ptr_backward_db_pointers_inputs("_matmul_block_ptr_backward_db_pointers", a, dc)
+    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
+    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
+    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
+        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
+    if K % BLOCK_SIZE_K:
+        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((a, dc), (db,))
+    return _rt.Planned(
+        _matmul_block_ptr_backward_db_pointers_launch, device, (db,), K == 0 or N == 0, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
+        (a, dc, db, M, K, N, *a.stride(), *dc.stride(), N, 1),
+        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),), None,
+    )
+
+
+_matmul_block_ptr_backward_db_pointers_launch = _rt.Launch(globals(), "_matmul_block_ptr_backward_db_pointers_kernel", "_matmul_block_ptr_backward_db_pointers", pointers=3, plan=_matmul_block_ptr_backward_db_pointers_plan)
 
 
 def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *, BLOCK_SIZE_M: int = 64, BLOCK_SIZE_N: int = 64, BLOCK_SIZE_K: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -373,14 +367,13 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
     Called by matmul_block_ptr_backward_db(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_block_ptr_backward_db_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -388,40 +381,7 @@ def _matmul_block_ptr_backward_db_pointers(a: torch.Tensor, dc: torch.Tensor, *,
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_pointers", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("_matmul_block_ptr_backward_db_pointers", "dc", dc, torch.float32, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_block_ptr_backward_db_pointers", a=a, dc=dc)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _matmul_block_ptr_backward_db_pointers(a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
-    if type(BLOCK_SIZE_K) is not int or BLOCK_SIZE_K < 1 or BLOCK_SIZE_K & (BLOCK_SIZE_K - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_K", BLOCK_SIZE_K)
-    if type(BLOCK_SIZE_N) is not int or BLOCK_SIZE_N < 1 or BLOCK_SIZE_N & (BLOCK_SIZE_N - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_N", BLOCK_SIZE_N)
-    if type(BLOCK_SIZE_M) is not int or BLOCK_SIZE_M < 1 or BLOCK_SIZE_M & (BLOCK_SIZE_M - 1):
-        _rt.bad_block("_matmul_block_ptr_backward_db_pointers", "BLOCK_SIZE_M", BLOCK_SIZE_M)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
-    if K % BLOCK_SIZE_K:
-        raise ValueError(f"_matmul_block_ptr_backward_db_pointers: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = {BLOCK_SIZE_K}")
-    db = torch.empty(K, N, device=device, dtype=torch.float16)
-    if K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    _matmul_block_ptr_backward_db_pointers_launch(
-        fast_key, device, lambda meta: (((K + BLOCK_SIZE_K - 1) // BLOCK_SIZE_K) * ((N + BLOCK_SIZE_N - 1) // BLOCK_SIZE_N), 1, 1),
-        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
-        dict(BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((K, N),),
-    )
-    return db
+    return _matmul_block_ptr_backward_db_pointers_launch.run(_matmul_block_ptr_backward_db_pointers, fast_key, a, dc, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N, BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, dc):

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_epilogue: Triton kernel, launcher and torch reference generated from specs/matmul_epilogue.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
-gelu_tanh = _rt.gelu_tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand, gelu_tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.gelu_tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -87,43 +71,32 @@ def matmul_epilogue_kernel(
     tl.store(c_ptrs, (gelu_tanh(alpha * acc + bias) + residual).to(tl.bfloat16), mask=mask_mn)
 
 
-def _matmul_epilogue_checked(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
-    """The checks of matmul_epilogue()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.bfloat16 or a.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "a", a, torch.bfloat16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.bfloat16 or b.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "b", b, torch.bfloat16, 2)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 1:
-        _rt.bad_input("matmul_epilogue", "bias", bias, torch.float32, 1)
-    if not isinstance(residual, torch.Tensor) or residual.dtype != torch.bfloat16 or residual.dim() != 2:
-        _rt.bad_input("matmul_epilogue", "residual", residual, torch.bfloat16, 2)
-    alpha = _check_scalar("matmul_epilogue", "alpha", alpha, float)
-    device = a.device
-    if b.device != device or bias.device != device or residual.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_epilogue", a=a, b=b, bias=bias, residual=residual)
+_matmul_epilogue_inputs = _rt.Inputs(("a", torch.bfloat16, "M K"), ("b", torch.bfloat16, "K N"), ("bias", torch.float32, "N"), ("residual", torch.bfloat16, "M N"), ("alpha", float))
+
+
+def _matmul_epilogue_plan(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8):
+    """matmul_epilogue()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, alpha, M, K, N = _matmul_epilogue_inputs("matmul_epilogue", a, b, bias, residual, alpha)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_epilogue", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_epilogue", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_epilogue", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    _bias0, = bias.shape
-    _residual0, _residual1 = residual.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_epilogue: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if _bias0 != N:
-        raise ValueError(f"matmul_epilogue: bias dimension 0 (N) is {_bias0}, but b dimension 1 gives N = {N}")
-    if _residual0 != M:
-        raise ValueError(f"matmul_epilogue: residual dimension 0 (M) is {_residual0}, but a dimension 0 gives M = {M}")
-    if _residual1 != N:
-        raise ValueError(f"matmul_epilogue: residual dimension 1 (N) is {_residual1}, but b dimension 1 gives N = {N}")
-    return device, alpha, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
+    int64 = _rt.wide_offsets((a, b, bias, residual), (c,))
+    return _rt.Planned(
+        _matmul_epilogue_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1),
+        (a, b, bias, residual, c, M, K, N, alpha, *a.stride(), *b.stride(), *bias.stride(), *residual.stride(), N, 1),
+        dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_epilogue_launch = _rt.Launch(globals(), "matmul_epilogue_kernel", "matmul_epilogue", pointers=5)
+_matmul_epilogue_launch = _rt.Launch(globals(), "matmul_epilogue_kernel", "matmul_epilogue", pointers=5, plan=_matmul_epilogue_plan, refuse=(0, 1, 2, 3))
 
 
 def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -137,7 +110,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_epilogue",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
@@ -146,8 +119,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
             alpha, type(alpha),
             BM, BN, BK, GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad or bias.requires_grad or residual.requires_grad)):
@@ -155,26 +127,7 @@ def matmul_epilogue(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residu
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, a, b, bias, residual, c, *args)
         return c
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False) or getattr(bias, "requires_grad", False) or getattr(residual, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_epilogue")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_epilogue(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _bias_strides = bias.stride()
-    _residual_strides = residual.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_epilogue_launch(
-        fast_key, device, lambda meta: (((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1),
-        (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_epilogue_launch.run(matmul_epilogue, fast_key, a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, b, bias, residual, alpha):
@@ -189,36 +142,4 @@ def reference(a, b, bias, residual, alpha):
     return c
 
 
-def _matmul_epilogue_fake(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """The outputs of matmul_epilogue(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    return c
-
-
-def _matmul_epilogue_traced(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor, residual: torch.Tensor, alpha: float, *, BM: int = 64, BN: int = 64, BK: int = 32, GROUP_SIZE_M: int = 8) -> torch.Tensor:
-    """matmul_epilogue() as torch.compile traces it on the GPU: the checks of _matmul_epilogue_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, alpha, M, K, N = _matmul_epilogue_checked(a, b, bias, residual, alpha, BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M)
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _bias_strides = bias.stride()
-    _residual_strides = residual.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or (N - 1) * abs(_bias_strides[0]) >= 2**31 or (M - 1) * abs(_residual_strides[0]) + (N - 1) * abs(_residual_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_epilogue_launch.traced((((M + BM - 1) // BM) * ((N + BN - 1) // BN), 1, 1), (a, b, bias, residual, c, M, K, N, alpha, *_a_strides, *_b_strides, *_bias_strides, *_residual_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_epilogue", "10002ac797aeab8d", matmul_epilogue, _matmul_epilogue_fake, _matmul_epilogue_traced)
+op = _rt.register_op("matmul_epilogue", "10002ac797aeab8d", matmul_epilogue, _matmul_epilogue_launch)

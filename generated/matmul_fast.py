@@ -2,41 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_fast: Triton kernel, launcher and torch reference generated from specs/matmul_fast.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_num_sms = _rt.num_sms
-_tail_split = _rt.tail_split
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
-_pieces = _rt.pieces
-_no_partials = _rt.no_partials
-_sum_partials = _rt.sum_partials
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, _dot_operand, _num_sms, _tail_split, TensorDescriptor, _has_tma, _rebased, _pieces, _no_partials, _sum_partials = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.num_sms, _rt.tail_split, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased, _rt.pieces, _rt.no_partials, _rt.sum_partials
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -264,25 +240,9 @@ _SHIPPED = {  # configs tuned ahead of time (matmul_fast.tuned.json): "<arch>|<s
     "sm_90|pointers,4096,4095,4095,torch.float16": {"BK": 64, "BM": 64, "BN": 256, "num_stages": 4, "num_warps": 8},
 }
 _tuner = _rt.Tuner("matmul_fast", "1ee979e7afd75e10", _CONFIGS, default=23, fast=_FAST, shipped=_SHIPPED)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_fast_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
-    """The checks of matmul_fast()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("matmul_fast", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("matmul_fast", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fast", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_fast: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    return device, T, M, K, N
+_matmul_fast_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M K"), ("b", "a", "K N"))
 
 
 def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, config: int | dict | None = None) -> torch.Tensor:
@@ -295,19 +255,16 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     Tuned: BM, BN, BK come from 24 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 23 and the Triton interpreter config 23, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_fast", config, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_fast", config, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)) if config is not None else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_fast",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -318,7 +275,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_fast_apply(a, b, GROUP_SIZE_M)
-    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+    device, T, M, K, N = _matmul_fast_inputs("matmul_fast", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
@@ -345,10 +302,10 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
     c_desc = TensorDescriptor(c, [M, N], [*_c_strides], [1, 1])
     NUM_SMS = _num_sms(device)
     tune_key = (device, triton.next_power_of_2(M), N, K, A_T, B_T, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("matmul_fast", tune_key)
+            config_index = _tuner.tuned_index("matmul_fast", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 matmul_fast_kernel.cache.clear()  # tilegen's tune key tells the dtypes apart; Triton's cannot
                 if A_T:  # the tiles of a.T, read transposed by the kernel
@@ -378,7 +335,7 @@ def matmul_fast(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, conf
                 _, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
                 if parts > 1:  # partial sums over parts of the loop: added up
                     _sum_partials(partials, c, parts)
-                _remember(tune_key, _settle_ties(tune_key, matmul_fast_kernel, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, matmul_fast_kernel, lambda: matmul_fast(a, b, GROUP_SIZE_M=GROUP_SIZE_M)))
                 return c
     config = _CONFIGS[config_index].kwargs
     a_piece_desc = c_piece_desc = None  # one piece: none
@@ -595,19 +552,21 @@ def _matmul_fast_pointers_kernel(
                     )
 
 
+_matmul_fast_pointers_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M K"), ("b", "a", "K N"))
+
+
 def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
     """matmul_fast() where its TMA descriptors cannot serve: the kernel of specs/matmul_fast.tile through pointers, with the same tune configs.
     Called by matmul_fast(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_fast_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -616,21 +575,10 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
         c = torch.empty(*_c_shape, device=device, dtype=T)
         launch(grid, device_index, a, b, c, partials, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("_matmul_fast_pointers", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("_matmul_fast_pointers", "b", b, T, 2, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_fast_pointers", a=a, b=b)
+    device, T, M, K, N = _matmul_fast_pointers_inputs("_matmul_fast_pointers", a, b)
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _matmul_fast_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"_matmul_fast_pointers: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     c = torch.empty(M, N, device=device, dtype=T)
     if M == 0 or N == 0:  # nothing to compute: no launch
         return c
@@ -639,10 +587,10 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
     int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
     NUM_SMS = _num_sms(device)
     tune_key = (device, "pointers", triton.next_power_of_2(M), N, K, T)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("_matmul_fast_pointers", tune_key)
+            config_index = _tuner.tuned_index("_matmul_fast_pointers", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 parts = max(_split_grid(M, N, K, config.kwargs["BM"], config.kwargs["BN"], config.kwargs["BK"], device)[1] for config in _POINTER_CONFIGS)  # the most parts any config runs
                 partials = torch.empty(parts * M * N, device=device, dtype=torch.float32) if parts > 1 else _no_partials(device)
@@ -658,7 +606,7 @@ def _matmul_fast_pointers(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int
                 _, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
                 if parts > 1:  # partial sums over parts of the loop: added up
                     _sum_partials(partials, c, parts)
-                _remember(tune_key, _settle_ties(tune_key, _matmul_fast_pointers_kernel, lambda: _matmul_fast_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _matmul_fast_pointers_kernel, lambda: _matmul_fast_pointers(a, b, GROUP_SIZE_M=GROUP_SIZE_M)))
                 return c
     config = _CONFIGS[config_index].kwargs
     grid, parts = _split_grid(M, N, K, config["BM"], config["BN"], config["BK"], device)
@@ -720,7 +668,7 @@ def _matmul_fast_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8
     """The outputs of matmul_fast(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, T, M, K, N = _matmul_fast_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M)
+    device, T, M, K, N = _matmul_fast_inputs("matmul_fast", a, b)
     c = torch.empty(M, N, device=device, dtype=T)
     return c
 
@@ -729,8 +677,5 @@ op = _rt.register_op("matmul_fast", "1ee979e7afd75e10", matmul_fast, _matmul_fas
 
 
 _matmul_fast_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, matmul_fast, __file__, ("a", "b"), ("c",),
-    backward=(("matmul_fast_backward_da", ("dc", "b"), ("da",), False), ("matmul_fast_backward_db", ("a", "dc"), ("db",), False)),
-    saved=("b", "a"),
-    keywords=("GROUP_SIZE_M",),
+    op, matmul_fast, __file__, ("a", "b"), ("c",), backward=(("matmul_fast_backward_da", ("dc", "b"), ("da",), False), ("matmul_fast_backward_db", ("a", "dc"), ("db",), False)), saved=("b", "a"), keywords=("GROUP_SIZE_M",),
 )

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_fp8: Triton kernel, launcher and torch reference generated from specs/matmul_fp8.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-TensorDescriptor = _rt.TensorDescriptor
-_has_tma = _rt.has_tma
-_rebased = _rt.rebased
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, TensorDescriptor, _has_tma, _rebased = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.TensorDescriptor, _rt.has_tma, _rt.rebased
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -96,35 +80,9 @@ def matmul_fp8_kernel(
 
 
 _tuner = _rt.Tuner("matmul_fp8", "4bc48ccfdd2c4af6", _CONFIGS, default=7, interpreted=8, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_fp8_checked(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
-    """The checks of matmul_fp8()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or a.dim() != 2:
-        _rt.bad_input("matmul_fp8", "a", a, (torch.float8_e4m3fn, torch.float8_e5m2), 2)
-    F = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != F or b.dim() != 2:
-        _rt.bad_input("matmul_fp8", "b", b, F, 2, "a")
-    if not isinstance(scale_a, torch.Tensor) or scale_a.dtype != torch.float32 or scale_a.dim() != 1:
-        _rt.bad_input("matmul_fp8", "scale_a", scale_a, torch.float32, 1)
-    if not isinstance(scale_b, torch.Tensor) or scale_b.dtype != torch.float32 or scale_b.dim() != 1:
-        _rt.bad_input("matmul_fp8", "scale_b", scale_b, torch.float32, 1)
-    device = a.device
-    if b.device != device or scale_a.device != device or scale_b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_fp8", a=a, b=b, scale_a=scale_a, scale_b=scale_b)
-    M, K = a.shape
-    N, _b1 = b.shape
-    _scale_a0, = scale_a.shape
-    _scale_b0, = scale_b.shape
-    if _b1 != K:
-        raise ValueError(f"matmul_fp8: b dimension 1 (K) is {_b1}, but a dimension 1 gives K = {K}")
-    if _scale_a0 != M:
-        raise ValueError(f"matmul_fp8: scale_a dimension 0 (M) is {_scale_a0}, but a dimension 0 gives M = {M}")
-    if _scale_b0 != N:
-        raise ValueError(f"matmul_fp8: scale_b dimension 0 (N) is {_scale_b0}, but b dimension 0 gives N = {N}")
-    return device, F, M, K, N
+_matmul_fp8_inputs = _rt.Inputs(("a", (torch.float8_e4m3fn, torch.float8_e5m2), "M K"), ("b", "a", "N K"), ("scale_a", torch.float32, "M"), ("scale_b", torch.float32, "N"))
 
 
 _matmul_fp8_launch = _rt.Launch(globals(), "matmul_fp8_kernel", "matmul_fp8", pointers=5, tuned=True, blocks=True, retune=True)
@@ -140,12 +98,10 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
     Tuned: BM, BN, BK come from 9 autotune configs keyed on next_power_of_2(M), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 7 and the Triton interpreter config 8, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_fp8", config, lambda: matmul_fp8(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_fp8", config, lambda: matmul_fp8(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)) if config is not None else op(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_fp8",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
@@ -153,8 +109,7 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
             scale_b.shape, scale_b.stride(), scale_b.dtype, scale_b.device, scale_b.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad or scale_a.requires_grad or scale_b.requires_grad)):
@@ -162,7 +117,7 @@ def matmul_fp8(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b:
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, *_rebased(descriptors, (a, b, scale_a, scale_b, c)), *args)
         return c
-    device, F, M, K, N = _matmul_fp8_checked(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    device, F, M, K, N = _matmul_fp8_inputs("matmul_fp8", a, b, scale_a, scale_b)
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False) or getattr(scale_a, "requires_grad", False) or getattr(scale_b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("matmul_fp8")
     if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -268,7 +223,23 @@ def _matmul_fp8_pointers_kernel(
     tl.store(c_ptrs, (acc * scale_a * scale_b).to(tl.bfloat16), mask=mask_mn)
 
 
-_matmul_fp8_pointers_launch = _rt.Launch(globals(), "_matmul_fp8_pointers_kernel", "_matmul_fp8_pointers", pointers=5, tuned=True)
+_matmul_fp8_pointers_inputs = _rt.Inputs(("a", (torch.float8_e4m3fn, torch.float8_e5m2), "M K"), ("b", "a", "N K"), ("scale_a", torch.float32, "M"), ("scale_b", torch.float32, "N"))
+
+
+def _matmul_fp8_pointers_plan(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8):
+    """_matmul_fp8_pointers()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, F, M, K, N = _matmul_fp8_pointers_inputs("_matmul_fp8_pointers", a, b, scale_a, scale_b)
+    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
+    int64 = _rt.wide_offsets((a, b, scale_a, scale_b), (c,))
+    return _rt.Planned(
+        _matmul_fp8_pointers_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1),
+        (a, b, scale_a, scale_b, c, M, K, N, *a.stride(), *b.stride(), *scale_a.stride(), *scale_b.stride(), N, 1),
+        dict(GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),), (device, "pointers", triton.next_power_of_2(M), N, K, F),
+    )
+
+
+_matmul_fp8_pointers_launch = _rt.Launch(globals(), "_matmul_fp8_pointers_kernel", "_matmul_fp8_pointers", pointers=5, tuned=True, plan=_matmul_fp8_pointers_plan)
 
 
 def _matmul_fp8_pointers(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, *, GROUP_SIZE_M: int = 8) -> torch.Tensor:
@@ -276,7 +247,7 @@ def _matmul_fp8_pointers(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
     Called by matmul_fp8(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_matmul_fp8_pointers",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
@@ -284,8 +255,7 @@ def _matmul_fp8_pointers(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
             scale_b.shape, scale_b.stride(), scale_b.dtype, scale_b.device, scale_b.data_ptr() & 15,
             GROUP_SIZE_M,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -293,46 +263,7 @@ def _matmul_fp8_pointers(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor
         c = torch.empty(*_c_shape, device=device, dtype=torch.bfloat16)
         launch(grid, device_index, a, b, scale_a, scale_b, c, *args)
         return c
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2) or a.dim() != 2:
-        _rt.bad_input("_matmul_fp8_pointers", "a", a, (torch.float8_e4m3fn, torch.float8_e5m2), 2)
-    F = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != F or b.dim() != 2:
-        _rt.bad_input("_matmul_fp8_pointers", "b", b, F, 2, "a")
-    if not isinstance(scale_a, torch.Tensor) or scale_a.dtype != torch.float32 or scale_a.dim() != 1:
-        _rt.bad_input("_matmul_fp8_pointers", "scale_a", scale_a, torch.float32, 1)
-    if not isinstance(scale_b, torch.Tensor) or scale_b.dtype != torch.float32 or scale_b.dim() != 1:
-        _rt.bad_input("_matmul_fp8_pointers", "scale_b", scale_b, torch.float32, 1)
-    device = a.device
-    if b.device != device or scale_a.device != device or scale_b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("_matmul_fp8_pointers", a=a, b=b, scale_a=scale_a, scale_b=scale_b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _matmul_fp8_pointers(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
-    M, K = a.shape
-    N, _b1 = b.shape
-    _scale_a0, = scale_a.shape
-    _scale_b0, = scale_b.shape
-    if _b1 != K:
-        raise ValueError(f"_matmul_fp8_pointers: b dimension 1 (K) is {_b1}, but a dimension 1 gives K = {K}")
-    if _scale_a0 != M:
-        raise ValueError(f"_matmul_fp8_pointers: scale_a dimension 0 (M) is {_scale_a0}, but a dimension 0 gives M = {M}")
-    if _scale_b0 != N:
-        raise ValueError(f"_matmul_fp8_pointers: scale_b dimension 0 (N) is {_scale_b0}, but b dimension 0 gives N = {N}")
-    c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    _scale_a_strides = scale_a.stride()
-    _scale_b_strides = scale_b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) >= 2**31 or (M - 1) * abs(_scale_a_strides[0]) >= 2**31 or (N - 1) * abs(_scale_b_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_fp8_pointers_launch(
-        fast_key, device, lambda meta: (((M + meta["BM"] - 1) // meta["BM"]) * ((N + meta["BN"] - 1) // meta["BN"]), 1, 1),
-        (a, b, scale_a, scale_b, c, M, K, N, *_a_strides, *_b_strides, *_scale_a_strides, *_scale_b_strides, N, 1),
-        dict(GROUP_SIZE_M=GROUP_SIZE_M, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "pointers", triton.next_power_of_2(M), N, K, F), again=lambda: _matmul_fp8_pointers(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M),
-    )
-    return c
+    return _matmul_fp8_pointers_launch.run(_matmul_fp8_pointers, fast_key, a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
 
 
 def reference(a, b, scale_a, scale_b):
@@ -350,7 +281,7 @@ def _matmul_fp8_fake(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, sc
     """The outputs of matmul_fp8(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
     GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, F, M, K, N = _matmul_fp8_checked(a, b, scale_a, scale_b, GROUP_SIZE_M=GROUP_SIZE_M)
+    device, F, M, K, N = _matmul_fp8_inputs("matmul_fp8", a, b, scale_a, scale_b)
     c = torch.empty(M, N, device=device, dtype=torch.bfloat16)
     return c
 

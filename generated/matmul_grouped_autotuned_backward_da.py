@@ -24,30 +24,17 @@
 #   da[m, k] = acc
 """matmul_grouped_autotuned_backward_da: Triton kernel, launcher and torch reference generated from specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_da."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -106,29 +93,26 @@ def matmul_grouped_autotuned_backward_da_kernel(
 
 
 _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_da", "71c5528672a63468", _CONFIGS, default=7, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_grouped_autotuned_backward_da_checked(dc: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_grouped_autotuned_backward_da()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned_backward_da", dc=dc, b=b)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_grouped_autotuned_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
+_matmul_grouped_autotuned_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "M N"), ("b", torch.float16, "K N"))
+
+
+def _matmul_grouped_autotuned_backward_da_plan(dc: torch.Tensor, b: torch.Tensor):
+    """matmul_grouped_autotuned_backward_da()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N, K = _matmul_grouped_autotuned_backward_da_inputs("matmul_grouped_autotuned_backward_da", dc, b)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
-    return device, M, N, K
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((dc, b), (da,))
+    return _rt.Planned(
+        _matmul_grouped_autotuned_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1),
+        (dc, b, da, M, N, K, *dc.stride(), *b.stride(), K, 1),
+        dict(INT64_OFFSETS=int64), ((M, K),), (device, M, N, K),
+    )
 
 
-_matmul_grouped_autotuned_backward_da_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_da_kernel", "matmul_grouped_autotuned_backward_da", pointers=3, tuned=True)
+_matmul_grouped_autotuned_backward_da_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_da_kernel", "matmul_grouped_autotuned_backward_da", pointers=3, tuned=True, plan=_matmul_grouped_autotuned_backward_da_plan, refuse=(0, 1))
 
 
 def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -139,18 +123,15 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
     Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 7 and the Triton interpreter config 7, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_grouped_autotuned_backward_da", config, lambda: matmul_grouped_autotuned_backward_da(dc, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dc, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_grouped_autotuned_backward_da", config, lambda: matmul_grouped_autotuned_backward_da(dc, b)) if config is not None else op(dc, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_grouped_autotuned_backward_da",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
@@ -158,25 +139,7 @@ def matmul_grouped_autotuned_backward_da(dc: torch.Tensor, b: torch.Tensor, *, c
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_grouped_autotuned_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_grouped_autotuned_backward_da(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_da_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1),
-        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
-        dict(INT64_OFFSETS=int64), ((M, K),),
-        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned_backward_da(dc, b),
-    )
-    return da
+    return _matmul_grouped_autotuned_backward_da_launch.run(matmul_grouped_autotuned_backward_da, fast_key, dc, b)
 
 
 def reference(dc, b):
@@ -190,26 +153,4 @@ def reference(dc, b):
     return da
 
 
-def _matmul_grouped_autotuned_backward_da_fake(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_grouped_autotuned_backward_da(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    return da
-
-
-def _matmul_grouped_autotuned_backward_da_traced(dc: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_backward_da_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N, K = _matmul_grouped_autotuned_backward_da_checked(dc, b)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_da_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(INT64_OFFSETS=int64))
-    return da
-
-
-op = _rt.register_op("matmul_grouped_autotuned_backward_da", "71c5528672a63468", matmul_grouped_autotuned_backward_da, _matmul_grouped_autotuned_backward_da_fake, _matmul_grouped_autotuned_backward_da_traced)
+op = _rt.register_op("matmul_grouped_autotuned_backward_da", "71c5528672a63468", matmul_grouped_autotuned_backward_da, _matmul_grouped_autotuned_backward_da_launch)

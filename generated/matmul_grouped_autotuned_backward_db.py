@@ -24,30 +24,17 @@
 #   db[k, n] = acc
 """matmul_grouped_autotuned_backward_db: Triton kernel, launcher and torch reference generated from specs/matmul_grouped_autotuned.tile, derived backward matmul_grouped_autotuned_backward_db."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -106,29 +93,26 @@ def matmul_grouped_autotuned_backward_db_kernel(
 
 
 _tuner = _rt.Tuner("matmul_grouped_autotuned_backward_db", "ed0338ecdaf2c401", _CONFIGS, default=7, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_grouped_autotuned_backward_db_checked(a: torch.Tensor, dc: torch.Tensor):
-    """The checks of matmul_grouped_autotuned_backward_db()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_db", "a", a, torch.float16, 2)
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_grouped_autotuned_backward_db", "dc", dc, torch.float16, 2)
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_grouped_autotuned_backward_db", a=a, dc=dc)
-    M, K = a.shape
-    _dc0, N = dc.shape
-    if _dc0 != M:
-        raise ValueError(f"matmul_grouped_autotuned_backward_db: dc dimension 0 (M) is {_dc0}, but a dimension 0 gives M = {M}")
+_matmul_grouped_autotuned_backward_db_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("dc", torch.float16, "M N"))
+
+
+def _matmul_grouped_autotuned_backward_db_plan(a: torch.Tensor, dc: torch.Tensor):
+    """matmul_grouped_autotuned_backward_db()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, K, N = _matmul_grouped_autotuned_backward_db_inputs("matmul_grouped_autotuned_backward_db", a, dc)
     if K % 64:
         raise ValueError(f"matmul_grouped_autotuned_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = 64 (the largest in the tune configs)")
-    return device, M, K, N
+    db = torch.empty(K, N, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((a, dc), (db,))
+    return _rt.Planned(
+        _matmul_grouped_autotuned_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, dc, db, M, K, N, *a.stride(), *dc.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((K, N),), (device, M, N, K),
+    )
 
 
-_matmul_grouped_autotuned_backward_db_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_db_kernel", "matmul_grouped_autotuned_backward_db", pointers=3, tuned=True)
+_matmul_grouped_autotuned_backward_db_launch = _rt.Launch(globals(), "matmul_grouped_autotuned_backward_db_kernel", "matmul_grouped_autotuned_backward_db", pointers=3, tuned=True, plan=_matmul_grouped_autotuned_backward_db_plan, refuse=(0, 1))
 
 
 def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -139,18 +123,15 @@ def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, c
     Tuned: BM, BN, BK, GROUP_SIZE come from 8 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 7 and the Triton interpreter config 7, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_grouped_autotuned_backward_db", config, lambda: matmul_grouped_autotuned_backward_db(a, dc))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, dc)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_grouped_autotuned_backward_db", config, lambda: matmul_grouped_autotuned_backward_db(a, dc)) if config is not None else op(a, dc)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_grouped_autotuned_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
@@ -158,25 +139,7 @@ def matmul_grouped_autotuned_backward_db(a: torch.Tensor, dc: torch.Tensor, *, c
         db = torch.empty(*_db_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    device, M, K, N = _matmul_grouped_autotuned_backward_db_checked(a, dc)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_grouped_autotuned_backward_db")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_grouped_autotuned_backward_db(a, dc)
-    db = torch.empty(K, N, device=device, dtype=torch.float16)
-    if K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_db_launch(
-        fast_key, device, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((K, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_grouped_autotuned_backward_db(a, dc),
-    )
-    return db
+    return _matmul_grouped_autotuned_backward_db_launch.run(matmul_grouped_autotuned_backward_db, fast_key, a, dc)
 
 
 def reference(a, dc):
@@ -190,26 +153,4 @@ def reference(a, dc):
     return db
 
 
-def _matmul_grouped_autotuned_backward_db_fake(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_grouped_autotuned_backward_db(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K, N = _matmul_grouped_autotuned_backward_db_checked(a, dc)
-    db = torch.empty(K, N, device=device, dtype=torch.float16)
-    return db
-
-
-def _matmul_grouped_autotuned_backward_db_traced(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
-    """matmul_grouped_autotuned_backward_db() as torch.compile traces it on the GPU: the checks of _matmul_grouped_autotuned_backward_db_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K, N = _matmul_grouped_autotuned_backward_db_checked(a, dc)
-    db = torch.empty(K, N, device=device, dtype=torch.float16)
-    if K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or K * N > 2**31  # offsets past 2**31 elements
-    _matmul_grouped_autotuned_backward_db_launch.traced(lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, dc, db, M, K, N, *_a_strides, *_dc_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return db
-
-
-op = _rt.register_op("matmul_grouped_autotuned_backward_db", "ed0338ecdaf2c401", matmul_grouped_autotuned_backward_db, _matmul_grouped_autotuned_backward_db_fake, _matmul_grouped_autotuned_backward_db_traced)
+op = _rt.register_op("matmul_grouped_autotuned_backward_db", "ed0338ecdaf2c401", matmul_grouped_autotuned_backward_db, _matmul_grouped_autotuned_backward_db_launch)

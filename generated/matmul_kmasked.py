@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_kmasked: Triton kernel, launcher and torch reference generated from specs/matmul_kmasked.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -85,27 +72,24 @@ def matmul_kmasked_kernel(
 
 
 _tuner = _rt.Tuner("matmul_kmasked", "c02b917b852a733a", _CONFIGS, default=6, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_kmasked_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of matmul_kmasked()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_kmasked", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_kmasked", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_kmasked", a=a, b=b)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_kmasked: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    return device, M, K, N
+_matmul_kmasked_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
 
 
-_matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True)
+def _matmul_kmasked_plan(a: torch.Tensor, b: torch.Tensor):
+    """matmul_kmasked()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, K, N = _matmul_kmasked_inputs("matmul_kmasked", a, b)
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matmul_kmasked_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, M, N, K),
+    )
+
+
+_matmul_kmasked_launch = _rt.Launch(globals(), "matmul_kmasked_kernel", "matmul_kmasked", pointers=3, tuned=True, plan=_matmul_kmasked_plan)
 
 
 def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -116,18 +100,15 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
     Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 6 and the Triton interpreter config 6, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_kmasked", config, lambda: matmul_kmasked(a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_kmasked", config, lambda: matmul_kmasked(a, b)) if config is not None else op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_kmasked",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -137,23 +118,7 @@ def matmul_kmasked(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | Non
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_kmasked_apply(a, b)
-    device, M, K, N = _matmul_kmasked_checked(a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_kmasked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_kmasked_launch(
-        fast_key, device, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_kmasked(a, b),
-    )
-    return c
+    return _matmul_kmasked_launch.run(matmul_kmasked, fast_key, a, b)
 
 
 def reference(a, b):
@@ -167,33 +132,9 @@ def reference(a, b):
     return c
 
 
-def _matmul_kmasked_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matmul_kmasked(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K, N = _matmul_kmasked_checked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_kmasked_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matmul_kmasked() as torch.compile traces it on the GPU: the checks of _matmul_kmasked_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K, N = _matmul_kmasked_checked(a, b)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_kmasked_launch.traced(lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_fake, _matmul_kmasked_traced)
+op = _rt.register_op("matmul_kmasked", "c02b917b852a733a", matmul_kmasked, _matmul_kmasked_launch)
 
 
 _matmul_kmasked_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, matmul_kmasked, __file__, ("a", "b"), ("c",),
-    backward=(("matmul_kmasked_backward_da", ("dc", "b"), ("da",), False), ("matmul_kmasked_backward_db", ("a", "dc"), ("db",), False)),
-    saved=("b", "a"),
+    op, matmul_kmasked, __file__, ("a", "b"), ("c",), backward=(("matmul_kmasked_backward_da", ("dc", "b"), ("da",), False), ("matmul_kmasked_backward_db", ("a", "dc"), ("db",), False)), saved=("b", "a"),
 )

@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_naive: Triton kernel, launcher and torch reference generated from specs/matmul_naive.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -69,32 +56,33 @@ def matmul_naive_kernel(
     tl.store(c_ptrs, acc.to(tl.float16), mask=mask_mn)
 
 
-def _matmul_naive_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
-    """The checks of matmul_naive()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_naive", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive", a=a, b=b)
+_matmul_naive_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
+def _matmul_naive_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """matmul_naive()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
+    device, M, K, N = _matmul_naive_inputs("matmul_naive", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_naive", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_naive", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_naive", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_naive: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % BK:
         raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matmul_naive_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_naive_launch = _rt.Launch(globals(), "matmul_naive_kernel", "matmul_naive", pointers=3)
+_matmul_naive_launch = _rt.Launch(globals(), "matmul_naive_kernel", "matmul_naive", pointers=3, plan=_matmul_naive_plan)
 
 
 def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
@@ -108,14 +96,13 @@ def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, BM=BM, BN=BN, BK=BK)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_naive",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BM, BN, BK,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -125,22 +112,7 @@ def matmul_naive(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _matmul_naive_apply(a, b, BM, BN, BK)
-    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_naive(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_naive_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_naive_launch.run(matmul_naive, fast_key, a, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, b):
@@ -154,40 +126,9 @@ def reference(a, b):
     return c
 
 
-def _matmul_naive_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """The outputs of matmul_naive(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_naive_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """matmul_naive() as torch.compile traces it on the GPU: the checks of _matmul_naive_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_naive_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_naive_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_naive", "3fa799ec70d2f526", matmul_naive, _matmul_naive_fake, _matmul_naive_traced)
+op = _rt.register_op("matmul_naive", "3fa799ec70d2f526", matmul_naive, _matmul_naive_launch)
 
 
 _matmul_naive_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, matmul_naive, __file__, ("a", "b"), ("c",),
-    backward=(("matmul_naive_backward_da", ("dc", "b"), ("da",), False), ("matmul_naive_backward_db", ("a", "dc"), ("db",), False)),
-    saved=("b", "a"),
-    keywords=("BM", "BN", "BK"),
+    op, matmul_naive, __file__, ("a", "b"), ("c",), backward=(("matmul_naive_backward_da", ("dc", "b"), ("da",), False), ("matmul_naive_backward_db", ("a", "dc"), ("db",), False)), saved=("b", "a"), keywords=("BM", "BN", "BK"),
 )

@@ -14,30 +14,17 @@
 #   da[m, k] = acc
 """matmul_naive_backward_da: Triton kernel, launcher and torch reference generated from specs/matmul_naive.tile, derived backward matmul_naive_backward_da."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -80,32 +67,33 @@ def matmul_naive_backward_da_kernel(
     tl.store(da_ptrs, acc.to(tl.float16), mask=mask_m[:, None])
 
 
-def _matmul_naive_backward_da_checked(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
-    """The checks of matmul_naive_backward_da()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float16 or dc.dim() != 2:
-        _rt.bad_input("matmul_naive_backward_da", "dc", dc, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_naive_backward_da", "b", b, torch.float16, 2)
-    device = dc.device
-    if b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_naive_backward_da", dc=dc, b=b)
+_matmul_naive_backward_da_inputs = _rt.Inputs(("dc", torch.float16, "M N"), ("b", torch.float16, "K N"))
+
+
+def _matmul_naive_backward_da_plan(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64):
+    """matmul_naive_backward_da()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
+    device, M, N, K = _matmul_naive_backward_da_inputs("matmul_naive_backward_da", dc, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_naive_backward_da", "BM", BM)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_naive_backward_da", "BK", BK)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_naive_backward_da", "BN", BN)
-    M, N = dc.shape
-    K, _b1 = b.shape
-    if _b1 != N:
-        raise ValueError(f"matmul_naive_backward_da: b dimension 1 (N) is {_b1}, but dc dimension 1 gives N = {N}")
     if K % BK:
         raise ValueError(f"matmul_naive_backward_da: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
-    return device, M, N, K
+    da = torch.empty(M, K, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((dc, b), (da,))
+    return _rt.Planned(
+        _matmul_naive_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: ((M + BM - 1) // BM, (K + BK - 1) // BK, 1),
+        (dc, b, da, M, N, K, *dc.stride(), *b.stride(), K, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, K),), None,
+    )
 
 
-_matmul_naive_backward_da_launch = _rt.Launch(globals(), "matmul_naive_backward_da_kernel", "matmul_naive_backward_da", pointers=3)
+_matmul_naive_backward_da_launch = _rt.Launch(globals(), "matmul_naive_backward_da_kernel", "matmul_naive_backward_da", pointers=3, plan=_matmul_naive_backward_da_plan, refuse=(0, 1))
 
 
 def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
@@ -119,14 +107,13 @@ def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64,
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dc, b, BM=BM, BN=BN, BK=BK)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_naive_backward_da",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BM, BN, BK,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dc.requires_grad or b.requires_grad)):
@@ -134,24 +121,7 @@ def matmul_naive_backward_da(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64,
         da = torch.empty(*_da_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, dc, b, da, *args)
         return da
-    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_naive_backward_da")
-    if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_naive_backward_da(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_naive_backward_da_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (K + BK - 1) // BK, 1),
-        (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, K),),
-    )
-    return da
+    return _matmul_naive_backward_da_launch.run(matmul_naive_backward_da, fast_key, dc, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(dc, b):
@@ -165,32 +135,4 @@ def reference(dc, b):
     return da
 
 
-def _matmul_naive_backward_da_fake(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """The outputs of matmul_naive_backward_da(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    return da
-
-
-def _matmul_naive_backward_da_traced(dc: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 64) -> torch.Tensor:
-    """matmul_naive_backward_da() as torch.compile traces it on the GPU: the checks of _matmul_naive_backward_da_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, N, K = _matmul_naive_backward_da_checked(dc, b, BM=BM, BN=BN, BK=BK)
-    da = torch.empty(M, K, device=device, dtype=torch.float16)
-    if M == 0 or K == 0:  # nothing to compute: no launch
-        return da
-    _dc_strides = dc.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dc_strides[0]) + (N - 1) * abs(_dc_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * K > 2**31  # offsets past 2**31 elements
-    _matmul_naive_backward_da_launch.traced(((M + BM - 1) // BM, (K + BK - 1) // BK, 1), (dc, b, da, M, N, K, *_dc_strides, *_b_strides, K, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return da
-
-
-op = _rt.register_op("matmul_naive_backward_da", "2ddcb8eeaa0cbc9b", matmul_naive_backward_da, _matmul_naive_backward_da_fake, _matmul_naive_backward_da_traced)
+op = _rt.register_op("matmul_naive_backward_da", "2ddcb8eeaa0cbc9b", matmul_naive_backward_da, _matmul_naive_backward_da_launch)

@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_tutorial: Triton kernel, launcher and torch reference generated from specs/matmul_tutorial.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-leaky_relu = _rt.leaky_relu
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, leaky_relu = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.leaky_relu
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -102,31 +88,29 @@ def matmul_tutorial_kernel(
 
 
 _tuner = _rt.Tuner("matmul_tutorial", "bedd96d3022b5beb", _CONFIGS, default=9, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matmul_tutorial_checked(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none"):
-    """The checks of matmul_tutorial()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float16 or a.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "a", a, torch.float16, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float16 or b.dim() != 2:
-        _rt.bad_input("matmul_tutorial", "b", b, torch.float16, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_tutorial", a=a, b=b)
+_matmul_tutorial_inputs = _rt.Inputs(("a", torch.float16, "M K"), ("b", torch.float16, "K N"))
+
+
+def _matmul_tutorial_plan(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none"):
+    """matmul_tutorial()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    GROUP_SIZE_M = _rt.concrete(GROUP_SIZE_M)
+    device, M, K, N = _matmul_tutorial_inputs("matmul_tutorial", a, b)
     if activation not in ("none", "leaky_relu"):
         raise ValueError(f"matmul_tutorial: activation must be one of none, leaky_relu, got {activation!r}")
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_tutorial: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
     if K % 32:
         raise ValueError(f"matmul_tutorial: 'k over K by BLOCK_SIZE_K' is unmasked, so K = {K} must be a multiple of BLOCK_SIZE_K = 32 (the largest in the tune configs)")
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float16)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matmul_tutorial_launch, device, (c,), M == 0 or N == 0, lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
+        dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64), ((M, N),), (device, M, N, K),
+    )
 
 
-_matmul_tutorial_launch = _rt.Launch(globals(), "matmul_tutorial_kernel", "matmul_tutorial", pointers=3, tuned=True)
+_matmul_tutorial_launch = _rt.Launch(globals(), "matmul_tutorial_kernel", "matmul_tutorial", pointers=3, tuned=True, plan=_matmul_tutorial_plan, refuse=(0, 1))
 
 
 def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none", config: int | dict | None = None) -> torch.Tensor:
@@ -138,19 +122,16 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
     Tuned: BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K come from 10 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 9 and the Triton interpreter config 9, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matmul_tutorial", config, lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matmul_tutorial", config, lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)) if config is not None else op(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_tutorial",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             GROUP_SIZE_M, activation,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -158,25 +139,7 @@ def matmul_tutorial(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, 
         c = torch.empty(*_c_shape, device=device, dtype=torch.float16)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_tutorial")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tutorial_launch(
-        fast_key, device, lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, M, N, K), again=lambda: matmul_tutorial(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation),
-    )
-    return c
+    return _matmul_tutorial_launch.run(matmul_tutorial, fast_key, a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
 
 
 def _torch_activation(x, name):
@@ -205,28 +168,4 @@ def reference(a, b, *, activation="none"):
     return c
 
 
-def _matmul_tutorial_fake(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
-    """The outputs of matmul_tutorial(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    return c
-
-
-def _matmul_tutorial_traced(a: torch.Tensor, b: torch.Tensor, *, GROUP_SIZE_M: int = 8, activation: str = "none") -> torch.Tensor:
-    """matmul_tutorial() as torch.compile traces it on the GPU: the checks of _matmul_tutorial_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    GROUP_SIZE_M = int(GROUP_SIZE_M)
-    device, M, K, N = _matmul_tutorial_checked(a, b, GROUP_SIZE_M=GROUP_SIZE_M, activation=activation)
-    c = torch.empty(M, N, device=device, dtype=torch.float16)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_tutorial_launch.traced(lambda meta: (((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"]) * ((N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"]), 1, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(GROUP_SIZE_M=GROUP_SIZE_M, ACTIVATION=activation, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_tutorial", "bedd96d3022b5beb", matmul_tutorial, _matmul_tutorial_fake, _matmul_tutorial_traced)
+op = _rt.register_op("matmul_tutorial", "bedd96d3022b5beb", matmul_tutorial, _matmul_tutorial_launch)

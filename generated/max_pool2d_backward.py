@@ -26,32 +26,17 @@
 #   dx[n, c, stride * oh + dilation * kh - padding, stride * ow + dilation * kw - padding] += where(h >= 0 & h < H & w >= 0 & w < W, dtaps, 0.0)
 """max_pool2d_backward: Triton kernel, launcher and torch reference generated from specs/max_pool2d.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -116,50 +101,33 @@ def max_pool2d_backward_kernel(
     tl.atomic_add(dx_ptrs, tl.where((h[:, :, None, None] >= 0) & (h[:, :, None, None] < H) & (w[None, None, :, :] >= 0) & (w[None, None, :, :] < W), tl.permute(dtaps, (0, 2, 1, 3)), 0.0), mask=mask_ohkhowkw, sem="relaxed")
 
 
-def _max_pool2d_backward_checked(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, y: torch.Tensor, *, BH: int = 8, BW: int = 8):
-    """The checks of max_pool2d_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float32, torch.float16, torch.bfloat16) or dy.dim() != 4:
-        _rt.bad_input("max_pool2d_backward", "dy", dy, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = dy.dtype
-    if not isinstance(x, torch.Tensor) or x.dtype != T or x.dim() != 4:
-        _rt.bad_input("max_pool2d_backward", "x", x, T, 4, "dy")
-    kernel_size = _check_scalar("max_pool2d_backward", "kernel_size", kernel_size, int)
-    stride = _check_scalar("max_pool2d_backward", "stride", stride, int)
-    padding = _check_scalar("max_pool2d_backward", "padding", padding, int)
-    dilation = _check_scalar("max_pool2d_backward", "dilation", dilation, int)
-    if not isinstance(y, torch.Tensor) or y.dtype != T or y.dim() != 4:
-        _rt.bad_input("max_pool2d_backward", "y", y, T, 4, "dy")
-    device = dy.device
-    if x.device != device or y.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("max_pool2d_backward", dy=dy, x=x, y=y)
+_max_pool2d_backward_inputs = _rt.Inputs(("dy", (torch.float32, torch.float16, torch.bfloat16), "N C H_out W_out"), ("x", "dy", "N C H W"), ("kernel_size", int), ("stride", int), ("padding", int), ("dilation", int), ("y", "dy", "N C H_out W_out"))
+
+
+def _max_pool2d_backward_plan(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, y: torch.Tensor, *, BH: int = 8, BW: int = 8):
+    """max_pool2d_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BH = _rt.concrete(BH)
+    BW = _rt.concrete(BW)
+    device, T, kernel_size, stride, padding, dilation, N, C, H_out, W_out, H, W = _max_pool2d_backward_inputs("max_pool2d_backward", dy, x, kernel_size, stride, padding, dilation, y)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _rt.bad_block("max_pool2d_backward", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("max_pool2d_backward", "BW", BW)
-    N, C, H_out, W_out = dy.shape
-    _x0, _x1, H, W = x.shape
-    _y0, _y1, _y2, _y3 = y.shape
-    if _x0 != N:
-        raise ValueError(f"max_pool2d_backward: x dimension 0 (N) is {_x0}, but dy dimension 0 gives N = {N}")
-    if _x1 != C:
-        raise ValueError(f"max_pool2d_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _y0 != N:
-        raise ValueError(f"max_pool2d_backward: y dimension 0 (N) is {_y0}, but dy dimension 0 gives N = {N}")
-    if _y1 != C:
-        raise ValueError(f"max_pool2d_backward: y dimension 1 (C) is {_y1}, but dy dimension 1 gives C = {C}")
-    if _y2 != H_out:
-        raise ValueError(f"max_pool2d_backward: y dimension 2 (H_out) is {_y2}, but dy dimension 2 gives H_out = {H_out}")
-    if _y3 != W_out:
-        raise ValueError(f"max_pool2d_backward: y dimension 3 (W_out) is {_y3}, but dy dimension 3 gives W_out = {W_out}")
     if kernel_size > 16384:
         raise ValueError(f"max_pool2d_backward: 'kh over kernel_size whole' makes one tile of all of kernel_size, so kernel_size must be <= 16384 (Triton's largest tile holds 1048576 elements), got {kernel_size}")
     if kernel_size > 16384:
         raise ValueError(f"max_pool2d_backward: 'kw over kernel_size whole' makes one tile of all of kernel_size, so kernel_size must be <= 16384 (Triton's largest tile holds 1048576 elements), got {kernel_size}")
-    return device, T, kernel_size, stride, padding, dilation, N, C, H_out, W_out, H, W
+    dx = torch.zeros(N, C, H, W, device=device, dtype=torch.float32)
+    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, x, y), (dx,))
+    return _rt.Planned(
+        _max_pool2d_backward_launch, device, (dx,), N == 0 or C == 0 or H == 0 or W == 0, lambda meta: ((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
+        (dy, x, y, dx, N, C, H_out, W_out, H, W, kernel_size, stride, padding, dilation, *dy.stride(), *x.stride(), *y.stride(), C * H * W, H * W, W, 1),
+        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, H, W),), None,
+    )
 
 
-_max_pool2d_backward_launch = _rt.Launch(globals(), "max_pool2d_backward_kernel", "max_pool2d_backward", pointers=4)
+_max_pool2d_backward_launch = _rt.Launch(globals(), "max_pool2d_backward_kernel", "max_pool2d_backward", pointers=4, plan=_max_pool2d_backward_plan, refuse=(0, 1, 6))
 
 
 def max_pool2d_backward(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, y: torch.Tensor, *, BH: int = 8, BW: int = 8) -> torch.Tensor:
@@ -174,7 +142,7 @@ def max_pool2d_backward(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, str
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "max_pool2d_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -185,8 +153,7 @@ def max_pool2d_backward(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, str
             y.shape, y.stride(), y.dtype, y.device, y.data_ptr() & 15,
             BH, BW,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or y.requires_grad)):
@@ -194,26 +161,7 @@ def max_pool2d_backward(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, str
         dx = torch.zeros(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, y, dx, *args)
         return dx
-    device, T, kernel_size, stride, padding, dilation, N, C, H_out, W_out, H, W = _max_pool2d_backward_checked(dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False) or getattr(y, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("max_pool2d_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return max_pool2d_backward(dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
-    dx = torch.zeros(N, C, H, W, device=device, dtype=torch.float32)
-    if N == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_kernel_size = 1 << (kernel_size - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    int64 = (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H_out - 1) * abs(_dy_strides[2]) + (W_out - 1) * abs(_dy_strides[3]) >= 2**31 or (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (N - 1) * abs(_y_strides[0]) + (C - 1) * abs(_y_strides[1]) + (H_out - 1) * abs(_y_strides[2]) + (W_out - 1) * abs(_y_strides[3]) >= 2**31 or N * C * H * W > 2**31  # offsets past 2**31 elements
-    _max_pool2d_backward_launch(
-        fast_key, device, lambda meta: ((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
-        (dy, x, y, dx, N, C, H_out, W_out, H, W, kernel_size, stride, padding, dilation, *_dy_strides, *_x_strides, *_y_strides, C * H * W, H * W, W, 1),
-        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, H, W),),
-    )
-    return dx
+    return _max_pool2d_backward_launch.run(max_pool2d_backward, fast_key, dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
 
 
 def reference(dy, x, kernel_size, stride, padding, dilation, y):
@@ -241,32 +189,4 @@ def reference(dy, x, kernel_size, stride, padding, dilation, y):
     return dx
 
 
-def _max_pool2d_backward_fake(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, y: torch.Tensor, *, BH: int = 8, BW: int = 8) -> torch.Tensor:
-    """The outputs of max_pool2d_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BH = int(BH)
-    BW = int(BW)
-    device, T, kernel_size, stride, padding, dilation, N, C, H_out, W_out, H, W = _max_pool2d_backward_checked(dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
-    dx = torch.zeros(N, C, H, W, device=device, dtype=torch.float32)
-    return dx
-
-
-def _max_pool2d_backward_traced(dy: torch.Tensor, x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, y: torch.Tensor, *, BH: int = 8, BW: int = 8) -> torch.Tensor:
-    """max_pool2d_backward() as torch.compile traces it on the GPU: the checks of _max_pool2d_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BH = int(BH)
-    BW = int(BW)
-    device, T, kernel_size, stride, padding, dilation, N, C, H_out, W_out, H, W = _max_pool2d_backward_checked(dy, x, kernel_size, stride, padding, dilation, y, BH=BH, BW=BW)
-    dx = torch.zeros(N, C, H, W, device=device, dtype=torch.float32)
-    if N == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    _y_strides = y.stride()
-    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
-    int64 = (N - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H_out - 1) * abs(_dy_strides[2]) + (W_out - 1) * abs(_dy_strides[3]) >= 2**31 or (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (N - 1) * abs(_y_strides[0]) + (C - 1) * abs(_y_strides[1]) + (H_out - 1) * abs(_y_strides[2]) + (W_out - 1) * abs(_y_strides[3]) >= 2**31 or N * C * H * W > 2**31  # offsets past 2**31 elements
-    _max_pool2d_backward_launch.traced(((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW), (dy, x, y, dx, N, C, H_out, W_out, H, W, kernel_size, stride, padding, dilation, *_dy_strides, *_x_strides, *_y_strides, C * H * W, H * W, W, 1), dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("max_pool2d_backward", "7b81be0cdd5982fa", max_pool2d_backward, _max_pool2d_backward_fake, _max_pool2d_backward_traced)
+op = _rt.register_op("max_pool2d_backward", "7b81be0cdd5982fa", max_pool2d_backward, _max_pool2d_backward_launch)

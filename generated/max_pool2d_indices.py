@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """max_pool2d_indices: Triton kernel, launcher and torch reference generated from specs/max_pool2d_indices.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
-first_argmax = _rt.first_argmax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax, first_argmax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax, _rt.first_argmax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -95,25 +79,18 @@ def max_pool2d_indices_kernel(
     tl.store(indices_ptrs, (stride * offs_oh[:, None] + dilation * pick_h - padding) * W + stride * offs_ow[None, :] + dilation * pick_w - padding, mask=mask_ohow)
 
 
-def _max_pool2d_indices_checked(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, ceil_mode: int = 0, *, BH: int = 8, BW: int = 8):
-    """The checks of max_pool2d_indices()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float16, torch.bfloat16) or x.dim() != 4:
-        _rt.bad_input("max_pool2d_indices", "x", x, (torch.float32, torch.float16, torch.bfloat16), 4)
-    T = x.dtype
-    kernel_size = _check_scalar("max_pool2d_indices", "kernel_size", kernel_size, int)
-    stride = _check_scalar("max_pool2d_indices", "stride", stride, int)
-    padding = _check_scalar("max_pool2d_indices", "padding", padding, int)
-    dilation = _check_scalar("max_pool2d_indices", "dilation", dilation, int)
-    ceil_mode = _check_scalar("max_pool2d_indices", "ceil_mode", ceil_mode, int)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("max_pool2d_indices", x=x)
+_max_pool2d_indices_inputs = _rt.Inputs(("x", (torch.float32, torch.float16, torch.bfloat16), "N C H W"), ("kernel_size", int), ("stride", int), ("padding", int), ("dilation", int), ("ceil_mode", int))
+
+
+def _max_pool2d_indices_plan(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, ceil_mode: int = 0, *, BH: int = 8, BW: int = 8):
+    """max_pool2d_indices()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BH = _rt.concrete(BH)
+    BW = _rt.concrete(BW)
+    device, T, kernel_size, stride, padding, dilation, ceil_mode, N, C, H, W = _max_pool2d_indices_inputs("max_pool2d_indices", x, kernel_size, stride, padding, dilation, ceil_mode)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _rt.bad_block("max_pool2d_indices", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("max_pool2d_indices", "BW", BW)
-    N, C, H, W = x.shape
     if stride < 1:
         raise ValueError(f"max_pool2d_indices: the extent (minimum((H + 2 * padding - dilation * (kernel_size - 1) - 1 + ceil_mode * (stride - 1)) / stride + 1, (H + padding - 1) / stride + 1)) divides by stride, which must be at least 1, got {stride}")
     if min(((((((H + (2 * padding)) - (dilation * (kernel_size - 1))) - 1) + (ceil_mode * (stride - 1))) // stride) + 1), ((((H + padding) - 1) // stride) + 1)) < 1:
@@ -126,10 +103,18 @@ def _max_pool2d_indices_checked(x: torch.Tensor, kernel_size: int, stride: int, 
         raise ValueError(f"max_pool2d_indices: 'kh over kernel_size whole' makes one tile of all of kernel_size, so kernel_size must be <= 16384 (Triton's largest tile holds 1048576 elements), got {kernel_size}")
     if kernel_size > 16384:
         raise ValueError(f"max_pool2d_indices: 'kw over kernel_size whole' makes one tile of all of kernel_size, so kernel_size must be <= 16384 (Triton's largest tile holds 1048576 elements), got {kernel_size}")
-    return device, T, kernel_size, stride, padding, dilation, ceil_mode, N, C, H, W, H_out, W_out
+    y = torch.empty(N, C, H_out, W_out, device=device, dtype=T)
+    indices = torch.empty(N, C, H_out, W_out, device=device, dtype=torch.int64)
+    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (y, indices))
+    return _rt.Planned(
+        _max_pool2d_indices_launch, device, (y, indices), N == 0 or C == 0 or H_out == 0 or W_out == 0, lambda meta: ((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
+        (x, y, indices, N, C, H, W, H_out, W_out, kernel_size, stride, padding, dilation, ceil_mode, *x.stride(), C * H_out * W_out, H_out * W_out, W_out, 1, C * H_out * W_out, H_out * W_out, W_out, 1),
+        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, H_out, W_out), (N, C, H_out, W_out)), None,
+    )
 
 
-_max_pool2d_indices_launch = _rt.Launch(globals(), "max_pool2d_indices_kernel", "max_pool2d_indices", pointers=3)
+_max_pool2d_indices_launch = _rt.Launch(globals(), "max_pool2d_indices_kernel", "max_pool2d_indices", pointers=3, plan=_max_pool2d_indices_plan)
 
 
 def max_pool2d_indices(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, ceil_mode: int = 0, *, BH: int = 8, BW: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +129,7 @@ def max_pool2d_indices(x: torch.Tensor, kernel_size: int, stride: int, padding: 
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "max_pool2d_indices",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             kernel_size, type(kernel_size),
@@ -154,8 +139,7 @@ def max_pool2d_indices(x: torch.Tensor, kernel_size: int, stride: int, padding: 
             ceil_mode, type(ceil_mode),
             BH, BW,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -167,23 +151,7 @@ def max_pool2d_indices(x: torch.Tensor, kernel_size: int, stride: int, padding: 
         return y, indices
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _max_pool2d_indices_apply(x, kernel_size, stride, padding, dilation, ceil_mode, BH, BW)
-    device, T, kernel_size, stride, padding, dilation, ceil_mode, N, C, H, W, H_out, W_out = _max_pool2d_indices_checked(x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return max_pool2d_indices(x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
-    y = torch.empty(N, C, H_out, W_out, device=device, dtype=T)
-    indices = torch.empty(N, C, H_out, W_out, device=device, dtype=torch.int64)
-    if N == 0 or C == 0 or H_out == 0 or W_out == 0:  # nothing to compute: no launch
-        return y, indices
-    BLOCK_kernel_size = 1 << (kernel_size - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or N * C * H_out * W_out > 2**31  # offsets past 2**31 elements
-    _max_pool2d_indices_launch(
-        fast_key, device, lambda meta: ((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
-        (x, y, indices, N, C, H, W, H_out, W_out, kernel_size, stride, padding, dilation, ceil_mode, *_x_strides, C * H_out * W_out, H_out * W_out, W_out, 1, C * H_out * W_out, H_out * W_out, W_out, 1),
-        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, H_out, W_out), (N, C, H_out, W_out)),
-    )
-    return y, indices
+    return _max_pool2d_indices_launch.run(max_pool2d_indices, fast_key, x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
 
 
 def reference(x, kernel_size, stride, padding, dilation, ceil_mode=0):
@@ -209,42 +177,9 @@ def reference(x, kernel_size, stride, padding, dilation, ceil_mode=0):
     return y, indices
 
 
-def _max_pool2d_indices_fake(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, ceil_mode: int = 0, *, BH: int = 8, BW: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of max_pool2d_indices(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BH = int(BH)
-    BW = int(BW)
-    device, T, kernel_size, stride, padding, dilation, ceil_mode, N, C, H, W, H_out, W_out = _max_pool2d_indices_checked(x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
-    y = torch.empty(N, C, H_out, W_out, device=device, dtype=T)
-    indices = torch.empty(N, C, H_out, W_out, device=device, dtype=torch.int64)
-    return y, indices
-
-
-def _max_pool2d_indices_traced(x: torch.Tensor, kernel_size: int, stride: int, padding: int, dilation: int, ceil_mode: int = 0, *, BH: int = 8, BW: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """max_pool2d_indices() as torch.compile traces it on the GPU: the checks of _max_pool2d_indices_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BH = int(BH)
-    BW = int(BW)
-    device, T, kernel_size, stride, padding, dilation, ceil_mode, N, C, H, W, H_out, W_out = _max_pool2d_indices_checked(x, kernel_size, stride, padding, dilation, ceil_mode, BH=BH, BW=BW)
-    y = torch.empty(N, C, H_out, W_out, device=device, dtype=T)
-    indices = torch.empty(N, C, H_out, W_out, device=device, dtype=torch.int64)
-    if N == 0 or C == 0 or H_out == 0 or W_out == 0:  # nothing to compute: no launch
-        return y, indices
-    _x_strides = x.stride()
-    BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
-    int64 = (N - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or N * C * H_out * W_out > 2**31  # offsets past 2**31 elements
-    _max_pool2d_indices_launch.traced(((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW), (x, y, indices, N, C, H, W, H_out, W_out, kernel_size, stride, padding, dilation, ceil_mode, *_x_strides, C * H_out * W_out, H_out * W_out, W_out, 1, C * H_out * W_out, H_out * W_out, W_out, 1), dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64))
-    return y, indices
-
-
-op = _rt.register_op("max_pool2d_indices", "f7fd3d37395be846", max_pool2d_indices, _max_pool2d_indices_fake, _max_pool2d_indices_traced)
+op = _rt.register_op("max_pool2d_indices", "f7fd3d37395be846", max_pool2d_indices, _max_pool2d_indices_launch)
 
 
 _max_pool2d_indices_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, max_pool2d_indices, __file__, ("x", "kernel_size", "stride", "padding", "dilation", "ceil_mode"), ("y", "indices"),
-    backward=(("max_pool2d_indices_backward", ("dy", "x", "kernel_size", "stride", "padding", "dilation", "y"), ("dx",), False),),
-    saved=("x", "y"),
-    scalars=("kernel_size", "stride", "padding", "dilation"),
-    keywords=("BH", "BW"),
-    unread=("dindices",),
+    op, max_pool2d_indices, __file__, ("x", "kernel_size", "stride", "padding", "dilation", "ceil_mode"), ("y", "indices"), backward=(("max_pool2d_indices_backward", ("dy", "x", "kernel_size", "stride", "padding", "dilation", "y"), ("dx",), False),), saved=("x", "y"), scalars=("kernel_size", "stride", "padding", "dilation"), keywords=("BH", "BW"), unread=("dindices",),
 )

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """moe_grouped_gemm: Triton kernel, launcher and torch reference generated from specs/moe_grouped_gemm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -100,34 +85,24 @@ def moe_grouped_gemm_kernel(
 
 
 _tuner = _rt.Tuner("moe_grouped_gemm", "a9ec01ce9539cfd0", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _moe_grouped_gemm_checked(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int):
-    """The checks of moe_grouped_gemm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("moe_grouped_gemm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    if not isinstance(w, torch.Tensor) or w.dtype != T or w.dim() != 3:
-        _rt.bad_input("moe_grouped_gemm", "w", w, T, 3, "x")
-    if not isinstance(ends, torch.Tensor) or ends.dtype != torch.int32 or ends.dim() != 1:
-        _rt.bad_input("moe_grouped_gemm", "ends", ends, torch.int32, 1)
-    L = _check_scalar("moe_grouped_gemm", "L", L, int)
-    device = x.device
-    if w.device != device or ends.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("moe_grouped_gemm", x=x, w=w, ends=ends)
-    S, K = x.shape
-    E, _w1, N = w.shape
-    _ends0, = ends.shape
-    if _w1 != K:
-        raise ValueError(f"moe_grouped_gemm: w dimension 1 (K) is {_w1}, but x dimension 1 gives K = {K}")
-    if _ends0 != E:
-        raise ValueError(f"moe_grouped_gemm: ends dimension 0 (E) is {_ends0}, but w dimension 0 gives E = {E}")
-    return device, T, L, S, K, E, N
+_moe_grouped_gemm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "S K"), ("w", "x", "E K N"), ("ends", torch.int32, "E"), ("L", int))
 
 
-_moe_grouped_gemm_launch = _rt.Launch(globals(), "moe_grouped_gemm_kernel", "moe_grouped_gemm", pointers=4, tuned=True)
+def _moe_grouped_gemm_plan(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int):
+    """moe_grouped_gemm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
+    y = torch.empty(S, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((x, w, ends), (y,))
+    return _rt.Planned(
+        _moe_grouped_gemm_launch, device, (y,), S == 0 or N == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
+        (x, w, ends, y, S, K, E, N, L, *x.stride(), *w.stride(), *ends.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((S, N),), (device, triton.next_power_of_2(L), N, K, T),
+    )
+
+
+_moe_grouped_gemm_launch = _rt.Launch(globals(), "moe_grouped_gemm_kernel", "moe_grouped_gemm", pointers=4, tuned=True, plan=_moe_grouped_gemm_plan)
 
 
 def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int, *, config: int | dict | None = None) -> torch.Tensor:
@@ -139,20 +114,17 @@ def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: in
     Tuned: BM, BN, BK come from 9 autotune configs keyed on next_power_of_2(L), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 1 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("moe_grouped_gemm", config, lambda: moe_grouped_gemm(x, w, ends, L))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, w, ends, L)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("moe_grouped_gemm", config, lambda: moe_grouped_gemm(x, w, ends, L)) if config is not None else op(x, w, ends, L)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "moe_grouped_gemm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             w.shape, w.stride(), w.dtype, w.device, w.data_ptr() & 15,
             ends.shape, ends.stride(), ends.dtype, ends.device, ends.data_ptr() & 15,
             L, type(L),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or w.requires_grad)):
@@ -163,24 +135,7 @@ def moe_grouped_gemm(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: in
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(w, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _moe_grouped_gemm_apply(x, w, ends, L)
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return moe_grouped_gemm(x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    if S == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
-        (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((S, N),),
-        tune_key=(device, triton.next_power_of_2(L), N, K, T), again=lambda: moe_grouped_gemm(x, w, ends, L),
-    )
-    return y
+    return _moe_grouped_gemm_launch.run(moe_grouped_gemm, fast_key, x, w, ends, L)
 
 
 def reference(x, w, ends, L):
@@ -204,35 +159,9 @@ def reference(x, w, ends, L):
     return y
 
 
-def _moe_grouped_gemm_fake(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
-    """The outputs of moe_grouped_gemm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    return y
-
-
-def _moe_grouped_gemm_traced(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor, L: int) -> torch.Tensor:
-    """moe_grouped_gemm() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, S, K, E, N = _moe_grouped_gemm_checked(x, w, ends, L)
-    y = torch.empty(S, N, device=device, dtype=T)
-    if S == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    int64 = (S - 1) * abs(_x_strides[0]) + (K - 1) * abs(_x_strides[1]) >= 2**31 or (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or S * N > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E), (x, w, ends, y, S, K, E, N, L, *_x_strides, *_w_strides, *_ends_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("moe_grouped_gemm", "a9ec01ce9539cfd0", moe_grouped_gemm, _moe_grouped_gemm_fake, _moe_grouped_gemm_traced)
+op = _rt.register_op("moe_grouped_gemm", "a9ec01ce9539cfd0", moe_grouped_gemm, _moe_grouped_gemm_launch)
 
 
 _moe_grouped_gemm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, moe_grouped_gemm, __file__, ("x", "w", "ends", "L"), ("y",),
-    backward=(("moe_grouped_gemm_backward_dx", ("w", "ends", "L", "dy"), ("dx",), False), ("moe_grouped_gemm_backward_dw", ("x", "ends", "L", "dy"), ("dw",), False)),
-    saved=("w", "ends", "x"),
-    scalars=("L",),
+    op, moe_grouped_gemm, __file__, ("x", "w", "ends", "L"), ("y",), backward=(("moe_grouped_gemm_backward_dx", ("w", "ends", "L", "dy"), ("dx",), False), ("moe_grouped_gemm_backward_dw", ("x", "ends", "L", "dy"), ("dw",), False)), saved=("w", "ends", "x"), scalars=("L",),
 )

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """moe_grouped_gemm_backward_dx: Triton kernel, launcher and torch reference generated from specs/moe_grouped_gemm_backward_dx.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -99,34 +84,24 @@ def moe_grouped_gemm_backward_dx_kernel(
 
 
 _tuner = _rt.Tuner("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", _CONFIGS, default=1, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _moe_grouped_gemm_backward_dx_checked(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
-    """The checks of moe_grouped_gemm_backward_dx()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(w, torch.Tensor) or w.dtype not in (torch.float16, torch.bfloat16, torch.float32) or w.dim() != 3:
-        _rt.bad_input("moe_grouped_gemm_backward_dx", "w", w, (torch.float16, torch.bfloat16, torch.float32), 3)
-    T = w.dtype
-    if not isinstance(ends, torch.Tensor) or ends.dtype != torch.int32 or ends.dim() != 1:
-        _rt.bad_input("moe_grouped_gemm_backward_dx", "ends", ends, torch.int32, 1)
-    L = _check_scalar("moe_grouped_gemm_backward_dx", "L", L, int)
-    if not isinstance(dy, torch.Tensor) or dy.dtype != T or dy.dim() != 2:
-        _rt.bad_input("moe_grouped_gemm_backward_dx", "dy", dy, T, 2, "w")
-    device = w.device
-    if ends.device != device or dy.device != device or (not w.is_cuda and not _INTERPRET):
-        _rt.bad_device("moe_grouped_gemm_backward_dx", w=w, ends=ends, dy=dy)
-    E, K, N = w.shape
-    _ends0, = ends.shape
-    S, _dy1 = dy.shape
-    if _ends0 != E:
-        raise ValueError(f"moe_grouped_gemm_backward_dx: ends dimension 0 (E) is {_ends0}, but w dimension 0 gives E = {E}")
-    if _dy1 != N:
-        raise ValueError(f"moe_grouped_gemm_backward_dx: dy dimension 1 (N) is {_dy1}, but w dimension 2 gives N = {N}")
-    return device, T, L, E, K, N, S
+_moe_grouped_gemm_backward_dx_inputs = _rt.Inputs(("w", (torch.float16, torch.bfloat16, torch.float32), "E K N"), ("ends", torch.int32, "E"), ("L", int), ("dy", "w", "S N"))
 
 
-_moe_grouped_gemm_backward_dx_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dx_kernel", "moe_grouped_gemm_backward_dx", pointers=4, tuned=True)
+def _moe_grouped_gemm_backward_dx_plan(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor):
+    """moe_grouped_gemm_backward_dx()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
+    dx = torch.empty(S, K, device=device, dtype=T)
+    int64 = _rt.wide_offsets((w, ends, dy), (dx,))
+    return _rt.Planned(
+        _moe_grouped_gemm_backward_dx_launch, device, (dx,), K == 0 or S == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
+        (w, ends, dy, dx, E, K, N, S, L, *w.stride(), *ends.stride(), *dy.stride(), K, 1),
+        dict(INT64_OFFSETS=int64), ((S, K),), (device, triton.next_power_of_2(L), N, K, T),
+    )
+
+
+_moe_grouped_gemm_backward_dx_launch = _rt.Launch(globals(), "moe_grouped_gemm_backward_dx_kernel", "moe_grouped_gemm_backward_dx", pointers=4, tuned=True, plan=_moe_grouped_gemm_backward_dx_plan, refuse=(0, 3))
 
 
 def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -138,20 +113,17 @@ def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy
     Tuned: BM, BK, BN come from 8 autotune configs keyed on next_power_of_2(L), N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 1 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("moe_grouped_gemm_backward_dx", config, lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(w, ends, L, dy)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("moe_grouped_gemm_backward_dx", config, lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy)) if config is not None else op(w, ends, L, dy)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "moe_grouped_gemm_backward_dx",
             w.shape, w.stride(), w.dtype, w.device, w.data_ptr() & 15,
             ends.shape, ends.stride(), ends.dtype, ends.device, ends.data_ptr() & 15,
             L, type(L),
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (w.requires_grad or dy.requires_grad)):
@@ -160,26 +132,7 @@ def moe_grouped_gemm_backward_dx(w: torch.Tensor, ends: torch.Tensor, L: int, dy
         dx = torch.empty(*_dx_shape, device=device, dtype=T)
         launch(grid, device_index, w, ends, dy, dx, *args)
         return dx
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_checked(w, ends, L, dy)
-    if _grad_enabled() and (getattr(w, "requires_grad", False) or getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("moe_grouped_gemm_backward_dx")
-    if w.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return moe_grouped_gemm_backward_dx(w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    if K == 0 or S == 0:  # nothing to compute: no launch
-        return dx
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dx_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
-        (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1),
-        dict(INT64_OFFSETS=int64), ((S, K),),
-        tune_key=(device, triton.next_power_of_2(L), N, K, T), again=lambda: moe_grouped_gemm_backward_dx(w, ends, L, dy),
-    )
-    return dx
+    return _moe_grouped_gemm_backward_dx_launch.run(moe_grouped_gemm_backward_dx, fast_key, w, ends, L, dy)
 
 
 def reference(w, ends, L, dy):
@@ -203,27 +156,4 @@ def reference(w, ends, L, dy):
     return dx
 
 
-def _moe_grouped_gemm_backward_dx_fake(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """The outputs of moe_grouped_gemm_backward_dx(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_checked(w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    return dx
-
-
-def _moe_grouped_gemm_backward_dx_traced(w: torch.Tensor, ends: torch.Tensor, L: int, dy: torch.Tensor) -> torch.Tensor:
-    """moe_grouped_gemm_backward_dx() as torch.compile traces it on the GPU: the checks of _moe_grouped_gemm_backward_dx_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_checked(w, ends, L, dy)
-    dx = torch.empty(S, K, device=device, dtype=T)
-    if K == 0 or S == 0:  # nothing to compute: no launch
-        return dx
-    _w_strides = w.stride()
-    _ends_strides = ends.stride()
-    _dy_strides = dy.stride()
-    int64 = (E - 1) * abs(_w_strides[0]) + (K - 1) * abs(_w_strides[1]) + (N - 1) * abs(_w_strides[2]) >= 2**31 or (E - 1) * abs(_ends_strides[0]) >= 2**31 or (S - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or S * K > 2**31  # offsets past 2**31 elements
-    _moe_grouped_gemm_backward_dx_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E), (w, ends, dy, dx, E, K, N, S, L, *_w_strides, *_ends_strides, *_dy_strides, K, 1), dict(INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", moe_grouped_gemm_backward_dx, _moe_grouped_gemm_backward_dx_fake, _moe_grouped_gemm_backward_dx_traced)
+op = _rt.register_op("moe_grouped_gemm_backward_dx", "f7c34161a24f2a30", moe_grouped_gemm_backward_dx, _moe_grouped_gemm_backward_dx_launch)

@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rgb2grey: Triton kernel, launcher and torch reference generated from specs/grayscale.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -59,25 +46,28 @@ def rgb2grey_kernel(
     tl.store(y_ptrs, (0.2989 * x_0 + 0.5870 * x_1 + 0.1140 * x_2).to(tl.uint8), mask=mask_hw)
 
 
-def _rgb2grey_checked(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
-    """The checks of rgb2grey()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.uint8 or x.dim() != 3:
-        _rt.bad_input("rgb2grey", "x", x, torch.uint8, 3)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rgb2grey", x=x)
+_rgb2grey_inputs = _rt.Inputs(("x", torch.uint8, "3 H W"))
+
+
+def _rgb2grey_plan(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
+    """rgb2grey()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BH = _rt.concrete(BH)
+    BW = _rt.concrete(BW)
+    device, H, W = _rgb2grey_inputs("rgb2grey", x)
     if type(BH) is not int or BH < 1 or BH & (BH - 1):
         _rt.bad_block("rgb2grey", "BH", BH)
     if type(BW) is not int or BW < 1 or BW & (BW - 1):
         _rt.bad_block("rgb2grey", "BW", BW)
-    _x0, H, W = x.shape
-    if _x0 != 3:
-        raise ValueError(f"rgb2grey: x dimension 0 must be 3, got {_x0}")
-    return device, H, W
+    y = torch.empty(H, W, device=device, dtype=torch.uint8)
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _rgb2grey_launch, device, (y,), H == 0 or W == 0, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
+        (x, y, H, W, *x.stride(), W, 1),
+        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),), None,
+    )
 
 
-_rgb2grey_launch = _rt.Launch(globals(), "rgb2grey_kernel", "rgb2grey", pointers=2)
+_rgb2grey_launch = _rt.Launch(globals(), "rgb2grey_kernel", "rgb2grey", pointers=2, plan=_rgb2grey_plan)
 
 
 def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
@@ -91,8 +81,12 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BH=BH, BW=BW)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("rgb2grey", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, BH, BW, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := (
+            "rgb2grey",
+            x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+            BH, BW,
+            _current_device(),
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -100,21 +94,7 @@ def rgb2grey(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.uint8)
         launch(grid, device_index, x, y, *args)
         return y
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rgb2grey(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    if H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    _rgb2grey_launch(
-        fast_key, device, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
-        (x, y, H, W, *_x_strides, W, 1),
-        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),),
-    )
-    return y
+    return _rgb2grey_launch.run(rgb2grey, fast_key, x, BH=BH, BW=BW)
 
 
 def reference(x):
@@ -126,29 +106,4 @@ def reference(x):
     return y
 
 
-def _rgb2grey_fake(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
-    """The outputs of rgb2grey(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BH = int(BH)
-    BW = int(BW)
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    return y
-
-
-def _rgb2grey_traced(x: torch.Tensor, *, BH: int = 2, BW: int = 1024) -> torch.Tensor:
-    """rgb2grey() as torch.compile traces it on the GPU: the checks of _rgb2grey_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BH = int(BH)
-    BW = int(BW)
-    device, H, W = _rgb2grey_checked(x, BH=BH, BW=BW)
-    y = torch.empty(H, W, device=device, dtype=torch.uint8)
-    if H == 0 or W == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (3 - 1) * abs(_x_strides[0]) + (H - 1) * abs(_x_strides[1]) + (W - 1) * abs(_x_strides[2]) >= 2**31 or H * W > 2**31  # offsets past 2**31 elements
-    _rgb2grey_launch.traced(((H + BH - 1) // BH, (W + BW - 1) // BW, 1), (x, y, H, W, *_x_strides, W, 1), dict(BH=BH, BW=BW, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("rgb2grey", "625ea7dabf580b6b", rgb2grey, _rgb2grey_fake, _rgb2grey_traced)
+op = _rt.register_op("rgb2grey", "625ea7dabf580b6b", rgb2grey, _rgb2grey_launch)

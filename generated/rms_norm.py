@@ -2,36 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rms_norm: Triton kernel, launcher and torch reference generated from specs/rms_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that rms_norm() holds in one tile: longer rows run _rms_norm_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) rms_norm() holds in one tile, longer ones run _rms_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -83,30 +67,30 @@ def rms_norm_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm", "8902e86458d227e3", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _rms_norm_checked(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
-    """The checks of rms_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("rms_norm", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    eps = _check_scalar("rms_norm", "eps", eps, float)
-    offset = _check_scalar("rms_norm", "offset", offset, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("rms_norm", "weight", weight, T, 1, "x")
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm", x=x, weight=weight)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"rms_norm: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    return device, T, eps, offset, M, N
+_rms_norm_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
 
 
-_rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True)
+def _rms_norm_plan(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0):
+    """rms_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
+    device, T, eps, offset, M, N = _rms_norm_inputs("rms_norm", x, eps, offset, weight)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
+        return _rms_norm_loops_plan(x, weight if _weight_given else None, eps, offset)
+    y = torch.empty(M, N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((x, weight), (y,))
+    return _rt.Planned(
+        _rms_norm_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, offset, *x.stride(), *weight.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_rms_norm_launch = _rt.Launch(globals(), "rms_norm_kernel", "rms_norm", pointers=3, tuned=True, plan=_rms_norm_plan)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -118,23 +102,20 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps, offset))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x, weight, eps, offset)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("rms_norm", config, lambda: rms_norm(x, weight, eps, offset)) if config is not None else op(x, weight, eps, offset)
     _weight_given = weight is not None
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rms_norm",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
             eps, type(eps),
             offset, type(offset),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad)):
@@ -145,26 +126,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False) or getattr(weight, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rms_norm_apply(x, weight if _weight_given else None, eps, offset)
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rms_norm(x, weight, eps, offset)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops() loops over them
-        return _rms_norm_loops(x, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: rms_norm(x, weight, eps, offset),
-    )
-    return y
+    return _rms_norm_launch.run(rms_norm, fast_key, x, weight if _weight_given else None, eps, offset)
 
 
 _LOOPS_CONFIGS = [
@@ -254,7 +216,28 @@ def _rms_norm_loops_kernel(
         tl.store(y_ptrs, (xf * tl.rsqrt((row_sum[:, None] / N + eps).to(tl.float32)) * tl.where(HAS_WEIGHT, offset + weight.to(tl.float32), 1.0)).to(T), mask=mask_rc_1)
 
 
-_rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True)
+_rms_norm_loops_inputs = _rt.Inputs(("x", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("eps", float), ("offset", float), ("weight", "x", "N"))
+
+
+def _rms_norm_loops_plan(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, BLOCK_N: int = 4096):
+    """_rms_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    _weight_given = weight is not None
+    if not _weight_given:  # left out: every element 1
+        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
+    device, T, eps, offset, M, N = _rms_norm_loops_inputs("_rms_norm_loops", x, eps, offset, weight)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((x, weight), (y,))
+    return _rt.Planned(
+        _rms_norm_loops_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, weight, y, M, N, eps, offset, *x.stride(), *weight.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N, T),
+    )
+
+
+_rms_norm_loops_launch = _rt.Launch(globals(), "_rms_norm_loops_kernel", "_rms_norm_loops", pointers=3, tuned=True, plan=_rms_norm_loops_plan)
 
 
 def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -266,7 +249,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
     if not _weight_given:  # left out: every element 1
         weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_rms_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15, _weight_given,
@@ -274,8 +257,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
             offset, type(offset),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -284,38 +266,7 @@ def _rms_norm_loops(x: torch.Tensor, weight: torch.Tensor | None = None, eps: fl
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, weight, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float16, torch.bfloat16, torch.float32) or x.dim() != 2:
-        _rt.bad_input("_rms_norm_loops", "x", x, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = x.dtype
-    eps = _check_scalar("_rms_norm_loops", "eps", eps, float)
-    offset = _check_scalar("_rms_norm_loops", "offset", offset, float)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != T or weight.dim() != 1:
-        _rt.bad_input("_rms_norm_loops", "weight", weight, T, 1, "x")
-    device = x.device
-    if weight.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_rms_norm_loops", x=x, weight=weight)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _rms_norm_loops(x, weight, eps, offset, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_rms_norm_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    _weight0, = weight.shape
-    if _weight0 != N:
-        raise ValueError(f"_rms_norm_loops: weight dimension 0 (N) is {_weight0}, but x dimension 1 gives N = {N}")
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "loops", N, T), again=lambda: _rms_norm_loops(x, weight, eps, offset, BLOCK_N=BLOCK_N),
-    )
-    return y
+    return _rms_norm_loops_launch.run(_rms_norm_loops, fast_key, x, weight if _weight_given else None, eps, offset, BLOCK_N=BLOCK_N)
 
 
 def reference(x, weight=None, eps=1e-06, offset=0.0):
@@ -332,49 +283,9 @@ def reference(x, weight=None, eps=1e-06, offset=0.0):
     return y
 
 
-def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0) -> torch.Tensor:
-    """The outputs of rms_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _rms_norm_traced(x: torch.Tensor, weight: torch.Tensor | None = None, eps: float = 1e-06, offset: float = 0.0) -> torch.Tensor:
-    """rms_norm() as torch.compile traces it on the GPU: the checks of _rms_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    _weight_given = weight is not None
-    if not _weight_given:  # left out: every element 1
-        weight = _rt.absent(1.0, lambda: ((x.shape[1],), x.dtype, x.device))
-    device, T, eps, offset, M, N = _rms_norm_checked(x, weight, eps, offset)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        _weight_strides = weight.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _rms_norm_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    _weight_strides = weight.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or (N - 1) * abs(_weight_strides[0]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _rms_norm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, weight, y, M, N, eps, offset, *_x_strides, *_weight_strides, N, 1), dict(BLOCK_N=BLOCK_N, HAS_WEIGHT=_weight_given, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("rms_norm", "8902e86458d227e3", rms_norm, _rms_norm_fake, _rms_norm_traced)
+op = _rt.register_op("rms_norm", "8902e86458d227e3", rms_norm, _rms_norm_launch)
 
 
 _rms_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, rms_norm, __file__, ("x", "weight", "eps", "offset"), ("y",),
-    backward=(("rms_norm_backward", ("dy", "x", "weight", "eps", "offset"), ("dx", "dweight"), False),),
-    saved=("x", "weight"),
-    scalars=("eps", "offset"),
-    optional=("weight",),
+    op, rms_norm, __file__, ("x", "weight", "eps", "offset"), ("y",), backward=(("rms_norm_backward", ("dy", "x", "weight", "eps", "offset"), ("dx", "dweight"), False),), saved=("x", "weight"), scalars=("eps", "offset"), optional=("weight",),
 )

@@ -22,36 +22,20 @@
 #   dx[b, c, h, w] = dv
 """rms_norm_channels_backward: Triton kernel, launcher and torch reference generated from specs/rms_norm_channels.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along C) that rms_norm_channels_backward() holds in one tile: longer rows run _rms_norm_channels_backward_loops(),
-#: whose kernel loops over tiles of them. 128 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 4096, Triton's largest tile).
+#: The longest row (along C) rms_norm_channels_backward() holds in one tile, longer ones run _rms_norm_channels_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 4096).
 _WHOLE_LIMIT = _rt.whole_limit(128, 4096)
 
 
@@ -107,34 +91,27 @@ def rms_norm_channels_backward_kernel(
 
 
 _tuner = _rt.Tuner("rms_norm_channels_backward", "60e4c8bdff45f709", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _rms_norm_channels_backward_checked(dy: torch.Tensor, x: torch.Tensor, eps: float):
-    """The checks of rms_norm_channels_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("rms_norm_channels_backward", "x", x, torch.float32, 4)
-    eps = _check_scalar("rms_norm_channels_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("rms_norm_channels_backward", dy=dy, x=x)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"rms_norm_channels_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    return device, eps, B, C, H, W
+_rms_norm_channels_backward_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
 
 
-_rms_norm_channels_backward_launch = _rt.Launch(globals(), "rms_norm_channels_backward_kernel", "rms_norm_channels_backward", pointers=3, tuned=True)
+def _rms_norm_channels_backward_plan(dy: torch.Tensor, x: torch.Tensor, eps: float):
+    """rms_norm_channels_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, eps, B, C, H, W = _rms_norm_channels_backward_inputs("rms_norm_channels_backward", dy, x, eps)
+    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
+        return _rms_norm_channels_backward_loops_plan(dy, x, eps)
+    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    BLOCK_C = 1 << (int(C) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, x), (dx,))
+    return _rt.Planned(
+        _rms_norm_channels_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
+    )
+
+
+_rms_norm_channels_backward_launch = _rt.Launch(globals(), "rms_norm_channels_backward_kernel", "rms_norm_channels_backward", pointers=3, tuned=True, plan=_rms_norm_channels_backward_plan, refuse=(0, 1))
 
 
 def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *, config: int | dict | None = None) -> torch.Tensor:
@@ -145,19 +122,16 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
     Tuned: BW come from 4 autotune configs keyed on C, W, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x, eps)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("rms_norm_channels_backward", config, lambda: rms_norm_channels_backward(dy, x, eps)) if config is not None else op(dy, x, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rms_norm_channels_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -165,28 +139,7 @@ def rms_norm_channels_backward(dy: torch.Tensor, x: torch.Tensor, eps: float, *,
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("rms_norm_channels_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rms_norm_channels_backward(dy, x, eps)
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops() loops over them
-        return _rms_norm_channels_backward_loops(dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_C = 1 << (C - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, C, W), again=lambda: rms_norm_channels_backward(dy, x, eps),
-    )
-    return dx
+    return _rms_norm_channels_backward_launch.run(rms_norm_channels_backward, fast_key, dy, x, eps)
 
 
 _LOOPS_CONFIGS = [
@@ -310,7 +263,25 @@ def _rms_norm_channels_backward_loops_kernel(
         tl.store(dx_ptrs, dv, mask=mask_cw_2)
 
 
-_rms_norm_channels_backward_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_backward_loops_kernel", "_rms_norm_channels_backward_loops", pointers=3, tuned=True)
+_rms_norm_channels_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("eps", float))
+
+
+def _rms_norm_channels_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, eps: float, *, BLOCK_C: int = 128):
+    """_rms_norm_channels_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_C = _rt.concrete(BLOCK_C)
+    device, eps, B, C, H, W = _rms_norm_channels_backward_loops_inputs("_rms_norm_channels_backward_loops", dy, x, eps)
+    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
+        _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
+    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dy, x), (dx,))
+    return _rt.Planned(
+        _rms_norm_channels_backward_loops_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
+    )
+
+
+_rms_norm_channels_backward_loops_launch = _rt.Launch(globals(), "_rms_norm_channels_backward_loops_kernel", "_rms_norm_channels_backward_loops", pointers=3, tuned=True, plan=_rms_norm_channels_backward_loops_plan)
 
 
 def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: float, *, BLOCK_C: int = 128) -> torch.Tensor:
@@ -319,15 +290,14 @@ def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: fl
     Called by rms_norm_channels_backward(), after its checks. Its tune configs are those of rms_norm_channels_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_rms_norm_channels_backward_loops",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             eps, type(eps),
             BLOCK_C,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -335,42 +305,7 @@ def _rms_norm_channels_backward_loops(dy: torch.Tensor, x: torch.Tensor, eps: fl
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("_rms_norm_channels_backward_loops", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_rms_norm_channels_backward_loops", "x", x, torch.float32, 4)
-    eps = _check_scalar("_rms_norm_channels_backward_loops", "eps", eps, float)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_rms_norm_channels_backward_loops", dy=dy, x=x)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _rms_norm_channels_backward_loops(dy, x, eps, BLOCK_C=BLOCK_C)
-    if type(BLOCK_C) is not int or BLOCK_C < 1 or BLOCK_C & (BLOCK_C - 1):
-        _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    if _x0 != B:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"_rms_norm_channels_backward_loops: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_loops_launch(
-        fast_key, device, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
-        (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),),
-        tune_key=(device, "loops", C, W), again=lambda: _rms_norm_channels_backward_loops(dy, x, eps, BLOCK_C=BLOCK_C),
-    )
-    return dx
+    return _rms_norm_channels_backward_loops_launch.run(_rms_norm_channels_backward_loops, fast_key, dy, x, eps, BLOCK_C=BLOCK_C)
 
 
 def reference(dy, x, eps):
@@ -389,34 +324,4 @@ def reference(dy, x, eps):
     return dx
 
 
-def _rms_norm_channels_backward_fake(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
-    """The outputs of rms_norm_channels_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    return dx
-
-
-def _rms_norm_channels_backward_traced(dy: torch.Tensor, x: torch.Tensor, eps: float) -> torch.Tensor:
-    """rms_norm_channels_backward() as torch.compile traces it on the GPU: the checks of _rms_norm_channels_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, eps, B, C, H, W = _rms_norm_channels_backward_checked(dy, x, eps)
-    dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
-    if B == 0 or C == 0 or H == 0 or W == 0:  # nothing to compute: no launch
-        return dx
-    if C > _WHOLE_LIMIT:  # rows too long for one tile: _rms_norm_channels_backward_loops()'s kernel
-        BLOCK_C = 128
-        _dy_strides = dy.stride()
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-        _rms_norm_channels_backward_loops_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    BLOCK_C = 1 << (int(C) - 1).bit_length()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
-    _rms_norm_channels_backward_launch.traced(lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]), (dy, x, dx, B, C, H, W, eps, *_dy_strides, *_x_strides, C * H * W, H * W, W, 1), dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("rms_norm_channels_backward", "60e4c8bdff45f709", rms_norm_channels_backward, _rms_norm_channels_backward_fake, _rms_norm_channels_backward_traced)
+op = _rt.register_op("rms_norm_channels_backward", "60e4c8bdff45f709", rms_norm_channels_backward, _rms_norm_channels_backward_launch)

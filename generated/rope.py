@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rope: Triton kernel, launcher and torch reference generated from specs/rope.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -83,55 +70,28 @@ def rope_kernel(
     tl.store(k_rotated_ptrs, (k.to(tl.float32) * c[None, :] + (k_1.to(tl.float32) - k_2.to(tl.float32)) * n[None, :]).to(T), mask=mask_gd)
 
 
-def _rope_checked(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The checks of rope()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 4:
-        _rt.bad_input("rope", "q", q, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != T or k.dim() != 4:
-        _rt.bad_input("rope", "k", k, T, 4, "q")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 3:
-        _rt.bad_input("rope", "cos", cos, T, 3, "q")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 3:
-        _rt.bad_input("rope", "sin", sin, T, 3, "q")
-    device = q.device
-    if k.device != device or cos.device != device or sin.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope", q=q, k=k, cos=cos, sin=sin)
-    B, H, S, D = q.shape
-    _k0, HK, _k2, _k3 = k.shape
-    _cos0, _cos1, _cos2 = cos.shape
-    _sin0, _sin1, _sin2 = sin.shape
-    if _k0 != B:
-        raise ValueError(f"rope: k dimension 0 (B) is {_k0}, but q dimension 0 gives B = {B}")
-    if _k2 != S:
-        raise ValueError(f"rope: k dimension 2 (S) is {_k2}, but q dimension 2 gives S = {S}")
-    if _k3 != D:
-        raise ValueError(f"rope: k dimension 3 (D) is {_k3}, but q dimension 3 gives D = {D}")
-    if _cos0 != B:
-        raise ValueError(f"rope: cos dimension 0 (B) is {_cos0}, but q dimension 0 gives B = {B}")
-    if _cos1 != S:
-        raise ValueError(f"rope: cos dimension 1 (S) is {_cos1}, but q dimension 2 gives S = {S}")
-    if _cos2 != D:
-        raise ValueError(f"rope: cos dimension 2 (D) is {_cos2}, but q dimension 3 gives D = {D}")
-    if _sin0 != B:
-        raise ValueError(f"rope: sin dimension 0 (B) is {_sin0}, but q dimension 0 gives B = {B}")
-    if _sin1 != S:
-        raise ValueError(f"rope: sin dimension 1 (S) is {_sin1}, but q dimension 2 gives S = {S}")
-    if _sin2 != D:
-        raise ValueError(f"rope: sin dimension 2 (D) is {_sin2}, but q dimension 3 gives D = {D}")
+_rope_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("k", "q", "B HK S D"), ("cos", "q", "B S D"), ("sin", "q", "B S D"), whole=(("h", "H", 1048576), ("g", "HK", 1048576), ("d", "D", 1048576)))
+
+
+def _rope_plan(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """rope()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, H, S, D, HK = _rope_inputs("rope", q, k, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope: the index d - D / 2 of q needs D ({D}) to be a multiple of 2")
-    if H > 1048576:
-        raise ValueError(f"rope: 'h over H whole' makes one tile of all of H, so H (q dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope: 'g over HK whole' makes one tile of all of HK, so HK (k dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope: 'd over D whole' makes one tile of all of D, so D (q dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, T, B, H, S, D, HK
+    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
+    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
+    BLOCK_H = 1 << (int(H) - 1).bit_length()
+    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((q, k, cos, sin), (q_rotated, k_rotated))
+    return _rt.Planned(
+        _rope_launch, device, (q_rotated, k_rotated), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
+        (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *q.stride(), *k.stride(), *cos.stride(), *sin.stride(), H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
+    )
 
 
-_rope_launch = _rt.Launch(globals(), "rope_kernel", "rope", pointers=6)
+_rope_launch = _rt.Launch(globals(), "rope_kernel", "rope", pointers=6, plan=_rope_plan)
 
 
 def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,15 +105,14 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(q, k, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rope",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
             cos.shape, cos.stride(), cos.dtype, cos.device, cos.data_ptr() & 15,
             sin.shape, sin.stride(), sin.dtype, sin.device, sin.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or cos.requires_grad or sin.requires_grad)):
@@ -165,28 +124,7 @@ def rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor)
         return q_rotated, k_rotated
     if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _rope_apply(q, k, cos, sin)
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rope(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return q_rotated, k_rotated
-    BLOCK_H = 1 << (H - 1).bit_length()
-    BLOCK_HK = 1 << (HK - 1).bit_length()
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_launch(
-        fast_key, device, lambda meta: (B, S, 1),
-        (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)),
-    )
-    return q_rotated, k_rotated
+    return _rope_launch.run(rope, fast_key, q, k, cos, sin)
 
 
 def reference(q, k, cos, sin):
@@ -210,40 +148,9 @@ def reference(q, k, cos, sin):
     return q_rotated, k_rotated
 
 
-def _rope_fake(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of rope(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    return q_rotated, k_rotated
-
-
-def _rope_traced(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope() as torch.compile traces it on the GPU: the checks of _rope_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, H, S, D, HK = _rope_checked(q, k, cos, sin)
-    q_rotated = torch.empty(B, H, S, D, device=device, dtype=T)
-    k_rotated = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return q_rotated, k_rotated
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    BLOCK_H = 1 << (int(H) - 1).bit_length()
-    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (S - 1) * abs(_q_strides[2]) + (D - 1) * abs(_q_strides[3]) >= 2**31 or (B - 1) * abs(_k_strides[0]) + (HK - 1) * abs(_k_strides[1]) + (S - 1) * abs(_k_strides[2]) + (D - 1) * abs(_k_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_launch.traced((B, S, 1), (q, k, cos, sin, q_rotated, k_rotated, B, H, S, D, HK, *_q_strides, *_k_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1), dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return q_rotated, k_rotated
-
-
-op = _rt.register_op("rope", "dc2462b443ab2ac4", rope, _rope_fake, _rope_traced)
+op = _rt.register_op("rope", "dc2462b443ab2ac4", rope, _rope_launch)
 
 
 _rope_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, rope, __file__, ("q", "k", "cos", "sin"), ("q_rotated", "k_rotated"),
-    backward=(("rope_backward", ("dq_rotated", "dk_rotated", "cos", "sin"), ("dq", "dk"), False),),
-    saved=("cos", "sin"),
+    op, rope, __file__, ("q", "k", "cos", "sin"), ("q_rotated", "k_rotated"), backward=(("rope_backward", ("dq_rotated", "dk_rotated", "cos", "sin"), ("dq", "dk"), False),), saved=("cos", "sin"),
 )

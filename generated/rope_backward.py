@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """rope_backward: Triton kernel, launcher and torch reference generated from specs/rope_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -88,55 +75,28 @@ def rope_backward_kernel(
     tl.store(dk_ptrs, (dk_rotated.to(tl.float32) * c[None, :] + dk_rotated_1.to(tl.float32) * up[None, :] - dk_rotated_2.to(tl.float32) * down[None, :]).to(T), mask=mask_gd)
 
 
-def _rope_backward_checked(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-    """The checks of rope_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dq_rotated, torch.Tensor) or dq_rotated.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dq_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dq_rotated", dq_rotated, (torch.float16, torch.bfloat16, torch.float32), 4)
-    T = dq_rotated.dtype
-    if not isinstance(dk_rotated, torch.Tensor) or dk_rotated.dtype != T or dk_rotated.dim() != 4:
-        _rt.bad_input("rope_backward", "dk_rotated", dk_rotated, T, 4, "dq_rotated")
-    if not isinstance(cos, torch.Tensor) or cos.dtype != T or cos.dim() != 3:
-        _rt.bad_input("rope_backward", "cos", cos, T, 3, "dq_rotated")
-    if not isinstance(sin, torch.Tensor) or sin.dtype != T or sin.dim() != 3:
-        _rt.bad_input("rope_backward", "sin", sin, T, 3, "dq_rotated")
-    device = dq_rotated.device
-    if dk_rotated.device != device or cos.device != device or sin.device != device or (not dq_rotated.is_cuda and not _INTERPRET):
-        _rt.bad_device("rope_backward", dq_rotated=dq_rotated, dk_rotated=dk_rotated, cos=cos, sin=sin)
-    B, H, S, D = dq_rotated.shape
-    _dk_rotated0, HK, _dk_rotated2, _dk_rotated3 = dk_rotated.shape
-    _cos0, _cos1, _cos2 = cos.shape
-    _sin0, _sin1, _sin2 = sin.shape
-    if _dk_rotated0 != B:
-        raise ValueError(f"rope_backward: dk_rotated dimension 0 (B) is {_dk_rotated0}, but dq_rotated dimension 0 gives B = {B}")
-    if _dk_rotated2 != S:
-        raise ValueError(f"rope_backward: dk_rotated dimension 2 (S) is {_dk_rotated2}, but dq_rotated dimension 2 gives S = {S}")
-    if _dk_rotated3 != D:
-        raise ValueError(f"rope_backward: dk_rotated dimension 3 (D) is {_dk_rotated3}, but dq_rotated dimension 3 gives D = {D}")
-    if _cos0 != B:
-        raise ValueError(f"rope_backward: cos dimension 0 (B) is {_cos0}, but dq_rotated dimension 0 gives B = {B}")
-    if _cos1 != S:
-        raise ValueError(f"rope_backward: cos dimension 1 (S) is {_cos1}, but dq_rotated dimension 2 gives S = {S}")
-    if _cos2 != D:
-        raise ValueError(f"rope_backward: cos dimension 2 (D) is {_cos2}, but dq_rotated dimension 3 gives D = {D}")
-    if _sin0 != B:
-        raise ValueError(f"rope_backward: sin dimension 0 (B) is {_sin0}, but dq_rotated dimension 0 gives B = {B}")
-    if _sin1 != S:
-        raise ValueError(f"rope_backward: sin dimension 1 (S) is {_sin1}, but dq_rotated dimension 2 gives S = {S}")
-    if _sin2 != D:
-        raise ValueError(f"rope_backward: sin dimension 2 (D) is {_sin2}, but dq_rotated dimension 3 gives D = {D}")
+_rope_backward_inputs = _rt.Inputs(("dq_rotated", (torch.float16, torch.bfloat16, torch.float32), "B H S D"), ("dk_rotated", "dq_rotated", "B HK S D"), ("cos", "dq_rotated", "B S D"), ("sin", "dq_rotated", "B S D"), whole=(("h", "H", 1048576), ("g", "HK", 1048576), ("d", "D", 1048576)))
+
+
+def _rope_backward_plan(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """rope_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, H, S, D, HK = _rope_backward_inputs("rope_backward", dq_rotated, dk_rotated, cos, sin)
     if (D) % 2:
         raise ValueError(f"rope_backward: the index d + D / 2 of sin needs D ({D}) to be a multiple of 2")
-    if H > 1048576:
-        raise ValueError(f"rope_backward: 'h over H whole' makes one tile of all of H, so H (dq_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {H}")
-    if HK > 1048576:
-        raise ValueError(f"rope_backward: 'g over HK whole' makes one tile of all of HK, so HK (dk_rotated dimension 1) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {HK}")
-    if D > 1048576:
-        raise ValueError(f"rope_backward: 'd over D whole' makes one tile of all of D, so D (dq_rotated dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, T, B, H, S, D, HK
+    dq = torch.empty(B, H, S, D, device=device, dtype=T)
+    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
+    BLOCK_H = 1 << (int(H) - 1).bit_length()
+    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((dq_rotated, dk_rotated, cos, sin), (dq, dk))
+    return _rt.Planned(
+        _rope_backward_launch, device, (dq, dk), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
+        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *dq_rotated.stride(), *dk_rotated.stride(), *cos.stride(), *sin.stride(), H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
+    )
 
 
-_rope_backward_launch = _rt.Launch(globals(), "rope_backward_kernel", "rope_backward", pointers=6)
+_rope_backward_launch = _rt.Launch(globals(), "rope_backward_kernel", "rope_backward", pointers=6, plan=_rope_backward_plan, refuse=(0, 1, 2, 3))
 
 
 def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -150,15 +110,14 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dq_rotated, dk_rotated, cos, sin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "rope_backward",
             dq_rotated.shape, dq_rotated.stride(), dq_rotated.dtype, dq_rotated.device, dq_rotated.data_ptr() & 15,
             dk_rotated.shape, dk_rotated.stride(), dk_rotated.dtype, dk_rotated.device, dk_rotated.data_ptr() & 15,
             cos.shape, cos.stride(), cos.dtype, cos.device, cos.data_ptr() & 15,
             sin.shape, sin.stride(), sin.dtype, sin.device, sin.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dq_rotated.requires_grad or dk_rotated.requires_grad or cos.requires_grad or sin.requires_grad)):
@@ -168,30 +127,7 @@ def rope_backward(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch
         dk = torch.empty(*_dk_shape, device=device, dtype=T)
         launch(grid, device_index, dq_rotated, dk_rotated, cos, sin, dq, dk, *args)
         return dq, dk
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    if _grad_enabled() and (getattr(dq_rotated, "requires_grad", False) or getattr(dk_rotated, "requires_grad", False) or getattr(cos, "requires_grad", False) or getattr(sin, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("rope_backward")
-    if dq_rotated.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return rope_backward(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return dq, dk
-    BLOCK_H = 1 << (H - 1).bit_length()
-    BLOCK_HK = 1 << (HK - 1).bit_length()
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _dq_rotated_strides = dq_rotated.stride()
-    _dk_rotated_strides = dk_rotated.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_backward_launch(
-        fast_key, device, lambda meta: (B, S, 1),
-        (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)),
-    )
-    return dq, dk
+    return _rope_backward_launch.run(rope_backward, fast_key, dq_rotated, dk_rotated, cos, sin)
 
 
 def reference(dq_rotated, dk_rotated, cos, sin):
@@ -218,33 +154,4 @@ def reference(dq_rotated, dk_rotated, cos, sin):
     return dq, dk
 
 
-def _rope_backward_fake(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of rope_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    return dq, dk
-
-
-def _rope_backward_traced(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rope_backward() as torch.compile traces it on the GPU: the checks of _rope_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, H, S, D, HK = _rope_backward_checked(dq_rotated, dk_rotated, cos, sin)
-    dq = torch.empty(B, H, S, D, device=device, dtype=T)
-    dk = torch.empty(B, HK, S, D, device=device, dtype=T)
-    if B == 0 or H == 0 or S == 0 or D == 0 or HK == 0:  # nothing to compute: no launch
-        return dq, dk
-    _dq_rotated_strides = dq_rotated.stride()
-    _dk_rotated_strides = dk_rotated.stride()
-    _cos_strides = cos.stride()
-    _sin_strides = sin.stride()
-    BLOCK_H = 1 << (int(H) - 1).bit_length()
-    BLOCK_HK = 1 << (int(HK) - 1).bit_length()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_dq_rotated_strides[0]) + (H - 1) * abs(_dq_rotated_strides[1]) + (S - 1) * abs(_dq_rotated_strides[2]) + (D - 1) * abs(_dq_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_dk_rotated_strides[0]) + (HK - 1) * abs(_dk_rotated_strides[1]) + (S - 1) * abs(_dk_rotated_strides[2]) + (D - 1) * abs(_dk_rotated_strides[3]) >= 2**31 or (B - 1) * abs(_cos_strides[0]) + (S - 1) * abs(_cos_strides[1]) + (D - 1) * abs(_cos_strides[2]) >= 2**31 or (B - 1) * abs(_sin_strides[0]) + (S - 1) * abs(_sin_strides[1]) + (D - 1) * abs(_sin_strides[2]) >= 2**31 or B * H * S * D > 2**31 or B * HK * S * D > 2**31  # offsets past 2**31 elements
-    _rope_backward_launch.traced((B, S, 1), (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *_dq_rotated_strides, *_dk_rotated_strides, *_cos_strides, *_sin_strides, H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1), dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dq, dk
-
-
-op = _rt.register_op("rope_backward", "02aaa4341992157b", rope_backward, _rope_backward_fake, _rope_backward_traced)
+op = _rt.register_op("rope_backward", "02aaa4341992157b", rope_backward, _rope_backward_launch)

@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """scatter_add: Triton kernel, launcher and torch reference generated from specs/scatter_add.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -61,31 +47,28 @@ def scatter_add_kernel(
     tl.atomic_add(y_ptrs, src, mask=mask_tc_1, sem="relaxed")
 
 
-def _scatter_add_checked(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64):
-    """The checks of scatter_add()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or index.dim() != 2:
-        _rt.bad_input("scatter_add", "index", index, torch.int64, 2)
-    if not isinstance(src, torch.Tensor) or src.dtype != torch.float32 or src.dim() != 2:
-        _rt.bad_input("scatter_add", "src", src, torch.float32, 2)
-    V = _check_scalar("scatter_add", "V", V, int)
-    device = index.device
-    if src.device != device or (not index.is_cuda and not _INTERPRET):
-        _rt.bad_device("scatter_add", index=index, src=src)
+_scatter_add_inputs = _rt.Inputs(("index", torch.int64, "N C"), ("src", torch.float32, "N C"), ("V", int))
+
+
+def _scatter_add_plan(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64):
+    """scatter_add()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BT = _rt.concrete(BT)
+    BC = _rt.concrete(BC)
+    device, V, N, C = _scatter_add_inputs("scatter_add", index, src, V)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add", "BC", BC)
-    N, C = index.shape
-    _src0, _src1 = src.shape
-    if _src0 != N:
-        raise ValueError(f"scatter_add: src dimension 0 (N) is {_src0}, but index dimension 0 gives N = {N}")
-    if _src1 != C:
-        raise ValueError(f"scatter_add: src dimension 1 (C) is {_src1}, but index dimension 1 gives C = {C}")
-    return device, V, N, C
+    y = torch.zeros(V, C, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((index, src), (y,))
+    return _rt.Planned(
+        _scatter_add_launch, device, (y,), C == 0 or V == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (index, src, y, N, C, V, *index.stride(), *src.stride(), C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((V, C),), None,
+    )
 
 
-_scatter_add_launch = _rt.Launch(globals(), "scatter_add_kernel", "scatter_add", pointers=3)
+_scatter_add_launch = _rt.Launch(globals(), "scatter_add_kernel", "scatter_add", pointers=3, plan=_scatter_add_plan)
 
 
 def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
@@ -99,15 +82,14 @@ def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16,
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(index, src, V, BT=BT, BC=BC)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "scatter_add",
             index.shape, index.stride(), index.dtype, index.device, index.data_ptr() & 15,
             src.shape, src.stride(), src.dtype, src.device, src.data_ptr() & 15,
             V, type(V),
             BT, BC,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (src.requires_grad)):
@@ -117,22 +99,7 @@ def scatter_add(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16,
         return y
     if _grad_enabled() and (getattr(src, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _scatter_add_apply(index, src, V, BT, BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    if index.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return scatter_add(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if C == 0 or V == 0:  # nothing to compute: no launch
-        return y
-    _index_strides = index.stride()
-    _src_strides = src.stride()
-    int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_launch(
-        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
-        (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1),
-        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((V, C),),
-    )
-    return y
+    return _scatter_add_launch.run(scatter_add, fast_key, index, src, V, BT=BT, BC=BC)
 
 
 def reference(index, src, V):
@@ -147,38 +114,9 @@ def reference(index, src, V):
     return y
 
 
-def _scatter_add_fake(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """The outputs of scatter_add(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    return y
-
-
-def _scatter_add_traced(index: torch.Tensor, src: torch.Tensor, V: int, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """scatter_add() as torch.compile traces it on the GPU: the checks of _scatter_add_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, N, C = _scatter_add_checked(index, src, V, BT=BT, BC=BC)
-    y = torch.zeros(V, C, device=device, dtype=torch.float32)
-    if C == 0 or V == 0:  # nothing to compute: no launch
-        return y
-    _index_strides = index.stride()
-    _src_strides = src.stride()
-    int64 = (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or (N - 1) * abs(_src_strides[0]) + (C - 1) * abs(_src_strides[1]) >= 2**31 or V * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (index, src, y, N, C, V, *_index_strides, *_src_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("scatter_add", "cc7a4c9c640959d4", scatter_add, _scatter_add_fake, _scatter_add_traced)
+op = _rt.register_op("scatter_add", "cc7a4c9c640959d4", scatter_add, _scatter_add_launch)
 
 
 _scatter_add_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, scatter_add, __file__, ("index", "src", "V"), ("y",),
-    backward=(("scatter_add_backward", ("dy", "index"), ("dsrc",), False),),
-    saved=("index",),
-    keywords=("BT", "BC"),
+    op, scatter_add, __file__, ("index", "src", "V"), ("y",), backward=(("scatter_add_backward", ("dy", "index"), ("dsrc",), False),), saved=("index",), keywords=("BT", "BC"),
 )

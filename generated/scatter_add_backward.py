@@ -12,30 +12,17 @@
 #   dsrc[t, c] = f32(dy[index[t, c], c])
 """scatter_add_backward: Triton kernel, launcher and torch reference generated from specs/scatter_add.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -69,28 +56,28 @@ def scatter_add_backward_kernel(
     tl.store(dsrc_ptrs, dy.to(tl.float32), mask=mask_tc)
 
 
-def _scatter_add_backward_checked(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64):
-    """The checks of scatter_add_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("scatter_add_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(index, torch.Tensor) or index.dtype != torch.int64 or index.dim() != 2:
-        _rt.bad_input("scatter_add_backward", "index", index, torch.int64, 2)
-    device = dy.device
-    if index.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("scatter_add_backward", dy=dy, index=index)
+_scatter_add_backward_inputs = _rt.Inputs(("dy", torch.float32, "V C"), ("index", torch.int64, "N C"))
+
+
+def _scatter_add_backward_plan(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64):
+    """scatter_add_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BT = _rt.concrete(BT)
+    BC = _rt.concrete(BC)
+    device, V, C, N = _scatter_add_backward_inputs("scatter_add_backward", dy, index)
     if type(BT) is not int or BT < 1 or BT & (BT - 1):
         _rt.bad_block("scatter_add_backward", "BT", BT)
     if type(BC) is not int or BC < 1 or BC & (BC - 1):
         _rt.bad_block("scatter_add_backward", "BC", BC)
-    V, C = dy.shape
-    N, _index1 = index.shape
-    if _index1 != C:
-        raise ValueError(f"scatter_add_backward: index dimension 1 (C) is {_index1}, but dy dimension 1 gives C = {C}")
-    return device, V, C, N
+    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dy, index), (dsrc,))
+    return _rt.Planned(
+        _scatter_add_backward_launch, device, (dsrc,), C == 0 or N == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        (dy, index, dsrc, V, C, N, *dy.stride(), *index.stride(), C, 1),
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),), None,
+    )
 
 
-_scatter_add_backward_launch = _rt.Launch(globals(), "scatter_add_backward_kernel", "scatter_add_backward", pointers=3)
+_scatter_add_backward_launch = _rt.Launch(globals(), "scatter_add_backward_kernel", "scatter_add_backward", pointers=3, plan=_scatter_add_backward_plan, refuse=(0,))
 
 
 def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
@@ -104,14 +91,13 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, index, BT=BT, BC=BC)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "scatter_add_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             index.shape, index.stride(), index.dtype, index.device, index.data_ptr() & 15,
             BT, BC,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad)):
@@ -119,24 +105,7 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
         dsrc = torch.empty(*_dsrc_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, index, dsrc, *args)
         return dsrc
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("scatter_add_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return scatter_add_backward(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    if C == 0 or N == 0:  # nothing to compute: no launch
-        return dsrc
-    _dy_strides = dy.stride()
-    _index_strides = index.stride()
-    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_backward_launch(
-        fast_key, device, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
-        (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1),
-        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),),
-    )
-    return dsrc
+    return _scatter_add_backward_launch.run(scatter_add_backward, fast_key, dy, index, BT=BT, BC=BC)
 
 
 def reference(dy, index):
@@ -148,30 +117,4 @@ def reference(dy, index):
     return dsrc
 
 
-def _scatter_add_backward_fake(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """The outputs of scatter_add_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    return dsrc
-
-
-def _scatter_add_backward_traced(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16, BC: int = 64) -> torch.Tensor:
-    """scatter_add_backward() as torch.compile traces it on the GPU: the checks of _scatter_add_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BT = int(BT)
-    BC = int(BC)
-    device, V, C, N = _scatter_add_backward_checked(dy, index, BT=BT, BC=BC)
-    dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
-    if C == 0 or N == 0:  # nothing to compute: no launch
-        return dsrc
-    _dy_strides = dy.stride()
-    _index_strides = index.stride()
-    int64 = (V - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) >= 2**31 or (N - 1) * abs(_index_strides[0]) + (C - 1) * abs(_index_strides[1]) >= 2**31 or N * C > 2**31  # offsets past 2**31 elements
-    _scatter_add_backward_launch.traced(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), (dy, index, dsrc, V, C, N, *_dy_strides, *_index_strides, C, 1), dict(BT=BT, BC=BC, INT64_OFFSETS=int64))
-    return dsrc
-
-
-op = _rt.register_op("scatter_add_backward", "5c3d18663190babf", scatter_add_backward, _scatter_add_backward_fake, _scatter_add_backward_traced)
+op = _rt.register_op("scatter_add_backward", "5c3d18663190babf", scatter_add_backward, _scatter_add_backward_launch)

@@ -2,36 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """softmax: Triton kernel, launcher and torch reference generated from specs/softmax.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that softmax() holds in one tile: longer rows run _softmax_loops(),
-#: whose kernel loops over tiles of them. 32768 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 262144, Triton's largest tile).
+#: The longest row (along N) softmax() holds in one tile, longer ones run _softmax_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 262144).
 _WHOLE_LIMIT = _rt.whole_limit(32768, 262144)
 
 
@@ -82,23 +66,27 @@ def softmax_kernel(
 
 
 _tuner = _rt.Tuner("softmax", "4912fe466dbd1aa2", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _softmax_checked(x: torch.Tensor):
-    """The checks of softmax()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.dim() != 2:
-        _rt.bad_input("softmax", "x", x, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("softmax", x=x)
-    M, N = x.shape
-    return device, T, M, N
+_softmax_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.float16), "M N"))
 
 
-_softmax_launch = _rt.Launch(globals(), "softmax_kernel", "softmax", pointers=2, tuned=True)
+def _softmax_plan(x: torch.Tensor):
+    """softmax()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, M, N = _softmax_inputs("softmax", x)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops() loops over them
+        return _softmax_loops_plan(x)
+    y = torch.empty(M, N, device=device, dtype=T)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _softmax_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *x.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_softmax_launch = _rt.Launch(globals(), "softmax_kernel", "softmax", pointers=2, tuned=True, plan=_softmax_plan)
 
 
 def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -110,13 +98,10 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
     Tuned: BM come from 7 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("softmax", config, lambda: softmax(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("softmax", config, lambda: softmax(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -127,25 +112,7 @@ def softmax(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tenso
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _softmax_apply(x)
-    device, T, M, N = _softmax_checked(x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return softmax(x)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops() loops over them
-        return _softmax_loops(x)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _softmax_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: softmax(x),
-    )
-    return y
+    return _softmax_launch.run(softmax, fast_key, x)
 
 
 _LOOPS_CONFIGS = [
@@ -250,7 +217,25 @@ def _softmax_loops_kernel(
         tl.store(y_ptrs, (e / row_sum[:, None]).to(T), mask=mask_rc_1)
 
 
-_softmax_loops_launch = _rt.Launch(globals(), "_softmax_loops_kernel", "_softmax_loops", pointers=2, tuned=True)
+_softmax_loops_inputs = _rt.Inputs(("x", (torch.float32, torch.bfloat16, torch.float16), "M N"))
+
+
+def _softmax_loops_plan(x: torch.Tensor, *, BLOCK_N: int = 4096):
+    """_softmax_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, T, M, N = _softmax_loops_inputs("_softmax_loops", x)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_softmax_loops", "BLOCK_N", BLOCK_N)
+    y = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _softmax_loops_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (x, y, M, N, *x.stride(), N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),), (device, "loops", N, T),
+    )
+
+
+_softmax_loops_launch = _rt.Launch(globals(), "_softmax_loops_kernel", "_softmax_loops", pointers=2, tuned=True, plan=_softmax_loops_plan)
 
 
 def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
@@ -259,13 +244,12 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
     Called by softmax(), after its checks. Its tune configs are those of softmax() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_softmax_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -274,30 +258,7 @@ def _softmax_loops(x: torch.Tensor, *, BLOCK_N: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=T)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.bfloat16, torch.float16) or x.dim() != 2:
-        _rt.bad_input("_softmax_loops", "x", x, (torch.float32, torch.bfloat16, torch.float16), 2)
-    T = x.dtype
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_softmax_loops", x=x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _softmax_loops(x, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_softmax_loops", "BLOCK_N", BLOCK_N)
-    M, N = x.shape
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _softmax_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, "loops", N, T), again=lambda: _softmax_loops(x, BLOCK_N=BLOCK_N),
-    )
-    return y
+    return _softmax_loops_launch.run(_softmax_loops, fast_key, x, BLOCK_N=BLOCK_N)
 
 
 def reference(x):
@@ -313,39 +274,9 @@ def reference(x):
     return y
 
 
-def _softmax_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of softmax(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, M, N = _softmax_checked(x)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _softmax_traced(x: torch.Tensor) -> torch.Tensor:
-    """softmax() as torch.compile traces it on the GPU: the checks of _softmax_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, M, N = _softmax_checked(x)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _softmax_loops()'s kernel
-        BLOCK_N = 4096
-        _x_strides = x.stride()
-        int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _softmax_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _softmax_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (x, y, M, N, *_x_strides, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("softmax", "4912fe466dbd1aa2", softmax, _softmax_fake, _softmax_traced)
+op = _rt.register_op("softmax", "4912fe466dbd1aa2", softmax, _softmax_launch)
 
 
 _softmax_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, softmax, __file__, ("x",), ("y",),
-    backward=(("softmax_backward", ("dy", "y"), ("dx",), False),),
-    saved=("y",),
+    op, softmax, __file__, ("x",), ("y",), backward=(("softmax_backward", ("dy", "y"), ("dx",), False),), saved=("y",),
 )

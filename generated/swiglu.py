@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """swiglu: Triton kernel, launcher and torch reference generated from specs/swiglu.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-silu = _rt.silu
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, silu = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.silu
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -77,32 +62,24 @@ def swiglu_kernel(
 
 
 _tuner = _rt.Tuner("swiglu", "91247d5cdc2ca3fd", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _swiglu_checked(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
-    """The checks of swiglu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float16, torch.bfloat16, torch.float32) or a.dim() != 2:
-        _rt.bad_input("swiglu", "a", a, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("swiglu", "b", b, T, 2, "a")
-    gate_multiplier = _check_scalar("swiglu", "gate_multiplier", gate_multiplier, float)
-    down_multiplier = _check_scalar("swiglu", "down_multiplier", down_multiplier, float)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("swiglu", a=a, b=b)
-    M, N = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != M:
-        raise ValueError(f"swiglu: b dimension 0 (M) is {_b0}, but a dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"swiglu: b dimension 1 (N) is {_b1}, but a dimension 1 gives N = {N}")
-    return device, T, gate_multiplier, down_multiplier, M, N
+_swiglu_inputs = _rt.Inputs(("a", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("b", "a", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
-_swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True)
+def _swiglu_plan(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
+    """swiglu()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_inputs("swiglu", a, b, gate_multiplier, down_multiplier)
+    y = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((a, b), (y,))
+    return _rt.Planned(
+        _swiglu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, y, M, N, gate_multiplier, down_multiplier, *a.stride(), *b.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N, T),
+    )
+
+
+_swiglu_launch = _rt.Launch(globals(), "swiglu_kernel", "swiglu", pointers=3, tuned=True, plan=_swiglu_plan)
 
 
 def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -114,20 +91,17 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
     Tuned: BM, BN come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("swiglu", config, lambda: swiglu(a, b, gate_multiplier, down_multiplier))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b, gate_multiplier, down_multiplier)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("swiglu", config, lambda: swiglu(a, b, gate_multiplier, down_multiplier)) if config is not None else op(a, b, gate_multiplier, down_multiplier)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "swiglu",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             gate_multiplier, type(gate_multiplier),
             down_multiplier, type(down_multiplier),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -138,23 +112,7 @@ def swiglu(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_
         return y
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _swiglu_apply(a, b, gate_multiplier, down_multiplier)
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swiglu(a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, y, M, N, gate_multiplier, down_multiplier, *_a_strides, *_b_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N, T), again=lambda: swiglu(a, b, gate_multiplier, down_multiplier),
-    )
-    return y
+    return _swiglu_launch.run(swiglu, fast_key, a, b, gate_multiplier, down_multiplier)
 
 
 def reference(a, b, gate_multiplier=1.0, down_multiplier=1.0):
@@ -170,34 +128,9 @@ def reference(a, b, gate_multiplier=1.0, down_multiplier=1.0):
     return y
 
 
-def _swiglu_fake(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
-    """The outputs of swiglu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    return y
-
-
-def _swiglu_traced(a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> torch.Tensor:
-    """swiglu() as torch.compile traces it on the GPU: the checks of _swiglu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_checked(a, b, gate_multiplier, down_multiplier)
-    y = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (a, b, y, M, N, gate_multiplier, down_multiplier, *_a_strides, *_b_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("swiglu", "91247d5cdc2ca3fd", swiglu, _swiglu_fake, _swiglu_traced)
+op = _rt.register_op("swiglu", "91247d5cdc2ca3fd", swiglu, _swiglu_launch)
 
 
 _swiglu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, swiglu, __file__, ("a", "b", "gate_multiplier", "down_multiplier"), ("y",),
-    backward=(("swiglu_backward", ("dy", "a", "b", "gate_multiplier", "down_multiplier"), ("da", "db"), False),),
-    saved=("a", "b"),
-    scalars=("gate_multiplier", "down_multiplier"),
+    op, swiglu, __file__, ("a", "b", "gate_multiplier", "down_multiplier"), ("y",), backward=(("swiglu_backward", ("dy", "a", "b", "gate_multiplier", "down_multiplier"), ("da", "db"), False),), saved=("a", "b"), scalars=("gate_multiplier", "down_multiplier"),
 )

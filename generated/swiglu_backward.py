@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """swiglu_backward: Triton kernel, launcher and torch reference generated from specs/swiglu_backward.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
-sigmoid = _rt.sigmoid
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, sigmoid = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.sigmoid
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -87,39 +72,25 @@ def swiglu_backward_kernel(
 
 
 _tuner = _rt.Tuner("swiglu_backward", "1b9b48ac69596f57", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _swiglu_backward_checked(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
-    """The checks of swiglu_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype not in (torch.float16, torch.bfloat16, torch.float32) or dy.dim() != 2:
-        _rt.bad_input("swiglu_backward", "dy", dy, (torch.float16, torch.bfloat16, torch.float32), 2)
-    T = dy.dtype
-    if not isinstance(a, torch.Tensor) or a.dtype != T or a.dim() != 2:
-        _rt.bad_input("swiglu_backward", "a", a, T, 2, "dy")
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 2:
-        _rt.bad_input("swiglu_backward", "b", b, T, 2, "dy")
-    gate_multiplier = _check_scalar("swiglu_backward", "gate_multiplier", gate_multiplier, float)
-    down_multiplier = _check_scalar("swiglu_backward", "down_multiplier", down_multiplier, float)
-    device = dy.device
-    if a.device != device or b.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("swiglu_backward", dy=dy, a=a, b=b)
-    M, N = dy.shape
-    _a0, _a1 = a.shape
-    _b0, _b1 = b.shape
-    if _a0 != M:
-        raise ValueError(f"swiglu_backward: a dimension 0 (M) is {_a0}, but dy dimension 0 gives M = {M}")
-    if _a1 != N:
-        raise ValueError(f"swiglu_backward: a dimension 1 (N) is {_a1}, but dy dimension 1 gives N = {N}")
-    if _b0 != M:
-        raise ValueError(f"swiglu_backward: b dimension 0 (M) is {_b0}, but dy dimension 0 gives M = {M}")
-    if _b1 != N:
-        raise ValueError(f"swiglu_backward: b dimension 1 (N) is {_b1}, but dy dimension 1 gives N = {N}")
-    return device, T, gate_multiplier, down_multiplier, M, N
+_swiglu_backward_inputs = _rt.Inputs(("dy", (torch.float16, torch.bfloat16, torch.float32), "M N"), ("a", "dy", "M N"), ("b", "dy", "M N"), ("gate_multiplier", float), ("down_multiplier", float))
 
 
-_swiglu_backward_launch = _rt.Launch(globals(), "swiglu_backward_kernel", "swiglu_backward", pointers=5, tuned=True)
+def _swiglu_backward_plan(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0):
+    """swiglu_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_inputs("swiglu_backward", dy, a, b, gate_multiplier, down_multiplier)
+    da = torch.empty(M, N, device=device, dtype=T)
+    db = torch.empty(M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((dy, a, b), (da, db))
+    return _rt.Planned(
+        _swiglu_backward_launch, device, (da, db), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *dy.stride(), *a.stride(), *b.stride(), N, 1, N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N), (M, N)), (device, N, T),
+    )
+
+
+_swiglu_backward_launch = _rt.Launch(globals(), "swiglu_backward_kernel", "swiglu_backward", pointers=5, tuned=True, plan=_swiglu_backward_plan, refuse=(0, 1, 2))
 
 
 def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,12 +102,10 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
     Tuned: BM, BN come from 4 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("swiglu_backward", config, lambda: swiglu_backward(dy, a, b, gate_multiplier, down_multiplier))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, a, b, gate_multiplier, down_multiplier)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("swiglu_backward", config, lambda: swiglu_backward(dy, a, b, gate_multiplier, down_multiplier)) if config is not None else op(dy, a, b, gate_multiplier, down_multiplier)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "swiglu_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
@@ -144,8 +113,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
             gate_multiplier, type(gate_multiplier),
             down_multiplier, type(down_multiplier),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or a.requires_grad or b.requires_grad)):
@@ -155,27 +123,7 @@ def swiglu_backward(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_mul
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, dy, a, b, da, db, *args)
         return da, db
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("swiglu_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swiglu_backward(dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N), (M, N)),
-        tune_key=(device, N, T), again=lambda: swiglu_backward(dy, a, b, gate_multiplier, down_multiplier),
-    )
-    return da, db
+    return _swiglu_backward_launch.run(swiglu_backward, fast_key, dy, a, b, gate_multiplier, down_multiplier)
 
 
 def reference(dy, a, b, gate_multiplier=1.0, down_multiplier=1.0):
@@ -195,29 +143,4 @@ def reference(dy, a, b, gate_multiplier=1.0, down_multiplier=1.0):
     return da, db
 
 
-def _swiglu_backward_fake(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of swiglu_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    return da, db
-
-
-def _swiglu_backward_traced(dy: torch.Tensor, a: torch.Tensor, b: torch.Tensor, gate_multiplier: float = 1.0, down_multiplier: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """swiglu_backward() as torch.compile traces it on the GPU: the checks of _swiglu_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, gate_multiplier, down_multiplier, M, N = _swiglu_backward_checked(dy, a, b, gate_multiplier, down_multiplier)
-    da = torch.empty(M, N, device=device, dtype=T)
-    db = torch.empty(M, N, device=device, dtype=T)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return da, db
-    _dy_strides = dy.stride()
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_a_strides[0]) + (N - 1) * abs(_a_strides[1]) >= 2**31 or (M - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swiglu_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dy, a, b, da, db, M, N, gate_multiplier, down_multiplier, *_dy_strides, *_a_strides, *_b_strides, N, 1, N, 1), dict(INT64_OFFSETS=int64))
-    return da, db
-
-
-op = _rt.register_op("swiglu_backward", "1b9b48ac69596f57", swiglu_backward, _swiglu_backward_fake, _swiglu_backward_traced)
+op = _rt.register_op("swiglu_backward", "1b9b48ac69596f57", swiglu_backward, _swiglu_backward_launch)

@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """swizzle: Triton kernel, launcher and torch reference generated from specs/swizzle.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -65,23 +52,29 @@ def swizzle_kernel(
     tl.store(z_ptrs, x, mask=mask_smsn_1 & mask_m[:, None] & mask_n[None, :])
 
 
-def _swizzle_checked(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
-    """The checks of swizzle()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.int64 or x.dim() != 2:
-        _rt.bad_input("swizzle", "x", x, torch.int64, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("swizzle", x=x)
+_swizzle_inputs = _rt.Inputs(("x", torch.int64, "M N"))
+
+
+def _swizzle_plan(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3):
+    """swizzle()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    GROUP_SIZE = _rt.concrete(GROUP_SIZE)
+    device, M, N = _swizzle_inputs("swizzle", x)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("swizzle", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("swizzle", "BN", BN)
-    M, N = x.shape
-    return device, M, N
+    z = torch.zeros(M, N, device=device, dtype=torch.int64)
+    int64 = _rt.wide_offsets((x,), (z,))
+    return _rt.Planned(
+        _swizzle_launch, device, (z,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (x, z, M, N, *x.stride(), N, 1),
+        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_swizzle_launch = _rt.Launch(globals(), "swizzle_kernel", "swizzle", pointers=2)
+_swizzle_launch = _rt.Launch(globals(), "swizzle_kernel", "swizzle", pointers=2, plan=_swizzle_plan)
 
 
 def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
@@ -95,13 +88,12 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "swizzle",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BM, BN, GROUP_SIZE,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -109,21 +101,7 @@ def swizzle(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -
         z = torch.zeros(*_z_shape, device=device, dtype=torch.int64)
         launch(grid, device_index, x, z, *args)
         return z
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return swizzle(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swizzle_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (x, z, M, N, *_x_strides, N, 1),
-        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return z
+    return _swizzle_launch.run(swizzle, fast_key, x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
 
 
 def _swizzle2d(i, j, size_i, size_j, size_g):
@@ -159,31 +137,4 @@ def reference(x, *, BM=1, BN=1, GROUP_SIZE=3):
     return z
 
 
-def _swizzle_fake(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
-    """The outputs of swizzle(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    GROUP_SIZE = int(GROUP_SIZE)
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    return z
-
-
-def _swizzle_traced(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int = 3) -> torch.Tensor:
-    """swizzle() as torch.compile traces it on the GPU: the checks of _swizzle_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    GROUP_SIZE = int(GROUP_SIZE)
-    device, M, N = _swizzle_checked(x, BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE)
-    z = torch.zeros(M, N, device=device, dtype=torch.int64)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return z
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _swizzle_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (x, z, M, N, *_x_strides, N, 1), dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64))
-    return z
-
-
-op = _rt.register_op("swizzle", "cf4327e8c18edb3e", swizzle, _swizzle_fake, _swizzle_traced)
+op = _rt.register_op("swizzle", "cf4327e8c18edb3e", swizzle, _swizzle_launch)

@@ -2,32 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """varlen_attention_backward_dq: Triton kernel, launcher and torch reference generated from specs/varlen_attention_backward_dq.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -131,72 +116,26 @@ def varlen_attention_backward_dq_kernel(
 
 
 _tuner = _rt.Tuner("varlen_attention_backward_dq", "5dd0437839ac9f43", _CONFIGS, default=5, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _varlen_attention_backward_dq_checked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
-    """The checks of varlen_attention_backward_dq()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "q", q, (torch.float16, torch.bfloat16, torch.float32), 3)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "k", k, DT, 3, "q")
-    if not isinstance(v, torch.Tensor) or v.dtype != DT or v.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "v", v, DT, 3, "q")
-    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1:
-        _rt.bad_input("varlen_attention_backward_dq", "cu_seqlens", cu_seqlens, torch.int32, 1)
-    L = _check_scalar("varlen_attention_backward_dq", "L", L, int)
-    scale = _check_scalar("varlen_attention_backward_dq", "scale", scale, float)
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_dq", "do", do, DT, 3, "q")
-    if not isinstance(lse, torch.Tensor) or lse.dtype != torch.float32 or lse.dim() != 2:
-        _rt.bad_input("varlen_attention_backward_dq", "lse", lse, torch.float32, 2)
-    if not isinstance(delta, torch.Tensor) or delta.dtype != torch.float32 or delta.dim() != 2:
-        _rt.bad_input("varlen_attention_backward_dq", "delta", delta, torch.float32, 2)
-    device = q.device
-    if k.device != device or v.device != device or cu_seqlens.device != device or do.device != device or lse.device != device or delta.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("varlen_attention_backward_dq", q=q, k=k, v=v, cu_seqlens=cu_seqlens, do=do, lse=lse, delta=delta)
-    T, H, D = q.shape
-    _k0, _k1, _k2 = k.shape
-    _v0, _v1, _v2 = v.shape
-    B1, = cu_seqlens.shape
-    _do0, _do1, _do2 = do.shape
-    _lse0, _lse1 = lse.shape
-    _delta0, _delta1 = delta.shape
-    if _k0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 0 (T) is {_k0}, but q dimension 0 gives T = {T}")
-    if _k1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: k dimension 2 (D) is {_k2}, but q dimension 2 gives D = {D}")
-    if _v0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 0 (T) is {_v0}, but q dimension 0 gives T = {T}")
-    if _v1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 1 (H) is {_v1}, but q dimension 1 gives H = {H}")
-    if _v2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: v dimension 2 (D) is {_v2}, but q dimension 2 gives D = {D}")
-    if _do0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 0 (T) is {_do0}, but q dimension 0 gives T = {T}")
-    if _do1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != D:
-        raise ValueError(f"varlen_attention_backward_dq: do dimension 2 (D) is {_do2}, but q dimension 2 gives D = {D}")
-    if _lse0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: lse dimension 0 (T) is {_lse0}, but q dimension 0 gives T = {T}")
-    if _lse1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: lse dimension 1 (H) is {_lse1}, but q dimension 1 gives H = {H}")
-    if _delta0 != T:
-        raise ValueError(f"varlen_attention_backward_dq: delta dimension 0 (T) is {_delta0}, but q dimension 0 gives T = {T}")
-    if _delta1 != H:
-        raise ValueError(f"varlen_attention_backward_dq: delta dimension 1 (H) is {_delta1}, but q dimension 1 gives H = {H}")
+_varlen_attention_backward_dq_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("v", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("do", "q", "T H D"), ("lse", torch.float32, "T H"), ("delta", torch.float32, "T H"), whole=(("d", "D", 8192),))
+
+
+def _varlen_attention_backward_dq_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor):
+    """varlen_attention_backward_dq()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_dq_inputs("varlen_attention_backward_dq", q, k, v, cu_seqlens, L, scale, do, lse, delta)
     B1_minus_1 = (B1 - 1)
-    if D > 8192:
-        raise ValueError(f"varlen_attention_backward_dq: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, L, scale, T, H, D, B1, B1_minus_1
+    dq = torch.empty(T, H, D, device=device, dtype=DT)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((q, k, v, cu_seqlens, do, lse, delta), (dq,))
+    return _rt.Planned(
+        _varlen_attention_backward_dq_launch, device, (dq,), T == 0 or H == 0 or D == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
+        (q, k, v, cu_seqlens, do, lse, delta, dq, T, H, D, B1, B1_minus_1, L, scale, *q.stride(), *k.stride(), *v.stride(), *cu_seqlens.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * D, D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((T, H, D),), (device, triton.next_power_of_2(L), D, DT),
+    )
 
 
-_varlen_attention_backward_dq_launch = _rt.Launch(globals(), "varlen_attention_backward_dq_kernel", "varlen_attention_backward_dq", pointers=8, tuned=True)
+_varlen_attention_backward_dq_launch = _rt.Launch(globals(), "varlen_attention_backward_dq_kernel", "varlen_attention_backward_dq", pointers=8, tuned=True, plan=_varlen_attention_backward_dq_plan, refuse=(0, 1, 2, 6, 7, 8))
 
 
 def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -208,12 +147,10 @@ def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     Tuned: BM, BN come from 6 autotune configs keyed on next_power_of_2(L), D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 5 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("varlen_attention_backward_dq", config, lambda: varlen_attention_backward_dq(q, k, v, cu_seqlens, L, scale, do, lse, delta))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, v, cu_seqlens, L, scale, do, lse, delta)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("varlen_attention_backward_dq", config, lambda: varlen_attention_backward_dq(q, k, v, cu_seqlens, L, scale, do, lse, delta)) if config is not None else op(q, k, v, cu_seqlens, L, scale, do, lse, delta)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "varlen_attention_backward_dq",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -225,8 +162,7 @@ def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
             lse.shape, lse.stride(), lse.dtype, lse.device, lse.data_ptr() & 15,
             delta.shape, delta.stride(), delta.dtype, delta.device, delta.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad or do.requires_grad or lse.requires_grad or delta.requires_grad)):
@@ -235,31 +171,7 @@ def varlen_attention_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
         dq = torch.empty(*_dq_shape, device=device, dtype=DT)
         launch(grid, device_index, q, k, v, cu_seqlens, do, lse, delta, dq, *args)
         return dq
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dq_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(v, "requires_grad", False) or getattr(do, "requires_grad", False) or getattr(lse, "requires_grad", False) or getattr(delta, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("varlen_attention_backward_dq")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return varlen_attention_backward_dq(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dq = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return dq
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or (T - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) >= 2**31 or (T - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_dq_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
-        (q, k, v, cu_seqlens, do, lse, delta, dq, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, *_do_strides, *_lse_strides, *_delta_strides, H * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((T, H, D),),
-        tune_key=(device, triton.next_power_of_2(L), D, DT), again=lambda: varlen_attention_backward_dq(q, k, v, cu_seqlens, L, scale, do, lse, delta),
-    )
-    return dq
+    return _varlen_attention_backward_dq_launch.run(varlen_attention_backward_dq, fast_key, q, k, v, cu_seqlens, L, scale, do, lse, delta)
 
 
 def reference(q, k, v, cu_seqlens, L, scale, do, lse, delta):
@@ -285,32 +197,4 @@ def reference(q, k, v, cu_seqlens, L, scale, do, lse, delta):
     return dq
 
 
-def _varlen_attention_backward_dq_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    """The outputs of varlen_attention_backward_dq(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dq_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dq = torch.empty(T, H, D, device=device, dtype=DT)
-    return dq
-
-
-def _varlen_attention_backward_dq_traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, do: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-    """varlen_attention_backward_dq() as torch.compile traces it on the GPU: the checks of _varlen_attention_backward_dq_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_dq_checked(q, k, v, cu_seqlens, L, scale, do, lse, delta)
-    dq = torch.empty(T, H, D, device=device, dtype=DT)
-    if T == 0 or H == 0 or D == 0:  # nothing to compute: no launch
-        return dq
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _v_strides = v.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _do_strides = do.stride()
-    _lse_strides = lse.stride()
-    _delta_strides = delta.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (T - 1) * abs(_v_strides[0]) + (H - 1) * abs(_v_strides[1]) + (D - 1) * abs(_v_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or (T - 1) * abs(_lse_strides[0]) + (H - 1) * abs(_lse_strides[1]) >= 2**31 or (T - 1) * abs(_delta_strides[0]) + (H - 1) * abs(_delta_strides[1]) >= 2**31 or T * H * D > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_dq_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H), (q, k, v, cu_seqlens, do, lse, delta, dq, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_v_strides, *_cu_seqlens_strides, *_do_strides, *_lse_strides, *_delta_strides, H * D, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dq
-
-
-op = _rt.register_op("varlen_attention_backward_dq", "5dd0437839ac9f43", varlen_attention_backward_dq, _varlen_attention_backward_dq_fake, _varlen_attention_backward_dq_traced)
+op = _rt.register_op("varlen_attention_backward_dq", "5dd0437839ac9f43", varlen_attention_backward_dq, _varlen_attention_backward_dq_launch)

@@ -2,34 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """varlen_attention_backward_stats: Triton kernel, launcher and torch reference generated from specs/varlen_attention_backward_stats.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
-_check_scalar = _rt.check_scalar
-amax = _rt.amax
-amin = _rt.amin
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand, amax, amin = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand, _rt.amax, _rt.amin
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -140,58 +123,28 @@ def varlen_attention_backward_stats_kernel(
 
 
 _tuner = _rt.Tuner("varlen_attention_backward_stats", "363c9d8e5288c887", _CONFIGS, default=3, interpreted=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _varlen_attention_backward_stats_checked(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
-    """The checks of varlen_attention_backward_stats()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(q, torch.Tensor) or q.dtype not in (torch.float16, torch.bfloat16, torch.float32) or q.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_stats", "q", q, (torch.float16, torch.bfloat16, torch.float32), 3)
-    DT = q.dtype
-    if not isinstance(k, torch.Tensor) or k.dtype != DT or k.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_stats", "k", k, DT, 3, "q")
-    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dtype != torch.int32 or cu_seqlens.dim() != 1:
-        _rt.bad_input("varlen_attention_backward_stats", "cu_seqlens", cu_seqlens, torch.int32, 1)
-    L = _check_scalar("varlen_attention_backward_stats", "L", L, int)
-    scale = _check_scalar("varlen_attention_backward_stats", "scale", scale, float)
-    if not isinstance(o, torch.Tensor) or o.dtype != DT or o.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_stats", "o", o, DT, 3, "q")
-    if not isinstance(do, torch.Tensor) or do.dtype != DT or do.dim() != 3:
-        _rt.bad_input("varlen_attention_backward_stats", "do", do, DT, 3, "q")
-    device = q.device
-    if k.device != device or cu_seqlens.device != device or o.device != device or do.device != device or (not q.is_cuda and not _INTERPRET):
-        _rt.bad_device("varlen_attention_backward_stats", q=q, k=k, cu_seqlens=cu_seqlens, o=o, do=do)
-    T, H, D = q.shape
-    _k0, _k1, _k2 = k.shape
-    B1, = cu_seqlens.shape
-    _o0, _o1, _o2 = o.shape
-    _do0, _do1, _do2 = do.shape
-    if _k0 != T:
-        raise ValueError(f"varlen_attention_backward_stats: k dimension 0 (T) is {_k0}, but q dimension 0 gives T = {T}")
-    if _k1 != H:
-        raise ValueError(f"varlen_attention_backward_stats: k dimension 1 (H) is {_k1}, but q dimension 1 gives H = {H}")
-    if _k2 != D:
-        raise ValueError(f"varlen_attention_backward_stats: k dimension 2 (D) is {_k2}, but q dimension 2 gives D = {D}")
-    if _o0 != T:
-        raise ValueError(f"varlen_attention_backward_stats: o dimension 0 (T) is {_o0}, but q dimension 0 gives T = {T}")
-    if _o1 != H:
-        raise ValueError(f"varlen_attention_backward_stats: o dimension 1 (H) is {_o1}, but q dimension 1 gives H = {H}")
-    if _o2 != D:
-        raise ValueError(f"varlen_attention_backward_stats: o dimension 2 (D) is {_o2}, but q dimension 2 gives D = {D}")
-    if _do0 != T:
-        raise ValueError(f"varlen_attention_backward_stats: do dimension 0 (T) is {_do0}, but q dimension 0 gives T = {T}")
-    if _do1 != H:
-        raise ValueError(f"varlen_attention_backward_stats: do dimension 1 (H) is {_do1}, but q dimension 1 gives H = {H}")
-    if _do2 != D:
-        raise ValueError(f"varlen_attention_backward_stats: do dimension 2 (D) is {_do2}, but q dimension 2 gives D = {D}")
+_varlen_attention_backward_stats_inputs = _rt.Inputs(("q", (torch.float16, torch.bfloat16, torch.float32), "T H D"), ("k", "q", "T H D"), ("cu_seqlens", torch.int32, "B1"), ("L", int), ("scale", float), ("o", "q", "T H D"), ("do", "q", "T H D"), whole=(("d", "D", 8192),))
+
+
+def _varlen_attention_backward_stats_plan(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor):
+    """varlen_attention_backward_stats()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, DT, L, scale, T, H, D, B1 = _varlen_attention_backward_stats_inputs("varlen_attention_backward_stats", q, k, cu_seqlens, L, scale, o, do)
     B1_minus_1 = (B1 - 1)
-    if D > 8192:
-        raise ValueError(f"varlen_attention_backward_stats: 'd over D whole' makes one tile of all of D, so D (q dimension 2) must be <= 8192 (Triton's largest tile holds 1048576 elements), got {D}")
-    return device, DT, L, scale, T, H, D, B1, B1_minus_1
+    lse = torch.empty(T, H, device=device, dtype=torch.float32)
+    delta = torch.empty(T, H, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    int64 = _rt.wide_offsets((q, k, cu_seqlens, o, do), (lse, delta))
+    return _rt.Planned(
+        _varlen_attention_backward_stats_launch, device, (lse, delta), T == 0 or H == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
+        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *q.stride(), *k.stride(), *cu_seqlens.stride(), *o.stride(), *do.stride(), H, 1, H, 1),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H), (T, H)), (device, triton.next_power_of_2(L), D, DT),
+    )
 
 
-_varlen_attention_backward_stats_launch = _rt.Launch(globals(), "varlen_attention_backward_stats_kernel", "varlen_attention_backward_stats", pointers=7, tuned=True)
+_varlen_attention_backward_stats_launch = _rt.Launch(globals(), "varlen_attention_backward_stats_kernel", "varlen_attention_backward_stats", pointers=7, tuned=True, plan=_varlen_attention_backward_stats_plan, refuse=(0, 1, 5, 6))
 
 
 def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -203,12 +156,10 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
     Tuned: BM, BN come from 5 autotune configs keyed on next_power_of_2(L), D, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 3 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("varlen_attention_backward_stats", config, lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(q, k, cu_seqlens, L, scale, o, do)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("varlen_attention_backward_stats", config, lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do)) if config is not None else op(q, k, cu_seqlens, L, scale, o, do)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "varlen_attention_backward_stats",
             q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             k.shape, k.stride(), k.dtype, k.device, k.data_ptr() & 15,
@@ -218,8 +169,7 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
             o.shape, o.stride(), o.dtype, o.device, o.data_ptr() & 15,
             do.shape, do.stride(), do.dtype, do.device, do.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (q.requires_grad or k.requires_grad or o.requires_grad or do.requires_grad)):
@@ -228,31 +178,7 @@ def varlen_attention_backward_stats(q: torch.Tensor, k: torch.Tensor, cu_seqlens
         delta = torch.empty(*_delta_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, q, k, cu_seqlens, o, do, lse, delta, *args)
         return lse, delta
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    if _grad_enabled() and (getattr(q, "requires_grad", False) or getattr(k, "requires_grad", False) or getattr(o, "requires_grad", False) or getattr(do, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("varlen_attention_backward_stats")
-    if q.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    if T == 0 or H == 0:  # nothing to compute: no launch
-        return lse, delta
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_stats_launch(
-        fast_key, device, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
-        (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H), (T, H)),
-        tune_key=(device, triton.next_power_of_2(L), D, DT), again=lambda: varlen_attention_backward_stats(q, k, cu_seqlens, L, scale, o, do),
-    )
-    return lse, delta
+    return _varlen_attention_backward_stats_launch.run(varlen_attention_backward_stats, fast_key, q, k, cu_seqlens, L, scale, o, do)
 
 
 def reference(q, k, cu_seqlens, L, scale, o, do):
@@ -284,33 +210,4 @@ def reference(q, k, cu_seqlens, L, scale, o, do):
     return lse, delta
 
 
-def _varlen_attention_backward_stats_fake(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The outputs of varlen_attention_backward_stats(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    return lse, delta
-
-
-def _varlen_attention_backward_stats_traced(q: torch.Tensor, k: torch.Tensor, cu_seqlens: torch.Tensor, L: int, scale: float, o: torch.Tensor, do: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """varlen_attention_backward_stats() as torch.compile traces it on the GPU: the checks of _varlen_attention_backward_stats_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, DT, L, scale, T, H, D, B1, B1_minus_1 = _varlen_attention_backward_stats_checked(q, k, cu_seqlens, L, scale, o, do)
-    lse = torch.empty(T, H, device=device, dtype=torch.float32)
-    delta = torch.empty(T, H, device=device, dtype=torch.float32)
-    if T == 0 or H == 0:  # nothing to compute: no launch
-        return lse, delta
-    _q_strides = q.stride()
-    _k_strides = k.stride()
-    _cu_seqlens_strides = cu_seqlens.stride()
-    _o_strides = o.stride()
-    _do_strides = do.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
-    int64 = (T - 1) * abs(_q_strides[0]) + (H - 1) * abs(_q_strides[1]) + (D - 1) * abs(_q_strides[2]) >= 2**31 or (T - 1) * abs(_k_strides[0]) + (H - 1) * abs(_k_strides[1]) + (D - 1) * abs(_k_strides[2]) >= 2**31 or (B1 - 1) * abs(_cu_seqlens_strides[0]) >= 2**31 or (T - 1) * abs(_o_strides[0]) + (H - 1) * abs(_o_strides[1]) + (D - 1) * abs(_o_strides[2]) >= 2**31 or (T - 1) * abs(_do_strides[0]) + (H - 1) * abs(_do_strides[1]) + (D - 1) * abs(_do_strides[2]) >= 2**31 or T * H > 2**31  # offsets past 2**31 elements
-    _varlen_attention_backward_stats_launch.traced(lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H), (q, k, cu_seqlens, o, do, lse, delta, T, H, D, B1, B1_minus_1, L, scale, *_q_strides, *_k_strides, *_cu_seqlens_strides, *_o_strides, *_do_strides, H, 1, H, 1), dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64))
-    return lse, delta
-
-
-op = _rt.register_op("varlen_attention_backward_stats", "363c9d8e5288c887", varlen_attention_backward_stats, _varlen_attention_backward_stats_fake, _varlen_attention_backward_stats_traced)
+op = _rt.register_op("varlen_attention_backward_stats", "363c9d8e5288c887", varlen_attention_backward_stats, _varlen_attention_backward_stats_launch)

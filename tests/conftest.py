@@ -120,12 +120,11 @@ def force_config(monkeypatch, module, index):
     """Make the tuned launchers of ``module`` run ``_CONFIGS[index]`` from their next call
     (``index``: an int, a dict of a config's keywords, or a function of the launcher's name and
     tune key giving one, or None for the usual choice): the module's ``Tuner.forced``, the
-    per-module form of TILEGEN_CONFIG, with no choice remembered (``_TUNED``) and no launch kept
+    per-module form of TILEGEN_CONFIG, with no choice remembered (``tuned``) and no launch kept
     for the fast path (``_FAST``) from before, each replaced until the test ends."""
     tuner = module._tuner
     monkeypatch.setattr(tuner, "forced", index)
     monkeypatch.setattr(tuner, "tuned", {})
-    monkeypatch.setattr(module, "_TUNED", tuner.tuned)
     monkeypatch.setattr(tuner, "fast", {})
     monkeypatch.setattr(module, "_FAST", tuner.fast)
 

@@ -161,13 +161,13 @@ def test_every_tune_config_matches_sdpa(attention, attention_causal, causal):
         try:
             for index in config_indices(module)[1:]:
                 config = module._CONFIGS[index]
-                module._TUNED[(q.device, *sizes)] = index
-                module._TUNED[(q.device, "pointers", *sizes)] = index
+                module._tuner.tuned[(q.device, *sizes)] = index
+                module._tuner.tuned[(q.device, "pointers", *sizes)] = index
                 module._FAST.clear()  # no launch kept for another config
                 for key_tensor in (k, k_strided):
                     out = launcher(q, key_tensor, v, 0.3)
                     torch.testing.assert_close(out.float(), expected, atol=1e-2, rtol=1e-2,
                                                msg=lambda m, c=config: f"{c}: {m}")
         finally:  # the module is shared with the other tests: no forced config left behind
-            module._TUNED.clear()
+            module._tuner.tuned.clear()
             module._FAST.clear()

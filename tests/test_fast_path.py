@@ -243,7 +243,8 @@ def test_a_launcher_with_stages_takes_the_fast_path(generated):
 def _compiling_on_the_cpu(module, monkeypatch):
     """Make ``module``'s launches take the GPU's path of the runtime's Launch on the CPU: Triton's
     compile replaced by the interpreter's launch of what the compiled kernel's launcher gets (every
-    argument by position, constexprs last), with new tables. Returns the compile keys it sees."""
+    argument by position, constexprs last), with new tables; the inputs' device check passes CPU
+    tensors. Returns the compile keys it sees."""
     compiles = []
 
     def compile_launch(compiled, key, kernel, grid, *args, **meta):
@@ -253,6 +254,7 @@ def _compiling_on_the_cpu(module, monkeypatch):
         return compiled[key]
 
     monkeypatch.setattr(module._rt, "INTERPRET", False)
+    monkeypatch.setattr(module._rt, "bad_device", lambda launcher, **tensors: None)  # CPU tensors pass as a GPU's
     monkeypatch.setattr(module._rt, "compile_launch", compile_launch)
     monkeypatch.setattr(module, "_COMPILED", {})
     if hasattr(module, "_tuner"):

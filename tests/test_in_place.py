@@ -141,7 +141,7 @@ def test_a_first_in_place_call_tunes_on_a_new_output(generated, monkeypatch, tmp
     forward, backward = generated("cross_entropy"), generated("cross_entropy_backward")
     tuner, tuned, fast = backward._tuner, {}, {}
     monkeypatch.setattr(tuner, "tuned", tuned)
-    monkeypatch.setattr(backward, "_TUNED", tuned)
+    monkeypatch.setattr(backward._tuner, "tuned", tuned)
     monkeypatch.setattr(tuner, "fast", fast)
     monkeypatch.setattr(backward, "_FAST", fast)
     monkeypatch.setattr(tuner, "path", str(tmp_path / "tuned.json"))  # nothing tuned on disk

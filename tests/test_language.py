@@ -93,7 +93,7 @@ def test_a_rounded_key_size_keys_the_launcher_on_its_next_power_of_two(tmp_path)
     for n in (100, 120, 128, 129, 200):
         x, y = torch.randn(n), torch.randn(n)
         torch.testing.assert_close(module.add(x, y), x + y)
-    assert sorted(key[1:] for key in module._TUNED) == [(128,), (256,)]
+    assert sorted(key[1:] for key in module._tuner.tuned) == [(128,), (256,)]
 
 
 def errors(text):

@@ -89,7 +89,8 @@ def test_offsets_past_2_31_use_int64(generated):
     x = storage.as_strided((3, 5, 7), (2**30, 7, 1))
     g = torch.Generator().manual_seed(0)
     x.copy_(torch.randint(0, 256, (3, 5, 7), generator=g, dtype=torch.uint8))
-    assert "int64 = (3 - 1) * abs(_x_strides[0])" in (ROOT / "generated" / "rgb2grey.py").read_text()
+    assert "int64 = _rt.wide_offsets((x,), (y,))" in (ROOT / "generated" / "rgb2grey.py").read_text()
+    assert module._rt.wide_offsets((x,), ()) and not module._rt.wide_offsets((x[:2],), ())  # channel 1 ends below
     assert torch.equal(module.rgb2grey(x, BH=4, BW=4), module.reference(x))
 
 
@@ -133,7 +134,6 @@ def test_tuned_configs_are_kept_on_disk_keyed_by_device_and_sizes(generated, tmp
     # The module's own cache file is named by its kernel and spec hash; its launchers share its tuner.
     spec_hash = (ROOT / "generated" / "matmul_fast.py").read_text().split("spec sha256 ")[1][:16]
     assert module._tuner.path.endswith(f"matmul_fast-{spec_hash}.json")
-    assert module._TUNED is module._tuner.tuned and module._tuned_index == module._tuner.tuned_index
 
 
 @pytest.mark.parametrize("b_layout", ["row-major", "odd K (pointers)"])
@@ -143,10 +143,10 @@ def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, request, b_layo
     import warnings
 
     module = generated("matmul_fast")
-    saved = dict(module._TUNED)
-    module._TUNED.clear()  # the launchers' own dict (the tuner's): filled below
+    saved = dict(module._tuner.tuned)
+    module._tuner.tuned.clear()  # the launchers' own dict (the tuner's): filled below
     module._FAST.clear()  # no launch kept: every call looks its config up
-    request.addfinalizer(lambda: module._TUNED.update(saved))
+    request.addfinalizer(lambda: module._tuner.tuned.update(saved))
     k = 33 if b_layout == "odd K (pointers)" else 32
     b = torch.randn(k, 24).half()
     with warnings.catch_warnings():
@@ -154,10 +154,10 @@ def test_matmul_fast_tunes_once_per_power_of_two_of_m(generated, request, b_layo
         for m in (5, 7, 8, 9, 16, 17):
             c = module.matmul_fast(torch.randn(m, k).half(), b)
             assert c.shape == (m, 24)
-    keys = [key[2:] if key[1] == "pointers" else key[1:] for key in module._TUNED]  # (M, N, K, ...)
+    keys = [key[2:] if key[1] == "pointers" else key[1:] for key in module._tuner.tuned]  # (M, N, K, ...)
     assert all(key[1:3] == (24, k) for key in keys)  # N and K exact
     assert sorted(key[0] for key in keys) == [8, 16, 32]  # 5, 7, 8 -> 8; 9, 16 -> 16; 17 -> 32
-    assert all(key[1] == "pointers" for key in module._TUNED) == (b_layout == "odd K (pointers)")
+    assert all(key[1] == "pointers" for key in module._tuner.tuned) == (b_layout == "odd K (pointers)")
 
 
 def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monkeypatch):
@@ -198,7 +198,7 @@ def test_autotuner_times_configs_in_a_cuda_graph_after_a_warmup(generated, monke
 
 
 class _TimedAutotuner:
-    """What _settle_ties reads of Triton's autotuner: its pick and each config's first timing."""
+    """What Tuner.settle_ties reads of Triton's autotuner: its pick and each config's first timing."""
 
     def __init__(self, module, times):
         self.configs_timings = {module._CONFIGS[i]: [ms, ms * 0.9, ms * 1.1] for i, ms in times.items()}
@@ -222,8 +222,8 @@ def _graph_timing(module, tune_key, speed, timed):
 def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch):
     """The configs the autotuner timed within 5% of its pick (at most 4, fastest first) run the
     launcher again in 5 interleaved rounds; the lowest median wins, though the autotuner's one
-    timing ranked it second. Configs further off are not run again, and neither _TUNED nor
-    the trial holds the key afterwards (the launcher's _remember sets _TUNED)."""
+    timing ranked it second. Configs further off are not run again, and neither the tuner's ``tuned`` nor
+    the trial holds the key afterwards (the tuner's remember sets it)."""
     import triton
 
     module = generated("attention_causal")
@@ -233,10 +233,10 @@ def test_near_ties_of_a_tune_are_timed_again_side_by_side(generated, monkeypatch
     speed = {5: 0.97, 7: 0.95, 9: 0.99, 4: 0.96, 12: 0.5, 2: 0.5}  # side by side, 7 is the fastest
     timed, calls = [], []
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, speed, timed))
-    config = module._settle_ties(key, _TimedAutotuner(module, first), lambda: calls.append(1))
+    config = module._tuner.settle_ties(key, _TimedAutotuner(module, first), lambda: calls.append(1))
     assert config is module._CONFIGS[7]
     assert timed == [5, 7, 9, 4] * 5  # interleaved rounds, fastest first; 12 is the fifth near tie: left out
-    assert len(calls) == 20 and key not in module._TUNED and module._tuner.trial.pick is None
+    assert len(calls) == 20 and key not in module._tuner.tuned and module._tuner.trial.pick is None
 
 
 def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monkeypatch):
@@ -252,19 +252,19 @@ def test_a_clear_pick_or_a_single_config_is_kept_without_timing(generated, monke
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", never)
     tuner = _TimedAutotuner(module, {3: 1.0, 8: 1.06})  # the next config is 6% slower
-    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    assert module._tuner.settle_ties(key, tuner, never) is module._CONFIGS[3]
     tuner.configs_timings = {}  # one config: Triton's autotuner timed nothing
-    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
+    assert module._tuner.settle_ties(key, tuner, never) is module._CONFIGS[3]
     # timings are read once: a later call whose tune timed nothing does not see an earlier tune's ties
     tuner = _TimedAutotuner(module, {3: 1.0, 8: 1.01})
     timed = []
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, {3: 1.0, 8: 2.0}, timed))
-    assert module._settle_ties(key, tuner, lambda: None) is module._CONFIGS[3] and len(timed) == 10
-    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3] and len(timed) == 10
+    assert module._tuner.settle_ties(key, tuner, lambda: None) is module._CONFIGS[3] and len(timed) == 10
+    assert module._tuner.settle_ties(key, tuner, never) is module._CONFIGS[3] and len(timed) == 10
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", never)
     del tuner.configs_timings
-    assert module._settle_ties(key, tuner, never) is module._CONFIGS[3]
-    assert key not in module._TUNED
+    assert module._tuner.settle_ties(key, tuner, never) is module._CONFIGS[3]
+    assert key not in module._tuner.tuned
 
 
 def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generated, monkeypatch):
@@ -282,16 +282,17 @@ def test_near_ties_fall_back_to_event_timing_and_keep_the_pick_on_error(generate
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
     monkeypatch.setattr(triton.testing, "do_bench", _graph_timing(module, key, {1: 2.0, 2: 1.0}, timed))
-    assert module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None) is module._CONFIGS[2]
-    assert timed == [1, 2] * 5 and key not in module._TUNED and module._tuner.trial.pick is None
+    picked = module._tuner.settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
+    assert picked is module._CONFIGS[2]
+    assert timed == [1, 2] * 5 and key not in module._tuner.tuned and module._tuner.trial.pick is None
 
     def broken(fn, rep=20, quantiles=None):
         raise ValueError("a launch failed")
 
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", broken)
     with pytest.warns(UserWarning, match="near ties failed .*ValueError: a launch failed.*keeping its pick"):
-        config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
-    assert config is module._CONFIGS[1] and key not in module._TUNED and module._tuner.trial.pick is None
+        config = module._tuner.settle_ties(key, _TimedAutotuner(module, {1: 1.0, 2: 1.04}), lambda: None)
+    assert config is module._CONFIGS[1] and key not in module._tuner.tuned and module._tuner.trial.pick is None
 
 
 def test_near_ties_of_the_pointer_kernel_map_to_the_modules_configs(generated, monkeypatch):
@@ -306,20 +307,20 @@ def test_near_ties_of_the_pointer_kernel_map_to_the_modules_configs(generated, m
     tuner.best_config = module._POINTER_CONFIGS[4]
     timed = []
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, {4: 1.0, 6: 0.9}, timed))
-    assert module._settle_ties(key, tuner, lambda: None) is module._CONFIGS[6]
+    assert module._tuner.settle_ties(key, tuner, lambda: None) is module._CONFIGS[6]
     assert timed == [4, 6] * 5
 
 
 def test_a_near_tie_being_timed_is_seen_by_this_thread_only(generated):
-    """While _settle_ties times a config, the launcher's lookup (_tuned_index, reached on a miss
-    in _TUNED under the lock) returns it on the settling thread; another thread does not see it."""
+    """While Tuner.settle_ties times a config, the launcher's lookup (Tuner.tuned_index, reached on a miss
+    in Tuner.tuned under the lock) returns it on the settling thread; another thread does not see it."""
     import threading
 
     module = generated("attention_causal")
     key = ("cuda", 4096, 64, "test-trial")
     module._tuner.trial.pick = (key, 5)
     try:
-        assert module._tuned_index("attention_causal", key) == 5 and key not in module._TUNED
+        assert module._tuner.tuned_index("attention_causal", key) == 5 and key not in module._tuner.tuned
         seen = []
         other = threading.Thread(target=lambda: seen.append(getattr(module._tuner.trial, "pick", None)))
         other.start()
@@ -362,9 +363,9 @@ def test_settling_runs_the_launcher_itself_at_each_near_tie(generated, monkeypat
     speed = {1: 1.0, 4: 0.5}  # config 4 (BM = BN = 64) is the faster one side by side
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", _graph_timing(module, key, speed, []))
     monkeypatch.setattr(module._rt, "NEAR_TIE_ROUNDS", 2)
-    config = module._settle_ties(key, _TimedAutotuner(module, {1: 1.0, 4: 1.01}),
+    config = module._tuner.settle_ties(key, _TimedAutotuner(module, {1: 1.0, 4: 1.01}),
                                  lambda: outputs.append(module.attention_causal(q, k, v, 0.25)))
-    assert config is module._CONFIGS[4] and key not in module._TUNED
+    assert config is module._CONFIGS[4] and key not in module._tuner.tuned
     blocks = [(module._CONFIGS[i].kwargs["BM"], module._CONFIGS[i].kwargs["BN"]) for i in (1, 4)]
     assert ran == blocks * 2 and len(outputs) == 4
     for out in outputs:
@@ -374,7 +375,7 @@ def test_settling_runs_the_launcher_itself_at_each_near_tie(generated, monkeypat
 @pytest.mark.parametrize("name", ["attention_causal", "matmul_fast", "softmax"])
 def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
     """Each tuned launcher (the descriptor one and its pointer fallback) remembers the config
-    _settle_ties keeps, timing near ties by calling itself on the same inputs."""
+    Tuner.settle_ties keeps, timing near ties by calling itself on the same inputs."""
     import inspect
 
     module = generated(name)
@@ -384,7 +385,9 @@ def test_every_tune_settles_its_near_ties_through_the_launcher(generated, name):
             p.name if p.kind is p.POSITIONAL_OR_KEYWORD else f"{p.name}={p.name}"
             for p in inspect.signature(launcher).parameters.values() if p.name != "config"  # config= forces: no tune
         )
-        assert f"lambda: {launcher.__name__}({params})" in inspect.getsource(launcher)
+        source = inspect.getsource(launcher)  # its own lambda, or the runtime's (Launch.run: again=)
+        assert f"lambda: {launcher.__name__}({params})" in source or (
+            f".run({launcher.__name__}, fast_key, {params})" in source)
 
 
 def _submit_cleans_up():

@@ -233,13 +233,15 @@ def test_launcher_routes_long_rows(built, monkeypatch, name):
     module = built(name)
     monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
     calls = []
-    looped = getattr(module, f"_{name}_loops")
+    # the looped launcher's plan of the call (the runtime's full path), or the looped launcher itself
+    route = f"_{name}_loops_plan" if hasattr(module, f"_{name}_loops_plan") else f"_{name}_loops"
+    looped = getattr(module, route)
 
     def spy(*args, **kwargs):
         calls.append(args[0].shape)
         return looped(*args, **kwargs)
 
-    monkeypatch.setattr(module, f"_{name}_loops", spy)
+    monkeypatch.setattr(module, route, spy)
     for n, routed in ((16, False), (17, True), (100, True)):
         args, expected = _inputs(name, 3, n, seed=n)
         outputs = getattr(module, name)(*args)
@@ -465,18 +467,22 @@ def test_fake_takes_long_rows(built):
     module = built("layer_norm")
     x = torch.empty(2, LONG, dtype=torch.float16)
     w = torch.empty(LONG, dtype=torch.float16)
-    y, mu, rstd = module._layer_norm_fake(x, w, w, 1e-5)
+    y, mu, rstd = module._layer_norm_launch.fake(x, w, w, 1e-5)
     assert y.shape == (2, LONG) and mu.shape == rstd.shape == (2,)
 
 
-def test_traced_body_routes_long_rows(built):
-    """Under torch.compile (on the GPU) long rows launch the looped kernel through wrap_triton."""
+def test_traced_body_routes_long_rows(built, monkeypatch):
+    """Under torch.compile (on the GPU) long rows launch the looped kernel through wrap_triton, over
+    chunks of its default size; rows up to the limit, the one-tile kernel."""
     module = built("softmax")
-    import inspect
-
-    source = inspect.getsource(module._softmax_traced)
-    assert "if N > _WHOLE_LIMIT:" in source
-    assert f"BLOCK_N = {CHUNK}" in source and "_softmax_loops_launch.traced(" in source
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    traced = []
+    for launch in (module._softmax_launch, module._softmax_loops_launch):
+        monkeypatch.setattr(launch, "traced", lambda grid, args, meta, name=launch.name: traced.append((name, meta)))
+    for n, kernel in ((16, "softmax"), (17, "_softmax_loops")):
+        y = module._softmax_launch.traced_call(torch.randn(3, n))
+        assert y.shape == (3, n) and traced[-1][0] == kernel
+    assert traced[-1][1]["BLOCK_N"] == CHUNK
 
 
 def test_add_single_past_one_tile(built):
@@ -506,7 +512,7 @@ def test_kernelbench_row_length(built, name):
 def test_looped_spec_keeps_the_reference(built):
     """The reference stays the spec as written: one tile, whole-tensor torch."""
     text = Path(built("softmax").__file__).read_text(encoding="utf-8")
-    reference = text[text.index("def reference(x):"):text.index("def _softmax_fake")]
+    reference = text[text.index("def reference(x):"):text.index("op = _rt.register_op(")]
     assert "torch.amax(xf, dim=1)" in reference and "_loops" not in reference
 
 
@@ -695,3 +701,15 @@ def test_a_spec_with_a_dtype_variable_loops_over_long_rows(generated, monkeypatc
     torch.testing.assert_close(y.float(), want_y.to(dtype).float(), atol=2e-3, rtol=2e-3)
     args = (x, residual, w, 1e-6)
     assert_close(_spec("fused_add_rms_norm"), args, (y, s), module.reference(*args), module.reference)
+
+
+def test_long_rows_with_an_optional_input_left_out(generated, monkeypatch):
+    """rms_norm without its weight past _WHOLE_LIMIT: the looped kernel too reads the weight as left
+    out (every element 1, not offset + 1)."""
+    module = generated("rms_norm")
+    monkeypatch.setattr(module, "_WHOLE_LIMIT", 16)
+    x = torch.randn(3, 40, generator=torch.Generator().manual_seed(3))
+    for offset in (0.0, 0.5):
+        looped = module.rms_norm(x, None, 1e-6, offset)
+        torch.testing.assert_close(looped, module.reference(x, None, 1e-6, offset))
+        torch.testing.assert_close(looped, module.rms_norm(x, torch.ones(40), 1e-6, 0.0))

@@ -57,7 +57,8 @@ FROB = """kernel frob
 
 def _kernel(source: str, name: str) -> list[str]:
     text = compile_spec(source, f"{name}.tile").source
-    return text[text.index(f"def {name}_kernel"):text.index(f"def {name}(")].splitlines()
+    start = text.index(f"def {name}_kernel")
+    return text[start:text.index("\n\n\n", start)].splitlines()  # the kernel, up to the module's next definition
 
 
 def _loops(lines: list[str]) -> int:

@@ -8,7 +8,7 @@ here) runs in Triton's interpreter at three or more settings, each its own test 
   extents they tile (every block small, every block large, both alternations of small and large,
   the spec's defaults, the middle values; 16 or more on a ``dot`` axis), group sizes 1, 3 and the
   default;
-* tuned specs: forced autotune configs (the launcher's ``_tuned_index`` returns the config's
+* tuned specs: forced autotune configs (the tuner's ``tuned_index`` returns the config's
   index in ``_CONFIGS``): the default and, for each tuned block, the configs with its smallest
   and largest value;
 * specs with no blocks at all: three sizes;
@@ -165,8 +165,8 @@ def _force_config(monkeypatch, module, spec: m.Spec, case: Case) -> list:
         f"_CONFIGS[{case.config}] of the module is {given}, the spec's config is {wanted}: stale module?"
     )
     asked = []
-    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: asked.append(key) or case.config)
-    monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module._tuner, "tuned_index", lambda launcher, key: asked.append(key) or case.config)
+    monkeypatch.setattr(module._tuner, "tuned", {})
     monkeypatch.setattr(module, "_FAST", {})  # no launch kept from another config
     return asked
 

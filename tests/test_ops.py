@@ -122,6 +122,27 @@ def test_schema_follows_the_spec(generated):
     )
 
 
+def test_a_triton_op_takes_the_launchers_schema_and_traces_the_runtimes_launch(generated, monkeypatch):
+    """On the GPU a pointer kernel's op is a ``torch.library.triton_op`` whose body is the runtime's
+    traced launch over the module's plan (``Launch.traced_call``): registered here as on the GPU, its
+    schema is the launcher's (keywords included, ``config=`` left out), and on a GPU that body, called
+    outside tracing (``wrap_triton`` then calls the kernel; it needs a GPU's driver), computes what
+    the launcher does."""
+    module = generated("matmul_tutorial")
+    monkeypatch.setattr(module._rt, "INTERPRET", False)  # register as on the GPU
+    op = module._rt.register_op("matmul_tutorial_as_on_a_gpu", "0" * 16, module.matmul_tutorial,
+                                module._matmul_tutorial_launch)
+    monkeypatch.setattr(module._rt, "INTERPRET", INTERPRET)
+    assert str(op.default._schema) == ('tilegen::matmul_tutorial_as_on_a_gpu(Tensor a, Tensor b, *, '
+                                       'SymInt GROUP_SIZE_M=8, str activation="none") -> Tensor')
+    if INTERPRET:
+        return
+    a = torch.randn(40, 64, device=DEVICE).half()
+    b = torch.randn(64, 30, device=DEVICE).half()
+    traced = module._matmul_tutorial_launch.traced_call(a, b, activation="leaky_relu")
+    _same(traced, module.matmul_tutorial(a, b, activation="leaky_relu"))
+
+
 def test_keywords_reach_the_kernel_through_the_op(generated):
     module = generated("matmul_tutorial")
     a = torch.randn(40, 64, device=DEVICE).half()

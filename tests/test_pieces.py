@@ -113,8 +113,8 @@ def test_the_autotuned_launch_gives_the_pieces_their_blocks(tmp_path, monkeypatc
     first piece (a pieced tile does not split); the output is exact."""
     module = _module(tmp_path)
     monkeypatch.setattr(module.mm_pieces_kernel, "configs", [module._CONFIGS[PIECED]])  # nothing to time
-    monkeypatch.setattr(module, "_tuned_index", lambda name, key: None)
-    monkeypatch.setattr(module, "_remember", lambda key, config: None)
+    monkeypatch.setattr(module._tuner, "tuned_index", lambda name, key: None)
+    monkeypatch.setattr(module._tuner, "remember", lambda key, config: None)
     shapes = []
     real = module._descriptor_blocks
 
@@ -248,7 +248,7 @@ def test_pieces_in_other_kernels(tmp_path, monkeypatch, variant):
         g = torch.Generator().manual_seed(m)
         a = torch.randint(-3, 4, (m, k), generator=g).to(dtype)
         b = torch.randint(-3, 4, (k, n), generator=g).to(dtype)
-        module._TUNED.clear()
+        module._tuner.tuned.clear()
         module._FAST.clear()
         assert torch.equal(module.mm_pieces(a, b), (a.float() @ b.float()).to(dtype))
 
@@ -296,8 +296,8 @@ def test_pieces_at_any_shape(tmp_path_factory, m, n, k, layout):
     """Any M (rows of 16-byte aligned N and K for TMA; others run the pointer kernel): exact on
     integer inputs with the BM = 96 config (64 + 32 rows)."""
     module = _module(tmp_path_factory.mktemp("pieces"))
-    real = module._tuned_index
-    module._tuned_index = lambda name, key: PIECED if name == "mm_pieces" else real(name, key)
+    real = module._tuner.tuned_index
+    module._tuner.tuned_index = lambda name, key: PIECED if name == "mm_pieces" else real(name, key)
     g = torch.Generator().manual_seed(m * n + k)
     a = torch.randint(-3, 4, (m, k), generator=g).float()
     b = torch.randint(-3, 4, (k, n), generator=g).float()

@@ -245,8 +245,8 @@ def test_matmul_fast_sixteen_row_configs(generated, monkeypatch, bm_bn_bk, layou
     wanted = dict(zip(("BM", "BN", "BK"), bm_bn_bk, strict=True))
     index = next(i for i, c in enumerate(configs) if c.kwargs == wanted)
     asked = []  # the tune keys the launcher looked up: it runs the config it is given
-    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: asked.append(key) or index)
-    monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module._tuner, "tuned_index", lambda launcher, key: asked.append(key) or index)
+    monkeypatch.setattr(module._tuner, "tuned", {})
     monkeypatch.setattr(module, "_FAST", {})
     m, n, k = 5, 40, 301 if pointers else 304  # 304 f16: 16-byte rows, which TMA needs
     g = torch.Generator().manual_seed(k)

@@ -113,7 +113,6 @@ def test_a_default_config_too_big_for_the_gpu_falls_back_on_the_interpreter_conf
     launch = module._attention_causal_launch
     tuner = module._tuner
     monkeypatch.setattr(tuner, "tuned", {})
-    monkeypatch.setattr(module, "_TUNED", tuner.tuned)
     monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
     key = (torch.device("cpu"), 100, 256)
     assert not launch.fallback(key, tuner.interpreted) and not launch.fallback(key, 7)
@@ -123,7 +122,7 @@ def test_a_default_config_too_big_for_the_gpu_falls_back_on_the_interpreter_conf
     with pytest.warns(UserWarning, match=r"attention_causal: the spec's default config needs more resources than "
                                          r"this GPU has at sizes \(100, 256\); running its interpreter config"):
         assert launch.fallback(key, tuner.default)
-    assert module._TUNED == {key: tuner.interpreted}
+    assert module._tuner.tuned == {key: tuner.interpreted}
     softmax = generated("softmax")  # its default is its interpreter config: nothing to fall back on
     assert not softmax._softmax_launch.fallback(key, softmax._tuner.default)
 
@@ -140,13 +139,12 @@ def test_on_a_gpu_a_default_config_too_big_runs_the_interpreter_config(generated
     monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
     module = generated("attention_causal")
     monkeypatch.setattr(module._tuner, "tuned", {})
-    monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
     q, k, v = (torch.randn(1, 2, 100, 256, device="cuda", generator=torch.Generator("cuda").manual_seed(i))
                for i in range(3))
     with pytest.warns(UserWarning, match="needs more resources than this GPU has"):
         out = module.attention_causal(q, k, v, 0.0625)
     torch.testing.assert_close(out, module.reference(q, k, v, 0.0625), rtol=1e-4, atol=1e-4)
-    assert list(module._TUNED.values()) == [module._tuner.interpreted]
+    assert list(module._tuner.tuned.values()) == [module._tuner.interpreted]
 
 
 def test_an_unknown_effort_is_refused(gpu_tuner, monkeypatch):
@@ -161,9 +159,9 @@ def test_the_launcher_tunes_only_where_the_tuner_says_none(generated, monkeypatc
     module = generated("softmax")
     tuned = []
     monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args))
-    monkeypatch.setattr(module, "_TUNED", {})
+    monkeypatch.setattr(module._tuner, "tuned", {})
     monkeypatch.setattr(module, "_FAST", {})
-    monkeypatch.setattr(module, "_tuned_index", lambda launcher, key: 5)
+    monkeypatch.setattr(module._tuner, "tuned_index", lambda launcher, key: 5)
     x = torch.randn(9, 16)
     assert torch.allclose(module.softmax(x), torch.softmax(x, -1), atol=1e-6) and tuned == []
 
@@ -189,7 +187,6 @@ def softmax(generated, monkeypatch):
     """softmax's module with fresh tuned choices and fast path, recording its launches' grids."""
     module = generated("softmax")
     monkeypatch.setattr(module._tuner, "tuned", {})
-    monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
     monkeypatch.setattr(module._tuner, "fast", {})
     monkeypatch.setattr(module, "_FAST", module._tuner.fast)
     monkeypatch.delenv("TILEGEN_CONFIG", raising=False)
@@ -265,7 +262,6 @@ def test_the_interpreter_says_once_per_process_how_to_force_a_config(generated, 
     modules = [generated(name) for name in ("softmax", "matmul_fast", "log_softmax")]
     for module in modules:
         monkeypatch.setattr(module._tuner, "tuned", {})
-        monkeypatch.setattr(module, "_TUNED", module._tuner.tuned)
         monkeypatch.setattr(module, "_FAST", {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -293,7 +289,7 @@ def test_tune_module_tunes_at_full_effort_and_fills_the_disk_cache(tmp_path, mon
     monkeypatch.setattr(module._tuner, "path", str(tmp_path / "cache" / "softmax.json"))
     tuned = []
     monkeypatch.setattr(module._rt, "autotune", lambda *args, **kwargs: tuned.append(args[0]))
-    monkeypatch.setattr(module, "_settle_ties", lambda key, kernel, call: module._CONFIGS[5])
+    monkeypatch.setattr(module._tuner, "settle_ties", lambda key, kernel, call: module._CONFIGS[5])
     results = runner.tune_module(module, spec, {"M": 8, "N": 256}, "cpu", {"T": "f32"})
     assert tuned == [module.softmax_kernel]
     assert [(r.kernel, r.key, r.index, r.cached) for r in results] == [

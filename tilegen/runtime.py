@@ -33,7 +33,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, NoReturn, Protocol, TypeAlias, TypeVar, cast
 
 import torch
 import triton
@@ -389,6 +389,26 @@ def _specialized(arg: object) -> Hashable:
     return type(arg).__name__
 
 
+class Planned(NamedTuple):
+    """A call of a launcher as its module's plan makes it (``_<name>_plan``, after the checks of its
+    inputs) for :meth:`Launch.run`, :meth:`Launch.fake` and :meth:`Launch.traced_call`: the
+    :class:`Launch` of the kernel that computes it (the launcher's own, or the one it routes to),
+    the device, the new outputs, whether they are empty (nothing to launch), the grid (a function of
+    the constexprs), the kernel's positional arguments and its constexprs (a tuned kernel's config
+    adds its own), the outputs' shapes (what the fast path makes again) and the tune key (None:
+    an untuned kernel)."""
+
+    launch: "Launch"
+    device: torch.device
+    outputs: tuple[torch.Tensor, ...]
+    empty: bool
+    grid: "LaunchGrid"
+    args: tuple[Any, ...]
+    meta: dict[str, Any]
+    kept: tuple[object, ...]
+    tune_key: "TuneKey | None"
+
+
 class Launch:
     """One kernel's launch as a generated launcher asks for it once its checks passed: the config
     (remembered, forced or tuned), the grid, the launch (Triton's JIT call under the interpreter;
@@ -401,21 +421,27 @@ class Launch:
     when it runs, the kernel named ``kernel`` (a ``@triton.jit`` function, or with ``tuned`` its
     ``triton.autotune``'d wrapper) and the module's tables: ``_FAST`` (fast-path key -> kept
     launch), ``_COMPILED`` (specialization key -> :func:`launcher`), and for a tuned kernel its
-    ``_tuner`` (:class:`Tuner`), ``_CONFIGS``, ``_TUNED`` and the tuner's methods as the module
-    binds them (``_tuned_index``, ``_settle_ties``, ``_remember``): what replaces one of them on
-    the module (a test, a benchmark) replaces it for the launch too. ``name`` is the launcher's
+    ``_tuner`` (:class:`Tuner`) and ``_CONFIGS``: what replaces one of them on the module, or one of
+    the tuner's attributes (a test, a benchmark), replaces it for the launch too. ``name`` is the launcher's
     (its compile keys, its tune messages). ``pointers``: how many of the kernel's first arguments
     a fast-path call passes itself (its tensors, or the TMA descriptors made on them); the
     arguments after them are kept. ``blocks``: the module's ``_descriptor_blocks`` sets the TMA
     descriptors' block shapes from the config's blocks; ``retune``: the autotuner's own cache is
-    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). The kernel's
+    cleared before a tune (it keys on tensor dtypes, which descriptors do not show). ``plan``: the
+    module's plan of a call (:class:`Planned`), where the launcher's full path (:meth:`run`), its
+    op's fake implementation (:meth:`fake`) and the body torch.compile traces (:meth:`traced_call`)
+    are the runtime's; ``refuse``: the positions of the inputs autograd may follow, where a call
+    autograd would record is refused (the spec has no backward). The kernel's
     constexpr parameters follow all the others (every generated kernel's do): the compiled launch
     takes them last, by position. Raises AssertionError where they do not.
     """
 
     def __init__(self, module: dict[str, Any], kernel: str, name: str, *, pointers: int, tuned: bool = False,
-                 blocks: bool = False, retune: bool = False) -> None:
+                 blocks: bool = False, retune: bool = False, plan: Callable[..., Planned] | None = None,
+                 refuse: tuple[int, ...] = ()) -> None:
         self.module = module
+        self.plan = plan
+        self.refuse = refuse
         self.kernel = kernel
         self.name = name
         self.pointers = pointers
@@ -433,28 +459,29 @@ class Launch:
 
     def config_index(self, tune_key: "TuneKey", grid: "LaunchGrid", args: tuple[Any, ...], meta: dict[str, Any],
                      again: Callable[[], object], first: Callable[[], object] | None) -> int | None:
-        """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (``_TUNED``),
-        else (once per key, under the tuner's lock) ``_tuned_index``'s (:meth:`Tuner.tuned_index`).
+        """The index in ``_CONFIGS`` of the config to run for ``tune_key``: remembered (:attr:`Tuner.tuned`),
+        else (once per key, under the tuner's lock) :meth:`Tuner.tuned_index`'s.
         Where that is None, the autotuner runs every config on ``args`` (:func:`autotune`) and its
         choice, its near ties settled by timing ``again`` (the launcher's call of itself:
         :meth:`Tuner.settle_ties`), is remembered; then None: the autotuner's launch computed the
         call's outputs. ``first`` (an in-place call's): the call on new outputs, run before a tune,
         whose trials must not read what they overwrote."""
         module = self.module
-        index: int | None = module["_TUNED"].get(tune_key)
+        tuner: Tuner = module["_tuner"]
+        index: int | None = tuner.tuned.get(tune_key)
         if index is None and first is not None:
             first()
-            index = module["_TUNED"].get(tune_key)
+            index = tuner.tuned.get(tune_key)
         if index is not None:
             return index
-        with module["_tuner"].lock:  # first call with these sizes on this device (one thread at a time)
-            index = module["_tuned_index"](self.name, tune_key)
+        with tuner.lock:  # first call with these sizes on this device (one thread at a time)
+            index = tuner.tuned_index(self.name, tune_key)
             if index is None:  # tune, and remember the choice on disk
                 autotuner = module[self.kernel]
                 if self.retune:
                     autotuner.cache.clear()
                 autotune(autotuner, grid, *args, **meta)
-                module["_remember"](tune_key, module["_settle_ties"](tune_key, autotuner, again))
+                tuner.remember(tune_key, tuner.settle_ties(tune_key, autotuner, again))
             return index
 
     def __call__(self, fast_key: Hashable | None, device: torch.device, grid: "LaunchGrid", args: tuple[Any, ...],
@@ -478,12 +505,13 @@ class Launch:
         tuner: Tuner | None = None
         if self.tuned:
             assert tune_key is not None and again is not None, f"{self.name}: a tuned launch without its tune key"
-            index = module["_TUNED"].get(tune_key)
+            tuner = module["_tuner"]
+            index = tuner.tuned.get(tune_key)
             if index is None:
                 index = self.config_index(tune_key, grid, args, meta, again, first)
                 if index is None:  # the autotuner ran the call
                     return
-            jit, tuner = jit.fn, module["_tuner"]
+            jit = jit.fn
             meta = {**meta, **module["_CONFIGS"][index].kwargs}
         if self.blocks:  # the descriptors' block shapes, from this config's blocks
             module["_descriptor_blocks"]({**dict(zip(self.arg_names, args, strict=False)), **meta})
@@ -530,14 +558,56 @@ class Launch:
             f"{tuple(tune_key[1:])}; running its interpreter config (TILEGEN_TUNE=full finds the fastest that fits)",
             stacklevel=_caller_level(),
         )
-        self.module["_TUNED"][tune_key] = tuner.interpreted
+        tuner.tuned[tune_key] = tuner.interpreted
         return True
 
     def traced(self, grid: GridFunction | Grid, args: tuple[Any, ...], meta: dict[str, Any]) -> None:
         """The launch as ``torch.compile`` traces it (the body of a ``torch.library.triton_op``):
         ``wrap_triton(kernel)[grid](*args, **meta)``, Triton's own call, a tuned kernel through its
-        autotuner (whose configs Inductor then times, over ``grid``, a function of them)."""
-        torch.library.wrap_triton(self.module[self.kernel])[grid](*args, **meta)
+        autotuner (whose configs Inductor then times, over ``grid``, a function of them); an
+        untuned kernel's grid, where a function, is called on ``meta``."""
+        programs = grid(meta) if callable(grid) and not self.tuned else grid
+        torch.library.wrap_triton(self.module[self.kernel])[programs](*args, **meta)
+
+    def run(self, launcher: Callable[..., Any], fast_key: Hashable | None, /, *args: Any, **kwargs: Any) -> Any:
+        """The full path of the call ``launcher(*args, **kwargs)``, whose fast path found no launch
+        kept under ``fast_key``: the module's :attr:`plan` of it (the checks, the outputs, the
+        kernel's arguments); a call autograd would record refused where the spec has no backward
+        (:attr:`refuse`); tensors on a GPU other than the current one run there (the call again,
+        under ``torch.cuda.device``); then the launch the plan names (:meth:`__call__`), keeping it
+        under ``fast_key``, unless the outputs are empty. Returns the outputs."""
+        assert self.plan is not None, f"{self.name}: run without the module's plan"
+        planned = self.plan(*args, **kwargs)
+        if self.refuse and grad_enabled() and any(args[i].requires_grad for i in self.refuse):
+            no_backward(self.name)
+        device = planned.device
+        if device.type == "cuda" and device.index != torch.cuda.current_device():  # run there, on its current stream
+            with torch.cuda.device(device):
+                return launcher(*args, **kwargs)
+        if not planned.empty:
+            planned.launch(fast_key, device, planned.grid, planned.args, planned.meta, planned.kept,
+                           tune_key=planned.tune_key, again=lambda: launcher(*args, **kwargs))
+        outputs = planned.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def fake(self, *args: Any, **kwargs: Any) -> Any:
+        """The outputs of the launcher's call, allocated and not computed, after the same checks
+        (:attr:`plan`): its custom op's fake implementation, with which torch.compile propagates
+        shapes and dtypes."""
+        assert self.plan is not None, f"{self.name}: fake without the module's plan"
+        outputs = self.plan(*args, **kwargs).outputs
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def traced_call(self, *args: Any, **kwargs: Any) -> Any:
+        """The launcher's call as torch.compile traces it on the GPU (the body of its
+        ``torch.library.triton_op``): the plan's new outputs, then its kernel launched through
+        ``wrap_triton`` (:meth:`traced`), so that Inductor sees the Triton kernel."""
+        assert self.plan is not None, f"{self.name}: traced without the module's plan"
+        planned = self.plan(*args, **kwargs)
+        if not planned.empty:
+            planned.launch.traced(planned.grid, planned.args, planned.meta)
+        outputs = planned.outputs
+        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def bad_input(launcher: str, name: str, tensor: object, dtype: torch.dtype | tuple[torch.dtype, ...], rank: int,
@@ -590,6 +660,99 @@ def check_scalar(launcher: str, name: str, value: object,
     if isinstance(value, bool) or not isinstance(value, allowed):
         raise TypeError(f"{launcher}: {name} must be a Python {kind.__name__}, got {type(value).__name__}")
     return value if isinstance(value, (torch.SymInt, torch.SymFloat)) else kind(value)
+
+
+def concrete(value: _T) -> _T:
+    """``value``, an int where torch.compile passes a launcher's keyword as a symbolic one
+    (torch.SymInt): the kernel takes it as a constexpr."""
+    return int(value) if isinstance(value, torch.SymInt) else value  # type: ignore[return-value]
+
+
+#: The elements of Triton's largest tile.
+LARGEST_TILE = 1 << 20
+
+#: One input of a launcher as :class:`Inputs` checks it: ``(name, float)`` or ``(name, int)`` for a
+#: scalar; for a tensor ``(name, dtype, dims)``: ``dtype`` a tuple of the dtypes it may have (its
+#: dtype then binds the dtype variable), the name of the input whose dtype it must have, or a torch
+#: dtype; ``dims`` its dimensions, size names and numbers apart by spaces (``"M N"``, ``"B 3"``; ``""``: 0-dim).
+InputSpec: TypeAlias = ("tuple[str, type[int] | type[float]] | "
+                         "tuple[str, tuple[torch.dtype, ...] | str | torch.dtype, str]")
+
+
+class Inputs:
+    """The checks a launcher makes of its inputs, from what its spec declares of them
+    (:data:`InputSpec`, in the order the checks run: the inputs the caller must give first):
+    each tensor's type, dtype and rank, each scalar's type, one device for all (a GPU's, or any
+    under the interpreter); then each tensor's dimensions, binding the spec's size names from the
+    first input that has them and checking the others against them; then that the extent of each
+    ``whole`` axis, ``(axis, size, limit)``, fits one tile (``limit``: Triton's largest tile over
+    the other axes' largest blocks). Calling it with the
+    launcher's name and the inputs (in that order) returns ``(device, *dtypes, *scalars,
+    *sizes)``: the dtype of each input that binds a dtype variable, each scalar as its type,
+    each size as first bound; or raises the TypeError or ValueError naming the input and dimension
+    (:func:`bad_input`, :func:`bad_device`, :func:`check_scalar`)."""
+
+    def __init__(self, *inputs: InputSpec, whole: tuple[tuple[str, str, int], ...] = ()) -> None:
+        self.inputs = inputs
+        self.whole = whole
+        #: per input: (name, dtype or scalar type, rank, dims as size names and numbers; None for a scalar)
+        self.checks: list[tuple[str, Any, int, tuple[str | int, ...] | None]] = []
+        for spec in inputs:
+            if len(spec) == 2:
+                self.checks.append((spec[0], spec[1], 0, None))
+                continue
+            dims = tuple(int(d) if d.isdigit() else d for d in spec[2].split())
+            self.checks.append((spec[0], spec[1], len(dims), dims))
+        #: the tensors' positions among the inputs
+        self.tensors = [i for i, check in enumerate(self.checks) if check[3] is not None]
+
+    def __call__(self, launcher: str, *values: Any) -> tuple[Any, ...]:
+        scalars: list[Any] = []
+        dtypes: dict[str, torch.dtype] = {}  # input name -> its dtype, for the inputs that bind one
+        for (name, dtype, rank, dims), value in zip(self.checks, values, strict=True):
+            if dims is None:
+                scalars.append(check_scalar(launcher, name, value, dtype))
+            elif type(dtype) is tuple:
+                if not isinstance(value, torch.Tensor) or value.dtype not in dtype or value.dim() != rank:
+                    bad_input(launcher, name, value, dtype, rank)
+                dtypes[name] = value.dtype
+            elif type(dtype) is str:
+                if not isinstance(value, torch.Tensor) or value.dtype != dtypes[dtype] or value.dim() != rank:
+                    bad_input(launcher, name, value, dtypes[dtype], rank, dtype)
+            elif not isinstance(value, torch.Tensor) or value.dtype != dtype or value.dim() != rank:
+                bad_input(launcher, name, value, dtype, rank)
+        first, *others = [values[i] for i in self.tensors]
+        device = first.device
+        if any(other.device != device for other in others) or (not first.is_cuda and not INTERPRET):
+            bad_device(launcher, **{self.checks[i][0]: values[i] for i in self.tensors})
+        sizes: dict[str, Any] = {}
+        where: dict[str, str] = {}
+        for i in self.tensors:
+            name, _, _, dims = self.checks[i]
+            for index, (dim, size) in enumerate(zip(dims, values[i].shape, strict=True)):  # type: ignore[arg-type]
+                if isinstance(dim, int):
+                    if size != dim:
+                        raise ValueError(f"{launcher}: {name} dimension {index} must be {dim}, got {size}")
+                elif dim not in sizes:
+                    sizes[dim], where[dim] = size, f"{name} dimension {index}"
+                elif size != sizes[dim]:
+                    raise ValueError(f"{launcher}: {name} dimension {index} ({dim}) is {size}, "
+                                     f"but {where[dim]} gives {dim} = {sizes[dim]}")
+        for axis, dim, limit in self.whole:
+            if sizes[dim] > limit:
+                raise ValueError(f"{launcher}: '{axis} over {dim} whole' makes one tile of all of {dim}, so {dim} "
+                                 f"({where[dim]}) must be <= {limit} (Triton's largest tile holds {LARGEST_TILE} "
+                                 f"elements), got {sizes[dim]}")
+        return (device, *dtypes.values(), *scalars, *sizes.values())
+
+
+def wide_offsets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> bool:
+    """Whether a kernel's offsets need 64 bits (its ``INT64_OFFSETS``): an input spans 2**31
+    elements or more (its shape and strides), or an output (new, contiguous) holds more."""
+    for tensor in inputs:
+        if sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)) >= 2**31:
+            return True
+    return any(tensor.numel() > 2**31 for tensor in outputs)
 
 
 @functools.cache
@@ -1800,8 +1963,8 @@ def overwritable(tensor: torch.Tensor) -> bool:
     return tensor.grad_fn is not None and (base is None or base.grad_fn is not None)
 
 
-def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: Callable[..., Any],
-                traced: Callable[..., Any] | None) -> "OpOverloadPacket":
+def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: "Callable[..., Any] | Launch",
+                traced: Callable[..., Any] | None = None) -> "OpOverloadPacket":
     """Register ``launcher`` as the PyTorch custom op ``torch.ops.tilegen.<name>`` and return it
     (an OpOverloadPacket; the schema comes from the launcher's annotations; no autograd formula).
 
@@ -1812,8 +1975,13 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: C
     (``traced`` is None in both) the op is an opaque ``torch.library.custom_op``
     run by ``launcher``, with ``fake`` as its fake implementation. When a module of another spec
     registered ``name`` earlier in this process, the op is ``<name>_<spec_hash>`` (with a
-    warning); importing the same spec again returns the op registered first.
+    warning); importing the same spec again returns the op registered first. ``fake`` may be the
+    launcher's :class:`Launch` over its module's plan: then its :meth:`Launch.fake` and
+    :meth:`Launch.traced_call` are the fake implementation and the traced body.
     """
+    if isinstance(fake, Launch):
+        launch = fake
+        fake, traced = launch.fake, _signed(launch.traced_call, launcher)
     namespace = torch.ops.tilegen
     owners: dict[str, str] = _shared("_spec_hashes", dict)  # op name -> spec hash, in this process
     if owners.get(name, spec_hash) != spec_hash:
@@ -1826,7 +1994,8 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: C
     if name not in owners:
         custom: CustomOpDef
         if traced is None or INTERPRET:
-            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(), schema=_op_schema(launcher))
+            custom = torch.library.custom_op(f"tilegen::{name}", launcher, mutates_args=(),
+                                             schema=_op_schema(launcher))
             custom.register_fake(fake)
         else:
             # torch annotates triton_op as returning a Callable; what it returns is custom_op's CustomOpDef
@@ -1838,18 +2007,30 @@ def register_op(name: str, spec_hash: str, launcher: Callable[..., Any], fake: C
     return op
 
 
-def _op_schema(launcher: Callable[..., Any]) -> str:
-    """The op schema of ``launcher``'s signature without its ``config=`` (a tuned launcher's,
-    :meth:`Tuner.forcing`: the op runs the config the tuning chooses)."""
+def _signed(function: Callable[..., _T], launcher: Callable[..., Any]) -> Callable[..., _T]:
+    """``function`` (which takes what ``launcher`` takes) under ``launcher``'s signature without its
+    ``config=`` (a tuned launcher's, :meth:`Tuner.forcing`: the op runs the config the tuning
+    chooses): what torch reads an op's schema from (``infer_schema``, ``triton_op``)."""
     signature = inspect.signature(launcher)
     kept = [p for p in signature.parameters.values() if p.name != "config"]
+
+    @functools.wraps(function)
+    def signed(*args: Any, **kwargs: Any) -> _T:
+        return function(*args, **kwargs)
+
+    # inspect.signature reads a function's __signature__, which typeshed's FunctionType does not declare
+    signed.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
+    signed.__name__ = getattr(launcher, "__name__", "launcher")
+    return signed
+
+
+def _op_schema(launcher: Callable[..., Any]) -> str:
+    """The op schema of ``launcher``'s signature without its ``config=`` (:func:`_signed`)."""
 
     def prototype(*args: Any, **kwargs: Any) -> NoReturn:  # the signature's stand-in: never called
         raise NotImplementedError
 
-    # inspect.signature reads a function's __signature__, which typeshed's FunctionType does not declare
-    prototype.__signature__ = signature.replace(parameters=kept)  # type: ignore[attr-defined]
-    return torch.library.infer_schema(prototype, mutates_args=())
+    return torch.library.infer_schema(_signed(prototype, launcher), mutates_args=())
 
 
 #: The library of the ops' eager shortcuts (:func:`_eager_shortcut`), kept for the process.

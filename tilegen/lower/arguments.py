@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.descriptors import descriptor_checks, make_descriptors
 from tilegen.lower.launch import LaunchArgs, constexpr_values
-from tilegen.lower.names import given_name, size_symbols
+from tilegen.lower.names import given_name, size_symbols, tuple_text
 from tilegen.lower.plan import KernelPlan, Line, Op
 
 
@@ -47,17 +47,21 @@ class Arguments:
     launch: LaunchArgs
 
 
-def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: str | None) -> Arguments:
+def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: str | None,
+                    planned: bool = False) -> Arguments:
     """The :class:`Arguments` of the launch of ``kernel`` by the launcher of ``spec`` (``full``: with
     the values its stages compute, which it passes too); a TMA-descriptor launcher returns
-    ``fallback`` where descriptors cannot serve."""
+    ``fallback`` where descriptors cannot serve. A ``planned`` launch (the runtime's, over the
+    module's plan of a call) passes each input's strides as it reads them, and asks the runtime
+    whether its tensors need 64-bit offsets (``_rt.wide_offsets``)."""
     tuned = set(spec.tuned_params)
     setup: list[Op] = []  # what the launch passes: strides, whole-axis tiles, descriptors, flags
     descriptors = spec.access_style == "descriptor"
     # Every input's strides are bound once: the launch passes them and the specialization key reads them.
     bound_strides = [t for t in full.arrays if descriptors or t.role == "in" or t.in_place_of is not None]
     for t in bound_strides:  # a 0-dim input: the kernel's one element, at index 0, whatever its stride
-        setup.append(Line(f"_{t.name.id}_strides = " + ("(0,)" if t.zero_dim else f"{t.name.id}.stride()")))
+        if not planned or t.zero_dim:
+            setup.append(Line(f"_{t.name.id}_strides = " + ("(0,)" if t.zero_dim else f"{t.name.id}.stride()")))
     sizes_passed = size_symbols(spec)
     scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar)
     int_scalars = tuple(t.name.id for t in spec.inputs if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES)
@@ -72,7 +76,9 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         ints = [*sizes_passed, *int_scalars, *(f"*_{t.name.id}_strides" for t in spec.arrays)]
     else:
         strides = tuple(
-            ", ".join(new_strides(t)) if t not in bound_strides else f"*_{t.name.id}_strides" for t in full.arrays
+            ", ".join(new_strides(t)) if t not in bound_strides
+            else f"*{t.name.id}.stride()" if planned and not t.zero_dim else f"*_{t.name.id}_strides"
+            for t in full.arrays
         )
         groups = [tuple(t.name.id for t in full.arrays), sizes_passed, scalars, strides]
         pointers = tuple(t.name.id for t in full.arrays)
@@ -92,8 +98,12 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         meta += (f"{flag}={flag}",)
     for tensor, flag in kernel.given_flags:  # left out: the kernel reads its number, not the tensor
         meta += (f"{flag}={given_name(tensor)}",)
-    if kernel.int64:
+    if kernel.int64 and planned:
+        inputs, outputs = (tuple_text(t.name.id for t in full.arrays if t.role == role) for role in ("in", "out"))
+        flags.append(Line(f"int64 = _rt.wide_offsets({inputs}, {outputs})"))
+    elif kernel.int64:
         flags.append(Line(f"int64 = {int64_condition(full)}  # offsets past 2**31 elements"))
+    if kernel.int64:
         meta += ("INT64_OFFSETS=int64",)
     if spec.persistent or spec.split_tail:
         flags.append(Line("NUM_SMS = _num_sms(device)"))

@@ -9,8 +9,8 @@ same key pass again. Anything else takes the full path, whose checks raise:
 
 ```
 try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-    fast_key = ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-    fast = _FAST.get(fast_key)
+    fast = _FAST.get(fast_key := ("softmax", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
+                                  _current_device()))
 except (AttributeError, TypeError, RuntimeError):
     fast_key = fast = None
 if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -18,11 +18,11 @@ if fast is not None and not (_grad_enabled() and (x.requires_grad)):
     y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
     launch(grid, device_index, x, y, *args)
     return y
-... the full path, which ends with its module's runtime Launch, keeping the launch under fast_key
-_softmax_launch(fast_key, device, grid, (x, y, M, N, ...), dict(...), ((M, N),), tune_key=..., again=...)
+return _softmax_launch.run(softmax, fast_key, x)  # the full path: the runtime's, over the module's plan
 ```
 
-(a launcher that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
+(the runtime's Launch keeps the launch under fast_key; a launcher that calls its Launch itself passes
+it fast_key, and one that writes its launch out, :func:`tilegen.lower.launch.launch_ops`, ends with
 ``_keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, ...), (M, N)), _tuner)``.)
 
 What is kept after ``(launch, grid, device_index, device, args`` (the kernel's arguments after its
@@ -112,9 +112,9 @@ def lower_fast_path(
     if spec.in_place:
         terms.append("inplace")
     terms.append("_current_device()")
-    key = f"fast_key = ({', '.join(terms)})"  # one line where it is short, else one group of terms per line
-    if len(key) > 112:  # (the line, indented, within 120 characters)
-        key = "\n".join(["fast_key = ("] + [f"    {term}," for term in terms] + [")"])
+    key = f"fast = _FAST.get(fast_key := ({', '.join(terms)}))"  # one line where short, else a group of terms a line
+    if len(key) > 120:  # (the line within about 130 characters, indented)
+        key = "\n".join(["fast = _FAST.get(fast_key := ("] + [f"    {term}," for term in terms] + ["))"])
     shaped = [t for t in spec.outputs if not t.zero_dim]
     kept = [f"_{t.name.id}_shape" for t in shaped]
     kept += [f"_{w}_size" for f in kernel.finishes for w in f.workspaces]
@@ -144,7 +144,7 @@ def lower_fast_path(
     ops = (
         TryBlock(
             "a call like an earlier one that launched (see _rt.keep_launch) launches as it did",
-            (Line(key), Line("fast = _FAST.get(fast_key)")),
+            (Line(key),),
             "(AttributeError, TypeError, RuntimeError)",
             (Line("fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: "
                   "the checks say why"),),

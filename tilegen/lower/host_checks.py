@@ -76,7 +76,12 @@ def bind_sizes(
                     )
                 )
         lines.append(f"{', '.join(targets)}{',' if len(targets) == 1 else ''} = {tensor.name.id}.shape")
-    # Constant indices into symbolic dimensions need that dimension to be large enough.
+    return lines, checks, sizes, bound
+
+
+def constant_index_checks(spec: m.Spec, name: str, bound: dict[str, str]) -> list[tuple[str, str]]:
+    """Constant indices into symbolic dimensions need that dimension to be large enough."""
+    checks: list[tuple[str, str]] = []
     for tensor, position, const in constant_indices(spec):
         dim = tensor.dims[position]
         if isinstance(dim, m.Name) and dim.id in bound:
@@ -87,7 +92,7 @@ def bind_sizes(
                     f"got {{{dim.id}}}\"",
                 )
             )
-    return lines, checks, sizes, bound
+    return checks
 
 
 def derived_sizes(spec: m.Spec, name: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -227,14 +232,10 @@ def axis_checks(
             )
         elif axis.bounds == "whole" and (rows is None or rows.dim != axis.dim.id):
             dim = axis.dim.id
+            if dim in bound and written == dim:  # the runtime's Inputs checks it (whole_limits)
+                continue
             origin = f" ({bound[dim]})" if dim in bound else ""
-            # the tile spans the other grid axes' blocks too (the largest any config takes)
-            others = [a.block.id for a in spec.grid if a is not axis and a.block is not None]
-            limit = MAX_TILE
-            for block in others:
-                largest = largest_value(spec, block)
-                param = next(p for p in spec.params if p.name.id == block)
-                limit //= int(largest or default_of(param))
+            limit = whole_limit(spec, axis)
             checks.append(
                 (
                     f"{dim} > {limit}",
@@ -245,37 +246,80 @@ def axis_checks(
     return checks
 
 
-def input_checks(spec: m.Spec, name: str) -> list[Op]:
-    """The checks of every input of launcher ``name``: a tensor's type, dtype (binding a dtype
-    variable from the input it is read from) and rank, a scalar's type; then ``device``, the first
-    tensor's, which every tensor must share (a GPU's, or any under the interpreter)."""
-    head: list[Op] = []
+def whole_limit(spec: m.Spec, axis: m.Axis) -> int:
+    """The longest extent a ``whole`` axis may have: its tile spans the other grid axes' blocks too
+    (the largest any config takes), within Triton's largest tile."""
+    limit = MAX_TILE
+    for block in (a.block.id for a in spec.grid if a is not axis and a.block is not None):
+        largest = largest_value(spec, block)
+        param = next(p for p in spec.params if p.name.id == block)
+        limit //= int(largest or default_of(param))
+    return limit
+
+
+def whole_limits(spec: m.Spec, rows: RowsPlan | None) -> list[str]:
+    """``(axis, size, limit)`` (as text) of each ``whole`` axis over a size an input binds, which
+    the runtime's Inputs checks fits one tile (:func:`whole_limit`); but the axis whose long rows
+    ``rows`` loops over. :func:`axis_checks` writes out the checks of the others."""
+    bound = bind_sizes(spec, spec.name.id)[3]
+    found = []
+    for axis in spec.axes():
+        dim = axis.dim.id
+        if axis.bounds == "whole" and (rows is None or rows.dim != dim) and dim in bound and extent_text(axis) == dim:
+            found.append(f'("{axis.name.id}", "{dim}", {whole_limit(spec, axis)})')
+    return found
+
+
+def inputs_name(name: str) -> str:
+    """The name of launcher ``name``'s :class:`tilegen.runtime.Inputs` in its module."""
+    return f"_{name.lstrip('_')}_inputs"
+
+
+def inputs_table(spec: m.Spec, name: str, rows: RowsPlan | None = None) -> str:
+    """The module's :class:`tilegen.runtime.Inputs` of launcher ``name``: each input of ``spec``
+    (those the caller must give first) as the runtime checks it: a scalar's type; a tensor's
+    dtype (the dtypes it may have where it binds a dtype variable, the input it shares one with,
+    or its torch dtype) and dimensions; then the ``whole`` axes whose extent must fit one tile
+    (:func:`whole_limits`)."""
     sources = dtype_bindings(spec)  # dtype variable -> the input it is read from
+    entries: list[str] = []
     for t in required_first(spec.inputs):
+        x = t.name.id
         if t.is_scalar:
-            kind = "float" if t.dtype.id in m.FLOAT_DTYPES else "int"
-            head.append(Line(f'{t.name.id} = _check_scalar("{name}", "{t.name.id}", {t.name.id}, {kind})'))
+            entries.append(f'("{x}", {"float" if t.dtype.id in m.FLOAT_DTYPES else "int"})')
             continue
-        x, rank = t.name.id, 0 if t.zero_dim else len(t.dims)
-        dtype, like, test = torch_dtype(t.dtype), "", f"{x}.dtype != {torch_dtype(t.dtype)}"
         source = sources.get(t.dtype.var) if isinstance(t.dtype, m.BoundDtype) else None
-        if source == x:  # the input T is read from
+        if source == x:  # the input the dtype variable is read from
             dtype = tuple_text(m.DTYPES[o][1] for o in dtype_options(t.dtype))
-            test = f"{x}.dtype not in {dtype}"
-        elif source is not None:
-            like = f', "{source}"'
-        head.append(IfBlock(f"not isinstance({x}, torch.Tensor) or {test} or {x}.dim() != {rank}", "",
-                            (Line(f'_rt.bad_input("{name}", "{x}", {x}, {dtype}, {rank}{like})'),)))
-        if source == x:
-            head.append(Line(f"{m.as_written(t.dtype)} = {x}.dtype"))  # the variable (T)
-    arrays = [t for t in required_first(spec.inputs) if not t.is_scalar]
-    first = arrays[0].name.id
-    head.append(Line(f"device = {first}.device"))
-    others = [f"{t.name.id}.device != device" for t in arrays[1:]]
-    tensors = ", ".join(f"{t.name.id}={t.name.id}" for t in arrays)
-    head.append(IfBlock(" or ".join([*others, f"(not {first}.is_cuda and not _INTERPRET)"]), "",
-                        (Line(f'_rt.bad_device("{name}", {tensors})'),)))
-    return head
+        else:
+            dtype = f'"{source}"' if source is not None else torch_dtype(t.dtype)
+        dims = "" if t.zero_dim else " ".join(d.text if isinstance(d, m.Number) else d.id for d in t.dims)
+        entries.append(f'("{x}", {dtype}, "{dims}")')
+    whole = whole_limits(spec, rows)
+    if whole:
+        entries.append(f"whole={tuple_text(whole)}")
+    return f"{inputs_name(name)} = _rt.Inputs({', '.join(entries)})"
+
+
+def checked_names(spec: m.Spec) -> tuple[str, ...]:
+    """What :class:`tilegen.runtime.Inputs` returns, in order: the device, each dtype variable
+    read from an input, each scalar, each size bound from the inputs' shapes."""
+    sources = dtype_bindings(spec)
+    inputs = [t.name.id for t in required_first(spec.inputs)]
+    dtypes = sorted((var for var, source in sources.items() if source in inputs),
+                    key=lambda var: inputs.index(sources[var]))
+    scalars = [t.name.id for t in required_first(spec.inputs) if t.is_scalar]
+    return ("device", *dtypes, *scalars, *(size for size, _ in bind_sizes(spec, spec.name.id)[2]))
+
+
+def input_checks(spec: m.Spec, name: str) -> list[Op]:
+    """The checks of every input of launcher ``name`` (:func:`inputs_table`, which the runtime
+    runs): a tensor's type, dtype (binding a dtype variable from the input it is read from),
+    rank and dimensions (binding the size symbols), a scalar's type; ``device``, the first
+    tensor's, which every tensor must share (a GPU's, or any under the interpreter)."""
+    names = checked_names(spec)
+    given = ", ".join(t.name.id for t in required_first(spec.inputs))
+    return [Line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = {inputs_name(name)}(\"{name}\", {given})")]
 
 
 def shape_checks(spec: m.Spec, name: str, rows: RowsPlan | None) -> tuple[list[Op], list[str], list[str]]:
@@ -294,9 +338,9 @@ def shape_checks(spec: m.Spec, name: str, rows: RowsPlan | None) -> tuple[list[O
         message = (f"f\"{name}: {choice.name.id} must be one of {', '.join(o.id for o in choice.options)}, "
                    f"got {{{choice.name.id}!r}}\"")
         ops.append(IfBlock(f"{choice.name.id} not in {options}", "", (Line(f"raise ValueError({message})"),)))
-    unpack, checks, _, bound = bind_sizes(spec, name)
+    unpack, _, _, bound = bind_sizes(spec, name)
     derived_checks, derived = derived_sizes(spec, name)
-    ops += [Line(line) for line in unpack]
+    checks = constant_index_checks(spec, name, bound)
     ops += [IfBlock(c, "", (Line(f"raise ValueError({message})"),)) for c, message in checks + derived_checks]
     bindings = [f"{size} = {text}" for size, text in derived]
     ops += [Line(line) for line in bindings]

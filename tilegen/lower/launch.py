@@ -18,7 +18,7 @@ from tilegen.lower.fast import FastPath
 from tilegen.lower.finish import launch_args
 from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.names import given_name, tuple_text
+from tilegen.lower.names import given_name, plan_name, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
 
 
@@ -132,16 +132,21 @@ def launch_name(name: str) -> str:
     return f"_{name.lstrip('_')}_launch"
 
 
-def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs) -> str:
+def launch_object(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, planned: bool = False,
+                  refused: tuple[int, ...] = ()) -> str:
     """The module's :class:`tilegen.runtime.Launch` of launcher ``name`` (``spec`` with its stages'
     values), which launches ``kernel``: the fast path passes its first group of arguments (the
     tensors, or their descriptors) itself; a tuned TMA kernel's configs set the descriptors'
-    block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh."""
+    block shapes (``_descriptor_blocks``), and with dtype variables each tune starts afresh. A
+    ``planned`` launcher's full path is the launch's (``plan``: the module's plan of a call), which
+    refuses a call autograd would record where the inputs at positions ``refused`` require grad."""
     tuned = spec.tune is not None
     arguments = ["globals()", f'"{kernel.name}"', f'"{name}"', f"pointers={len(launch.groups[0])}"]
     arguments += ["tuned=True"] if tuned else []
     arguments += ["blocks=True"] if tuned and kernel.descriptors else []
     arguments += ["retune=True"] if tuned and kernel.descriptors and spec.dtype_vars else []
+    arguments += [f"plan={plan_name(name)}"] if planned else []
+    arguments += [f"refuse={tuple_text(map(str, refused))}"] if refused else []
     return f"{launch_name(name)} = _rt.Launch({', '.join(arguments)})"
 
 
@@ -171,7 +176,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     """A tuned launcher's config (``config``, its keywords): the one remembered for this call's tune
     key (device, the spec's tune key, operand layouts, dtypes), else, once per key under the tuner's
     lock, the autotuner's (``_rt.autotune``; or the one in tilegen's cache on disk), whose near ties
-    are settled by timing ``call`` (this launcher's call of itself) at each (``_settle_ties``). The
+    are settled by timing ``call`` (this launcher's call of itself) at each (``_tuner.settle_ties``). The
     call that tuned returns its outputs (those of ``call`` again where finish kernels merged the
     partials of another config)."""
     assert spec.tune is not None, "tune_ops of an untuned spec"
@@ -207,10 +212,10 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     tune_launch.append(Line(_call("_rt.autotune", ((jit, "grid"), *launch.groups, launch.meta))))
     ops += [
         Line(f"tune_key = {key}"),
-        Line("config_index = _TUNED.get(tune_key)"),
+        Line("config_index = _tuner.tuned.get(tune_key)"),
         *([IfBlock("config_index is None and inplace",
                    "tuned with new outputs first: the trials must not read what they overwrote",
-                   (Line(call), Line("config_index = _TUNED.get(tune_key)")))]
+                   (Line(call), Line("config_index = _tuner.tuned.get(tune_key)")))]
           if spec.in_place else []),
         IfBlock(
             "config_index is None",
@@ -220,7 +225,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
                     "_tuner.lock",
                     "",
                     (
-                        Line(f'config_index = _tuned_index("{name}", tune_key)'),
+                        Line(f'config_index = _tuner.tuned_index("{name}", tune_key)'),
                         IfBlock(
                             "config_index is None",
                             "tune, and remember the choice on disk",
@@ -228,7 +233,7 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
                                 *retune,
                                 *tune_launch,
                                 *summed,
-                                Line(f"_remember(tune_key, _settle_ties(tune_key, {jit}, lambda: {call}))"),
+                                Line(f"_tuner.remember(tune_key, _tuner.settle_ties(tune_key, {jit}, lambda: {call}))"),
                                 # the partials of the config picked (the last run's may be another's)
                                 Line(f"return {call if kernel.finishes else returns}"),
                             ),
@@ -251,7 +256,7 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
     binding and cache lookup. A tuned kernel runs the autotuner on the first call per device and
     sizes (``_rt.autotune``; or takes the config from tilegen's cache on disk), settles the
     autotuner's near ties by timing ``call`` (this launcher's call of itself) at each
-    (``_settle_ties``), and after that its remembered config is one more part of the key. With
+    (``_tuner.settle_ties``), and after that its remembered config is one more part of the key. With
     ``fast`` (:mod:`tilegen.lower.fast`), the launch is kept for the launcher's fast path."""
     if kernel.runtime_launched:
         return runtime_launch(spec, kernel, name, launch, call, variant, fast)

@@ -18,9 +18,9 @@ from tilegen import model as m
 from tilegen.lower.arguments import Arguments, lower_arguments
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
-from tilegen.lower.fast import lower_fast_path
-from tilegen.lower.host_checks import bind_sizes, derived_sizes, input_checks, shape_checks
-from tilegen.lower.launch import launch_object, launch_ops, traced_launch
+from tilegen.lower.fast import FastPath, lower_fast_path
+from tilegen.lower.host_checks import bind_sizes, checked_names, derived_sizes, input_checks, inputs_table, shape_checks
+from tilegen.lower.launch import grid_text, launch_name, launch_object, launch_ops, traced_launch, tune_key
 from tilegen.lower.names import (
     absent_dtype,
     default_text,
@@ -28,10 +28,12 @@ from tilegen.lower.names import (
     dtype_options,
     given_name,
     made_outputs,
+    plan_name,
     size_symbols,
     torch_dtype,
     tuple_text,
 )
+from tilegen.lower.names import call_text as _call
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
 
 __all__ = ["LauncherRole", "lower_launcher"]
@@ -112,18 +114,25 @@ def _entry(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     ``Tuner.forcing``), and the spec's launcher hands a call under torch.compile to its custom op,
     before its fast path, whose key dynamo cannot trace."""
     name = spec.name.id
-    ops: list[Op] = []
+    forcing = compiling = None
     if _forces(spec, role):
         again = ", ".join([*sig.inputs, *(f"{k}={k}" for k, _ in sig.keywords),
                            *(["inplace=inplace"] if spec.in_place else []),
                            *(["inplace_backward=inplace_backward"] if role.over else [])])
-        ops.append(IfBlock("config is not None", "a config the caller names: this call runs it",
-                           (Line(f'return _tuner.forcing("{name}", config, lambda: {name}({again}))'),)))
+        forcing = f'_tuner.forcing("{name}", config, lambda: {name}({again}))'
     if role.grad is not None:
-        ops.append(IfBlock("_is_compiling()" + (" and not inplace" if spec.in_place else ""),
-                           "torch.compile traces the custom op: its fake and its traced launch, not this call's",
-                           (Line(f"return op({sig.arguments})"),)))
-    return ops
+        compiling = "_is_compiling()" + (" and not inplace" if spec.in_place else "")
+    if forcing is not None and compiling is not None:  # one test where both are off (every call but these)
+        why = "a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)"
+        return [IfBlock(f"config is not None or {compiling}", why,
+                        (Line(f"return {forcing} if config is not None else op({sig.arguments})"),))]
+    if forcing is not None:
+        return [IfBlock("config is not None", "a config the caller names: this call runs it",
+                        (Line(f"return {forcing}"),))]
+    if compiling is not None:
+        why = "torch.compile traces the custom op: its fake and its traced launch, not this call's"
+        return [IfBlock(compiling, why, (Line(f"return op({sig.arguments})"),))]
+    return []
 
 
 def _absent(spec: m.Spec, name: str) -> list[Op]:
@@ -171,14 +180,19 @@ def _autograd(spec: m.Spec, sig: _Signature, role: LauncherRole) -> list[Op]:
     return [IfBlock(f"_grad_enabled() and ({needs})", why, (action,))]
 
 
+def _refused(spec: m.Spec, role: LauncherRole) -> tuple[int, ...]:
+    """The positions of the inputs autograd may follow, where the spec has no backward (a call
+    autograd would record is refused, after the checks); none otherwise."""
+    differentiable = _differentiable(spec)
+    if role.grad != "refuse":
+        return ()
+    return tuple(i for i, t in enumerate(spec.inputs) if t.name.id in differentiable)
+
+
 def _bound(spec: m.Spec) -> tuple[str, ...]:
     """What the checks bind that the launch reads: the device, the dtype variables read from an
     input, the scalars (as checked), the size symbols and the derived sizes."""
-    sources = dtype_bindings(spec)
-    dtypes = [var for var, source in sources.items()]
-    scalars = [t.name.id for t in spec.inputs if t.is_scalar]
-    sizes = [size for size, _ in _sizes(spec, spec.name.id)]
-    return tuple(dict.fromkeys(["device", *dtypes, *scalars, *sizes]))
+    return tuple(dict.fromkeys([*checked_names(spec), *(size for size, _ in derived_sizes(spec, spec.name.id)[1])]))
 
 
 def _dims(tensor: m.Tensor) -> list[str]:
@@ -186,13 +200,64 @@ def _dims(tensor: m.Tensor) -> list[str]:
     return [] if tensor.zero_dim else [d.text if isinstance(d, m.Number) else d.id for d in tensor.dims]
 
 
+def _empty(spec: m.Spec) -> str:
+    """The condition of an output with no element: nothing to compute, no launch."""
+    extents = {d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)}
+    order = (*size_symbols(spec), *(t.name.id for t in spec.inputs if t.is_scalar))  # g over G: G a scalar
+    return " or ".join(f"{d} == 0" for d in sorted(extents, key=order.index)) or "False"
+
+
 def _nothing(spec: m.Spec) -> IfBlock:
     """An output with no element: nothing to compute, no launch."""
     returns = ", ".join(t.name.id for t in spec.outputs)
-    extents = {d.id for t in spec.outputs for d in t.dims if not isinstance(d, m.Number)}
-    order = (*size_symbols(spec), *(t.name.id for t in spec.inputs if t.is_scalar))  # g over G: G a scalar
-    empty = " or ".join(f"{d} == 0" for d in sorted(extents, key=order.index)) or "False"
-    return IfBlock(empty, "nothing to compute: no launch", (Line(f"return {returns}"),))
+    return IfBlock(_empty(spec), "nothing to compute: no launch", (Line(f"return {returns}"),))
+
+
+def _passed(spec: m.Spec, sig: _Signature) -> str:
+    """The launcher's arguments as it passes them on after filling in the optional inputs left out:
+    those go in as None again (the plan fills them in, and tells the kernel they were left out)."""
+    given = [f"{t.name.id} if {given_name(t.name.id)} else None" if t.optional else t.name.id for t in spec.inputs]
+    return ", ".join([*given, *(f"{k}={k}" for k, _ in sig.keywords)])
+
+
+def _planned(spec: m.Spec, kernel: KernelPlan, role: LauncherRole) -> bool:
+    """Whether the launcher's full path, its op's fake implementation and its traced body are the
+    runtime's (``Launch.run``, ``Launch.fake``, ``Launch.traced_call``) over the module's plan of a
+    call (:func:`_plan`): a pointer kernel the runtime launches, whose outputs are new, without
+    stages or a backward written over its inputs."""
+    return (kernel.runtime_launched and not spec.in_place and not role.stages and not role.over
+            and spec.access_style not in ("descriptor", "block_ptr"))
+
+
+def _plan(spec: m.Spec, kernel: KernelPlan, role: LauncherRole, checks: list[Op], args: Arguments,
+          fast: FastPath) -> tuple[Op, ...]:
+    """The body of the module's plan of a call of a planned launcher (:func:`_planned`): its checks,
+    the looped launcher's plan for rows too long for one tile, new outputs, the kernel's arguments,
+    and what the runtime's ``Launch`` needs of them (``_rt.Planned``): the launch, the device, the
+    outputs, whether they are empty, the grid, the arguments, the constexprs, the outputs' shapes
+    (what the fast path makes again) and the tune key. A keyword may be a symbolic int under
+    torch.compile, and a whole axis's extent a symbolic size: int() makes them constants."""
+    rows = role.rows
+    route: list[Op] = []
+    if rows is not None:
+        why = f"rows too long for one tile: {rows.launcher}() loops over them"
+        route = [IfBlock(f"{rows.dim} > _WHOLE_LIMIT", why,
+                         (Line(f"return {plan_name(rows.launcher)}({_passed(spec, _signature(spec))})"),))]
+    name = spec.name.id
+    outputs = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)
+    whole = [Line(f"{block} = 1 << (int({dim}) - 1).bit_length()") for dim, block in kernel.whole_blocks]
+    launch = args.launch
+    key = tune_key(spec, kernel, role.variant) if spec.tune is not None else "None"
+    groups = (
+        (launch_name(name), "device", tuple_text(t.name.id for t in spec.outputs), _empty(spec),
+         f"lambda meta: {grid_text(spec, 'meta')}"),
+        (tuple_text([a for group in launch.groups for a in group]),),
+        (f"dict({', '.join(launch.meta)})", tuple_text(fast.shapes), key),
+    )
+    tuned = set(spec.tuned_params)
+    concrete = [Line(f"{p.name.id} = _rt.concrete({p.name.id})") for p in spec.params if p.name.id not in tuned]
+    return (*concrete, *_absent(spec, name), *checks, *route, *outputs, *whole, *args.setup, *args.flags[args.whole:],
+            Line(_call("return _rt.Planned", groups)))
 
 
 def _routes(spec: m.Spec, role: LauncherRole) -> tuple[list[Op], list[Op], list[Op]]:
@@ -269,8 +334,10 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     )
     middle, _, _ = shape_checks(spec, name, role.rows)
     shared = role.grad is not None  # the spec's own launcher: its op's fake and traced body check alike
+    planned = _planned(spec, kernel, role)
+    checks = [*head, *middle]
     checked: tuple[Op, ...] = ()
-    if shared:
+    if shared and middle and not planned:
         bound = ", ".join(_bound(spec))
         checked = (*head, *middle, Line(f"return {bound}"))
         head, middle = [Line(f"{bound}{',' if len(_bound(spec)) == 1 else ''} = _{name}_checked({sig.arguments})")], []
@@ -278,7 +345,7 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
     made = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()")  # over their inputs with inplace=True
     made_new = made_outputs(spec, lambda t: ", ".join(_dims(t)) or "()", inplace=False)  # the op's fake: new
     returns = ", ".join(t.name.id for t in spec.outputs)
-    args = lower_arguments(spec, full, kernel, role.fallback)
+    args = lower_arguments(spec, full, kernel, role.fallback, planned)
     launch = args.launch
     fast_path = lower_fast_path(spec, kernel, sig.keywords, launch.groups[0],
                                 tuple(a for group in launch.groups[1:] for a in group) + launch.constexprs,
@@ -294,6 +361,13 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
             *args.flags[:args.whole], *args.setup, *args.flags[args.whole:]]
     body += launch_ops(full, kernel, name, launch, sig.call, role.variant, fast_path)
     traced = _traced(spec, kernel, role, sig, args, [*absent, *head, *middle])
+    plan: tuple[Op, ...] = ()
+    if planned:  # the full path, the fake and the traced body: the runtime's, over the module's plan
+        assert fast_path is not None, "a planned launcher without its fast path"
+        plan = _plan(spec, kernel, role, checks, args, fast_path)
+        body = [*_entry(spec, sig, role), *absent, *fast_path.ops, *(grad if routed else ()),
+                Line(f"return {launch_name(name)}.run({name}, fast_key, {_passed(spec, sig)})")]
+        traced = None
     switches = [*(["inplace: bool = False"] if spec.in_place else []),
                 *(["inplace_backward: bool = False"] if role.over else []),
                 *(["config: int | dict | None = None"] if _forces(spec, role) else [])]
@@ -315,7 +389,6 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         num_sms=spec.persistent or bool(spec.split_tail),
         descriptors=spec.access_style == "descriptor",
         block_pointers=spec.access_style == "block_ptr",
-        scalars=any(t.is_scalar for t in spec.inputs),
         blocks=any(a.block is not None and a.block.id not in tuned for a in spec.axes()),
         returns=returns,
         docstring=role.docstring or launcher_docstring(spec, role.variant, role.uses, role.over),
@@ -323,8 +396,11 @@ def lower_launcher(spec: m.Spec, kernel: KernelPlan, role: LauncherRole = Launch
         traced=traced,
         # without block pointers the op runs the pointer launcher, opaque to torch.compile
         checked=checked,
-        launch=launch_object(full, kernel, name, launch) if kernel.runtime_launched else "",
-        op_traced="None" if traced is None else (
+        launch=launch_object(full, kernel, name, launch, planned, _refused(spec, role) if planned else ())
+        if kernel.runtime_launched else "",
+        plan=plan,
+        table=inputs_table(spec, name, role.rows),
+        op_traced="None" if traced is None or planned else (
             f"_{name}_traced if _BLOCK_POINTERS else None" if spec.access_style == "block_ptr" else f"_{name}_traced"
         ),
     )

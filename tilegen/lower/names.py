@@ -52,6 +52,11 @@ def required_first(tensors: Iterable[m.Tensor]) -> list[m.Tensor]:
     return sorted(tensors, key=lambda t: t.optional)
 
 
+def plan_name(launcher: str) -> str:
+    """The name of launcher ``launcher``'s plan of a call in its module (``_softmax_plan``)."""
+    return f"_{launcher.lstrip('_')}_plan"
+
+
 def given_name(tensor: str) -> str:
     """The launcher's local holding whether the caller gave optional input ``tensor`` (before it
     is filled in, :func:`tilegen.lower.launcher`'s ``_absent``): the kernel's ``HAS_<NAME>``."""

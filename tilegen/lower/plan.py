@@ -259,7 +259,6 @@ class LauncherPlan:
     num_sms: bool  # the module needs _num_sms (a persistent grid or ``split tail``)
     descriptors: bool  # the module needs _has_tma (and, tuned, _descriptor_blocks)
     block_pointers: bool  # the module needs _BLOCK_POINTERS
-    scalars: bool  # some input is a scalar (the module needs _check_scalar)
     blocks: bool  # some block size is a launcher keyword (the module needs _bad_block)
     returns: str
     docstring: str
@@ -268,6 +267,8 @@ class LauncherPlan:
     op_traced: str  # what the op registration gets for ``traced``: a function name, an expression, or None
     checked: tuple[Op, ...] = ()  # ``_<name>_checked``'s body: checks the launcher, fake and traced body share
     launch: str = ""  # the module's runtime Launch of the kernel (``_<name>_launch = _rt.Launch(...)``); "": none
+    plan: tuple[Op, ...] = ()  # ``_<name>_plan``'s body: the runtime's Launch runs the full path, fake and traced body
+    table: str = ""  # the module's runtime Inputs of the launcher (``_<name>_inputs = _rt.Inputs(...)``): its checks
 
 
 @dataclass(frozen=True)
@@ -325,16 +326,14 @@ class ModulePlan:
         to a name of its own: what its launchers and kernels use on every call (a global name
         costs less than an attribute of ``_rt``), and what tests replace on the module."""
         kernels = (self.kernel, *(f.kernel for f in self.fallbacks), *(s.kernel for s in self.stages))
-        launchers = (self.launcher, *(f.launcher for f in self.fallbacks), *(s.launcher for s in self.stages))
         descriptor = self.descriptor_kernel if self.descriptor_blocks is not None else None
         written = not all(k.runtime_launched for k in kernels)  # a launch the launcher writes out
-        names = [("_INTERPRET", "INTERPRET"), *([("_int_class", "int_class")] if written else []),
+        names = [*([("_INTERPRET", "INTERPRET"), ("_int_class", "int_class")] if written else []),
                  ("_current_device", "current_device"), *([("_keep_launch", "keep_launch")] if written else []),
                  ("_is_compiling", "is_compiling"), ("_grad_enabled", "grad_enabled")]
         wanted = [
             (any(k.bf16_dot for k in kernels), "_dot_operand", "dot_operand"),
             (self.launcher.block_pointers, "_BLOCK_POINTERS", "BLOCK_POINTERS"),
-            (any(lr.scalars for lr in launchers), "_check_scalar", "check_scalar"),
             (self.launcher.num_sms or self.kernel.split is not None, "_num_sms", "num_sms"),
             (self.kernel.tail is not None, "_tail_split", "tail_split"),
             (self.uses_descriptors, "TensorDescriptor", "TensorDescriptor"),

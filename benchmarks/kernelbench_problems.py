@@ -148,22 +148,29 @@ SUITE: tuple[tuple[int, str, str, tuple, str], ...] = (
      'self.ln(x) with ln = nn.LayerNorm(normalized_shape=normalized_shape), init [[64, 256, 256]]',
      ((16, 64, 256, 256),), 'float32'),
     (41, '41_Max_Pooling_1D',
-     'self.maxpool(x) with maxpool = nn.MaxPool1d(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, return_indices=return_indices), init [8, 1, 4, 3, False]',
+     'self.maxpool(x) with maxpool = nn.MaxPool1d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, return_indices=return_indices), init [8, 1, 4, 3, False]',
      ((64, 192, 65536),), 'float32'),
     (42, '42_Max_Pooling_2D',
-     'self.maxpool(x) with maxpool = nn.MaxPool2d(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation), init [4, 1, 1, 1]',
+     'self.maxpool(x) with maxpool = nn.MaxPool2d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation), init [4, 1, 1, 1]',
      ((32, 64, 512, 512),), 'float32'),
     (43, '43_Max_Pooling_3D',
-     'self.maxpool(x) with maxpool = nn.MaxPool3d(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation, return_indices=return_indices, ceil_mode=ceil_mode), init [3, 2, 1, 3]',
+     'self.maxpool(x) with maxpool = nn.MaxPool3d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, return_indices=return_indices, ceil_mode=ceil_mode), init [3, '
+     '2, 1, 3]',
      ((16, 32, 128, 128, 128),), 'float32'),
     (44, '44_Average_Pooling_1D',
-     'self.avg_pool(x) with avg_pool = nn.AvgPool1d(kernel_size=kernel_size, stride=stride, padding=padding), init [8, 1, 4]',
+     'self.avg_pool(x) with avg_pool = nn.AvgPool1d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding), init [8, 1, 4]',
      ((64, 128, 65536),), 'float32'),
     (45, '45_Average_Pooling_2D',
-     'self.avg_pool(x) with avg_pool = nn.AvgPool2d(kernel_size=kernel_size, stride=stride, padding=padding), init [11]',
+     'self.avg_pool(x) with avg_pool = nn.AvgPool2d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding), init [11]',
      ((16, 64, 2048, 2048),), 'float32'),
     (46, '46_Average_Pooling_3D',
-     'self.avg_pool(x) with avg_pool = nn.AvgPool3d(kernel_size=kernel_size, stride=stride, padding=padding), init [3, 2, 1]',
+     'self.avg_pool(x) with avg_pool = nn.AvgPool3d(kernel_size=kernel_size, stride=stride, '
+     'padding=padding), init [3, 2, 1]',
      ((16, 32, 128, 128, 256),), 'float32'),
     (47, '47_Sum_reduction_over_a_dimension',
      'torch.sum(x, dim=self.dim, keepdim=True)',
@@ -175,7 +182,8 @@ SUITE: tuple[tuple[int, str, str, tuple, str], ...] = (
      'torch.max(x, dim=self.dim)[0]',
      ((128, 4096, 4095),), 'float32'),
     (50, '50_conv_standard_2D__square_input__square_kernel',
-     'x = self.conv1(x); x with conv1 = nn.Conv2d(in_channels=3, out_channels=96, kernel_size=11, stride=4, padding=2), init [1000]',
+     'x = self.conv1(x); x with conv1 = nn.Conv2d(in_channels=3, out_channels=96, kernel_size=11, '
+     'stride=4, padding=2), init [1000]',
      ((256, 3, 224, 224),), 'float32'),
     (51, '51_Argmax_over_a_dimension',
      'torch.argmax(x, dim=self.dim)',
@@ -187,106 +195,162 @@ SUITE: tuple[tuple[int, str, str, tuple, str], ...] = (
      'torch.min(x, dim=self.dim)[0]',
      ((128, 4096, 4095),), 'float32'),
     (54, '54_conv_standard_3D__square_input__square_kernel',
-     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, (kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, 3]',
+     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, (kernel_size, kernel_size, '
+     'kernel_size), stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init '
+     '[3, 64, 3]',
      ((16, 3, 64, 64, 64),), 'float32'),
     (55, '55_conv_standard_2D__asymmetric_input__square_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, (kernel_size, kernel_size), stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, 3]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, (kernel_size, kernel_size), '
+     'stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, 3]',
      ((8, 64, 512, 1024),), 'float32'),
     (56, '56_conv_standard_2D__asymmetric_input__asymmetric_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, [5, 7]]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, [5, 7]]',
      ((8, 64, 512, 256),), 'float32'),
     (57, '57_conv_transposed_2D__square_input__square_kernel',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [64, 64, 3]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [64, 64, 3]',
      ((8, 64, 1024, 1024),), 'float32'),
     (58, '58_conv_transposed_3D__asymmetric_input__asymmetric_kernel',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [32, 16, [3, 5, 7]]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [32, 16, [3, 5, 7]]',
      ((16, 32, 16, 32, 64),), 'float32'),
     (59, '59_conv_standard_3D__asymmetric_input__square_kernel',
-     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, (kernel_size, kernel_size, 1), stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, 3]',
+     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, (kernel_size, kernel_size, 1), '
+     'stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, 3]',
      ((16, 3, 256, 256, 10),), 'float32'),
     (60, '60_conv_standard_3D__square_input__asymmetric_kernel',
-     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, [3, 5, 7]]',
+     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, [3, 5, 7]]',
      ((16, 3, 64, 64, 64),), 'float32'),
     (61, '61_conv_transposed_3D__square_input__square_kernel',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [48, 48, 3]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, '
+     'output_padding=output_padding, groups=groups, bias=bias), init [48, 48, 3]',
      ((8, 48, 64, 64, 64),), 'float32'),
     (62, '62_conv_standard_2D__square_input__asymmetric_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [32, 64, [5, 9]]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, groups=groups, bias=bias), init [32, 64, [5, 9]]',
      ((8, 32, 512, 512),), 'float32'),
     (63, '63_conv_standard_2D__square_input__square_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, (kernel_size, kernel_size), stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [16, 128, 3]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, (kernel_size, kernel_size), '
+     'stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [16, 128, 3]',
      ((16, 16, 1024, 1024),), 'float32'),
     (64, '64_conv_transposed_1D',
-     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [128, 128, 3]',
+     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [128, 128, 3]',
      ((64, 128, 65536),), 'float32'),
     (65, '65_conv_transposed_2D__square_input__asymmetric_kernel',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [64, 64, [3, 7]]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [64, 64, [3, 7]]',
      ((8, 64, 512, 512),), 'float32'),
     (66, '66_conv_standard_3D__asymmetric_input__asymmetric_kernel',
-     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, [3, 5, 7]]',
+     'self.conv3d(x) with conv3d = nn.Conv3d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, groups=groups, bias=bias), init [3, 64, [3, 5, 7]]',
      ((8, 3, 16, 128, 128),), 'float32'),
     (67, '67_conv_standard_1D',
-     'self.conv1d(x) with conv1d = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, 3]',
+     'self.conv1d(x) with conv1d = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, 3]',
      ((32, 64, 131072),), 'float32'),
     (68, '68_conv_transposed_3D__square_input__asymmetric_kernel',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [32, 64, [3, 5, 5]]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [32, 64, [3, 5, 5]]',
      ((16, 32, 64, 64, 64),), 'float32'),
     (69, '69_conv_transposed_2D__asymmetric_input__asymmetric_kernel',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, groups=groups, bias=bias), init [64, 128, [3, 5]]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, '
+     'groups=groups, bias=bias), init [64, 128, [3, 5]]',
      ((64, 64, 128, 256),), 'float32'),
     (70, '70_conv_transposed_3D__asymmetric_input__square_kernel',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, (kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, output_padding=output_padding, dilation=dilation, groups=groups, bias=bias), init [48, 24, 3]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     '(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, '
+     'output_padding=output_padding, dilation=dilation, groups=groups, bias=bias), init [48, 24, 3]',
      ((8, 48, 96, 96, 96),), 'float32'),
     (71, '71_conv_transposed_2D__asymmetric_input__square_kernel',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [32, 32, 3]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [32, 32, 3]',
      ((8, 32, 512, 1024),), 'float32'),
     (72, '72_conv_transposed_3D_asymmetric_input_asymmetric_kernel___strided_padded_grouped_',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, bias=bias), init [32, 32, [3, 5, 7], [2, 2, 2], [1, 2, 3], [1, 1, 1], 4]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, output_padding=output_padding, groups=groups, '
+     'bias=bias), init [32, 32, [3, 5, 7], [2, 2, 2], [1, 2, 3], [1, 1, 1], 4]',
      ((8, 32, 12, 24, 48),), 'float32'),
     (73, '73_conv_transposed_3D_asymmetric_input_square_kernel__strided_padded__grouped',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, groups=groups, bias=bias), init [32, 32, 3, 2, 1, 4]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, groups=groups, '
+     'bias=bias), init [32, 32, 3, 2, 1, 4]',
      ((4, 32, 32, 64, 128),), 'float32'),
     (74, '74_conv_transposed_1D_dilated',
-     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 5, 1, 0, 3]',
+     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 5, 1, 0, '
+     '3]',
      ((32, 32, 131072),), 'float32'),
     (75, '75_conv_transposed_2D_asymmetric_input_asymmetric_kernel_strided__grouped____padded____dilated__',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init [32, 64, [3, 5], [2, 3], [1, 2], [2, 1], 4]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, dilation=dilation, groups=groups, bias=bias), init '
+     '[32, 64, [3, 5], [2, 3], [1, 2], [2, 1], 4]',
      ((16, 32, 128, 256),), 'float32'),
     (76, '76_conv_standard_1D_dilated_strided__',
-     'self.conv1d(x) with conv1d = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, dilation=dilation, bias=bias), init [64, 128, 3, 3, 4]',
+     'self.conv1d(x) with conv1d = nn.Conv1d(in_channels, out_channels, kernel_size, stride=stride, '
+     'dilation=dilation, bias=bias), init [64, 128, 3, 3, 4]',
      ((64, 64, 524280),), 'float32'),
     (77, '77_conv_transposed_3D_square_input_square_kernel___padded____dilated____strided__',
-     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 3, 2, 1, 2]',
+     'self.conv_transpose3d(x) with conv_transpose3d = nn.ConvTranspose3d(in_channels, out_channels, '
+     'kernel_size=(kernel_size, kernel_size, kernel_size), stride=stride, padding=padding, '
+     'dilation=dilation, bias=bias), init [32, 64, 3, 2, 1, 2]',
      ((16, 32, 16, 32, 32),), 'float32'),
     (78, '78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, bias=bias), init [32, 32, [3, 7], [1, 1], [1, 3]]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, bias=bias), init [32, 32, [3, 7], [1, 1], [1, 3]]',
      ((8, 32, 512, 1024),), 'float32'),
     (79, '79_conv_transposed_1D_asymmetric_input_square_kernel___padded____strided____dilated__',
-     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 3, 2, 1, 2]',
+     'self.conv1d_transpose(x) with conv1d_transpose = nn.ConvTranspose1d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 3, 2, 1, '
+     '2]',
      ((16, 32, 131072),), 'float32'),
     (80, '80_conv_standard_2D_square_input_asymmetric_kernel___dilated____padded__',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, [5, 9], 1, [2, 4], [2, 3]]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size, stride=stride, '
+     'padding=padding, dilation=dilation, bias=bias), init [32, 64, [5, 9], 1, [2, 4], [2, 3]]',
      ((8, 32, 512, 512),), 'float32'),
     (81, '81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__',
-     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 3, 5, 1, 2]',
+     'self.conv_transpose2d(x) with conv_transpose2d = nn.ConvTranspose2d(in_channels, out_channels, '
+     'kernel_size, stride=stride, padding=padding, dilation=dilation, bias=bias), init [32, 64, 3, 5, 1, '
+     '2]',
      ((16, 32, 64, 128),), 'float32'),
     (82, '82_conv_depthwise_2D_square_input_square_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, kernel_size, stride=stride, padding=padding, groups=in_channels, bias=bias), init [64, 3, 1, 0]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, kernel_size, stride=stride, '
+     'padding=padding, groups=in_channels, bias=bias), init [64, 3, 1, 0]',
      ((16, 64, 512, 512),), 'float32'),
     (83, '83_conv_depthwise_2D_square_input_asymmetric_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, kernel_size=(kernel_size, 1), stride=stride, padding=padding, dilation=dilation, groups=in_channels, bias=bias), init [8, 3, 1, 0, 1]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, kernel_size=(kernel_size, 1), '
+     'stride=stride, padding=padding, dilation=dilation, groups=in_channels, bias=bias), init [8, 3, 1, '
+     '0, 1]',
      ((64, 8, 512, 512),), 'float32'),
     (84, '84_conv_depthwise_2D_asymmetric_input_square_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size=(kernel_size, kernel_size), stride=stride, padding=padding, groups=in_channels, bias=bias), init [128, 128, 3, 1, 0]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, out_channels, kernel_size=(kernel_size, '
+     'kernel_size), stride=stride, padding=padding, groups=in_channels, bias=bias), init [128, 128, 3, 1, '
+     '0]',
      ((64, 128, 256, 512),), 'float32'),
     (85, '85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel',
-     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, (kernel_size_h, kernel_size_w), stride=(stride_h, stride_w), padding=(padding_h, padding_w), dilation=(dilation_h, dilation_w), groups=in_channels, bias=bias), init [128, 128, 3, 7, 1, 1, 0, 0, 1, 1, 128]',
+     'self.conv2d(x) with conv2d = nn.Conv2d(in_channels, in_channels, (kernel_size_h, kernel_size_w), '
+     'stride=(stride_h, stride_w), padding=(padding_h, padding_w), dilation=(dilation_h, dilation_w), '
+     'groups=in_channels, bias=bias), init [128, 128, 3, 7, 1, 1, 0, 0, 1, 1, 128]',
      ((32, 128, 128, 256),), 'float32'),
     (86, '86_conv_depthwise_separable_2D',
-     'x = self.depthwise(x); x = self.pointwise(x); x with depthwise = nn.Conv2d(in_channels, in_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=in_channels, bias=bias); pointwise = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=bias), init [64, 128, 3, 1, 1, 1]',
+     'x = self.depthwise(x); x = self.pointwise(x); x with depthwise = nn.Conv2d(in_channels, '
+     'in_channels, kernel_size, stride=stride, padding=padding, dilation=dilation, groups=in_channels, '
+     'bias=bias); pointwise = nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=bias), init [64, '
+     '128, 3, 1, 1, 1]',
      ((16, 64, 512, 512),), 'float32'),
     (87, '87_conv_pointwise_2D',
-     'self.conv1d(x) with conv1d = nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=1, padding=0, bias=bias), init [64, 128]',
+     'self.conv1d(x) with conv1d = nn.Conv2d(in_channels, out_channels, kernel_size=1, stride=1, '
+     'padding=0, bias=bias), init [64, 128]',
      ((16, 64, 1024, 1024),), 'float32'),
     (88, '88_MinGPTNewGelu',
      '0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))',
@@ -301,7 +365,8 @@ SUITE: tuple[tuple[int, str, str, tuple, str], ...] = (
      'torch.cumsum(x.flip(self.dim), dim=self.dim).flip(self.dim)',
      ((32768, 32768),), 'float32'),
     (92, '92_cumsum_exclusive',
-     'cumsum = torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), dim=self.dim); torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), cumsum), dim=self.dim)',
+     'cumsum = torch.cumsum(x.narrow(dim=self.dim, start=0, length=x.size(self.dim) - 1), dim=self.dim); '
+     'torch.cat((torch.zeros_like(x.select(self.dim, 0).unsqueeze(self.dim)), cumsum), dim=self.dim)',
      ((32768, 32768),), 'float32'),
     (93, '93_masked_cumsum',
      'torch.cumsum(x * mask, dim=self.dim)',
@@ -322,7 +387,8 @@ SUITE: tuple[tuple[int, str, str, tuple, str], ...] = (
      "torch.nn.functional.kl_div(torch.log(predictions), targets, reduction='batchmean')",
      ((16384, 16384), (16384, 16384)), 'float32'),
     (99, '99_TripletMarginLoss',
-     'self.loss_fn(anchor, positive, negative) with loss_fn = torch.nn.TripletMarginLoss(margin=margin), init [1.0]',
+     'self.loss_fn(anchor, positive, negative) with loss_fn = torch.nn.TripletMarginLoss(margin=margin), '
+     'init [1.0]',
      ((32768, 8192), (32768, 8192), (32768, 8192)), 'float32'),
     (100, '100_HingeLoss',
      'torch.mean(torch.clamp(1 - predictions * targets, min=0))',
@@ -525,8 +591,8 @@ _CONVOLUTION = ("convolution: needs strided and windowed indices, more than thre
                 "literal extents (issue 52, item 1-3). benchmarks/kernelbench_refused/conv2d_50.tile: "
                 "8:71: a grid has at most 3 axes besides whole ones (Triton's program_id 0..2), not 4; "
                 "10:7: a loop axis needs a block: 'for kh over 11 by B'; 11:9: a loop axis needs a block: "
-                "'for kw over 11 by B'; 13:62: in the index of 'x', 'ow' must enter with a factor of 1: the axis plus or minus an "
-                "offset (c + N / 2, c - 1)")
+                "'for kw over 11 by B'; 13:62: in the index of 'x', 'ow' must enter with a factor of 1: "
+                "the axis plus or minus an offset (c + N / 2, c - 1)")
 _POOLING = ("pooling: needs windowed indices (another branch adds them, issue 52 item 4). "
             "benchmarks/kernelbench_refused/max_pool1d_41.tile: 8:28: the index of 'x' offsets one tile axis, "
             "not 2 (l, k); 8:48: 'max' reduces over 'k', but its operand spans l")

@@ -1,17 +1,17 @@
 """KernelBench level 1 problems written as specs, on the GPU against torch at the suite's
-``get_inputs`` shapes (and smaller, odd ones): cumsum (89), cumprod (90), reverse cumsum (91),
-masked cumsum (93, a torch.bool mask) at 32768 x 32768 float32 (``torch.rand``); sum (47), mean
-(48), max (49), argmax (51), argmin (52) and min (53) over the middle dimension of 128 x 4096 x
-4095 (``torch.rand``); the product over that dimension, problem 50 until the suite replaced it
-with a convolution (``torch.randn``); L1 normalisation (38) of 32768 x 65535 rows; RMS norm over
-the channels of 112 x 64 x 512 x 512 (36); the losses reduced across programs to one number: MSE
-(94), Huber (96), hinge (100) at 32768 x 32768, KL divergence (98) at 16384 x 16384, and the
-cosine similarity loss of the suite's former problem 97 (128 x 4096).
+``get_inputs`` shapes (and smaller, odd ones): every problem benchmarks/kernelbench_problems.py maps
+to a spec (65 of the 100: matmuls 1-18, activations 19-32 and 88, norms 33-40, poolings 41-46,
+reductions 47-53, scans 89-93, losses 94-100; the rest are convolutions), each timed against its own
+torch expression (KernelBench's ``forward``) on inputs made as the suite's ``get_inputs`` makes
+them (``torch.rand``), the module's parameters included; and two problems the suite has since
+replaced: the product over the middle dimension of 128 x 4096 x 4095 (former 50, ``torch.randn``)
+and the cosine similarity loss (former 97, 128 x 4096).
 
-``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL ...]`` (every kernel when none is named)
-prints one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header
-with the device, torch and Triton versions first when the file is new). Per case: the tilegen
-function and torch's expression (KernelBench's own ``forward``), each timed eager (launches back
+``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL | NUMBER ...]`` (every case when none is
+named; a number names a problem) prints one line per case and appends it to
+``OUT_DIR/kernelbench_l1.csv`` as it goes (a header with the device, torch and Triton versions
+first when the file is new); a case that raises is reported on stderr and the run goes on. Per
+case: the tilegen function and torch's expression, each timed eager (launches back
 to back, ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA
 graph (``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager);
 tilegen's first call in this process (autotuning and compiling included) and its max error
@@ -26,6 +26,9 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,81 +39,47 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ["TILEGEN_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilegen-kernelbench-")
 
+from benchmarks.kernelbench_problems import RUNS, Run, problem  # noqa: E402
 from tilegen.runner import load_module  # noqa: E402
 
 ROUNDS = 5
-ROWS = [(32768, 32768), (4096, 4097), (4096, 1000), (1000, 777)]
-MIDDLE = [(128, 4096, 4095), (16, 1000, 777)]
 
 
-def _rand(shape):
-    return torch.rand(shape, device="cuda")
+@dataclass(frozen=True)
+class Case:
+    """One problem on the GPU: the kernel (``generated/<kernel>.py``), the problem's torch
+    expression, its inputs at each of ``sizes`` and how the kernel's launcher takes them."""
+
+    problem: str
+    kernel: str
+    reference: Callable[..., torch.Tensor]
+    make: Callable[[tuple[int, ...]], tuple]
+    sizes: tuple[tuple[int, ...], ...]
+    launch: Callable[..., torch.Tensor] = lambda f, *xs: f(*xs)
 
 
-def _factors(shape):
-    return torch.rand(shape, device="cuda") * 0.2 + 0.9  # in [0.9, 1.1]: products stay in range
+def _rand(shape, device="cuda"):
+    return torch.rand(shape, device=device)
 
 
-def _pair(shape):  # KernelBench's MSE and Huber inputs: torch.rand scaled by a random scale, torch.rand
-    return torch.rand(shape, device="cuda") * torch.rand((), device="cuda"), torch.rand(shape, device="cuda")
+def _from_table(number: int, run: Run) -> Case:
+    return Case(problem(number)[1], run.kernel, run.forward, lambda sizes: run.make(sizes, _rand, "cuda"),
+                (run.sizes, *run.more), run.launch)
 
 
-def _hinge(shape):  # predictions, and targets of +-1 along the last dimension
-    return torch.rand(shape, device="cuda"), torch.randint(0, 2, shape[1:], device="cuda").float() * 2 - 1
+def _pair(shape):  # the former problem 97's inputs, as MSE's: torch.rand scaled by a random scale, torch.rand
+    return _rand(shape) * torch.rand((), device="cuda"), _rand(shape)
 
 
-def _distributions(shape):  # KernelBench's KL inputs: rows softmaxed
-    scale = torch.rand((), device="cuda")
-    return (torch.rand(shape, device="cuda") * scale).softmax(dim=-1), torch.rand(shape, device="cuda").softmax(dim=-1)
-
-
-LOSSES = [(32768, 32768), (4096, 4097), (1000, 777)]
-
-
-def _affine(groups=None):  # KernelBench's norm inputs: x = torch.rand, the module's weight 1 and bias 0 per channel
-    def make(shape):
-        weight, bias = torch.ones(shape[1], device="cuda"), torch.zeros(shape[1], device="cuda")
-        return (_rand(shape), weight, bias, *(() if groups is None else (groups,)), 1e-5)
-
-    return make
-
-
-#: kernel -> (KernelBench problem, torch's forward, input maker, shapes)
-CASES = {
-    "row_cumsum": ("89_cumsum", lambda x: torch.cumsum(x, dim=1), _rand, ROWS),
-    "row_cumsum_reverse": ("91_cumsum_reverse", lambda x: torch.cumsum(x.flip(1), dim=1).flip(1), _rand, ROWS),
-    "cumsum_masked": ("93_masked_cumsum", lambda x, mask: torch.cumsum(x * mask, dim=1),
-                      lambda shape: (_rand(shape), torch.randint(0, 2, shape, device="cuda").bool()), ROWS),
-    "row_cumprod": ("90_cumprod", lambda x: torch.cumprod(x, dim=1), _factors, ROWS),
-    "sum_dim1": ("47_Sum_reduction", lambda x: torch.sum(x, dim=1), _rand, MIDDLE),
-    "mean_dim1": ("48_Mean_reduction", lambda x: torch.mean(x, dim=1), _rand, MIDDLE),
-    "max_dim1": ("49_Max_reduction", lambda x: torch.max(x, dim=1)[0], _rand, MIDDLE),
-    "argmax_dim1": ("51_Argmax", lambda x: torch.argmax(x, dim=1), _rand, MIDDLE),
-    "argmin_dim1": ("52_Argmin", lambda x: torch.argmin(x, dim=1), _rand, MIDDLE),
-    "min_dim1": ("53_Min_reduction", lambda x: torch.min(x, dim=1)[0], _rand, MIDDLE),
-    "prod_reduction": ("50_Product_reduction (former)", lambda x: torch.prod(x, dim=1),
-                       lambda shape: torch.randn(shape, device="cuda"), MIDDLE),
-    "l1_norm": ("38_L1Norm_", lambda x: x / torch.mean(torch.abs(x), dim=1, keepdim=True), _rand,
-                [(32768, 65535), (4096, 4097), (1000, 777)]),
-    "rms_norm_channels": ("36_RMSNorm_", lambda x, eps: x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps),
-                          lambda shape: (_rand(shape), 1e-5), [(112, 64, 512, 512), (16, 64, 256, 257)]),
-    "frobenius_norm": ("37_FrobeniusNorm_", lambda x: x / torch.norm(x, p="fro"), _rand,
-                       [(112, 64, 512, 512), (16, 64, 256, 257)]),
-    "batch_norm": ("33_BatchNorm", lambda x, w, b, eps: torch.nn.functional.batch_norm(
-                       x, None, None, w, b, training=True, eps=eps),
-                   _affine(), [(64, 64, 512, 512), (16, 32, 256, 257)]),
-    "group_norm": ("35_GroupNorm_", lambda x, w, b, groups, eps: torch.nn.functional.group_norm(x, groups, w, b, eps),
-                   _affine(groups=8), [(112, 64, 512, 512), (16, 64, 256, 257)]),
-    "mse_loss": ("94_MSELoss", lambda p, t: torch.mean((p - t) ** 2), _pair, LOSSES),
-    "huber_loss": ("96_HuberLoss", lambda p, t: torch.nn.functional.smooth_l1_loss(p, t), _pair, LOSSES),
-    "kl_div": ("98_KLDivLoss", lambda p, t: torch.nn.functional.kl_div(torch.log(p), t, reduction="batchmean"),
-               _distributions, [(16384, 16384), (4096, 4097), (1000, 777)]),
-    "hinge_loss": ("100_HingeLoss", lambda p, t: torch.mean(torch.clamp(1 - p * t, min=0)), _hinge, LOSSES),
-    "cosine_similarity_loss": (
-        "97_CosineSimilarityLoss (former)",
-        lambda p, t: torch.mean(1 - torch.nn.functional.cosine_similarity(p, t, dim=1)), _pair,
-        [(128, 4096), (4096, 4096), (1000, 777)]),
-}
+#: Every problem the table maps, in its order, then the two former problems.
+CASES: list[Case] = [
+    *(_from_table(number, run) for number, run in RUNS.items()),
+    Case("50_Product_reduction (former)", "prod_reduction", lambda x: torch.prod(x, dim=1),
+         lambda shape: (torch.randn(shape, device="cuda"),), ((128, 4096, 4095), (16, 1000, 777))),
+    Case("97_CosineSimilarityLoss (former)", "cosine_similarity_loss",
+         lambda p, t: torch.mean(1 - torch.nn.functional.cosine_similarity(p, t, dim=1)), _pair,
+         ((128, 4096), (4096, 4096), (1000, 777))),
+]
 
 
 def interleaved(functions: dict, bench) -> dict:
@@ -122,10 +91,14 @@ def interleaved(functions: dict, bench) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def first_call(kernel: str, inputs: tuple):
-    """The generated function of ``kernel``, its result on ``inputs`` and the seconds that first
-    call took in this process (tuning and compiling included)."""
-    ours = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
+def first_call(kernel: str, inputs: tuple, launch: Callable = lambda f, *xs: f(*xs)):
+    """The generated function of ``kernel`` (called through ``launch``), its result on ``inputs``
+    and the seconds that first call took in this process (tuning and compiling included)."""
+    function = getattr(load_module(ROOT / "generated" / f"{kernel}.py"), kernel)
+
+    def ours(*xs):
+        return launch(function, *xs)
+
     torch.cuda.synchronize()
     start = time.perf_counter()
     result = ours(*inputs)
@@ -133,9 +106,9 @@ def first_call(kernel: str, inputs: tuple):
     return ours, result, time.perf_counter() - start
 
 
-def case(kernel: str, xs: tuple) -> dict:
-    problem, reference, _, _ = CASES[kernel]
-    ours, y, first = first_call(kernel, xs)
+def case(which: Case, xs: tuple) -> dict:
+    kernel, reference = which.kernel, which.reference
+    ours, y, first = first_call(kernel, xs, which.launch)
     want = reference(*xs)
     error = (y.double() - want.double()).abs().nan_to_num(0.0).max().item()
     tensors = [x for x in xs if isinstance(x, torch.Tensor)]  # not a scalar input (eps)
@@ -152,7 +125,7 @@ def case(kernel: str, xs: tuple) -> dict:
     read = sum(x.numel() * x.element_size() for x in tensors)
     moved = read + y.numel() * y.element_size()  # read the inputs once, write y once
     return {
-        "problem": problem, "kernel": kernel, "shape": "x".join(map(str, xs[0].shape)), "dtype": "f32",
+        "problem": which.problem, "kernel": kernel, "shape": "x".join(map(str, xs[0].shape)), "dtype": "f32",
         "tilegen_ms": eager["tilegen"], "torch_ms": eager["torch"], "ratio_eager": eager["torch"] / eager["tilegen"],
         "tilegen_graph_ms": graph["tilegen"], "torch_graph_ms": graph["torch"],
         "ratio_graph": graph["torch"] / graph["tilegen"],
@@ -182,17 +155,24 @@ def append_rows(path: Path, note: str, rows) -> None:
             torch.cuda.empty_cache()
 
 
-def main(out: Path, kernels: list[str]) -> None:
+def main(out: Path, names: list[str]) -> None:
+    """Every case of CASES (those of a kernel or a problem number in ``names``, where given)."""
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
 
     def rows():
-        for kernel, (_, _, make, shapes) in CASES.items():
-            if kernels and kernel not in kernels:
+        for which in CASES:
+            if names and which.kernel not in names and which.problem.split("_")[0] not in names:
                 continue
-            for shape in shapes:
-                xs = make(shape)
-                yield case(kernel, xs if isinstance(xs, tuple) else (xs,))
+            for sizes in which.sizes:
+                try:
+                    row = case(which, which.make(sizes))
+                except Exception:  # one case that fails (out of memory, a compile error) ends no run
+                    print(f"FAILED {which.problem} ({which.kernel}) at {sizes}:", file=sys.stderr)
+                    traceback.print_exc()
+                    torch.cuda.empty_cache()
+                    continue
+                yield row
 
     note = ("ratio = torch ms / tilegen ms (eager: do_bench, L2 flushed; graph: do_bench_cudagraph); "
             "TB/s = (bytes of the inputs + bytes of y) / eager time; copy_TBps = copy_ of the inputs' bytes")

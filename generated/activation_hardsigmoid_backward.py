@@ -18,30 +18,17 @@
 #   dx[r, c] = where(x[r, c] > -3.0 & x[r, c] < 3.0, f32(dy[r, c]) / 6.0, 0.0)
 """activation_hardsigmoid_backward: Triton kernel, launcher and torch reference generated from specs/activation_hardsigmoid.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -85,29 +72,24 @@ def activation_hardsigmoid_backward_kernel(
 
 
 _tuner = _rt.Tuner("activation_hardsigmoid_backward", "20d41e1271ce47d4", _CONFIGS, default=0, interpreted=4, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _activation_hardsigmoid_backward_checked(dy: torch.Tensor, x: torch.Tensor):
-    """The checks of activation_hardsigmoid_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("activation_hardsigmoid_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("activation_hardsigmoid_backward", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("activation_hardsigmoid_backward", dy=dy, x=x)
-    M, N = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != M:
-        raise ValueError(f"activation_hardsigmoid_backward: x dimension 0 (M) is {_x0}, but dy dimension 0 gives M = {M}")
-    if _x1 != N:
-        raise ValueError(f"activation_hardsigmoid_backward: x dimension 1 (N) is {_x1}, but dy dimension 1 gives N = {N}")
-    return device, M, N
+_activation_hardsigmoid_backward_inputs = _rt.Inputs(("dy", torch.float32, "M N"), ("x", torch.float32, "M N"))
 
 
-_activation_hardsigmoid_backward_launch = _rt.Launch(globals(), "activation_hardsigmoid_backward_kernel", "activation_hardsigmoid_backward", pointers=3, tuned=True)
+def _activation_hardsigmoid_backward_plan(dy: torch.Tensor, x: torch.Tensor):
+    """activation_hardsigmoid_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N = _activation_hardsigmoid_backward_inputs("activation_hardsigmoid_backward", dy, x)
+    dx = torch.empty(M, N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dy, x), (dx,))
+    return _rt.Planned(
+        _activation_hardsigmoid_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (dy, x, dx, M, N, *dy.stride(), *x.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_activation_hardsigmoid_backward_launch = _rt.Launch(globals(), "activation_hardsigmoid_backward_kernel", "activation_hardsigmoid_backward", pointers=3, tuned=True, plan=_activation_hardsigmoid_backward_plan, refuse=(0, 1))
 
 
 def activation_hardsigmoid_backward(dy: torch.Tensor, x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -118,18 +100,15 @@ def activation_hardsigmoid_backward(dy: torch.Tensor, x: torch.Tensor, *, config
     Tuned: BM, BN come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 4, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("activation_hardsigmoid_backward", config, lambda: activation_hardsigmoid_backward(dy, x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dy, x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("activation_hardsigmoid_backward", config, lambda: activation_hardsigmoid_backward(dy, x)) if config is not None else op(dy, x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "activation_hardsigmoid_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -137,25 +116,7 @@ def activation_hardsigmoid_backward(dy: torch.Tensor, x: torch.Tensor, *, config
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, M, N = _activation_hardsigmoid_backward_checked(dy, x)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("activation_hardsigmoid_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return activation_hardsigmoid_backward(dy, x)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _activation_hardsigmoid_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (dy, x, dx, M, N, *_dy_strides, *_x_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: activation_hardsigmoid_backward(dy, x),
-    )
-    return dx
+    return _activation_hardsigmoid_backward_launch.run(activation_hardsigmoid_backward, fast_key, dy, x)
 
 
 def reference(dy, x):
@@ -167,26 +128,4 @@ def reference(dy, x):
     return dx
 
 
-def _activation_hardsigmoid_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The outputs of activation_hardsigmoid_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _activation_hardsigmoid_backward_checked(dy, x)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    return dx
-
-
-def _activation_hardsigmoid_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """activation_hardsigmoid_backward() as torch.compile traces it on the GPU: the checks of _activation_hardsigmoid_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _activation_hardsigmoid_backward_checked(dy, x)
-    dx = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_dy_strides[0]) + (N - 1) * abs(_dy_strides[1]) >= 2**31 or (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _activation_hardsigmoid_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (dy, x, dx, M, N, *_dy_strides, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("activation_hardsigmoid_backward", "20d41e1271ce47d4", activation_hardsigmoid_backward, _activation_hardsigmoid_backward_fake, _activation_hardsigmoid_backward_traced)
+op = _rt.register_op("activation_hardsigmoid_backward", "20d41e1271ce47d4", activation_hardsigmoid_backward, _activation_hardsigmoid_backward_launch)

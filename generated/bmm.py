@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """bmm: Triton kernel, launcher and torch reference generated from specs/bmm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -88,30 +74,24 @@ def bmm_kernel(
 
 
 _tuner = _rt.Tuner("bmm", "559a01a9e6d6d998", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _bmm_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of bmm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float32, torch.float16, torch.bfloat16) or a.dim() != 3:
-        _rt.bad_input("bmm", "a", a, (torch.float32, torch.float16, torch.bfloat16), 3)
-    T = a.dtype
-    if not isinstance(b, torch.Tensor) or b.dtype != T or b.dim() != 3:
-        _rt.bad_input("bmm", "b", b, T, 3, "a")
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("bmm", a=a, b=b)
-    B, M, K = a.shape
-    _b0, _b1, N = b.shape
-    if _b0 != B:
-        raise ValueError(f"bmm: b dimension 0 (B) is {_b0}, but a dimension 0 gives B = {B}")
-    if _b1 != K:
-        raise ValueError(f"bmm: b dimension 1 (K) is {_b1}, but a dimension 2 gives K = {K}")
-    return device, T, B, M, K, N
+_bmm_inputs = _rt.Inputs(("a", (torch.float32, torch.float16, torch.bfloat16), "B M K"), ("b", "a", "B K N"))
 
 
-_bmm_launch = _rt.Launch(globals(), "bmm_kernel", "bmm", pointers=3, tuned=True)
+def _bmm_plan(a: torch.Tensor, b: torch.Tensor):
+    """bmm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, M, K, N = _bmm_inputs("bmm", a, b)
+    c = torch.empty(B, M, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _bmm_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], B),
+        (a, b, c, B, M, K, N, *a.stride(), *b.stride(), M * N, N, 1),
+        dict(INT64_OFFSETS=int64), ((B, M, N),), (device, M, N, K, T),
+    )
+
+
+_bmm_launch = _rt.Launch(globals(), "bmm_kernel", "bmm", pointers=3, tuned=True, plan=_bmm_plan)
 
 
 def bmm(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -123,18 +103,15 @@ def bmm(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -
     Tuned: BM, BN, BK come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("bmm", config, lambda: bmm(a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("bmm", config, lambda: bmm(a, b)) if config is not None else op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "bmm",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -145,23 +122,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _bmm_apply(a, b)
-    device, T, B, M, K, N = _bmm_checked(a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return bmm(a, b)
-    c = torch.empty(B, M, N, device=device, dtype=T)
-    if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    _bmm_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], B),
-        (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((B, M, N),),
-        tune_key=(device, M, N, K, T), again=lambda: bmm(a, b),
-    )
-    return c
+    return _bmm_launch.run(bmm, fast_key, a, b)
 
 
 def reference(a, b):
@@ -177,33 +138,9 @@ def reference(a, b):
     return c
 
 
-def _bmm_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of bmm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, M, K, N = _bmm_checked(a, b)
-    c = torch.empty(B, M, N, device=device, dtype=T)
-    return c
-
-
-def _bmm_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """bmm() as torch.compile traces it on the GPU: the checks of _bmm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, M, K, N = _bmm_checked(a, b)
-    c = torch.empty(B, M, N, device=device, dtype=T)
-    if B == 0 or M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_b_strides[0]) + (K - 1) * abs(_b_strides[1]) + (N - 1) * abs(_b_strides[2]) >= 2**31 or B * M * N > 2**31  # offsets past 2**31 elements
-    _bmm_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], B), (a, b, c, B, M, K, N, *_a_strides, *_b_strides, M * N, N, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("bmm", "559a01a9e6d6d998", bmm, _bmm_fake, _bmm_traced)
+op = _rt.register_op("bmm", "559a01a9e6d6d998", bmm, _bmm_launch)
 
 
 _bmm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, bmm, __file__, ("a", "b"), ("c",),
-    backward=(("bmm_backward_da", ("dc", "b"), ("da",), False), ("bmm_backward_db", ("a", "dc"), ("db",), False)),
-    saved=("b", "a"),
+    op, bmm, __file__, ("a", "b"), ("c",), backward=(("bmm_backward_da", ("dc", "b"), ("da",), False), ("bmm_backward_db", ("a", "dc"), ("db",), False)), saved=("b", "a"),
 )

@@ -23,31 +23,17 @@
 #   db[batch, k, n] = acc
 """bmm_backward_db: Triton kernel, launcher and torch reference generated from specs/bmm.tile, derived backward bmm_backward_db."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_dot_operand = _rt.dot_operand
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, _dot_operand = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.dot_operand
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -109,30 +95,24 @@ def bmm_backward_db_kernel(
 
 
 _tuner = _rt.Tuner("bmm_backward_db", "471a2ba264d5ac97", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _bmm_backward_db_checked(a: torch.Tensor, dc: torch.Tensor):
-    """The checks of bmm_backward_db()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype not in (torch.float32, torch.float16, torch.bfloat16) or a.dim() != 3:
-        _rt.bad_input("bmm_backward_db", "a", a, (torch.float32, torch.float16, torch.bfloat16), 3)
-    T = a.dtype
-    if not isinstance(dc, torch.Tensor) or dc.dtype != T or dc.dim() != 3:
-        _rt.bad_input("bmm_backward_db", "dc", dc, T, 3, "a")
-    device = a.device
-    if dc.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("bmm_backward_db", a=a, dc=dc)
-    B, M, K = a.shape
-    _dc0, _dc1, N = dc.shape
-    if _dc0 != B:
-        raise ValueError(f"bmm_backward_db: dc dimension 0 (B) is {_dc0}, but a dimension 0 gives B = {B}")
-    if _dc1 != M:
-        raise ValueError(f"bmm_backward_db: dc dimension 1 (M) is {_dc1}, but a dimension 1 gives M = {M}")
-    return device, T, B, M, K, N
+_bmm_backward_db_inputs = _rt.Inputs(("a", (torch.float32, torch.float16, torch.bfloat16), "B M K"), ("dc", "a", "B M N"))
 
 
-_bmm_backward_db_launch = _rt.Launch(globals(), "bmm_backward_db_kernel", "bmm_backward_db", pointers=3, tuned=True)
+def _bmm_backward_db_plan(a: torch.Tensor, dc: torch.Tensor):
+    """bmm_backward_db()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, T, B, M, K, N = _bmm_backward_db_inputs("bmm_backward_db", a, dc)
+    db = torch.empty(B, K, N, device=device, dtype=T)
+    int64 = _rt.wide_offsets((a, dc), (db,))
+    return _rt.Planned(
+        _bmm_backward_db_launch, device, (db,), B == 0 or K == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], B),
+        (a, dc, db, B, M, K, N, *a.stride(), *dc.stride(), K * N, N, 1),
+        dict(INT64_OFFSETS=int64), ((B, K, N),), (device, M, N, K, T),
+    )
+
+
+_bmm_backward_db_launch = _rt.Launch(globals(), "bmm_backward_db_kernel", "bmm_backward_db", pointers=3, tuned=True, plan=_bmm_backward_db_plan, refuse=(0, 1))
 
 
 def bmm_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -144,18 +124,15 @@ def bmm_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | N
     Tuned: BM, BN, BK come from 7 autotune configs keyed on M, N, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("bmm_backward_db", config, lambda: bmm_backward_db(a, dc))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, dc)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("bmm_backward_db", config, lambda: bmm_backward_db(a, dc)) if config is not None else op(a, dc)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "bmm_backward_db",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or dc.requires_grad)):
@@ -164,25 +141,7 @@ def bmm_backward_db(a: torch.Tensor, dc: torch.Tensor, *, config: int | dict | N
         db = torch.empty(*_db_shape, device=device, dtype=T)
         launch(grid, device_index, a, dc, db, *args)
         return db
-    device, T, B, M, K, N = _bmm_backward_db_checked(a, dc)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(dc, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("bmm_backward_db")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return bmm_backward_db(a, dc)
-    db = torch.empty(B, K, N, device=device, dtype=T)
-    if B == 0 or K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    _bmm_backward_db_launch(
-        fast_key, device, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], B),
-        (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((B, K, N),),
-        tune_key=(device, M, N, K, T), again=lambda: bmm_backward_db(a, dc),
-    )
-    return db
+    return _bmm_backward_db_launch.run(bmm_backward_db, fast_key, a, dc)
 
 
 def reference(a, dc):
@@ -198,26 +157,4 @@ def reference(a, dc):
     return db
 
 
-def _bmm_backward_db_fake(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
-    """The outputs of bmm_backward_db(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, T, B, M, K, N = _bmm_backward_db_checked(a, dc)
-    db = torch.empty(B, K, N, device=device, dtype=T)
-    return db
-
-
-def _bmm_backward_db_traced(a: torch.Tensor, dc: torch.Tensor) -> torch.Tensor:
-    """bmm_backward_db() as torch.compile traces it on the GPU: the checks of _bmm_backward_db_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, T, B, M, K, N = _bmm_backward_db_checked(a, dc)
-    db = torch.empty(B, K, N, device=device, dtype=T)
-    if B == 0 or K == 0 or N == 0:  # nothing to compute: no launch
-        return db
-    _a_strides = a.stride()
-    _dc_strides = dc.stride()
-    int64 = (B - 1) * abs(_a_strides[0]) + (M - 1) * abs(_a_strides[1]) + (K - 1) * abs(_a_strides[2]) >= 2**31 or (B - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) + (N - 1) * abs(_dc_strides[2]) >= 2**31 or B * K * N > 2**31  # offsets past 2**31 elements
-    _bmm_backward_db_launch.traced(lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], B), (a, dc, db, B, M, K, N, *_a_strides, *_dc_strides, K * N, N, 1), dict(INT64_OFFSETS=int64))
-    return db
-
-
-op = _rt.register_op("bmm_backward_db", "471a2ba264d5ac97", bmm_backward_db, _bmm_backward_db_fake, _bmm_backward_db_traced)
+op = _rt.register_op("bmm_backward_db", "471a2ba264d5ac97", bmm_backward_db, _bmm_backward_db_launch)

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """cross_entropy_loss: Triton kernel, launcher and torch reference generated from specs/cross_entropy_loss.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled, amax = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -125,26 +109,9 @@ def cross_entropy_loss_finish_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_loss", "7e36b3b81d0479cf", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_loss_checked(logits: torch.Tensor, target: torch.Tensor):
-    """The checks of cross_entropy_loss()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_loss", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy_loss", "target", target, torch.int64, 1)
-    device = logits.device
-    if target.device != device or (not logits.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_loss", logits=logits, target=target)
-    M, V = logits.shape
-    _target0, = target.shape
-    if _target0 != M:
-        raise ValueError(f"cross_entropy_loss: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
-    if V > 131072:
-        raise ValueError(f"cross_entropy_loss: 'c over V whole' makes one tile of all of V, so V (logits dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {V}")
-    return device, M, V
+_cross_entropy_loss_inputs = _rt.Inputs(("logits", torch.float32, "M V"), ("target", torch.int64, "M"), whole=(("c", "V", 131072),))
 
 
 def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -155,18 +122,15 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
     Tuned: BM come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_loss", config, lambda: cross_entropy_loss(logits, target))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(logits, target)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_loss", config, lambda: cross_entropy_loss(logits, target)) if config is not None else op(logits, target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_loss",
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (logits.requires_grad)):
@@ -179,7 +143,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
         return loss
     if _grad_enabled() and (getattr(logits, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _cross_entropy_loss_apply(logits, target)
-    device, M, V = _cross_entropy_loss_checked(logits, target)
+    device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
     if logits.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return cross_entropy_loss(logits, target)
@@ -191,10 +155,10 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
     _target_strides = target.stride()
     int64 = (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, V)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("cross_entropy_loss", tune_key)
+            config_index = _tuner.tuned_index("cross_entropy_loss", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
                 loss_programs = ((M + 1 - 1) // 1)  # programs along M
@@ -206,7 +170,7 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
                     *_logits_strides, *_target_strides, 1,
                     BLOCK_V=BLOCK_V, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, cross_entropy_loss_kernel, lambda: cross_entropy_loss(logits, target)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, cross_entropy_loss_kernel, lambda: cross_entropy_loss(logits, target)))
                 return cross_entropy_loss(logits, target)
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
@@ -266,7 +230,7 @@ def reference(logits, target):
 def _cross_entropy_loss_fake(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The outputs of cross_entropy_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, V = _cross_entropy_loss_checked(logits, target)
+    device, M, V = _cross_entropy_loss_inputs("cross_entropy_loss", logits, target)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 
@@ -275,7 +239,5 @@ op = _rt.register_op("cross_entropy_loss", "7e36b3b81d0479cf", cross_entropy_los
 
 
 _cross_entropy_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, cross_entropy_loss, __file__, ("logits", "target"), ("loss",),
-    backward=(("cross_entropy_loss_backward", ("dloss", "logits", "target"), ("dlogits",), False),),
-    saved=("logits", "target"),
+    op, cross_entropy_loss, __file__, ("logits", "target"), ("loss",), backward=(("cross_entropy_loss_backward", ("dloss", "logits", "target"), ("dlogits",), False),), saved=("logits", "target"),
 )

@@ -28,36 +28,20 @@
 #   dlogits[r, c] = dx + where(c == target[r], -(f32(dloss) / M), 0.0)
 """cross_entropy_loss_backward: Triton kernel, launcher and torch reference generated from specs/cross_entropy_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-amax = _rt.amax
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, amax = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.amax
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along V) that cross_entropy_loss_backward() holds in one tile: longer rows run _cross_entropy_loss_backward_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 131072, Triton's largest tile).
+#: The longest row (along V) cross_entropy_loss_backward() holds in one tile, longer ones run _cross_entropy_loss_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 131072).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 131072)
 
 
@@ -123,29 +107,28 @@ def cross_entropy_loss_backward_kernel(
 
 
 _tuner = _rt.Tuner("cross_entropy_loss_backward", "be63e68abbe0bff9", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _cross_entropy_loss_backward_checked(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor):
-    """The checks of cross_entropy_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("cross_entropy_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("cross_entropy_loss_backward", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("cross_entropy_loss_backward", "target", target, torch.int64, 1)
-    device = dloss.device
-    if logits.device != device or target.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("cross_entropy_loss_backward", dloss=dloss, logits=logits, target=target)
-    M, V = logits.shape
-    _target0, = target.shape
-    if _target0 != M:
-        raise ValueError(f"cross_entropy_loss_backward: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
-    return device, M, V
+_cross_entropy_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("logits", torch.float32, "M V"), ("target", torch.int64, "M"))
 
 
-_cross_entropy_loss_backward_launch = _rt.Launch(globals(), "cross_entropy_loss_backward_kernel", "cross_entropy_loss_backward", pointers=4, tuned=True)
+def _cross_entropy_loss_backward_plan(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor):
+    """cross_entropy_loss_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, V = _cross_entropy_loss_backward_inputs("cross_entropy_loss_backward", dloss, logits, target)
+    if V > _WHOLE_LIMIT:  # rows too long for one tile: _cross_entropy_loss_backward_loops() loops over them
+        return _cross_entropy_loss_backward_loops_plan(dloss, logits, target)
+    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
+    BLOCK_V = 1 << (int(V) - 1).bit_length()
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, logits, target), (dlogits,))
+    return _rt.Planned(
+        _cross_entropy_loss_backward_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, logits, target, dlogits, M, V, *_dloss_strides, *logits.stride(), *target.stride(), V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V),), (device, V),
+    )
+
+
+_cross_entropy_loss_backward_launch = _rt.Launch(globals(), "cross_entropy_loss_backward_kernel", "cross_entropy_loss_backward", pointers=4, tuned=True, plan=_cross_entropy_loss_backward_plan, refuse=(0, 1))
 
 
 def cross_entropy_loss_backward(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -156,19 +139,16 @@ def cross_entropy_loss_backward(dloss: torch.Tensor, logits: torch.Tensor, targe
     Tuned: BM come from 5 autotune configs keyed on V, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("cross_entropy_loss_backward", config, lambda: cross_entropy_loss_backward(dloss, logits, target))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, logits, target)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("cross_entropy_loss_backward", config, lambda: cross_entropy_loss_backward(dloss, logits, target)) if config is not None else op(dloss, logits, target)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "cross_entropy_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or logits.requires_grad)):
@@ -176,29 +156,7 @@ def cross_entropy_loss_backward(dloss: torch.Tensor, logits: torch.Tensor, targe
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, logits, target, dlogits, *args)
         return dlogits
-    device, M, V = _cross_entropy_loss_backward_checked(dloss, logits, target)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(logits, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("cross_entropy_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return cross_entropy_loss_backward(dloss, logits, target)
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _cross_entropy_loss_backward_loops() loops over them
-        return _cross_entropy_loss_backward_loops(dloss, logits, target)
-    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    BLOCK_V = 1 << (V - 1).bit_length()
-    _dloss_strides = (0,)
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_loss_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, logits, target, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, V), again=lambda: cross_entropy_loss_backward(dloss, logits, target),
-    )
-    return dlogits
+    return _cross_entropy_loss_backward_launch.run(cross_entropy_loss_backward, fast_key, dloss, logits, target)
 
 
 _LOOPS_CONFIGS = [
@@ -355,7 +313,26 @@ def _cross_entropy_loss_backward_loops_kernel(
         tl.store(dlogits_ptrs, dx + tl.where(offs_c_2[None, :] == target, -(dloss_0_1.to(tl.float32) / M), 0.0), mask=mask_rc_2)
 
 
-_cross_entropy_loss_backward_loops_launch = _rt.Launch(globals(), "_cross_entropy_loss_backward_loops_kernel", "_cross_entropy_loss_backward_loops", pointers=4, tuned=True)
+_cross_entropy_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("logits", torch.float32, "M V"), ("target", torch.int64, "M"))
+
+
+def _cross_entropy_loss_backward_loops_plan(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, *, BLOCK_V: int = 4096):
+    """_cross_entropy_loss_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_V = _rt.concrete(BLOCK_V)
+    device, M, V = _cross_entropy_loss_backward_loops_inputs("_cross_entropy_loss_backward_loops", dloss, logits, target)
+    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
+        _rt.bad_block("_cross_entropy_loss_backward_loops", "BLOCK_V", BLOCK_V)
+    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, logits, target), (dlogits,))
+    return _rt.Planned(
+        _cross_entropy_loss_backward_loops_launch, device, (dlogits,), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, logits, target, dlogits, M, V, *_dloss_strides, *logits.stride(), *target.stride(), V, 1),
+        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V),), (device, "loops", V),
+    )
+
+
+_cross_entropy_loss_backward_loops_launch = _rt.Launch(globals(), "_cross_entropy_loss_backward_loops_kernel", "_cross_entropy_loss_backward_loops", pointers=4, tuned=True, plan=_cross_entropy_loss_backward_loops_plan)
 
 
 def _cross_entropy_loss_backward_loops(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor, *, BLOCK_V: int = 4096) -> torch.Tensor:
@@ -364,15 +341,14 @@ def _cross_entropy_loss_backward_loops(dloss: torch.Tensor, logits: torch.Tensor
     Called by cross_entropy_loss_backward(), after its checks. Its tune configs are those of cross_entropy_loss_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_cross_entropy_loss_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             logits.shape, logits.stride(), logits.dtype, logits.device, logits.data_ptr() & 15,
             target.shape, target.stride(), target.dtype, target.device, target.data_ptr() & 15,
             BLOCK_V,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -380,38 +356,7 @@ def _cross_entropy_loss_backward_loops(dloss: torch.Tensor, logits: torch.Tensor
         dlogits = torch.empty(*_dlogits_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, logits, target, dlogits, *args)
         return dlogits
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("_cross_entropy_loss_backward_loops", "dloss", dloss, torch.float32, 0)
-    if not isinstance(logits, torch.Tensor) or logits.dtype != torch.float32 or logits.dim() != 2:
-        _rt.bad_input("_cross_entropy_loss_backward_loops", "logits", logits, torch.float32, 2)
-    if not isinstance(target, torch.Tensor) or target.dtype != torch.int64 or target.dim() != 1:
-        _rt.bad_input("_cross_entropy_loss_backward_loops", "target", target, torch.int64, 1)
-    device = dloss.device
-    if logits.device != device or target.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_cross_entropy_loss_backward_loops", dloss=dloss, logits=logits, target=target)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _cross_entropy_loss_backward_loops(dloss, logits, target, BLOCK_V=BLOCK_V)
-    if type(BLOCK_V) is not int or BLOCK_V < 1 or BLOCK_V & (BLOCK_V - 1):
-        _rt.bad_block("_cross_entropy_loss_backward_loops", "BLOCK_V", BLOCK_V)
-    M, V = logits.shape
-    _target0, = target.shape
-    if _target0 != M:
-        raise ValueError(f"_cross_entropy_loss_backward_loops: target dimension 0 (M) is {_target0}, but logits dimension 0 gives M = {M}")
-    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    _dloss_strides = (0,)
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_loss_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, logits, target, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, V, 1),
-        dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64), ((M, V),),
-        tune_key=(device, "loops", V), again=lambda: _cross_entropy_loss_backward_loops(dloss, logits, target, BLOCK_V=BLOCK_V),
-    )
-    return dlogits
+    return _cross_entropy_loss_backward_loops_launch.run(_cross_entropy_loss_backward_loops, fast_key, dloss, logits, target, BLOCK_V=BLOCK_V)
 
 
 def reference(dloss, logits, target):
@@ -432,36 +377,4 @@ def reference(dloss, logits, target):
     return dlogits
 
 
-def _cross_entropy_loss_backward_fake(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """The outputs of cross_entropy_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, V = _cross_entropy_loss_backward_checked(dloss, logits, target)
-    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
-    return dlogits
-
-
-def _cross_entropy_loss_backward_traced(dloss: torch.Tensor, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """cross_entropy_loss_backward() as torch.compile traces it on the GPU: the checks of _cross_entropy_loss_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, V = _cross_entropy_loss_backward_checked(dloss, logits, target)
-    dlogits = torch.empty(M, V, device=device, dtype=torch.float32)
-    if M == 0 or V == 0:  # nothing to compute: no launch
-        return dlogits
-    if V > _WHOLE_LIMIT:  # rows too long for one tile: _cross_entropy_loss_backward_loops()'s kernel
-        BLOCK_V = 4096
-        _dloss_strides = (0,)
-        _logits_strides = logits.stride()
-        _target_strides = target.stride()
-        int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-        _cross_entropy_loss_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, logits, target, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-        return dlogits
-    _dloss_strides = (0,)
-    _logits_strides = logits.stride()
-    _target_strides = target.stride()
-    BLOCK_V = 1 << (int(V) - 1).bit_length()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_logits_strides[0]) + (V - 1) * abs(_logits_strides[1]) >= 2**31 or (M - 1) * abs(_target_strides[0]) >= 2**31 or M * V > 2**31  # offsets past 2**31 elements
-    _cross_entropy_loss_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, logits, target, dlogits, M, V, *_dloss_strides, *_logits_strides, *_target_strides, V, 1), dict(BLOCK_V=BLOCK_V, INT64_OFFSETS=int64))
-    return dlogits
-
-
-op = _rt.register_op("cross_entropy_loss_backward", "be63e68abbe0bff9", cross_entropy_loss_backward, _cross_entropy_loss_backward_fake, _cross_entropy_loss_backward_traced)
+op = _rt.register_op("cross_entropy_loss_backward", "be63e68abbe0bff9", cross_entropy_loss_backward, _cross_entropy_loss_backward_launch)

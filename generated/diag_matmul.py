@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """diag_matmul: Triton kernel, launcher and torch reference generated from specs/diag_matmul.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -69,27 +56,24 @@ def diag_matmul_kernel(
 
 
 _tuner = _rt.Tuner("diag_matmul", "25c43e9c3b3de264", _CONFIGS, default=0, interpreted=4, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _diag_matmul_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of diag_matmul()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 1:
-        _rt.bad_input("diag_matmul", "a", a, torch.float32, 1)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("diag_matmul", "b", b, torch.float32, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("diag_matmul", a=a, b=b)
-    N, = a.shape
-    _b0, M = b.shape
-    if _b0 != N:
-        raise ValueError(f"diag_matmul: b dimension 0 (N) is {_b0}, but a dimension 0 gives N = {N}")
-    return device, N, M
+_diag_matmul_inputs = _rt.Inputs(("a", torch.float32, "N"), ("b", torch.float32, "N M"))
 
 
-_diag_matmul_launch = _rt.Launch(globals(), "diag_matmul_kernel", "diag_matmul", pointers=3, tuned=True)
+def _diag_matmul_plan(a: torch.Tensor, b: torch.Tensor):
+    """diag_matmul()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, N, M = _diag_matmul_inputs("diag_matmul", a, b)
+    c = torch.empty(N, M, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _diag_matmul_launch, device, (c,), N == 0 or M == 0, lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1),
+        (a, b, c, N, M, *a.stride(), *b.stride(), M, 1),
+        dict(INT64_OFFSETS=int64), ((N, M),), (device, M),
+    )
+
+
+_diag_matmul_launch = _rt.Launch(globals(), "diag_matmul_kernel", "diag_matmul", pointers=3, tuned=True, plan=_diag_matmul_plan)
 
 
 def diag_matmul(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -100,18 +84,15 @@ def diag_matmul(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None =
     Tuned: BM, BN come from 5 autotune configs keyed on M, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 4, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("diag_matmul", config, lambda: diag_matmul(a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("diag_matmul", config, lambda: diag_matmul(a, b)) if config is not None else op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "diag_matmul",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -121,23 +102,7 @@ def diag_matmul(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None =
         return c
     if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _diag_matmul_apply(a, b)
-    device, N, M = _diag_matmul_checked(a, b)
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return diag_matmul(a, b)
-    c = torch.empty(N, M, device=device, dtype=torch.float32)
-    if N == 0 or M == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (N - 1) * abs(_a_strides[0]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (M - 1) * abs(_b_strides[1]) >= 2**31 or N * M > 2**31  # offsets past 2**31 elements
-    _diag_matmul_launch(
-        fast_key, device, lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1),
-        (a, b, c, N, M, *_a_strides, *_b_strides, M, 1),
-        dict(INT64_OFFSETS=int64), ((N, M),),
-        tune_key=(device, M), again=lambda: diag_matmul(a, b),
-    )
-    return c
+    return _diag_matmul_launch.run(diag_matmul, fast_key, a, b)
 
 
 def reference(a, b):
@@ -149,33 +114,9 @@ def reference(a, b):
     return c
 
 
-def _diag_matmul_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of diag_matmul(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N, M = _diag_matmul_checked(a, b)
-    c = torch.empty(N, M, device=device, dtype=torch.float32)
-    return c
-
-
-def _diag_matmul_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """diag_matmul() as torch.compile traces it on the GPU: the checks of _diag_matmul_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, N, M = _diag_matmul_checked(a, b)
-    c = torch.empty(N, M, device=device, dtype=torch.float32)
-    if N == 0 or M == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (N - 1) * abs(_a_strides[0]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (M - 1) * abs(_b_strides[1]) >= 2**31 or N * M > 2**31  # offsets past 2**31 elements
-    _diag_matmul_launch.traced(lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1), (a, b, c, N, M, *_a_strides, *_b_strides, M, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("diag_matmul", "25c43e9c3b3de264", diag_matmul, _diag_matmul_fake, _diag_matmul_traced)
+op = _rt.register_op("diag_matmul", "25c43e9c3b3de264", diag_matmul, _diag_matmul_launch)
 
 
 _diag_matmul_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, diag_matmul, __file__, ("a", "b"), ("c",),
-    backward=(("diag_matmul_backward", ("dc", "a", "b"), ("da", "db"), False),),
-    saved=("a", "b"),
+    op, diag_matmul, __file__, ("a", "b"), ("c",), backward=(("diag_matmul_backward", ("dc", "a", "b"), ("da", "db"), False),), saved=("a", "b"),
 )

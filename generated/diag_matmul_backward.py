@@ -21,32 +21,17 @@
 #   db[r, n] = f32(dc[r, n]) * a[r]
 """diag_matmul_backward: Triton kernel, launcher and torch reference generated from specs/diag_matmul.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -139,31 +124,9 @@ def diag_matmul_backward_finish_kernel(
 
 
 _tuner = _rt.Tuner("diag_matmul_backward", "73c1d911e1d07321", _CONFIGS, default=0, interpreted=4, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _diag_matmul_backward_checked(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor):
-    """The checks of diag_matmul_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dc, torch.Tensor) or dc.dtype != torch.float32 or dc.dim() != 2:
-        _rt.bad_input("diag_matmul_backward", "dc", dc, torch.float32, 2)
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 1:
-        _rt.bad_input("diag_matmul_backward", "a", a, torch.float32, 1)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("diag_matmul_backward", "b", b, torch.float32, 2)
-    device = dc.device
-    if a.device != device or b.device != device or (not dc.is_cuda and not _INTERPRET):
-        _rt.bad_device("diag_matmul_backward", dc=dc, a=a, b=b)
-    N, M = dc.shape
-    _a0, = a.shape
-    _b0, _b1 = b.shape
-    if _a0 != N:
-        raise ValueError(f"diag_matmul_backward: a dimension 0 (N) is {_a0}, but dc dimension 0 gives N = {N}")
-    if _b0 != N:
-        raise ValueError(f"diag_matmul_backward: b dimension 0 (N) is {_b0}, but dc dimension 0 gives N = {N}")
-    if _b1 != M:
-        raise ValueError(f"diag_matmul_backward: b dimension 1 (M) is {_b1}, but dc dimension 1 gives M = {M}")
-    return device, N, M
+_diag_matmul_backward_inputs = _rt.Inputs(("dc", torch.float32, "N M"), ("a", torch.float32, "N"), ("b", torch.float32, "N M"))
 
 
 def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,19 +137,16 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
     Tuned: BM, BN come from 5 autotune configs keyed on M, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 4, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("diag_matmul_backward", config, lambda: diag_matmul_backward(dc, a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dc, a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("diag_matmul_backward", config, lambda: diag_matmul_backward(dc, a, b)) if config is not None else op(dc, a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "diag_matmul_backward",
             dc.shape, dc.stride(), dc.dtype, dc.device, dc.data_ptr() & 15,
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dc.requires_grad or a.requires_grad or b.requires_grad)):
@@ -198,7 +158,7 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
         finish, finish_grid, finish_args = _da_finish
         finish(finish_grid, device_index, da_partials, da, *finish_args)
         return da, db
-    device, N, M = _diag_matmul_backward_checked(dc, a, b)
+    device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
     if _grad_enabled() and (getattr(dc, "requires_grad", False) or getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
         _rt.no_backward("diag_matmul_backward")
     if dc.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
@@ -213,10 +173,10 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
     _b_strides = b.stride()
     int64 = (N - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) >= 2**31 or (N - 1) * abs(_a_strides[0]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (M - 1) * abs(_b_strides[1]) >= 2**31 or N > 2**31 or N * M > 2**31  # offsets past 2**31 elements
     tune_key = (device, M)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("diag_matmul_backward", tune_key)
+            config_index = _tuner.tuned_index("diag_matmul_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1)
                 da_programs = ((M + 128 - 1) // 128)  # programs along M
@@ -228,7 +188,7 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
                     *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
                     INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, diag_matmul_backward_kernel, lambda: diag_matmul_backward(dc, a, b)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, diag_matmul_backward_kernel, lambda: diag_matmul_backward(dc, a, b)))
                 return diag_matmul_backward(dc, a, b)
     config = _CONFIGS[config_index].kwargs
     grid = ((N + config["BM"] - 1) // config["BM"], (M + config["BN"] - 1) // config["BN"], 1)
@@ -288,7 +248,7 @@ def reference(dc, a, b):
 def _diag_matmul_backward_fake(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The outputs of diag_matmul_backward(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, N, M = _diag_matmul_backward_checked(dc, a, b)
+    device, N, M = _diag_matmul_backward_inputs("diag_matmul_backward", dc, a, b)
     da = torch.empty(N, device=device, dtype=torch.float32)
     db = torch.empty(N, M, device=device, dtype=torch.float32)
     return da, db

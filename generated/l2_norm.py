@@ -2,35 +2,20 @@
 # Do not edit: change the spec and run `tilegen build`.
 """l2_norm: Triton kernel, launcher and torch reference generated from specs/l2_norm.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along D) that l2_norm() holds in one tile: longer rows run _l2_norm_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along D) l2_norm() holds in one tile, longer ones run _l2_norm_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -55,19 +40,25 @@ def l2_norm_kernel(
     tl.store(y_ptr + pid_r * stride_y_b + offs_c * stride_y_d, x / tl.sqrt_rn(sum_c), mask=mask_c)
 
 
-def _l2_norm_checked(x: torch.Tensor):
-    """The checks of l2_norm()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l2_norm", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("l2_norm", x=x)
-    B, D = x.shape
-    return device, B, D
+_l2_norm_inputs = _rt.Inputs(("x", torch.float32, "B D"))
 
 
-_l2_norm_launch = _rt.Launch(globals(), "l2_norm_kernel", "l2_norm", pointers=2)
+def _l2_norm_plan(x: torch.Tensor):
+    """l2_norm()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, B, D = _l2_norm_inputs("l2_norm", x)
+    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_loops() loops over them
+        return _l2_norm_loops_plan(x)
+    y = torch.empty(B, D, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _l2_norm_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (x, y, B, D, *x.stride(), D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l2_norm_launch = _rt.Launch(globals(), "l2_norm_kernel", "l2_norm", pointers=2, plan=_l2_norm_plan)
 
 
 def l2_norm(x: torch.Tensor) -> torch.Tensor:
@@ -80,8 +71,7 @@ def l2_norm(x: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("l2_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("l2_norm", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -91,24 +81,7 @@ def l2_norm(x: torch.Tensor) -> torch.Tensor:
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _l2_norm_apply(x)
-    device, B, D = _l2_norm_checked(x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return l2_norm(x)
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_loops() loops over them
-        return _l2_norm_loops(x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return y
+    return _l2_norm_launch.run(l2_norm, fast_key, x)
 
 
 @triton.jit
@@ -166,7 +139,25 @@ def _l2_norm_loops_kernel(
         tl.store(y_ptr + pid_r * stride_y_b + offs_c_1 * stride_y_d, x_1 / tl.sqrt_rn(row_sum), mask=mask_c_1)
 
 
-_l2_norm_loops_launch = _rt.Launch(globals(), "_l2_norm_loops_kernel", "_l2_norm_loops", pointers=2)
+_l2_norm_loops_inputs = _rt.Inputs(("x", torch.float32, "B D"))
+
+
+def _l2_norm_loops_plan(x: torch.Tensor, *, BLOCK_D: int = 4096):
+    """_l2_norm_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_D = _rt.concrete(BLOCK_D)
+    device, B, D = _l2_norm_loops_inputs("_l2_norm_loops", x)
+    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
+        _rt.bad_block("_l2_norm_loops", "BLOCK_D", BLOCK_D)
+    y = torch.empty(B, D, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _l2_norm_loops_launch, device, (y,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (x, y, B, D, *x.stride(), D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l2_norm_loops_launch = _rt.Launch(globals(), "_l2_norm_loops_kernel", "_l2_norm_loops", pointers=2, plan=_l2_norm_loops_plan)
 
 
 def _l2_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
@@ -175,13 +166,12 @@ def _l2_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
     Called by l2_norm(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_l2_norm_loops",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_D,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -189,28 +179,7 @@ def _l2_norm_loops(x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
         y = torch.empty(*_y_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, x, y, *args)
         return y
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("_l2_norm_loops", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_l2_norm_loops", x=x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _l2_norm_loops(x, BLOCK_D=BLOCK_D)
-    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
-        _rt.bad_block("_l2_norm_loops", "BLOCK_D", BLOCK_D)
-    B, D = x.shape
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_loops_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (x, y, B, D, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return y
+    return _l2_norm_loops_launch.run(_l2_norm_loops, fast_key, x, BLOCK_D=BLOCK_D)
 
 
 def reference(x):
@@ -222,39 +191,9 @@ def reference(x):
     return y
 
 
-def _l2_norm_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of l2_norm(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l2_norm_checked(x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    return y
-
-
-def _l2_norm_traced(x: torch.Tensor) -> torch.Tensor:
-    """l2_norm() as torch.compile traces it on the GPU: the checks of _l2_norm_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l2_norm_checked(x)
-    y = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return y
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_loops()'s kernel
-        BLOCK_D = 4096
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        _l2_norm_loops_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-        return y
-    _x_strides = x.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_launch.traced((B, 1, 1), (x, y, B, D, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("l2_norm", "7d8990e72ff0e4ba", l2_norm, _l2_norm_fake, _l2_norm_traced)
+op = _rt.register_op("l2_norm", "7d8990e72ff0e4ba", l2_norm, _l2_norm_launch)
 
 
 _l2_norm_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, l2_norm, __file__, ("x",), ("y",),
-    backward=(("l2_norm_backward", ("dy", "x"), ("dx",), False),),
-    saved=("x",),
+    op, l2_norm, __file__, ("x",), ("y",), backward=(("l2_norm_backward", ("dy", "x"), ("dx",), False),), saved=("x",),
 )

@@ -13,35 +13,20 @@
 #   dx[r, c] = f32(dy[r, c]) / sqrt1 + 2.0 * (dsqrt1 / (2.0 * sqrt1) * x[r, c])
 """l2_norm_backward: Triton kernel, launcher and torch reference generated from specs/l2_norm.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along D) that l2_norm_backward() holds in one tile: longer rows run _l2_norm_backward_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile the kernel holds at 4 warps
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 1048576, Triton's largest tile).
+#: The longest row (along D) l2_norm_backward() holds in one tile, longer ones run _l2_norm_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 1048576).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 1048576)
 
 
@@ -73,26 +58,25 @@ def l2_norm_backward_kernel(
     tl.store(dx_ptr + pid_r * stride_dx_b + offs_c * stride_dx_d, dy.to(tl.float32) / sqrt1 + 2.0 * (dsqrt1 / (2.0 * sqrt1) * x), mask=mask_c)
 
 
-def _l2_norm_backward_checked(dy: torch.Tensor, x: torch.Tensor):
-    """The checks of l2_norm_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("l2_norm_backward", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("l2_norm_backward", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("l2_norm_backward", dy=dy, x=x)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"l2_norm_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"l2_norm_backward: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
-    return device, B, D
+_l2_norm_backward_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
 
 
-_l2_norm_backward_launch = _rt.Launch(globals(), "l2_norm_backward_kernel", "l2_norm_backward", pointers=3)
+def _l2_norm_backward_plan(dy: torch.Tensor, x: torch.Tensor):
+    """l2_norm_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, B, D = _l2_norm_backward_inputs("l2_norm_backward", dy, x)
+    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_backward_loops() loops over them
+        return _l2_norm_backward_loops_plan(dy, x)
+    dx = torch.empty(B, D, device=device, dtype=torch.float32)
+    BLOCK_D = 1 << (int(D) - 1).bit_length()
+    int64 = _rt.wide_offsets((dy, x), (dx,))
+    return _rt.Planned(
+        _l2_norm_backward_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *dy.stride(), *x.stride(), D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l2_norm_backward_launch = _rt.Launch(globals(), "l2_norm_backward_kernel", "l2_norm_backward", pointers=3, plan=_l2_norm_backward_plan, refuse=(0, 1))
 
 
 def l2_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -105,13 +89,12 @@ def l2_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "l2_norm_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad)):
@@ -119,27 +102,7 @@ def l2_norm_backward(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    device, B, D = _l2_norm_backward_checked(dy, x)
-    if _grad_enabled() and (getattr(dy, "requires_grad", False) or getattr(x, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("l2_norm_backward")
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return l2_norm_backward(dy, x)
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_backward_loops() loops over them
-        return _l2_norm_backward_loops(dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    BLOCK_D = 1 << (D - 1).bit_length()
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_backward_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return dx
+    return _l2_norm_backward_launch.run(l2_norm_backward, fast_key, dy, x)
 
 
 @triton.jit
@@ -228,7 +191,25 @@ def _l2_norm_backward_loops_kernel(
         tl.store(dx_ptr + pid_r * stride_dx_b + offs_c_2 * stride_dx_d, dy_1.to(tl.float32) / sqrt1 + 2.0 * (dsqrt1 / (2.0 * sqrt1) * x_2), mask=mask_c_2)
 
 
-_l2_norm_backward_loops_launch = _rt.Launch(globals(), "_l2_norm_backward_loops_kernel", "_l2_norm_backward_loops", pointers=3)
+_l2_norm_backward_loops_inputs = _rt.Inputs(("dy", torch.float32, "B D"), ("x", torch.float32, "B D"))
+
+
+def _l2_norm_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096):
+    """_l2_norm_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_D = _rt.concrete(BLOCK_D)
+    device, B, D = _l2_norm_backward_loops_inputs("_l2_norm_backward_loops", dy, x)
+    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
+        _rt.bad_block("_l2_norm_backward_loops", "BLOCK_D", BLOCK_D)
+    dx = torch.empty(B, D, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((dy, x), (dx,))
+    return _rt.Planned(
+        _l2_norm_backward_loops_launch, device, (dx,), B == 0 or D == 0, lambda meta: (B, 1, 1),
+        (dy, x, dx, B, D, *dy.stride(), *x.stride(), D, 1),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),), None,
+    )
+
+
+_l2_norm_backward_loops_launch = _rt.Launch(globals(), "_l2_norm_backward_loops_kernel", "_l2_norm_backward_loops", pointers=3, plan=_l2_norm_backward_loops_plan)
 
 
 def _l2_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int = 4096) -> torch.Tensor:
@@ -237,14 +218,13 @@ def _l2_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
     Called by l2_norm_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_l2_norm_backward_loops",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             BLOCK_D,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -252,36 +232,7 @@ def _l2_norm_backward_loops(dy: torch.Tensor, x: torch.Tensor, *, BLOCK_D: int =
         dx = torch.empty(*_dx_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dy, x, dx, *args)
         return dx
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 2:
-        _rt.bad_input("_l2_norm_backward_loops", "dy", dy, torch.float32, 2)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("_l2_norm_backward_loops", "x", x, torch.float32, 2)
-    device = dy.device
-    if x.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_l2_norm_backward_loops", dy=dy, x=x)
-    if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _l2_norm_backward_loops(dy, x, BLOCK_D=BLOCK_D)
-    if type(BLOCK_D) is not int or BLOCK_D < 1 or BLOCK_D & (BLOCK_D - 1):
-        _rt.bad_block("_l2_norm_backward_loops", "BLOCK_D", BLOCK_D)
-    B, D = dy.shape
-    _x0, _x1 = x.shape
-    if _x0 != B:
-        raise ValueError(f"_l2_norm_backward_loops: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != D:
-        raise ValueError(f"_l2_norm_backward_loops: x dimension 1 (D) is {_x1}, but dy dimension 1 gives D = {D}")
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_backward_loops_launch(
-        fast_key, device, lambda meta: (B, 1, 1),
-        (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, D),),
-    )
-    return dx
+    return _l2_norm_backward_loops_launch.run(_l2_norm_backward_loops, fast_key, dy, x, BLOCK_D=BLOCK_D)
 
 
 def reference(dy, x):
@@ -295,34 +246,4 @@ def reference(dy, x):
     return dx
 
 
-def _l2_norm_backward_fake(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """The outputs of l2_norm_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, B, D = _l2_norm_backward_checked(dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    return dx
-
-
-def _l2_norm_backward_traced(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """l2_norm_backward() as torch.compile traces it on the GPU: the checks of _l2_norm_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, B, D = _l2_norm_backward_checked(dy, x)
-    dx = torch.empty(B, D, device=device, dtype=torch.float32)
-    if B == 0 or D == 0:  # nothing to compute: no launch
-        return dx
-    if D > _WHOLE_LIMIT:  # rows too long for one tile: _l2_norm_backward_loops()'s kernel
-        BLOCK_D = 4096
-        _dy_strides = dy.stride()
-        _x_strides = x.stride()
-        int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-        _l2_norm_backward_loops_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-        return dx
-    _dy_strides = dy.stride()
-    _x_strides = x.stride()
-    BLOCK_D = 1 << (int(D) - 1).bit_length()
-    int64 = (B - 1) * abs(_dy_strides[0]) + (D - 1) * abs(_dy_strides[1]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (D - 1) * abs(_x_strides[1]) >= 2**31 or B * D > 2**31  # offsets past 2**31 elements
-    _l2_norm_backward_launch.traced((B, 1, 1), (dy, x, dx, B, D, *_dy_strides, *_x_strides, D, 1), dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64))
-    return dx
-
-
-op = _rt.register_op("l2_norm_backward", "4bdc41984acffbc4", l2_norm_backward, _l2_norm_backward_fake, _l2_norm_backward_traced)
+op = _rt.register_op("l2_norm_backward", "4bdc41984acffbc4", l2_norm_backward, _l2_norm_backward_launch)

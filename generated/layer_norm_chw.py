@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """layer_norm_chw: Triton kernel, launcher and torch reference generated from specs/layer_norm_chw.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -200,17 +184,19 @@ def _layer_norm_chw_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
+_layer_norm_chw_shift_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), whole=(("w", "W", 1048576),))
+
+
 def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of layer_norm_chw_kernel loads:
     each reduces across programs, so none of them could. Called by layer_norm_chw(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_layer_norm_chw_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -225,23 +211,16 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_layer_norm_chw_shift", "x", x, torch.float32, 4)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_layer_norm_chw_shift", x=x)
+    device, B, C, H, W = _layer_norm_chw_shift_inputs("_layer_norm_chw_shift", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _layer_norm_chw_shift(x)
-    B, C, H, W = x.shape
     if C <= 0:
         raise ValueError(f"_layer_norm_chw_shift: x dimension 1 (C) must be > 0, got {C}")
     if H <= 0:
         raise ValueError(f"_layer_norm_chw_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_layer_norm_chw_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 1048576:
-        raise ValueError(f"_layer_norm_chw_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, device=device, dtype=torch.float32)
     if B == 0:  # nothing to compute: no launch
@@ -299,42 +278,19 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return shift_reduced, square_reduced
 
 
+_layer_norm_chw_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), ("weight", torch.float32, "C H W"), ("bias", torch.float32, "C H W"), ("eps", float), whole=(("w", "W", 1048576),))
+
+
 def _layer_norm_chw_checked(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float):
     """The checks of layer_norm_chw()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("layer_norm_chw", "x", x, torch.float32, 4)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float32 or weight.dim() != 3:
-        _rt.bad_input("layer_norm_chw", "weight", weight, torch.float32, 3)
-    if not isinstance(bias, torch.Tensor) or bias.dtype != torch.float32 or bias.dim() != 3:
-        _rt.bad_input("layer_norm_chw", "bias", bias, torch.float32, 3)
-    eps = _check_scalar("layer_norm_chw", "eps", eps, float)
-    device = x.device
-    if weight.device != device or bias.device != device or (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm_chw", x=x, weight=weight, bias=bias)
-    B, C, H, W = x.shape
-    _weight0, _weight1, _weight2 = weight.shape
-    _bias0, _bias1, _bias2 = bias.shape
-    if _weight0 != C:
-        raise ValueError(f"layer_norm_chw: weight dimension 0 (C) is {_weight0}, but x dimension 1 gives C = {C}")
-    if _weight1 != H:
-        raise ValueError(f"layer_norm_chw: weight dimension 1 (H) is {_weight1}, but x dimension 2 gives H = {H}")
-    if _weight2 != W:
-        raise ValueError(f"layer_norm_chw: weight dimension 2 (W) is {_weight2}, but x dimension 3 gives W = {W}")
-    if _bias0 != C:
-        raise ValueError(f"layer_norm_chw: bias dimension 0 (C) is {_bias0}, but x dimension 1 gives C = {C}")
-    if _bias1 != H:
-        raise ValueError(f"layer_norm_chw: bias dimension 1 (H) is {_bias1}, but x dimension 2 gives H = {H}")
-    if _bias2 != W:
-        raise ValueError(f"layer_norm_chw: bias dimension 2 (W) is {_bias2}, but x dimension 3 gives W = {W}")
+    device, eps, B, C, H, W = _layer_norm_chw_inputs("layer_norm_chw", x, weight, bias, eps)
     if C <= 0:
         raise ValueError(f"layer_norm_chw: x dimension 1 (C) must be > 0, got {C}")
     if H <= 0:
         raise ValueError(f"layer_norm_chw: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"layer_norm_chw: x dimension 3 (W) must be > 0, got {W}")
-    if W > 1048576:
-        raise ValueError(f"layer_norm_chw: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, eps, B, C, H, W
 
 
@@ -351,15 +307,14 @@ def layer_norm_chw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(x, weight, bias, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "layer_norm_chw",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             bias.shape, bias.stride(), bias.dtype, bias.device, bias.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)):
@@ -422,8 +377,5 @@ op = _rt.register_op("layer_norm_chw", "01a88be4f724e149", layer_norm_chw, _laye
 
 
 _layer_norm_chw_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, layer_norm_chw, __file__, ("x", "weight", "bias", "eps"), ("y",),
-    backward=(("layer_norm_chw_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight", "dbias"), False),),
-    saved=("x", "weight"),
-    scalars=("eps",),
+    op, layer_norm_chw, __file__, ("x", "weight", "bias", "eps"), ("y",), backward=(("layer_norm_chw_backward", ("dy", "x", "weight", "eps"), ("dx", "dweight", "dbias"), False),), saved=("x", "weight"), scalars=("eps",),
 )

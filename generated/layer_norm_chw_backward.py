@@ -32,33 +32,17 @@
 #   dbias[c, h, w] = sum(f32(dy[b, c, h, w]), dim=b)
 """layer_norm_chw_backward: Triton kernel, launcher and torch reference generated from specs/layer_norm_chw.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -342,17 +326,19 @@ def _layer_norm_chw_backward_shift_finish_square_reduced_kernel(
     tl.store(square_reduced_ptr + offs_q * stride_square_reduced_elements, square_reduced_merged / square_reduced_merged_count, mask=mask_q)
 
 
+_layer_norm_chw_backward_shift_inputs = _rt.Inputs(("x", torch.float32, "B C H W"), whole=(("w", "W", 1048576),))
+
+
 def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes shift, square (into shift_reduced, square_reduced), which every program of layer_norm_chw_backward_kernel loads:
     each reduces across programs, so none of them could. Called by layer_norm_chw_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_layer_norm_chw_backward_shift",
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -367,23 +353,16 @@ def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch
         finish, finish_grid, finish_args = _square_reduced_finish
         finish(finish_grid, device_index, square_reduced_partials, square_reduced, *finish_args)
         return shift_reduced, square_reduced
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_layer_norm_chw_backward_shift", "x", x, torch.float32, 4)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("_layer_norm_chw_backward_shift", x=x)
+    device, B, C, H, W = _layer_norm_chw_backward_shift_inputs("_layer_norm_chw_backward_shift", x)
     if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _layer_norm_chw_backward_shift(x)
-    B, C, H, W = x.shape
     if C <= 0:
         raise ValueError(f"_layer_norm_chw_backward_shift: x dimension 1 (C) must be > 0, got {C}")
     if H <= 0:
         raise ValueError(f"_layer_norm_chw_backward_shift: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_layer_norm_chw_backward_shift: x dimension 3 (W) must be > 0, got {W}")
-    if W > 1048576:
-        raise ValueError(f"_layer_norm_chw_backward_shift: 'w over W whole' makes one tile of all of W, so W (x dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     shift_reduced = torch.empty(B, device=device, dtype=torch.float32)
     square_reduced = torch.empty(B, device=device, dtype=torch.float32)
     if B == 0:  # nothing to compute: no launch
@@ -589,12 +568,15 @@ def _layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel(
     tl.store(dmean1_reduced_ptr + offs_q * stride_dmean1_reduced_elements, dmean1_reduced_merged, mask=mask_q)
 
 
+_layer_norm_chw_backward_dmean_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("weight", torch.float32, "C H W"), ("eps", float), ("shift_reduced", torch.float32, "B"), ("square_reduced", torch.float32, "B"), whole=(("w", "W", 1048576),))
+
+
 def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float, shift_reduced: torch.Tensor, square_reduced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Computes dmean, dmean1 (into dmean_reduced, dmean1_reduced), which every program of layer_norm_chw_backward_kernel loads:
     each reduces across programs, so none of them could. Called by layer_norm_chw_backward(), after its checks.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_layer_norm_chw_backward_dmean",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
@@ -603,8 +585,7 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
             shift_reduced.shape, shift_reduced.stride(), shift_reduced.dtype, shift_reduced.device, shift_reduced.data_ptr() & 15,
             square_reduced.shape, square_reduced.stride(), square_reduced.dtype, square_reduced.device, square_reduced.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -619,54 +600,16 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
         finish, finish_grid, finish_args = _dmean1_reduced_finish
         finish(finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, *finish_args)
         return dmean_reduced, dmean1_reduced
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("_layer_norm_chw_backward_dmean", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("_layer_norm_chw_backward_dmean", "x", x, torch.float32, 4)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float32 or weight.dim() != 3:
-        _rt.bad_input("_layer_norm_chw_backward_dmean", "weight", weight, torch.float32, 3)
-    eps = _check_scalar("_layer_norm_chw_backward_dmean", "eps", eps, float)
-    if not isinstance(shift_reduced, torch.Tensor) or shift_reduced.dtype != torch.float32 or shift_reduced.dim() != 1:
-        _rt.bad_input("_layer_norm_chw_backward_dmean", "shift_reduced", shift_reduced, torch.float32, 1)
-    if not isinstance(square_reduced, torch.Tensor) or square_reduced.dtype != torch.float32 or square_reduced.dim() != 1:
-        _rt.bad_input("_layer_norm_chw_backward_dmean", "square_reduced", square_reduced, torch.float32, 1)
-    device = dy.device
-    if x.device != device or weight.device != device or shift_reduced.device != device or square_reduced.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("_layer_norm_chw_backward_dmean", dy=dy, x=x, weight=weight, shift_reduced=shift_reduced, square_reduced=square_reduced)
+    device, eps, B, C, H, W = _layer_norm_chw_backward_dmean_inputs("_layer_norm_chw_backward_dmean", dy, x, weight, eps, shift_reduced, square_reduced)
     if dy.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return _layer_norm_chw_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, _weight1, _weight2 = weight.shape
-    _shift_reduced0, = shift_reduced.shape
-    _square_reduced0, = square_reduced.shape
-    if _x0 != B:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if _weight1 != H:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: weight dimension 1 (H) is {_weight1}, but dy dimension 2 gives H = {H}")
-    if _weight2 != W:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: weight dimension 2 (W) is {_weight2}, but dy dimension 3 gives W = {W}")
-    if _shift_reduced0 != B:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: shift_reduced dimension 0 (B) is {_shift_reduced0}, but dy dimension 0 gives B = {B}")
-    if _square_reduced0 != B:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: square_reduced dimension 0 (B) is {_square_reduced0}, but dy dimension 0 gives B = {B}")
     if C <= 0:
         raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 1 (C) must be > 0, got {C}")
     if H <= 0:
         raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"_layer_norm_chw_backward_dmean: x dimension 3 (W) must be > 0, got {W}")
-    if W > 1048576:
-        raise ValueError(f"_layer_norm_chw_backward_dmean: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     dmean_reduced = torch.empty(B, device=device, dtype=torch.float32)
     dmean1_reduced = torch.empty(B, device=device, dtype=torch.float32)
     if B == 0:  # nothing to compute: no launch
@@ -731,44 +674,19 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
     return dmean_reduced, dmean1_reduced
 
 
+_layer_norm_chw_backward_inputs = _rt.Inputs(("dy", torch.float32, "B C H W"), ("x", torch.float32, "B C H W"), ("weight", torch.float32, "C H W"), ("eps", float), whole=(("w", "W", 1048576),))
+
+
 def _layer_norm_chw_backward_checked(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, eps: float):
     """The checks of layer_norm_chw_backward()'s arguments, shared by it, its op's fake implementation and the body
     torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dy, torch.Tensor) or dy.dtype != torch.float32 or dy.dim() != 4:
-        _rt.bad_input("layer_norm_chw_backward", "dy", dy, torch.float32, 4)
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 4:
-        _rt.bad_input("layer_norm_chw_backward", "x", x, torch.float32, 4)
-    if not isinstance(weight, torch.Tensor) or weight.dtype != torch.float32 or weight.dim() != 3:
-        _rt.bad_input("layer_norm_chw_backward", "weight", weight, torch.float32, 3)
-    eps = _check_scalar("layer_norm_chw_backward", "eps", eps, float)
-    device = dy.device
-    if x.device != device or weight.device != device or (not dy.is_cuda and not _INTERPRET):
-        _rt.bad_device("layer_norm_chw_backward", dy=dy, x=x, weight=weight)
-    B, C, H, W = dy.shape
-    _x0, _x1, _x2, _x3 = x.shape
-    _weight0, _weight1, _weight2 = weight.shape
-    if _x0 != B:
-        raise ValueError(f"layer_norm_chw_backward: x dimension 0 (B) is {_x0}, but dy dimension 0 gives B = {B}")
-    if _x1 != C:
-        raise ValueError(f"layer_norm_chw_backward: x dimension 1 (C) is {_x1}, but dy dimension 1 gives C = {C}")
-    if _x2 != H:
-        raise ValueError(f"layer_norm_chw_backward: x dimension 2 (H) is {_x2}, but dy dimension 2 gives H = {H}")
-    if _x3 != W:
-        raise ValueError(f"layer_norm_chw_backward: x dimension 3 (W) is {_x3}, but dy dimension 3 gives W = {W}")
-    if _weight0 != C:
-        raise ValueError(f"layer_norm_chw_backward: weight dimension 0 (C) is {_weight0}, but dy dimension 1 gives C = {C}")
-    if _weight1 != H:
-        raise ValueError(f"layer_norm_chw_backward: weight dimension 1 (H) is {_weight1}, but dy dimension 2 gives H = {H}")
-    if _weight2 != W:
-        raise ValueError(f"layer_norm_chw_backward: weight dimension 2 (W) is {_weight2}, but dy dimension 3 gives W = {W}")
+    device, eps, B, C, H, W = _layer_norm_chw_backward_inputs("layer_norm_chw_backward", dy, x, weight, eps)
     if C <= 0:
         raise ValueError(f"layer_norm_chw_backward: x dimension 1 (C) must be > 0, got {C}")
     if H <= 0:
         raise ValueError(f"layer_norm_chw_backward: x dimension 2 (H) must be > 0, got {H}")
     if W <= 0:
         raise ValueError(f"layer_norm_chw_backward: x dimension 3 (W) must be > 0, got {W}")
-    if W > 1048576:
-        raise ValueError(f"layer_norm_chw_backward: 'w over W whole' makes one tile of all of W, so W (dy dimension 3) must be <= 1048576 (Triton's largest tile holds 1048576 elements), got {W}")
     return device, eps, B, C, H, W
 
 
@@ -782,15 +700,14 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(dy, x, weight, eps)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "layer_norm_chw_backward",
             dy.shape, dy.stride(), dy.dtype, dy.device, dy.data_ptr() & 15,
             x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15,
             weight.shape, weight.stride(), weight.dtype, weight.device, weight.data_ptr() & 15,
             eps, type(eps),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dy.requires_grad or x.requires_grad or weight.requires_grad)):

@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matmul_triu: Triton kernel, launcher and torch reference generated from specs/matmul_triu.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -70,30 +57,31 @@ def matmul_triu_kernel(
     tl.store(c_ptrs, tl.where(offs_n[None, :] >= offs_m[:, None], acc, 0), mask=mask_mn)
 
 
-def _matmul_triu_checked(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
-    """The checks of matmul_triu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
-        _rt.bad_input("matmul_triu", "a", a, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matmul_triu", "b", b, torch.float32, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matmul_triu", a=a, b=b)
+_matmul_triu_inputs = _rt.Inputs(("a", torch.float32, "M K"), ("b", torch.float32, "K N"))
+
+
+def _matmul_triu_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32):
+    """matmul_triu()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BM = _rt.concrete(BM)
+    BN = _rt.concrete(BN)
+    BK = _rt.concrete(BK)
+    device, M, K, N = _matmul_triu_inputs("matmul_triu", a, b)
     if type(BM) is not int or BM < 1 or BM & (BM - 1):
         _rt.bad_block("matmul_triu", "BM", BM)
     if type(BN) is not int or BN < 1 or BN & (BN - 1):
         _rt.bad_block("matmul_triu", "BN", BN)
     if type(BK) is not int or BK < 1 or BK & (BK - 1):
         _rt.bad_block("matmul_triu", "BK", BK)
-    M, K = a.shape
-    _b0, N = b.shape
-    if _b0 != K:
-        raise ValueError(f"matmul_triu: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    return device, M, K, N
+    c = torch.empty(M, N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matmul_triu_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),), None,
+    )
 
 
-_matmul_triu_launch = _rt.Launch(globals(), "matmul_triu_kernel", "matmul_triu", pointers=3)
+_matmul_triu_launch = _rt.Launch(globals(), "matmul_triu_kernel", "matmul_triu", pointers=3, plan=_matmul_triu_plan, refuse=(0, 1))
 
 
 def matmul_triu(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
@@ -107,14 +95,13 @@ def matmul_triu(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64,
     if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
         return op(a, b, BM=BM, BN=BN, BK=BK)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matmul_triu",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             BM, BN, BK,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -122,24 +109,7 @@ def matmul_triu(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64,
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K, N = _matmul_triu_checked(a, b, BM=BM, BN=BN, BK=BK)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matmul_triu")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matmul_triu(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_triu_launch(
-        fast_key, device, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
-        (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),),
-    )
-    return c
+    return _matmul_triu_launch.run(matmul_triu, fast_key, a, b, BM=BM, BN=BN, BK=BK)
 
 
 def reference(a, b):
@@ -153,32 +123,4 @@ def reference(a, b):
     return c
 
 
-def _matmul_triu_fake(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """The outputs of matmul_triu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_triu_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    return c
-
-
-def _matmul_triu_traced(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: int = 64, BK: int = 32) -> torch.Tensor:
-    """matmul_triu() as torch.compile traces it on the GPU: the checks of _matmul_triu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    BM = int(BM)
-    BN = int(BN)
-    BK = int(BK)
-    device, M, K, N = _matmul_triu_checked(a, b, BM=BM, BN=BN, BK=BK)
-    c = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (N - 1) * abs(_b_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _matmul_triu_launch.traced(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), (a, b, c, M, K, N, *_a_strides, *_b_strides, N, 1), dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matmul_triu", "a207a85ebc4c9f71", matmul_triu, _matmul_triu_fake, _matmul_triu_traced)
+op = _rt.register_op("matmul_triu", "a207a85ebc4c9f71", matmul_triu, _matmul_triu_launch)

@@ -2,30 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """matvec: Triton kernel, launcher and torch reference generated from specs/matvec.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -88,29 +75,24 @@ def matvec_kernel(
 
 
 _tuner = _rt.Tuner("matvec", "a35bb8b1f4ec21c2", _CONFIGS, default=0, interpreted=4, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _matvec_checked(a: torch.Tensor, b: torch.Tensor):
-    """The checks of matvec()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(a, torch.Tensor) or a.dtype != torch.float32 or a.dim() != 2:
-        _rt.bad_input("matvec", "a", a, torch.float32, 2)
-    if not isinstance(b, torch.Tensor) or b.dtype != torch.float32 or b.dim() != 2:
-        _rt.bad_input("matvec", "b", b, torch.float32, 2)
-    device = a.device
-    if b.device != device or (not a.is_cuda and not _INTERPRET):
-        _rt.bad_device("matvec", a=a, b=b)
-    M, K = a.shape
-    _b0, _b1 = b.shape
-    if _b0 != K:
-        raise ValueError(f"matvec: b dimension 0 (K) is {_b0}, but a dimension 1 gives K = {K}")
-    if _b1 != 1:
-        raise ValueError(f"matvec: b dimension 1 must be 1, got {_b1}")
-    return device, M, K
+_matvec_inputs = _rt.Inputs(("a", torch.float32, "M K"), ("b", torch.float32, "K 1"))
 
 
-_matvec_launch = _rt.Launch(globals(), "matvec_kernel", "matvec", pointers=3, tuned=True)
+def _matvec_plan(a: torch.Tensor, b: torch.Tensor):
+    """matvec()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, K = _matvec_inputs("matvec", a, b)
+    c = torch.empty(M, 1, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((a, b), (c,))
+    return _rt.Planned(
+        _matvec_launch, device, (c,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (a, b, c, M, K, *a.stride(), *b.stride(), 1, 1),
+        dict(INT64_OFFSETS=int64), ((M, 1),), (device, M, K),
+    )
+
+
+_matvec_launch = _rt.Launch(globals(), "matvec_kernel", "matvec", pointers=3, tuned=True, plan=_matvec_plan, refuse=(0, 1))
 
 
 def matvec(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -121,18 +103,15 @@ def matvec(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
     Tuned: BM, BK come from 5 autotune configs keyed on M, K, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 4, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("matvec", config, lambda: matvec(a, b))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(a, b)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("matvec", config, lambda: matvec(a, b)) if config is not None else op(a, b)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "matvec",
             a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15,
             b.shape, b.stride(), b.dtype, b.device, b.data_ptr() & 15,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (a.requires_grad or b.requires_grad)):
@@ -140,25 +119,7 @@ def matvec(a: torch.Tensor, b: torch.Tensor, *, config: int | dict | None = None
         c = torch.empty(*_c_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, a, b, c, *args)
         return c
-    device, M, K = _matvec_checked(a, b)
-    if _grad_enabled() and (getattr(a, "requires_grad", False) or getattr(b, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("matvec")
-    if a.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return matvec(a, b)
-    c = torch.empty(M, 1, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (1 - 1) * abs(_b_strides[1]) >= 2**31 or M * 1 > 2**31  # offsets past 2**31 elements
-    _matvec_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (a, b, c, M, K, *_a_strides, *_b_strides, 1, 1),
-        dict(INT64_OFFSETS=int64), ((M, 1),),
-        tune_key=(device, M, K), again=lambda: matvec(a, b),
-    )
-    return c
+    return _matvec_launch.run(matvec, fast_key, a, b)
 
 
 def reference(a, b):
@@ -169,26 +130,4 @@ def reference(a, b):
     return c
 
 
-def _matvec_fake(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The outputs of matvec(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, K = _matvec_checked(a, b)
-    c = torch.empty(M, 1, device=device, dtype=torch.float32)
-    return c
-
-
-def _matvec_traced(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """matvec() as torch.compile traces it on the GPU: the checks of _matvec_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, K = _matvec_checked(a, b)
-    c = torch.empty(M, 1, device=device, dtype=torch.float32)
-    if M == 0:  # nothing to compute: no launch
-        return c
-    _a_strides = a.stride()
-    _b_strides = b.stride()
-    int64 = (M - 1) * abs(_a_strides[0]) + (K - 1) * abs(_a_strides[1]) >= 2**31 or (K - 1) * abs(_b_strides[0]) + (1 - 1) * abs(_b_strides[1]) >= 2**31 or M * 1 > 2**31  # offsets past 2**31 elements
-    _matvec_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (a, b, c, M, K, *_a_strides, *_b_strides, 1, 1), dict(INT64_OFFSETS=int64))
-    return c
-
-
-op = _rt.register_op("matvec", "a35bb8b1f4ec21c2", matvec, _matvec_fake, _matvec_traced)
+op = _rt.register_op("matvec", "a35bb8b1f4ec21c2", matvec, _matvec_launch)

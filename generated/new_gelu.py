@@ -2,31 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """new_gelu: Triton kernel, launcher and torch reference generated from specs/new_gelu.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-tanh = _rt.tanh
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled, tanh = _rt.current_device, _rt.is_compiling, _rt.grad_enabled, _rt.tanh
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -68,22 +54,24 @@ def new_gelu_kernel(
 
 
 _tuner = _rt.Tuner("new_gelu", "f5b1e85460154142", _CONFIGS, default=0, interpreted=4, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _new_gelu_checked(x: torch.Tensor):
-    """The checks of new_gelu()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(x, torch.Tensor) or x.dtype != torch.float32 or x.dim() != 2:
-        _rt.bad_input("new_gelu", "x", x, torch.float32, 2)
-    device = x.device
-    if (not x.is_cuda and not _INTERPRET):
-        _rt.bad_device("new_gelu", x=x)
-    M, N = x.shape
-    return device, M, N
+_new_gelu_inputs = _rt.Inputs(("x", torch.float32, "M N"))
 
 
-_new_gelu_launch = _rt.Launch(globals(), "new_gelu_kernel", "new_gelu", pointers=2, tuned=True)
+def _new_gelu_plan(x: torch.Tensor):
+    """new_gelu()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, M, N = _new_gelu_inputs("new_gelu", x)
+    y = torch.empty(M, N, device=device, dtype=torch.float32)
+    int64 = _rt.wide_offsets((x,), (y,))
+    return _rt.Planned(
+        _new_gelu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        (x, y, M, N, *x.stride(), N, 1),
+        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+    )
+
+
+_new_gelu_launch = _rt.Launch(globals(), "new_gelu_kernel", "new_gelu", pointers=2, tuned=True, plan=_new_gelu_plan)
 
 
 def new_gelu(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tensor:
@@ -94,13 +82,10 @@ def new_gelu(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
     Tuned: BM, BN come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 4, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("new_gelu", config, lambda: new_gelu(x))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(x)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("new_gelu", config, lambda: new_gelu(x)) if config is not None else op(x)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = ("new_gelu", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device())
-        fast = _FAST.get(fast_key)
+        fast = _FAST.get(fast_key := ("new_gelu", x.shape, x.stride(), x.dtype, x.device, x.data_ptr() & 15, _current_device()))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (x.requires_grad)):
@@ -110,22 +95,7 @@ def new_gelu(x: torch.Tensor, *, config: int | dict | None = None) -> torch.Tens
         return y
     if _grad_enabled() and (getattr(x, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _new_gelu_apply(x)
-    device, M, N = _new_gelu_checked(x)
-    if x.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return new_gelu(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _new_gelu_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
-        (x, y, M, N, *_x_strides, N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),),
-        tune_key=(device, N), again=lambda: new_gelu(x),
-    )
-    return y
+    return _new_gelu_launch.run(new_gelu, fast_key, x)
 
 
 def reference(x):
@@ -137,32 +107,9 @@ def reference(x):
     return y
 
 
-def _new_gelu_fake(x: torch.Tensor) -> torch.Tensor:
-    """The outputs of new_gelu(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, M, N = _new_gelu_checked(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    return y
-
-
-def _new_gelu_traced(x: torch.Tensor) -> torch.Tensor:
-    """new_gelu() as torch.compile traces it on the GPU: the checks of _new_gelu_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, M, N = _new_gelu_checked(x)
-    y = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return y
-    _x_strides = x.stride()
-    int64 = (M - 1) * abs(_x_strides[0]) + (N - 1) * abs(_x_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _new_gelu_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), (x, y, M, N, *_x_strides, N, 1), dict(INT64_OFFSETS=int64))
-    return y
-
-
-op = _rt.register_op("new_gelu", "f5b1e85460154142", new_gelu, _new_gelu_fake, _new_gelu_traced)
+op = _rt.register_op("new_gelu", "f5b1e85460154142", new_gelu, _new_gelu_launch)
 
 
 _new_gelu_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, new_gelu, __file__, ("x",), ("y",),
-    backward=(("new_gelu_backward", ("dy", "x"), ("dx",), False),),
-    saved=("x",),
+    op, new_gelu, __file__, ("x",), ("y",), backward=(("new_gelu_backward", ("dy", "x"), ("dx",), False),), saved=("x",),
 )

@@ -2,33 +2,17 @@
 # Do not edit: change the spec and run `tilegen build`.
 """triplet_margin_loss: Triton kernel, launcher and torch reference generated from specs/triplet_margin_loss.tile."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_int_class = _rt.int_class
-_current_device = _rt.current_device
-_keep_launch = _rt.keep_launch
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_INTERPRET, _int_class, _current_device, _keep_launch, _is_compiling, _grad_enabled = _rt.INTERPRET, _rt.int_class, _rt.current_device, _rt.keep_launch, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
 
@@ -127,36 +111,9 @@ def triplet_margin_loss_finish_kernel(
 
 
 _tuner = _rt.Tuner("triplet_margin_loss", "2ad427bf49692e49", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _triplet_margin_loss_checked(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0):
-    """The checks of triplet_margin_loss()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(anchor, torch.Tensor) or anchor.dtype != torch.float32 or anchor.dim() != 2:
-        _rt.bad_input("triplet_margin_loss", "anchor", anchor, torch.float32, 2)
-    if not isinstance(positive, torch.Tensor) or positive.dtype != torch.float32 or positive.dim() != 2:
-        _rt.bad_input("triplet_margin_loss", "positive", positive, torch.float32, 2)
-    if not isinstance(negative, torch.Tensor) or negative.dtype != torch.float32 or negative.dim() != 2:
-        _rt.bad_input("triplet_margin_loss", "negative", negative, torch.float32, 2)
-    margin = _check_scalar("triplet_margin_loss", "margin", margin, float)
-    device = anchor.device
-    if positive.device != device or negative.device != device or (not anchor.is_cuda and not _INTERPRET):
-        _rt.bad_device("triplet_margin_loss", anchor=anchor, positive=positive, negative=negative)
-    M, N = anchor.shape
-    _positive0, _positive1 = positive.shape
-    _negative0, _negative1 = negative.shape
-    if _positive0 != M:
-        raise ValueError(f"triplet_margin_loss: positive dimension 0 (M) is {_positive0}, but anchor dimension 0 gives M = {M}")
-    if _positive1 != N:
-        raise ValueError(f"triplet_margin_loss: positive dimension 1 (N) is {_positive1}, but anchor dimension 1 gives N = {N}")
-    if _negative0 != M:
-        raise ValueError(f"triplet_margin_loss: negative dimension 0 (M) is {_negative0}, but anchor dimension 0 gives M = {M}")
-    if _negative1 != N:
-        raise ValueError(f"triplet_margin_loss: negative dimension 1 (N) is {_negative1}, but anchor dimension 1 gives N = {N}")
-    if N > 131072:
-        raise ValueError(f"triplet_margin_loss: 'c over N whole' makes one tile of all of N, so N (anchor dimension 1) must be <= 131072 (Triton's largest tile holds 1048576 elements), got {N}")
-    return device, margin, M, N
+_triplet_margin_loss_inputs = _rt.Inputs(("anchor", torch.float32, "M N"), ("positive", torch.float32, "M N"), ("negative", torch.float32, "M N"), ("margin", float), whole=(("c", "N", 131072),))
 
 
 def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, config: int | dict | None = None) -> torch.Tensor:
@@ -167,20 +124,17 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
     Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("triplet_margin_loss", config, lambda: triplet_margin_loss(anchor, positive, negative, margin))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(anchor, positive, negative, margin)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("triplet_margin_loss", config, lambda: triplet_margin_loss(anchor, positive, negative, margin)) if config is not None else op(anchor, positive, negative, margin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "triplet_margin_loss",
             anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
             positive.shape, positive.stride(), positive.dtype, positive.device, positive.data_ptr() & 15,
             negative.shape, negative.stride(), negative.dtype, negative.device, negative.data_ptr() & 15,
             margin, type(margin),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (anchor.requires_grad or positive.requires_grad or negative.requires_grad)):
@@ -193,7 +147,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
         return loss
     if _grad_enabled() and (getattr(anchor, "requires_grad", False) or getattr(positive, "requires_grad", False) or getattr(negative, "requires_grad", False)):  # autograd records this call: through a Function whose backward is the spec's
         return _triplet_margin_loss_apply(anchor, positive, negative, margin)
-    device, margin, M, N = _triplet_margin_loss_checked(anchor, positive, negative, margin)
+    device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
     if anchor.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
         with torch.cuda.device(device):
             return triplet_margin_loss(anchor, positive, negative, margin)
@@ -206,10 +160,10 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
     _negative_strides = negative.stride()
     int64 = (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
     tune_key = (device, N)
-    config_index = _TUNED.get(tune_key)
+    config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
-            config_index = _tuned_index("triplet_margin_loss", tune_key)
+            config_index = _tuner.tuned_index("triplet_margin_loss", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
                 grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1)
                 loss_programs = ((M + 1 - 1) // 1)  # programs along M
@@ -222,7 +176,7 @@ def triplet_margin_loss(anchor: torch.Tensor, positive: torch.Tensor, negative: 
                     *_anchor_strides, *_positive_strides, *_negative_strides, 1,
                     BLOCK_N=BLOCK_N, INT64_OFFSETS=int64,
                 )
-                _remember(tune_key, _settle_ties(tune_key, triplet_margin_loss_kernel, lambda: triplet_margin_loss(anchor, positive, negative, margin)))
+                _tuner.remember(tune_key, _tuner.settle_ties(tune_key, triplet_margin_loss_kernel, lambda: triplet_margin_loss(anchor, positive, negative, margin)))
                 return triplet_margin_loss(anchor, positive, negative, margin)
     config = _CONFIGS[config_index].kwargs
     grid = ((M + config["BM"] - 1) // config["BM"], 1, 1)
@@ -285,7 +239,7 @@ def reference(anchor, positive, negative, margin=1.0):
 def _triplet_margin_loss_fake(anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0) -> torch.Tensor:
     """The outputs of triplet_margin_loss(), allocated and not computed, after the same input checks: the
     custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, margin, M, N = _triplet_margin_loss_checked(anchor, positive, negative, margin)
+    device, margin, M, N = _triplet_margin_loss_inputs("triplet_margin_loss", anchor, positive, negative, margin)
     loss = torch.empty((), device=device, dtype=torch.float32)
     return loss
 
@@ -294,8 +248,5 @@ op = _rt.register_op("triplet_margin_loss", "2ad427bf49692e49", triplet_margin_l
 
 
 _triplet_margin_loss_apply = _rt.autograd(  # the formula of the op, and the Function over the launchers for eager calls
-    op, triplet_margin_loss, __file__, ("anchor", "positive", "negative", "margin"), ("loss",),
-    backward=(("triplet_margin_loss_backward", ("dloss", "anchor", "positive", "negative", "margin"), ("danchor", "dpositive", "dnegative"), False),),
-    saved=("anchor", "positive", "negative"),
-    scalars=("margin",),
+    op, triplet_margin_loss, __file__, ("anchor", "positive", "negative", "margin"), ("loss",), backward=(("triplet_margin_loss_backward", ("dloss", "anchor", "positive", "negative", "margin"), ("danchor", "dpositive", "dnegative"), False),), saved=("anchor", "positive", "negative"), scalars=("margin",),
 )

@@ -37,36 +37,20 @@
 #   dnegative[r, c] = -ddn
 """triplet_margin_loss_backward: Triton kernel, launcher and torch reference generated from specs/triplet_margin_loss.tile, derived backward."""
 
-import importlib.util
-import os
-import sys
+import importlib.util, os, sys  # noqa: E401
 
-import torch
-import triton
-import triton.language as tl
+import torch, triton, triton.language as tl  # noqa: E401
 
 
-def _runtime(build):
-    """tilegen's runtime of ``build``, loaded once per process: _tilegen_runtime.py beside this file, else tilegen.runtime."""
-    name, path = f"_tilegen_runtime_{build}", os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")
-    if name not in sys.modules and os.path.isfile(path):
-        spec = importlib.util.spec_from_file_location(name, path)
-        spec.loader.exec_module(module := importlib.util.module_from_spec(spec))
-        sys.modules.setdefault(name, module)
-    return (sys.modules.get(name) or importlib.import_module("tilegen.runtime")).require(build)  # ImportError: another build
-
-
-_rt = _runtime("80cf9a76bc84a8f2")
-_INTERPRET = _rt.INTERPRET
-_current_device = _rt.current_device
-_is_compiling = _rt.is_compiling
-_grad_enabled = _rt.grad_enabled
-_check_scalar = _rt.check_scalar
+_RT = "_tilegen_runtime_6733a2387c621221"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
+    (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
+    sys.modules.setdefault(_RT, _module)
+_rt = (sys.modules.get(_RT) or importlib.import_module("tilegen.runtime")).require(_RT[-16:])  # else tilegen's; ImportError: another build
+_current_device, _is_compiling, _grad_enabled = _rt.current_device, _rt.is_compiling, _rt.grad_enabled
 _COMPILED = {}  # specialization key -> launch of its compiled kernel (_rt.compile_launch makes it)
 _FAST = {}  # fast-path key -> the launch a call with that key made (_rt.keep_launch keeps it)
-#: The longest row (along N) that triplet_margin_loss_backward() holds in one tile: longer rows run _triplet_margin_loss_backward_loops(),
-#: whose kernel loops over tiles of them. 8192 is the longest row whose tile one of the configs holds
-#: at 64 elements per thread; $TILEGEN_WHOLE_LIMIT, read on import, sets it (up to 131072, Triton's largest tile).
+#: The longest row (along N) triplet_margin_loss_backward() holds in one tile, longer ones run _triplet_margin_loss_backward_loops() ($TILEGEN_WHOLE_LIMIT sets it, up to 131072).
 _WHOLE_LIMIT = _rt.whole_limit(8192, 131072)
 
 
@@ -147,39 +131,30 @@ def triplet_margin_loss_backward_kernel(
 
 
 _tuner = _rt.Tuner("triplet_margin_loss_backward", "0f5c6997e89ef92c", _CONFIGS, default=0, fast=_FAST)
-_TUNED, _tuned_index, _remember, _settle_ties = _tuner.tuned, _tuner.tuned_index, _tuner.remember, _tuner.settle_ties
 
 
-def _triplet_margin_loss_backward_checked(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0):
-    """The checks of triplet_margin_loss_backward()'s arguments, shared by it, its op's fake implementation and the body
-    torch.compile traces: returns the device and the sizes (and dtypes, scalars) they bind."""
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("triplet_margin_loss_backward", "dloss", dloss, torch.float32, 0)
-    if not isinstance(anchor, torch.Tensor) or anchor.dtype != torch.float32 or anchor.dim() != 2:
-        _rt.bad_input("triplet_margin_loss_backward", "anchor", anchor, torch.float32, 2)
-    if not isinstance(positive, torch.Tensor) or positive.dtype != torch.float32 or positive.dim() != 2:
-        _rt.bad_input("triplet_margin_loss_backward", "positive", positive, torch.float32, 2)
-    if not isinstance(negative, torch.Tensor) or negative.dtype != torch.float32 or negative.dim() != 2:
-        _rt.bad_input("triplet_margin_loss_backward", "negative", negative, torch.float32, 2)
-    margin = _check_scalar("triplet_margin_loss_backward", "margin", margin, float)
-    device = dloss.device
-    if anchor.device != device or positive.device != device or negative.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("triplet_margin_loss_backward", dloss=dloss, anchor=anchor, positive=positive, negative=negative)
-    M, N = anchor.shape
-    _positive0, _positive1 = positive.shape
-    _negative0, _negative1 = negative.shape
-    if _positive0 != M:
-        raise ValueError(f"triplet_margin_loss_backward: positive dimension 0 (M) is {_positive0}, but anchor dimension 0 gives M = {M}")
-    if _positive1 != N:
-        raise ValueError(f"triplet_margin_loss_backward: positive dimension 1 (N) is {_positive1}, but anchor dimension 1 gives N = {N}")
-    if _negative0 != M:
-        raise ValueError(f"triplet_margin_loss_backward: negative dimension 0 (M) is {_negative0}, but anchor dimension 0 gives M = {M}")
-    if _negative1 != N:
-        raise ValueError(f"triplet_margin_loss_backward: negative dimension 1 (N) is {_negative1}, but anchor dimension 1 gives N = {N}")
-    return device, margin, M, N
+_triplet_margin_loss_backward_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("anchor", torch.float32, "M N"), ("positive", torch.float32, "M N"), ("negative", torch.float32, "M N"), ("margin", float))
 
 
-_triplet_margin_loss_backward_launch = _rt.Launch(globals(), "triplet_margin_loss_backward_kernel", "triplet_margin_loss_backward", pointers=7, tuned=True)
+def _triplet_margin_loss_backward_plan(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0):
+    """triplet_margin_loss_backward()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    device, margin, M, N = _triplet_margin_loss_backward_inputs("triplet_margin_loss_backward", dloss, anchor, positive, negative, margin)
+    if N > _WHOLE_LIMIT:  # rows too long for one tile: _triplet_margin_loss_backward_loops() loops over them
+        return _triplet_margin_loss_backward_loops_plan(dloss, anchor, positive, negative, margin)
+    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
+    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
+    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
+    BLOCK_N = 1 << (int(N) - 1).bit_length()
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, anchor, positive, negative), (danchor, dpositive, dnegative))
+    return _rt.Planned(
+        _triplet_margin_loss_backward_launch, device, (danchor, dpositive, dnegative), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *anchor.stride(), *positive.stride(), *negative.stride(), N, 1, N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N), (M, N)), (device, N),
+    )
+
+
+_triplet_margin_loss_backward_launch = _rt.Launch(globals(), "triplet_margin_loss_backward_kernel", "triplet_margin_loss_backward", pointers=7, tuned=True, plan=_triplet_margin_loss_backward_plan, refuse=(0, 1, 2, 3))
 
 
 def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, config: int | dict | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -190,12 +165,10 @@ def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, posi
     Tuned: BM come from 5 autotune configs keyed on N, chosen as TILEGEN_TUNE says (none, quick or full); config= (an index, or a dict of a config's keywords) runs that one; untuned, a GPU runs config 0 and the Triton interpreter config 0, unless one is forced.
     Raises TypeError or ValueError naming the tensor and dimension on bad input.
     """
-    if config is not None:  # a config the caller names: this call runs it
-        return _tuner.forcing("triplet_margin_loss_backward", config, lambda: triplet_margin_loss_backward(dloss, anchor, positive, negative, margin))
-    if _is_compiling():  # torch.compile traces the custom op: its fake and its traced launch, not this call's
-        return op(dloss, anchor, positive, negative, margin)
+    if config is not None or _is_compiling():  # a config the caller names runs; torch.compile traces the custom op (its fake, its traced launch)
+        return _tuner.forcing("triplet_margin_loss_backward", config, lambda: triplet_margin_loss_backward(dloss, anchor, positive, negative, margin)) if config is not None else op(dloss, anchor, positive, negative, margin)
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "triplet_margin_loss_backward",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
@@ -203,8 +176,7 @@ def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, posi
             negative.shape, negative.stride(), negative.dtype, negative.device, negative.data_ptr() & 15,
             margin, type(margin),
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None and not (_grad_enabled() and (dloss.requires_grad or anchor.requires_grad or positive.requires_grad or negative.requires_grad)):
@@ -214,32 +186,7 @@ def triplet_margin_loss_backward(dloss: torch.Tensor, anchor: torch.Tensor, posi
         dnegative = torch.empty(*_dnegative_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, anchor, positive, negative, danchor, dpositive, dnegative, *args)
         return danchor, dpositive, dnegative
-    device, margin, M, N = _triplet_margin_loss_backward_checked(dloss, anchor, positive, negative, margin)
-    if _grad_enabled() and (getattr(dloss, "requires_grad", False) or getattr(anchor, "requires_grad", False) or getattr(positive, "requires_grad", False) or getattr(negative, "requires_grad", False)):  # autograd would record this call, and the spec has no backward
-        _rt.no_backward("triplet_margin_loss_backward")
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return triplet_margin_loss_backward(dloss, anchor, positive, negative, margin)
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _triplet_margin_loss_backward_loops() loops over them
-        return _triplet_margin_loss_backward_loops(dloss, anchor, positive, negative, margin)
-    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
-    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
-    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return danchor, dpositive, dnegative
-    BLOCK_N = 1 << (N - 1).bit_length()
-    _dloss_strides = (0,)
-    _anchor_strides = anchor.stride()
-    _positive_strides = positive.stride()
-    _negative_strides = negative.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _triplet_margin_loss_backward_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *_anchor_strides, *_positive_strides, *_negative_strides, N, 1, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N), (M, N)),
-        tune_key=(device, N), again=lambda: triplet_margin_loss_backward(dloss, anchor, positive, negative, margin),
-    )
-    return danchor, dpositive, dnegative
+    return _triplet_margin_loss_backward_launch.run(triplet_margin_loss_backward, fast_key, dloss, anchor, positive, negative, margin)
 
 
 _LOOPS_CONFIGS = [
@@ -393,7 +340,28 @@ def _triplet_margin_loss_backward_loops_kernel(
         tl.store(dnegative_ptrs, -ddn, mask=mask_rc_1)
 
 
-_triplet_margin_loss_backward_loops_launch = _rt.Launch(globals(), "_triplet_margin_loss_backward_loops_kernel", "_triplet_margin_loss_backward_loops", pointers=7, tuned=True)
+_triplet_margin_loss_backward_loops_inputs = _rt.Inputs(("dloss", torch.float32, ""), ("anchor", torch.float32, "M N"), ("positive", torch.float32, "M N"), ("negative", torch.float32, "M N"), ("margin", float))
+
+
+def _triplet_margin_loss_backward_loops_plan(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, BLOCK_N: int = 4096):
+    """_triplet_margin_loss_backward_loops()'s call after its fast path, under torch.compile and in its op's fake: checks, outputs, kernel arguments."""
+    BLOCK_N = _rt.concrete(BLOCK_N)
+    device, margin, M, N = _triplet_margin_loss_backward_loops_inputs("_triplet_margin_loss_backward_loops", dloss, anchor, positive, negative, margin)
+    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
+        _rt.bad_block("_triplet_margin_loss_backward_loops", "BLOCK_N", BLOCK_N)
+    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
+    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
+    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
+    _dloss_strides = (0,)
+    int64 = _rt.wide_offsets((dloss, anchor, positive, negative), (danchor, dpositive, dnegative))
+    return _rt.Planned(
+        _triplet_margin_loss_backward_loops_launch, device, (danchor, dpositive, dnegative), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *anchor.stride(), *positive.stride(), *negative.stride(), N, 1, N, 1, N, 1),
+        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N), (M, N)), (device, "loops", N),
+    )
+
+
+_triplet_margin_loss_backward_loops_launch = _rt.Launch(globals(), "_triplet_margin_loss_backward_loops_kernel", "_triplet_margin_loss_backward_loops", pointers=7, tuned=True, plan=_triplet_margin_loss_backward_loops_plan)
 
 
 def _triplet_margin_loss_backward_loops(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0, *, BLOCK_N: int = 4096) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -402,7 +370,7 @@ def _triplet_margin_loss_backward_loops(dloss: torch.Tensor, anchor: torch.Tenso
     Called by triplet_margin_loss_backward(), after its checks. Its tune configs are those of triplet_margin_loss_backward() with the fewest rows per program.
     """
     try:  # a call like an earlier one that launched (see _rt.keep_launch) launches as it did
-        fast_key = (
+        fast = _FAST.get(fast_key := (
             "_triplet_margin_loss_backward_loops",
             dloss.shape, dloss.stride(), dloss.dtype, dloss.device, dloss.data_ptr() & 15,
             anchor.shape, anchor.stride(), anchor.dtype, anchor.device, anchor.data_ptr() & 15,
@@ -411,8 +379,7 @@ def _triplet_margin_loss_backward_loops(dloss: torch.Tensor, anchor: torch.Tenso
             margin, type(margin),
             BLOCK_N,
             _current_device(),
-        )
-        fast = _FAST.get(fast_key)
+        ))
     except (AttributeError, TypeError, RuntimeError):
         fast_key = fast = None  # not tensors (or without storage), or a scalar not hashable: the checks say why
     if fast is not None:
@@ -422,51 +389,7 @@ def _triplet_margin_loss_backward_loops(dloss: torch.Tensor, anchor: torch.Tenso
         dnegative = torch.empty(*_dnegative_shape, device=device, dtype=torch.float32)
         launch(grid, device_index, dloss, anchor, positive, negative, danchor, dpositive, dnegative, *args)
         return danchor, dpositive, dnegative
-    if not isinstance(dloss, torch.Tensor) or dloss.dtype != torch.float32 or dloss.dim() != 0:
-        _rt.bad_input("_triplet_margin_loss_backward_loops", "dloss", dloss, torch.float32, 0)
-    if not isinstance(anchor, torch.Tensor) or anchor.dtype != torch.float32 or anchor.dim() != 2:
-        _rt.bad_input("_triplet_margin_loss_backward_loops", "anchor", anchor, torch.float32, 2)
-    if not isinstance(positive, torch.Tensor) or positive.dtype != torch.float32 or positive.dim() != 2:
-        _rt.bad_input("_triplet_margin_loss_backward_loops", "positive", positive, torch.float32, 2)
-    if not isinstance(negative, torch.Tensor) or negative.dtype != torch.float32 or negative.dim() != 2:
-        _rt.bad_input("_triplet_margin_loss_backward_loops", "negative", negative, torch.float32, 2)
-    margin = _check_scalar("_triplet_margin_loss_backward_loops", "margin", margin, float)
-    device = dloss.device
-    if anchor.device != device or positive.device != device or negative.device != device or (not dloss.is_cuda and not _INTERPRET):
-        _rt.bad_device("_triplet_margin_loss_backward_loops", dloss=dloss, anchor=anchor, positive=positive, negative=negative)
-    if dloss.is_cuda and device.index != torch.cuda.current_device():  # tensors on another GPU: run there, on its current stream
-        with torch.cuda.device(device):
-            return _triplet_margin_loss_backward_loops(dloss, anchor, positive, negative, margin, BLOCK_N=BLOCK_N)
-    if type(BLOCK_N) is not int or BLOCK_N < 1 or BLOCK_N & (BLOCK_N - 1):
-        _rt.bad_block("_triplet_margin_loss_backward_loops", "BLOCK_N", BLOCK_N)
-    M, N = anchor.shape
-    _positive0, _positive1 = positive.shape
-    _negative0, _negative1 = negative.shape
-    if _positive0 != M:
-        raise ValueError(f"_triplet_margin_loss_backward_loops: positive dimension 0 (M) is {_positive0}, but anchor dimension 0 gives M = {M}")
-    if _positive1 != N:
-        raise ValueError(f"_triplet_margin_loss_backward_loops: positive dimension 1 (N) is {_positive1}, but anchor dimension 1 gives N = {N}")
-    if _negative0 != M:
-        raise ValueError(f"_triplet_margin_loss_backward_loops: negative dimension 0 (M) is {_negative0}, but anchor dimension 0 gives M = {M}")
-    if _negative1 != N:
-        raise ValueError(f"_triplet_margin_loss_backward_loops: negative dimension 1 (N) is {_negative1}, but anchor dimension 1 gives N = {N}")
-    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
-    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
-    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return danchor, dpositive, dnegative
-    _dloss_strides = (0,)
-    _anchor_strides = anchor.stride()
-    _positive_strides = positive.stride()
-    _negative_strides = negative.stride()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _triplet_margin_loss_backward_loops_launch(
-        fast_key, device, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
-        (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *_anchor_strides, *_positive_strides, *_negative_strides, N, 1, N, 1, N, 1),
-        dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64), ((M, N), (M, N), (M, N)),
-        tune_key=(device, "loops", N), again=lambda: _triplet_margin_loss_backward_loops(dloss, anchor, positive, negative, margin, BLOCK_N=BLOCK_N),
-    )
-    return danchor, dpositive, dnegative
+    return _triplet_margin_loss_backward_loops_launch.run(_triplet_margin_loss_backward_loops, fast_key, dloss, anchor, positive, negative, margin, BLOCK_N=BLOCK_N)
 
 
 def reference(dloss, anchor, positive, negative, margin=1.0):
@@ -495,42 +418,4 @@ def reference(dloss, anchor, positive, negative, margin=1.0):
     return danchor, dpositive, dnegative
 
 
-def _triplet_margin_loss_backward_fake(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The outputs of triplet_margin_loss_backward(), allocated and not computed, after the same input checks: the
-    custom op's fake implementation, with which torch.compile propagates shapes and dtypes."""
-    device, margin, M, N = _triplet_margin_loss_backward_checked(dloss, anchor, positive, negative, margin)
-    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
-    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
-    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
-    return danchor, dpositive, dnegative
-
-
-def _triplet_margin_loss_backward_traced(dloss: torch.Tensor, anchor: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor, margin: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """triplet_margin_loss_backward() as torch.compile traces it on the GPU: the checks of _triplet_margin_loss_backward_checked, new outputs, then the
-    kernel launched through torch.library.wrap_triton, so that Inductor sees the Triton kernel."""
-    device, margin, M, N = _triplet_margin_loss_backward_checked(dloss, anchor, positive, negative, margin)
-    danchor = torch.empty(M, N, device=device, dtype=torch.float32)
-    dpositive = torch.empty(M, N, device=device, dtype=torch.float32)
-    dnegative = torch.empty(M, N, device=device, dtype=torch.float32)
-    if M == 0 or N == 0:  # nothing to compute: no launch
-        return danchor, dpositive, dnegative
-    if N > _WHOLE_LIMIT:  # rows too long for one tile: _triplet_margin_loss_backward_loops()'s kernel
-        BLOCK_N = 4096
-        _dloss_strides = (0,)
-        _anchor_strides = anchor.stride()
-        _positive_strides = positive.stride()
-        _negative_strides = negative.stride()
-        int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-        _triplet_margin_loss_backward_loops_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *_anchor_strides, *_positive_strides, *_negative_strides, N, 1, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-        return danchor, dpositive, dnegative
-    _dloss_strides = (0,)
-    _anchor_strides = anchor.stride()
-    _positive_strides = positive.stride()
-    _negative_strides = negative.stride()
-    BLOCK_N = 1 << (int(N) - 1).bit_length()
-    int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_anchor_strides[0]) + (N - 1) * abs(_anchor_strides[1]) >= 2**31 or (M - 1) * abs(_positive_strides[0]) + (N - 1) * abs(_positive_strides[1]) >= 2**31 or (M - 1) * abs(_negative_strides[0]) + (N - 1) * abs(_negative_strides[1]) >= 2**31 or M * N > 2**31  # offsets past 2**31 elements
-    _triplet_margin_loss_backward_launch.traced(lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1), (dloss, anchor, positive, negative, danchor, dpositive, dnegative, M, N, margin, *_dloss_strides, *_anchor_strides, *_positive_strides, *_negative_strides, N, 1, N, 1, N, 1), dict(BLOCK_N=BLOCK_N, INT64_OFFSETS=int64))
-    return danchor, dpositive, dnegative
-
-
-op = _rt.register_op("triplet_margin_loss_backward", "0f5c6997e89ef92c", triplet_margin_loss_backward, _triplet_margin_loss_backward_fake, _triplet_margin_loss_backward_traced)
+op = _rt.register_op("triplet_margin_loss_backward", "0f5c6997e89ef92c", triplet_margin_loss_backward, _triplet_margin_loss_backward_launch)

@@ -10,7 +10,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules the benchmarks import, and scripts another benchmark runs: not benchmarks of their own.
-HELPERS = {"run_all", "decoder", "plot", "tail_parity", "attention_parity"}
+HELPERS = {"run_all", "decoder", "plot", "tail_parity", "attention_parity", "kernelbench_problems"}
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,9 @@ in the spec's dtypes) and everything evaluated in float64::
   over a dimension of extent ``K`` and for ``sum``/``mean`` over one of extent ``K``, every
   term of the sum carries at most ``K`` roundings of the accumulator (unit roundoff ``u``:
   2**-24 for float32) and, for a float32 ``dot`` in ``tf32`` precision, the rounding of both
-  operands to tf32 (2**-11 each). Higham's bound (*Accuracy and Stability of Numerical
+  operands to tf32 (2**-11 each); an operand cast from a computed value to f16 or bf16
+  (attention's ``DT(p)``) counts that dtype's rounding alike, since the kernel's value and the
+  reference's, a few float32 units apart, may round to neighbours. Higham's bound (*Accuracy and Stability of Numerical
   Algorithms*, 2002, eq. 3.5) is ``|fl(sum) - sum| <= gamma_K * sum|terms|`` with
   ``gamma_K = K*u / (1 - K*u)``, whatever the order of summation; ``g`` is the smaller of that
   and its probabilistic form (Higham and Mary, SIAM J. Sci. Comput. 41(5), 2019, Theorem 2.4:
@@ -161,6 +163,15 @@ class _Walk:
 
         return spanned_axes(expr, own)
 
+    def rounded_operand(self, arg: m.Expr) -> str | None:
+        """``f16`` or ``bf16`` where ``arg`` casts a computed value (not a load) to it (``DT(p)``
+        with ``DT`` bound to bf16), else None."""
+        names = set(m.DTYPES) | {v.name.id for v in self.spec.dtype_vars}
+        if not isinstance(arg, m.Call) or arg.func.id not in names or not arg.args or isinstance(arg.args[0], m.Load):
+            return None
+        narrow = self.dtype(arg)
+        return narrow if narrow in ("f16", "bf16") else None
+
     def accumulation(self, call: m.Call) -> Accumulation | None:
         """The sum ``call`` makes, or None (exact, or not a sum)."""
         if m.is_dot(call) and len(call.args) == 2:
@@ -174,6 +185,10 @@ class _Walk:
             if operands == "f32":
                 precision = call.word("precision") or "tf32"  # Triton's default for float32 dots
                 operand_unit = UNIT_ROUNDOFF[precision] if precision in ("tf32", "tf32x3") else 0.0
+            for arg in call.args:  # a computed operand rounded to f16/bf16 (attention's DT(p)): the kernel's
+                narrow = self.rounded_operand(arg)  # value and the reference's may round to neighbours
+                if narrow is not None:
+                    operand_unit = max(operand_unit, UNIT_ROUNDOFF[narrow])
             return Accumulation("dot", self.axes[shared[0]].dim.id, unit, operand_unit)
         if (function := reduction(call) or scan(call)) is not None and function.rounds:
             dtype = self.dtype(call)

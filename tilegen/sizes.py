@@ -58,22 +58,25 @@ def divided(spec: m.Spec) -> dict[str, tuple[str, str | int]]:
     return found
 
 
+def _index_quotients(spec: m.Spec) -> list[tuple[str, m.Expr]]:
+    """Each ``A / divisor`` in an offset index of ``spec`` whose numerator ``A`` is a size (not an
+    axis): ``(A, divisor)``."""
+    axes = {a.name.id for a in spec.axes()}
+    return [(sub.left.name.id, sub.right)
+            for stmt in m.statements(spec.body) for access in m.accesses(stmt)
+            for item in access.index if m.is_offset(item) for sub in m.subexpressions(item)
+            if isinstance(sub, m.BinOp) and sub.op == "/" and isinstance(sub.left, m.Ref)
+            and sub.left.name.id not in axes]
+
+
 def index_multiples(spec: m.Spec) -> dict[str, int]:
     """The sizes an index divides by an integer (rope's ``x[d - D / 2]``), each with that integer
     (their least common multiple where several): the launcher refuses a size that is not a
     multiple of it (a quotient of sizes in an index must divide)."""
-    axes = {a.name.id for a in spec.axes()}
     found: dict[str, int] = {}
-    for stmt in m.statements(spec.body):
-        for access in m.accesses(stmt):
-            for item in access.index:
-                if not m.is_offset(item):
-                    continue
-                for sub in m.subexpressions(item):
-                    if (isinstance(sub, m.BinOp) and sub.op == "/" and isinstance(sub.left, m.Ref)
-                            and sub.left.name.id not in axes and isinstance(sub.right, m.Number) and sub.right.is_int):
-                        name = sub.left.name.id
-                        found[name] = math.lcm(found.get(name, 1), int(sub.right.text))
+    for name, divisor in _index_quotients(spec):
+        if isinstance(divisor, m.Number) and divisor.is_int:
+            found[name] = math.lcm(found.get(name, 1), int(divisor.text))
     return found
 
 
@@ -81,16 +84,9 @@ def index_quotients(spec: m.Spec) -> list[tuple[str, str]]:
     """The pairs of sizes ``(A, B)`` an index divides one by the other (grouped-query attention's
     ``k[z, h / (H / HK), n, d]``: ``(H, HK)``): the launcher refuses ``A`` not a multiple of ``B``."""
     axes = {a.name.id for a in spec.axes()}
-    found: list[tuple[str, str]] = []
-    for stmt in m.statements(spec.body):
-        for access in m.accesses(stmt):
-            for item in access.index:
-                for sub in m.subexpressions(item) if m.is_offset(item) else ():
-                    if (isinstance(sub, m.BinOp) and sub.op == "/" and isinstance(sub.left, m.Ref)
-                            and isinstance(sub.right, m.Ref) and not {sub.left.name.id, sub.right.name.id} & axes):
-                        pair = (sub.left.name.id, sub.right.name.id)
-                        found += [pair] if pair not in found else []
-    return found
+    pairs = [(name, divisor.name.id) for name, divisor in _index_quotients(spec)
+             if isinstance(divisor, m.Ref) and divisor.name.id not in axes]
+    return list(dict.fromkeys(pairs))
 
 
 def round_to_multiples(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:

@@ -390,10 +390,12 @@ class ReferenceExpressions:
             return left, right
         dl, dr = self.dtype_of(expr.left), self.dtype_of(expr.right)
         if is_fp8(dl, self.spec) or is_fp8(dr, self.spec):  # torch has no fp8 arithmetic: in float32 (f64)
-            wide = "f64" if "f64" in (dl, dr) else "f32"
-            return tuple(to_dtype(f"({text})" if isinstance(side, (m.BinOp, m.Neg)) else text, m.DTYPES[wide][1])
-                         if is_fp8(d, self.spec) else text
-                         for text, side, d in ((left, expr.left, dl), (right, expr.right, dr)))  # type: ignore[return-value]
+            wide = m.DTYPES["f64" if "f64" in (dl, dr) else "f32"][1]
+            if is_fp8(dl, self.spec):
+                left = to_dtype(f"({left})" if isinstance(expr.left, (m.BinOp, m.Neg)) else left, wide)
+            if is_fp8(dr, self.spec):
+                right = to_dtype(f"({right})" if isinstance(expr.right, (m.BinOp, m.Neg)) else right, wide)
+            return left, right
         if SCALAR_F64 in (dl, dr):  # a 0-d f64 tensor is weak, as the kernel's f64 scalar, but the kernel
             other = dr if dl == SCALAR_F64 else dl  # computes with f16 or bf16 in float32, with integers in float64
             if not self.fixed(other) or (other not in ("f16", "bf16") and not is_int(other)):

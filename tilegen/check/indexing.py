@@ -132,8 +132,12 @@ def offset_axes(
     element from several lanes); a scatter-add (``+=``) takes windows and strides. Returns the tile
     axes, in order."""
     where = f"the index of '{tensor.name.id}'"
-    per_program = not any(isinstance(e, m.Load) for e in m.subexpressions(item)) and not any(
-        n in scope.axes and not scope.axes[n].is_index for n in m.offset_names(item))
+
+    def tile_names(expr: m.Expr) -> list[str]:
+        return [e.name.id for e in m.subexpressions(expr)
+                if isinstance(e, m.Ref) and e.name.id in scope.axes and not scope.axes[e.name.id].is_index]
+
+    per_program = not tile_names(item) and not any(isinstance(e, m.Load) for e in m.subexpressions(item))
     if state.spec.access_style == "block_ptr" or (state.spec.access_style == "descriptor" and not per_program):
         state.errors.error(f"{where} is an offset, which goes through pointers only (this spec has "
                            f"'access {state.spec.access_style}'; a descriptor takes an offset of index axes "
@@ -142,10 +146,6 @@ def offset_axes(
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
     tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1
     wrong: list[tuple[str, str, m.Span]] = []  # (axis, why, where) of a tile axis that is not a window's term
-
-    def tile_names(expr: m.Expr) -> list[str]:
-        return [e.name.id for e in m.subexpressions(expr)
-                if isinstance(e, m.Ref) and e.name.id in scope.axes and not scope.axes[e.name.id].is_index]
 
     def walk(expr: m.Expr, linear: bool) -> None:  # linear: added, a factor of 1
         if isinstance(expr, m.Number):

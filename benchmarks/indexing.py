@@ -29,7 +29,9 @@ against FlashAttention-2's varlen forward and backward (each through autograd).
 The MoE grouped GEMM (tokens sorted by expert, bf16) runs at Mixtral 8x7B's and
 DeepSeek-V2-Lite's expert shapes against ``torch._grouped_mm`` and a torch loop over the experts,
 forward and forward + backward.
-``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe) runs one group's rows.
+Grouped-query attention (causal, bf16, Llama 3's head counts) runs against SDPA with
+``enable_gqa=True``, forward and forward + backward.
+``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa) runs one group's rows.
 """
 
 from __future__ import annotations
@@ -262,12 +264,49 @@ def moe_rows() -> list[dict]:
     return rows
 
 
+def gqa_rows() -> list[dict]:
+    """attention_gqa (causal, bf16) at Llama 3 8B's and 70B's head counts (32 and 64 query heads
+    over 8 key/value heads, D 128, B * S = 16384) against SDPA with ``enable_gqa=True``, forward and
+    forward + backward (each through its autograd)."""
+    import torch.nn.functional as F
+
+    module = _module("attention_gqa")
+    rows = []
+    for heads, kv_heads, seq in ((32, 8, 2048), (64, 8, 4096)):
+        batch, dim = 16384 // seq, 128
+        generator = torch.Generator(device="cuda").manual_seed(seq)
+        q, do = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.bfloat16, generator=generator)
+                 for _ in range(2))
+        k, v = (torch.randn(batch, kv_heads, seq, dim, device="cuda", dtype=torch.bfloat16, generator=generator)
+                for _ in range(2))
+        scale = dim ** -0.5
+        shape = f"B={batch} H={heads} HK={kv_heads} S={seq} D={dim}"
+
+        def ours(a, b, c, s=scale):
+            return module.attention_gqa(a, b, c, s)
+
+        def sdpa(a, b, c, s=scale):
+            return F.scaled_dot_product_attention(a, b, c, is_causal=True, scale=s, enable_gqa=True)
+
+        rows.append(_row("attention_gqa vs SDPA enable_gqa", shape, torch.bfloat16,
+                         lambda f=ours, t=(q, k, v): f(*t), lambda f=sdpa, t=(q, k, v): f(*t)))
+        leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+
+        def both(forward, leaves=leaves, do=do):
+            return torch.cat([g.flatten() for g in torch.autograd.grad(forward(*leaves), leaves, do)])
+
+        rows.append(_row("attention_gqa forward + backward vs SDPA enable_gqa", shape, torch.bfloat16,
+                         lambda f=ours: both(f), lambda f=sdpa: both(f)))
+    return rows
+
+
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
-    only = os.environ.get("INDEXING_ONLY")  # one group's rows: embedding, bincount, scatter_add, jagged, varlen
+    only = os.environ.get("INDEXING_ONLY")  # one group's rows: embedding, bincount, scatter_add, jagged, varlen, moe, gqa
     groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
-              "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows}
+              "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows,
+              "gqa": gqa_rows}
     rows = [row for name, group in groups.items() if only in (None, name) for row in group()]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"

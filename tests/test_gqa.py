@@ -43,6 +43,8 @@ def test_gqa_forward_and_backward_match_sdpa(generated, h, hk, s, dtype):
     do = torch.randn(o.shape, generator=torch.Generator().manual_seed(1)).to(DEVICE, dtype)
     got = torch.autograd.grad(o, (q, k, v), do)
     wanted = torch.autograd.grad(want, (q, k, v), do.float())
+    if DEVICE != "cpu" and dtype == torch.float32:  # the backward's float32 dots are tf32 there (Triton's
+        tol = {"atol": 1e-2, "rtol": 1e-2}  # default, as attention_causal's backward): 2**-11 per operand
     for name, a, b in zip("qkv", got, wanted, strict=True):
         assert a.dtype == dtype and a.shape == b.shape, name
         torch.testing.assert_close(a.float(), b.float(), **tol, msg=lambda m, name=name: f"d{name}: {m}")

@@ -24,8 +24,10 @@ SCALED = """kernel scaled
   z[i] = f32(x[i]) * s
 """
 
-#: On the GPU Triton fuses a multiply and an add (one rounding, where torch rounds twice).
-FUSED = {"rtol": 0, "atol": 0} if DEVICE == "cpu" else {"rtol": 2.4e-7, "atol": 0}
+#: On the GPU Triton fuses a multiply and an add (one rounding, where torch rounds twice): half a
+#: float32 unit of the larger term (up to 4.3 here, where the two nearly cancel, relative error
+#: is unbounded).
+FUSED = {"rtol": 0, "atol": 0} if DEVICE == "cpu" else {"rtol": 2.4e-7, "atol": 2.4e-7}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

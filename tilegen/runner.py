@@ -571,7 +571,27 @@ def shipped_entries(spec: m.Spec, tuned: list[TuneResult], arch: str) -> dict[st
             {k: v for k, v in result.config.items() if k in written and isinstance(v, int)} for result in tuned}
 
 
+#: The most elements :func:`default_sizes` gives one tensor (256 MiB of float32): a 5-d pooling
+#: input at 40 tiles a dimension would take tens of GiB.
+MAX_TENSOR_ELEMENTS = 1 << 26
+
+
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
+    """:func:`sizes_at` ``programs`` tiles a symbol, halved until no tensor of ``spec`` holds more
+    than :data:`MAX_TENSOR_ELEMENTS` elements (or one tile is left)."""
+    sizes = sizes_at(spec, programs, given)
+    while programs > 1 and max(_elements(t, sizes) for t in spec.tensors) > MAX_TENSOR_ELEMENTS:
+        programs //= 2
+        sizes = sizes_at(spec, programs, given)
+    return sizes
+
+
+def _elements(tensor: m.Tensor, sizes: dict[str, int]) -> int:
+    """How many elements ``tensor`` holds at ``sizes`` (a dimension not sized there counts as 1)."""
+    return math.prod(sizes.get(d.id, 1) if isinstance(d, m.Name) else int(d.text) for d in tensor.dims)
+
+
+def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
     the largest block over it (defaults, or any tune config's value), plus a partial tile when
     every axis over it is masked (so tails are exercised and unmasked launchers accept the

@@ -109,16 +109,19 @@ def round_to_multiples(spec: m.Spec, sizes: dict[str, int], given: Container[str
 
 def scalar_sizes(spec: m.Spec, given: dict[str, int] | None = None) -> dict[str, int]:
     """A value for each integer scalar input a size is made of (``g over G``, ``C / G``, an output's
-    dimension ``out counts: i64[bins]``): given,
-    else its sample range's low end, else 3 (what :func:`tilegen.runner.random_inputs` passes for it)."""
+    dimension ``out counts: i64[bins]``): given, else its sample range's low end, else its default
+    (pooling's ``ceil_mode = 0``), else 3 (what :func:`tilegen.runner.random_inputs` passes for it)."""
     given = given or {}
     used = {a.dim.id for a in spec.axes()} | {n for _, e in spec.derived for n in m.offset_names(e)}
     used |= {d.id for t in spec.outputs for d in t.dims if isinstance(d, m.Name)}  # out counts: i64[bins]
     values = {}
     for t in spec.inputs:
         if t.is_scalar and t.dtype.id not in m.FLOAT_DTYPES and t.name.id in used:
-            low = int(t.sample[0].value) if t.sample is not None else 3
-            values[t.name.id] = given.get(t.name.id, max(low, 1))
+            if t.sample is not None:
+                values[t.name.id] = given.get(t.name.id, max(int(t.sample[0].value), 1))
+            else:
+                default = t.default
+                values[t.name.id] = given.get(t.name.id, 3 if default is None else int(default))
     return values
 
 

@@ -11,7 +11,8 @@ in the spec's dtypes) and everything evaluated in float64::
 * ``g`` (:func:`growth`): the relative error bound of the spec's accumulations. For a ``dot``
   over a dimension of extent ``K`` and for ``sum``/``mean`` over one of extent ``K``, every
   term of the sum carries at most ``K`` roundings of the accumulator (unit roundoff ``u``:
-  2**-24 for float32) and, for a float32 ``dot`` in ``tf32`` precision, the rounding of both
+  2**-24 for float32; 2**-14 for an fp8 ``dot``, whose products Hopper's tensor cores sum in a
+  narrower accumulator) and, for a float32 ``dot`` in ``tf32`` precision, the rounding of both
   operands to tf32 (2**-11 each); an operand cast from a computed value to f16 or bf16
   (attention's ``DT(p)``) counts that dtype's rounding alike, since the kernel's value and the
   reference's, a few float32 units apart, may round to neighbours. Higham's bound (*Accuracy and Stability of Numerical
@@ -57,7 +58,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
 from tilegen import model as m
-from tilegen.dtypes import INDEX, expr_dtype, is_float
+from tilegen.dtypes import INDEX, expr_dtype, is_float, is_fp8
 from tilegen.functions import reduction, scan, spanned_axes
 from tilegen.sizes import solve_derived
 
@@ -89,6 +90,10 @@ UNIT_ROUNDOFF: dict[str, float] = {
     "tf32x3": 2.0**-21,
     "f32": 2.0**-24,
     "f64": 2.0**-53,
+    # fp8 products summed by Hopper's tensor cores, which keep about 14 bits of the float32
+    # accumulator (DeepSeek-V3 technical report, 2024, section 3.3.2) unless the kernel promotes
+    # the partial sums (Triton's fp8 dot on sm90 does not: torch._scaled_mm's use_fast_accum)
+    "fp8_dot": 2.0**-14,
 }
 
 #: Confidence parameter of the probabilistic bound (see the module docstring).
@@ -149,8 +154,10 @@ class _Walk:
             return axis is not None and not axis.is_index
 
         def own(part: m.Expr) -> tuple[str, ...] | None:
-            if isinstance(part, m.Load):
-                return tuple(i.id for i in part.index if isinstance(i, m.Name) and tile(i.id))
+            if isinstance(part, m.Load):  # plain axes and those in offsets (``ends[e - 1] + m``)
+                names = [n for i in part.index
+                         for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if m.is_offset(i) else [])]
+                return tuple(dict.fromkeys(n for n in names if tile(n)))
             if isinstance(part, m.Ref):
                 name = part.name.id
                 return self.local_axes.get(name, (name,) if tile(name) else ())
@@ -180,7 +187,7 @@ class _Walk:
             operands = self.dtype(call.args[0])
             if len(shared) != 1 or not is_float(operands):
                 return None  # integer dots accumulate exactly (i8 -> i32)
-            unit = UNIT_ROUNDOFF["f64" if operands == "f64" else "f32"]
+            unit = UNIT_ROUNDOFF["f64" if operands == "f64" else "fp8_dot" if is_fp8(operands, self.spec) else "f32"]
             operand_unit = 0.0
             if operands == "f32":
                 precision = call.word("precision") or "tf32"  # Triton's default for float32 dots
@@ -290,6 +297,8 @@ def _absolute(value: Argument) -> Argument:
     import torch
 
     if isinstance(value, torch.Tensor) and value.is_floating_point():
+        if value.element_size() == 1:  # fp8: CUDA has no abs of it; exact through float32
+            return value.float().abs().to(value.dtype)
         return value.abs()
     if isinstance(value, float):
         return abs(value)

@@ -309,12 +309,14 @@ class ExpressionTypes:
             return text if expr.op in COMPARISONS else f"({text}).to({written})"
         if expr.op in LOGIC or not self.fixed(target):
             return binop_text(expr, left, right)
-        if is_fp8(dl, self.state.spec) and not self.fixed(dl):  # F of f8e4m3, f8e5m2: in float32 (f64)
-            left = f"{left}.to({m.DTYPES[target][0]})"
-        if is_fp8(dr, self.state.spec) and not self.fixed(dr):
-            right = f"{right}.to({m.DTYPES[target][0]})"
         rounds = expr.op == "/" and target in NARROW  # Triton divides f16 and bf16 in float32
         cast = self.fixed(dl) and self.fixed(dr) and not rounds and triton_dtype(dl, dr, expr.op) != target
+        # fp8 (or F of f8e4m3, f8e5m2) beside a literal or a dtype variable: in float32 (f64) too,
+        # where Triton would make the literal fp8 (no builder on the GPU) or compute in fp8
+        if is_fp8(dl, self.state.spec) and not cast:
+            left = f"{left}.to({m.DTYPES[target][0]})"
+        if is_fp8(dr, self.state.spec) and not cast:
+            right = f"{right}.to({m.DTYPES[target][0]})"
         if cast or dl is None:
             left = self.converted(left, expr.left, target)
         if cast or dr is None:

@@ -303,7 +303,7 @@ def gqa_rows() -> list[dict]:
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
-    only = os.environ.get("INDEXING_ONLY")  # one group's rows: embedding, bincount, scatter_add, jagged, varlen, moe, gqa
+    only = os.environ.get("INDEXING_ONLY")  # one group's rows (a key of groups)
     groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
               "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows,
               "gqa": gqa_rows}

@@ -85,7 +85,8 @@ def _walk(spec: m.Spec, body: tuple[m.Stmt, ...], defined: set[str], errors: Col
     for stmt in body:
         match stmt:
             case m.Loop():
-                _Loop(spec, stmt, frozenset(defined), errors).run()
+                if not stmt.axis.is_index:  # an index loop (``for kh over K``) has no block to depend on
+                    _Loop(spec, stmt, frozenset(defined), errors).run()
                 _walk(spec, stmt.body, set(defined), errors)
             case m.Declare() | m.Assign():
                 defined.add(stmt.name.id)

@@ -235,7 +235,8 @@ def _run_spec(spec_file: SpecFile, module_dir: Path, sizes: dict[str, int], prog
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)
     return runner.run_module(
-        module, spec, runner.default_sizes(spec, programs, sizes), device, image=image, out_dir=out_dir
+        module, spec, runner.default_sizes(spec, programs, sizes, runner.INTERPRETER_STEPS if device == "cpu" else None),
+        device, image=image, out_dir=out_dir,
     )
 
 

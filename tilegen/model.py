@@ -883,7 +883,7 @@ def is_dot_loop(stmt: Stmt) -> bool:
     tensor tiles that both index the loop's axis ``k``: a matmul's K loop, lowered with pointers
     made once and advanced each step. Any other loop (``dot`` of computed tiles among other
     statements, attention's inner loop) is a loop over tiles."""
-    if not isinstance(stmt, Loop) or not stmt.body:
+    if not isinstance(stmt, Loop) or not stmt.body or stmt.axis.is_index:
         return False
     k = stmt.axis.name.id
     return all(

@@ -576,14 +576,42 @@ def shipped_entries(spec: m.Spec, tuned: list[TuneResult], arch: str) -> dict[st
 MAX_TENSOR_ELEMENTS = 1 << 26
 
 
-def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
+#: The most tile steps (programs times the steps of their loops) :func:`default_sizes` gives a
+#: run in Triton's interpreter, which takes about a millisecond a step: a 3d convolution's 27
+#: window taps times its channel tiles in every program would take minutes at 5 tiles a symbol.
+INTERPRETER_STEPS = 2_000
+
+
+def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None,
+                  max_steps: int | None = None) -> dict[str, int]:
     """:func:`sizes_at` ``programs`` tiles a symbol, halved until no tensor of ``spec`` holds more
-    than :data:`MAX_TENSOR_ELEMENTS` elements (or one tile is left)."""
+    than :data:`MAX_TENSOR_ELEMENTS` elements and, where ``max_steps`` is given (a run in the
+    interpreter: :data:`INTERPRETER_STEPS`), the kernel takes at most that many tile steps (or one
+    tile is left)."""
     sizes = sizes_at(spec, programs, given)
-    while programs > 1 and max(_elements(t, sizes) for t in spec.tensors) > MAX_TENSOR_ELEMENTS:
+    while programs > 1 and (max(_elements(t, sizes) for t in spec.tensors) > MAX_TENSOR_ELEMENTS
+                            or (max_steps is not None and tile_steps(spec, sizes) > max_steps)):
         programs //= 2
         sizes = sizes_at(spec, programs, given)
     return sizes
+
+
+def tile_steps(spec: m.Spec, sizes: dict[str, int]) -> int:
+    """About how many tile steps ``spec``'s kernel takes at ``sizes`` with its interpreter config's
+    blocks: its programs times the steps of every loop (nested or not; an upper bound)."""
+    blocks = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
+    config = spec.interpreter_config() if spec.tune is not None else None
+    for setting in config.settings if config is not None else ():
+        assert setting.default is not None  # a config's setting has its value
+        blocks[setting.name.id] = int(setting.default.text)
+    def steps(axis: m.Axis) -> int:
+        extent = int(axis.dim.id) if axis.literal else sizes.get(axis.dim.id, 1)
+        if axis.bounds == "whole":
+            return 1
+        block = blocks.get(axis.block.id, 1) if axis.block is not None else 1
+        return -(-extent // block)
+    loops = [s.axis for s in m.statements(spec.body) if isinstance(s, m.Loop)]
+    return math.prod(steps(a) for a in (*spec.grid, *loops))
 
 
 def _elements(tensor: m.Tensor, sizes: dict[str, int]) -> int:

@@ -578,7 +578,7 @@ class Launch:
         under ``fast_key``, unless the outputs are empty. Returns the outputs."""
         assert self.plan is not None, f"{self.name}: run without the module's plan"
         planned = self.plan(*args, **kwargs)
-        if self.refuse and grad_enabled() and any(args[i].requires_grad for i in self.refuse):
+        if self.refuse and grad_enabled() and any(getattr(args[i], "requires_grad", False) for i in self.refuse):
             no_backward(self.name)
         device = planned.device
         if device.type == "cuda" and device.index != torch.cuda.current_device():  # run there, on its current stream

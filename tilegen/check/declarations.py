@@ -160,11 +160,6 @@ def check_axis_decl(state: CheckState, axis: m.Axis, what: str, scope: Scope | N
             axis.span,
         )
         return
-    if what == "loop axis" and axis.block is None:
-        state.errors.error(
-            f"a loop axis needs a block: 'for {axis.name.id} over {extent_text(axis)} by B'", axis.span
-        )
-        return
     if axis.block is None and axis.bounds in ("unmasked", "wrapped"):  # `by B` left out
         state.errors.error(
             f"'{axis.bounds}' is for tiled axes: '{axis.name.id} over {extent_text(axis)} by B {axis.bounds}'",

@@ -140,6 +140,26 @@ class Loops:
         ops.append(ForLoop(step, iterable, tuple(body)))
         return ops
 
+    def index_loop(self, loop: m.Loop) -> list[Op]:
+        """A loop over the indices of a dimension (``for kh over K``, no block): each step's index
+        is one number, as a batch axis's program id is, so the body's tiles do not grow by it
+        (a convolution's window taps, the query heads a key head serves)."""
+        state = self.state
+        axis = loop.axis
+        k = axis.name.id
+        step = state.fresh(k)
+        state.axes[k] = AxisInfo(step, None, axis.dim.id, "1", step, scalar=True)
+        outer_masks, outer_loads = dict(state.masks), dict(state.loads)
+        state.hoists.append((k, []))
+        body: list[Op] = []
+        for stmt in loop.body:
+            if not isinstance(stmt, m.Loop):
+                body.append(state.comment(stmt.span))
+            body.extend(self.statement(stmt))
+        state.hoists.pop()
+        state.masks, state.loads = outer_masks, outer_loads
+        return [state.comment(loop.span), ForLoop(step, f"range(0, {axis.dim.id})", tuple(body))]
+
     def tile_loop(self, loop: m.Loop) -> list[Op]:
         """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):
         each step makes its own offsets and mask and runs the body on that tile.

@@ -77,6 +77,7 @@ class ReferenceExpressions:
         if spec.swizzle is not None and spec.swizzle.aliases:
             self.aliases = {a.id: s.id for a, s in zip(spec.swizzle.aliases, spec.swizzle.axes, strict=True)}
         self.batch = tuple(a.name.id for a in spec.grid if a.is_index)
+        self.scalars: set[str] = set()  # the axes of the index loops around the statement (one number each)
         self.locals: dict[str, tuple[str, ...]] = {}
         self.dtypes: dict[str, str] = {}  # declared local -> torch dtype (a dot accumulates in it)
         self.spec_dtypes: dict[str, str | None] = {}  # local -> spec dtype, for tilegen.dtypes
@@ -93,15 +94,16 @@ class ReferenceExpressions:
         axes, names = set(self.axis_names), list[str]()
         for item in load.index:
             if isinstance(item, m.Name):
-                names.append(item.id)
+                names += [item.id] if item.id not in self.scalars else []
             elif is_offset(item):  # an offset axis spans its axes
                 names += [n for n in m.offset_names(item) if n in axes]
         return tuple(dict.fromkeys(self.aliases.get(n, n) for n in names))
 
     @property
     def axis_names(self) -> tuple[str, ...]:
-        """Every axis of the spec (grid and loops)."""
-        return tuple(a.name.id for a in self.spec.axes())
+        """Every axis of the spec (grid and loops) but those of the index loops around the statement,
+        which are numbers there (``for kh in torch.arange(K)``)."""
+        return tuple(a.name.id for a in self.spec.axes() if a.name.id not in self.scalars)
 
     def offset(self, item: m.Expr, own: tuple[str, ...]) -> str:
         """An offset axis's index values (``c + N / 2``) over ``own``: each axis its ``arange``."""
@@ -144,7 +146,9 @@ class ReferenceExpressions:
 
     def whole(self, item: m.Index, dim: m.Name | m.Number) -> str:
         """The slice of a dimension an axis indexes: all of it, or the axis's extent where that is
-        shorter (``offsets[b]`` with ``b over B1 - 1``: ``:B1_minus_1``)."""
+        shorter (``offsets[b]`` with ``b over B1 - 1``: ``:B1_minus_1``); an index loop's axis, its number."""
+        if isinstance(item, m.Name) and item.id in self.scalars:
+            return item.id
         if not isinstance(item, m.Name) or item.id not in self.axis_names:
             return ":"
         extent = self.dim_of(self.aliases.get(item.id, item.id))
@@ -168,8 +172,8 @@ class ReferenceExpressions:
         bound = dim.text if isinstance(dim, m.Number) else dim.id
         offset = self.offset(item, (axis,))
         name = self.fresh(f"{axis}_index")
-        index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item else ":"
-                 for i in items]
+        index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item
+                 else self.whole(i, d) for i, d in zip(items, tensor.dims, strict=True)]
         inside = f"(({name} >= 0) & ({name} < {bound}))"
         self.lines.append(f"{name} = {offset}")
         axes = self.load_axes(load)
@@ -194,6 +198,8 @@ class ReferenceExpressions:
                 offset = self.offset(item, own)
                 index.append(f"{offset}.clamp(0, {bound} - 1)")
                 inside.append(f"({offset} >= 0) & ({offset} < {bound})")
+            elif isinstance(item, m.Name) and item.id in self.scalars:
+                index.append(item.id)
             else:
                 assert isinstance(item, m.Name), f"not an index item: {item}"
                 index.append(self.arange(self.aliases.get(item.id, item.id), own))
@@ -212,7 +218,7 @@ class ReferenceExpressions:
                 name = part.name.id
                 if name in self.locals:
                     return self.locals[name]
-                return (name,) if any(a.name.id == name for a in self.spec.axes()) else ()  # index values
+                return (name,) if name in self.axis_names else ()  # index values
             if isinstance(part, m.Number):
                 return ()
             if isinstance(part, m.Call) and m.is_dot(part):
@@ -439,7 +445,7 @@ class ReferenceLowering(ReferenceExpressions):
         spec = self.spec
         tensor = tensor_of(spec, stmt.tensor.id)
         dtype = torch_dtype(tensor.dtype)
-        index_axes = tuple(i.id for i in stmt.index if isinstance(i, m.Name))
+        index_axes = tuple(i.id for i in stmt.index if isinstance(i, m.Name) and i.id not in self.scalars)
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
@@ -450,7 +456,8 @@ class ReferenceLowering(ReferenceExpressions):
             self.scatter_store(stmt, dtype)
             return
         value = self.expr(stmt.value, index_axes)
-        target = ", ".join(i.text if isinstance(i, m.Number) else ":" for i in stmt.index)
+        target = ", ".join(i.text if isinstance(i, m.Number) else self.whole(i, d) if isinstance(i, m.Name) and i.id in
+                           self.scalars else ":" for i, d in zip(stmt.index, tensor.dims, strict=True))
         if tensor.zero_dim:  # one element in the kernel, torch's shape () here
             target = "()"
         if not self.expr_axes(stmt.value):  # a number (or scalar): fills the whole target
@@ -571,7 +578,14 @@ class ReferenceLowering(ReferenceExpressions):
                     context = self.locals[stmt.name.id]
                     value = self.expr(stmt.value, context, self.dtypes.get(stmt.name.id))
                     self.lines.append(f"{stmt.name.id} += {value}")
-                case m.Loop():
+                case m.Loop() if stmt.axis.is_index:  # a Python loop, each step's index one number
+                    start, name = len(self.lines), stmt.axis.name.id
+                    self.scalars.add(name)
+                    self.walk(stmt.body)
+                    self.scalars.discard(name)
+                    body = [f"    {line}" for line in self.lines[start:]] or ["    pass"]
+                    self.lines[start:] = [f"for {name} in torch.arange({stmt.axis.dim.id}, device={self.device}):", *body]
+                case m.Loop():  # over tiles: the body once, over the whole dimension
                     self.walk(stmt.body)
                 case m.Store():
                     self.store(stmt)

@@ -78,7 +78,10 @@ class Statements:
                 else:
                     ops.extend(self.store(stmt))
             case m.Loop():
-                ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
+                if stmt.axis.is_index:
+                    ops.extend(self.loops.index_loop(stmt))
+                else:
+                    ops.extend(self.loops.dot_loop(stmt) if m.is_dot_loop(stmt) else self.loops.tile_loop(stmt))
             case _:
                 assert_never(stmt)
         return ops

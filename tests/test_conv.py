@@ -1,0 +1,134 @@
+"""Convolutions (specs/conv1d.tile, conv2d.tile, conv3d.tile, conv2d_depthwise.tile) against torch's
+``F.conv1d``/``F.conv2d``/``F.conv3d``, and the index loop they are written with (``for kh over
+KH``, no block: one step per index, the index one number in the body).
+
+Inputs of both signs, sizes off every block, every config (each set of block sizes in the
+interpreter; ``TILEGEN_TEST_GPU=1``: every config on the GPU), with and without bias, strides,
+padding and dilation along each dimension, f32 and bf16, and a NaN reaching the outputs whose
+windows hold it.
+"""
+
+import os
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.conftest import config_indices
+from tilegen.errors import SpecError
+
+DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"
+
+
+def randn(*shape, dtype=torch.float32, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(DEVICE, dtype)
+
+
+def close(got, want, dtype, taps):
+    """Equal but for float32 sums in another order (f32; on the GPU tf32 operands) and one rounding
+    to bf16 (a unit of it, 2**-8 relative); ``taps`` the products summed into each output."""
+    assert got.dtype == dtype and got.shape == want.shape
+    if dtype == torch.float32:
+        tol = 1e-5 * taps if DEVICE == "cpu" else 2e-3 * taps ** 0.5
+        torch.testing.assert_close(got, want, atol=tol, rtol=1e-5)
+    else:
+        torch.testing.assert_close(got.float(), want.float(), atol=0.05, rtol=2**-7)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [((1, 1), (0, 0), (1, 1)), ((2, 3), (1, 2), (1, 2))])
+def test_conv2d_is_torchs(generated, dtype, stride, padding, dilation):
+    module = generated("conv2d")
+    x, w, bias = randn(2, 5, 7, 19, dtype=dtype), randn(17, 5, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype, seed=2)
+    want = F.conv2d(x.float(), w.float(), bias.float(), stride, padding, dilation).to(dtype)
+    scalars = (*stride, *padding, *dilation)
+    for config in config_indices(module):
+        close(module.conv2d(x, w, bias, *scalars, config=config), want, dtype, 5 * 6)
+    close(module.reference(x, w, bias, *scalars), want, dtype, 5 * 6)
+    without = F.conv2d(x.float(), w.float(), None, stride, padding, dilation).to(dtype)
+    close(module.conv2d(x, w, None, *scalars), without, dtype, 5 * 6)
+
+
+def test_conv2d_takes_torchs_defaults_and_a_wide_window(generated):
+    """stride 1, padding 0, dilation 1 when left out; a window wider than the input's padding-free
+    part (KernelBench's 11 x 11 first layer at stride 4, padding 2), channels past one tile."""
+    module = generated("conv2d")
+    x, w = randn(1, 19, 12, 10), randn(6, 19, 3, 3, seed=3)
+    close(module.conv2d(x, w), F.conv2d(x, w), torch.float32, 19 * 9)
+    x, w = randn(1, 3, 23, 21, seed=4), randn(20, 3, 11, 11, seed=5)
+    close(module.conv2d(x, w, None, 4, 4, 2, 2), F.conv2d(x, w, None, 4, 2), torch.float32, 3 * 121)
+
+
+def test_conv2d_nan_reaches_the_outputs_whose_windows_hold_it(generated):
+    module = generated("conv2d")
+    x, w = randn(1, 4, 9, 11), randn(3, 4, 3, 3, seed=6)
+    x[0, 2, 4, 5] = float("nan")
+    got, want = module.conv2d(x, w, None, 1, 2, 1, 1), F.conv2d(x, w, None, (1, 2), 1)
+    assert torch.equal(got.isnan(), want.isnan()) and 0 < int(got.isnan().sum()) < got.numel()
+    close(torch.nan_to_num(got), torch.nan_to_num(want), torch.float32, 36)
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [(1, 0, 1), (3, 2, 2)])
+def test_conv1d_is_torchs(generated, stride, padding, dilation):
+    module = generated("conv1d")
+    x, w, bias = randn(2, 21, 37), randn(9, 21, 4, seed=1), randn(9, seed=2)
+    want = F.conv1d(x, w, bias, stride, padding, dilation)
+    for config in config_indices(module):
+        close(module.conv1d(x, w, bias, stride, padding, dilation, config=config), want, torch.float32, 84)
+    close(module.reference(x, w, bias, stride, padding, dilation), want, torch.float32, 84)
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [(1, 0, 1), (2, 1, 2)])
+def test_conv3d_is_torchs(generated, stride, padding, dilation):
+    module = generated("conv3d")
+    x, w = randn(1, 3, 5, 6, 7, dtype=torch.bfloat16), randn(5, 3, 2, 3, 2, dtype=torch.bfloat16, seed=1)
+    want = F.conv3d(x.float(), w.float(), None, stride, padding, dilation).bfloat16()
+    close(module.conv3d(x, w, None, stride, padding, dilation), want, torch.bfloat16, 36)
+    close(module.reference(x, w, None, stride, padding, dilation), want, torch.bfloat16, 36)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_depthwise_conv2d_is_torchs_with_groups_equal_to_channels(generated, dtype):
+    module = generated("conv2d_depthwise")
+    x, w, bias = randn(1, 21, 5, 19, dtype=dtype), randn(21, 1, 3, 4, dtype=dtype, seed=1), randn(21, dtype=dtype, seed=2)
+    for scalars in [(1, 1, 0, 0, 1, 1), (2, 1, 1, 2, 1, 2)]:
+        sh, sw, ph, pw, dh, dw = scalars
+        want = F.conv2d(x.float(), w.float(), bias.float(), (sh, sw), (ph, pw), (dh, dw), groups=21).to(dtype)
+        for config in config_indices(module):
+            got = module.conv2d_depthwise(x, w, bias, *scalars, config=config)
+            torch.testing.assert_close(got.float(), want.float(), atol=1e-5 if dtype == torch.float32 else 4e-3,
+                                       rtol=1e-5 if dtype == torch.float32 else 2**-10)
+
+
+INDEX_LOOP = """\
+kernel taps
+  in  x: f32[M, J, N]
+  out y: f32[M, N]
+  out z: f32[M, J, N]
+  block BM = 16, BN = 16
+  grid  m over M by BM, n over N by BN
+  acc: f32[m, n] = 0
+  for j over J
+    acc += x[m, j, n] * (j + 1)
+    z[m, j, n] = acc
+  y[m, n] = acc
+"""
+
+
+def test_an_index_loop_steps_once_per_index_in_order(compiled):
+    """Each step sees one index: the running sum stored at each step is a scan along j (the
+    reference's Python loop computes the same), and a carried value may change any way (there is
+    no block for the result to depend on)."""
+    module = compiled(INDEX_LOOP, "taps")
+    x = randn(20, 5, 17)
+    weighted = x * torch.arange(1, 6, device=DEVICE, dtype=torch.float32)[None, :, None]
+    y, z = module.taps(x)
+    torch.testing.assert_close(y, weighted.sum(1))
+    torch.testing.assert_close(z, weighted.cumsum(1))
+    for got, want in zip(module.reference(x), (y, z), strict=True):
+        torch.testing.assert_close(got, want)
+
+
+def test_an_index_loop_takes_no_split(compiled):
+    with pytest.raises(SpecError, match="'split' needs a loop of"):
+        compiled(INDEX_LOOP.replace("for j over J", "for j over J split"), "taps_split")

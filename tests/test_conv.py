@@ -25,11 +25,12 @@ def randn(*shape, dtype=torch.float32, seed=0):
 
 
 def close(got, want, dtype, taps):
-    """Equal but for float32 sums in another order (f32; on the GPU tf32 operands) and one rounding
-    to bf16 (a unit of it, 2**-8 relative); ``taps`` the products summed into each output."""
+    """Equal but for float32 sums in another order (f32; on the GPU tf32 operands, which a missing
+    tap, about 1, still fails) and one rounding to bf16 (a unit of it, 2**-8 relative); ``taps``
+    the products summed into each output."""
     assert got.dtype == dtype and got.shape == want.shape
     if dtype == torch.float32:
-        tol = 1e-5 * taps if DEVICE == "cpu" else 2e-3 * taps ** 0.5
+        tol = 1e-5 * taps if DEVICE == "cpu" else 2e-2 * taps ** 0.5  # tf32: 2**-11 per operand
         torch.testing.assert_close(got, want, atol=tol, rtol=1e-5)
     else:
         torch.testing.assert_close(got.float(), want.float(), atol=0.05, rtol=2**-7)

@@ -86,6 +86,8 @@ BENCHMARKS = [
               lambda out: [_script("launch_overhead", out)]),
     Benchmark("tune_effort", "the default quick tuning effort against full tuning, matmul_fast at 8 shapes",
               lambda out: [_script("tune_effort", out)]),
+    Benchmark("matmul_fp8", "the fp8 GEMM with row-wise scales vs torch._scaled_mm and the f16 cuBLAS GEMM",
+              lambda out: [_script("matmul_fp8", out)]),
     Benchmark("indexing", "scatter-adds (embedding backward, bincount, scatter_add) and jagged rows vs torch",
               lambda out: [_script("indexing", out)]),
     Benchmark("model_step", "the decoder's training step: torch eager, torch.compile, tilegen eager and compiled",

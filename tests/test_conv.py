@@ -40,7 +40,8 @@ def close(got, want, dtype, taps):
 @pytest.mark.parametrize(("stride", "padding", "dilation"), [((1, 1), (0, 0), (1, 1)), ((2, 3), (1, 2), (1, 2))])
 def test_conv2d_is_torchs(generated, dtype, stride, padding, dilation):
     module = generated("conv2d")
-    x, w, bias = randn(2, 5, 7, 19, dtype=dtype), randn(17, 5, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype, seed=2)
+    x, w, bias = randn(2, 5, 7, 19, dtype=dtype), randn(17, 5, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype,
+                                                                                                  seed=2)
     want = F.conv2d(x.float(), w.float(), bias.float(), stride, padding, dilation).to(dtype)
     scalars = (*stride, *padding, *dilation)
     for config in config_indices(module):
@@ -91,7 +92,8 @@ def test_conv3d_is_torchs(generated, stride, padding, dilation):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_depthwise_conv2d_is_torchs_with_groups_equal_to_channels(generated, dtype):
     module = generated("conv2d_depthwise")
-    x, w, bias = randn(1, 21, 5, 19, dtype=dtype), randn(21, 1, 3, 4, dtype=dtype, seed=1), randn(21, dtype=dtype, seed=2)
+    x = randn(1, 21, 5, 19, dtype=dtype)
+    w, bias = randn(21, 1, 3, 4, dtype=dtype, seed=1), randn(21, dtype=dtype, seed=2)
     for scalars in [(1, 1, 0, 0, 1, 1), (2, 1, 1, 2, 1, 2)]:
         sh, sw, ph, pw, dh, dw = scalars
         want = F.conv2d(x.float(), w.float(), bias.float(), (sh, sw), (ph, pw), (dh, dw), groups=21).to(dtype)

@@ -150,7 +150,8 @@ class Loops:
         step = state.fresh(k)
         state.axes[k] = AxisInfo(step, None, axis.dim.id, "1", step, scalar=True)
         outer_masks, outer_loads = dict(state.masks), dict(state.loads)
-        state.hoists.append((k, []))
+        preheader: list[Op] = []  # loads of a loop inside that change with neither loop: before this one
+        state.hoists.append((k, preheader))
         body: list[Op] = []
         for stmt in loop.body:
             if not isinstance(stmt, m.Loop):
@@ -158,7 +159,10 @@ class Loops:
             body.extend(self.statement(stmt))
         state.hoists.pop()
         state.masks, state.loads = outer_masks, outer_loads
-        return [state.comment(loop.span), ForLoop(step, f"range(0, {axis.dim.id})", tuple(body))]
+        state.taken |= _defined(preheader)
+        if preheader:
+            preheader.insert(0, Comment(f"tiles that do not change with {k}: loaded once, before the loop"))
+        return [state.comment(loop.span), *preheader, ForLoop(step, f"range(0, {axis.dim.id})", tuple(body))]
 
     def tile_loop(self, loop: m.Loop) -> list[Op]:
         """A loop over tiles inside one program (the Intel guide's add_kernel_fine_grained):

@@ -173,7 +173,8 @@ class ReferenceExpressions:
         offset = self.offset(item, (axis,))
         name = self.fresh(f"{axis}_index")
         index = [i.text if isinstance(i, m.Number) else f"{name}.clamp(0, {bound} - 1)" if i is item
-                 else self.whole(i, d) for i, d in zip(items, tensor.dims, strict=True)]
+                 else self.whole(i, d) if isinstance(i, m.Name) else ":"
+                 for i, d in zip(items, tensor.dims, strict=True)]
         inside = f"(({name} >= 0) & ({name} < {bound}))"
         self.lines.append(f"{name} = {offset}")
         axes = self.load_axes(load)
@@ -583,8 +584,9 @@ class ReferenceLowering(ReferenceExpressions):
                     self.scalars.add(name)
                     self.walk(stmt.body)
                     self.scalars.discard(name)
-                    body = [f"    {line}" for line in self.lines[start:]] or ["    pass"]
-                    self.lines[start:] = [f"for {name} in torch.arange({stmt.axis.dim.id}, device={self.device}):", *body]
+                    steps = [f"    {line}" for line in self.lines[start:]] or ["    pass"]
+                    loop = f"for {name} in torch.arange({stmt.axis.dim.id}, device={self.device}):"
+                    self.lines[start:] = [loop, *steps]
                 case m.Loop():  # over tiles: the body once, over the whole dimension
                     self.walk(stmt.body)
                 case m.Store():

@@ -5,11 +5,14 @@ each mapped to the tilegen spec that computes it or to the reason it has none ye
 torch expression (with the modules it calls and ``get_init_inputs()``), ``get_inputs()``'s
 shapes (a number for a scalar input) and dtypes. :data:`RUNS` says how a spec runs a problem: the
 kernel (``generated/<kernel>.py``), the problem's expression as a torch function, how to make its
-inputs at the suite's sizes (and the module's parameters, ``weight`` 1 and ``bias`` 0 as
-``nn.Module`` starts them) and how the kernel's launcher is called with them (views only: a
-transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` gives the reason for
-every other problem. ``benchmarks/kernelbench_l1.py`` times every problem of :data:`RUNS` on the
-GPU; ``tests/test_kernelbench_problems.py`` runs each in Triton's interpreter at small sizes.
+inputs at the suite's sizes (and the module's parameters: a norm's ``weight`` 1 and ``bias`` 0 as
+``nn.Module`` starts them; a convolution's weight, and problem 50's bias, uniform in +-1 /
+sqrt(fan_in) as ``nn.Conv*d`` draws them, from a generator seeded with 0, the same tensors passed
+to the problem's expression and to the kernel) and how the kernel's launcher is called with them
+(views only: a transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` gives
+the reason for every other problem: the transposed convolutions, 86's two convolutions in a row.
+``benchmarks/kernelbench_l1.py`` times every problem of :data:`RUNS` on the GPU;
+``tests/test_kernelbench_problems.py`` runs each in Triton's interpreter at small sizes.
 """
 
 from __future__ import annotations
@@ -456,6 +459,44 @@ def _matmul(forward, a_of, b_of, launch, sizes, small, note="", a_then=lambda a:
                note=note or "matmul_fast: f32 operands in TF32 (Triton's dot default; torch's matmul is full f32)")
 
 
+
+def _conv_parameters(o: int, c: int, window: tuple[int, ...], bias: bool, device: str):
+    """The weight ``[o, c, *window]`` (and a bias ``[o]``, else None) as ``nn.Conv*d`` starts them:
+    uniform in +-1 / sqrt(c * window's taps), drawn from a generator seeded with 0."""
+    generator = torch.Generator().manual_seed(0)
+    bound = (c * math.prod(window)) ** -0.5
+    w = (torch.rand((o, c, *window), generator=generator) * 2 - 1) * bound
+    b = (torch.rand((o,), generator=generator) * 2 - 1) * bound if bias else None
+    return w.to(device), None if b is None else b.to(device)
+
+
+def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1, bias=False, note="") -> Run:
+    """nn.Conv1d/2d/3d (groups 1) with the window ``window``: ``sizes`` are x's shape, then the
+    output channels; stride, padding and dilation as the module takes them (a number or one per
+    dimension; conv1d and conv3d take one number for all)."""
+    kernel, conv = {1: ("conv1d", F.conv1d), 2: ("conv2d", F.conv2d), 3: ("conv3d", F.conv3d)}[len(window)]
+    if len(window) == 2:  # conv2d's launcher: sh, sw, ph, pw, dh, dw
+        scalars = tuple(n for v in (stride, padding, dilation) for n in (v if isinstance(v, tuple) else (v, v)))
+    else:
+        scalars = (stride, padding, dilation)
+
+    def make(s, draw, device):
+        return (draw(s[:-1], device), *_conv_parameters(s[-1], s[1], window, bias, device))
+
+    return Run(kernel, lambda x, w, b: conv(x, w, b, stride, padding, dilation), make, sizes, small,
+               launch=lambda f, x, w, b: f(x, w, b, *scalars),
+               note=note or f"{kernel}: f32 operands in TF32 (Triton's dot default; cuDNN's default for torch's too)")
+
+
+def _depthwise(window: tuple[int, int], sizes, small) -> Run:
+    """nn.Conv2d(C, C, window, groups=C) (stride 1, padding 0, dilation 1, no bias, as the suite's
+    depthwise problems): ``sizes`` are x's shape."""
+    def make(s, draw, device):
+        return (draw(s, device), _conv_parameters(s[1], 1, window, False, device)[0])
+
+    return Run("conv2d_depthwise", lambda x, w: F.conv2d(x, w, groups=x.shape[1]), make, sizes, small)
+
+
 _mm = lambda A, B: torch.matmul(A, B)  # noqa: E731
 _call = lambda f, A, B: f(A, B)  # noqa: E731
 _MK_KN = (lambda s: (s[0], s[1]), lambda s: (s[1], s[2]))
@@ -546,6 +587,24 @@ RUNS: dict[int, Run] = {
     51: Run("argmax_dim1", lambda x: torch.argmax(x, dim=1), _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
     52: Run("argmin_dim1", lambda x: torch.argmin(x, dim=1), _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
     53: Run("min_dim1", lambda x: torch.min(x, dim=1)[0], _rows, (128, 4096, 4095), (3, 37, 29), MIDDLE),
+    50: _conv((11, 11), (256, 3, 224, 224, 96), (1, 3, 10, 19, 13), stride=4, padding=2, bias=True),
+    54: _conv((3, 3, 3), (16, 3, 64, 64, 64, 64), (1, 3, 4, 3, 7, 13)),
+    55: _conv((3, 3), (8, 64, 512, 1024, 128), (1, 19, 4, 19, 13)),
+    56: _conv((5, 7), (8, 64, 512, 256, 128), (1, 5, 6, 11, 13)),
+    59: _conv((3, 3, 1), (16, 3, 256, 256, 10, 64), (1, 3, 4, 5, 4, 13)),
+    60: _conv((3, 5, 7), (16, 3, 64, 64, 64, 64), (1, 3, 3, 5, 9, 13)),
+    62: _conv((5, 9), (8, 32, 512, 512, 64), (1, 9, 6, 13, 13)),
+    63: _conv((3, 3), (16, 16, 1024, 1024, 128), (1, 5, 5, 19, 13)),
+    66: _conv((3, 5, 7), (8, 3, 16, 128, 128, 64), (1, 3, 3, 5, 10, 13)),
+    67: _conv((3,), (32, 64, 131072, 128), (2, 19, 37, 21)),
+    76: _conv((3,), (64, 64, 524280, 128), (2, 19, 53, 21), stride=3, dilation=4),
+    80: _conv((5, 9), (8, 32, 512, 512, 64), (1, 9, 6, 21, 13), padding=(2, 4), dilation=(2, 3)),
+    82: _depthwise((3, 3), (16, 64, 512, 512), (1, 9, 4, 19)),
+    83: _depthwise((3, 1), (64, 8, 512, 512), (1, 5, 7, 19)),
+    84: _depthwise((3, 3), (64, 128, 256, 512), (1, 9, 4, 19)),
+    85: _depthwise((3, 7), (32, 128, 128, 256), (1, 5, 4, 21)),
+    87: _conv((1, 1), (16, 64, 1024, 1024, 128), (1, 19, 3, 19, 21),
+              note="conv2d with a 1 x 1 window: one tap, the dot over channel tiles; f32 operands in TF32"),
     88: Run("new_gelu", lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
             x + 0.044715 * torch.pow(x, 3.0)))), _rows, (8192, 8192), (37, 301), ((4096, 4097), (1000, 777))),
     89: Run("row_cumsum", lambda x: torch.cumsum(x, dim=1), _rows, (32768, 32768), (9, 301), ROWS),
@@ -599,16 +658,22 @@ RUNS: dict[int, Run] = {
              note="the targets broadcast along the last dimension (the suite's [batch_size] equals it)"),
 }
 
-_CONVOLUTION = ("convolution: needs a loop over a literal extent without a block and a dot over (ci, kh, kw) "
-                "together (issue 52, item 3). benchmarks/kernelbench_refused/conv2d_50.tile: "
-                "10:7: a loop axis needs a block: 'for kh over 11 by B'; 11:9: a loop axis needs a block: "
-                "'for kw over 11 by B'")
+_TRANSPOSED = ("transposed convolution (stride 1): the convolution of x with w's taps reversed and its channel "
+               "dimensions swapped (w[c, o, K - 1 - k], padding dilation * (K - 1) - padding); the convolution "
+               "specs read w[o, c, k], and the reversal is a copy (torch.flip), not a view: no spec reads a "
+               "window reversed yet")
+_TRANSPOSED_STRIDED = ("transposed convolution with stride > 1: output o takes the taps k where o + padding - "
+                       "dilation * k is a multiple of the stride, input (o + padding - dilation * k) / stride; an "
+                       "index divided by the stride (and the test that it divides) is not in the language yet")
+_GROUPED = "; grouped as well (groups 4, neither 1 nor depthwise), which no convolution spec computes"
 
 #: problem number -> why no spec runs it yet.
 NOT_YET: dict[int, str] = {
-    50: _CONVOLUTION,
-    **dict.fromkeys(range(54, 87), _CONVOLUTION),
-    87: _CONVOLUTION + " (a 1x1 convolution is a matmul over the channels, left to the convolution work)",
+    **dict.fromkeys((57, 58, 61, 64, 65, 68, 69, 70, 71, 74, 78), _TRANSPOSED),
+    **dict.fromkeys((77, 79, 81), _TRANSPOSED_STRIDED),
+    **dict.fromkeys((72, 73, 75), _TRANSPOSED_STRIDED + _GROUPED),
+    86: "depthwise-separable: a depthwise convolution (conv2d_depthwise) then a pointwise 1 x 1 one (conv2d), two "
+        "kernels where a run is one; no spec fuses them (the pointwise dot over the depthwise result) yet",
 }
 
 

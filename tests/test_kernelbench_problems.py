@@ -1,19 +1,18 @@
 """KernelBench level 1's problems as benchmarks/kernelbench_problems.py maps them: the table names
 all 100, and each problem a spec runs gives the problem's own torch expression (not the spec's
-generated reference) at small odd sizes, inputs of both signs, at two configs or block sizes."""
+generated reference) at small odd sizes, inputs of both signs, at two configs or block sizes; each
+convolution's expression is the suite's own module holding the same parameters."""
 
 from __future__ import annotations
 
 import functools
 import inspect
-import re
-import subprocess
-import sys
 
 import pytest
 import torch
+from torch import nn
 
-from benchmarks.kernelbench_problems import NOT_YET, RUNS, SUITE
+from benchmarks.kernelbench_problems import NOT_YET, RUNS, SUITE, problem
 from tests.conftest import ROOT
 
 
@@ -27,20 +26,54 @@ def test_the_table_maps_each_of_the_100_problems_once():
     assert all(NOT_YET.values())
 
 
-def _refusals(path) -> list[str]:
-    """``line:col: message`` of each error ``tilegen check`` reports for ``path``."""
-    result = subprocess.run([sys.executable, "-m", "tilegen", "check", path.name], cwd=path.parent,
-                            capture_output=True, text=True, check=False)
-    assert result.returncode == 1, result.stdout + result.stderr
-    return re.findall(rf"^{re.escape(path.name)}:(\d+:\d+): error: (.*)$", result.stdout + result.stderr, re.M)
+#: Each convolution problem the table runs, as the suite writes its module (KernelBench/level1/<n>_*.py,
+#: with get_init_inputs() and the module's defaults: bias=False but 50's nn.Conv2d), at in and out
+#: channels c, o.
+SUITE_CONVOLUTIONS = {
+    50: lambda c, o: nn.Conv2d(c, o, kernel_size=11, stride=4, padding=2),
+    54: lambda c, o: nn.Conv3d(c, o, (3, 3, 3), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    55: lambda c, o: nn.Conv2d(c, o, (3, 3), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    56: lambda c, o: nn.Conv2d(c, o, (5, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=False),
+    59: lambda c, o: nn.Conv3d(c, o, (3, 3, 1), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    60: lambda c, o: nn.Conv3d(c, o, (3, 5, 7), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    62: lambda c, o: nn.Conv2d(c, o, (5, 9), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    63: lambda c, o: nn.Conv2d(c, o, (3, 3), stride=1, padding=0, dilation=1, groups=1, bias=False),
+    66: lambda c, o: nn.Conv3d(c, o, (3, 5, 7), stride=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1, 1), bias=False),
+    67: lambda c, o: nn.Conv1d(c, o, 3, stride=1, padding=0, dilation=1, groups=1, bias=False),
+    76: lambda c, o: nn.Conv1d(c, o, 3, stride=3, dilation=4, bias=False),
+    80: lambda c, o: nn.Conv2d(c, o, (5, 9), stride=1, padding=(2, 4), dilation=(2, 3), bias=False),
+    82: lambda c, o: nn.Conv2d(c, c, 3, stride=1, padding=0, groups=c, bias=False),
+    83: lambda c, o: nn.Conv2d(c, c, kernel_size=(3, 1), stride=1, padding=0, dilation=1, groups=c, bias=False),
+    84: lambda c, o: nn.Conv2d(c, o, kernel_size=(3, 3), stride=1, padding=0, groups=c, bias=False),
+    85: lambda c, o: nn.Conv2d(c, c, (3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=c, bias=False),
+    87: lambda c, o: nn.Conv2d(c, o, kernel_size=1, stride=1, padding=0, bias=False),
+}
 
 
-def test_the_refusals_the_table_quotes_are_the_checkers():
-    for path in sorted((ROOT / "benchmarks" / "kernelbench_refused").glob("*.tile")):
-        quoted = [reason for reason in NOT_YET.values() if path.name in reason]
-        assert quoted, f"no reason quotes {path.name}"
-        for place, message in _refusals(path):
-            assert all(f"{place}: {message}" in reason for reason in quoted), (path.name, place, message)
+@pytest.mark.parametrize("number", sorted(SUITE_CONVOLUTIONS))
+def test_a_convolutions_expression_is_the_suites_module(number):
+    """The table's expression is the suite's module holding the same weight (and bias), at the
+    suite's input shape; every convolution problem left out gives a reason."""
+    run = RUNS[number]
+    x, w, *bias = run.make(run.small, lambda shape, device: torch.randn(shape, device=device), "cpu")
+    module = SUITE_CONVOLUTIONS[number](x.shape[1], w.shape[0])
+    assert module.weight.shape == w.shape
+    assert (module.bias is None) == (not bias or bias[0] is None)
+    with torch.no_grad():
+        module.weight.copy_(w)
+        if module.bias is not None:
+            module.bias.copy_(bias[0])
+        assert torch.equal(run.forward(x, w, *bias), module(x))
+    suite_shape = problem(number)[3][0]
+    assert tuple(run.sizes[:len(suite_shape)]) == suite_shape and len(run.small) == len(run.sizes)
+
+
+def test_the_convolutions_not_run_are_transposed_or_two_in_a_row():
+    convolutions = {row[0] for row in SUITE if "_conv_" in f"_{row[1]}"}
+    assert convolutions == {50, *range(54, 88)}
+    assert sorted(convolutions - set(SUITE_CONVOLUTIONS)) == sorted(n for n in NOT_YET if n in convolutions)
+    for number in convolutions - set(SUITE_CONVOLUTIONS):
+        assert ("transposed" in problem(number)[1]) == NOT_YET[number].startswith("transposed"), number
 
 
 def _settings(module, kernel: str) -> list[dict]:

@@ -10,7 +10,8 @@ inputs at the suite's sizes (and the module's parameters: a norm's ``weight`` 1 
 sqrt(fan_in) as ``nn.Conv*d`` draws them, from a generator seeded with 0, the same tensors passed
 to the problem's expression and to the kernel) and how the kernel's launcher is called with them
 (views only: a transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` gives
-the reason for every other problem: the transposed convolutions, 86's two convolutions in a row.
+the reason for every other problem: the transposed convolutions with a stride above 1, 86's two
+convolutions in a row.
 ``benchmarks/kernelbench_l1.py`` times every problem of :data:`RUNS` on the GPU;
 ``tests/test_kernelbench_problems.py`` runs each in Triton's interpreter at small sizes.
 """
@@ -488,6 +489,26 @@ def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1
                note=note or f"{kernel}: f32 operands in TF32 (Triton's dot default; cuDNN's default for torch's too)")
 
 
+def _conv_transpose(window: tuple[int, ...], sizes, small, padding=0, dilation=1) -> Run:
+    """nn.ConvTranspose1d/2d/3d at stride 1 (groups 1, output_padding 0, no bias, as the suite's):
+    ``sizes`` are x's shape, then the output channels; the weight ``[C, O, *window]`` as the module
+    starts it (uniform in +-1 / sqrt(O * taps), its fan-in); padding and dilation a number or one
+    per dimension (conv_transpose1d and conv_transpose3d take one number for all)."""
+    kernel, conv = {1: ("conv_transpose1d", F.conv_transpose1d), 2: ("conv_transpose2d", F.conv_transpose2d),
+                    3: ("conv_transpose3d", F.conv_transpose3d)}[len(window)]
+    if len(window) == 2:  # conv_transpose2d's launcher: ph, pw, dh, dw
+        scalars = tuple(n for v in (padding, dilation) for n in (v if isinstance(v, tuple) else (v, v)))
+    else:
+        scalars = (padding, dilation)
+
+    def make(s, draw, device):
+        return (draw(s[:-1], device), _conv_parameters(s[1], s[-1], window, False, device)[0])
+
+    return Run(kernel, lambda x, w: conv(x, w, None, 1, padding, 0, 1, dilation), make, sizes, small,
+               launch=lambda f, x, w: f(x, w, None, *scalars),
+               note=f"{kernel}: x read at o + padding - dilation * k for each tap k; f32 operands in TF32")
+
+
 def _depthwise(window: tuple[int, int], sizes, small) -> Run:
     """nn.Conv2d(C, C, window, groups=C) (stride 1, padding 0, dilation 1, no bias, as the suite's
     depthwise problems): ``sizes`` are x's shape."""
@@ -603,6 +624,17 @@ RUNS: dict[int, Run] = {
     83: _depthwise((3, 1), (64, 8, 512, 512), (1, 5, 7, 19)),
     84: _depthwise((3, 3), (64, 128, 256, 512), (1, 9, 4, 19)),
     85: _depthwise((3, 7), (32, 128, 128, 256), (1, 5, 4, 21)),
+    57: _conv_transpose((3, 3), (8, 64, 1024, 1024, 64), (1, 19, 4, 19, 13)),
+    58: _conv_transpose((3, 5, 7), (16, 32, 16, 32, 64, 16), (1, 2, 1, 1, 2, 3)),
+    61: _conv_transpose((3, 3, 3), (8, 48, 64, 64, 64, 48), (1, 2, 2, 2, 3, 5)),
+    64: _conv_transpose((3,), (64, 128, 65536, 128), (2, 19, 37, 21)),
+    65: _conv_transpose((3, 7), (8, 64, 512, 512, 64), (1, 19, 4, 13, 13)),
+    68: _conv_transpose((3, 5, 5), (16, 32, 64, 64, 64, 64), (1, 2, 1, 1, 2, 3)),
+    69: _conv_transpose((3, 5), (64, 64, 128, 256, 128), (1, 19, 4, 13, 13)),
+    70: _conv_transpose((3, 3, 3), (8, 48, 96, 96, 96, 24), (1, 2, 2, 2, 3, 5)),
+    71: _conv_transpose((3, 3), (8, 32, 512, 1024, 32), (1, 19, 4, 19, 13)),
+    74: _conv_transpose((5,), (32, 32, 131072, 64), (2, 19, 37, 21), dilation=3),
+    78: _conv_transpose((3, 7), (8, 32, 512, 1024, 32), (1, 9, 6, 13, 13), padding=(1, 3)),
     87: _conv((1, 1), (16, 64, 1024, 1024, 128), (1, 19, 3, 19, 21),
               note="conv2d with a 1 x 1 window: one tap, the dot over channel tiles; f32 operands in TF32"),
     88: Run("new_gelu", lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
@@ -658,10 +690,6 @@ RUNS: dict[int, Run] = {
              note="the targets broadcast along the last dimension (the suite's [batch_size] equals it)"),
 }
 
-_TRANSPOSED = ("transposed convolution (stride 1): the convolution of x with w's taps reversed and its channel "
-               "dimensions swapped (w[c, o, K - 1 - k], padding dilation * (K - 1) - padding); the convolution "
-               "specs read w[o, c, k], and the reversal is a copy (torch.flip), not a view: no spec reads a "
-               "window reversed yet")
 _TRANSPOSED_STRIDED = ("transposed convolution with stride > 1: output o takes the taps k where o + padding - "
                        "dilation * k is a multiple of the stride, input (o + padding - dilation * k) / stride; an "
                        "index divided by the stride (and the test that it divides) is not in the language yet")
@@ -669,7 +697,6 @@ _GROUPED = "; grouped as well (groups 4, neither 1 nor depthwise), which no conv
 
 #: problem number -> why no spec runs it yet.
 NOT_YET: dict[int, str] = {
-    **dict.fromkeys((57, 58, 61, 64, 65, 68, 69, 70, 71, 74, 78), _TRANSPOSED),
     **dict.fromkeys((77, 79, 81), _TRANSPOSED_STRIDED),
     **dict.fromkeys((72, 73, 75), _TRANSPOSED_STRIDED + _GROUPED),
     86: "depthwise-separable: a depthwise convolution (conv2d_depthwise) then a pointwise 1 x 1 one (conv2d), two "

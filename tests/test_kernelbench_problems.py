@@ -47,6 +47,21 @@ SUITE_CONVOLUTIONS = {
     84: lambda c, o: nn.Conv2d(c, o, kernel_size=(3, 3), stride=1, padding=0, groups=c, bias=False),
     85: lambda c, o: nn.Conv2d(c, c, (3, 7), stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=c, bias=False),
     87: lambda c, o: nn.Conv2d(c, o, kernel_size=1, stride=1, padding=0, bias=False),
+    57: lambda c, o: nn.ConvTranspose2d(c, o, 3, stride=1, padding=0, output_padding=0, groups=1, bias=False),
+    58: lambda c, o: nn.ConvTranspose3d(c, o, (3, 5, 7), stride=(1, 1, 1), padding=(0, 0, 0), output_padding=(0, 0, 0),
+                                        groups=1, bias=False),
+    61: lambda c, o: nn.ConvTranspose3d(c, o, (3, 3, 3), stride=1, padding=0, output_padding=0, groups=1, bias=False),
+    64: lambda c, o: nn.ConvTranspose1d(c, o, 3, stride=1, padding=0, output_padding=0, groups=1, bias=False),
+    65: lambda c, o: nn.ConvTranspose2d(c, o, (3, 7), stride=1, padding=0, output_padding=0, groups=1, bias=False),
+    68: lambda c, o: nn.ConvTranspose3d(c, o, (3, 5, 5), stride=(1, 1, 1), padding=(0, 0, 0), output_padding=(0, 0, 0),
+                                        groups=1, bias=False),
+    69: lambda c, o: nn.ConvTranspose2d(c, o, (3, 5), stride=(1, 1), padding=(0, 0), output_padding=(0, 0),
+                                        dilation=(1, 1), groups=1, bias=False),
+    70: lambda c, o: nn.ConvTranspose3d(c, o, (3, 3, 3), stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                                        bias=False),
+    71: lambda c, o: nn.ConvTranspose2d(c, o, 3, stride=1, padding=0, output_padding=0, groups=1, bias=False),
+    74: lambda c, o: nn.ConvTranspose1d(c, o, 5, stride=1, padding=0, dilation=3, bias=False),
+    78: lambda c, o: nn.ConvTranspose2d(c, o, (3, 7), stride=(1, 1), padding=(1, 3), bias=False),
 }
 
 
@@ -56,7 +71,8 @@ def test_a_convolutions_expression_is_the_suites_module(number):
     suite's input shape; every convolution problem left out gives a reason."""
     run = RUNS[number]
     x, w, *bias = run.make(run.small, lambda shape, device: torch.randn(shape, device=device), "cpu")
-    module = SUITE_CONVOLUTIONS[number](x.shape[1], w.shape[0])
+    transposed = run.kernel.startswith("conv_transpose")  # its weight is [in, out, *window]
+    module = SUITE_CONVOLUTIONS[number](x.shape[1], w.shape[1] if transposed else w.shape[0])
     assert module.weight.shape == w.shape
     assert (module.bias is None) == (not bias or bias[0] is None)
     with torch.no_grad():

@@ -340,13 +340,18 @@ def _below(block: int, align: int) -> int:
 
 
 def programs(spec: m.Spec, sizes: dict[str, int], blocks: dict[str, int]) -> int:
-    """How many programs the spec's grid launches at ``sizes`` and ``blocks``."""
+    """How many programs the spec's grid launches at ``sizes`` and ``blocks``, times the steps of
+    its index loops (``for kh over KH``: each program runs its body once per index, as that many
+    programs would)."""
     count = 1
     for axis in spec.grid:
         if axis.is_index:
             count *= sizes[axis.dim.id]
         elif axis.block is not None and axis.block.id in blocks:
             count *= -(-sizes[axis.dim.id] // blocks[axis.block.id])
+    for stmt in m.statements(spec.body):
+        if isinstance(stmt, m.Loop) and stmt.axis.is_index:
+            count *= int(stmt.axis.dim.id) if stmt.axis.literal else sizes.get(stmt.axis.dim.id, 1)
     return count
 
 
@@ -495,11 +500,15 @@ def cases_for(path: Path) -> list[Case]:
     for variant in ["tma", "pointers"] if uses_tma(spec) else [""]:
         shape = ""
         settings = _settings(spec, variant, derive_sizes(spec, variant))
-        if spec.tune is None and settings:
+        index_loops = any(isinstance(s, m.Loop) and s.axis.is_index for s in m.statements(spec.body))
+        if (spec.tune is None or index_loops) and settings:  # a convolution's taps: work per program
             sizes = derive_sizes(spec, variant)
             if max(programs(spec, sizes, run.blocks) for run in settings) > PROGRAM_BUDGET:
                 shape = "compact"
                 settings = _settings(spec, variant, derive_sizes(spec, variant, shape=shape))
+                compact = derive_sizes(spec, variant, shape=shape)
+                if index_loops and max(programs(spec, compact, r.blocks) for r in settings) > PROGRAM_BUDGET:
+                    settings = settings[:1]  # still too long for the interpreter: one setting, and tiny sizes
         if not settings:  # no blocks at all: the tiles follow the sizes, so the sizes vary
             for scale in range(len(WHOLE_EXTENTS)):
                 sizes = derive_sizes(spec, variant, scale)

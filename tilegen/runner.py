@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Literal
 from tilegen import model as m
 from tilegen import tolerance
 from tilegen.dtypes import COMPARISONS, INDEX, expr_dtype, integer_value, promote
-from tilegen.sizes import floors, round_to_multiples, scalar_sizes, size_names, solve_derived
+from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
 
 if TYPE_CHECKING:  # torch is imported where it is used (see select_device)
     import torch
@@ -585,14 +585,22 @@ INTERPRETER_STEPS = 2_000
 def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = None,
                   max_steps: int | None = None) -> dict[str, int]:
     """:func:`sizes_at` ``programs`` tiles a symbol, halved until no tensor of ``spec`` holds more
-    than :data:`MAX_TENSOR_ELEMENTS` elements and, where ``max_steps`` is given (a run in the
-    interpreter: :data:`INTERPRETER_STEPS`), the kernel takes at most that many tile steps (or one
-    tile is left)."""
+    than :data:`MAX_TENSOR_ELEMENTS` elements and the kernel takes at most ``max_steps`` tile steps
+    (default: :data:`INTERPRETER_STEPS` under ``TRITON_INTERPRET=1``, else no limit); at one tile
+    and still over it, index extents of 2 instead of 3 (a convolution's window taps)."""
+    if max_steps is None and os.environ.get("TRITON_INTERPRET") == "1":
+        max_steps = INTERPRETER_STEPS
+
+    def over(sizes: dict[str, int]) -> bool:
+        return max(_elements(t, sizes) for t in spec.tensors) > MAX_TENSOR_ELEMENTS or (
+            max_steps is not None and tile_steps(spec, sizes) > max_steps)
+
     sizes = sizes_at(spec, programs, given)
-    while programs > 1 and (max(_elements(t, sizes) for t in spec.tensors) > MAX_TENSOR_ELEMENTS
-                            or (max_steps is not None and tile_steps(spec, sizes) > max_steps)):
+    while programs > 1 and over(sizes):
         programs //= 2
         sizes = sizes_at(spec, programs, given)
+    if over(sizes):
+        sizes = sizes_at(spec, programs, given, index=2)
     return sizes
 
 
@@ -619,12 +627,12 @@ def _elements(tensor: m.Tensor, sizes: dict[str, int]) -> int:
     return math.prod(sizes.get(d.id, 1) if isinstance(d, m.Name) else int(d.text) for d in tensor.dims)
 
 
-def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -> dict[str, int]:
+def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, index: int = 3) -> dict[str, int]:
     """A size for every symbol of ``spec``: ``given`` where stated, else ``programs`` tiles of
     the largest block over it (defaults, or any tune config's value), plus a partial tile when
     every axis over it is masked (so tails are exercised and unmasked launchers accept the
     size). A ``whole`` extent is 3 short of a power of two (a masked tail), 61 where a ``dot``
-    operand spans it (a head dimension); an index (batch) extent is 3. Where the grid holds several
+    operand spans it (a head dimension); an index (batch) extent is ``index``. Where the grid holds several
     whole axes, or blocks of other axes beside one, a whole extent is smaller, so that one
     program's tile stays within 2**17 elements (a rope's [H, D] tiles, a [C, BW] tile)."""
     given = dict(given or {})
@@ -660,13 +668,13 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None) -
         over = [a for a in axes if a.dim.id == dim.id]
         if not over:  # H of an output's H_out = (H + 2 * P - K) / S + 1: sized as the axes over H_out are
             over = [a for a in axes for name, extent in spec.derived
-                    if a.dim.id == name and floors(extent) and dim.id in m.offset_names(extent)]
+                    if a.dim.id == name and dim.id in m.offset_names(extent)]
         if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
             extent = 61 if dim.id in dot_dims else (1 << bits) - 3
             sizes[dim.id] = given.get(dim.id, extent)
             continue
         if over and all(a.is_index for a in over):
-            sizes[dim.id] = given.get(dim.id, 3)
+            sizes[dim.id] = given.get(dim.id, index)
             continue
         step = max(
             (

@@ -140,7 +140,6 @@ def errors(text):
         ("act(alpha * acc)", "alpha[m, n]", "'alpha' is a scalar; use it without an index"),
         ("in  alpha: f32", "out alpha: f32", "output 'alpha' needs a shape"),
         ("grid flat m over M by BM, n over N by BN", "grid flat m over M by BM", "a flat grid flattens two tiled axes"),
-        ("for k over K by BK", "for k over K", "a loop axis needs a block"),
         ("for k over K by BK", "for k over K by BK wrapped", "only grid axes can be 'wrapped'"),
         ("swizzle m, n group G", "swizzle m, n group H", "unknown parameter 'H'"),
         ("acc: f32[m, n] = 0", "relu: f32[m, n] = 0", "variable name 'relu' is reserved"),

@@ -1,10 +1,9 @@
 """KernelBench level 1 problems written as specs, on the GPU against torch at the suite's
 ``get_inputs`` shapes (and smaller, odd ones): every problem benchmarks/kernelbench_problems.py maps
-to a spec (93 of the 100: matmuls 1-18, activations 19-32 and 88, norms 33-40, poolings 41-46,
+to a spec (99 of the 100: matmuls 1-18, activations 19-32 and 88, norms 33-40, poolings 41-46,
 reductions 47-53, convolutions 50, 54-56, 59, 60, 62, 63, 66, 67, 76, 80, 82-85 (depthwise) and
-87, transposed convolutions at stride 1 (57, 58, 61, 64, 65, 68-71, 74, 78), scans 89-93, losses
-94-100; the rest are transposed convolutions with a stride above 1 and 86's depthwise-separable
-pair), each timed against its own
+87, transposed convolutions 57, 58, 61, 64, 65, 68-75, 77-79 and 81 (72, 73 and 75 grouped), scans
+89-93, losses 94-100; not 86's depthwise-separable pair), each timed against its own
 torch expression (KernelBench's ``forward``) on inputs made as the suite's ``get_inputs`` makes
 them (``torch.rand``), the module's parameters included; and two problems the suite has since
 replaced: the product over the middle dimension of 128 x 4096 x 4095 (former 50, ``torch.randn``)

@@ -10,8 +10,7 @@ inputs at the suite's sizes (and the module's parameters: a norm's ``weight`` 1 
 sqrt(fan_in) as ``nn.Conv*d`` draws them, from a generator seeded with 0, the same tensors passed
 to the problem's expression and to the kernel) and how the kernel's launcher is called with them
 (views only: a transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` gives
-the reason for every other problem: the transposed convolutions with a stride above 1, 86's two
-convolutions in a row.
+the reason for every other problem: 86's two convolutions in a row.
 ``benchmarks/kernelbench_l1.py`` times every problem of :data:`RUNS` on the GPU;
 ``tests/test_kernelbench_problems.py`` runs each in Triton's interpreter at small sizes.
 """
@@ -489,24 +488,34 @@ def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1
                note=note or f"{kernel}: f32 operands in TF32 (Triton's dot default; cuDNN's default for torch's too)")
 
 
-def _conv_transpose(window: tuple[int, ...], sizes, small, padding=0, dilation=1) -> Run:
-    """nn.ConvTranspose1d/2d/3d at stride 1 (groups 1, output_padding 0, no bias, as the suite's):
-    ``sizes`` are x's shape, then the output channels; the weight ``[C, O, *window]`` as the module
-    starts it (uniform in +-1 / sqrt(O * taps), its fan-in); padding and dilation a number or one
-    per dimension (conv_transpose1d and conv_transpose3d take one number for all)."""
+def _conv_transpose(window: tuple[int, ...], sizes, small, padding=0, dilation=1, stride=1, output_padding=0,
+                    groups=1) -> Run:
+    """nn.ConvTranspose1d/2d/3d (no bias, as the suite's): ``sizes`` are x's shape, then the output
+    channels; the weight ``[C, O / groups, *window]`` as the module starts it (uniform in +-1 /
+    sqrt(O / groups * taps), its fan-in); padding, dilation, stride and output padding a number or
+    one per dimension (conv_transpose1d and conv_transpose3d take one number for all; the grouped
+    specs one per dimension, after the groups)."""
+    grouped = "_grouped" if groups > 1 else ""
     kernel, conv = {1: ("conv_transpose1d", F.conv_transpose1d), 2: ("conv_transpose2d", F.conv_transpose2d),
                     3: ("conv_transpose3d", F.conv_transpose3d)}[len(window)]
-    if len(window) == 2:  # conv_transpose2d's launcher: ph, pw, dh, dw
-        scalars = tuple(n for v in (padding, dilation) for n in (v if isinstance(v, tuple) else (v, v)))
+    kernel += grouped
+    settings = (padding, dilation, stride, output_padding)
+    if len(window) == 2 or grouped:  # one of each per dimension: ph, pw, dh, dw, sh, sw, oph, opw
+        scalars = tuple(n for v in settings for n in (v if isinstance(v, tuple) else (v,) * len(window)))
     else:
-        scalars = (padding, dilation)
+        scalars = settings
+    scalars = (groups, *scalars) if grouped else scalars
 
     def make(s, draw, device):
-        return (draw(s[:-1], device), _conv_parameters(s[1], s[-1], window, False, device)[0])
+        return (draw(s[:-1], device), _conv_parameters(s[1], s[-1] // groups, window, False, device)[0])
 
-    return Run(kernel, lambda x, w: conv(x, w, None, 1, padding, 0, 1, dilation), make, sizes, small,
-               launch=lambda f, x, w: f(x, w, None, *scalars),
-               note=f"{kernel}: x read at o + padding - dilation * k for each tap k; f32 operands in TF32")
+    def launch(f, x, w):
+        return f(x, w, *scalars) if grouped else f(x, w, None, *scalars)
+
+    return Run(kernel, lambda x, w: conv(x, w, None, stride, padding, output_padding, groups, dilation), make, sizes,
+               small, launch=launch,
+               note=f"{kernel}: x read at (o + padding - dilation * k) // stride for each tap k the stride "
+                    "divides; f32 operands in TF32")
 
 
 def _depthwise(window: tuple[int, int], sizes, small) -> Run:
@@ -635,6 +644,14 @@ RUNS: dict[int, Run] = {
     71: _conv_transpose((3, 3), (8, 32, 512, 1024, 32), (1, 19, 4, 19, 13)),
     74: _conv_transpose((5,), (32, 32, 131072, 64), (2, 19, 37, 21), dilation=3),
     78: _conv_transpose((3, 7), (8, 32, 512, 1024, 32), (1, 9, 6, 13, 13), padding=(1, 3)),
+    72: _conv_transpose((3, 5, 7), (8, 32, 12, 24, 48, 32), (1, 8, 1, 1, 1, 4), padding=(1, 2, 3), stride=(2, 2, 2),
+                        output_padding=(1, 1, 1), groups=4),
+    73: _conv_transpose((3, 3, 3), (4, 32, 32, 64, 128, 32), (1, 4, 1, 2, 2, 4), padding=1, stride=2, groups=4),
+    75: _conv_transpose((3, 5), (16, 32, 128, 256, 64), (1, 4, 2, 3, 4), padding=(1, 2), dilation=(2, 1),
+                        stride=(2, 3), groups=4),
+    77: _conv_transpose((3, 3, 3), (16, 32, 16, 32, 32, 64), (1, 2, 1, 2, 2, 3), padding=1, dilation=2, stride=2),
+    79: _conv_transpose((3,), (16, 32, 131072, 64), (2, 7, 37, 9), padding=1, dilation=2, stride=2),
+    81: _conv_transpose((3, 3), (16, 32, 64, 128, 64), (1, 5, 3, 4, 7), padding=1, dilation=2, stride=5),
     87: _conv((1, 1), (16, 64, 1024, 1024, 128), (1, 19, 3, 19, 21),
               note="conv2d with a 1 x 1 window: one tap, the dot over channel tiles; f32 operands in TF32"),
     88: Run("new_gelu", lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
@@ -690,15 +707,8 @@ RUNS: dict[int, Run] = {
              note="the targets broadcast along the last dimension (the suite's [batch_size] equals it)"),
 }
 
-_TRANSPOSED_STRIDED = ("transposed convolution with stride > 1: output o takes the taps k where o + padding - "
-                       "dilation * k is a multiple of the stride, input (o + padding - dilation * k) / stride; an "
-                       "index divided by the stride (and the test that it divides) is not in the language yet")
-_GROUPED = "; grouped as well (groups 4, neither 1 nor depthwise), which no convolution spec computes"
-
 #: problem number -> why no spec runs it yet.
 NOT_YET: dict[int, str] = {
-    **dict.fromkeys((77, 79, 81), _TRANSPOSED_STRIDED),
-    **dict.fromkeys((72, 73, 75), _TRANSPOSED_STRIDED + _GROUPED),
     86: "depthwise-separable: a depthwise convolution (conv2d_depthwise) then a pointwise 1 x 1 one (conv2d), two "
         "kernels where a run is one; no spec fuses them (the pointwise dot over the depthwise result) yet",
 }

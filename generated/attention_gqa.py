@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -281,7 +281,7 @@ def _attention_gqa_pointers_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_n = offs_n.to(tl.int64)
         # specs/attention_gqa.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h / (H / HK), n, d], precision=ieee) * scale, -inf)
-        mask_dn = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_d[:, None], False)
+        mask_dn = tl.where(((pid_h // (H // HK)) < HK), mask_d[:, None], False)
         k = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
         s_unscaled = tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee")
         # specs/attention_gqa.tile:29: m_new = maximum(m_i, max(s, dim=n))
@@ -300,7 +300,7 @@ def _attention_gqa_pointers_kernel(
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
         # specs/attention_gqa.tile:33: acc = acc * alpha + dot(DT(p), v[z, h / (H / HK), n, d], precision=ieee)
-        mask_nd = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_d[None, :], False)
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_d[None, :], False)
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_nd, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v), input_precision="ieee")
         # specs/attention_gqa.tile:34: m_i = m_new
@@ -312,7 +312,7 @@ def _attention_gqa_pointers_kernel(
             offs_n = offs_n.to(tl.int64)
         mask_n = offs_n < S
         # specs/attention_gqa.tile:28: s = where(n <= m, dot(q[z, h, m, d], k[z, h / (H / HK), n, d], precision=ieee) * scale, -inf)
-        mask_dn = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_n[None, :] & mask_d[:, None], False)
+        mask_dn = tl.where(((pid_h // (H // HK)) < HK), mask_n[None, :] & mask_d[:, None], False)
         k = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
         s = tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="ieee") * (scale * 1.4426950408889634), float("-inf"))
         # specs/attention_gqa.tile:29: m_new = maximum(m_i, max(s, dim=n))
@@ -328,7 +328,7 @@ def _attention_gqa_pointers_kernel(
         sum_n = tl.sum(p.to(tl.float32), axis=1)
         l_i = l_i * alpha + sum_n
         # specs/attention_gqa.tile:33: acc = acc * alpha + dot(DT(p), v[z, h / (H / HK), n, d], precision=ieee)
-        mask_nd = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_n[:, None] & mask_d[None, :], False)
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_n[:, None] & mask_d[None, :], False)
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[:, None] * stride_v_s + offs_d[None, :] * stride_v_d, mask=mask_nd, other=0.0)
         acc = acc * alpha[:, None] + tl.dot(_dot_operand(p.to(DT)), _dot_operand(v), input_precision="ieee")
         # specs/attention_gqa.tile:34: m_i = m_new

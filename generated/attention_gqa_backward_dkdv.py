@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -77,9 +77,9 @@ def attention_gqa_backward_dkdv_kernel(
                 offs_m = offs_m.to(tl.int64)
             mask_m = offs_m < S
             # specs/attention_gqa_backward_dkdv.tile:30: p = exp(where(n <= m, dot(q[z, hk * (H / HK) + g, m, d], k[z, hk, n, d], precision=tf32x3) * scale, -inf) - lse[z, hk * (H / HK) + g, m])
-            mask_md = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), mask_m[:, None] & mask_d[None, :], False)
+            mask_md = tl.where((((pid_hk * H_over_HK) + g) < H), mask_m[:, None] & mask_d[None, :], False)
             q = tl.load(q_ptr + pid_z * stride_q_b + ((pid_hk * H_over_HK) + g) * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md, other=0.0)
-            mask_mn = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), mask_m[:, None], False)
+            mask_mn = tl.where((((pid_hk * H_over_HK) + g) < H), mask_m[:, None], False)
             lse = tl.load(lse_ptr + pid_z * stride_lse_b + ((pid_hk * H_over_HK) + g) * stride_lse_h + offs_m[:, None] * stride_lse_s, mask=mask_mn, other=0)
             p = tl.exp((tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3") * scale, float("-inf")) - lse).to(tl.float32))
             # specs/attention_gqa_backward_dkdv.tile:31: dv_acc += dot(DT(p), do[z, hk * (H / HK) + g, m, d])
@@ -96,16 +96,15 @@ def attention_gqa_backward_dkdv_kernel(
             if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
                 offs_m = offs_m.to(tl.int64)
             # specs/attention_gqa_backward_dkdv.tile:30: p = exp(where(n <= m, dot(q[z, hk * (H / HK) + g, m, d], k[z, hk, n, d], precision=tf32x3) * scale, -inf) - lse[z, hk * (H / HK) + g, m])
-            mask_md = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), mask_d[None, :], False)
+            mask_md = tl.where((((pid_hk * H_over_HK) + g) < H), mask_d[None, :], False)
             q = tl.load(q_ptr + pid_z * stride_q_b + ((pid_hk * H_over_HK) + g) * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md, other=0.0)
-            mask_mn = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), True, False)
-            lse = tl.load(lse_ptr + pid_z * stride_lse_b + ((pid_hk * H_over_HK) + g) * stride_lse_h + offs_m[:, None] * stride_lse_s, mask=mask_mn, other=0)
+            lse = tl.load(lse_ptr + pid_z * stride_lse_b + ((pid_hk * H_over_HK) + g) * stride_lse_h + offs_m[:, None] * stride_lse_s, mask=tl.where((((pid_hk * H_over_HK) + g) < H), True, False), other=0)
             p = tl.exp((tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3") * scale - lse).to(tl.float32))
             # specs/attention_gqa_backward_dkdv.tile:31: dv_acc += dot(DT(p), do[z, hk * (H / HK) + g, m, d])
             do = tl.load(do_ptr + pid_z * stride_do_b + ((pid_hk * H_over_HK) + g) * stride_do_h + offs_m[:, None] * stride_do_s + offs_d[None, :] * stride_do_d, mask=mask_md, other=0.0)
             dv_acc += tl.dot(_dot_operand(tl.permute(p, (1, 0)).to(DT)), _dot_operand(do))
             # specs/attention_gqa_backward_dkdv.tile:32: ds = p * (dot(do[z, hk * (H / HK) + g, m, d], v[z, hk, n, d]) - delta[z, hk * (H / HK) + g, m])
-            delta = tl.load(delta_ptr + pid_z * stride_delta_b + ((pid_hk * H_over_HK) + g) * stride_delta_h + offs_m[:, None] * stride_delta_s, mask=mask_mn, other=0)
+            delta = tl.load(delta_ptr + pid_z * stride_delta_b + ((pid_hk * H_over_HK) + g) * stride_delta_h + offs_m[:, None] * stride_delta_s, mask=tl.where((((pid_hk * H_over_HK) + g) < H), True, False), other=0)
             ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
             # specs/attention_gqa_backward_dkdv.tile:33: dk_acc += dot(DT(ds), q[z, hk * (H / HK) + g, m, d])
             dk_acc += tl.dot(_dot_operand(tl.permute(ds, (1, 0)).to(DT)), _dot_operand(q))
@@ -116,9 +115,9 @@ def attention_gqa_backward_dkdv_kernel(
                 offs_m = offs_m.to(tl.int64)
             mask_m = offs_m < S
             # specs/attention_gqa_backward_dkdv.tile:30: p = exp(where(n <= m, dot(q[z, hk * (H / HK) + g, m, d], k[z, hk, n, d], precision=tf32x3) * scale, -inf) - lse[z, hk * (H / HK) + g, m])
-            mask_md = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), mask_m[:, None] & mask_d[None, :], False)
+            mask_md = tl.where((((pid_hk * H_over_HK) + g) < H), mask_m[:, None] & mask_d[None, :], False)
             q = tl.load(q_ptr + pid_z * stride_q_b + ((pid_hk * H_over_HK) + g) * stride_q_h + offs_m[:, None] * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_md, other=0.0)
-            mask_mn = tl.where((((pid_hk * H_over_HK) + g) >= 0) & (((pid_hk * H_over_HK) + g) < H), mask_m[:, None], False)
+            mask_mn = tl.where((((pid_hk * H_over_HK) + g) < H), mask_m[:, None], False)
             lse = tl.load(lse_ptr + pid_z * stride_lse_b + ((pid_hk * H_over_HK) + g) * stride_lse_h + offs_m[:, None] * stride_lse_s, mask=mask_mn, other=0)
             p = tl.exp((tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3") * scale, float("-inf")) - lse).to(tl.float32))
             # specs/attention_gqa_backward_dkdv.tile:31: dv_acc += dot(DT(p), do[z, hk * (H / HK) + g, m, d])

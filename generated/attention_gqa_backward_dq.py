@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -235,14 +235,14 @@ def _attention_gqa_backward_dq_pointers_kernel(
         if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
             offs_n = offs_n.to(tl.int64)
         # specs/attention_gqa_backward_dq.tile:26: p = exp(where(n <= m, dot(q[z, h, m, d], k[z, h / (H / HK), n, d], precision=tf32x3) * scale, -inf) - lse[z, h, m])
-        mask_dn = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_d[:, None], False)
+        mask_dn = tl.where(((pid_h // (H // HK)) < HK), mask_d[:, None], False)
         k = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
         p = tl.exp((tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3") * scale - lse).to(tl.float32))
         # specs/attention_gqa_backward_dq.tile:27: ds = p * (dot(do[z, h, m, d], v[z, h / (H / HK), n, d]) - delta[z, h, m])
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[None, :] * stride_v_s + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_gqa_backward_dq.tile:28: dq_acc += dot(DT(ds), k[z, h / (H / HK), n, d])
-        mask_nd = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_d[None, :], False)
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_d[None, :], False)
         k_1 = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[:, None] * stride_k_s + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
         dq_acc += tl.dot(_dot_operand(ds.to(DT)), _dot_operand(k_1))
     # tiles where n <= m holds for some lanes, or past S: masked; later tiles change nothing (where n <= m holds nowhere): skipped
@@ -252,14 +252,14 @@ def _attention_gqa_backward_dq_pointers_kernel(
             offs_n = offs_n.to(tl.int64)
         mask_n = offs_n < S
         # specs/attention_gqa_backward_dq.tile:26: p = exp(where(n <= m, dot(q[z, h, m, d], k[z, h / (H / HK), n, d], precision=tf32x3) * scale, -inf) - lse[z, h, m])
-        mask_dn = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_n[None, :] & mask_d[:, None], False)
+        mask_dn = tl.where(((pid_h // (H // HK)) < HK), mask_n[None, :] & mask_d[:, None], False)
         k = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[None, :] * stride_k_s + offs_d[:, None] * stride_k_d, mask=mask_dn, other=0.0)
         p = tl.exp((tl.where(offs_n[None, :] <= offs_m[:, None], tl.dot(_dot_operand(q), _dot_operand(k), input_precision="tf32x3") * scale, float("-inf")) - lse).to(tl.float32))
         # specs/attention_gqa_backward_dq.tile:27: ds = p * (dot(do[z, h, m, d], v[z, h / (H / HK), n, d]) - delta[z, h, m])
         v = tl.load(v_ptr + pid_z * stride_v_b + (pid_h // (H // HK)) * stride_v_hk + offs_n[None, :] * stride_v_s + offs_d[:, None] * stride_v_d, mask=mask_dn, other=0.0)
         ds = p * (tl.dot(_dot_operand(do), _dot_operand(v)) - delta)
         # specs/attention_gqa_backward_dq.tile:28: dq_acc += dot(DT(ds), k[z, h / (H / HK), n, d])
-        mask_nd = tl.where(((pid_h // (H // HK)) >= 0) & ((pid_h // (H // HK)) < HK), mask_n[:, None] & mask_d[None, :], False)
+        mask_nd = tl.where(((pid_h // (H // HK)) < HK), mask_n[:, None] & mask_d[None, :], False)
         k_1 = tl.load(k_ptr + pid_z * stride_k_b + (pid_h // (H // HK)) * stride_k_hk + offs_n[:, None] * stride_k_s + offs_d[None, :] * stride_k_d, mask=mask_nd, other=0.0)
         dq_acc += tl.dot(_dot_operand(tl.where(mask_n[None, :], ds.to(DT), 0.0)), _dot_operand(k_1))
     # specs/attention_gqa_backward_dq.tile:29: dq[z, h, m, d] = dq_acc * scale

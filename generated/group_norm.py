@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -47,11 +47,10 @@ def group_norm_kernel(
     offs_w = tl.arange(0, BLOCK_W)
     mask_w = offs_w < W
     # specs/group_norm.tile:19: first = f32(detach(x[b, g * (C / G), 0, 0]))
-    mask_x = ((pid_g * C_over_G) >= 0) & ((pid_g * C_over_G) < C)
-    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=mask_x, other=0)
+    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=((pid_g * C_over_G) < C), other=0)
     first = x_0_0.to(tl.float32)
     # specs/group_norm.tile:20: v = f32(x[b, g * (C / G) + c, h, w])
-    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
+    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
     x = tl.load(x_ptr + pid_b * stride_x_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw, other=0)
     v = x.to(tl.float32)
     # specs/group_norm.tile:22: shift = mean(d, dim=(c, h, w))
@@ -63,11 +62,11 @@ def group_norm_kernel(
     # specs/group_norm.tile:24: rstd = rsqrt(square - shift * shift + eps)
     rstd = tl.rsqrt((square - shift * shift + eps).to(tl.float32))
     # specs/group_norm.tile:25: scale = f32(weight[g * (C / G) + c]) * rstd
-    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) >= 0) & (((pid_g * C_over_G) + offs_c) < C)
+    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) < C)
     weight = tl.load(weight_ptr + ((pid_g * C_over_G) + offs_c) * stride_weight_c, mask=mask_c_1, other=0)
     scale = weight.to(tl.float32) * rstd
     # specs/group_norm.tile:26: y[b, g * (C / G) + c, h, w] = (v - first - shift) * scale + f32(bias[g * (C / G) + c])
-    mask_cw_1 = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C)
+    mask_cw_1 = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C)
     bias = tl.load(bias_ptr + ((pid_g * C_over_G) + offs_c[:, None]) * stride_bias_c, mask=mask_cw_1, other=0)
     y_ptrs = y_ptr + pid_b * stride_y_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_y_c + pid_h * stride_y_h + offs_w[None, :] * stride_y_w
     tl.store(y_ptrs, ((v - first - shift) * scale[:, None] + bias.to(tl.float32)).to(T), mask=mask_cw)
@@ -97,11 +96,10 @@ def _group_norm_shift_kernel(
     offs_w = tl.arange(0, BLOCK_W)
     mask_w = offs_w < W
     # specs/group_norm.tile:19: first = f32(detach(x[b, g * (C / G), 0, 0]))
-    mask_x = ((pid_g * C_over_G) >= 0) & ((pid_g * C_over_G) < C)
-    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=mask_x, other=0)
+    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=((pid_g * C_over_G) < C), other=0)
     first = x_0_0.to(tl.float32)
     # specs/group_norm.tile:20: v = f32(x[b, g * (C / G) + c, h, w])
-    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
+    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
     x = tl.load(x_ptr + pid_b * stride_x_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw, other=0)
     v = x.to(tl.float32)
     # specs/group_norm.tile:21: d = v - first

@@ -41,7 +41,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -85,11 +85,10 @@ def group_norm_backward_kernel(
     offs_w = tl.arange(0, BLOCK_W)
     mask_w = offs_w < W
     # specs/group_norm.tile, derived backward:14: first = f32(detach(x[b, g * (C / G), 0, 0]))
-    mask_x = ((pid_g * C_over_G) >= 0) & ((pid_g * C_over_G) < C)
-    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=mask_x, other=0)
+    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=((pid_g * C_over_G) < C), other=0)
     first = x_0_0.to(tl.float32)
     # specs/group_norm.tile, derived backward:15: v = f32(x[b, g * (C / G) + c, h, w])
-    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
+    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
     x = tl.load(x_ptr + pid_b * stride_x_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw, other=0)
     v = x.to(tl.float32)
     # specs/group_norm.tile, derived backward:16: d = v - first
@@ -103,7 +102,7 @@ def group_norm_backward_kernel(
     # specs/group_norm.tile, derived backward:19: rstd = rsqrt(square - shift * shift + eps)
     rstd = tl.rsqrt((square - shift * shift + eps).to(tl.float32))
     # specs/group_norm.tile, derived backward:20: scale = f32(weight[g * (C / G) + c]) * rstd
-    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) >= 0) & (((pid_g * C_over_G) + offs_c) < C)
+    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) < C)
     weight = tl.load(weight_ptr + ((pid_g * C_over_G) + offs_c) * stride_weight_c, mask=mask_c_1, other=0)
     scale = weight.to(tl.float32) * rstd
     # specs/group_norm.tile, derived backward:21: t = v - first - shift
@@ -248,11 +247,10 @@ def _group_norm_backward_shift_kernel(
     offs_w = tl.arange(0, BLOCK_W)
     mask_w = offs_w < W
     # specs/group_norm.tile, derived backward:14: first = f32(detach(x[b, g * (C / G), 0, 0]))
-    mask_x = ((pid_g * C_over_G) >= 0) & ((pid_g * C_over_G) < C)
-    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=mask_x, other=0)
+    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=((pid_g * C_over_G) < C), other=0)
     first = x_0_0.to(tl.float32)
     # specs/group_norm.tile, derived backward:15: v = f32(x[b, g * (C / G) + c, h, w])
-    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
+    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
     x = tl.load(x_ptr + pid_b * stride_x_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw, other=0)
     v = x.to(tl.float32)
     # specs/group_norm.tile, derived backward:16: d = v - first
@@ -488,11 +486,10 @@ def _group_norm_backward_dmean_kernel(
     offs_w = tl.arange(0, BLOCK_W)
     mask_w = offs_w < W
     # specs/group_norm.tile, derived backward:14: first = f32(detach(x[b, g * (C / G), 0, 0]))
-    mask_x = ((pid_g * C_over_G) >= 0) & ((pid_g * C_over_G) < C)
-    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=mask_x, other=0)
+    x_0_0 = tl.load(x_ptr + pid_b * stride_x_b + (pid_g * C_over_G) * stride_x_c, mask=((pid_g * C_over_G) < C), other=0)
     first = x_0_0.to(tl.float32)
     # specs/group_norm.tile, derived backward:15: v = f32(x[b, g * (C / G) + c, h, w])
-    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) >= 0) & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
+    mask_cw = mask_c[:, None] & (((pid_g * C_over_G) + offs_c[:, None]) < C) & mask_w[None, :]
     x = tl.load(x_ptr + pid_b * stride_x_b + ((pid_g * C_over_G) + offs_c[:, None]) * stride_x_c + pid_h * stride_x_h + offs_w[None, :] * stride_x_w, mask=mask_cw, other=0)
     v = x.to(tl.float32)
     # specs/group_norm.tile, derived backward:17: shift = mean(mean(mean(d, dim=w), dim=h), dim=c)
@@ -504,7 +501,7 @@ def _group_norm_backward_dmean_kernel(
     # specs/group_norm.tile, derived backward:19: rstd = rsqrt(square - shift * shift + eps)
     rstd = tl.rsqrt((square - shift * shift + eps).to(tl.float32))
     # specs/group_norm.tile, derived backward:20: scale = f32(weight[g * (C / G) + c]) * rstd
-    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) >= 0) & (((pid_g * C_over_G) + offs_c) < C)
+    mask_c_1 = mask_c & (((pid_g * C_over_G) + offs_c) < C)
     weight = tl.load(weight_ptr + ((pid_g * C_over_G) + offs_c) * stride_weight_c, mask=mask_c_1, other=0)
     scale = weight.to(tl.float32) * rstd
     # specs/group_norm.tile, derived backward:21: t = v - first - shift

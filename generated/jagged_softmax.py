@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -49,8 +49,7 @@ def jagged_softmax_kernel(
     offs_l = tl.arange(0, BLOCK_L)
     mask_l = offs_l < L
     # specs/jagged_softmax.tile:18: n = offsets[b + 1] - offsets[b]
-    mask_offsets = ((pid_b + 1) >= 0) & ((pid_b + 1) < B1)
-    offsets = tl.load(offsets_ptr + (pid_b + 1) * stride_offsets_b1, mask=mask_offsets, other=0)
+    offsets = tl.load(offsets_ptr + (pid_b + 1) * stride_offsets_b1, mask=((pid_b + 1) < B1), other=0)
     offsets_1 = tl.load(offsets_ptr + pid_b * stride_offsets_b1)
     n = offsets - offsets_1
     # specs/jagged_softmax.tile:19: x = where(l < n, values[offsets[b] + l, d], -inf)

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -55,7 +55,7 @@ def rope_kernel(
     q = tl.load(q_ptr + pid_z * stride_q_b + offs_h[:, None] * stride_q_h + pid_s * stride_q_s + offs_d[None, :] * stride_q_d, mask=mask_hd)
     mask_hd_1 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] - (D // 2)) >= 0) & ((offs_d[None, :] - (D // 2)) < D)
     q_1 = tl.load(q_ptr + pid_z * stride_q_b + offs_h[:, None] * stride_q_h + pid_s * stride_q_s + (offs_d[None, :] - (D // 2)) * stride_q_d, mask=mask_hd_1, other=0)
-    mask_hd_2 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) >= 0) & ((offs_d[None, :] + (D // 2)) < D)
+    mask_hd_2 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) < D)
     q_2 = tl.load(q_ptr + pid_z * stride_q_b + offs_h[:, None] * stride_q_h + pid_s * stride_q_s + (offs_d[None, :] + (D // 2)) * stride_q_d, mask=mask_hd_2, other=0)
     q_rotated_ptrs = q_rotated_ptr + pid_z * stride_q_rotated_b + offs_h[:, None] * stride_q_rotated_h + pid_s * stride_q_rotated_s + offs_d[None, :] * stride_q_rotated_d
     tl.store(q_rotated_ptrs, (q.to(tl.float32) * c[None, :] + (q_1.to(tl.float32) - q_2.to(tl.float32)) * n[None, :]).to(T), mask=mask_hd)
@@ -64,7 +64,7 @@ def rope_kernel(
     k = tl.load(k_ptr + pid_z * stride_k_b + offs_g[:, None] * stride_k_hk + pid_s * stride_k_s + offs_d[None, :] * stride_k_d, mask=mask_gd)
     mask_gd_1 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] - (D // 2)) >= 0) & ((offs_d[None, :] - (D // 2)) < D)
     k_1 = tl.load(k_ptr + pid_z * stride_k_b + offs_g[:, None] * stride_k_hk + pid_s * stride_k_s + (offs_d[None, :] - (D // 2)) * stride_k_d, mask=mask_gd_1, other=0)
-    mask_gd_2 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) >= 0) & ((offs_d[None, :] + (D // 2)) < D)
+    mask_gd_2 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) < D)
     k_2 = tl.load(k_ptr + pid_z * stride_k_b + offs_g[:, None] * stride_k_hk + pid_s * stride_k_s + (offs_d[None, :] + (D // 2)) * stride_k_d, mask=mask_gd_2, other=0)
     k_rotated_ptrs = k_rotated_ptr + pid_z * stride_k_rotated_b + offs_g[:, None] * stride_k_rotated_hk + pid_s * stride_k_rotated_s + offs_d[None, :] * stride_k_rotated_d
     tl.store(k_rotated_ptrs, (k.to(tl.float32) * c[None, :] + (k_1.to(tl.float32) - k_2.to(tl.float32)) * n[None, :]).to(T), mask=mask_gd)

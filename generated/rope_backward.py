@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -48,7 +48,7 @@ def rope_backward_kernel(
     cos = tl.load(cos_ptr + pid_z * stride_cos_b + pid_s * stride_cos_s + offs_d * stride_cos_d, mask=mask_d)
     c = cos.to(tl.float32)
     # specs/rope_backward.tile:15: up = f32(sin[z, s, d + D / 2])
-    mask_d_1 = mask_d & ((offs_d + (D // 2)) >= 0) & ((offs_d + (D // 2)) < D)
+    mask_d_1 = mask_d & ((offs_d + (D // 2)) < D)
     sin = tl.load(sin_ptr + pid_z * stride_sin_b + pid_s * stride_sin_s + (offs_d + (D // 2)) * stride_sin_d, mask=mask_d_1, other=0)
     up = sin.to(tl.float32)
     # specs/rope_backward.tile:16: down = f32(sin[z, s, d - D / 2])
@@ -58,7 +58,7 @@ def rope_backward_kernel(
     # specs/rope_backward.tile:17: dq[z, h, s, d] = T(f32(dq_rotated[z, h, s, d]) * c + f32(dq_rotated[z, h, s, d + D / 2]) * up - f32(dq_rotated[z, h, s, d - D / 2]) * down)
     mask_hd = mask_h[:, None] & mask_d[None, :]
     dq_rotated = tl.load(dq_rotated_ptr + pid_z * stride_dq_rotated_b + offs_h[:, None] * stride_dq_rotated_h + pid_s * stride_dq_rotated_s + offs_d[None, :] * stride_dq_rotated_d, mask=mask_hd)
-    mask_hd_1 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) >= 0) & ((offs_d[None, :] + (D // 2)) < D)
+    mask_hd_1 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) < D)
     dq_rotated_1 = tl.load(dq_rotated_ptr + pid_z * stride_dq_rotated_b + offs_h[:, None] * stride_dq_rotated_h + pid_s * stride_dq_rotated_s + (offs_d[None, :] + (D // 2)) * stride_dq_rotated_d, mask=mask_hd_1, other=0)
     mask_hd_2 = mask_h[:, None] & mask_d[None, :] & ((offs_d[None, :] - (D // 2)) >= 0) & ((offs_d[None, :] - (D // 2)) < D)
     dq_rotated_2 = tl.load(dq_rotated_ptr + pid_z * stride_dq_rotated_b + offs_h[:, None] * stride_dq_rotated_h + pid_s * stride_dq_rotated_s + (offs_d[None, :] - (D // 2)) * stride_dq_rotated_d, mask=mask_hd_2, other=0)
@@ -67,7 +67,7 @@ def rope_backward_kernel(
     # specs/rope_backward.tile:18: dk[z, g, s, d] = T(f32(dk_rotated[z, g, s, d]) * c + f32(dk_rotated[z, g, s, d + D / 2]) * up - f32(dk_rotated[z, g, s, d - D / 2]) * down)
     mask_gd = mask_g[:, None] & mask_d[None, :]
     dk_rotated = tl.load(dk_rotated_ptr + pid_z * stride_dk_rotated_b + offs_g[:, None] * stride_dk_rotated_hk + pid_s * stride_dk_rotated_s + offs_d[None, :] * stride_dk_rotated_d, mask=mask_gd)
-    mask_gd_1 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) >= 0) & ((offs_d[None, :] + (D // 2)) < D)
+    mask_gd_1 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] + (D // 2)) < D)
     dk_rotated_1 = tl.load(dk_rotated_ptr + pid_z * stride_dk_rotated_b + offs_g[:, None] * stride_dk_rotated_hk + pid_s * stride_dk_rotated_s + (offs_d[None, :] + (D // 2)) * stride_dk_rotated_d, mask=mask_gd_1, other=0)
     mask_gd_2 = mask_g[:, None] & mask_d[None, :] & ((offs_d[None, :] - (D // 2)) >= 0) & ((offs_d[None, :] - (D // 2)) < D)
     dk_rotated_2 = tl.load(dk_rotated_ptr + pid_z * stride_dk_rotated_b + offs_g[:, None] * stride_dk_rotated_hk + pid_s * stride_dk_rotated_s + (offs_d[None, :] - (D // 2)) * stride_dk_rotated_d, mask=mask_gd_2, other=0)

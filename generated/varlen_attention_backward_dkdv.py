@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_4a12f5235f3a274d"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_67e51c3c21fcf4af"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -61,8 +61,7 @@ def varlen_attention_backward_dkdv_kernel(
     offs_d = tl.arange(0, BLOCK_D)
     mask_d = offs_d < D
     # specs/varlen_attention_backward_dkdv.tile:28: n_b = cu_seqlens[b + 1] - cu_seqlens[b]
-    mask_cu_seqlens = ((pid_b + 1) >= 0) & ((pid_b + 1) < B1)
-    cu_seqlens = tl.load(cu_seqlens_ptr + (pid_b + 1) * stride_cu_seqlens_b1, mask=mask_cu_seqlens, other=0)
+    cu_seqlens = tl.load(cu_seqlens_ptr + (pid_b + 1) * stride_cu_seqlens_b1, mask=((pid_b + 1) < B1), other=0)
     cu_seqlens_1 = tl.load(cu_seqlens_ptr + pid_b * stride_cu_seqlens_b1)
     n_b = cu_seqlens - cu_seqlens_1
     if pid_n * BN >= n_b:  # every store is guarded by n < n_b, false in all this program's lanes

@@ -135,3 +135,30 @@ def test_an_index_loop_steps_once_per_index_in_order(compiled):
 def test_an_index_loop_takes_no_split(compiled):
     with pytest.raises(SpecError, match="'split' needs a loop of"):
         compiled(INDEX_LOOP.replace("for j over J", "for j over J split"), "taps_split")
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "dtype"), [
+    ((1, 1), (0, 0), (1, 1), torch.float32), ((2, 3), (1, 2), (1, 2), torch.float32),
+    ((2, 1), (1, 0), (2, 1), torch.bfloat16),
+])
+def test_conv2d_as_one_implicit_gemm_is_torchs(generated, stride, padding, dilation, dtype):
+    """specs/conv2d_implicit_gemm.tile: the reduction over (c, kh, kw) and the output pixels walked
+    as flattened axes split into digits; every config in f32, the same as conv2d."""
+    module = generated("conv2d_implicit_gemm")
+    x, w, bias = randn(2, 5, 7, 9, dtype=dtype), randn(17, 5, 3, 2, dtype=dtype, seed=1), randn(17, dtype=dtype, seed=2)
+    want = F.conv2d(x.float(), w.float(), bias.float(), stride, padding, dilation).to(dtype)
+    scalars = (*stride, *padding, *dilation)
+    for config in config_indices(module) if dtype == torch.float32 else [None]:
+        close(module.conv2d_implicit_gemm(x, w, bias, *scalars, config=config), want, dtype, 5 * 6)
+    close(module.reference(x, w, bias, *scalars), want, dtype, 5 * 6)
+    close(module.conv2d_implicit_gemm(x, w, None, *scalars), F.conv2d(x.float(), w.float(), None, stride, padding,
+                                                                      dilation).to(dtype), dtype, 5 * 6)
+
+
+def test_implicit_gemm_nan_reaches_the_outputs_whose_windows_hold_it(generated):
+    module = generated("conv2d_implicit_gemm")
+    x, w = randn(1, 3, 9, 11), randn(4, 3, 3, 3, seed=6)
+    x[0, 1, 4, 5] = float("nan")
+    got, want = module.conv2d_implicit_gemm(x, w, None, 1, 2, 1, 1), F.conv2d(x, w, None, (1, 2), 1)
+    assert torch.equal(got.isnan(), want.isnan()) and 0 < int(got.isnan().sum()) < got.numel()
+    close(torch.nan_to_num(got), torch.nan_to_num(want), torch.float32, 27)

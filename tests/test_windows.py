@@ -210,10 +210,12 @@ HEAD = ("kernel k\n  in  x: f32[B, L]\n  in  S: i32\n  out y: f32[B, L]\n  out z
 @pytest.mark.parametrize(("line", "message"), [
     ("  y[b, o] = sum(x[b, o * k], dim=k)\n",
      "t.tile:8:22: error: in the index of 'x', tile axis 'o' is multiplied by tile axis 'k': a tile axis enters "
-     "added, subtracted or times a factor of sizes and integers (S * oh + kh - P)"),
+     "added, subtracted or times a factor of sizes and integers (S * oh + kh - P), or split into digits with '//' "
+     "and '%' (q // KW, q % KW)"),
     ("  y[b, o] = x[b, o / S]\n",
-     "t.tile:8:18: error: in the index of 'x', tile axis 'o' is divided: a tile axis enters added, subtracted or "
-     "times a factor of sizes and integers (S * oh + kh - P)"),
+     "t.tile:8:18: error: in the index of 'x', tile axis 'o' is divided with '/', which divides sizes: a tile axis "
+     "enters added, subtracted or times a factor of sizes and integers (S * oh + kh - P), or split into digits "
+     "with '//' and '%' (q // KW, q % KW)"),
     ("  y[b, o] = x[b, o + o]\n", "t.tile:8:18: error: tile axis 'o' enters the index of 'x' twice; write it once "
                                   "(2 * c, not c + c)"),
     ("  y[b, S * o] = x[b, o]\n",

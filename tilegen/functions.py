@@ -437,7 +437,7 @@ HELPERS: tuple[str, ...] = (
     "multiply", "maximum_nan", "minimum_nan", "amax", "amin", "first_argmax", "first_argmin", "relu", "leaky_relu",
     "gelu", "gelu_tanh", "tanh", "sigmoid", "silu", "elu", "selu", "softplus", "softsign", "hardsigmoid",
     "hardswish", "power", "mish", "torch_rounding", "torch_sign", "torch_fmod", "torch_remainder",
-    "tile_rand", "tile_randn",
+    "floor_divide", "tile_rand", "tile_randn",
 )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import TypeGuard, cast
 
@@ -337,7 +337,7 @@ class Load:
 
 @dataclass(frozen=True)
 class BinOp:
-    """``left op right``: arithmetic (``+ - * /``), a comparison (``< <= > >= == !=``) or
+    """``left op right``: arithmetic (``+ - * /``; ``//`` and ``%`` of integers), a comparison (``< <= > >= == !=``) or
     logic on masks (``& |``)."""
 
     op: str
@@ -555,7 +555,13 @@ class Spec:
         found = {a.dim.id: a.extent for a in self.axes() if a.extent is not None}
         for tensor in self.tensors:  # out y: f32[B1 - 1, D]
             found.update((name, extent) for name, extent in tensor.extents if name not in found)
-        return tuple(found.items())
+        ordered: dict[str, Expr] = {}  # each after the derived sizes it reads (p over H_out * W_out)
+        while len(ordered) < len(found):
+            ready = [(n, e) for n, e in found.items() if n not in ordered and all(
+                r.name.id in ordered or r.name.id not in found or r.name.id == n
+                for r in subexpressions(e) if isinstance(r, Ref))]
+            ordered.update(ready or [next((n, e) for n, e in found.items() if n not in ordered)])
+        return tuple(ordered.items())
 
     def tensor(self, name: str) -> Tensor | None:
         """The tensor called ``name``, or None."""
@@ -603,7 +609,7 @@ def specialize(spec: Spec, binding: dict[str, str]) -> Spec:
 # ------------------------------------------------------------------------- walking the tree
 
 
-_OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "over"}
+_OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times", "/": "over", "//": "over", "%": "mod"}
 
 
 #: The longest name :func:`derived_name` spells out; a longer extent is named after its first size.
@@ -643,6 +649,28 @@ def is_extent_call(expr: Expr) -> TypeGuard[Call]:
     return isinstance(expr, Call) and expr.func.id in EXTENT_CALLS and len(expr.args) == 2 and not expr.kwargs
 
 
+#: The operators of index arithmetic: ``/`` of sizes rounds down (a shape formula); ``//`` and
+#: ``%`` round down as Python's, and may take a tile axis (``q // KW``, ``q % KW``).
+INDEX_OPERATORS = ("+", "-", "*", "/", "//", "%")
+
+#: The integer operators, Python's: the quotient rounded down and the remainder of the divisor's sign.
+FLOOR_OPERATORS = ("//", "%")
+
+
+def nonnegative(expr: Expr, unsigned: Collection[str]) -> bool:
+    """True where integer arithmetic ``expr`` cannot be negative: integers and the names in
+    ``unsigned`` (axes, sizes) under ``+ * / // %``; a difference, a negation, a loaded number, a
+    local or a scalar input may be."""
+    if isinstance(expr, Number):
+        return expr.is_int
+    if isinstance(expr, Ref):
+        return expr.name.id in unsigned
+    if isinstance(expr, BinOp):
+        return expr.op in ("+", "*", "/", "//", "%") and nonnegative(expr.left, unsigned) and nonnegative(
+            expr.right, unsigned)
+    return False
+
+
 def is_offset(item: Index | Expr) -> TypeGuard[BinOp | Neg]:
     """True for an index item that is arithmetic (``c + N / 2``): an offset axis."""
     return isinstance(item, (BinOp, Neg))
@@ -664,9 +692,11 @@ def offset_names(item: Expr) -> list[str]:
 def index_locals(spec: Spec) -> Spec:
     """``spec`` with each index item that names a local of index arithmetic replaced by its value:
     ``h = stride * oh + kh - padding``, then ``x[n, c, h, w]`` reads ``x[n, c, stride * oh + kh -
-    padding, ...]`` (an offset index, checked as one). Such a local is assigned once, to ``+ - * /``
-    and negation of names and integers (the checker says which names an index takes); any other
-    name in an index is left for the checker (an axis, or an error)."""
+    padding, ...]`` (an offset index, checked as one; a name inside an offset too: ``kh = q // KW %
+    KH`` in ``x[n, c, oh + kh, ...]``), and dropped where no value reads it then. Such a local is
+    assigned once, to ``+ - * / // %`` and negation of names and integers (the checker says which
+    names an index takes); any other name in an index is left for the checker (an axis, or an
+    error)."""
     assigned: dict[str, list[Assign | None]] = {}  # local -> its assignments (None: a declaration or update)
     for stmt in statements(spec.body):
         if isinstance(stmt, (Assign, Accumulate, Declare)):
@@ -676,7 +706,7 @@ def index_locals(spec: Spec) -> Spec:
     def arithmetic(e: Expr) -> bool:
         parts = list(subexpressions(e))
         return (all(isinstance(p, (Ref, BinOp, Neg)) or (isinstance(p, Number) and p.is_int) for p in parts)
-                and all(p.op in ("+", "-", "*", "/") for p in parts if isinstance(p, BinOp)))
+                and all(p.op in INDEX_OPERATORS for p in parts if isinstance(p, BinOp)))
 
     def inlined(e: Expr) -> Expr | None:  # a local of index arithmetic inside another's value
         return found[e.name.id] if isinstance(e, Ref) and e.name.id in found else None
@@ -695,6 +725,8 @@ def index_locals(spec: Spec) -> Spec:
             return cast(Index, found[i.id])
         if isinstance(i, Load):
             return dataclasses.replace(i, index=tuple(item(j) for j in i.index))
+        if is_offset(i):  # x[n, c, sh * oh + dh * kh - ph, ...] with kh = q // KW % KH
+            return cast(Index, map_expr(i, inlined))
         return i
 
     def load(e: Expr) -> Expr | None:
@@ -706,7 +738,16 @@ def index_locals(spec: Spec) -> Spec:
         s = map_values(s, lambda e: map_expr(e, load))
         return dataclasses.replace(s, index=tuple(item(j) for j in s.index)) if isinstance(s, Store) else s
 
-    return dataclasses.replace(spec, body=map_body(spec.body, rewritten))
+    body = map_body(spec.body, rewritten)
+    read = {e.name.id for stmt in statements(body) for value in values(stmt) for e in subexpressions(value)
+            if isinstance(e, Ref)}
+
+    def live(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:  # a local read only by indices: inlined there, gone
+        kept = (dataclasses.replace(s, body=live(s.body)) if isinstance(s, Loop) else s for s in stmts
+                if not (isinstance(s, Assign) and s.name.id in found and s.name.id not in read))
+        return tuple(kept)
+
+    return dataclasses.replace(spec, body=live(body))
 
 
 def statements(body: tuple[Stmt, ...]) -> Iterator[Stmt]:

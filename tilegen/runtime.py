@@ -1120,6 +1120,16 @@ def torch_remainder(x, y):  # type: ignore[no-untyped-def]
     return out
 
 
+@triton.jit
+def floor_divide(x, y):  # type: ignore[no-untyped-def]
+    """Python's (and torch.floor_divide's) // of integers: the quotient rounded down; C's quotient,
+    which Triton computes (rounded toward 0), less 1 where the remainder is not 0 and its sign is
+    not y's."""
+    x, y = tl.where(True, x, y), tl.where(True, y, x)  # tiles of one shape (either may be a number)
+    mod = x % y
+    return tl.where((mod != 0) & ((y < 0) != (mod < 0)), x // y - 1, x // y)
+
+
 @triton.jit  # type: ignore[untyped-decorator]
 def _philox_values(r0, r1, r2, r3, NORMAL: tl.constexpr):  # type: ignore[no-untyped-def]
     """Four Philox words as four uniform float32 numbers in [0, 1) (Triton's uint_to_uniform_float),

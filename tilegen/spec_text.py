@@ -12,9 +12,10 @@ import functools
 from tilegen import model as m
 
 #: Binding strength of each binary operator, loosest first (``|`` binds loosest, then ``&``, the
-#: comparisons, ``+ -`` and ``* /``); a unary minus binds tighter, and an atom (a name, a number,
+#: comparisons, ``+ -`` and ``* / // %``); a unary minus binds tighter, and an atom (a name, a number,
 #: a load or a call) tightest.
-LEVELS = {"|": 1, "&": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, "+": 4, "-": 4, "*": 5, "/": 5}
+LEVELS = {"|": 1, "&": 2, "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3, "+": 4, "-": 4,
+          "*": 5, "/": 5, "//": 5, "%": 5}
 NEG_LEVEL = 6
 ATOM_LEVEL = 7
 

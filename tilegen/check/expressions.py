@@ -76,7 +76,13 @@ def check_operands(state: CheckState, expr: m.BinOp, scope: Scope) -> None:
     """Masks (comparisons, ``&``, ``|``) combine with ``&``/``|`` and feed ``where``; numbers
     do arithmetic and comparisons."""
     for side in (expr.left, expr.right):
-        is_mask = dtype_of(state, side, scope) == BOOL
+        dtype = dtype_of(state, side, scope)
+        is_mask = dtype == BOOL
+        if expr.op in m.FLOOR_OPERATORS and dtype is not None and not is_mask and not is_int(dtype):
+            state.errors.error(
+                f"'{expr.op}' takes integers (an axis, a size, an integer tile), not {dtype}; for floats use "
+                f"{'floor(a / b)' if expr.op == '//' else 'remainder(a, b)'}", side.span
+            )
         if expr.op in LOGIC and not is_mask:
             state.errors.error(
                 f"'{expr.op}' combines masks (comparisons such as 'n <= m'), not numbers", side.span

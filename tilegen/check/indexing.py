@@ -51,8 +51,12 @@ def index_axes(
         )
         return ()
     if writing and not adds and sum(m.is_offset(i) for i in index) > 1:
-        state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several", tensor_name.span)
+        why = digits_fault(index, scope)
+        if why is not None:
+            state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several, or the digits "
+                               f"of a tile axis (y[n, p // W, p % W]); {why}", tensor_name.span)
     result: list[str] = []
+    bare = {i.id for i in index if isinstance(i, m.Name)}  # the axes that index a dimension by themselves
     gathered: list[str] = []  # the axes of loaded indices: x[idx[t, c], c] spans c once, as torch.gather
     for position, (item, dim) in enumerate(zip(index, tensor.dims, strict=True)):
         if isinstance(item, m.Load):
@@ -60,6 +64,8 @@ def index_axes(
             continue
         if isinstance(item, (m.BinOp, m.Neg)):  # an offset axis (m.is_offset)
             for offset in offset_axes(state, tensor, item, scope, writing, adds):
+                if offset in result and offset in divided_axes(index, scope) and offset not in bare:
+                    continue  # x[q // KW, q % KW]: the lanes of q walk the two dimensions together
                 if offset in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
                     state.errors.error(f"axis '{offset}' indexes '{tensor.name.id}' twice", item.span)
                 else:
@@ -115,6 +121,60 @@ def index_axes(
     return tuple(dict.fromkeys(gathered + result))
 
 
+def divided_axes(index: Sequence[IndexItem], scope: Scope) -> set[str]:
+    """The tile axes ``//`` or ``%`` divides in ``index`` (``q`` of ``x[q // KW, q % KW]``)."""
+    return {e.name.id for item in index if m.is_offset(item) for part in m.subexpressions(item)
+            if isinstance(part, m.BinOp) and part.op in m.FLOOR_OPERATORS
+            for e in m.subexpressions(part.left)
+            if isinstance(e, m.Ref) and e.name.id in scope.axes and not scope.axes[e.name.id].is_index}
+
+
+def _factors(expr: m.Expr) -> tuple[tuple[object, ...], ...]:
+    """A product of sizes and integers as the sorted keys of its factors (``KH * KW``: ``KW * KH``)."""
+    if isinstance(expr, m.BinOp) and expr.op == "*":
+        return tuple(sorted(_factors(expr.left) + _factors(expr.right), key=repr))
+    if isinstance(expr, m.Number) and expr.text == "1":
+        return ()
+    return (m.expr_key(expr),)
+
+
+def digits_fault(index: Sequence[IndexItem], scope: Scope) -> str | None:
+    """Why the offsets of a store's ``index`` are not the digits of tile axes, or None where they
+    are: ``p % W`` and ``p // W`` (``q % KW``, ``q // KW % KH``, ``q // (KH * KW)``), each axis's
+    divisors the products of the moduli before them, its last digit without one. Digits write each
+    element from one lane of the axis (a mixed-radix number is one number), so a store with '='
+    may take them."""
+    found: dict[str, list[tuple[tuple[object, ...], tuple[object, ...] | None]]] = {}
+    for item in index:
+        if not m.is_offset(item):
+            continue
+        divisor: m.Expr | None = None
+        modulus: m.Expr | None = None
+        part: m.Expr = item
+        if isinstance(item, m.BinOp) and item.op == "%":
+            part, modulus = item.left, item.right
+        if isinstance(part, m.BinOp) and part.op == "//":
+            divisor = part.right
+            part = part.left
+        axis = part.name.id if isinstance(part, m.Ref) and part.name.id in scope.axes else None
+        if axis is None or (divisor is None and modulus is None):
+            return "each offset is 'p // D', 'p // D % M' or 'p % M' of a tile axis 'p'"
+        found.setdefault(axis, []).append((_factors(divisor) if divisor is not None else (),
+                                           _factors(modulus) if modulus is not None else None))
+    for axis, digits in found.items():
+        place: tuple[object, ...] | None = ()
+        for _ in digits:
+            digit = next((d for d in digits if d[0] == place), None) if place is not None else None
+            if digit is None or place is None:
+                return (f"the digits of '{axis}' are not its mixed-radix digits: each divisor is the product of the "
+                        "moduli before it (p % W, p // W), and the last has no modulus")
+            place = tuple(sorted(place + digit[1], key=repr)) if digit[1] is not None else None
+        if place is not None:
+            return (f"the last digit of '{axis}' has no modulus ('p // W', not 'p // W % H'): it holds the rest of "
+                    f"'{axis}'")
+    return None
+
+
 def offset_axes(
     state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False, adds: bool = False
 ) -> list[str]:
@@ -145,6 +205,7 @@ def offset_axes(
         return []
     scalars = {t.name.id for t in state.spec.inputs if t.is_scalar and is_int(t.dtype.id)}
     tiles: list[tuple[str, bool]] = []  # each tile axis, and whether it enters with a factor of 1
+    divided: list[str] = []  # the tile axes under '//' or '%' (q // KW): lanes that read one element alike
     wrong: list[tuple[str, str, m.Span]] = []  # (axis, why, where) of a tile axis that is not a window's term
 
     def walk(expr: m.Expr, linear: bool) -> None:  # linear: added, a factor of 1
@@ -185,7 +246,16 @@ def offset_axes(
             walk(expr.right, False)
         elif isinstance(expr, m.BinOp) and expr.op == "/":
             for name in tile_names(expr):
-                wrong.append((name, "is divided", expr.span))
+                wrong.append((name, "is divided with '/', which divides sizes", expr.span))
+            walk(expr.left, False)
+            walk(expr.right, False)
+        elif isinstance(expr, m.BinOp) and expr.op in m.FLOOR_OPERATORS:  # q // KW, q % KW: a gather's index
+            for name in tile_names(expr.right):
+                wrong.append((name, f"divides ('{expr.op}')", expr.span))
+            if any(isinstance(e, m.Load) for e in m.subexpressions(expr)):
+                state.errors.error(f"a loaded offset in {where} enters added or subtracted, not under '{expr.op}'",
+                                   expr.span)
+            divided.extend(tile_names(expr.left))
             walk(expr.left, False)
             walk(expr.right, False)
         else:
@@ -194,16 +264,17 @@ def offset_axes(
     walk(item, True)
     for name, why, span in wrong[:1]:
         state.errors.error(f"in {where}, tile axis '{name}' {why}: a tile axis enters added, subtracted or times a "
-                           "factor of sizes and integers (S * oh + kh - P)", span)
+                           "factor of sizes and integers (S * oh + kh - P), or split into digits with '//' and '%' "
+                           "(q // KW, q % KW)", span)
     names = [t for t, _ in tiles]
-    twice = [t for t in dict.fromkeys(names) if names.count(t) > 1]
+    twice = [t for t in dict.fromkeys(names) if names.count(t) > 1 and t not in divided]
     if twice:
         state.errors.error(f"tile axis '{twice[0]}' enters {where} twice; write it once (2 * c, not c + c)", item.span)
     if writing and not adds and len(tiles) > 1:
         state.errors.error(f"a store with '=' to '{tensor.name.id}' offsets one tile axis, not {len(tiles)} "
                            f"({', '.join(names)}): lanes of a window would write one element; add them with "
                            "'+=' into an output declared '= 0'", item.span)
-    elif writing and not adds and tiles and not tiles[0][1]:
+    elif writing and not adds and tiles and not tiles[0][1] and tiles[0][0] not in divided:  # digits: index_axes
         state.errors.error(f"in {where}, '{tiles[0][0]}' must enter a store with '=' with a factor of 1: the axis "
                            "plus or minus an offset (c + N / 2, c - 1); a stride would leave the elements between "
                            "unwritten (a scatter-add, '+=', takes one)", item.span)

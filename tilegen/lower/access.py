@@ -18,6 +18,7 @@ from tilegen.lower.names import (
     is_offset,
     number_text,
     offset_text,
+    size_symbols,
     stride_name,
     tuple_text,
 )
@@ -38,7 +39,7 @@ class Access:
         offset axis's (``c`` of ``c + N / 2``) included."""
         names = [n for i in index for n in ([i.id] if isinstance(i, m.Name) else m.offset_names(i) if is_offset(i)
                                             else [])]
-        return tuple(n for n in names if n in self.state.axes and not self.state.axes[n].scalar)
+        return tuple(dict.fromkeys(n for n in names if n in self.state.axes and not self.state.axes[n].scalar))
 
     def store_axes(self, index: Iterable[IndexItem]) -> tuple[str, ...]:
         """The tile axes of a store's ``tensor[index]``: :meth:`tile_axes`, where a scatter's loaded
@@ -62,7 +63,18 @@ class Access:
                 return n
             return info.offs if info.scalar else broadcast(info.offs, state.canonical.get(n, n), canonical)
 
-        return offset_text(item, name, lambda start: self.load(start, (), ops))
+        return offset_text(item, name, lambda start: self.load(start, (), ops), self.floor)
+
+    def floor(self, item: m.BinOp, left: str, right: str) -> str:
+        """``left // right`` or ``left % right`` (``item``'s operands' text) rounded down, as Python's:
+        Triton's own where neither side can be negative (axes, sizes, integers), else the runtime's
+        ``floor_divide`` or ``torch_remainder`` (Triton's round toward 0, as C's)."""
+        unsigned = {*self.state.axes, *size_symbols(self.state.spec)}
+        if m.nonnegative(item.left, unsigned) and m.nonnegative(item.right, unsigned):
+            return f"({left} {item.op} {right})"
+        helper = "floor_divide" if item.op == "//" else "torch_remainder"
+        self.state.helpers.add(helper)
+        return f"{helper}({left}, {right})"
 
     def scalar_terms(self, tensor: m.Tensor, index: Sequence[IndexItem] | dict[int, IndexItem]) -> list[str]:
         """Offset terms of the constant and index-axis positions of ``tensor[index]`` (a
@@ -112,12 +124,20 @@ class Access:
                 index = self.offset(item, context, ops)
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
+                if ops is not None and ("floor_divide(" in index or "torch_remainder(" in index):
+                    index = self.named(index, f"{tensor.name.id}_{bound.lower()}_index", ops)
                 terms.append(f"{index} * {stride_name(tensor, position)}")
                 for axis in self.tile_axes((item,)):
                     info = state.axes[axis]
                     if info.mask is not None:
                         masks.append(broadcast(info.mask, state.canonical.get(axis, axis), context))
-                (masks if self.tile_axes((item,)) else scalar).extend([f"({index} >= 0)", f"({index} < {bound})"])
+                unsigned = {*state.axes, *size_symbols(state.spec)}
+                below = [] if m.nonnegative(item, unsigned) else [f"({index} >= 0)"]  # q // KW is never negative
+                modulus = (isinstance(item, m.BinOp) and item.op == "%"
+                           and (item.right.name.id if isinstance(item.right, m.Ref) else
+                                item.right.text if isinstance(item.right, m.Number) else None) == bound)
+                above = [] if modulus and below == [] else [f"({index} < {bound})"]  # nor is q % KW past KW
+                (masks if self.tile_axes((item,)) else scalar).extend([*below, *above])
                 continue
             if not isinstance(item, m.Name) or state.axes[item.id].scalar:
                 terms += self.scalar_terms(tensor, {position: item})
@@ -145,6 +165,16 @@ class Access:
                 ops.append(Line(f"{state.masks[mask]} = {mask}"))
             mask = state.masks[mask]
         return ptr, mask
+
+    def named(self, text: str, base: str, ops: list[Op]) -> str:
+        """A variable holding ``text`` (a computed index: ``x_h_index = floor_divide(oh + ph - dh * kh,
+        sh)``), emitted into ``ops`` once per scope, so that its mask and its pointer read it
+        (Triton's interpreter would compute it again for each)."""
+        key = f"index: {text}"
+        if key not in self.state.masks:
+            self.state.masks[key] = self.state.fresh(base)
+            ops.append(Line(f"{self.state.masks[key]} = {text}"))
+        return self.state.masks[key]
 
     def block_ptr(self, access: m.Load | m.Store, ops: list[Op]) -> tuple[str, str]:
         """``tl.make_block_ptr`` over the tile axes of ``tensor[index]``; constant and index-axis

@@ -324,6 +324,13 @@ class ExpressionTypes:
         text = binop_text(expr, left, right)
         return f"({text}).to({m.DTYPES[target][0]})" if rounds else text
 
+def divides_test(expr: m.BinOp) -> bool:
+    """``i % s == 0`` (or ``!= 0``): whether ``s`` divides ``i``, the same for Python's remainder and
+    Triton's (C's), which differ only in the sign of one that is not 0."""
+    return (expr.op in ("==", "!=") and isinstance(expr.left, m.BinOp) and expr.left.op == "%"
+            and isinstance(expr.right, m.Number) and expr.right.text == "0")
+
+
 class Expressions(ExpressionTypes):
     """The Triton text of spec expressions, in the shape of a statement's tile (its context:
     the tile axes, in order, of the value being computed)."""
@@ -707,6 +714,11 @@ class Expressions(ExpressionTypes):
                 return f"(-{self.in_f32(inner, expr.operand, written)[0]}).to({written})"
             return f"-({inner})" if isinstance(expr.operand, m.BinOp) else f"-{inner}"
         if isinstance(expr, m.BinOp):
+            if divides_test(expr):  # i % s == 0: C's remainder is 0 where Python's is, no helper needed
+                assert isinstance(expr.left, m.BinOp)
+                rest = m.BinOp("%", expr.left.left, expr.left.right, expr.left.span)
+                plain = binop_text(rest, self.expr(rest.left, context, ops), self.expr(rest.right, context, ops))
+                return f"({plain}) {expr.op} 0"
             left, right = self.expr(expr.left, context, ops), self.expr(expr.right, context, ops)
             if expr.op in LOGIC and bool(self.expr_axes(expr.left)) != bool(self.expr_axes(expr.right)):
                 # a mask over no tile axis (s > 1) with a tile's: a select on the scalar. Triton's
@@ -714,6 +726,9 @@ class Expressions(ExpressionTypes):
                 # of a float fail; on the GPU the select is as cheap
                 (scalar, tile) = (left, right) if not self.expr_axes(expr.left) else (right, left)
                 return f"tl.where({scalar}, {tile}, False)" if expr.op == "&" else f"tl.where({scalar}, True, {tile})"
+            if expr.op in m.FLOOR_OPERATORS:  # integers, rounded down as Python's (Triton's round toward 0)
+                return self.access.floor(expr, *(f"({t})" if isinstance(e, (m.BinOp, m.Neg)) else t
+                                                 for t, e in ((left, expr.left), (right, expr.right))))
             return self.typed(expr, left, right)
         if isinstance(expr, m.Call):
             return self.call(expr, context, ops)

@@ -26,7 +26,7 @@ BF16_DOT_OPERAND = "_dot_operand"
 
 #: Python's precedence of the spec's binary operators (higher binds tighter). Python puts
 #: comparisons below ``|`` and ``&``, the spec above them, so the text parenthesises them.
-_PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4}
+_PRECEDENCE = {**dict.fromkeys(COMPARISONS, 0), "|": 1, "&": 2, "+": 3, "-": 3, "*": 4, "/": 4, "//": 4, "%": 4}
 
 
 def triton_dtype(dtype: m.Name) -> str:
@@ -241,11 +241,13 @@ def is_offset(item: IndexItem) -> TypeGuard[m.BinOp | m.Neg]:
     return m.is_offset(item)
 
 
-def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load], str] | None = None) -> str:
+def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load], str] | None = None,
+                floor: Callable[[m.BinOp, str, str], str] | None = None) -> str:
     """An offset index (``c + N / 2``, :func:`tilegen.model.is_offset`) as Python text for the
     kernel or the reference: each name written by ``name(name)`` (an axis as its offsets or its
     ``arange``, a size or scalar as itself), a loaded start (``offsets[r] + c``) by ``load``,
-    ``/`` as ``//`` (sizes are whole numbers)."""
+    ``/`` as ``//`` (sizes are whole numbers), ``//`` and ``%`` as Python's (torch's on tensors) or,
+    given ``floor``, as it writes them (a kernel's, where Triton's round toward 0)."""
     if isinstance(item, m.Number):
         return item.text
     if isinstance(item, m.Ref):
@@ -254,12 +256,14 @@ def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load
         assert load is not None, f"a loaded offset where none is read: {item}"
         return load(item)
     if isinstance(item, m.Neg):
-        return f"-({offset_text(item.operand, name, load)})"
+        return f"-({offset_text(item.operand, name, load, floor)})"
     if m.is_extent_call(item):  # an extent's minimum(A, B): the launcher's min(A, B)
-        return f"{m.EXTENT_CALLS[item.func.id]}({', '.join(offset_text(a, name, load) for a in item.args)})"
+        return f"{m.EXTENT_CALLS[item.func.id]}({', '.join(offset_text(a, name, load, floor) for a in item.args)})"
     assert isinstance(item, m.BinOp), f"not an offset index: {item}"
-    op = "//" if item.op == "/" else item.op
-    return f"({offset_text(item.left, name, load)} {op} {offset_text(item.right, name, load)})"
+    left, right = offset_text(item.left, name, load, floor), offset_text(item.right, name, load, floor)
+    if floor is not None and item.op in m.FLOOR_OPERATORS:
+        return floor(item, left, right)
+    return f"({left} {'//' if item.op == '/' else item.op} {right})"
 
 
 def made_outputs(spec: m.Spec, shape: Callable[[m.Tensor], str], inplace: bool = True) -> list[Op]:

@@ -450,10 +450,11 @@ class ReferenceLowering(ReferenceExpressions):
         if any(a in self.aliases for a in index_axes):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
-        if any(is_offset(i) for i in stmt.index) and not stmt.adds:
+        offsets = sum(is_offset(i) for i in stmt.index)
+        if offsets == 1 and not stmt.adds:
             self.offset_store(stmt, tensor, dtype)
             return
-        if stmt.adds or any(isinstance(i, m.Load) for i in stmt.index):
+        if stmt.adds or offsets or any(isinstance(i, m.Load) for i in stmt.index):  # y[n, p // W, p % W] too
             self.scatter_store(stmt, dtype)
             return
         value = self.expr(stmt.value, index_axes)

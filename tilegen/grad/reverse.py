@@ -12,8 +12,7 @@ from tilegen.check.tuning import setting_value
 from tilegen.grad.adjoint import Adjoint, Value, read_text, total_of
 from tilegen.grad.declarations import NoBackward, backward_name, declarations, declared, float_tensor
 from tilegen.grad.gradients import Gradients
-from tilegen.lower.passes import safe_path
-from tilegen.spec_text import expr_text, index_text
+from tilegen.spec_text import expr_text, index_text, safe_path
 
 
 def derive_backward(spec: m.Spec, name: str | None = None) -> str:

@@ -159,11 +159,11 @@ def launcher(compiled: Any) -> DirectLaunch:
     changes between Triton releases. The first launch goes through ``compiled.run`` and records
     the arguments it gives its C ``launch`` (:func:`_recorded_c_launch`); where they are those of a
     layout known here (Triton 3.6's or 3.9's, every argument equal to the one this launch would
-    pass), every later launch calls that C ``launch`` directly: a median 0.68 us a launch less
-    than through ``compiled.run`` on the H100's host, -0.86 to +0.35 over six kernel runs
-    (``c43ff28:benchmarks/explore/explore_launch_floor_direct_h100.log``; ``CudaLauncher``'s Python took
-    1.2-2.1 us, ``explore_launch_floor_h100.log``). Where they are not (another Triton, a kernel
-    that needs scratch memory, GPU sanitizer instrumentation), launches stay on ``compiled.run``."""
+    pass), every later launch calls that C ``launch`` directly, skipping ``CudaLauncher``'s Python
+    (a median 0.68 us a launch on the H100's host,
+    ``c43ff28:benchmarks/explore/explore_launch_floor_direct_h100.log``). Where they are not (another
+    Triton, a kernel that needs scratch memory, GPU sanitizer instrumentation), launches stay on
+    ``compiled.run``."""
     compiled._init_handles()
     try:
         run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata

@@ -3,6 +3,7 @@ parentheses that keep its meaning (the grammar's precedence, ``grammars/tile.lar
 
 :mod:`tilegen.grad` writes the backward it derives with these, so that ``tilegen show --grad``
 prints a spec that reads like one a person wrote, and that parses back to the same model.
+:func:`safe_path` is a spec's path as generated comments and docstrings may hold it.
 """
 
 from __future__ import annotations
@@ -106,4 +107,10 @@ def extent_text(axis: m.Axis) -> str:
     return expr_text(axis.extent) if axis.extent is not None else axis.dim.id
 
 
-__all__ = ["binary", "expr_text", "extent_text", "index_text", "level", "negate", "wrap"]
+def safe_path(path: str) -> str:
+    """The display path as it may appear in generated comments and docstrings: printable,
+    with no quotes or backslashes (``?`` instead), so no path can end a comment or a string."""
+    return "".join(c if c.isprintable() and c not in "\\\"'" else "?" for c in path)
+
+
+__all__ = ["binary", "expr_text", "extent_text", "index_text", "level", "negate", "safe_path", "wrap"]

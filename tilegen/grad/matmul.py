@@ -24,8 +24,7 @@ import re
 from tilegen import model as m
 from tilegen.functions import lookup
 from tilegen.grad.declarations import NoBackward, backward_name, declarations, declared, float_tensor
-from tilegen.lower.passes import safe_path
-from tilegen.spec_text import expr_text, index_text
+from tilegen.spec_text import expr_text, index_text, safe_path
 
 
 def is_dot_body(spec: m.Spec) -> bool:

@@ -12,8 +12,7 @@ from tilegen.check.tuning import setting_value
 from tilegen.grad.adjoint import Adjoint, Value, read_text, total_of
 from tilegen.grad.declarations import NoBackward, backward_name, declarations, declared, float_tensor
 from tilegen.grad.gradients import Gradients
-from tilegen.lower.passes import safe_path
-from tilegen.spec_text import expr_text, index_text
+from tilegen.spec_text import expr_text, index_text, safe_path
 
 
 def derive_backward(spec: m.Spec, name: str | None = None) -> str:
@@ -199,7 +198,7 @@ class Deriver(Gradients):
         """The grid line, made persistent (``grid  persistent r over M by BM, c over N whole``)
         where a gradient is summed across programs along the grid's one tiled axis beside whole
         ones: each program then walks row tiles and stores one partial of the sum, not one per row
-        tile (on the H100, rms_norm's backward went from 46% to 66% of DRAM peak so)."""
+        tile (on the H100, rms_norm's backward reaches 66% of DRAM peak so, against 46% with one per row tile)."""
         if word != "grid" or not self.walk_rows():
             return line
         return re.sub(r"^(\s*grid)\s+", r"\1  persistent ", line)

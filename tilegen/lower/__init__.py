@@ -40,13 +40,14 @@ from tilegen.lower.descriptors import lower_descriptor_blocks
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import LauncherRole, lower_launcher
 from tilegen.lower.names import printable
-from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec, safe_path
+from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec
 from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
 from tilegen.resources import runtime_build
 from tilegen.row_loops import loop_rows
+from tilegen.spec_text import safe_path
 
 __all__ = ["ModulePlan", "lower", "safe_path", "spec_hash"]
 

@@ -54,12 +54,7 @@ from typing import Literal, cast
 from tilegen import model as m
 from tilegen.lower.exp2 import fold_exp2
 from tilegen.lower.names import pieced_block
-
-
-def safe_path(path: str) -> str:
-    """The display path as it may appear in generated comments and docstrings: printable,
-    with no quotes or backslashes (``?`` instead), so no path can end a comment or a string."""
-    return "".join(c if c.isprintable() and c not in "\\\"'" else "?" for c in path)
+from tilegen.spec_text import safe_path
 
 
 def printable_path(spec: m.Spec) -> m.Spec:

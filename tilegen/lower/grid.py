@@ -1,9 +1,9 @@
-"""The grid, both sides: the launch's programs along each program id (the launcher's grid and
-whether it folds it onto program id 0), and in the kernel program ids -> tiles: each grid axis's
-program id, offsets and mask (after a folded launch's mapping, any swizzle, a flat grid's grouping,
-a persistent program's tile loop), and the 64-bit recasts of offsets.
+"""The grid, both sides. The launcher's: the programs along each program id, and whether the
+launch folds them onto program id 0. The kernel's: program ids -> tiles, each grid axis's program
+id, offsets and mask (after a folded launch's mapping, any swizzle, a flat grid's grouping, a
+persistent program's tile loop), and the 64-bit recasts of offsets.
 
-The kernel side are functions of the :class:`~tilegen.lower.state.KernelState`: they fill
+The kernel's side are functions of the :class:`~tilegen.lower.state.KernelState`: they fill
 ``state.axes`` with an :class:`~tilegen.lower.state.AxisInfo` per grid axis and name the flat grid's
 program and tile ids (``pid``, ``num_pid_m``, ``tile_id``, ...) in it. The launcher side
 (:func:`grid_text`, :func:`fold_condition`) is launcher text of a checked spec.

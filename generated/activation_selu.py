@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -33,12 +33,16 @@ def activation_selu_kernel(
     M, N,
     stride_x_m, stride_x_n,
     stride_y_m, stride_y_n,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/activation_selu.tile; launch it through activation_selu()."""
     # specs/activation_selu.tile:6: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_c = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -64,10 +68,11 @@ def _activation_selu_plan(x: torch.Tensor):
     device, M, N = _activation_selu_inputs("activation_selu", x)
     y = torch.empty(M, N, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((x,), (y,))
+    folded = (N + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _activation_selu_launch, device, (y,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        _activation_selu_launch, device, (y,), M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded),
         (x, y, M, N, *x.stride(), N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, N),), (device, N),
     )
 
 

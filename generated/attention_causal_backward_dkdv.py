@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -45,7 +45,7 @@ def attention_causal_backward_dkdv_kernel(
     q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc,
     B, H, S, D,
     scale,
-    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr,
+    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_causal_backward_dkdv.tile; launch it through attention_causal_backward_dkdv()."""
     scale = tl.cast(scale, tl.float32)
@@ -55,6 +55,11 @@ def attention_causal_backward_dkdv_kernel(
     pid_n = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid % tl.cdiv(S, BN)
+        pid_z = pid // tl.cdiv(S, BN) % B
+        pid_h = pid // (tl.cdiv(S, BN) * B)
     # specs/attention_causal_backward_dkdv.tile:28: dk_acc: f32[n, d] = 0
     dk_acc = tl.zeros((BN, BLOCK_D), dtype=tl.float32)
     # specs/attention_causal_backward_dkdv.tile:29: dv_acc: f32[n, d] = 0
@@ -188,10 +193,11 @@ def attention_causal_backward_dkdv(q: torch.Tensor, k: torch.Tensor, v: torch.Te
     delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
     dk_desc = TensorDescriptor(dk, [B, H, S, D], [*_dk_strides], [1, 1, 1, 1])
     dv_desc = TensorDescriptor(dv, [B, H, S, D], [*_dv_strides], [1, 1, 1, 1])
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _attention_causal_backward_dkdv_launch(
-        fast_key, device, lambda meta: ((S + meta["BN"] - 1) // meta["BN"], B, H),
+        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BN"] - 1) // meta["BN"], B, H), folded),
         (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc, B, H, S, D, scale),
-        dict(BLOCK_D=BLOCK_D), ((B, H, S, D), (B, H, S, D)),
+        dict(BLOCK_D=BLOCK_D, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S, D)),
         tune_key=(device, S, D, DT), again=lambda: attention_causal_backward_dkdv(q, k, v, scale, do, lse, delta), arrays=(q, k, v, do, lse, delta, dk, dv),
     )
     return dk, dv
@@ -221,7 +227,7 @@ def _attention_causal_backward_dkdv_pointers_kernel(
     stride_delta_b, stride_delta_h, stride_delta_s,
     stride_dk_b, stride_dk_h, stride_dk_s, stride_dk_d,
     stride_dv_b, stride_dv_h, stride_dv_s, stride_dv_d,
-    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_causal_backward_dkdv.tile; launch it through _attention_causal_backward_dkdv_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -231,6 +237,11 @@ def _attention_causal_backward_dkdv_pointers_kernel(
     pid_n = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid % tl.cdiv(S, BN)
+        pid_z = pid // tl.cdiv(S, BN) % B
+        pid_h = pid // (tl.cdiv(S, BN) * B)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_z = pid_z.to(tl.int64)
@@ -322,10 +333,11 @@ def _attention_causal_backward_dkdv_pointers_plan(q: torch.Tensor, k: torch.Tens
     dv = torch.empty(B, H, S, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dk, dv))
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _attention_causal_backward_dkdv_pointers_launch, device, (dk, dv), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BN"] - 1) // meta["BN"], B, H),
+        _attention_causal_backward_dkdv_pointers_launch, device, (dk, dv), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BN"] - 1) // meta["BN"], B, H), folded),
         (q, k, v, do, lse, delta, dk, dv, B, H, S, D, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * S * D, S * D, D, 1, H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, H, S, D)), (device, "pointers", S, D, DT),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D), (B, H, S, D)), (device, "pointers", S, D, DT),
     )
 
 

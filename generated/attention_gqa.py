@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -58,7 +58,7 @@ def attention_gqa_kernel(
     q_desc, k_desc, v_desc, o_desc,
     B, H, S, D, HK,
     scale,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa.tile; launch it through attention_gqa()."""
     scale = tl.cast(scale, tl.float32)
@@ -68,6 +68,11 @@ def attention_gqa_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     # specs/attention_gqa.tile:24: m_i: f32[m] = -inf
     m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
     # specs/attention_gqa.tile:25: l_i: f32[m] = 0
@@ -201,10 +206,11 @@ def attention_gqa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: floa
     v_desc = TensorDescriptor(v, [B, HK, S, D], [*_v_strides], [1, 1, 1, 1])
     o_desc = TensorDescriptor(o, [B, H, S, D], [*_o_strides], [1, 1, 1, 1])
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _attention_gqa_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q_desc, k_desc, v_desc, o_desc, B, H, S, D, HK, scale),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG), ((B, H, S, D),),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S, D),),
         tune_key=(device, S, D, DT), again=lambda: attention_gqa(q, k, v, scale), arrays=(q, k, v, o),
     )
     return o
@@ -247,7 +253,7 @@ def _attention_gqa_pointers_kernel(
     stride_k_b, stride_k_hk, stride_k_s, stride_k_d,
     stride_v_b, stride_v_hk, stride_v_s, stride_v_d,
     stride_o_b, stride_o_h, stride_o_s, stride_o_d,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa.tile; launch it through _attention_gqa_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -257,6 +263,11 @@ def _attention_gqa_pointers_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_z = pid_z.to(tl.int64)
@@ -353,10 +364,11 @@ def _attention_gqa_pointers_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, v), (o,))
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _attention_gqa_pointers_launch, device, (o,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        _attention_gqa_pointers_launch, device, (o,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q, k, v, o, B, H, S, D, HK, scale, *q.stride(), *k.stride(), *v.stride(), H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, D, DT),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D),), (device, "pointers", S, D, DT),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -41,7 +41,7 @@ def attention_gqa_backward_dkdv_kernel(
     stride_delta_b, stride_delta_h, stride_delta_s,
     stride_dk_b, stride_dk_hk, stride_dk_s, stride_dk_d,
     stride_dv_b, stride_dv_hk, stride_dv_s, stride_dv_d,
-    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa_backward_dkdv.tile; launch it through attention_gqa_backward_dkdv()."""
     scale = tl.cast(scale, tl.float32)
@@ -51,6 +51,11 @@ def attention_gqa_backward_dkdv_kernel(
     pid_n = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_hk = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid % tl.cdiv(S, BN)
+        pid_z = pid // tl.cdiv(S, BN) % B
+        pid_hk = pid // (tl.cdiv(S, BN) * B)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_z = pid_z.to(tl.int64)
@@ -153,10 +158,11 @@ def _attention_gqa_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: torch
     dv = torch.empty(B, HK, S, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dk, dv))
+    folded = max(B, HK) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _attention_gqa_backward_dkdv_launch, device, (dk, dv), B == 0 or S == 0 or D == 0 or HK == 0, lambda meta: ((S + meta["BN"] - 1) // meta["BN"], B, HK),
+        _attention_gqa_backward_dkdv_launch, device, (dk, dv), B == 0 or S == 0 or D == 0 or HK == 0, lambda meta: _rt.fold_grid(((S + meta["BN"] - 1) // meta["BN"], B, HK), folded),
         (q, k, v, do, lse, delta, dk, dv, B, H, S, D, HK, H_over_HK, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), HK * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, HK, S, D), (B, HK, S, D)), (device, S, D, DT),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, HK, S, D), (B, HK, S, D)), (device, S, D, DT),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -44,7 +44,7 @@ def attention_gqa_backward_dq_kernel(
     q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc,
     B, H, S, D, HK,
     scale,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa_backward_dq.tile; launch it through attention_gqa_backward_dq()."""
     scale = tl.cast(scale, tl.float32)
@@ -54,6 +54,11 @@ def attention_gqa_backward_dq_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     # specs/attention_gqa_backward_dq.tile:24: dq_acc: f32[m, d] = 0
     dq_acc = tl.zeros((BM, BLOCK_D), dtype=tl.float32)
     # specs/attention_gqa_backward_dq.tile:25: for n over S by BN
@@ -170,10 +175,11 @@ def attention_gqa_backward_dq(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
     delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
     dq_desc = TensorDescriptor(dq, [B, H, S, D], [*_dq_strides], [1, 1, 1, 1])
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _attention_gqa_backward_dq_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, B, H, S, D, HK, scale),
-        dict(BLOCK_D=BLOCK_D), ((B, H, S, D),),
+        dict(BLOCK_D=BLOCK_D, FOLDED_GRID=folded), ((B, H, S, D),),
         tune_key=(device, S, D, DT), again=lambda: attention_gqa_backward_dq(q, k, v, scale, do, lse, delta), arrays=(q, k, v, do, lse, delta, dq),
     )
     return dq
@@ -202,7 +208,7 @@ def _attention_gqa_backward_dq_pointers_kernel(
     stride_lse_b, stride_lse_h, stride_lse_s,
     stride_delta_b, stride_delta_h, stride_delta_s,
     stride_dq_b, stride_dq_h, stride_dq_s, stride_dq_d,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa_backward_dq.tile; launch it through _attention_gqa_backward_dq_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -212,6 +218,11 @@ def _attention_gqa_backward_dq_pointers_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_z = pid_z.to(tl.int64)
@@ -281,10 +292,11 @@ def _attention_gqa_backward_dq_pointers_plan(q: torch.Tensor, k: torch.Tensor, v
     dq = torch.empty(B, H, S, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = _rt.wide_offsets((q, k, v, do, lse, delta), (dq,))
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _attention_gqa_backward_dq_pointers_launch, device, (dq,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        _attention_gqa_backward_dq_pointers_launch, device, (dq,), B == 0 or H == 0 or S == 0 or D == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q, k, v, do, lse, delta, dq, B, H, S, D, HK, scale, *q.stride(), *k.stride(), *v.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * S * D, S * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D),), (device, "pointers", S, D, DT),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D),), (device, "pointers", S, D, DT),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -42,7 +42,7 @@ def attention_gqa_backward_stats_kernel(
     q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc,
     B, H, S, D, HK,
     scale,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa_backward_stats.tile; launch it through attention_gqa_backward_stats()."""
     scale = tl.cast(scale, tl.float32)
@@ -50,6 +50,11 @@ def attention_gqa_backward_stats_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     # specs/attention_gqa_backward_stats.tile:21: m_i: f32[m] = -inf
     m_i = tl.full((BM,), float("-inf"), dtype=tl.float32)
     # specs/attention_gqa_backward_stats.tile:22: l_i: f32[m] = 0
@@ -178,10 +183,11 @@ def attention_gqa_backward_stats(q: torch.Tensor, k: torch.Tensor, scale: float,
     lse_desc = TensorDescriptor(lse, [B, H, S], [*_lse_strides], [1, 1, 1])
     delta_desc = TensorDescriptor(delta, [B, H, S], [*_delta_strides], [1, 1, 1])
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _attention_gqa_backward_stats_launch(
-        fast_key, device, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        fast_key, device, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q_desc, k_desc, o_desc, do_desc, lse_desc, delta_desc, B, H, S, D, HK, scale),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG), ((B, H, S), (B, H, S)),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, FOLDED_GRID=folded), ((B, H, S), (B, H, S)),
         tune_key=(device, S, D, DT), again=lambda: attention_gqa_backward_stats(q, k, scale, o, do), arrays=(q, k, o, do, lse, delta),
     )
     return lse, delta
@@ -208,7 +214,7 @@ def _attention_gqa_backward_stats_pointers_kernel(
     stride_do_b, stride_do_h, stride_do_s, stride_do_d,
     stride_lse_b, stride_lse_h, stride_lse_s,
     stride_delta_b, stride_delta_h, stride_delta_s,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/attention_gqa_backward_stats.tile; launch it through _attention_gqa_backward_stats_pointers()."""
     scale = tl.cast(scale, tl.float32)
@@ -216,6 +222,11 @@ def _attention_gqa_backward_stats_pointers_kernel(
     pid_m = tl.program_id(0)
     pid_z = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(S, BM)
+        pid_z = pid // tl.cdiv(S, BM) % B
+        pid_h = pid // (tl.cdiv(S, BM) * B)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_z = pid_z.to(tl.int64)
@@ -299,10 +310,11 @@ def _attention_gqa_backward_stats_pointers_plan(q: torch.Tensor, k: torch.Tensor
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, o, do), (lse, delta))
+    folded = max(B, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _attention_gqa_backward_stats_pointers_launch, device, (lse, delta), B == 0 or H == 0 or S == 0, lambda meta: ((S + meta["BM"] - 1) // meta["BM"], B, H),
+        _attention_gqa_backward_stats_pointers_launch, device, (lse, delta), B == 0 or H == 0 or S == 0, lambda meta: _rt.fold_grid(((S + meta["BM"] - 1) // meta["BM"], B, H), folded),
         (q, k, o, do, lse, delta, B, H, S, D, HK, scale, *q.stride(), *k.stride(), *o.stride(), *do.stride(), H * S, S, 1, H * S, S, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((B, H, S), (B, H, S)), (device, "pointers", S, D, DT),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S), (B, H, S)), (device, "pointers", S, D, DT),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -37,7 +37,7 @@ def batch_norm_kernel(
     stride_shift_reduced_c,
     stride_square_reduced_c,
     stride_y_b, stride_y_c, stride_y_h, stride_y_w,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/batch_norm.tile; launch it through batch_norm()."""
     eps = tl.cast(eps, tl.float32)
@@ -47,6 +47,11 @@ def batch_norm_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -96,13 +101,18 @@ def _batch_norm_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_c,
     stride_square_reduced_c,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/batch_norm.tile; launch it through _batch_norm_shift()."""
     # specs/batch_norm.tile:17: grid  b over B, c over C, h over H by BH, w over W whole
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -122,12 +132,12 @@ def _batch_norm_shift_kernel(
     mean_w = tl.sum(tl.where(mask_w[None, :], d.to(tl.float32), 0.0), axis=1) / W
     sum_h = tl.sum(tl.where(mask_h, mean_w.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_shift_finish_shift_reduced_kernel
-    tl.store(shift_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_shift_reduced_c, sum_h)
+    tl.store(shift_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_shift_reduced_c, sum_h)
     # specs/batch_norm.tile:26: square = mean(d * d, dim=(b, h, w))
     mean_w_1 = tl.sum(tl.where(mask_w[None, :], (d * d).to(tl.float32), 0.0), axis=1) / W
     sum_h_1 = tl.sum(tl.where(mask_h, mean_w_1.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_shift_finish_square_reduced_kernel
-    tl.store(square_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_square_reduced_c, sum_h_1)
+    tl.store(square_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_square_reduced_c, sum_h_1)
 
 
 @triton.jit
@@ -262,13 +272,14 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, "shift", H, W, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("_batch_norm_shift", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
+                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
                 shift_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
                 shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
                 square_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -278,12 +289,12 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                     x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
                     B, C, H, W,
                     *_x_strides, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_shift_kernel, lambda: _batch_norm_shift(x)))
                 return _batch_norm_shift(x)
     config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
+    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
     shift_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
     shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
     square_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
@@ -293,11 +304,11 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
             B, C, H, W,
             *_x_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         _batch_norm_shift_finish_shift_reduced_kernel[((C + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
         _batch_norm_shift_finish_square_reduced_kernel[((C + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_shift_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (_rt.interpreted(_batch_norm_shift_finish_shift_reduced_kernel), ((C + 32 - 1) // 32,), (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_shift_finish_square_reduced_kernel), ((C + 32 - 1) // 32,), (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_shift_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (_rt.interpreted(_batch_norm_shift_finish_shift_reduced_kernel), ((C + 32 - 1) // 32,), (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_shift_finish_square_reduced_kernel), ((C + 32 - 1) // 32,), (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -305,21 +316,21 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         device_index, config_index, "shift", T,
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _batch_norm_shift_kernel.fn, grid,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        config["BH"], BLOCK_W, int64,
+        config["BH"], BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_batch_norm_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, C, C, 1, 1)), 128, 32, shift_reduced_programs * C >= 2**31)
@@ -329,7 +340,7 @@ def _batch_norm_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     square_reduced_finish_key = ("_batch_norm_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, C, C, 1, 1)), 128, 32, square_reduced_programs * C >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _batch_norm_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
     return shift_reduced, square_reduced
 
 
@@ -399,10 +410,11 @@ def batch_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: f
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_bias_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     _batch_norm_launch(
-        fast_key, device, lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"]),
+        fast_key, device, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
         (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
         tune_key=(device, H, W, T), again=lambda: batch_norm(x, weight, bias, eps),
     )
     return y

@@ -50,7 +50,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -86,7 +86,7 @@ def batch_norm_backward_kernel(
     stride_dx_b, stride_dx_c, stride_dx_h, stride_dx_w,
     stride_dweight_c,
     stride_dbias_c,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/batch_norm.tile, derived backward; launch it through batch_norm_backward()."""
     eps = tl.cast(eps, tl.float32)
@@ -96,6 +96,11 @@ def batch_norm_backward_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -149,12 +154,12 @@ def batch_norm_backward_kernel(
     sum_w = tl.sum(tl.where(mask_w[None, :], (dy.to(tl.float32) * t1).to(tl.float32), 0.0), axis=1)
     sum_h = tl.sum(tl.where(mask_h, sum_w.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by batch_norm_backward_finish_dweight_kernel
-    tl.store(dweight_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dweight_c, sum_h)
+    tl.store(dweight_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_dweight_c, sum_h)
     # specs/batch_norm.tile, derived backward:42: dbias[c] = sum(sum(sum(f32(dy[b, c, h, w]), dim=w), dim=h), dim=b)
     sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32), 0.0), axis=1)
     sum_h_1 = tl.sum(tl.where(mask_h, sum_w_1.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by batch_norm_backward_finish_dbias_kernel
-    tl.store(dbias_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dbias_c, sum_h_1)
+    tl.store(dbias_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_dbias_c, sum_h_1)
 
 
 @triton.jit
@@ -266,13 +271,18 @@ def _batch_norm_backward_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_c,
     stride_square_reduced_c,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/batch_norm.tile, derived backward; launch it through _batch_norm_backward_shift()."""
     # specs/batch_norm.tile, derived backward:13: grid  b over B, c over C, h over H by BH, w over W whole
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -292,12 +302,12 @@ def _batch_norm_backward_shift_kernel(
     mean_w = tl.sum(tl.where(mask_w[None, :], d.to(tl.float32), 0.0), axis=1) / W
     sum_h = tl.sum(tl.where(mask_h, mean_w.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_backward_shift_finish_shift_reduced_kernel
-    tl.store(shift_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_shift_reduced_c, sum_h)
+    tl.store(shift_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_shift_reduced_c, sum_h)
     # specs/batch_norm.tile, derived backward:25: square = mean(mean(mean(d * d, dim=w), dim=h), dim=b)
     mean_w_1 = tl.sum(tl.where(mask_w[None, :], (d * d).to(tl.float32), 0.0), axis=1) / W
     sum_h_1 = tl.sum(tl.where(mask_h, mean_w_1.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_backward_shift_finish_square_reduced_kernel
-    tl.store(square_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_square_reduced_c, sum_h_1)
+    tl.store(square_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_square_reduced_c, sum_h_1)
 
 
 @triton.jit
@@ -432,13 +442,14 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, "shift", H, W, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("_batch_norm_backward_shift", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
+                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
                 shift_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
                 shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
                 square_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -448,12 +459,12 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
                     x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
                     B, C, H, W,
                     *_x_strides, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_shift_kernel, lambda: _batch_norm_backward_shift(x)))
                 return _batch_norm_backward_shift(x)
     config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
+    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
     shift_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
     shift_reduced_partials = torch.empty(shift_reduced_programs * C, device=device, dtype=torch.float32)
     square_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
@@ -463,11 +474,11 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
             x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
             B, C, H, W,
             *_x_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         _batch_norm_backward_shift_finish_shift_reduced_kernel[((C + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)
         _batch_norm_backward_shift_finish_square_reduced_kernel[((C + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_shift_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_shift_finish_shift_reduced_kernel), ((C + 32 - 1) // 32,), (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_shift_finish_square_reduced_kernel), ((C + 32 - 1) // 32,), (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_shift_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_shift_finish_shift_reduced_kernel), ((C + 32 - 1) // 32,), (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_shift_finish_square_reduced_kernel), ((C + 32 - 1) // 32,), (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -475,21 +486,21 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
         device_index, config_index, "shift", T,
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _batch_norm_backward_shift_kernel.fn, grid,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        config["BH"], BLOCK_W, int64,
+        config["BH"], BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_batch_norm_backward_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, C, C, 1, 1)), 128, 32, shift_reduced_programs * C >= 2**31)
@@ -499,7 +510,7 @@ def _batch_norm_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     square_reduced_finish_key = ("_batch_norm_backward_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, C, C, 1, 1)), 128, 32, square_reduced_programs * C >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _batch_norm_backward_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), shift_reduced_programs * C, square_reduced_programs * C, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, shift_reduced_programs * C >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, C, float(B * H), C, 1, 1, 128, 32, square_reduced_programs * C >= 2**31))), _tuner)
     return shift_reduced, square_reduced
 
 
@@ -526,7 +537,7 @@ def _batch_norm_backward_dmean_kernel(
     stride_square_reduced_c,
     stride_dmean_reduced_c,
     stride_dmean1_reduced_c,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/batch_norm.tile, derived backward; launch it through _batch_norm_backward_dmean()."""
     eps = tl.cast(eps, tl.float32)
@@ -534,6 +545,11 @@ def _batch_norm_backward_dmean_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -578,11 +594,11 @@ def _batch_norm_backward_dmean_kernel(
     # specs/batch_norm.tile, derived backward:35: dmean = sum(sum(dsquare, dim=h), dim=b)
     sum_h = tl.sum(tl.where(mask_h, dsquare.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_backward_dmean_finish_dmean_reduced_kernel
-    tl.store(dmean_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dmean_reduced_c, sum_h)
+    tl.store(dmean_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_dmean_reduced_c, sum_h)
     # specs/batch_norm.tile, derived backward:37: dmean1 = sum(sum(dshift, dim=h), dim=b)
     sum_h_1 = tl.sum(tl.where(mask_h, dshift.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, h: its partial, merged by _batch_norm_backward_dmean_finish_dmean1_reduced_kernel
-    tl.store(dmean1_reduced_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + pid_c * stride_dmean1_reduced_c, sum_h_1)
+    tl.store(dmean1_reduced_partials_ptr + (pid_b * tl.cdiv(H, BH) + pid_h) * C + pid_c * stride_dmean1_reduced_c, sum_h_1)
 
 
 @triton.jit
@@ -722,13 +738,14 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or C > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, "dmean", H, W, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("_batch_norm_backward_dmean", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
+                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
                 dmean_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
                 dmean_reduced_partials = torch.empty(dmean_reduced_programs * C, device=device, dtype=torch.float32)
                 dmean1_reduced_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -739,12 +756,12 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
                     B, C, H, W,
                     eps,
                     *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _batch_norm_backward_dmean_kernel, lambda: _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)))
                 return _batch_norm_backward_dmean(dy, x, weight, eps, shift_reduced, square_reduced)
     config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
+    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
     dmean_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
     dmean_reduced_partials = torch.empty(dmean_reduced_programs * C, device=device, dtype=torch.float32)
     dmean1_reduced_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
@@ -755,11 +772,11 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             B, C, H, W,
             eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         _batch_norm_backward_dmean_finish_dmean_reduced_kernel[((C + 32 - 1) // 32,)](dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)
         _batch_norm_backward_dmean_finish_dmean1_reduced_kernel[((C + 32 - 1) // 32,)](dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_dmean_kernel.fn), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean_reduced_kernel), ((C + 32 - 1) // 32,), (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean1_reduced_kernel), ((C + 32 - 1) // 32,), (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_batch_norm_backward_dmean_kernel.fn), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean_reduced_kernel), ((C + 32 - 1) // 32,), (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (_rt.interpreted(_batch_norm_backward_dmean_finish_dmean1_reduced_kernel), ((C + 32 - 1) // 32,), (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
         return dmean_reduced, dmean1_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -767,7 +784,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         device_index, config_index, "dmean", T,
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _batch_norm_backward_dmean_kernel.fn, grid,
@@ -775,7 +792,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
@@ -783,7 +800,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        config["BH"], BLOCK_W, int64,
+        config["BH"], BLOCK_W, int64, folded,
     )
     dmean_reduced_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dmean_reduced_finish_key = ("_batch_norm_backward_dmean_finish_dmean_reduced_kernel", device_index, dmean_reduced_partials.dtype, dmean_reduced.dtype, *map(_int_class, (dmean_reduced_programs, C, C, 1, 1)), 128, 32, dmean_reduced_programs * C >= 2**31)
@@ -793,7 +810,7 @@ def _batch_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     dmean1_reduced_finish_key = ("_batch_norm_backward_dmean_finish_dmean1_reduced_kernel", device_index, dmean1_reduced_partials.dtype, dmean1_reduced.dtype, *map(_int_class, (dmean1_reduced_programs, C, C, 1, 1)), 128, 32, dmean1_reduced_programs * C >= 2**31)
     dmean1_reduced_finish = _COMPILED.get(dmean1_reduced_finish_key) or _rt.compile_launch(_COMPILED, dmean1_reduced_finish_key, _batch_norm_backward_dmean_finish_dmean1_reduced_kernel, dmean1_reduced_finish_grid, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
     dmean1_reduced_finish(dmean1_reduced_finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, config["BH"], BLOCK_W, int64, folded), (C,), (C,), dmean_reduced_programs * C, dmean1_reduced_programs * C, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, C, C, 1, 1, 128, 32, dmean_reduced_programs * C >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, C, C, 1, 1, 128, 32, dmean1_reduced_programs * C >= 2**31))), _tuner)
     return dmean_reduced, dmean1_reduced
 
 
@@ -874,13 +891,14 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     _dmean_reduced_strides = dmean_reduced.stride()
     _dmean1_reduced_strides = dmean1_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (C - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, H, W, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("batch_norm_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
+                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
                 dweight_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
                 dweight_partials = torch.empty(dweight_programs * C, device=device, dtype=torch.float32)
                 dbias_programs = B * ((H + 2 - 1) // 2)  # programs along B, H
@@ -891,12 +909,12 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                     B, C, H, W,
                     eps,
                     *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, batch_norm_backward_kernel, lambda: batch_norm_backward(dy, x, weight, eps)))
                 return batch_norm_backward(dy, x, weight, eps)
     config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
+    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
     dweight_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
     dweight_partials = torch.empty(dweight_programs * C, device=device, dtype=torch.float32)
     dbias_programs = B * ((H + config["BH"] - 1) // config["BH"])  # programs along B, H
@@ -907,11 +925,11 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             B, C, H, W,
             eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         batch_norm_backward_finish_dweight_kernel[((C + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)
         batch_norm_backward_finish_dbias_kernel[((C + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(batch_norm_backward_kernel.fn), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, config["BH"], BLOCK_W, int64), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (_rt.interpreted(batch_norm_backward_finish_dweight_kernel), ((C + 32 - 1) // 32,), (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (_rt.interpreted(batch_norm_backward_finish_dbias_kernel), ((C + 32 - 1) // 32,), (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(batch_norm_backward_kernel.fn), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, config["BH"], BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (_rt.interpreted(batch_norm_backward_finish_dweight_kernel), ((C + 32 - 1) // 32,), (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (_rt.interpreted(batch_norm_backward_finish_dbias_kernel), ((C + 32 - 1) // 32,), (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))), _tuner)
         return dx, dweight, dbias
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -919,7 +937,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         device_index, config_index, T,
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16, dx.data_ptr() % 16, dweight.data_ptr() % 16, dbias.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, batch_norm_backward_kernel.fn, grid,
@@ -927,7 +945,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
@@ -935,7 +953,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        config["BH"], BLOCK_W, int64,
+        config["BH"], BLOCK_W, int64, folded,
     )
     dweight_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dweight_finish_key = ("batch_norm_backward_finish_dweight_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, C, C, 1, 1)), 128, 32, dweight_programs * C >= 2**31)
@@ -945,7 +963,7 @@ def batch_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     dbias_finish_key = ("batch_norm_backward_finish_dbias_kernel", device_index, dbias_partials.dtype, dbias.dtype, *map(_int_class, (dbias_programs, C, C, 1, 1)), 128, 32, dbias_programs * C >= 2**31)
     dbias_finish = _COMPILED.get(dbias_finish_key) or _rt.compile_launch(_COMPILED, dbias_finish_key, batch_norm_backward_finish_dbias_kernel, dbias_finish_grid, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
     dbias_finish(dbias_finish_grid, device_index, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, config["BH"], BLOCK_W, int64), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (dweight_finish, dweight_finish_grid, (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, config["BH"], BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (dweight_finish, dweight_finish_grid, (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))), _tuner)
     return dx, dweight, dbias
 
 

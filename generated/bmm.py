@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -36,7 +36,7 @@ def bmm_kernel(
     stride_a_b, stride_a_m, stride_a_k,
     stride_b_b, stride_b_k, stride_b_n,
     stride_c_b, stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/bmm.tile; launch it through bmm()."""
     # specs/bmm.tile:6: dtype T in f32, f16, bf16
@@ -45,6 +45,11 @@ def bmm_kernel(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_batch = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(M, BM)
+        pid_n = pid // tl.cdiv(M, BM) % tl.cdiv(N, BN)
+        pid_batch = pid // (tl.cdiv(M, BM) * tl.cdiv(N, BN))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -84,10 +89,11 @@ def _bmm_plan(a: torch.Tensor, b: torch.Tensor):
     device, T, B, M, K, N = _bmm_inputs("bmm", a, b)
     c = torch.empty(B, M, N, device=device, dtype=T)
     int64 = _rt.wide_offsets((a, b), (c,))
+    folded = max((N + 32 - 1) // 32, B) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _bmm_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], B),
+        _bmm_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], B), folded),
         (a, b, c, B, M, K, N, *a.stride(), *b.stride(), M * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((B, M, N),), (device, M, N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, M, N),), (device, M, N, K, T),
     )
 
 

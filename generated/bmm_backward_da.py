@@ -28,7 +28,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -57,7 +57,7 @@ def bmm_backward_da_kernel(
     stride_dc_b, stride_dc_m, stride_dc_n,
     stride_b_b, stride_b_k, stride_b_n,
     stride_da_b, stride_da_m, stride_da_k,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/bmm.tile, derived backward bmm_backward_da; launch it through bmm_backward_da()."""
     # specs/bmm.tile, derived backward bmm_backward_da:3: dtype T in f32, f16, bf16
@@ -66,6 +66,11 @@ def bmm_backward_da_kernel(
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_batch = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(M, BM)
+        pid_k = pid // tl.cdiv(M, BM) % tl.cdiv(K, BK)
+        pid_batch = pid // (tl.cdiv(M, BM) * tl.cdiv(K, BK))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_k = pid_k.to(tl.int64)
@@ -105,10 +110,11 @@ def _bmm_backward_da_plan(dc: torch.Tensor, b: torch.Tensor):
     device, T, B, M, N, K = _bmm_backward_da_inputs("bmm_backward_da", dc, b)
     da = torch.empty(B, M, K, device=device, dtype=T)
     int64 = _rt.wide_offsets((dc, b), (da,))
+    folded = max((K + 32 - 1) // 32, B) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _bmm_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], B),
+        _bmm_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], B), folded),
         (dc, b, da, B, M, N, K, *dc.stride(), *b.stride(), M * K, K, 1),
-        dict(INT64_OFFSETS=int64), ((B, M, K),), (device, M, N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, M, K),), (device, M, N, K, T),
     )
 
 

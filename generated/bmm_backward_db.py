@@ -28,7 +28,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -57,7 +57,7 @@ def bmm_backward_db_kernel(
     stride_a_b, stride_a_m, stride_a_k,
     stride_dc_b, stride_dc_m, stride_dc_n,
     stride_db_b, stride_db_k, stride_db_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/bmm.tile, derived backward bmm_backward_db; launch it through bmm_backward_db()."""
     # specs/bmm.tile, derived backward bmm_backward_db:3: dtype T in f32, f16, bf16
@@ -66,6 +66,11 @@ def bmm_backward_db_kernel(
     pid_k = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_batch = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_k = pid % tl.cdiv(K, BK)
+        pid_n = pid // tl.cdiv(K, BK) % tl.cdiv(N, BN)
+        pid_batch = pid // (tl.cdiv(K, BK) * tl.cdiv(N, BN))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_k = pid_k.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -105,10 +110,11 @@ def _bmm_backward_db_plan(a: torch.Tensor, dc: torch.Tensor):
     device, T, B, M, K, N = _bmm_backward_db_inputs("bmm_backward_db", a, dc)
     db = torch.empty(B, K, N, device=device, dtype=T)
     int64 = _rt.wide_offsets((a, dc), (db,))
+    folded = max((N + 32 - 1) // 32, B) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _bmm_backward_db_launch, device, (db,), B == 0 or K == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], B),
+        _bmm_backward_db_launch, device, (db,), B == 0 or K == 0 or N == 0, lambda meta: _rt.fold_grid(((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], B), folded),
         (a, dc, db, B, M, K, N, *a.stride(), *dc.stride(), K * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((B, K, N),), (device, M, N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, K, N),), (device, M, N, K, T),
     )
 
 

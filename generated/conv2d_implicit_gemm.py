@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -40,7 +40,7 @@ def conv2d_implicit_gemm_kernel(
     stride_w_o, stride_w_c, stride_w_kh, stride_w_kw,
     stride_bias_o,
     stride_y_n, stride_y_o, stride_y_h_out, stride_y_w_out,
-    BO: tl.constexpr, BP: tl.constexpr, BQ: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BO: tl.constexpr, BP: tl.constexpr, BQ: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/conv2d_implicit_gemm.tile; launch it through conv2d_implicit_gemm()."""
     # specs/conv2d_implicit_gemm.tile:11: dtype T in f32, f16, bf16
@@ -49,6 +49,11 @@ def conv2d_implicit_gemm_kernel(
     pid_p = tl.program_id(0)
     pid_o = tl.program_id(1)
     pid_n = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_p = pid % tl.cdiv(H_out_times_W_out, BP)
+        pid_o = pid // tl.cdiv(H_out_times_W_out, BP) % tl.cdiv(O, BO)
+        pid_n = pid // (tl.cdiv(H_out_times_W_out, BP) * tl.cdiv(O, BO))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_p = pid_p.to(tl.int64)
         pid_o = pid_o.to(tl.int64)
@@ -117,10 +122,11 @@ def _conv2d_implicit_gemm_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Ten
     H_out_times_W_out = (H_out * W_out)
     y = torch.empty(N, O, H_out, W_out, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, w, bias), (y,))
+    folded = max((O + 16 - 1) // 16, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _conv2d_implicit_gemm_launch, device, (y,), N == 0 or O == 0 or H_out == 0 or W_out == 0, lambda meta: ((H_out_times_W_out + meta["BP"] - 1) // meta["BP"], (O + meta["BO"] - 1) // meta["BO"], N),
+        _conv2d_implicit_gemm_launch, device, (y,), N == 0 or O == 0 or H_out == 0 or W_out == 0, lambda meta: _rt.fold_grid(((H_out_times_W_out + meta["BP"] - 1) // meta["BP"], (O + meta["BO"] - 1) // meta["BO"], N), folded),
         (x, w, bias, y, N, C, H, W, O, KH, KW, H_out, W_out, C_times_KH_times_KW, H_out_times_W_out, sh, sw, ph, pw, dh, dw, *x.stride(), *w.stride(), *bias.stride(), O * H_out * W_out, H_out * W_out, W_out, 1),
-        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64), ((N, O, H_out, W_out),), (device, O, C, H_out, W_out, KH, KW, T),
+        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, O, H_out, W_out),), (device, O, C, H_out, W_out, KH, KW, T),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -37,7 +37,7 @@ def conv_transpose1d_kernel(
     stride_w_c, stride_w_o, stride_w_k,
     stride_bias_o,
     stride_y_n, stride_y_o, stride_y_l_out,
-    BO: tl.constexpr, BL: tl.constexpr, BC: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BO: tl.constexpr, BL: tl.constexpr, BC: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/conv_transpose1d.tile; launch it through conv_transpose1d()."""
     # specs/conv_transpose1d.tile:9: dtype T in f32, f16, bf16
@@ -46,6 +46,11 @@ def conv_transpose1d_kernel(
     pid_o = tl.program_id(0)
     pid_ol = tl.program_id(1)
     pid_n = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_o = pid % tl.cdiv(O, BO)
+        pid_ol = pid // tl.cdiv(O, BO) % tl.cdiv(L_out, BL)
+        pid_n = pid // (tl.cdiv(O, BO) * tl.cdiv(L_out, BL))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_o = pid_o.to(tl.int64)
         pid_ol = pid_ol.to(tl.int64)
@@ -110,10 +115,11 @@ def _conv_transpose1d_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor 
     L_out = ((((((L - 1) * stride) - (2 * padding)) + (dilation * (K - 1))) + output_padding) + 1)
     y = torch.empty(N, O, L_out, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, w, bias), (y,))
+    folded = max((L_out + 16 - 1) // 16, N) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _conv_transpose1d_launch, device, (y,), N == 0 or O == 0 or L_out == 0, lambda meta: ((O + meta["BO"] - 1) // meta["BO"], (L_out + meta["BL"] - 1) // meta["BL"], N),
+        _conv_transpose1d_launch, device, (y,), N == 0 or O == 0 or L_out == 0, lambda meta: _rt.fold_grid(((O + meta["BO"] - 1) // meta["BO"], (L_out + meta["BL"] - 1) // meta["BL"], N), folded),
         (x, w, bias, y, N, C, L, O, K, L_out, padding, dilation, stride, output_padding, *x.stride(), *w.stride(), *bias.stride(), O * L_out, L_out, 1),
-        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64), ((N, O, L_out),), (device, O, C, L_out, K, T),
+        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, O, L_out),), (device, O, C, L_out, K, T),
     )
 
 

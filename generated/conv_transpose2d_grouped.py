@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -36,7 +36,7 @@ def conv_transpose2d_grouped_kernel(
     stride_x_n, stride_x_c, stride_x_h, stride_x_w,
     stride_w_c, stride_w_og, stride_w_kh, stride_w_kw,
     stride_y_n, stride_y_groups_times_og, stride_y_h_out, stride_y_w_out,
-    BO: tl.constexpr, BW: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BO: tl.constexpr, BW: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/conv_transpose2d_grouped.tile; launch it through conv_transpose2d_grouped()."""
     # specs/conv_transpose2d_grouped.tile:9: dtype T in f32, f16, bf16
@@ -48,6 +48,13 @@ def conv_transpose2d_grouped_kernel(
     pid_n = pid_oown % N
     pid_oh = tl.program_id(1)
     pid_g = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_o = pid // (tl.cdiv(W_out, BW) * N) % tl.cdiv(OG, BO)
+        pid_ow = pid // N % tl.cdiv(W_out, BW)
+        pid_n = pid % N
+        pid_oh = pid // (tl.cdiv(OG, BO) * tl.cdiv(W_out, BW) * N) % H_out
+        pid_g = pid // (tl.cdiv(OG, BO) * tl.cdiv(W_out, BW) * N * H_out)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_o = pid_o.to(tl.int64)
         pid_ow = pid_ow.to(tl.int64)
@@ -121,10 +128,11 @@ def _conv_transpose2d_grouped_plan(x: torch.Tensor, w: torch.Tensor, groups: int
     W_out = ((((((W - 1) * sw) - (2 * pw)) + (dw * (KW - 1))) + opw) + 1)
     y = torch.empty(N, groups_times_OG, H_out, W_out, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, w), (y,))
+    folded = max(H_out, groups) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _conv_transpose2d_grouped_launch, device, (y,), N == 0 or groups_times_OG == 0 or H_out == 0 or W_out == 0, lambda meta: (((OG + meta["BO"] - 1) // meta["BO"]) * ((W_out + meta["BW"] - 1) // meta["BW"]) * (N), H_out, groups),
+        _conv_transpose2d_grouped_launch, device, (y,), N == 0 or groups_times_OG == 0 or H_out == 0 or W_out == 0, lambda meta: _rt.fold_grid((((OG + meta["BO"] - 1) // meta["BO"]) * ((W_out + meta["BW"] - 1) // meta["BW"]) * (N), H_out, groups), folded),
         (x, w, y, N, C, H, W, OG, KH, KW, groups_times_OG, H_out, W_out, C_over_groups, groups, ph, pw, dh, dw, sh, sw, oph, opw, *x.stride(), *w.stride(), groups_times_OG * H_out * W_out, H_out * W_out, W_out, 1),
-        dict(INT64_OFFSETS=int64), ((N, groups_times_OG, H_out, W_out),), (device, OG, C, W_out, KH, KW, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, groups_times_OG, H_out, W_out),), (device, OG, C, W_out, KH, KW, T),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -37,7 +37,7 @@ def conv_transpose3d_kernel(
     stride_w_c, stride_w_o, stride_w_kd, stride_w_kh, stride_w_kw,
     stride_bias_o,
     stride_y_n, stride_y_o, stride_y_d_out, stride_y_h_out, stride_y_w_out,
-    BO: tl.constexpr, BW: tl.constexpr, BC: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BO: tl.constexpr, BW: tl.constexpr, BC: tl.constexpr, HAS_BIAS: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/conv_transpose3d.tile; launch it through conv_transpose3d()."""
     # specs/conv_transpose3d.tile:9: dtype T in f32, f16, bf16
@@ -49,6 +49,13 @@ def conv_transpose3d_kernel(
     pid_n = pid_oown % N
     pid_od = tl.program_id(1)
     pid_oh = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_o = pid // (tl.cdiv(W_out, BW) * N) % tl.cdiv(O, BO)
+        pid_ow = pid // N % tl.cdiv(W_out, BW)
+        pid_n = pid % N
+        pid_od = pid // (tl.cdiv(O, BO) * tl.cdiv(W_out, BW) * N) % D_out
+        pid_oh = pid // (tl.cdiv(O, BO) * tl.cdiv(W_out, BW) * N * D_out)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_o = pid_o.to(tl.int64)
         pid_ow = pid_ow.to(tl.int64)
@@ -129,10 +136,11 @@ def _conv_transpose3d_plan(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor 
     W_out = ((((((W - 1) * stride) - (2 * padding)) + (dilation * (KW - 1))) + output_padding) + 1)
     y = torch.empty(N, O, D_out, H_out, W_out, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, w, bias), (y,))
+    folded = max(D_out, H_out) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _conv_transpose3d_launch, device, (y,), N == 0 or O == 0 or D_out == 0 or H_out == 0 or W_out == 0, lambda meta: (((O + meta["BO"] - 1) // meta["BO"]) * ((W_out + meta["BW"] - 1) // meta["BW"]) * (N), D_out, H_out),
+        _conv_transpose3d_launch, device, (y,), N == 0 or O == 0 or D_out == 0 or H_out == 0 or W_out == 0, lambda meta: _rt.fold_grid((((O + meta["BO"] - 1) // meta["BO"]) * ((W_out + meta["BW"] - 1) // meta["BW"]) * (N), D_out, H_out), folded),
         (x, w, bias, y, N, C, D, H, W, O, KD, KH, KW, D_out, H_out, W_out, padding, dilation, stride, output_padding, *x.stride(), *w.stride(), *bias.stride(), O * D_out * H_out * W_out, D_out * H_out * W_out, H_out * W_out, W_out, 1),
-        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64), ((N, O, D_out, H_out, W_out),), (device, O, C, W_out, KD, KH, KW, T),
+        dict(HAS_BIAS=_bias_given, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, O, D_out, H_out, W_out),), (device, O, C, W_out, KD, KH, KW, T),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -34,12 +34,16 @@ def diag_matmul_kernel(
     stride_a_n,
     stride_b_n, stride_b_m,
     stride_c_n, stride_c_m,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/diag_matmul.tile; launch it through diag_matmul()."""
     # specs/diag_matmul.tile:8: grid  r over N by BM, n over M by BN
     pid_r = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(N, BM)
+        pid_n = pid // tl.cdiv(N, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -66,10 +70,11 @@ def _diag_matmul_plan(a: torch.Tensor, b: torch.Tensor):
     device, N, M = _diag_matmul_inputs("diag_matmul", a, b)
     c = torch.empty(N, M, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((a, b), (c,))
+    folded = (M + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _diag_matmul_launch, device, (c,), N == 0 or M == 0, lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1),
+        _diag_matmul_launch, device, (c,), N == 0 or M == 0, lambda meta: _rt.fold_grid(((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1), folded),
         (a, b, c, N, M, *a.stride(), *b.stride(), M, 1),
-        dict(INT64_OFFSETS=int64), ((N, M),), (device, M),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, M),), (device, M),
     )
 
 

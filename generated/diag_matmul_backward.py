@@ -26,7 +26,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -55,12 +55,16 @@ def diag_matmul_backward_kernel(
     stride_b_n, stride_b_m,
     stride_da_n,
     stride_db_n, stride_db_m,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/diag_matmul.tile, derived backward; launch it through diag_matmul_backward()."""
     # specs/diag_matmul.tile, derived backward:10: grid  r over N by BM, n over M by BN
     pid_r = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(N, BM)
+        pid_n = pid // tl.cdiv(N, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -172,13 +176,14 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
     _a_strides = a.stride()
     _b_strides = b.stride()
     int64 = (N - 1) * abs(_dc_strides[0]) + (M - 1) * abs(_dc_strides[1]) >= 2**31 or (N - 1) * abs(_a_strides[0]) >= 2**31 or (N - 1) * abs(_b_strides[0]) + (M - 1) * abs(_b_strides[1]) >= 2**31 or N > 2**31 or N * M > 2**31  # offsets past 2**31 elements
+    folded = (M + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, M)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("diag_matmul_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1)
+                grid = lambda meta: _rt.fold_grid(((N + meta["BM"] - 1) // meta["BM"], (M + meta["BN"] - 1) // meta["BN"], 1), folded)
                 da_programs = ((M + 128 - 1) // 128)  # programs along M
                 da_partials = torch.empty(da_programs * N, device=device, dtype=torch.float32)
                 _rt.autotune(
@@ -186,12 +191,12 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
                     dc, a, b, da, db, da_partials,
                     N, M,
                     *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, diag_matmul_backward_kernel, lambda: diag_matmul_backward(dc, a, b)))
                 return diag_matmul_backward(dc, a, b)
     config = _CONFIGS[config_index].kwargs
-    grid = ((N + config["BM"] - 1) // config["BM"], (M + config["BN"] - 1) // config["BN"], 1)
+    grid = _rt.fold_grid(((N + config["BM"] - 1) // config["BM"], (M + config["BN"] - 1) // config["BN"], 1), folded)
     da_programs = ((M + config["BN"] - 1) // config["BN"])  # programs along M
     da_partials = torch.empty(da_programs * N, device=device, dtype=torch.float32)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -199,10 +204,10 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
             dc, a, b, da, db, da_partials,
             N, M,
             *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-            INT64_OFFSETS=int64, **config,
+            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         diag_matmul_backward_finish_kernel[((N + 32 - 1) // 32,)](da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(diag_matmul_backward_kernel.fn), grid, None, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64), (N,), (N, M), da_programs * N, (_rt.interpreted(diag_matmul_backward_finish_kernel), ((N + 32 - 1) // 32,), (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(diag_matmul_backward_kernel.fn), grid, None, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64, folded), (N,), (N, M), da_programs * N, (_rt.interpreted(diag_matmul_backward_finish_kernel), ((N + 32 - 1) // 32,), (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
         return da, db
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -210,27 +215,27 @@ def diag_matmul_backward(dc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, 
         device_index, config_index,
         dc.data_ptr() % 16, a.data_ptr() % 16, b.data_ptr() % 16, da.data_ptr() % 16, db.data_ptr() % 16,
         *map(_int_class, (N, M, *_dc_strides, *_a_strides, *_b_strides)),
-        int64,
+        int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, diag_matmul_backward_kernel.fn, grid,
         dc, a, b, da, db, da_partials,
         N, M,
         *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         dc, a, b, da, db, da_partials,
         N, M,
         *_dc_strides, *_a_strides, *_b_strides, 1, M, 1,
-        config["BM"], config["BN"], int64,
+        config["BM"], config["BN"], int64, folded,
     )
     da_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     da_finish_key = ("diag_matmul_backward_finish_kernel", device_index, da_partials.dtype, da.dtype, *map(_int_class, (da_programs, N, N, 1, 1)), 128, 32, da_programs * N >= 2**31)
     da_finish = _COMPILED.get(da_finish_key) or _rt.compile_launch(_COMPILED, da_finish_key, diag_matmul_backward_finish_kernel, da_finish_grid, da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
     da_finish(da_finish_grid, device_index, da_partials, da, da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64), (N,), (N, M), da_programs * N, (da_finish, da_finish_grid, (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (N, M, *_dc_strides, *_a_strides, *_b_strides, 1, M, 1, config["BM"], config["BN"], int64, folded), (N,), (N, M), da_programs * N, (da_finish, da_finish_grid, (da_programs, N, N, 1, 1, 128, 32, da_programs * N >= 2**31))), _tuner)
     return da, db
 
 

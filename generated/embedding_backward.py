@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -35,12 +35,16 @@ def embedding_backward_kernel(
     stride_weight_v, stride_weight_c,
     stride_dy_n, stride_dy_c,
     stride_dweight_v, stride_dweight_c,
-    BT: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BT: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/embedding_backward.tile; launch it through embedding_backward()."""
     # specs/embedding_backward.tile:16: grid  t over N by BT, c over C by BC
     pid_t = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_t = pid % tl.cdiv(N, BT)
+        pid_c = pid // tl.cdiv(N, BT)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_t = pid_t.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -68,10 +72,11 @@ def _embedding_backward_plan(idx: torch.Tensor, weight: torch.Tensor, dy: torch.
     device, T, padding_idx, N, V, C = _embedding_backward_inputs("embedding_backward", idx, weight, dy, padding_idx)
     dweight = torch.zeros(V, C, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((idx, weight, dy), (dweight,))
+    folded = (C + 64 - 1) // 64 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _embedding_backward_launch, device, (dweight,), V == 0 or C == 0, lambda meta: ((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1),
+        _embedding_backward_launch, device, (dweight,), V == 0 or C == 0, lambda meta: _rt.fold_grid(((N + meta["BT"] - 1) // meta["BT"], (C + meta["BC"] - 1) // meta["BC"], 1), folded),
         (idx, weight, dy, dweight, N, V, C, padding_idx, *idx.stride(), *weight.stride(), *dy.stride(), C, 1),
-        dict(INT64_OFFSETS=int64), ((V, C),), (device, C, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((V, C),), (device, C, T),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -33,7 +33,7 @@ def frobenius_norm_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_norm_reduced_0,
     stride_y_b, stride_y_c, stride_y_h, stride_y_w,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/frobenius_norm.tile; launch it through frobenius_norm()."""
     # specs/frobenius_norm.tile:7: dtype T in f32, f16, bf16
@@ -42,6 +42,11 @@ def frobenius_norm_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -80,13 +85,18 @@ def _frobenius_norm_norm_kernel(
     B, C, H, W,
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_norm_reduced_0,
-    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/frobenius_norm.tile; launch it through _frobenius_norm_norm()."""
     # specs/frobenius_norm.tile:11: grid  b over B, c over C, h over H by BH, w over W whole
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -103,7 +113,7 @@ def _frobenius_norm_norm_kernel(
     sum_w = tl.sum(tl.where(mask_w[None, :], (v * v).to(tl.float32), 0.0), axis=1)
     sum_h = tl.sum(tl.where(mask_h, sum_w.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of b, c, h: its partial, merged by _frobenius_norm_norm_finish_kernel
-    tl.store(norm_reduced_partials_ptr + (pid_b * tl.num_programs(1) + pid_c) * tl.num_programs(2) + pid_h, sum_h)
+    tl.store(norm_reduced_partials_ptr + (pid_b * C + pid_c) * tl.cdiv(H, BH) + pid_h, sum_h)
 
 
 @triton.jit
@@ -181,13 +191,14 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, "norm", H, W, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("_frobenius_norm_norm", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"])
+                grid = lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded)
                 norm_reduced_programs = B * C * ((H + 2 - 1) // 2)  # programs along B, C, H
                 norm_reduced_partials = torch.empty(norm_reduced_programs, device=device, dtype=torch.float32)
                 _rt.autotune(
@@ -195,12 +206,12 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
                     x, norm_reduced, norm_reduced_partials,
                     B, C, H, W,
                     *_x_strides, 1,
-                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+                    BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, _frobenius_norm_norm_kernel, lambda: _frobenius_norm_norm(x)))
                 return _frobenius_norm_norm(x)
     config = _CONFIGS[config_index].kwargs
-    grid = (B, C, (H + config["BH"] - 1) // config["BH"])
+    grid = _rt.fold_grid((B, C, (H + config["BH"] - 1) // config["BH"]), folded)
     norm_reduced_programs = B * C * ((H + config["BH"] - 1) // config["BH"])  # programs along B, C, H
     norm_reduced_partials = torch.empty(norm_reduced_programs, device=device, dtype=torch.float32)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -208,10 +219,10 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
             x, norm_reduced, norm_reduced_partials,
             B, C, H, W,
             *_x_strides, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **config,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         _frobenius_norm_norm_finish_kernel[(1,)](norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_frobenius_norm_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64), (1,), norm_reduced_programs, (_rt.interpreted(_frobenius_norm_norm_finish_kernel), (1,), (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_frobenius_norm_norm_kernel.fn), grid, None, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), norm_reduced_programs, (_rt.interpreted(_frobenius_norm_norm_finish_kernel), (1,), (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
         return norm_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -219,27 +230,27 @@ def _frobenius_norm_norm(x: torch.Tensor) -> torch.Tensor:
         device_index, config_index, "norm", T,
         x.data_ptr() % 16, norm_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _frobenius_norm_norm_kernel.fn, grid,
         x, norm_reduced, norm_reduced_partials,
         B, C, H, W,
         *_x_strides, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         x, norm_reduced, norm_reduced_partials,
         B, C, H, W,
         *_x_strides, 1,
-        config["BH"], BLOCK_W, int64,
+        config["BH"], BLOCK_W, int64, folded,
     )
     norm_reduced_finish_grid = (1, 1, 1)  # the launch takes three sizes
     norm_reduced_finish_key = ("_frobenius_norm_norm_finish_kernel", device_index, norm_reduced_partials.dtype, norm_reduced.dtype, *map(_int_class, (norm_reduced_programs, 1, 1, 1, 1)), 1024, 1, norm_reduced_programs >= 2**31)
     norm_reduced_finish = _COMPILED.get(norm_reduced_finish_key) or _rt.compile_launch(_COMPILED, norm_reduced_finish_key, _frobenius_norm_norm_finish_kernel, norm_reduced_finish_grid, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
     norm_reduced_finish(norm_reduced_finish_grid, device_index, norm_reduced_partials, norm_reduced, norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64), (1,), norm_reduced_programs, (norm_reduced_finish, norm_reduced_finish_grid, (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, config["BH"], BLOCK_W, int64, folded), (1,), norm_reduced_programs, (norm_reduced_finish, norm_reduced_finish_grid, (norm_reduced_programs, 1, 1, 1, 1, 1024, 1, norm_reduced_programs >= 2**31))), _tuner)
     return norm_reduced
 
 
@@ -290,10 +301,11 @@ def frobenius_norm(x: torch.Tensor, *, config: int | dict | None = None) -> torc
     _x_strides = x.stride()
     _norm_reduced_strides = norm_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (1 - 1) * abs(_norm_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    folded = max(C, (H + 2 - 1) // 2) > _rt.MAX_GRID_YZ  # then all along program id 0
     _frobenius_norm_launch(
-        fast_key, device, lambda meta: (B, C, (H + meta["BH"] - 1) // meta["BH"]),
+        fast_key, device, lambda meta: _rt.fold_grid((B, C, (H + meta["BH"] - 1) // meta["BH"]), folded),
         (x, norm_reduced, y, B, C, H, W, *_x_strides, *_norm_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
         tune_key=(device, H, W, T), again=lambda: frobenius_norm(x),
     )
     return y

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -28,7 +28,7 @@ def group_norm_kernel(
     stride_shift_reduced_b, stride_shift_reduced_g,
     stride_square_reduced_b, stride_square_reduced_g,
     stride_y_b, stride_y_c, stride_y_h, stride_y_w,
-    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/group_norm.tile; launch it through group_norm()."""
     eps = tl.cast(eps, tl.float32)
@@ -38,6 +38,11 @@ def group_norm_kernel(
     pid_b = tl.program_id(0)
     pid_g = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_g = pid // B % G
+        pid_h = pid // (B * G)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_g = pid_g.to(tl.int64)
@@ -80,13 +85,18 @@ def _group_norm_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_b, stride_shift_reduced_g,
     stride_square_reduced_b, stride_square_reduced_g,
-    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/group_norm.tile; launch it through _group_norm_shift()."""
     # specs/group_norm.tile:18: grid  b over B, g over G, h over H, c over C / G whole, w over W whole
     pid_b = tl.program_id(0)
     pid_g = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_g = pid // B % G
+        pid_h = pid // (B * G)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_g = pid_g.to(tl.int64)
@@ -253,7 +263,8 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * G > 2**31  # offsets past 2**31 elements
-    grid = (B, G, H)
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, G, H), folded)
     shift_reduced_programs = H  # programs along H
     shift_reduced_partials = torch.empty(shift_reduced_programs * B * G, device=device, dtype=torch.float32)
     square_reduced_programs = H  # programs along H
@@ -264,11 +275,11 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
             B, C, H, W, C_over_G,
             G,
             *_x_strides, G, 1, G, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _group_norm_shift_finish_shift_reduced_kernel[((B * G + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
         _group_norm_shift_finish_square_reduced_kernel[((B * G + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_shift_kernel), grid, None, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (_rt.interpreted(_group_norm_shift_finish_shift_reduced_kernel), ((B * G + 32 - 1) // 32,), (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_shift_finish_square_reduced_kernel), ((B * G + 32 - 1) // 32,), (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_shift_kernel), grid, None, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (_rt.interpreted(_group_norm_shift_finish_shift_reduced_kernel), ((B * G + 32 - 1) // 32,), (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_shift_finish_square_reduced_kernel), ((B * G + 32 - 1) // 32,), (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -276,7 +287,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         device_index, "shift", T,
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, C_over_G, G, *_x_strides)),
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _group_norm_shift_kernel, grid,
@@ -284,7 +295,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         B, C, H, W, C_over_G,
         G,
         *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -292,7 +303,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
         B, C, H, W, C_over_G,
         G,
         *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((B * G + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_group_norm_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, B * G, B * G, 1, 1)), 128, 32, shift_reduced_programs * B * G >= 2**31)
@@ -302,7 +313,7 @@ def _group_norm_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tens
     square_reduced_finish_key = ("_group_norm_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, B * G, B * G, 1, 1)), 128, 32, square_reduced_programs * B * G >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _group_norm_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
     return shift_reduced, square_reduced
 
 
@@ -376,10 +387,11 @@ def group_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, G: int
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (C - 1) * abs(_bias_strides[0]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) + (G - 1) * abs(_shift_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) + (G - 1) * abs(_square_reduced_strides[1]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _group_norm_launch(
-        fast_key, device, lambda meta: (B, G, H),
+        fast_key, device, lambda meta: _rt.fold_grid((B, G, H), folded),
         (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, C_over_G, G, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        dict(BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
     )
     return y
 

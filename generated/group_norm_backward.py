@@ -41,7 +41,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -66,7 +66,7 @@ def group_norm_backward_kernel(
     stride_dx_b, stride_dx_c, stride_dx_h, stride_dx_w,
     stride_dweight_c,
     stride_dbias_c,
-    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/group_norm.tile, derived backward; launch it through group_norm_backward()."""
     eps = tl.cast(eps, tl.float32)
@@ -76,6 +76,11 @@ def group_norm_backward_kernel(
     pid_b = tl.program_id(0)
     pid_g = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_g = pid // B % G
+        pid_h = pid // (B * G)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_g = pid_g.to(tl.int64)
@@ -128,11 +133,11 @@ def group_norm_backward_kernel(
     tl.store(dx_ptrs, dv.to(T), mask=mask_cw)
     # specs/group_norm.tile, derived backward:32: dweight[g * (C / G) + c] = sum(sum(dscale * rstd, dim=h), dim=b)
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dweight_kernel
-    tl.store(dweight_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dweight_c, dscale * rstd, mask=mask_c_1)
+    tl.store(dweight_partials_ptr + (pid_b * H + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dweight_c, dscale * rstd, mask=mask_c_1)
     # specs/group_norm.tile, derived backward:33: dbias[g * (C / G) + c] = sum(sum(sum(f32(dy[b, g * (C / G) + c, h, w]), dim=w), dim=h), dim=b)
     sum_w_1 = tl.sum(tl.where(mask_w[None, :], dy.to(tl.float32), 0.0), axis=1)
     # this program's sum over its tile of b, h: its partial, merged by group_norm_backward_finish_dbias_kernel
-    tl.store(dbias_partials_ptr + (pid_b * tl.num_programs(2) + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dbias_c, sum_w_1, mask=mask_c_1)
+    tl.store(dbias_partials_ptr + (pid_b * H + pid_h) * C + ((pid_g * C_over_G) + offs_c) * stride_dbias_c, sum_w_1, mask=mask_c_1)
 
 
 @triton.jit
@@ -231,13 +236,18 @@ def _group_norm_backward_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_b, stride_shift_reduced_g,
     stride_square_reduced_b, stride_square_reduced_g,
-    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/group_norm.tile, derived backward; launch it through _group_norm_backward_shift()."""
     # specs/group_norm.tile, derived backward:13: grid  b over B, g over G, h over H, c over C / G whole, w over W whole
     pid_b = tl.program_id(0)
     pid_g = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_g = pid // B % G
+        pid_h = pid // (B * G)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_g = pid_g.to(tl.int64)
@@ -404,7 +414,8 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B * G > 2**31  # offsets past 2**31 elements
-    grid = (B, G, H)
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, G, H), folded)
     shift_reduced_programs = H  # programs along H
     shift_reduced_partials = torch.empty(shift_reduced_programs * B * G, device=device, dtype=torch.float32)
     square_reduced_programs = H  # programs along H
@@ -415,11 +426,11 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
             B, C, H, W, C_over_G,
             G,
             *_x_strides, G, 1, G, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _group_norm_backward_shift_finish_shift_reduced_kernel[((B * G + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)
         _group_norm_backward_shift_finish_square_reduced_kernel[((B * G + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_backward_shift_kernel), grid, None, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (_rt.interpreted(_group_norm_backward_shift_finish_shift_reduced_kernel), ((B * G + 32 - 1) // 32,), (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_backward_shift_finish_square_reduced_kernel), ((B * G + 32 - 1) // 32,), (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_backward_shift_kernel), grid, None, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (_rt.interpreted(_group_norm_backward_shift_finish_shift_reduced_kernel), ((B * G + 32 - 1) // 32,), (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_backward_shift_finish_square_reduced_kernel), ((B * G + 32 - 1) // 32,), (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -427,7 +438,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
         device_index, "shift", T,
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, C_over_G, G, *_x_strides)),
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _group_norm_backward_shift_kernel, grid,
@@ -435,7 +446,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
         B, C, H, W, C_over_G,
         G,
         *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -443,7 +454,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
         B, C, H, W, C_over_G,
         G,
         *_x_strides, G, 1, G, 1,
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((B * G + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_group_norm_backward_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, B * G, B * G, 1, 1)), 128, 32, shift_reduced_programs * B * G >= 2**31)
@@ -453,7 +464,7 @@ def _group_norm_backward_shift(x: torch.Tensor, G: int) -> tuple[torch.Tensor, t
     square_reduced_finish_key = ("_group_norm_backward_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, B * G, B * G, 1, 1)), 128, 32, square_reduced_programs * B * G >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _group_norm_backward_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, *_x_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), shift_reduced_programs * B * G, square_reduced_programs * B * G, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, shift_reduced_programs * B * G >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B * G, float(H), B * G, 1, 1, 128, 32, square_reduced_programs * B * G >= 2**31))))
     return shift_reduced, square_reduced
 
 
@@ -469,7 +480,7 @@ def _group_norm_backward_dmean_kernel(
     stride_square_reduced_b, stride_square_reduced_g,
     stride_dmean_reduced_b, stride_dmean_reduced_g,
     stride_dmean1_reduced_b, stride_dmean1_reduced_g,
-    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_C_over_G: tl.constexpr, BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/group_norm.tile, derived backward; launch it through _group_norm_backward_dmean()."""
     eps = tl.cast(eps, tl.float32)
@@ -477,6 +488,11 @@ def _group_norm_backward_dmean_kernel(
     pid_b = tl.program_id(0)
     pid_g = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_g = pid // B % G
+        pid_h = pid // (B * G)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_g = pid_g.to(tl.int64)
@@ -671,7 +687,8 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) + (G - 1) * abs(_shift_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) + (G - 1) * abs(_square_reduced_strides[1]) >= 2**31 or B * G > 2**31  # offsets past 2**31 elements
-    grid = (B, G, H)
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, G, H), folded)
     dmean_reduced_programs = H  # programs along H
     dmean_reduced_partials = torch.empty(dmean_reduced_programs * B * G, device=device, dtype=torch.float32)
     dmean1_reduced_programs = H  # programs along H
@@ -682,11 +699,11 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
             B, C, H, W, C_over_G,
             G, eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _group_norm_backward_dmean_finish_dmean_reduced_kernel[((B * G + 32 - 1) // 32,)](dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean_reduced_programs * B * G >= 2**31)
         _group_norm_backward_dmean_finish_dmean1_reduced_kernel[((B * G + 32 - 1) // 32,)](dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_backward_dmean_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), dmean_reduced_programs * B * G, dmean1_reduced_programs * B * G, (_rt.interpreted(_group_norm_backward_dmean_finish_dmean_reduced_kernel), ((B * G + 32 - 1) // 32,), (dmean_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_backward_dmean_finish_dmean1_reduced_kernel), ((B * G + 32 - 1) // 32,), (dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_group_norm_backward_dmean_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), dmean_reduced_programs * B * G, dmean1_reduced_programs * B * G, (_rt.interpreted(_group_norm_backward_dmean_finish_dmean_reduced_kernel), ((B * G + 32 - 1) // 32,), (dmean_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean_reduced_programs * B * G >= 2**31)), (_rt.interpreted(_group_norm_backward_dmean_finish_dmean1_reduced_kernel), ((B * G + 32 - 1) // 32,), (dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31))))
         return dmean_reduced, dmean1_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -694,7 +711,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         device_index, "dmean", T,
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, C_over_G, G, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides)),
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _group_norm_backward_dmean_kernel, grid,
@@ -702,7 +719,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         B, C, H, W, C_over_G,
         G, eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -710,7 +727,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
         B, C, H, W, C_over_G,
         G, eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1,
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     dmean_reduced_finish_grid = ((B * G + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dmean_reduced_finish_key = ("_group_norm_backward_dmean_finish_dmean_reduced_kernel", device_index, dmean_reduced_partials.dtype, dmean_reduced.dtype, *map(_int_class, (dmean_reduced_programs, B * G, B * G, 1, 1)), 128, 32, dmean_reduced_programs * B * G >= 2**31)
@@ -720,7 +737,7 @@ def _group_norm_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: torch.
     dmean1_reduced_finish_key = ("_group_norm_backward_dmean_finish_dmean1_reduced_kernel", device_index, dmean1_reduced_partials.dtype, dmean1_reduced.dtype, *map(_int_class, (dmean1_reduced_programs, B * G, B * G, 1, 1)), 128, 32, dmean1_reduced_programs * B * G >= 2**31)
     dmean1_reduced_finish = _COMPILED.get(dmean1_reduced_finish_key) or _rt.compile_launch(_COMPILED, dmean1_reduced_finish_key, _group_norm_backward_dmean_finish_dmean1_reduced_kernel, dmean1_reduced_finish_grid, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31)
     dmean1_reduced_finish(dmean1_reduced_finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, G), (B, G), dmean_reduced_programs * B * G, dmean1_reduced_programs * B * G, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean_reduced_programs * B * G >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, G, 1, G, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, G), (B, G), dmean_reduced_programs * B * G, dmean1_reduced_programs * B * G, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean_reduced_programs * B * G >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, B * G, B * G, 1, 1, 128, 32, dmean1_reduced_programs * B * G >= 2**31))))
     return dmean_reduced, dmean1_reduced
 
 
@@ -805,7 +822,8 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     _dmean_reduced_strides = dmean_reduced.stride()
     _dmean1_reduced_strides = dmean1_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) + (G - 1) * abs(_shift_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) + (G - 1) * abs(_square_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_dmean_reduced_strides[0]) + (G - 1) * abs(_dmean_reduced_strides[1]) >= 2**31 or (B - 1) * abs(_dmean1_reduced_strides[0]) + (G - 1) * abs(_dmean1_reduced_strides[1]) >= 2**31 or B * C * H * W > 2**31 or C > 2**31  # offsets past 2**31 elements
-    grid = (B, G, H)
+    folded = max(G, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, G, H), folded)
     dweight_programs = B * H  # programs along B, H
     dweight_partials = torch.empty(dweight_programs * C, device=device, dtype=torch.float32)
     dbias_programs = B * H  # programs along B, H
@@ -816,11 +834,11 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
             B, C, H, W, C_over_G,
             G, eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         group_norm_backward_finish_dweight_kernel[((C + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)
         group_norm_backward_finish_dbias_kernel[((C + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(group_norm_backward_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (_rt.interpreted(group_norm_backward_finish_dweight_kernel), ((C + 32 - 1) // 32,), (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (_rt.interpreted(group_norm_backward_finish_dbias_kernel), ((C + 32 - 1) // 32,), (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(group_norm_backward_kernel), grid, None, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (_rt.interpreted(group_norm_backward_finish_dweight_kernel), ((C + 32 - 1) // 32,), (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (_rt.interpreted(group_norm_backward_finish_dbias_kernel), ((C + 32 - 1) // 32,), (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
         return dx, dweight, dbias
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -828,7 +846,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         device_index, T,
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16, dx.data_ptr() % 16, dweight.data_ptr() % 16, dbias.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, C_over_G, G, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W)),
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, group_norm_backward_kernel, grid,
@@ -836,7 +854,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         B, C, H, W, C_over_G,
         G, eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_C_over_G=BLOCK_C_over_G, BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -844,7 +862,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
         B, C, H, W, C_over_G,
         G, eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1,
-        BLOCK_C_over_G, BLOCK_W, int64,
+        BLOCK_C_over_G, BLOCK_W, int64, folded,
     )
     dweight_finish_grid = ((C + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dweight_finish_key = ("group_norm_backward_finish_dweight_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, C, C, 1, 1)), 128, 32, dweight_programs * C >= 2**31)
@@ -854,7 +872,7 @@ def group_norm_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
     dbias_finish_key = ("group_norm_backward_finish_dbias_kernel", device_index, dbias_partials.dtype, dbias.dtype, *map(_int_class, (dbias_programs, C, C, 1, 1)), 128, 32, dbias_programs * C >= 2**31)
     dbias_finish = _COMPILED.get(dbias_finish_key) or _rt.compile_launch(_COMPILED, dbias_finish_key, group_norm_backward_finish_dbias_kernel, dbias_finish_grid, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
     dbias_finish(dbias_finish_grid, device_index, dbias_partials, dbias, dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (dweight_finish, dweight_finish_grid, (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, C_over_G, G, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, 1, 1, BLOCK_C_over_G, BLOCK_W, int64, folded), (B, C, H, W), (C,), (C,), dweight_programs * C, dbias_programs * C, (dweight_finish, dweight_finish_grid, (dweight_programs, C, C, 1, 1, 128, 32, dweight_programs * C >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C, C, 1, 1, 128, 32, dbias_programs * C >= 2**31))))
     return dx, dweight, dbias
 
 

@@ -27,7 +27,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -55,12 +55,16 @@ def hinge_loss_backward_kernel(
     stride_targets_n,
     stride_dpredictions_m, stride_dpredictions_n,
     stride_dtargets_n,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/hinge_loss.tile, derived backward; launch it through hinge_loss_backward()."""
     # specs/hinge_loss.tile, derived backward:10: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_c = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -176,13 +180,14 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (1 - 1) * abs(_dloss_strides[0]) >= 2**31 or (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (N - 1) * abs(_targets_strides[0]) >= 2**31 or M * N > 2**31 or N > 2**31  # offsets past 2**31 elements
+    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, M, N)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("hinge_loss_backward", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
+                grid = lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded)
                 dtargets_programs = ((M + 4 - 1) // 4)  # programs along M
                 dtargets_partials = torch.empty(dtargets_programs * N, device=device, dtype=torch.float32)
                 _rt.autotune(
@@ -190,12 +195,12 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
                     dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
                     M, N,
                     *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, hinge_loss_backward_kernel, lambda: hinge_loss_backward(dloss, predictions, targets)))
                 return hinge_loss_backward(dloss, predictions, targets)
     config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
+    grid = _rt.fold_grid(((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1), folded)
     dtargets_programs = ((M + config["BM"] - 1) // config["BM"])  # programs along M
     dtargets_partials = torch.empty(dtargets_programs * N, device=device, dtype=torch.float32)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -203,10 +208,10 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
             dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
             M, N,
             *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-            INT64_OFFSETS=int64, **config,
+            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         hinge_loss_backward_finish_kernel[((N + 32 - 1) // 32,)](dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(hinge_loss_backward_kernel.fn), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64), (M, N), (N,), dtargets_programs * N, (_rt.interpreted(hinge_loss_backward_finish_kernel), ((N + 32 - 1) // 32,), (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(hinge_loss_backward_kernel.fn), grid, None, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64, folded), (M, N), (N,), dtargets_programs * N, (_rt.interpreted(hinge_loss_backward_finish_kernel), ((N + 32 - 1) // 32,), (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
         return dpredictions, dtargets
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -214,27 +219,27 @@ def hinge_loss_backward(dloss: torch.Tensor, predictions: torch.Tensor, targets:
         device_index, config_index,
         dloss.data_ptr() % 16, predictions.data_ptr() % 16, targets.data_ptr() % 16, dpredictions.data_ptr() % 16, dtargets.data_ptr() % 16,
         *map(_int_class, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides)),
-        int64,
+        int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, hinge_loss_backward_kernel.fn, grid,
         dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
         M, N,
         *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         dloss, predictions, targets, dpredictions, dtargets, dtargets_partials,
         M, N,
         *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1,
-        config["BM"], config["BN"], int64,
+        config["BM"], config["BN"], int64, folded,
     )
     dtargets_finish_grid = ((N + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dtargets_finish_key = ("hinge_loss_backward_finish_kernel", device_index, dtargets_partials.dtype, dtargets.dtype, *map(_int_class, (dtargets_programs, N, N, 1, 1)), 128, 32, dtargets_programs * N >= 2**31)
     dtargets_finish = _COMPILED.get(dtargets_finish_key) or _rt.compile_launch(_COMPILED, dtargets_finish_key, hinge_loss_backward_finish_kernel, dtargets_finish_grid, dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
     dtargets_finish(dtargets_finish_grid, device_index, dtargets_partials, dtargets, dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64), (M, N), (N,), dtargets_programs * N, (dtargets_finish, dtargets_finish_grid, (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_dloss_strides, *_predictions_strides, *_targets_strides, N, 1, 1, config["BM"], config["BN"], int64, folded), (M, N), (N,), dtargets_programs * N, (dtargets_finish, dtargets_finish_grid, (dtargets_programs, N, N, 1, 1, 128, 32, dtargets_programs * N >= 2**31))), _tuner)
     return dpredictions, dtargets
 
 

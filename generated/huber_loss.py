@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -33,12 +33,16 @@ def huber_loss_kernel(
     stride_predictions_m, stride_predictions_n,
     stride_targets_m, stride_targets_n,
     stride_loss_0,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/huber_loss.tile; launch it through huber_loss()."""
     # specs/huber_loss.tile:10: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_c = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -57,7 +61,7 @@ def huber_loss_kernel(
     sum_c = tl.sum(tl.where(mask_c[None, :], tl.where(a < 1, 0.5 * d * d, a - 0.5).to(tl.float32), 0.0), axis=1)
     sum_r = tl.sum(tl.where(mask_r, sum_c.to(tl.float32), 0.0), axis=0)
     # this program's sum over its tile of r, c: its partial, merged by huber_loss_finish_kernel
-    tl.store(loss_partials_ptr + pid_r * tl.num_programs(1) + pid_c, sum_r)
+    tl.store(loss_partials_ptr + pid_r * tl.cdiv(N, BN) + pid_c, sum_r)
 
 
 @triton.jit
@@ -150,13 +154,14 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
     _predictions_strides = predictions.stride()
     _targets_strides = targets.stride()
     int64 = (M - 1) * abs(_predictions_strides[0]) + (N - 1) * abs(_predictions_strides[1]) >= 2**31 or (M - 1) * abs(_targets_strides[0]) + (N - 1) * abs(_targets_strides[1]) >= 2**31 or 1 > 2**31  # offsets past 2**31 elements
+    folded = (N + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
     tune_key = (device, M, N, T)
     config_index = _tuner.tuned.get(tune_key)
     if config_index is None:  # first call with these sizes on this device (one thread at a time)
         with _tuner.lock:
             config_index = _tuner.tuned_index("huber_loss", tune_key)
             if config_index is None:  # tune, and remember the choice on disk
-                grid = lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1)
+                grid = lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded)
                 loss_programs = ((M + 4 - 1) // 4) * ((N + 256 - 1) // 256)  # programs along M, N
                 loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
                 _rt.autotune(
@@ -164,12 +169,12 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
                     predictions, targets, loss, loss_partials,
                     M, N,
                     *_predictions_strides, *_targets_strides, 1,
-                    INT64_OFFSETS=int64,
+                    INT64_OFFSETS=int64, FOLDED_GRID=folded,
                 )
                 _tuner.remember(tune_key, _tuner.settle_ties(tune_key, huber_loss_kernel, lambda: huber_loss(predictions, targets)))
                 return huber_loss(predictions, targets)
     config = _CONFIGS[config_index].kwargs
-    grid = ((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1)
+    grid = _rt.fold_grid(((M + config["BM"] - 1) // config["BM"], (N + config["BN"] - 1) // config["BN"], 1), folded)
     loss_programs = ((M + config["BM"] - 1) // config["BM"]) * ((N + config["BN"] - 1) // config["BN"])  # programs along M, N
     loss_partials = torch.empty(loss_programs, device=device, dtype=torch.float32)
     if _INTERPRET:  # Triton's interpreter runs the kernel on the CPU
@@ -177,10 +182,10 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
             predictions, targets, loss, loss_partials,
             M, N,
             *_predictions_strides, *_targets_strides, 1,
-            INT64_OFFSETS=int64, **config,
+            INT64_OFFSETS=int64, FOLDED_GRID=folded, **config,
         )
         huber_loss_finish_kernel[(1,)](loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(huber_loss_kernel.fn), grid, None, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64), loss_programs, (_rt.interpreted(huber_loss_finish_kernel), (1,), (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(huber_loss_kernel.fn), grid, None, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64, folded), loss_programs, (_rt.interpreted(huber_loss_finish_kernel), (1,), (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
         return loss
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -188,27 +193,27 @@ def huber_loss(predictions: torch.Tensor, targets: torch.Tensor, *, config: int 
         device_index, config_index, T,
         predictions.data_ptr() % 16, targets.data_ptr() % 16, loss.data_ptr() % 16,
         *map(_int_class, (M, N, *_predictions_strides, *_targets_strides)),
-        int64,
+        int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, huber_loss_kernel.fn, grid,
         predictions, targets, loss, loss_partials,
         M, N,
         *_predictions_strides, *_targets_strides, 1,
-        INT64_OFFSETS=int64, **_CONFIGS[config_index].all_kwargs(),
+        INT64_OFFSETS=int64, FOLDED_GRID=folded, **_CONFIGS[config_index].all_kwargs(),
     )
     launch(
         grid, device_index,
         predictions, targets, loss, loss_partials,
         M, N,
         *_predictions_strides, *_targets_strides, 1,
-        config["BM"], config["BN"], int64,
+        config["BM"], config["BN"], int64, folded,
     )
     loss_finish_grid = (1, 1, 1)  # the launch takes three sizes
     loss_finish_key = ("huber_loss_finish_kernel", device_index, loss_partials.dtype, loss.dtype, *map(_int_class, (loss_programs, 1, 1, 1, 1)), 1024, 1, loss_programs >= 2**31)
     loss_finish = _COMPILED.get(loss_finish_key) or _rt.compile_launch(_COMPILED, loss_finish_key, huber_loss_finish_kernel, loss_finish_grid, loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
     loss_finish(loss_finish_grid, device_index, loss_partials, loss, loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (M, N, *_predictions_strides, *_targets_strides, 1, config["BM"], config["BN"], int64, folded), loss_programs, (loss_finish, loss_finish_grid, (loss_programs, 1, float(M * N), 1, 1, 1, 1024, 1, loss_programs >= 2**31))), _tuner)
     return loss
 
 

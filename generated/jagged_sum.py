@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -35,12 +35,16 @@ def jagged_sum_kernel(
     stride_values_t, stride_values_d,
     stride_offsets_b1,
     stride_y_b1_minus_1, stride_y_d,
-    BD: tl.constexpr, BL: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BD: tl.constexpr, BL: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/jagged_sum.tile; launch it through jagged_sum()."""
     # specs/jagged_sum.tile:12: grid  b over B1 - 1, d over D by BD
     pid_b = tl.program_id(0)
     pid_d = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B1_minus_1
+        pid_d = pid // B1_minus_1
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_d = pid_d.to(tl.int64)
@@ -91,10 +95,11 @@ def _jagged_sum_plan(values: torch.Tensor, offsets: torch.Tensor, L: int):
     B1_minus_1 = (B1 - 1)
     y = torch.empty(B1_minus_1, D, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((values, offsets), (y,))
+    folded = (D + 32 - 1) // 32 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _jagged_sum_launch, device, (y,), D == 0 or B1_minus_1 == 0, lambda meta: (B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1),
+        _jagged_sum_launch, device, (y,), D == 0 or B1_minus_1 == 0, lambda meta: _rt.fold_grid((B1_minus_1, (D + meta["BD"] - 1) // meta["BD"], 1), folded),
         (values, offsets, y, T, D, B1, B1_minus_1, L, *values.stride(), *offsets.stride(), D, 1),
-        dict(INT64_OFFSETS=int64), ((B1_minus_1, D),), (device, D),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B1_minus_1, D),), (device, D),
     )
 
 

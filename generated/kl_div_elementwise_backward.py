@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -36,7 +36,7 @@ def kl_div_elementwise_backward_kernel(
     stride_teacher_m, stride_teacher_v,
     stride_dstudent_m, stride_dstudent_v,
     stride_dteacher_m, stride_dteacher_v,
-    BM: tl.constexpr, BV: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BV: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/kl_div_elementwise_backward.tile; launch it through kl_div_elementwise_backward()."""
     # specs/kl_div_elementwise_backward.tile:9: dtype T in f32, bf16, f16
@@ -46,6 +46,10 @@ def kl_div_elementwise_backward_kernel(
     # specs/kl_div_elementwise_backward.tile:18: grid  r over M by BM, c over V by BV
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_c = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -85,10 +89,11 @@ def _kl_div_elementwise_backward_plan(dloss: torch.Tensor, student: torch.Tensor
     dstudent = torch.empty(M, V, device=device, dtype=T)
     dteacher = torch.empty(M, V, device=device, dtype=U)
     int64 = _rt.wide_offsets((dloss, student, teacher), (dstudent, dteacher))
+    folded = (V + 256 - 1) // 256 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _kl_div_elementwise_backward_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1),
+        _kl_div_elementwise_backward_launch, device, (dstudent, dteacher), M == 0 or V == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (V + meta["BV"] - 1) // meta["BV"], 1), folded),
         (dloss, student, teacher, dstudent, dteacher, M, V, log_target, *dloss.stride(), *student.stride(), *teacher.stride(), V, 1, V, 1),
-        dict(INT64_OFFSETS=int64), ((M, V), (M, V)), (device, V, T, U),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, V), (M, V)), (device, V, T, U),
     )
 
 

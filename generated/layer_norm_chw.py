@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -28,7 +28,7 @@ def layer_norm_chw_kernel(
     stride_shift_reduced_b,
     stride_square_reduced_b,
     stride_y_b, stride_y_c, stride_y_h, stride_y_w,
-    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm_chw.tile; launch it through layer_norm_chw()."""
     eps = tl.cast(eps, tl.float32)
@@ -36,6 +36,11 @@ def layer_norm_chw_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -67,13 +72,18 @@ def _layer_norm_chw_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_b,
     stride_square_reduced_b,
-    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm_chw.tile; launch it through _layer_norm_chw_shift()."""
     # specs/layer_norm_chw.tile:14: grid  b over B, c over C, h over H, w over W whole
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -89,11 +99,11 @@ def _layer_norm_chw_shift_kernel(
     # specs/layer_norm_chw.tile:17: shift = mean(d, dim=(c, h, w))
     mean_w = tl.sum(tl.where(mask_w, d, 0.0), axis=0) / W
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_shift_finish_shift_reduced_kernel
-    tl.store(shift_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_shift_reduced_b, mean_w)
+    tl.store(shift_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_shift_reduced_b, mean_w)
     # specs/layer_norm_chw.tile:18: square = mean(d * d, dim=(c, h, w))
     mean_w_1 = tl.sum(tl.where(mask_w, d * d, 0.0), axis=0) / W
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_shift_finish_square_reduced_kernel
-    tl.store(square_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_square_reduced_b, mean_w_1)
+    tl.store(square_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_square_reduced_b, mean_w_1)
 
 
 @triton.jit
@@ -228,7 +238,8 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B > 2**31  # offsets past 2**31 elements
-    grid = (B, C, H)
+    folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, C, H), folded)
     shift_reduced_programs = C * H  # programs along C, H
     shift_reduced_partials = torch.empty(shift_reduced_programs * B, device=device, dtype=torch.float32)
     square_reduced_programs = C * H  # programs along C, H
@@ -238,11 +249,11 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
             B, C, H, W,
             *_x_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _layer_norm_chw_shift_finish_shift_reduced_kernel[((B + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)
         _layer_norm_chw_shift_finish_square_reduced_kernel[((B + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_shift_kernel), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_shift_finish_shift_reduced_kernel), ((B + 32 - 1) // 32,), (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_shift_finish_square_reduced_kernel), ((B + 32 - 1) // 32,), (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_shift_kernel), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_shift_finish_shift_reduced_kernel), ((B + 32 - 1) // 32,), (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_shift_finish_square_reduced_kernel), ((B + 32 - 1) // 32,), (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -250,21 +261,21 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         device_index, "shift",
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _layer_norm_chw_shift_kernel, grid,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((B + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_layer_norm_chw_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, B, B, 1, 1)), 128, 32, shift_reduced_programs * B >= 2**31)
@@ -274,7 +285,7 @@ def _layer_norm_chw_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     square_reduced_finish_key = ("_layer_norm_chw_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, B, B, 1, 1)), 128, 32, square_reduced_programs * B >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _layer_norm_chw_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
     return shift_reduced, square_reduced
 
 
@@ -341,10 +352,11 @@ def layer_norm_chw(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, ep
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) + (H - 1) * abs(_weight_strides[1]) + (W - 1) * abs(_weight_strides[2]) >= 2**31 or (C - 1) * abs(_bias_strides[0]) + (H - 1) * abs(_bias_strides[1]) + (W - 1) * abs(_bias_strides[2]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31  # offsets past 2**31 elements
+    folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     _layer_norm_chw_launch(
-        fast_key, device, lambda meta: (B, C, H),
+        fast_key, device, lambda meta: _rt.fold_grid((B, C, H), folded),
         (x, weight, bias, shift_reduced, square_reduced, y, B, C, H, W, eps, *_x_strides, *_weight_strides, *_bias_strides, *_shift_reduced_strides, *_square_reduced_strides, C * H * W, H * W, W, 1),
-        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64), ((B, C, H, W),),
+        dict(BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),),
     )
     return y
 

@@ -37,7 +37,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -62,7 +62,7 @@ def layer_norm_chw_backward_kernel(
     stride_dx_b, stride_dx_c, stride_dx_h, stride_dx_w,
     stride_dweight_c, stride_dweight_h, stride_dweight_w,
     stride_dbias_c, stride_dbias_h, stride_dbias_w,
-    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm_chw.tile, derived backward; launch it through layer_norm_chw_backward()."""
     eps = tl.cast(eps, tl.float32)
@@ -70,6 +70,11 @@ def layer_norm_chw_backward_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -209,13 +214,18 @@ def _layer_norm_chw_backward_shift_kernel(
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_shift_reduced_b,
     stride_square_reduced_b,
-    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm_chw.tile, derived backward; launch it through _layer_norm_chw_backward_shift()."""
     # specs/layer_norm_chw.tile, derived backward:11: grid  b over B, c over C, h over H, w over W whole
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -231,11 +241,11 @@ def _layer_norm_chw_backward_shift_kernel(
     # specs/layer_norm_chw.tile, derived backward:14: shift = mean(mean(mean(d, dim=w), dim=h), dim=c)
     mean_w = tl.sum(tl.where(mask_w, d, 0.0), axis=0) / W
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_backward_shift_finish_shift_reduced_kernel
-    tl.store(shift_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_shift_reduced_b, mean_w)
+    tl.store(shift_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_shift_reduced_b, mean_w)
     # specs/layer_norm_chw.tile, derived backward:15: square = mean(mean(mean(d * d, dim=w), dim=h), dim=c)
     mean_w_1 = tl.sum(tl.where(mask_w, d * d, 0.0), axis=0) / W
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_backward_shift_finish_square_reduced_kernel
-    tl.store(square_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_square_reduced_b, mean_w_1)
+    tl.store(square_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_square_reduced_b, mean_w_1)
 
 
 @triton.jit
@@ -370,7 +380,8 @@ def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch
     BLOCK_W = 1 << (W - 1).bit_length()
     _x_strides = x.stride()
     int64 = (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or B > 2**31  # offsets past 2**31 elements
-    grid = (B, C, H)
+    folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, C, H), folded)
     shift_reduced_programs = C * H  # programs along C, H
     shift_reduced_partials = torch.empty(shift_reduced_programs * B, device=device, dtype=torch.float32)
     square_reduced_programs = C * H  # programs along C, H
@@ -380,11 +391,11 @@ def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch
             x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
             B, C, H, W,
             *_x_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _layer_norm_chw_backward_shift_finish_shift_reduced_kernel[((B + 32 - 1) // 32,)](shift_reduced_partials, shift_reduced, shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)
         _layer_norm_chw_backward_shift_finish_square_reduced_kernel[((B + 32 - 1) // 32,)](square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_backward_shift_kernel), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_backward_shift_finish_shift_reduced_kernel), ((B + 32 - 1) // 32,), (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_backward_shift_finish_square_reduced_kernel), ((B + 32 - 1) // 32,), (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_backward_shift_kernel), grid, None, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_backward_shift_finish_shift_reduced_kernel), ((B + 32 - 1) // 32,), (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_backward_shift_finish_square_reduced_kernel), ((B + 32 - 1) // 32,), (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
         return shift_reduced, square_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -392,21 +403,21 @@ def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch
         device_index, "shift",
         x.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_x_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _layer_norm_chw_backward_shift_kernel, grid,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
         x, shift_reduced, square_reduced, shift_reduced_partials, square_reduced_partials,
         B, C, H, W,
         *_x_strides, 1, 1,
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     shift_reduced_finish_grid = ((B + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     shift_reduced_finish_key = ("_layer_norm_chw_backward_shift_finish_shift_reduced_kernel", device_index, shift_reduced_partials.dtype, shift_reduced.dtype, *map(_int_class, (shift_reduced_programs, B, B, 1, 1)), 128, 32, shift_reduced_programs * B >= 2**31)
@@ -416,7 +427,7 @@ def _layer_norm_chw_backward_shift(x: torch.Tensor) -> tuple[torch.Tensor, torch
     square_reduced_finish_key = ("_layer_norm_chw_backward_shift_finish_square_reduced_kernel", device_index, square_reduced_partials.dtype, square_reduced.dtype, *map(_int_class, (square_reduced_programs, B, B, 1, 1)), 128, 32, square_reduced_programs * B >= 2**31)
     square_reduced_finish = _COMPILED.get(square_reduced_finish_key) or _rt.compile_launch(_COMPILED, square_reduced_finish_key, _layer_norm_chw_backward_shift_finish_square_reduced_kernel, square_reduced_finish_grid, square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
     square_reduced_finish(square_reduced_finish_grid, device_index, square_reduced_partials, square_reduced, square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, *_x_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), shift_reduced_programs * B, square_reduced_programs * B, (shift_reduced_finish, shift_reduced_finish_grid, (shift_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, shift_reduced_programs * B >= 2**31)), (square_reduced_finish, square_reduced_finish_grid, (square_reduced_programs, B, float(C * H), B, 1, 1, 128, 32, square_reduced_programs * B >= 2**31))))
     return shift_reduced, square_reduced
 
 
@@ -432,7 +443,7 @@ def _layer_norm_chw_backward_dmean_kernel(
     stride_square_reduced_b,
     stride_dmean_reduced_b,
     stride_dmean1_reduced_b,
-    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_W: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/layer_norm_chw.tile, derived backward; launch it through _layer_norm_chw_backward_dmean()."""
     eps = tl.cast(eps, tl.float32)
@@ -440,6 +451,11 @@ def _layer_norm_chw_backward_dmean_kernel(
     pid_b = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_c = pid // B % C
+        pid_h = pid // (B * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -478,10 +494,10 @@ def _layer_norm_chw_backward_dmean_kernel(
     dshift = -sum_w_1 + 2.0 * (-(-0.5 * drsqrt1 * rsqrt1 * rsqrt1 * rsqrt1) * shift)
     # specs/layer_norm_chw.tile, derived backward:23: dmean = sum(sum(dsquare, dim=h), dim=c)
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_backward_dmean_finish_dmean_reduced_kernel
-    tl.store(dmean_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_dmean_reduced_b, dsquare)
+    tl.store(dmean_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_dmean_reduced_b, dsquare)
     # specs/layer_norm_chw.tile, derived backward:25: dmean1 = sum(sum(dshift, dim=h), dim=c)
     # this program's sum over its tile of c, h: its partial, merged by _layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel
-    tl.store(dmean1_reduced_partials_ptr + (pid_c * tl.num_programs(2) + pid_h) * B + pid_b * stride_dmean1_reduced_b, dshift)
+    tl.store(dmean1_reduced_partials_ptr + (pid_c * H + pid_h) * B + pid_b * stride_dmean1_reduced_b, dshift)
 
 
 @triton.jit
@@ -621,7 +637,8 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
     _shift_reduced_strides = shift_reduced.stride()
     _square_reduced_strides = square_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) + (H - 1) * abs(_weight_strides[1]) + (W - 1) * abs(_weight_strides[2]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) >= 2**31 or B > 2**31  # offsets past 2**31 elements
-    grid = (B, C, H)
+    folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, C, H), folded)
     dmean_reduced_programs = C * H  # programs along C, H
     dmean_reduced_partials = torch.empty(dmean_reduced_programs * B, device=device, dtype=torch.float32)
     dmean1_reduced_programs = C * H  # programs along C, H
@@ -632,11 +649,11 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
             B, C, H, W,
             eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         _layer_norm_chw_backward_dmean_finish_dmean_reduced_kernel[((B + 32 - 1) // 32,)](dmean_reduced_partials, dmean_reduced, dmean_reduced_programs, B, B, 1, 1, 128, 32, dmean_reduced_programs * B >= 2**31)
         _layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel[((B + 32 - 1) // 32,)](dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_backward_dmean_kernel), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, BLOCK_W, int64), (B,), (B,), dmean_reduced_programs * B, dmean1_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_backward_dmean_finish_dmean_reduced_kernel), ((B + 32 - 1) // 32,), (dmean_reduced_programs, B, B, 1, 1, 128, 32, dmean_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel), ((B + 32 - 1) // 32,), (dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(_layer_norm_chw_backward_dmean_kernel), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), dmean_reduced_programs * B, dmean1_reduced_programs * B, (_rt.interpreted(_layer_norm_chw_backward_dmean_finish_dmean_reduced_kernel), ((B + 32 - 1) // 32,), (dmean_reduced_programs, B, B, 1, 1, 128, 32, dmean_reduced_programs * B >= 2**31)), (_rt.interpreted(_layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel), ((B + 32 - 1) // 32,), (dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31))))
         return dmean_reduced, dmean1_reduced
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -644,7 +661,7 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
         device_index, "dmean",
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, _layer_norm_chw_backward_dmean_kernel, grid,
@@ -652,7 +669,7 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -660,7 +677,7 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1,
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     dmean_reduced_finish_grid = ((B + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dmean_reduced_finish_key = ("_layer_norm_chw_backward_dmean_finish_dmean_reduced_kernel", device_index, dmean_reduced_partials.dtype, dmean_reduced.dtype, *map(_int_class, (dmean_reduced_programs, B, B, 1, 1)), 128, 32, dmean_reduced_programs * B >= 2**31)
@@ -670,7 +687,7 @@ def _layer_norm_chw_backward_dmean(dy: torch.Tensor, x: torch.Tensor, weight: to
     dmean1_reduced_finish_key = ("_layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel", device_index, dmean1_reduced_partials.dtype, dmean1_reduced.dtype, *map(_int_class, (dmean1_reduced_programs, B, B, 1, 1)), 128, 32, dmean1_reduced_programs * B >= 2**31)
     dmean1_reduced_finish = _COMPILED.get(dmean1_reduced_finish_key) or _rt.compile_launch(_COMPILED, dmean1_reduced_finish_key, _layer_norm_chw_backward_dmean_finish_dmean1_reduced_kernel, dmean1_reduced_finish_grid, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31)
     dmean1_reduced_finish(dmean1_reduced_finish_grid, device_index, dmean1_reduced_partials, dmean1_reduced, dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, BLOCK_W, int64), (B,), (B,), dmean_reduced_programs * B, dmean1_reduced_programs * B, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, B, B, 1, 1, 128, 32, dmean_reduced_programs * B >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, 1, 1, BLOCK_W, int64, folded), (B,), (B,), dmean_reduced_programs * B, dmean1_reduced_programs * B, (dmean_reduced_finish, dmean_reduced_finish_grid, (dmean_reduced_programs, B, B, 1, 1, 128, 32, dmean_reduced_programs * B >= 2**31)), (dmean1_reduced_finish, dmean1_reduced_finish_grid, (dmean1_reduced_programs, B, B, 1, 1, 128, 32, dmean1_reduced_programs * B >= 2**31))))
     return dmean_reduced, dmean1_reduced
 
 
@@ -748,7 +765,8 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     _dmean_reduced_strides = dmean_reduced.stride()
     _dmean1_reduced_strides = dmean1_reduced.stride()
     int64 = (B - 1) * abs(_dy_strides[0]) + (C - 1) * abs(_dy_strides[1]) + (H - 1) * abs(_dy_strides[2]) + (W - 1) * abs(_dy_strides[3]) >= 2**31 or (B - 1) * abs(_x_strides[0]) + (C - 1) * abs(_x_strides[1]) + (H - 1) * abs(_x_strides[2]) + (W - 1) * abs(_x_strides[3]) >= 2**31 or (C - 1) * abs(_weight_strides[0]) + (H - 1) * abs(_weight_strides[1]) + (W - 1) * abs(_weight_strides[2]) >= 2**31 or (B - 1) * abs(_shift_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_square_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean_reduced_strides[0]) >= 2**31 or (B - 1) * abs(_dmean1_reduced_strides[0]) >= 2**31 or B * C * H * W > 2**31 or C * H * W > 2**31  # offsets past 2**31 elements
-    grid = (B, C, H)
+    folded = max(C, H) > _rt.MAX_GRID_YZ  # then all along program id 0
+    grid = _rt.fold_grid((B, C, H), folded)
     dweight_programs = B  # programs along B
     dweight_partials = torch.empty(dweight_programs * C * H * W, device=device, dtype=torch.float32)
     dbias_programs = B  # programs along B
@@ -759,11 +777,11 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
             B, C, H, W,
             eps,
             *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1,
-            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+            BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
         )
         layer_norm_chw_backward_finish_dweight_kernel[((C * H * W + 32 - 1) // 32,)](dweight_partials, dweight, dweight_programs, C * H * W, C * H * W, 1, 1, 128, 32, dweight_programs * C * H * W >= 2**31)
         layer_norm_chw_backward_finish_dbias_kernel[((C * H * W + 32 - 1) // 32,)](dbias_partials, dbias, dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31)
-        _keep_launch(_FAST, fast_key, (_rt.interpreted(layer_norm_chw_backward_kernel), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1, BLOCK_W, int64), (B, C, H, W), (C, H, W), (C, H, W), dweight_programs * C * H * W, dbias_programs * C * H * W, (_rt.interpreted(layer_norm_chw_backward_finish_dweight_kernel), ((C * H * W + 32 - 1) // 32,), (dweight_programs, C * H * W, C * H * W, 1, 1, 128, 32, dweight_programs * C * H * W >= 2**31)), (_rt.interpreted(layer_norm_chw_backward_finish_dbias_kernel), ((C * H * W + 32 - 1) // 32,), (dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31))))
+        _keep_launch(_FAST, fast_key, (_rt.interpreted(layer_norm_chw_backward_kernel), grid, None, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1, BLOCK_W, int64, folded), (B, C, H, W), (C, H, W), (C, H, W), dweight_programs * C * H * W, dbias_programs * C * H * W, (_rt.interpreted(layer_norm_chw_backward_finish_dweight_kernel), ((C * H * W + 32 - 1) // 32,), (dweight_programs, C * H * W, C * H * W, 1, 1, 128, 32, dweight_programs * C * H * W >= 2**31)), (_rt.interpreted(layer_norm_chw_backward_finish_dbias_kernel), ((C * H * W + 32 - 1) // 32,), (dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31))))
         return dx, dweight, dbias
     # the compiled kernel for Triton's specialization of these arguments (compiled on a new one)
     device_index = device.index
@@ -771,7 +789,7 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
         device_index,
         dy.data_ptr() % 16, x.data_ptr() % 16, weight.data_ptr() % 16, shift_reduced.data_ptr() % 16, square_reduced.data_ptr() % 16, dmean_reduced.data_ptr() % 16, dmean1_reduced.data_ptr() % 16, dx.data_ptr() % 16, dweight.data_ptr() % 16, dbias.data_ptr() % 16,
         *map(_int_class, (B, C, H, W, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W)),
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     launch = _COMPILED.get(key) or _rt.compile_launch(
         _COMPILED, key, layer_norm_chw_backward_kernel, grid,
@@ -779,7 +797,7 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1,
-        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64,
+        BLOCK_W=BLOCK_W, INT64_OFFSETS=int64, FOLDED_GRID=folded,
     )
     launch(
         grid, device_index,
@@ -787,7 +805,7 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
         B, C, H, W,
         eps,
         *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1,
-        BLOCK_W, int64,
+        BLOCK_W, int64, folded,
     )
     dweight_finish_grid = ((C * H * W + 32 - 1) // 32, 1, 1)  # the launch takes three sizes
     dweight_finish_key = ("layer_norm_chw_backward_finish_dweight_kernel", device_index, dweight_partials.dtype, dweight.dtype, *map(_int_class, (dweight_programs, C * H * W, C * H * W, 1, 1)), 128, 32, dweight_programs * C * H * W >= 2**31)
@@ -797,7 +815,7 @@ def layer_norm_chw_backward(dy: torch.Tensor, x: torch.Tensor, weight: torch.Ten
     dbias_finish_key = ("layer_norm_chw_backward_finish_dbias_kernel", device_index, dbias_partials.dtype, dbias.dtype, *map(_int_class, (dbias_programs, C * H * W, C * H * W, 1, 1)), 128, 32, dbias_programs * C * H * W >= 2**31)
     dbias_finish = _COMPILED.get(dbias_finish_key) or _rt.compile_launch(_COMPILED, dbias_finish_key, layer_norm_chw_backward_finish_dbias_kernel, dbias_finish_grid, dbias_partials, dbias, dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31)
     dbias_finish(dbias_finish_grid, device_index, dbias_partials, dbias, dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31)
-    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1, BLOCK_W, int64), (B, C, H, W), (C, H, W), (C, H, W), dweight_programs * C * H * W, dbias_programs * C * H * W, (dweight_finish, dweight_finish_grid, (dweight_programs, C * H * W, C * H * W, 1, 1, 128, 32, dweight_programs * C * H * W >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31))))
+    _keep_launch(_FAST, fast_key, (launch, grid, device_index, device, (B, C, H, W, eps, *_dy_strides, *_x_strides, *_weight_strides, *_shift_reduced_strides, *_square_reduced_strides, *_dmean_reduced_strides, *_dmean1_reduced_strides, C * H * W, H * W, W, 1, H * W, W, 1, H * W, W, 1, BLOCK_W, int64, folded), (B, C, H, W), (C, H, W), (C, H, W), dweight_programs * C * H * W, dbias_programs * C * H * W, (dweight_finish, dweight_finish_grid, (dweight_programs, C * H * W, C * H * W, 1, 1, 128, 32, dweight_programs * C * H * W >= 2**31)), (dbias_finish, dbias_finish_grid, (dbias_programs, C * H * W, C * H * W, 1, 1, 128, 32, dbias_programs * C * H * W >= 2**31))))
     return dx, dweight, dbias
 
 

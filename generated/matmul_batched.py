@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -24,13 +24,18 @@ def matmul_batched_kernel(
     stride_a_b, stride_a_m, stride_a_k,
     stride_b_b, stride_b_k, stride_b_n,
     stride_c_b, stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_batched.tile; launch it through matmul_batched()."""
     # specs/matmul_batched.tile:8: grid  batch over B, m over M by BM, n over N by BN
     pid_batch = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_n = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_batch = pid % B
+        pid_m = pid // B % tl.cdiv(M, BM)
+        pid_n = pid // (B * tl.cdiv(M, BM))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_batch = pid_batch.to(tl.int64)
         pid_m = pid_m.to(tl.int64)
@@ -76,10 +81,11 @@ def _matmul_batched_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: 
         _rt.bad_block("matmul_batched", "BK", BK)
     c = torch.empty(B, M, N, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((a, b), (c,))
+    folded = max((M + BM - 1) // BM, (N + BN - 1) // BN) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_batched_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: (B, (M + BM - 1) // BM, (N + BN - 1) // BN),
+        _matmul_batched_launch, device, (c,), B == 0 or M == 0 or N == 0, lambda meta: _rt.fold_grid((B, (M + BM - 1) // BM, (N + BN - 1) // BN), folded),
         (a, b, c, B, M, K, N, *a.stride(), *b.stride(), M * N, N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, N),), None,
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, M, N),), None,
     )
 
 

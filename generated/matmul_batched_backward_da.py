@@ -19,7 +19,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -36,13 +36,18 @@ def matmul_batched_backward_da_kernel(
     stride_dc_b, stride_dc_m, stride_dc_n,
     stride_b_b, stride_b_k, stride_b_n,
     stride_da_b, stride_da_m, stride_da_k,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_batched.tile, derived backward matmul_batched_backward_da; launch it through matmul_batched_backward_da()."""
     # specs/matmul_batched.tile, derived backward matmul_batched_backward_da:7: grid  batch over B, m over M by BM, k over K by BK
     pid_batch = tl.program_id(0)
     pid_m = tl.program_id(1)
     pid_k = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_batch = pid % B
+        pid_m = pid // B % tl.cdiv(M, BM)
+        pid_k = pid // (B * tl.cdiv(M, BM))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_batch = pid_batch.to(tl.int64)
         pid_m = pid_m.to(tl.int64)
@@ -88,10 +93,11 @@ def _matmul_batched_backward_da_plan(dc: torch.Tensor, b: torch.Tensor, *, BM: i
         _rt.bad_block("matmul_batched_backward_da", "BN", BN)
     da = torch.empty(B, M, K, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((dc, b), (da,))
+    folded = max((M + BM - 1) // BM, (K + BK - 1) // BK) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_batched_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: (B, (M + BM - 1) // BM, (K + BK - 1) // BK),
+        _matmul_batched_backward_da_launch, device, (da,), B == 0 or M == 0 or K == 0, lambda meta: _rt.fold_grid((B, (M + BM - 1) // BM, (K + BK - 1) // BK), folded),
         (dc, b, da, B, M, N, K, *dc.stride(), *b.stride(), M * K, K, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((B, M, K),), None,
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, M, K),), None,
     )
 
 

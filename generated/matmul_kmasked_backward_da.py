@@ -27,7 +27,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,12 +56,16 @@ def matmul_kmasked_backward_da_kernel(
     stride_dc_m, stride_dc_n,
     stride_b_k, stride_b_n,
     stride_da_m, stride_da_k,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_da; launch it through matmul_kmasked_backward_da()."""
     # specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_da:7: grid  m over M by BLOCK_SIZE_M wrapped, k over K by BLOCK_SIZE_K
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(M, BLOCK_SIZE_M)
+        pid_k = pid // tl.cdiv(M, BLOCK_SIZE_M)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_k = pid_k.to(tl.int64)
@@ -101,10 +105,11 @@ def _matmul_kmasked_backward_da_plan(dc: torch.Tensor, b: torch.Tensor):
     device, M, N, K = _matmul_kmasked_backward_da_inputs("matmul_kmasked_backward_da", dc, b)
     da = torch.empty(M, K, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((dc, b), (da,))
+    folded = (K + 32 - 1) // 32 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_kmasked_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: ((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1),
+        _matmul_kmasked_backward_da_launch, device, (da,), M == 0 or K == 0, lambda meta: _rt.fold_grid(((M + meta["BLOCK_SIZE_M"] - 1) // meta["BLOCK_SIZE_M"], (K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], 1), folded),
         (dc, b, da, M, N, K, *dc.stride(), *b.stride(), K, 1),
-        dict(INT64_OFFSETS=int64), ((M, K),), (device, M, N, K),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, K),), (device, M, N, K),
     )
 
 

@@ -27,7 +27,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,12 +56,16 @@ def matmul_kmasked_backward_db_kernel(
     stride_a_m, stride_a_k,
     stride_dc_m, stride_dc_n,
     stride_db_k, stride_db_n,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db; launch it through matmul_kmasked_backward_db()."""
     # specs/matmul_kmasked.tile, derived backward matmul_kmasked_backward_db:7: grid  k over K by BLOCK_SIZE_K, n over N by BLOCK_SIZE_N wrapped
     pid_k = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_k = pid % tl.cdiv(K, BLOCK_SIZE_K)
+        pid_n = pid // tl.cdiv(K, BLOCK_SIZE_K)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_k = pid_k.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -101,10 +105,11 @@ def _matmul_kmasked_backward_db_plan(a: torch.Tensor, dc: torch.Tensor):
     device, M, K, N = _matmul_kmasked_backward_db_inputs("matmul_kmasked_backward_db", a, dc)
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((a, dc), (db,))
+    folded = (N + 32 - 1) // 32 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_kmasked_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: ((K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1),
+        _matmul_kmasked_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: _rt.fold_grid(((K + meta["BLOCK_SIZE_K"] - 1) // meta["BLOCK_SIZE_K"], (N + meta["BLOCK_SIZE_N"] - 1) // meta["BLOCK_SIZE_N"], 1), folded),
         (a, dc, db, M, K, N, *a.stride(), *dc.stride(), N, 1),
-        dict(INT64_OFFSETS=int64), ((K, N),), (device, M, N, K),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((K, N),), (device, M, N, K),
     )
 
 

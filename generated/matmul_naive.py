@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -24,12 +24,16 @@ def matmul_naive_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_n,
     stride_c_m, stride_c_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_naive.tile; launch it through matmul_naive()."""
     # specs/matmul_naive.tile:7: grid  m over M by BM, n over N by BN
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(M, BM)
+        pid_n = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -75,10 +79,11 @@ def _matmul_naive_plan(a: torch.Tensor, b: torch.Tensor, *, BM: int = 64, BN: in
         raise ValueError(f"matmul_naive: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     c = torch.empty(M, N, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((a, b), (c,))
+    folded = (N + BN - 1) // BN > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_naive_launch, device, (c,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        _matmul_naive_launch, device, (c,), M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), folded),
         (a, b, c, M, K, N, *a.stride(), *b.stride(), N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((M, N),), None,
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, N),), None,
     )
 
 

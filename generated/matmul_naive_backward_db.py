@@ -19,7 +19,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -36,12 +36,16 @@ def matmul_naive_backward_db_kernel(
     stride_a_m, stride_a_k,
     stride_dc_m, stride_dc_n,
     stride_db_k, stride_db_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matmul_naive.tile, derived backward matmul_naive_backward_db; launch it through matmul_naive_backward_db()."""
     # specs/matmul_naive.tile, derived backward matmul_naive_backward_db:7: grid  k over K by BK unmasked, n over N by BN
     pid_k = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_k = pid % tl.cdiv(K, BK)
+        pid_n = pid // tl.cdiv(K, BK)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_k = pid_k.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -86,10 +90,11 @@ def _matmul_naive_backward_db_plan(a: torch.Tensor, dc: torch.Tensor, *, BM: int
         raise ValueError(f"matmul_naive_backward_db: 'k over K by BK' is unmasked, so K = {K} must be a multiple of BK = {BK}")
     db = torch.empty(K, N, device=device, dtype=torch.float16)
     int64 = _rt.wide_offsets((a, dc), (db,))
+    folded = (N + BN - 1) // BN > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matmul_naive_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: ((K + BK - 1) // BK, (N + BN - 1) // BN, 1),
+        _matmul_naive_backward_db_launch, device, (db,), K == 0 or N == 0, lambda meta: _rt.fold_grid(((K + BK - 1) // BK, (N + BN - 1) // BN, 1), folded),
         (a, dc, db, M, K, N, *a.stride(), *dc.stride(), N, 1),
-        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64), ((K, N),), None,
+        dict(BM=BM, BN=BN, BK=BK, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((K, N),), None,
     )
 
 

@@ -23,7 +23,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -50,13 +50,17 @@ def matrix_scalar_backward_kernel(
     s,
     stride_dy_m, stride_dy_n,
     stride_dx_m, stride_dx_n,
-    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matrix_scalar.tile, derived backward; launch it through matrix_scalar_backward()."""
     s = tl.cast(s, tl.float32)
     # specs/matrix_scalar.tile, derived backward:8: grid  r over M by BM, c over N by BN
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_c = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -82,10 +86,11 @@ def _matrix_scalar_backward_plan(dy: torch.Tensor, s: float):
     device, s, M, N = _matrix_scalar_backward_inputs("matrix_scalar_backward", dy, s)
     dx = torch.empty(M, N, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((dy,), (dx,))
+    folded = (N + 128 - 1) // 128 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matrix_scalar_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1),
+        _matrix_scalar_backward_launch, device, (dx,), M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], 1), folded),
         (dy, dx, M, N, s, *dy.stride(), N, 1),
-        dict(INT64_OFFSETS=int64), ((M, N),), (device, N),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, N),), (device, N),
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -34,12 +34,16 @@ def matvec_kernel(
     stride_a_m, stride_a_k,
     stride_b_k, stride_b_1,
     stride_c_m, stride_c_1,
-    BM: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/matvec.tile; launch it through matvec()."""
     # specs/matvec.tile:10: grid  r over M by BM, j over 1, k over K by BK whole
     pid_r = tl.program_id(0)
     pid_j = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_r = pid % tl.cdiv(M, BM)
+        pid_j = pid // tl.cdiv(M, BM)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_r = pid_r.to(tl.int64)
         pid_j = pid_j.to(tl.int64)
@@ -85,10 +89,11 @@ def _matvec_plan(a: torch.Tensor, b: torch.Tensor):
     device, M, K = _matvec_inputs("matvec", a, b)
     c = torch.empty(M, 1, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((a, b), (c,))
+    folded = 1 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _matvec_launch, device, (c,), M == 0, lambda meta: ((M + meta["BM"] - 1) // meta["BM"], 1, 1),
+        _matvec_launch, device, (c,), M == 0, lambda meta: _rt.fold_grid(((M + meta["BM"] - 1) // meta["BM"], 1, 1), folded),
         (a, b, c, M, K, *a.stride(), *b.stride(), 1, 1),
-        dict(INT64_OFFSETS=int64), ((M, 1),), (device, M, K),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, 1),), (device, M, K),
     )
 
 

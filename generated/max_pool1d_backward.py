@@ -28,7 +28,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -47,13 +47,18 @@ def max_pool1d_backward_kernel(
     stride_x_n, stride_x_c, stride_x_l,
     stride_y_n, stride_y_c, stride_y_l_out,
     stride_dx_n, stride_dx_c, stride_dx_l,
-    BL: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BL: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/max_pool1d.tile, derived backward; launch it through max_pool1d_backward()."""
     # specs/max_pool1d.tile, derived backward:14: grid  n over N, c over C, o over L_out by BL, k over kernel_size whole
     pid_n = tl.program_id(0)
     pid_c = tl.program_id(1)
     pid_o = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid % N
+        pid_c = pid // N % C
+        pid_o = pid // (N * C)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -96,10 +101,11 @@ def _max_pool1d_backward_plan(dy: torch.Tensor, x: torch.Tensor, kernel_size: in
     dx = torch.zeros(N, C, L, device=device, dtype=torch.float32)
     BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
     int64 = _rt.wide_offsets((dy, x, y), (dx,))
+    folded = max(C, (L_out + BL - 1) // BL) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _max_pool1d_backward_launch, device, (dx,), N == 0 or C == 0 or L == 0, lambda meta: (N, C, (L_out + BL - 1) // BL),
+        _max_pool1d_backward_launch, device, (dx,), N == 0 or C == 0 or L == 0, lambda meta: _rt.fold_grid((N, C, (L_out + BL - 1) // BL), folded),
         (dy, x, y, dx, N, C, L_out, L, kernel_size, stride, padding, dilation, *dy.stride(), *x.stride(), *y.stride(), C * L, L, 1),
-        dict(BL=BL, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, L),), None,
+        dict(BL=BL, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, C, L),), None,
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -25,7 +25,7 @@ def max_pool2d_indices_kernel(
     stride_x_n, stride_x_c, stride_x_h, stride_x_w,
     stride_y_n, stride_y_c, stride_y_h_out, stride_y_w_out,
     stride_indices_n, stride_indices_c, stride_indices_h_out, stride_indices_w_out,
-    BH: tl.constexpr, BW: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BW: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/max_pool2d_indices.tile; launch it through max_pool2d_indices()."""
     # specs/max_pool2d_indices.tile:10: dtype T in f32, f16, bf16
@@ -36,6 +36,12 @@ def max_pool2d_indices_kernel(
     pid_c = pid_nc % C
     pid_oh = tl.program_id(1)
     pid_ow = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid // C % N
+        pid_c = pid % C
+        pid_oh = pid // (N * C) % tl.cdiv(H_out, BH)
+        pid_ow = pid // (N * C * tl.cdiv(H_out, BH))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -107,10 +113,11 @@ def _max_pool2d_indices_plan(x: torch.Tensor, kernel_size: int, stride: int, pad
     indices = torch.empty(N, C, H_out, W_out, device=device, dtype=torch.int64)
     BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
     int64 = _rt.wide_offsets((x,), (y, indices))
+    folded = max((H_out + BH - 1) // BH, (W_out + BW - 1) // BW) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _max_pool2d_indices_launch, device, (y, indices), N == 0 or C == 0 or H_out == 0 or W_out == 0, lambda meta: ((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
+        _max_pool2d_indices_launch, device, (y, indices), N == 0 or C == 0 or H_out == 0 or W_out == 0, lambda meta: _rt.fold_grid(((N) * (C), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW), folded),
         (x, y, indices, N, C, H, W, H_out, W_out, kernel_size, stride, padding, dilation, ceil_mode, *x.stride(), C * H_out * W_out, H_out * W_out, W_out, 1, C * H_out * W_out, H_out * W_out, W_out, 1),
-        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, H_out, W_out), (N, C, H_out, W_out)), None,
+        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, C, H_out, W_out), (N, C, H_out, W_out)), None,
     )
 
 

@@ -34,7 +34,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -53,7 +53,7 @@ def max_pool3d_backward_kernel(
     stride_x_n, stride_x_c, stride_x_d, stride_x_h, stride_x_w,
     stride_y_n, stride_y_c, stride_y_d_out, stride_y_h_out, stride_y_w_out,
     stride_dx_n, stride_dx_c, stride_dx_d, stride_dx_h, stride_dx_w,
-    BH: tl.constexpr, BW: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BW: tl.constexpr, BLOCK_kernel_size: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/max_pool3d.tile, derived backward; launch it through max_pool3d_backward()."""
     # specs/max_pool3d.tile, derived backward:14: grid  n over N, c over C, od over D_out, oh over H_out by BH, ow over W_out by BW, kd over kernel_size whole, kh over kernel_size whole, kw over kernel_size whole
@@ -63,6 +63,13 @@ def max_pool3d_backward_kernel(
     pid_od = pid_ncod % D_out
     pid_oh = tl.program_id(1)
     pid_ow = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid // (C * D_out) % N
+        pid_c = pid // D_out % C
+        pid_od = pid % D_out
+        pid_oh = pid // (N * C * D_out) % tl.cdiv(H_out, BH)
+        pid_ow = pid // (N * C * D_out * tl.cdiv(H_out, BH))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -137,10 +144,11 @@ def _max_pool3d_backward_plan(dy: torch.Tensor, x: torch.Tensor, kernel_size: in
     dx = torch.zeros(N, C, D, H, W, device=device, dtype=torch.float32)
     BLOCK_kernel_size = 1 << (int(kernel_size) - 1).bit_length()
     int64 = _rt.wide_offsets((dy, x, y), (dx,))
+    folded = max((H_out + BH - 1) // BH, (W_out + BW - 1) // BW) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _max_pool3d_backward_launch, device, (dx,), N == 0 or C == 0 or D == 0 or H == 0 or W == 0, lambda meta: ((N) * (C) * (D_out), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW),
+        _max_pool3d_backward_launch, device, (dx,), N == 0 or C == 0 or D == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid(((N) * (C) * (D_out), (H_out + BH - 1) // BH, (W_out + BW - 1) // BW), folded),
         (dy, x, y, dx, N, C, D_out, H_out, W_out, D, H, W, kernel_size, stride, padding, dilation, *dy.stride(), *x.stride(), *y.stride(), C * D * H * W, D * H * W, H * W, W, 1),
-        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64), ((N, C, D, H, W),), None,
+        dict(BH=BH, BW=BW, BLOCK_kernel_size=BLOCK_kernel_size, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, C, D, H, W),), None,
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -40,7 +40,7 @@ def moe_grouped_gemm_kernel(
     stride_w_e, stride_w_k, stride_w_n,
     stride_ends_e,
     stride_y_s, stride_y_n,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/moe_grouped_gemm.tile; launch it through moe_grouped_gemm()."""
     # specs/moe_grouped_gemm.tile:9: dtype T in f16, bf16, f32
@@ -49,6 +49,11 @@ def moe_grouped_gemm_kernel(
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_e = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(L, BM)
+        pid_n = pid // tl.cdiv(L, BM) % tl.cdiv(N, BN)
+        pid_e = pid // (tl.cdiv(L, BM) * tl.cdiv(N, BN))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -95,10 +100,11 @@ def _moe_grouped_gemm_plan(x: torch.Tensor, w: torch.Tensor, ends: torch.Tensor,
     device, T, L, S, K, E, N = _moe_grouped_gemm_inputs("moe_grouped_gemm", x, w, ends, L)
     y = torch.empty(S, N, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, w, ends), (y,))
+    folded = max((N + 16 - 1) // 16, E) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _moe_grouped_gemm_launch, device, (y,), S == 0 or N == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E),
+        _moe_grouped_gemm_launch, device, (y,), S == 0 or N == 0, lambda meta: _rt.fold_grid(((L + meta["BM"] - 1) // meta["BM"], (N + meta["BN"] - 1) // meta["BN"], E), folded),
         (x, w, ends, y, S, K, E, N, L, *x.stride(), *w.stride(), *ends.stride(), N, 1),
-        dict(INT64_OFFSETS=int64), ((S, N),), (device, triton.next_power_of_2(L), N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((S, N),), (device, triton.next_power_of_2(L), N, K, T),
     )
 
 

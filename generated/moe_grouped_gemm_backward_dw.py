@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -40,7 +40,7 @@ def moe_grouped_gemm_backward_dw_kernel(
     stride_ends_e,
     stride_dy_s, stride_dy_n,
     stride_dw_e, stride_dw_k, stride_dw_n,
-    BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BK: tl.constexpr, BN: tl.constexpr, BM: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/moe_grouped_gemm_backward_dw.tile; launch it through moe_grouped_gemm_backward_dw()."""
     # specs/moe_grouped_gemm_backward_dw.tile:5: dtype T in f16, bf16, f32
@@ -49,6 +49,11 @@ def moe_grouped_gemm_backward_dw_kernel(
     pid_k = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_e = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_k = pid % tl.cdiv(K, BK)
+        pid_n = pid // tl.cdiv(K, BK) % tl.cdiv(N, BN)
+        pid_e = pid // (tl.cdiv(K, BK) * tl.cdiv(N, BN))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_k = pid_k.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -106,10 +111,11 @@ def _moe_grouped_gemm_backward_dw_plan(x: torch.Tensor, ends: torch.Tensor, L: i
     device, T, L, S, K, E, N = _moe_grouped_gemm_backward_dw_inputs("moe_grouped_gemm_backward_dw", x, ends, L, dy)
     dw = torch.empty(E, K, N, device=device, dtype=T)
     int64 = _rt.wide_offsets((x, ends, dy), (dw,))
+    folded = max((N + 16 - 1) // 16, E) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _moe_grouped_gemm_backward_dw_launch, device, (dw,), K == 0 or E == 0 or N == 0, lambda meta: ((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E),
+        _moe_grouped_gemm_backward_dw_launch, device, (dw,), K == 0 or E == 0 or N == 0, lambda meta: _rt.fold_grid(((K + meta["BK"] - 1) // meta["BK"], (N + meta["BN"] - 1) // meta["BN"], E), folded),
         (x, ends, dy, dw, S, K, E, N, L, *x.stride(), *ends.stride(), *dy.stride(), K * N, N, 1),
-        dict(INT64_OFFSETS=int64), ((E, K, N),), (device, triton.next_power_of_2(L), N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((E, K, N),), (device, triton.next_power_of_2(L), N, K, T),
     )
 
 

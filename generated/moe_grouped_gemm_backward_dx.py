@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -39,7 +39,7 @@ def moe_grouped_gemm_backward_dx_kernel(
     stride_ends_e,
     stride_dy_s, stride_dy_n,
     stride_dx_s, stride_dx_k,
-    BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/moe_grouped_gemm_backward_dx.tile; launch it through moe_grouped_gemm_backward_dx()."""
     # specs/moe_grouped_gemm_backward_dx.tile:5: dtype T in f16, bf16, f32
@@ -48,6 +48,11 @@ def moe_grouped_gemm_backward_dx_kernel(
     pid_m = tl.program_id(0)
     pid_k = tl.program_id(1)
     pid_e = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(L, BM)
+        pid_k = pid // tl.cdiv(L, BM) % tl.cdiv(K, BK)
+        pid_e = pid // (tl.cdiv(L, BM) * tl.cdiv(K, BK))
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_k = pid_k.to(tl.int64)
@@ -94,10 +99,11 @@ def _moe_grouped_gemm_backward_dx_plan(w: torch.Tensor, ends: torch.Tensor, L: i
     device, T, L, E, K, N, S = _moe_grouped_gemm_backward_dx_inputs("moe_grouped_gemm_backward_dx", w, ends, L, dy)
     dx = torch.empty(S, K, device=device, dtype=T)
     int64 = _rt.wide_offsets((w, ends, dy), (dx,))
+    folded = max((K + 16 - 1) // 16, E) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _moe_grouped_gemm_backward_dx_launch, device, (dx,), K == 0 or S == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E),
+        _moe_grouped_gemm_backward_dx_launch, device, (dx,), K == 0 or S == 0, lambda meta: _rt.fold_grid(((L + meta["BM"] - 1) // meta["BM"], (K + meta["BK"] - 1) // meta["BK"], E), folded),
         (w, ends, dy, dx, E, K, N, S, L, *w.stride(), *ends.stride(), *dy.stride(), K, 1),
-        dict(INT64_OFFSETS=int64), ((S, K),), (device, triton.next_power_of_2(L), N, K, T),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((S, K),), (device, triton.next_power_of_2(L), N, K, T),
     )
 
 

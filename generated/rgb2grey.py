@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -23,12 +23,16 @@ def rgb2grey_kernel(
     H, W,
     stride_x_0, stride_x_h, stride_x_w,
     stride_y_h, stride_y_w,
-    BH: tl.constexpr, BW: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BH: tl.constexpr, BW: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/grayscale.tile; launch it through rgb2grey()."""
     # specs/grayscale.tile:7: grid  h over H by BH, w over W by BW
     pid_h = tl.program_id(0)
     pid_w = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_h = pid % tl.cdiv(H, BH)
+        pid_w = pid // tl.cdiv(H, BH)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_h = pid_h.to(tl.int64)
         pid_w = pid_w.to(tl.int64)
@@ -60,10 +64,11 @@ def _rgb2grey_plan(x: torch.Tensor, *, BH: int = 2, BW: int = 1024):
         _rt.bad_block("rgb2grey", "BW", BW)
     y = torch.empty(H, W, device=device, dtype=torch.uint8)
     int64 = _rt.wide_offsets((x,), (y,))
+    folded = (W + BW - 1) // BW > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _rgb2grey_launch, device, (y,), H == 0 or W == 0, lambda meta: ((H + BH - 1) // BH, (W + BW - 1) // BW, 1),
+        _rgb2grey_launch, device, (y,), H == 0 or W == 0, lambda meta: _rt.fold_grid(((H + BH - 1) // BH, (W + BW - 1) // BW, 1), folded),
         (x, y, H, W, *x.stride(), W, 1),
-        dict(BH=BH, BW=BW, INT64_OFFSETS=int64), ((H, W),), None,
+        dict(BH=BH, BW=BW, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((H, W),), None,
     )
 
 

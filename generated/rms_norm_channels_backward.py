@@ -27,7 +27,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -56,7 +56,7 @@ def rms_norm_channels_backward_kernel(
     stride_dy_b, stride_dy_c, stride_dy_h, stride_dy_w,
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_dx_b, stride_dx_c, stride_dx_h, stride_dx_w,
-    BW: tl.constexpr, BLOCK_C: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BW: tl.constexpr, BLOCK_C: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/rms_norm_channels.tile, derived backward; launch it through rms_norm_channels_backward()."""
     eps = tl.cast(eps, tl.float32)
@@ -64,6 +64,11 @@ def rms_norm_channels_backward_kernel(
     pid_b = tl.program_id(0)
     pid_h = tl.program_id(1)
     pid_w = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_h = pid // B % H
+        pid_w = pid // (B * H)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_h = pid_h.to(tl.int64)
@@ -104,10 +109,11 @@ def _rms_norm_channels_backward_plan(dy: torch.Tensor, x: torch.Tensor, eps: flo
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     BLOCK_C = 1 << (int(C) - 1).bit_length()
     int64 = _rt.wide_offsets((dy, x), (dx,))
+    folded = max(H, (W + 32 - 1) // 32) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _rms_norm_channels_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        _rms_norm_channels_backward_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, H, (W + meta["BW"] - 1) // meta["BW"]), folded),
         (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, C, W),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),), (device, C, W),
     )
 
 
@@ -156,7 +162,7 @@ def _rms_norm_channels_backward_loops_kernel(
     stride_dy_b, stride_dy_c, stride_dy_h, stride_dy_w,
     stride_x_b, stride_x_c, stride_x_h, stride_x_w,
     stride_dx_b, stride_dx_c, stride_dx_h, stride_dx_w,
-    BW: tl.constexpr, BLOCK_C: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BW: tl.constexpr, BLOCK_C: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/rms_norm_channels.tile, derived backward; launch it through _rms_norm_channels_backward_loops()."""
     eps = tl.cast(eps, tl.float32)
@@ -164,6 +170,11 @@ def _rms_norm_channels_backward_loops_kernel(
     pid_b = tl.program_id(0)
     pid_h = tl.program_id(1)
     pid_w = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_h = pid // B % H
+        pid_w = pid // (B * H)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_h = pid_h.to(tl.int64)
@@ -274,10 +285,11 @@ def _rms_norm_channels_backward_loops_plan(dy: torch.Tensor, x: torch.Tensor, ep
         _rt.bad_block("_rms_norm_channels_backward_loops", "BLOCK_C", BLOCK_C)
     dx = torch.empty(B, C, H, W, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((dy, x), (dx,))
+    folded = max(H, (W + 32 - 1) // 32) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _rms_norm_channels_backward_loops_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: (B, H, (W + meta["BW"] - 1) // meta["BW"]),
+        _rms_norm_channels_backward_loops_launch, device, (dx,), B == 0 or C == 0 or H == 0 or W == 0, lambda meta: _rt.fold_grid((B, H, (W + meta["BW"] - 1) // meta["BW"]), folded),
         (dy, x, dx, B, C, H, W, eps, *dy.stride(), *x.stride(), C * H * W, H * W, W, 1),
-        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64), ((B, C, H, W),), (device, "loops", C, W),
+        dict(BLOCK_C=BLOCK_C, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, C, H, W),), (device, "loops", C, W),
     )
 
 

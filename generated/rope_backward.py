@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -27,7 +27,7 @@ def rope_backward_kernel(
     stride_sin_b, stride_sin_s, stride_sin_d,
     stride_dq_b, stride_dq_h, stride_dq_s, stride_dq_d,
     stride_dk_b, stride_dk_hk, stride_dk_s, stride_dk_d,
-    BLOCK_H: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_HK: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/rope_backward.tile; launch it through rope_backward()."""
     # specs/rope_backward.tile:6: dtype T in f16, bf16, f32
@@ -35,6 +35,10 @@ def rope_backward_kernel(
     # specs/rope_backward.tile:13: grid  z over B, s over S, h over H whole, g over HK whole, d over D whole
     pid_z = tl.program_id(0)
     pid_s = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_z = pid % B
+        pid_s = pid // B
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_z = pid_z.to(tl.int64)
         pid_s = pid_s.to(tl.int64)
@@ -89,10 +93,11 @@ def _rope_backward_plan(dq_rotated: torch.Tensor, dk_rotated: torch.Tensor, cos:
     BLOCK_HK = 1 << (int(HK) - 1).bit_length()
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = _rt.wide_offsets((dq_rotated, dk_rotated, cos, sin), (dq, dk))
+    folded = S > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _rope_backward_launch, device, (dq, dk), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: (B, S, 1),
+        _rope_backward_launch, device, (dq, dk), B == 0 or H == 0 or S == 0 or D == 0 or HK == 0, lambda meta: _rt.fold_grid((B, S, 1), folded),
         (dq_rotated, dk_rotated, cos, sin, dq, dk, B, H, S, D, HK, *dq_rotated.stride(), *dk_rotated.stride(), *cos.stride(), *sin.stride(), H * S * D, S * D, D, 1, HK * S * D, S * D, D, 1),
-        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((B, H, S, D), (B, HK, S, D)), None,
+        dict(BLOCK_H=BLOCK_H, BLOCK_HK=BLOCK_HK, BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, H, S, D), (B, HK, S, D)), None,
     )
 
 

@@ -17,7 +17,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -34,12 +34,16 @@ def scatter_add_backward_kernel(
     stride_dy_v, stride_dy_c,
     stride_index_n, stride_index_c,
     stride_dsrc_n, stride_dsrc_c,
-    BT: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BT: tl.constexpr, BC: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/scatter_add.tile, derived backward; launch it through scatter_add_backward()."""
     # specs/scatter_add.tile, derived backward:8: grid  t over N by BT, c over C by BC
     pid_t = tl.program_id(0)
     pid_c = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_t = pid % tl.cdiv(N, BT)
+        pid_c = pid // tl.cdiv(N, BT)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_t = pid_t.to(tl.int64)
         pid_c = pid_c.to(tl.int64)
@@ -70,10 +74,11 @@ def _scatter_add_backward_plan(dy: torch.Tensor, index: torch.Tensor, *, BT: int
         _rt.bad_block("scatter_add_backward", "BC", BC)
     dsrc = torch.empty(N, C, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((dy, index), (dsrc,))
+    folded = (C + BC - 1) // BC > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _scatter_add_backward_launch, device, (dsrc,), C == 0 or N == 0, lambda meta: ((N + BT - 1) // BT, (C + BC - 1) // BC, 1),
+        _scatter_add_backward_launch, device, (dsrc,), C == 0 or N == 0, lambda meta: _rt.fold_grid(((N + BT - 1) // BT, (C + BC - 1) // BC, 1), folded),
         (dy, index, dsrc, V, C, N, *dy.stride(), *index.stride(), C, 1),
-        dict(BT=BT, BC=BC, INT64_OFFSETS=int64), ((N, C),), None,
+        dict(BT=BT, BC=BC, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((N, C),), None,
     )
 
 

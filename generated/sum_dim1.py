@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -35,12 +35,16 @@ def sum_dim1_kernel(
     B, D1, D2,
     stride_x_b, stride_x_d1, stride_x_d2,
     stride_y_b, stride_y_d2,
-    BK: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BK: tl.constexpr, BN: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/sum_dim1.tile; launch it through sum_dim1()."""
     # specs/sum_dim1.tile:9: grid  b over B, n over D2 by BN
     pid_b = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_b = pid % B
+        pid_n = pid // B
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_b = pid_b.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -84,10 +88,11 @@ def _sum_dim1_plan(x: torch.Tensor):
     device, B, D1, D2 = _sum_dim1_inputs("sum_dim1", x)
     y = torch.empty(B, D2, device=device, dtype=torch.float32)
     int64 = _rt.wide_offsets((x,), (y,))
+    folded = (D2 + 64 - 1) // 64 > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _sum_dim1_launch, device, (y,), B == 0 or D2 == 0, lambda meta: (B, (D2 + meta["BN"] - 1) // meta["BN"], 1),
+        _sum_dim1_launch, device, (y,), B == 0 or D2 == 0, lambda meta: _rt.fold_grid((B, (D2 + meta["BN"] - 1) // meta["BN"], 1), folded),
         (x, y, B, D1, D2, *x.stride(), D2, 1),
-        dict(INT64_OFFSETS=int64), ((B, D2),), (device, D1, D2),
+        dict(INT64_OFFSETS=int64, FOLDED_GRID=folded), ((B, D2),), (device, D1, D2),
     )
 
 

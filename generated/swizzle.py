@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -23,14 +23,18 @@ def swizzle_kernel(
     M, N,
     stride_x_m, stride_x_n,
     stride_z_m, stride_z_n,
-    BM: tl.constexpr, BN: tl.constexpr, GROUP_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, GROUP_SIZE: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/swizzle.tile; launch it through swizzle()."""
     # specs/swizzle.tile:7: grid  m over M by BM, n over N by BN
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(M, BM)
+        pid_n = pid // tl.cdiv(M, BM)
     # specs/swizzle.tile:8: swizzle m, n group GROUP_SIZE = 3 as sm, sn
-    pid_sm, pid_sn = tl.swizzle2d(pid_m, pid_n, tl.num_programs(0), tl.num_programs(1), GROUP_SIZE)
+    pid_sm, pid_sn = tl.swizzle2d(pid_m, pid_n, tl.cdiv(M, BM), tl.cdiv(N, BN), GROUP_SIZE)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_n = pid_n.to(tl.int64)
@@ -67,10 +71,11 @@ def _swizzle_plan(x: torch.Tensor, *, BM: int = 1, BN: int = 1, GROUP_SIZE: int 
         _rt.bad_block("swizzle", "BN", BN)
     z = torch.zeros(M, N, device=device, dtype=torch.int64)
     int64 = _rt.wide_offsets((x,), (z,))
+    folded = (N + BN - 1) // BN > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _swizzle_launch, device, (z,), M == 0 or N == 0, lambda meta: ((M + BM - 1) // BM, (N + BN - 1) // BN, 1),
+        _swizzle_launch, device, (z,), M == 0 or N == 0, lambda meta: _rt.fold_grid(((M + BM - 1) // BM, (N + BN - 1) // BN, 1), folded),
         (x, z, M, N, *x.stride(), N, 1),
-        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64), ((M, N),), None,
+        dict(BM=BM, BN=BN, GROUP_SIZE=GROUP_SIZE, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((M, N),), None,
     )
 
 

@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -54,7 +54,7 @@ def varlen_attention_kernel(
     stride_v_t, stride_v_h, stride_v_d,
     stride_cu_seqlens_b1,
     stride_o_t, stride_o_h, stride_o_d,
-    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BLOCK_D: tl.constexpr, SCALE_NONNEG: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/varlen_attention.tile; launch it through varlen_attention()."""
     scale = tl.cast(scale, tl.float32)
@@ -64,6 +64,11 @@ def varlen_attention_kernel(
     pid_m = tl.program_id(0)
     pid_b = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_m = pid % tl.cdiv(L, BM)
+        pid_b = pid // tl.cdiv(L, BM) % B1_minus_1
+        pid_h = pid // (tl.cdiv(L, BM) * B1_minus_1)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_m = pid_m.to(tl.int64)
         pid_b = pid_b.to(tl.int64)
@@ -165,10 +170,11 @@ def _varlen_attention_plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     SCALE_NONNEG = bool(scale >= 0)  # the kernel reduces scale-scaled tiles unscaled
     int64 = _rt.wide_offsets((q, k, v, cu_seqlens), (o,))
+    folded = max(B1_minus_1, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _varlen_attention_launch, device, (o,), T == 0 or H == 0 or D == 0, lambda meta: ((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H),
+        _varlen_attention_launch, device, (o,), T == 0 or H == 0 or D == 0, lambda meta: _rt.fold_grid(((L + meta["BM"] - 1) // meta["BM"], B1_minus_1, H), folded),
         (q, k, v, cu_seqlens, o, T, H, D, B1, B1_minus_1, L, scale, *q.stride(), *k.stride(), *v.stride(), *cu_seqlens.stride(), H * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64), ((T, H, D),), (device, triton.next_power_of_2(L), D, DT),
+        dict(BLOCK_D=BLOCK_D, SCALE_NONNEG=SCALE_NONNEG, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((T, H, D),), (device, triton.next_power_of_2(L), D, DT),
     )
 
 

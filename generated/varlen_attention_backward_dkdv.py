@@ -7,7 +7,7 @@ import importlib.util, os, sys  # noqa: E401
 import torch, triton, triton.language as tl  # noqa: E401
 
 
-_RT = "_tilegen_runtime_9020f56751dffd29"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
+_RT = "_tilegen_runtime_119af94ea4bae696"  # tilegen's runtime: _tilegen_runtime.py beside this file, loaded once per process
 if _RT not in sys.modules and os.path.isfile(_path := os.path.join(os.path.dirname(__file__), "_tilegen_runtime.py")):
     (_spec := importlib.util.spec_from_file_location(_RT, _path)).loader.exec_module(_module := importlib.util.module_from_spec(_spec))
     sys.modules.setdefault(_RT, _module)
@@ -42,7 +42,7 @@ def varlen_attention_backward_dkdv_kernel(
     stride_delta_t, stride_delta_h,
     stride_dk_t, stride_dk_h, stride_dk_d,
     stride_dv_t, stride_dv_h, stride_dv_d,
-    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr,
+    BN: tl.constexpr, BM: tl.constexpr, BLOCK_D: tl.constexpr, INT64_OFFSETS: tl.constexpr, FOLDED_GRID: tl.constexpr,
 ):
     """Triton kernel generated from specs/varlen_attention_backward_dkdv.tile; launch it through varlen_attention_backward_dkdv()."""
     scale = tl.cast(scale, tl.float32)
@@ -52,6 +52,11 @@ def varlen_attention_backward_dkdv_kernel(
     pid_n = tl.program_id(0)
     pid_b = tl.program_id(1)
     pid_h = tl.program_id(2)
+    if FOLDED_GRID:  # the launch ran every program along program id 0 (over 65535 along id 1 or 2)
+        pid = tl.program_id(0)
+        pid_n = pid % tl.cdiv(L, BN)
+        pid_b = pid // tl.cdiv(L, BN) % B1_minus_1
+        pid_h = pid // (tl.cdiv(L, BN) * B1_minus_1)
     if INT64_OFFSETS:  # a tensor spans 2**31 elements or more: 64-bit offsets
         pid_n = pid_n.to(tl.int64)
         pid_b = pid_b.to(tl.int64)
@@ -158,10 +163,11 @@ def _varlen_attention_backward_dkdv_plan(q: torch.Tensor, k: torch.Tensor, v: to
     dv = torch.empty(T, H, D, device=device, dtype=DT)
     BLOCK_D = 1 << (int(D) - 1).bit_length()
     int64 = _rt.wide_offsets((q, k, v, cu_seqlens, do, lse, delta), (dk, dv))
+    folded = max(B1_minus_1, H) > _rt.MAX_GRID_YZ  # then all along program id 0
     return _rt.Planned(
-        _varlen_attention_backward_dkdv_launch, device, (dk, dv), T == 0 or H == 0 or D == 0, lambda meta: ((L + meta["BN"] - 1) // meta["BN"], B1_minus_1, H),
+        _varlen_attention_backward_dkdv_launch, device, (dk, dv), T == 0 or H == 0 or D == 0, lambda meta: _rt.fold_grid(((L + meta["BN"] - 1) // meta["BN"], B1_minus_1, H), folded),
         (q, k, v, cu_seqlens, do, lse, delta, dk, dv, T, H, D, B1, B1_minus_1, L, scale, *q.stride(), *k.stride(), *v.stride(), *cu_seqlens.stride(), *do.stride(), *lse.stride(), *delta.stride(), H * D, D, 1, H * D, D, 1),
-        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64), ((T, H, D), (T, H, D)), (device, triton.next_power_of_2(L), D, DT),
+        dict(BLOCK_D=BLOCK_D, INT64_OFFSETS=int64, FOLDED_GRID=folded), ((T, H, D), (T, H, D)), (device, triton.next_power_of_2(L), D, DT),
     )
 
 

@@ -24,7 +24,7 @@ def test_source_uses_three_program_ids(scale3d):
     source = (ROOT / "tests" / "specs" / "scale3d.tile").read_text()
     text = compile_spec(source, "specs/scale3d.tile").source
     assert "tl.program_id(2)" in text
-    assert "lambda meta: ((B + BB - 1) // BB, (I + BI - 1) // BI, (J + BJ - 1) // BJ)" in text
+    assert "lambda meta: _rt.fold_grid(((B + BB - 1) // BB, (I + BI - 1) // BI, (J + BJ - 1) // BJ), folded)" in text
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 1), (3, 7, 33), (5, 9, 17)])

@@ -755,6 +755,19 @@ def wide_offsets(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]
     return any(tensor.numel() > 2**31 for tensor in outputs)
 
 
+#: The most programs a launch may have along program ids 1 and 2 (CUDA's grid y and z; id 0, x,
+#: takes 2**31 - 1). A launcher whose grid has more there sets its kernel's ``FOLDED_GRID`` and
+#: launches every program along id 0 (:func:`fold_grid`). Triton's interpreter has no such
+#: limit: a test lowers this one to run folded launches there.
+MAX_GRID_YZ = 65535
+
+
+def fold_grid(grid: Grid, folded: bool) -> Grid:
+    """The launch grid ``grid``, or where ``folded`` (the kernel's ``FOLDED_GRID``) all of its
+    programs along program id 0: ``(x * y * z, 1, 1)``."""
+    return (grid[0] * grid[1] * grid[2], 1, 1) if folded else grid
+
+
 @functools.cache
 def num_sms(device: torch.device) -> int:
     """The SMs of ``device`` (4 in the interpreter): the programs a persistent kernel launches, the

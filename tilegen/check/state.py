@@ -31,10 +31,10 @@ RESERVED = frozenset(
     | set(CASTS)
     | set(m.LAUNCH_OPTIONS)
     | {"tl", "triton", "torch", "os", "warnings", "grid", "reference", "kernel", "meta", "math", "self", "none"}
-    | {"device", "launch", "int64", "config", "tune_key", "json", "functools", "TensorDescriptor"}
+    | {"device", "launch", "int64", "folded", "config", "tune_key", "json", "functools", "TensorDescriptor"}
     | {"key", "config_index", "device_index", "op", "threading", "wrap_triton"}
     | {"name"}  # torch.ops.tilegen.name is the op namespace's own attribute
-    | {"NUM_SMS", "INT64_OFFSETS", "LOOP_STAGES"}  # launcher locals, module imports, kernel constexprs
+    | {"NUM_SMS", "INT64_OFFSETS", "FOLDED_GRID", "LOOP_STAGES"}  # launcher locals, module imports, kernel constexprs
     | {"partials", "parts"}  # a split loop's launcher locals
     | {"sys", "importlib"}  # the generated module loads its runtime by path
     | {"TAIL_M", "TAIL_N", "tail_m", "tail_n"}  # split tail's kernel constexprs and launcher locals

@@ -1,6 +1,6 @@
 """A launcher's kernel arguments, lowered: the inputs' strides bound once, the TMA descriptors
 (or the pointers), the sizes, scalars and strides, the whole-axis tiles and flags (64-bit
-offsets, SM count, a scaled reduction's sign), the workspaces, and what Triton specializes on.
+offsets, a folded grid, SM count, a scaled reduction's sign), the workspaces, and what Triton specializes on.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tilegen import model as m
 from tilegen.lower.descriptors import descriptor_checks, make_descriptors
+from tilegen.lower.grid import fold_condition
 from tilegen.lower.launch import LaunchArgs, constexpr_values
 from tilegen.lower.names import given_name, size_symbols, tuple_text
 from tilegen.lower.plan import KernelPlan, Line, Op
@@ -86,7 +87,7 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         for t in spec.outputs:  # a new output's strides: products of the later sizes; literal ones never vary
             ints += [] if t.in_place_of is not None else [stride for i, stride in enumerate(new_strides(t))
                      if not all(isinstance(d, m.Number) for d in t.dims[i + 1:]) and stride not in ints]
-    flags: list[Op] = []  # whole-axis tiles, 64-bit offsets, SM count: the same in the traced body
+    flags: list[Op] = []  # whole-axis tiles, 64-bit offsets, a folded grid, SM count: the same in the traced body
     for dim, block in kernel.whole_blocks:  # the tile of a whole axis: the extent rounded up to a power of two
         flags.append(Line(f"{block} = 1 << ({dim} - 1).bit_length()"))
     meta = tuple(f"{p.name.id}={p.name.id}" for p in spec.params if p.name.id not in tuned)
@@ -105,6 +106,9 @@ def lower_arguments(spec: m.Spec, full: m.Spec, kernel: KernelPlan, fallback: st
         flags.append(Line(f"int64 = {int64_condition(full)}  # offsets past 2**31 elements"))
     if kernel.int64:
         meta += ("INT64_OFFSETS=int64",)
+    if kernel.folded:  # CUDA launches at most 65535 programs along program ids 1 and 2
+        flags.append(Line(f"folded = {fold_condition(spec)}  # then all along program id 0"))
+        meta += ("FOLDED_GRID=folded",)
     if spec.persistent or spec.split_tail:
         flags.append(Line("NUM_SMS = _num_sms(device)"))
         meta += ("NUM_SMS=NUM_SMS",)

@@ -42,12 +42,20 @@ from tilegen.lower.plan import (
     code_lines,
 )
 from tilegen.lower.ranges import ProgramExit, program_exit
-from tilegen.lower.state import INT64_FLAG, LOOP_STAGES, TAIL_FLAGS, AxisInfo, KernelState, pipelines_tiles
+from tilegen.lower.state import (
+    FOLD_FLAG,
+    INT64_FLAG,
+    LOOP_STAGES,
+    TAIL_FLAGS,
+    AxisInfo,
+    KernelState,
+    pipelines_tiles,
+)
 from tilegen.lower.statements import Statements
 from tilegen.lower.tail import tail_split
 
-__all__ = ["INT64_FLAG", "LOOP_STAGES", "TAIL_FLAGS", "AxisInfo", "KernelState", "config_text", "kernel_params",
-           "lower_kernel"]
+__all__ = ["FOLD_FLAG", "INT64_FLAG", "LOOP_STAGES", "TAIL_FLAGS", "AxisInfo", "KernelState", "config_text",
+           "kernel_params", "lower_kernel"]
 
 
 def config_text(spec: m.Spec, config: m.Config) -> str:
@@ -214,8 +222,9 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         if mentions(code_lines(tile), var.name.id):
             prelude += [state.comment(var.span), Line(f"{var.name.id} = {bound[var.name.id]}")]
     # constexprs the launcher sets, after the spec's own: scalar inputs' signs, optional inputs
-    # given, then 64-bit offsets
-    flags = (*state.sign_flags.values(), *state.given_flags.values(), *([INT64_FLAG] if state.int64 else []))
+    # given, then 64-bit offsets and a folded grid
+    flags = (*state.sign_flags.values(), *state.given_flags.values(), *([INT64_FLAG] if state.int64 else []),
+             *([FOLD_FLAG] if state.folded else []))
     if flags:
         constexprs = tuple(KernelParam(flag, True) for flag in flags)
         if params and params[-1][0].constexpr:
@@ -250,5 +259,6 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
         tail,
         state.pieces,
         tuple(lower_finish(state.spec, found, lower_kernel) for found in state.across.values()),
+        state.folded,
     )
 

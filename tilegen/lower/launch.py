@@ -12,51 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilegen import model as m
-from tilegen.lower.checked import block_of
 from tilegen.lower.descriptors import make_descriptors, piece_descriptors, set_blocks, smallest_block, tail_descriptors
 from tilegen.lower.fast import FastPath
 from tilegen.lower.finish import launch_args
-from tilegen.lower.kernel import INT64_FLAG, LOOP_STAGES
+from tilegen.lower.grid import cdiv, grid_text
+from tilegen.lower.kernel import FOLD_FLAG, INT64_FLAG, LOOP_STAGES
 from tilegen.lower.names import call_text as _call
 from tilegen.lower.names import given_name, plan_name, tuple_text
 from tilegen.lower.plan import Comment, IfBlock, KernelPlan, Line, Op, WithBlock
-
-
-def cdiv(size: str, block: str) -> str:
-    """Ceiling division as plain integer arithmetic: ``triton.cdiv`` is a Triton builtin that
-    costs about 2.5 us per host call, more than the rest of a launcher's checks together."""
-    return f"({size} + {block} - 1) // {block}"
-
-
-def grid_text(spec: m.Spec, config: str | None = None) -> str:
-    """The launch grid as a 3-tuple (the compiled kernel's runner takes three sizes); tuned block
-    sizes are read from the dict named ``config`` (``meta`` in the autotuner's grid lambda)."""
-    tuned = set(spec.tuned_params)
-
-    def block(name: str) -> str:
-        return f'{config}["{name}"]' if name in tuned else name
-
-    if spec.flat:
-        a, b = spec.grid
-        tiles = f"({cdiv(a.dim.id, block(block_of(a)))}) * ({cdiv(b.dim.id, block(block_of(b)))})"
-        sizes = [f"min(NUM_SMS, {tiles})" if spec.persistent else tiles]
-        if spec.split_tail:  # the whole tiles, and the sub-tiles of the last partial wave's
-            sizes = [f"_tail_split({a.dim.id}, {b.dim.id}, {block(block_of(a))}, {block(block_of(b))}, NUM_SMS)[0]"]
-    else:
-        sizes = []
-        for axis in spec.grid:
-            if axis.is_index:
-                sizes.append(axis.dim.id)
-            elif axis.bounds == "whole":  # one program along it: no grid dimension
-                continue
-            elif spec.persistent:  # rows walked by at most one program per SM
-                sizes.append(f"min(NUM_SMS, {cdiv(axis.dim.id, block(block_of(axis)))})")
-            else:
-                sizes.append(cdiv(axis.dim.id, block(block_of(axis))))
-    if len(sizes) > 3:  # the first axes flattened onto program id 0 (tilegen.lower.grid.flattened_pids)
-        sizes = [" * ".join(f"({s})" for s in sizes[:-2]), *sizes[-2:]]
-    sizes = (sizes or ["1"]) + ["1"] * (3 - len(sizes or ["1"]))
-    return tuple_text(sizes)
 
 
 @dataclass(frozen=True)
@@ -77,7 +40,8 @@ class LaunchArgs:
 
 def constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
     """The value of every constexpr parameter, in the kernel's signature order: tuned ones from
-    the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``."""
+    the remembered ``config``, choices from their keyword, INT64_OFFSETS from ``int64``, FOLDED_GRID
+    from ``folded``."""
     tuned = set(spec.tuned_params)
     choices = {c.constexpr: c.name.id for c in spec.choices}
     choices |= {flag: given_name(tensor) for tensor, flag in kernel.given_flags}
@@ -90,6 +54,8 @@ def constexpr_values(spec: m.Spec, kernel: KernelPlan) -> tuple[str, ...]:
                 values.append(f'config["{param.name}"]')
             elif param.name == INT64_FLAG:
                 values.append("int64")
+            elif param.name == FOLD_FLAG:
+                values.append("folded")
             else:
                 values.append(choices.get(param.name, param.name))
     return tuple(values)
@@ -194,14 +160,14 @@ def tune_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, ca
     if kernel.split is not None:  # a workspace for the config that splits the most; the best one's sum
         assert kernel.tune is not None, "a tuned spec's kernel without its configs"
         tune_launch = [
-            Line(f"parts = max(_split_grid({split_args(spec, kernel, 'config.kwargs')}, device)[1] "
+            Line(f"parts = max(_split_grid({split_args(spec, kernel, 'config.kwargs')})[1] "
                  f"for config in {kernel.tune.name})  # the most parts any config runs"),
             workspace(kernel),
-            Line(f"grid = lambda meta: _split_grid({split_args(spec, kernel, 'meta')}, device)[0]"),
+            Line(f"grid = lambda meta: _split_grid({split_args(spec, kernel, 'meta')})[0]"),
         ]
         summed = [
             Line(f"config = {jit}.best_config.kwargs"),
-            Line(f"_, parts = _split_grid({split_args(spec, kernel, 'config')}, device)"),
+            Line(f"_, parts = _split_grid({split_args(spec, kernel, 'config')})"),
             sum_parts(kernel),
         ]
     if kernel.tail is not None and kernel.descriptors:  # each config's split: the pre_hook sets their blocks
@@ -276,7 +242,7 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
     if kernel.split is None:
         ops.append(Line(f"grid = {grid_text(spec, 'config')}"))
     else:  # the loop's parts, and their workspace
-        ops += [Line(f"grid, parts = _split_grid({split_args(spec, kernel, 'config')}, device)"), workspace(kernel)]
+        ops += [Line(f"grid, parts = _split_grid({split_args(spec, kernel, 'config')})"), workspace(kernel)]
         summed = [sum_parts(kernel)]
     ops += workspaces(spec, kernel)
     config = (("**config",) if spec.tune is not None else ())
@@ -311,13 +277,13 @@ def launch_ops(spec: m.Spec, kernel: KernelPlan, name: str, launch: LaunchArgs, 
 
 
 def split_args(spec: m.Spec, kernel: KernelPlan, config: str) -> str:
-    """The sizes and block sizes ``_split_grid`` takes, tuned block sizes read from the dict named
-    ``config``."""
+    """What ``_split_grid`` takes: the sizes and block sizes, tuned block sizes read from the dict
+    named ``config``, the device, and on a plain grid ``folded`` (its tiles along program id 0 alone)."""
     tuned = set(spec.tuned_params)
     assert kernel.split is not None, "a kernel without a split loop"
     dims = (*kernel.split.tiles, kernel.split.loop)
     blocks = [f'{config}["{b}"]' if b in tuned else b for _, b in dims]
-    return ", ".join([*(d for d, _ in dims), *blocks])
+    return ", ".join([*(d for d, _ in dims), *blocks, "device", *(["folded"] if kernel.folded else [])])
 
 
 def workspaces(spec: m.Spec, kernel: KernelPlan, smallest: bool = False) -> list[Op]:

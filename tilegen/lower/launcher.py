@@ -19,8 +19,9 @@ from tilegen.lower.arguments import Arguments, lower_arguments
 from tilegen.lower.autograd import autograd_apply
 from tilegen.lower.checked import default_of
 from tilegen.lower.fast import FastPath, lower_fast_path
+from tilegen.lower.grid import grid_text
 from tilegen.lower.host_checks import bind_sizes, checked_names, derived_sizes, input_checks, inputs_table, shape_checks
-from tilegen.lower.launch import grid_text, launch_name, launch_object, launch_ops, traced_launch, tune_key
+from tilegen.lower.launch import launch_name, launch_object, launch_ops, traced_launch, tune_key
 from tilegen.lower.names import (
     absent_dtype,
     default_text,

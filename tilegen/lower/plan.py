@@ -232,6 +232,7 @@ class KernelPlan:
     tail: TailPlan | None = None  # ``split tail``: the tile function and the tail descriptors
     pieces: PiecePlan | None = None  # a block of the rows that may be two power-of-two pieces
     finishes: tuple[FinishPlan, ...] = ()  # the stores that reduce across programs, each finished by a kernel
+    folded: bool = False  # the kernel takes FOLDED_GRID (its grid's programs all along program id 0, see grid.py)
 
     @property
     def runtime_launched(self) -> bool:

@@ -28,6 +28,12 @@ from tilegen.lower.scaled import Factor, reduced_locals
 #: it through :mod:`tilegen.lower.kernel`.
 INT64_FLAG = "INT64_OFFSETS"
 
+#: Kernel constexpr of a grid of two or three program ids: the launcher ran every program along
+#: program id 0, whose grid had more programs along id 1 or 2 than a launch may have there (CUDA's
+#: 65535, ``MAX_GRID_YZ`` in the runtime); the kernel then reads each axis's program id from id 0
+#: (:func:`tilegen.lower.grid.folded_pids`). Set by the launcher (:func:`tilegen.lower.grid.fold_condition`).
+FOLD_FLAG = "FOLDED_GRID"
+
 #: Kernel constexprs of a descriptor kernel's ``split tail``: each tail tile's sub-tiles along each axis.
 TAIL_FLAGS = ("TAIL_M", "TAIL_N")
 
@@ -105,6 +111,7 @@ class KernelState:
     hoists: list[tuple[str, list[Op]]] = field(default_factory=list)
     bf16_dot: bool = False  # some dot takes bf16 operands (the interpreter upcasts them)
     int64: bool = False  # the kernel takes INT64_OFFSETS
+    folded: bool = False  # the kernel takes FOLDED_GRID
     # tensor -> its descriptor's block shape
     descriptor_blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # 2D input -> constexpr: column-major, descriptor of its .T
@@ -135,8 +142,8 @@ class KernelState:
     piece: int | None = None  # the piece being lowered (see pieces.in_piece)
     renames: dict[str, str] = field(default_factory=dict)  # local -> its name in the piece being lowered
     pids: dict[str, str] = field(default_factory=dict)  # grid axis -> its program id (a plain grid; grid.grid_ops)
-    # launched grid axis -> its number of programs (``tl.num_programs(1)``; the count itself for an
-    # axis flattened with others onto program id 0, a grid of more than three; grid.grid_ops)
+    # launched grid axis of a plain grid -> its number of programs (``tl.cdiv(N, BN)``, or ``B`` for an
+    # index axis: the count itself, which a folded launch keeps; grid.grid_ops)
     num_programs: dict[str, str] = field(default_factory=dict)
     across: dict[int, Across] = field(default_factory=dict)  # id of a store that reduces across programs -> its Across
     # a persistent walk over rows: each across-programs partial carried over the program's tiles,
@@ -151,7 +158,8 @@ class KernelState:
         self.taken |= {f"{t.name.id}_ptr" for t in spec.arrays} | {p.name.id for p in spec.params}
         self.taken |= {f"{t.name.id}_{s}" for t in spec.arrays for s in ("desc", "tail_desc", "piece_desc")}
         self.taken |= {t.name.id for t in spec.tensors if t.is_scalar}
-        self.taken |= set(size_symbols(spec)) | set(HELPERS) | {INT64_FLAG, "NUM_SMS", LOOP_STAGES, *TAIL_FLAGS}
+        self.taken |= set(size_symbols(spec)) | set(HELPERS)
+        self.taken |= {INT64_FLAG, FOLD_FLAG, "NUM_SMS", LOOP_STAGES, *TAIL_FLAGS}
         for choice in spec.choices:
             self.taken |= {choice.constexpr, f"apply_{choice.name.id}"}
         # The spec's own tile variables keep their names; generated ones go around them.

@@ -4,12 +4,16 @@ stores through them, which is how a spec walks a flattened extent (an implicit G
 ``q over C * KH * KW``, its output pixels ``p over H_out * W_out``). In Triton's interpreter, against
 torch's ``//`` and ``%`` and independent index arithmetic."""
 
+import os
+
 import pytest
 import torch
 
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.runner import load_module
+
+DEVICE = "cuda" if os.environ.get("TILEGEN_TEST_GPU") == "1" else "cpu"
 
 
 def _module(tmp_path, text, name):
@@ -35,7 +39,7 @@ kernel floors
 def test_floor_divide_and_remainder_round_down_as_pythons(tmp_path, d):
     """Triton's own // and % round toward 0 (C's); a negative x or d takes the kernel's helper."""
     module = _module(tmp_path, VALUES, "floors")
-    x = torch.arange(-11, 12, dtype=torch.int32)
+    x = torch.arange(-11, 12, dtype=torch.int32, device=DEVICE)
     q, r = module.floors(x, d)
     assert torch.equal(q, torch.div(x, d, rounding_mode="floor")) and torch.equal(r, torch.remainder(x, d))
     assert torch.equal(q * d + r, x)
@@ -57,7 +61,7 @@ kernel digits
 def test_a_flattened_axis_reads_and_stores_through_its_digits(tmp_path, bp):
     """p over H * W walks x in row-major order: its digits read x[h, w] and store the transpose."""
     module = _module(tmp_path, DIGITS, "digits")
-    x = torch.randn(5, 7)
+    x = torch.randn(5, 7, device=DEVICE)
     assert torch.equal(module.digits(x, BP=bp), x.T + 1)
     assert torch.equal(module.reference(x), x.T + 1)
 
@@ -80,7 +84,7 @@ def test_im2col_gathers_a_window_per_flattened_row(tmp_path, bq, bl):
     """Row q of the output is channel q // K at tap q % K, scaled by the tap's weight: torch's
     unfold, row for row (locals of index arithmetic: c and k are inlined into the indices)."""
     module = _module(tmp_path, IM2COL, "im2col")
-    x, w = torch.randn(3, 10), torch.randn(4)
+    x, w = torch.randn(3, 10, device=DEVICE), torch.randn(4, device=DEVICE)
     want = (x.unfold(1, 4, 1) * w).permute(0, 2, 1).reshape(3 * 4, 7)  # [C, L_out, K] -> [C * K, L_out]
     assert torch.equal(module.im2col(x, w, BQ=bq, BL=bl), want)
     assert torch.equal(module.reference(x, w), want)

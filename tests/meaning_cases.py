@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
-from tilegen.runner import fit_jagged_rows, loaded_starts
+from tilegen.runner import derived_over, fit_jagged_rows, later_factor, loaded_starts
 from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -277,8 +277,8 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             size = 2 * tuned if tuned else UNMASKED_EXTENT
             if dim.id in split:
                 size = max(size, 8 * block_of(over), SPLIT_MIN_EXTENT)
-        elif kinds and kinds <= {"index"}:
-            size = 1 if tiny else INDEX_EXTENT
+        elif (kinds and kinds <= {"index"}) or any(later_factor(a, dim.id) for a in derived_over(spec, dim.id)):
+            size = 1 if tiny else INDEX_EXTENT  # a batch axis, or a window's KW of q over C * KH * KW
         elif dim.id in split:  # 8 or more tiles of the loop, and a tail
             block = block_of(over)
             size = max(8 * block, SPLIT_MIN_EXTENT) + (align if align > 1 else block // 2 + 1)
@@ -500,7 +500,9 @@ def cases_for(path: Path) -> list[Case]:
     for variant in ["tma", "pointers"] if uses_tma(spec) else [""]:
         shape = ""
         settings = _settings(spec, variant, derive_sizes(spec, variant))
-        index_loops = any(isinstance(s, m.Loop) and s.axis.is_index for s in m.statements(spec.body))
+        index_loops = any(isinstance(s, m.Loop) and s.axis.is_index for s in m.statements(spec.body)) or any(
+            later_factor(a, f.name.id) for a in spec.axes() if a.extent is not None
+            for f in m.subexpressions(a.extent) if isinstance(f, m.Ref))  # or a loop over C * KH * KW
         if (spec.tune is None or index_loops) and settings:  # a convolution's taps: work per program
             sizes = derive_sizes(spec, variant)
             if max(programs(spec, sizes, run.blocks) for run in settings) > PROGRAM_BUDGET:

@@ -667,8 +667,10 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
             continue
         over = [a for a in axes if a.dim.id == dim.id]
         if not over:  # H of an output's H_out = (H + 2 * P - K) / S + 1: sized as the axes over H_out are
-            over = [a for a in axes for name, extent in spec.derived
-                    if a.dim.id == name and dim.id in m.offset_names(extent)]
+            over = derived_over(spec, dim.id)
+        if any(later_factor(a, dim.id) for a in over):  # KW of q over C * KH * KW: a window's
+            sizes[dim.id] = given.get(dim.id, index)
+            continue
         if any(a.bounds == "whole" for a in over):  # a dot's operand tile stays small (a head dim)
             extent = 61 if dim.id in dot_dims else (1 << bits) - 3
             sizes[dim.id] = given.get(dim.id, extent)
@@ -690,6 +692,25 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
         sizes[dim.id] = given.get(dim.id, step * programs + tail)
     sizes = round_to_multiples(spec, sizes, given)  # rope's D / 2 in an index: D even
     return fit_jagged_rows(spec, solve_derived(spec, sizes, given), given)
+
+
+def derived_over(spec: m.Spec, dim: str) -> list[m.Axis]:
+    """The axes over extents derived from ``dim`` (``oh over H_out`` for ``H``), or from a size
+    derived from it (``p over H_out * W_out``)."""
+    names = {dim}
+    for _ in spec.derived:  # each pass reaches one derived size further
+        names |= {name for name, extent in spec.derived if names & set(m.offset_names(extent))}
+    return [a for a in spec.axes() if a.dim.id in names - {dim}]
+
+
+def later_factor(axis: m.Axis, dim: str) -> bool:
+    """Whether ``dim`` is a factor, not the first, of the product ``axis`` runs over (``KH`` and
+    ``KW`` of ``q over C * KH * KW``): a window's extent, kept small, the first factor tiled."""
+    def factors(e: m.Expr) -> list[m.Expr]:
+        return [*factors(e.left), *factors(e.right)] if isinstance(e, m.BinOp) and e.op == "*" else [e]
+
+    found = factors(axis.extent) if axis.extent is not None else []
+    return any(isinstance(f, m.Ref) and f.name.id == dim for f in found[1:])
 
 
 def fit_jagged_rows(spec: m.Spec, sizes: dict[str, int], given: Container[str] = ()) -> dict[str, int]:

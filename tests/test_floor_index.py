@@ -111,3 +111,22 @@ HEAD = ("kernel k\n  in  x: f32[H, W]\n  in  s: f32\n  out y: f32[H, W]\n  block
 ])
 def test_digits_and_floor_operators_are_checked(line, words):
     assert any(words in e for e in _errors(HEAD + line)), _errors(HEAD + line)
+
+
+HALVED = """\
+kernel halved
+  in  x: f32[H, C]
+  out y: f32[H, C]
+  block BC = 4
+  grid  h over H, c over C by BC
+  y[h, c] = x[(h - 1) / 2, c]
+"""
+
+
+def test_an_index_axis_divided_rounds_down_below_zero(tmp_path):
+    """(h - 1) / 2 at h = 0 is -1 (rounded down, not toward 0): the row reads 0, not row 0."""
+    module = _module(tmp_path, HALVED, "halved")
+    x = torch.randn(5, 6, device=DEVICE)
+    want = torch.stack([x[(h - 1) // 2] if h > 0 else torch.zeros(6, device=DEVICE) for h in range(5)])
+    assert torch.equal(module.halved(x), want)
+    assert torch.equal(module.reference(x), want)

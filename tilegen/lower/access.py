@@ -66,13 +66,15 @@ class Access:
         return offset_text(item, name, lambda start: self.load(start, (), ops), self.floor)
 
     def floor(self, item: m.BinOp, left: str, right: str) -> str:
-        """``left // right`` or ``left % right`` (``item``'s operands' text) rounded down, as Python's:
+        """``left // right`` (``/`` in an index too) or ``left % right`` (``item``'s operands' text)
+        rounded down, as Python's:
         Triton's own where neither side can be negative (axes, sizes, integers), else the runtime's
         ``floor_divide`` or ``torch_remainder`` (Triton's round toward 0, as C's)."""
         unsigned = {*self.state.axes, *size_symbols(self.state.spec)}
+        op = "%" if item.op == "%" else "//"  # an index's / of sizes rounds down as //
         if m.nonnegative(item.left, unsigned) and m.nonnegative(item.right, unsigned):
-            return f"({left} {item.op} {right})"
-        helper = "floor_divide" if item.op == "//" else "torch_remainder"
+            return f"({left} {op} {right})"
+        helper = "floor_divide" if op == "//" else "torch_remainder"
         self.state.helpers.add(helper)
         return f"{helper}({left}, {right})"
 

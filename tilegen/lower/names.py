@@ -261,7 +261,7 @@ def offset_text(item: m.Expr, name: Callable[[str], str], load: Callable[[m.Load
         return f"{m.EXTENT_CALLS[item.func.id]}({', '.join(offset_text(a, name, load, floor) for a in item.args)})"
     assert isinstance(item, m.BinOp), f"not an offset index: {item}"
     left, right = offset_text(item.left, name, load, floor), offset_text(item.right, name, load, floor)
-    if floor is not None and item.op in m.FLOOR_OPERATORS:
+    if floor is not None and item.op in (*m.FLOOR_OPERATORS, "/"):  # an index's / rounds down too
         return floor(item, left, right)
     return f"({left} {'//' if item.op == '/' else item.op} {right})"
 

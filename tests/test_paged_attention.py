@@ -4,7 +4,9 @@ independent reference (each sequence's keys and values gathered through its bloc
 softmax(q k^T * scale) v per query head in float64 torch, the key heads repeated as
 ``repeat_interleave`` does) at several block sizes, page sizes and GQA ratios, with a sequence of
 one token, partly filled last pages, pages in shuffled physical order, an empty sequence (the spec
-gives 0 there), and NaN in every cache row no sequence owns (none reaches the output)."""
+gives 0 there), and NaN in every cache row no sequence owns (none reaches the output). The split-KV
+form (flash-decoding: paged_decode_attention_split's partial outputs and log-sum-exps per split of
+the pages, merged by paged_decode_attention_combine) against the same reference and split by split."""
 
 import math
 import os
@@ -167,6 +169,59 @@ def test_the_key_loop_ends_at_the_sequences_length():
     assert "mask=mask_nd & (offs_n[:, None] < n_b), other=0)" in source
 
 
+def _split_then_combine(generated, inputs, scale, pages_per_split):
+    split = generated("paged_decode_attention_split")
+    o_part, lse = split.paged_decode_attention_split(*inputs, scale, pages_per_split)
+    return generated("paged_decode_attention_combine").paged_decode_attention_combine(o_part, lse), o_part, lse
+
+
+@pytest.mark.parametrize("pages_per_split", [1, 3, 20])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_split_kv_then_combine_is_each_sequences_attention(generated, pages_per_split, dtype):
+    """Flash-decoding: splits of 1 page (a split per page), 3 pages (the last split partly past
+    MAXP) and 20 (one split, more pages than the table has), merged by their log-sum-exps; the
+    empty sequence and splits past a sequence's end merge to the unsplit kernel's result."""
+    inputs = _paged([1, 37, 0, 50, 16], 8, 2, 16, 8, dtype, seed=pages_per_split)
+    out, o_part, _ = _split_then_combine(generated, inputs, 0.3, pages_per_split)
+    assert o_part.shape == (5, 8, -(-inputs[3].shape[1] // pages_per_split), 16) and o_part.dtype == dtype
+    want = _torch_paged(*inputs, 0.3)
+    tol = TOLERANCE[dtype]
+    torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
+    split, combine = generated("paged_decode_attention_split"), generated("paged_decode_attention_combine")
+    reference = combine.reference(*split.reference(*inputs, 0.3, pages_per_split))
+    torch.testing.assert_close(reference.double(), want, rtol=tol, atol=tol)
+
+
+def test_each_split_holds_its_keys_attention_and_log_sum_exp(generated):
+    """Split s of sequence b covers its keys s * PPS * PAGE to (s + 1) * PPS * PAGE - 1: o_part is
+    their attention alone and lse their scores' log-sum-exp (torch.logsumexp); a split past the
+    sequence's end has lse -inf and o_part 0. NaN in the rows no sequence owns reaches neither."""
+    q, k_cache, v_cache, table, lengths = _paged([9, 0, 30], 4, 2, 16, 4, torch.float32, seed=8)
+    clean = (k_cache.clone(), v_cache.clone())
+    owned = torch.zeros(k_cache.shape[:2], dtype=torch.bool)
+    for b, n in enumerate(lengths.tolist()):
+        for key in range(n):
+            owned[table[b, key // 4], key % 4] = True
+    for cache in (k_cache, v_cache):
+        cache[~owned] = float("nan")
+    _, o_part, lse = _split_then_combine(generated, (q, k_cache, v_cache, table, lengths), 0.5, 2)
+    assert not o_part.isnan().any() and not lse.isnan().any()
+    span = 2 * 4  # keys per split
+    for b, n in enumerate(lengths.tolist()):
+        for split in range(o_part.shape[2]):
+            first, last = split * span, min((split + 1) * span, n)
+            if first >= n:
+                assert (lse[b, :, split] == float("-inf")).all() and (o_part[b, :, split] == 0).all()
+                continue
+            pages = table[b, split * 2: split * 2 + 2].long()
+            keys, values = (c[pages].reshape(-1, 2, 16)[: last - first].double().repeat_interleave(2, dim=1)
+                            for c in clean)
+            scores = torch.einsum("hd,nhd->hn", q[b].double(), keys) * 0.5
+            torch.testing.assert_close(lse[b, :, split].double(), torch.logsumexp(scores, dim=-1), rtol=1e-5, atol=1e-5)
+            want = torch.einsum("hn,nhd->hd", torch.softmax(scores, dim=-1), values)
+            torch.testing.assert_close(o_part[b, :, split].double(), want, rtol=1e-5, atol=1e-5)
+
+
 GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.cuda.is_available(),
                          reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine with CUDA")
 
@@ -175,10 +230,15 @@ GPU = pytest.mark.skipif(os.environ.get("TILEGEN_TEST_GPU") != "1" or not torch.
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_paged_decode_attention_on_the_gpu(generated, dtype):
     """Llama-3-8B's heads (32 over 8, D 128), pages of 16 tokens, sequences of 0 to 2000 tokens,
-    every config the tuner may pick."""
+    every config the tuner may pick; split-KV at 32 pages (512 tokens) a split."""
     module = generated("paged_decode_attention")
     inputs = _paged([2000, 1, 0, 129, 16, 777], 32, 8, 128, 16, dtype, seed=7, device="cuda")
     want = _torch_paged(*inputs, 0.088)
     for index in range(len(module._CONFIGS)):
         out = module.paged_decode_attention(*inputs, 0.088, config=index)
         torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2, msg=f"config {index}")
+    split = generated("paged_decode_attention_split")
+    for index in range(len(split._CONFIGS)):
+        o_part, lse = split.paged_decode_attention_split(*inputs, 0.088, 32, config=index)
+        out = generated("paged_decode_attention_combine").paged_decode_attention_combine(o_part, lse)
+        torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2, msg=f"split config {index}")

@@ -35,8 +35,9 @@ Paged decode attention (one query a sequence, bf16, Llama 3's head counts, pages
 tokens in shuffled physical order, 32 or 64 sequences of random lengths up to 32k) runs against
 SDPA with ``enable_gqa=True`` and a key mask on the keys and values gathered through the block
 table and padded to the table's width, the gather timed (what a torch decode step does) and not
-(SDPA alone); each row also prints the bandwidth the kernel reaches (the bytes of q, o and the
-sequences' keys and values over its graphed time), decode's limit.
+(SDPA alone), and in its split-KV form (flash-decoding: splits of 512 tokens, then a combine);
+the bandwidth each form reaches is printed (the bytes of q, o and the sequences' keys and values
+over its graphed time), decode's limit.
 ``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa, paged) runs one
 group's rows.
 """
@@ -346,8 +347,10 @@ def paged_sdpa(q, k_cache, v_cache, table, seq_lens, scale, gathered=None):
 def paged_rows() -> list[dict]:
     """paged_decode_attention (bf16, D 128) at Llama 3 8B's heads (32 over 8) and 70B's (64 over
     8), against SDPA on the gathered, padded keys and values (:func:`paged_sdpa`), gathered in the
-    timed call and before it."""
+    timed call and before it; and its split-KV form (paged_decode_attention_split, 512 tokens a
+    split, then paged_decode_attention_combine) against the first."""
     module = _module("paged_decode_attention")
+    split, combine = _module("paged_decode_attention_split"), _module("paged_decode_attention_combine")
     rows = []
     for batch, heads, kv_heads, page, shortest, longest in ((32, 32, 8, 16, 1024, 32768),
                                                              (32, 32, 8, 256, 1024, 32768),
@@ -372,10 +375,17 @@ def paged_rows() -> list[dict]:
         rows.append(_row("paged_decode_attention vs SDPA on gathered K/V", shape, dtype, ours,
                          lambda t=(q, k_cache, v_cache, table, seq_lens), s=scale, g=gathered: paged_sdpa(*t, s, g)))
         del gathered
+        pages_per_split = max(512 // page, 1)  # vLLM v2's partitions of 512 tokens
+
+        def ours_split(t=(q, k_cache, v_cache, table, seq_lens), s=scale, n=pages_per_split):
+            return combine.paged_decode_attention_combine(*split.paged_decode_attention_split(*t, s, n))
+
+        rows.append(_row(f"paged_decode_attention split-KV ({pages_per_split} pages a split) + combine "
+                         "vs gather + SDPA", shape, dtype, ours_split, theirs))
         moved = (2 * int(lengths.sum()) * kv_heads * dim + 2 * batch * heads * dim) * q.element_size()
-        graphed_s = rows[-1]["graphed_us"] * 1e-6
-        print(f"paged_decode_attention, {shape}: {moved / 1e9:.2f} GB moved, {moved / graphed_s / 1e9:.0f} GB/s "
-              "graphed", flush=True)
+        for row in rows[-3::2]:  # the bytes a decode step must move, over the GPU's time
+            print(f"{row['kernel']}, {shape}: {moved / 1e9:.2f} GB moved, "
+                  f"{moved / (row['graphed_us'] * 1e-6) / 1e9:.0f} GB/s graphed", flush=True)
     return rows
 
 

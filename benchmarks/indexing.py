@@ -31,7 +31,15 @@ DeepSeek-V2-Lite's expert shapes against ``torch._grouped_mm`` and a torch loop 
 forward and forward + backward.
 Grouped-query attention (causal, bf16, Llama 3's head counts) runs against SDPA with
 ``enable_gqa=True``, forward and forward + backward.
-``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa) runs one group's rows.
+Paged decode attention (one query a sequence, bf16, Llama 3's head counts, pages of 16 and 256
+tokens in shuffled physical order, 32 or 64 sequences of random lengths up to 32k) runs against
+SDPA with ``enable_gqa=True`` and a key mask on the keys and values gathered through the block
+table and padded to the table's width, the gather timed (what a torch decode step does) and not
+(SDPA alone), and in its split-KV form (flash-decoding: splits of 512 tokens, then a combine);
+the bandwidth each form reaches is printed (the bytes of q, o and the sequences' keys and values
+over its graphed time), decode's limit.
+``INDEXING_ONLY=varlen`` (or embedding, bincount, scatter_add, jagged, moe, gqa, paged) runs one
+group's rows.
 """
 
 from __future__ import annotations
@@ -300,13 +308,94 @@ def gqa_rows() -> list[dict]:
     return rows
 
 
+def paged_cache(lengths: torch.Tensor, heads: int, kv_heads: int, dim: int, page: int, dtype: torch.dtype,
+                generator: torch.Generator) -> tuple:
+    """q [B, H, D], k and v caches [P, PAGE, HK, D] holding exactly the sequences' pages in a
+    shuffled physical order, the block table [B, MAXP] (MAXP for the longest length; entries past a
+    sequence's pages 0) and seq_lens, on ``lengths``' device."""
+    device = lengths.device
+    needed = (lengths + page - 1) // page
+    max_pages = int(needed.max())
+    pages = int(needed.sum())
+    q = torch.randn(len(lengths), heads, dim, device=device, dtype=dtype, generator=generator)
+    k_cache, v_cache = (torch.randn(pages, page, kv_heads, dim, device=device, dtype=dtype, generator=generator)
+                        for _ in range(2))
+    order = torch.randperm(pages, device=device, generator=generator)
+    column = torch.arange(max_pages, device=device)
+    inside = column[None, :] < needed[:, None]
+    first = needed.cumsum(0) - needed  # each sequence's first slot in the order
+    table = torch.zeros(len(lengths), max_pages, dtype=torch.int32, device=device)
+    table[inside] = order[(first[:, None] + column[None, :])[inside]].to(torch.int32)
+    return q, k_cache, v_cache, table, lengths.to(torch.int32)
+
+
+def paged_sdpa(q, k_cache, v_cache, table, seq_lens, scale, gathered=None):
+    """torch's paged decode step: the caches gathered through the table into [B, HK, MAXP * PAGE, D]
+    (or ``gathered``, the pair made before), then SDPA with ``enable_gqa`` under a key mask."""
+    import torch.nn.functional as F
+
+    batch, max_pages = table.shape
+    page, kv_heads, dim = k_cache.shape[1:]
+    if gathered is None:
+        gathered = [c[table.long()].reshape(batch, max_pages * page, kv_heads, dim).transpose(1, 2)
+                    for c in (k_cache, v_cache)]
+    keys = torch.arange(max_pages * page, device=q.device)[None, :] < seq_lens[:, None]
+    return F.scaled_dot_product_attention(q[:, :, None, :], *gathered, attn_mask=keys[:, None, None, :],
+                                          scale=scale, enable_gqa=True)[:, :, 0]
+
+
+def paged_rows() -> list[dict]:
+    """paged_decode_attention (bf16, D 128) at Llama 3 8B's heads (32 over 8) and 70B's (64 over
+    8), against SDPA on the gathered, padded keys and values (:func:`paged_sdpa`), gathered in the
+    timed call and before it; and its split-KV form (paged_decode_attention_split, 512 tokens a
+    split, then paged_decode_attention_combine) against the first."""
+    module = _module("paged_decode_attention")
+    split, combine = _module("paged_decode_attention_split"), _module("paged_decode_attention_combine")
+    rows = []
+    for batch, heads, kv_heads, page, shortest, longest in ((32, 32, 8, 16, 1024, 32768),
+                                                             (32, 32, 8, 256, 1024, 32768),
+                                                             (32, 32, 8, 16, 1024, 4096),
+                                                             (64, 64, 8, 16, 128, 4096)):
+        dim, dtype = 128, torch.bfloat16
+        generator = torch.Generator(device="cuda").manual_seed(longest + page + heads)
+        lengths = torch.randint(shortest, longest + 1, (batch,), device="cuda", generator=generator)
+        q, k_cache, v_cache, table, seq_lens = paged_cache(lengths, heads, kv_heads, dim, page, dtype, generator)
+        scale = dim ** -0.5
+        shape = (f"B={batch} H={heads} HK={kv_heads} D={dim} PAGE={page} lengths {shortest}-{longest} "
+                 f"(T={int(lengths.sum())})")
+
+        def ours(t=(q, k_cache, v_cache, table, seq_lens), s=scale):
+            return module.paged_decode_attention(*t, s)
+
+        def theirs(t=(q, k_cache, v_cache, table, seq_lens), s=scale):
+            return paged_sdpa(*t, s)
+
+        rows.append(_row("paged_decode_attention vs gather + SDPA", shape, dtype, ours, theirs))
+        gathered = [c[table.long()].reshape(batch, -1, kv_heads, dim).transpose(1, 2) for c in (k_cache, v_cache)]
+        rows.append(_row("paged_decode_attention vs SDPA on gathered K/V", shape, dtype, ours,
+                         lambda t=(q, k_cache, v_cache, table, seq_lens), s=scale, g=gathered: paged_sdpa(*t, s, g)))
+        del gathered
+        pages_per_split = max(512 // page, 1)  # vLLM v2's partitions of 512 tokens
+
+        def ours_split(t=(q, k_cache, v_cache, table, seq_lens), s=scale, n=pages_per_split):
+            return combine.paged_decode_attention_combine(*split.paged_decode_attention_split(*t, s, n))
+
+        rows.append(_row(f"paged_decode_attention split-KV ({pages_per_split} pages a split) + combine "
+                         "vs gather + SDPA", shape, dtype, ours_split, theirs))
+        moved = (2 * int(lengths.sum()) * kv_heads * dim + 2 * batch * heads * dim) * q.element_size()
+        for row in rows[-3::2]:  # the bytes a decode step must move, over the GPU's time
+            print(f"{row['kernel']}, {shape}: {moved / 1e9:.2f} GB moved, "
+                  f"{moved / (row['graphed_us'] * 1e-6) / 1e9:.0f} GB/s graphed", flush=True)
+    return rows
+
+
 def main(out: Path) -> None:
     device = torch.cuda.get_device_name()
     print(f"# {device}, torch {torch.__version__}, Triton {triton.__version__}")
     only = os.environ.get("INDEXING_ONLY")  # one group's rows (a key of groups)
     groups = {"embedding": embedding_rows, "bincount": bincount_rows, "scatter_add": scatter_add_rows,
               "jagged": jagged_rows, "varlen": varlen_attention_rows, "moe": moe_rows,
-              "gqa": gqa_rows}
+              "gqa": gqa_rows, "paged": paged_rows}
     rows = [row for name, group in groups.items() if only in (None, name) for row in group()]
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"indexing_{device.replace(' ', '_')}.csv"

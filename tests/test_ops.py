@@ -19,6 +19,7 @@ from tests.meaning_cases import derive_sizes, uses_tma
 from tilegen import model as m
 from tilegen.compiler import compile_spec
 from tilegen.runner import compare, default_sizes, fit_jagged_rows, random_inputs
+from tilegen.sizes import divided
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.stem for p in (ROOT / "specs").glob("*.tile"))
@@ -34,11 +35,15 @@ def _spec(name):
 def _inputs(spec, device=DEVICE, small=False):
     """Inputs at the default sizes (one tile and a tail per size symbol), or where ``small``, at
     sizes below every block (one partial tile along each axis; none of 1, which dynamic shapes
-    would specialize on; rows a TMA descriptor reads 16-byte aligned, so that its kernel runs)."""
+    would specialize on, and quotients of sizes kept whole; rows a TMA descriptor reads 16-byte
+    aligned, so that its kernel runs)."""
     sizes = default_sizes(spec, 1)
     if small:
         tiny = derive_sizes(spec, variant="tma" if uses_tma(spec) else "", shape="tiny")
-        sizes = fit_jagged_rows(spec, {name: 2 if size == 1 else size for name, size in tiny.items()})
+        sizes = {name: 2 if size == 1 else size for name, size in tiny.items()}
+        for name, (numerator, divisor) in divided(spec).items():  # H = (H / HK) * HK, HK now 2
+            sizes[numerator] = sizes[name] * (divisor if isinstance(divisor, int) else sizes[divisor])
+        sizes = fit_jagged_rows(spec, sizes)
     return list(random_inputs(spec, sizes, device).values())
 
 

@@ -167,3 +167,14 @@ def config_indices(module) -> list[int]:
     for index, config in enumerate(configs):
         firsts.setdefault(tuple(sorted(config.kwargs.items())), index)
     return sorted(firsts.values())
+
+
+def config_ends(module) -> list[int]:
+    """The indices of ``module._CONFIGS`` a test of what a tuned kernel computes runs, where
+    tests/test_meaning.py checks that its result does not depend on the config: on a GPU all of
+    them; in Triton's interpreter the first and the last of :func:`config_indices` (the
+    interpreter's small tiles, several to an axis, and another set of block sizes)."""
+    indices = config_indices(module)
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return indices
+    return sorted({indices[0], indices[-1]})

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilegen import model as m
-from tilegen.runner import derived_over, fit_jagged_rows, later_factor, loaded_starts
+from tilegen.runner import derived_over, fit_jagged_rows, interpreter_blocks, later_factor, loaded_starts, tile_steps
 from tilegen.sizes import round_to_multiples, scalar_sizes, size_names, solve_derived
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,10 +50,11 @@ UNMASKED_EXTENT = 64
 GROUPS = (1, 3, None)
 #: A ``dot`` needs tiles of 16 or more along each axis.
 DOT_MIN = 16
-#: Smaller odd extents, for specs whose block settings would otherwise launch more than
-#: PROGRAM_BUDGET programs (the interpreter runs them one after another).
+#: Smaller odd extents, for specs whose block settings would otherwise take more than STEP_BUDGET
+#: tile steps (programs times the steps of their loops, :func:`tilegen.runner.tile_steps`; the
+#: interpreter runs them one after another).
 COMPACT_EXTENTS = (13, 11, 15, 9, 17, 7, 19, 5)
-PROGRAM_BUDGET = 300
+STEP_BUDGET = 400
 #: Extents below every block (each tile partial); index extents are then 1.
 TINY_EXTENTS = (5, 3, 7, 9, 11, 13, 15, 17)
 #: The interpreter's SMs as generated launchers count them (``_num_sms``: 4 without a GPU). A
@@ -339,20 +340,12 @@ def _below(block: int, align: int) -> int:
     return max(align, block // 2 // align * align)
 
 
-def programs(spec: m.Spec, sizes: dict[str, int], blocks: dict[str, int]) -> int:
-    """How many programs the spec's grid launches at ``sizes`` and ``blocks``, times the steps of
-    its index loops (``for kh over KH``: each program runs its body once per index, as that many
-    programs would)."""
-    count = 1
-    for axis in spec.grid:
-        if axis.is_index:
-            count *= sizes[axis.dim.id]
-        elif axis.block is not None and axis.block.id in blocks:
-            count *= -(-sizes[axis.dim.id] // blocks[axis.block.id])
-    for stmt in m.statements(spec.body):
-        if isinstance(stmt, m.Loop) and stmt.axis.is_index:
-            count *= int(stmt.axis.dim.id) if stmt.axis.literal else sizes.get(stmt.axis.dim.id, 1)
-    return count
+def steps(spec: m.Spec, sizes: dict[str, int], runs: list[_Run]) -> int:
+    """The most tile steps the spec's kernel takes at ``sizes`` in any of ``runs``
+    (:func:`tilegen.runner.tile_steps` at each run's blocks, the spec's defaults for those a run
+    leaves out): its programs times the steps of its loops (``for kh over KH``: each program runs its
+    body once per index, as that many programs would)."""
+    return max(tile_steps(spec, sizes, {**interpreter_blocks(spec), **run.blocks}) for run in runs)
 
 
 # --------------------------------------------------------------------------- settings
@@ -486,8 +479,8 @@ def _settings(spec: m.Spec, variant: str, sizes: dict[str, int]) -> list[_Run]:
 def cases_for(path: Path) -> list[Case]:
     """Every case of the spec at ``path`` (see :class:`Case`): per variant (TMA-aligned rows and
     odd rows for a spec that reads through descriptors), each block setting (forced tune configs,
-    or launcher keywords) at the regular sizes (compact ones where the settings would launch more
-    than PROGRAM_BUDGET programs), the first setting at tiny sizes, and, for a spec whose launcher
+    or launcher keywords) at the regular sizes (compact ones where the settings would take more
+    than STEP_BUDGET tile steps), the first setting at tiny sizes, and, for a spec whose launcher
     splits loops or tails, each setting at sizes that make it split; a spec without blocks at
     three sizes and tiny ones. Dtypes, choices and the scalars' sign rotate over the cases, each
     dtype and option at least once. Raises CannotDerive (or the checker's SpecError) where the
@@ -504,12 +497,11 @@ def cases_for(path: Path) -> list[Case]:
             later_factor(a, f.name.id) for a in spec.axes() if a.extent is not None
             for f in m.subexpressions(a.extent) if isinstance(f, m.Ref))  # or a loop over C * KH * KW
         if (spec.tune is None or index_loops) and settings:  # a convolution's taps: work per program
-            sizes = derive_sizes(spec, variant)
-            if max(programs(spec, sizes, run.blocks) for run in settings) > PROGRAM_BUDGET:
+            if steps(spec, derive_sizes(spec, variant), settings) > STEP_BUDGET:
                 shape = "compact"
-                settings = _settings(spec, variant, derive_sizes(spec, variant, shape=shape))
                 compact = derive_sizes(spec, variant, shape=shape)
-                if index_loops and max(programs(spec, compact, r.blocks) for r in settings) > PROGRAM_BUDGET:
+                settings = _settings(spec, variant, compact)
+                if index_loops and steps(spec, compact, settings) > STEP_BUDGET:
                     settings, shape = settings[:1], "tiny"  # still too long for the interpreter: one setting, tiny
         if not settings:  # no blocks at all: the tiles follow the sizes, so the sizes vary
             for scale in range(len(WHOLE_EXTENTS)):

@@ -234,9 +234,10 @@ def _run_spec(spec_file: SpecFile, module_dir: Path, sizes: dict[str, int], prog
     spec = check_file(spec_file) if derived is None else check_model(parse(derived, spec_file.display))
     module_path = module_dir / f"{spec.name.id}.py"
     module = runner.load_module(module_path)
-    budget = runner.INTERPRETER_STEPS if device == "cpu" else None
+    # on the CPU select_device has set TRITON_INTERPRET=1 (a demo worker inherits it): default_sizes keeps the
+    # run within the interpreter's step budget
     return runner.run_module(
-        module, spec, runner.default_sizes(spec, programs, sizes, budget), device, image=image, out_dir=out_dir
+        module, spec, runner.default_sizes(spec, programs, sizes), device, image=image, out_dir=out_dir
     )
 
 

@@ -604,20 +604,32 @@ def default_sizes(spec: m.Spec, programs: int, given: dict[str, int] | None = No
     return sizes
 
 
-def tile_steps(spec: m.Spec, sizes: dict[str, int]) -> int:
-    """About how many tile steps ``spec``'s kernel takes at ``sizes`` with its interpreter config's
-    blocks: its programs times the steps of every loop (nested or not; an upper bound)."""
+def interpreter_blocks(spec: m.Spec) -> dict[str, int]:
+    """The block sizes ``spec``'s launcher runs in Triton's interpreter unless given others: its
+    parameters' defaults, with its interpreter config's settings (``num_warps`` and ``num_stages``
+    among them) in their place (:meth:`tilegen.model.Spec.interpreter_config`)."""
     blocks = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
-    config = spec.interpreter_config() if spec.tune is not None else None
+    config = spec.interpreter_config()
     for setting in config.settings if config is not None else ():
         assert setting.default is not None  # a config's setting has its value
         blocks[setting.name.id] = int(setting.default.text)
+    return blocks
+
+
+def tile_steps(spec: m.Spec, sizes: dict[str, int], blocks: dict[str, int] | None = None) -> int:
+    """About how many tile steps ``spec``'s kernel takes at ``sizes`` with ``blocks`` (default:
+    :func:`interpreter_blocks`; a block not given counts as 1): its programs times the steps of
+    every loop (nested or not; an upper bound). An index axis (no block) steps once per index."""
+    if blocks is None:
+        blocks = interpreter_blocks(spec)
+
     def steps(axis: m.Axis) -> int:
         extent = int(axis.dim.id) if axis.literal else sizes.get(axis.dim.id, 1)
         if axis.bounds == "whole":
             return 1
         block = blocks.get(axis.block.id, 1) if axis.block is not None else 1
         return -(-extent // block)
+
     loops = [s.axis for s in m.statements(spec.body) if isinstance(s, m.Loop)]
     return math.prod(steps(a) for a in (*spec.grid, *loops))
 
@@ -636,17 +648,12 @@ def sizes_at(spec: m.Spec, programs: int, given: dict[str, int] | None = None, i
     whole axes, or blocks of other axes beside one, a whole extent is smaller, so that one
     program's tile stays within 2**17 elements (a rope's [H, D] tiles, a [C, BW] tile)."""
     given = dict(given or {})
-    blocks: dict[str, int] = {p.name.id: int(p.default.text) for p in spec.params if p.default is not None}
+    blocks = interpreter_blocks(spec)
     largest = dict(blocks)  # unmasked axes must divide by every config's block
-    if spec.tune is not None:
-        default = spec.interpreter_config()
-        for config in spec.tune.configs:
-            for setting in config.settings:
-                assert setting.default is not None  # a config's setting has its value
-                value = int(setting.default.text)
-                largest[setting.name.id] = max(largest.get(setting.name.id, 1), value)
-                if config is default:
-                    blocks[setting.name.id] = value
+    for config in spec.tune.configs if spec.tune is not None else ():
+        for setting in config.settings:
+            assert setting.default is not None  # a config's setting has its value
+            largest[setting.name.id] = max(largest.get(setting.name.id, 1), int(setting.default.text))
     axes = spec.axes()
     by_name = {a.name.id: a for a in axes}
     dot_dims = {

@@ -13,8 +13,10 @@ must read its rows, 16-byte aligned but not a multiple of 32), at least 1.5 time
 block over it, so that at least one setting runs two tiles with a partial last one and the
 largest settings run one tile wider than the extent. An ``unmasked`` axis's extent is a multiple
 of every block the launcher could be given for it (the launcher refuses anything else). Beside
-these regular sizes (or smaller "compact" ones where a spec's settings would launch too many
-programs for the interpreter) each spec runs once at "tiny" sizes, below every block, and a spec
+these regular sizes (or smaller "compact" ones where a spec's settings would take too many tile
+steps for the interpreter, and where still too many, "narrow" ones: compact with a batch of one,
+one index along the grid's first index axis) each spec runs once at "tiny" sizes, below every
+block, and a spec
 whose launcher may split a loop (``for ... split``) or a grid's last wave (``split tail``) runs
 each setting at sizes where it does (:data:`INTERPRETER_SMS`).
 """
@@ -70,8 +72,8 @@ SPLIT_TAIL_TILES = INTERPRETER_SMS + 1
 #: of lengths 1 to L (about L - 1/2 on average), so that rows of several lengths, and rows shorter
 #: than L, run in each program's tile; more rows run the same code in more programs.
 JAGGED_ROWS = 4
-#: The size sets: the regular one, "compact", "tiny", and the two that make a launcher split.
-SHAPES = ("", "compact", "tiny", "split-k", "split-tail")
+#: The size sets: the regular one, "compact", "narrow", "tiny", and the two that make a launcher split.
+SHAPES = ("", "compact", "narrow", "tiny", "split-k", "split-tail")
 
 
 class CannotDerive(Exception):
@@ -242,7 +244,8 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
                 largest[name] = max(largest.get(name, value), value)
     alignment = _row_alignment(spec) if variant == "tma" else {}
     tiny = shape in ("tiny", "split-k")
-    odd = iter(TINY_EXTENTS if tiny else COMPACT_EXTENTS if shape == "compact" else ODD_EXTENTS)
+    odd = iter(TINY_EXTENTS if tiny else COMPACT_EXTENTS if shape in ("compact", "narrow") else ODD_EXTENTS)
+    batch = next((a.dim.id for a in spec.grid if a.is_index), None) if shape == "narrow" else None
     split = split_loop_dims(spec) if shape == "split-k" else set()
     tiled_grid = [a for a in spec.grid if a.block is not None]
     rows = tiled_grid[0].dim.id if shape == "split-tail" and tiled_grid else None
@@ -279,7 +282,7 @@ def derive_sizes(spec: m.Spec, variant: str = "", scale: int = 0, shape: str = "
             if dim.id in split:
                 size = max(size, 8 * block_of(over), SPLIT_MIN_EXTENT)
         elif (kinds and kinds <= {"index"}) or any(later_factor(a, dim.id) for a in derived_over(spec, dim.id)):
-            size = 1 if tiny else INDEX_EXTENT  # a batch axis, or a window's KW of q over C * KH * KW
+            size = 1 if tiny or dim.id == batch else INDEX_EXTENT  # a batch, or a window's KW of q over C * KH * KW
         elif dim.id in split:  # 8 or more tiles of the loop, and a tail
             block = block_of(over)
             size = max(8 * block, SPLIT_MIN_EXTENT) + (align if align > 1 else block // 2 + 1)
@@ -480,7 +483,9 @@ def cases_for(path: Path) -> list[Case]:
     """Every case of the spec at ``path`` (see :class:`Case`): per variant (TMA-aligned rows and
     odd rows for a spec that reads through descriptors), each block setting (forced tune configs,
     or launcher keywords) at the regular sizes (compact ones where the settings would take more
-    than STEP_BUDGET tile steps), the first setting at tiny sizes, and, for a spec whose launcher
+    than STEP_BUDGET tile steps, narrow ones where compact ones still would, and where even those
+    would and the spec has index loops, the first setting alone at tiny sizes), the first setting at
+    tiny sizes, and, for a spec whose launcher
     splits loops or tails, each setting at sizes that make it split; a spec without blocks at
     three sizes and tiny ones. Dtypes, choices and the scalars' sign rotate over the cases, each
     dtype and option at least once. Raises CannotDerive (or the checker's SpecError) where the
@@ -498,11 +503,14 @@ def cases_for(path: Path) -> list[Case]:
             for f in m.subexpressions(a.extent) if isinstance(f, m.Ref))  # or a loop over C * KH * KW
         if (spec.tune is None or index_loops) and settings:  # a convolution's taps: work per program
             if steps(spec, derive_sizes(spec, variant), settings) > STEP_BUDGET:
-                shape = "compact"
-                compact = derive_sizes(spec, variant, shape=shape)
-                settings = _settings(spec, variant, compact)
-                if index_loops and steps(spec, compact, settings) > STEP_BUDGET:
-                    settings, shape = settings[:1], "tiny"  # still too long for the interpreter: one setting, tiny
+                for shape in ("compact", "narrow"):
+                    smaller = derive_sizes(spec, variant, shape=shape)
+                    settings = _settings(spec, variant, smaller)
+                    if steps(spec, smaller, settings) <= STEP_BUDGET:
+                        break
+                else:
+                    if index_loops:  # still too long for the interpreter: one setting, tiny
+                        settings, shape = settings[:1], "tiny"
         if not settings:  # no blocks at all: the tiles follow the sizes, so the sizes vary
             for scale in range(len(WHOLE_EXTENTS)):
                 sizes = derive_sizes(spec, variant, scale)

@@ -619,7 +619,8 @@ def interpreter_blocks(spec: m.Spec) -> dict[str, int]:
 def tile_steps(spec: m.Spec, sizes: dict[str, int], blocks: dict[str, int] | None = None) -> int:
     """About how many tile steps ``spec``'s kernel takes at ``sizes`` with ``blocks`` (default:
     :func:`interpreter_blocks`; a block not given counts as 1): its programs times the steps of
-    every loop (nested or not; an upper bound). An index axis (no block) steps once per index."""
+    its body, one without loops, else the steps of its loops one after another, each its tiles
+    times the steps of its own body. An index axis (no block) steps once per index."""
     if blocks is None:
         blocks = interpreter_blocks(spec)
 
@@ -630,8 +631,10 @@ def tile_steps(spec: m.Spec, sizes: dict[str, int], blocks: dict[str, int] | Non
         block = blocks.get(axis.block.id, 1) if axis.block is not None else 1
         return -(-extent // block)
 
-    loops = [s.axis for s in m.statements(spec.body) if isinstance(s, m.Loop)]
-    return math.prod(steps(a) for a in (*spec.grid, *loops))
+    def body_steps(body: tuple[m.Stmt, ...]) -> int:
+        return sum(steps(s.axis) * body_steps(s.body) for s in body if isinstance(s, m.Loop)) or 1
+
+    return math.prod(steps(a) for a in spec.grid) * body_steps(spec.body)
 
 
 def _elements(tensor: m.Tensor, sizes: dict[str, int]) -> int:

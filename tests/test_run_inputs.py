@@ -16,7 +16,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tests.conftest import ROOT, spec_named
+from tests.conftest import ROOT, checked_spec, spec_named
 from tilegen import model as m
 from tilegen import runner
 from tilegen.check import check
@@ -358,3 +358,30 @@ def test_the_committed_specs_compute_bf16_in_float32():
         spec = check(parse(path.read_text(encoding="utf-8"), f"specs/{path.name}"))
         for binding in spec.bindings():
             assert runner.bf16_arithmetic(m.specialize(spec, binding)) is None, (path.name, binding)
+
+
+def test_tile_steps_count_loops_in_sequence_and_nested():
+    """Programs times the body's steps: loops one after another add up (a looped layer norm's three
+    passes over a row), a loop inside another multiplies (a 3d convolution's taps, then its channel
+    tiles), an index loop steps once per index; blocks are the interpreter's unless given."""
+    looped = checked_spec(ROOT / "tests" / "specs" / "layer_norm_looped.tile")
+    assert runner.tile_steps(looped, {"M": 3, "N": 40}) == 3 * (3 + 3 + 3)  # BN = 16: 3 tiles a pass
+    assert runner.tile_steps(looped, {"M": 3, "N": 40}, {"BN": 8}) == 3 * (5 + 5 + 5)
+    conv = spec_named("conv3d")
+    blocks = runner.interpreter_blocks(conv)
+    assert {k: blocks[k] for k in ("BO", "BW", "BC")} == {"BO": 16, "BW": 16, "BC": 16}  # its interpreter config
+    sizes = {"N": 2, "O": 20, "W_out": 5, "D_out": 3, "H_out": 4, "KD": 2, "KH": 3, "KW": 1, "C": 40}
+    programs = 2 * 1 * 2 * 3 * 4  # o over O by BO, ow over W_out by BW, n, od, oh
+    assert runner.tile_steps(conv, sizes) == programs * 2 * 3 * 1 * 3  # kd, kh, kw, then c over C by BC
+    assert runner.tile_steps(conv, sizes, {"BO": 32, "BW": 8, "BC": 64}) == 1 * 1 * 2 * 3 * 4 * 2 * 3 * 1 * 1
+
+
+def test_default_sizes_keep_an_interpreter_run_within_its_steps(monkeypatch):
+    """Under TRITON_INTERPRET=1 (which ``tilegen run`` and ``tilegen demo`` set on a machine without a
+    GPU before sizing) a run takes at most INTERPRETER_STEPS tile steps: a 3d convolution's taps
+    times its channel tiles at 5 tiles a symbol would take far more, as without the interpreter."""
+    spec = spec_named("conv3d")
+    interpreted = runner.default_sizes(spec, 5)
+    assert runner.tile_steps(spec, interpreted) <= runner.INTERPRETER_STEPS
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert runner.tile_steps(spec, runner.default_sizes(spec, 5)) > 10 * runner.INTERPRETER_STEPS

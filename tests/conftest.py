@@ -42,19 +42,21 @@ def specs_find(name: str):
     return beside(ROOT / "specs" / "any.tile", "specs/any.tile")(name)
 
 
-#: The test files that take longest in the interpreter (about 5 s or more on one core, measured
-#: with ``--durations=0``), longest first. ``--dist loadfile`` hands files to the workers in
-#: collection order (``--no-loadscope-reorder``): these go first, so that the end of a run is short
-#: files on both workers, not one long file on one worker while the other waits. Only the order
-#: changes. test_distributed.py runs three processes of its own: early, while the other worker
-#: has long files to run.
-LONG_FILES = ("test_meaning.py", "test_ops.py", "test_long_rows.py", "test_distributed.py", "test_derive.py",
-              "test_expressions.py", "test_attention.py", "test_training.py", "test_build.py", "test_autograd.py",
-              "test_fuzz.py", "test_patch.py", "test_cross_entropy_options.py", "test_linear_cross_entropy.py",
-              "test_scans.py", "test_argmax.py", "test_prod.py", "test_stages.py", "test_properties.py",
-              "test_liger_replay.py", "test_liger_replay_losses.py", "test_check_build.py", "test_fast_path.py",
-              "test_layer_norm.py", "test_parity.py", "test_hostile.py", "test_liger.py", "test_pieces.py",
-              "test_varlen_attention.py", "test_across.py", "test_in_place.py", "test_tail.py", "test_variants.py",
+#: The test files that take longest in the interpreter (about 4 s or more on one core, measured
+#: with ``--durations=0``; every Liger case, not CI's subset), longest first. ``--dist loadfile``
+#: hands files to the workers in collection order (``--no-loadscope-reorder``): these go first, so
+#: that the end of a run is short files on both workers, not one long file on one worker while the
+#: other waits. Only the order changes. test_distributed.py runs three processes of its own: early,
+#: while the other worker has long files to run.
+LONG_FILES = ("test_meaning.py", "test_ops.py", "test_liger_replay_losses.py", "test_kernelbench_problems.py",
+              "test_distributed.py", "test_windows.py", "test_long_rows.py", "test_derive.py", "test_expressions.py",
+              "test_attention.py", "test_build.py", "test_random.py", "test_liger_replay.py", "test_fuzz.py",
+              "test_linear_cross_entropy.py", "test_conv.py", "test_autograd.py", "test_check_build.py",
+              "test_hostile.py", "test_training.py", "test_rounding.py", "test_argmax.py",
+              "test_cross_entropy_options.py", "test_scans.py", "test_prod.py", "test_gqa.py",
+              "test_nn_cross_entropy.py", "test_stages.py", "test_liger.py", "test_moe.py", "test_fast_path.py",
+              "test_parity.py", "test_pieces.py", "test_quiet_demo.py", "test_patch.py", "test_properties.py",
+              "test_layer_norm.py", "test_ranges.py", "test_tail.py", "test_varlen_attention.py", "test_across.py",
               "test_carried.py")
 
 

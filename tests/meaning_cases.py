@@ -56,7 +56,7 @@ DOT_MIN = 16
 #: tile steps (programs times the steps of their loops, :func:`tilegen.runner.tile_steps`; the
 #: interpreter runs them one after another).
 COMPACT_EXTENTS = (13, 11, 15, 9, 17, 7, 19, 5)
-STEP_BUDGET = 400
+STEP_BUDGET = 440
 #: Extents below every block (each tile partial); index extents are then 1.
 TINY_EXTENTS = (5, 3, 7, 9, 11, 13, 15, 17)
 #: The interpreter's SMs as generated launchers count them (``_num_sms``: 4 without a GPU). A

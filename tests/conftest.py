@@ -48,16 +48,16 @@ def specs_find(name: str):
 #: that the end of a run is short files on both workers, not one long file on one worker while the
 #: other waits. Only the order changes. test_distributed.py runs three processes of its own: early,
 #: while the other worker has long files to run.
-LONG_FILES = ("test_meaning.py", "test_ops.py", "test_liger_replay_losses.py", "test_kernelbench_problems.py",
-              "test_distributed.py", "test_windows.py", "test_long_rows.py", "test_derive.py", "test_expressions.py",
-              "test_attention.py", "test_build.py", "test_random.py", "test_liger_replay.py", "test_fuzz.py",
-              "test_linear_cross_entropy.py", "test_conv.py", "test_autograd.py", "test_check_build.py",
-              "test_hostile.py", "test_training.py", "test_rounding.py", "test_argmax.py",
-              "test_cross_entropy_options.py", "test_scans.py", "test_prod.py", "test_gqa.py",
-              "test_nn_cross_entropy.py", "test_stages.py", "test_liger.py", "test_moe.py", "test_fast_path.py",
-              "test_parity.py", "test_pieces.py", "test_quiet_demo.py", "test_patch.py", "test_properties.py",
-              "test_layer_norm.py", "test_ranges.py", "test_tail.py", "test_varlen_attention.py", "test_across.py",
-              "test_carried.py")
+LONG_FILES = ("test_meaning.py", "test_ops.py", "test_kernelbench_problems.py", "test_liger_replay_losses.py",
+              "test_distributed.py", "test_windows.py", "test_derive.py", "test_expressions.py", "test_long_rows.py",
+              "test_build.py", "test_attention.py", "test_random.py", "test_fuzz.py", "test_autograd.py",
+              "test_check_build.py", "test_liger_replay.py", "test_conv_transpose.py", "test_conv.py",
+              "test_linear_cross_entropy.py", "test_training.py", "test_hostile.py", "test_rounding.py",
+              "test_cross_entropy_options.py", "test_argmax.py", "test_scans.py", "test_paged_attention.py",
+              "test_liger.py", "test_prod.py", "test_gqa.py", "test_stages.py", "test_nn_cross_entropy.py",
+              "test_fast_path.py", "test_grid_limit.py", "test_pieces.py", "test_properties.py", "test_quiet_demo.py",
+              "test_moe.py", "test_patch.py", "test_tail.py", "test_parity.py", "test_layer_norm.py",
+              "test_ranges.py", "test_across.py", "test_carried.py", "test_varlen_attention.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -54,7 +54,7 @@ GROUPS = (1, 3, None)
 DOT_MIN = 16
 #: Smaller odd extents, for specs whose block settings would otherwise take more than STEP_BUDGET
 #: tile steps (programs times the steps of their loops, :func:`tilegen.runner.tile_steps`; the
-#: interpreter runs them one after another).
+#: interpreter runs them one after another, 2 to 30 ms a step).
 COMPACT_EXTENTS = (13, 11, 15, 9, 17, 7, 19, 5)
 STEP_BUDGET = 440
 #: Extents below every block (each tile partial); index extents are then 1.

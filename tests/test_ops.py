@@ -34,13 +34,17 @@ def _spec(name):
 
 def _inputs(spec, device=DEVICE, small=False):
     """Inputs at the default sizes (one tile and a tail per size symbol), or where ``small``, at
-    sizes below every block (one partial tile along each axis; none of 1, which dynamic shapes
-    would specialize on, and quotients of sizes kept whole; rows a TMA descriptor reads 16-byte
-    aligned, so that its kernel runs)."""
+    sizes below every block (one partial tile along each axis; no dimension of 1, which dynamic
+    shapes would specialize on, and quotients of sizes kept whole; rows a TMA descriptor reads
+    16-byte aligned, so that its kernel runs). An integer scalar that is no tensor's dimension (a
+    stride, a padding) keeps its value: opcheck and the compiled graph take it as a constant, and at
+    2 a transposed convolution's output would be twice as large."""
     sizes = default_sizes(spec, 1)
     if small:
         tiny = derive_sizes(spec, variant="tma" if uses_tma(spec) else "", shape="tiny")
-        sizes = {name: 2 if size == 1 else size for name, size in tiny.items()}
+        dims = {d.id for t in spec.tensors for d in t.dims if isinstance(d, m.Name)}
+        constants = {t.name.id for t in spec.inputs if t.is_scalar} - dims
+        sizes = {name: 2 if size == 1 and name not in constants else size for name, size in tiny.items()}
         for name, (numerator, divisor) in divided(spec).items():  # H = (H / HK) * HK, HK now 2
             sizes[numerator] = sizes[name] * (divisor if isinstance(divisor, int) else sizes[divisor])
         sizes = fit_jagged_rows(spec, sizes)

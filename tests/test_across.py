@@ -8,6 +8,8 @@ block sizes (up to rounding) and must be bitwise the same run to run. Shapes hav
 block size; inputs have both signs.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -16,6 +18,7 @@ from tests.conftest import force_config
 from tilegen.compiler import compile_spec
 from tilegen.errors import SpecError
 from tilegen.parser import parse
+from tilegen.runner import load_module
 
 
 def _randn(*shape, seed=0, dtype=torch.float32):
@@ -353,3 +356,17 @@ def test_a_persistent_grid_walks_one_tiled_axis_or_two(grid, words):
             "  y[c] = 0.0\n")
     found = _errors(text)
     assert any(line == 5 and words in message for line, message in found), found
+
+
+def test_a_value_reduced_across_programs_twice_gets_a_tensor_each(tmp_path):
+    """``norm`` assigned twice, each a reduction across programs: two stage tensors (norm_reduced,
+    norm_reduced_), not one name given twice (a kernel with a duplicate argument)."""
+    line = "  norm = sqrt(sum(v * v, dim=(b, c, h, w)))\n"
+    spec = Path(__file__).resolve().parents[1] / "specs" / "frobenius_norm.tile"
+    text = spec.read_text(encoding="utf-8").replace(line, line + line.replace("v * v", "2 * v * v"))
+    module = compile_spec(text, "specs/frobenius_norm.tile")
+    assert "norm_reduced_" in module.source
+    path = tmp_path / "twice.py"
+    path.write_text(module.source, encoding="utf-8")
+    x = torch.randn(1, 2, 3, 4)
+    torch.testing.assert_close(load_module(path).frobenius_norm(x), x / torch.sqrt(2 * (x * x).sum()))

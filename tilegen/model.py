@@ -720,12 +720,16 @@ def index_locals(spec: Spec) -> Spec:
     if not found:
         return spec
 
+    indexed: set[str] = set()  # the locals an index took in
+
     def item(i: Index) -> Index:
         if isinstance(i, Name) and i.id in found:
+            indexed.add(i.id)
             return cast(Index, found[i.id])
         if isinstance(i, Load):
             return dataclasses.replace(i, index=tuple(item(j) for j in i.index))
         if is_offset(i):  # x[n, c, sh * oh + dh * kh - ph, ...] with kh = q // KW % KH
+            indexed.update(e.name.id for e in subexpressions(i) if isinstance(e, Ref) and e.name.id in found)
             return cast(Index, map_expr(i, inlined))
         return i
 
@@ -744,7 +748,7 @@ def index_locals(spec: Spec) -> Spec:
 
     def live(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:  # a local read only by indices: inlined there, gone
         kept = (dataclasses.replace(s, body=live(s.body)) if isinstance(s, Loop) else s for s in stmts
-                if not (isinstance(s, Assign) and s.name.id in found and s.name.id not in read))
+                if not (isinstance(s, Assign) and s.name.id in indexed and s.name.id not in read))
         return tuple(kept)
 
     return dataclasses.replace(spec, body=live(body))

@@ -31,7 +31,7 @@ spec as written.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from tilegen import model as m
@@ -50,10 +50,10 @@ class Staging:
     main: m.Spec
 
 
-def reduced_name(spec: m.Spec, value: str) -> str:
+def reduced_name(spec: m.Spec, value: str, made: Collection[str] = ()) -> str:
     """The tensor a stage stores ``value`` in: ``<value>_reduced`` (underscores added where a
-    name of the spec takes it)."""
-    taken = {t.name.id for t in spec.tensors} | {
+    name of the spec, or one ``made`` for an earlier value, takes it: ``norm`` assigned twice)."""
+    taken = {t.name.id for t in spec.tensors} | set(made) | {
         s.name.id for s in m.statements(spec.body) if isinstance(s, m.Assign | m.Declare)
     }
     name = f"{value}_reduced"
@@ -147,10 +147,11 @@ def stage_specs(spec: m.Spec) -> Staging | None:
                 pass
     axes_of = {i: _axes(s.value, local_axes, grid) for i, s in splits.items()}
     dims = {a.name.id: a.dim for a in spec.grid}
-    tensors, index = {}, {}
+    tensors: dict[int, m.Tensor] = {}
+    index: dict[int, tuple[m.Index, ...]] = {}
     for i, stmt in splits.items():
         span = stmt.span
-        name = m.Name(reduced_name(spec, stmt.name.id), span)
+        name = m.Name(reduced_name(spec, stmt.name.id, [t.name.id for t in tensors.values()]), span)
         shape = tuple(dims[a] for a in axes_of[i]) or (m.Number("1", span),)
         tensors[i] = m.Tensor("out", name, m.Name("f32", span), shape, span)
         index[i] = tuple(m.Name(a, span) for a in axes_of[i]) or (m.Number("0", span),)

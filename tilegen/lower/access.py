@@ -65,12 +65,17 @@ class Access:
 
         return offset_text(item, name, lambda start: self.load(start, (), ops), self.floor)
 
+    def unsigned(self) -> set[str]:
+        """The names index arithmetic reads that are never negative: axes (offsets, program ids)
+        and sizes."""
+        return {*self.state.axes, *size_symbols(self.state.spec)}
+
     def floor(self, item: m.BinOp, left: str, right: str) -> str:
         """``left // right`` (``/`` in an index too) or ``left % right`` (``item``'s operands' text)
         rounded down, as Python's:
         Triton's own where neither side can be negative (axes, sizes, integers), else the runtime's
         ``floor_divide`` or ``torch_remainder`` (Triton's round toward 0, as C's)."""
-        unsigned = {*self.state.axes, *size_symbols(self.state.spec)}
+        unsigned = self.unsigned()
         op = "%" if item.op == "%" else "//"  # an index's / of sizes rounds down as //
         if m.nonnegative(item.left, unsigned) and m.nonnegative(item.right, unsigned):
             return f"({left} {op} {right})"
@@ -133,8 +138,7 @@ class Access:
                     info = state.axes[axis]
                     if info.mask is not None:
                         masks.append(broadcast(info.mask, state.canonical.get(axis, axis), context))
-                unsigned = {*state.axes, *size_symbols(state.spec)}
-                below = [] if m.nonnegative(item, unsigned) else [f"({index} >= 0)"]  # q // KW is never negative
+                below = [] if m.nonnegative(item, self.unsigned()) else [f"({index} >= 0)"]  # q // KW is never negative
                 modulus = (isinstance(item, m.BinOp) and item.op == "%"
                            and (item.right.name.id if isinstance(item.right, m.Ref) else
                                 item.right.text if isinstance(item.right, m.Number) else None) == bound)

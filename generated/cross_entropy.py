@@ -250,9 +250,9 @@ def reference(logits, target, ignore_index=-100, label_smoothing=0.0, softcap=0.
     w_i = w_i + torch.sum(torch.where((torch.arange(V, device=logits.device) < n_w), weight, 0).to(torch.float32).float(), dim=0)
     lse_r = m_i + torch.log(l_i.float())
     smoothed = torch.where(torch.as_tensor(label_smoothing == 0, device=logits.device), 0.0, label_smoothing / V * (torch.where(torch.as_tensor(torch.tensor(_weight_given, device=logits.device), device=logits.device), w_i, V) * lse_r - s_i))
-    x_t = logits[torch.arange(M, device=logits.device), target].to(torch.float32)
+    x_t = torch.where((target >= 0) & (target < V), logits[torch.arange(M, device=logits.device), target.clamp(0, V - 1)], 0).to(torch.float32)
     nll = lse_r - torch.where(torch.as_tensor(softcap == 0, device=logits.device), x_t, softcap * torch.tanh(((x_t / softcap)).float()))
-    w_t = weight[target].to(torch.float32)
+    w_t = torch.where((target >= 0) & (target < V), weight[target.clamp(0, V - 1)], 0).to(torch.float32)
     row_loss = (1 - label_smoothing) * w_t * nll + smoothed + lse_square_scale * lse_r * lse_r
     loss[:] = torch.where((target == ignore_index), 0.0, torch.where(((target < 0) | (target >= torch.as_tensor(V).to(torch.int64))), float("inf") - float("inf"), row_loss)).to(torch.float32)
     lse[:] = lse_r.to(torch.float32)

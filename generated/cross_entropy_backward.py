@@ -240,7 +240,7 @@ def reference(dloss, dlse, logits, target, lse, ignore_index=-100, label_smoothi
     n_w = torch.where(torch.as_tensor(torch.tensor(_weight_given, device=dloss.device), device=dloss.device), n_s, 0)
     w_i = torch.zeros((M,), dtype=torch.float32, device=dloss.device)
     w_i = w_i + torch.sum(torch.where((torch.arange(V, device=dloss.device) < n_w), weight, 0).to(torch.float32).float(), dim=0)
-    w_t = weight[target].to(torch.float32)
+    w_t = torch.where((target >= 0) & (target < V), weight[target.clamp(0, V - 1)], 0).to(torch.float32)
     a = (1 - label_smoothing) * w_t + label_smoothing * torch.where(torch.as_tensor(torch.tensor(_weight_given, device=dloss.device), device=dloss.device), w_i, V) / V
     lse_r = lse
     coef = a + 2 * lse_square_scale * lse_r

@@ -219,11 +219,12 @@ def cross_entropy_loss(logits: torch.Tensor, target: torch.Tensor, *, config: in
 def reference(logits, target):
     """specs/cross_entropy_loss.tile evaluated with plain torch: same inputs and outputs as cross_entropy_loss()."""
     M = logits.shape[0]
+    V = logits.shape[1]
     loss = torch.empty((), dtype=torch.float32, device=logits.device)
     x = logits
     m = torch.amax(x, dim=1)
     lse = m + torch.log(torch.sum(torch.exp((x - m[:, None])), dim=1))
-    loss[()] = torch.as_tensor(torch.mean((lse - logits[torch.arange(M, device=logits.device), target]), dim=0)).to(torch.float32)
+    loss[()] = torch.as_tensor(torch.mean((lse - torch.where((target >= 0) & (target < V), logits[torch.arange(M, device=logits.device), target.clamp(0, V - 1)], 0)), dim=0)).to(torch.float32)
     return loss
 
 

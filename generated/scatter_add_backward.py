@@ -115,10 +115,12 @@ def scatter_add_backward(dy: torch.Tensor, index: torch.Tensor, *, BT: int = 16,
 
 def reference(dy, index):
     """specs/scatter_add.tile, derived backward evaluated with plain torch: same inputs and outputs as scatter_add_backward()."""
+    V = dy.shape[0]
     C = dy.shape[1]
     N = index.shape[0]
     dsrc = torch.empty((N, C), dtype=torch.float32, device=dy.device)
-    dsrc[:, :] = dy[index.permute(1, 0), torch.arange(C, device=dy.device)[:, None]].permute(1, 0).to(torch.float32)
+    dy_index = index.permute(1, 0)
+    dsrc[:, :] = torch.where((dy_index >= 0) & (dy_index < V), dy[dy_index.clamp(0, V - 1), torch.arange(C, device=dy.device)[:, None]], 0).permute(1, 0).to(torch.float32)
     return dsrc
 
 

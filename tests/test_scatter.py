@@ -34,27 +34,52 @@ def _torch_index_add(index, values, extent):
     return out.index_add_(0, index[keep], values[keep].float())
 
 
+def _first_tokens(index, extent):
+    """first[v] by a Python loop: the smallest t with index[t] = v, int64's max where none."""
+    first = [torch.iinfo(torch.int64).max] * extent
+    for t, v in enumerate(index.tolist()):
+        if 0 <= v < extent:
+            first[v] = min(first[v], t)
+    return torch.tensor(first, dtype=torch.int64)
+
+
+def _embedding_backward(generated, idx, weight, dy, padding_idx=-1, *, monkeypatch=None, index=None, reference=False):
+    """The embedding's backward as autograd runs it, its three kernels in turn (their references
+    with ``reference``); ``index`` forces that config of the tuned two."""
+    first, add, rows = (generated(f"embedding_backward_{step}") for step in ("first", "sum", "rows"))
+    if index is not None:
+        for module in (add, rows):
+            force_config(monkeypatch, module, min(index, len(config_indices(module)) - 1))
+    run = (lambda module, name: module.reference) if reference else getattr
+    slots = run(first, "embedding_backward_first")(idx, weight)
+    partial = run(add, "embedding_backward_sum")(idx, slots, dy, padding_idx)
+    return slots, partial, run(rows, "embedding_backward_rows")(idx, slots, partial, weight)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n, extent, channels", [(37, 11, 70), (5, 300, 17), (64, 2, 128)])
 def test_embedding_backward_adds_every_token_into_its_row(generated, monkeypatch, dtype, n, extent, channels):
-    module = generated("embedding_backward")
+    """Each row's gradient is the f32 sum of its tokens' rows of dy, rounded once to the table's
+    dtype (torch's index_add_ in f32, then cast); indices outside the table add nowhere; every row
+    no token indexes is zero; each row's slot is its first token."""
     generator = torch.Generator().manual_seed(n * extent)
     idx = _indices(n, extent, generator)
     weight = torch.randn(extent, channels, generator=generator).to(dtype)
     dy = (torch.randn(n, channels, generator=generator) * 3).to(dtype)
-    expected = _torch_index_add(idx, dy, extent)
-    for index in config_indices(module):
-        force_config(monkeypatch, module, index)
-        got = module.embedding_backward(idx, weight, dy)
-        assert got.dtype == torch.float32 and got.shape == (extent, channels)
-        torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-5)
-        torch.testing.assert_close(module.reference(idx, weight, dy), expected, rtol=1e-6, atol=1e-5)
+    expected = _torch_index_add(idx, dy, extent).to(dtype)
+    tolerance = {"rtol": 1e-6, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
+    for index in range(4):
+        slots, _, got = _embedding_backward(generated, idx, weight, dy, monkeypatch=monkeypatch, index=index)
+        assert torch.equal(slots, _first_tokens(idx, extent))
+        assert got.dtype == dtype and got.shape == (extent, channels)
+        torch.testing.assert_close(got, expected, **tolerance)
+    torch.testing.assert_close(_embedding_backward(generated, idx, weight, dy, reference=True)[2], expected,
+                               **tolerance)
 
 
 def test_embedding_backward_of_no_tokens_is_zero(generated):
-    module = generated("embedding_backward")
     weight, dy = torch.randn(7, 9), torch.empty(0, 9)
-    got = module.embedding_backward(torch.empty(0, dtype=torch.int64), weight, dy)
+    got = _embedding_backward(generated, torch.empty(0, dtype=torch.int64), weight, dy)[2]
     assert torch.equal(got, torch.zeros(7, 9))
 
 
@@ -93,7 +118,7 @@ def test_embedding_padding_idx_row_gets_no_gradient(generated, padding_idx):
     torch.testing.assert_close(y, expected_y, rtol=0, atol=0)
     assert torch.equal(ours[padding_idx], torch.zeros(40))
     torch.testing.assert_close(ours, weight.grad)
-    reference = generated("embedding_backward").reference(idx, weight.detach(), upstream, padding_idx)
+    reference = _embedding_backward(generated, idx, weight.detach(), upstream, padding_idx, reference=True)[2]
     torch.testing.assert_close(reference, weight.grad)
 
 
@@ -203,15 +228,15 @@ kernel k
     "change, message",
     [
         (("out dw: f32[V, C] = 0", "out dw: f32[V, C]"),
-         "'dw' is added into with '+=', so it needs a starting value: declare it 'out dw: f32[V, C] = 0'"),
+         "'dw' is updated with '+=', so it needs a starting value: declare it 'out dw: f32[V, C] = 0'"),
         (("in  dy: f32[N, C]\n  in  V: i32\n  out dw: f32[V, C] = 0",
           "in  dy: bf16[N, C]\n  in  V: i32\n  out dw: bf16[V, C] = 0"),
          "'dw' is bf16; an atomic add into bf16 rounds the sum at every add: declare 'dw' f32"),
-        (("out dw: f32[V, C] = 0", "out dw: u8[V, C] = 0"), "'dw' is u8; atomic adds ('+=' on a store) take"),
+        (("out dw: f32[V, C] = 0", "out dw: u8[V, C] = 0"), "'dw' is u8; '+=' on a store takes"),
         (("  dw[idx[t], c] += dy[t, c]\n", "  dw[idx[t], c] += dy[t, c]\n  dw[idx[t], c] = dy[t, c]\n"),
-         "'dw' is stored with '=' and added into with '+='"),
+         "'dw' is stored with '=' and updated with '+='"),
         (("out dw: f32[V, C] = 0", "out dw: i32[V, C] = 0.5"), "'dw' is i32: it starts at an integer, not 0.5"),
-        (("  block BT", "  access block_ptr\n  block BT"), "'+=' on a store adds through pointers"),
+        (("  block BT", "  access block_ptr\n  block BT"), "'+=' on a store updates through pointers"),
     ],
 )
 def test_a_bad_scatter_add_is_refused_at_its_place(change, message):
@@ -238,7 +263,6 @@ def test_tuning_a_scatter_add_on_the_gpu_adds_once(generated, monkeypatch):
     launcher's first call, which tunes, must still return one sum per token (the autotuner restores
     the output after each timed run), and so must the calls after it."""
     monkeypatch.setenv("TILEGEN_TUNE", "full")
-    module = generated("embedding_backward")
     generator = torch.Generator().manual_seed(11)
     idx = _indices(3001, 517, generator)
     weight = torch.randn(517, 200, generator=generator).cuda()
@@ -246,7 +270,60 @@ def test_tuning_a_scatter_add_on_the_gpu_adds_once(generated, monkeypatch):
     expected = _torch_index_add(idx, dy, 517).cuda()
     idx, dy = idx.cuda(), dy.cuda()
     for _ in range(3):  # tuned, then the tuned config, then the fast path
-        torch.testing.assert_close(module.embedding_backward(idx, weight, dy), expected, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(_embedding_backward(generated, idx, weight, dy)[2], expected, rtol=1e-5, atol=1e-4)
     counts = generated("bincount")
     x = torch.randint(0, 300, (100_003,), device="cuda")
     assert torch.equal(counts.bincount(x, 300), torch.bincount(x, minlength=300))
+
+
+EXTREMUM = """\
+kernel k
+  in  idx: i64[N]
+  in  x: i32[N]
+  in  V: i32
+  out y: i32[V] = 7
+  block BT = 4
+  grid  t over N by BT
+  y[idx[t]] max= x[t]
+"""
+
+
+@pytest.mark.parametrize("update", ["max", "min"])
+@pytest.mark.parametrize("dtype", ["i32", "i64"])
+@pytest.mark.parametrize("block", [1, 4, 64])
+def test_an_atomic_max_or_min_keeps_the_extremum_of_each_element(compiled, update, dtype, block):
+    """``y[idx[t]] max= x[t]``: each element ends at the largest (smallest) of its start and of the
+    values whose index names it, as torch's scatter_reduce_ with include_self; indices outside the
+    dimension update nothing; an element no index names keeps its start. The reference computes
+    the same."""
+    source = EXTREMUM.replace("max=", f"{update}=").replace("i32[N]", f"{dtype}[N]").replace(
+        "i32[V]", f"{dtype}[V]").replace("BT = 4", f"BT = {block}")
+    module = compiled(source)
+    generator = torch.Generator().manual_seed(block)
+    torch_dtype = {"i32": torch.int32, "i64": torch.int64}[dtype]
+    for n, extent in ((100, 9), (3, 40), (1, 1)):
+        idx = _indices(n, extent, generator)
+        x = torch.randint(-20, 20, (n,), generator=generator).to(torch_dtype)
+        keep = (idx >= 0) & (idx < extent)
+        expected = torch.full((extent,), 7, dtype=torch_dtype).scatter_reduce_(0, idx[keep], x[keep], f"a{update}")
+        assert torch.equal(module.k(idx, x, extent), expected)
+        assert torch.equal(module.reference(idx, x, extent), expected)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (("i32[V] = 7", "f32[V] = 7"), "'y' is f32; 'max=' on a store takes i32, i64"),
+        (("i32[V] = 7", "i32[V]"), "'y' is updated with 'max=', so it needs a starting value"),
+        (("  y[idx[t]] max= x[t]\n", "  y[idx[t]] max= x[t]\n  y[idx[t]] += x[t]\n"),
+         "'y' is updated with '+=' and with 'max='; the two race"),
+        (("  y[idx[t]] max= x[t]\n", "  y[idx[t]] max= x[t]\n  y[idx[t]] = x[t]\n"),
+         "'y' is stored with '=' and updated with 'max='"),
+    ],
+)
+def test_a_bad_atomic_max_is_refused_at_its_place(change, message):
+    old, new = change
+    assert old in EXTREMUM
+    with pytest.raises(SpecError) as caught:
+        compile_spec(EXTREMUM.replace(old, new), "k.tile")
+    assert message in caught.value.render()

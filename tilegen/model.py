@@ -418,20 +418,30 @@ class Accumulate:
 
 @dataclass(frozen=True)
 class Store:
-    """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype). With ``adds``,
-    ``y[idx[t], c] += expr``, a scatter-add: each lane adds its value into its element by an atomic
-    add (``tl.atomic_add``), so lanes and programs that meet at one element (a repeated index, a
-    grid axis the index leaves out) all add up, in an order the hardware picks. The checker takes
-    f32, f64, i32 and i64 outputs only (an atomic add into f16 or bf16 would round at every add)."""
+    """``c[m, n] = expr``: write a tile of an output tensor (cast to its dtype). With ``update``
+    ``"add"``, ``y[idx[t], c] += expr``, a scatter-add: each lane adds its value into its element by
+    an atomic add (``tl.atomic_add``), so lanes and programs that meet at one element (a repeated
+    index, a grid axis the index leaves out) all add up, in an order the hardware picks. The checker
+    takes f32, f64, i32 and i64 outputs only (an atomic add into f16 or bf16 would round at every
+    add). With ``"max"`` or ``"min"`` (``first[idx[t]] min= t``) each lane keeps the larger or
+    smaller of its value and the element's (``tl.atomic_max`` / ``tl.atomic_min``), on i32 and i64
+    outputs: the result is the same whatever the order."""
 
     tensor: Name
     index: tuple[Index, ...]
     value: Expr
     span: Span
-    adds: bool = False
+    # "" a plain store; "add", "max", "min": an atomic update (``+=``, ``max=``, ``min=``)
+    update: str = ""
     # ``y[offsets[r] + c] = v where c < n``: the mask of the lanes the store writes (None: every
     # lane inside the tensor)
     guard: Expr | None = None
+
+    @property
+    def atomic(self) -> bool:
+        """Whether lanes and programs meeting at one element combine (``+=``, ``max=``, ``min=``),
+        where a plain store's would race."""
+        return bool(self.update)
 
 
 @dataclass(frozen=True)

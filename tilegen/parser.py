@@ -331,13 +331,19 @@ class ToModel(Transformer[Token, m.Spec]):
     def accumulate(self, meta: Meta, items: list[Any]) -> m.Accumulate:
         return m.Accumulate(_name(items[0]), items[1], _span(meta))
 
-    def store(self, meta: Meta, items: list[Any], adds: bool = False) -> m.Store:
+    def store(self, meta: Meta, items: list[Any], update: str = "") -> m.Store:
         guard = items.pop().mask if isinstance(items[-1], _Guard) else None
         name, *index, value = items
-        return m.Store(_name(name), tuple(index), value, _span(meta), adds=adds, guard=guard)
+        return m.Store(_name(name), tuple(index), value, _span(meta), update=update, guard=guard)
 
     def scatter_add(self, meta: Meta, items: list[Any]) -> m.Store:
-        return self.store(meta, items, adds=True)
+        return self.store(meta, items, update="add")
+
+    def scatter_max(self, meta: Meta, items: list[Any]) -> m.Store:
+        return self.store(meta, items, update="max")
+
+    def scatter_min(self, meta: Meta, items: list[Any]) -> m.Store:
+        return self.store(meta, items, update="min")
 
     def guard(self, meta: Meta, items: list[Any]) -> _Guard:
         return _Guard(items[0])

@@ -85,12 +85,12 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                         )
             case m.Store():
                 state.written.add(stmt.tensor.id)
-                found = across(stmt, state.spec.grid) if not scope.loop_axes and not stmt.adds else None
+                found = across(stmt, state.spec.grid) if not scope.loop_axes and not stmt.atomic else None
                 if found is not None:
                     check_across(state, found, scope)
-                if stmt.adds:
+                if stmt.atomic:
                     check_scatter_add(state, stmt)
-                target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True, adds=stmt.adds)
+                target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True, atomic=stmt.atomic)
                 axes = expr_axes(state, stmt.value, scope)
                 canonical = {state.alias_of.get(a, a) for a in target}
                 extra = [a for a in axes if state.alias_of.get(a, a) not in canonical]

@@ -20,9 +20,9 @@ IndexItem = m.Index
 
 def index_axes(
     state: CheckState, tensor_name: m.Name, index: Sequence[IndexItem], scope: Scope, writing: bool,
-    adds: bool = False,
+    atomic: bool = False,
 ) -> tuple[str, ...]:
-    """Check ``tensor[index]`` (``adds``: a scatter-add's target) and return the axes it spans, in
+    """Check ``tensor[index]`` (``atomic``: the target of a scatter-add, max or min) and return the axes it spans, in
     index order."""
     tensor = state.spec.tensor(tensor_name.id)
     if tensor is None:
@@ -50,7 +50,7 @@ def index_axes(
             tensor_name.span,
         )
         return ()
-    if writing and not adds and sum(m.is_offset(i) for i in index) > 1:
+    if writing and not atomic and sum(m.is_offset(i) for i in index) > 1:
         why = digits_fault(index, scope)
         if why is not None:
             state.errors.error(f"a store to '{tensor.name.id}' takes one offset index, not several, or the digits "
@@ -63,7 +63,7 @@ def index_axes(
             gathered += [a for a in gather_axes(state, tensor, item, scope, writing) if a not in result]
             continue
         if isinstance(item, (m.BinOp, m.Neg)):  # an offset axis (m.is_offset)
-            for offset in offset_axes(state, tensor, item, scope, writing, adds):
+            for offset in offset_axes(state, tensor, item, scope, writing, atomic):
                 if offset in result and offset in divided_axes(index, scope) and offset not in bare:
                     continue  # x[q // KW, q % KW]: the lanes of q walk the two dimensions together
                 if offset in result:  # x[j, j + 1]: one tile axis spans one dimension of the tile
@@ -176,7 +176,7 @@ def digits_fault(index: Sequence[IndexItem], scope: Scope) -> str | None:
 
 
 def offset_axes(
-    state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False, adds: bool = False
+    state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False, atomic: bool = False
 ) -> list[str]:
     """``x[r, c + N / 2]``, ``x[b, S * oh + kh * D - P]``: an offset index, in a load or a store
     through pointers (through a tensor descriptor, an offset of index axes and sizes alone,
@@ -270,11 +270,11 @@ def offset_axes(
     twice = [t for t in dict.fromkeys(names) if names.count(t) > 1 and t not in divided]
     if twice:
         state.errors.error(f"tile axis '{twice[0]}' enters {where} twice; write it once (2 * c, not c + c)", item.span)
-    if writing and not adds and len(tiles) > 1:
+    if writing and not atomic and len(tiles) > 1:
         state.errors.error(f"a store with '=' to '{tensor.name.id}' offsets one tile axis, not {len(tiles)} "
                            f"({', '.join(names)}): lanes of a window would write one element; add them with "
                            "'+=' into an output declared '= 0'", item.span)
-    elif writing and not adds and tiles and not tiles[0][1] and tiles[0][0] not in divided:  # digits: index_axes
+    elif writing and not atomic and tiles and not tiles[0][1] and tiles[0][0] not in divided:  # digits: index_axes
         state.errors.error(f"in {where}, '{tiles[0][0]}' must enter a store with '=' with a factor of 1: the axis "
                            "plus or minus an offset (c + N / 2, c - 1); a stride would leave the elements between "
                            "unwritten (a scatter-add, '+=', takes one)", item.span)
@@ -347,43 +347,57 @@ def gather_axes(state: CheckState, tensor: m.Tensor, index: m.Load, scope: Scope
 #: The dtypes a scatter-add adds into (``tl.atomic_add`` on the GPU and in Triton's interpreter).
 #: Not f16 or bf16: an atomic add rounds the sum at every add, where torch adds up in f32.
 ATOMIC_DTYPES = ("f32", "f64", "i32", "i64")
+#: The dtypes ``max=`` and ``min=`` update (``tl.atomic_max`` / ``tl.atomic_min``): integers, whose
+#: order is the same on every device (a float's atomic max orders NaN and -0.0 by its bits).
+EXTREMUM_DTYPES = ("i32", "i64")
+#: How each atomic update is written in a spec.
+UPDATE_TEXT = {"add": "+=", "max": "max=", "min": "min="}
 
 
 def check_scatter_add(state: CheckState, store: m.Store) -> None:
-    """``y[idx[t], c] += v``: ``y`` is an output declared with the number it starts at
-    (``out y: f32[V, C] = 0``), of a dtype atomics add into, accessed through pointers, and not
-    also stored with ``=`` (a plain store and atomic adds to one element race)."""
+    """``y[idx[t], c] += v`` (or ``max=``, ``min=``): ``y`` is an output declared with the number
+    it starts at (``out y: f32[V, C] = 0``), of a dtype the atomic takes, accessed through
+    pointers, and not also stored with ``=`` or another update (atomics and a plain store to one
+    element race)."""
     tensor = state.spec.tensor(store.tensor.id)
     if tensor is None or tensor.role != "out":
         return  # index_axes reports it
-    name = tensor.name.id
+    name, text = tensor.name.id, UPDATE_TEXT[store.update]
     if tensor.initial is None:
         shape = ", ".join(d.text if isinstance(d, m.Number) else d.id for d in tensor.dims)
         state.errors.error(
-            f"'{name}' is added into with '+=', so it needs a starting value: declare it "
-            f"'out {name}: {tensor.dtype.id}[{shape}] = 0'",
+            f"'{name}' is updated with '{text}', so it needs a starting value: declare it "
+            f"'out {name}: {tensor.dtype.id}[{shape}] = {0 if store.update == 'add' else '<number>'}'",
             store.tensor.span,
         )
-    refused = [d for d in state.spec.dtype_options(tensor.dtype) if d not in ATOMIC_DTYPES]
+    takes = ATOMIC_DTYPES if store.update == "add" else EXTREMUM_DTYPES
+    refused = [d for d in state.spec.dtype_options(tensor.dtype) if d not in takes]
     if refused:
-        narrow = refused[0] in ("f16", "bf16")
+        narrow = refused[0] in ("f16", "bf16") and store.update == "add"
         why = (f"an atomic add into {refused[0]} rounds the sum at every add: declare '{name}' f32 and cast it "
                "after the kernel (torch adds up in f32 too)" if narrow else
-               f"atomic adds ('+=' on a store) take {', '.join(ATOMIC_DTYPES)}")
+               f"'{text}' on a store takes {', '.join(takes)}")
         state.errors.error(f"'{name}' is {refused[0]}; {why}", tensor.dtype.span)
     if any(isinstance(s, m.Loop) and s.split for s in m.statements(state.spec.body)):
-        state.errors.error("a kernel with a 'split' loop cannot also scatter-add ('+=' on a store)", store.span)
+        state.errors.error(f"a kernel with a 'split' loop cannot also update a store atomically ('{text}')",
+                           store.span)
     if state.spec.access_style != "pointers":
         state.errors.error(
-            f"'+=' on a store adds through pointers (tl.atomic_add); '{state.spec.access_style}' cannot: "
+            f"'{text}' on a store updates through pointers (tl.atomic_*); '{state.spec.access_style}' cannot: "
             "use 'access pointers'",
             store.span,
         )
-    plain = [s for s in m.statements(state.spec.body) if isinstance(s, m.Store) and s.tensor.id == name
-             and not s.adds]
-    if plain:
+    other = [s for s in m.statements(state.spec.body) if isinstance(s, m.Store) and s.tensor.id == name
+             and s.update != store.update]
+    if other and other[0].update:
         state.errors.error(
-            f"'{name}' is stored with '=' and added into with '+='; a store and an atomic add to one element "
-            "race: add every value with '+=' (the output starts at its declared value)",
-            plain[0].span,
+            f"'{name}' is updated with '{UPDATE_TEXT[other[0].update]}' and with '{text}'; the two race: "
+            "update an output one way",
+            other[0].span,
+        )
+    elif other:
+        state.errors.error(
+            f"'{name}' is stored with '=' and updated with '{text}'; a store and an atomic update to one element "
+            f"race: update every value with '{text}' (the output starts at its declared value)",
+            other[0].span,
         )

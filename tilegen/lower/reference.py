@@ -183,7 +183,9 @@ class ReferenceExpressions:
 
     def gather(self, load: m.Load, context: tuple[str, ...]) -> str:
         """``x[r, idx[r]]`` as advanced indexing: an index tensor per dimension, each over the
-        load's axes (an axis is its ``arange``, a gather its loaded index tensor)."""
+        load's axes (an axis is its ``arange``, a gather its loaded index tensor, named on a line of
+        its own); a loaded index or an offset is clamped into its dimension and the lanes outside
+        it read 0, as the kernel's masked load reads them."""
         own = self.expr_axes(load)
         tensor = tensor_of(self.spec, load.tensor.id)
         index: list[str] = []
@@ -191,12 +193,15 @@ class ReferenceExpressions:
         for position, item in enumerate(load.index):
             if isinstance(item, m.Number):
                 index.append(item.text)
-            elif isinstance(item, m.Load):
-                index.append(self.load(item, own))
-            elif is_offset(item):  # clamped into the dimension; the lanes outside it read 0, as the kernel's
+            elif isinstance(item, m.Load) or is_offset(item):
+                # clamped into the dimension; the lanes outside it read 0, as the kernel's
                 dim = tensor.dims[position]
                 bound = dim.text if isinstance(dim, m.Number) else dim.id
-                offset = self.offset(item, own)
+                offset = self.load(item, own) if isinstance(item, m.Load) else self.offset(item, own)
+                if isinstance(item, m.Load) and not offset.isidentifier():  # named once for its three uses
+                    name = self.fresh(f"{load.tensor.id}_{item.tensor.id}")
+                    self.lines.append(f"{name} = {offset}")
+                    offset = name
                 index.append(f"{offset}.clamp(0, {bound} - 1)")
                 inside.append(f"({offset} >= 0) & ({offset} < {bound})")
             elif isinstance(item, m.Name) and item.id in self.scalars:
@@ -451,10 +456,10 @@ class ReferenceLowering(ReferenceExpressions):
             self.swizzled_store(stmt, tensor, dtype, index_axes)
             return
         offsets = sum(is_offset(i) for i in stmt.index)
-        if offsets == 1 and not stmt.adds:
+        if offsets == 1 and not stmt.atomic:
             self.offset_store(stmt, tensor, dtype)
             return
-        if stmt.adds or offsets or any(isinstance(i, m.Load) for i in stmt.index):  # y[n, p // W, p % W] too
+        if stmt.atomic or offsets or any(isinstance(i, m.Load) for i in stmt.index):  # y[n, p // W, p % W] too
             self.scatter_store(stmt, dtype)
             return
         value = self.expr(stmt.value, index_axes)
@@ -542,7 +547,12 @@ class ReferenceLowering(ReferenceExpressions):
             keep = f"{name}_inside"
             self.lines.append(f"{keep} = {' & '.join(inside)}")
             self.lines.append(f"{name}, {values} = tuple(i[{keep}] for i in {name}), {values}[{keep}]")
-        accumulate = ", accumulate=True" if stmt.adds else ""
+        if stmt.update in ("max", "min"):  # the flat offsets of the elements, each reduced with its lanes
+            flat = f"sum(i * s for i, s in zip({name}, {stmt.tensor.id}.stride())).reshape(-1)"
+            self.lines.append(f"{stmt.tensor.id}.view(-1).scatter_reduce_(0, {flat}, "
+                              f"{to_dtype(values, dtype)}.reshape(-1), 'a{stmt.update}')")
+            return
+        accumulate = ", accumulate=True" if stmt.atomic else ""
         self.lines.append(f"{stmt.tensor.id}.index_put_({name}, {to_dtype(values, dtype)}{accumulate})")
 
     def swizzled_store(self, stmt: m.Store, tensor: m.Tensor, dtype: str, index_axes: tuple[str, ...]) -> None:

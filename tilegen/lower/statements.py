@@ -203,9 +203,9 @@ class Statements:
             ptrs = state.fresh(f"{tensor.name.id}_ptrs")
             ops.append(Line(f"{ptrs} = {ptr}"))
             ptr = ptrs
-        if stmt.adds:  # a scatter-add: lanes meeting at an element all add (no order among them)
+        if stmt.atomic:  # a scatter-add (max, min): lanes meeting at an element all combine (in no order)
             masked = f", mask={mask}" if mask else ""
-            ops.append(Line(f'tl.atomic_add({ptr}, {value}{masked}, sem="relaxed")'))
+            ops.append(Line(f'tl.atomic_{stmt.update}({ptr}, {value}{masked}, sem="relaxed")'))
             return ops
         ops.append(Line(f"tl.store({ptr}, {value}, mask={mask})" if mask else f"tl.store({ptr}, {value})"))
         return ops

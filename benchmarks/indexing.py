@@ -16,8 +16,8 @@ the same process as its torch baseline:
 Where torch's call cannot be captured in a CUDA graph (``torch.bincount`` reads its size back
 to the host), its graphed column is NaN. The embedding backward's baseline is torch's own
 (``torch.ops.aten.embedding_dense_backward``, what ``F.embedding``'s autograd runs), in the
-table's dtype; tilegen's sums in float32 and, for
-a bfloat16 or float16 table, casts to it as autograd does (the cast is timed too). Shapes:
+table's dtype; tilegen's is the three kernels the embedding's autograd runs (the first token of
+each row, the float32 sums over N rows, the rows written in the table's dtype). Shapes:
 Llama's vocabularies (32000, 128256) at C = 4096 and N = 8192 tokens, plus odd sizes. The
 jagged operators (tritonbench's jagged_sum, jagged_mean, jagged_softmax) run on sequences of
 uniform random lengths up to L against ``torch.segment_reduce`` and a nested jagged tensor's
@@ -89,7 +89,7 @@ def _row(kernel: str, shape: str, dtype: torch.dtype, ours, theirs) -> dict:
 
 
 def embedding_rows() -> list[dict]:
-    module = _module("embedding_backward")
+    first, add, write = (_module(f"embedding_backward_{step}") for step in ("first", "sum", "rows"))
     rows = []
     for vocab, channels, tokens in ((32000, 4096, 8192), (128256, 4096, 8192), (50257, 768, 8191), (1000, 333, 4097)):
         for dtype in (torch.bfloat16, torch.float32):
@@ -98,8 +98,10 @@ def embedding_rows() -> list[dict]:
             weight = torch.empty(vocab, channels, device="cuda", dtype=dtype)
             dy = torch.randn(tokens, channels, device="cuda", dtype=dtype, generator=generator)
 
-            def ours(idx=idx, weight=weight, dy=dy, dtype=dtype):
-                return module.embedding_backward(idx, weight, dy).to(dtype)  # autograd's cast
+            def ours(idx=idx, weight=weight, dy=dy):  # the embedding's backward, as its autograd runs it
+                slots = first.embedding_backward_first(idx, weight)
+                partial = add.embedding_backward_sum(idx, slots, dy)
+                return write.embedding_backward_rows(idx, slots, partial, weight)
 
             def theirs(idx=idx, dy=dy, vocab=vocab):
                 return torch.ops.aten.embedding_dense_backward(dy, idx, vocab, -1, False)

@@ -176,7 +176,8 @@ def digits_fault(index: Sequence[IndexItem], scope: Scope) -> str | None:
 
 
 def offset_axes(
-    state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False, atomic: bool = False
+    state: CheckState, tensor: m.Tensor, item: m.BinOp | m.Neg, scope: Scope, writing: bool = False,
+    atomic: bool = False,
 ) -> list[str]:
     """``x[r, c + N / 2]``, ``x[b, S * oh + kh * D - P]``: an offset index, in a load or a store
     through pointers (through a tensor descriptor, an offset of index axes and sizes alone,

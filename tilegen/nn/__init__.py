@@ -34,9 +34,18 @@ def module(name: str) -> ModuleType:
     return load_module(path)
 
 
+#: The launchers :func:`kernel` has found, by name: a dict lookup, which torch.compile traces
+#: without a graph break (finding a module reads the file system, which it cannot trace)
+_LAUNCHERS: dict[str, Callable[..., Any]] = {}
+
+
 def kernel(name: str) -> Callable[..., Any]:
-    """The launcher of spec ``name`` (``generated/<name>.py``'s function ``<name>``).
+    """The launcher of spec ``name`` (``generated/<name>.py``'s function ``<name>``). Call it once
+    before ``torch.compile`` traces a function that calls it (``tilegen.patch`` does), so the
+    trace finds it in the cache.
 
     Raises FileNotFoundError as :func:`module` does."""
-    launcher: Callable[..., Any] = getattr(module(name), name)
+    launcher = _LAUNCHERS.get(name)
+    if launcher is None:
+        launcher = _LAUNCHERS[name] = getattr(module(name), name)
     return launcher

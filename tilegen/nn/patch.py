@@ -102,6 +102,9 @@ def patch(
     norm_class, mlp_class = getattr(modeling, f"{prefix}RMSNorm"), getattr(modeling, f"{prefix}MLP")
     attention_class = getattr(modeling, f"{prefix}Attention")
     offset = 1.0 if model_type == "gemma" else 0.0
+    for name in ("rms_norm", gate, "rope", "cross_entropy"):  # found now: a trace under torch.compile reads the cache
+        if name:
+            kernel(name)
     for module in model.modules():
         if rms_norm and isinstance(module, norm_class) and "forward" not in vars(module):
             module.forward = types.MethodType(functools.partial(_rms_norm_forward, offset=offset), module)
@@ -116,6 +119,7 @@ def patch(
     if loss and hasattr(type(model), "loss_function") and hasattr(model, "lm_head"):
         cast(Any, model).loss_function = causal_lm_loss  # the instance's (PreTrainedModel's setter)
         if linear_cross_entropy and "forward" not in vars(model):
+            importlib.import_module("tilegen.nn.linear_cross_entropy")  # imported now, not inside a trace
             model.forward = types.MethodType(_causal_lm_forward, model)
     return model
 

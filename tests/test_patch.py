@@ -187,6 +187,20 @@ def test_a_patched_bf16_model_is_as_close_to_f32_as_the_original(family, calls):
         assert ours_err <= 2 * their_err + 2 * ulp * exact_grad.norm(), name
 
 
+@pytest.mark.skipif(not GPU or not torch.cuda.is_available(), reason="a GPU test: TILEGEN_TEST_GPU=1 on a machine "
+                                                                    "with CUDA")
+@pytest.mark.parametrize("family", FAMILIES)
+def test_torch_compile_sees_a_patched_training_step_whole(family):
+    """``torch._dynamo.explain`` over a patched model's loss (the GPU's code paths: its kernels are
+    custom ops there) finds one graph and no break, as it does over the unpatched model."""
+    model = tilegen.patch(tiny(family, 1, dtype=torch.bfloat16, device="cuda"))
+    inputs = batch("cuda")
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(lambda: model(**inputs).loss)()
+    assert explained.graph_break_count == 0, [reason.reason.splitlines()[0] for reason in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
 @pytest.mark.skipif(GPU, reason="the interpreter's test")
 def test_training_fuses_the_head_with_the_loss(calls):
     """In training with labels the patched causal LM runs the head and the loss as one fused call

@@ -107,9 +107,13 @@ def patch(
             kernel(name)
     for module in model.modules():
         if rms_norm and isinstance(module, norm_class) and "forward" not in vars(module):
-            module.forward = types.MethodType(functools.partial(_rms_norm_forward, offset=offset), module)
+            # a method of a Python function, its option an attribute: torch.compile traces it (a method
+            # over functools.partial is C code to dynamo, a graph break at every call)
+            module._tilegen_offset = offset
+            module.forward = types.MethodType(_rms_norm_forward, module)
         elif mlp and isinstance(module, mlp_class) and "forward" not in vars(module):
-            module.forward = types.MethodType(functools.partial(_mlp_forward, gate=gate), module)
+            module._tilegen_gate = gate
+            module.forward = types.MethodType(_mlp_forward, module)
         elif rope and isinstance(module, attention_class) and not getattr(module, "_tilegen_rope", False):
             module.register_forward_pre_hook(_rope_enter)
             module.register_forward_hook(_rope_leave, always_call=True)
@@ -124,27 +128,28 @@ def patch(
     return model
 
 
-def _rms_norm_forward(self: Any, hidden_states: torch.Tensor, *, offset: float) -> torch.Tensor:
+def _rms_norm_forward(self: Any, hidden_states: torch.Tensor) -> torch.Tensor:
     """An RMSNorm module's forward on tilegen's ``rms_norm`` (Llama's ``variance_epsilon``,
-    Gemma's ``eps``); the original where the weight's dtype is not the input's."""
+    Gemma's ``eps``, the weight's offset ``self._tilegen_offset``: Gemma's 1); the original where the
+    weight's dtype is not the input's."""
     weight, x = self.weight, hidden_states
     if weight.dtype != x.dtype or x.dtype not in _FLOATS:
         original: torch.Tensor = type(self).forward(self, hidden_states)
         return original
     eps = getattr(self, "variance_epsilon", None)
     eps = self.eps if eps is None else eps
-    y: torch.Tensor = kernel("rms_norm")(x.reshape(-1, x.shape[-1]), weight, eps, offset)
+    y: torch.Tensor = kernel("rms_norm")(x.reshape(-1, x.shape[-1]), weight, eps, self._tilegen_offset)
     return y.view(x.shape)
 
 
-def _mlp_forward(self: Any, x: torch.Tensor, *, gate: str) -> torch.Tensor:
-    """A gated MLP's forward with ``act(gate_proj(x)) * up_proj(x)`` on tilegen's ``gate``
-    kernel (swiglu or geglu); the original where the projections' dtypes differ."""
+def _mlp_forward(self: Any, x: torch.Tensor) -> torch.Tensor:
+    """A gated MLP's forward with ``act(gate_proj(x)) * up_proj(x)`` on tilegen's kernel
+    ``self._tilegen_gate`` (swiglu or geglu); the original where the projections' dtypes differ."""
     a, b = self.gate_proj(x), self.up_proj(x)
     if a.dtype != b.dtype or a.dtype not in _FLOATS:
         y: torch.Tensor = self.act_fn(a) * b
     else:
-        y = kernel(gate)(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])).view(a.shape)
+        y = kernel(self._tilegen_gate)(a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])).view(a.shape)
     out: torch.Tensor = self.down_proj(y)
     return out
 

@@ -1090,6 +1090,11 @@ ROUNDING: list[tuple[Callable[[Case], bool], type[BaseException], str]] = [
     (lambda case: not INTERPRET and case.op == "geglu" and case.kind == "gated_mlp" and case.dtype == torch.bfloat16,
      AssertionError, "bf16 da rounded once (Liger's formula) where torch rounds twice: weight gradients of about "
      "1e5 two bf16 units apart in ~5% of elements, beyond atol = rtol = 1e-2"),
+    # f16 cross-entropy summed over 2 x 4096 rows of 32000 classes: about 89,000, past f16's largest
+    # number (65,504), so torch's f16 loss is inf, where tilegen's loss is float32 (documented so)
+    (lambda case: not INTERPRET and case.id.startswith("cross_entropy-test_correctness_with_forward_only-2x4096x32000")
+     and case.id.endswith("-sum-float16"),
+     AssertionError, "the summed loss (~89,000) overflows torch's f16 loss to inf; tilegen's loss is float32"),
 ]
 
 

@@ -235,6 +235,18 @@ def test_a_store_indexed_by_the_axis_it_reduces_is_refused():
     assert any("indexed by 'r', which its value reduces over" in message for _, message in _errors(text))
 
 
+@pytest.mark.parametrize("first", ["loss = sum(x[r, c], dim=(r, c)) / M", "loss = 0"])
+def test_an_output_reduced_across_programs_is_written_once(first):
+    """A finish kernel writes the output from every program's partial: a second write of it (the
+    same reduction again, found by the fuzzer, or a plain store before it) is refused once, at the
+    second write, naming the first."""
+    text = ("kernel k\n  in  x: f32[M, N]\n  out loss: f32[]\n  block BM = 8, BN = 16\n"
+            "  grid r over M by BM, c over N by BN\n"
+            f"  {first}\n  loss = sum(x[r, c], dim=(r, c)) / M\n")
+    [(line, message)] = _errors(text)
+    assert line == 7 and "also written at line 6: write it once" in message, message
+
+
 def test_a_tuple_of_axes_is_for_reductions_that_merge():
     text = ("kernel k\n  in  x: f32[M, N]\n  out y: i64[]\n  grid r over M whole, c over N whole\n"
             "  y = argmax(x[r, c], dim=(r, c))\n")

@@ -9,8 +9,8 @@ inputs at the suite's sizes (and the module's parameters: a norm's ``weight`` 1 
 ``nn.Module`` starts them; a convolution's weight, and problem 50's bias, uniform in +-1 /
 sqrt(fan_in) as ``nn.Conv*d`` draws them, from a generator seeded with 0, the same tensors passed
 to the problem's expression and to the kernel) and how the kernel's launcher is called with them
-(views only: a transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` gives
-the reason for every other problem: 86's two convolutions in a row.
+(views only: a transpose, a reshape of a contiguous tensor, ``unsqueeze``); :data:`NOT_YET` would
+give the reason for any other problem (every problem has its spec now).
 ``benchmarks/kernelbench_l1.py`` times every problem of :data:`RUNS` on the GPU;
 ``tests/test_kernelbench_problems.py`` runs each in Triton's interpreter at small sizes.
 """
@@ -488,6 +488,22 @@ def _conv(window: tuple[int, ...], sizes, small, stride=1, padding=0, dilation=1
                note=note or f"{kernel}: f32 operands in TF32 (Triton's dot default; cuDNN's default for torch's too)")
 
 
+def _depthwise_separable(window: tuple[int, int], sizes, small, stride=1, padding=0, dilation=1) -> Run:
+    """nn.Conv2d(C, C, window, stride, padding, dilation, groups=C) then nn.Conv2d(C, O, 1) (no
+    biases, as the suite's): ``sizes`` are x's shape, then the output channels."""
+    def make(s, draw, device):
+        return (draw(s[:-1], device), _conv_parameters(s[1], 1, window, False, device)[0],
+                _conv_parameters(s[-1], s[1], (1, 1), False, device)[0])
+
+    def separable(x, wd, wp):
+        return F.conv2d(F.conv2d(x, wd, None, stride, padding, dilation, groups=x.shape[1]), wp)
+
+    settings = (stride, stride, padding, padding, dilation, dilation)
+    return Run("conv2d_depthwise_separable", separable, make, sizes, small,
+               launch=lambda f, x, wd, wp: f(x, wd, wp, *settings),
+               note="one kernel: the depthwise row of each channel tile, then its pointwise dot (TF32 for f32)")
+
+
 def _conv_transpose(window: tuple[int, ...], sizes, small, padding=0, dilation=1, stride=1, output_padding=0,
                     groups=1) -> Run:
     """nn.ConvTranspose1d/2d/3d (no bias, as the suite's): ``sizes`` are x's shape, then the output
@@ -652,6 +668,7 @@ RUNS: dict[int, Run] = {
     77: _conv_transpose((3, 3, 3), (16, 32, 16, 32, 32, 64), (1, 2, 1, 2, 2, 3), padding=1, dilation=2, stride=2),
     79: _conv_transpose((3,), (16, 32, 131072, 64), (2, 7, 37, 9), padding=1, dilation=2, stride=2),
     81: _conv_transpose((3, 3), (16, 32, 64, 128, 64), (1, 5, 3, 4, 7), padding=1, dilation=2, stride=5),
+    86: _depthwise_separable((3, 3), (16, 64, 512, 512, 128), (1, 9, 6, 11, 13), padding=1),
     87: _conv((1, 1), (16, 64, 1024, 1024, 128), (1, 19, 3, 19, 21),
               note="conv2d with a 1 x 1 window: one tap, the dot over channel tiles; f32 operands in TF32"),
     88: Run("new_gelu", lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (
@@ -707,11 +724,8 @@ RUNS: dict[int, Run] = {
              note="the targets broadcast along the last dimension (the suite's [batch_size] equals it)"),
 }
 
-#: problem number -> why no spec runs it yet.
-NOT_YET: dict[int, str] = {
-    86: "depthwise-separable: a depthwise convolution (conv2d_depthwise) then a pointwise 1 x 1 one (conv2d), two "
-        "kernels where a run is one; no spec fuses them (the pointwise dot over the depthwise result) yet",
-}
+#: problem number -> why no spec runs it yet (none now: every problem has its spec).
+NOT_YET: dict[int, str] = {}
 
 
 def problem(number: int) -> tuple[int, str, str, tuple, str]:

@@ -331,6 +331,17 @@ def divides_test(expr: m.BinOp) -> bool:
             and isinstance(expr.right, m.Number) and expr.right.text == "0")
 
 
+def online_exponent(state: KernelState, arg: m.Expr) -> m.Expr | None:
+    """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded
+    copy this loop range has made (:meth:`tilegen.lower.loops.Loops.online_extrema`); else None."""
+    if not (isinstance(arg, m.BinOp) and arg.op == "-" and isinstance(arg.right, m.Ref)):
+        return None
+    _, safe = state.online.get(arg.right.name.id, (None, ""))
+    if not safe:
+        return None
+    return dataclasses.replace(arg, right=m.Ref(m.Name(safe, arg.right.span), arg.right.span))
+
+
 class Expressions(ExpressionTypes):
     """The Triton text of spec expressions, in the shape of a statement's tile (its context:
     the tile axes, in order, of the value being computed)."""
@@ -352,7 +363,7 @@ class Expressions(ExpressionTypes):
         function = function_of(call.func)
         if (known := self.known_branch(call)) is not None:
             return self.expr(known, context, ops)
-        if name in ("exp", "exp2") and (guarded := self.online_exponent(call.args[0])) is not None:
+        if name in ("exp", "exp2") and (guarded := online_exponent(self.state, call.args[0])) is not None:
             call = dataclasses.replace(call, args=(guarded, *call.args[1:]))
         if function.kind == "reduction":
             return self.reduction(call, function, context, ops)
@@ -466,16 +477,6 @@ class Expressions(ExpressionTypes):
         if self.rounds_bf16(triton_dtype_text(call.func)):
             return all(d in _THROUGH_F32 for d in self.possible_dtypes(call.args[0]))
         return self.rounds_bf16(self.written(call.args[0])) and target in _THROUGH_F32
-
-    def online_exponent(self, arg: m.Expr) -> m.Expr | None:
-        """``x - m_new`` as ``x - m_new_or_0`` where ``m_new`` is a running extremum whose guarded
-        copy this loop range has made (:meth:`tilegen.lower.loops.Loops.online_extrema`); else None."""
-        if not (isinstance(arg, m.BinOp) and arg.op == "-" and isinstance(arg.right, m.Ref)):
-            return None
-        _, safe = self.state.online.get(arg.right.name.id, (None, ""))
-        if not safe:
-            return None
-        return dataclasses.replace(arg, right=m.Ref(m.Name(safe, arg.right.span), arg.right.span))
 
     def known_branch(self, call: m.Call) -> m.Expr | None:
         """The branch ``where(cond, x, y)`` takes in a loop range where ``cond`` is known to hold

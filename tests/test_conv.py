@@ -1,6 +1,7 @@
 """Convolutions (specs/conv1d.tile, conv2d.tile, conv3d.tile, conv2d_depthwise.tile) against torch's
-``F.conv1d``/``F.conv2d``/``F.conv3d``, and the index loop they are written with (``for kh over
-KH``, no block: one step per index, the index one number in the body).
+``F.conv1d``/``F.conv2d``/``F.conv3d``, their gradients (conv1d's and conv2d's backward specs)
+against torch autograd's, and the index loop they are written with (``for kh over KH``, no
+block: one step per index, the index one number in the body).
 
 Inputs of both signs, sizes off every block, every config (``TILEGEN_TEST_GPU=1``: on the GPU;
 in the interpreter conv1d at each set of block sizes, conv2d and the depthwise one at two:
@@ -77,6 +78,33 @@ def test_conv2d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding,
             force_config(monkeypatch, backward, config_ends(backward)[end])
         inputs = [t.detach().requires_grad_() for t in leaves]
         y = module.conv2d(inputs[0], inputs[1], inputs[2] if bias else None, *stride, *padding, *dilation)
+        got = torch.autograd.grad(y, inputs, dy)
+        for grad, want, key in zip(got, wanted, "xwb", strict=False):
+            close(grad, want.to(dtype), dtype, taps[key])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 2, 1, True), (3, 1, 2, False)])
+def test_conv1d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
+    """conv1d's backward (conv1d_backward_dx, _dw, _dbias) against torch autograd's of F.conv1d in
+    float32, at the backward kernels' first and last configs, strided too (the positions the
+    stride skips get dx from no tap but their neighbours')."""
+    from tests.conftest import force_config
+
+    module = generated("conv1d")
+    x, w, b = randn(3, 5, 37, dtype=dtype), randn(19, 5, 3, dtype=dtype, seed=1), randn(19, dtype=dtype, seed=2)
+    leaves = [x, w] + ([b] if bias else [])
+    floats = [t.float().requires_grad_() for t in leaves]
+    y_float = F.conv1d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation)
+    dy = randn(*y_float.shape, dtype=dtype, seed=3)
+    wanted = torch.autograd.grad(y_float, floats, dy.float())
+    taps = {"x": 19 * 3, "w": 3 * 37, "b": 3 * 37}  # the products each gradient sums (at most)
+    backwards = [generated(f"conv1d_backward_{name}") for name in ("dx", "dw", "dbias")]
+    for end in (0, -1):
+        for backward in backwards:
+            force_config(monkeypatch, backward, config_ends(backward)[end])
+        inputs = [t.detach().requires_grad_() for t in leaves]
+        y = module.conv1d(inputs[0], inputs[1], inputs[2] if bias else None, stride, padding, dilation)
         got = torch.autograd.grad(y, inputs, dy)
         for grad, want, key in zip(got, wanted, "xwb", strict=False):
             close(grad, want.to(dtype), dtype, taps[key])

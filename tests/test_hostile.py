@@ -502,3 +502,14 @@ def test_hostile_display_path_stays_in_comments_and_strings(path):
     assert SUSPICIOUS_CALLS & set(_called_names(tree)) <= BASELINE_SUSPICIOUS
     assert _imports(tree) <= ALLOWED_IMPORTS
     assert len(source.splitlines()) == len(BASELINE.splitlines())
+
+
+def test_a_name_that_is_no_dtype_in_arithmetic_is_an_error_not_a_crash():
+    """The fuzzer's spec with a block's name for a dtype everywhere (`dtype T in B, bf16`, `x: B[]`,
+    `B(...)`): arithmetic on such a value has no dtype to promote to; the checker reports the
+    name at its declaration instead of failing inside the promotion."""
+    source = ("kernel k\n  dtype T in B, bf16\n  in  x: T[N]\n  out y: T[N]\n  block B = 16\n"
+              "  grid  i over N by B\n  s: B[] = 0\n  y[i] = T(x[i] * 2 + (s + N))\n")
+    with pytest.raises(SpecError) as caught:
+        compile_spec(source, "k.tile")
+    assert "unknown dtype 'B'" in caught.value.render()

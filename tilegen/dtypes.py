@@ -63,6 +63,8 @@ NARROW = ("f16", "bf16", *FP8)
 
 _FLOAT_RANK = {"f8e4m3": 0, "f8e5m2": 0, "f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 _INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
+#: What promote takes: the dtypes, the literals' markers and None (an integer literal)
+_PROMOTED = frozenset([*_FLOAT_RANK, *_INT_BITS, "u8", "bool", WEAK_FLOAT, SCALAR_F64, None])
 
 
 def integer_value(number: m.Number) -> int | None:
@@ -92,7 +94,10 @@ def is_int(dtype: str | None) -> bool:
 def promote(left: str | None, right: str | None, *, divide: bool = False) -> str | None:
     """The dtype of arithmetic on ``left`` and ``right`` (``None``: an integer literal,
     ``"float"``: a float literal). Arithmetic on an fp8 operand computes in float32 (torch has
-    no fp8 arithmetic; Triton converts)."""
+    no fp8 arithmetic; Triton converts). A name that is no dtype (a spec's typo, which the checker
+    reports at its declaration) gives None: nothing is known of the result."""
+    if any(d not in _PROMOTED for d in (left, right)):
+        return None
     if left in FP8 or right in FP8:
         other = right if left in FP8 else left
         return "f64" if other == "f64" else "f32"

@@ -110,6 +110,35 @@ def test_conv1d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding,
             close(grad, want.to(dtype), dtype, taps[key])
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"),
+                         [((1, 1), (1, 1), (1, 1), True), ((2, 1), (0, 1), (1, 2), False)])
+def test_conv2d_depthwise_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
+    """conv2d_depthwise's backward (conv2d_depthwise_backward_dx, _dweight, _dbias) against torch
+    autograd's of F.conv2d(groups=C) in float32, at the backward kernels' first and last configs."""
+    from tests.conftest import force_config
+
+    module = generated("conv2d_depthwise")
+    channels = 19
+    x, w = randn(2, channels, 9, 11, dtype=dtype), randn(channels, 1, 3, 2, dtype=dtype, seed=1)
+    b = randn(channels, dtype=dtype, seed=2)
+    leaves = [x, w] + ([b] if bias else [])
+    floats = [t.float().requires_grad_() for t in leaves]
+    y_float = F.conv2d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation, groups=channels)
+    dy = randn(*y_float.shape, dtype=dtype, seed=3)
+    wanted = torch.autograd.grad(y_float, floats, dy.float())
+    taps = {"x": 3 * 2, "w": 2 * 9 * 11, "b": 2 * 9 * 11}  # the products each gradient sums (at most)
+    backwards = [generated(f"conv2d_depthwise_backward_{name}") for name in ("dx", "dweight", "dbias")]
+    for end in (0, -1):
+        for backward in backwards:
+            force_config(monkeypatch, backward, config_ends(backward)[end])
+        inputs = [t.detach().requires_grad_() for t in leaves]
+        y = module.conv2d_depthwise(inputs[0], inputs[1], inputs[2] if bias else None, *stride, *padding, *dilation)
+        got = torch.autograd.grad(y, inputs, dy)
+        for grad, want, key in zip(got, wanted, "xwb", strict=False):
+            close(grad, want.to(dtype), dtype, taps[key])
+
+
 def test_conv2d_takes_torchs_defaults_and_a_wide_window(generated):
     """stride 1, padding 0, dilation 1 when left out; a window wider than the input's padding-free
     part (KernelBench's 11 x 11 first layer at stride 4, padding 2), channels past one tile."""

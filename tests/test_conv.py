@@ -1,5 +1,5 @@
 """Convolutions (specs/conv1d.tile, conv2d.tile, conv3d.tile, conv2d_depthwise.tile) against torch's
-``F.conv1d``/``F.conv2d``/``F.conv3d``, their gradients (conv1d's and conv2d's backward specs)
+``F.conv1d``/``F.conv2d``/``F.conv3d``, their gradients (their backward specs)
 against torch autograd's, and the index loop they are written with (``for kh over KH``, no
 block: one step per index, the index one number in the body).
 
@@ -137,6 +137,31 @@ def test_conv2d_depthwise_trains_as_torchs(generated, monkeypatch, dtype, stride
         got = torch.autograd.grad(y, inputs, dy)
         for grad, want, key in zip(got, wanted, "xwb", strict=False):
             close(grad, want.to(dtype), dtype, taps[key])
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])
+def test_conv3d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
+    """conv3d's backward (conv3d_backward_dx, _dw, _dbias) against torch autograd's of F.conv3d,
+    f32, at the backward kernels' first config (and the last on a GPU)."""
+    from tests.conftest import force_config
+
+    module = generated("conv3d")
+    x, w, b = randn(1, 3, 4, 5, 6), randn(17, 3, 2, 3, 2, seed=1), randn(17, seed=2)
+    leaves = [x, w] + ([b] if bias else [])
+    floats = [t.clone().requires_grad_() for t in leaves]
+    y_float = F.conv3d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation)
+    dy = randn(*y_float.shape, seed=3)
+    wanted = torch.autograd.grad(y_float, floats, dy)
+    taps = {"x": 17 * 12, "w": 4 * 5 * 6, "b": 4 * 5 * 6}  # the products each gradient sums (at most)
+    backwards = [generated(f"conv3d_backward_{name}") for name in ("dx", "dw", "dbias")]
+    for end in (0, -1) if DEVICE == "cuda" else (0,):  # the interpreter: its own config (test_meaning runs the rest)
+        for backward in backwards:
+            force_config(monkeypatch, backward, config_ends(backward)[end])
+        inputs = [t.detach().requires_grad_() for t in leaves]
+        y = module.conv3d(inputs[0], inputs[1], inputs[2] if bias else None, stride, padding, dilation)
+        got = torch.autograd.grad(y, inputs, dy)
+        for grad, want, key in zip(got, wanted, "xwb", strict=False):
+            close(grad, want, torch.float32, taps[key])
 
 
 def test_conv2d_takes_torchs_defaults_and_a_wide_window(generated):

@@ -54,114 +54,74 @@ def test_conv2d_is_torchs(generated, dtype, stride, padding, dilation):
     close(module.conv2d(x, w, None, *scalars, config=configs[-1]), without, dtype, 5 * 6)  # the larger tiles
 
 
+def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forward, taps, ends=(0, -1)):
+    """``kernel``'s gradients (x, its weight, and the bias where ``leaves`` holds one) against
+    torch autograd's of ``torch_forward`` in float32 from the same values, at its three backward
+    kernels' (``<kernel>_backward_dx``, then the weight's, then ``_dbias``) configs ``ends``
+    (indices into :func:`tests.conftest.config_ends`); ``settings`` the launcher's scalars after
+    the bias; ``taps`` the products each gradient sums (x, weight, bias), for the tolerance."""
+    from tests.conftest import force_config
+
+    module = generated(kernel)
+    dtype, bias = leaves[0].dtype, len(leaves) == 3
+    floats = [t.float().requires_grad_() for t in leaves]
+    y_float = torch_forward(floats[0], floats[1], floats[2] if bias else None)
+    dy = randn(*y_float.shape, dtype=dtype, seed=3)
+    wanted = torch.autograd.grad(y_float, floats, dy.float())
+    weight_grad = "dw" if kernel in ("conv1d", "conv3d") else "dweight"
+    backwards = [generated(f"{kernel}_backward_{name}") for name in ("dx", weight_grad, "dbias")]
+    for end in ends:
+        for backward in backwards:
+            force_config(monkeypatch, backward, config_ends(backward)[end])
+        inputs = [t.detach().requires_grad_() for t in leaves]
+        y = getattr(module, kernel)(inputs[0], inputs[1], inputs[2] if bias else None, *settings)
+        for grad, want, count in zip(torch.autograd.grad(y, inputs, dy), wanted, taps, strict=False):
+            close(grad, want.to(dtype), dtype, count)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"),
                          [((1, 1), (1, 0), (1, 1), True), ((2, 3), (1, 2), (2, 1), False)])
 def test_conv2d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
-    """conv2d's backward (conv2d_backward_dx, _dweight, _dbias): dx, dweight and dbias are torch
-    autograd's of F.conv2d in float32 from the same values, at the backward kernels' first and
-    last configs; with strides the taps the stride does not divide add nothing to dx, and a
-    left-out bias gets no gradient."""
-    from tests.conftest import force_config
-
-    module = generated("conv2d")
+    """conv2d's backward (conv2d_backward_dx, _dweight, _dbias); with strides the taps the stride
+    does not divide add nothing to dx, and a left-out bias gets no gradient."""
     x, w, b = randn(2, 5, 9, 11, dtype=dtype), randn(7, 5, 3, 2, dtype=dtype, seed=1), randn(7, dtype=dtype, seed=2)
-    leaves = [x, w] + ([b] if bias else [])
-    floats = [t.float().requires_grad_() for t in leaves]
-    y_float = F.conv2d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation)
-    dy = randn(*y_float.shape, dtype=dtype, seed=3)
-    wanted = torch.autograd.grad(y_float, floats, dy.float())
-    taps = {"x": 7 * 3 * 2, "w": 2 * 9 * 11, "b": 2 * 9 * 11}  # the products each gradient sums
-    backwards = [generated(f"conv2d_backward_{name}") for name in ("dx", "dweight", "dbias")]
-    for end in (0, -1):
-        for backward in backwards:
-            force_config(monkeypatch, backward, config_ends(backward)[end])
-        inputs = [t.detach().requires_grad_() for t in leaves]
-        y = module.conv2d(inputs[0], inputs[1], inputs[2] if bias else None, *stride, *padding, *dilation)
-        got = torch.autograd.grad(y, inputs, dy)
-        for grad, want, key in zip(got, wanted, "xwb", strict=False):
-            close(grad, want.to(dtype), dtype, taps[key])
+    check_training(generated, monkeypatch, "conv2d", [x, w] + ([b] if bias else []), (*stride, *padding, *dilation),
+                   lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation), (7 * 3 * 2, 2 * 9 * 11, 2 * 9 * 11))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 2, 1, True), (3, 1, 2, False)])
 def test_conv1d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
-    """conv1d's backward (conv1d_backward_dx, _dw, _dbias) against torch autograd's of F.conv1d in
-    float32, at the backward kernels' first and last configs, strided too (the positions the
-    stride skips get dx from no tap but their neighbours')."""
-    from tests.conftest import force_config
-
-    module = generated("conv1d")
+    """conv1d's backward (conv1d_backward_dx, _dw, _dbias), strided too (the positions the stride
+    skips get dx from no tap but their neighbours')."""
     x, w, b = randn(3, 5, 37, dtype=dtype), randn(19, 5, 3, dtype=dtype, seed=1), randn(19, dtype=dtype, seed=2)
-    leaves = [x, w] + ([b] if bias else [])
-    floats = [t.float().requires_grad_() for t in leaves]
-    y_float = F.conv1d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation)
-    dy = randn(*y_float.shape, dtype=dtype, seed=3)
-    wanted = torch.autograd.grad(y_float, floats, dy.float())
-    taps = {"x": 19 * 3, "w": 3 * 37, "b": 3 * 37}  # the products each gradient sums (at most)
-    backwards = [generated(f"conv1d_backward_{name}") for name in ("dx", "dw", "dbias")]
-    for end in (0, -1):
-        for backward in backwards:
-            force_config(monkeypatch, backward, config_ends(backward)[end])
-        inputs = [t.detach().requires_grad_() for t in leaves]
-        y = module.conv1d(inputs[0], inputs[1], inputs[2] if bias else None, stride, padding, dilation)
-        got = torch.autograd.grad(y, inputs, dy)
-        for grad, want, key in zip(got, wanted, "xwb", strict=False):
-            close(grad, want.to(dtype), dtype, taps[key])
+    check_training(generated, monkeypatch, "conv1d", [x, w] + ([b] if bias else []), (stride, padding, dilation),
+                   lambda x, w, b: F.conv1d(x, w, b, stride, padding, dilation), (19 * 3, 3 * 37, 3 * 37))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"),
                          [((1, 1), (1, 1), (1, 1), True), ((2, 1), (0, 1), (1, 2), False)])
 def test_conv2d_depthwise_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
-    """conv2d_depthwise's backward (conv2d_depthwise_backward_dx, _dweight, _dbias) against torch
-    autograd's of F.conv2d(groups=C) in float32, at the backward kernels' first and last configs."""
-    from tests.conftest import force_config
-
-    module = generated("conv2d_depthwise")
+    """conv2d_depthwise's backward (conv2d_depthwise_backward_dx, _dweight, _dbias)."""
     channels = 19
     x, w = randn(2, channels, 9, 11, dtype=dtype), randn(channels, 1, 3, 2, dtype=dtype, seed=1)
     b = randn(channels, dtype=dtype, seed=2)
-    leaves = [x, w] + ([b] if bias else [])
-    floats = [t.float().requires_grad_() for t in leaves]
-    y_float = F.conv2d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation, groups=channels)
-    dy = randn(*y_float.shape, dtype=dtype, seed=3)
-    wanted = torch.autograd.grad(y_float, floats, dy.float())
-    taps = {"x": 3 * 2, "w": 2 * 9 * 11, "b": 2 * 9 * 11}  # the products each gradient sums (at most)
-    backwards = [generated(f"conv2d_depthwise_backward_{name}") for name in ("dx", "dweight", "dbias")]
-    for end in (0, -1):
-        for backward in backwards:
-            force_config(monkeypatch, backward, config_ends(backward)[end])
-        inputs = [t.detach().requires_grad_() for t in leaves]
-        y = module.conv2d_depthwise(inputs[0], inputs[1], inputs[2] if bias else None, *stride, *padding, *dilation)
-        got = torch.autograd.grad(y, inputs, dy)
-        for grad, want, key in zip(got, wanted, "xwb", strict=False):
-            close(grad, want.to(dtype), dtype, taps[key])
+    check_training(generated, monkeypatch, "conv2d_depthwise", [x, w] + ([b] if bias else []),
+                   (*stride, *padding, *dilation),
+                   lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups=channels),
+                   (3 * 2, 2 * 9 * 11, 2 * 9 * 11))
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])
 def test_conv3d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
-    """conv3d's backward (conv3d_backward_dx, _dw, _dbias) against torch autograd's of F.conv3d,
-    f32, at the backward kernels' first config (and the last on a GPU)."""
-    from tests.conftest import force_config
-
-    module = generated("conv3d")
+    """conv3d's backward (conv3d_backward_dx, _dw, _dbias), f32, at the backward kernels' first
+    config in the interpreter (tests/test_meaning.py runs the others), first and last on a GPU."""
     x, w, b = randn(1, 3, 4, 5, 6), randn(17, 3, 2, 3, 2, seed=1), randn(17, seed=2)
-    leaves = [x, w] + ([b] if bias else [])
-    floats = [t.clone().requires_grad_() for t in leaves]
-    y_float = F.conv3d(floats[0], floats[1], floats[2] if bias else None, stride, padding, dilation)
-    dy = randn(*y_float.shape, seed=3)
-    wanted = torch.autograd.grad(y_float, floats, dy)
-    taps = {"x": 17 * 12, "w": 4 * 5 * 6, "b": 4 * 5 * 6}  # the products each gradient sums (at most)
-    backwards = [generated(f"conv3d_backward_{name}") for name in ("dx", "dw", "dbias")]
-    for end in (0, -1) if DEVICE == "cuda" else (0,):  # the interpreter: its own config (test_meaning runs the rest)
-        for backward in backwards:
-            force_config(monkeypatch, backward, config_ends(backward)[end])
-        inputs = [t.detach().requires_grad_() for t in leaves]
-        y = module.conv3d(inputs[0], inputs[1], inputs[2] if bias else None, stride, padding, dilation)
-        got = torch.autograd.grad(y, inputs, dy)
-        for grad, want, key in zip(got, wanted, "xwb", strict=False):
-            close(grad, want, torch.float32, taps[key])
+    check_training(generated, monkeypatch, "conv3d", [x, w] + ([b] if bias else []), (stride, padding, dilation),
+                   lambda x, w, b: F.conv3d(x, w, b, stride, padding, dilation), (17 * 12, 4 * 5 * 6, 4 * 5 * 6),
+                   ends=(0, -1) if DEVICE == "cuda" else (0,))
 
 
 def test_conv2d_takes_torchs_defaults_and_a_wide_window(generated):

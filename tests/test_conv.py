@@ -54,12 +54,14 @@ def test_conv2d_is_torchs(generated, dtype, stride, padding, dilation):
     close(module.conv2d(x, w, None, *scalars, config=configs[-1]), without, dtype, 5 * 6)  # the larger tiles
 
 
-def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forward, taps, ends=(0, -1)):
+def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forward, taps, ends=(0, -1),
+                   backward_names=None):
     """``kernel``'s gradients (x, its weight, and the bias where ``leaves`` holds one) against
     torch autograd's of ``torch_forward`` in float32 from the same values, at its three backward
     kernels' (``<kernel>_backward_dx``, then the weight's, then ``_dbias``) configs ``ends``
-    (indices into :func:`tests.conftest.config_ends`); ``settings`` the launcher's scalars after
-    the bias; ``taps`` the products each gradient sums (x, weight, bias), for the tolerance."""
+    (indices into :func:`tests.conftest.config_ends`; ``backward_names`` where they are named
+    otherwise); ``settings`` the launcher's scalars after the bias; ``taps`` the products each
+    gradient sums (x, weight, bias), for the tolerance."""
     from tests.conftest import force_config
 
     module = generated(kernel)
@@ -69,7 +71,8 @@ def check_training(generated, monkeypatch, kernel, leaves, settings, torch_forwa
     dy = randn(*y_float.shape, dtype=dtype, seed=3)
     wanted = torch.autograd.grad(y_float, floats, dy.float())
     weight_grad = "dw" if kernel in ("conv1d", "conv3d") else "dweight"
-    backwards = [generated(f"{kernel}_backward_{name}") for name in ("dx", weight_grad, "dbias")]
+    names = backward_names or [f"{kernel}_backward_{name}" for name in ("dx", weight_grad, "dbias")]
+    backwards = [generated(name) for name in names]
     for end in ends:
         for backward in backwards:
             force_config(monkeypatch, backward, config_ends(backward)[end])
@@ -112,6 +115,21 @@ def test_conv2d_depthwise_trains_as_torchs(generated, monkeypatch, dtype, stride
                    (*stride, *padding, *dilation),
                    lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups=channels),
                    (3 * 2, 2 * 9 * 11, 2 * 9 * 11))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"),
+                         [((1, 1), (1, 0), (1, 1), True), ((2, 3), (1, 0), (1, 2), False)])
+def test_conv_transpose2d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
+    """conv_transpose2d's backward (conv_transpose2d_backward_dx, _dweight, and conv2d's dbias):
+    dx is a convolution of dy, strided; against torch autograd's of F.conv_transpose2d."""
+    x, w, b = randn(2, 5, 6, 7, dtype=dtype), randn(5, 7, 3, 2, dtype=dtype, seed=1), randn(7, dtype=dtype, seed=2)
+    check_training(generated, monkeypatch, "conv_transpose2d", [x, w] + ([b] if bias else []),
+                   (*padding, *dilation, *stride, 0, 0),
+                   lambda x, w, b: F.conv_transpose2d(x, w, b, stride, padding, 0, 1, dilation),
+                   (7 * 3 * 2, 2 * 6 * 7, 2 * 6 * 7 * 6),
+                   backward_names=["conv_transpose2d_backward_dx", "conv_transpose2d_backward_dweight",
+                                   "conv2d_backward_dbias"])
 
 
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])

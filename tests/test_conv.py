@@ -132,6 +132,14 @@ def test_conv_transpose2d_trains_as_torchs(generated, monkeypatch, dtype, stride
                                    "conv2d_backward_dbias"])
 
 
+def test_conv2d_implicit_gemm_trains_through_conv2ds_backward(generated, monkeypatch):
+    """The implicit-GEMM form names conv2d's backward specs: the same gradients as torch's."""
+    x, w, b = randn(2, 3, 9, 10), randn(16, 3, 3, 3, seed=1), randn(16, seed=2)
+    check_training(generated, monkeypatch, "conv2d_implicit_gemm", [x, w, b], (2, 1, 1, 0, 1, 1),
+                   lambda x, w, b: F.conv2d(x, w, b, (2, 1), (1, 0), 1), (16 * 9, 2 * 4 * 8, 2 * 4 * 8), ends=(0,),
+                   backward_names=["conv2d_backward_dx", "conv2d_backward_dweight", "conv2d_backward_dbias"])
+
+
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])
 def test_conv3d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
     """conv3d's backward (conv3d_backward_dx, _dw, _dbias), f32, at the backward kernels' first

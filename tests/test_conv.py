@@ -140,6 +140,30 @@ def test_conv2d_implicit_gemm_trains_through_conv2ds_backward(generated, monkeyp
                    backward_names=["conv2d_backward_dx", "conv2d_backward_dweight", "conv2d_backward_dbias"])
 
 
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (3, 1, 2, False)])
+def test_conv_transpose1d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
+    """conv_transpose1d's backward (conv_transpose1d_backward_dx, _dw, and conv1d's dbias)."""
+    x, w, b = randn(3, 5, 13), randn(5, 7, 3, seed=1), randn(7, seed=2)
+    check_training(generated, monkeypatch, "conv_transpose1d", [x, w] + ([b] if bias else []),
+                   (padding, dilation, stride, 0),
+                   lambda x, w, b: F.conv_transpose1d(x, w, b, stride, padding, 0, 1, dilation),
+                   (7 * 3, 3 * 13, 3 * 13 * 3), backward_names=["conv_transpose1d_backward_dx",
+                                                               "conv_transpose1d_backward_dw", "conv1d_backward_dbias"])
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])
+def test_conv_transpose3d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
+    """conv_transpose3d's backward (conv_transpose3d_backward_dx, _dw, and conv3d's dbias), f32, at
+    the first config in the interpreter, first and last on a GPU."""
+    x, w, b = randn(1, 3, 3, 4, 5), randn(3, 17, 2, 3, 2, seed=1), randn(17, seed=2)
+    check_training(generated, monkeypatch, "conv_transpose3d", [x, w] + ([b] if bias else []),
+                   (padding, dilation, stride, 0),
+                   lambda x, w, b: F.conv_transpose3d(x, w, b, stride, padding, 0, 1, dilation),
+                   (17 * 12, 3 * 4 * 5, 6 * 8 * 8), ends=(0, -1) if DEVICE == "cuda" else (0,),
+                   backward_names=["conv_transpose3d_backward_dx", "conv_transpose3d_backward_dw",
+                                   "conv3d_backward_dbias"])
+
+
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"), [(1, 1, 1, True), (2, 0, 1, False)])
 def test_conv3d_trains_as_torchs(generated, monkeypatch, stride, padding, dilation, bias):
     """conv3d's backward (conv3d_backward_dx, _dw, _dbias), f32, at the backward kernels' first

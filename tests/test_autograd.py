@@ -9,6 +9,8 @@ and every config of the backward (in the interpreter, one config of each set of 
 activation checkpointing; a spec without a backward refusing inputs that require grad; and the
 build's refusals of backward specs that do not fit."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -333,6 +335,20 @@ def test_backward_specs_that_do_not_fit_are_refused_at_the_line(inputs, outputs,
     with pytest.raises(SpecError, match=message) as caught:
         compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (backward, "k_backward.tile")}.get)
     assert caught.value.diagnostics[0].span.line == 6
+
+
+def test_a_backward_may_name_the_sizes_its_own_way_consistently():
+    """A backward spec names its own sizes: ``dy: f32[R, C]`` is the gradient of ``y: f32[M, N]``
+    (R for M, C for N, throughout); a name standing for two of the forward's, or two names for one,
+    do not fit."""
+    spec = BACKWARD.replace("grid  r over M by BM, c over N whole", "grid  r over R by BM, c over C whole")
+    renamed = spec.format(inputs="dy: f32[R, C]", outputs="dx: f32[R, C]", body="dx[r, c] = dy[r, c]")
+    built = compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (renamed, "k_backward.tile")}.get)
+    assert built.backward == ("k_backward",)
+    for x in ("x: f32[C, R]", "x: f32[M, C]"):  # C for M after C for N; M for M after R for M
+        bad = spec.format(inputs=f"dy: f32[R, C]\n  in  {x}", outputs="dx: f32[R, C]", body="dx[r, c] = dy[r, c]")
+        with pytest.raises(SpecError, match=rf"backward 'k_backward' takes 'x' as {re.escape(x[3:])}, but 'x' is"):
+            compile_spec(FORWARD.format(name="k_backward"), "k.tile", {"k_backward": (bad, "k_backward.tile")}.get)
 
 
 PIPELINE = """kernel k_{name}

@@ -107,14 +107,17 @@ def test_conv1d_trains_as_torchs(generated, monkeypatch, dtype, stride, padding,
 @pytest.mark.parametrize(("stride", "padding", "dilation", "bias"),
                          [((1, 1), (1, 1), (1, 1), True), ((2, 1), (0, 1), (1, 2), False)])
 def test_conv2d_depthwise_trains_as_torchs(generated, monkeypatch, dtype, stride, padding, dilation, bias):
-    """conv2d_depthwise's backward (conv2d_depthwise_backward_dx, _dweight, _dbias)."""
+    """conv2d_depthwise's backward (conv2d_depthwise_backward_dx, _dweight, and conv2d's dbias,
+    its channels named O there)."""
     channels = 19
     x, w = randn(2, channels, 9, 11, dtype=dtype), randn(channels, 1, 3, 2, dtype=dtype, seed=1)
     b = randn(channels, dtype=dtype, seed=2)
     check_training(generated, monkeypatch, "conv2d_depthwise", [x, w] + ([b] if bias else []),
                    (*stride, *padding, *dilation),
                    lambda x, w, b: F.conv2d(x, w, b, stride, padding, dilation, groups=channels),
-                   (3 * 2, 2 * 9 * 11, 2 * 9 * 11))
+                   (3 * 2, 2 * 9 * 11, 2 * 9 * 11),
+                   backward_names=["conv2d_depthwise_backward_dx", "conv2d_depthwise_backward_dweight",
+                                   "conv2d_backward_dbias"])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -5,7 +5,8 @@ and tested like any other; the forward's generated module registers it with torc
 (:mod:`tilegen.lower.autograd`). Its signature says what it needs, by name:
 
 * an input named as a tensor or scalar of the forward (``y``, ``x``, ``eps``) is that value, saved
-  by the forward call (same dtype and shape);
+  by the forward call (same dtype and shape; a backward may name the sizes otherwise, each of its
+  names standing for one of the forward's throughout, :class:`_Sizes`);
 * an input ``d<out>`` for a forward output ``out`` is the gradient of ``out`` (same dtype and
   shape as ``out``, as torch's gradients are);
 * each output ``d<in>`` is the gradient of the forward's tensor input ``in`` (same dtype and shape,
@@ -37,17 +38,43 @@ def _shape(tensor: m.Tensor) -> tuple[str, ...]:
     return tuple(d.id if isinstance(d, m.Name) else d.text for d in tensor.dims)
 
 
-def _widened(like: m.Tensor, gradient: m.Tensor, forward_spec: m.Spec) -> bool:
+def _widened(like: m.Tensor, gradient: m.Tensor, forward_spec: m.Spec, sizes: _Sizes) -> bool:
     """A float32 gradient of a float input of the same shape (``dweight: f32[V, C]`` for
     ``weight: T[V, C]``, summed by atomic adds in f32): torch.autograd casts a gradient to its
     input's dtype."""
     floats = all(is_float(d) for d in forward_spec.dtype_options(like.dtype))
-    return gradient.dtype.id == "f32" and floats and _shape(like) == _shape(gradient)
+    return floats and sizes.fit(like, gradient, dtype="f32")
 
 
 def _typed(tensor: m.Tensor) -> str:
     """``f32[M, N]`` (a scalar: ``f32``)."""
     return tensor.dtype.id + (f"[{', '.join(_shape(tensor))}]" if not tensor.is_scalar else "")
+
+
+class _Sizes:
+    """One backward kernel's size names as the forward's. A spec names its own sizes, so a backward
+    may call a dimension otherwise (``conv2d_backward_dbias``'s ``dy: T[N, O, H_out, W_out]`` serves
+    ``conv2d_depthwise``'s ``y: T[N, C, H_out, W_out]``), as long as each of its names stands for
+    one of the forward's, the same at every place, and no two for one."""
+
+    def __init__(self) -> None:
+        self.forward: dict[str, str] = {}  # a backward's size -> the forward's
+        self.backward: dict[str, str] = {}  # and back
+
+    def fit(self, like: m.Tensor, tensor: m.Tensor, dtype: str | None = None) -> bool:
+        """Whether ``tensor`` (the backward's) has ``like``'s dtype (or ``dtype``) and shape, its
+        sizes renamed consistently with the earlier tensors; the renaming grows where it does."""
+        if tensor.dtype.id != (dtype or like.dtype.id) or len(like.dims) != len(tensor.dims) \
+                or like.is_scalar != tensor.is_scalar:
+            return False
+        forward, backward = dict(self.forward), dict(self.backward)
+        for ours, theirs in zip(_shape(tensor), _shape(like), strict=True):
+            literal = ours[0].isdigit() or theirs[0].isdigit()
+            if (ours != theirs) if literal else (forward.setdefault(ours, theirs) != theirs
+                                                 or backward.setdefault(theirs, ours) != ours):
+                return False
+        self.forward, self.backward = forward, backward
+        return True
 
 
 def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
@@ -76,6 +103,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
     made: dict[str, tuple[m.Tensor, m.Name]] = {}  # an earlier backward's output -> it, the kernel
     read: set[str] = set()
     for name, backward in found:
+        sizes = _Sizes()
         for tensor in backward.inputs:
             key = tensor.name.id
             read.add(key)
@@ -85,7 +113,8 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
                 earlier = ", an output of an earlier backward" if made else ""
                 errors.error(f"backward '{name.id}' takes '{key}', which is neither a value of this kernel{earlier} "
                              f"nor the gradient of one of its outputs ({names})", name.span)
-            elif _typed(like) != _typed(tensor):
+            # an earlier backward's output is in that backward's size names: the same names here
+            elif not (sizes.fit(like, tensor) if key in forward or key in outputs else _typed(like) == _typed(tensor)):
                 what = (f"the gradient of '{like.name.id}'" if key in outputs and key not in forward
                         else f"'{key}' of backward '{made[key][1].id}'" if key in made else f"'{key}'")
                 errors.error(f"backward '{name.id}' takes '{key}' as {_typed(tensor)}, but {what} is "
@@ -99,7 +128,7 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
             elif like is None and (key in forward or key in outputs):
                 errors.error(f"backward '{name.id}' returns '{key}', a name of this kernel's values; a gradient "
                              f"is named d<input> ({', '.join(inputs) or 'none: no tensor input'})", name.span)
-            elif like is not None and _typed(like) != _typed(tensor) and not _widened(like, tensor, forward_spec=spec):
+            elif like is not None and not sizes.fit(like, tensor) and not _widened(like, tensor, spec, sizes):
                 errors.error(f"backward '{name.id}' returns '{key}' as {_typed(tensor)}, but '{like.name.id}' is "
                              f"{_typed(like)}", name.span)
             made[key] = (tensor, name)

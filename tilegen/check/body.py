@@ -11,7 +11,7 @@ from tilegen import model as m
 from tilegen.across import across, assigned
 from tilegen.check.declarations import check_axis_decl, check_dtype
 from tilegen.check.expressions import DOT_ACCUMULATORS, dtype_of, expr_axes
-from tilegen.check.indexing import check_scatter_add, index_axes
+from tilegen.check.indexing import check_atomic_store, index_axes
 from tilegen.check.programs import check_across, check_stage
 from tilegen.check.state import CheckState, Scope
 from tilegen.dtypes import BOOL
@@ -89,7 +89,7 @@ def check_body(state: CheckState, body: tuple[m.Stmt, ...], scope: Scope) -> Non
                 if found is not None:
                     check_across(state, found, scope)
                 if stmt.atomic:
-                    check_scatter_add(state, stmt)
+                    check_atomic_store(state, stmt)
                 target = index_axes(state, stmt.tensor, stmt.index, scope, writing=True, atomic=stmt.atomic)
                 axes = expr_axes(state, stmt.value, scope)
                 canonical = {state.alias_of.get(a, a) for a in target}

@@ -355,7 +355,7 @@ EXTREMUM_DTYPES = ("i32", "i64")
 UPDATE_TEXT = {"add": "+=", "max": "max=", "min": "min="}
 
 
-def check_scatter_add(state: CheckState, store: m.Store) -> None:
+def check_atomic_store(state: CheckState, store: m.Store) -> None:
     """``y[idx[t], c] += v`` (or ``max=``, ``min=``): ``y`` is an output declared with the number
     it starts at (``out y: f32[V, C] = 0``), of a dtype the atomic takes, accessed through
     pointers, and not also stored with ``=`` or another update (atomics and a plain store to one
@@ -388,14 +388,15 @@ def check_scatter_add(state: CheckState, store: m.Store) -> None:
             "use 'access pointers'",
             store.span,
         )
-    other = [s for s in m.statements(state.spec.body) if isinstance(s, m.Store) and s.tensor.id == name
-             and s.update != store.update]
-    if other and other[0].update:
-        state.errors.error(
-            f"'{name}' is updated with '{UPDATE_TEXT[other[0].update]}' and with '{text}'; the two race: "
-            "update an output one way",
-            other[0].span,
-        )
+    stores = [s for s in m.statements(state.spec.body) if isinstance(s, m.Store) and s.tensor.id == name]
+    other = [s for s in stores if s.update != store.update]
+    if other and other[0].update:  # two kinds of update: said once, by the first of them, at the other
+        if stores.index(store) < stores.index(other[0]):
+            state.errors.error(
+                f"'{name}' is updated with '{UPDATE_TEXT[other[0].update]}' and with '{text}'; the two race: "
+                "update an output one way",
+                other[0].span,
+            )
     elif other:
         state.errors.error(
             f"'{name}' is stored with '=' and updated with '{text}'; a store and an atomic update to one element "

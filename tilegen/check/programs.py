@@ -36,9 +36,9 @@ def check_across(state: CheckState, found: Across, scope: Scope) -> None:
     writes = [s for s in m.statements(spec.body) if isinstance(s, m.Store) and s.tensor.id == store.tensor.id]
     # said once, at the second write: by the first write where it reduces across programs, else by this one
     if len(writes) > 1 and (store is writes[0] or across(writes[0], spec.grid) is None):
-        first_write, again = (writes[0], writes[1]) if store is writes[0] else (writes[0], store)
+        again = writes[1] if store is writes[0] else store
         state.errors.error(f"{what}, so a finish kernel writes it once from every program's partial; it is "
-                           f"also written at line {first_write.span.line}: write it once", again.span)
+                           f"also written at line {writes[0].span.line}: write it once", again.span)
     for partial in found.partials[1:]:
         if partial.axes != first.axes:
             state.errors.error(

@@ -142,7 +142,7 @@ def tune_plan(state: KernelState) -> TunePlan | None:
     key = (*(k.id for k in spec.tune.key), *state.transposed.values())
     hook = "_sum_partials_hook" if state.split is not None else None  # a split config is timed with its sum
     added = dict.fromkeys(f"{s.tensor.id}_ptr" for s in m.statements(spec.body) if isinstance(s, m.Store) and s.atomic)
-    assert not (hook and added), "the checker refuses '+=' stores beside a split loop"
+    assert not (hook and added), "the checker refuses atomic stores beside a split loop"
     return TunePlan(configs, key, default, post_hook=hook, restore=tuple(added), interpreted=interpreted)
 
 

@@ -102,9 +102,9 @@ def patch(
     norm_class, mlp_class = getattr(modeling, f"{prefix}RMSNorm"), getattr(modeling, f"{prefix}MLP")
     attention_class = getattr(modeling, f"{prefix}Attention")
     offset = 1.0 if model_type == "gemma" else 0.0
-    for name in ("rms_norm", gate, "rope", "cross_entropy"):  # found now: a trace under torch.compile reads the cache
-        if name:
-            kernel(name)
+    used = {"rms_norm": rms_norm, gate: mlp, "rope": rope, "cross_entropy": loss}
+    for name in (name for name, on in used.items() if on):  # found now: a trace under torch.compile reads the cache
+        kernel(name)
     for module in model.modules():
         if rms_norm and isinstance(module, norm_class) and "forward" not in vars(module):
             # a method of a Python function, its option an attribute: torch.compile traces it (a method

@@ -326,4 +326,4 @@ def test_a_bad_atomic_max_is_refused_at_its_place(change, message):
     assert old in EXTREMUM
     with pytest.raises(SpecError) as caught:
         compile_spec(EXTREMUM.replace(old, new), "k.tile")
-    assert message in caught.value.render()
+    assert caught.value.render().count(message) == 1  # said once, though two stores meet

@@ -34,6 +34,7 @@ import functools
 import gc
 import statistics
 import sys
+import traceback
 from pathlib import Path
 
 import torch
@@ -67,6 +68,8 @@ def _cases():
     swiglu, geglu, rope = _module("swiglu"), _module("geglu"), _module("rope")
     entropy, jsd, kl_div = _module("cross_entropy"), _module("jsd"), _module("kl_div_rows")
     dropout = _module("dropout")
+    conv2d, conv2d_gemm = _module("conv2d"), _module("conv2d_implicit_gemm")
+    depthwise, conv1d = _module("conv2d_depthwise"), _module("conv1d")
 
     def rows(m, n, dtype):
         return lambda: (torch.randn(m, n, device="cuda", dtype=dtype),)
@@ -131,6 +134,37 @@ def _cases():
 
     def ours(function):
         return lambda q, k, v: function(q, k, v, 0.125)
+
+    def images(x_shape, w_shape, dtype):
+        """An input, a weight (fan-in scaled) and a bias for a convolution."""
+        def make():
+            fan_in = w_shape[1] * w_shape[2] * (w_shape[3] if len(w_shape) > 3 else 1)
+            return (torch.randn(x_shape, device="cuda", dtype=dtype),
+                    (torch.randn(w_shape, device="cuda") / fan_in**0.5).to(dtype),
+                    torch.randn(w_shape[0], device="cuda", dtype=dtype))
+        return make
+
+    def convolutions(name, dtype):
+        """A ResNet stage's 3x3 convolution (32 images of 64 channels, 56 x 56, padding 1) through
+        conv2d and conv2d_implicit_gemm, MobileNet's depthwise 3x3 (32 x 256 channels, 28 x 28) and
+        a 1D convolution over a sequence (16 x 256 channels, 4096 steps, width 3)."""
+        square = (1, 1, 1, 1, 1, 1)
+        return {
+            f"conv2d_{name}": (name, (32, 64, 56, 56, 64, 3, 3), images((32, 64, 56, 56), (64, 64, 3, 3), dtype),
+                               lambda x, w, b: conv2d.conv2d(x, w, b, *square),
+                               lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+            f"conv2d_implicit_gemm_{name}": (
+                name, (32, 64, 56, 56, 64, 3, 3), images((32, 64, 56, 56), (64, 64, 3, 3), dtype),
+                lambda x, w, b: conv2d_gemm.conv2d_implicit_gemm(x, w, b, *square),
+                lambda x, w, b: F.conv2d(x, w, b, padding=1)),
+            f"conv2d_depthwise_{name}": (
+                name, (32, 256, 28, 28, 3, 3), images((32, 256, 28, 28), (256, 1, 3, 3), dtype),
+                lambda x, w, b: depthwise.conv2d_depthwise(x, w, b, *square),
+                lambda x, w, b: F.conv2d(x, w, b, padding=1, groups=256)),
+            f"conv1d_{name}": (name, (16, 256, 4096, 256, 3), images((16, 256, 4096), (256, 256, 3), dtype),
+                               lambda x, w, b: conv1d.conv1d(x, w, b, 1, 1),
+                               lambda x, w, b: F.conv1d(x, w, b, padding=1)),
+        }
 
     attention = {}
     for causal in (False, True):
@@ -203,13 +237,15 @@ def _cases():
         **row_ops(16384, "_16384"),
         **attention,
         **products,
+        **convolutions("f32", torch.float32),
+        **convolutions("bf16", torch.bfloat16),
     }
 
 
 #: How many of each case's first inputs get a gradient (the rest: rope's cos and sin).
 LEAVES = {"cross_entropy": 1, "dropout": 1, "linear_cross_entropy": 2, "jsd": 1, "kl_div_rows": 1, "softmax": 1,
           "log_softmax": 1, "rms_norm": 2, "layer_norm": 3, "swiglu": 2, "geglu": 2, "rope": 2, "attention": 3,
-          "matmul": 2}
+          "matmul": 2, "conv2d": 3, "conv1d": 3}
 
 
 def _leaves(op):
@@ -367,7 +403,13 @@ def main(out: Path, ops: list[str]) -> None:
         for op, run in cases.items():
             if ops and op not in ops:
                 continue
-            row = run()
+            try:
+                row = run()
+            except Exception:  # one case that fails (out of memory, a compile error) ends no run
+                print(f"FAILED {op}:", file=sys.stderr)
+                traceback.print_exc()
+                torch.cuda.empty_cache()
+                continue
             if writer is None:
                 writer = csv.DictWriter(f, fieldnames=list(row))
                 if new:

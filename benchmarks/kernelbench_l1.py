@@ -9,15 +9,16 @@ them (``torch.rand``), the module's parameters included; and two problems the su
 replaced: the product over the middle dimension of 128 x 4096 x 4095 (former 50, ``torch.randn``)
 and the cosine similarity loss (former 97, 128 x 4096).
 
-``python benchmarks/kernelbench_l1.py OUT_DIR [KERNEL | NUMBER ...]`` (every case when none is
-named; a number names a problem) prints one line per case and appends it to
-``OUT_DIR/kernelbench_l1.csv`` as it goes (a header with the device, torch and Triton versions
-first when the file is new); a case that raises is reported on stderr and the run goes on. Per
-case: the tilegen function and torch's expression, each timed eager (launches back
-to back, ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA
+``python benchmarks/kernelbench_l1.py OUT_DIR [--suite] [KERNEL | NUMBER ...]`` (every case when none
+is named; a number names a problem; ``--suite``: only the suite's own ``get_inputs`` shapes) prints
+one line per case and appends it to ``OUT_DIR/kernelbench_l1.csv`` as it goes (a header with the
+device, torch and Triton versions first when the file is new); a case that raises is reported on
+stderr and the run goes on. Per case: the tilegen function and torch's expression, each timed
+eager (launches back to back, ``triton.testing.do_bench``, L2 flushed, median of 5 interleaved rounds) and in a CUDA
 graph (``do_bench_cudagraph``); the copy roof (``copy_`` of the input's bytes, eager);
-tilegen's first call in this process (autotuning and compiling included) and its max error
-against torch. Ratios are torch's time over tilegen's (above 1: tilegen faster).
+tilegen's first call in this process (autotuning and compiling included), its max error
+against torch and, where torch counts them (matmuls, convolutions), the FLOPs and each side's
+TFLOP/s. Ratios are torch's time over tilegen's (above 1: tilegen faster).
 ``python benchmarks/kernelbench_l1.py --plot CSV`` draws a CSV's eager and graphed ratios as bars
 beside it; it needs matplotlib, not a GPU.
 """
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.testing
+from torch.utils.flop_counter import FlopCounterMode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -108,6 +110,15 @@ def first_call(kernel: str, inputs: tuple, launch: Callable = lambda f, *xs: f(*
     return ours, result, time.perf_counter() - start
 
 
+def flops(reference: Callable, xs: tuple) -> int:
+    """The floating-point operations torch counts for ``reference(*xs)`` (its matmuls and
+    convolutions; 0 for elementwise work and reductions), by ``FlopCounterMode`` on meta copies."""
+    meta = tuple(x.to("meta") if isinstance(x, torch.Tensor) else x for x in xs)
+    with FlopCounterMode(display=False) as counter:
+        reference(*meta)
+    return counter.get_total_flops()
+
+
 def case(which: Case, xs: tuple) -> dict:
     kernel, reference = which.kernel, which.reference
     ours, y, first = first_call(kernel, xs, which.launch)
@@ -125,6 +136,7 @@ def case(which: Case, xs: tuple) -> dict:
     graph = interleaved({"tilegen": lambda: ours(*xs), "torch": lambda: reference(*xs)},
                         lambda fn: triton.testing.do_bench_cudagraph(fn, rep=100))
     read = sum(x.numel() * x.element_size() for x in tensors)
+    count = flops(reference, xs)
     moved = read + y.numel() * y.element_size()  # read the inputs once, write y once
     return {
         "problem": which.problem, "kernel": kernel, "shape": "x".join(map(str, xs[0].shape)), "dtype": "f32",
@@ -133,7 +145,8 @@ def case(which: Case, xs: tuple) -> dict:
         "ratio_graph": graph["torch"] / graph["tilegen"],
         "tilegen_TBps": moved / eager["tilegen"] / 1e9,
         "copy_TBps": 2 * read / eager["copy"] / 1e9,
-        "first_call_s": first, "max_error": error,
+        "first_call_s": first, "max_error": error, "GFLOP": count / 1e9,
+        "tilegen_TFLOPs": count / eager["tilegen"] / 1e9, "torch_TFLOPs": count / eager["torch"] / 1e9,
     }
 
 
@@ -157,8 +170,9 @@ def append_rows(path: Path, note: str, rows) -> None:
             torch.cuda.empty_cache()
 
 
-def main(out: Path, names: list[str]) -> None:
-    """Every case of CASES (those of a kernel or a problem number in ``names``, where given)."""
+def main(out: Path, names: list[str], suite: bool = False) -> None:
+    """Every case of CASES (those of a kernel or a problem number in ``names``, where given), at
+    each of its sizes (``suite``: the first, the suite's own, only)."""
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
 
@@ -166,7 +180,7 @@ def main(out: Path, names: list[str]) -> None:
         for which in CASES:
             if names and which.kernel not in names and which.problem.split("_")[0] not in names:
                 continue
-            for sizes in which.sizes:
+            for sizes in which.sizes[:1] if suite else which.sizes:
                 try:
                     row = case(which, which.make(sizes))
                 except Exception:  # one case that fails (out of memory, a compile error) ends no run
@@ -208,4 +222,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "--plot":
         print(plot(Path(sys.argv[2])))
     else:
-        main(Path(sys.argv[1]), sys.argv[2:])
+        arguments = sys.argv[2:]
+        main(Path(sys.argv[1]), [a for a in arguments if a != "--suite"], "--suite" in arguments)

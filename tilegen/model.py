@@ -468,6 +468,21 @@ Stmt = Declare | Assign | Accumulate | Store | Loop
 
 
 @dataclass(frozen=True)
+class Ordered:
+    """How the kernel of a ``deterministic`` spec walks its tokens (:mod:`tilegen.lower.ordered`):
+    the grid axis ``axis`` (``t``) runs over positions of the tokens sorted stably by the index
+    input ``key`` (``idx``, loaded as ``idx[t]`` by every ``+=`` store); the inputs ``order`` (the
+    token at each sorted position) and ``run_end`` (at the first position of a run of equal
+    indices, the position past its end; elsewhere the position itself), i64 [N] both, which the
+    launcher computes (``_rt.sorted_runs``)."""
+
+    axis: str
+    key: str
+    order: str
+    run_end: str
+
+
+@dataclass(frozen=True)
 class Spec:
     """One ``kernel``: its name, declarations and body, with the text it was parsed from.
 
@@ -498,6 +513,11 @@ class Spec:
     # order) computing this kernel's gradients, which the generated module registers with
     # torch.autograd; () where the spec names none
     backward: tuple[Name, ...] = ()
+    # ``deterministic`` (its line): the ``+=`` stores add in the order of their tokens
+    deterministic: Span | None = None
+    # the kernel of a deterministic spec (set by :func:`tilegen.lower.ordered.ordered_spec`, not by
+    # the parser): its programs walk the tokens sorted by their index
+    ordered: Ordered | None = None
 
     @property
     def access_style(self) -> str:

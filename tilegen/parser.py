@@ -135,6 +135,13 @@ class _Tail:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Deterministic:
+    """``deterministic``, at ``span``."""
+
+    span: m.Span
+
+
+@dataclasses.dataclass(frozen=True)
 class _Backward:
     """``backward k1, k2``: the backward kernels' names."""
 
@@ -306,6 +313,9 @@ class ToModel(Transformer[Token, m.Spec]):
     def backward_decl(self, meta: Meta, items: list[Token]) -> _Backward:
         return _Backward(tuple(_name(item) for item in items))
 
+    def deterministic_decl(self, meta: Meta, items: list[Token]) -> _Deterministic:
+        return _Deterministic(_span(meta))
+
     def group_size(self, meta: Meta, items: list[Token]) -> m.Number:
         return _number(items[0])
 
@@ -437,6 +447,7 @@ class ToModel(Transformer[Token, m.Spec]):
         flat = persistent = False
         tails: list[m.Span] = []
         backwards: list[tuple[m.Name, ...]] = []
+        deterministic: m.Span | None = None
         for item in body:
             if isinstance(item, m.Tensor):
                 tensors.append(item)
@@ -462,6 +473,8 @@ class ToModel(Transformer[Token, m.Spec]):
                 tails.append(item.span)
             elif isinstance(item, _Backward):
                 backwards.append(item.names)
+            elif isinstance(item, _Deterministic):
+                deterministic = item.span
             else:
                 stmts.append(item)
         # `loss = value` where loss is a 0-dim output: its store (it has no index)
@@ -487,6 +500,7 @@ class ToModel(Transformer[Token, m.Spec]):
             dtype_vars=tuple(dtype_vars),
             split_tail=tuple(tails),
             backward=tuple(name for names in backwards for name in names),
+            deterministic=deterministic,
         )
 
     def start(self, meta: Meta, items: list[m.Spec]) -> m.Spec:

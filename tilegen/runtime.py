@@ -1321,6 +1321,19 @@ def sum_partials(partials: torch.Tensor, out: torch.Tensor, parts: int) -> None:
 THREAD_ELEMENTS = 64
 
 
+def sorted_runs(index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A ``deterministic`` kernel's walk (tilegen.lower.ordered): for the integer tensor ``index``
+    [N], ``order`` (int64 [N], the token at each position of ``index`` sorted stably, so equal
+    indices keep their tokens' order) and ``run_end`` (int64 [N]: at the first position of each
+    run of equal sorted indices, the position past the run's end; at every other position, the
+    position itself). Torch ops only, on ``index``'s device: no host synchronization."""
+    keys, order = torch.sort(index, stable=True)
+    positions = torch.arange(keys.numel(), device=keys.device)
+    starts = torch.searchsorted(keys, keys, right=False)
+    ends = torch.searchsorted(keys, keys, right=True)
+    return order, torch.where(starts == positions, ends, positions)
+
+
 def whole_limit(limit: int, hard_limit: int) -> int:
     """The longest row a kernel holds in one tile: ``limit``, unless the environment variable
     TILEGEN_WHOLE_LIMIT sets it, never past ``hard_limit`` (Triton's largest tile). Longer rows

@@ -18,7 +18,8 @@ learned: names, swizzle aliases, loop axes, blocks of two pieces, descriptor blo
 * :mod:`tilegen.check.body`: the body's statements in order, with the names in scope;
 * :mod:`tilegen.check.schedule`: ``split``, ``split tail`` and blocks of two pieces;
 * :mod:`tilegen.check.in_place`: outputs written over an input (``in place of``);
-* :mod:`tilegen.carried`: values carried across a loop's steps.
+* :mod:`tilegen.carried`: values carried across a loop's steps;
+* :mod:`tilegen.check.ordered`: a ``deterministic`` kernel's ``+=`` stores.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tilegen.check.body import check_body
 from tilegen.check.declarations import check_declarations
 from tilegen.check.expressions import DOT_ACCUMULATORS
 from tilegen.check.in_place import check_in_place, check_in_place_declarations
+from tilegen.check.ordered import check_deterministic
 from tilegen.check.schedule import check_chunks, check_pieces, check_split, check_split_tail
 from tilegen.check.state import (
     GENERATED_PREFIXES,
@@ -81,6 +83,7 @@ def check_state(spec: m.Spec) -> CheckState:
         check_pieces(state)
         check_chunks(state)
         check_in_place(state)
+        check_deterministic(state)
     for tensor in spec.outputs:
         if tensor.name.id not in state.written:
             state.errors.error(f"output tensor '{tensor.name.id}' is never written", tensor.name.span)

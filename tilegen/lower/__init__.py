@@ -40,8 +40,9 @@ from tilegen.lower.descriptors import lower_descriptor_blocks
 from tilegen.lower.kernel import lower_kernel
 from tilegen.lower.launcher import LauncherRole, lower_launcher
 from tilegen.lower.names import printable
+from tilegen.lower.ordered import ordered_spec
 from tilegen.lower.passes import access_variant, kernel_spec, kernels_spec, module_spec
-from tilegen.lower.plan import FallbackPlan, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
+from tilegen.lower.plan import FallbackPlan, HostStage, KernelPlan, LauncherPlan, ModulePlan, RowsPlan, StagePlan
 from tilegen.lower.reference import lower_reference
 from tilegen.lower.rows import lower_rows, whole_pruned
 from tilegen.lower.stages import Staging, stage_specs
@@ -117,6 +118,14 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     over = backward_overwrites(spec, backward)  # inputs its backward may write over: inplace_backward=True
     written, spec = spec, kernels_spec(spec)  # the passes of tilegen.lower.passes, stage 'kernels'
     # the module's other kernels' specs (not passes: each is another kernel's spec, tilegen.lower.passes)
+    if spec.deterministic is not None:  # the kernel walks the tokens sorted by their index
+        ordered = ordered_spec(spec)  # not a pass: it adds the launcher's sorted tokens as inputs
+        assert ordered.ordered is not None, "ordered_spec sets how the kernel walks"
+        kernel = lower_kernel(kernel_spec(ordered))
+        walk = ordered.ordered
+        host = HostStage((walk.order, walk.run_end), f"_rt.sorted_runs({walk.key})")
+        launcher = lower_launcher(ordered, kernel, LauncherRole(stages=(host,), grad=grad, over=over))
+        return _module(spec, kernel, launcher, backward=backward, written=written)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
         return _staged(spec, staging, backward, grad, written, over)

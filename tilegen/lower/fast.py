@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from tilegen import model as m
 from tilegen.lower.finish import launch_args
 from tilegen.lower.names import dtype_bindings, given_name, made_outputs, tuple_text
-from tilegen.lower.plan import FinishPlan, IfBlock, KernelPlan, Line, Op, StagePlan, TryBlock
+from tilegen.lower.plan import FinishPlan, HostStage, IfBlock, KernelPlan, Line, Op, StagePlan, TryBlock
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def lower_fast_path(
     pointers: tuple[str, ...],
     args: tuple[str, ...],
     differentiable: list[str],
-    stages: tuple[StagePlan, ...] = (),
+    stages: tuple[StagePlan | HostStage, ...] = (),
 ) -> FastPath | None:
     """The fast path of the launcher of ``spec`` (whose inputs are the launcher's: without its
     stages' values) launching ``kernel`` with ``pointers`` (its first arguments: tensors,
@@ -128,7 +128,7 @@ def lower_fast_path(
     body += made_outputs(spec, lambda t: "()" if t.zero_dim else f"*_{t.name.id}_shape")
     for finish in kernel.finishes:
         body += [Line(f"{w} = torch.empty(_{w}_size, device=device, dtype=torch.float32)") for w in finish.workspaces]
-    body += [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in stages]
+    body += [Line(f"{', '.join(stage.values)} = {stage.call}") for stage in stages]
     passed = ", ".join(pointers)
     if descriptors:  # the kept descriptors' shapes, strides and blocks on this call's tensors
         rest = [a for a in pointers if not a.endswith("_desc")]

@@ -28,6 +28,7 @@ from tilegen.lower.expressions import Expressions
 from tilegen.lower.finish import across_stores, lower_finish, partials_name
 from tilegen.lower.grid import grid_ops
 from tilegen.lower.names import dtype_bindings, mentions, size_symbols, stride_name, whole_dims
+from tilegen.lower.ordered import OrderedWalk
 from tilegen.lower.pieces import pieces_setup
 from tilegen.lower.plan import (
     ChoicePlan,
@@ -197,15 +198,20 @@ def lower_kernel(spec: m.Spec) -> KernelPlan:
     tile += pieces_setup(state)
     if state.pieces is not None:  # the pieces' descriptors follow the descriptors
         params = _after_descriptors(params, tuple(f"{t}_piece_desc" for t in state.pieces.descriptors))
-    early = program_exit(state.spec)
+    if state.spec.ordered is not None:  # deterministic: the body runs at each step of a walk over sorted tokens
+        state.walk = OrderedWalk(state)
+    early = program_exit(state.spec) if state.walk is None else None
     if early is not None and early.after < 0:
         tile.append(_exit_op(state, early))
+    first = len(tile)
     for position, stmt in enumerate(state.spec.body):
         if not isinstance(stmt, m.Loop):
             tile.append(state.comment(stmt.span))
         tile.extend(statements.statement(stmt))
         if early is not None and position == early.after:
             tile.append(_exit_op(state, early))
+    if state.walk is not None:
+        tile[first:] = state.walk.wrap(tile[first:])
     # a float argument arrives as fp32 from Triton's JIT but as fp64 from torch.compile, which
     # passes a symbolic float in double: fix its type, so loop-carried tiles keep theirs; an f64
     # one (typed, so fp64 either way) is a Python float in Triton's interpreter, which tl.cast would

@@ -35,7 +35,18 @@ from tilegen.lower.names import (
     tuple_text,
 )
 from tilegen.lower.names import call_text as _call
-from tilegen.lower.plan import Comment, IfBlock, KernelPlan, LauncherPlan, Line, Op, RowsPlan, StagePlan, WithBlock
+from tilegen.lower.plan import (
+    Comment,
+    HostStage,
+    IfBlock,
+    KernelPlan,
+    LauncherPlan,
+    Line,
+    Op,
+    RowsPlan,
+    StagePlan,
+    WithBlock,
+)
 
 __all__ = ["LauncherRole", "lower_launcher"]
 
@@ -69,7 +80,7 @@ class LauncherRole:
     variant: str | None = None
     uses: str = ""
     rows: RowsPlan | None = None
-    stages: tuple[StagePlan, ...] = ()
+    stages: tuple[StagePlan | HostStage, ...] = ()
     docstring: str | None = None
     grad: str | None = None
     over: tuple[str, ...] = ()
@@ -273,9 +284,13 @@ def _routes(spec: m.Spec, role: LauncherRole) -> tuple[list[Op], list[Op], list[
     if spec.access_style == "block_ptr":
         without.append(IfBlock("not _BLOCK_POINTERS", "a Triton without block pointers",
                                (Line(f"return {role.fallback}"),)))
-    staged: list[Op] = [Line(f"{', '.join(stage.values)} = {stage.launcher.call}") for stage in role.stages]
-    if staged:
-        staged.insert(0, Comment("values every program uses: kernels of their own compute them first"))
+    staged: list[Op] = []
+    for stage in role.stages:
+        if isinstance(stage, HostStage):
+            staged.append(Comment("deterministic: the tokens sorted by their index, which the kernel walks in order"))
+        elif not staged:
+            staged.append(Comment("values every program uses: kernels of their own compute them first"))
+        staged.append(Line(f"{', '.join(stage.values)} = {stage.call}"))
     return route, without, staged
 
 

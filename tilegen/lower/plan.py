@@ -389,6 +389,21 @@ class StagePlan:
     launcher: LauncherPlan
     values: tuple[str, ...]
 
+    @property
+    def call(self) -> str:
+        """The launcher's call of the stage (it returns ``values``)."""
+        return self.launcher.call
+
+
+@dataclass(frozen=True)
+class HostStage:
+    """Values the spec's launcher computes with torch before its kernel, after its checks: ``call``
+    (``_rt.sorted_runs(idx)``, a deterministic kernel's sorted tokens, :mod:`tilegen.lower.ordered`)
+    returns ``values``, inputs of the kernel that are not the launcher's."""
+
+    values: tuple[str, ...]
+    call: str
+
 
 @dataclass(frozen=True)
 class RowsPlan:

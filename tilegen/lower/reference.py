@@ -552,6 +552,15 @@ class ReferenceLowering(ReferenceExpressions):
             self.lines.append(f"{stmt.tensor.id}.view(-1).scatter_reduce_(0, {flat}, "
                               f"{to_dtype(values, dtype)}.reshape(-1), 'a{stmt.update}')")
             return
+        target = self.spec.tensor(stmt.tensor.id)
+        if self.spec.deterministic is not None and target is not None and target.dtype.id in ("f16", "bf16", "f32"):
+            # deterministic: summed in float32, in the tokens' order (the CPU's index_put_ adds in
+            # order), and rounded to the output's dtype once, as the kernel's run sums are
+            wide = self.fresh(f"{stmt.tensor.id}_sum")
+            self.lines += [f"{wide} = {stmt.tensor.id}.float()",
+                           f"{wide}.index_put_({name}, {values}.float(), accumulate=True)",
+                           f"{stmt.tensor.id}.copy_({wide})"]
+            return
         accumulate = ", accumulate=True" if stmt.atomic else ""
         self.lines.append(f"{stmt.tensor.id}.index_put_({name}, {to_dtype(values, dtype)}{accumulate})")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tilegen import model as m
 from tilegen.across import Across
@@ -22,6 +23,9 @@ from tilegen.functions import HELPERS
 from tilegen.lower.names import printable, size_symbols, whole_dims
 from tilegen.lower.plan import Comment, Op, PiecePlan, SplitPlan
 from tilegen.lower.scaled import Factor, reduced_locals
+
+if TYPE_CHECKING:  # the walk holds the state: a cycle for the type checker only
+    from tilegen.lower.ordered import OrderedWalk
 
 #: Kernel constexpr: offsets in 64 bits (the launcher sets it for tensors of 2**31+ elements).
 #: Shared by the kernel (:func:`tilegen.lower.grid.int64_casts`) and the launcher, which imports
@@ -150,6 +154,7 @@ class KernelState:
     # started before the tile loop (``carried``) and stored after it (``after_tiles``)
     carried: list[Op] = field(default_factory=list)
     after_tiles: list[Op] = field(default_factory=list)
+    walk: OrderedWalk | None = None  # a deterministic kernel's walk over sorted tokens (lower_kernel makes it)
 
     def __post_init__(self) -> None:
         spec = self.spec

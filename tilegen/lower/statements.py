@@ -143,6 +143,8 @@ class Statements:
             return partial_stores(state, stmt, state.across[id(stmt)], context, self.exprs, self.access)
         value = self.exprs.expr(stmt.value, context, ops)
         dtype = triton_dtype(tensor.dtype)
+        if state.walk is not None and stmt.update == "add":  # deterministic: added into the run's sum
+            dtype = state.walk.sum_dtype(tensor)
         # a dtype variable's store casts unless the value is a tile of a tensor typed with it
         # (Triton's .to() of a tile already in that dtype is free)
         if isinstance(tensor.dtype, m.BoundDtype):
@@ -166,6 +168,8 @@ class Statements:
             if isinstance(stmt.value, (m.BinOp, m.Neg)):
                 value = f"({value})"
             value = f"{value}.to({dtype})"
+        if state.walk is not None and stmt.update == "add" and not value.endswith(f".to({dtype})"):
+            value = f"{value}.to({dtype})"  # a tile of the output's dtype (bf16) too: summed in the run's dtype
         if state.split is not None and context:  # the store after a split loop (the checker allows no other)
             return [*ops, self.partial_store(stmt, context, value)]
         ops.extend(self.store_tile(stmt, context, value))
@@ -189,6 +193,7 @@ class Statements:
             ops.append(Line(f"tl.store({ptr}, {value}{extra})"))
             return ops
         ptr, mask = self.access.pointer_expr(stmt, context, ops, load=False)
+        inside, guard = mask, None
         if stmt.guard is not None:  # y[...] = v where c < n: the lanes the guard holds for
             guard = self.exprs.expr(stmt.guard, context, ops)
             if not self.exprs.expr_axes(stmt.guard):  # one truth value per program: a tile of them
@@ -203,6 +208,10 @@ class Statements:
             ptrs = state.fresh(f"{tensor.name.id}_ptrs")
             ops.append(Line(f"{ptrs} = {ptr}"))
             ptr = ptrs
+        if state.walk is not None and stmt.update == "add":  # deterministic: into the run's accumulator
+            assert inside, "a scatter's store has the mask of its index"
+            ops.extend(state.walk.accumulate(stmt, context, ptr, inside, guard, value))
+            return ops
         if stmt.atomic:  # a scatter-add (max, min): lanes meeting at an element all combine (in no order)
             masked = f", mask={mask}" if mask else ""
             ops.append(Line(f'tl.atomic_{stmt.update}({ptr}, {value}{masked}, sem="relaxed")'))

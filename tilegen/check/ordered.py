@@ -1,0 +1,90 @@
+"""The rules of a ``deterministic`` kernel: its ``+=`` stores add in the order of their tokens.
+
+``dweight[idx[t], c] += dy[t, c]`` under ``deterministic``: the programs walk the positions of
+the tokens sorted by ``idx`` (:mod:`tilegen.lower.ordered`), so each element's sum is
+``start + v[t1] + v[t2] + ...`` with ``t1 < t2 < ...``, rounded after each add, whatever the
+block sizes. That needs one sort key for every ``+=`` store: a 1-D integer input loaded at one
+grid axis alone (``idx[t]``), that axis tiled by a block, and no value that spans several tokens
+(a reduction over ``t``). Each function reports to the :class:`~tilegen.check.state.CheckState`
+it is given and raises nothing.
+"""
+
+from __future__ import annotations
+
+from tilegen import model as m
+from tilegen.check.state import CheckState
+from tilegen.dtypes import is_int
+from tilegen.spec_text import extent_text
+
+#: What ``deterministic`` asks of a ``+=`` store, said in the messages.
+SHAPE = "y[idx[t], c] += v, with idx a 1-D integer input and t a grid axis"
+
+
+def sort_key(spec: m.Spec, store: m.Store) -> tuple[str, str] | None:
+    """The (index input, grid axis) a ``+=`` store scatters through (``("idx", "t")`` for
+    ``y[idx[t], c] += v``), where it has exactly one such item and its other items are other
+    grid axes; None otherwise."""
+    grid = {a.name.id for a in spec.grid}
+    gathers = [i for i in store.index if isinstance(i, m.Load)]
+    if len(gathers) != 1 or any(not isinstance(i, m.Load | m.Name) for i in store.index):
+        return None
+    gather = gathers[0]
+    tensor = spec.tensor(gather.tensor.id)
+    if (tensor is None or tensor.role != "in" or len(tensor.dims) != 1 or len(gather.index) != 1
+            or not isinstance(gather.index[0], m.Name) or gather.index[0].id not in grid):
+        return None
+    if not all(is_int(d) for d in spec.dtype_options(tensor.dtype)):
+        return None
+    axis = gather.index[0].id
+    if any(isinstance(i, m.Name) and (i.id == axis or i.id not in grid) for i in store.index):
+        return None
+    return tensor.name.id, axis
+
+
+def check_deterministic(state: CheckState) -> None:
+    """A ``deterministic`` kernel: at least one ``+=`` store, each at the top of the body, one to
+    an output, all through one index input at one tiled grid axis (:func:`sort_key`); no value
+    reduced over that axis; a grid of plain program axes (not flat, persistent or swizzled, no
+    ``split tail``)."""
+    spec = state.spec
+    if spec.deterministic is None:
+        return
+    line = spec.deterministic
+    adds = [s for s in m.statements(spec.body) if isinstance(s, m.Store) and s.update == "add"]
+    if not adds:
+        state.errors.error("'deterministic' orders a kernel's '+=' stores, and this kernel has none", line)
+        return
+    keys = set()
+    for store in adds:
+        if store not in spec.body:
+            state.errors.error("under 'deterministic' a '+=' store goes at the top of the body, not in a loop",
+                               store.span)
+        key = sort_key(spec, store)
+        if key is None:
+            state.errors.error(f"under 'deterministic' a '+=' store scatters through one index: {SHAPE} "
+                               "(the programs walk the tokens sorted by idx)", store.span)
+        else:
+            keys.add(key)
+        if sum(s.tensor.id == store.tensor.id for s in adds) > 1 and store is not next(
+                s for s in adds if s.tensor.id == store.tensor.id):
+            state.errors.error(f"under 'deterministic' '{store.tensor.id}' takes one '+=' store: add the values first",
+                               store.span)
+    if len(keys) > 1:
+        state.errors.error("under 'deterministic' every '+=' store scatters through the same index at the same axis "
+                           f"(here: {', '.join(f'{k}[{a}]' for k, a in sorted(keys))})", line)
+    if len(keys) != 1:
+        return
+    _, axis = next(iter(keys))
+    found = next(a for a in spec.grid if a.name.id == axis)
+    if found.block is None or found.bounds not in ("masked", "unmasked"):
+        state.errors.error(f"under 'deterministic' the axis '{axis}' walks sorted tokens in tiles: write "
+                           f"'{axis} over {extent_text(found)} by B{axis.upper()}'", found.name.span)
+    if spec.flat or spec.persistent or spec.swizzle is not None or spec.split_tail:
+        state.errors.error("'deterministic' takes a grid of plain program axes (not flat, persistent or swizzled, "
+                           "no 'split tail')", line)
+    for stmt in m.statements(spec.body):
+        for value in m.values(stmt):
+            for expr in m.subexpressions(value):
+                if isinstance(expr, m.Call) and expr.word("dim") == axis:
+                    state.errors.error(f"under 'deterministic' no value spans several tokens: '{expr.func.id}' over "
+                                       f"'{axis}' would mix the tokens of different indices", expr.span)

@@ -66,15 +66,16 @@ def test_the_deterministic_embedding_backward_adds_in_the_tokens_order(generated
     idx = _indices(n, extent, seed=n)
     dy = (torch.randn(n, channels, generator=torch.Generator().manual_seed(1)) * 100).to(dtype)
     padding = int(idx[0])
+    weight = torch.empty(extent, channels, dtype=dtype)  # its shape and dtype only
     sums = _in_order(idx, dy, extent, keep=(idx != padding).tolist())
     want = _rounded(sums, dtype)
     ends = config_indices(module) if DEVICE == "cuda" else [config_indices(module)[0], config_indices(module)[-1]]
     for index in ends:
         force_config(monkeypatch, module, index)
-        got = module.embedding_backward_deterministic(idx.to(DEVICE), dy.to(DEVICE), extent, padding)
+        got = module.embedding_backward_deterministic(idx.to(DEVICE), dy.to(DEVICE), weight.to(DEVICE), padding)
         assert got.dtype == dtype and torch.equal(got.cpu(), want), f"config {index}"
-    assert torch.equal(module.reference(idx, dy, extent, padding), sums.to(dtype))
-    without = module.embedding_backward_deterministic(idx.to(DEVICE), dy.to(DEVICE), extent)  # padding_idx -1
+    assert torch.equal(module.reference(idx, dy, weight, padding), sums.to(dtype))
+    without = module.embedding_backward_deterministic(idx.to(DEVICE), dy.to(DEVICE), weight.to(DEVICE))  # no padding
     assert torch.equal(without.cpu(), _rounded(_in_order(idx, dy, extent), dtype))
 
 
@@ -155,3 +156,48 @@ def test_deterministic_takes_a_bf16_sum_that_atomics_refuse():
     assert "acc_y.to(tl.bfloat16)" in compile_spec(narrow, "k.tile").source
     with pytest.raises(SpecError, match="an atomic add into bf16 rounds the sum at every add"):
         compile_spec(narrow.replace("  deterministic\n", ""), "k.tile")
+
+
+@pytest.fixture
+def deterministic_algorithms():
+    """torch.use_deterministic_algorithms(True) for the test, as it was after."""
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(before)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_embedding_trains_deterministically_under_torchs_switch(generated, monkeypatch, dtype,
+                                                                    deterministic_algorithms):
+    """embedding.tile's ``backward deterministic`` line: with torch's deterministic algorithms on,
+    autograd runs embedding_backward_deterministic (once a backward), whose weight gradient is the
+    in-order sum; with them off, the atomic kernels run and the one-kernel backward does not."""
+    embedding, ordered = generated("embedding"), generated("embedding_backward_deterministic")
+    calls = []
+    run = ordered.embedding_backward_deterministic
+    monkeypatch.setattr(ordered, "embedding_backward_deterministic", lambda *a, **k: calls.append(a) or run(*a, **k))
+    idx = _indices(50, 6, seed=7)[:-2]  # inside the table: torch's own embedding refuses others
+    weight = torch.randn(6, 24, generator=torch.Generator().manual_seed(8)).to(DEVICE, dtype).requires_grad_()
+    dy = (torch.randn(48, 24, generator=torch.Generator().manual_seed(9)) * 100).to(DEVICE, dtype)
+    embedding.embedding(idx.to(DEVICE), weight, 2).backward(dy)
+    want = _rounded(_in_order(idx, dy.cpu(), 6, keep=(idx != 2).tolist()), dtype)
+    assert len(calls) == 1 and torch.equal(weight.grad.cpu(), want)
+    torch.use_deterministic_algorithms(False)
+    weight.grad = None
+    embedding.embedding(idx.to(DEVICE), weight, 2).backward(dy)
+    assert len(calls) == 1
+    torch.testing.assert_close(weight.grad.float().cpu(), want.float(), rtol=1e-2, atol=1e-2 * 100 * 50 ** 0.5)
+
+
+def test_a_deterministic_backward_needs_a_backward_beside_it(tmp_path):
+    """``backward deterministic k`` names what runs instead of a ``backward`` line's kernels: alone,
+    it is refused at its line."""
+    source = ("kernel k\n  in  x: f32[N]\n  out y: f32[N]\n  block B = 4\n  backward deterministic k_backward\n"
+              "  grid  i over N by B\n  y[i] = x[i] * 2.0\n")
+    (tmp_path / "k_backward.tile").write_text(
+        "kernel k_backward\n  in  dy: f32[N]\n  out dx: f32[N]\n  block B = 4\n  grid  i over N by B\n"
+        "  dx[i] = dy[i] * 2.0\n", encoding="utf-8")
+    with pytest.raises(SpecError) as caught:
+        compile_spec(source, str(tmp_path / "k.tile"))
+    assert "k.tile:5:26: error: 'backward deterministic' names what runs instead" in caught.value.render()

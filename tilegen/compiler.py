@@ -17,7 +17,7 @@ from pathlib import Path
 
 from tilegen import model as m
 from tilegen.check import check
-from tilegen.check.backward import Finder, check_backward
+from tilegen.check.backward import Finder, check_backward, check_deterministic_backward
 from tilegen.errors import SpecError
 from tilegen.grad import NoBackward, derive_backwards
 from tilegen.lower import lower
@@ -45,6 +45,7 @@ class _Checked:
     backward: tuple[m.Spec, ...]
     derived: tuple[GeneratedModule, ...] = ()  # the derived backward's modules (with their spec texts)
     note: str | None = None
+    deterministic: tuple[m.Spec, ...] = ()  # the ``backward deterministic`` line's specs
 
 
 def derived_path(path: str, kernel: str | None = None) -> str:
@@ -68,8 +69,9 @@ def compile_spec(source: str, path: str = "<spec>", find: Finder | None = None,
     """
     tables = tables or _no_tables
     checked = _checked(source, path, find, derive, tables)
-    plan = lower(checked.spec, checked.backward)
-    written = tuple(n.id for n in checked.spec.backward) if not checked.derived else ()  # specs beside this one
+    plan = lower(checked.spec, checked.backward, checked.deterministic)
+    named = (*checked.spec.backward, *checked.spec.deterministic_backward)
+    written = tuple(n.id for n in named) if not checked.derived else ()  # specs beside this one
     return GeneratedModule(plan.kernel_name, render(plan, tables(plan.kernel_name)), written, checked.derived,
                            checked.note)
 
@@ -80,7 +82,7 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
     checked = _checked(source, path, find, derive=True)
-    render(lower(checked.spec, checked.backward))  # a derived backward was lowered where it was derived
+    render(lower(checked.spec, checked.backward, checked.deterministic))  # a derived backward was lowered where it was derived
     return checked.spec
 
 
@@ -97,8 +99,9 @@ def _checked(source: str, path: str, find: Finder | None, derive: bool,
     spec = check(parse(source, path))
     find = find if find is not None else beside(path, path)
     backward = check_backward(spec, find)
+    deterministic = check_deterministic_backward(spec, find)
     if backward or not derive:
-        return _Checked(spec, backward)
+        return _Checked(spec, backward, deterministic=deterministic)
     if "_backward" in spec.name.id:
         return _Checked(spec, (), note="no backward: a backward spec's own backward (a second derivative) is "
                                        "not derived")

@@ -513,6 +513,9 @@ class Spec:
     # order) computing this kernel's gradients, which the generated module registers with
     # torch.autograd; () where the spec names none
     backward: tuple[Name, ...] = ()
+    # ``backward deterministic k``: the kernels run instead of ``backward``'s where torch's
+    # deterministic algorithms are on (``torch.use_deterministic_algorithms(True)``)
+    deterministic_backward: tuple[Name, ...] = ()
     # ``deterministic`` (its line): the ``+=`` stores add in the order of their tokens
     deterministic: Span | None = None
     # the kernel of a deterministic spec (set by :func:`tilegen.lower.ordered.ordered_spec`, not by

@@ -143,9 +143,11 @@ class _Deterministic:
 
 @dataclasses.dataclass(frozen=True)
 class _Backward:
-    """``backward k1, k2``: the backward kernels' names."""
+    """``backward k1, k2``: the backward kernels' names (``deterministic``: ``backward
+    deterministic k``, run instead under torch's deterministic algorithms)."""
 
     names: tuple[m.Name, ...]
+    deterministic: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,6 +315,9 @@ class ToModel(Transformer[Token, m.Spec]):
     def backward_decl(self, meta: Meta, items: list[Token]) -> _Backward:
         return _Backward(tuple(_name(item) for item in items))
 
+    def deterministic_backward_decl(self, meta: Meta, items: list[Token]) -> _Backward:
+        return _Backward(tuple(_name(item) for item in items), deterministic=True)
+
     def deterministic_decl(self, meta: Meta, items: list[Token]) -> _Deterministic:
         return _Deterministic(_span(meta))
 
@@ -447,6 +452,7 @@ class ToModel(Transformer[Token, m.Spec]):
         flat = persistent = False
         tails: list[m.Span] = []
         backwards: list[tuple[m.Name, ...]] = []
+        ordered_backwards: list[tuple[m.Name, ...]] = []
         deterministic: m.Span | None = None
         for item in body:
             if isinstance(item, m.Tensor):
@@ -471,6 +477,8 @@ class ToModel(Transformer[Token, m.Spec]):
                 access = item.style
             elif isinstance(item, _Tail):
                 tails.append(item.span)
+            elif isinstance(item, _Backward) and item.deterministic:
+                ordered_backwards.append(item.names)
             elif isinstance(item, _Backward):
                 backwards.append(item.names)
             elif isinstance(item, _Deterministic):
@@ -501,6 +509,7 @@ class ToModel(Transformer[Token, m.Spec]):
             split_tail=tuple(tails),
             backward=tuple(name for names in backwards for name in names),
             deterministic=deterministic,
+            deterministic_backward=tuple(name for names in ordered_backwards for name in names),
         )
 
     def start(self, meta: Meta, items: list[m.Spec]) -> m.Spec:

@@ -1886,7 +1886,8 @@ BackwardStep: TypeAlias = tuple[str, tuple[str, ...], tuple[str, ...], bool]
 def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, inputs: Sequence[str],
              outputs: Sequence[str], backward: Sequence[BackwardStep], saved: Sequence[str] = (),
              scalars: Sequence[str] = (), keywords: Sequence[str] = (), over: Sequence[str] = (),
-             unread: Sequence[str] = (), optional: Sequence[str] = ()) -> Callable[..., Any]:
+             unread: Sequence[str] = (), optional: Sequence[str] = (),
+             deterministic: Sequence[BackwardStep] = ()) -> Callable[..., Any]:
     """The autograd formula of a spec with a backward, from what its module declares: registered on
     ``op`` (:func:`register_backward`), and returned as the apply (:func:`autograd_apply`) of a
     ``torch.autograd.Function`` over ``launcher`` that the launcher calls for an eager call autograd
@@ -1905,7 +1906,9 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
     gradients no kernel reads, where they read one other: the eager Function has autograd make no
     zeros for them, and returns no gradients where that one took no part in what was differentiated.
     ``optional``: the optional inputs (``in weight: T[N] = 1``); one the call left out (None) gets
-    no gradient, and the backward's kernels get None for it too.
+    no gradient, and the backward's kernels get None for it too. ``deterministic``: the kernels run
+    instead of ``backward``'s where ``torch.are_deterministic_algorithms_enabled()`` (a spec's
+    ``backward deterministic`` line).
     """
     named, made = tuple(inputs), tuple(outputs)
     grads_in = tuple(f"d{n}" for n in made)
@@ -1935,7 +1938,8 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
         values.update((n, getattr(ctx, n)) for n in scalars)
         values.update(zip(grads_in, grads, strict=True))
         given: dict[str, Any] = {}
-        for name, arguments, results, in_place in backward:
+        ordered = deterministic and torch.are_deterministic_algorithms_enabled()
+        for name, arguments, results, in_place in deterministic if ordered else backward:
             module = sibling(file, name)
             passed = [values[a] for a in arguments]
             if not eager:
@@ -1951,7 +1955,7 @@ def autograd(op: "OpOverloadPacket", launcher: Callable[..., Any], file: str, in
         found = tuple(None if n in left_out else given.get(f"d{n}") for n in named)
         return found if len(found) > 1 else found[0]
 
-    register_backward(op, formula, setup_context, file, (step[0] for step in backward))
+    register_backward(op, formula, setup_context, file, (step[0] for step in (*backward, *deterministic)))
     names = (*keywords, *(("inplace_backward",) if over else ()))
     count = len(named)
 

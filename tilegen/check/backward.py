@@ -21,6 +21,7 @@ comes from one kernel.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from tilegen import model as m
@@ -145,6 +146,22 @@ def check_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
     return tuple(backward for _, backward in found)
 
 
+def check_deterministic_backward(spec: m.Spec, find: Finder | None) -> tuple[m.Spec, ...]:
+    """The checked specs of ``spec``'s ``backward deterministic`` line (() where it has none),
+    each held to the rules above as a ``backward`` line's: the kernels autograd runs instead where
+    torch's deterministic algorithms are on. Raises :class:`~tilegen.errors.SpecError` as
+    :func:`check_backward` does, and at the line where there is no ``backward`` line beside it."""
+    if not spec.deterministic_backward:
+        return ()
+    if not spec.backward:
+        errors = Collector()
+        errors.error("'backward deterministic' names what runs instead of a 'backward' line's kernels under "
+                     "torch.use_deterministic_algorithms(True); write the 'backward' line too",
+                     spec.deterministic_backward[0].span)
+        errors.raise_if_any(spec.path, spec.source)
+    return check_backward(dataclasses.replace(spec, backward=spec.deterministic_backward), find)
+
+
 def _load(spec: m.Spec, name: m.Name, find: Finder | None, errors: Collector) -> m.Spec | None:
     """The checked spec of the backward ``name`` (None, with an error at its name, where it cannot be
     found, is invalid, or is another kernel)."""
@@ -164,4 +181,4 @@ def _load(spec: m.Spec, name: m.Name, find: Finder | None, errors: Collector) ->
     return backward
 
 
-__all__ = ["Finder", "check_backward"]
+__all__ = ["Finder", "check_backward", "check_deterministic_backward"]

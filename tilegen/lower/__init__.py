@@ -58,7 +58,7 @@ def spec_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
+def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """Turn a checked spec into the :class:`ModulePlan` the templates render.
 
     The spec must have passed :func:`tilegen.check.check`; lowering does not re-validate. A spec
@@ -67,12 +67,14 @@ def lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     compiles for each dtype it is called with. Raises :class:`~tilegen.errors.SpecError` (at the
     ``dtype`` line) where they differ, e.g. a dtype that needs other math than the rest.
     ``backward``: the checked specs that ``spec``'s ``backward`` line names
-    (:func:`tilegen.check.backward.check_backward`), registered as its autograd formula.
+    (:func:`tilegen.check.backward.check_backward`), registered as its autograd formula;
+    ``deterministic``: those of its ``backward deterministic`` line, run instead under torch's
+    deterministic algorithms.
     """
     spec = module_spec(spec)  # the passes of tilegen.lower.passes, stage 'module'
     bindings = spec.bindings()
     # not a pass: one spec for each binding, each lowered (tilegen.lower.passes says why)
-    plans = [_lower(m.specialize(spec, binding), backward) for binding in bindings]
+    plans = [_lower(m.specialize(spec, binding), backward, deterministic) for binding in bindings]
     for binding, plan in zip(bindings[1:], plans[1:], strict=True):
         if plan != plans[0]:
             var = next(v for v in spec.dtype_vars if binding[v.name.id] != bindings[0][v.name.id])
@@ -110,7 +112,7 @@ def _descriptors_serve(spec: m.Spec) -> bool:
     return True
 
 
-def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
+def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = (), deterministic: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """:func:`lower` of a spec whose dtype variables are bound (or that has none). The kernels are
     lowered from it after the ``kernels`` passes (:func:`~tilegen.lower.passes.kernels_spec`:
     without ``detach``), the reference from it as written."""
@@ -125,16 +127,16 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
         walk = ordered.ordered
         host = HostStage((walk.order, walk.run_end), f"_rt.sorted_runs({walk.key})")
         launcher = lower_launcher(ordered, kernel, LauncherRole(stages=(host,), grad=grad, over=over))
-        return _module(spec, kernel, launcher, backward=backward, written=written)
+        return _module(spec, kernel, launcher, backward=backward, written=written, deterministic=deterministic)
     staging = stage_specs(spec)  # values reduced across programs that every program uses
     if staging is not None:
-        return _staged(spec, staging, backward, grad, written, over)
+        return _staged(spec, staging, backward, grad, written, over, deterministic)
     if any(a.chunk is not None for a in spec.grid):  # k over D1 by BK whole: the kernel loops over D1
         looped = loop_rows(spec)  # not a pass: it also gives what the launcher routes on (tilegen.lower.passes)
         assert looped is not None, "the checker takes a whole axis in chunks only where its rows loop"
         kernel = lower_kernel(kernel_spec(looped.spec))
         launcher = lower_launcher(looped.spec, kernel, LauncherRole(grad=grad, over=over))
-        return _module(spec, kernel, launcher, backward=backward, written=written)
+        return _module(spec, kernel, launcher, backward=backward, written=written, deterministic=deterministic)
     kernel = lower_kernel(kernel_spec(spec))
     fallbacks: list[FallbackPlan] = []
     if spec.access_style in ("descriptor", "block_ptr"):  # what they cannot serve runs through pointers
@@ -156,11 +158,11 @@ def _lower(spec: m.Spec, backward: tuple[m.Spec, ...] = ()) -> ModulePlan:
     role = LauncherRole(fallback, rows=rows.plan if rows is not None else None, grad=grad, over=over)
     launcher = lower_launcher(spec, kernel, role)
     return _module(spec, kernel, launcher, fallbacks=tuple(fallbacks), rows=rows.plan if rows is not None else None,
-                   backward=backward, written=written)
+                   backward=backward, written=written, deterministic=deterministic)
 
 
 def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: str, written: m.Spec,
-            over: tuple[str, ...] = ()) -> ModulePlan:
+            over: tuple[str, ...] = (), deterministic: tuple[m.Spec, ...] = ()) -> ModulePlan:
     """:func:`_lower` of a spec split into launches (:mod:`tilegen.lower.stages`): each stage's
     kernel and private launcher, then the spec's kernel and its launcher, which calls them."""
     stages = []
@@ -179,7 +181,8 @@ def _staged(spec: m.Spec, staging: Staging, backward: tuple[m.Spec, ...], grad: 
         stages.append(StagePlan(kernel, private, values))
     kernel = whole_pruned(staging.main, lower_kernel(kernel_spec(staging.main)))
     launcher = lower_launcher(staging.main, kernel, LauncherRole(stages=tuple(stages), grad=grad, over=over))
-    return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written)
+    return _module(spec, kernel, launcher, stages=tuple(stages), backward=backward, written=written,
+                   deterministic=deterministic)
 
 
 def _module(
@@ -191,6 +194,7 @@ def _module(
     stages: tuple[StagePlan, ...] = (),
     backward: tuple[m.Spec, ...] = (),
     written: m.Spec | None = None,
+    deterministic: tuple[m.Spec, ...] = (),
 ) -> ModulePlan:
     """The :class:`ModulePlan` of ``spec`` with its kernels and launchers lowered (and its
     autograd formula where ``backward`` holds its backward's specs); its torch reference is
@@ -213,6 +217,6 @@ def _module(
         runtime_build=runtime_build(),
         descriptor_blocks=blocks,
         stages=stages,
-        autograd=lower_autograd(spec, backward, tuple(k for k, _ in launcher.keywords))
+        autograd=lower_autograd(spec, backward, tuple(k for k, _ in launcher.keywords), deterministic)
         if backward else None,
     )

@@ -56,32 +56,40 @@ def unread_grads(spec: m.Spec, backward: tuple[m.Spec, ...]) -> tuple[str, ...]:
     return unread if len(grads) - len(unread) == 1 else ()
 
 
-def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...]) -> AutogradPlan:
+def lower_autograd(spec: m.Spec, backward: tuple[m.Spec, ...], keywords: tuple[str, ...],
+                   deterministic: tuple[m.Spec, ...] = ()) -> AutogradPlan:
     """The :class:`AutogradPlan` of ``spec`` whose checked backward specs are ``backward`` (run in
     order, each on what the forward saved, the outputs' gradients and the earlier ones' outputs);
     ``keywords`` are the forward launcher's keyword arguments (also inputs of its op). Where the
     backward may write over inputs (:func:`backward_overwrites`), the Function also takes
     ``inplace_backward`` (last; the op does not), and the eager backward passes it as ``inplace``
-    to the kernels that write over them."""
+    to the kernels that write over them. ``deterministic``: the specs run instead where torch's
+    deterministic algorithms are on (``backward deterministic``; the forward saves what either needs)."""
     forward = {t.name.id: t for t in spec.tensors}
     over = backward_overwrites(spec, backward)
-    needs = list(dict.fromkeys(t.name.id for b in backward for t in b.inputs if t.name.id in forward))
+    both = (*backward, *deterministic)
+    needs = list(dict.fromkeys(t.name.id for b in both for t in b.inputs if t.name.id in forward))
 
     def names(items: Iterable[str]) -> str:
         return tuple_text(f'"{n}"' for n in items)
 
-    steps = [tuple_text([f'"{b.name.id}"', names(t.name.id for t in b.inputs), names(t.name.id for t in b.outputs),
-                         str(any(t.in_place_of is not None and t.in_place_of.id in over for t in b.in_place))])
-             for b in backward]
+    def steps(specs: tuple[m.Spec, ...]) -> str:
+        return tuple_text(
+            tuple_text([f'"{b.name.id}"', names(t.name.id for t in b.inputs), names(t.name.id for t in b.outputs),
+                        str(any(t.in_place_of is not None and t.in_place_of.id in over for t in b.in_place))])
+            for b in specs)
+
     name = spec.name.id
     arguments = [", ".join(["op", name, "__file__", names(t.name.id for t in spec.inputs),
-                            names(t.name.id for t in spec.outputs)]), f"backward={tuple_text(steps)}"]
+                            names(t.name.id for t in spec.outputs)]), f"backward={steps(backward)}"]
+    if deterministic:
+        arguments.append(f"deterministic={steps(deterministic)}")
     optional = {
         "saved": [n for n in needs if not forward[n].is_scalar],
         "scalars": [n for n in needs if forward[n].is_scalar],
         "keywords": keywords,
         "over": over,
-        "unread": unread_grads(spec, backward),
+        "unread": unread_grads(spec, both),
         "optional": [t.name.id for t in spec.inputs if t.optional],
     }
     arguments += [f"{key}={names(value)}" for key, value in optional.items() if value]

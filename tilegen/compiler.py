@@ -82,7 +82,7 @@ def check_spec(source: str, path: str = "<spec>", find: Finder | None = None) ->
     checked :class:`~tilegen.model.Spec`. Raises :class:`tilegen.errors.SpecError` as
     :func:`compile_spec` does."""
     checked = _checked(source, path, find, derive=True)
-    render(lower(checked.spec, checked.backward, checked.deterministic))  # a derived backward was lowered where it was derived
+    render(lower(checked.spec, checked.backward, checked.deterministic))  # a derived backward: lowered where derived
     return checked.spec
 
 

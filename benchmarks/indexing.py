@@ -191,7 +191,7 @@ def varlen_attention_rows() -> list[dict]:
         shape = f"B={batch} H={heads} D={dim} L={longest} T={total}"
 
         def ours(a, b, c, cu=cu, n=longest, s=scale):
-            return module.varlen_attention(a, b, c, cu, n, s)
+            return module.varlen_attention(a, b, c, cu, n, s)[0]  # o (the rows' log-sum-exp: its second output)
 
         def flash(a, b, c, cu=cu, n=longest, s=scale):
             return torch.ops.aten._flash_attention_forward(a, b, c, cu, cu, n, n, 0.0, True, False, scale=s)[0]
@@ -293,7 +293,7 @@ def gqa_rows() -> list[dict]:
         shape = f"B={batch} H={heads} HK={kv_heads} S={seq} D={dim}"
 
         def ours(a, b, c, s=scale):
-            return module.attention_gqa(a, b, c, s)
+            return module.attention_gqa(a, b, c, s)[0]  # o (the rows' log-sum-exp: its second output)
 
         def sdpa(a, b, c, s=scale):
             return F.scaled_dot_product_attention(a, b, c, is_causal=True, scale=s, enable_gqa=True)

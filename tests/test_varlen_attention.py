@@ -4,7 +4,8 @@ Compared with an independent reference (each sequence's causal softmax attention
 at several block sizes, with an empty sequence, a sequence of one token and lengths off every
 block; programs past their sequence's end return at once (the kernel's early exit), which the
 same results show is sound: no query row outside a sequence is stored, none inside is missed.
-The backward's gradients are torch autograd's through the same reference."""
+Each query row's log-sum-exp, the second output, is the reference's too; the backward's gradients
+are torch autograd's through the same reference, of a loss that reads both outputs."""
 
 import itertools
 import math
@@ -28,9 +29,11 @@ def _packed(lengths, heads, dim, dtype, seed, device="cpu"):
     return q, k, v, cu_seqlens
 
 
-def _torch_varlen(q, k, v, cu_seqlens, scale):
-    """Each sequence's causal attention on its own, in float64: softmax(q k^T * scale, causal) v."""
+def _torch_varlen(q, k, v, cu_seqlens, scale, lse=False):
+    """Each sequence's causal attention on its own, in float64: softmax(q k^T * scale, causal) v
+    (with ``lse``, also each query row's log-sum-exp of its causal scores, [T, H])."""
     out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    rows = torch.empty(q.shape[:2], dtype=torch.float64, device=q.device)
     bounds = cu_seqlens.tolist()
     for start, end in itertools.pairwise(bounds):
         if end == start:
@@ -38,9 +41,10 @@ def _torch_varlen(q, k, v, cu_seqlens, scale):
         qs, ks, vs = (t[start:end].transpose(0, 1).double() for t in (q, k, v))  # [H, n, D]
         scores = qs @ ks.transpose(1, 2) * scale
         causal = torch.ones(end - start, end - start, dtype=torch.bool, device=q.device).tril()
-        weights = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
-        out[start:end] = (weights @ vs).transpose(0, 1)
-    return out
+        masked = scores.masked_fill(~causal, float("-inf"))
+        out[start:end] = (torch.softmax(masked, dim=-1) @ vs).transpose(0, 1)
+        rows[start:end] = torch.logsumexp(masked, dim=-1).transpose(0, 1)
+    return (out, rows) if lse else out
 
 
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
@@ -53,31 +57,36 @@ def test_varlen_attention_is_each_sequences_causal_attention(generated, monkeypa
     force_config(monkeypatch, module, config)
     q, k, v, cu_seqlens = _packed(LENGTHS, 2, 16, dtype, seed=len(str(config)))
     scale = 1 / math.sqrt(16)
-    out = module.varlen_attention(q, k, v, cu_seqlens, max(LENGTHS), scale)
-    want = _torch_varlen(q, k, v, cu_seqlens, scale)
+    out, lse = module.varlen_attention(q, k, v, cu_seqlens, max(LENGTHS), scale)
+    want, want_lse = _torch_varlen(q, k, v, cu_seqlens, scale, lse=True)
     tol = TOLERANCE[dtype]
     torch.testing.assert_close(out.double(), want, rtol=tol, atol=tol)
-    torch.testing.assert_close(module.reference(q, k, v, cu_seqlens, max(LENGTHS), scale).double(), want,
-                               rtol=tol, atol=tol)
+    torch.testing.assert_close(lse.double(), want_lse, rtol=1e-5, atol=tol)
+    reference = module.reference(q, k, v, cu_seqlens, max(LENGTHS), scale)
+    torch.testing.assert_close(reference[0].double(), want, rtol=tol, atol=tol)
+    torch.testing.assert_close(reference[1].double(), want_lse, rtol=1e-5, atol=tol)
 
 
 @pytest.mark.parametrize("config", [None, {"BM": 64, "BN": 64}])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_varlen_attention_gradients_are_torchs(generated, monkeypatch, config, dtype):
-    """The backward (row statistics, dk and dv, dq: FlashAttention-2's, per packed sequence)
-    against torch autograd through the float64 reference: the gradients of q, k and v, none for
-    cu_seqlens; keys near a sequence's end take no gradient from the next sequence's queries."""
+    """The backward (delta, dk and dv, dq: FlashAttention-2's, per packed sequence) against torch
+    autograd through the float64 reference, of a loss reading o and the rows' log-sum-exp: the
+    gradients of q, k and v, none for cu_seqlens; keys near a sequence's end take no gradient from
+    the next sequence's queries."""
     module = generated("varlen_attention")
-    for name in ("varlen_attention_backward_stats", "varlen_attention_backward_dkdv", "varlen_attention_backward_dq"):
+    for name in ("varlen_attention_backward_dkdv", "varlen_attention_backward_dq"):
         force_config(monkeypatch, generated(name), config)
     force_config(monkeypatch, module, config)
     q, k, v, cu_seqlens = _packed(LENGTHS, 2, 16, dtype, seed=11)
-    do = torch.randn(q.shape, generator=torch.Generator().manual_seed(12)).to(dtype)
+    generator = torch.Generator().manual_seed(12)
+    do = torch.randn(q.shape, generator=generator).to(dtype)
+    dlse = torch.randn(q.shape[:2], generator=generator)
     scale = 0.25
     ours = [t.clone().requires_grad_() for t in (q, k, v)]
-    module.varlen_attention(*ours, cu_seqlens, max(LENGTHS), scale).backward(do)
+    torch.autograd.backward(module.varlen_attention(*ours, cu_seqlens, max(LENGTHS), scale), (do, dlse))
     theirs = [t.double().requires_grad_() for t in (q, k, v)]
-    _torch_varlen(*theirs, cu_seqlens, scale).backward(do.double())
+    torch.autograd.backward(_torch_varlen(*theirs, cu_seqlens, scale, lse=True), (do.double(), dlse.double()))
     tol = 10 * TOLERANCE[dtype]
     for name, mine, want in zip("qkv", ours, theirs, strict=True):
         torch.testing.assert_close(mine.grad.double(), want.grad, rtol=tol, atol=tol, msg=f"d{name}")
@@ -87,8 +96,8 @@ def test_a_bound_above_the_longest_sequence_changes_nothing(generated):
     """L is a bound (the caller's max_seqlen may be rounded up): tiles past every sequence exit."""
     module = generated("varlen_attention")
     q, k, v, cu_seqlens = _packed([3, 20, 9], 1, 8, torch.float32, seed=3)
-    exact = module.varlen_attention(q, k, v, cu_seqlens, 20, -0.5)  # a negative scale too
-    torch.testing.assert_close(module.varlen_attention(q, k, v, cu_seqlens, 77, -0.5), exact, rtol=0, atol=0)
+    exact = module.varlen_attention(q, k, v, cu_seqlens, 20, -0.5)[0]  # a negative scale too
+    torch.testing.assert_close(module.varlen_attention(q, k, v, cu_seqlens, 77, -0.5)[0], exact, rtol=0, atol=0)
     torch.testing.assert_close(exact.double(), _torch_varlen(q, k, v, cu_seqlens, -0.5), rtol=1e-5, atol=1e-5)
 
 
@@ -158,14 +167,14 @@ def test_varlen_attention_on_the_gpu(generated, dtype):
     want = _torch_varlen(q, k, v, cu_seqlens, 0.088)
     for index in range(len(module._CONFIGS)):
         try:
-            out = module.varlen_attention(q, k, v, cu_seqlens, 700, 0.088, config=index)
+            out = module.varlen_attention(q, k, v, cu_seqlens, 700, 0.088, config=index)[0]
         except Exception as error:  # a config needing more shared memory than the GPU has
             assert "OutOfResources" in type(error).__name__, error
             continue
         torch.testing.assert_close(out.double(), want, rtol=2e-2, atol=2e-2, msg=f"config {index}")
     do = torch.randn(q.shape, device="cuda", generator=torch.Generator("cuda").manual_seed(8)).to(dtype)
     ours = [t.clone().requires_grad_() for t in (q, k, v)]
-    module.varlen_attention(*ours, cu_seqlens, 700, 0.088).backward(do)
+    module.varlen_attention(*ours, cu_seqlens, 700, 0.088)[0].backward(do)
     theirs = [t.double().requires_grad_() for t in (q, k, v)]
     _torch_varlen(*theirs, cu_seqlens, 0.088).backward(do.double())
     for name, mine, want in zip("qkv", ours, theirs, strict=True):
